@@ -1,0 +1,321 @@
+//! Agent messages in pi's wire shape (`role`, `content` blocks, `stopReason`, `usage`).
+//!
+//! Every struct keeps the fields it does not know in `extra`, so a message read from a pi
+//! session and written back (or sent on to the UI) loses nothing.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Milliseconds since the Unix epoch, as pi stores message timestamps.
+pub fn now_millis() -> i64 {
+    let now = time::OffsetDateTime::now_utc();
+    (now.unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+/// An ISO-8601 UTC timestamp with milliseconds (`2026-11-29T19:08:59.865Z`), as pi writes them.
+pub fn now_iso() -> String {
+    iso_from_datetime(time::OffsetDateTime::now_utc())
+}
+
+pub fn iso_from_datetime(dt: time::OffsetDateTime) -> String {
+    let dt = dt.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        dt.year(),
+        u8::from(dt.month()),
+        dt.day(),
+        dt.hour(),
+        dt.minute(),
+        dt.second(),
+        dt.millisecond()
+    )
+}
+
+/// Why an assistant turn ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum StopReason {
+    #[default]
+    Stop,
+    Length,
+    ToolUse,
+    Error,
+    Aborted,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Stop => "stop",
+            StopReason::Length => "length",
+            StopReason::ToolUse => "toolUse",
+            StopReason::Error => "error",
+            StopReason::Aborted => "aborted",
+        }
+    }
+}
+
+/// Token counts of one response, as pi records them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    #[serde(default)]
+    pub input: u64,
+    #[serde(default)]
+    pub output: u64,
+    #[serde(default)]
+    pub cache_read: u64,
+    #[serde(default)]
+    pub cache_write: u64,
+    #[serde(default)]
+    pub total_tokens: u64,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// One block of message content: `text`, `thinking`, `toolCall`, `image`, or anything else.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ContentBlock {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl ContentBlock {
+    pub fn text(text: impl Into<String>) -> Self {
+        Self { kind: "text".into(), text: Some(text.into()), thinking: None, extra: Map::new() }
+    }
+
+    pub fn thinking(thinking: impl Into<String>) -> Self {
+        Self {
+            kind: "thinking".into(),
+            text: None,
+            thinking: Some(thinking.into()),
+            extra: Map::new(),
+        }
+    }
+
+    pub fn is_text(&self) -> bool {
+        self.kind == "text"
+    }
+
+    /// A string field of `extra` (`id`, `name`, `toolCallId`, …).
+    pub fn extra_str(&self, key: &str) -> Option<&str> {
+        self.extra.get(key).and_then(Value::as_str)
+    }
+}
+
+/// Message content: pi accepts a plain string for user messages, blocks everywhere.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    Text(String),
+    Blocks(Vec<ContentBlock>),
+}
+
+impl Default for Content {
+    fn default() -> Self {
+        Content::Blocks(Vec::new())
+    }
+}
+
+impl Content {
+    /// All `text` blocks joined with `\n` (thinking and tool calls are left out).
+    pub fn joined_text(&self) -> String {
+        match self {
+            Content::Text(s) => s.clone(),
+            Content::Blocks(blocks) => blocks
+                .iter()
+                .filter(|b| b.is_text())
+                .filter_map(|b| b.text.as_deref())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+
+    pub fn has_text_block(&self) -> bool {
+        match self {
+            Content::Text(_) => true,
+            Content::Blocks(blocks) => blocks.iter().any(|b| b.is_text() && b.text.is_some()),
+        }
+    }
+
+    pub fn blocks(&self) -> Vec<ContentBlock> {
+        match self {
+            Content::Text(s) => vec![ContentBlock::text(s.clone())],
+            Content::Blocks(b) => b.clone(),
+        }
+    }
+
+    /// Number of characters across text, thinking and the serialized rest: the basis of token
+    /// estimates.
+    pub fn char_len(&self) -> usize {
+        match self {
+            Content::Text(s) => s.chars().count(),
+            Content::Blocks(blocks) => blocks
+                .iter()
+                .map(|b| {
+                    b.text.as_deref().map_or(0, |t| t.chars().count())
+                        + b.thinking.as_deref().map_or(0, |t| t.chars().count())
+                        + if b.extra.is_empty() {
+                            0
+                        } else {
+                            serde_json::to_string(&b.extra).map_or(0, |s| s.len())
+                        }
+                })
+                .sum(),
+        }
+    }
+}
+
+/// Who wrote a message. pi uses `user`, `assistant` and `toolResult`; anything else is kept.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Role {
+    User,
+    Assistant,
+    ToolResult,
+    #[serde(untagged)]
+    Other(String),
+}
+
+/// One message of the conversation, exactly as pi stores it inside a `message` entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Message {
+    pub role: Role,
+    #[serde(default)]
+    pub content: Content,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<StopReason>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<i64>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Message {
+    pub fn user(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            content: Content::Blocks(vec![ContentBlock::text(text)]),
+            stop_reason: None,
+            error_message: None,
+            usage: None,
+            timestamp: Some(now_millis()),
+            extra: Map::new(),
+        }
+    }
+
+    /// An empty assistant message to be filled by a streaming response.
+    pub fn assistant(api: &str, provider: &str, model: &str) -> Self {
+        let mut extra = Map::new();
+        extra.insert("api".into(), Value::String(api.into()));
+        extra.insert("provider".into(), Value::String(provider.into()));
+        extra.insert("model".into(), Value::String(model.into()));
+        Self {
+            role: Role::Assistant,
+            content: Content::Blocks(Vec::new()),
+            stop_reason: Some(StopReason::Stop),
+            error_message: None,
+            usage: Some(Usage::default()),
+            timestamp: Some(now_millis()),
+            extra,
+        }
+    }
+
+    pub fn is_assistant(&self) -> bool {
+        self.role == Role::Assistant
+    }
+
+    pub fn text(&self) -> String {
+        self.content.joined_text()
+    }
+
+    pub fn extra_str(&self, key: &str) -> Option<&str> {
+        self.extra.get(key).and_then(Value::as_str)
+    }
+
+    /// Appends a streamed text delta, extending the last text block or opening a new one.
+    pub fn push_text(&mut self, delta: &str) {
+        self.push_delta("text", delta);
+    }
+
+    pub fn push_thinking(&mut self, delta: &str) {
+        self.push_delta("thinking", delta);
+    }
+
+    fn push_delta(&mut self, kind: &str, delta: &str) {
+        if let Content::Text(s) = &self.content {
+            self.content = Content::Blocks(vec![ContentBlock::text(s.clone())]);
+        }
+        let Content::Blocks(blocks) = &mut self.content else { return };
+        let field = |b: &mut ContentBlock| -> Option<&mut String> {
+            if kind == "text" {
+                b.text.as_mut()
+            } else {
+                b.thinking.as_mut()
+            }
+        };
+        if let Some(last) = blocks.last_mut() {
+            if last.kind == kind {
+                if let Some(s) = field(last) {
+                    s.push_str(delta);
+                    return;
+                }
+            }
+        }
+        blocks.push(if kind == "text" {
+            ContentBlock::text(delta)
+        } else {
+            ContentBlock::thinking(delta)
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assistant_message_from_pi_round_trips_unknown_fields() {
+        let raw = r#"{"role":"assistant","content":[{"type":"text","text":"Hi"},{"type":"toolCall","id":"c1","name":"bash","arguments":{"cmd":"ls"}}],"api":"openai-completions","provider":"mock","model":"m","usage":{"input":42,"output":7,"cacheRead":0,"cacheWrite":0,"totalTokens":49,"cost":{"total":0}},"stopReason":"stop","timestamp":1795979339933,"responseId":"r1"}"#;
+        let msg: Message = serde_json::from_str(raw).unwrap();
+        assert_eq!(msg.role, Role::Assistant);
+        assert_eq!(msg.text(), "Hi");
+        let back: Value = serde_json::to_value(&msg).unwrap();
+        let orig: Value = serde_json::from_str(raw).unwrap();
+        assert_eq!(back, orig);
+    }
+
+    #[test]
+    fn unknown_role_is_kept() {
+        let raw = r#"{"role":"bashExecution","command":"ls","output":"a"}"#;
+        let msg: Message = serde_json::from_str(raw).unwrap();
+        assert_eq!(msg.role, Role::Other("bashExecution".into()));
+        let back = serde_json::to_value(&msg).unwrap();
+        assert_eq!(back["role"], "bashExecution");
+        assert_eq!(back["output"], "a");
+    }
+
+    #[test]
+    fn text_joins_only_text_blocks() {
+        let mut m = Message::assistant("a", "p", "m");
+        m.push_thinking("hmm");
+        m.push_text("one");
+        m.push_text(" two");
+        if let Content::Blocks(b) = &mut m.content {
+            b.push(ContentBlock::text("three"));
+        }
+        assert_eq!(m.text(), "one two\nthree");
+    }
+}
