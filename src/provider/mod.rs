@@ -5,17 +5,22 @@
 //! reached the caller, so a retried request never duplicates text.
 
 mod anthropic;
+mod http;
+mod key;
 mod openai;
 mod retry;
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::message::{Message, StopReason, Usage};
+use crate::message::{Content, ContentBlock, Message, Role, StopReason, Usage};
 
 /// Which wire protocol a provider speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Api {
     /// OpenAI Chat Completions (`/chat/completions`): OpenAI, Ollama, llama.cpp, vLLM, LM Studio, OpenRouter.
@@ -176,12 +181,116 @@ impl Provider {
 
     /// Streams one reply. `on_event` sees every delta in order; the result says how the stream
     /// ended. Cancelling `cancel` closes the connection at once and returns `Aborted`.
+    ///
+    /// The key is resolved here, per call, so a rotated key or a `pass` entry unlocked later is
+    /// picked up without restarting; it lives only in this call's memory. Every error message is
+    /// scrubbed of it before it leaves, in case a server or a shell echoes it back.
     pub async fn stream(
         &self,
         request: &ChatRequest,
         cancel: &CancellationToken,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<StreamEnd, ProviderError> {
-        todo!("implemented in openai.rs / anthropic.rs / retry.rs")
+        let key = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(ProviderError::Aborted),
+            key = key::resolve(&self.config) => key?,
+        };
+        let wire = http::Wire::new(&self.config, request);
+        let result = retry::with_retries(self, &wire, key.as_deref(), cancel, on_event).await;
+        result.map_err(|e| key::redact_error(e, key.as_deref()))
     }
+}
+
+/// Messages as they go on the wire: what pi would send, fixed up so strict servers accept it.
+///
+/// pi keeps aborted and failed turns in the session, and a turn can end between a tool call and
+/// its result (abort, crash). OpenAI and Anthropic both reject a tool call without its result
+/// and a result without its call, so empty failed turns are dropped, missing results are filled
+/// with an error result and orphaned results are dropped.
+fn prepare_messages(messages: &[Message]) -> Vec<Cow<'_, Message>> {
+    let mut out: Vec<Cow<'_, Message>> = Vec::with_capacity(messages.len());
+    // Tool calls of the last assistant message still waiting for their result: (id, name).
+    let mut pending: Vec<(String, String)> = Vec::new();
+    for msg in messages {
+        match &msg.role {
+            Role::ToolResult => {
+                let id = msg.extra_str("toolCallId").unwrap_or_default();
+                if let Some(pos) = pending.iter().position(|(p, _)| p == id) {
+                    pending.remove(pos);
+                    out.push(Cow::Borrowed(msg));
+                } else {
+                    tracing::debug!(tool_call_id = id, "dropping a tool result without its call");
+                }
+            }
+            Role::User | Role::Assistant => {
+                let calls = tool_calls(msg);
+                let failed =
+                    matches!(msg.stop_reason, Some(StopReason::Error) | Some(StopReason::Aborted));
+                if msg.is_assistant()
+                    && failed
+                    && calls.is_empty()
+                    && msg.content.joined_text().trim().is_empty()
+                {
+                    // A turn that failed before saying anything is as if it never happened.
+                    continue;
+                }
+                fill_missing_results(&mut out, &mut pending);
+                if msg.is_assistant() {
+                    pending = calls
+                        .iter()
+                        .map(|b| {
+                            (
+                                b.extra_str("id").unwrap_or_default().to_owned(),
+                                b.extra_str("name").unwrap_or_default().to_owned(),
+                            )
+                        })
+                        .collect();
+                }
+                out.push(Cow::Borrowed(msg));
+            }
+            // bashExecution, custom messages…: pi's own bookkeeping, not model input.
+            Role::Other(_) => {}
+        }
+    }
+    fill_missing_results(&mut out, &mut pending);
+    out
+}
+
+fn fill_missing_results(out: &mut Vec<Cow<'_, Message>>, pending: &mut Vec<(String, String)>) {
+    for (id, name) in pending.drain(..) {
+        let mut extra = serde_json::Map::new();
+        extra.insert("toolCallId".into(), id.into());
+        extra.insert("toolName".into(), name.into());
+        extra.insert("isError".into(), true.into());
+        out.push(Cow::Owned(Message {
+            role: Role::ToolResult,
+            content: Content::Blocks(vec![ContentBlock::text("No result provided")]),
+            stop_reason: None,
+            error_message: None,
+            usage: None,
+            timestamp: None,
+            extra,
+        }));
+    }
+}
+
+/// The `toolCall` blocks of a message.
+fn tool_calls(msg: &Message) -> Vec<&ContentBlock> {
+    match &msg.content {
+        Content::Blocks(blocks) => blocks.iter().filter(|b| b.kind == "toolCall").collect(),
+        Content::Text(_) => Vec::new(),
+    }
+}
+
+/// `s` cut to at most `max` bytes on a character boundary, with an ellipsis when cut.
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
 }

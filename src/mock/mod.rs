@@ -1,0 +1,690 @@
+//! A scriptable model server for tests, end-to-end runs and benchmarks: speaks OpenAI Chat
+//! Completions and Anthropic Messages over hand-parsed HTTP/1.1, so failure modes real servers
+//! produce only by accident (torn streams, stalls, 429s, garbage events) can be staged on
+//! demand. Every response is sent with `Connection: close`; streams use chunked encoding, so a
+//! torn stream is a real transport error for the client, as it would be in the wild.
+//!
+//! In-process use: [`MockServer::start`], [`MockServer::push`]. Out of process (Lua tests, the
+//! `mock-model-server` binary): `POST /__mock/push` with a [`MockReply`] JSON (or an array),
+//! `POST /__mock/default`, `GET /__mock/requests`, `POST /__mock/reset`.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+/// What the server answers to one model request.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum MockReply {
+    /// A normal streamed reply: thinking chunks, then text chunks, then the stop reason.
+    Text {
+        chunks: Vec<String>,
+        #[serde(default)]
+        chunk_delay_ms: u64,
+        #[serde(default)]
+        first_delay_ms: u64,
+        /// `stop`, `length` or `tool_calls` (mapped to Anthropic's names there).
+        #[serde(default = "default_stop")]
+        stop: String,
+        #[serde(default)]
+        thinking: Vec<String>,
+    },
+    /// A plain HTTP error with this body (and `retry-after` header when given).
+    Status {
+        status: u16,
+        body: String,
+        #[serde(default)]
+        retry_after: Option<String>,
+    },
+    /// Sends the chunks, then drops the connection mid-stream.
+    Torn { chunks: Vec<String> },
+    /// Sends the chunks, then an event whose data is not JSON.
+    Malformed { chunks: Vec<String> },
+    /// OpenAI: a chunk with `choices: []` and no usage; Anthropic: an unknown event. Then the
+    /// stream ends cleanly but without any finish.
+    NoChoices,
+    /// A complete reply without any content.
+    Empty,
+    /// Sends the chunks, then nothing, holding the connection until the client hangs up.
+    Stall { chunks: Vec<String> },
+    /// Reads the request and never answers.
+    NoAnswer,
+    /// One text delta of exactly `bytes` bytes (a–z repeating).
+    Huge { bytes: usize },
+    /// Streams back the text of the request's last user message.
+    Echo,
+}
+
+fn default_stop() -> String {
+    "stop".into()
+}
+
+impl MockReply {
+    /// The whole reply streamed in word-sized chunks (each keeps its trailing whitespace, so
+    /// the chunks join back to `text`).
+    pub fn text(text: &str) -> MockReply {
+        MockReply::Text {
+            chunks: split_words(text),
+            chunk_delay_ms: 0,
+            first_delay_ms: 0,
+            stop: default_stop(),
+            thinking: Vec::new(),
+        }
+    }
+
+    /// `n_chunks` chunks `"w0 "`, `"w1 "`, … for streaming-throughput and abort tests.
+    pub fn long(n_chunks: usize) -> MockReply {
+        MockReply::Text {
+            chunks: (0..n_chunks).map(|i| format!("w{i} ")).collect(),
+            chunk_delay_ms: 0,
+            first_delay_ms: 0,
+            stop: default_stop(),
+            thinking: Vec::new(),
+        }
+    }
+}
+
+fn split_words(text: &str) -> Vec<String> {
+    text.split_inclusive(char::is_whitespace).map(str::to_owned).collect()
+}
+
+/// One request as the server received it (model endpoints only, not `/__mock/*`).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct RecordedRequest {
+    pub method: String,
+    pub path: String,
+    /// Lowercased names; repeated headers joined with `, `.
+    pub headers: BTreeMap<String, String>,
+    /// The JSON body, or the raw text as a string when it is not JSON.
+    pub body: Value,
+}
+
+impl RecordedRequest {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(&name.to_ascii_lowercase()).map(String::as_str)
+    }
+}
+
+struct State {
+    queue: VecDeque<MockReply>,
+    default: MockReply,
+    requests: Vec<RecordedRequest>,
+    served: u64,
+}
+
+struct Inner {
+    addr: SocketAddr,
+    state: Mutex<State>,
+    recorded: Notify,
+    stop: CancellationToken,
+}
+
+impl Inner {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Handle to a running mock server; clones share it, and the server stops when the last
+/// handle is dropped.
+#[derive(Clone)]
+pub struct MockServer {
+    inner: Arc<Inner>,
+    _guard: Arc<DropGuard>,
+}
+
+impl MockServer {
+    /// Binds an ephemeral port on 127.0.0.1 and serves on a tokio task.
+    pub async fn start() -> std::io::Result<MockServer> {
+        Self::start_on(0).await
+    }
+
+    /// Like [`MockServer::start`] on a chosen port (0 = any).
+    pub async fn start_on(port: u16) -> std::io::Result<MockServer> {
+        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+        let stop = CancellationToken::new();
+        let inner = Arc::new(Inner {
+            addr: listener.local_addr()?,
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                default: MockReply::text("Hello from the mock server."),
+                requests: Vec::new(),
+                served: 0,
+            }),
+            recorded: Notify::new(),
+            stop: stop.clone(),
+        });
+        tokio::spawn(accept_loop(listener, inner.clone()));
+        Ok(MockServer { inner, _guard: Arc::new(stop.drop_guard()) })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.inner.addr
+    }
+
+    pub fn openai_base_url(&self) -> String {
+        format!("http://{}/v1", self.inner.addr)
+    }
+
+    pub fn anthropic_base_url(&self) -> String {
+        self.openai_base_url()
+    }
+
+    /// Queues a reply; each model request takes the oldest one.
+    pub fn push(&self, reply: MockReply) {
+        self.inner.state().queue.push_back(reply);
+    }
+
+    /// The reply used when the queue is empty.
+    pub fn set_default(&self, reply: MockReply) {
+        self.inner.state().default = reply;
+    }
+
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.inner.state().requests.clone()
+    }
+
+    /// Waits until at least `n` requests were recorded; false on timeout.
+    pub async fn wait_for_requests(&self, n: usize, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.inner.recorded.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.inner.state().requests.len() >= n {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.inner.state().requests.len() >= n;
+            }
+        }
+    }
+}
+
+async fn accept_loop(listener: TcpListener, inner: Arc<Inner>) {
+    loop {
+        let accepted = tokio::select! {
+            _ = inner.stop.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((socket, _)) = accepted else { continue };
+        let inner = inner.clone();
+        tokio::spawn(async move {
+            let stop = inner.stop.clone();
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                result = handle(socket, inner) => {
+                    if let Err(e) = result {
+                        tracing::debug!("mock connection ended: {e}");
+                    }
+                }
+            }
+        });
+    }
+}
+
+struct Request {
+    method: String,
+    path: String,
+    headers: BTreeMap<String, String>,
+    body: Vec<u8>,
+}
+
+async fn read_line(rd: &mut BufReader<OwnedReadHalf>) -> std::io::Result<String> {
+    let mut buf = Vec::new();
+    rd.read_until(b'\n', &mut buf).await?;
+    Ok(String::from_utf8_lossy(&buf).trim_end().to_owned())
+}
+
+/// Parses one HTTP/1.1 request (Content-Length or chunked body); `None` if the peer left.
+async fn read_request(
+    rd: &mut BufReader<OwnedReadHalf>,
+    wr: &mut OwnedWriteHalf,
+) -> std::io::Result<Option<Request>> {
+    let line = read_line(rd).await?;
+    let mut parts = line.split_whitespace();
+    let (Some(method), Some(target)) = (parts.next(), parts.next()) else { return Ok(None) };
+    let (method, path) = (method.to_owned(), target.split('?').next().unwrap_or("").to_owned());
+    let mut headers = BTreeMap::<String, String>::new();
+    loop {
+        let line = read_line(rd).await?;
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            let (name, value) = (name.trim().to_ascii_lowercase(), value.trim().to_owned());
+            headers.entry(name).and_modify(|v| *v = format!("{v}, {value}")).or_insert(value);
+        }
+    }
+    if headers.get("expect").is_some_and(|v| v.eq_ignore_ascii_case("100-continue")) {
+        wr.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
+    }
+    let mut body = Vec::new();
+    if headers.get("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+        loop {
+            let size_line = read_line(rd).await?;
+            let size = usize::from_str_radix(size_line.split(';').next().unwrap_or("").trim(), 16)
+                .map_err(|_| std::io::Error::other("bad chunk size"))?;
+            if size == 0 {
+                while !read_line(rd).await?.is_empty() {}
+                break;
+            }
+            let start = body.len();
+            body.resize(start + size, 0);
+            rd.read_exact(&mut body[start..]).await?;
+            read_line(rd).await?;
+        }
+    } else if let Some(len) = headers.get("content-length").and_then(|v| v.parse::<usize>().ok()) {
+        body.resize(len, 0);
+        rd.read_exact(&mut body).await?;
+    }
+    Ok(Some(Request { method, path, headers, body }))
+}
+
+async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
+    socket.set_nodelay(true)?;
+    let (rd, mut wr) = socket.into_split();
+    let mut rd = BufReader::new(rd);
+    let Some(req) = read_request(&mut rd, &mut wr).await? else { return Ok(()) };
+    if let Some(action) = req.path.strip_prefix("/__mock/") {
+        return control(&inner, action, &req, &mut wr).await;
+    }
+    let body: Value = serde_json::from_slice(&req.body).unwrap_or_else(|_| {
+        if req.body.is_empty() {
+            Value::Null
+        } else {
+            Value::String(String::from_utf8_lossy(&req.body).into_owned())
+        }
+    });
+    let record = RecordedRequest {
+        method: req.method.clone(),
+        path: req.path.clone(),
+        headers: req.headers.clone(),
+        body: body.clone(),
+    };
+    let format = if req.path.ends_with("/chat/completions") {
+        Format::OpenAi
+    } else if req.path.ends_with("/messages") {
+        Format::Anthropic
+    } else {
+        inner.state().requests.push(record);
+        inner.recorded.notify_waiters();
+        let msg = json!({ "error": { "message": format!("no endpoint {}", req.path) } });
+        return respond(&mut wr, 404, &msg.to_string(), None).await;
+    };
+    let (reply, n) = {
+        let mut state = inner.state();
+        state.requests.push(record);
+        state.served += 1;
+        let reply = state.queue.pop_front().unwrap_or_else(|| state.default.clone());
+        (reply, state.served)
+    };
+    inner.recorded.notify_waiters();
+    let ctx = Ctx {
+        format,
+        id: format!("mock-{n}"),
+        model: body.get("model").and_then(Value::as_str).unwrap_or("mock").to_owned(),
+        prompt_tokens: (req.body.len() / 4) as u64,
+        stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
+    };
+    serve(reply, &ctx, &body, &mut rd, &mut wr).await
+}
+
+async fn control(
+    inner: &Inner,
+    action: &str,
+    req: &Request,
+    wr: &mut OwnedWriteHalf,
+) -> std::io::Result<()> {
+    let ok = json!({ "ok": true }).to_string();
+    let parsed = |body: &[u8]| -> Result<Vec<MockReply>, String> {
+        let v: Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+        let list = if v.is_array() { v } else { Value::Array(vec![v]) };
+        serde_json::from_value(list).map_err(|e| e.to_string())
+    };
+    let bad = |e: String| json!({ "error": { "message": e } }).to_string();
+    match action {
+        "push" | "default" => match parsed(&req.body) {
+            Ok(replies) => {
+                {
+                    let mut state = inner.state();
+                    if action == "push" {
+                        state.queue.extend(replies);
+                    } else if let Some(last) = replies.into_iter().last() {
+                        state.default = last;
+                    }
+                }
+                respond(wr, 200, &ok, None).await
+            }
+            Err(e) => respond(wr, 400, &bad(e), None).await,
+        },
+        "requests" => {
+            let list = serde_json::to_string(&inner.state().requests).unwrap_or_default();
+            respond(wr, 200, &list, None).await
+        }
+        "reset" => {
+            {
+                let mut state = inner.state();
+                state.queue.clear();
+                state.requests.clear();
+            }
+            respond(wr, 200, &ok, None).await
+        }
+        _ => respond(wr, 404, &bad(format!("no control action {action}")), None).await,
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        529 => "Overloaded",
+        _ => "Status",
+    }
+}
+
+async fn respond(
+    wr: &mut OwnedWriteHalf,
+    status: u16,
+    body: &str,
+    retry_after: Option<&str>,
+) -> std::io::Result<()> {
+    let kind =
+        if serde_json::from_str::<Value>(body).is_ok() { "application/json" } else { "text/plain" };
+    let retry = retry_after.map(|r| format!("Retry-After: {r}\r\n")).unwrap_or_default();
+    let head = format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n{retry}Connection: close\r\n\r\n",
+        reason(status),
+        body.len()
+    );
+    wr.write_all(head.as_bytes()).await?;
+    wr.write_all(body.as_bytes()).await?;
+    wr.shutdown().await
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Format {
+    OpenAi,
+    Anthropic,
+}
+
+struct Ctx {
+    format: Format,
+    id: String,
+    model: String,
+    prompt_tokens: u64,
+    stream: bool,
+}
+
+/// Holds the connection until the client hangs up (or the server stops).
+async fn hold(rd: &mut BufReader<OwnedReadHalf>) -> std::io::Result<()> {
+    let mut buf = [0u8; 1024];
+    while rd.read(&mut buf).await? > 0 {}
+    Ok(())
+}
+
+async fn serve(
+    reply: MockReply,
+    ctx: &Ctx,
+    body: &Value,
+    rd: &mut BufReader<OwnedReadHalf>,
+    wr: &mut OwnedWriteHalf,
+) -> std::io::Result<()> {
+    let (chunks, thinking, first_ms, chunk_ms, stop) = match reply {
+        MockReply::Status { status, body, retry_after } => {
+            return respond(wr, status, &body, retry_after.as_deref()).await
+        }
+        MockReply::NoAnswer => return hold(rd).await,
+        MockReply::Text { chunks, chunk_delay_ms, first_delay_ms, stop, thinking } => {
+            (chunks, thinking, first_delay_ms, chunk_delay_ms, stop)
+        }
+        MockReply::Empty => (Vec::new(), Vec::new(), 0, 0, default_stop()),
+        MockReply::Huge { bytes } => {
+            let text: String = (0..bytes).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+            (vec![text], Vec::new(), 0, 0, default_stop())
+        }
+        MockReply::Echo => (split_words(&last_user_text(body)), Vec::new(), 0, 0, default_stop()),
+        broken @ (MockReply::Torn { .. }
+        | MockReply::Malformed { .. }
+        | MockReply::NoChoices
+        | MockReply::Stall { .. }) => return serve_broken(broken, ctx, rd, wr).await,
+    };
+    tokio::time::sleep(Duration::from_millis(first_ms)).await;
+    let usage = (ctx.prompt_tokens, (chunks.len() + thinking.len()) as u64);
+    if !ctx.stream {
+        let text = chunks.concat();
+        let reply = match ctx.format {
+            Format::OpenAi => json!({
+                "id": ctx.id, "object": "chat.completion", "model": ctx.model,
+                "choices": [{ "index": 0, "message": { "role": "assistant", "content": text },
+                              "finish_reason": stop }],
+                "usage": { "prompt_tokens": usage.0, "completion_tokens": usage.1,
+                           "total_tokens": usage.0 + usage.1 },
+            }),
+            Format::Anthropic => json!({
+                "id": ctx.id, "type": "message", "role": "assistant", "model": ctx.model,
+                "content": [{ "type": "text", "text": text }],
+                "stop_reason": anthropic_stop(&stop),
+                "usage": { "input_tokens": usage.0, "output_tokens": usage.1 },
+            }),
+        };
+        return respond(wr, 200, &reply.to_string(), None).await;
+    }
+    let mut sse = Sse::start(wr, ctx).await?;
+    for (i, (chunk, is_thinking)) in
+        thinking.iter().map(|t| (t, true)).chain(chunks.iter().map(|t| (t, false))).enumerate()
+    {
+        if i > 0 {
+            tokio::time::sleep(Duration::from_millis(chunk_ms)).await;
+        }
+        sse.delta(chunk, is_thinking).await?;
+    }
+    sse.finish(&stop, usage).await?;
+    sse.wr.write_all(b"0\r\n\r\n").await?;
+    sse.wr.shutdown().await
+}
+
+async fn serve_broken(
+    reply: MockReply,
+    ctx: &Ctx,
+    rd: &mut BufReader<OwnedReadHalf>,
+    wr: &mut OwnedWriteHalf,
+) -> std::io::Result<()> {
+    let mut sse = Sse::start(wr, ctx).await?;
+    match reply {
+        MockReply::Torn { chunks } => {
+            for c in &chunks {
+                sse.delta(c, false).await?;
+            }
+            // Dropping the socket without the terminating chunk tears the body.
+        }
+        MockReply::Malformed { chunks } => {
+            for c in &chunks {
+                sse.delta(c, false).await?;
+            }
+            sse.event("content_block_delta", "{\"choices\": [{\"delta\": {\"content\": \"x\"")
+                .await?;
+            sse.wr.write_all(b"0\r\n\r\n").await?;
+        }
+        MockReply::NoChoices => {
+            match ctx.format {
+                Format::OpenAi => sse.data(&json!({ "id": ctx.id, "choices": [] })).await?,
+                Format::Anthropic => sse.event("mystery", "{\"type\":\"mystery\"}").await?,
+            }
+            sse.wr.write_all(b"0\r\n\r\n").await?;
+        }
+        MockReply::Stall { chunks } => {
+            for c in &chunks {
+                sse.delta(c, false).await?;
+            }
+            hold(rd).await?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn anthropic_stop(stop: &str) -> &'static str {
+    match stop {
+        "length" => "max_tokens",
+        "tool_calls" => "tool_use",
+        _ => "end_turn",
+    }
+}
+
+/// The text of the last user message of an OpenAI or Anthropic request body.
+fn last_user_text(body: &Value) -> String {
+    let messages = body.get("messages").and_then(Value::as_array).cloned().unwrap_or_default();
+    let Some(content) = messages
+        .iter()
+        .rev()
+        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .and_then(|m| m.get("content"))
+    else {
+        return "(no user message)".into();
+    };
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// Writes SSE events in either format as HTTP chunks.
+struct Sse<'a> {
+    wr: &'a mut OwnedWriteHalf,
+    format: Format,
+    id: String,
+    model: String,
+    prompt_tokens: u64,
+    /// Anthropic: the open content block (index, is thinking).
+    block: Option<(usize, bool)>,
+    next_index: usize,
+}
+
+impl<'a> Sse<'a> {
+    async fn start(wr: &'a mut OwnedWriteHalf, ctx: &Ctx) -> std::io::Result<Sse<'a>> {
+        wr.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
+              Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+        )
+        .await?;
+        let mut sse = Sse {
+            wr,
+            format: ctx.format,
+            id: ctx.id.clone(),
+            model: ctx.model.clone(),
+            prompt_tokens: ctx.prompt_tokens,
+            block: None,
+            next_index: 0,
+        };
+        if sse.format == Format::Anthropic {
+            let start = json!({ "type": "message_start", "message": {
+                "id": sse.id, "type": "message", "role": "assistant", "model": sse.model,
+                "content": [], "stop_reason": null,
+                "usage": { "input_tokens": sse.prompt_tokens, "output_tokens": 1 } } });
+            sse.event("message_start", &start.to_string()).await?;
+            sse.event("ping", "{\"type\":\"ping\"}").await?;
+        }
+        Ok(sse)
+    }
+
+    async fn chunk(&mut self, payload: &str) -> std::io::Result<()> {
+        let framed = format!("{:x}\r\n{payload}\r\n", payload.len());
+        self.wr.write_all(framed.as_bytes()).await
+    }
+
+    async fn event(&mut self, name: &str, data: &str) -> std::io::Result<()> {
+        match self.format {
+            Format::OpenAi => self.chunk(&format!("data: {data}\n\n")).await,
+            Format::Anthropic => self.chunk(&format!("event: {name}\ndata: {data}\n\n")).await,
+        }
+    }
+
+    async fn data(&mut self, v: &Value) -> std::io::Result<()> {
+        let name = v.get("type").and_then(Value::as_str).unwrap_or("message").to_owned();
+        self.event(&name, &v.to_string()).await
+    }
+
+    async fn openai_chunk(&mut self, delta: Value, finish: Value) -> std::io::Result<()> {
+        let v = json!({ "id": self.id, "object": "chat.completion.chunk", "model": self.model,
+                        "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] });
+        self.data(&v).await
+    }
+
+    async fn close_block(&mut self) -> std::io::Result<()> {
+        if let Some((index, _)) = self.block.take() {
+            self.data(&json!({ "type": "content_block_stop", "index": index })).await?;
+        }
+        Ok(())
+    }
+
+    async fn delta(&mut self, text: &str, thinking: bool) -> std::io::Result<()> {
+        if self.format == Format::OpenAi {
+            let key = if thinking { "reasoning_content" } else { "content" };
+            return self.openai_chunk(json!({ key: text }), Value::Null).await;
+        }
+        if self.block.is_some_and(|(_, t)| t != thinking) {
+            self.close_block().await?;
+        }
+        let index = match self.block {
+            Some((index, _)) => index,
+            None => {
+                let index = self.next_index;
+                self.next_index += 1;
+                self.block = Some((index, thinking));
+                let block = if thinking {
+                    json!({ "type": "thinking", "thinking": "" })
+                } else {
+                    json!({ "type": "text", "text": "" })
+                };
+                let start = json!({ "type": "content_block_start", "index": index, "content_block": block });
+                self.data(&start).await?;
+                index
+            }
+        };
+        let delta = if thinking {
+            json!({ "type": "thinking_delta", "thinking": text })
+        } else {
+            json!({ "type": "text_delta", "text": text })
+        };
+        self.data(&json!({ "type": "content_block_delta", "index": index, "delta": delta })).await
+    }
+
+    async fn finish(&mut self, stop: &str, (input, output): (u64, u64)) -> std::io::Result<()> {
+        if self.format == Format::OpenAi {
+            self.openai_chunk(json!({}), json!(stop)).await?;
+            let usage = json!({ "id": self.id, "object": "chat.completion.chunk", "choices": [],
+                "usage": { "prompt_tokens": input, "completion_tokens": output,
+                           "total_tokens": input + output } });
+            self.data(&usage).await?;
+            return self.chunk("data: [DONE]\n\n").await;
+        }
+        self.close_block().await?;
+        let delta = json!({ "type": "message_delta",
+            "delta": { "stop_reason": anthropic_stop(stop), "stop_sequence": null },
+            "usage": { "output_tokens": output } });
+        self.data(&delta).await?;
+        self.data(&json!({ "type": "message_stop" })).await
+    }
+}

@@ -1,0 +1,727 @@
+//! Providers against the scriptable mock server: both wire formats, every failure mode the mock
+//! can stage, request conversion as seen on the wire, retries and aborts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use handoff_nvim::message::{Content, ContentBlock, Message, Role, StopReason};
+use handoff_nvim::mock::{MockReply, MockServer, RecordedRequest};
+use handoff_nvim::provider::{
+    Api, ChatRequest, Provider, ProviderConfig, ProviderError, StreamEnd, StreamEvent,
+};
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+const BOTH: [Api; 2] = [Api::Openai, Api::Anthropic];
+const CANARY_VAR: &str = "HANDOFF_TEST_CANARY_KEY";
+const CANARY: &str = "sk-canary-123";
+
+/// Environment variables are set once, before any test reads them, so no test races a
+/// `set_var` against another's `getenv`.
+fn env() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        std::env::set_var(CANARY_VAR, CANARY);
+        std::env::remove_var("HANDOFF_TEST_UNSET_KEY");
+    });
+}
+
+fn config(api: Api, server: &MockServer) -> ProviderConfig {
+    env();
+    let mut c = ProviderConfig::new(api, server.openai_base_url(), "mock-model");
+    c.max_retries = 2;
+    c.retry_base_delay = Duration::from_millis(5);
+    c.max_retry_delay = Duration::from_millis(20);
+    c.idle_timeout = Duration::from_secs(5);
+    c
+}
+
+fn hello() -> ChatRequest {
+    ChatRequest { system: Some("Be brief.".into()), messages: vec![Message::user("Say hello")] }
+}
+
+fn text_reply(chunks: &[&str], stop: &str, thinking: &[&str]) -> MockReply {
+    MockReply::Text {
+        chunks: chunks.iter().map(|s| s.to_string()).collect(),
+        chunk_delay_ms: 0,
+        first_delay_ms: 0,
+        stop: stop.into(),
+        thinking: thinking.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+async fn run(
+    config: ProviderConfig,
+    request: &ChatRequest,
+) -> (Vec<StreamEvent>, Result<StreamEnd, ProviderError>) {
+    let provider = Provider::new(config);
+    let cancel = CancellationToken::new();
+    let mut events = Vec::new();
+    let result = provider.stream(request, &cancel, &mut |e| events.push(e)).await;
+    (events, result)
+}
+
+fn text_of(events: &[StreamEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::TextDelta(t) => Some(t.as_str()),
+            StreamEvent::ThinkingDelta(_) => None,
+        })
+        .collect()
+}
+
+fn stream_message(r: Result<StreamEnd, ProviderError>) -> String {
+    match r {
+        Err(ProviderError::Stream { message, .. }) => message,
+        other => panic!("expected a Stream error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn streams_text_in_order_with_usage_and_id() {
+    for api in BOTH {
+        let server = MockServer::start().await.unwrap();
+        server.push(text_reply(&["Hel", "lo, ", "world"], "stop", &[]));
+        let (events, result) = run(config(api, &server), &hello()).await;
+        let end = result.unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        assert_eq!(
+            events,
+            vec![
+                StreamEvent::TextDelta("Hel".into()),
+                StreamEvent::TextDelta("lo, ".into()),
+                StreamEvent::TextDelta("world".into()),
+            ],
+            "{api:?}"
+        );
+        assert_eq!(end.stop_reason, StopReason::Stop);
+        assert_eq!(end.response_id.as_deref(), Some("mock-1"), "{api:?}");
+        assert_eq!(end.usage.output, 3, "{api:?}");
+        assert!(end.usage.input > 10, "{api:?}: {:?}", end.usage);
+        assert_eq!(end.usage.total_tokens, end.usage.input + end.usage.output);
+        assert_eq!(server.requests().len(), 1);
+    }
+}
+
+#[tokio::test]
+async fn thinking_deltas_come_before_text() {
+    for api in BOTH {
+        let server = MockServer::start().await.unwrap();
+        server.push(text_reply(&["Answer."], "stop", &["Let me ", "think."]));
+        let (events, result) = run(config(api, &server), &hello()).await;
+        result.unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        assert_eq!(
+            events,
+            vec![
+                StreamEvent::ThinkingDelta("Let me ".into()),
+                StreamEvent::ThinkingDelta("think.".into()),
+                StreamEvent::TextDelta("Answer.".into()),
+            ],
+            "{api:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn length_and_tool_stop_reasons_are_mapped() {
+    for api in BOTH {
+        let server = MockServer::start().await.unwrap();
+        server.push(text_reply(&["cut"], "length", &[]));
+        server.push(text_reply(&["calling"], "tool_calls", &[]));
+        let (_, first) = run(config(api, &server), &hello()).await;
+        assert_eq!(first.unwrap().stop_reason, StopReason::Length, "{api:?}");
+        let (_, second) = run(config(api, &server), &hello()).await;
+        assert_eq!(second.unwrap().stop_reason, StopReason::ToolUse, "{api:?}");
+    }
+}
+
+#[tokio::test]
+async fn http_401_carries_the_servers_message_but_never_the_key() {
+    for api in BOTH {
+        let server = MockServer::start().await.unwrap();
+        server.push(MockReply::Status {
+            status: 401,
+            body: r#"{"error":{"type":"authentication_error","message":"invalid x-api-key"}}"#
+                .into(),
+            retry_after: None,
+        });
+        let mut c = config(api, &server);
+        c.api_key_env = Some(CANARY_VAR.into());
+        let (_, result) = run(c, &hello()).await;
+        let err = result.unwrap_err();
+        let shown = err.to_string();
+        match &err {
+            ProviderError::Http { status: 401, message, .. } => {
+                assert_eq!(message, "invalid x-api-key", "{api:?}")
+            }
+            other => panic!("{api:?}: expected Http 401, got {other:?}"),
+        }
+        assert!(!shown.contains(CANARY), "{api:?}: key leaked into {shown}");
+        assert!(!format!("{err:?}").contains(CANARY), "{api:?}: key leaked into Debug");
+        let requests = server.requests();
+        assert_eq!(requests.len(), 1, "{api:?}: 401 must not be retried");
+        match api {
+            Api::Openai => {
+                assert_eq!(requests[0].header("authorization"), Some("Bearer sk-canary-123"))
+            }
+            Api::Anthropic => {
+                assert_eq!(requests[0].header("x-api-key"), Some(CANARY));
+                assert_eq!(requests[0].header("anthropic-version"), Some("2023-06-01"));
+                assert_eq!(requests[0].header("authorization"), None);
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_key_echoed_by_the_server_is_redacted() {
+    let server = MockServer::start().await.unwrap();
+    server.push(MockReply::Status {
+        status: 401,
+        body: format!(r#"{{"error":{{"message":"Incorrect API key provided: {CANARY}"}}}}"#),
+        retry_after: None,
+    });
+    let mut c = config(Api::Openai, &server);
+    c.api_key_env = Some(CANARY_VAR.into());
+    let (_, result) = run(c, &hello()).await;
+    let shown = result.unwrap_err().to_string();
+    assert!(!shown.contains(CANARY), "{shown}");
+    assert!(shown.contains("Incorrect API key provided: [redacted]"), "{shown}");
+}
+
+#[tokio::test]
+async fn retry_after_zero_is_honoured_then_the_retry_succeeds() {
+    for api in BOTH {
+        let server = MockServer::start().await.unwrap();
+        server.push(MockReply::Status {
+            status: 429,
+            body: r#"{"error":{"message":"rate limited"}}"#.into(),
+            retry_after: Some("0".into()),
+        });
+        server.push(MockReply::text("after the wait"));
+        let mut c = config(api, &server);
+        // Without the header the first retry would wait 10 s: the test would time out.
+        c.retry_base_delay = Duration::from_secs(10);
+        c.max_retry_delay = Duration::from_secs(10);
+        let started = Instant::now();
+        let (events, result) = run(c, &hello()).await;
+        result.unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        assert!(started.elapsed() < Duration::from_secs(2), "{api:?}: {:?}", started.elapsed());
+        assert_eq!(text_of(&events), "after the wait");
+        assert_eq!(server.requests().len(), 2, "{api:?}");
+    }
+}
+
+#[tokio::test]
+async fn server_errors_are_retried_max_retries_times_then_reported() {
+    for api in BOTH {
+        let server = MockServer::start().await.unwrap();
+        server.set_default(MockReply::Status {
+            status: 500,
+            body: r#"{"error":{"message":"the model fell over"}}"#.into(),
+            retry_after: None,
+        });
+        let mut c = config(api, &server);
+        c.max_retries = 3;
+        let (_, result) = run(c, &hello()).await;
+        match result {
+            Err(ProviderError::Http { status: 500, message, .. }) => {
+                assert_eq!(message, "the model fell over")
+            }
+            other => panic!("{api:?}: {other:?}"),
+        }
+        assert_eq!(server.requests().len(), 4, "{api:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_plain_text_error_body_is_reported_truncated() {
+    let server = MockServer::start().await.unwrap();
+    server.push(MockReply::Status { status: 400, body: "x".repeat(5000), retry_after: None });
+    let (_, result) = run(config(Api::Openai, &server), &hello()).await;
+    match result {
+        Err(ProviderError::Http { status: 400, message, .. }) => {
+            assert!(message.len() < 400 && message.starts_with("xxxx"), "{}", message.len())
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(server.requests().len(), 1, "400 must not be retried");
+}
+
+#[tokio::test]
+async fn a_torn_stream_is_a_stream_error_and_not_retried() {
+    for api in BOTH {
+        let server = MockServer::start().await.unwrap();
+        server.push(MockReply::Torn { chunks: vec!["partial ".into(), "reply".into()] });
+        let (events, result) = run(config(api, &server), &hello()).await;
+        let message = stream_message(result);
+        assert!(message.contains("closed before the reply finished"), "{api:?}: {message}");
+        assert_eq!(text_of(&events), "partial reply", "{api:?}");
+        assert_eq!(server.requests().len(), 1, "{api:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_event_is_a_stream_error() {
+    for api in BOTH {
+        let server = MockServer::start().await.unwrap();
+        server.push(MockReply::Malformed { chunks: vec!["fine ".into()] });
+        let (events, result) = run(config(api, &server), &hello()).await;
+        let message = stream_message(result);
+        assert!(message.contains("invalid JSON"), "{api:?}: {message}");
+        assert_eq!(text_of(&events), "fine ");
+    }
+}
+
+#[tokio::test]
+async fn a_stream_that_ends_without_finishing_is_an_error() {
+    for api in BOTH {
+        let server = MockServer::start().await.unwrap();
+        server.push(MockReply::NoChoices);
+        let (events, result) = run(config(api, &server), &hello()).await;
+        let message = stream_message(result);
+        assert!(message.contains("closed before the reply finished"), "{api:?}: {message}");
+        assert!(events.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn an_empty_reply_is_ok() {
+    for api in BOTH {
+        let server = MockServer::start().await.unwrap();
+        server.push(MockReply::Empty);
+        let (events, result) = run(config(api, &server), &hello()).await;
+        let end = result.unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        assert!(events.is_empty(), "{api:?}: {events:?}");
+        assert_eq!(end.stop_reason, StopReason::Stop);
+    }
+}
+
+#[tokio::test]
+async fn a_stalled_stream_times_out_and_is_not_retried_after_a_delta() {
+    for api in BOTH {
+        let server = MockServer::start().await.unwrap();
+        server.push(MockReply::Stall { chunks: vec!["then silence".into()] });
+        let mut c = config(api, &server);
+        c.idle_timeout = Duration::from_millis(300);
+        let started = Instant::now();
+        let (events, result) = run(c, &hello()).await;
+        assert!(matches!(result, Err(ProviderError::Timeout { .. })), "{api:?}: {result:?}");
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        assert_eq!(text_of(&events), "then silence");
+        assert_eq!(server.requests().len(), 1, "{api:?}: retried after a delta");
+    }
+}
+
+#[tokio::test]
+async fn missing_response_headers_time_out_and_are_retried() {
+    let server = MockServer::start().await.unwrap();
+    server.set_default(MockReply::NoAnswer);
+    let mut c = config(Api::Openai, &server);
+    c.idle_timeout = Duration::from_millis(300);
+    c.max_retries = 1;
+    let started = Instant::now();
+    let (_, result) = run(c, &hello()).await;
+    assert!(matches!(result, Err(ProviderError::Timeout { .. })), "{result:?}");
+    assert_eq!(server.requests().len(), 2);
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn a_stall_before_any_delta_times_out() {
+    let server = MockServer::start().await.unwrap();
+    server.push(MockReply::Stall { chunks: vec![] });
+    let mut c = config(Api::Anthropic, &server);
+    c.idle_timeout = Duration::from_millis(300);
+    c.max_retries = 0;
+    let (_, result) = run(c, &hello()).await;
+    assert!(matches!(result, Err(ProviderError::Timeout { .. })), "{result:?}");
+}
+
+#[tokio::test]
+async fn a_dead_port_is_a_connect_error_after_retries() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let mut c = ProviderConfig::new(Api::Openai, format!("http://{addr}/v1"), "m");
+    c.max_retries = 1;
+    c.retry_base_delay = Duration::from_millis(5);
+    let (_, result) = run(c, &hello()).await;
+    match result {
+        Err(e @ ProviderError::Connect { .. }) => {
+            let shown = e.to_string();
+            assert!(shown.contains(&addr.to_string()), "{shown}");
+            assert!(shown.to_lowercase().contains("refused"), "{shown}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn abort_mid_stream_returns_promptly() {
+    for api in BOTH {
+        let server = MockServer::start().await.unwrap();
+        server.push(MockReply::Text {
+            chunks: (0..50).map(|i| format!("w{i} ")).collect(),
+            chunk_delay_ms: 500,
+            first_delay_ms: 0,
+            stop: "stop".into(),
+            thinking: vec![],
+        });
+        let provider = Provider::new(config(api, &server));
+        let cancel = CancellationToken::new();
+        let mut events = Vec::new();
+        let started = Instant::now();
+        let result = {
+            let cancel2 = cancel.clone();
+            provider
+                .stream(&hello(), &cancel, &mut |e| {
+                    events.push(e);
+                    cancel2.cancel();
+                })
+                .await
+        };
+        assert!(matches!(result, Err(ProviderError::Aborted)), "{api:?}: {result:?}");
+        assert!(started.elapsed() < Duration::from_secs(1), "{api:?}: {:?}", started.elapsed());
+        assert_eq!(events, vec![StreamEvent::TextDelta("w0 ".into())]);
+    }
+}
+
+#[tokio::test]
+async fn abort_during_retry_backoff_returns_promptly() {
+    let server = MockServer::start().await.unwrap();
+    server.set_default(MockReply::Status { status: 503, body: "busy".into(), retry_after: None });
+    let mut c = config(Api::Anthropic, &server);
+    c.retry_base_delay = Duration::from_secs(20);
+    c.max_retry_delay = Duration::from_secs(20);
+    let provider = Provider::new(c);
+    let cancel = CancellationToken::new();
+    let canceller = {
+        let (server, cancel) = (server.clone(), cancel.clone());
+        tokio::spawn(async move {
+            assert!(server.wait_for_requests(1, Duration::from_secs(5)).await);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            cancel.cancel();
+            Instant::now()
+        })
+    };
+    let result = provider.stream(&hello(), &cancel, &mut |_| {}).await;
+    let cancelled_at = canceller.await.unwrap();
+    assert!(matches!(result, Err(ProviderError::Aborted)), "{result:?}");
+    assert!(cancelled_at.elapsed() < Duration::from_millis(500), "{:?}", cancelled_at.elapsed());
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn abort_while_waiting_for_headers_returns_promptly() {
+    let server = MockServer::start().await.unwrap();
+    server.push(MockReply::NoAnswer);
+    let provider = Provider::new(config(Api::Openai, &server));
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    let waiter = server.clone();
+    tokio::spawn(async move {
+        waiter.wait_for_requests(1, Duration::from_secs(5)).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let result = provider.stream(&hello(), &cancel, &mut |_| {}).await;
+    assert!(matches!(result, Err(ProviderError::Aborted)), "{result:?}");
+    assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn a_huge_event_arrives_whole() {
+    const SIZE: usize = 1 << 20;
+    for api in BOTH {
+        let server = MockServer::start().await.unwrap();
+        server.push(MockReply::Huge { bytes: SIZE });
+        let (events, result) = run(config(api, &server), &hello()).await;
+        result.unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        assert_eq!(events.len(), 1, "{api:?}");
+        let StreamEvent::TextDelta(text) = &events[0] else { panic!("{:?}", events[0]) };
+        assert_eq!(text.len(), SIZE);
+        assert!(text.starts_with("abcdefghijklmnopqrstuvwxyzabc"));
+        assert_eq!(text.as_bytes()[SIZE - 1], b'a' + ((SIZE - 1) % 26) as u8);
+    }
+}
+
+fn tool_call_block(id: &str, name: &str, args: Value) -> ContentBlock {
+    let mut b = ContentBlock::text("");
+    b.kind = "toolCall".into();
+    b.text = None;
+    b.extra.insert("id".into(), id.into());
+    b.extra.insert("name".into(), name.into());
+    b.extra.insert("arguments".into(), args);
+    b
+}
+
+fn tool_result(id: &str, name: &str, text: &str) -> Message {
+    let mut m = Message::user(text);
+    m.role = Role::ToolResult;
+    m.extra.insert("toolCallId".into(), id.into());
+    m.extra.insert("toolName".into(), name.into());
+    m.extra.insert("isError".into(), false.into());
+    m
+}
+
+fn assistant(blocks: Vec<ContentBlock>, stop: StopReason) -> Message {
+    let mut m = Message::assistant("openai-completions", "mock", "m");
+    m.content = Content::Blocks(blocks);
+    m.stop_reason = Some(stop);
+    m
+}
+
+/// A pi conversation exercising every conversion rule.
+fn conversation() -> ChatRequest {
+    let other: Message =
+        serde_json::from_value(json!({"role":"bashExecution","command":"ls","output":"a"}))
+            .unwrap();
+    ChatRequest {
+        system: Some("You are terse.".into()),
+        messages: vec![
+            Message::user("first"),
+            Message::user("second"),
+            assistant(
+                vec![
+                    ContentBlock::thinking("secret scratchpad"),
+                    ContentBlock::text("Let me look."),
+                    tool_call_block("call_1", "bash", json!({"cmd": "ls"})),
+                ],
+                StopReason::ToolUse,
+            ),
+            tool_result("call_1", "bash", "a.txt"),
+            other,
+            Message::user("thanks"),
+            assistant(vec![], StopReason::Aborted),
+            assistant(vec![], StopReason::Error),
+            Message::user("again"),
+        ],
+    }
+}
+
+async fn recorded(api: Api, request: &ChatRequest) -> RecordedRequest {
+    let server = MockServer::start().await.unwrap();
+    let (_, result) = run(config(api, &server), request).await;
+    result.unwrap();
+    server.requests().remove(0)
+}
+
+#[tokio::test]
+async fn openai_request_is_converted_from_pi_messages() {
+    let req = recorded(Api::Openai, &conversation()).await;
+    assert_eq!(req.path, "/v1/chat/completions");
+    assert_eq!(req.header("authorization"), None, "no key configured, no auth header");
+    let body = &req.body;
+    assert_eq!(body["model"], "mock-model");
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"]["include_usage"], true);
+    assert_eq!(body["max_tokens"], 4096);
+    let expected = json!([
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "first"},
+        {"role": "user", "content": "second"},
+        {"role": "assistant", "content": "Let me look.", "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "bash", "arguments": "{\"cmd\":\"ls\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "a.txt"},
+        {"role": "user", "content": "thanks"},
+        {"role": "user", "content": "again"},
+    ]);
+    assert_eq!(body["messages"], expected);
+    assert!(!body.to_string().contains("secret scratchpad"));
+}
+
+#[tokio::test]
+async fn anthropic_request_merges_roles_and_converts_tools() {
+    let req = recorded(Api::Anthropic, &conversation()).await;
+    assert_eq!(req.path, "/v1/messages");
+    assert_eq!(req.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(req.header("x-api-key"), None);
+    let body = &req.body;
+    assert_eq!(body["model"], "mock-model");
+    assert_eq!(body["system"], "You are terse.");
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["max_tokens"], 4096);
+    let expected = json!([
+        {"role": "user", "content": [
+            {"type": "text", "text": "first"}, {"type": "text", "text": "second"}]},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": "call_1", "name": "bash", "input": {"cmd": "ls"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "call_1", "content": "a.txt"},
+            {"type": "text", "text": "thanks"},
+            {"type": "text", "text": "again"}]},
+    ]);
+    assert_eq!(body["messages"], expected);
+    assert!(!body.to_string().contains("secret scratchpad"));
+}
+
+#[tokio::test]
+async fn dangling_tool_calls_get_a_result_and_orphan_results_are_dropped() {
+    let request = ChatRequest {
+        system: None,
+        messages: vec![
+            Message::user("go"),
+            assistant(
+                vec![tool_call_block("call|9", "read", json!({"path": "x"}))],
+                StopReason::ToolUse,
+            ),
+            Message::user("never mind"),
+            tool_result("ghost", "bash", "orphan"),
+            assistant(vec![tool_call_block("call_2", "ls", json!({}))], StopReason::ToolUse),
+            // An empty failed turn between a call and its result must not separate them.
+            assistant(vec![], StopReason::Aborted),
+            tool_result("call_2", "ls", "listing"),
+        ],
+    };
+    let openai = recorded(Api::Openai, &request).await.body;
+    let msgs = openai["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 6, "{msgs:?}");
+    assert_eq!(msgs[5], json!({"role": "tool", "tool_call_id": "call_2", "content": "listing"}));
+    assert_eq!(msgs[0]["role"], "user", "no system message without a system prompt");
+    assert_eq!(msgs[1]["content"], Value::Null);
+    assert_eq!(
+        msgs[2],
+        json!({"role": "tool", "tool_call_id": "call|9", "content": "No result provided"})
+    );
+    assert_eq!(msgs[3]["content"], "never mind");
+    assert!(!openai.to_string().contains("orphan"));
+
+    let anthropic = recorded(Api::Anthropic, &request).await.body;
+    assert!(anthropic.get("system").is_none());
+    let msgs = anthropic["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 5, "{msgs:?}");
+    assert_eq!(msgs[4]["content"][0]["content"], "listing");
+    assert_eq!(msgs[1]["content"][0]["id"], "call_9", "ids made Anthropic-safe");
+    assert_eq!(
+        msgs[2]["content"][0],
+        json!({"type": "tool_result", "tool_use_id": "call_9", "content": "No result provided", "is_error": true})
+    );
+}
+
+#[tokio::test]
+async fn api_key_cmd_output_is_the_key() {
+    for api in BOTH {
+        let server = MockServer::start().await.unwrap();
+        let mut c = config(api, &server);
+        c.api_key_cmd = Some("printf sk-x".into());
+        c.api_key_env = Some("HANDOFF_TEST_UNSET_KEY".into());
+        let (_, result) = run(c, &hello()).await;
+        result.unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        let req = server.requests().remove(0);
+        match api {
+            Api::Openai => assert_eq!(req.header("authorization"), Some("Bearer sk-x")),
+            Api::Anthropic => assert_eq!(req.header("x-api-key"), Some("sk-x")),
+        }
+    }
+}
+
+#[tokio::test]
+async fn key_problems_are_reported_before_any_request() {
+    let server = MockServer::start().await.unwrap();
+    let mut c = config(Api::Openai, &server);
+    c.api_key_cmd = Some("echo sk-leaky; exit 3".into());
+    let (_, result) = run(c, &hello()).await;
+    match result {
+        Err(ProviderError::MissingKey(m)) => {
+            assert!(m.contains("echo sk-leaky; exit 3"), "names the command: {m}");
+            assert!(m.contains("failed"), "{m}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut c = config(Api::Openai, &server);
+    c.api_key_env = Some("HANDOFF_TEST_UNSET_KEY".into());
+    let (_, result) = run(c, &hello()).await;
+    match result {
+        Err(ProviderError::MissingKey(m)) => assert!(m.contains("$HANDOFF_TEST_UNSET_KEY"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(server.requests().is_empty());
+}
+
+#[tokio::test]
+async fn echo_replies_with_the_last_user_message() {
+    for api in BOTH {
+        let server = MockServer::start().await.unwrap();
+        server.set_default(MockReply::Echo);
+        let request =
+            ChatRequest { system: None, messages: vec![Message::user("repeat after me")] };
+        let (events, result) = run(config(api, &server), &request).await;
+        result.unwrap();
+        assert_eq!(text_of(&events), "repeat after me", "{api:?}");
+        assert!(events.len() > 1, "streamed in pieces");
+    }
+}
+
+#[tokio::test]
+async fn control_endpoints_script_the_server_over_http() {
+    let server = MockServer::start().await.unwrap();
+    let client = reqwest::Client::new();
+    let root = format!("http://{}", server.addr());
+    let pushed = client
+        .post(format!("{root}/__mock/push"))
+        .body(r#"[{"kind":"text","chunks":["one"]},{"kind":"status","status":503,"body":"x"}]"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(pushed.status(), 200);
+    let bad = client.post(format!("{root}/__mock/push")).body(r#"{"kind":"nope"}"#).send().await;
+    assert_eq!(bad.unwrap().status(), 400);
+    let set = client
+        .post(format!("{root}/__mock/default"))
+        .body(r#"{"kind":"text","chunks":["dflt"]}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(set.status(), 200);
+
+    let mut c = config(Api::Openai, &server);
+    c.max_retries = 0;
+    let (events, _) = run(c.clone(), &hello()).await;
+    assert_eq!(text_of(&events), "one");
+    let (_, result) = run(c.clone(), &hello()).await;
+    assert!(matches!(result, Err(ProviderError::Http { status: 503, .. })), "{result:?}");
+    let (events, _) = run(c.clone(), &hello()).await;
+    assert_eq!(text_of(&events), "dflt");
+
+    let listed: Vec<Value> =
+        client.get(format!("{root}/__mock/requests")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(listed.len(), 3, "control calls are not recorded");
+    assert_eq!(listed[0]["body"]["messages"][1]["content"], "Say hello");
+
+    // Plain JSON when the client does not ask for a stream.
+    let plain: Value = client
+        .post(format!("{}/chat/completions", server.openai_base_url()))
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(plain["choices"][0]["message"]["content"], "dflt");
+
+    let reset = client.post(format!("{root}/__mock/reset")).send().await.unwrap();
+    assert_eq!(reset.status(), 200);
+    assert!(server.requests().is_empty());
+}
+
+#[test]
+fn mock_reply_helpers_and_json_shape() {
+    let MockReply::Text { chunks, stop, .. } = MockReply::text("a few words here") else {
+        panic!()
+    };
+    assert_eq!(chunks.concat(), "a few words here");
+    assert_eq!(chunks.len(), 4);
+    assert_eq!(stop, "stop");
+    let MockReply::Text { chunks, .. } = MockReply::long(7) else { panic!() };
+    assert_eq!(chunks.len(), 7);
+    let parsed: MockReply =
+        serde_json::from_str(r#"{"kind":"status","status":429,"body":"x","retry_after":"1"}"#)
+            .unwrap();
+    assert!(matches!(parsed, MockReply::Status { status: 429, .. }));
+    let unit: MockReply = serde_json::from_str(r#"{"kind":"no_answer"}"#).unwrap();
+    assert_eq!(serde_json::to_value(&unit).unwrap(), json!({"kind": "no_answer"}));
+}
