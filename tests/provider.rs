@@ -408,7 +408,7 @@ async fn abort_during_retry_backoff_returns_promptly() {
     let result = provider.stream(&hello(), &cancel, &mut |_| {}).await;
     let cancelled_at = canceller.await.unwrap();
     assert!(matches!(result, Err(ProviderError::Aborted)), "{result:?}");
-    assert!(cancelled_at.elapsed() < Duration::from_millis(500), "{:?}", cancelled_at.elapsed());
+    assert!(cancelled_at.elapsed() < Duration::from_secs(1), "{:?}", cancelled_at.elapsed());
     assert_eq!(server.requests().len(), 1);
 }
 
@@ -724,4 +724,12 @@ fn mock_reply_helpers_and_json_shape() {
     assert!(matches!(parsed, MockReply::Status { status: 429, .. }));
     let unit: MockReply = serde_json::from_str(r#"{"kind":"no_answer"}"#).unwrap();
     assert_eq!(serde_json::to_value(&unit).unwrap(), json!({"kind": "no_answer"}));
+}
+
+/// The agent spawns provider calls on tokio tasks: the future must stay `Send`.
+#[allow(dead_code)]
+fn stream_future_is_send(p: &Provider, r: &ChatRequest, c: &CancellationToken) {
+    fn assert_send<T: Send>(_: T) {}
+    let mut sink = |_: StreamEvent| {};
+    assert_send(p.stream(r, c, &mut sink));
 }
