@@ -1,10 +1,18 @@
 //! handoff.nvim's core: pi-compatible sessions, streaming providers, the agent loop and the
 //! `/handoff` pipeline, plus the two front ends that drive them (headless CLI, Neovim RPC host).
+//!
+//! Layers, bottom up: `message` → `session` and `provider` → `agent` → `handoff` → `controller`
+//! → front ends (`cli`, `rpc`). Nothing below the front ends knows about Neovim.
 
+pub mod agent;
+pub mod config;
+pub mod controller;
+pub mod handoff;
 pub mod message;
-pub mod provider;
 #[doc(hidden)]
 pub mod mock;
+pub mod provider;
+pub mod session;
 
 /// reqwest is built with rustls but no crypto provider compiled in by default: install ring once
 /// before the first client is made (without it building a client panics).

@@ -259,19 +259,11 @@ impl Message {
             self.content = Content::Blocks(vec![ContentBlock::text(s.clone())]);
         }
         let Content::Blocks(blocks) = &mut self.content else { return };
-        let field = |b: &mut ContentBlock| -> Option<&mut String> {
-            if kind == "text" {
-                b.text.as_mut()
-            } else {
-                b.thinking.as_mut()
-            }
-        };
-        if let Some(last) = blocks.last_mut() {
-            if last.kind == kind {
-                if let Some(s) = field(last) {
-                    s.push_str(delta);
-                    return;
-                }
+        if let Some(last) = blocks.last_mut().filter(|b| b.kind == kind) {
+            let field = if kind == "text" { &mut last.text } else { &mut last.thinking };
+            if let Some(s) = field.as_mut() {
+                s.push_str(delta);
+                return;
             }
         }
         blocks.push(if kind == "text" {

@@ -1,0 +1,31 @@
+//! Sessions: pi-compatible JSONL files holding a tree of entries (`SessionManager`).
+
+pub mod context;
+pub mod entry;
+pub mod paths;
+mod store;
+
+use std::path::PathBuf;
+
+pub use context::SessionContext;
+pub use entry::{SessionEntry, SessionHeader};
+pub use store::{SessionInfo, SessionManager};
+
+/// Failures of the session store. Each names the file and what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path} is empty: it is not a session file")]
+    Empty { path: PathBuf },
+    #[error("{path} has no session header (no line with \"type\":\"session\"): it is not a session file")]
+    NoHeader { path: PathBuf },
+    #[error("{path}: the session header is invalid: {message}")]
+    BadHeader { path: PathBuf, message: String },
+    #[error("{path} is a directory, not a session file")]
+    NotAFile { path: PathBuf },
+    #[error("no entry with id {0} in this session")]
+    UnknownEntry(String),
+    #[error("cannot encode an entry: {0}")]
+    Encode(String),
+}

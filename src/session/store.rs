@@ -1,0 +1,553 @@
+//! `SessionManager`: one session file, loaded into a tree of entries and appended to line by line.
+//!
+//! Writes are append-only: an existing line is never rewritten, so a user's file is never
+//! changed behind their back (older format versions are migrated in memory only). Each entry is
+//! written with one `write` of a complete line; a torn last line (a process killed mid-write) is
+//! skipped on load with a warning.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::context::{self, SessionContext};
+use super::entry::{kind, SessionEntry, SessionHeader, CURRENT_VERSION};
+use super::paths;
+use super::SessionError;
+use crate::message::{now_iso, Content, Message};
+
+/// What `list_sessions` reports of one session file.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SessionInfo {
+    pub id: String,
+    pub path: PathBuf,
+    pub cwd: String,
+    pub timestamp: String,
+    pub parent_session: Option<String>,
+    /// Text of the first user message (first line, trimmed), or empty.
+    pub first_message: String,
+    pub message_count: usize,
+}
+
+/// One session: header, entries, the current leaf, and the open file they are appended to.
+#[derive(Debug)]
+pub struct SessionManager {
+    session_dir: PathBuf,
+    cwd: PathBuf,
+    path: PathBuf,
+    header: SessionHeader,
+    /// Lines before the header that are not entries (oh-my-pi writes a `title` line first).
+    preamble: Vec<Value>,
+    entries: Vec<SessionEntry>,
+    index: HashMap<String, usize>,
+    leaf_id: Option<String>,
+    file: Option<File>,
+    /// The file does not end in `\n` (torn last line): the next append starts a new line.
+    needs_newline: bool,
+    warnings: Vec<String>,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SessionError + '_ {
+    move |source| SessionError::Io { path: path.to_path_buf(), source }
+}
+
+/// A fresh 8-hex-char entry id, unique in `taken`.
+fn new_entry_id(taken: &HashMap<String, usize>) -> String {
+    loop {
+        let id = format!("{:08x}", rand::random::<u32>());
+        if !taken.contains_key(&id) {
+            return id;
+        }
+    }
+}
+
+#[cfg(unix)]
+fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+}
+
+#[cfg(not(unix))]
+fn set_mode(_path: &Path, _mode: u32) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// Creates `dir` and any missing parents, the created ones with mode 0700.
+fn create_private_dir(dir: &Path) -> Result<(), SessionError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        create_private_dir(parent)?;
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => set_mode(dir, 0o700).map_err(io_err(dir)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(SessionError::Io { path: dir.to_path_buf(), source: e }),
+    }
+}
+
+fn open_append(path: &Path, create_new: bool) -> Result<File, SessionError> {
+    let mut options = OpenOptions::new();
+    options.append(true);
+    if create_new {
+        options.create_new(true);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path).map_err(io_err(path))
+}
+
+fn fsync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// The result of parsing a session file's bytes.
+struct Parsed {
+    header: SessionHeader,
+    preamble: Vec<Value>,
+    entries: Vec<SessionEntry>,
+    warnings: Vec<String>,
+    ends_with_newline: bool,
+}
+
+fn parse_file(path: &Path, bytes: &[u8]) -> Result<Parsed, SessionError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(SessionError::Empty { path: path.to_path_buf() });
+    }
+    let ends_with_newline = bytes.ends_with(b"\n");
+    let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+    let last_nonempty = lines.iter().rposition(|l| !l.iter().all(u8::is_ascii_whitespace));
+    let mut header: Option<SessionHeader> = None;
+    let mut preamble = Vec::new();
+    let mut entries = Vec::new();
+    let mut warnings = Vec::new();
+    for (i, raw) in lines.iter().enumerate() {
+        if raw.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let line_no = i + 1;
+        let value: Value = match std::str::from_utf8(raw)
+            .map_err(|e| e.to_string())
+            .and_then(|s| serde_json::from_str(s).map_err(|e| e.to_string()))
+        {
+            Ok(v) => v,
+            Err(e) => {
+                let torn = Some(i) == last_nonempty && !ends_with_newline;
+                warnings.push(if torn {
+                    format!(
+                        "{}: the last line ({} bytes) is incomplete (the writer was interrupted); it was skipped",
+                        path.display(),
+                        raw.len()
+                    )
+                } else {
+                    format!("{}: line {line_no} is not a valid entry ({e}); it was skipped", path.display())
+                });
+                continue;
+            }
+        };
+        let is_session = value.get("type").and_then(Value::as_str) == Some("session");
+        if header.is_none() {
+            if is_session {
+                match serde_json::from_value::<SessionHeader>(value) {
+                    Ok(h) => header = Some(h),
+                    Err(e) => {
+                        return Err(SessionError::BadHeader {
+                            path: path.to_path_buf(),
+                            message: e.to_string(),
+                        })
+                    }
+                }
+            } else {
+                preamble.push(value);
+            }
+            continue;
+        }
+        if !value.is_object() || value.get("type").and_then(Value::as_str).is_none() {
+            warnings.push(format!("{}: line {line_no} has no entry type; it was skipped", path.display()));
+            continue;
+        }
+        match serde_json::from_value::<SessionEntry>(value) {
+            Ok(entry) => entries.push(entry),
+            Err(e) => warnings
+                .push(format!("{}: line {line_no} is not a valid entry ({e}); it was skipped", path.display())),
+        }
+    }
+    let Some(header) = header else {
+        return Err(SessionError::NoHeader { path: path.to_path_buf() });
+    };
+    Ok(Parsed { header, preamble, entries, warnings, ends_with_newline })
+}
+
+/// Brings entries of format versions 1 and 2 to version 3, in memory only.
+fn migrate(header: &mut SessionHeader, entries: &mut [SessionEntry]) {
+    if header.version < 2 {
+        // Version 1 was a linear list without ids: chain the entries in file order.
+        let mut taken: HashMap<String, usize> = HashMap::new();
+        let mut prev: Option<String> = None;
+        for (i, entry) in entries.iter_mut().enumerate() {
+            if entry.id.is_empty() {
+                entry.id = new_entry_id(&taken);
+            }
+            taken.insert(entry.id.clone(), i);
+            if entry.parent_id.is_none() {
+                entry.parent_id = prev.clone();
+            }
+            prev = Some(entry.id.clone());
+        }
+    }
+    if header.version < 3 {
+        // Version 3 renamed the `hookMessage` role to `custom`.
+        for entry in entries.iter_mut().filter(|e| e.is_message()) {
+            if let Some(Value::Object(msg)) = entry.fields.get_mut("message") {
+                if msg.get("role").and_then(Value::as_str) == Some("hookMessage") {
+                    msg.insert("role".into(), Value::String("custom".into()));
+                }
+            }
+        }
+    }
+}
+
+impl SessionManager {
+    /// Starts a brand-new session in `session_dir` for `cwd`; its header is on disk at once.
+    pub fn create(
+        session_dir: &Path,
+        cwd: &Path,
+        parent_session: Option<String>,
+    ) -> Result<Self, SessionError> {
+        let mut manager = Self {
+            session_dir: session_dir.to_path_buf(),
+            cwd: cwd.to_path_buf(),
+            path: PathBuf::new(),
+            header: SessionHeader {
+                kind: "session".into(),
+                version: CURRENT_VERSION,
+                id: String::new(),
+                timestamp: String::new(),
+                cwd: String::new(),
+                parent_session: None,
+                extra: Map::new(),
+            },
+            preamble: Vec::new(),
+            entries: Vec::new(),
+            index: HashMap::new(),
+            leaf_id: None,
+            file: None,
+            needs_newline: false,
+            warnings: Vec::new(),
+        };
+        manager.new_session(parent_session)?;
+        Ok(manager)
+    }
+
+    /// Opens an existing session file. Damaged lines are skipped and listed in `warnings()`;
+    /// a file without a header, an empty file or a folder is an error.
+    pub fn open(path: &Path, session_dir: &Path) -> Result<Self, SessionError> {
+        let path = std::path::absolute(path).map_err(io_err(path))?;
+        if path.is_dir() {
+            return Err(SessionError::NotAFile { path });
+        }
+        let mut bytes = Vec::new();
+        File::open(&path).and_then(|mut f| f.read_to_end(&mut bytes)).map_err(io_err(&path))?;
+        let Parsed { mut header, preamble, mut entries, mut warnings, ends_with_newline } =
+            parse_file(&path, &bytes)?;
+        migrate(&mut header, &mut entries);
+        let mut index = HashMap::with_capacity(entries.len());
+        for (i, entry) in entries.iter().enumerate() {
+            if index.insert(entry.id.clone(), i).is_some() {
+                warnings.push(format!(
+                    "{}: entry id {} appears more than once; the later one wins",
+                    path.display(),
+                    entry.id
+                ));
+            }
+        }
+        for w in &warnings {
+            tracing::warn!("{w}");
+        }
+        let leaf_id = entries.last().map(|e| e.id.clone());
+        let cwd = PathBuf::from(&header.cwd);
+        Ok(Self {
+            session_dir: session_dir.to_path_buf(),
+            cwd,
+            path,
+            header,
+            preamble,
+            entries,
+            index,
+            leaf_id,
+            file: None,
+            needs_newline: !ends_with_newline,
+            warnings,
+        })
+    }
+
+    /// Replaces this session with a brand-new one (new header, no entries, no leaf), written to
+    /// disk at once. The previous file is flushed first.
+    pub fn new_session(&mut self, parent_session: Option<String>) -> Result<(), SessionError> {
+        if self.file.is_some() {
+            self.flush()?;
+        }
+        let id = uuid::Uuid::now_v7().to_string();
+        let timestamp = now_iso();
+        let path = paths::session_file_path(&self.session_dir, &self.cwd, &timestamp, &id);
+        let header = SessionHeader {
+            kind: "session".into(),
+            version: CURRENT_VERSION,
+            id,
+            timestamp,
+            cwd: self.cwd.to_string_lossy().into_owned(),
+            parent_session,
+            extra: Map::new(),
+        };
+        let dir = path.parent().unwrap_or(&self.session_dir).to_path_buf();
+        create_private_dir(&dir)?;
+        let mut file = open_append(&path, true)?;
+        let line = serde_json::to_string(&header).map_err(|e| SessionError::Encode(e.to_string()))?;
+        file.write_all(format!("{line}\n").as_bytes()).map_err(io_err(&path))?;
+        fsync_dir(&dir);
+        self.path = path;
+        self.header = header;
+        self.preamble.clear();
+        self.entries.clear();
+        self.index.clear();
+        self.leaf_id = None;
+        self.file = Some(file);
+        self.needs_newline = false;
+        self.warnings.clear();
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn header(&self) -> &SessionHeader {
+        &self.header
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.header.id
+    }
+
+    pub fn session_dir(&self) -> &Path {
+        &self.session_dir
+    }
+
+    pub fn cwd(&self) -> &Path {
+        &self.cwd
+    }
+
+    /// Problems met while loading (skipped lines, duplicate ids).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Lines before the header that were kept as they are (e.g. oh-my-pi's `title`).
+    pub fn preamble(&self) -> &[Value] {
+        &self.preamble
+    }
+
+    pub fn get_entries(&self) -> &[SessionEntry] {
+        &self.entries
+    }
+
+    pub fn get_entry(&self, id: &str) -> Option<&SessionEntry> {
+        self.index.get(id).map(|&i| &self.entries[i])
+    }
+
+    pub fn leaf_id(&self) -> Option<&str> {
+        self.leaf_id.as_deref()
+    }
+
+    /// The path from the root to `from` (default: the leaf), root first. A parent id that points
+    /// nowhere ends the walk there; a cycle is cut.
+    pub fn get_branch(&self, from: Option<&str>) -> Vec<&SessionEntry> {
+        let mut path = Vec::new();
+        let mut seen = HashSet::new();
+        let mut cursor = from.or(self.leaf_id.as_deref()).and_then(|id| self.index.get(id).copied());
+        while let Some(i) = cursor {
+            let entry = &self.entries[i];
+            if !seen.insert(entry.id.as_str()) {
+                break;
+            }
+            path.push(entry);
+            cursor = entry.parent_id.as_deref().and_then(|p| self.index.get(p).copied());
+        }
+        path.reverse();
+        path
+    }
+
+    /// Moves the leaf to `id`: the next append starts a new branch there.
+    pub fn branch(&mut self, id: &str) -> Result<(), SessionError> {
+        if !self.index.contains_key(id) {
+            return Err(SessionError::UnknownEntry(id.to_string()));
+        }
+        self.leaf_id = Some(id.to_string());
+        Ok(())
+    }
+
+    /// Appends an entry of `kind` with `fields` as a child of the leaf, and makes it the leaf.
+    /// Returns the new entry's id.
+    pub fn append(&mut self, kind: &str, fields: Map<String, Value>) -> Result<String, SessionError> {
+        let entry = SessionEntry {
+            kind: kind.to_string(),
+            id: new_entry_id(&self.index),
+            parent_id: self.leaf_id.clone(),
+            timestamp: now_iso(),
+            fields,
+        };
+        let mut line = serde_json::to_string(&entry).map_err(|e| SessionError::Encode(e.to_string()))?;
+        line.push('\n');
+        if self.needs_newline {
+            line.insert(0, '\n');
+        }
+        if self.file.is_none() {
+            self.file = Some(open_append(&self.path, false)?);
+        }
+        if let Some(file) = self.file.as_mut() {
+            file.write_all(line.as_bytes()).map_err(io_err(&self.path))?;
+        }
+        self.needs_newline = false;
+        let id = entry.id.clone();
+        self.index.insert(id.clone(), self.entries.len());
+        self.entries.push(entry);
+        self.leaf_id = Some(id.clone());
+        Ok(id)
+    }
+
+    pub fn append_message(&mut self, message: &Message) -> Result<String, SessionError> {
+        let value = serde_json::to_value(message).map_err(|e| SessionError::Encode(e.to_string()))?;
+        self.append(kind::MESSAGE, Map::from_iter([("message".to_string(), value)]))
+    }
+
+    pub fn append_custom_message_entry(
+        &mut self,
+        custom_type: &str,
+        content: &str,
+        display: bool,
+    ) -> Result<String, SessionError> {
+        let content =
+            serde_json::to_value(Content::Text(content.into())).map_err(|e| SessionError::Encode(e.to_string()))?;
+        self.append(
+            kind::CUSTOM_MESSAGE,
+            Map::from_iter([
+                ("customType".to_string(), Value::String(custom_type.into())),
+                ("content".to_string(), content),
+                ("display".to_string(), Value::Bool(display)),
+            ]),
+        )
+    }
+
+    pub fn append_model_change(&mut self, provider: &str, model_id: &str) -> Result<String, SessionError> {
+        self.append(
+            kind::MODEL_CHANGE,
+            Map::from_iter([
+                ("provider".to_string(), Value::String(provider.into())),
+                ("modelId".to_string(), Value::String(model_id.into())),
+            ]),
+        )
+    }
+
+    pub fn append_thinking_level_change(&mut self, level: &str) -> Result<String, SessionError> {
+        self.append(
+            kind::THINKING_LEVEL_CHANGE,
+            Map::from_iter([("thinkingLevel".to_string(), Value::String(level.into()))]),
+        )
+    }
+
+    pub fn append_compaction(
+        &mut self,
+        summary: &str,
+        first_kept_entry_id: &str,
+        tokens_before: u64,
+    ) -> Result<String, SessionError> {
+        self.append(
+            kind::COMPACTION,
+            Map::from_iter([
+                ("summary".to_string(), Value::String(summary.into())),
+                ("firstKeptEntryId".to_string(), Value::String(first_kept_entry_id.into())),
+                ("tokensBefore".to_string(), Value::from(tokens_before)),
+            ]),
+        )
+    }
+
+    pub fn append_branch_summary(&mut self, from_id: &str, summary: &str) -> Result<String, SessionError> {
+        self.append(
+            kind::BRANCH_SUMMARY,
+            Map::from_iter([
+                ("fromId".to_string(), Value::String(from_id.into())),
+                ("summary".to_string(), Value::String(summary.into())),
+            ]),
+        )
+    }
+
+    /// Forces everything appended so far onto the disk.
+    pub fn flush(&mut self) -> Result<(), SessionError> {
+        if let Some(file) = self.file.as_mut() {
+            file.flush().map_err(io_err(&self.path))?;
+            file.sync_data().map_err(io_err(&self.path))?;
+        }
+        Ok(())
+    }
+
+    /// Messages on the current branch (the rule both handoff guards use).
+    pub fn count_branch_messages(&self) -> usize {
+        self.get_branch(None).iter().filter(|e| e.is_message()).count()
+    }
+
+    /// The LLM context for the leaf.
+    pub fn build_session_context(&self) -> SessionContext {
+        context::build(&self.get_branch(None))
+    }
+
+    /// Sessions stored for `cwd`, newest first.
+    pub fn list_sessions(session_dir: &Path, cwd: &Path) -> Result<Vec<SessionInfo>, SessionError> {
+        let dir = session_dir.join(paths::cwd_folder_name(cwd));
+        let read = match fs::read_dir(&dir) {
+            Ok(r) => r,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(SessionError::Io { path: dir, source: e }),
+        };
+        let mut sessions: Vec<SessionInfo> = read
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl") && p.is_file())
+            .filter_map(|p| summarize(&p).ok())
+            .collect();
+        sessions.sort_by(|a, b| b.timestamp.cmp(&a.timestamp).then_with(|| b.path.cmp(&a.path)));
+        Ok(sessions)
+    }
+}
+
+/// Reads just enough of a session file for `list_sessions`.
+fn summarize(path: &Path) -> Result<SessionInfo, SessionError> {
+    let bytes = fs::read(path).map_err(io_err(path))?;
+    let parsed = parse_file(path, &bytes)?;
+    let mut first_message = String::new();
+    let mut message_count = 0;
+    for entry in &parsed.entries {
+        if let Some(m) = entry.message() {
+            message_count += 1;
+            if first_message.is_empty() && m.role == crate::message::Role::User {
+                first_message = m.text().lines().next().unwrap_or_default().trim().to_string();
+            }
+        }
+    }
+    Ok(SessionInfo {
+        id: parsed.header.id,
+        path: path.to_path_buf(),
+        cwd: parsed.header.cwd,
+        timestamp: parsed.header.timestamp,
+        parent_session: parsed.header.parent_session,
+        first_message,
+        message_count,
+    })
+}
