@@ -5,6 +5,7 @@
 //! → front ends (`cli`, `rpc`). Nothing below the front ends knows about Neovim.
 
 pub mod agent;
+pub mod cli;
 pub mod config;
 pub mod controller;
 pub mod handoff;
@@ -12,6 +13,7 @@ pub mod message;
 #[doc(hidden)]
 pub mod mock;
 pub mod provider;
+pub mod rpc;
 pub mod session;
 
 /// reqwest is built with rustls but no crypto provider compiled in by default: install ring once

@@ -1,1 +1,47 @@
-fn main() {}
+//! `handoff-nvim`: the Neovim host (`rpc`, the default) and the headless CLI.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use handoff_nvim::cli::{exit, Cli, Command};
+
+fn init_logging(cli: &Cli, is_rpc: bool) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("HANDOFF_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    if let Some(path) = &cli.log_file {
+        if let Ok(file) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(file).init();
+            return;
+        }
+    }
+    // The host's stdout is the RPC channel and its stderr is discarded: no file, no logs.
+    if !is_rpc {
+        let filter = EnvFilter::try_from_env("HANDOFF_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let command = cli.command.as_ref().map_or(true, |c| matches!(c, Command::Rpc));
+    init_logging(&cli, command);
+    handoff_nvim::install_crypto_provider();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::FAILURE);
+        }
+    };
+    let Cli { settings, command, .. } = cli;
+    let result = runtime.block_on(handoff_nvim::cli::run(command.unwrap_or(Command::Rpc), settings));
+    // tokio's stdin reader would keep the runtime alive: do not wait for blocking tasks.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(exit::FAILURE)
+        }
+    }
+}

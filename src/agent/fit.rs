@@ -95,22 +95,21 @@ pub fn fit(messages: &[Message], budget: usize) -> (Vec<Message>, Elisions) {
     if total(&out) <= budget {
         return (out, elisions);
     }
-    // 1. Largest tool outputs first, halving each until everything fits or all are short.
-    loop {
+    // 1. Largest tool outputs first, each cut once to what is needed (never below the minimum).
+    let mut tool_results: Vec<(usize, usize)> = out
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.role == Role::ToolResult)
+        .map(|(i, m)| (i, m.content.char_len()))
+        .filter(|(_, len)| *len > MIN_TOOL_OUTPUT_CHARS * 2)
+        .collect();
+    tool_results.sort_by(|a, b| b.1.cmp(&a.1));
+    for (i, len) in tool_results {
         let over = total(&out).saturating_sub(budget);
         if over == 0 {
             break;
         }
-        let largest = out
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.role == Role::ToolResult)
-            .map(|(i, m)| (i, m.content.char_len()))
-            .filter(|(_, len)| *len > MIN_TOOL_OUTPUT_CHARS)
-            .max_by_key(|(_, len)| *len);
-        let Some((i, len)) = largest else { break };
-        let keep = len.saturating_sub(over * CHARS_PER_TOKEN).max(len / 2).max(MIN_TOOL_OUTPUT_CHARS);
-        let keep = if keep >= len { MIN_TOOL_OUTPUT_CHARS } else { keep };
+        let keep = len.saturating_sub(over * CHARS_PER_TOKEN + 100).max(MIN_TOOL_OUTPUT_CHARS);
         shorten_blocks(&mut out[i].content, keep);
         elisions.shortened_tool_outputs += 1;
     }
@@ -133,8 +132,6 @@ pub fn fit(messages: &[Message], budget: usize) -> (Vec<Message>, Elisions) {
             elisions.truncated_messages += 1;
         }
     }
-    // Dedupe the counters of tool outputs shortened more than once.
-    elisions.shortened_tool_outputs = elisions.shortened_tool_outputs.min(messages.len());
     if !elisions.is_empty() {
         out.insert(0, Message::user(elisions.note()));
     }

@@ -1,0 +1,250 @@
+//! The headless command line: the same core as the Neovim host, for scripts, tests and
+//! benchmarks. Here, and only here, stdout carries user output.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use crate::agent::{AgentConfig, AgentEvent, AgentSession, AssistantMessageEvent, PromptOptions};
+use crate::config::Settings;
+use crate::controller::{self, Level};
+use crate::handoff::HandoffOutcome;
+use crate::message::StopReason;
+use crate::session::SessionManager;
+
+/// Exit codes shared by the commands.
+pub mod exit {
+    pub const OK: u8 = 0;
+    pub const FAILURE: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const REFUSED: u8 = 3;
+    pub const INTERRUPTED: u8 = 130;
+}
+
+#[derive(Parser, Debug)]
+#[command(name = "handoff-nvim", version, about = "LLM agent sessions with structured handoffs (Neovim host and CLI)")]
+pub struct Cli {
+    #[command(flatten)]
+    pub settings: Settings,
+    /// Write logs to this file (default: none for the CLI, warnings on stderr).
+    #[arg(long, env = "HANDOFF_LOG_FILE", global = true)]
+    pub log_file: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve Neovim over msgpack-RPC on stdin/stdout (the default).
+    Rpc,
+    /// Send one prompt; the reply streams to stdout, the session path goes to stderr.
+    Prompt {
+        /// Continue this session file (default: the newest session of the working directory).
+        #[arg(long, conflicts_with = "new")]
+        session: Option<PathBuf>,
+        /// Start a new session.
+        #[arg(long)]
+        new: bool,
+        /// Working directory recorded in a new session (default: the current one).
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        /// The prompt; `/name args` expands a template.
+        #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
+        text: Vec<String>,
+    },
+    /// Print the LLM context of a session's leaf as a JSON array of messages.
+    Context { file: PathBuf },
+    /// List the sessions of a working directory, newest first (JSON lines).
+    Sessions {
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+    },
+    /// Hand a session off: write the document, start the new session, print its path.
+    /// Exit 0 done, 1 failed, 3 refused, 130 cancelled.
+    Handoff {
+        file: PathBuf,
+        #[arg(long)]
+        focus: Option<String>,
+    },
+}
+
+fn current_dir(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let dir = match cwd {
+        Some(d) => d,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    Ok(std::path::absolute(&dir).unwrap_or(dir))
+}
+
+fn agent_for(settings: &Settings, session: SessionManager) -> Arc<AgentSession> {
+    let config = AgentConfig {
+        provider: settings.provider_config(),
+        system_prompt: settings.system_prompt.clone(),
+        templates_dir: settings.templates_dir.clone(),
+    };
+    Arc::new(AgentSession::new(config, session))
+}
+
+fn open_session(path: &Path, settings: &Settings) -> anyhow::Result<SessionManager> {
+    let session = SessionManager::open(path, &settings.session_dir())?;
+    for warning in session.warnings() {
+        eprintln!("warning: {warning}");
+    }
+    Ok(session)
+}
+
+/// Streams text deltas to stdout while the agent runs.
+fn spawn_stdout_printer(agent: &AgentSession) -> tokio::task::JoinHandle<()> {
+    let mut events = agent.subscribe();
+    tokio::spawn(async move {
+        let mut out = std::io::stdout();
+        loop {
+            match events.recv().await {
+                Ok(AgentEvent::MessageUpdate {
+                    assistant_message_event: AssistantMessageEvent::TextDelta { delta, .. },
+                }) => {
+                    let _ = out.write_all(delta.as_bytes());
+                    let _ = out.flush();
+                }
+                Ok(AgentEvent::AgentEnd { .. }) => {
+                    let _ = out.write_all(b"\n");
+                    let _ = out.flush();
+                    break;
+                }
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(_) => break,
+            }
+        }
+    })
+}
+
+async fn prompt(
+    settings: &Settings,
+    session: Option<PathBuf>,
+    new: bool,
+    cwd: Option<PathBuf>,
+    text: &str,
+) -> anyhow::Result<u8> {
+    let cwd = current_dir(cwd)?;
+    let session_dir = settings.session_dir();
+    let manager = match (session, new) {
+        (Some(path), _) => open_session(&path, settings)?,
+        (None, false) => match SessionManager::list_sessions(&session_dir, &cwd)?.first() {
+            Some(info) => open_session(&info.path, settings)?,
+            None => SessionManager::create(&session_dir, &cwd, None)?,
+        },
+        (None, true) => SessionManager::create(&session_dir, &cwd, None)?,
+    };
+    let fresh = manager.get_entries().is_empty();
+    eprintln!("{}", manager.path().display());
+    let agent = agent_for(settings, manager);
+    if fresh {
+        let config = agent.provider_config();
+        let mut session = agent.session();
+        session.append_model_change(&config.name, &config.model)?;
+        session.append_thinking_level_change("off")?;
+    }
+    let printer = spawn_stdout_printer(&agent);
+    let run = {
+        let agent = agent.clone();
+        let text = text.to_string();
+        tokio::spawn(async move { agent.prompt(&text, PromptOptions::default()).await })
+    };
+    let interrupted = {
+        let agent = agent.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                agent.abort();
+            }
+        })
+    };
+    let result = run.await.context("the prompt task failed")?;
+    interrupted.abort();
+    let _ = printer.await;
+    agent.session().flush()?;
+    let result = result?;
+    let Some(reply) = result.last_assistant() else { return Ok(exit::FAILURE) };
+    Ok(match reply.stop_reason.unwrap_or_default() {
+        StopReason::Aborted => {
+            eprintln!("interrupted");
+            exit::INTERRUPTED
+        }
+        StopReason::Error => {
+            eprintln!("error: {}", reply.error_message.as_deref().unwrap_or("the model request failed"));
+            exit::FAILURE
+        }
+        _ => exit::OK,
+    })
+}
+
+async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>) -> anyhow::Result<u8> {
+    let agent = agent_for(settings, open_session(file, settings)?);
+    let run = {
+        let agent = agent.clone();
+        let focus = focus.map(str::to_string);
+        tokio::spawn(async move { agent.handoff(focus.as_deref()).await })
+    };
+    // SIGINT aborts the handoff (the pipeline then leaves a consistent state), not the process.
+    let interrupted = {
+        let agent = agent.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                agent.abort_handoff();
+            }
+        })
+    };
+    let outcome = run.await.context("the handoff task failed")?;
+    interrupted.abort();
+    for notice in controller::handoff_notices(&outcome) {
+        match notice.level {
+            Level::Info => {}
+            Level::Warn => eprintln!("warning: {}", notice.message),
+            Level::Error => eprintln!("{}", notice.message),
+        }
+    }
+    Ok(match outcome {
+        HandoffOutcome::Done { session_file, .. } => {
+            writeln!(std::io::stdout(), "{session_file}")?;
+            exit::OK
+        }
+        HandoffOutcome::Failed { .. } => exit::FAILURE,
+        HandoffOutcome::Refused { .. } => exit::REFUSED,
+        HandoffOutcome::Cancelled => exit::INTERRUPTED,
+    })
+}
+
+/// Runs a headless command; returns the process exit code.
+pub async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCode> {
+    let code = match command {
+        Command::Rpc => {
+            crate::rpc::serve(settings).await?;
+            exit::OK
+        }
+        Command::Prompt { session, new, cwd, text } => {
+            prompt(&settings, session, new, cwd, &text.join(" ")).await?
+        }
+        Command::Context { file } => {
+            let session = open_session(&file, &settings)?;
+            let context = session.build_session_context();
+            let mut out = std::io::stdout().lock();
+            serde_json::to_writer(&mut out, &context.messages)?;
+            writeln!(out)?;
+            exit::OK
+        }
+        Command::Sessions { cwd } => {
+            let cwd = current_dir(cwd)?;
+            let mut out = std::io::stdout().lock();
+            for info in SessionManager::list_sessions(&settings.session_dir(), &cwd)? {
+                serde_json::to_writer(&mut out, &info)?;
+                writeln!(out)?;
+            }
+            exit::OK
+        }
+        Command::Handoff { file, focus } => handoff(&settings, &file, focus.as_deref()).await?,
+    };
+    Ok(ExitCode::from(code))
+}
