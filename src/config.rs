@@ -36,6 +36,7 @@ pub struct Settings {
     pub max_tokens: Option<u32>,
     /// Provider name recorded in sessions (pi's provider id).
     #[arg(long = "provider-name")]
+    #[serde(alias = "provider_name")]
     pub name: Option<String>,
     /// Folder of session files (pi's layout: one sub-folder per working directory).
     #[arg(long, env = "HANDOFF_SESSION_DIR")]

