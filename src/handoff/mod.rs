@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{lock, AgentError, AgentEvent, AgentSession, PromptOptions, RunResult};
 use crate::message::StopReason;
-use crate::session::{paths, SessionError};
+use crate::session::{paths, SessionError, SessionManager};
 
 /// The instruction sent to the model (our wording; the six sections are the contract).
 pub const PROMPT: &str = include_str!("prompt.md");
@@ -254,10 +254,12 @@ impl AgentSession {
 
     /// Steps 4–6: flush the old session, start a new one that records its parent and the current
     /// model, inject the document, make it durable, then reset the agent onto it.
+    /// The new session is built beside the old one and swapped in only once it is complete on
+    /// disk, so a write error (full disk, read-only folder) leaves the agent on the old session.
     fn start_new_session(&self, document: &str) -> Result<(String, String, String), SessionError> {
         let config = self.provider_config();
         let thinking_level = self.state().thinking_level.clone();
-        let (old, new, session_id, context) = {
+        let (old, new, session_id, context, document_file) = {
             let mut session = self.session();
             session.flush()?;
             // Gap (no lineage): the header names the parent session file.
@@ -265,18 +267,30 @@ impl AgentSession {
                 .unwrap_or_else(|_| session.path().to_path_buf())
                 .to_string_lossy()
                 .into_owned();
-            session.new_session(Some(old.clone()))?;
-            // Gap (no model entries): carry the model and thinking level over.
-            session.append_model_change(&config.name, &config.model)?;
-            session.append_thinking_level_change(&thinking_level)?;
-            session.append_custom_message_entry(CUSTOM_TYPE, &wrap_document(document), true)?;
-            // Gap (new session not on disk): fsync before success is announced.
-            session.flush()?;
-            let new = session.path().to_string_lossy().into_owned();
-            (old, new, session.session_id().to_string(), session.build_session_context())
+            let mut next = SessionManager::create(session.session_dir(), session.cwd(), Some(old.clone()))?;
+            let written = (|| {
+                // Gap (no model entries): carry the model and thinking level over.
+                next.append_model_change(&config.name, &config.model)?;
+                next.append_thinking_level_change(&thinking_level)?;
+                next.append_custom_message_entry(CUSTOM_TYPE, &wrap_document(document), true)?;
+                // Gap (new session not on disk): fsync before success is announced.
+                next.flush()?;
+                // Gap (document only inside sessions): also a markdown file beside the new session.
+                write_document_file(next.path(), document)
+            })();
+            let document_file = match written {
+                Ok(file) => file,
+                Err(e) => {
+                    let _ = std::fs::remove_file(next.path());
+                    let _ = std::fs::remove_dir_all(paths::session_side_dir(next.path()));
+                    return Err(e);
+                }
+            };
+            let new = next.path().to_string_lossy().into_owned();
+            let ids = (next.session_id().to_string(), next.build_session_context());
+            *session = next;
+            (old, new, ids.0, ids.1, document_file)
         };
-        // Gap (document only inside sessions): also a markdown file beside the new session.
-        let document_file = write_document_file(Path::new(&new), document)?;
         {
             let mut state = self.state();
             state.messages = context.messages;
