@@ -189,18 +189,36 @@ fn parse_file(path: &Path, bytes: &[u8]) -> Result<Parsed, SessionError> {
 /// Brings entries of format versions 1 and 2 to version 3, in memory only.
 fn migrate(header: &mut SessionHeader, entries: &mut [SessionEntry]) {
     if header.version < 2 {
-        // Version 1 was a linear list without ids: chain the entries in file order.
-        let mut taken: HashMap<String, usize> = HashMap::new();
+        // Version 1 was a linear list without ids: chain the entries in file order. The ids are
+        // derived from the position, not random: the file keeps its version-1 lines, so entries
+        // appended since name these ids as parents and must find them again on the next load.
+        let mut taken: HashSet<String> =
+            entries.iter().filter(|e| !e.id.is_empty()).map(|e| e.id.clone()).collect();
         let mut prev: Option<String> = None;
         for (i, entry) in entries.iter_mut().enumerate() {
             if entry.id.is_empty() {
-                entry.id = new_entry_id(&taken);
+                let mut n = i as u32 + 1;
+                while taken.contains(&format!("{n:08x}")) {
+                    n = n.wrapping_add(0x0100_0000);
+                }
+                entry.id = format!("{n:08x}");
+                taken.insert(entry.id.clone());
             }
-            taken.insert(entry.id.clone(), i);
             if entry.parent_id.is_none() {
                 entry.parent_id = prev.clone();
             }
             prev = Some(entry.id.clone());
+        }
+        // Compactions named their first kept entry by its index among the file's lines, the
+        // header being line 0.
+        let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
+        for entry in entries.iter_mut().filter(|e| e.kind == kind::COMPACTION) {
+            if let Some(index) = entry.fields.remove("firstKeptEntryIndex") {
+                let target = index.as_u64().and_then(|i| (i as usize).checked_sub(1)).and_then(|i| ids.get(i));
+                if let Some(id) = target {
+                    entry.fields.insert("firstKeptEntryId".into(), Value::String(id.clone()));
+                }
+            }
         }
     }
     if header.version < 3 {
