@@ -1,0 +1,188 @@
+//! Shared helpers of the integration tests: fixtures, sessions in temp dirs, agents wired to the
+//! loopback mock model server, and readers for what ended up on disk or on the wire.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use handoff_nvim::agent::{AgentConfig, AgentSession};
+use handoff_nvim::message::{ContentBlock, Message, Role};
+use handoff_nvim::mock::{MockReply, MockServer, RecordedRequest};
+use handoff_nvim::provider::{Api, ProviderConfig};
+use handoff_nvim::session::SessionManager;
+use serde_json::{json, Value};
+
+/// The cwd recorded in test sessions.
+pub const CWD: &str = "/home/dev/project";
+
+/// `shared/fixtures`, which CI places beside the checkout.
+pub fn fixtures_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures"))
+}
+
+/// Copies `pi-sessions/<name>` into `dir` and returns the copy's path.
+pub fn copy_fixture(name: &str, dir: &Path) -> PathBuf {
+    let src = fixtures_dir().join("pi-sessions").join(name);
+    let dst = dir.join(name);
+    std::fs::copy(&src, &dst).unwrap_or_else(|e| panic!("cannot copy fixture {}: {e}", src.display()));
+    dst
+}
+
+/// Every non-empty line of a JSONL file, parsed.
+pub fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
+        .collect()
+}
+
+/// The entries of a session file (everything after its header).
+pub fn entry_lines(path: &Path) -> Vec<Value> {
+    let all = lines(path);
+    let header = all.iter().position(|v| v["type"] == "session").expect("no header");
+    all[header + 1..].to_vec()
+}
+
+/// A provider config pointing at `server`: no key, no retries, short timeouts.
+pub fn config(server: &MockServer) -> ProviderConfig {
+    let mut c = ProviderConfig::new(Api::Openai, server.openai_base_url(), "mock-model");
+    c.name = "mock".into();
+    c.max_retries = 0;
+    c.retry_base_delay = Duration::from_millis(5);
+    c.max_retry_delay = Duration::from_millis(20);
+    c.idle_timeout = Duration::from_secs(10);
+    c
+}
+
+/// A fresh session under `<dir>/sessions` for `CWD`.
+pub fn new_session(dir: &Path) -> SessionManager {
+    SessionManager::create(&dir.join("sessions"), Path::new(CWD), None).unwrap()
+}
+
+pub fn agent_with(config: ProviderConfig, session: SessionManager, templates: Option<PathBuf>) -> Arc<AgentSession> {
+    Arc::new(AgentSession::new(
+        AgentConfig { provider: config, system_prompt: None, templates_dir: templates },
+        session,
+    ))
+}
+
+pub fn agent(server: &MockServer, session: SessionManager) -> Arc<AgentSession> {
+    agent_with(config(server), session, None)
+}
+
+/// A session with a model change and `pairs` user/assistant exchanges, as pi writes them.
+pub fn seeded_session(dir: &Path, pairs: usize) -> SessionManager {
+    let mut s = new_session(dir);
+    s.append_model_change("mock", "mock-model").unwrap();
+    s.append_thinking_level_change("off").unwrap();
+    for i in 0..pairs {
+        s.append_message(&Message::user(format!("question {i}"))).unwrap();
+        s.append_message(&assistant(&format!("answer {i}"))).unwrap();
+    }
+    s.flush().unwrap();
+    s
+}
+
+/// A completed assistant message with `text`.
+pub fn assistant(text: &str) -> Message {
+    let mut m = Message::assistant("openai-completions", "mock", "mock-model");
+    m.push_text(text);
+    m
+}
+
+/// An assistant message asking for one tool call.
+pub fn tool_call(id: &str, command: &str) -> Message {
+    let mut m = Message::assistant("openai-completions", "mock", "mock-model");
+    let mut block = ContentBlock::text("");
+    block.kind = "toolCall".into();
+    block.text = None;
+    block.extra.insert("id".into(), json!(id));
+    block.extra.insert("name".into(), json!("bash"));
+    block.extra.insert("arguments".into(), json!({ "command": command }));
+    m.content = handoff_nvim::message::Content::Blocks(vec![block]);
+    m.stop_reason = Some(handoff_nvim::message::StopReason::ToolUse);
+    m
+}
+
+/// A pi `toolResult` message answering `id`.
+pub fn tool_result(id: &str, output: &str) -> Message {
+    let mut m = Message::user(output);
+    m.role = Role::ToolResult;
+    m.extra.insert("toolCallId".into(), json!(id));
+    m.extra.insert("toolName".into(), json!("bash"));
+    m.extra.insert("isError".into(), json!(false));
+    m
+}
+
+/// A streamed reply with delays (ms) before the first chunk and between chunks.
+pub fn slow(chunks: &[&str], first_delay_ms: u64, chunk_delay_ms: u64) -> MockReply {
+    MockReply::Text {
+        chunks: chunks.iter().map(|s| s.to_string()).collect(),
+        chunk_delay_ms,
+        first_delay_ms,
+        stop: "stop".into(),
+        thinking: Vec::new(),
+    }
+}
+
+/// A reply ending with `stop` (`stop`, `length`, `tool_calls`).
+pub fn with_stop(text: &str, stop: &str) -> MockReply {
+    MockReply::Text {
+        chunks: vec![text.to_string()],
+        chunk_delay_ms: 0,
+        first_delay_ms: 0,
+        stop: stop.into(),
+        thinking: Vec::new(),
+    }
+}
+
+/// `(role, text)` of the chat messages of an OpenAI request body (system left out).
+pub fn wire_messages(request: &RecordedRequest) -> Vec<(String, String)> {
+    request.body["messages"]
+        .as_array()
+        .expect("request without messages")
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            let text = match &m["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => {
+                    parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n")
+                }
+                _ => String::new(),
+            };
+            (m["role"].as_str().unwrap_or_default().to_string(), text)
+        })
+        .collect()
+}
+
+/// A complete handoff document with the six sections.
+pub const DOCUMENT: &str = "## Goal\nShip the parser.\n\n## Constraints & Preferences\n- Rust\n\n## Progress\n### Done\n- [x] Lexer\n\n## Key Decisions\n- **Hand-written**: speed\n\n## Critical Context\n- src/parse.rs\n\n## Next Steps\n1. Write the tests";
+
+/// Files with `.jsonl` under `dir`, recursively.
+pub fn session_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(read) = std::fs::read_dir(dir) else { return out };
+    for entry in read.flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            out.extend(session_files(&p));
+        } else if p.extension().is_some_and(|x| x == "jsonl") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Waits (polling) until `cond` holds; panics after `timeout`.
+pub async fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !cond() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
