@@ -1,0 +1,161 @@
+--- Slash commands of the prompt buffer: `/handoff [focus instructions]`, `/new`, `/sessions`,
+--- `/model [name]`, and the user's prompt templates (`/name args`, expanded by the host).
+--- Completion (omnifunc, opened by typing `/` at the start) and inline hints for arguments.
+local M = {}
+
+local api = vim.api
+local ns_hint = api.nvim_create_namespace("handoff_hint")
+
+---@class handoff.SlashCommand
+---@field name string
+---@field hint string  shown inline after the command
+---@field description string
+---@field run fun(args: string)
+
+---@type handoff.SlashCommand[]
+M.builtin = {
+  {
+    name = "handoff",
+    hint = "[focus instructions]",
+    description = "Hand off to a new session with a structured summary of this one",
+    run = function(args)
+      require("handoff").handoff(args)
+    end,
+  },
+  {
+    name = "new",
+    hint = "",
+    description = "Start a new, empty session",
+    run = function()
+      require("handoff").new_session()
+    end,
+  },
+  {
+    name = "sessions",
+    hint = "",
+    description = "Resume a session of this directory",
+    run = function()
+      require("handoff").sessions()
+    end,
+  },
+  {
+    name = "model",
+    hint = "[name]",
+    description = "Switch the model",
+    run = function(args)
+      require("handoff").select_model(args ~= "" and args or nil)
+    end,
+  },
+}
+
+local function find(name)
+  for _, c in ipairs(M.builtin) do
+    if c.name == name then
+      return c
+    end
+  end
+end
+
+--- Splits `/name rest` (nil when `text` is no slash command).
+function M.parse(text)
+  local name, rest = text:match("^/(%S+)%s*(.*)$")
+  if not name then
+    return nil
+  end
+  return name, vim.trim(rest or "")
+end
+
+--- Runs the prompt text: a builtin slash command is intercepted here — `/handoff` exactly like
+--- `:Handoff`, it never reaches the model as a prompt. Everything else (templates included)
+--- goes to the host as a prompt.
+function M.run(text)
+  local name, args = M.parse(text)
+  local cmd = name and find(name)
+  if cmd then
+    cmd.run(args)
+    return
+  end
+  require("handoff").prompt(text)
+end
+
+--- User templates, as the host lists them (cached for a few seconds).
+local cache = { at = 0, list = {} }
+function M.templates()
+  local state = require("handoff.state")
+  if not state.chan then
+    return {}
+  end
+  if vim.uv.now() - cache.at > 5000 then
+    local ok, list = pcall(vim.rpcrequest, state.chan, "templates")
+    cache = { at = vim.uv.now(), list = ok and list or {} }
+  end
+  return cache.list
+end
+
+--- Completion candidates for a command name prefix.
+function M.complete(prefix)
+  local items = {}
+  for _, c in ipairs(M.builtin) do
+    if vim.startswith(c.name, prefix) then
+      table.insert(items, { word = "/" .. c.name, abbr = "/" .. c.name, menu = c.hint, info = c.description })
+    end
+  end
+  for _, t in ipairs(M.templates()) do
+    if vim.startswith(t.name, prefix) and not find(t.name) then
+      table.insert(items, { word = "/" .. t.name, abbr = "/" .. t.name, menu = "[template]", info = t.description })
+    end
+  end
+  return items
+end
+
+--- 'omnifunc' of the prompt buffer.
+function M.omnifunc(findstart, base)
+  if findstart == 1 then
+    local line = api.nvim_get_current_line()
+    local col = api.nvim_win_get_cursor(0)[2]
+    if line:sub(1, 1) == "/" and not line:sub(1, col):find("%s") then
+      return 0
+    end
+    return -3 -- cancel silently
+  end
+  return M.complete((base or ""):gsub("^/", ""))
+end
+
+--- Shows the argument hint of the command being typed, as virtual text.
+local function update_hint(buf)
+  api.nvim_buf_clear_namespace(buf, ns_hint, 0, -1)
+  local line = api.nvim_buf_get_lines(buf, 0, 1, false)[1] or ""
+  local name, rest = line:match("^/(%S+)(%s*)$")
+  local cmd = name and find(name)
+  if cmd and cmd.hint ~= "" then
+    api.nvim_buf_set_extmark(buf, ns_hint, 0, #line, {
+      virt_text = { { (rest == "" and " " or "") .. cmd.hint, "Comment" } },
+      virt_text_pos = "inline",
+    })
+  end
+end
+
+function M.attach(buf)
+  vim.bo[buf].omnifunc = "v:lua.require'handoff.commands'.omnifunc"
+  pcall(function()
+    vim.bo[buf].completeopt = "menuone,noinsert,popup"
+  end)
+  api.nvim_create_autocmd({ "TextChanged", "TextChangedI" }, {
+    buffer = buf,
+    callback = function(ev)
+      update_hint(ev.buf)
+    end,
+  })
+  api.nvim_create_autocmd("TextChangedI", {
+    buffer = buf,
+    callback = function()
+      local line = api.nvim_get_current_line()
+      local col = api.nvim_win_get_cursor(0)[2]
+      if line == "/" and col == 1 and vim.fn.pumvisible() == 0 then
+        api.nvim_feedkeys(vim.keycode("<C-x><C-o>"), "n", false)
+      end
+    end,
+  })
+end
+
+return M

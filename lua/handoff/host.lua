@@ -1,0 +1,201 @@
+--- The host process: found, started lazily, configured, restarted after a crash with the same
+--- session, stopped on exit. Long work is only ever *notified*; requests are short queries.
+local config = require("handoff.config")
+local state = require("handoff.state")
+
+local M = {}
+
+--- The plugin's version; the host must report the same.
+M.version = "0.1.0"
+
+local function notify(msg, level)
+  vim.notify(msg, level or vim.log.levels.ERROR, { title = "handoff.nvim" })
+end
+
+--- The checkout this file belongs to (…/lua/handoff/host.lua → …).
+function M.root()
+  local source = debug.getinfo(1, "S").source:gsub("^@", "")
+  return vim.fn.fnamemodify(source, ":p:h:h:h")
+end
+
+--- Where the binary is looked for, in order.
+---@return string[]
+function M.candidates()
+  local root = M.root()
+  local list = {}
+  if config.options.bin then
+    table.insert(list, config.options.bin)
+  end
+  table.insert(list, root .. "/target/release/handoff-nvim")
+  table.insert(list, root .. "/target/debug/handoff-nvim")
+  local on_path = vim.fn.exepath("handoff-nvim")
+  if on_path ~= "" then
+    table.insert(list, on_path)
+  end
+  return list
+end
+
+---@return string? bin, string? err
+function M.find_bin()
+  if config.options.bin then
+    local bin = vim.fn.expand(config.options.bin)
+    if vim.fn.executable(bin) == 1 then
+      return bin
+    end
+    return nil, ("handoff.nvim: bin = %q is not an executable file"):format(bin)
+  end
+  for _, path in ipairs(M.candidates()) do
+    if vim.fn.executable(path) == 1 then
+      return path
+    end
+  end
+  return nil,
+    ("handoff.nvim: cannot find the host binary `handoff-nvim` (looked in %s/target/{release,debug} and $PATH). "
+      .. "Build it: cd %s && cargo build --release"):format(M.root(), M.root())
+end
+
+function M.running()
+  return state.chan ~= nil
+end
+
+--- Channels stopped on purpose: their exit is no crash.
+local stopped = {}
+
+--- Called when the job ends, whether asked to or not.
+local function on_exit(chan, code)
+  if stopped[chan] then
+    stopped[chan] = nil
+    return
+  end
+  if state.chan ~= chan then
+    return -- an older host
+  end
+  state.chan = nil
+  state.pid = nil
+  local log = config.log_file()
+  notify(
+    ("handoff.nvim: the host exited unexpectedly (exit code %d). Your session is saved and the host "
+      .. "restarts on next use. Log: %s"):format(code, log)
+  )
+  require("handoff.events").host_lost(("the host exited unexpectedly (exit code %d)"):format(code))
+end
+
+--- Answers a `configure` or `transcript` reply: remember the session, redraw the chat.
+function M.apply_transcript(reply)
+  require("handoff.events").dispatch({ vim.tbl_extend("force", reply, { type = "transcript" }) })
+end
+
+--- Starts and configures the host unless it runs. Returns the channel, or nil after telling
+--- the user why not.
+---@return integer?
+function M.ensure()
+  if state.chan then
+    return state.chan
+  end
+  local bin, why = M.find_bin()
+  if not bin then
+    notify(why)
+    return nil
+  end
+  local log = config.log_file()
+  vim.fn.mkdir(vim.fn.fnamemodify(log, ":h"), "p")
+  local chan
+  local ok, res = pcall(vim.fn.jobstart, { bin, "--log-file", log, "rpc" }, {
+    rpc = true,
+    on_exit = function(_, code)
+      on_exit(chan, code)
+    end,
+  })
+  if not ok or type(res) ~= "number" or res <= 0 then
+    notify(("handoff.nvim: cannot start %s: %s"):format(bin, ok and tostring(res) or res))
+    return nil
+  end
+  chan = res
+  state.chan = chan
+  vim.api.nvim_create_autocmd("VimLeavePre", {
+    group = vim.api.nvim_create_augroup("handoff_lifecycle", { clear = true }),
+    callback = M.stop,
+  })
+  state.pid = vim.fn.jobpid(chan)
+  local session_file = state.session_file
+  if not session_file and config.options.resume_last then
+    session_file = M.newest_session()
+  end
+  local ok2, reply = pcall(vim.rpcrequest, chan, "configure", {
+    settings = config.host_settings(),
+    cwd = vim.fn.getcwd(),
+    session_file = session_file,
+  })
+  if not ok2 then
+    M.stop()
+    notify(("handoff.nvim: the host did not start: %s (log: %s)"):format(tostring(reply), log))
+    return nil
+  end
+  M.apply_transcript(reply)
+  local okv, version = pcall(vim.rpcrequest, chan, "version")
+  if okv and version ~= M.version then
+    notify(
+      ("handoff.nvim: the host binary is version %s but the plugin is %s: rebuild it (cargo build --release in %s)"):format(
+        tostring(version), M.version, M.root()),
+      vim.log.levels.WARN
+    )
+  end
+  return chan
+end
+
+--- The newest session file of the working directory, if any (read from disk, no host needed).
+function M.newest_session()
+  local dir = vim.fn.fnamemodify(config.options.session_dir, ":p"):gsub("/$", "")
+  local cwd = vim.fn.getcwd():gsub("^[/\\]", ""):gsub("[/\\:]", "-")
+  local files = vim.fn.glob(dir .. "/--" .. cwd .. "--/*.jsonl", false, true)
+  table.sort(files)
+  return files[#files]
+end
+
+--- Sends a notification (long work: prompt, handoff; or an abort). Never waits on the model.
+function M.notify(method, ...)
+  local chan = M.ensure()
+  if not chan then
+    return false
+  end
+  vim.rpcnotify(chan, method, ...)
+  return true
+end
+
+--- Notifies only a running host (aborts must not start one).
+function M.notify_running(method, ...)
+  if state.chan then
+    vim.rpcnotify(state.chan, method, ...)
+    return true
+  end
+  return false
+end
+
+--- A short request. Returns the result, or nil after telling the user what failed.
+function M.request(method, ...)
+  local chan = M.ensure()
+  if not chan then
+    return nil
+  end
+  local ok, res = pcall(vim.rpcrequest, chan, method, ...)
+  if not ok then
+    notify(("handoff.nvim: %s failed: %s"):format(method, tostring(res):gsub("^.-Vim:", "")))
+    return nil
+  end
+  return res
+end
+
+--- Stops the host (the session is flushed by the host on the way out).
+function M.stop()
+  local chan = state.chan
+  if not chan then
+    return
+  end
+  stopped[chan] = true
+  state.chan = nil
+  state.pid = nil
+  pcall(vim.rpcnotify, chan, "shutdown")
+  pcall(vim.fn.jobstop, chan)
+end
+
+return M

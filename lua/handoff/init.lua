@@ -1,0 +1,163 @@
+--- handoff.nvim: LLM agent sessions in Neovim with a structured `/handoff` to a fresh session.
+---
+--- Public API: setup(opts), prompt(text), handoff(focus), abort(), status(), and the helpers the
+--- commands use. Nothing here waits on the model: long work is a notification to the host, and
+--- its results come back as events (see `handoff.events`).
+local config = require("handoff.config")
+local host = require("handoff.host")
+local state = require("handoff.state")
+
+local M = {}
+
+--- Configures the plugin (may be called again: a running host is reconfigured).
+---@param opts? handoff.Config
+function M.setup(opts)
+  config.setup(opts)
+  require("handoff.keymaps").global()
+  if state.chan and not (state.busy or state.generating_handoff) then
+    local reply = host.request("configure", {
+      settings = config.host_settings(),
+      cwd = vim.fn.getcwd(),
+      session_file = state.session_file,
+    })
+    if reply then
+      host.apply_transcript(reply)
+    end
+  end
+end
+
+--- Sends a prompt (a `/handoff …` text is intercepted by the host and runs the handoff).
+---@param text string
+function M.prompt(text)
+  if type(text) ~= "string" then
+    error("handoff.nvim: prompt(text) needs a string", 2)
+  end
+  return host.notify("prompt", text)
+end
+
+--- Hands the session off to a new one (`:Handoff [focus]`).
+---@param focus? string focus instructions
+function M.handoff(focus)
+  if focus == "" then
+    focus = nil
+  end
+  return host.notify("handoff", focus)
+end
+
+--- Stops what runs: the handoff being generated, or else the response.
+function M.abort()
+  if state.generating_handoff then
+    return M.abort_handoff()
+  end
+  return host.notify_running("abort")
+end
+
+--- Cancels the handoff being generated (mapped to `<Esc>` while it runs).
+function M.abort_handoff()
+  return host.notify_running("abort_handoff")
+end
+
+---@class handoff.Status
+---@field session_file string?
+---@field session_id string?
+---@field busy boolean
+---@field generating_handoff boolean
+
+--- What runs, from the host's latest events (answers at once; never asks the host).
+---@return handoff.Status
+function M.status()
+  return {
+    session_file = state.session_file,
+    session_id = state.session_id,
+    busy = state.busy,
+    generating_handoff = state.generating_handoff,
+    parent_session = state.parent_session,
+    model = state.model,
+    running = state.chan ~= nil,
+  }
+end
+
+--- Opens the chat (starting the host if needed).
+function M.open_chat()
+  host.ensure()
+  require("handoff.chat").open()
+end
+
+function M.toggle_chat()
+  host.ensure()
+  require("handoff.chat").toggle()
+end
+
+--- Starts a new, empty session.
+function M.new_session()
+  local reply = host.request("new_session")
+  if reply then
+    vim.notify("New session " .. (reply.session_id or ""), vim.log.levels.INFO, { title = "handoff.nvim" })
+  end
+end
+
+--- Picks a session of this directory to resume (vim.ui.select).
+function M.sessions()
+  local list = host.request("sessions")
+  if not list then
+    return
+  end
+  if #list == 0 then
+    vim.notify("No sessions for this directory yet", vim.log.levels.INFO, { title = "handoff.nvim" })
+    return
+  end
+  vim.ui.select(list, {
+    prompt = "Resume session",
+    format_item = function(s)
+      local current = s.path == state.session_file and " (current)" or ""
+      local first = (s.first_message ~= nil and s.first_message ~= "") and s.first_message or "(no prompt yet)"
+      local parent = s.parent_session and " ⇠ handoff" or ""
+      return ("%s  %s  [%d messages]%s%s"):format(s.timestamp or "", first, s.message_count or 0, parent, current)
+    end,
+  }, function(choice)
+    if choice then
+      M.resume(choice.path)
+    end
+  end)
+end
+
+--- Switches to a session file.
+---@param path string
+function M.resume(path)
+  return host.request("resume", path) ~= nil
+end
+
+--- Switches the model (`name`, or chosen from `models` / typed).
+---@param name? string
+function M.select_model(name)
+  local function apply(model)
+    if model and vim.trim(model) ~= "" then
+      local reply = host.request("set_model", vim.trim(model))
+      if reply then
+        state.model = reply.model
+        vim.notify("Model: " .. reply.model, vim.log.levels.INFO, { title = "handoff.nvim" })
+      end
+    end
+  end
+  if name then
+    return apply(name)
+  end
+  local models = config.options.models or {}
+  if #models > 0 then
+    vim.ui.select(models, { prompt = "Model" }, apply)
+  else
+    vim.ui.input({ prompt = "Model: ", default = state.model }, apply)
+  end
+end
+
+--- For a statusline: the indicator while something runs, else "".
+function M.statusline()
+  return require("handoff.chat").indicator_text() or ""
+end
+
+--- Stops the host (it restarts on next use, with the same session).
+function M.stop_host()
+  host.stop()
+end
+
+return M

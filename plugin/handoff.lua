@@ -1,0 +1,43 @@
+-- handoff.nvim: user commands only; everything loads on first use.
+if vim.g.loaded_handoff then
+  return
+end
+vim.g.loaded_handoff = true
+
+local function api()
+  return require("handoff")
+end
+
+vim.api.nvim_create_user_command("Handoff", function(o)
+  api().handoff(o.args)
+end, { nargs = "?", desc = "handoff.nvim: hand off to a new session [focus instructions]" })
+
+vim.api.nvim_create_user_command("HandoffChat", function()
+  api().toggle_chat()
+end, { desc = "handoff.nvim: open or close the chat" })
+
+vim.api.nvim_create_user_command("HandoffPrompt", function(o)
+  api().prompt(o.args)
+end, { nargs = "+", desc = "handoff.nvim: send a prompt" })
+
+vim.api.nvim_create_user_command("HandoffStop", function()
+  api().abort()
+end, { desc = "handoff.nvim: stop the response or cancel the handoff" })
+
+vim.api.nvim_create_user_command("HandoffNew", function()
+  api().new_session()
+end, { desc = "handoff.nvim: start a new session" })
+
+vim.api.nvim_create_user_command("HandoffSessions", function()
+  api().sessions()
+end, { desc = "handoff.nvim: resume a session of this directory" })
+
+vim.api.nvim_create_user_command("HandoffModel", function(o)
+  api().select_model(o.args ~= "" and o.args or nil)
+end, {
+  nargs = "?",
+  desc = "handoff.nvim: switch the model",
+  complete = function()
+    return require("handoff.config").options.models or {}
+  end,
+})

@@ -1,0 +1,209 @@
+//! What the chat buffer shows of a session: its current branch as display items, and the
+//! records Lua receives for agent events. Lua renders; it never reads session files itself.
+
+use serde_json::{json, Map, Value};
+
+use crate::agent::{AgentEvent, AgentSession, AssistantMessageEvent};
+use crate::controller;
+use crate::handoff::{self, HandoffOutcome};
+use crate::message::{Message, Role};
+use crate::session::entry::kind;
+use crate::session::SessionManager;
+
+/// Removes `null` members recursively: msgpack nil becomes `vim.NIL` inside Lua tables, which
+/// is truthy and a trap in every `if x then`; an absent key is plain `nil`.
+pub fn strip_nulls(value: Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k, strip_nulls(v))).collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(strip_nulls).collect()),
+        other => other,
+    }
+}
+
+/// Focus of an internal handoff request, when `text` is one (`None` otherwise).
+fn handoff_request_focus(text: &str) -> Option<String> {
+    let prompt = handoff::PROMPT.trim_end();
+    let rest = text.strip_prefix(prompt)?;
+    Some(rest.trim().strip_prefix("Additional focus:").map(|f| f.trim().to_string()).unwrap_or_default())
+}
+
+fn thinking_of(message: &Message) -> String {
+    message
+        .content
+        .blocks()
+        .iter()
+        .filter(|b| b.kind == "thinking")
+        .filter_map(|b| b.thinking.clone())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One message as a display item (`None` for roles the chat does not show).
+pub fn message_item(message: &Message) -> Option<Value> {
+    let text = message.text();
+    let item = match &message.role {
+        Role::User => match handoff_request_focus(&text) {
+            Some(focus) => json!({ "kind": "handoff_request", "focus": focus }),
+            None => json!({ "kind": "user", "text": text }),
+        },
+        Role::Assistant => json!({
+            "kind": "assistant",
+            "text": text,
+            "thinking": Some(thinking_of(message)).filter(|t| !t.is_empty()),
+            "model": message.extra_str("model"),
+            "stop_reason": message.stop_reason.map(|s| s.as_str()),
+            "error_message": message.error_message,
+            "output_tokens": message.usage.as_ref().map(|u| u.output).filter(|o| *o > 0),
+        }),
+        Role::ToolResult => json!({ "kind": "tool", "text": text }),
+        Role::Other(role) => json!({ "kind": "custom", "custom_type": role, "text": text }),
+    };
+    Some(item)
+}
+
+/// The current branch of `session` as display items, root first.
+pub fn items(session: &SessionManager) -> Vec<Value> {
+    let mut out = Vec::new();
+    for entry in session.get_branch(None) {
+        if let Some(message) = entry.message() {
+            out.extend(message_item(&message));
+        } else if let Some(custom) = entry.custom_message().filter(|c| c.display) {
+            let text = custom.content.joined_text();
+            if custom.custom_type == handoff::CUSTOM_TYPE {
+                out.push(json!({ "kind": "handoff", "text": text }));
+            } else {
+                out.push(json!({ "kind": "custom", "custom_type": custom.custom_type, "text": text }));
+            }
+        } else if let Some((summary, _)) = entry.compaction() {
+            out.push(json!({ "kind": "compaction", "text": summary }));
+        } else if let Some(summary) = entry.branch_summary() {
+            out.push(json!({ "kind": "branch_summary", "text": summary }));
+        } else if entry.kind == kind::MODEL_CHANGE {
+            if let Some((provider, model)) = entry.model_change() {
+                out.push(json!({ "kind": "model", "provider": provider, "model": model }));
+            }
+        }
+    }
+    out
+}
+
+/// Session identity and run state, as `status()` reports it.
+pub fn status(agent: &AgentSession) -> Value {
+    let (session_file, session_id, parent) = {
+        let session = agent.session();
+        (
+            session.path().to_string_lossy().into_owned(),
+            session.session_id().to_string(),
+            session.header().parent_session.clone(),
+        )
+    };
+    let config = agent.provider_config();
+    strip_nulls(json!({
+        "session_file": session_file,
+        "session_id": session_id,
+        "parent_session": parent,
+        "busy": agent.is_busy(),
+        "generating_handoff": agent.is_generating_handoff(),
+        "provider": config.name,
+        "api": config.api,
+        "model": config.model,
+    }))
+}
+
+/// A full `transcript` record: the chat rebuilds from it.
+pub fn transcript(agent: &AgentSession) -> Value {
+    let items = items(&agent.session());
+    let mut record = status(agent);
+    if let Value::Object(map) = &mut record {
+        map.insert("type".into(), "transcript".into());
+        map.insert("items".into(), strip_nulls(Value::Array(items)));
+    }
+    record
+}
+
+/// One notice record (`controller::Notice`).
+pub fn notice(notice: &controller::Notice) -> Value {
+    json!({ "type": "notice", "level": notice.level, "message": notice.message })
+}
+
+/// The outcome of a handoff with the controller's notices, for `handoff_end`.
+pub fn handoff_end(outcome: &HandoffOutcome) -> Value {
+    let notices: Vec<Value> = controller::handoff_notices(outcome)
+        .iter()
+        .map(|n| json!({ "level": n.level, "message": n.message }))
+        .collect();
+    strip_nulls(json!({ "type": "handoff_end", "outcome": outcome, "notices": notices }))
+}
+
+/// Lua's record for an agent event that is not a streamed delta (`None`: not shown).
+pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Value> {
+    let record = match event {
+        AgentEvent::AgentStart => json!({ "type": "agent_start" }),
+        AgentEvent::MessageStart { message } => {
+            let mut item = message_item(message)?;
+            if let Value::Object(map) = &mut item {
+                map.insert("type".into(), "message_start".into());
+                if message.is_assistant() {
+                    // An assistant message starts empty; the deltas fill it.
+                    map.remove("text");
+                    map.remove("thinking");
+                    map.remove("stop_reason");
+                }
+            }
+            item
+        }
+        AgentEvent::MessageEnd { message } if message.is_assistant() => {
+            let mut item = message_item(message)?;
+            if let Value::Object(map) = &mut item {
+                map.insert("type".into(), "message_end".into());
+                map.remove("text");
+                map.remove("thinking");
+            }
+            item
+        }
+        AgentEvent::AgentEnd { messages } => {
+            let last = messages.iter().rev().find(|m| m.is_assistant());
+            json!({
+                "type": "agent_end",
+                "stop_reason": last.and_then(|m| m.stop_reason).map(|s| s.as_str()),
+                "error_message": last.and_then(|m| m.error_message.clone()),
+                "session_file": agent.session().path().to_string_lossy(),
+            })
+        }
+        AgentEvent::HandoffStart { focus } => json!({ "type": "handoff_start", "focus": focus }),
+        AgentEvent::HandoffEnd { outcome } => handoff_end(outcome),
+        AgentEvent::SessionSwitch { old, new, reason } => {
+            json!({ "type": "session_switch", "old": old, "new": new, "reason": reason })
+        }
+        AgentEvent::MessageUpdate { .. }
+        | AgentEvent::TurnStart
+        | AgentEvent::TurnEnd { .. }
+        | AgentEvent::MessageEnd { .. } => return None,
+    };
+    Some(strip_nulls(record))
+}
+
+/// A streamed piece of text: `(is_thinking, delta)`.
+pub fn delta_of(event: &AgentEvent) -> Option<(bool, &str)> {
+    match event {
+        AgentEvent::MessageUpdate { assistant_message_event } => match assistant_message_event {
+            AssistantMessageEvent::TextDelta { delta, .. } => Some((false, delta)),
+            AssistantMessageEvent::ThinkingDelta { delta, .. } => Some((true, delta)),
+        },
+        _ => None,
+    }
+}
+
+/// An object record with one more member.
+pub fn with(mut record: Value, key: &str, value: Value) -> Value {
+    if let Value::Object(map) = &mut record {
+        map.insert(key.into(), value);
+    } else {
+        let mut map = Map::new();
+        map.insert(key.into(), value);
+        return Value::Object(map);
+    }
+    record
+}
