@@ -311,6 +311,12 @@ impl AgentSession {
             if matches!(stop, StopReason::Error | StopReason::Aborted) {
                 break Ok(());
             }
+            // A handoff's run is one turn: messages queued meanwhile are meant for the
+            // conversation, not for the document (answering them would make the document the
+            // reply to a follow-up). They stay queued; a successful handoff clears them.
+            if self.is_generating_handoff() {
+                break Ok(());
+            }
             let mut state = self.state();
             if !state.steering.is_empty() {
                 inbox.extend(state.steering.drain(..));
