@@ -464,7 +464,11 @@ async fn serve(
         | MockReply::NoChoices
         | MockReply::Stall { .. }) => return serve_broken(broken, ctx, rd, wr).await,
     };
-    tokio::time::sleep(Duration::from_millis(first_ms)).await;
+    // tokio rounds a zero sleep up to the next 1 ms timer tick: only sleep when asked to, or
+    // "full speed" streams at 1,000 chunks/s.
+    if first_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(first_ms)).await;
+    }
     let usage = (ctx.prompt_tokens, (chunks.len() + thinking.len()) as u64);
     if !ctx.stream {
         let text = chunks.concat();
@@ -489,7 +493,7 @@ async fn serve(
     for (i, (chunk, is_thinking)) in
         thinking.iter().map(|t| (t, true)).chain(chunks.iter().map(|t| (t, false))).enumerate()
     {
-        if i > 0 {
+        if i > 0 && chunk_ms > 0 {
             tokio::time::sleep(Duration::from_millis(chunk_ms)).await;
         }
         sse.delta(chunk, is_thinking).await?;

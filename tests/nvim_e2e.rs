@@ -1,0 +1,355 @@
+//! End-to-end: real headless Neovim 0.11, the plugin from this checkout, the built host, and a
+//! loopback mock model. Needs `NVIM_BIN` (scripts/test.sh sets it) or the checkout's `.venv`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use handoff_nvim::mock::MockReply;
+use serde_json::{json, Value};
+use support::nvim::{jsonl, user_texts, Editor};
+
+const DOC: &str = "## Goal\nShip the parser.\n\n## Constraints & Preferences\n- Rust\n\n## Progress\n- lexer done\n\n## Key Decisions\n- hand-written\n\n## Critical Context\n- src/lex.rs\n\n## Next Steps\n1. parse expressions";
+
+/// Every test gets a hard bound, so a hang fails instead of blocking the suite.
+async fn bounded<F: Future<Output = ()>>(f: F) {
+    tokio::time::timeout(Duration::from_secs(40), f).await.expect("the test took longer than 40 s");
+}
+
+fn slow(chunks: usize, delay_ms: u64) -> MockReply {
+    MockReply::Text {
+        chunks: (0..chunks).map(|i| format!("part{i} ")).collect(),
+        chunk_delay_ms: delay_ms,
+        first_delay_ms: 0,
+        stop: "stop".into(),
+        thinking: Vec::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompt_streams_the_reply_into_the_chat() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.mock.push(MockReply::Text {
+            chunks: vec!["Hel".into(), "lo wor".into(), "ld\nsecond ".into(), "line".into()],
+            chunk_delay_ms: 150,
+            first_delay_ms: 0,
+            stop: "stop".into(),
+            thinking: Vec::new(),
+        });
+        ed.lua("require('handoff').prompt('hello there')", json!([])).await;
+        ed.wait_event("HandoffAgentStart", 1).await;
+        // The indicator runs while the reply streams, with elapsed time and tokens.
+        let indicator = ed
+            .wait_until("(require('handoff.chat').indicator_text() or ''):match('^Generating….* tokens$') and require('handoff.chat').indicator_text()", Duration::from_secs(5))
+            .await;
+        assert!(indicator.as_str().unwrap().contains('s'), "{indicator}");
+        assert_eq!(ed.status().await["busy"], json!(true));
+        let end = ed.wait_event("HandoffAgentEnd", 1).await;
+        assert_eq!(end["stop_reason"], "stop");
+        let chat: Vec<String> = serde_json::from_value(ed.eval("T.chat()").await).unwrap();
+        let text = chat.join("\n");
+        assert!(text.contains("## You\n\nhello there"), "{text}");
+        assert!(text.contains("Hello world\nsecond line"), "{text}");
+        let status = ed.status().await;
+        assert_eq!(status["busy"], json!(false));
+        assert_eq!(ed.eval("require('handoff.chat').indicator_text()").await, Value::Null);
+        assert_eq!(end["session_file"], status["session_file"]);
+        assert!(user_texts(&ed.mock).iter().any(|t| t == "hello there"));
+        // The prompt and the reply are in the session file.
+        let lines = jsonl(std::path::Path::new(status["session_file"].as_str().unwrap()));
+        assert_eq!(lines[0]["type"], "session");
+        assert!(lines.iter().any(|l| l["message"]["role"] == "assistant"
+            && l["message"]["content"][0]["text"] == "Hello world\nsecond line"));
+        ed.quit().await;
+    })
+    .await;
+}
+
+/// Checks everything a successful handoff must leave behind; returns the new session file.
+async fn assert_handoff_done(ed: &Editor, old_file: &str, focus: &str) -> String {
+    let done = ed.wait_event("HandoffDone", 1).await;
+    assert_eq!(done["document"], DOC);
+    assert_eq!(done["parent_session"], old_file);
+    assert_eq!(done["missing_sections"], json!([]));
+    let new_file = done["session_file"].as_str().unwrap().to_string();
+    assert_ne!(new_file, old_file);
+    // The new session on disk: header with parent, model and thinking level, the handoff entry.
+    let lines = jsonl(std::path::Path::new(&new_file));
+    assert_eq!(lines[0]["type"], "session");
+    assert_eq!(lines[0]["parentSession"], old_file);
+    let kinds: Vec<&str> = lines[1..].iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["model_change", "thinking_level_change", "custom_message"], "{lines:?}");
+    assert_eq!(lines[1]["modelId"], "mock-model");
+    assert_eq!(lines[3]["customType"], "handoff");
+    assert_eq!(lines[3]["display"], true);
+    let content = serde_json::to_string(&lines[3]["content"]).unwrap();
+    assert!(content.contains("<handoff-context>") && content.contains("Ship the parser."), "{content}");
+    // The session switch was announced with both files.
+    let switch = ed.wait_event("HandoffSessionSwitch", 1).await;
+    assert_eq!(switch["old"], old_file);
+    assert_eq!(switch["new"], new_file.as_str());
+    // The document in a split: markdown, named after the new session.
+    let stem = std::path::Path::new(&new_file).file_stem().unwrap().to_str().unwrap().to_string();
+    let view = ed
+        .lua(
+            "local name = ... for _, w in ipairs(vim.api.nvim_list_wins()) do local b = vim.api.nvim_win_get_buf(w) \
+             if vim.api.nvim_buf_get_name(b) == name then return { ft = vim.bo[b].filetype, lines = vim.api.nvim_buf_get_lines(b, 0, -1, false) } end end",
+            json!([format!("handoff://{stem}.md")]),
+        )
+        .await;
+    assert_eq!(view["ft"], "markdown", "no window shows handoff://{stem}.md\n{}", ed.dump().await);
+    assert_eq!(view["lines"], json!(DOC.split('\n').collect::<Vec<_>>()));
+    // The chat was rebuilt from the new session: the handoff context, not the old transcript.
+    let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
+    let chat = chat.as_str().unwrap();
+    assert!(chat.contains("## Handoff context"), "{chat}");
+    assert!(chat.contains("Ship the parser."), "{chat}");
+    assert!(!chat.contains("first question"), "old transcript still shown:\n{chat}");
+    assert!(chat.contains("New session started with handoff context"), "{chat}");
+    assert!(ed.eval("T.noted('New session started with handoff context') ~= nil").await == json!(true));
+    let status = ed.status().await;
+    assert_eq!(status["session_file"], new_file.as_str());
+    assert_eq!(status["generating_handoff"], false);
+    // The model was asked with the focus, and the old session kept the attempt.
+    let texts = user_texts(&ed.mock);
+    assert!(texts.last().unwrap().ends_with(&format!("Additional focus: {focus}")), "{:?}", texts.last());
+    new_file
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handoff_command_starts_a_new_session_with_the_document() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.converse("first question", "first answer").await;
+        let old = ed.status().await["session_file"].as_str().unwrap().to_string();
+        ed.mock.push(MockReply::text(DOC));
+        ed.command("Handoff focus on the parser").await;
+        let start = ed.wait_event("HandoffStart", 1).await;
+        assert_eq!(start["focus"], "focus on the parser");
+        assert_handoff_done(&ed, &old, "focus on the parser").await;
+        // The old session holds the internal prompt and the document as ordinary messages.
+        let old_lines = jsonl(std::path::Path::new(&old));
+        assert!(old_lines.iter().any(|l| l["message"]["role"] == "assistant"
+            && l["message"]["content"][0]["text"] == DOC));
+        assert_eq!(ed.session_files().len(), 2);
+        ed.quit().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_handoff_typed_in_the_prompt_buffer_is_intercepted() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.converse("first question", "first answer").await;
+        let old = ed.status().await["session_file"].as_str().unwrap().to_string();
+        ed.mock.push(MockReply::text(DOC));
+        // Typed for real: insert mode, the text, then the submit key.
+        let in_prompt = ed.eval("vim.api.nvim_get_current_buf() == require('handoff.chat').prompt_buf").await;
+        assert_eq!(in_prompt, json!(true), "open_chat() must focus the prompt");
+        ed.input("i/handoff keep it short").await;
+        ed.wait_until("vim.api.nvim_buf_get_lines(require('handoff.chat').prompt_buf, 0, 1, false)[1] == '/handoff keep it short'", Duration::from_secs(5)).await;
+        ed.input("<C-s>").await;
+        assert_handoff_done(&ed, &old, "keep it short").await;
+        assert_eq!(ed.eval("vim.api.nvim_buf_get_lines(require('handoff.chat').prompt_buf, 0, -1, false)").await, json!([""]));
+        // The model never saw the command as a prompt.
+        for text in user_texts(&ed.mock) {
+            assert!(!text.trim_start().starts_with("/handoff"), "the mock saw {text:?}");
+        }
+        ed.quit().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn esc_cancels_the_handoff_and_restores_the_earlier_mapping() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.converse("first question", "first answer").await;
+        let old = ed.status().await["session_file"].as_str().unwrap().to_string();
+        let before = std::fs::read_to_string(&old).unwrap();
+        // A mapping of the user's own in the prompt buffer, which must survive.
+        ed.lua(
+            "vim.keymap.set('n', '<Esc>', '<Cmd>let g:user_esc = 1<CR>', { buffer = require('handoff.chat').prompt_buf })",
+            json!([]),
+        )
+        .await;
+        ed.input("<Esc>").await; // normal mode in the prompt window
+        ed.wait_until("vim.g.user_esc == 1 and vim.fn.mode() == 'n'", Duration::from_secs(5)).await;
+        ed.lua("vim.g.user_esc = 0", json!([])).await;
+        ed.mock.push(slow(400, 20)); // ~8 s if nobody cancels
+        ed.command("Handoff").await;
+        ed.wait_event("HandoffStart", 1).await;
+        ed.wait_until("require('handoff').status().generating_handoff and require('handoff.state').tokens > 0", Duration::from_secs(5)).await;
+        let indicator = ed.eval("require('handoff.chat').indicator_text()").await;
+        assert!(indicator.as_str().unwrap().starts_with("Generating handoff… (esc to cancel)"), "{indicator}");
+        let t0 = Instant::now();
+        ed.input("<Esc>").await;
+        ed.wait_event("HandoffCancelled", 1).await;
+        assert!(t0.elapsed() < Duration::from_secs(3), "cancel took {:?}", t0.elapsed());
+        assert_eq!(ed.eval("vim.g.user_esc").await, json!(0), "the user's mapping ran instead of the cancel");
+        assert_eq!(ed.eval("T.count('HandoffDone')").await, json!(0));
+        let note = ed.eval("T.noted('Handoff cancelled')").await;
+        assert_eq!(note["level"], json!(4), "{note}"); // vim.log.levels.ERROR
+        // No new session; the old file intact, plus the messages of the attempt.
+        assert_eq!(ed.session_files().len(), 1, "{:?}", ed.session_files());
+        let after = std::fs::read_to_string(&old).unwrap();
+        assert!(after.starts_with(&before), "the old session was rewritten");
+        let status = ed.status().await;
+        assert_eq!(status["session_file"], old.as_str());
+        assert_eq!(status["generating_handoff"], false);
+        // The user's mapping is back in the prompt buffer; the chat buffer has none left.
+        let maps = ed
+            .eval("{ prompt = vim.api.nvim_buf_call(require('handoff.chat').prompt_buf, function() return vim.fn.maparg('<Esc>', 'n') end), \
+                     chat = vim.api.nvim_buf_call(require('handoff.chat').chat_buf, function() return vim.fn.maparg('<Esc>', 'n') end) }")
+            .await;
+        assert_eq!(maps["prompt"], "<Cmd>let g:user_esc = 1<CR>", "{maps}");
+        assert_eq!(maps["chat"], "", "{maps}");
+        ed.input("<Esc>").await;
+        ed.wait_until("vim.g.user_esc == 1", Duration::from_secs(5)).await;
+        ed.quit().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_failure_reports_handoff_failed() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.converse("first question", "first answer").await;
+        let old = ed.status().await["session_file"].as_str().unwrap().to_string();
+        ed.mock.push(MockReply::Status {
+            status: 401,
+            body: r#"{"error":{"message":"Incorrect API key provided"}}"#.into(),
+            retry_after: None,
+        });
+        ed.command("Handoff").await;
+        let failed = ed.wait_event("HandoffFailed", 1).await;
+        let message = failed["message"].as_str().unwrap();
+        assert!(message.contains("401") && message.contains("Incorrect API key"), "{message}");
+        let note = ed.eval("T.noted('Handoff failed: ')").await;
+        assert_eq!(note["level"], json!(4), "{note}");
+        assert!(note["msg"].as_str().unwrap().contains("401"));
+        assert_eq!(ed.eval("T.count('HandoffDone') + T.count('HandoffCancelled')").await, json!(0));
+        assert_eq!(ed.session_files().len(), 1);
+        assert_eq!(ed.status().await["session_file"], old.as_str());
+        assert_eq!(ed.eval("require('handoff.keymaps').esc_installed()").await, json!(false));
+        ed.quit().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handoff_is_refused_with_the_controllers_messages() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.command("Handoff").await;
+        let note = ed.wait_until("T.noted('Nothing to hand off (no messages yet)')", Duration::from_secs(5)).await;
+        assert_eq!(note["level"], json!(3)); // WARN
+        ed.converse("first question", "first answer").await;
+        ed.mock.push(slow(200, 20));
+        ed.lua("require('handoff').prompt('a long one')", json!([])).await;
+        ed.wait_until("require('handoff').status().busy", Duration::from_secs(5)).await;
+        ed.command("Handoff").await;
+        let note = ed.wait_until("T.noted('Cannot hand off while a response is in progress')", Duration::from_secs(5)).await;
+        assert_eq!(note["level"], json!(3));
+        assert_eq!(ed.eval("T.count('HandoffStart')").await, json!(0));
+        // The stop key's action stops the response.
+        ed.lua("require('handoff').abort()", json!([])).await;
+        let end = ed.wait_event("HandoffAgentEnd", 2).await;
+        assert_eq!(end["stop_reason"], "aborted");
+        assert_eq!(ed.session_files().len(), 1);
+        ed.quit().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_host_is_reported_and_restarted_with_the_same_session() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.converse("first question", "first answer").await;
+        let session = ed.status().await["session_file"].as_str().unwrap().to_string();
+        let pid = ed.eval("require('handoff.state').pid").await.as_u64().unwrap();
+        ed.mock.push(slow(400, 20));
+        ed.lua("require('handoff').prompt('second question')", json!([])).await;
+        ed.wait_until("T.count('HandoffAgentStart') == 2 and require('handoff.state').tokens > 0", Duration::from_secs(5)).await;
+        let killed = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
+        assert!(killed.success());
+        let note = ed.wait_until("T.noted('the host exited unexpectedly')", Duration::from_secs(5)).await;
+        assert_eq!(note["level"], json!(4));
+        let end = ed.wait_event("HandoffAgentEnd", 2).await;
+        assert_eq!(end["stop_reason"], "error");
+        let status = ed.status().await;
+        assert_eq!(status["busy"], false);
+        assert_eq!(status["running"], false);
+        // Next use restarts the host on the same session.
+        ed.converse("third question", "third answer").await;
+        let new_pid = ed.eval("require('handoff.state').pid").await.as_u64().unwrap();
+        assert_ne!(new_pid, pid);
+        assert_eq!(ed.status().await["session_file"], session.as_str());
+        let texts: Vec<String> = jsonl(std::path::Path::new(&session))
+            .iter()
+            .filter_map(|l| l["message"]["content"][0]["text"].as_str().map(str::to_string))
+            .collect();
+        for want in ["first question", "first answer", "second question", "third question", "third answer"] {
+            assert!(texts.iter().any(|t| t == want), "{want:?} missing from {texts:?}");
+        }
+        let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
+        assert!(chat.as_str().unwrap().contains("third answer"));
+        assert_eq!(ed.session_files().len(), 1);
+        ed.quit().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_editor_stays_responsive_while_the_model_streams_at_full_speed() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        // Count the batches the host sends, and how late a 10 ms timer fires at worst.
+        ed.lua(
+            r#"
+            local events = require('handoff.events')
+            local dispatch = events.dispatch
+            T.batches = 0
+            events.dispatch = function(batch) T.batches = T.batches + 1; return dispatch(batch) end
+            T.worst = 0
+            local last = vim.uv.hrtime()
+            T.timer = vim.uv.new_timer()
+            T.timer:start(10, 10, function()
+              local now = vim.uv.hrtime()
+              T.worst = math.max(T.worst, (now - last) / 1e6 - 10)
+              last = now
+            end)
+            "#,
+            json!([]),
+        )
+        .await;
+        let n = 20_000;
+        ed.mock.push(MockReply::long(n));
+        ed.lua("require('handoff').prompt('stream a lot')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 1).await;
+        ed.lua("T.timer:stop()", json!([])).await;
+        let worst = ed.eval("T.worst").await.as_f64().unwrap();
+        let batches = ed.eval("T.batches").await.as_u64().unwrap();
+        let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
+        let chat = chat.as_str().unwrap();
+        assert!(chat.contains(&format!("w{} ", n - 1)), "the reply is incomplete");
+        assert!(chat.contains("w0 w1 w2 "), "the reply is out of order");
+        eprintln!("worst timer lateness {worst:.1} ms, {batches} batches for {n} chunks");
+        assert!(worst < 250.0, "the main loop stalled for {worst:.1} ms");
+        assert!(batches < (n as u64) / 10, "deltas were not coalesced: {batches} batches for {n} chunks");
+        ed.quit().await;
+    })
+    .await;
+}
+
