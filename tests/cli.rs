@@ -1,0 +1,376 @@
+//! The headless CLI (issue 2 "Headless CLI", issue 3 "Headless"): the built binary run against the
+//! in-process mock model server. Exit codes: 0 ok, 1 failure (one clear line), 2 usage,
+//! 3 refused, 130 interrupted.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{copy_fixture, entry_lines, lines, DOCUMENT};
+use handoff_nvim::mock::{MockReply, MockServer};
+use serde_json::Value;
+use tokio::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
+const T: Duration = Duration::from_secs(10);
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn stderr_lines(&self) -> Vec<&str> {
+        self.stderr.lines().filter(|l| !l.trim().is_empty()).collect()
+    }
+}
+
+struct Env {
+    mock: MockServer,
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    async fn new() -> Env {
+        let mock = MockServer::start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("project")).unwrap();
+        Env { mock, dir }
+    }
+
+    fn session_dir(&self) -> PathBuf {
+        self.dir.path().join("sessions")
+    }
+
+    fn project(&self) -> PathBuf {
+        self.dir.path().join("project")
+    }
+
+    /// The binary with a clean environment pointing at the mock.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.args(args)
+            .current_dir(self.project())
+            .env("HOME", self.dir.path())
+            .env("XDG_DATA_HOME", self.dir.path().join("data"))
+            .env("HANDOFF_PROVIDER", "openai")
+            .env("HANDOFF_BASE_URL", self.mock.openai_base_url())
+            .env("HANDOFF_MODEL", "mock-model")
+            .env("HANDOFF_SESSION_DIR", self.session_dir())
+            .env_remove("HANDOFF_TEMPLATES_DIR")
+            .env_remove("HANDOFF_CONTEXT_WINDOW")
+            .env_remove("HANDOFF_LOG")
+            .env_remove("HANDOFF_LOG_FILE")
+            .env_remove("RUST_LOG")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        c
+    }
+
+    async fn run(&self, args: &[&str]) -> Run {
+        let out = tokio::time::timeout(T, self.command(args).output()).await.expect("CLI hung").unwrap();
+        Run {
+            code: out.status.code(),
+            stdout: String::from_utf8(out.stdout).unwrap(),
+            stderr: String::from_utf8(out.stderr).unwrap(),
+        }
+    }
+
+    /// Runs `args`, interrupts it with SIGINT once the mock has its request, and collects it.
+    async fn run_interrupted(&self, args: &[&str]) -> Run {
+        let child = self.command(args).spawn().unwrap();
+        assert!(self.mock.wait_for_requests(1, T).await, "no request reached the mock");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let pid = child.id().unwrap().to_string();
+        let status = std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
+        assert!(status.success());
+        let out = tokio::time::timeout(T, child.wait_with_output()).await.expect("did not stop on SIGINT").unwrap();
+        Run {
+            code: out.status.code(),
+            stdout: String::from_utf8(out.stdout).unwrap(),
+            stderr: String::from_utf8(out.stderr).unwrap(),
+        }
+    }
+
+    /// A session with one exchange, made by the CLI itself; returns its path.
+    async fn session_with_one_exchange(&self) -> PathBuf {
+        self.mock.push(MockReply::text("First answer."));
+        let r = self.run(&["prompt", "--new", "First question"]).await;
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        PathBuf::from(r.stderr_lines()[0])
+    }
+}
+
+fn messages(path: &Path) -> Vec<(String, String)> {
+    entry_lines(path)
+        .iter()
+        .filter(|e| e["type"] == "message")
+        .map(|e| {
+            let m: handoff_nvim::message::Message = serde_json::from_value(e["message"].clone()).unwrap();
+            (e["message"]["role"].as_str().unwrap().to_string(), m.text())
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// prompt
+
+#[tokio::test]
+async fn prompt_streams_the_reply_to_stdout_and_the_session_path_to_stderr_exit_0() {
+    let env = Env::new().await;
+    env.mock.push(MockReply::text("Hello from the mock server."));
+    let r = env.run(&["prompt", "--new", "Say", "hello"]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout, "Hello from the mock server.\n");
+    let stderr = r.stderr_lines();
+    assert_eq!(stderr.len(), 1, "{stderr:?}");
+    let path = PathBuf::from(stderr[0]);
+    assert!(path.is_file(), "{path:?}");
+    let project = std::fs::canonicalize(env.project()).unwrap();
+    let folder = handoff_nvim::session::paths::cwd_folder_name(&project);
+    assert_eq!(path.parent().unwrap(), env.session_dir().join(folder));
+    // A fresh session: model and thinking level, then the exchange.
+    let entries = entry_lines(&path);
+    let kinds: Vec<&str> = entries.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["model_change", "thinking_level_change", "message", "message"]);
+    assert_eq!(entries[0]["modelId"], "mock-model");
+    assert_eq!(
+        messages(&path),
+        [("user".to_string(), "Say hello".to_string()), ("assistant".to_string(), "Hello from the mock server.".to_string())]
+    );
+    assert_eq!(common::wire_messages(&env.mock.requests()[0]), [("user".to_string(), "Say hello".to_string())]);
+}
+
+#[tokio::test]
+async fn prompt_continues_the_newest_session_or_the_one_given_with_session() {
+    let env = Env::new().await;
+    let first = env.session_with_one_exchange().await;
+    // Without --new or --session: the newest session of the working directory.
+    let r = env.run(&["prompt", "Second question"]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(PathBuf::from(r.stderr_lines()[0]), first);
+    assert_eq!(messages(&first).len(), 4);
+    let request = env.mock.requests().last().cloned().unwrap();
+    assert_eq!(common::wire_messages(&request)[0].1, "First question");
+    // --session FILE continues a pi file too (provider options after the subcommand).
+    let pi = copy_fixture("pimono-0.73.1-print-session.jsonl", env.dir.path());
+    let r = env.run(&["prompt", "--session", pi.to_str().unwrap(), "--model", "other-model", "More"]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(env.mock.requests().last().unwrap().body["model"], "other-model");
+    let m = messages(&pi);
+    assert_eq!(m.len(), 4);
+    assert_eq!(m[2].1, "More");
+}
+
+#[tokio::test]
+async fn prompt_provider_401_exits_1_with_one_clear_line_and_no_key() {
+    let env = Env::new().await;
+    env.mock.push(MockReply::Status {
+        status: 401,
+        body: r#"{"error":{"message":"Incorrect API key provided"}}"#.into(),
+        retry_after: None,
+    });
+    let mut c = env.command(&["prompt", "--new", "--api-key-env", "CLI_TEST_KEY", "hi"]);
+    c.env("CLI_TEST_KEY", "sk-canary-cli-4242");
+    let out = tokio::time::timeout(T, c.output()).await.unwrap().unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    // The session path, then the one line that says what failed.
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].ends_with(".jsonl"));
+    assert!(lines[1].starts_with("error: "), "{}", lines[1]);
+    assert!(lines[1].contains("401") && lines[1].contains("Incorrect API key provided"), "{}", lines[1]);
+    assert!(!stderr.contains("sk-canary") && !stdout.contains("sk-canary"));
+    // The key did go to the server.
+    let auth = env.mock.requests()[0].header("authorization").unwrap_or_default().to_string();
+    assert!(auth.contains("sk-canary-cli-4242"));
+    // What was written stays: the prompt and the failed reply.
+    let path = PathBuf::from(lines[0]);
+    let entries = entry_lines(&path);
+    assert_eq!(entries.last().unwrap()["message"]["stopReason"], "error");
+    assert!(!std::fs::read_to_string(&path).unwrap().contains("sk-canary"));
+}
+
+#[tokio::test]
+async fn prompt_sigint_during_a_slow_prompt_exits_130_and_the_session_keeps_the_user_message() {
+    let env = Env::new().await;
+    env.mock.push(common::slow(&["partial ", "reply ", "that ", "is ", "slow"], 0, 1_000));
+    let r = env.run_interrupted(&["prompt", "--new", "please keep me"]).await;
+    assert_eq!(r.code, Some(130), "stderr: {}", r.stderr);
+    let path = PathBuf::from(r.stderr_lines()[0]);
+    let m = messages(&path);
+    assert_eq!(m[0], ("user".to_string(), "please keep me".to_string()));
+    let last = entry_lines(&path).last().cloned().unwrap();
+    assert_eq!(last["message"]["stopReason"], "aborted");
+    assert!(r.stdout.starts_with("partial"), "{:?}", r.stdout);
+}
+
+// ---------------------------------------------------------------------------------------------
+// usage
+
+#[tokio::test]
+async fn usage_errors_exit_2() {
+    let env = Env::new().await;
+    for args in [
+        &["prompt"][..],
+        &["frobnicate"],
+        &["context"],
+        &["--provider", "bogus", "sessions"],
+        &["prompt", "--new", "--session", "x.jsonl", "hi"],
+        &["handoff"],
+    ] {
+        let r = env.run(args).await;
+        assert_eq!(r.code, Some(2), "{args:?}: {}", r.stderr);
+        assert!(!r.stderr.is_empty());
+        assert!(r.stdout.is_empty(), "{args:?} printed on stdout: {}", r.stdout);
+    }
+    assert_eq!(env.mock.requests().len(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// context, sessions
+
+#[tokio::test]
+async fn context_prints_the_leaf_context_as_a_json_array() {
+    let env = Env::new().await;
+    let path = copy_fixture("omp-18.2.3-print-session.jsonl", env.dir.path());
+    let r = env.run(&["context", path.to_str().unwrap()]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let arr = v.as_array().unwrap();
+    assert_eq!(arr.len(), 2);
+    assert_eq!(arr[0]["role"], "user");
+    assert_eq!(arr[0]["content"][0]["text"], "Say hello");
+    assert_eq!(arr[1]["role"], "assistant");
+    assert_eq!(arr[1]["content"][0]["text"], "Hello from the mock server.");
+    assert_eq!(env.mock.requests().len(), 0);
+}
+
+#[tokio::test]
+async fn context_of_a_file_that_is_not_a_session_exits_1_with_one_line() {
+    let env = Env::new().await;
+    let path = env.dir.path().join("empty.jsonl");
+    std::fs::write(&path, "").unwrap();
+    let r = env.run(&["context", path.to_str().unwrap()]).await;
+    assert_eq!(r.code, Some(1));
+    let lines = r.stderr_lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("empty.jsonl") && lines[0].contains("not a session file"), "{}", lines[0]);
+    assert!(r.stdout.is_empty());
+}
+
+#[tokio::test]
+async fn sessions_lists_newest_first_with_id_path_first_message_and_parent() {
+    let env = Env::new().await;
+    let first = env.session_with_one_exchange().await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    env.mock.push(MockReply::text(DOCUMENT));
+    let r = env.run(&["handoff", first.to_str().unwrap()]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let child = PathBuf::from(r.stdout.trim());
+    let r = env.run(&["sessions"]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let list: Vec<Value> = r.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(list.len(), 2, "{}", r.stdout);
+    assert_eq!(PathBuf::from(list[0]["path"].as_str().unwrap()), child);
+    assert_eq!(list[0]["parent_session"], first.to_str().unwrap());
+    assert_eq!(PathBuf::from(list[1]["path"].as_str().unwrap()), first);
+    assert_eq!(list[1]["first_message"], "First question");
+    assert_eq!(list[1]["id"], lines(&first)[0]["id"]);
+    assert_eq!(list[1]["parent_session"], Value::Null);
+    // --cwd picks another project: none there.
+    let r = env.run(&["sessions", "--cwd", "/no/such/project"]).await;
+    assert_eq!((r.code, r.stdout.as_str()), (Some(0), ""));
+}
+
+// ---------------------------------------------------------------------------------------------
+// handoff: exit 0 done (path on stdout), 1 failed, 3 refused, 130 cancelled
+
+#[tokio::test]
+async fn handoff_exit_0_prints_the_new_session_path() {
+    let env = Env::new().await;
+    let old = env.session_with_one_exchange().await;
+    env.mock.push(MockReply::text(DOCUMENT));
+    let r = env.run(&["handoff", old.to_str().unwrap(), "--focus", "the tests"]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let new = PathBuf::from(r.stdout.trim_end());
+    assert_eq!(r.stdout.lines().count(), 1);
+    assert!(new.is_file());
+    let header = &lines(&new)[0];
+    assert_eq!(header["parentSession"], old.to_str().unwrap());
+    assert_eq!(entry_lines(&new)[2]["customType"], "handoff");
+    assert!(new.with_extension("").join("handoff.md").is_file());
+    let sent = common::wire_messages(env.mock.requests().last().unwrap());
+    assert!(sent.last().unwrap().1.ends_with("Additional focus: the tests"));
+    assert!(r.stderr_lines().is_empty(), "{}", r.stderr);
+}
+
+#[tokio::test]
+async fn handoff_failed_exits_1_naming_the_failure() {
+    let env = Env::new().await;
+    let old = env.session_with_one_exchange().await;
+    env.mock.push(MockReply::Status { status: 500, body: "upstream exploded".into(), retry_after: None });
+    let r = env.run(&["handoff", "--max-retries", "0", old.to_str().unwrap()]).await;
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stdout.is_empty());
+    let lines = r.stderr_lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].starts_with("Handoff failed: ") && lines[0].contains("500"), "{}", lines[0]);
+    assert_eq!(common::session_files(&env.session_dir()), [old]);
+}
+
+#[tokio::test]
+async fn handoff_refused_exits_3() {
+    let env = Env::new().await;
+    let path = env.dir.path().join("one.jsonl");
+    std::fs::write(
+        &path,
+        "{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/p\"}\n\
+         {\"type\":\"message\",\"id\":\"aaaaaaaa\",\"parentId\":null,\"timestamp\":\"2026-01-01T00:00:01.000Z\",\"message\":{\"role\":\"user\",\"content\":\"hi\"}}\n",
+    )
+    .unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let r = env.run(&["handoff", path.to_str().unwrap()]).await;
+    assert_eq!(r.code, Some(3), "{}", r.stderr);
+    assert!(r.stdout.is_empty());
+    assert!(r.stderr.contains("Nothing to hand off (no messages yet)"), "{}", r.stderr);
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert_eq!(env.mock.requests().len(), 0);
+}
+
+#[tokio::test]
+async fn handoff_sigint_during_generation_exits_130_and_creates_no_session() {
+    let env = Env::new().await;
+    let old = env.session_with_one_exchange().await;
+    let before = std::fs::read(&old).unwrap();
+    env.mock.push(common::slow(&["## Goal\n", "never ", "finished"], 0, 2_000));
+    let requests_before = env.mock.requests().len();
+    // The helper waits for the first request: the setup's one is already there, so wait for ours.
+    let child = env.command(&["handoff", old.to_str().unwrap()]).spawn().unwrap();
+    assert!(env.mock.wait_for_requests(requests_before + 1, T).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid = child.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let out = tokio::time::timeout(T, child.wait_with_output()).await.unwrap().unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("Handoff cancelled"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert_eq!(common::session_files(&env.session_dir()), [old.clone()]);
+    // The old session: as it was, plus the attempt (prompt and the aborted reply).
+    let after = std::fs::read(&old).unwrap();
+    assert!(after.starts_with(&before));
+    let entries = entry_lines(&old);
+    assert_eq!(entries.len(), 6);
+    assert_eq!(entries[5]["message"]["stopReason"], "aborted");
+}
