@@ -127,7 +127,8 @@ fn parse_file(path: &Path, bytes: &[u8]) -> Result<Parsed, SessionError> {
     let last_nonempty = lines.iter().rposition(|l| !l.iter().all(u8::is_ascii_whitespace));
     let mut header: Option<SessionHeader> = None;
     let mut preamble = Vec::new();
-    let mut entries = Vec::new();
+    let mut entries: Vec<SessionEntry> = Vec::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
     let mut warnings = Vec::new();
     for (i, raw) in lines.iter().enumerate() {
         if raw.iter().all(u8::is_ascii_whitespace) {
@@ -170,12 +171,28 @@ fn parse_file(path: &Path, bytes: &[u8]) -> Result<Parsed, SessionError> {
             }
             continue;
         }
+        if is_session {
+            // pi 0.73.1, resuming a file without an assistant reply (a handoff session), appends
+            // the whole session again, header included: a repeat of our header is no news.
+            if header.as_ref().is_some_and(|h| value.get("id").and_then(Value::as_str) != Some(h.id.as_str())) {
+                warnings.push(format!(
+                    "{}: line {line_no} is the header of another session; it was skipped",
+                    path.display()
+                ));
+            }
+            continue;
+        }
         if !value.is_object() || value.get("type").and_then(Value::as_str).is_none() {
             warnings.push(format!("{}: line {line_no} has no entry type; it was skipped", path.display()));
             continue;
         }
         match serde_json::from_value::<SessionEntry>(value) {
-            Ok(entry) => entries.push(entry),
+            // The same entry written twice (pi's re-append, above) is kept once.
+            Ok(entry) if seen.get(&entry.id).is_some_and(|&i| entries[i] == entry) => {}
+            Ok(entry) => {
+                seen.insert(entry.id.clone(), entries.len());
+                entries.push(entry);
+            }
             Err(e) => warnings
                 .push(format!("{}: line {line_no} is not a valid entry ({e}); it was skipped", path.display())),
         }
