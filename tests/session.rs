@@ -677,3 +677,43 @@ fn new_session_replaces_the_current_one_with_an_empty_tree() {
     let id = s.append_message(&Message::user("fresh")).unwrap();
     assert_eq!(s.get_entry(&id).unwrap().parent_id, None);
 }
+
+#[test]
+fn reading_a_file_pi_re_appended_whole_loads_without_duplicates_or_warnings() {
+    // pi 0.73.1, resuming a file that has no assistant reply yet (a handoff session), writes
+    // nothing until the first reply and then appends every entry it holds, header included.
+    let dir = tempfile::tempdir().unwrap();
+    let ours = [
+        r#"{"type":"session","version":3,"id":"01a228f8-0000-7000-8000-000000000001","timestamp":"2026-11-29T20:21:19.225Z","cwd":"/p","parentSession":"/x/old.jsonl"}"#,
+        r#"{"type":"model_change","id":"1a07469a","parentId":null,"timestamp":"2026-11-29T20:21:19.240Z","provider":"mock","modelId":"mock-model"}"#,
+        r#"{"type":"thinking_level_change","id":"5ba3217b","parentId":"1a07469a","timestamp":"2026-11-29T20:21:19.240Z","thinkingLevel":"off"}"#,
+        r#"{"type":"custom_message","id":"b677a918","parentId":"5ba3217b","timestamp":"2026-11-29T20:21:19.240Z","customType":"handoff","content":"DOC","display":true}"#,
+    ];
+    let pis = [
+        r#"{"type":"message","id":"0705894b","parentId":"b677a918","timestamp":"2026-11-29T20:22:18.810Z","message":{"role":"user","content":[{"type":"text","text":"go on"}],"timestamp":1}}"#,
+        r#"{"type":"message","id":"d304c84f","parentId":"0705894b","timestamp":"2026-11-29T20:22:18.949Z","message":{"role":"assistant","content":[{"type":"text","text":"ok"}],"stopReason":"stop","timestamp":2}}"#,
+    ];
+    let path = dir.path().join("reappended.jsonl");
+    let text = [&ours[..], &ours[..], &pis[..]].concat().join("\n") + "\n";
+    std::fs::write(&path, &text).unwrap();
+    let s = open(&path, dir.path());
+    assert!(s.warnings().is_empty(), "{:?}", s.warnings());
+    let kinds: Vec<&str> = s.get_entries().iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds, ["model_change", "thinking_level_change", "custom_message", "message", "message"]);
+    assert_eq!(s.header().parent_session.as_deref(), Some("/x/old.jsonl"));
+    let t = texts(&s.build_session_context().messages);
+    assert_eq!(t.iter().map(|(_, x)| x.as_str()).collect::<Vec<_>>(), ["DOC", "go on", "ok"]);
+    // A repeated id with different content is still reported (the later line wins).
+    let clash = r#"{"type":"message","id":"d304c84f","parentId":"0705894b","timestamp":"2026-11-29T20:22:19.000Z","message":{"role":"assistant","content":[{"type":"text","text":"changed"}],"stopReason":"stop","timestamp":3}}"#;
+    std::fs::write(&path, format!("{text}{clash}\n")).unwrap();
+    let s = open(&path, dir.path());
+    assert_eq!(s.warnings().len(), 1, "{:?}", s.warnings());
+    assert!(s.warnings()[0].contains("d304c84f"));
+    // A second header of another session is not taken for an entry.
+    let other = r#"{"type":"session","version":3,"id":"another","timestamp":"2026-11-29T20:23:00.000Z","cwd":"/p"}"#;
+    std::fs::write(&path, format!("{text}{other}\n")).unwrap();
+    let s = open(&path, dir.path());
+    assert_eq!(s.get_entries().len(), 5);
+    assert_eq!(s.warnings().len(), 1, "{:?}", s.warnings());
+    assert!(s.warnings()[0].contains("line 11"), "{}", s.warnings()[0]);
+}

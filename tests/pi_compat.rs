@@ -1,0 +1,193 @@
+//! The real client (issue 2, "Real client"): pi 0.73.1 resumes sessions written by our CLI, against
+//! the mock, and the mock sees our messages in pi's request; our reader then accepts the file pi
+//! appended to.
+//!
+//! pi is expected at `<repo>/.cache/pi/node_modules/.bin/pi` (`.ci/run` installs it with
+//! `npm install --prefix .cache/pi @mariozechner/pi-coding-agent@0.73.1`). A missing pi fails
+//! the test; `HANDOFF_SKIP_PI=1` turns that into a loud skip.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{entry_lines, wire_messages, DOCUMENT};
+use handoff_nvim::mock::{MockReply, MockServer, RecordedRequest};
+use handoff_nvim::session::SessionManager;
+use tokio::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
+const PI: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/pi/node_modules/.bin/pi");
+const T: Duration = Duration::from_secs(60);
+
+/// pi's path, or `None` (after saying so loudly) when the run asked to skip it.
+fn pi() -> Option<PathBuf> {
+    let path = PathBuf::from(PI);
+    if path.is_file() {
+        return Some(path);
+    }
+    if std::env::var("HANDOFF_SKIP_PI").as_deref() == Ok("1") {
+        eprintln!("\n!!!!!!!! SKIPPED: pi 0.73.1 is not installed at {PI} and HANDOFF_SKIP_PI=1 !!!!!!!!\n");
+        return None;
+    }
+    panic!(
+        "pi 0.73.1 is not installed at {PI}: run `npm install --prefix {}/.cache/pi @mariozechner/pi-coding-agent@0.73.1` (or set HANDOFF_SKIP_PI=1 to skip)",
+        env!("CARGO_MANIFEST_DIR")
+    );
+}
+
+struct Env {
+    mock: MockServer,
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    async fn new() -> Env {
+        let mock = MockServer::start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["project", "home", "pi-agent"] {
+            std::fs::create_dir_all(dir.path().join(d)).unwrap();
+        }
+        // pi's provider config, as in shared/fixtures/pi-sessions/README.md.
+        let models = serde_json::json!({ "providers": { "mock": {
+            "baseUrl": mock.openai_base_url(), "api": "openai-completions", "apiKey": "x",
+            "models": [{ "id": "mock-model", "contextWindow": 32000, "maxTokens": 4096 }] } } });
+        std::fs::write(dir.path().join("pi-agent/models.json"), models.to_string()).unwrap();
+        Env { mock, dir }
+    }
+
+    fn base(&self, program: &Path) -> Command {
+        let mut c = Command::new(program);
+        c.current_dir(self.dir.path().join("project"))
+            .env("HOME", self.dir.path().join("home"))
+            .env("XDG_DATA_HOME", self.dir.path().join("home/.local/share"))
+            .env("PI_CODING_AGENT_DIR", self.dir.path().join("pi-agent"))
+            .env("PI_OFFLINE", "1")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("HANDOFF_LOG_FILE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        c
+    }
+
+    /// Our CLI, recording the provider under pi's name for it (`mock`).
+    async fn ours(&self, args: &[&str]) -> (String, String) {
+        let mut c = self.base(Path::new(BIN));
+        c.args(["--provider", "openai", "--provider-name", "mock", "--model", "mock-model"])
+            .arg("--base-url")
+            .arg(self.mock.openai_base_url())
+            .arg("--session-dir")
+            .arg(self.dir.path().join("sessions"))
+            .args(args);
+        let out = tokio::time::timeout(T, c.output()).await.expect("our CLI hung").unwrap();
+        let (stdout, stderr) = (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap());
+        assert_eq!(out.status.code(), Some(0), "our CLI {args:?} failed: {stderr}");
+        (stdout, stderr)
+    }
+
+    /// `pi --session FILE -p TEXT` against the mock.
+    async fn pi(&self, pi: &Path, session: &Path, text: &str) -> String {
+        let mut c = self.base(pi);
+        c.arg("--session")
+            .arg(session)
+            .args(["--provider", "mock", "--model", "mock-model"])
+            .args(["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files", "--no-themes"])
+            .args(["--offline", "-p", text]);
+        let out = tokio::time::timeout(T, c.output()).await.expect("pi hung").unwrap();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(0), "pi failed:\nstdout: {stdout}\nstderr: {stderr}");
+        stdout
+    }
+}
+
+fn last_request(mock: &MockServer) -> RecordedRequest {
+    mock.requests().last().cloned().unwrap()
+}
+
+fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+    v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_0_73_1_is_the_installed_client() {
+    let Some(pi) = pi() else { return };
+    let out = tokio::time::timeout(T, Command::new(&pi).arg("--version").output()).await.unwrap().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("0.73.1"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_resumes_a_session_written_by_our_cli_and_the_mock_sees_our_messages() {
+    let Some(pi) = pi() else { return };
+    let env = Env::new().await;
+    env.mock.push(MockReply::text("The answer is four."));
+    let (stdout, stderr) = env.ours(&["prompt", "--new", "What is 2+2?"]).await;
+    assert_eq!(stdout.trim(), "The answer is four.");
+    let file = PathBuf::from(stderr.lines().next().unwrap());
+    let ours_bytes = std::fs::read(&file).unwrap();
+
+    env.mock.push(MockReply::text("Pi continues here."));
+    let out = env.pi(&pi, &file, "next question").await;
+    assert!(out.contains("Pi continues here."), "{out}");
+    // pi sent our conversation, then its prompt.
+    assert_eq!(env.mock.requests().len(), 2);
+    assert_eq!(
+        wire_messages(&last_request(&env.mock)),
+        pairs(&[("user", "What is 2+2?"), ("assistant", "The answer is four."), ("user", "next question")])
+    );
+    assert_eq!(last_request(&env.mock).body["model"], "mock-model");
+
+    // pi appended to our file without touching our lines, and we read its lines back.
+    let after = std::fs::read(&file).unwrap();
+    assert!(after.starts_with(&ours_bytes), "pi rewrote our lines");
+    let session = SessionManager::open(&file, &env.dir.path().join("sessions")).unwrap();
+    assert!(session.warnings().is_empty(), "{:?}", session.warnings());
+    let texts: Vec<String> = session.build_session_context().messages.iter().map(|m| m.text()).collect();
+    assert_eq!(texts, ["What is 2+2?", "The answer is four.", "next question", "Pi continues here."]);
+
+    // And our CLI continues the file pi wrote, sending pi's messages on.
+    env.mock.push(MockReply::text("Back in handoff.nvim."));
+    env.ours(&["prompt", "--session", file.to_str().unwrap(), "third question"]).await;
+    assert_eq!(
+        wire_messages(&last_request(&env.mock)),
+        pairs(&[
+            ("user", "What is 2+2?"),
+            ("assistant", "The answer is four."),
+            ("user", "next question"),
+            ("assistant", "Pi continues here."),
+            ("user", "third question"),
+        ])
+    );
+    assert_eq!(entry_lines(&file).iter().filter(|e| e["type"] == "message").count(), 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_resumes_a_handoff_session_and_sends_the_document_first() {
+    let Some(pi) = pi() else { return };
+    let env = Env::new().await;
+    env.mock.push(MockReply::text("Sure."));
+    let (_, stderr) = env.ours(&["prompt", "--new", "Plan the parser"]).await;
+    let old = PathBuf::from(stderr.lines().next().unwrap());
+    env.mock.push(MockReply::text(DOCUMENT));
+    let (stdout, _) = env.ours(&["handoff", old.to_str().unwrap()]).await;
+    let new = PathBuf::from(stdout.trim());
+    assert!(new.is_file());
+
+    env.mock.push(MockReply::text("Continuing from the handoff."));
+    env.pi(&pi, &new, "go on").await;
+    let sent = wire_messages(&last_request(&env.mock));
+    let wrapped = format!(
+        "<handoff-context>\n{DOCUMENT}\n</handoff-context>\n\nThe above is a handoff document from a previous session. Use this context to continue the work seamlessly."
+    );
+    assert_eq!(sent, [("user".to_string(), wrapped), ("user".to_string(), "go on".to_string())]);
+    let session = SessionManager::open(&new, &env.dir.path().join("sessions")).unwrap();
+    assert!(session.warnings().is_empty(), "{:?}", session.warnings());
+    assert_eq!(session.header().parent_session.as_deref(), Some(old.to_str().unwrap()));
+    assert_eq!(session.build_session_context().messages.len(), 3);
+}
