@@ -85,6 +85,11 @@ pub struct Editor {
 impl Editor {
     /// Starts Neovim with the plugin set up against a fresh mock server.
     pub async fn start() -> Editor {
+        Self::start_with(None).await
+    }
+
+    /// Like `start`, with another `provider` table (the mock still runs, unused).
+    pub async fn start_with(provider: Option<Value>) -> Editor {
         let mock = MockServer::start().await.expect("mock server");
         let dir = tempfile::tempdir().expect("tempdir");
         let root = env!("CARGO_MANIFEST_DIR");
@@ -111,16 +116,16 @@ impl Editor {
         editor.lua(PRELUDE, json!([])).await;
         let loaded = editor.eval("vim.fn.exists(':Handoff') == 2").await;
         assert_eq!(loaded, json!(true), "plugin/handoff.lua was not loaded from the checkout");
-        let opts = json!({
-            "bin": HOST_BIN,
-            "provider": {
+        let provider = provider.unwrap_or_else(|| {
+            json!({
                 "api": "openai",
                 "base_url": editor.mock.openai_base_url(),
                 "model": "mock-model",
                 "max_retries": 0,
                 "timeout": 10,
-            },
+            })
         });
+        let opts = json!({ "bin": HOST_BIN, "provider": provider });
         editor.lua("require('handoff').setup(...)", json!([opts])).await;
         editor
     }
@@ -181,7 +186,11 @@ impl Editor {
 
     /// Waits for the `n`-th `User <name>` autocmd and returns its data.
     pub async fn wait_event(&self, name: &str, n: usize) -> Value {
-        self.wait_until(&format!("T.count('{name}') >= {n}"), Duration::from_secs(8)).await;
+        self.wait_event_for(name, n, Duration::from_secs(8)).await
+    }
+
+    pub async fn wait_event_for(&self, name: &str, n: usize, timeout: Duration) -> Value {
+        self.wait_until(&format!("T.count('{name}') >= {n}"), timeout).await;
         self.eval(&format!("T.last('{name}')")).await
     }
 
