@@ -366,7 +366,7 @@ async fn handoff_sigint_during_generation_exits_130_and_creates_no_session() {
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("Handoff cancelled"), "{stderr}");
     assert!(out.stdout.is_empty());
-    assert_eq!(common::session_files(&env.session_dir()), [old.clone()]);
+    assert_eq!(common::session_files(&env.session_dir()), std::slice::from_ref(&old));
     // The old session: as it was, plus the attempt (prompt and the aborted reply).
     let after = std::fs::read(&old).unwrap();
     assert!(after.starts_with(&before));

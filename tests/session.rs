@@ -330,7 +330,7 @@ fn tree_get_branch_from_a_mid_entry_walks_to_the_root() {
     let ids = |v: Vec<&handoff_nvim::session::SessionEntry>| v.iter().map(|e| e.id.clone()).collect::<Vec<_>>();
     assert_eq!(ids(s.get_branch(None)), [u1.clone(), a1.clone(), u2.clone(), a2.clone()]);
     assert_eq!(ids(s.get_branch(Some(&a1))), [u1.clone(), a1.clone()]);
-    assert_eq!(ids(s.get_branch(Some(&u1))), [u1.clone()]);
+    assert_eq!(ids(s.get_branch(Some(&u1))), std::slice::from_ref(&u1));
     assert!(s.get_branch(Some("00000000")).is_empty());
     assert_eq!(s.get_entry(&u1).unwrap().parent_id, None);
     assert_eq!(s.get_entry(&u2).unwrap().parent_id.as_deref(), Some(a1.as_str()));
