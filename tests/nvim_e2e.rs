@@ -416,3 +416,99 @@ async fn handoff_flow_against_the_local_model() {
     .await
     .expect("the local-model handoff took longer than 120 s");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompt_buffer_slash_commands_complete_and_run() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        // Typing `/` at the start opens the completion menu with the builtin commands.
+        ed.input("i/").await;
+        let words = ed
+            .wait_until(
+                "(function() local i = vim.fn.complete_info({ 'items' }).items; \
+                 if #i == 0 then return nil end; return vim.tbl_map(function(x) return x.word .. ' ' .. x.menu end, i) end)()",
+                Duration::from_secs(5),
+            )
+            .await;
+        let words: Vec<String> = serde_json::from_value(words).unwrap();
+        assert!(words.contains(&"/handoff [focus instructions]".to_string()), "{words:?}");
+        for w in ["/new ", "/sessions ", "/model [name]"] {
+            assert!(words.contains(&w.to_string()), "{w:?} not in {words:?}");
+        }
+        // The argument hint shows once the command is typed.
+        ed.input("<C-e><C-u>/handoff ").await;
+        let hint = ed
+            .wait_until(
+                "(function() local m = vim.api.nvim_buf_get_extmarks(require('handoff.chat').prompt_buf, -1, 0, -1, { details = true }); \
+                 for _, x in ipairs(m) do if x[4].virt_text then return x[4].virt_text[1][1] end end end)()",
+                Duration::from_secs(5),
+            )
+            .await;
+        assert!(hint.as_str().unwrap().contains("[focus instructions]"), "{hint}");
+        ed.input("<Esc>").await;
+        ed.lua("vim.api.nvim_buf_set_lines(require('handoff.chat').prompt_buf, 0, -1, false, {})", json!([])).await;
+        ed.converse("first question", "first answer").await;
+        let first = ed.status().await["session_file"].as_str().unwrap().to_string();
+        // /model switches the model: recorded in the session, used by the next request.
+        ed.lua("require('handoff.commands').run('/model other-model')", json!([])).await;
+        assert_eq!(ed.status().await["model"], "other-model");
+        ed.converse("second question", "second answer").await;
+        assert_eq!(ed.mock.requests().last().unwrap().body["model"], "other-model");
+        let lines = jsonl(std::path::Path::new(&first));
+        assert!(lines.iter().any(|l| l["type"] == "model_change" && l["modelId"] == "other-model"));
+        // /new starts an empty session and says so.
+        ed.lua("require('handoff.commands').run('/new')", json!([])).await;
+        let switch = ed.wait_event("HandoffSessionSwitch", 1).await;
+        assert_eq!(switch["reason"], "new");
+        assert_eq!(switch["old"], first.as_str());
+        assert_ne!(ed.status().await["session_file"], first.as_str());
+        ed.wait_until("not table.concat(T.chat(), '\\n'):find('first question')", Duration::from_secs(5)).await;
+        // /sessions resumes through vim.ui.select.
+        ed.lua(
+            "local want = ... vim.ui.select = function(items, opts, cb) T.choices = vim.tbl_map(opts.format_item, items) \
+             for _, it in ipairs(items) do if it.path == want then return cb(it) end end end",
+            json!([first]),
+        )
+        .await;
+        ed.lua("require('handoff.commands').run('/sessions')", json!([])).await;
+        let switch = ed.wait_event("HandoffSessionSwitch", 2).await;
+        assert_eq!(switch["reason"], "resume");
+        assert_eq!(ed.status().await["session_file"], first.as_str());
+        ed.wait_until("table.concat(T.chat(), '\\n'):find('second answer')", Duration::from_secs(5)).await;
+        // None of the commands reached the model.
+        for text in user_texts(&ed.mock) {
+            assert!(!text.starts_with('/'), "the mock saw {text:?}");
+        }
+        ed.quit().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quitting_during_a_reply_stops_the_host_promptly_and_keeps_the_session_whole() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.converse("first question", "first answer").await;
+        let session = ed.status().await["session_file"].as_str().unwrap().to_string();
+        let pid = ed.eval("require('handoff.state').pid").await.as_u64().unwrap();
+        ed.mock.push(slow(400, 20));
+        ed.lua("require('handoff').prompt('second question')", json!([])).await;
+        ed.wait_until("T.count('HandoffAgentStart') == 2 and require('handoff.state').tokens > 0", Duration::from_secs(5)).await;
+        let t0 = Instant::now();
+        let _dir = ed.quit().await;
+        let alive = |pid: u64| std::process::Command::new("kill").args(["-0", &pid.to_string()]).status().unwrap().success();
+        while alive(pid) && t0.elapsed() < Duration::from_secs(3) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(!alive(pid), "the host still runs {:?} after :qa", t0.elapsed());
+        assert!(t0.elapsed() < Duration::from_secs(2), "the host took {:?} to exit", t0.elapsed());
+        // Every line parses; the prompt and the stopped reply are recorded.
+        let lines = jsonl(std::path::Path::new(&session));
+        assert!(lines.iter().any(|l| l["message"]["content"][0]["text"] == "second question"));
+        let last = lines.last().unwrap();
+        assert_eq!(last["message"]["role"], "assistant", "{last}");
+        assert_eq!(last["message"]["stopReason"], "aborted", "{last}");
+    })
+    .await;
+}

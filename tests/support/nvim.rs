@@ -224,11 +224,13 @@ impl Editor {
         out
     }
 
-    /// Quits Neovim (the host sees EOF and exits).
-    pub async fn quit(mut self) {
+    /// Quits Neovim (the host sees EOF and exits). Returns the temporary folder, which
+    /// disappears when dropped.
+    pub async fn quit(mut self) -> tempfile::TempDir {
         // The call may fail as Neovim goes away: that is the point.
         let _ = tokio::time::timeout(Duration::from_secs(2), self.nvim.command("qa!")).await;
         let _ = tokio::time::timeout(Duration::from_secs(3), self.child.wait()).await;
+        self.dir
     }
 }
 
