@@ -343,8 +343,12 @@ impl AgentSession {
         let mut messages = self.state().messages.clone();
         if options.fit_to_window {
             let system_tokens = self.system_prompt.as_deref().map_or(0, fit::estimate_text_tokens);
+            // Room for the reply: max_tokens, but at most a quarter of the window. A small local
+            // model configured with its window only keeps the default max_tokens, which alone
+            // would fill the window and leave the request nothing but a truncated instruction.
+            let reply_tokens = (config.max_tokens as usize).min(config.context_window as usize / 4);
             let budget = (config.context_window as usize)
-                .saturating_sub(config.max_tokens as usize)
+                .saturating_sub(reply_tokens)
                 .saturating_sub(system_tokens)
                 .saturating_sub(256);
             let (fitted, elisions) = fit::fit(&messages, budget);
