@@ -374,3 +374,14 @@ async fn handoff_sigint_during_generation_exits_130_and_creates_no_session() {
     assert_eq!(entries.len(), 6);
     assert_eq!(entries[5]["message"]["stopReason"], "aborted");
 }
+
+#[tokio::test]
+async fn prompt_with_a_missing_session_file_exits_1_with_one_line() {
+    let env = Env::new().await;
+    let r = env.run(&["prompt", "--session", "/no/such/session.jsonl", "hi"]).await;
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let lines = r.stderr_lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].starts_with("error: ") && lines[0].contains("/no/such/session.jsonl"), "{}", lines[0]);
+    assert_eq!(env.mock.requests().len(), 0);
+}

@@ -716,3 +716,46 @@ async fn aborted_stop_reason_of_the_reply_is_what_makes_a_cancellation() {
     let last: Message = serde_json::from_value(entry_lines(&s.old).last().unwrap()["message"].clone()).unwrap();
     assert_eq!(last.stop_reason, Some(StopReason::Aborted));
 }
+
+#[tokio::test]
+async fn context_fit_long_plain_turns_drop_the_oldest_first_and_keep_the_prompt_whole() {
+    let mock = MockServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut session = seeded_session(dir.path(), 0);
+    for i in 0..12 {
+        session.append_message(&Message::user(format!("OLD-{i} {}", "question text ".repeat(300)))).unwrap();
+        session.append_message(&common::assistant(&format!("REPLY-{i} {}", "answer text ".repeat(300)))).unwrap();
+    }
+    let mut cfg = config(&mock);
+    cfg.context_window = 6_000;
+    cfg.max_tokens = 1_000;
+    let agent = agent_with(cfg, session, None);
+    mock.push(MockReply::text(DOCUMENT));
+    done(agent.handoff(None).await);
+    let sent = wire_messages(&mock.requests()[0]);
+    let chars: usize = sent.iter().map(|(_, t)| t.chars().count()).sum();
+    assert!(chars.div_ceil(4) + 8 * sent.len() + 1_000 <= 6_000, "~{} tokens", chars / 4);
+    // The newest turns are there, the oldest are gone, and the request says so first.
+    assert!(sent[0].1.contains("oldest messages were left out"), "{}", sent[0].1);
+    assert!(sent.iter().any(|(_, t)| t.starts_with("REPLY-11")));
+    assert!(!sent.iter().any(|(_, t)| t.starts_with("OLD-0 ")));
+    assert_eq!(sent.last().unwrap(), &("user".to_string(), the_prompt()));
+}
+
+#[tokio::test]
+async fn context_fit_a_small_window_with_the_default_max_tokens_keeps_the_instruction_and_the_transcript() {
+    // A small local model configured with its window only: max_tokens keeps its default (4096),
+    // which alone would fill the window. The reply's reserve must not squeeze the request down
+    // to a truncated instruction about nothing.
+    let mock = MockServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(&mock);
+    cfg.context_window = 4_096;
+    assert!(cfg.max_tokens as u64 >= cfg.context_window);
+    let agent = agent_with(cfg, seeded_session(dir.path(), 3), None);
+    mock.push(MockReply::text(DOCUMENT));
+    let (_, _, _, _, _) = done(agent.handoff(None).await);
+    let sent = wire_messages(&mock.requests()[0]);
+    assert_eq!(sent.last().unwrap(), &("user".to_string(), the_prompt()), "the instruction was cut");
+    assert_eq!(sent.len(), 7, "the short transcript fits whole: {sent:?}");
+}
