@@ -50,6 +50,15 @@ pub fn handoff_preflight(agent: &AgentSession) -> Result<(), Notice> {
     handoff::preflight(agent).map_err(|m| Notice::new(Level::Warn, m))
 }
 
+/// A prompt typed while a handoff is generated is refused (it would be dropped with the old
+/// session's queues on success): the message for that.
+pub fn prompt_during_handoff() -> Notice {
+    Notice::new(
+        Level::Warn,
+        "A handoff is being generated: wait for it, or press <Esc> in the chat to cancel it, then send the prompt again",
+    )
+}
+
 /// `handleHandoffCommand`'s messages for an outcome.
 pub fn handoff_notices(outcome: &HandoffOutcome) -> Vec<Notice> {
     match outcome {

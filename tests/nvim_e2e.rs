@@ -190,11 +190,18 @@ async fn esc_cancels_the_handoff_and_restores_the_earlier_mapping() {
         ed.wait_until("require('handoff').status().generating_handoff and require('handoff.state').tokens > 0", Duration::from_secs(5)).await;
         let indicator = ed.eval("require('handoff.chat').indicator_text()").await;
         assert!(indicator.as_str().unwrap().starts_with("Generating handoff… (esc to cancel)"), "{indicator}");
+        // A second :Handoff and a prompt meanwhile are refused; nothing reaches the model.
+        ed.command("Handoff").await;
+        ed.wait_until("T.noted('Cannot hand off while a response is in progress')", Duration::from_secs(5)).await;
+        ed.lua("require('handoff').prompt('typed meanwhile')", json!([])).await;
+        ed.wait_until("T.noted('A handoff is being generated')", Duration::from_secs(5)).await;
         let t0 = Instant::now();
         ed.input("<Esc>").await;
         ed.wait_event("HandoffCancelled", 1).await;
         assert!(t0.elapsed() < Duration::from_secs(3), "cancel took {:?}", t0.elapsed());
         assert_eq!(ed.eval("vim.g.user_esc").await, json!(0), "the user's mapping ran instead of the cancel");
+        assert!(!user_texts(&ed.mock).iter().any(|t| t == "typed meanwhile"));
+        assert_eq!(ed.eval("T.count('HandoffStart')").await, json!(1));
         assert_eq!(ed.eval("T.count('HandoffDone')").await, json!(0));
         let note = ed.eval("T.noted('Handoff cancelled')").await;
         assert_eq!(note["level"], json!(4), "{note}"); // vim.log.levels.ERROR

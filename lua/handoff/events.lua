@@ -105,6 +105,9 @@ function handlers.handoff_end(r)
   for _, n in ipairs(notices) do
     notify(n.message, n.level)
   end
+  if outcome.kind == "done" and outcome.elided then
+    notify(outcome.elided, "info")
+  end
   if outcome.kind == "done" then
     M.fire("HandoffDone", {
       document = outcome.document,

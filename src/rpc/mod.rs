@@ -291,6 +291,9 @@ impl Host {
         match controller::classify_input(&text) {
             Input::Handoff { focus } => self.handoff(Some(focus)),
             Input::Prompt(text) if text.trim().is_empty() => {}
+            Input::Prompt(_) if agent.is_generating_handoff() => {
+                self.inner.outbox.push(transcript::notice(&controller::prompt_during_handoff()));
+            }
             Input::Prompt(text) => {
                 if agent.is_busy() {
                     agent.steer(&text);
