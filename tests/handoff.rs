@@ -759,3 +759,55 @@ async fn context_fit_a_small_window_with_the_default_max_tokens_keeps_the_instru
     assert_eq!(sent.last().unwrap(), &("user".to_string(), the_prompt()), "the instruction was cut");
     assert_eq!(sent.len(), 7, "the short transcript fits whole: {sent:?}");
 }
+
+#[tokio::test]
+async fn success_over_the_anthropic_wire_format_too() {
+    let mock = MockServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = handoff_nvim::provider::ProviderConfig::new(
+        handoff_nvim::provider::Api::Anthropic,
+        mock.anthropic_base_url(),
+        "mock-model",
+    );
+    cfg.name = "mock".into();
+    cfg.max_retries = 0;
+    let agent = agent_with(cfg, seeded_session(dir.path(), 1), None);
+    mock.push(MockReply::text(DOCUMENT));
+    let (document, session_file, ..) = done(agent.handoff(None).await);
+    assert_eq!(document, DOCUMENT);
+    assert!(mock.requests()[0].path.ends_with("/messages"));
+    agent.prompt("carry on", PromptOptions::default()).await.unwrap();
+    let request = mock.requests().last().cloned().unwrap();
+    assert!(request.path.ends_with("/messages"));
+    // Anthropic's wire joins consecutive user turns: the document is the first block.
+    let first = &request.body["messages"][0];
+    assert_eq!(first["role"], "user");
+    let blocks: Vec<&str> =
+        first["content"].as_array().unwrap().iter().filter_map(|b| b["text"].as_str()).collect();
+    assert_eq!(blocks, [wrapped(DOCUMENT).as_str(), "carry on"]);
+    assert_eq!(entry_lines(&session_file)[0]["provider"], "mock");
+}
+
+#[tokio::test]
+async fn success_from_a_session_written_by_omp_keeps_its_title_line_and_history() {
+    let mock = MockServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = common::copy_fixture("omp-18.2.3-print-session.jsonl", dir.path());
+    let before = std::fs::read(&file).unwrap();
+    let session = handoff_nvim::session::SessionManager::open(&file, &dir.path().join("sessions")).unwrap();
+    let agent = agent(&mock, session);
+    mock.push(MockReply::text(DOCUMENT));
+    let (_, session_file, parent, ..) = done(agent.handoff(None).await);
+    assert_eq!(parent, file);
+    assert_old_session_gained_only_the_attempt(&file, &before);
+    assert_eq!(
+        wire_messages(&mock.requests()[0])[..2],
+        [
+            ("user".to_string(), "Say hello".to_string()),
+            ("assistant".to_string(), "Hello from the mock server.".to_string())
+        ]
+    );
+    // The new session lives in the session folder of the omp session's working directory.
+    let folder = handoff_nvim::session::paths::cwd_folder_name(Path::new("/home/dev/project"));
+    assert_eq!(session_file.parent().unwrap(), dir.path().join("sessions").join(folder));
+}
