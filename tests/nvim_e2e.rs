@@ -38,7 +38,7 @@ async fn prompt_streams_the_reply_into_the_chat() {
             chunk_delay_ms: 150,
             first_delay_ms: 0,
             stop: "stop".into(),
-            thinking: Vec::new(),
+            thinking: vec!["Pondering ".into(), "deeply\nstill".into()],
         });
         ed.lua("require('handoff').prompt('hello there')", json!([])).await;
         ed.wait_event("HandoffAgentStart", 1).await;
@@ -54,6 +54,8 @@ async fn prompt_streams_the_reply_into_the_chat() {
         let text = chat.join("\n");
         assert!(text.contains("## You\n\nhello there"), "{text}");
         assert!(text.contains("Hello world\nsecond line"), "{text}");
+        // Thinking is shown as a quote before the answer.
+        assert!(text.contains("> Pondering deeply\n> still\n\nHello world"), "{text}");
         let status = ed.status().await;
         assert_eq!(status["busy"], json!(false));
         assert_eq!(ed.eval("require('handoff.chat').indicator_text()").await, Value::Null);
@@ -63,7 +65,13 @@ async fn prompt_streams_the_reply_into_the_chat() {
         let lines = jsonl(std::path::Path::new(status["session_file"].as_str().unwrap()));
         assert_eq!(lines[0]["type"], "session");
         assert!(lines.iter().any(|l| l["message"]["role"] == "assistant"
-            && l["message"]["content"][0]["text"] == "Hello world\nsecond line"));
+            && l["message"]["content"][0]["thinking"] == "Pondering deeply\nstill"
+            && l["message"]["content"][1]["text"] == "Hello world\nsecond line"));
+        // Reopening the chat from the session renders the same text as the stream did.
+        let streamed = ed.eval("table.concat(T.chat(), '\\n')").await;
+        let reply = ed.eval("require('handoff.host').request('transcript')").await;
+        ed.lua("require('handoff.host').apply_transcript(...)", json!([reply])).await;
+        assert_eq!(ed.eval("table.concat(T.chat(), '\\n')").await, streamed);
         ed.quit().await;
     })
     .await;

@@ -15,7 +15,7 @@ M.chat_buf = nil
 ---@type integer?
 M.prompt_buf = nil
 
---- What is being streamed into the last line: nil, "text" or "thinking".
+--- What is being streamed into the last line: nil, "fresh" (nothing yet), "text" or "thinking".
 local stream = nil
 local indicator_mark = nil
 local timer = nil
@@ -178,7 +178,7 @@ end
 function M.begin_assistant(item)
   M.close_stream()
   append_lines({ "## Assistant" .. (item.model and (" · " .. item.model) or ""), "", "" })
-  stream = "text"
+  stream = "fresh" -- the last line is empty and takes the first delta
 end
 
 --- Appends streamed text to the last line (thinking is shown as a quote).
@@ -190,17 +190,15 @@ function M.append_text(text, thinking)
   edit(function(buf)
     local n = api.nvim_buf_line_count(buf)
     if stream ~= want then
-      local last = api.nvim_buf_get_lines(buf, n - 1, n, false)[1]
-      local new = {}
-      if last ~= "" then
-        table.insert(new, "")
+      if stream == "fresh" then
+        if thinking then
+          api.nvim_buf_set_lines(buf, n - 1, n, false, { "> " })
+        end
+      else
+        -- A blank line between thinking and text (or after anything else).
+        api.nvim_buf_set_lines(buf, n, n, false, { "", thinking and "> " or "" })
+        n = api.nvim_buf_line_count(buf)
       end
-      table.insert(new, thinking and "> " or "")
-      if stream == "thinking" then
-        table.insert(new, 1, "")
-      end
-      api.nvim_buf_set_lines(buf, n, n, false, new)
-      n = api.nvim_buf_line_count(buf)
       stream = want
     end
     local last = api.nvim_buf_get_lines(buf, n - 1, n, false)[1]
