@@ -211,7 +211,7 @@ async fn events_reach_every_subscriber() {
 #[tokio::test]
 async fn steering_is_delivered_at_the_next_turn_boundary() {
     let mock = MockServer::start().await.unwrap();
-    mock.push(slow(&["first ", "reply ", "streams ", "slowly"], 0, 60));
+    mock.push(slow(&["first ", "reply ", "streams ", "slowly"], 0, 150));
     mock.push(MockReply::text("steered reply"));
     let dir = tempfile::tempdir().unwrap();
     let agent = agent(&mock, new_session(dir.path()));
@@ -244,7 +244,7 @@ async fn steering_is_delivered_at_the_next_turn_boundary() {
 #[tokio::test]
 async fn follow_up_is_delivered_when_the_agent_would_stop_after_steering() {
     let mock = MockServer::start().await.unwrap();
-    mock.push(slow(&["one ", "two ", "three"], 0, 60));
+    mock.push(slow(&["one ", "two ", "three"], 0, 150));
     mock.push(MockReply::text("after steering"));
     mock.push(MockReply::text("after follow-up"));
     let dir = tempfile::tempdir().unwrap();
@@ -275,7 +275,7 @@ async fn follow_up_is_delivered_when_the_agent_would_stop_after_steering() {
 #[tokio::test]
 async fn follow_up_alone_opens_one_more_turn() {
     let mock = MockServer::start().await.unwrap();
-    mock.push(slow(&["one ", "two"], 0, 80));
+    mock.push(slow(&["one ", "two"], 0, 300));
     mock.push(MockReply::text("second"));
     let dir = tempfile::tempdir().unwrap();
     let agent = agent(&mock, new_session(dir.path()));
@@ -395,7 +395,7 @@ async fn abort_stops_a_run_before_its_first_token_and_skips_follow_ups() {
 #[tokio::test]
 async fn busy_a_second_prompt_while_one_streams_is_refused() {
     let mock = MockServer::start().await.unwrap();
-    mock.push(slow(&["slow ", "reply"], 0, 300));
+    mock.push(slow(&["slow ", "reply"], 0, 500));
     let dir = tempfile::tempdir().unwrap();
     let agent = agent(&mock, new_session(dir.path()));
     let path = agent.session().path().to_path_buf();

@@ -221,7 +221,7 @@ async fn success_the_next_prompt_starts_with_the_wrapped_document_as_a_user_mess
 #[tokio::test]
 async fn success_events_handoff_start_session_switch_handoff_end_and_the_flag_clears() {
     let s = Setup::new(1).await;
-    s.mock.push(slow(&["## Goal\n", "x"], 0, 50));
+    s.mock.push(slow(&["## Goal\n", "x"], 0, 200));
     let mut rx = s.agent.subscribe();
     assert!(!s.agent.is_generating_handoff());
     let run = spawn_handoff(&s.agent, Some("tests"));
@@ -383,7 +383,7 @@ async fn guard_counts_the_current_branch_only_not_all_branches() {
 #[tokio::test]
 async fn busy_handoff_while_a_response_streams_is_refused_and_nothing_changes() {
     let s = Setup::new(1).await;
-    s.mock.push(slow(&["long ", "reply"], 0, 300));
+    s.mock.push(slow(&["long ", "reply"], 0, 500));
     let run = {
         let agent = s.agent.clone();
         tokio::spawn(async move { agent.prompt("busy now", PromptOptions::default()).await })
@@ -398,7 +398,7 @@ async fn busy_handoff_while_a_response_streams_is_refused_and_nothing_changes() 
 #[tokio::test]
 async fn busy_a_second_handoff_while_one_generates_is_refused() {
     let s = Setup::new(1).await;
-    s.mock.push(slow(&["## Goal\n", "x"], 0, 300));
+    s.mock.push(slow(&["## Goal\n", "x"], 0, 500));
     let run = spawn_handoff(&s.agent, None);
     assert!(s.mock.wait_for_requests(1, T).await);
     assert_eq!(s.agent.handoff(None).await, HandoffOutcome::Refused { message: BUSY.into() });
@@ -561,7 +561,7 @@ async fn queues_are_cleared_and_the_todo_counter_reset_on_success() {
     let s = Setup::new(1).await;
     s.agent.prompt("warm up", PromptOptions::default()).await.unwrap();
     assert!(s.agent.state().todo_reminder_counter > 0);
-    s.mock.push(slow(&["## Goal\n", "the ", "document"], 0, 100));
+    s.mock.push(slow(&["## Goal\n", "the ", "document"], 0, 200));
     let mut rx = s.agent.subscribe();
     let run = spawn_handoff(&s.agent, None);
     first_delta(&mut rx).await;
