@@ -6,6 +6,7 @@
 //! [`FRAME`], and awaits each call to the end (an nvim-rs call future must never be dropped, and
 //! calls in flight together are not ordered — one caller keeps the buffer edits in order).
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,7 +34,7 @@ enum Item {
 
 #[derive(Default)]
 struct Pending {
-    items: Vec<Item>,
+    items: VecDeque<Item>,
     /// Deltas of the assistant message being streamed (an estimate of its output tokens).
     tokens: u64,
 }
@@ -52,7 +53,7 @@ impl Outbox {
         if record.get("type").and_then(Value::as_str) == Some("message_start") {
             pending.tokens = 0;
         }
-        pending.items.push(Item::Record(record));
+        pending.items.push_back(Item::Record(record));
         drop(pending);
         self.ready.notify_one();
     }
@@ -61,43 +62,48 @@ impl Outbox {
         let mut pending = lock(&self.pending);
         pending.tokens += 1;
         let tokens = pending.tokens;
-        match pending.items.last_mut() {
+        match pending.items.back_mut() {
             Some(Item::Delta { thinking: t, text: buf, tokens: n }) if *t == thinking => {
                 buf.push_str(text);
                 *n = tokens;
             }
-            _ => pending.items.push(Item::Delta { thinking, text: text.to_string(), tokens }),
+            _ => pending.items.push_back(Item::Delta { thinking, text: text.to_string(), tokens }),
         }
         drop(pending);
         self.ready.notify_one();
     }
 
-    /// Takes what is pending, up to about `MAX_BATCH_TEXT` bytes of text.
+    /// Takes what is pending, up to `MAX_BATCH_TEXT` bytes of text (a longer delta is split).
     fn take(&self) -> Vec<Value> {
+        let delta = |thinking: bool, text: String, tokens: u64| {
+            json!({ "type": if thinking { "thinking_delta" } else { "delta" }, "text": text, "tokens": tokens })
+        };
         let mut pending = lock(&self.pending);
-        let mut size = 0;
-        let mut n = 0;
-        for item in &pending.items {
-            if size >= MAX_BATCH_TEXT {
-                break;
+        let mut out = Vec::new();
+        let mut room = MAX_BATCH_TEXT;
+        while room > 0 {
+            let Some(item) = pending.items.front_mut() else { break };
+            if let Item::Delta { thinking, text, tokens } = item {
+                if text.len() > room {
+                    let mut cut = room;
+                    while !text.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    if cut > 0 {
+                        let head: String = text.drain(..cut).collect();
+                        out.push(delta(*thinking, head, *tokens));
+                    }
+                    break;
+                }
+                room -= text.len();
             }
-            if let Item::Delta { text, .. } = item {
-                size += text.len();
+            match pending.items.pop_front() {
+                Some(Item::Delta { thinking, text, tokens }) => out.push(delta(thinking, text, tokens)),
+                Some(Item::Record(v)) => out.push(v),
+                None => break,
             }
-            n += 1;
         }
-        pending
-            .items
-            .drain(..n)
-            .map(|item| match item {
-                Item::Delta { thinking, text, tokens } => json!({
-                    "type": if thinking { "thinking_delta" } else { "delta" },
-                    "text": text,
-                    "tokens": tokens,
-                }),
-                Item::Record(v) => v,
-            })
-            .collect()
+        out
     }
 
     fn is_empty(&self) -> bool {
@@ -165,4 +171,61 @@ pub fn spawn_flusher(nvim: nvim_rs::Neovim<Writer>, outbox: Arc<Outbox>) -> toki
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn consecutive_deltas_merge_and_records_keep_their_place() {
+        let outbox = Outbox::default();
+        outbox.push(json!({ "type": "message_start", "kind": "assistant" }));
+        outbox.push_delta(true, "hm");
+        outbox.push_delta(false, "a");
+        outbox.push_delta(false, "b");
+        outbox.push(json!({ "type": "message_end" }));
+        outbox.push(json!({ "type": "message_start", "kind": "assistant" }));
+        outbox.push_delta(false, "c");
+        let batch = outbox.take();
+        let types: Vec<&str> = batch.iter().map(|r| r["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["message_start", "thinking_delta", "delta", "message_end", "message_start", "delta"]);
+        assert_eq!(batch[2]["text"], "ab");
+        assert_eq!(batch[2]["tokens"], 3);
+        assert_eq!(batch[5]["tokens"], 1, "a new message counts from zero");
+        assert!(outbox.is_empty());
+    }
+
+    #[test]
+    fn a_huge_delta_is_split_across_batches_on_char_boundaries() {
+        let outbox = Outbox::default();
+        let big = "é".repeat(MAX_BATCH_TEXT); // two bytes each
+        outbox.push_delta(false, &big);
+        let mut joined = String::new();
+        let mut batches = 0;
+        while !outbox.is_empty() {
+            let batch = outbox.take();
+            assert_eq!(batch.len(), 1);
+            let text = batch[0]["text"].as_str().unwrap();
+            assert!(text.len() <= MAX_BATCH_TEXT);
+            joined.push_str(text);
+            batches += 1;
+        }
+        assert_eq!(batches, 2);
+        assert_eq!(joined, big);
+    }
+
+    #[test]
+    fn a_batch_carries_a_bounded_amount_of_text() {
+        let outbox = Outbox::default();
+        let big = "x".repeat(MAX_BATCH_TEXT);
+        outbox.push_delta(false, &big);
+        outbox.push(json!({ "type": "message_end" }));
+        outbox.push_delta(false, "tail");
+        assert_eq!(outbox.take().len(), 1);
+        let rest = outbox.take();
+        assert_eq!(rest.len(), 2);
+        assert_eq!(rest[1]["text"], "tail");
+    }
 }
