@@ -2,7 +2,7 @@
 //! the mock, and the mock sees our messages in pi's request; our reader then accepts the file pi
 //! appended to.
 //!
-//! pi is expected at `<repo>/.cache/pi/node_modules/.bin/pi` (`.ci/run` installs it with
+//! pi is `$PI_BIN`, or else `<repo>/.cache/pi/node_modules/.bin/pi` (`scripts/deps.sh` installs it with
 //! `npm install --prefix .cache/pi @mariozechner/pi-coding-agent@0.73.1`). A missing pi fails
 //! the test; `HANDOFF_SKIP_PI=1` turns that into a loud skip.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -24,16 +24,18 @@ const T: Duration = Duration::from_secs(60);
 
 /// pi's path, or `None` (after saying so loudly) when the run asked to skip it.
 fn pi() -> Option<PathBuf> {
-    let path = PathBuf::from(PI);
+    // `scripts/deps.sh` exports where it installed pi; the repository's cache is the default.
+    let path = std::env::var_os("PI_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(PI));
     if path.is_file() {
         return Some(path);
     }
     if std::env::var("HANDOFF_SKIP_PI").as_deref() == Ok("1") {
-        eprintln!("\n!!!!!!!! SKIPPED: pi 0.73.1 is not installed at {PI} and HANDOFF_SKIP_PI=1 !!!!!!!!\n");
+        eprintln!("\n!!!!!!!! SKIPPED: pi 0.73.1 is not installed at {} and HANDOFF_SKIP_PI=1 !!!!!!!!\n", path.display());
         return None;
     }
     panic!(
-        "pi 0.73.1 is not installed at {PI}: run `npm install --prefix {}/.cache/pi @mariozechner/pi-coding-agent@0.73.1` (or set HANDOFF_SKIP_PI=1 to skip)",
+        "pi 0.73.1 is not installed at {}: run `npm install --prefix {}/.cache/pi @mariozechner/pi-coding-agent@0.73.1` (or set HANDOFF_SKIP_PI=1 to skip)",
+        path.display(),
         env!("CARGO_MANIFEST_DIR")
     );
 }
