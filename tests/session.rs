@@ -109,7 +109,7 @@ fn reading_omp_finds_the_header_after_the_title_line_and_keeps_the_title() {
     // Its `custom` session_exit entry is kept but is no model input.
     let last = session.get_entries().last().unwrap();
     assert_eq!(last.kind, "custom");
-    assert_eq!(last.fields["data"]["reason"], "dispose");
+    assert_eq!(last.fields()["data"]["reason"], "dispose");
     assert_eq!(texts(&ctx.messages)[1], (Role::Assistant, "Hello from the mock server.".to_string()));
 }
 
@@ -463,7 +463,7 @@ fn context_custom_message_is_a_user_message_without_display_or_details() {
     }
     // The entry itself keeps them.
     let entry = s.get_entries().last().unwrap();
-    assert_eq!(entry.fields["details"]["secret"], "ui only");
+    assert_eq!(entry.fields()["details"]["secret"], "ui only");
     let cm = s.get_entries()[1].custom_message().unwrap();
     assert_eq!((cm.custom_type.as_str(), cm.display), ("handoff", true));
 }

@@ -4,6 +4,8 @@
 //! known types survive a load and reach any export untouched. Typed views (`message()`,
 //! `custom_message()`, …) read from those fields.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -36,20 +38,111 @@ fn default_version() -> u64 {
 }
 
 /// One entry of the session tree.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+///
+/// The entry keeps its line as JSON text (`raw`) and parses only the four fields every entry
+/// has; typed views (`message()`, …) parse the rest on demand. Loading a 100k-entry session then
+/// costs about the file's size in memory instead of a tree of JSON values, and unknown types
+/// and fields are kept byte for byte.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionEntry {
-    #[serde(rename = "type")]
     pub kind: String,
-    #[serde(default)]
     pub id: String,
-    #[serde(default)]
     pub parent_id: Option<String>,
-    #[serde(default)]
     pub timestamp: String,
-    /// Everything else on the line, in file order.
-    #[serde(flatten)]
-    pub fields: Map<String, Value>,
+    raw: Box<str>,
+}
+
+/// The fields every entry has, borrowed from its line.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EntryHead<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    parent_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    timestamp: Option<Cow<'a, str>>,
+}
+
+const HEAD_KEYS: [&str; 4] = ["type", "id", "parentId", "timestamp"];
+
+impl SessionEntry {
+    /// Reads one line. Fails on invalid JSON or a line without a string `type`.
+    pub fn parse(line: &str) -> Result<Self, serde_json::Error> {
+        let head: EntryHead<'_> = serde_json::from_str(line)?;
+        Ok(Self {
+            kind: head.kind.into_owned(),
+            id: head.id.map(Cow::into_owned).unwrap_or_default(),
+            parent_id: head.parent_id.map(Cow::into_owned),
+            timestamp: head.timestamp.map(Cow::into_owned).unwrap_or_default(),
+            raw: line.into(),
+        })
+    }
+
+    /// Builds an entry from its parts (the line is written in pi's key order).
+    pub fn new(
+        kind: &str,
+        id: String,
+        parent_id: Option<String>,
+        timestamp: String,
+        fields: Map<String, Value>,
+    ) -> Result<Self, serde_json::Error> {
+        let mut line = Map::new();
+        line.insert("type".into(), Value::String(kind.into()));
+        line.insert("id".into(), Value::String(id.clone()));
+        line.insert("parentId".into(), parent_id.clone().map_or(Value::Null, Value::String));
+        line.insert("timestamp".into(), Value::String(timestamp.clone()));
+        for (k, v) in fields {
+            if !HEAD_KEYS.contains(&k.as_str()) {
+                line.insert(k, v);
+            }
+        }
+        Ok(Self { kind: kind.into(), id, parent_id, timestamp, raw: serde_json::to_string(&line)?.into() })
+    }
+
+    /// The entry's line, as JSON text.
+    pub fn raw_json(&self) -> &str {
+        &self.raw
+    }
+
+    /// Every field except `type`, `id`, `parentId` and `timestamp`, in line order.
+    pub fn fields(&self) -> Map<String, Value> {
+        let mut map: Map<String, Value> = serde_json::from_str(&self.raw).unwrap_or_default();
+        for key in HEAD_KEYS {
+            map.shift_remove(key);
+        }
+        map
+    }
+
+    /// Rewrites the entry with changed head or fields (format migrations, in memory only).
+    pub(crate) fn rebuild(&mut self, fields: Map<String, Value>) -> Result<(), serde_json::Error> {
+        *self = Self::new(&self.kind, self.id.clone(), self.parent_id.clone(), self.timestamp.clone(), fields)?;
+        Ok(())
+    }
+
+    /// Parses the line as `T` (a typed view of some of its fields).
+    fn view<'a, T: Deserialize<'a>>(&'a self) -> Option<T> {
+        serde_json::from_str(&self.raw).ok()
+    }
+}
+
+impl Serialize for SessionEntry {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match serde_json::value::RawValue::from_string(self.raw.to_string()) {
+            Ok(raw) => raw.serialize(serializer),
+            Err(e) => Err(serde::ser::Error::custom(e)),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SessionEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        let line = serde_json::to_string(&value).map_err(serde::de::Error::custom)?;
+        Self::parse(&line).map_err(serde::de::Error::custom)
+    }
 }
 
 /// Entry type names used by pi.
@@ -73,13 +166,48 @@ pub struct CustomMessage {
     pub display: bool,
 }
 
+#[derive(Deserialize)]
+struct MessageView {
+    message: Message,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CustomMessageView {
+    #[serde(default)]
+    custom_type: String,
+    #[serde(default)]
+    content: Option<Content>,
+    #[serde(default)]
+    display: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ModelChangeView {
+    provider: Option<String>,
+    model_id: Option<String>,
+    model: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SummaryView {
+    summary: Option<Value>,
+    first_kept_entry_id: Option<Value>,
+    thinking_level: Option<Value>,
+}
+
+fn as_string(v: Option<Value>) -> Option<String> {
+    match v {
+        Some(Value::String(s)) => Some(s),
+        _ => None,
+    }
+}
+
 impl SessionEntry {
     pub fn is_message(&self) -> bool {
         self.kind == kind::MESSAGE
-    }
-
-    fn str_field(&self, key: &str) -> Option<&str> {
-        self.fields.get(key).and_then(Value::as_str)
     }
 
     /// The message of a `message` entry (`None` for other types or an unreadable message).
@@ -87,21 +215,18 @@ impl SessionEntry {
         if !self.is_message() {
             return None;
         }
-        self.fields.get("message").and_then(|v| Message::deserialize(v).ok())
+        self.view::<MessageView>().map(|v| v.message)
     }
 
     pub fn custom_message(&self) -> Option<CustomMessage> {
         if self.kind != kind::CUSTOM_MESSAGE {
             return None;
         }
+        let v = self.view::<CustomMessageView>()?;
         Some(CustomMessage {
-            custom_type: self.str_field("customType").unwrap_or_default().to_string(),
-            content: self
-                .fields
-                .get("content")
-                .and_then(|v| Content::deserialize(v).ok())
-                .unwrap_or_default(),
-            display: self.fields.get("display").and_then(Value::as_bool).unwrap_or(false),
+            custom_type: v.custom_type,
+            content: v.content.unwrap_or_default(),
+            display: v.display.unwrap_or(false),
         })
     }
 
@@ -111,13 +236,14 @@ impl SessionEntry {
         if self.kind != kind::MODEL_CHANGE {
             return None;
         }
-        if let Some(id) = self.str_field("modelId") {
-            return Some((self.str_field("provider").unwrap_or_default().to_string(), id.into()));
+        let v = self.view::<ModelChangeView>()?;
+        if let Some(id) = v.model_id {
+            return Some((v.provider.unwrap_or_default(), id));
         }
-        let model = self.str_field("model")?;
+        let model = as_string(v.model)?;
         Some(match model.split_once('/') {
             Some((provider, id)) => (provider.into(), id.into()),
-            None => (String::new(), model.into()),
+            None => (String::new(), model),
         })
     }
 
@@ -125,7 +251,7 @@ impl SessionEntry {
         if self.kind != kind::THINKING_LEVEL_CHANGE {
             return None;
         }
-        self.str_field("thinkingLevel").map(str::to_string)
+        as_string(self.view::<SummaryView>()?.thinking_level)
     }
 
     /// `(summary, first kept entry id)` of a `compaction` entry.
@@ -133,17 +259,15 @@ impl SessionEntry {
         if self.kind != kind::COMPACTION {
             return None;
         }
-        Some((
-            self.str_field("summary").unwrap_or_default().to_string(),
-            self.str_field("firstKeptEntryId").map(str::to_string),
-        ))
+        let v = self.view::<SummaryView>()?;
+        Some((as_string(v.summary).unwrap_or_default(), as_string(v.first_kept_entry_id)))
     }
 
     pub fn branch_summary(&self) -> Option<String> {
         if self.kind != kind::BRANCH_SUMMARY {
             return None;
         }
-        self.str_field("summary").map(str::to_string)
+        as_string(self.view::<SummaryView>()?.summary)
     }
 }
 
@@ -154,8 +278,9 @@ mod tests {
     #[test]
     fn unknown_fields_and_types_survive_a_round_trip() {
         let line = r#"{"type":"future_thing","id":"abcd1234","parentId":null,"timestamp":"t","payload":{"x":[1,2]},"zeta":true}"#;
-        let entry: SessionEntry = serde_json::from_str(line).unwrap();
+        let entry = SessionEntry::parse(line).unwrap();
         assert_eq!(entry.kind, "future_thing");
+        assert_eq!(entry.fields()["payload"]["x"][1], 2);
         assert_eq!(serde_json::to_string(&entry).unwrap(), line);
     }
 

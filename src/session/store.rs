@@ -135,29 +135,41 @@ fn parse_file(path: &Path, bytes: &[u8]) -> Result<Parsed, SessionError> {
             continue;
         }
         let line_no = i + 1;
-        let value: Value = match std::str::from_utf8(raw)
-            .map_err(|e| e.to_string())
-            .and_then(|s| serde_json::from_str(s).map_err(|e| e.to_string()))
-        {
-            Ok(v) => v,
+        let torn = Some(i) == last_nonempty && !ends_with_newline;
+        let skipped = |e: &dyn std::fmt::Display| {
+            if torn {
+                format!(
+                    "{}: the last line ({} bytes) is incomplete (the writer was interrupted); it was skipped",
+                    path.display(),
+                    raw.len()
+                )
+            } else {
+                format!("{}: line {line_no} is not a valid entry ({e}); it was skipped", path.display())
+            }
+        };
+        let line = match std::str::from_utf8(raw) {
+            Ok(line) => line,
             Err(e) => {
-                let torn = Some(i) == last_nonempty && !ends_with_newline;
-                warnings.push(if torn {
-                    format!(
-                        "{}: the last line ({} bytes) is incomplete (the writer was interrupted); it was skipped",
-                        path.display(),
-                        raw.len()
-                    )
-                } else {
-                    format!("{}: line {line_no} is not a valid entry ({e}); it was skipped", path.display())
-                });
+                warnings.push(skipped(&e));
                 continue;
             }
         };
-        let is_session = value.get("type").and_then(Value::as_str) == Some("session");
+        let entry = match SessionEntry::parse(line) {
+            Ok(entry) => entry,
+            Err(e) => {
+                match serde_json::from_str::<Value>(line) {
+                    Ok(value) if header.is_none() => preamble.push(value),
+                    Ok(_) => warnings
+                        .push(format!("{}: line {line_no} has no entry type; it was skipped", path.display())),
+                    Err(_) => warnings.push(skipped(&e)),
+                }
+                continue;
+            }
+        };
+        let is_session = entry.kind == "session";
         if header.is_none() {
             if is_session {
-                match serde_json::from_value::<SessionHeader>(value) {
+                match serde_json::from_str::<SessionHeader>(line) {
                     Ok(h) => header = Some(h),
                     Err(e) => {
                         return Err(SessionError::BadHeader {
@@ -166,7 +178,7 @@ fn parse_file(path: &Path, bytes: &[u8]) -> Result<Parsed, SessionError> {
                         })
                     }
                 }
-            } else {
+            } else if let Ok(value) = serde_json::from_str::<Value>(line) {
                 preamble.push(value);
             }
             continue;
@@ -174,7 +186,7 @@ fn parse_file(path: &Path, bytes: &[u8]) -> Result<Parsed, SessionError> {
         if is_session {
             // pi 0.73.1, resuming a file without an assistant reply (a handoff session), appends
             // the whole session again, header included: a repeat of our header is no news.
-            if header.as_ref().is_some_and(|h| value.get("id").and_then(Value::as_str) != Some(h.id.as_str())) {
+            if header.as_ref().is_some_and(|h| entry.id != h.id) {
                 warnings.push(format!(
                     "{}: line {line_no} is the header of another session; it was skipped",
                     path.display()
@@ -182,20 +194,12 @@ fn parse_file(path: &Path, bytes: &[u8]) -> Result<Parsed, SessionError> {
             }
             continue;
         }
-        if !value.is_object() || value.get("type").and_then(Value::as_str).is_none() {
-            warnings.push(format!("{}: line {line_no} has no entry type; it was skipped", path.display()));
+        // The same entry written twice (pi's re-append, above) is kept once.
+        if seen.get(&entry.id).is_some_and(|&i| entries[i] == entry) {
             continue;
         }
-        match serde_json::from_value::<SessionEntry>(value) {
-            // The same entry written twice (pi's re-append, above) is kept once.
-            Ok(entry) if seen.get(&entry.id).is_some_and(|&i| entries[i] == entry) => {}
-            Ok(entry) => {
-                seen.insert(entry.id.clone(), entries.len());
-                entries.push(entry);
-            }
-            Err(e) => warnings
-                .push(format!("{}: line {line_no} is not a valid entry ({e}); it was skipped", path.display())),
-        }
+        seen.insert(entry.id.clone(), entries.len());
+        entries.push(entry);
     }
     let Some(header) = header else {
         return Err(SessionError::NoHeader { path: path.to_path_buf() });
@@ -229,21 +233,28 @@ fn migrate(header: &mut SessionHeader, entries: &mut [SessionEntry]) {
         // Compactions named their first kept entry by its index among the file's lines, the
         // header being line 0.
         let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
-        for entry in entries.iter_mut().filter(|e| e.kind == kind::COMPACTION) {
-            if let Some(index) = entry.fields.remove("firstKeptEntryIndex") {
-                let target = index.as_u64().and_then(|i| (i as usize).checked_sub(1)).and_then(|i| ids.get(i));
-                if let Some(id) = target {
-                    entry.fields.insert("firstKeptEntryId".into(), Value::String(id.clone()));
+        for entry in entries.iter_mut() {
+            let mut fields = entry.fields();
+            if entry.kind == kind::COMPACTION {
+                if let Some(index) = fields.shift_remove("firstKeptEntryIndex") {
+                    let target =
+                        index.as_u64().and_then(|i| (i as usize).checked_sub(1)).and_then(|i| ids.get(i));
+                    if let Some(id) = target {
+                        fields.insert("firstKeptEntryId".into(), Value::String(id.clone()));
+                    }
                 }
             }
+            let _ = entry.rebuild(fields);
         }
     }
     if header.version < 3 {
         // Version 3 renamed the `hookMessage` role to `custom`.
-        for entry in entries.iter_mut().filter(|e| e.is_message()) {
-            if let Some(Value::Object(msg)) = entry.fields.get_mut("message") {
+        for entry in entries.iter_mut().filter(|e| e.is_message() && e.raw_json().contains("hookMessage")) {
+            let mut fields = entry.fields();
+            if let Some(Value::Object(msg)) = fields.get_mut("message") {
                 if msg.get("role").and_then(Value::as_str) == Some("hookMessage") {
                     msg.insert("role".into(), Value::String("custom".into()));
+                    let _ = entry.rebuild(fields);
                 }
             }
         }
@@ -432,14 +443,10 @@ impl SessionManager {
     /// Appends an entry of `kind` with `fields` as a child of the leaf, and makes it the leaf.
     /// Returns the new entry's id.
     pub fn append(&mut self, kind: &str, fields: Map<String, Value>) -> Result<String, SessionError> {
-        let entry = SessionEntry {
-            kind: kind.to_string(),
-            id: new_entry_id(&self.index),
-            parent_id: self.leaf_id.clone(),
-            timestamp: now_iso(),
-            fields,
-        };
-        let mut line = serde_json::to_string(&entry).map_err(|e| SessionError::Encode(e.to_string()))?;
+        let entry = SessionEntry::new(kind, new_entry_id(&self.index), self.leaf_id.clone(), now_iso(), fields)
+            .map_err(|e| SessionError::Encode(e.to_string()))?;
+        let mut line = String::with_capacity(entry.raw_json().len() + 2);
+        line.push_str(entry.raw_json());
         line.push('\n');
         if self.needs_newline {
             line.insert(0, '\n');
