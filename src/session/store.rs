@@ -455,7 +455,12 @@ impl SessionManager {
             self.file = Some(open_append(&self.path, false)?);
         }
         if let Some(file) = self.file.as_mut() {
-            file.write_all(line.as_bytes()).map_err(io_err(&self.path))?;
+            if let Err(e) = file.write_all(line.as_bytes()) {
+                // Part of the line may be on disk (a full disk writes what fits): end it before
+                // the next entry, or that entry would be glued to the fragment and lost.
+                self.needs_newline = true;
+                return Err(SessionError::Io { path: self.path.clone(), source: e });
+            }
         }
         self.needs_newline = false;
         let id = entry.id.clone();
