@@ -355,9 +355,14 @@ impl SessionManager {
         };
         let dir = path.parent().unwrap_or(&self.session_dir).to_path_buf();
         create_private_dir(&dir)?;
-        let mut file = open_append(&path, true)?;
         let line = serde_json::to_string(&header).map_err(|e| SessionError::Encode(e.to_string()))?;
-        file.write_all(format!("{line}\n").as_bytes()).map_err(io_err(&path))?;
+        let mut file = open_append(&path, true)?;
+        if let Err(e) = file.write_all(format!("{line}\n").as_bytes()) {
+            // No half-written session without a header left behind (a full disk).
+            drop(file);
+            let _ = fs::remove_file(&path);
+            return Err(SessionError::Io { path, source: e });
+        }
         fsync_dir(&dir);
         self.path = path;
         self.header = header;
