@@ -1,0 +1,570 @@
+//! Reliability and security (issue 6): faults real users meet — damaged files, a full disk, a
+//! read-only folder, kill -9 mid-write, every provider fault the mock can stage — and the
+//! secrets that must never leak. What other suites already prove is listed in
+//! `doc/reliability.md`; this file adds only what they do not cover.
+//!
+//! Disk faults use the real kernel where the machine allows it: a 64 KiB tmpfs for a full disk,
+//! a read-only bind mount, `chattr +i` for a folder nobody (not even root) may create files in.
+//! Without those privileges a test falls back to `chmod` (which root ignores) or says it
+//! skipped; the CLI full-disk test uses `ulimit -f`, which works everywhere.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{agent, config, entry_lines, seeded_session, session_files, slow, DOCUMENT};
+use handoff_nvim::agent::{AgentError, AgentEvent, AgentSession, PromptOptions};
+use handoff_nvim::controller::{self, Level};
+use handoff_nvim::handoff::HandoffOutcome;
+use handoff_nvim::message::Message;
+use handoff_nvim::mock::{MockReply, MockServer};
+use handoff_nvim::session::{SessionError, SessionManager};
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+const T: Duration = Duration::from_secs(15);
+const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
+
+// ---------------------------------------------------------------------------------------------
+// Fault helpers
+
+fn run(cmd: &str, args: &[&str]) -> bool {
+    std::process::Command::new(cmd)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Whether a file can be created in `dir` right now.
+fn can_create_in(dir: &Path) -> bool {
+    let probe = dir.join(".probe");
+    let ok = std::fs::write(&probe, b"x").is_ok();
+    let _ = std::fs::remove_file(&probe);
+    ok
+}
+
+/// A small tmpfs mounted on a fresh folder (root only); unmounted on drop.
+struct Tmpfs {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mnt");
+        std::fs::create_dir(&path).unwrap();
+        let opts = format!("size={size},mode=0700");
+        if !run("mount", &["-t", "tmpfs", "-o", &opts, "tmpfs", path.to_str().unwrap()]) {
+            eprintln!("note: cannot mount a tmpfs here (not root?)");
+            return None;
+        }
+        Some(Tmpfs { path, _dir: dir })
+    }
+
+    /// Fills the file system with one file until the kernel says ENOSPC; returns its path.
+    fn fill(&self) -> PathBuf {
+        use std::io::Write;
+        let filler = self.path.join("filler");
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let block = vec![0u8; 512];
+        loop {
+            match f.write(&block) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    assert_eq!(e.raw_os_error(), Some(28), "expected ENOSPC, got {e}");
+                    break;
+                }
+            }
+        }
+        filler
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        run("umount", &["-l", self.path.to_str().unwrap()]);
+    }
+}
+
+/// Makes `dir` a folder where no file can be created, while files already in it stay
+/// writable: `chmod 0500` for a normal user, `chattr +i` for root (who ignores modes).
+/// Undone on drop. `None` when neither works here.
+struct NoNewFiles {
+    dir: PathBuf,
+    chattr: bool,
+}
+
+impl NoNewFiles {
+    fn on(dir: &Path) -> Option<NoNewFiles> {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o500)).unwrap();
+        if !can_create_in(dir) {
+            return Some(NoNewFiles { dir: dir.to_path_buf(), chattr: false });
+        }
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        if run("chattr", &["+i", dir.to_str().unwrap()]) && !can_create_in(dir) {
+            return Some(NoNewFiles { dir: dir.to_path_buf(), chattr: true });
+        }
+        run("chattr", &["-i", dir.to_str().unwrap()]);
+        eprintln!("note: cannot make {} unwritable here", dir.display());
+        None
+    }
+}
+
+impl Drop for NoNewFiles {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        if self.chattr {
+            run("chattr", &["-i", self.dir.to_str().unwrap()]);
+        }
+        let _ = std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700));
+    }
+}
+
+/// Makes `dir` read-only for everyone, files included: a read-only bind mount (root), else
+/// `chmod -w` on the folder and its files. Undone on drop.
+struct ReadOnly {
+    dir: PathBuf,
+    mounted: bool,
+}
+
+impl ReadOnly {
+    fn on(dir: &Path) -> Option<ReadOnly> {
+        let d = dir.to_str().unwrap();
+        if run("mount", &["--bind", d, d]) {
+            if run("mount", &["-o", "remount,bind,ro", d, d]) {
+                return Some(ReadOnly { dir: dir.to_path_buf(), mounted: true });
+            }
+            run("umount", &["-l", d]);
+        }
+        use std::os::unix::fs::PermissionsExt;
+        for f in std::fs::read_dir(dir).unwrap().flatten() {
+            std::fs::set_permissions(f.path(), std::fs::Permissions::from_mode(0o400)).unwrap();
+        }
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o500)).unwrap();
+        let guard = ReadOnly { dir: dir.to_path_buf(), mounted: false };
+        if can_create_in(dir) {
+            eprintln!("note: cannot make {} read-only here", dir.display());
+            return None;
+        }
+        Some(guard)
+    }
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        if self.mounted {
+            run("umount", &["-l", self.dir.to_str().unwrap()]);
+        } else {
+            let _ = std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700));
+            for f in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+                let _ = std::fs::set_permissions(f.path(), std::fs::Permissions::from_mode(0o600));
+            }
+        }
+    }
+}
+
+/// Every event the agent emits from now on.
+fn record(agent: &AgentSession) -> broadcast::Receiver<AgentEvent> {
+    agent.subscribe()
+}
+
+fn drain(rx: &mut broadcast::Receiver<AgentEvent>) -> Vec<AgentEvent> {
+    let mut out = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        out.push(e);
+    }
+    out
+}
+
+fn switches(events: &[AgentEvent]) -> usize {
+    events.iter().filter(|e| matches!(e, AgentEvent::SessionSwitch { .. })).count()
+}
+
+fn handoff_ends(events: &[AgentEvent]) -> usize {
+    events.iter().filter(|e| matches!(e, AgentEvent::HandoffEnd { .. })).count()
+}
+
+/// Loads `path` and checks the file is a valid session whose only damage, if any, is one
+/// skipped line the loader reported.
+fn load_ok(path: &Path) -> SessionManager {
+    let s = SessionManager::open(path, path.parent().unwrap())
+        .unwrap_or_else(|e| panic!("{} no longer loads: {e}", path.display()));
+    assert!(s.warnings().len() <= 1, "{:?}", s.warnings());
+    s
+}
+
+fn message_texts(s: &SessionManager) -> Vec<String> {
+    s.get_entries().iter().filter_map(|e| e.message()).map(|m| m.text()).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files: what tests/session.rs does not already cover (100 MB line, missing parent, duplicate
+// ids, a file cut at every byte of its last line)
+
+const HEADER: &str = r#"{"type":"session","version":3,"id":"s1","timestamp":"2026-11-29T19:08:59.865Z","cwd":"/p"}"#;
+
+fn user_line(id: &str, parent: Option<&str>, text: &str) -> String {
+    serde_json::json!({
+        "type": "message", "id": id, "parentId": parent, "timestamp": "2026-11-29T19:09:00.000Z",
+        "message": { "role": "user", "content": [{ "type": "text", "text": text }], "timestamp": 1 }
+    })
+    .to_string()
+}
+
+#[test]
+fn files_a_100_mb_damaged_line_is_skipped_with_a_short_warning_and_the_rest_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.jsonl");
+    // A line that is JSON for 100 MB and then stops: the parser must read all of it.
+    let mut big = String::with_capacity(100 * 1024 * 1024 + 200);
+    big.push_str(r#"{"type":"message","id":"bbbbbbbb","parentId":"aaaaaaaa","timestamp":"t","message":{"role":"user","content":""#);
+    big.extend(std::iter::repeat_n('a', 100 * 1024 * 1024));
+    let text = [HEADER.to_string(), user_line("aaaaaaaa", None, "before"), big, user_line("cccccccc", Some("aaaaaaaa"), "after")]
+        .join("\n")
+        + "\n";
+    std::fs::write(&path, &text).unwrap();
+    drop(text);
+    let t0 = Instant::now();
+    let s = SessionManager::open(&path, dir.path()).unwrap();
+    let took = t0.elapsed();
+    assert_eq!(s.warnings().len(), 1, "{:?}", s.warnings().iter().map(|w| w.len()).collect::<Vec<_>>());
+    assert!(s.warnings()[0].contains("line 3"), "{}", &s.warnings()[0][..200.min(s.warnings()[0].len())]);
+    assert!(s.warnings()[0].len() < 1000, "the warning quotes the line: {} bytes", s.warnings()[0].len());
+    assert_eq!(message_texts(&s), ["before", "after"]);
+    assert!(took < Duration::from_secs(30), "loading took {took:?}");
+}
+
+#[test]
+fn files_a_100_mb_valid_entry_loads_whole_and_a_later_append_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big-ok.jsonl");
+    let huge = "x".repeat(100 * 1024 * 1024);
+    std::fs::write(&path, [HEADER.to_string(), user_line("aaaaaaaa", None, &huge)].join("\n") + "\n").unwrap();
+    let size = std::fs::metadata(&path).unwrap().len();
+    let mut s = SessionManager::open(&path, dir.path()).unwrap();
+    assert!(s.warnings().is_empty(), "{:?}", s.warnings());
+    assert_eq!(s.get_entries()[0].message().unwrap().text().len(), huge.len());
+    s.append_message(&Message::user("small")).unwrap();
+    s.flush().unwrap();
+    drop(s);
+    assert!(std::fs::metadata(&path).unwrap().len() > size);
+    let again = SessionManager::open(&path, dir.path()).unwrap();
+    assert_eq!(again.get_entries().len(), 2);
+}
+
+#[test]
+fn files_a_missing_parent_id_keeps_every_entry_and_the_file_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("orphan.jsonl");
+    let text = [
+        HEADER.to_string(),
+        user_line("aaaaaaaa", None, "a"),
+        user_line("bbbbbbbb", Some("aaaaaaaa"), "b"),
+        user_line("cccccccc", Some("zzzzzzzz"), "c names a parent that is not in the file"),
+        user_line("dddddddd", Some("cccccccc"), "d"),
+    ]
+    .join("\n")
+        + "\n";
+    std::fs::write(&path, &text).unwrap();
+    let mut s = SessionManager::open(&path, dir.path()).unwrap();
+    // Nothing is dropped: every entry is kept, the branch of the leaf ends at the orphan.
+    assert_eq!(s.get_entries().len(), 4);
+    let branch: Vec<String> = s.get_branch(None).iter().map(|e| e.id.clone()).collect();
+    assert_eq!(branch, ["cccccccc", "dddddddd"]);
+    assert_eq!(s.build_session_context().messages.len(), 2);
+    // Appending continues the leaf; the earlier bytes stay as they were.
+    let id = s.append_message(&Message::user("e")).unwrap();
+    s.flush().unwrap();
+    assert!(std::fs::read_to_string(&path).unwrap().starts_with(&text));
+    let again = SessionManager::open(&path, dir.path()).unwrap();
+    assert_eq!(again.get_entry(&id).unwrap().parent_id.as_deref(), Some("dddddddd"));
+    assert_eq!(again.get_entries().len(), 5);
+}
+
+#[test]
+fn files_duplicate_ids_are_reported_both_lines_kept_and_new_ids_stay_unique() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dup.jsonl");
+    let text = [
+        HEADER.to_string(),
+        user_line("aaaaaaaa", None, "first"),
+        user_line("aaaaaaaa", None, "second, same id"),
+        user_line("bbbbbbbb", Some("aaaaaaaa"), "child"),
+    ]
+    .join("\n")
+        + "\n";
+    std::fs::write(&path, &text).unwrap();
+    let mut s = SessionManager::open(&path, dir.path()).unwrap();
+    assert_eq!(s.warnings().len(), 1, "{:?}", s.warnings());
+    assert!(s.warnings()[0].contains("aaaaaaaa") && s.warnings()[0].contains("more than once"), "{}", s.warnings()[0]);
+    assert_eq!(s.get_entries().len(), 3, "both lines are kept");
+    let ctx: Vec<String> = s.build_session_context().messages.iter().map(|m| m.text()).collect();
+    assert_eq!(ctx, ["second, same id", "child"]);
+    for _ in 0..50 {
+        let id = s.append_message(&Message::user("n")).unwrap();
+        assert_ne!(id, "aaaaaaaa");
+    }
+    s.flush().unwrap();
+    assert!(std::fs::read_to_string(&path).unwrap().starts_with(&text));
+}
+
+/// A session as the CLI writes it (header, model, thinking level, 3 exchanges), its bytes.
+fn written_session(dir: &Path) -> (PathBuf, Vec<u8>) {
+    let s = seeded_session(dir, 3);
+    let path = s.path().to_path_buf();
+    drop(s);
+    let bytes = std::fs::read(&path).unwrap();
+    (path, bytes)
+}
+
+#[test]
+fn crash_a_file_cut_at_any_byte_loads_and_loses_at_most_the_cut_line_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, bytes) = written_session(dir.path());
+    let full = SessionManager::open(&path, dir.path()).unwrap();
+    let n = full.get_entries().len();
+    // Where the header ends: a cut before that is a file without a session (a clear error).
+    let header_end = bytes.iter().position(|b| *b == b'\n').unwrap() + 1;
+    let cut_path = dir.path().join("cut.jsonl");
+    for cut in 1..=bytes.len() {
+        std::fs::write(&cut_path, &bytes[..cut]).unwrap();
+        let prefix = &bytes[..cut];
+        let complete_lines = prefix.iter().filter(|b| **b == b'\n').count();
+        if cut < header_end - 1 {
+            let err = SessionManager::open(&cut_path, dir.path()).unwrap_err();
+            assert!(matches!(err, SessionError::NoHeader { .. } | SessionError::BadHeader { .. }), "cut {cut}: {err:?}");
+            continue;
+        }
+        let s = SessionManager::open(&cut_path, dir.path()).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+        let torn = !prefix.ends_with(b"\n") && cut >= header_end;
+        let entries_whole = complete_lines.saturating_sub(1);
+        // A cut exactly before a line's `\n` leaves that line complete JSON: it loads.
+        let got = s.get_entries().len();
+        assert!(got == entries_whole || (torn && got == entries_whole + 1), "cut {cut}: {got} entries, {entries_whole} whole lines");
+        assert_eq!(&full.get_entries()[..got], s.get_entries(), "cut {cut}");
+        if torn && got == entries_whole {
+            assert_eq!(s.warnings().len(), 1, "cut {cut}: {:?}", s.warnings());
+            assert!(s.warnings()[0].contains("incomplete"), "cut {cut}: {}", s.warnings()[0]);
+        } else {
+            assert!(s.warnings().is_empty(), "cut {cut}: {:?}", s.warnings());
+        }
+    }
+    assert_eq!(n, 8);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Full disk (a 64 KiB tmpfs): a clear error, nothing overwritten, nothing written later lost
+
+/// Appends a user message sized so that the file ends `slack_target` bytes into a 4 KiB page,
+/// leaving about 4 KiB - `slack_target` bytes of room before the file system needs a new page.
+fn pad_to_page_offset(s: &mut SessionManager, slack_target: u64) {
+    let len = std::fs::metadata(s.path()).unwrap().len();
+    let probe = serde_json::to_string(&Message::user("")).unwrap().len() as u64 + 120;
+    let want = (4096 - (len + probe) % 4096 + slack_target) % 4096;
+    s.append_message(&Message::user("p".repeat(want as usize))).unwrap();
+    s.flush().unwrap();
+}
+
+#[tokio::test]
+async fn full_disk_a_prompt_fails_naming_the_file_and_the_next_write_after_space_returns_is_kept() {
+    let Some(fs) = Tmpfs::mount("64k") else { return };
+    let mock = MockServer::start().await.unwrap();
+    let mut session = seeded_session(&fs.path, 1);
+    pad_to_page_offset(&mut session, 3000);
+    let path = session.path().to_path_buf();
+    let agent = agent(&mock, session);
+    let before = std::fs::read(&path).unwrap();
+    let filler = fs.fill();
+    // A prompt bigger than the room left in the file's last page: the kernel writes part of the
+    // line, then says ENOSPC.
+    let big = "q".repeat(6000);
+    let err = match agent.prompt(&big, PromptOptions::default()).await {
+        Err(e @ AgentError::Session(_)) => e.to_string(),
+        other => panic!("expected a session error, got {other:?}"),
+    };
+    assert!(err.contains("No space left on device") && err.contains(&path.display().to_string()), "{err}");
+    assert!(!agent.is_busy());
+    assert_eq!(mock.requests().len(), 0, "a prompt that could not be stored was sent");
+    let after = std::fs::read(&path).unwrap();
+    assert!(after.starts_with(&before), "earlier lines changed on a full disk");
+    assert!(after.len() > before.len(), "the kernel wrote nothing: this test needs a partial write");
+    // Space comes back: the next prompt is stored, and the file loads with at most the torn line
+    // of the failed write skipped.
+    std::fs::remove_file(&filler).unwrap();
+    mock.push(MockReply::text("stored answer"));
+    agent.prompt("after the disk was full", PromptOptions::default()).await.unwrap();
+    agent.session().flush().unwrap();
+    let s = load_ok(&path);
+    let texts = message_texts(&s);
+    assert!(texts.iter().any(|t| t == "after the disk was full"), "the prompt after the fault was lost: {:?} {:?}", texts, s.warnings());
+    assert!(texts.iter().any(|t| t == "stored answer"), "{texts:?}");
+    assert!(std::fs::read(&path).unwrap().starts_with(&before));
+}
+
+#[tokio::test]
+async fn full_disk_a_handoff_fails_clearly_never_switches_and_leaves_no_new_file() {
+    let Some(fs) = Tmpfs::mount("64k") else { return };
+    let mock = MockServer::start().await.unwrap();
+    let mut session = seeded_session(&fs.path, 1);
+    // Room in the last page for the attempt (prompt + reply), none for a new session file.
+    pad_to_page_offset(&mut session, 200);
+    let old = session.path().to_path_buf();
+    let agent = agent(&mock, session);
+    let before = std::fs::read(&old).unwrap();
+    let _filler = fs.fill();
+    let mut rx = record(&agent);
+    mock.push(MockReply::text(DOCUMENT));
+    let outcome = tokio::time::timeout(T, agent.handoff(None)).await.unwrap();
+    let message = match &outcome {
+        HandoffOutcome::Failed { message } => message.clone(),
+        other => panic!("expected Failed, got {other:?}"),
+    };
+    assert!(message.contains("No space left on device"), "{message}");
+    assert!(message.contains("could not write the new session"), "the attempt should fit, the new file not: {message}");
+    let notices = controller::handoff_notices(&outcome);
+    assert_eq!(notices.len(), 1);
+    assert_eq!(notices[0].level, Level::Error);
+    assert!(notices[0].message.starts_with("Handoff failed: "));
+    let events = drain(&mut rx);
+    assert_eq!(switches(&events), 0);
+    assert_eq!(handoff_ends(&events), 1);
+    assert_eq!(agent.session().path(), old);
+    assert!(!agent.is_generating_handoff() && !agent.is_busy());
+    assert_eq!(session_files(&fs.path), [old.clone()], "a half-written new session was left behind");
+    let after = std::fs::read(&old).unwrap();
+    assert!(after.starts_with(&before));
+    let s = load_ok(&old);
+    assert!(s.warnings().is_empty(), "{:?}", s.warnings());
+    // The conversation goes on in the old session once there is room again.
+    drop(_filler);
+    std::fs::remove_file(fs.path.join("filler")).unwrap();
+    mock.push(MockReply::text("still here"));
+    agent.prompt("go on", PromptOptions::default()).await.unwrap();
+    assert_eq!(agent.session().path(), old);
+}
+
+/// The CLI under `ulimit -f`: a write past the limit fails (EFBIG) on any machine, root or not.
+#[tokio::test]
+async fn full_disk_cli_prompt_past_the_file_size_limit_exits_1_with_one_line_and_keeps_the_file() {
+    let mock = MockServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (path, before) = written_session(dir.path());
+    mock.push(MockReply::text("not stored"));
+    // dash counts `ulimit -f` in 512-byte blocks, bash in 1024: 1 block over the size either way.
+    let blocks = before.len() / 512 + 1;
+    let script = format!("ulimit -f {blocks}; trap '' XFSZ; exec \"$0\" \"$@\"");
+    let big = "w".repeat(4000);
+    let out = tokio::process::Command::new("sh")
+        .args(["-c", &script, BIN, "prompt", "--session", path.to_str().unwrap(), &big])
+        .env("HANDOFF_BASE_URL", mock.openai_base_url())
+        .env("HANDOFF_PROVIDER", "openai")
+        .env("HANDOFF_MODEL", "mock-model")
+        .env("HANDOFF_SESSION_DIR", dir.path().join("sessions"))
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("HANDOFF_LOG_FILE")
+        .stdin(Stdio::null())
+        .output();
+    let out = tokio::time::timeout(T, out).await.unwrap().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[1].starts_with("error: ") && lines[1].contains(path.to_str().unwrap()) && lines[1].contains("too large"), "{}", lines[1]);
+    assert!(std::fs::read(&path).unwrap().starts_with(&before));
+    load_ok(&path);
+    assert_eq!(mock.requests().len(), 0, "a prompt that could not be stored was sent");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Read-only session folder
+
+#[tokio::test]
+async fn read_only_folder_cli_prompt_and_handoff_fail_with_one_line_and_change_nothing() {
+    let mock = MockServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (path, before) = written_session(dir.path());
+    let folder = path.parent().unwrap().to_path_buf();
+    let Some(_ro) = ReadOnly::on(&folder) else { return };
+    let cli = |args: &[&str]| {
+        let mut c = tokio::process::Command::new(BIN);
+        c.args(args)
+            .current_dir(dir.path())
+            .env("HANDOFF_BASE_URL", mock.openai_base_url())
+            .env("HANDOFF_PROVIDER", "openai")
+            .env("HANDOFF_MODEL", "mock-model")
+            .env("HANDOFF_SESSION_DIR", dir.path().join("sessions"))
+            .env("HANDOFF_CWD_UNUSED", "1")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("HANDOFF_LOG_FILE")
+            .stdin(Stdio::null());
+        c
+    };
+    mock.set_default(MockReply::text(DOCUMENT));
+    for args in [
+        vec!["prompt", "--session", path.to_str().unwrap(), "hello"],
+        vec!["handoff", path.to_str().unwrap()],
+        vec!["prompt", "--new", "--cwd", common::CWD, "hello"],
+    ] {
+        let out = tokio::time::timeout(T, cli(&args).output()).await.unwrap().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty() && !l.ends_with(".jsonl")).collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {lines:?}");
+        let line = lines[0];
+        assert!(line.contains("Read-only file system") || line.contains("Permission denied"), "{args:?}: {line}");
+        assert!(line.contains(folder.to_str().unwrap()), "{args:?}: the error does not name the file: {line}");
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert_eq!(session_files(&dir.path().join("sessions")), [path.clone()]);
+    assert_eq!(mock.requests().len(), 0, "a prompt that could not be stored was sent");
+}
+
+#[tokio::test]
+async fn read_only_folder_a_handoff_whose_new_session_cannot_be_created_stays_on_the_old_one() {
+    let mock = MockServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let agent = agent(&mock, seeded_session(dir.path(), 2));
+    let old = agent.session().path().to_path_buf();
+    let before = std::fs::read(&old).unwrap();
+    // The old file stays writable (the attempt is recorded); no new file can be made beside it.
+    let Some(_guard) = NoNewFiles::on(old.parent().unwrap()) else { return };
+    let mut rx = record(&agent);
+    mock.push(MockReply::text(DOCUMENT));
+    let outcome = tokio::time::timeout(T, agent.handoff(None)).await.unwrap();
+    let HandoffOutcome::Failed { message } = &outcome else { panic!("expected Failed, got {outcome:?}") };
+    assert!(message.starts_with("could not write the new session: "), "{message}");
+    assert!(message.contains("Permission denied") || message.contains("Operation not permitted"), "{message}");
+    assert!(message.contains(old.parent().unwrap().to_str().unwrap()), "{message}");
+    let events = drain(&mut rx);
+    assert_eq!(switches(&events), 0);
+    assert_eq!(handoff_ends(&events), 1);
+    assert_eq!(agent.session().path(), old);
+    assert!(!agent.is_generating_handoff());
+    assert_eq!(session_files(&dir.path().join("sessions")), [old.clone()]);
+    let after = std::fs::read(&old).unwrap();
+    assert!(after.starts_with(&before));
+    // The attempt (prompt + document) is in the old session: the document is not lost.
+    let added = entry_lines(&old).len() - entry_lines_of(&before);
+    assert_eq!(added, 2);
+    assert!(std::str::from_utf8(&after[before.len()..]).unwrap().contains("Ship the parser."));
+}
+
+fn entry_lines_of(bytes: &[u8]) -> usize {
+    std::str::from_utf8(bytes).unwrap().lines().filter(|l| !l.trim().is_empty()).count() - 1
+}
+
+#[allow(dead_code)]
+fn unused(_: Arc<()>, _: Value, _: &dyn Fn() -> MockReply) {
+    let _ = config;
+    let _ = slow;
+}
