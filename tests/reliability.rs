@@ -568,3 +568,308 @@ fn unused(_: Arc<()>, _: Value, _: &dyn Fn() -> MockReply) {
     let _ = config;
     let _ = slow;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Provider faults during a handoff: one clear message, bounded retries, never a session switch
+
+struct Fault {
+    name: &'static str,
+    replies: Vec<MockReply>,
+    /// None: a dead port instead of the mock.
+    dead_port: bool,
+    max_retries: u32,
+    idle_secs: u64,
+    /// Requests the mock must have seen (retries bounded, and none after a delta).
+    requests: usize,
+    says: &'static [&'static str],
+}
+
+fn status(status: u16, body: &str, retry_after: Option<&str>) -> MockReply {
+    MockReply::Status { status, body: body.into(), retry_after: retry_after.map(str::to_string) }
+}
+
+fn faults() -> Vec<Fault> {
+    let f = |name, replies: Vec<MockReply>, max_retries, requests, says| Fault {
+        name,
+        replies,
+        dead_port: false,
+        max_retries,
+        idle_secs: 1,
+        requests,
+        says,
+    };
+    vec![
+        f("401", vec![status(401, r#"{"error":{"message":"Incorrect API key provided"}}"#, None)], 2, 1, &["HTTP 401", "Incorrect API key provided"]),
+        f("403", vec![status(403, r#"{"error":{"message":"Project does not have access"}}"#, None)], 2, 1, &["HTTP 403", "does not have access"]),
+        f("unknown model", vec![status(404, r#"{"error":{"message":"The model `nope` does not exist"}}"#, None)], 2, 1, &["HTTP 404", "The model `nope` does not exist"]),
+        f("429 retry-after", vec![status(429, r#"{"error":{"message":"Rate limit reached"}}"#, Some("0")); 3], 2, 3, &["HTTP 429", "Rate limit reached"]),
+        f("500", vec![status(500, "upstream exploded", None); 3], 2, 3, &["HTTP 500", "upstream exploded"]),
+        f("503", vec![status(503, r#"{"error":{"message":"overloaded"}}"#, None); 3], 2, 3, &["HTTP 503", "overloaded"]),
+        f("no answer", vec![MockReply::NoAnswer; 2], 1, 2, &["sent nothing for 1 s"]),
+        f("stall mid-stream", vec![MockReply::Stall { chunks: vec!["## Goal\n".into()] }], 2, 1, &["sent nothing for 1 s"]),
+        f("torn event", vec![MockReply::Torn { chunks: vec!["## Goal\n".into(), "Ship".into()] }], 2, 1, &["stream broke", "closed before the reply finished"]),
+        f("invalid JSON", vec![MockReply::Malformed { chunks: vec!["## Goal\n".into()] }], 2, 1, &["stream broke", "invalid JSON"]),
+        f("no choices", vec![MockReply::NoChoices], 2, 1, &["stream broke", "closed before the reply finished"]),
+        Fault {
+            name: "connection refused",
+            replies: vec![],
+            dead_port: true,
+            max_retries: 2,
+            idle_secs: 1,
+            requests: 0,
+            says: &["cannot reach", "Connection refused"],
+        },
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_faults_during_a_handoff_fail_with_one_clear_message_and_never_switch() {
+    let faults = faults();
+    let mut tasks = Vec::new();
+    for fault in faults {
+        tasks.push(tokio::spawn(async move {
+            let mock = MockServer::start().await.unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            let mut c = config(&mock);
+            c.max_retries = fault.max_retries;
+            c.idle_timeout = Duration::from_secs(fault.idle_secs);
+            if fault.dead_port {
+                let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                c.base_url = format!("http://{}/v1", l.local_addr().unwrap());
+                drop(l);
+            }
+            let agent = common::agent_with(c, seeded_session(dir.path(), 2), None);
+            let old = agent.session().path().to_path_buf();
+            let before = std::fs::read(&old).unwrap();
+            for r in fault.replies {
+                mock.push(r);
+            }
+            mock.set_default(MockReply::text("A REPLY NOBODY ASKED FOR"));
+            let mut rx = record(&agent);
+            let t0 = Instant::now();
+            let outcome = tokio::time::timeout(T, agent.handoff(None)).await.expect(fault.name);
+            let took = t0.elapsed();
+            let name = fault.name;
+            let HandoffOutcome::Failed { message } = &outcome else { panic!("{name}: expected Failed, got {outcome:?}") };
+            for want in fault.says {
+                assert!(message.contains(want), "{name}: {message:?} lacks {want:?}");
+            }
+            let notices = controller::handoff_notices(&outcome);
+            assert_eq!(notices.len(), 1, "{name}: {notices:?}");
+            assert_eq!(notices[0].level, Level::Error, "{name}");
+            assert!(notices[0].message.starts_with("Handoff failed: "), "{name}: {}", notices[0].message);
+            assert!(!notices[0].message.contains('\n') && notices[0].message.len() < 1200, "{name}: {}", notices[0].message);
+            assert_eq!(mock.requests().len(), fault.requests, "{name}: retries not bounded as configured");
+            let events = drain(&mut rx);
+            assert_eq!(switches(&events), 0, "{name}");
+            assert_eq!(handoff_ends(&events), 1, "{name}");
+            assert_eq!(agent.session().path(), old, "{name}");
+            assert!(!agent.is_generating_handoff() && !agent.is_busy(), "{name}");
+            assert_eq!(session_files(&dir.path().join("sessions")), [old.clone()], "{name}");
+            assert!(std::fs::read(&old).unwrap().starts_with(&before), "{name}");
+            let s = load_ok(&old);
+            assert!(s.warnings().is_empty(), "{name}: {:?}", s.warnings());
+            // The failed attempt is recorded as an error reply, the conversation goes on.
+            let last = s.get_entries().last().unwrap().message().unwrap();
+            assert_eq!(last.stop_reason, Some(handoff_nvim::message::StopReason::Error), "{name}");
+            assert!(!message_texts(&s).iter().any(|t| t.contains("NOBODY ASKED")), "{name}");
+            (name, took)
+        }));
+    }
+    for t in tasks {
+        let (name, took) = t.await.unwrap();
+        eprintln!("{name}: failed in {took:?}");
+    }
+}
+
+#[tokio::test]
+async fn provider_huge_event_a_5_mb_document_arrives_whole_and_the_section_check_says_what_is_missing() {
+    let mock = MockServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let agent = agent(&mock, seeded_session(dir.path(), 2));
+    mock.push(MockReply::Huge { bytes: 5 * 1024 * 1024 });
+    let mut rx = record(&agent);
+    let outcome = tokio::time::timeout(T, agent.handoff(None)).await.unwrap();
+    let HandoffOutcome::Done { document, missing_sections, session_file, .. } = &outcome else {
+        panic!("expected Done, got {:?}", std::mem::discriminant(&outcome))
+    };
+    assert_eq!(document.len(), 5 * 1024 * 1024);
+    assert_eq!(missing_sections.len(), 6);
+    let notices = controller::handoff_notices(&outcome);
+    assert_eq!(notices.len(), 2, "{:?}", notices.iter().map(|n| &n.message).collect::<Vec<_>>());
+    assert_eq!(notices[1].level, Level::Warn);
+    assert_eq!(switches(&drain(&mut rx)), 1);
+    let new = load_ok(Path::new(session_file));
+    assert!(new.warnings().is_empty());
+    let injected = new.get_entries().last().unwrap().custom_message().unwrap();
+    assert!(injected.content.joined_text().len() > 5 * 1024 * 1024);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_retries_and_waits_are_abortable_a_handoff_cancels_within_a_second() {
+    for (name, reply) in [
+        ("retry-after 30 s", status(429, r#"{"error":{"message":"slow down"}}"#, Some("30"))),
+        ("no answer", MockReply::NoAnswer),
+        ("stall", MockReply::Stall { chunks: vec!["## Goal\n".into()] }),
+    ] {
+        let mock = MockServer::start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = config(&mock);
+        c.max_retries = 5;
+        c.max_retry_delay = Duration::from_secs(60);
+        c.idle_timeout = Duration::from_secs(60);
+        let agent = common::agent_with(c, seeded_session(dir.path(), 2), None);
+        let old = agent.session().path().to_path_buf();
+        mock.push(reply);
+        let run = {
+            let agent = agent.clone();
+            tokio::spawn(async move { agent.handoff(None).await })
+        };
+        assert!(mock.wait_for_requests(1, T).await, "{name}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let t0 = Instant::now();
+        agent.abort_handoff();
+        let outcome = tokio::time::timeout(Duration::from_secs(5), run).await.expect(name).unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(1), "{name}: cancel took {:?}", t0.elapsed());
+        assert_eq!(outcome, HandoffOutcome::Cancelled, "{name}");
+        assert_eq!(mock.requests().len(), 1, "{name}: retried after the abort");
+        assert_eq!(agent.session().path(), old);
+        assert!(!agent.is_generating_handoff() && !agent.is_busy(), "{name}");
+        assert_eq!(session_files(&dir.path().join("sessions")), [old], "{name}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Crashes: kill -9 the process while it streams a reply or writes the handoff's new session
+
+fn cli(mock: &MockServer, dir: &Path, args: &[&str]) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(BIN);
+    c.args(args)
+        .current_dir(dir)
+        .env("HANDOFF_BASE_URL", mock.openai_base_url())
+        .env("HANDOFF_PROVIDER", "openai")
+        .env("HANDOFF_MODEL", "mock-model")
+        .env("HANDOFF_SESSION_DIR", dir.join("sessions"))
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("HANDOFF_LOG_FILE")
+        .env_remove("HANDOFF_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    c
+}
+
+/// A pseudo-random number in `0..n` (no dev-dependency for this).
+fn random_below(n: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(Instant::now().elapsed().as_nanos());
+    h.finish() % n.max(1)
+}
+
+fn kill9(child: &tokio::process::Child) {
+    if let Some(pid) = child.id() {
+        run("kill", &["-9", &pid.to_string()]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_kill_9_during_streamed_replies_every_file_loads_and_only_the_last_line_can_be_lost() {
+    let mock = MockServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (path, first) = written_session(dir.path());
+    let mut whole = first.clone();
+    let rounds = 12;
+    for round in 0..rounds {
+        // 40 chunks 5 ms apart: ~200 ms of streaming, killed anywhere in 0..260 ms.
+        mock.set_default(slow(&["tok "; 40], 0, 5));
+        let mut child = cli(&mock, dir.path(), &["prompt", "--session", path.to_str().unwrap(), &format!("round {round}")])
+            .spawn()
+            .unwrap();
+        let at = random_below(260);
+        tokio::time::sleep(Duration::from_millis(at)).await;
+        kill9(&child);
+        let _ = child.wait().await;
+        let now = std::fs::read(&path).unwrap();
+        assert!(now.starts_with(&whole), "round {round}: earlier bytes changed");
+        let s = load_ok(&path);
+        // The prompt of this round is on disk unless the kill came before it was written.
+        let texts = message_texts(&s);
+        if !texts.iter().any(|t| *t == format!("round {round}")) {
+            eprintln!("round {round}: killed at {at} ms, before the prompt was written");
+        }
+        whole = now;
+    }
+    // After all that, the session still continues normally and loads with at most one damaged
+    // (torn) line per kill, each reported.
+    mock.set_default(MockReply::text("alive"));
+    let out = cli(&mock, dir.path(), &["prompt", "--session", path.to_str().unwrap(), "final"]).output();
+    let out = tokio::time::timeout(T, out).await.unwrap().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let s = SessionManager::open(&path, dir.path()).unwrap();
+    assert!(s.warnings().len() <= rounds, "{:?}", s.warnings());
+    let texts = message_texts(&s);
+    assert_eq!(texts.last().map(String::as_str), Some("alive"));
+    assert!(texts.iter().any(|t| t == "final"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_kill_9_at_random_points_of_a_handoff_every_file_loads_and_the_old_session_is_whole() {
+    let mock = MockServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (old, _) = written_session(dir.path());
+    let chunks: Vec<String> = DOCUMENT.split_inclusive(' ').map(str::to_string).collect();
+    let n = chunks.len() as u64;
+    let (mut before_switch, mut partial, mut done) = (0, 0, 0);
+    let rounds = 20;
+    for round in 0..rounds {
+        let before = std::fs::read(&old).unwrap();
+        let sessions_before = session_files(&dir.path().join("sessions"));
+        // The document streams 2 ms a chunk; the kill lands anywhere from the request to a
+        // little after the new session was written.
+        mock.push(MockReply::Text { chunks: chunks.clone(), chunk_delay_ms: 2, first_delay_ms: 0, stop: "stop".into(), thinking: vec![] });
+        let requests = mock.requests().len();
+        let mut child = cli(&mock, dir.path(), &["handoff", old.to_str().unwrap()]).spawn().unwrap();
+        let at = if round % 2 == 0 {
+            // Anywhere, from the start of the process on.
+            random_below(2 * n + 80)
+        } else {
+            // Around the end of the stream, when the new session is written.
+            assert!(mock.wait_for_requests(requests + 1, T).await);
+            2 * n - 10 + random_below(40)
+        };
+        tokio::time::sleep(Duration::from_millis(at)).await;
+        kill9(&child);
+        let status = child.wait().await.unwrap();
+        assert!(std::fs::read(&old).unwrap().starts_with(&before), "round {round}: the old session was rewritten");
+        load_ok(&old);
+        let now = session_files(&dir.path().join("sessions"));
+        for f in &now {
+            let s = SessionManager::open(f, f.parent().unwrap())
+                .unwrap_or_else(|e| panic!("round {round} (kill at {at} ms): {} does not load: {e}", f.display()));
+            assert!(s.warnings().len() <= 1, "round {round}: {:?}", s.warnings());
+        }
+        let new: Vec<&PathBuf> = now.iter().filter(|f| !sessions_before.contains(f)).collect();
+        assert!(new.len() <= 1, "round {round}: {new:?}");
+        match new.first() {
+            None => before_switch += 1,
+            Some(f) => {
+                let s = SessionManager::open(f, f.parent().unwrap()).unwrap();
+                assert_eq!(s.header().parent_session.as_deref(), Some(old.to_str().unwrap()), "round {round}");
+                let has_doc = s.get_entries().iter().any(|e| e.custom_message().is_some());
+                if has_doc {
+                    done += 1;
+                } else {
+                    partial += 1;
+                }
+                // Remove it so the next round hands off the same old session again.
+                let _ = std::fs::remove_file(f);
+                let _ = std::fs::remove_dir_all(f.with_extension(""));
+            }
+        }
+        let _ = status;
+    }
+    eprintln!("kill -9 during a handoff: {rounds} rounds: {before_switch} before the new session, {partial} with a partial new session, {done} after it was complete");
+    assert_eq!(before_switch + partial + done, rounds);
+}
