@@ -28,9 +28,23 @@ pub(super) async fn resolve(config: &ProviderConfig) -> Result<Option<String>, P
     Ok(None)
 }
 
-/// Runs the command through `sh -c`. Errors name the command but never include its output:
-/// a command that half-works may well print the secret to stdout or stderr.
+/// How errors and the health check name a key command: its program only. The rest of the line
+/// may be the secret itself (`printf %s sk-…`), and an error ends up in the session file.
+pub fn describe_cmd(cmd: &str) -> String {
+    let mut words = cmd.split_whitespace();
+    let program = words.next().unwrap_or_default();
+    if words.next().is_some() {
+        format!("{program} …")
+    } else {
+        program.to_owned()
+    }
+}
+
+/// Runs the command through `sh -c`. Errors name the command's program but never include its
+/// arguments or its output: a command that half-works may well print the secret to stdout or
+/// stderr, and its arguments may hold it.
 async fn run_key_cmd(cmd: &str) -> Result<String, ProviderError> {
+    let name = describe_cmd(cmd);
     let child = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(cmd)
@@ -39,28 +53,28 @@ async fn run_key_cmd(cmd: &str) -> Result<String, ProviderError> {
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| ProviderError::MissingKey(format!("cannot run api_key_cmd `{cmd}`: {e}")))?;
+        .map_err(|e| ProviderError::MissingKey(format!("cannot run api_key_cmd `{name}`: {e}")))?;
     let output = match tokio::time::timeout(KEY_CMD_TIMEOUT, child.wait_with_output()).await {
         Ok(Ok(output)) => output,
         Ok(Err(e)) => {
-            return Err(ProviderError::MissingKey(format!("api_key_cmd `{cmd}` failed: {e}")))
+            return Err(ProviderError::MissingKey(format!("api_key_cmd `{name}` failed: {e}")))
         }
         Err(_) => {
             return Err(ProviderError::MissingKey(format!(
-                "api_key_cmd `{cmd}` did not finish within {} s",
+                "api_key_cmd `{name}` did not finish within {} s",
                 KEY_CMD_TIMEOUT.as_secs()
             )))
         }
     };
     if !output.status.success() {
         return Err(ProviderError::MissingKey(format!(
-            "api_key_cmd `{cmd}` failed ({})",
+            "api_key_cmd `{name}` failed ({})",
             output.status
         )));
     }
     let key = String::from_utf8_lossy(&output.stdout).trim().to_owned();
     if key.is_empty() {
-        return Err(ProviderError::MissingKey(format!("api_key_cmd `{cmd}` printed nothing")));
+        return Err(ProviderError::MissingKey(format!("api_key_cmd `{name}` printed nothing")));
     }
     Ok(key)
 }
@@ -96,6 +110,13 @@ pub(super) fn redact_error(error: ProviderError, key: Option<&str>) -> ProviderE
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_command_is_named_by_its_program_only() {
+        assert_eq!(describe_cmd("pass show openai"), "pass …");
+        assert_eq!(describe_cmd("  printf %s sk-secret "), "printf …");
+        assert_eq!(describe_cmd("get-key"), "get-key");
+    }
 
     #[test]
     fn redaction_removes_the_key_everywhere() {

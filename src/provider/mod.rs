@@ -10,6 +10,8 @@ mod key;
 mod openai;
 mod retry;
 
+pub use key::describe_cmd;
+
 use std::borrow::Cow;
 use std::time::Duration;
 

@@ -242,6 +242,8 @@ impl Host {
         let settings = lock(&self.inner.settings).clone();
         let config = self.agent().map(|a| a.provider_config()).unwrap_or_else(|| settings.provider_config());
         let key = if let Some(cmd) = config.api_key_cmd.as_deref().filter(|c| !c.trim().is_empty()) {
+            // Only the program: the rest of the command line may be the key itself.
+            let cmd = crate::provider::describe_cmd(cmd);
             json!({ "source": "api_key_cmd", "detail": format!("command `{cmd}` (not run by the health check)"), "present": serde_json::Value::Null })
         } else if let Some(var) = &config.api_key_env {
             let present = std::env::var(var).is_ok_and(|v| !v.trim().is_empty());
