@@ -873,3 +873,121 @@ async fn crash_kill_9_at_random_points_of_a_handoff_every_file_loads_and_the_old
     eprintln!("kill -9 during a handoff: {rounds} rounds: {before_switch} before the new session, {partial} with a partial new session, {done} after it was complete");
     assert_eq!(before_switch + partial + done, rounds);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Secrets: a canary key never reaches a session file, a log, stdout/stderr or an error message;
+// session files 0600 and folders 0700
+
+const CANARY: &str = "sk-canary-7f3a9c2e51d04b86";
+
+/// Every file under `dir`, recursively, with its mode.
+fn all_files(dir: &Path) -> Vec<(PathBuf, u32, bool)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        let meta = std::fs::metadata(&p).unwrap();
+        out.push((p.clone(), meta.permissions().mode() & 0o777, meta.is_dir()));
+        if meta.is_dir() {
+            out.extend(all_files(&p));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_a_canary_key_from_env_or_cmd_is_sent_but_never_stored_logged_or_shown() {
+    let mock = MockServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("key.txt");
+    std::fs::write(&key_file, format!("{CANARY}\n")).unwrap();
+    let log = dir.path().join("host.log");
+    let key_cmd = format!("cat {}", key_file.display());
+    let echo = format!(r#"{{"error":{{"message":"Incorrect API key provided: {CANARY}"}}}}"#);
+    let mut outputs = String::new();
+    let mut session: Option<PathBuf> = None;
+    for source in [vec!["--api-key-env", "CANARY_KEY"], vec!["--api-key-cmd", key_cmd.as_str()]] {
+        // Success, a 401 that quotes the key, a handoff, a handoff failing with the key echoed.
+        let steps: Vec<(MockReply, Vec<String>)> = vec![
+            (MockReply::text("fine"), vec!["prompt".into(), "--new".into(), "hello".into()]),
+            (status(401, &echo, None), vec!["prompt".into(), "again".into()]),
+            (MockReply::text(DOCUMENT), vec!["handoff".into(), "SESSION".into()]),
+            (MockReply::text("fine"), vec!["prompt".into(), "after".into()]),
+            (status(500, &format!("upstream saw Bearer {CANARY}"), None), vec!["handoff".into(), "SESSION".into()]),
+        ];
+        for (reply, args) in steps {
+            mock.push(reply);
+            let mut args: Vec<String> = args
+                .into_iter()
+                .map(|a| if a == "SESSION" { session.as_ref().unwrap().display().to_string() } else { a })
+                .collect();
+            args.splice(0..0, source.iter().map(|s| s.to_string()));
+            args.splice(0..0, ["--log-file".to_string(), log.display().to_string(), "--max-retries".into(), "0".into()]);
+            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+            let mut c = cli(&mock, dir.path(), &argv);
+            c.env("CANARY_KEY", CANARY).env("HANDOFF_LOG", "trace").stdout(Stdio::piped()).stderr(Stdio::piped());
+            let out = tokio::time::timeout(T, c.output()).await.unwrap().unwrap();
+            let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            outputs.push_str(&stdout);
+            outputs.push_str(&stderr);
+            if let Some(p) = stderr.lines().next().filter(|l| l.ends_with(".jsonl")) {
+                session = Some(PathBuf::from(p));
+            }
+            if args.contains(&"handoff".to_string()) && out.status.code() == Some(0) {
+                session = Some(PathBuf::from(stdout.trim()));
+            }
+        }
+    }
+    // The key did go to the server, every time.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 10);
+    for r in &requests {
+        assert_eq!(r.header("authorization"), Some(format!("Bearer {CANARY}").as_str()));
+    }
+    assert!(outputs.contains("Incorrect API key provided: [redacted]"), "{outputs}");
+    assert!(!outputs.contains(CANARY), "stdout/stderr: {outputs}");
+    let log_text = std::fs::read_to_string(&log).unwrap();
+    assert!(log_text.lines().count() > 20, "trace logging did not happen: {log_text}");
+    assert!(!log_text.contains(CANARY), "the log has the key: {}", log_text.lines().filter(|l| l.contains(CANARY)).collect::<Vec<_>>().join("\n"));
+    let files = all_files(&dir.path().join("sessions"));
+    assert!(files.iter().filter(|f| f.0.extension().is_some_and(|x| x == "jsonl")).count() >= 4, "{files:?}");
+    assert!(files.iter().any(|f| f.0.ends_with("handoff.md")));
+    for (path, mode, is_dir) in &files {
+        if *is_dir {
+            assert_eq!(*mode, 0o700, "{}", path.display());
+        } else {
+            assert_eq!(*mode, 0o600, "{}", path.display());
+            let bytes = std::fs::read(path).unwrap();
+            assert!(!String::from_utf8_lossy(&bytes).contains(CANARY), "{} has the key", path.display());
+        }
+    }
+    assert_eq!(
+        std::fs::metadata(dir.path().join("sessions")).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777).unwrap(),
+        0o700
+    );
+}
+
+#[tokio::test]
+async fn secrets_a_failing_key_command_is_named_but_its_output_never_shown() {
+    let mock = MockServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // A command that prints the key and then fails: its output must not reach the message.
+    let cmd = format!("echo {} >&2; printf %s {}; exit 3", "leak-on-stderr", "leak-on-stdout");
+    for args in [vec!["--api-key-cmd", cmd.as_str(), "prompt", "--new", "hi"], vec!["--api-key-env", "UNSET_CANARY_VAR", "prompt", "--new", "hi"]] {
+        let mut c = cli(&mock, dir.path(), &args);
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let out = tokio::time::timeout(T, c.output()).await.unwrap().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.ends_with(".jsonl")).collect();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].starts_with("error: no API key: "), "{}", lines[0]);
+        assert!(!lines[0].contains("leak-on-std"), "{}", lines[0]);
+    }
+    assert_eq!(mock.requests().len(), 0);
+    for (path, _, is_dir) in all_files(&dir.path().join("sessions")) {
+        if !is_dir {
+            assert!(!std::fs::read_to_string(&path).unwrap().contains("leak-on-std"));
+        }
+    }
+}
