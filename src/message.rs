@@ -56,7 +56,7 @@ impl StopReason {
 }
 
 /// Token counts of one response, as pi records them.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
     #[serde(default)]
@@ -74,7 +74,7 @@ pub struct Usage {
 }
 
 /// One block of message content: `text`, `thinking`, `toolCall`, `image`, or anything else.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ContentBlock {
     #[serde(rename = "type")]
     pub kind: String,
@@ -111,7 +111,7 @@ impl ContentBlock {
 }
 
 /// Message content: pi accepts a plain string for user messages, blocks everywhere.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Content {
     Text(String),
@@ -185,7 +185,7 @@ pub enum Role {
 }
 
 /// One message of the conversation, exactly as pi stores it inside a `message` entry.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Message {
     pub role: Role,
@@ -271,6 +271,101 @@ impl Message {
         } else {
             ContentBlock::thinking(delta)
         });
+    }
+}
+
+// Hand-written `Deserialize` for the open structs above. serde's `flatten` and `untagged`
+// buffer every field into an intermediate tree first: with them, reading messages was 60% of
+// loading a large session. These visitors read each field straight into its place and only
+// unknown fields into `extra`.
+
+/// `Deserialize` for a struct with `extra: Map<String, Value>` and `Default`: named keys go to
+/// their fields, the rest to `extra`.
+macro_rules! open_struct_deserialize {
+    ($ty:ident, $what:literal, { $($key:literal => $field:ident),* $(,)? }) => {
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> serde::de::Visitor<'de> for V {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str($what)
+                    }
+                    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<$ty, A::Error> {
+                        let mut out = $ty::default();
+                        while let Some(key) = map.next_key::<String>()? {
+                            match key.as_str() {
+                                $($key => out.$field = map.next_value()?,)*
+                                _ => {
+                                    let value: Value = map.next_value()?;
+                                    out.extra.insert(key, value);
+                                }
+                            }
+                        }
+                        Ok(out)
+                    }
+                }
+                deserializer.deserialize_map(V)
+            }
+        }
+    };
+}
+
+open_struct_deserialize!(Usage, "token usage", {
+    "input" => input, "output" => output, "cacheRead" => cache_read, "cacheWrite" => cache_write,
+    "totalTokens" => total_tokens,
+});
+
+open_struct_deserialize!(ContentBlock, "a content block", {
+    "type" => kind, "text" => text, "thinking" => thinking,
+});
+
+/// Only for the visitor: a message is `Default` while it is being read.
+impl Default for Message {
+    fn default() -> Self {
+        Self {
+            role: Role::Other(String::new()),
+            content: Content::default(),
+            stop_reason: None,
+            error_message: None,
+            usage: None,
+            timestamp: None,
+            extra: Map::new(),
+        }
+    }
+}
+
+open_struct_deserialize!(Message, "a message", {
+    "role" => role, "content" => content, "stopReason" => stop_reason, "errorMessage" => error_message,
+    "usage" => usage, "timestamp" => timestamp,
+});
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Content;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or a list of content blocks")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Content, E> {
+                Ok(Content::Text(s.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, s: String) -> Result<Content, E> {
+                Ok(Content::Text(s))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Content, E> {
+                Ok(Content::default())
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
+                let mut blocks = Vec::with_capacity(seq.size_hint().unwrap_or(1));
+                while let Some(block) = seq.next_element()? {
+                    blocks.push(block);
+                }
+                Ok(Content::Blocks(blocks))
+            }
+        }
+        deserializer.deserialize_any(V)
     }
 }
 

@@ -230,9 +230,11 @@ pub async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCod
         Command::Context { file } => {
             let session = open_session(&file, &settings)?;
             let context = session.build_session_context();
-            let mut out = std::io::stdout().lock();
+            // Block-buffered: stdout's line buffering scans every write for a newline.
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
             serde_json::to_writer(&mut out, &context.messages)?;
             writeln!(out)?;
+            out.flush()?;
             exit::OK
         }
         Command::Sessions { cwd } => {

@@ -88,14 +88,22 @@ pub fn build(path: &[&SessionEntry]) -> SessionContext {
     for (i, entry) in path.iter().enumerate() {
         if let Some(level) = entry.thinking_level() {
             ctx.thinking_level = Some(level);
-        } else if let Some(model) = entry.model_change() {
-            ctx.model = Some(model);
-        } else if let Some(m) = entry.message().filter(Message::is_assistant) {
-            if let (Some(p), Some(id)) = (m.extra_str("provider"), m.extra_str("model")) {
-                ctx.model = Some((p.to_string(), id.to_string()));
-            }
         } else if entry.compaction().is_some() {
             compaction_idx = Some(i);
+        }
+    }
+    // The model in force is the last model change or assistant reply: look from the leaf back,
+    // so that only a few messages are read twice.
+    for entry in path.iter().rev() {
+        if let Some(model) = entry.model_change() {
+            ctx.model = Some(model);
+            break;
+        }
+        if let Some(m) = entry.message().filter(Message::is_assistant) {
+            if let (Some(p), Some(id)) = (m.extra_str("provider"), m.extra_str("model")) {
+                ctx.model = Some((p.to_string(), id.to_string()));
+                break;
+            }
         }
     }
     let Some(ci) = compaction_idx else {
