@@ -15,9 +15,16 @@ fn init_logging(cli: &Cli, is_rpc: bool) {
         }
     }
     // The host's stdout is the RPC channel and its stderr is discarded: no file, no logs.
+    // The CLI tells the user what matters itself (one line per failure or load warning), so its
+    // stderr only carries errors unless HANDOFF_LOG asks for more.
     if !is_rpc {
-        let filter = EnvFilter::try_from_env("HANDOFF_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+        use std::io::IsTerminal;
+        let filter = EnvFilter::try_from_env("HANDOFF_LOG").unwrap_or_else(|_| EnvFilter::new("error"));
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr)
+            .init();
     }
 }
 

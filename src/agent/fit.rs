@@ -113,6 +113,18 @@ pub fn fit(messages: &[Message], budget: usize) -> (Vec<Message>, Elisions) {
         shorten_blocks(&mut out[i].content, keep);
         elisions.shortened_tool_outputs += 1;
     }
+    // 1b. A single message larger than half the window (a pasted log, say) would make step 2
+    // drop the whole transcript to get rid of it: cut such messages in the middle first.
+    let last = out.len().saturating_sub(1);
+    for i in 0..last {
+        if total(&out) <= budget {
+            break;
+        }
+        if estimate_tokens(&out[i]) > budget / 2 {
+            shorten_blocks(&mut out[i].content, (budget / 4) * CHARS_PER_TOKEN);
+            elisions.truncated_messages += 1;
+        }
+    }
     // 2. Oldest turns: drop from the front, then up to the next user message so that no
     // tool result loses its call and the conversation still starts with the user.
     while total(&out) > budget && out.len() > 1 {
@@ -157,6 +169,15 @@ mod tests {
         assert!(el.shortened_tool_outputs >= 1);
         assert!(out[0].text().contains("too long"));
         assert_eq!(out.last().map(Message::text), Some("q2".to_string()));
+    }
+
+    #[test]
+    fn one_huge_message_is_cut_rather_than_dropping_the_transcript() {
+        let msgs = vec![Message::user("first question"), Message::user("y".repeat(200_000)), Message::user("q2")];
+        let (out, el) = fit(&msgs, 4_000);
+        assert!(out.iter().map(estimate_tokens).sum::<usize>() <= 4_000);
+        assert_eq!(el.dropped_messages, 0, "{el:?}");
+        assert!(out.iter().any(|m| m.text() == "first question"));
     }
 
     #[test]

@@ -97,6 +97,13 @@ fn open_session(path: &Path, settings: &Settings) -> anyhow::Result<SessionManag
     Ok(session)
 }
 
+/// Listens for SIGINT from now on: registered before the work starts, so that even an early
+/// Ctrl-C stops the work cleanly instead of killing the process.
+fn sigint() -> anyhow::Result<tokio::signal::unix::Signal> {
+    use tokio::signal::unix::{signal, SignalKind};
+    signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C")
+}
+
 /// Streams text deltas to stdout while the agent runs.
 fn spawn_stdout_printer(agent: &AgentSession) -> tokio::task::JoinHandle<()> {
     let mut events = agent.subscribe();
@@ -148,6 +155,7 @@ async fn prompt(
         session.append_model_change(&config.name, &config.model)?;
         session.append_thinking_level_change("off")?;
     }
+    let mut interrupt = sigint()?;
     let printer = spawn_stdout_printer(&agent);
     let run = {
         let agent = agent.clone();
@@ -157,7 +165,7 @@ async fn prompt(
     let interrupted = {
         let agent = agent.clone();
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
+            if interrupt.recv().await.is_some() {
                 agent.abort();
             }
         })
@@ -182,6 +190,7 @@ async fn prompt(
 }
 
 async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>) -> anyhow::Result<u8> {
+    let mut interrupt = sigint()?;
     let agent = agent_for(settings, open_session(file, settings)?);
     let run = {
         let agent = agent.clone();
@@ -192,7 +201,7 @@ async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>) -> anyho
     let interrupted = {
         let agent = agent.clone();
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
+            if interrupt.recv().await.is_some() {
                 agent.abort_handoff();
             }
         })
