@@ -1,0 +1,265 @@
+//! Reliability in real headless Neovim (issue 6, "Neovim" and "Secrets"): no stuck state after
+//! repeated commands and keys, `:qa` and a crashed host during a handoff, and a canary key that
+//! never shows in `:checkhealth` or the host's log. Needs `NVIM_BIN` (scripts/test.sh sets it).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use handoff_nvim::mock::MockReply;
+use serde_json::{json, Value};
+use support::nvim::{jsonl, Editor};
+
+const DOC: &str = "## Goal\nShip.\n\n## Constraints & Preferences\n- Rust\n\n## Progress\n- lexer\n\n## Key Decisions\n- none\n\n## Critical Context\n- src\n\n## Next Steps\n1. parse";
+const CANARY: &str = "sk-canary-nvim-5e1d7a90c3";
+
+async fn bounded<F: Future<Output = ()>>(f: F) {
+    tokio::time::timeout(Duration::from_secs(60), f).await.expect("the test took longer than 60 s");
+}
+
+fn slow(chunks: usize, delay_ms: u64) -> MockReply {
+    MockReply::Text {
+        chunks: (0..chunks).map(|i| format!("part{i} ")).collect(),
+        chunk_delay_ms: delay_ms,
+        first_delay_ms: 0,
+        stop: "stop".into(),
+        thinking: Vec::new(),
+    }
+}
+
+/// Idle, and no `<Esc>` of ours left in any buffer.
+async fn assert_idle_and_unmapped(ed: &Editor) {
+    ed.wait_until("not require('handoff').status().busy and not require('handoff').status().generating_handoff", Duration::from_secs(5))
+        .await;
+    assert_eq!(ed.eval("require('handoff.keymaps').esc_installed()").await, json!(false));
+    let left = ed
+        .eval(
+            "(function() local n = 0 for _, b in ipairs(vim.api.nvim_list_bufs()) do \
+               for _, mode in ipairs({'n', 'i'}) do \
+                 for _, m in ipairs(vim.api.nvim_buf_get_keymap(b, mode)) do \
+                   if (m.desc or ''):find('cancel the handoff', 1, true) then n = n + 1 end end end end \
+             return n end)()",
+        )
+        .await;
+    assert_eq!(left, json!(0), "a cancel mapping was left behind\n{}", ed.dump().await);
+    assert_eq!(ed.eval("require('handoff.chat').indicator_text() or ''").await, json!(""));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handoff_twice_in_a_row_runs_once_and_ends_idle() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.converse("first question", "first answer").await;
+        ed.mock.push(MockReply::text(DOC));
+        ed.mock.set_default(MockReply::text("A SECOND DOCUMENT"));
+        ed.lua("vim.cmd('Handoff') vim.cmd('Handoff')", json!([])).await;
+        ed.wait_event("HandoffDone", 1).await;
+        // Let a second run show itself if it were going to.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(ed.eval("T.count('HandoffStart')").await, json!(1), "{}", ed.dump().await);
+        assert_eq!(ed.eval("T.count('HandoffDone')").await, json!(1));
+        assert!(ed.eval("T.noted('Cannot hand off while a response is in progress')").await.is_object());
+        assert_eq!(ed.session_files().len(), 2, "{:?}", ed.session_files());
+        assert_eq!(ed.mock.requests().len(), 2, "the second :Handoff reached the model");
+        assert_idle_and_unmapped(&ed).await;
+        ed.quit().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn esc_pressed_many_times_cancels_once_and_leaves_no_mapping() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.converse("first question", "first answer").await;
+        let old = ed.status().await["session_file"].as_str().unwrap().to_string();
+        ed.input("<Esc>").await;
+        ed.mock.push(slow(400, 20));
+        ed.command("Handoff").await;
+        ed.wait_until("require('handoff').status().generating_handoff and require('handoff.state').tokens > 0", Duration::from_secs(5))
+            .await;
+        ed.input(&"<Esc>".repeat(30)).await;
+        ed.wait_event("HandoffCancelled", 1).await;
+        ed.input(&"<Esc>".repeat(30)).await;
+        // Insert mode in the prompt, then more <Esc>: still nothing stuck.
+        ed.input("i<Esc><Esc><Esc>").await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(ed.eval("T.count('HandoffCancelled')").await, json!(1));
+        assert_eq!(ed.eval("T.count('HandoffFailed') + T.count('HandoffDone')").await, json!(0));
+        assert_idle_and_unmapped(&ed).await;
+        assert_eq!(ed.status().await["session_file"], old.as_str());
+        assert_eq!(ed.session_files().len(), 1);
+        // And the next handoff works.
+        ed.mock.push(MockReply::text(DOC));
+        ed.command("Handoff").await;
+        ed.wait_event("HandoffDone", 1).await;
+        assert_idle_and_unmapped(&ed).await;
+        ed.quit().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handoff_during_a_normal_response_is_refused_and_everything_ends_idle() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.converse("first question", "first answer").await;
+        ed.mock.push(slow(30, 20));
+        ed.lua("require('handoff').prompt('a long one')", json!([])).await;
+        ed.wait_until("require('handoff').status().busy", Duration::from_secs(5)).await;
+        for _ in 0..3 {
+            ed.command("Handoff").await;
+        }
+        ed.wait_until("T.noted('Cannot hand off while a response is in progress')", Duration::from_secs(5)).await;
+        assert_eq!(ed.eval("require('handoff.keymaps').esc_installed()").await, json!(false));
+        ed.wait_event("HandoffAgentEnd", 2).await;
+        assert_eq!(ed.eval("T.count('HandoffStart')").await, json!(0));
+        assert_idle_and_unmapped(&ed).await;
+        assert_eq!(ed.session_files().len(), 1);
+        ed.quit().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quitting_during_a_handoff_stops_the_host_within_a_second_and_keeps_the_old_session_whole() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.converse("first question", "first answer").await;
+        let old = ed.status().await["session_file"].as_str().unwrap().to_string();
+        let pid = ed.eval("require('handoff.state').pid").await.as_u64().unwrap();
+        let before = std::fs::read(&old).unwrap();
+        ed.mock.push(slow(400, 20));
+        ed.command("Handoff").await;
+        ed.wait_until("require('handoff').status().generating_handoff and require('handoff.state').tokens > 0", Duration::from_secs(5))
+            .await;
+        let session_dir = ed.session_dir.clone();
+        let t0 = Instant::now();
+        let _dir = ed.quit().await;
+        let alive = |pid: u64| std::process::Command::new("kill").args(["-0", &pid.to_string()]).status().unwrap().success();
+        while alive(pid) && t0.elapsed() < Duration::from_secs(3) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(!alive(pid), "the host still runs {:?} after :qa", t0.elapsed());
+        assert!(t0.elapsed() < Duration::from_secs(1), "the host took {:?} to exit", t0.elapsed());
+        let after = std::fs::read(&old).unwrap();
+        assert!(after.starts_with(&before));
+        let lines = jsonl(std::path::Path::new(&old));
+        let last = lines.last().unwrap();
+        assert_eq!(last["message"]["stopReason"], "aborted", "{last}");
+        let files: Vec<_> = walk(&session_dir);
+        assert_eq!(files, [std::path::PathBuf::from(&old)], "a new session was made by a cancelled handoff");
+    })
+    .await;
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else if p.extension().is_some_and(|x| x == "jsonl") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_killed_during_a_handoff_fails_it_restores_esc_and_restarts_on_next_use() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.converse("first question", "first answer").await;
+        let old = ed.status().await["session_file"].as_str().unwrap().to_string();
+        let pid = ed.eval("require('handoff.state').pid").await.as_u64().unwrap();
+        ed.mock.push(slow(400, 20));
+        ed.command("Handoff").await;
+        ed.wait_until("require('handoff').status().generating_handoff and require('handoff.state').tokens > 0", Duration::from_secs(5))
+            .await;
+        assert_eq!(ed.eval("require('handoff.keymaps').esc_installed()").await, json!(true));
+        assert!(std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap().success());
+        let failed = ed.wait_event("HandoffFailed", 1).await;
+        assert!(failed["message"].as_str().unwrap().contains("exited unexpectedly"), "{failed}");
+        assert_idle_and_unmapped(&ed).await;
+        assert_eq!(ed.status().await["running"], false);
+        // Every file loads (the old one has the prompt of the attempt), and no new session.
+        assert_eq!(ed.session_files().len(), 1);
+        jsonl(std::path::Path::new(&old));
+        ed.converse("after the crash", "still here").await;
+        assert_ne!(ed.eval("require('handoff.state').pid").await.as_u64().unwrap(), pid);
+        assert_eq!(ed.status().await["session_file"], old.as_str());
+        ed.quit().await;
+    })
+    .await;
+}
+
+/// The `:checkhealth handoff` buffer's text.
+async fn checkhealth(ed: &Editor) -> String {
+    ed.command("checkhealth handoff").await;
+    let text = ed.eval("table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')").await;
+    ed.command("bwipeout!").await;
+    text.as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_the_canary_key_is_never_in_checkhealth_the_log_or_the_session() {
+    bounded(async {
+        for provider_key in [json!({ "api_key_env": "HANDOFF_CANARY" }), json!({ "api_key_cmd": format!("printf %s {CANARY}") })] {
+            let ed = Editor::start().await;
+            let mut provider = json!({
+                "api": "openai",
+                "base_url": ed.mock.openai_base_url(),
+                "model": "mock-model",
+                "max_retries": 0,
+                "timeout": 10,
+            });
+            for (k, v) in provider_key.as_object().unwrap() {
+                provider[k] = v.clone();
+            }
+            ed.lua("vim.env.HANDOFF_CANARY = ...", json!([CANARY])).await;
+            // setup() again replaces the options: name this checkout's host binary again.
+            ed.lua("require('handoff').setup(...)", json!([{ "bin": support::nvim::HOST_BIN, "provider": provider }])).await;
+            ed.lua("require('handoff').open_chat()", json!([])).await;
+            ed.converse("hello", "fine").await;
+            // A 401 that quotes the key, as some servers do.
+            ed.mock.push(MockReply::Status {
+                status: 401,
+                body: format!(r#"{{"error":{{"message":"Incorrect API key provided: {CANARY}"}}}}"#),
+                retry_after: None,
+            });
+            ed.lua("require('handoff').prompt('again')", json!([])).await;
+            ed.wait_event("HandoffAgentEnd", 2).await;
+            let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
+            assert!(chat.as_str().unwrap().contains("Incorrect API key provided: [redacted]"), "{chat}");
+            assert!(!chat.as_str().unwrap().contains(CANARY));
+            ed.mock.push(MockReply::text(DOC));
+            ed.command("Handoff").await;
+            ed.wait_event("HandoffDone", 1).await;
+            let auth: Vec<String> = ed.mock.requests().iter().filter_map(|r| r.header("authorization").map(str::to_string)).collect();
+            assert_eq!(auth.len(), 3, "{provider_key}");
+            assert!(auth.iter().all(|a| a == &format!("Bearer {CANARY}")), "{auth:?}");
+            let health = checkhealth(&ed).await;
+            assert!(health.contains("API key"), "{health}");
+            assert!(!health.contains(CANARY), "{provider_key}: :checkhealth shows the key:\n{health}");
+            let notes = ed.eval("vim.json.encode(T.notes)").await;
+            assert!(!notes.as_str().unwrap().contains(CANARY), "{notes}");
+
+            let log = std::fs::read_to_string(ed.dir.path().join("state/nvim/handoff.log")).unwrap_or_default();
+            assert!(!log.is_empty(), "no host log");
+            assert!(!log.contains(CANARY), "the host log has the key");
+            for f in ed.session_files() {
+                assert!(!std::fs::read_to_string(&f).unwrap().contains(CANARY), "{} has the key", f.display());
+            }
+            let _: Value = ed.status().await;
+            ed.quit().await;
+        }
+    })
+    .await;
+}
