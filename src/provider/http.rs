@@ -207,6 +207,33 @@ pub(super) async fn attempt(
     Ok(decoder.end())
 }
 
+/// A whole response body through the SSE parser and `api`'s decoder, the way `attempt` reads it
+/// (for the fuzz targets): the text and the end, or the protocol error `attempt` would report.
+pub(super) fn decode_body(api: Api, chunks: Vec<bytes::Bytes>) -> Result<(String, StreamEnd), String> {
+    let mut decoder: Box<dyn Decoder> = match api {
+        Api::Openai => Box::new(openai::Decoder::default()),
+        Api::Anthropic => Box::new(anthropic::Decoder::default()),
+    };
+    let body = futures::stream::iter(chunks.into_iter().map(Ok::<_, std::convert::Infallible>));
+    let mut events = Box::pin(body.eventsource());
+    let mut text = String::new();
+    futures::executor::block_on(async {
+        while let Some(item) = events.next().await {
+            let event = item.map_err(|e| format!("invalid event stream: {e}"))?;
+            let mut emit = |e: StreamEvent| {
+                if let StreamEvent::TextDelta(t) = e {
+                    text.push_str(&t);
+                }
+            };
+            if decoder.on_event(&event, &mut emit)? {
+                return Ok(());
+            }
+        }
+        decoder.on_close()
+    })?;
+    Ok((text, decoder.end()))
+}
+
 /// Why the byte stream stopped early.
 enum ChunkError {
     Body(reqwest::Error),

@@ -204,6 +204,18 @@ impl Provider {
     }
 }
 
+/// Entry points for the fuzz targets in `fuzz/` and the bounded stable-Rust fuzz run; not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use super::{Api, StreamEnd};
+
+    /// A response body, cut into `chunks` as the network delivered it, through the SSE parser and
+    /// `api`'s event decoder. Never panics: the text and the end, or the error the user would see.
+    pub fn decode_body(api: Api, chunks: Vec<bytes::Bytes>) -> Result<(String, StreamEnd), String> {
+        super::http::decode_body(api, chunks)
+    }
+}
+
 /// Messages as they go on the wire: what pi would send, fixed up so strict servers accept it.
 ///
 /// pi keeps aborted and failed turns in the session, and a turn can end between a tool call and
