@@ -991,3 +991,127 @@ async fn secrets_a_failing_key_command_is_named_but_its_output_never_shown() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Stable-Rust fuzzing, bounded: the properties of the cargo-fuzz targets in `fuzz/` on seeds
+// mutated by a small PRNG, so every `cargo test` run explores a little (the long runs are
+// `scripts/fuzz.sh`, on nightly).
+
+struct Rng(u64);
+
+impl Rng {
+    fn seeded() -> Rng {
+        let seed = std::env::var("HANDOFF_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| random_below(u64::MAX) | 1);
+        eprintln!("HANDOFF_FUZZ_SEED={seed}");
+        Rng(seed)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    /// `seed` with a few random edits: flips, insertions of interesting bytes, cuts, splices.
+    fn mutate(&mut self, seed: &[u8]) -> Vec<u8> {
+        const INTERESTING: &[&[u8]] = &[b"\n", b"\r\n", b"\"", b"{", b"}", b"\xff", b"\xc3", b"\0", b"data: ", b"event: ", b"[DONE]", b"\"type\":\"session\"", b"\"parentId\":null", b"\\u0000", b"\n\n"];
+        let mut v = seed.to_vec();
+        for _ in 0..1 + self.below(4) {
+            let at = self.below(v.len() + 1);
+            match self.below(5) {
+                0 if !v.is_empty() => {
+                    let i = at.min(v.len() - 1);
+                    v[i] ^= 1 << self.below(8);
+                }
+                1 => {
+                    let ins = INTERESTING[self.below(INTERESTING.len())];
+                    v.splice(at..at, ins.iter().copied());
+                }
+                2 => v.truncate(at),
+                3 if !v.is_empty() => {
+                    let end = (at + self.below(64)).min(v.len());
+                    v.drain(at.min(end)..end);
+                }
+                _ => {
+                    let from = self.below(v.len() + 1);
+                    let len = self.below(200).min(v.len() - from);
+                    let piece: Vec<u8> = v[from..from + len].to_vec();
+                    v.splice(at..at, piece);
+                }
+            }
+        }
+        v
+    }
+}
+
+#[test]
+fn fuzz_stable_session_reader_never_panics_and_an_append_never_loses_an_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut seeds: Vec<Vec<u8>> = ["pimono-0.73.1-print-session.jsonl", "omp-18.2.3-print-session.jsonl", "pimono-0.73.1-rpc-new-session-with-parent.jsonl"]
+        .iter()
+        .map(|n| std::fs::read(common::fixtures_dir().join("pi-sessions").join(n)).unwrap())
+        .collect();
+    seeds.push(written_session(dir.path()).1);
+    let mut rng = Rng::seeded();
+    let path = dir.path().join("fuzz.jsonl");
+    let iterations = 1500;
+    let mut loaded = 0;
+    for i in 0..iterations {
+        let seed = &seeds[rng.below(seeds.len())];
+        let data = rng.mutate(seed);
+        std::fs::write(&path, &data).unwrap();
+        let Ok(mut s) = SessionManager::open(&path, dir.path()) else { continue };
+        loaded += 1;
+        assert_eq!(std::fs::read(&path).unwrap(), data, "iteration {i}: loading changed the file");
+        let before: Vec<String> = s.get_entries().iter().map(|e| e.id.clone()).collect();
+        let _ = s.build_session_context();
+        let id = s.append_message(&Message::user("fuzz")).unwrap();
+        s.flush().unwrap();
+        drop(s);
+        let again = SessionManager::open(&path, dir.path()).unwrap_or_else(|e| panic!("iteration {i}: {e}"));
+        let after: Vec<String> = again.get_entries().iter().map(|e| e.id.clone()).collect();
+        for b in &before {
+            assert!(after.contains(b), "iteration {i}: entry {b} lost by an append\n{}", String::from_utf8_lossy(&data));
+        }
+        assert!(after.contains(&id), "iteration {i}: the appended entry was lost\n{}", String::from_utf8_lossy(&data));
+    }
+    eprintln!("{iterations} mutated files, {loaded} loaded");
+    assert!(loaded > iterations / 10);
+}
+
+#[test]
+fn fuzz_stable_stream_decoders_never_panic_and_chunking_never_changes_the_verdict() {
+    use handoff_nvim::provider::fuzzing::decode_body;
+    use handoff_nvim::provider::Api;
+    let seeds: Vec<(Api, Vec<u8>)> = ["sse_openai/basic", "sse_openai/error", "sse_openai/crlf", "sse_anthropic/basic"]
+        .iter()
+        .map(|n| {
+            let bytes = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds").join(n)).unwrap();
+            (if n.contains("anthropic") { Api::Anthropic } else { Api::Openai }, bytes[1..].to_vec())
+        })
+        .collect();
+    let mut rng = Rng::seeded();
+    let (mut ok, iterations) = (0, 5000);
+    for i in 0..iterations {
+        let (api, seed) = &seeds[rng.below(seeds.len())];
+        let body = rng.mutate(seed);
+        let size = 1 + rng.below(64);
+        let chunked = body.chunks(size).map(bytes::Bytes::copy_from_slice).collect();
+        let a = decode_body(*api, chunked);
+        let b = decode_body(*api, vec![bytes::Bytes::from(body.clone())]);
+        match (&a, &b) {
+            (Ok(x), Ok(y)) => {
+                assert_eq!(x, y, "iteration {i}: {:?}", String::from_utf8_lossy(&body));
+                ok += 1;
+            }
+            (Err(_), Err(_)) => {}
+            _ => panic!("iteration {i}: chunks of {size} changed the verdict: {a:?} vs {b:?}\n{:?}", String::from_utf8_lossy(&body)),
+        }
+    }
+    eprintln!("{iterations} mutated streams, {ok} decoded");
+}
