@@ -1115,3 +1115,67 @@ fn fuzz_stable_stream_decoders_never_panic_and_chunking_never_changes_the_verdic
     }
     eprintln!("{iterations} mutated streams, {ok} decoded");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Endurance (ignored: run with `cargo test --release --test reliability endurance -- --ignored
+// --nocapture`; results in doc/reliability.md)
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:").map(|v| v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0)))
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "endurance: ~1 min in release; see doc/reliability.md"]
+async fn endurance_1000_prompts_in_one_session_and_100_chained_handoffs_memory_stays_flat() {
+    let mock = MockServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(&mock);
+    c.context_window = 10_000_000;
+    let agent = common::agent_with(c, seeded_session(dir.path(), 1), None);
+    mock.set_default(MockReply::text("short instant answer"));
+    let t0 = Instant::now();
+    let mut rss = Vec::new();
+    for i in 0..1000 {
+        agent.prompt(&format!("prompt {i}"), PromptOptions::default()).await.unwrap();
+        if i % 100 == 99 {
+            rss.push(rss_kib());
+        }
+    }
+    let prompts_took = t0.elapsed();
+    let path = agent.session().path().to_path_buf();
+    let s = load_ok(&path);
+    assert!(s.warnings().is_empty());
+    assert_eq!(s.count_branch_messages(), 2 + 2000);
+    eprintln!("1000 prompts: {prompts_took:?}, RSS every 100 prompts (KiB): {rss:?}");
+    // The conversation itself grows (2,000 small messages); anything beyond a few MiB is a leak.
+    assert!(rss[9].saturating_sub(rss[1]) < 32 * 1024, "{rss:?}");
+
+    mock.set_default(MockReply::text(DOCUMENT));
+    let mut rss_h = Vec::new();
+    let t1 = Instant::now();
+    for i in 0..100 {
+        // Each new session needs two messages to hand off again.
+        mock.push(MockReply::text("ok"));
+        agent.prompt(&format!("work {i}"), PromptOptions::default()).await.unwrap();
+        let HandoffOutcome::Done { .. } = agent.handoff(None).await else { panic!("handoff {i} failed") };
+        if i % 10 == 9 {
+            rss_h.push(rss_kib());
+        }
+    }
+    eprintln!("100 chained handoffs: {:?}, RSS every 10 (KiB): {rss_h:?}", t1.elapsed());
+    assert!(rss_h[9].saturating_sub(rss_h[1]) < 16 * 1024, "{rss_h:?}");
+    assert_eq!(session_files(&dir.path().join("sessions")).len(), 101);
+    // The chain can be followed back from the last session to the first.
+    let mut cur = agent.session().path().to_path_buf();
+    let mut hops = 0;
+    while let Some(parent) = SessionManager::open(&cur, dir.path()).unwrap().header().parent_session.clone() {
+        cur = PathBuf::from(parent);
+        hops += 1;
+    }
+    assert_eq!(hops, 100);
+    assert_eq!(cur, path);
+}
