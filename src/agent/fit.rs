@@ -103,7 +103,7 @@ pub fn fit(messages: &[Message], budget: usize) -> (Vec<Message>, Elisions) {
         .map(|(i, m)| (i, m.content.char_len()))
         .filter(|(_, len)| *len > MIN_TOOL_OUTPUT_CHARS * 2)
         .collect();
-    tool_results.sort_by(|a, b| b.1.cmp(&a.1));
+    tool_results.sort_by_key(|&(_, len)| std::cmp::Reverse(len));
     for (i, len) in tool_results {
         let over = total(&out).saturating_sub(budget);
         if over == 0 {

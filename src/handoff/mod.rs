@@ -137,30 +137,43 @@ impl Drop for AbortControllerGuard<'_> {
 /// Capture: the document, or why there is none.
 /// Gap (stale or partial replies): only the assistant message of *this* run counts, and only
 /// with a normal stop; an aborted turn is a cancellation, an errored or cut-off one a failure.
-fn capture(result: &RunResult) -> Result<String, HandoffOutcome> {
+fn capture(result: &RunResult) -> Result<String, NoDocument> {
     let Some(reply) = result.last_assistant() else {
-        return Err(HandoffOutcome::Failed { message: text::NO_TEXT.into() });
+        return Err(NoDocument::Failed(text::NO_TEXT.into()));
     };
-    let failed = |message: String| Err(HandoffOutcome::Failed { message });
+    let failed = |message: &str| Err(NoDocument::Failed(message.to_string()));
     match reply.stop_reason.unwrap_or_default() {
-        StopReason::Aborted => return Err(HandoffOutcome::Cancelled),
-        StopReason::Error => {
-            return failed(reply.error_message.clone().unwrap_or_else(|| "the model request failed".into()))
-        }
+        StopReason::Aborted => return Err(NoDocument::Cancelled),
+        StopReason::Error => return failed(reply.error_message.as_deref().unwrap_or("the model request failed")),
         StopReason::Length => {
             return failed(
-                "the document was cut off at the model's output limit (stop reason: length); raise max_tokens or add a focus".into(),
+                "the document was cut off at the model's output limit (stop reason: length); raise max_tokens or add a focus",
             )
         }
-        StopReason::ToolUse => return failed("the model asked to use a tool instead of writing the document".into()),
+        StopReason::ToolUse => return failed("the model asked to use a tool instead of writing the document"),
         StopReason::Stop => {}
     }
     // Gap (no text = cancelled): no text is a failure with its own message.
     let document = reply.text();
     if !reply.content.has_text_block() || document.trim().is_empty() {
-        return failed(text::NO_TEXT.into());
+        return failed(text::NO_TEXT);
     }
     Ok(document.trim().to_string())
+}
+
+/// Why a run produced no document.
+enum NoDocument {
+    Cancelled,
+    Failed(String),
+}
+
+impl From<NoDocument> for HandoffOutcome {
+    fn from(reason: NoDocument) -> Self {
+        match reason {
+            NoDocument::Cancelled => HandoffOutcome::Cancelled,
+            NoDocument::Failed(message) => HandoffOutcome::Failed { message },
+        }
+    }
 }
 
 /// Writes the document as `handoff.md` beside the new session file (0600 in a 0700 folder).
@@ -236,7 +249,7 @@ impl AgentSession {
         }
         let document = match capture(&result) {
             Ok(d) => d,
-            Err(outcome) => return outcome,
+            Err(reason) => return reason.into(),
         };
         // 4–6. New session, injection, context rebuild.
         match self.start_new_session(&document) {
