@@ -659,6 +659,8 @@ fn list_sessions_is_newest_first_with_first_message_and_parent() {
     assert_eq!(list[1].parent_session.as_deref(), Some(parent.as_str()));
     assert_eq!(list[0].first_message, "");
     assert_eq!(list[0].path, third.path());
+    // Only the session nothing was said in is empty (a handoff-only session is not).
+    assert_eq!(list.iter().map(|i| i.empty).collect::<Vec<_>>(), [true, false, false]);
     assert!(SessionManager::list_sessions(&session_dir, Path::new("/nothing/here")).unwrap().is_empty());
 }
 

@@ -198,7 +198,10 @@ impl Host {
     fn sessions(&self) -> Reply {
         let settings = lock(&self.inner.settings).clone();
         let cwd = lock(&self.inner.cwd).clone();
-        let list = SessionManager::list_sessions(&settings.session_dir(), &cwd).map_err(err)?;
+        let current = self.agent_or_err().ok().map(|a| a.session().path().to_path_buf());
+        let mut list = SessionManager::list_sessions(&settings.session_dir(), &cwd).map_err(err)?;
+        // Every start of the editor opens a session: the picker hides the ones never used.
+        list.retain(|s| !s.empty || Some(&s.path) == current.as_ref());
         serde_json::to_value(list).map(|v| to_rmpv(transcript::strip_nulls(v))).map_err(err)
     }
 

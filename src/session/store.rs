@@ -29,6 +29,8 @@ pub struct SessionInfo {
     /// Text of the first user message (first line, trimmed), or empty.
     pub first_message: String,
     pub message_count: usize,
+    /// Nothing was said in it yet (no message, no injected context such as a handoff).
+    pub empty: bool,
 }
 
 /// One session: header, entries, the current leaf, and the open file they are appended to.
@@ -585,6 +587,7 @@ fn summarize(path: &Path) -> Result<SessionInfo, SessionError> {
     let parsed = parse_file(path, &bytes)?;
     let mut first_message = String::new();
     let mut message_count = 0;
+    let empty = !parsed.entries.iter().any(|e| e.is_message() || e.kind == kind::CUSTOM_MESSAGE);
     for entry in &parsed.entries {
         if let Some(m) = entry.message() {
             message_count += 1;
@@ -601,5 +604,6 @@ fn summarize(path: &Path) -> Result<SessionInfo, SessionError> {
         parent_session: parsed.header.parent_session,
         first_message,
         message_count,
+        empty,
     })
 }
