@@ -1131,12 +1131,24 @@ fn rss_kib() -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "endurance: ~1 min in release; see doc/reliability.md"]
 async fn endurance_1000_prompts_in_one_session_and_100_chained_handoffs_memory_stays_flat() {
-    let mock = MockServer::start().await.unwrap();
+    use tokio::io::AsyncBufReadExt;
+    // The mock runs in its own process: in this one, its record of every request (the whole
+    // conversation each time) would be what the RSS measures.
+    let mut mock = tokio::process::Command::new(env!("CARGO_BIN_EXE_mock-model-server"))
+        .args(["--default-text", DOCUMENT])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    tokio::io::BufReader::new(mock.stdout.take().unwrap()).read_line(&mut url).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut c = config(&mock);
+    let mut c = handoff_nvim::provider::ProviderConfig::new(handoff_nvim::provider::Api::Openai, url.trim(), "mock-model");
+    c.name = "mock".into();
+    c.max_retries = 0;
     c.context_window = 10_000_000;
     let agent = common::agent_with(c, seeded_session(dir.path(), 1), None);
-    mock.set_default(MockReply::text("short instant answer"));
     let t0 = Instant::now();
     let mut rss = Vec::new();
     for i in 0..1000 {
@@ -1154,12 +1166,10 @@ async fn endurance_1000_prompts_in_one_session_and_100_chained_handoffs_memory_s
     // The conversation itself grows (2,000 small messages); anything beyond a few MiB is a leak.
     assert!(rss[9].saturating_sub(rss[1]) < 32 * 1024, "{rss:?}");
 
-    mock.set_default(MockReply::text(DOCUMENT));
     let mut rss_h = Vec::new();
     let t1 = Instant::now();
     for i in 0..100 {
         // Each new session needs two messages to hand off again.
-        mock.push(MockReply::text("ok"));
         agent.prompt(&format!("work {i}"), PromptOptions::default()).await.unwrap();
         let HandoffOutcome::Done { .. } = agent.handoff(None).await else { panic!("handoff {i} failed") };
         if i % 10 == 9 {
