@@ -440,7 +440,7 @@ async fn full_disk_a_handoff_fails_clearly_never_switches_and_leaves_no_new_file
     assert_eq!(handoff_ends(&events), 1);
     assert_eq!(agent.session().path(), old);
     assert!(!agent.is_generating_handoff() && !agent.is_busy());
-    assert_eq!(session_files(&fs.path), [old.clone()], "a half-written new session was left behind");
+    assert_eq!(session_files(&fs.path), std::slice::from_ref(&old), "a half-written new session was left behind");
     let after = std::fs::read(&old).unwrap();
     assert!(after.starts_with(&before));
     let s = load_ok(&old);
@@ -525,7 +525,7 @@ async fn read_only_folder_cli_prompt_and_handoff_fail_with_one_line_and_change_n
         assert!(line.contains(folder.to_str().unwrap()), "{args:?}: the error does not name the file: {line}");
     }
     assert_eq!(std::fs::read(&path).unwrap(), before);
-    assert_eq!(session_files(&dir.path().join("sessions")), [path.clone()]);
+    assert_eq!(session_files(&dir.path().join("sessions")), std::slice::from_ref(&path));
     assert_eq!(mock.requests().len(), 0, "a prompt that could not be stored was sent");
 }
 
@@ -550,7 +550,7 @@ async fn read_only_folder_a_handoff_whose_new_session_cannot_be_created_stays_on
     assert_eq!(handoff_ends(&events), 1);
     assert_eq!(agent.session().path(), old);
     assert!(!agent.is_generating_handoff());
-    assert_eq!(session_files(&dir.path().join("sessions")), [old.clone()]);
+    assert_eq!(session_files(&dir.path().join("sessions")), std::slice::from_ref(&old));
     let after = std::fs::read(&old).unwrap();
     assert!(after.starts_with(&before));
     // The attempt (prompt + document) is in the old session: the document is not lost.
@@ -665,7 +665,7 @@ async fn provider_faults_during_a_handoff_fail_with_one_clear_message_and_never_
             assert_eq!(handoff_ends(&events), 1, "{name}");
             assert_eq!(agent.session().path(), old, "{name}");
             assert!(!agent.is_generating_handoff() && !agent.is_busy(), "{name}");
-            assert_eq!(session_files(&dir.path().join("sessions")), [old.clone()], "{name}");
+            assert_eq!(session_files(&dir.path().join("sessions")), std::slice::from_ref(&old), "{name}");
             assert!(std::fs::read(&old).unwrap().starts_with(&before), "{name}");
             let s = load_ok(&old);
             assert!(s.warnings().is_empty(), "{name}: {:?}", s.warnings());
