@@ -9,7 +9,11 @@ fn init_logging(cli: &Cli, is_rpc: bool) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("HANDOFF_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     if let Some(path) = &cli.log_file {
-        if let Ok(file) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).append(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        if let Ok(file) = options.open(path) {
             tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(file).init();
             return;
         }

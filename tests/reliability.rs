@@ -277,6 +277,8 @@ fn files_a_missing_parent_id_keeps_every_entry_and_the_file_unchanged() {
         + "\n";
     std::fs::write(&path, &text).unwrap();
     let mut s = SessionManager::open(&path, dir.path()).unwrap();
+    // The loader says that history is cut off there.
+    assert!(s.warnings().iter().any(|w| w.contains("cccccccc") && w.contains("zzzzzzzz")), "{:?}", s.warnings());
     // Nothing is dropped: every entry is kept, the branch of the leaf ends at the orphan.
     assert_eq!(s.get_entries().len(), 4);
     let branch: Vec<String> = s.get_branch(None).iter().map(|e| e.id.clone()).collect();

@@ -272,7 +272,14 @@ fn directory_as_session_file_is_a_clear_error() {
     std::fs::create_dir(&folder).unwrap();
     let err = SessionManager::open(&folder, dir.path()).unwrap_err();
     assert!(matches!(err, SessionError::NotAFile { .. }), "{err:?}");
-    assert!(err.to_string().contains("is a directory"), "{err}");
+    assert!(err.to_string().contains("is not a regular file (a directory"), "{err}");
+}
+
+#[test]
+fn a_pipe_or_device_as_session_file_is_a_clear_error_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = SessionManager::open(Path::new("/dev/zero"), dir.path()).unwrap_err();
+    assert!(matches!(err, SessionError::NotAFile { .. }), "{err:?}");
 }
 
 #[test]
@@ -599,6 +606,9 @@ fn files_new_session_is_named_by_pis_scheme_and_its_header_is_written_at_once() 
     assert_eq!(on_disk[0]["version"], 3);
     assert_eq!(on_disk[0]["cwd"], "/home/dev/my:project");
     assert!(on_disk[0].get("parentSession").is_none());
+    // Written under a temporary name and renamed: nothing else is left in the folder.
+    let names: Vec<_> = std::fs::read_dir(s.path().parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, [s.path().file_name().unwrap().to_owned()]);
 }
 
 #[cfg(unix)]

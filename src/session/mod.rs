@@ -22,7 +22,7 @@ pub enum SessionError {
     NoHeader { path: PathBuf },
     #[error("{path}: the session header is invalid: {message}")]
     BadHeader { path: PathBuf, message: String },
-    #[error("{path} is a directory, not a session file")]
+    #[error("{path} is not a regular file (a directory, pipe or device), so not a session file")]
     NotAFile { path: PathBuf },
     #[error("no entry with id {0} in this session")]
     UnknownEntry(String),

@@ -299,7 +299,8 @@ impl SessionManager {
     /// a file without a header, an empty file or a folder is an error.
     pub fn open(path: &Path, session_dir: &Path) -> Result<Self, SessionError> {
         let path = std::path::absolute(path).map_err(io_err(path))?;
-        if path.is_dir() {
+        // Only regular files: a folder is an error, and a pipe or device would block or never end.
+        if !fs::metadata(&path).map_err(io_err(&path))?.is_file() {
             return Err(SessionError::NotAFile { path });
         }
         let mut bytes = Vec::new();
@@ -316,6 +317,17 @@ impl SessionManager {
                     entry.id
                 ));
             }
+        }
+        if let Some(orphan) = entries
+            .iter()
+            .find(|e| e.parent_id.as_deref().is_some_and(|p| !index.contains_key(p)))
+        {
+            warnings.push(format!(
+                "{}: entry {} names a parent ({}) that is not in the file; what came before it is not part of the conversation",
+                path.display(),
+                orphan.id,
+                orphan.parent_id.as_deref().unwrap_or_default()
+            ));
         }
         for w in &warnings {
             tracing::warn!("{w}");
@@ -358,11 +370,18 @@ impl SessionManager {
         let dir = path.parent().unwrap_or(&self.session_dir).to_path_buf();
         create_private_dir(&dir)?;
         let line = serde_json::to_string(&header).map_err(|e| SessionError::Encode(e.to_string()))?;
-        let mut file = open_append(&path, true)?;
-        if let Err(e) = file.write_all(format!("{line}\n").as_bytes()) {
-            // No half-written session without a header left behind (a full disk).
+        // The header is written under a temporary name and renamed into place: a session file
+        // never exists without its header, whenever the process dies.
+        let staging = dir.join(format!(".{}.tmp", header.id));
+        let mut file = open_append(&staging, true)?;
+        let written = file
+            .write_all(format!("{line}\n").as_bytes())
+            .and_then(|()| file.sync_data())
+            .and_then(|()| fs::rename(&staging, &path));
+        if let Err(e) = written {
+            // Nothing half-written is left behind (a full disk).
             drop(file);
-            let _ = fs::remove_file(&path);
+            let _ = fs::remove_file(&staging);
             return Err(SessionError::Io { path, source: e });
         }
         fsync_dir(&dir);
