@@ -274,11 +274,13 @@ impl AgentSession {
 
     /// Appends a message to the in-memory context and to the session file (pi persists at
     /// `message_end`).
+    /// The file comes first: a message that could not be written (full disk) does not enter
+    /// the in-memory context either, so the next request matches what a reload would see.
     fn commit_message(&self, message: &Message, result: &mut RunResult) -> Result<(), AgentError> {
         self.emit(AgentEvent::MessageEnd { message: message.clone() });
-        self.state().messages.push(message.clone());
         result.messages.push(message.clone());
         self.session().append_message(message)?;
+        self.state().messages.push(message.clone());
         Ok(())
     }
 
