@@ -4,29 +4,14 @@
 
 mod support;
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use handoff_nvim::mock::MockReply;
 use serde_json::{json, Value};
-use support::nvim::{jsonl, user_texts, Editor};
+use support::nvim::{bounded, jsonl, slow, user_texts, Editor, DOC};
 
-const DOC: &str = "## Goal\nShip the parser.\n\n## Constraints & Preferences\n- Rust\n\n## Progress\n- lexer done\n\n## Key Decisions\n- hand-written\n\n## Critical Context\n- src/lex.rs\n\n## Next Steps\n1. parse expressions";
 
-/// Every test gets a hard bound, so a hang fails instead of blocking the suite.
-async fn bounded<F: Future<Output = ()>>(f: F) {
-    tokio::time::timeout(Duration::from_secs(40), f).await.expect("the test took longer than 40 s");
-}
 
-fn slow(chunks: usize, delay_ms: u64) -> MockReply {
-    MockReply::Text {
-        chunks: (0..chunks).map(|i| format!("part{i} ")).collect(),
-        chunk_delay_ms: delay_ms,
-        first_delay_ms: 0,
-        stop: "stop".into(),
-        thinking: Vec::new(),
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompt_streams_the_reply_into_the_chat() {

@@ -5,29 +5,15 @@
 
 mod support;
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use handoff_nvim::mock::MockReply;
 use serde_json::{json, Value};
-use support::nvim::{jsonl, Editor};
+use support::nvim::{bounded, jsonl, slow, Editor, DOC};
 
-const DOC: &str = "## Goal\nShip.\n\n## Constraints & Preferences\n- Rust\n\n## Progress\n- lexer\n\n## Key Decisions\n- none\n\n## Critical Context\n- src\n\n## Next Steps\n1. parse";
 const CANARY: &str = "sk-canary-nvim-5e1d7a90c3";
 
-async fn bounded<F: Future<Output = ()>>(f: F) {
-    tokio::time::timeout(Duration::from_secs(60), f).await.expect("the test took longer than 60 s");
-}
 
-fn slow(chunks: usize, delay_ms: u64) -> MockReply {
-    MockReply::Text {
-        chunks: (0..chunks).map(|i| format!("part{i} ")).collect(),
-        chunk_delay_ms: delay_ms,
-        first_delay_ms: 0,
-        stop: "stop".into(),
-        thinking: Vec::new(),
-    }
-}
 
 /// Idle, and no `<Esc>` of ours left in any buffer.
 async fn assert_idle_and_unmapped(ed: &Editor) {

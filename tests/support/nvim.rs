@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use handoff_nvim::mock::MockServer;
+use handoff_nvim::mock::{MockReply, MockServer};
 use nvim_rs::compat::tokio::Compat;
 use nvim_rs::{Handler, Neovim};
 use serde_json::{json, Value};
@@ -260,4 +260,23 @@ pub fn user_texts(mock: &MockServer) -> Vec<String> {
         }
     }
     out
+}
+
+/// A handoff document with all six sections.
+pub const DOC: &str = "## Goal\nShip the parser.\n\n## Constraints & Preferences\n- Rust\n\n## Progress\n- lexer done\n\n## Key Decisions\n- hand-written\n\n## Critical Context\n- src/lex.rs\n\n## Next Steps\n1. parse expressions";
+
+/// Every test gets a hard bound, so a hang fails instead of blocking the suite.
+pub async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
+    tokio::time::timeout(std::time::Duration::from_secs(60), f).await.expect("the test took longer than 60 s");
+}
+
+/// A reply of `chunks` words, `delay_ms` apart.
+pub fn slow(chunks: usize, delay_ms: u64) -> MockReply {
+    MockReply::Text {
+        chunks: (0..chunks).map(|i| format!("part{i} ")).collect(),
+        chunk_delay_ms: delay_ms,
+        first_delay_ms: 0,
+        stop: "stop".into(),
+        thinking: Vec::new(),
+    }
 }
