@@ -1,0 +1,268 @@
+--- Benchmarks run inside a real Neovim 0.11 (headless, or a TUI in a pty), driven by bench.py:
+---
+---   nvim --clean -n --headless --cmd 'set rtp^=ROOT' -c 'luafile ROOT/bench/nvim_bench.lua'
+---
+--- with $HANDOFF_BENCH holding the parameters as JSON (`mode`, `bin`, `base_url`, `session_dir`,
+--- `log_file`, `out`, …). Results are written as JSON to `out`, then Neovim quits. Every time is
+--- taken here with vim.uv.hrtime(), so process start-up is never part of a figure.
+---
+--- Modes:
+---   handoff  `:Handoff` → `User HandoffDone`, `runs` times (a warm-up first), each from the same
+---            source session (resumed before each run), with the mock answering at once.
+---   stream   a prompt whose reply streams at full speed: tokens rendered per second, and the
+---            lateness of a timer re-armed every `interval_ms` (main-loop latency) before and
+---            during the stream.
+---   resume   the host's RSS idle, then with a large session resumed (and the chat rendered).
+local P = vim.json.decode(vim.env.HANDOFF_BENCH)
+local uv = vim.uv
+local hr = uv.hrtime
+
+local function ms(ns)
+  return ns / 1e6
+end
+
+local function finish(result)
+  local f = assert(io.open(P.out, "w"))
+  f:write(vim.json.encode(result))
+  f:close()
+  vim.cmd("qa!")
+end
+
+local function fail(msg)
+  finish({ error = msg })
+end
+
+--- Reports Lua errors through the result file instead of hanging.
+local function guard(fn)
+  return function(...)
+    local ok, err = pcall(fn, ...)
+    if not ok then
+      fail(tostring(err))
+    end
+  end
+end
+
+local function proc_kib(pid, field)
+  local f = io.open(("/proc/%d/status"):format(pid))
+  if not f then
+    return nil
+  end
+  for line in f:lines() do
+    local v = line:match("^" .. field .. ":%s+(%d+)")
+    if v then
+      f:close()
+      return tonumber(v)
+    end
+  end
+  f:close()
+end
+
+local notes = {}
+vim.notify = function(msg)
+  table.insert(notes, msg)
+end
+
+require("handoff").setup({
+  bin = P.bin,
+  session_dir = P.session_dir,
+  log_file = P.log_file,
+  provider = { api = "openai", base_url = P.base_url, model = "mock-model", max_retries = 0, timeout = 30 },
+})
+
+local function once(pattern, fn)
+  vim.api.nvim_create_autocmd("User", { pattern = pattern, once = true, callback = guard(fn) })
+end
+
+-- A deadline for the whole run: a hang fails with what was noticed so far.
+local deadline = uv.new_timer()
+deadline:start((P.timeout or 120) * 1000, 0, vim.schedule_wrap(function()
+  fail("timed out; notices: " .. table.concat(notes, " | "))
+end))
+
+local modes = {}
+
+function modes.handoff()
+  local times, starts = {}, {}
+  local n = 0
+  local function one()
+    if not require("handoff").resume(P.session) then
+      return fail("resume failed: " .. table.concat(notes, " | "))
+    end
+    local t0 = hr()
+    once("HandoffStart", function()
+      starts[#starts + 1] = ms(hr() - t0)
+    end)
+    once("HandoffDone", function(ev)
+      local dt = ms(hr() - t0)
+      if vim.fn.filereadable(ev.data.session_file) ~= 1 then
+        return fail("no new session on disk")
+      end
+      n = n + 1
+      if n > 1 then -- the first run starts the host
+        times[#times + 1] = dt
+      end
+      if n > P.runs then
+        return finish({ times_ms = times, start_ms = starts, notes = notes })
+      end
+      -- Close the document split so every run opens the same windows.
+      vim.schedule(guard(function()
+        vim.cmd("silent! only")
+        one()
+      end))
+    end)
+    vim.cmd("Handoff")
+  end
+  one()
+end
+
+--- Main-loop latency: a uv timer repeating every `interval` ms schedules a Lua callback (as any
+--- plugin's timer would); a sample is how late that callback runs: the tick's own lateness (the
+--- gap since the previous tick beyond `interval`: the event loop did not run) plus the wait of
+--- the scheduled callback (the main loop was busy with other events).
+local function latency_probe(interval)
+  local probe = { samples = {}, tick = {}, queue = {} }
+  local timer = uv.new_timer()
+  local prev
+  timer:start(interval, interval, function()
+    local now = hr()
+    local late = prev and math.max(0, ms(now - prev) - interval) or 0
+    prev = now
+    vim.schedule(function()
+      if probe.stopped then
+        return
+      end
+      local wait = ms(hr() - now)
+      probe.tick[#probe.tick + 1] = late
+      probe.queue[#probe.queue + 1] = wait
+      probe.samples[#probe.samples + 1] = late + wait
+    end)
+  end)
+  function probe.stop()
+    probe.stopped = true
+    timer:stop()
+    timer:close()
+    return probe.samples
+  end
+  return probe
+end
+
+function modes.stream()
+  local chat = require("handoff.chat")
+  local events = require("handoff.events")
+  require("handoff").open_chat()
+  -- The chat's highlighting, for comparison: "syntax" (the plugin's default: filetype markdown,
+  -- Vim regex syntax), "treesitter" or "off".
+  if P.highlight == "treesitter" then
+    vim.treesitter.start(chat.chat_buf, "markdown")
+  elseif P.highlight == "off" then
+    vim.bo[chat.chat_buf].syntax = "OFF"
+  end
+  local interval = P.interval_ms or 8
+  -- Quiet main loop first (the floor of the measurement).
+  local idle = latency_probe(interval)
+  vim.defer_fn(guard(function()
+    local idle_samples = idle.stop()
+    local first, last, deltas, batches, bytes = nil, nil, 0, 0, 0
+    local t0 = hr()
+    local append = chat.append_text
+    chat.append_text = function(text, thinking)
+      local now = hr()
+      first = first or now
+      last = now
+      deltas = deltas + 1
+      bytes = bytes + #(text or "")
+      return append(text, thinking)
+    end
+    local dispatch = events.dispatch
+    local dispatch_ms, dispatch_at = {}, {}
+    events.dispatch = function(batch)
+      local t = hr()
+      dispatch(batch)
+      batches = batches + 1
+      dispatch_ms[#dispatch_ms + 1] = ms(hr() - t)
+      dispatch_at[#dispatch_at + 1] = ms(t - t0)
+    end
+    local probe = latency_probe(interval)
+    once("HandoffAgentEnd", function(ev)
+      local t_end = hr()
+      local tokens = require("handoff.state").tokens
+      -- Keep probing a little: the last batch's redraw belongs to the stream too.
+      vim.defer_fn(guard(function()
+        local samples = probe.stop()
+        local lines = vim.api.nvim_buf_get_lines(chat.chat_buf, 0, -1, false)
+        finish({
+          tokens = tokens,
+          stop_reason = ev.data.stop_reason,
+          total_ms = ms(t_end - t0),
+          first_delta_ms = first and ms(first - t0),
+          stream_ms = first and ms(last - first),
+          deltas = deltas,
+          batches = batches,
+          bytes = bytes,
+          chat_lines = #lines,
+          chat_bytes = #table.concat(lines, "\n"),
+          dispatch_ms = dispatch_ms,
+          lateness_ms = samples,
+          tick_lateness_ms = probe.tick,
+          queue_wait_ms = probe.queue,
+          dispatch_at_ms = dispatch_at,
+          idle_lateness_ms = idle_samples,
+          notes = notes,
+        })
+      end), P.tail_ms or 100)
+    end)
+    require("handoff").prompt("stream as fast as you can")
+  end), P.idle_ms or 1000)
+end
+
+function modes.resume()
+  local state = require("handoff.state")
+  local chat = require("handoff.chat")
+  require("handoff").open_chat() -- starts the host: a fresh, empty session
+  vim.defer_fn(guard(function()
+    local pid = state.pid
+    local idle_rss = proc_kib(pid, "VmRSS")
+    local rendered
+    local render = chat.render
+    chat.render = function(items, info)
+      render(items, info)
+      if info and info.session_file == P.session then
+        rendered = { at = hr(), items = #items }
+      end
+    end
+    local t0 = hr()
+    if not require("handoff").resume(P.session) then
+      return fail("resume failed: " .. table.concat(notes, " | "))
+    end
+    local t_reply = hr()
+    local function wait()
+      if not rendered then
+        return vim.defer_fn(guard(wait), 5)
+      end
+      -- Let the host settle (freed memory stays resident with glibc; this is what it keeps).
+      vim.defer_fn(guard(function()
+        finish({
+          host_pid = pid,
+          idle_rss_kib = idle_rss,
+          loaded_rss_kib = proc_kib(pid, "VmRSS"),
+          loaded_hwm_kib = proc_kib(pid, "VmHWM"),
+          nvim_rss_kib = proc_kib(uv.os_getpid(), "VmRSS"),
+          resume_rpc_ms = ms(t_reply - t0),
+          rendered_ms = ms(rendered.at - t0),
+          items = rendered.items,
+          chat_lines = vim.api.nvim_buf_line_count(chat.chat_buf),
+          notes = notes,
+        })
+      end), 300)
+    end
+    wait()
+  end), P.settle_ms or 300)
+end
+
+vim.schedule(guard(function()
+  local mode = modes[P.mode]
+  if not mode then
+    return fail("unknown mode " .. tostring(P.mode))
+  end
+  mode()
+end))

@@ -1,0 +1,126 @@
+//! In-process benchmarks (divan): the core's own cost without process start-up, Neovim or pi.
+//!
+//!     cargo bench --bench inprocess          # full run (bench/run.sh does this too)
+//!     cargo test --bench inprocess           # each benchmark once: the smoke run of `cargo test`
+//!
+//! - `handoff_instant`: `AgentSession::handoff` with the loopback mock answering at once, from
+//!   the call to the new session on disk (section 3 of doc/benchmarks.md, minus process start).
+//! - `prompt_stream`: a prompt whose reply streams N tokens at full speed through the provider
+//!   and the agent loop into the session (the host's side of section 4).
+//! - `open_and_build_context`: `SessionManager::open` + `build_session_context` of a generated
+//!   session (section 2, minus process start and JSON output).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use handoff_nvim::agent::{AgentConfig, AgentSession, PromptOptions};
+use handoff_nvim::handoff::HandoffOutcome;
+use handoff_nvim::mock::{MockReply, MockServer};
+use handoff_nvim::provider::{Api, ProviderConfig};
+use handoff_nvim::session::SessionManager;
+
+const DOCUMENT: &str = "## Goal\nShip the parser.\n\n## Constraints & Preferences\n- Rust\n\n## Progress\n- lexer done\n\n## Key Decisions\n- hand-written\n\n## Critical Context\n- src/lex.rs\n\n## Next Steps\n1. parse expressions";
+
+fn main() {
+    divan::main();
+}
+
+struct Env {
+    rt: tokio::runtime::Runtime,
+    mock: MockServer,
+    dir: tempfile::TempDir,
+}
+
+fn env() -> &'static Env {
+    static ENV: OnceLock<Env> = OnceLock::new();
+    ENV.get_or_init(|| {
+        handoff_nvim::install_crypto_provider();
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let mock = rt.block_on(MockServer::start()).unwrap();
+        mock.set_default(MockReply::text(DOCUMENT));
+        Env { rt, mock, dir: tempfile::tempdir().unwrap() }
+    })
+}
+
+/// A pi-format session of about `entries` entries (bench/gen_session.py), generated once.
+fn session_file(entries: usize) -> PathBuf {
+    let path = env().dir.path().join(format!("session-{entries}.jsonl"));
+    if !path.exists() {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/gen_session.py");
+        let status = std::process::Command::new("python3")
+            .arg(script)
+            .arg(entries.to_string())
+            .arg(&path)
+            .arg("--cwd")
+            .arg(env().dir.path())
+            .status()
+            .expect("python3 bench/gen_session.py");
+        assert!(status.success());
+    }
+    path
+}
+
+fn agent(session: SessionManager) -> Arc<AgentSession> {
+    let mut provider = ProviderConfig::new(Api::Openai, env().mock.openai_base_url(), "mock-model");
+    provider.name = "mock".into();
+    provider.max_retries = 0;
+    provider.idle_timeout = Duration::from_secs(30);
+    Arc::new(AgentSession::new(AgentConfig { provider, system_prompt: None, templates_dir: None }, session))
+}
+
+fn sessions_dir() -> PathBuf {
+    env().dir.path().join("sessions")
+}
+
+/// A fresh copy of a small (12-entry) session, opened.
+fn small_session() -> SessionManager {
+    let src = session_file(12);
+    let copy = env().dir.path().join(format!("copy-{}.jsonl", uuid_like()));
+    std::fs::copy(src, &copy).unwrap();
+    SessionManager::open(&copy, &sessions_dir()).unwrap()
+}
+
+fn uuid_like() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+#[divan::bench(sample_count = 30)]
+fn handoff_instant(bencher: divan::Bencher) {
+    let e = env();
+    bencher.with_inputs(|| agent(small_session())).bench_local_values(|agent| {
+        let outcome = e.rt.block_on(agent.handoff(None));
+        assert!(matches!(outcome, HandoffOutcome::Done { .. }), "{outcome:?}");
+        agent
+    });
+}
+
+#[divan::bench(args = [1_000, 10_000], sample_count = 10)]
+fn prompt_stream(bencher: divan::Bencher, tokens: usize) {
+    let e = env();
+    bencher
+        .counter(divan::counter::ItemsCount::new(tokens))
+        .with_inputs(|| {
+            let session = SessionManager::create(&sessions_dir(), e.dir.path(), None).unwrap();
+            e.mock.push(MockReply::long(tokens));
+            agent(session)
+        })
+        .bench_local_values(|agent| {
+            e.rt.block_on(agent.prompt("stream", PromptOptions::default())).unwrap();
+            agent
+        });
+}
+
+#[divan::bench(args = [1_000, 10_000], sample_count = 10)]
+fn open_and_build_context(bencher: divan::Bencher, entries: usize) {
+    let path = session_file(entries);
+    let dir = sessions_dir();
+    bencher.counter(divan::counter::ItemsCount::new(entries)).bench_local(|| {
+        let session = SessionManager::open(&path, &dir).unwrap();
+        divan::black_box(session.build_session_context());
+        session
+    });
+}

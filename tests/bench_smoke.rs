@@ -1,0 +1,49 @@
+//! The whole-process benchmarks, one tiny iteration of each, so they cannot rot: runs
+//! `bench/bench.py --smoke` against the binaries of this build (debug), the checkout's Neovim
+//! and pi (`$PI_BIN`, else `.cache/pi`; pi's columns stay empty when it is not installed).
+//! The in-process benchmarks (benches/inprocess.rs) run once each under `cargo test` as well.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+#[test]
+fn every_benchmark_runs_once() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_handoff-nvim")).parent().unwrap();
+    assert!(
+        bin_dir.join("mock-model-server").is_file(),
+        "mock-model-server is not beside {}",
+        bin_dir.display()
+    );
+    let started = Instant::now();
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let out = Command::new("python3")
+        .arg(root.join("bench/bench.py"))
+        .arg("--smoke")
+        .arg("--bin-dir")
+        .arg(bin_dir)
+        .arg("--json")
+        .arg(json.path())
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bench.py --smoke failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
+    for section in ["### 1.", "### 2.", "### 3.", "### 4.", "### 5."] {
+        assert!(stdout.contains(section), "no {section} in\n{stdout}");
+    }
+    let raw: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(json.path()).unwrap()).unwrap();
+    // Each figure exists and is a real measurement.
+    assert!(raw["cold_start"]["ours"].as_f64().unwrap() > 0.0);
+    assert!(raw["resume"][0]["ours"].as_f64().unwrap() > 0.0);
+    assert!(raw["handoff"]["ours"].as_f64().unwrap() > 0.0);
+    assert!(raw["handoff_nvim"]["ours"].as_f64().unwrap() > 0.0);
+    assert!(raw["stream"]["syntax"]["tps"].as_f64().unwrap() > 0.0);
+    assert!(raw["idle_rss"].as_f64().unwrap() > 0.0);
+    assert!(raw["resume_rss"]["loaded_rss_kib"].as_f64().unwrap() > 0.0);
+    assert!(started.elapsed() < Duration::from_secs(60), "the smoke run took {:?}", started.elapsed());
+}
