@@ -88,16 +88,23 @@ def stream_reply(tokens):
 
 
 def read_until(proc, predicate, timeout=60.0):
-    """Reads stdout lines of `proc` until predicate(line) holds; returns that line."""
+    """Reads stdout lines of `proc` until predicate(line) holds; returns that line. Linear in the
+    bytes read (pi prints every streamed delta with the whole partial message: megabytes)."""
     deadline = time.monotonic() + timeout
     buf = getattr(proc, "_buf", b"")
     fd = proc.stdout.fileno()
     while True:
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
+        start = 0
+        while True:
+            nl = buf.find(b"\n", start)
+            if nl < 0:
+                break
+            line = buf[start:nl]
+            start = nl + 1
             if predicate(line):
-                proc._buf = buf
+                proc._buf = buf[start:]
                 return line
+        buf = buf[start:]
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
@@ -106,7 +113,7 @@ def read_until(proc, predicate, timeout=60.0):
             break
         chunk = os.read(fd, 1 << 20)
         if not chunk:
-            break
+            raise RuntimeError(f"the peer closed its output (exit code {proc.poll()})")
         buf += chunk
     raise RuntimeError("timed out waiting for the peer")
 
@@ -467,7 +474,7 @@ def main():
     runs = 1 if args.smoke else max(5, args.runs)
     sizes = [200] if args.smoke else [1000, 10000, 100000]
     stream_tokens = 2000 if args.smoke else 200000
-    pi_stream_tokens = 500 if args.smoke else 20000
+    pi_stream_tokens = 500 if args.smoke else 10000
     nvim = find_nvim()
     if not nvim:
         sys.exit("Neovim 0.11 not found: set NVIM_BIN (scripts/deps.sh ensure_nvim)")
