@@ -21,9 +21,13 @@ use crate::agent::{lock, AgentEvent, AgentSession};
 /// The shortest time between two event batches sent to Neovim (one frame at 60 Hz).
 pub const FRAME: Duration = Duration::from_millis(16);
 
-/// Bytes of streamed text per batch at most; the rest goes in the next frame, so one call
-/// never makes Neovim chew on megabytes at once.
-const MAX_BATCH_TEXT: usize = 256 * 1024;
+/// Bytes of streamed text per batch at most; the rest goes in the next frame. Neovim's cost is
+/// per byte, and mostly after the call returns: the redraw runs the chat's markdown regex syntax
+/// over every new line (~0.2 ms per line here) before the main loop takes its next event.
+/// Measured with bench/bench.py §4 (full-speed mock, p99 of a timer's lateness): 256 KiB per
+/// frame 63 ms, 16 KiB 48 ms, 4 KiB 4.8 ms; 4 KiB per 16 ms frame still passes
+/// >20k tokens/s, ten times the fastest hosted models.
+const MAX_BATCH_TEXT: usize = 4 * 1024;
 
 const DISPATCH: &str = "return require('handoff.events').dispatch(...)";
 
