@@ -84,10 +84,8 @@ local modes = {}
 function modes.handoff()
   local times, starts = {}, {}
   local n = 0
-  local function one()
-    if not require("handoff").resume(P.session) then
-      return fail("resume failed: " .. table.concat(notes, " | "))
-    end
+  local one
+  local function run()
     local t0 = hr()
     once("HandoffStart", function()
       starts[#starts + 1] = ms(hr() - t0)
@@ -111,6 +109,14 @@ function modes.handoff()
       end))
     end)
     vim.cmd("Handoff")
+  end
+  -- Resume the source session, then let the editor idle a moment (as a user would before typing
+  -- :Handoff), so the host's event pacing starts from a quiet state.
+  function one()
+    if not require("handoff").resume(P.session) then
+      return fail("resume failed: " .. table.concat(notes, " | "))
+    end
+    vim.defer_fn(guard(run), 50)
   end
   one()
 end
