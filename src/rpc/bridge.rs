@@ -62,6 +62,11 @@ impl Outbox {
         self.ready.notify_one();
     }
 
+    /// Whether streamed text is waiting (it is sent at most once per frame).
+    fn has_delta(&self) -> bool {
+        lock(&self.pending).items.iter().any(|i| matches!(i, Item::Delta { .. }))
+    }
+
     fn push_delta(&self, thinking: bool, text: &str) {
         let mut pending = lock(&self.pending);
         pending.tokens += 1;
@@ -152,7 +157,11 @@ pub fn spawn_flusher(nvim: nvim_rs::Neovim<Writer>, outbox: Arc<Outbox>) -> toki
             if outbox.is_empty() {
                 outbox.ready.notified().await;
             }
-            tokio::time::sleep_until(last + FRAME).await;
+            // Streamed text waits for the next frame; lifecycle records alone (a handoff's end,
+            // a session switch) go out at once, so the editor reacts without a frame's delay.
+            if outbox.has_delta() {
+                tokio::time::sleep_until(last + FRAME).await;
+            }
             let batch = outbox.take();
             if batch.is_empty() {
                 continue;

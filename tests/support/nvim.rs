@@ -28,7 +28,8 @@ impl Handler for NoHandler {
 /// The Neovim binary: `$NVIM_BIN`, else the checkout's `.venv` (scripts/deps.sh installs it).
 pub fn nvim_bin() -> PathBuf {
     if let Some(bin) = std::env::var_os("NVIM_BIN").filter(|b| !b.is_empty()) {
-        return PathBuf::from(bin);
+        // Neovim runs in a temporary folder: a relative NVIM_BIN must not depend on it.
+        return std::path::absolute(&bin).unwrap_or_else(|_| PathBuf::from(bin));
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     if let Ok(dirs) = std::fs::read_dir(root.join(".venv/lib")) {
