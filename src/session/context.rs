@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use super::entry::SessionEntry;
-use crate::message::{Content, ContentBlock, Message, Role};
+use crate::message::{Content, Message, Role};
 
 const COMPACTION_SUMMARY_PREFIX: &str =
     "The conversation history before this point was compacted into the following summary:\n\n<summary>\n";
@@ -128,9 +128,4 @@ pub fn build(path: &[&SessionEntry]) -> SessionContext {
         append_entry(&mut ctx.messages, entry);
     }
     ctx
-}
-
-/// Text blocks of a message as one string, for display (chat rebuild, listings).
-pub fn display_text(blocks: &[ContentBlock]) -> String {
-    Content::Blocks(blocks.to_vec()).joined_text()
 }
