@@ -119,7 +119,7 @@ async fn handoff_command_starts_a_new_session_with_the_document() {
         let ed = Editor::start().await;
         ed.lua("require('handoff').open_chat()", json!([])).await;
         ed.converse("first question", "first answer").await;
-        let old = ed.status().await["session_file"].as_str().unwrap().to_string();
+        let old = ed.session_file().await;
         ed.mock.push(MockReply::text(DOC));
         ed.command("Handoff focus on the parser").await;
         let start = ed.wait_event("HandoffStart", 1).await;
@@ -141,7 +141,7 @@ async fn slash_handoff_typed_in_the_prompt_buffer_is_intercepted() {
         let ed = Editor::start().await;
         ed.lua("require('handoff').open_chat()", json!([])).await;
         ed.converse("first question", "first answer").await;
-        let old = ed.status().await["session_file"].as_str().unwrap().to_string();
+        let old = ed.session_file().await;
         ed.mock.push(MockReply::text(DOC));
         // Typed for real: insert mode, the text, then the submit key.
         let in_prompt = ed.eval("vim.api.nvim_get_current_buf() == require('handoff.chat').prompt_buf").await;
@@ -166,7 +166,7 @@ async fn esc_cancels_the_handoff_and_restores_the_earlier_mapping() {
         let ed = Editor::start().await;
         ed.lua("require('handoff').open_chat()", json!([])).await;
         ed.converse("first question", "first answer").await;
-        let old = ed.status().await["session_file"].as_str().unwrap().to_string();
+        let old = ed.session_file().await;
         let before = std::fs::read_to_string(&old).unwrap();
         // A mapping of the user's own in the prompt buffer, which must survive.
         ed.lua(
@@ -224,7 +224,7 @@ async fn provider_failure_reports_handoff_failed() {
     bounded(async {
         let ed = Editor::start().await;
         ed.converse("first question", "first answer").await;
-        let old = ed.status().await["session_file"].as_str().unwrap().to_string();
+        let old = ed.session_file().await;
         ed.mock.push(MockReply::Status {
             status: 401,
             body: r#"{"error":{"message":"Incorrect API key provided"}}"#.into(),
@@ -276,11 +276,9 @@ async fn a_killed_host_is_reported_and_restarted_with_the_same_session() {
     bounded(async {
         let ed = Editor::start().await;
         ed.converse("first question", "first answer").await;
-        let session = ed.status().await["session_file"].as_str().unwrap().to_string();
-        let pid = ed.eval("require('handoff.state').pid").await.as_u64().unwrap();
-        ed.mock.push(slow(400, 20));
-        ed.lua("require('handoff').prompt('second question')", json!([])).await;
-        ed.wait_until("T.count('HandoffAgentStart') == 2 and require('handoff.state').tokens > 0", Duration::from_secs(5)).await;
+        let session = ed.session_file().await;
+        let pid = ed.host_pid().await;
+        ed.second_prompt_streaming().await;
         let killed = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
         assert!(killed.success());
         let note = ed.wait_until("T.noted('the host exited unexpectedly')", Duration::from_secs(5)).await;
@@ -292,7 +290,7 @@ async fn a_killed_host_is_reported_and_restarted_with_the_same_session() {
         assert_eq!(status["running"], false);
         // Next use restarts the host on the same session.
         ed.converse("third question", "third answer").await;
-        let new_pid = ed.eval("require('handoff.state').pid").await.as_u64().unwrap();
+        let new_pid = ed.host_pid().await;
         assert_ne!(new_pid, pid);
         assert_eq!(ed.status().await["session_file"], session.as_str());
         let texts: Vec<String> = jsonl(std::path::Path::new(&session))
@@ -390,7 +388,7 @@ async fn handoff_flow_against_the_local_model() {
             .await;
         let end = ed.wait_event_for("HandoffAgentEnd", 1, Duration::from_secs(60)).await;
         assert_ne!(end["stop_reason"], "error", "{}", ed.dump().await);
-        let old = ed.status().await["session_file"].as_str().unwrap().to_string();
+        let old = ed.session_file().await;
         ed.command("Handoff keep it short").await;
         ed.wait_until("T.count('HandoffDone') + T.count('HandoffFailed') + T.count('HandoffCancelled') > 0", Duration::from_secs(90))
             .await;
@@ -449,7 +447,7 @@ async fn prompt_buffer_slash_commands_complete_and_run() {
         ed.input("<Esc>").await;
         ed.lua("vim.api.nvim_buf_set_lines(require('handoff.chat').prompt_buf, 0, -1, false, {})", json!([])).await;
         ed.converse("first question", "first answer").await;
-        let first = ed.status().await["session_file"].as_str().unwrap().to_string();
+        let first = ed.session_file().await;
         // /model switches the model: recorded in the session, used by the next request.
         ed.lua("require('handoff.commands').run('/model other-model')", json!([])).await;
         assert_eq!(ed.status().await["model"], "other-model");
@@ -490,11 +488,9 @@ async fn quitting_during_a_reply_stops_the_host_promptly_and_keeps_the_session_w
     bounded(async {
         let ed = Editor::start().await;
         ed.converse("first question", "first answer").await;
-        let session = ed.status().await["session_file"].as_str().unwrap().to_string();
-        let pid = ed.eval("require('handoff.state').pid").await.as_u64().unwrap();
-        ed.mock.push(slow(400, 20));
-        ed.lua("require('handoff').prompt('second question')", json!([])).await;
-        ed.wait_until("T.count('HandoffAgentStart') == 2 and require('handoff.state').tokens > 0", Duration::from_secs(5)).await;
+        let session = ed.session_file().await;
+        let pid = ed.host_pid().await;
+        ed.second_prompt_streaming().await;
         let t0 = Instant::now();
         let _dir = ed.quit().await;
         let alive = |pid: u64| std::process::Command::new("kill").args(["-0", &pid.to_string()]).status().unwrap().success();

@@ -62,7 +62,7 @@ async fn esc_pressed_many_times_cancels_once_and_leaves_no_mapping() {
         let ed = Editor::start().await;
         ed.lua("require('handoff').open_chat()", json!([])).await;
         ed.converse("first question", "first answer").await;
-        let old = ed.status().await["session_file"].as_str().unwrap().to_string();
+        let old = ed.session_file().await;
         ed.input("<Esc>").await;
         ed.mock.push(slow(400, 20));
         ed.command("Handoff").await;
@@ -117,8 +117,8 @@ async fn quitting_during_a_handoff_stops_the_host_within_a_second_and_keeps_the_
     bounded(async {
         let ed = Editor::start().await;
         ed.converse("first question", "first answer").await;
-        let old = ed.status().await["session_file"].as_str().unwrap().to_string();
-        let pid = ed.eval("require('handoff.state').pid").await.as_u64().unwrap();
+        let old = ed.session_file().await;
+        let pid = ed.host_pid().await;
         let before = std::fs::read(&old).unwrap();
         ed.mock.push(slow(400, 20));
         ed.command("Handoff").await;
@@ -163,8 +163,8 @@ async fn a_host_killed_during_a_handoff_fails_it_restores_esc_and_restarts_on_ne
         let ed = Editor::start().await;
         ed.lua("require('handoff').open_chat()", json!([])).await;
         ed.converse("first question", "first answer").await;
-        let old = ed.status().await["session_file"].as_str().unwrap().to_string();
-        let pid = ed.eval("require('handoff.state').pid").await.as_u64().unwrap();
+        let old = ed.session_file().await;
+        let pid = ed.host_pid().await;
         ed.mock.push(slow(400, 20));
         ed.command("Handoff").await;
         ed.wait_until("require('handoff').status().generating_handoff and require('handoff.state').tokens > 0", Duration::from_secs(5))
@@ -179,7 +179,7 @@ async fn a_host_killed_during_a_handoff_fails_it_restores_esc_and_restarts_on_ne
         assert_eq!(ed.session_files().len(), 1);
         jsonl(std::path::Path::new(&old));
         ed.converse("after the crash", "still here").await;
-        assert_ne!(ed.eval("require('handoff.state').pid").await.as_u64().unwrap(), pid);
+        assert_ne!(ed.host_pid().await, pid);
         assert_eq!(ed.status().await["session_file"], old.as_str());
         ed.quit().await;
     })

@@ -199,6 +199,24 @@ impl Editor {
         self.eval("require('handoff').status()").await
     }
 
+    /// The session file the host has open.
+    pub async fn session_file(&self) -> String {
+        self.status().await["session_file"].as_str().expect("a session file").to_string()
+    }
+
+    /// The pid of the host process the plugin started.
+    pub async fn host_pid(&self) -> u64 {
+        self.eval("require('handoff.state').pid").await.as_u64().expect("a running host")
+    }
+
+    /// After one finished exchange: a second prompt whose slow reply is streaming now.
+    pub async fn second_prompt_streaming(&self) {
+        self.mock.push(slow(400, 20));
+        self.lua("require('handoff').prompt('second question')", json!([])).await;
+        self.wait_until("T.count('HandoffAgentStart') == 2 and require('handoff.state').tokens > 0", Duration::from_secs(5))
+            .await;
+    }
+
     /// A prompt answered with `reply`, to completion: gives the session messages to hand off.
     pub async fn converse(&self, prompt: &str, reply: &str) {
         let before = self.eval("T.count('HandoffAgentEnd')").await.as_u64().unwrap_or(0);
