@@ -38,18 +38,6 @@ fn collect(agent: &AgentSession) -> tokio::task::JoinHandle<Vec<AgentEvent>> {
     })
 }
 
-/// Waits for the first streamed text delta.
-async fn first_delta(rx: &mut broadcast::Receiver<AgentEvent>) {
-    tokio::time::timeout(T, async {
-        loop {
-            if let Ok(AgentEvent::MessageUpdate { .. }) = rx.recv().await {
-                return;
-            }
-        }
-    })
-    .await
-    .expect("no delta streamed");
-}
 
 fn spawn_prompt(
     agent: &Arc<AgentSession>,
@@ -218,7 +206,7 @@ async fn steering_is_delivered_at_the_next_turn_boundary() {
     let path = agent.session().path().to_path_buf();
     let mut rx = agent.subscribe();
     let run = spawn_prompt(&agent, "start");
-    first_delta(&mut rx).await;
+    common::first_delta(&mut rx).await;
     agent.steer("change of plan");
     let result = run.await.unwrap().unwrap();
     // The first reply was not cut; the steering message opened a second turn.
@@ -252,7 +240,7 @@ async fn follow_up_is_delivered_when_the_agent_would_stop_after_steering() {
     let path = agent.session().path().to_path_buf();
     let mut rx = agent.subscribe();
     let run = spawn_prompt(&agent, "start");
-    first_delta(&mut rx).await;
+    common::first_delta(&mut rx).await;
     // Queued follow-up first, steering second: steering still goes first.
     agent.follow_up("and then this");
     agent.steer("now this");
@@ -282,7 +270,7 @@ async fn follow_up_alone_opens_one_more_turn() {
     let events = collect(&agent);
     let mut rx = agent.subscribe();
     let run = spawn_prompt(&agent, "start");
-    first_delta(&mut rx).await;
+    common::first_delta(&mut rx).await;
     agent.follow_up("more please");
     let result = run.await.unwrap().unwrap();
     assert_eq!(result.messages.iter().map(Message::text).collect::<Vec<_>>(), ["start", "one two", "more please", "second"]);
@@ -359,7 +347,7 @@ async fn abort_mid_stream_persists_the_partial_reply_with_stop_reason_aborted() 
     let path = agent.session().path().to_path_buf();
     let mut rx = agent.subscribe();
     let run = spawn_prompt(&agent, "go");
-    first_delta(&mut rx).await;
+    common::first_delta(&mut rx).await;
     let t0 = Instant::now();
     agent.abort();
     let result = run.await.unwrap().unwrap();

@@ -18,7 +18,6 @@ use handoff_nvim::handoff::{self, HandoffOutcome};
 use handoff_nvim::message::{Message, StopReason};
 use handoff_nvim::mock::{MockReply, MockServer};
 use serde_json::{json, Value};
-use tokio::sync::broadcast;
 
 const T: Duration = Duration::from_secs(10);
 
@@ -43,17 +42,6 @@ fn spawn_handoff(agent: &Arc<AgentSession>, focus: Option<&str>) -> tokio::task:
     tokio::spawn(async move { agent.handoff(focus.as_deref()).await })
 }
 
-async fn first_delta(rx: &mut broadcast::Receiver<AgentEvent>) {
-    tokio::time::timeout(T, async {
-        loop {
-            if let Ok(AgentEvent::MessageUpdate { .. }) = rx.recv().await {
-                return;
-            }
-        }
-    })
-    .await
-    .expect("no delta streamed");
-}
 
 fn done(outcome: HandoffOutcome) -> (String, PathBuf, PathBuf, Vec<String>, PathBuf) {
     match outcome {
@@ -225,7 +213,7 @@ async fn success_events_handoff_start_session_switch_handoff_end_and_the_flag_cl
     let mut rx = s.agent.subscribe();
     assert!(!s.agent.is_generating_handoff());
     let run = spawn_handoff(&s.agent, Some("tests"));
-    first_delta(&mut rx).await;
+    common::first_delta(&mut rx).await;
     assert!(s.agent.is_generating_handoff());
     let (_, session_file, ..) = done(run.await.unwrap());
     assert!(!s.agent.is_generating_handoff());
@@ -439,7 +427,7 @@ async fn abort_handoff_mid_stream_is_cancelled_and_creates_no_session() {
     s.mock.push(slow(&["## Goal\n", "half ", "a ", "document ", "that ", "goes ", "on"], 0, 150));
     let mut rx = s.agent.subscribe();
     let run = spawn_handoff(&s.agent, None);
-    first_delta(&mut rx).await;
+    common::first_delta(&mut rx).await;
     s.agent.abort_handoff();
     assert_eq!(run.await.unwrap(), HandoffOutcome::Cancelled);
     s.assert_no_new_session();
@@ -457,7 +445,7 @@ async fn generic_abort_during_a_handoff_is_cancelled_not_a_handoff_of_partial_te
     s.mock.push(slow(&["## Goal\n", "partial ", "document ", "never ", "finished"], 0, 150));
     let mut rx = s.agent.subscribe();
     let run = spawn_handoff(&s.agent, None);
-    first_delta(&mut rx).await;
+    common::first_delta(&mut rx).await;
     s.agent.abort();
     assert_eq!(run.await.unwrap(), HandoffOutcome::Cancelled);
     s.assert_no_new_session();
@@ -564,7 +552,7 @@ async fn queues_are_cleared_and_the_todo_counter_reset_on_success() {
     s.mock.push(slow(&["## Goal\n", "the ", "document"], 0, 200));
     let mut rx = s.agent.subscribe();
     let run = spawn_handoff(&s.agent, None);
-    first_delta(&mut rx).await;
+    common::first_delta(&mut rx).await;
     s.agent.steer("steer during handoff");
     s.agent.follow_up("follow up during handoff");
     s.agent.queue_next_turn(Message::user("next turn during handoff"));

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use handoff_nvim::agent::{AgentConfig, AgentSession};
+use handoff_nvim::agent::{AgentConfig, AgentEvent, AgentSession};
 use handoff_nvim::message::{ContentBlock, Message, Role};
 use handoff_nvim::mock::{MockReply, MockServer, RecordedRequest};
 use handoff_nvim::provider::{Api, ProviderConfig};
@@ -185,4 +185,17 @@ pub async fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() ->
         assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// Waits (10 s at most) for the first streamed text delta.
+pub async fn first_delta(rx: &mut tokio::sync::broadcast::Receiver<AgentEvent>) {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Ok(AgentEvent::MessageUpdate { .. }) = rx.recv().await {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("no delta streamed");
 }
