@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::agent::AgentConfig;
 use crate::provider::{Api, ProviderConfig};
 use crate::session::paths;
 
@@ -92,6 +93,15 @@ impl Settings {
             config.idle_timeout = Duration::from_secs(t.max(1));
         }
         config
+    }
+
+    /// What an `AgentSession` is built from.
+    pub fn agent_config(&self) -> AgentConfig {
+        AgentConfig {
+            provider: self.provider_config(),
+            system_prompt: self.system_prompt.clone(),
+            templates_dir: self.templates_dir.clone(),
+        }
     }
 
     pub fn session_dir(&self) -> PathBuf {

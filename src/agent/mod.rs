@@ -197,21 +197,38 @@ impl AgentSession {
         self.state().pending_next_turn.push(message);
     }
 
+    /// Records the model and thinking level in force as the first entries of a new `session`,
+    /// as pi starts every session (the CLI, the host, `/new` and the handoff all do).
+    pub fn record_settings(&self, session: &mut SessionManager) -> Result<(), SessionError> {
+        let config = self.provider_config();
+        let level = self.state().thinking_level.clone();
+        session.append_model_change(&config.name, &config.model)?;
+        session.append_thinking_level_change(&level)?;
+        Ok(())
+    }
+
+    /// Continues in another session: `messages` become the active context, the queues and
+    /// counters start afresh.
+    pub(crate) fn start_over(&self, messages: Vec<Message>, session_id: String) {
+        self.reset();
+        let mut state = self.state();
+        state.messages = messages;
+        state.session_id = session_id;
+    }
+
     /// Starts a new, empty session (pi's `/new`).
     pub fn new_session(&self) -> Result<(), AgentError> {
         if self.is_busy() {
             return Err(AgentError::Busy);
         }
-        let (old, new) = {
+        let (old, new, session_id) = {
             let mut session = self.session();
             let old = session.path().to_string_lossy().into_owned();
             session.new_session(None)?;
-            let config = self.provider_config();
-            session.append_model_change(&config.name, &config.model)?;
-            (old, session.path().to_string_lossy().into_owned())
+            self.record_settings(&mut session)?;
+            (old, session.path().to_string_lossy().into_owned(), session.session_id().to_string())
         };
-        self.reset();
-        self.state().session_id = self.session().session_id().to_string();
+        self.start_over(Vec::new(), session_id);
         self.emit(AgentEvent::SessionSwitch { old: Some(old), new, reason: "new".into() });
         Ok(())
     }
@@ -223,6 +240,7 @@ impl AgentSession {
         }
         let context = session.build_session_context();
         let new = session.path().to_string_lossy().into_owned();
+        let session_id = session.session_id().to_string();
         let old = {
             let mut current = self.session();
             let _ = current.flush();
@@ -230,12 +248,7 @@ impl AgentSession {
             *current = session;
             old
         };
-        self.reset();
-        {
-            let mut state = self.state();
-            state.messages = context.messages;
-            state.session_id = self.session().session_id().to_string();
-        }
+        self.start_over(context.messages, session_id);
         self.emit(AgentEvent::SessionSwitch { old: Some(old), new, reason: "resume".into() });
         Ok(())
     }

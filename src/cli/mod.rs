@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use crate::agent::{AgentConfig, AgentEvent, AgentSession, AssistantMessageEvent, PromptOptions};
+use crate::agent::{AgentEvent, AgentSession, AssistantMessageEvent, PromptOptions};
 use crate::config::Settings;
 use crate::controller::{self, Level};
 use crate::handoff::HandoffOutcome;
@@ -81,12 +81,7 @@ fn current_dir(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 }
 
 fn agent_for(settings: &Settings, session: SessionManager) -> Arc<AgentSession> {
-    let config = AgentConfig {
-        provider: settings.provider_config(),
-        system_prompt: settings.system_prompt.clone(),
-        templates_dir: settings.templates_dir.clone(),
-    };
-    Arc::new(AgentSession::new(config, session))
+    Arc::new(AgentSession::new(settings.agent_config(), session))
 }
 
 fn open_session(path: &Path, settings: &Settings) -> anyhow::Result<SessionManager> {
@@ -150,10 +145,7 @@ async fn prompt(
     eprintln!("{}", manager.path().display());
     let agent = agent_for(settings, manager);
     if fresh {
-        let config = agent.provider_config();
-        let mut session = agent.session();
-        session.append_model_change(&config.name, &config.model)?;
-        session.append_thinking_level_change("off")?;
+        agent.record_settings(&mut agent.session())?;
     }
     let mut interrupt = sigint()?;
     let printer = spawn_stdout_printer(&agent);

@@ -270,8 +270,6 @@ impl AgentSession {
     /// The new session is built beside the old one and swapped in only once it is complete on
     /// disk, so a write error (full disk, read-only folder) leaves the agent on the old session.
     fn start_new_session(&self, document: &str) -> Result<(String, String, String), SessionError> {
-        let config = self.provider_config();
-        let thinking_level = self.state().thinking_level.clone();
         let (old, new, session_id, context, document_file) = {
             let mut session = self.session();
             session.flush()?;
@@ -283,8 +281,7 @@ impl AgentSession {
             let mut next = SessionManager::create(session.session_dir(), session.cwd(), Some(old.clone()))?;
             let written = (|| {
                 // Gap (no model entries): carry the model and thinking level over.
-                next.append_model_change(&config.name, &config.model)?;
-                next.append_thinking_level_change(&thinking_level)?;
+                self.record_settings(&mut next)?;
                 next.append_custom_message_entry(CUSTOM_TYPE, &wrap_document(document), true)?;
                 // Gap (new session not on disk): fsync before success is announced.
                 next.flush()?;
@@ -304,15 +301,7 @@ impl AgentSession {
             *session = next;
             (old, new, ids.0, ids.1, document_file)
         };
-        {
-            let mut state = self.state();
-            state.messages = context.messages;
-            state.session_id = session_id;
-            state.steering.clear();
-            state.follow_up.clear();
-            state.pending_next_turn.clear();
-            state.todo_reminder_counter = 0;
-        }
+        self.start_over(context.messages, session_id);
         // Gap (nobody told): announce the switch.
         self.emit(AgentEvent::SessionSwitch { old: Some(old.clone()), new: new.clone(), reason: "handoff".into() });
         Ok((new, old, document_file.to_string_lossy().into_owned()))

@@ -37,7 +37,7 @@ use nvim_rs::{Handler, Neovim};
 use rmpv::Value;
 use serde_json::json;
 
-use crate::agent::{lock, AgentConfig, AgentError, AgentSession, PromptOptions};
+use crate::agent::{lock, AgentError, AgentSession, PromptOptions};
 use crate::config::Settings;
 use crate::controller::{self, Input, Level, Notice};
 use crate::handoff::HandoffOutcome;
@@ -167,18 +167,9 @@ impl Host {
             self.notice(Level::Warn, w.clone());
         }
         let fresh = session.get_entries().is_empty();
-        let config = AgentConfig {
-            provider: settings.provider_config(),
-            system_prompt: settings.system_prompt.clone(),
-            templates_dir: settings.templates_dir.clone(),
-        };
-        let agent = Arc::new(AgentSession::new(config, session));
+        let agent = Arc::new(AgentSession::new(settings.agent_config(), session));
         if fresh {
-            let config = agent.provider_config();
-            let mut session = agent.session();
-            let recorded = session
-                .append_model_change(&config.name, &config.model)
-                .and_then(|_| session.append_thinking_level_change("off"));
+            let recorded = agent.record_settings(&mut agent.session());
             if let Err(e) = recorded {
                 return Err(err(format!("cannot write the session: {e}")));
             }
