@@ -34,8 +34,13 @@ fn init_logging(cli: &Cli, is_rpc: bool) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let command = cli.command.as_ref().map_or(true, |c| matches!(c, Command::Rpc));
-    init_logging(&cli, command);
+    let is_rpc = cli.command.as_ref().map_or(true, |c| matches!(c, Command::Rpc));
+    init_logging(&cli, is_rpc);
+    let Cli { settings, command, .. } = cli;
+    let command = command.unwrap_or(Command::Rpc);
+    if let Some(result) = handoff_nvim::cli::run_local(&command, &settings) {
+        return exit_code(result);
+    }
     handoff_nvim::install_crypto_provider();
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
@@ -44,10 +49,13 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::FAILURE);
         }
     };
-    let Cli { settings, command, .. } = cli;
-    let result = runtime.block_on(handoff_nvim::cli::run(command.unwrap_or(Command::Rpc), settings));
+    let result = runtime.block_on(handoff_nvim::cli::run(command, settings));
     // tokio's stdin reader would keep the runtime alive: do not wait for blocking tasks.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    exit_code(result)
+}
+
+fn exit_code(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -184,6 +184,18 @@ pub enum Role {
     Other(String),
 }
 
+impl Role {
+    /// The role of a message's `role` field.
+    pub fn from_name(name: &str) -> Self {
+        match name {
+            "user" => Self::User,
+            "assistant" => Self::Assistant,
+            "toolResult" => Self::ToolResult,
+            other => Self::Other(other.to_string()),
+        }
+    }
+}
+
 /// One message of the conversation, exactly as pi stores it inside a `message` entry.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

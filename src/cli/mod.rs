@@ -218,6 +218,39 @@ async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>) -> anyho
     })
 }
 
+/// Runs a command that needs no async runtime (no network, no signals), or `None` for the
+/// others: starting the runtime's threads would cost more than `context` of a small session.
+pub fn run_local(command: &Command, settings: &Settings) -> Option<anyhow::Result<ExitCode>> {
+    match command {
+        Command::Context { file } => Some(print_context(file, settings)),
+        Command::Sessions { cwd } => Some(print_sessions(cwd.clone(), settings)),
+        Command::Rpc | Command::Prompt { .. } | Command::Handoff { .. } => None,
+    }
+}
+
+fn print_context(file: &Path, settings: &Settings) -> anyhow::Result<ExitCode> {
+    let session = open_session(file, settings)?;
+    // Block-buffered: stdout's line buffering scans every write for a newline.
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    session.write_context_json(&mut out)?;
+    writeln!(out)?;
+    out.flush()?;
+    // The process ends here: freeing a large session entry by entry would cost a good part of
+    // what loading it did.
+    std::mem::forget(session);
+    Ok(ExitCode::from(exit::OK))
+}
+
+fn print_sessions(cwd: Option<PathBuf>, settings: &Settings) -> anyhow::Result<ExitCode> {
+    let cwd = current_dir(cwd)?;
+    let mut out = std::io::stdout().lock();
+    for info in SessionManager::list_sessions(&settings.session_dir(), &cwd)? {
+        serde_json::to_writer(&mut out, &info)?;
+        writeln!(out)?;
+    }
+    Ok(ExitCode::from(exit::OK))
+}
+
 /// Runs a headless command; returns the process exit code.
 pub async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCode> {
     let code = match command {
@@ -228,25 +261,8 @@ pub async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCod
         Command::Prompt { session, new, cwd, text } => {
             prompt(&settings, session, new, cwd, &text.join(" ")).await?
         }
-        Command::Context { file } => {
-            let session = open_session(&file, &settings)?;
-            let context = session.build_session_context();
-            // Block-buffered: stdout's line buffering scans every write for a newline.
-            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-            serde_json::to_writer(&mut out, &context.messages)?;
-            writeln!(out)?;
-            out.flush()?;
-            exit::OK
-        }
-        Command::Sessions { cwd } => {
-            let cwd = current_dir(cwd)?;
-            let mut out = std::io::stdout().lock();
-            for info in SessionManager::list_sessions(&settings.session_dir(), &cwd)? {
-                serde_json::to_writer(&mut out, &info)?;
-                writeln!(out)?;
-            }
-            exit::OK
-        }
+        Command::Context { file } => return print_context(&file, &settings),
+        Command::Sessions { cwd } => return print_sessions(cwd, &settings),
         Command::Handoff { file, focus } => handoff(&settings, &file, focus.as_deref()).await?,
     };
     Ok(ExitCode::from(code))

@@ -66,66 +66,116 @@ fn to_llm(message: Message) -> Option<Message> {
     }
 }
 
-fn append_entry(messages: &mut Vec<Message>, entry: &SessionEntry) {
-    if let Some(message) = entry.message() {
-        messages.extend(to_llm(message));
+/// A message of the context before it is needed in full: a stored message that reaches the model
+/// as it is, or one made from another entry (summaries, extension messages).
+enum Part<'a> {
+    Stored(&'a SessionEntry),
+    Made(Message),
+}
+
+fn append_entry<'a>(parts: &mut Vec<Part<'a>>, entry: &'a SessionEntry) {
+    if entry.is_message() {
+        match entry.message_role() {
+            Some(Role::User | Role::Assistant | Role::ToolResult) => parts.push(Part::Stored(entry)),
+            Some(Role::Other(_)) => parts.extend(entry.message().and_then(to_llm).map(Part::Made)),
+            None => {}
+        }
     } else if let Some(custom) = entry.custom_message() {
         // `display` and `details` are for the UI only: just the content reaches the model.
         let content = Content::Blocks(custom.content.blocks());
-        messages.push(Message { content, ..user_text(String::new(), entry_millis(entry)) });
+        parts.push(Part::Made(Message { content, ..user_text(String::new(), entry_millis(entry)) }));
     } else if let Some(summary) = entry.branch_summary().filter(|s| !s.is_empty()) {
-        messages.push(user_text(
+        parts.push(Part::Made(user_text(
             format!("{BRANCH_SUMMARY_PREFIX}{summary}{BRANCH_SUMMARY_SUFFIX}"),
             entry_millis(entry),
-        ));
+        )));
     }
 }
 
-/// Builds the context of `path` (root first, leaf last).
-pub fn build(path: &[&SessionEntry]) -> SessionContext {
-    let mut ctx = SessionContext::default();
+/// The context of a branch with its stored messages not parsed yet.
+struct Plan<'a> {
+    parts: Vec<Part<'a>>,
+    model: Option<(String, String)>,
+    thinking_level: Option<String>,
+}
+
+fn plan<'a>(path: &[&'a SessionEntry]) -> Plan<'a> {
+    let mut plan = Plan { parts: Vec::new(), model: None, thinking_level: None };
     let mut compaction_idx = None;
     for (i, entry) in path.iter().enumerate() {
         if let Some(level) = entry.thinking_level() {
-            ctx.thinking_level = Some(level);
+            plan.thinking_level = Some(level);
         } else if entry.compaction().is_some() {
             compaction_idx = Some(i);
         }
     }
     // The model in force is the last model change or assistant reply: look from the leaf back,
-    // so that only a few messages are read twice.
+    // so that only a few messages are read.
     for entry in path.iter().rev() {
         if let Some(model) = entry.model_change() {
-            ctx.model = Some(model);
+            plan.model = Some(model);
             break;
         }
-        if let Some(m) = entry.message().filter(Message::is_assistant) {
+        if entry.message_role() != Some(Role::Assistant) {
+            continue;
+        }
+        if let Some(m) = entry.message() {
             if let (Some(p), Some(id)) = (m.extra_str("provider"), m.extra_str("model")) {
-                ctx.model = Some((p.to_string(), id.to_string()));
+                plan.model = Some((p.to_string(), id.to_string()));
                 break;
             }
         }
     }
     let Some(ci) = compaction_idx else {
         for entry in path {
-            append_entry(&mut ctx.messages, entry);
+            append_entry(&mut plan.parts, entry);
         }
-        return ctx;
+        return plan;
     };
     let (summary, first_kept) = path[ci].compaction().unwrap_or_default();
-    ctx.messages.push(user_text(
+    plan.parts.push(Part::Made(user_text(
         format!("{COMPACTION_SUMMARY_PREFIX}{summary}{COMPACTION_SUMMARY_SUFFIX}"),
         entry_millis(path[ci]),
-    ));
+    )));
     let mut kept = false;
     for entry in &path[..ci] {
         kept |= first_kept.as_deref() == Some(entry.id.as_str());
         if kept {
-            append_entry(&mut ctx.messages, entry);
+            append_entry(&mut plan.parts, entry);
         }
     }
     for entry in &path[ci + 1..] {
-        append_entry(&mut ctx.messages, entry);
+        append_entry(&mut plan.parts, entry);
     }
-    ctx
+    plan
+}
+
+/// Builds the context of `path` (root first, leaf last).
+pub fn build(path: &[&SessionEntry]) -> SessionContext {
+    let Plan { parts, model, thinking_level } = plan(path);
+    let messages = parts
+        .into_iter()
+        .filter_map(|part| match part {
+            Part::Stored(entry) => entry.message(),
+            Part::Made(message) => Some(message),
+        })
+        .collect();
+    SessionContext { messages, model, thinking_level }
+}
+
+/// Writes the messages of the context of `path` as a JSON array. Stored messages are copied
+/// as they are in the file, without being parsed: this is what makes `handoff-nvim context`
+/// on a large session cost little more than reading it.
+pub fn write_json(path: &[&SessionEntry], out: &mut impl std::io::Write) -> std::io::Result<()> {
+    out.write_all(b"[")?;
+    for (i, part) in plan(path).parts.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        match part {
+            Part::Stored(entry) => out.write_all(entry.message_json().unwrap_or("null").as_bytes())?,
+            Part::Made(message) => serde_json::to_writer(&mut *out, message)?,
+        }
+    }
+    out.write_all(b"]")
 }

@@ -6,10 +6,14 @@
 
 use std::borrow::Cow;
 
+use std::ops::Range;
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::message::{Content, Message};
+use crate::message::{Content, Message, Role};
 
 pub const CURRENT_VERSION: u64 = 3;
 
@@ -41,7 +45,7 @@ fn default_version() -> u64 {
 ///
 /// The entry keeps its line as JSON text (`raw`) and parses only the four fields every entry
 /// has; typed views (`message()`, …) parse the rest on demand. Loading a 100k-entry session then
-/// costs about the file's size in memory instead of a tree of JSON values, and unknown types
+/// costs the file's size in memory, once, instead of a tree of JSON values, and unknown types
 /// and fields are kept byte for byte.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionEntry {
@@ -49,10 +53,36 @@ pub struct SessionEntry {
     pub id: String,
     pub parent_id: Option<String>,
     pub timestamp: String,
-    raw: Box<str>,
+    raw: LineText,
+    /// Where the `message` object is in `raw`: the context can then be written out without
+    /// parsing the messages (`handoff-nvim context`).
+    message_at: Option<Range<usize>>,
 }
 
-/// The fields every entry has, borrowed from its line.
+/// The JSON text of an entry: a range of its session file's text, which all the file's entries
+/// share (no copy per line: copying was a third of loading a large session); an entry made in
+/// memory has a text of its own.
+#[derive(Clone, Debug)]
+struct LineText {
+    text: Arc<String>,
+    range: Range<usize>,
+}
+
+impl LineText {
+    fn as_str(&self) -> &str {
+        self.text.get(self.range.clone()).unwrap_or_default()
+    }
+}
+
+impl PartialEq for LineText {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for LineText {}
+
+/// The fields every entry has, borrowed from its line, and where its message is.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct EntryHead<'a> {
@@ -64,6 +94,14 @@ struct EntryHead<'a> {
     parent_id: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     timestamp: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    message: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct RoleView<'a> {
+    #[serde(borrow)]
+    role: Cow<'a, str>,
 }
 
 const HEAD_KEYS: [&str; 4] = ["type", "id", "parentId", "timestamp"];
@@ -71,13 +109,26 @@ const HEAD_KEYS: [&str; 4] = ["type", "id", "parentId", "timestamp"];
 impl SessionEntry {
     /// Reads one line. Fails on invalid JSON or a line without a string `type`.
     pub fn parse(line: &str) -> Result<Self, serde_json::Error> {
+        Self::parse_in(Arc::new(line.to_string()), 0..line.len())
+    }
+
+    /// Reads the line at `range` of a file's `text`, sharing the text.
+    pub(crate) fn parse_in(text: Arc<String>, range: Range<usize>) -> Result<Self, serde_json::Error> {
+        let raw = LineText { text, range };
+        let line = raw.as_str();
         let head: EntryHead<'_> = serde_json::from_str(line)?;
+        // The raw value borrows from `line`: its offset there is the distance between the two.
+        let message_at = head.message.map(|m| {
+            let start = m.get().as_ptr() as usize - line.as_ptr() as usize;
+            start..start + m.get().len()
+        });
         Ok(Self {
             kind: head.kind.into_owned(),
             id: head.id.map(Cow::into_owned).unwrap_or_default(),
             parent_id: head.parent_id.map(Cow::into_owned),
             timestamp: head.timestamp.map(Cow::into_owned).unwrap_or_default(),
-            raw: line.into(),
+            message_at,
+            raw,
         })
     }
 
@@ -99,17 +150,17 @@ impl SessionEntry {
                 line.insert(k, v);
             }
         }
-        Ok(Self { kind: kind.into(), id, parent_id, timestamp, raw: serde_json::to_string(&line)?.into() })
+        Self::parse(&serde_json::to_string(&line)?).map(|entry| Self { id, parent_id, timestamp, ..entry })
     }
 
     /// The entry's line, as JSON text.
     pub fn raw_json(&self) -> &str {
-        &self.raw
+        self.raw.as_str()
     }
 
     /// Every field except `type`, `id`, `parentId` and `timestamp`, in line order.
     pub fn fields(&self) -> Map<String, Value> {
-        let mut map: Map<String, Value> = serde_json::from_str(&self.raw).unwrap_or_default();
+        let mut map: Map<String, Value> = serde_json::from_str(self.raw_json()).unwrap_or_default();
         for key in HEAD_KEYS {
             map.shift_remove(key);
         }
@@ -124,13 +175,13 @@ impl SessionEntry {
 
     /// Parses the line as `T` (a typed view of some of its fields).
     fn view<'a, T: Deserialize<'a>>(&'a self) -> Option<T> {
-        serde_json::from_str(&self.raw).ok()
+        serde_json::from_str(self.raw_json()).ok()
     }
 }
 
 impl Serialize for SessionEntry {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match serde_json::value::RawValue::from_string(self.raw.to_string()) {
+        match serde_json::value::RawValue::from_string(self.raw_json().to_string()) {
             Ok(raw) => raw.serialize(serializer),
             Err(e) => Err(serde::ser::Error::custom(e)),
         }
@@ -216,6 +267,26 @@ impl SessionEntry {
             return None;
         }
         self.view::<MessageView>().map(|v| v.message)
+    }
+
+    /// The `message` object of a `message` entry, as JSON text exactly as stored.
+    pub fn message_json(&self) -> Option<&str> {
+        if !self.is_message() {
+            return None;
+        }
+        self.message_at.clone().and_then(|at| self.raw_json().get(at))
+    }
+
+    /// The role of a `message` entry's message. Messages written as pi writes them
+    /// (`{"role":"…"` first, no escapes) are not parsed: the context of a large session is built
+    /// from roles alone.
+    pub fn message_role(&self) -> Option<Role> {
+        let json = self.message_json()?;
+        let role = match json.strip_prefix(r#"{"role":""#).and_then(|rest| rest.split_once('"')) {
+            Some((role, _)) if !role.contains('\\') => Cow::Borrowed(role),
+            _ => serde_json::from_str::<RoleView<'_>>(json).ok()?.role,
+        };
+        Some(Role::from_name(&role))
     }
 
     pub fn custom_message(&self) -> Option<CustomMessage> {

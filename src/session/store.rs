@@ -8,7 +8,9 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -16,7 +18,11 @@ use super::context::{self, SessionContext};
 use super::entry::{kind, SessionEntry, SessionHeader, CURRENT_VERSION};
 use super::paths;
 use super::SessionError;
-use crate::message::{now_iso, Content, Message};
+use crate::message::{now_iso, Content, Message, Role};
+
+/// Entry id → position in `entries`. foldhash rather than SipHash: the keys come from the
+/// user's own files, and hashing them was a tenth of loading a large session.
+type EntryIndex = HashMap<String, usize, foldhash::fast::RandomState>;
 
 /// What `list_sessions` reports of one session file.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -43,7 +49,7 @@ pub struct SessionManager {
     /// Lines before the header that are not entries (oh-my-pi writes a `title` line first).
     preamble: Vec<Value>,
     entries: Vec<SessionEntry>,
-    index: HashMap<String, usize>,
+    index: EntryIndex,
     leaf_id: Option<String>,
     file: Option<File>,
     /// The file does not end in `\n` (torn last line): the next append starts a new line.
@@ -56,7 +62,7 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SessionError + '_ {
 }
 
 /// A fresh 8-hex-char entry id, unique in `taken`.
-fn new_entry_id(taken: &HashMap<String, usize>) -> String {
+fn new_entry_id(taken: &EntryIndex) -> String {
     loop {
         let id = format!("{:08x}", rand::random::<u32>());
         if !taken.contains_key(&id) {
@@ -120,24 +126,105 @@ struct Parsed {
     ends_with_newline: bool,
 }
 
-fn parse_file(path: &Path, bytes: &[u8]) -> Result<Parsed, SessionError> {
+/// Why a line is not an entry.
+enum LineError {
+    Utf8(std::str::Utf8Error),
+    Json(serde_json::Error),
+}
+
+impl std::fmt::Display for LineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Utf8(e) => e.fmt(f),
+            Self::Json(e) => e.fmt(f),
+        }
+    }
+}
+
+/// A session file's text: shared by all its entries when the file is valid UTF-8 (always, unless
+/// damaged), else read line by line.
+enum FileText {
+    Shared(Arc<String>),
+    Damaged(Vec<u8>),
+}
+
+impl FileText {
+    fn new(bytes: Vec<u8>) -> Self {
+        match String::from_utf8(bytes) {
+            Ok(text) => Self::Shared(Arc::new(text)),
+            Err(e) => Self::Damaged(e.into_bytes()),
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Self::Shared(text) => text.as_bytes(),
+            Self::Damaged(bytes) => bytes,
+        }
+    }
+
+    fn parse_line(&self, range: Range<usize>) -> Result<SessionEntry, LineError> {
+        let (text, range) = match self {
+            Self::Shared(text) => (text.clone(), range),
+            Self::Damaged(bytes) => {
+                let line = std::str::from_utf8(&bytes[range]).map_err(LineError::Utf8)?;
+                (Arc::new(line.to_string()), 0..line.len())
+            }
+        };
+        SessionEntry::parse_in(text, range).map_err(LineError::Json)
+    }
+}
+
+/// Below this many bytes a file is parsed on one thread: starting another costs more.
+const PARALLEL_PARSE_MIN_BYTES: usize = 256 * 1024;
+
+/// Parses every line, on all cores for a large file: loading a session is mostly JSON scanning.
+fn parse_lines(text: &FileText, lines: &[Range<usize>]) -> Vec<Result<SessionEntry, LineError>> {
+    let parse = |part: &[Range<usize>]| part.iter().map(|r| text.parse_line(r.clone())).collect::<Vec<_>>();
+    let threads = std::thread::available_parallelism().map_or(1, usize::from).min(8);
+    if threads < 2 || text.bytes().len() < PARALLEL_PARSE_MIN_BYTES {
+        return parse(lines);
+    }
+    let chunk = lines.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = lines[chunk..].chunks(chunk).map(|part| scope.spawn(move || parse(part))).collect();
+        let mut parsed = parse(&lines[..chunk]);
+        parsed.reserve(lines.len() - chunk);
+        for worker in workers {
+            match worker.join() {
+                Ok(part) => parsed.extend(part),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        parsed
+    })
+}
+
+fn parse_file(path: &Path, bytes: Vec<u8>) -> Result<Parsed, SessionError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(SessionError::Empty { path: path.to_path_buf() });
     }
     let ends_with_newline = bytes.ends_with(b"\n");
-    let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
-    let last_nonempty = lines.iter().rposition(|l| !l.iter().all(u8::is_ascii_whitespace));
+    // (line number, byte range) of the lines that are not blank.
+    let mut lines: Vec<(usize, Range<usize>)> = Vec::new();
+    let mut start = 0;
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        if !line.iter().all(u8::is_ascii_whitespace) {
+            lines.push((i + 1, start..start + line.len()));
+        }
+        start += line.len() + 1;
+    }
+    let last_line = lines.last().map(|(n, _)| *n);
+    let text = FileText::new(bytes);
+    let ranges: Vec<Range<usize>> = lines.iter().map(|(_, r)| r.clone()).collect();
+    let parsed = parse_lines(&text, &ranges);
     let mut header: Option<SessionHeader> = None;
     let mut preamble = Vec::new();
-    let mut entries: Vec<SessionEntry> = Vec::new();
-    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut entries: Vec<SessionEntry> = Vec::with_capacity(lines.len());
     let mut warnings = Vec::new();
-    for (i, raw) in lines.iter().enumerate() {
-        if raw.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let line_no = i + 1;
-        let torn = Some(i) == last_nonempty && !ends_with_newline;
+    for ((line_no, range), result) in lines.into_iter().zip(parsed) {
+        let raw = &text.bytes()[range];
+        let torn = Some(line_no) == last_line && !ends_with_newline;
         let skipped = |e: &dyn std::fmt::Display| {
             if torn {
                 format!(
@@ -149,17 +236,14 @@ fn parse_file(path: &Path, bytes: &[u8]) -> Result<Parsed, SessionError> {
                 format!("{}: line {line_no} is not a valid entry ({e}); it was skipped", path.display())
             }
         };
-        let line = match std::str::from_utf8(raw) {
-            Ok(line) => line,
-            Err(e) => {
+        let entry = match result {
+            Ok(entry) => entry,
+            Err(e @ LineError::Utf8(_)) => {
                 warnings.push(skipped(&e));
                 continue;
             }
-        };
-        let entry = match SessionEntry::parse(line) {
-            Ok(entry) => entry,
-            Err(e) => {
-                match serde_json::from_str::<Value>(line) {
+            Err(e @ LineError::Json(_)) => {
+                match serde_json::from_slice::<Value>(raw) {
                     Ok(value) if header.is_none() => preamble.push(value),
                     Ok(_) => warnings
                         .push(format!("{}: line {line_no} has no entry type; it was skipped", path.display())),
@@ -171,7 +255,7 @@ fn parse_file(path: &Path, bytes: &[u8]) -> Result<Parsed, SessionError> {
         let is_session = entry.kind == "session";
         if header.is_none() {
             if is_session {
-                match serde_json::from_str::<SessionHeader>(line) {
+                match serde_json::from_str::<SessionHeader>(entry.raw_json()) {
                     Ok(h) => header = Some(h),
                     Err(e) => {
                         return Err(SessionError::BadHeader {
@@ -180,7 +264,7 @@ fn parse_file(path: &Path, bytes: &[u8]) -> Result<Parsed, SessionError> {
                         })
                     }
                 }
-            } else if let Ok(value) = serde_json::from_str::<Value>(line) {
+            } else if let Ok(value) = serde_json::from_str::<Value>(entry.raw_json()) {
                 preamble.push(value);
             }
             continue;
@@ -196,17 +280,46 @@ fn parse_file(path: &Path, bytes: &[u8]) -> Result<Parsed, SessionError> {
             }
             continue;
         }
-        // The same entry written twice (pi's re-append, above) is kept once.
-        if seen.get(&entry.id).is_some_and(|&i| entries[i] == entry) {
-            continue;
-        }
-        seen.insert(entry.id.clone(), entries.len());
         entries.push(entry);
     }
     let Some(header) = header else {
         return Err(SessionError::NoHeader { path: path.to_path_buf() });
     };
     Ok(Parsed { header, preamble, entries, warnings, ends_with_newline })
+}
+
+/// Indexes entries by id. The same entry written twice (pi's re-append of a session it
+/// resumed) is kept once; of two different entries with one id, the later one wins.
+fn index_entries(path: &Path, entries: &mut Vec<SessionEntry>, warnings: &mut Vec<String>) -> EntryIndex {
+    loop {
+        let mut index = EntryIndex::with_capacity_and_hasher(entries.len(), Default::default());
+        let mut repeats = Vec::new();
+        let mut reused = Vec::new();
+        for (i, entry) in entries.iter().enumerate() {
+            match index.insert(entry.id.clone(), i) {
+                Some(first) if entries[first] == *entry => {
+                    index.insert(entry.id.clone(), first);
+                    repeats.push(i);
+                }
+                Some(_) => reused.push(format!(
+                    "{}: entry id {} appears more than once; the later one wins",
+                    path.display(),
+                    entry.id
+                )),
+                None => {}
+            }
+        }
+        if repeats.is_empty() {
+            warnings.extend(reused);
+            return index;
+        }
+        // Rare: drop the repeats and index again, so that positions are right.
+        let mut position = 0;
+        entries.retain(|_| {
+            position += 1;
+            repeats.binary_search(&(position - 1)).is_err()
+        });
+    }
 }
 
 /// Brings entries of format versions 1 and 2 to version 3, in memory only.
@@ -285,7 +398,7 @@ impl SessionManager {
             },
             preamble: Vec::new(),
             entries: Vec::new(),
-            index: HashMap::new(),
+            index: EntryIndex::default(),
             leaf_id: None,
             file: None,
             needs_newline: false,
@@ -306,18 +419,9 @@ impl SessionManager {
         let mut bytes = Vec::new();
         File::open(&path).and_then(|mut f| f.read_to_end(&mut bytes)).map_err(io_err(&path))?;
         let Parsed { mut header, preamble, mut entries, mut warnings, ends_with_newline } =
-            parse_file(&path, &bytes)?;
+            parse_file(&path, bytes)?;
         migrate(&mut header, &mut entries);
-        let mut index = HashMap::with_capacity(entries.len());
-        for (i, entry) in entries.iter().enumerate() {
-            if index.insert(entry.id.clone(), i).is_some() {
-                warnings.push(format!(
-                    "{}: entry id {} appears more than once; the later one wins",
-                    path.display(),
-                    entry.id
-                ));
-            }
-        }
+        let index = index_entries(&path, &mut entries, &mut warnings);
         if let Some(orphan) = entries
             .iter()
             .find(|e| e.parent_id.as_deref().is_some_and(|p| !index.contains_key(p)))
@@ -581,6 +685,12 @@ impl SessionManager {
         context::build(&self.get_branch(None))
     }
 
+    /// The messages of the LLM context for the leaf, written as a JSON array (stored messages
+    /// exactly as they are in the file).
+    pub fn write_context_json(&self, out: &mut impl Write) -> std::io::Result<()> {
+        context::write_json(&self.get_branch(None), out)
+    }
+
     /// Sessions stored for `cwd`, newest first.
     pub fn list_sessions(session_dir: &Path, cwd: &Path) -> Result<Vec<SessionInfo>, SessionError> {
         let dir = session_dir.join(paths::cwd_folder_name(cwd));
@@ -603,18 +713,18 @@ impl SessionManager {
 /// Reads just enough of a session file for `list_sessions`.
 fn summarize(path: &Path) -> Result<SessionInfo, SessionError> {
     let bytes = fs::read(path).map_err(io_err(path))?;
-    let parsed = parse_file(path, &bytes)?;
-    let mut first_message = String::new();
-    let mut message_count = 0;
+    let parsed = parse_file(path, bytes)?;
     let empty = !parsed.entries.iter().any(|e| e.is_message() || e.kind == kind::CUSTOM_MESSAGE);
-    for entry in &parsed.entries {
-        if let Some(m) = entry.message() {
-            message_count += 1;
-            if first_message.is_empty() && m.role == crate::message::Role::User {
-                first_message = m.text().lines().next().unwrap_or_default().trim().to_string();
-            }
-        }
-    }
+    // Roles are read without parsing the messages; only the first user message is.
+    let messages: Vec<(&SessionEntry, Role)> =
+        parsed.entries.iter().filter_map(|e| Some((e, e.message_role()?))).collect();
+    let message_count = messages.len();
+    let first_message = messages
+        .iter()
+        .filter(|(_, role)| *role == Role::User)
+        .find_map(|(e, _)| e.message())
+        .map(|m| m.text().lines().next().unwrap_or_default().trim().to_string())
+        .unwrap_or_default();
     Ok(SessionInfo {
         id: parsed.header.id,
         path: path.to_path_buf(),
