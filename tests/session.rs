@@ -475,6 +475,118 @@ fn context_custom_message_is_a_user_message_without_display_or_details() {
     assert_eq!((cm.custom_type.as_str(), cm.display), ("handoff", true));
 }
 
+/// The context as `write_context_json` writes it (what `handoff-nvim context` prints).
+fn context_json(s: &SessionManager) -> (String, Value) {
+    let mut out = Vec::new();
+    s.write_context_json(&mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    (text, value)
+}
+
+#[test]
+fn context_json_is_the_built_context_with_stored_messages_copied_verbatim() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every kind of entry that reaches the context, and messages written in unusual ways:
+    // `role` not first, an escaped role, an extension role, a role the model never sees, and
+    // an unknown field (kept as written).
+    let path = dir.path().join("kinds.jsonl");
+    let raw_user = r#"{"role":"user","content":[{"type":"text","text":"u1 \"quoted\" \u00e9"}],"timestamp":1,"futureField":{"x":[1,2]}}"#;
+    let lines = [
+        r#"{"type":"session","version":3,"id":"s1","timestamp":"2026-11-29T20:00:00.000Z","cwd":"/p"}"#.to_string(),
+        format!(r#"{{"type":"message","id":"e1","parentId":null,"timestamp":"2026-11-29T20:00:01.000Z","message":{raw_user}}}"#),
+        r#"{"type":"message","id":"e2","parentId":"e1","timestamp":"2026-11-29T20:00:02.000Z","message":{"content":[{"type":"text","text":"a1"}],"role":"assistant","stopReason":"stop","provider":"p","model":"m","timestamp":2}}"#.into(),
+        r#"{"type":"message","id":"e3","parentId":"e2","timestamp":"2026-11-29T20:00:03.000Z","message":{"role":"us\u0065r","content":"escaped role","timestamp":3}}"#.into(),
+        r#"{"type":"message","id":"e4","parentId":"e3","timestamp":"2026-11-29T20:00:04.000Z","message":{"role":"bashExecution","command":"ls","output":"a b","exitCode":2,"timestamp":4}}"#.into(),
+        r#"{"type":"message","id":"e5","parentId":"e4","timestamp":"2026-11-29T20:00:05.000Z","message":{"role":"notForTheModel","content":"hidden","timestamp":5}}"#.into(),
+        r#"{"type":"custom_message","id":"e6","parentId":"e5","timestamp":"2026-11-29T20:00:06.000Z","customType":"handoff","content":"DOC","display":true}"#.into(),
+        r#"{"type":"branch_summary","id":"e7","parentId":"e6","timestamp":"2026-11-29T20:00:07.000Z","fromId":"e1","summary":"tried X"}"#.into(),
+        r#"{"type":"message","id":"e8","parentId":"e7","timestamp":"2026-11-29T20:00:08.000Z","message":{"role":"toolResult","toolCallId":"c1","toolName":"bash","content":[{"type":"text","text":"out"}],"isError":false,"timestamp":8}}"#.into(),
+    ];
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let mut sessions = vec![open(&path, dir.path())];
+    for name in FIXTURES {
+        sessions.push(open(&copy_fixture(name, dir.path()), dir.path()));
+    }
+    // And one with a compaction, made through the API.
+    let mut s = new_session(dir.path());
+    let u1 = s.append_message(&Message::user("u1")).unwrap();
+    s.append_message(&common::assistant("a1")).unwrap();
+    s.append_compaction("SUMMARY", &u1, 1).unwrap();
+    s.append_message(&Message::user("u2")).unwrap();
+    sessions.push(s);
+    for s in &sessions {
+        let built = serde_json::to_value(&s.build_session_context().messages).unwrap();
+        let (_, written) = context_json(s);
+        assert_eq!(written, built, "{}", s.path().display());
+    }
+    let (text, written) = context_json(&sessions[0]);
+    assert!(text.starts_with(&format!("[{raw_user},")), "{text}");
+    let roles: Vec<&str> = written.as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "user", "user", "user", "user", "toolResult"]);
+    assert!(!text.contains("hidden"), "{text}");
+}
+
+#[test]
+fn a_large_damaged_file_loads_on_every_core_with_the_right_lines_named() {
+    // Over a megabyte, so the lines are parsed on several threads: the damage is spread over
+    // the file, and each warning must still name its own line.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("large.jsonl");
+    let mut file: Vec<u8> =
+        br#"{"type":"session","version":3,"id":"s1","timestamp":"2026-11-29T20:00:00.000Z","cwd":"/p"}"#.to_vec();
+    let filler = "lorem ipsum ".repeat(80);
+    let mut parent = "null".to_string();
+    let mut line_no = 1;
+    let (mut bad_utf8, mut garbage) = (0, 0);
+    let mut good = Vec::new();
+    for i in 0..1200 {
+        file.push(b'\n');
+        line_no += 1;
+        if i == 300 {
+            file.extend_from_slice(b"{\"type\":\"message\",\"id\":\"\xff\xfe\"}");
+            bad_utf8 = line_no;
+            continue;
+        }
+        if i == 900 {
+            file.extend_from_slice(b"not json");
+            garbage = line_no;
+            continue;
+        }
+        let id = format!("{i:08x}");
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        let line = format!(
+            r#"{{"type":"message","id":"{id}","parentId":{parent},"timestamp":"2026-11-29T20:00:00.000Z","message":{{"role":"{role}","content":"{i} {filler}","timestamp":{i}}}}}"#
+        );
+        file.extend_from_slice(line.as_bytes());
+        if i == 600 {
+            // pi's re-append: the same entry again, which is not a new entry.
+            file.push(b'\n');
+            line_no += 1;
+            file.extend_from_slice(line.as_bytes());
+        }
+        parent = format!("\"{id}\"");
+        good.push(id);
+    }
+    file.extend_from_slice(b"\n{\"type\":\"message\",\"id\":\"torn\",\"par");
+    let torn = line_no + 1;
+    assert!(file.len() > 1_000_000);
+    std::fs::write(&path, &file).unwrap();
+    let s = open(&path, dir.path());
+    let w = s.warnings();
+    assert_eq!(w.len(), 3, "{w:?}");
+    assert!(w[0].contains(&format!("line {bad_utf8} ")), "{}", w[0]);
+    assert!(w[1].contains(&format!("line {garbage} ")), "{}", w[1]);
+    assert!(w[2].contains("last line") && w[2].contains("incomplete"), "{} (line {torn})", w[2]);
+    let ids: Vec<&str> = s.get_entries().iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids, good);
+    assert_eq!(s.leaf_id(), good.last().map(String::as_str));
+    // The damaged lines were no entries of the tree: the branch runs through all the others.
+    let ctx = s.build_session_context();
+    assert_eq!(ctx.messages.len(), good.len());
+    assert_eq!(ctx.messages.last().unwrap().timestamp, Some(1199));
+}
+
 #[test]
 fn context_reports_model_and_thinking_level_of_the_branch() {
     let dir = tempfile::tempdir().unwrap();

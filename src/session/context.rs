@@ -70,25 +70,25 @@ fn to_llm(message: Message) -> Option<Message> {
 /// as it is, or one made from another entry (summaries, extension messages).
 enum Part<'a> {
     Stored(&'a SessionEntry),
-    Made(Message),
+    Made(Box<Message>),
 }
 
 fn append_entry<'a>(parts: &mut Vec<Part<'a>>, entry: &'a SessionEntry) {
     if entry.is_message() {
         match entry.message_role() {
             Some(Role::User | Role::Assistant | Role::ToolResult) => parts.push(Part::Stored(entry)),
-            Some(Role::Other(_)) => parts.extend(entry.message().and_then(to_llm).map(Part::Made)),
+            Some(Role::Other(_)) => parts.extend(entry.message().and_then(to_llm).map(|m| Part::Made(Box::new(m)))),
             None => {}
         }
     } else if let Some(custom) = entry.custom_message() {
         // `display` and `details` are for the UI only: just the content reaches the model.
         let content = Content::Blocks(custom.content.blocks());
-        parts.push(Part::Made(Message { content, ..user_text(String::new(), entry_millis(entry)) }));
+        parts.push(Part::Made(Box::new(Message { content, ..user_text(String::new(), entry_millis(entry)) })));
     } else if let Some(summary) = entry.branch_summary().filter(|s| !s.is_empty()) {
-        parts.push(Part::Made(user_text(
+        parts.push(Part::Made(Box::new(user_text(
             format!("{BRANCH_SUMMARY_PREFIX}{summary}{BRANCH_SUMMARY_SUFFIX}"),
             entry_millis(entry),
-        )));
+        ))));
     }
 }
 
@@ -133,10 +133,10 @@ fn plan<'a>(path: &[&'a SessionEntry]) -> Plan<'a> {
         return plan;
     };
     let (summary, first_kept) = path[ci].compaction().unwrap_or_default();
-    plan.parts.push(Part::Made(user_text(
+    plan.parts.push(Part::Made(Box::new(user_text(
         format!("{COMPACTION_SUMMARY_PREFIX}{summary}{COMPACTION_SUMMARY_SUFFIX}"),
         entry_millis(path[ci]),
-    )));
+    ))));
     let mut kept = false;
     for entry in &path[..ci] {
         kept |= first_kept.as_deref() == Some(entry.id.as_str());
@@ -157,7 +157,7 @@ pub fn build(path: &[&SessionEntry]) -> SessionContext {
         .into_iter()
         .filter_map(|part| match part {
             Part::Stored(entry) => entry.message(),
-            Part::Made(message) => Some(message),
+            Part::Made(message) => Some(*message),
         })
         .collect();
     SessionContext { messages, model, thinking_level }
