@@ -64,3 +64,4 @@ fn exit_code(result: anyhow::Result<ExitCode>) -> ExitCode {
         }
     }
 }
+

@@ -174,7 +174,7 @@ impl Content {
 }
 
 /// Who wrote a message. pi uses `user`, `assistant` and `toolResult`; anything else is kept.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Role {
     User,
@@ -291,6 +291,38 @@ impl Message {
 // loading a large session. These visitors read each field straight into its place and only
 // unknown fields into `extra`.
 
+/// A key or name, borrowed from the input when it has no escapes (nearly always): reading a
+/// message then allocates only for what it keeps.
+struct Key<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, s: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Borrowed(s)))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(s.to_string())))
+            }
+            fn visit_string<E: serde::de::Error>(self, s: String) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(s)))
+            }
+        }
+        deserializer.deserialize_str(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Role {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Key::deserialize(deserializer).map(|Key(name)| Role::from_name(&name))
+    }
+}
+
 /// `Deserialize` for a struct with `extra: Map<String, Value>` and `Default`: named keys go to
 /// their fields, the rest to `extra`.
 macro_rules! open_struct_deserialize {
@@ -305,12 +337,12 @@ macro_rules! open_struct_deserialize {
                     }
                     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<$ty, A::Error> {
                         let mut out = $ty::default();
-                        while let Some(key) = map.next_key::<String>()? {
-                            match key.as_str() {
+                        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+                            match key.as_ref() {
                                 $($key => out.$field = map.next_value()?,)*
                                 _ => {
                                     let value: Value = map.next_value()?;
-                                    out.extra.insert(key, value);
+                                    out.extra.insert(key.into_owned(), value);
                                 }
                             }
                         }

@@ -281,7 +281,7 @@ fn files_a_missing_parent_id_keeps_every_entry_and_the_file_unchanged() {
     assert!(s.warnings().iter().any(|w| w.contains("cccccccc") && w.contains("zzzzzzzz")), "{:?}", s.warnings());
     // Nothing is dropped: every entry is kept, the branch of the leaf ends at the orphan.
     assert_eq!(s.get_entries().len(), 4);
-    let branch: Vec<String> = s.get_branch(None).iter().map(|e| e.id.clone()).collect();
+    let branch: Vec<String> = s.get_branch(None).iter().map(|e| e.id.to_string()).collect();
     assert_eq!(branch, ["cccccccc", "dddddddd"]);
     assert_eq!(s.build_session_context().messages.len(), 2);
     // Appending continues the leaf; the earlier bytes stay as they were.
@@ -1070,13 +1070,13 @@ fn fuzz_stable_session_reader_never_panics_and_an_append_never_loses_an_entry() 
         let Ok(mut s) = SessionManager::open(&path, dir.path()) else { continue };
         loaded += 1;
         assert_eq!(std::fs::read(&path).unwrap(), data, "iteration {i}: loading changed the file");
-        let before: Vec<String> = s.get_entries().iter().map(|e| e.id.clone()).collect();
+        let before: Vec<String> = s.get_entries().iter().map(|e| e.id.to_string()).collect();
         let _ = s.build_session_context();
         let id = s.append_message(&Message::user("fuzz")).unwrap();
         s.flush().unwrap();
         drop(s);
         let again = SessionManager::open(&path, dir.path()).unwrap_or_else(|e| panic!("iteration {i}: {e}"));
-        let after: Vec<String> = again.get_entries().iter().map(|e| e.id.clone()).collect();
+        let after: Vec<String> = again.get_entries().iter().map(|e| e.id.to_string()).collect();
         for b in &before {
             assert!(after.contains(b), "iteration {i}: entry {b} lost by an append\n{}", String::from_utf8_lossy(&data));
         }

@@ -150,17 +150,18 @@ fn plan<'a>(path: &[&'a SessionEntry]) -> Plan<'a> {
     plan
 }
 
+/// From this many messages on, they are parsed on all cores.
+const PARALLEL_PARSE_MIN_MESSAGES: usize = 512;
+
 /// Builds the context of `path` (root first, leaf last).
 pub fn build(path: &[&SessionEntry]) -> SessionContext {
     let Plan { parts, model, thinking_level } = plan(path);
-    let messages = parts
-        .into_iter()
-        .filter_map(|part| match part {
-            Part::Stored(entry) => entry.message(),
-            Part::Made(message) => Some(*message),
-        })
-        .collect();
-    SessionContext { messages, model, thinking_level }
+    let parallel = parts.len() >= PARALLEL_PARSE_MIN_MESSAGES;
+    let messages = super::map_in_parallel(parts, parallel, |part| match part {
+        Part::Stored(entry) => entry.message(),
+        Part::Made(message) => Some(*message),
+    });
+    SessionContext { messages: messages.into_iter().flatten().collect(), model, thinking_level }
 }
 
 /// Writes the messages of the context of `path` as a JSON array. Stored messages are copied

@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Arc;
 
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -49,10 +50,10 @@ fn default_version() -> u64 {
 /// and fields are kept byte for byte.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionEntry {
-    pub kind: String,
-    pub id: String,
-    pub parent_id: Option<String>,
-    pub timestamp: String,
+    pub kind: CompactString,
+    pub id: CompactString,
+    pub parent_id: Option<CompactString>,
+    pub timestamp: CompactString,
     raw: LineText,
     /// Where the `message` object is in `raw`: the context can then be written out without
     /// parsing the messages (`handoff-nvim context`).
@@ -82,10 +83,40 @@ impl PartialEq for LineText {
 
 impl Eq for LineText {}
 
+/// What an entry holds besides its line: the fields every entry has, and where its message is.
+/// Read apart from the entry so that a file's lines can be read on several threads, without
+/// them all counting references to the file's text.
+pub(crate) struct EntryHead {
+    kind: CompactString,
+    id: CompactString,
+    parent_id: Option<CompactString>,
+    timestamp: CompactString,
+    message_at: Option<Range<usize>>,
+}
+
+impl EntryHead {
+    /// Reads the head of one line. Fails on invalid JSON or a line without a string `type`.
+    pub(crate) fn read(line: &str) -> Result<Self, serde_json::Error> {
+        let head: HeadView<'_> = serde_json::from_str(line)?;
+        // The raw value borrows from `line`: its offset there is the distance between the two.
+        let message_at = head.message.map(|m| {
+            let start = m.get().as_ptr() as usize - line.as_ptr() as usize;
+            start..start + m.get().len()
+        });
+        Ok(Self {
+            kind: head.kind.as_ref().into(),
+            id: head.id.as_deref().map(CompactString::from).unwrap_or_default(),
+            parent_id: head.parent_id.as_deref().map(CompactString::from),
+            timestamp: head.timestamp.as_deref().map(CompactString::from).unwrap_or_default(),
+            message_at,
+        })
+    }
+}
+
 /// The fields every entry has, borrowed from its line, and where its message is.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct EntryHead<'a> {
+struct HeadView<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
     #[serde(default, borrow)]
@@ -109,27 +140,14 @@ const HEAD_KEYS: [&str; 4] = ["type", "id", "parentId", "timestamp"];
 impl SessionEntry {
     /// Reads one line. Fails on invalid JSON or a line without a string `type`.
     pub fn parse(line: &str) -> Result<Self, serde_json::Error> {
-        Self::parse_in(Arc::new(line.to_string()), 0..line.len())
+        let head = EntryHead::read(line)?;
+        Ok(Self::with_head(head, Arc::new(line.to_string()), 0..line.len()))
     }
 
-    /// Reads the line at `range` of a file's `text`, sharing the text.
-    pub(crate) fn parse_in(text: Arc<String>, range: Range<usize>) -> Result<Self, serde_json::Error> {
-        let raw = LineText { text, range };
-        let line = raw.as_str();
-        let head: EntryHead<'_> = serde_json::from_str(line)?;
-        // The raw value borrows from `line`: its offset there is the distance between the two.
-        let message_at = head.message.map(|m| {
-            let start = m.get().as_ptr() as usize - line.as_ptr() as usize;
-            start..start + m.get().len()
-        });
-        Ok(Self {
-            kind: head.kind.into_owned(),
-            id: head.id.map(Cow::into_owned).unwrap_or_default(),
-            parent_id: head.parent_id.map(Cow::into_owned),
-            timestamp: head.timestamp.map(Cow::into_owned).unwrap_or_default(),
-            message_at,
-            raw,
-        })
+    /// The entry whose line is at `range` of `text` and whose head was read from it.
+    pub(crate) fn with_head(head: EntryHead, text: Arc<String>, range: Range<usize>) -> Self {
+        let EntryHead { kind, id, parent_id, timestamp, message_at } = head;
+        Self { kind, id, parent_id, timestamp, raw: LineText { text, range }, message_at }
     }
 
     /// Builds an entry from its parts (the line is written in pi's key order).
@@ -150,7 +168,12 @@ impl SessionEntry {
                 line.insert(k, v);
             }
         }
-        Self::parse(&serde_json::to_string(&line)?).map(|entry| Self { id, parent_id, timestamp, ..entry })
+        Self::parse(&serde_json::to_string(&line)?).map(|entry| Self {
+            id: id.into(),
+            parent_id: parent_id.map(Into::into),
+            timestamp: timestamp.into(),
+            ..entry
+        })
     }
 
     /// The entry's line, as JSON text.
@@ -169,7 +192,13 @@ impl SessionEntry {
 
     /// Rewrites the entry with changed head or fields (format migrations, in memory only).
     pub(crate) fn rebuild(&mut self, fields: Map<String, Value>) -> Result<(), serde_json::Error> {
-        *self = Self::new(&self.kind, self.id.clone(), self.parent_id.clone(), self.timestamp.clone(), fields)?;
+        *self = Self::new(
+            &self.kind,
+            self.id.to_string(),
+            self.parent_id.as_deref().map(str::to_string),
+            self.timestamp.to_string(),
+            fields,
+        )?;
         Ok(())
     }
 

@@ -11,6 +11,36 @@ pub use context::SessionContext;
 pub use entry::{SessionEntry, SessionHeader};
 pub use store::{SessionInfo, SessionManager};
 
+/// Maps `items` in order; on all cores when `parallel` (the caller knows when the work is worth
+/// a thread: parsing a large session's lines or messages).
+pub(crate) fn map_in_parallel<T: Send, U: Send>(items: Vec<T>, parallel: bool, f: impl Fn(T) -> U + Sync) -> Vec<U> {
+    let threads = std::thread::available_parallelism().map_or(1, usize::from).min(8);
+    if !parallel || threads < 2 || items.len() < threads {
+        return items.into_iter().map(f).collect();
+    }
+    let chunk = items.len().div_ceil(threads);
+    let mut items = items;
+    let mut tails = Vec::new();
+    while items.len() > chunk {
+        tails.push(items.split_off(items.len() - chunk));
+    }
+    tails.reverse();
+    let f = &f;
+    std::thread::scope(|scope| {
+        let workers: Vec<_> =
+            tails.into_iter().map(|part| scope.spawn(move || part.into_iter().map(f).collect::<Vec<_>>())).collect();
+        let mut mapped: Vec<U> = Vec::with_capacity(items.len() * threads);
+        mapped.extend(items.into_iter().map(f));
+        for worker in workers {
+            match worker.join() {
+                Ok(part) => mapped.extend(part),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        mapped
+    })
+}
+
 /// Failures of the session store. Each names the file and what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {

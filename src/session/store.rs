@@ -12,17 +12,18 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use compact_str::CompactString;
 use serde_json::{Map, Value};
 
 use super::context::{self, SessionContext};
-use super::entry::{kind, SessionEntry, SessionHeader, CURRENT_VERSION};
+use super::entry::{kind, EntryHead, SessionEntry, SessionHeader, CURRENT_VERSION};
 use super::paths;
 use super::SessionError;
 use crate::message::{now_iso, Content, Message, Role};
 
 /// Entry id → position in `entries`. foldhash rather than SipHash: the keys come from the
 /// user's own files, and hashing them was a tenth of loading a large session.
-type EntryIndex = HashMap<String, usize, foldhash::fast::RandomState>;
+type EntryIndex = HashMap<CompactString, usize, foldhash::fast::RandomState>;
 
 /// What `list_sessions` reports of one session file.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -50,7 +51,7 @@ pub struct SessionManager {
     preamble: Vec<Value>,
     entries: Vec<SessionEntry>,
     index: EntryIndex,
-    leaf_id: Option<String>,
+    leaf_id: Option<CompactString>,
     file: Option<File>,
     /// The file does not end in `\n` (torn last line): the next append starts a new line.
     needs_newline: bool,
@@ -65,7 +66,7 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SessionError + '_ {
 fn new_entry_id(taken: &EntryIndex) -> String {
     loop {
         let id = format!("{:08x}", rand::random::<u32>());
-        if !taken.contains_key(&id) {
+        if !taken.contains_key(id.as_str()) {
             return id;
         }
     }
@@ -148,6 +149,13 @@ enum FileText {
     Damaged(Vec<u8>),
 }
 
+/// A line read, not yet an entry: `own_text` when the file's text cannot be shared.
+struct ReadLine {
+    head: EntryHead,
+    own_text: Option<Arc<String>>,
+    range: Range<usize>,
+}
+
 impl FileText {
     fn new(bytes: Vec<u8>) -> Self {
         match String::from_utf8(bytes) {
@@ -163,42 +171,33 @@ impl FileText {
         }
     }
 
-    fn parse_line(&self, range: Range<usize>) -> Result<SessionEntry, LineError> {
-        let (text, range) = match self {
-            Self::Shared(text) => (text.clone(), range),
+    fn read_line(&self, range: Range<usize>) -> Result<ReadLine, LineError> {
+        match self {
+            Self::Shared(text) => {
+                let head = EntryHead::read(&text[range.clone()]).map_err(LineError::Json)?;
+                Ok(ReadLine { head, own_text: None, range })
+            }
             Self::Damaged(bytes) => {
                 let line = std::str::from_utf8(&bytes[range]).map_err(LineError::Utf8)?;
-                (Arc::new(line.to_string()), 0..line.len())
+                let head = EntryHead::read(line).map_err(LineError::Json)?;
+                Ok(ReadLine { head, own_text: Some(Arc::new(line.to_string())), range: 0..line.len() })
             }
+        }
+    }
+
+    fn entry(&self, line: ReadLine) -> SessionEntry {
+        let text = match (line.own_text, self) {
+            (Some(own), _) => own,
+            (None, Self::Shared(text)) => text.clone(),
+            // Not reached: lines of a damaged file are read with a text of their own.
+            (None, Self::Damaged(_)) => Arc::default(),
         };
-        SessionEntry::parse_in(text, range).map_err(LineError::Json)
+        SessionEntry::with_head(line.head, text, line.range)
     }
 }
 
 /// Below this many bytes a file is parsed on one thread: starting another costs more.
 const PARALLEL_PARSE_MIN_BYTES: usize = 256 * 1024;
-
-/// Parses every line, on all cores for a large file: loading a session is mostly JSON scanning.
-fn parse_lines(text: &FileText, lines: &[Range<usize>]) -> Vec<Result<SessionEntry, LineError>> {
-    let parse = |part: &[Range<usize>]| part.iter().map(|r| text.parse_line(r.clone())).collect::<Vec<_>>();
-    let threads = std::thread::available_parallelism().map_or(1, usize::from).min(8);
-    if threads < 2 || text.bytes().len() < PARALLEL_PARSE_MIN_BYTES {
-        return parse(lines);
-    }
-    let chunk = lines.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = lines[chunk..].chunks(chunk).map(|part| scope.spawn(move || parse(part))).collect();
-        let mut parsed = parse(&lines[..chunk]);
-        parsed.reserve(lines.len() - chunk);
-        for worker in workers {
-            match worker.join() {
-                Ok(part) => parsed.extend(part),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-        parsed
-    })
-}
 
 fn parse_file(path: &Path, bytes: Vec<u8>) -> Result<Parsed, SessionError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -208,16 +207,19 @@ fn parse_file(path: &Path, bytes: Vec<u8>) -> Result<Parsed, SessionError> {
     // (line number, byte range) of the lines that are not blank.
     let mut lines: Vec<(usize, Range<usize>)> = Vec::new();
     let mut start = 0;
-    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
-        if !line.iter().all(u8::is_ascii_whitespace) {
-            lines.push((i + 1, start..start + line.len()));
+    let ends = memchr::memchr_iter(b'\n', &bytes).chain((!ends_with_newline).then_some(bytes.len()));
+    for (i, end) in ends.enumerate() {
+        if !bytes[start..end].iter().all(u8::is_ascii_whitespace) {
+            lines.push((i + 1, start..end));
         }
-        start += line.len() + 1;
+        start = end + 1;
     }
     let last_line = lines.last().map(|(n, _)| *n);
     let text = FileText::new(bytes);
+    // Loading a session is mostly JSON scanning: a large file's lines are parsed on all cores.
     let ranges: Vec<Range<usize>> = lines.iter().map(|(_, r)| r.clone()).collect();
-    let parsed = parse_lines(&text, &ranges);
+    let parallel = text.bytes().len() >= PARALLEL_PARSE_MIN_BYTES;
+    let parsed = super::map_in_parallel(ranges, parallel, |range| text.read_line(range));
     let mut header: Option<SessionHeader> = None;
     let mut preamble = Vec::new();
     let mut entries: Vec<SessionEntry> = Vec::with_capacity(lines.len());
@@ -237,7 +239,7 @@ fn parse_file(path: &Path, bytes: Vec<u8>) -> Result<Parsed, SessionError> {
             }
         };
         let entry = match result {
-            Ok(entry) => entry,
+            Ok(line) => text.entry(line),
             Err(e @ LineError::Utf8(_)) => {
                 warnings.push(skipped(&e));
                 continue;
@@ -328,16 +330,16 @@ fn migrate(header: &mut SessionHeader, entries: &mut [SessionEntry]) {
         // Version 1 was a linear list without ids: chain the entries in file order. The ids are
         // derived from the position, not random: the file keeps its version-1 lines, so entries
         // appended since name these ids as parents and must find them again on the next load.
-        let mut taken: HashSet<String> =
+        let mut taken: HashSet<CompactString> =
             entries.iter().filter(|e| !e.id.is_empty()).map(|e| e.id.clone()).collect();
-        let mut prev: Option<String> = None;
+        let mut prev: Option<CompactString> = None;
         for (i, entry) in entries.iter_mut().enumerate() {
             if entry.id.is_empty() {
                 let mut n = i as u32 + 1;
-                while taken.contains(&format!("{n:08x}")) {
+                while taken.contains(format!("{n:08x}").as_str()) {
                     n = n.wrapping_add(0x0100_0000);
                 }
-                entry.id = format!("{n:08x}");
+                entry.id = format!("{n:08x}").into();
                 taken.insert(entry.id.clone());
             }
             if entry.parent_id.is_none() {
@@ -347,7 +349,7 @@ fn migrate(header: &mut SessionHeader, entries: &mut [SessionEntry]) {
         }
         // Compactions named their first kept entry by its index among the file's lines, the
         // header being line 0.
-        let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
+        let ids: Vec<CompactString> = entries.iter().map(|e| e.id.clone()).collect();
         for entry in entries.iter_mut() {
             let mut fields = entry.fields();
             if entry.kind == kind::COMPACTION {
@@ -355,7 +357,7 @@ fn migrate(header: &mut SessionHeader, entries: &mut [SessionEntry]) {
                     let target =
                         index.as_u64().and_then(|i| (i as usize).checked_sub(1)).and_then(|i| ids.get(i));
                     if let Some(id) = target {
-                        fields.insert("firstKeptEntryId".into(), Value::String(id.clone()));
+                        fields.insert("firstKeptEntryId".into(), Value::String(id.to_string()));
                     }
                 }
             }
@@ -566,14 +568,14 @@ impl SessionManager {
         if !self.index.contains_key(id) {
             return Err(SessionError::UnknownEntry(id.to_string()));
         }
-        self.leaf_id = Some(id.to_string());
+        self.leaf_id = Some(id.into());
         Ok(())
     }
 
     /// Appends an entry of `kind` with `fields` as a child of the leaf, and makes it the leaf.
     /// Returns the new entry's id.
     pub fn append(&mut self, kind: &str, fields: Map<String, Value>) -> Result<String, SessionError> {
-        let entry = SessionEntry::new(kind, new_entry_id(&self.index), self.leaf_id.clone(), now_iso(), fields)
+        let entry = SessionEntry::new(kind, new_entry_id(&self.index), self.leaf_id.as_deref().map(str::to_string), now_iso(), fields)
             .map_err(|e| SessionError::Encode(e.to_string()))?;
         let mut line = String::with_capacity(entry.raw_json().len() + 2);
         line.push_str(entry.raw_json());
@@ -597,7 +599,7 @@ impl SessionManager {
         self.index.insert(id.clone(), self.entries.len());
         self.entries.push(entry);
         self.leaf_id = Some(id.clone());
-        Ok(id)
+        Ok(id.into())
     }
 
     pub fn append_message(&mut self, message: &Message) -> Result<String, SessionError> {
