@@ -196,8 +196,10 @@ impl FileText {
     }
 }
 
-/// Below this many bytes a file is parsed on one thread: starting another costs more.
-const PARALLEL_PARSE_MIN_BYTES: usize = 256 * 1024;
+/// Below this many bytes a file is parsed on one thread. Reading lines is bound by memory more
+/// than by the CPU: a second thread only paid off from ~5 MB on (measured, see
+/// doc/benchmarks.md).
+const PARALLEL_PARSE_MIN_BYTES: usize = 8 << 20;
 
 fn parse_file(path: &Path, bytes: Vec<u8>) -> Result<Parsed, SessionError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -218,8 +220,12 @@ fn parse_file(path: &Path, bytes: Vec<u8>) -> Result<Parsed, SessionError> {
     let text = FileText::new(bytes);
     // Loading a session is mostly JSON scanning: a large file's lines are parsed on all cores.
     let ranges: Vec<Range<usize>> = lines.iter().map(|(_, r)| r.clone()).collect();
-    let parallel = text.bytes().len() >= PARALLEL_PARSE_MIN_BYTES;
-    let parsed = super::map_in_parallel(ranges, parallel, |range| text.read_line(range));
+    let parsed: Box<dyn Iterator<Item = Result<ReadLine, LineError>>> = if text.bytes().len() >= PARALLEL_PARSE_MIN_BYTES {
+        Box::new(super::map_in_parallel(ranges, true, |range| text.read_line(range)).into_iter())
+    } else {
+        // One at a time, straight into the entries: no array of parsed lines to fill first.
+        Box::new(ranges.into_iter().map(|range| text.read_line(range)))
+    };
     let mut header: Option<SessionHeader> = None;
     let mut preamble = Vec::new();
     let mut entries: Vec<SessionEntry> = Vec::with_capacity(lines.len());
