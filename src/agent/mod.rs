@@ -99,6 +99,13 @@ pub struct AgentSession {
     pub(crate) handoff_abort: Mutex<Option<CancellationToken>>,
 }
 
+/// The run slot, taken (`claim_run`) and not yet run: the run's token and the messages queued
+/// for its first turn.
+pub(crate) struct RunClaim {
+    token: CancellationToken,
+    pending: Vec<Message>,
+}
+
 /// Locks a mutex, recovering the data if a panicking thread poisoned it (the state is still
 /// consistent: every critical section is a handful of assignments).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -271,16 +278,31 @@ impl AgentSession {
         } else {
             text.to_string()
         };
-        let run = cancel.child_token();
-        let pending = {
-            let mut state = self.state();
-            if state.run.is_some() {
-                return Err(AgentError::Busy);
-            }
-            state.run = Some(run.clone());
-            std::mem::take(&mut state.pending_next_turn)
-        };
-        let result = self.run(pending, Message::user(text), options, &run).await;
+        let claim = self.claim_run(&cancel)?;
+        self.run_claimed(claim, &text, options).await
+    }
+
+    /// Takes the run slot (one response at a time), or `Busy`. The handoff takes it before it
+    /// announces itself, so that a prompt racing it is refused instead of the handoff.
+    pub(crate) fn claim_run(&self, cancel: &CancellationToken) -> Result<RunClaim, AgentError> {
+        let mut state = self.state();
+        if state.run.is_some() {
+            return Err(AgentError::Busy);
+        }
+        let token = cancel.child_token();
+        state.run = Some(token.clone());
+        Ok(RunClaim { token, pending: std::mem::take(&mut state.pending_next_turn) })
+    }
+
+    /// Runs `text` in the slot `claim` holds (already expanded), and frees the slot.
+    pub(crate) async fn run_claimed(
+        &self,
+        claim: RunClaim,
+        text: &str,
+        options: PromptOptions,
+    ) -> Result<RunResult, AgentError> {
+        let RunClaim { token, pending } = claim;
+        let result = self.run(pending, Message::user(text), options, &token).await;
         self.state().run = None;
         result
     }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{lock, AgentError, AgentEvent, AgentSession, PromptOptions, RunResult};
+use crate::agent::{lock, AgentEvent, AgentSession, PromptOptions, RunClaim, RunResult};
 use crate::message::StopReason;
 use crate::session::{paths, SessionError, SessionManager};
 
@@ -217,30 +217,40 @@ impl AgentSession {
     pub async fn handoff(&self, focus: Option<&str>) -> HandoffOutcome {
         // 1. Start: guard, abort controller, prompt.
         let token = CancellationToken::new();
-        {
+        let claim = {
             let mut slot = lock(&self.handoff_abort);
             let allowed = if slot.is_some() { Err(text::BUSY.to_string()) } else { session_rule(self) };
             if let Err(message) = allowed {
                 return HandoffOutcome::Refused { message };
             }
+            // The run slot is taken before `handoff_start`: a prompt that got there first
+            // refuses the handoff here, not after the front end was told it started.
+            let Ok(claim) = self.claim_run(&token) else {
+                return HandoffOutcome::Refused { message: text::BUSY.into() };
+            };
             *slot = Some(token.clone());
-        }
+            claim
+        };
         let _clear = AbortControllerGuard(self);
         let focus = focus.map(str::trim).filter(|f| !f.is_empty()).map(str::to_string);
         self.emit(AgentEvent::HandoffStart { focus: focus.clone() });
-        let outcome = self.generate_and_switch(focus.as_deref(), &token).await;
+        let outcome = self.generate_and_switch(focus.as_deref(), &token, claim).await;
         self.emit(AgentEvent::HandoffEnd { outcome: outcome.clone() });
         outcome
     }
 
-    async fn generate_and_switch(&self, focus: Option<&str>, token: &CancellationToken) -> HandoffOutcome {
+    async fn generate_and_switch(
+        &self,
+        focus: Option<&str>,
+        token: &CancellationToken,
+        claim: RunClaim,
+    ) -> HandoffOutcome {
         let prompt = build_prompt(focus);
         // Gap (request too large): the request is fitted to the model's window.
         let options = PromptOptions { expand_prompt_templates: false, fit_to_window: true };
         // 2. Capture: the run's own messages are the payload of `agent_end`.
-        let result = match self.prompt_with_cancel(&prompt, options, token.clone()).await {
+        let result = match self.run_claimed(claim, &prompt, options).await {
             Ok(result) => result,
-            Err(AgentError::Busy) => return HandoffOutcome::Refused { message: text::BUSY.into() },
             Err(e) => return HandoffOutcome::Failed { message: e.to_string() },
         };
         // 3. Cancellation check.
