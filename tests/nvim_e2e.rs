@@ -508,3 +508,58 @@ async fn quitting_during_a_reply_stops_the_host_promptly_and_keeps_the_session_w
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_session_opens_on_its_latest_page_and_cr_shows_earlier_ones_in_place() {
+    bounded(async {
+        let ed = Editor::start().await;
+        // 2,500 messages: the chat shows the last 1,000 and offers the rest a page at a time.
+        let path = ed.dir.path().join("long.jsonl");
+        let mut text = String::from(
+            r#"{"type":"session","version":3,"id":"long-1","timestamp":"2026-11-29T20:00:00.000Z","cwd":"/p"}"#,
+        );
+        let mut parent = "null".to_string();
+        for i in 0..2500 {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            text.push_str(&format!(
+                "\n{{\"type\":\"message\",\"id\":\"{i:08x}\",\"parentId\":{parent},\"timestamp\":\"2026-11-29T20:00:00.000Z\",\"message\":{{\"role\":\"{role}\",\"content\":\"message number {i}\",\"timestamp\":{i}}}}}"
+            ));
+            parent = format!("\"{i:08x}\"");
+        }
+        std::fs::write(&path, text + "\n").unwrap();
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        assert_eq!(ed.lua("return require('handoff').resume(...)", json!([path])).await, json!(true));
+        let chat = "table.concat(vim.api.nvim_buf_get_lines(require('handoff.chat').chat_buf, 0, -1, false), '\\n')";
+        ed.wait_until(&format!("{chat}:find('message number 2499', 1, true) ~= nil"), Duration::from_secs(10)).await;
+        let shown = ed.eval(chat).await.as_str().unwrap().to_string();
+        assert!(shown.contains("1500 earlier items not shown"), "{shown}");
+        assert!(shown.contains("message number 1500\n") && !shown.contains("message number 1499\n"));
+        // <CR> on that line: 1,000 more, and the view stays on what was the first item.
+        let row = ed.eval("require('handoff.chat').earlier_row").await.as_u64().unwrap();
+        ed.lua(
+            "vim.api.nvim_set_current_win(vim.fn.bufwinid(require('handoff.chat').chat_buf)) \
+             vim.api.nvim_win_set_cursor(0, { ... + 1, 0 })",
+            json!([row]),
+        )
+        .await;
+        ed.input("<CR>").await;
+        ed.wait_until(&format!("{chat}:find('500 earlier items not shown', 1, true) ~= nil"), Duration::from_secs(10))
+            .await;
+        let cursor_line = ed.eval("vim.api.nvim_get_current_line()").await;
+        assert_eq!(cursor_line, json!("## You"), "the view moved");
+        let below = ed.eval("vim.fn.getline(vim.fn.line('.') + 2)").await;
+        assert_eq!(below, json!("message number 1500"));
+        // Elsewhere <CR> only moves the cursor; on the line again, the rest.
+        ed.input("gg<CR>").await;
+        assert_eq!(ed.eval("vim.fn.line('.')").await, json!(2));
+        let row = ed.eval("require('handoff.chat').earlier_row").await.as_u64().unwrap();
+        ed.lua("vim.api.nvim_win_set_cursor(0, { ... + 1, 0 })", json!([row])).await;
+        ed.input("<CR>").await;
+        ed.wait_until(&format!("{chat}:find('message number 0\\n', 1, true) ~= nil"), Duration::from_secs(10)).await;
+        let all = ed.eval(chat).await.as_str().unwrap().to_string();
+        assert!(!all.contains("earlier items"), "{all}");
+        assert_eq!(all.matches("message number ").count(), 2500);
+        ed.quit().await;
+    })
+    .await;
+}

@@ -147,6 +147,17 @@ function M.render(items, info)
       table.insert(lines, "*Handed off from " .. vim.fn.fnamemodify(info.parent_session, ":t") .. "*")
     end
     table.insert(lines, "")
+    M.shown, M.earlier_row = #items, nil
+    if info and (info.earlier or 0) > 0 then
+      -- A long session opens on its latest part; the rest comes a page at a time.
+      M.earlier_row = #lines
+      local key = config.options.keymaps.earlier
+      table.insert(lines, ("*… %d earlier items not shown%s*"):format(
+        info.earlier,
+        key and (" — " .. key .. " on this line shows " .. math.min(info.earlier, M.PAGE) .. " more") or ""
+      ))
+      table.insert(lines, "")
+    end
     local marks = {}
     for _, item in ipairs(items) do
       local l = item_lines(item)
@@ -164,6 +175,30 @@ function M.render(items, info)
   end)
   M.indicator_update()
   M.follow(true)
+end
+
+--- Items the host sends at a time (its `transcript::PAGE`).
+M.PAGE = 1000
+
+--- Shows a page of earlier items when the cursor is on the "earlier items" line; returns
+--- whether it was. The view stays on what was the first item shown.
+function M.show_earlier_at_cursor()
+  if not (valid(M.chat_buf) and M.earlier_row) or api.nvim_get_current_buf() ~= M.chat_buf then
+    return false
+  end
+  if api.nvim_win_get_cursor(0)[1] - 1 ~= M.earlier_row then
+    return false
+  end
+  local host = require("handoff.host")
+  local below = api.nvim_buf_line_count(M.chat_buf) - (M.earlier_row + 2)
+  local reply = host.request("transcript", M.shown + M.PAGE)
+  if reply then
+    host.apply_transcript(reply)
+    -- The `below` lines from the old first item on end the buffer as before.
+    local row = api.nvim_buf_line_count(M.chat_buf) - below + 1
+    pcall(api.nvim_win_set_cursor, 0, { math.max(row, 1), 0 })
+  end
+  return true
 end
 
 --- A finished item (a user prompt as it starts).

@@ -61,6 +61,8 @@ local defaults = {
     submit_insert = "<C-s>",
     stop = "<C-c>",
     close = "q",
+    --- Chat buffer, on the "earlier items" line of a long session: show a page more.
+    earlier = "<CR>",
   },
 }
 

@@ -20,6 +20,12 @@ function M.chat_buffer(buf)
   map(buf, "n", k.close, function()
     require("handoff.chat").close()
   end, "close the chat")
+  -- Only on the "earlier items" line of a long chat; elsewhere the key does what it did.
+  map(buf, "n", k.earlier, function()
+    if not require("handoff.chat").show_earlier_at_cursor() then
+      vim.cmd("normal! " .. vim.v.count1 .. "+")
+    end
+  end, "show earlier items (on the line that offers them)")
 end
 
 function M.prompt_buffer(buf)

@@ -135,13 +135,13 @@ pub fn spawn_collector(agent: Arc<AgentSession>, outbox: Arc<Outbox>) -> tokio::
                         outbox.push(record);
                     }
                     if matches!(event, AgentEvent::SessionSwitch { .. }) {
-                        outbox.push(transcript::transcript(&agent));
+                        outbox.push(transcript::transcript(&agent, transcript::PAGE));
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     // Cannot happen at this channel size unless the machine stalls: resync.
                     tracing::warn!(missed = n, "event collector lagged; sending the whole transcript");
-                    outbox.push(transcript::transcript(&agent));
+                    outbox.push(transcript::transcript(&agent, transcript::PAGE));
                 }
                 Err(broadcast::error::RecvError::Closed) => break,
             }

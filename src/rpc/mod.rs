@@ -183,7 +183,7 @@ impl Host {
         *lock(&self.inner.settings) = settings;
         *lock(&self.inner.cwd) = cwd;
         tracing::info!(session = %agent.session().path().display(), "configured");
-        Ok(to_rmpv(transcript::transcript(&agent)))
+        Ok(to_rmpv(transcript::transcript(&agent, transcript::PAGE)))
     }
 
     fn sessions(&self) -> Reply {
@@ -387,7 +387,11 @@ impl Handler for Host {
             "version" => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
             "configure" => self.configure(&args),
             "status" => Ok(to_rmpv(transcript::status(&*self.agent_or_err()?))),
-            "transcript" => Ok(to_rmpv(transcript::transcript(&*self.agent_or_err()?))),
+            // `transcript(limit?)`: the last `limit` items (a page by default).
+            "transcript" => {
+                let limit = args.first().and_then(Value::as_u64).map_or(transcript::PAGE, |n| n as usize);
+                Ok(to_rmpv(transcript::transcript(&*self.agent_or_err()?, limit)))
+            }
             "sessions" => self.sessions(),
             "templates" => self.templates(),
             "new_session" => self.new_session(),
