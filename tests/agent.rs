@@ -12,6 +12,7 @@ use common::{agent, agent_with, config, entry_lines, new_session, slow, wire_mes
 use handoff_nvim::agent::{AgentError, AgentEvent, AgentSession, AssistantMessageEvent, PromptOptions};
 use handoff_nvim::message::{Message, Role, StopReason};
 use handoff_nvim::mock::{MockReply, MockServer};
+use handoff_nvim::session::SessionManager;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -90,7 +91,7 @@ async fn prompt_persists_the_user_message_and_the_reply_at_message_end() {
     // The entries form a chain and the in-memory context matches the file.
     let entries = entry_lines(&path);
     assert_eq!(entries[1]["parentId"], entries[0]["id"]);
-    assert_eq!(agent.state().messages.len(), 2);
+    assert_eq!(agent.context_messages().len(), 2);
     assert!(!agent.is_busy());
     // The request carried the prompt.
     assert_eq!(wire_messages(&mock.requests()[0]), pairs(&[("user", "hello")]));
@@ -427,7 +428,7 @@ async fn reset_and_replace_messages_change_what_the_next_request_carries() {
     assert_eq!(wire_messages(&mock.requests()[0]), pairs(&[("user", "only this context"), ("user", "q")]));
     agent.follow_up("x");
     agent.reset();
-    assert!(agent.state().messages.is_empty());
+    assert!(agent.context_messages().is_empty());
     assert!(agent.state().follow_up.is_empty());
     assert_eq!(agent.state().todo_reminder_counter, 0);
     agent.prompt("fresh", PromptOptions::default()).await.unwrap();
@@ -457,4 +458,31 @@ async fn new_session_switches_file_records_the_model_and_announces_the_switch() 
     }
     agent.prompt("hi", PromptOptions::default()).await.unwrap();
     assert_eq!(wire_messages(&mock.requests()[0]), pairs(&[("user", "hi")]));
+}
+
+#[tokio::test]
+async fn after_a_resume_the_next_request_carries_the_resumed_sessions_context() {
+    // The context of a resumed session is read from it when a request needs it (not held in
+    // memory from the resume on): the request must carry exactly that session's branch.
+    let mock = MockServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let agent = agent(&mock, common::new_session(dir.path()));
+    let mut other = common::seeded_session(dir.path(), 2);
+    other.flush().unwrap();
+    let other = SessionManager::open(other.path(), &dir.path().join("sessions")).unwrap();
+    let expected: Vec<(String, String)> = other
+        .build_session_context()
+        .messages
+        .iter()
+        .map(|m| (if m.is_assistant() { "assistant" } else { "user" }.to_string(), m.text()))
+        .collect();
+    agent.switch_session(other).unwrap();
+    assert_eq!(agent.context_messages().len(), 4);
+    agent.prompt("after the resume", PromptOptions::default()).await.unwrap();
+    let mut want = expected.clone();
+    want.push(("user".into(), "after the resume".into()));
+    assert_eq!(wire_messages(&mock.requests()[0]), want);
+    // The reply is part of the context of the next request, as the session now holds it.
+    agent.prompt("and again", PromptOptions::default()).await.unwrap();
+    assert_eq!(wire_messages(&mock.requests()[1]).len(), 7);
 }

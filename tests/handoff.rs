@@ -191,7 +191,7 @@ async fn success_the_next_prompt_starts_with_the_wrapped_document_as_a_user_mess
     s.mock.push(MockReply::text(DOCUMENT));
     let (_, session_file, ..) = done(s.agent.handoff(None).await);
     // The active context is the injected document, not the old transcript.
-    let state_messages: Vec<String> = s.agent.state().messages.iter().map(Message::text).collect();
+    let state_messages: Vec<String> = s.agent.context_messages().iter().map(Message::text).collect();
     assert_eq!(state_messages, [wrapped(DOCUMENT)]);
     s.agent.prompt("carry on", PromptOptions::default()).await.unwrap();
     let request = s.mock.requests().last().cloned().unwrap();
@@ -435,7 +435,7 @@ async fn abort_handoff_mid_stream_is_cancelled_and_creates_no_session() {
     assert_eq!(reply["stopReason"], "aborted");
     assert!(reply["content"][0]["text"].as_str().unwrap().starts_with("## Goal"));
     // The agent stays on the old session with the old context plus the attempt.
-    assert_eq!(s.agent.state().messages.len(), 4);
+    assert_eq!(s.agent.context_messages().len(), 4);
     assert!(!s.agent.is_generating_handoff());
 }
 

@@ -64,8 +64,10 @@ impl RunResult {
 /// In-memory agent state (pi's `Agent.state` plus `AgentSession`'s queues).
 #[derive(Debug, Default)]
 pub struct AgentState {
-    /// The active LLM context.
-    pub messages: Vec<Message>,
+    /// The active LLM context when it is not the session's (after `replace_messages` or
+    /// `reset`). `None`: the session's context, built when a request needs it, so that resuming
+    /// a large session neither parses nor holds all its messages (see `context_messages`).
+    pub messages: Option<Vec<Message>>,
     pub session_id: String,
     /// Delivered at the next turn boundary of the running response.
     pub steering: VecDeque<Message>,
@@ -115,11 +117,10 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl AgentSession {
     pub fn new(config: AgentConfig, session: SessionManager) -> Self {
         let (events, _) = broadcast::channel(4096);
-        let context = session.build_session_context();
         let state = AgentState {
-            messages: context.messages,
+            messages: None,
             session_id: session.session_id().to_string(),
-            thinking_level: context.thinking_level.unwrap_or_else(|| "off".into()),
+            thinking_level: session.context_settings().1.unwrap_or_else(|| "off".into()),
             ..AgentState::default()
         };
         Self {
@@ -178,7 +179,7 @@ impl AgentSession {
     /// Forgets the in-memory conversation and queues (pi's `agent.reset()`).
     pub fn reset(&self) {
         let mut state = self.state();
-        state.messages.clear();
+        state.messages = Some(Vec::new());
         state.steering.clear();
         state.follow_up.clear();
         state.pending_next_turn.clear();
@@ -186,7 +187,13 @@ impl AgentSession {
     }
 
     pub fn replace_messages(&self, messages: Vec<Message>) {
-        self.state().messages = messages;
+        self.state().messages = Some(messages);
+    }
+
+    /// The active LLM context: what the next request carries before it is fitted.
+    pub fn context_messages(&self) -> Vec<Message> {
+        let replaced = self.state().messages.clone();
+        replaced.unwrap_or_else(|| self.session().build_session_context().messages)
     }
 
     /// Queues a message for the next turn boundary of the running response.
@@ -214,12 +221,12 @@ impl AgentSession {
         Ok(())
     }
 
-    /// Continues in another session: `messages` become the active context, the queues and
+    /// Continues in another session: its context becomes the active one, the queues and
     /// counters start afresh.
-    pub(crate) fn start_over(&self, messages: Vec<Message>, session_id: String) {
+    pub(crate) fn start_over(&self, session_id: String) {
         self.reset();
         let mut state = self.state();
-        state.messages = messages;
+        state.messages = None;
         state.session_id = session_id;
     }
 
@@ -235,7 +242,7 @@ impl AgentSession {
             self.record_settings(&mut session)?;
             (old, session.path().to_string_lossy().into_owned(), session.session_id().to_string())
         };
-        self.start_over(Vec::new(), session_id);
+        self.start_over(session_id);
         self.emit(AgentEvent::SessionSwitch { old: Some(old), new, reason: "new".into() });
         Ok(())
     }
@@ -245,7 +252,6 @@ impl AgentSession {
         if self.is_busy() {
             return Err(AgentError::Busy);
         }
-        let context = session.build_session_context();
         let new = session.path().to_string_lossy().into_owned();
         let session_id = session.session_id().to_string();
         let old = {
@@ -255,7 +261,7 @@ impl AgentSession {
             *current = session;
             old
         };
-        self.start_over(context.messages, session_id);
+        self.start_over(session_id);
         self.emit(AgentEvent::SessionSwitch { old: Some(old), new, reason: "resume".into() });
         Ok(())
     }
@@ -315,7 +321,9 @@ impl AgentSession {
         self.emit(AgentEvent::MessageEnd { message: message.clone() });
         result.messages.push(message.clone());
         self.session().append_message(message)?;
-        self.state().messages.push(message.clone());
+        if let Some(replaced) = self.state().messages.as_mut() {
+            replaced.push(message.clone());
+        }
         Ok(())
     }
 
@@ -377,7 +385,7 @@ impl AgentSession {
     ) -> Message {
         let provider = lock(&self.provider).clone();
         let config = provider.config();
-        let mut messages = self.state().messages.clone();
+        let mut messages = self.context_messages();
         if options.fit_to_window {
             let system_tokens = self.system_prompt.as_deref().map_or(0, fit::estimate_text_tokens);
             // Room for the reply: max_tokens, but at most a quarter of the window. A small local

@@ -280,7 +280,7 @@ impl AgentSession {
     /// The new session is built beside the old one and swapped in only once it is complete on
     /// disk, so a write error (full disk, read-only folder) leaves the agent on the old session.
     fn start_new_session(&self, document: &str) -> Result<(String, String, String), SessionError> {
-        let (old, new, session_id, context, document_file) = {
+        let (old, new, session_id, document_file) = {
             let mut session = self.session();
             session.flush()?;
             // Gap (no lineage): the header names the parent session file.
@@ -307,11 +307,11 @@ impl AgentSession {
                 }
             };
             let new = next.path().to_string_lossy().into_owned();
-            let ids = (next.session_id().to_string(), next.build_session_context());
+            let session_id = next.session_id().to_string();
             *session = next;
-            (old, new, ids.0, ids.1, document_file)
+            (old, new, session_id, document_file)
         };
-        self.start_over(context.messages, session_id);
+        self.start_over(session_id);
         // Gap (nobody told): announce the switch.
         self.emit(AgentEvent::SessionSwitch { old: Some(old.clone()), new: new.clone(), reason: "handoff".into() });
         Ok((new, old, document_file.to_string_lossy().into_owned()))

@@ -150,6 +150,12 @@ fn plan<'a>(path: &[&'a SessionEntry]) -> Plan<'a> {
     plan
 }
 
+/// `(model, thinking level)` in force at the end of `path`.
+pub fn settings(path: &[&SessionEntry]) -> (Option<(String, String)>, Option<String>) {
+    let Plan { model, thinking_level, .. } = plan(path);
+    (model, thinking_level)
+}
+
 /// From this many messages on, they are parsed on all cores.
 const PARALLEL_PARSE_MIN_MESSAGES: usize = 512;
 

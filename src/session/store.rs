@@ -693,6 +693,11 @@ impl SessionManager {
         context::build(&self.get_branch(None))
     }
 
+    /// `(model, thinking level)` in force at the leaf, without reading the messages.
+    pub fn context_settings(&self) -> (Option<(String, String)>, Option<String>) {
+        context::settings(&self.get_branch(None))
+    }
+
     /// The messages of the LLM context for the leaf, written as a JSON array (stored messages
     /// exactly as they are in the file).
     pub fn write_context_json(&self, out: &mut impl Write) -> std::io::Result<()> {
