@@ -11,13 +11,25 @@ use super::{StreamEnd, StreamEvent};
 use crate::message::{Content, ContentBlock, Role, StopReason, Usage};
 
 pub(super) fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
-    json!({
+    let mut body = json!({
         "model": config.model,
         "messages": messages(request),
         "stream": true,
         "stream_options": { "include_usage": true },
-        "max_tokens": config.max_tokens,
-    })
+    });
+    body[max_tokens_field(&config.base_url)] = config.max_tokens.into();
+    body
+}
+
+/// OpenAI's own API (and Azure's) takes the reply limit as `max_completion_tokens`: it deprecated
+/// `max_tokens`, and its reasoning models (o-series, gpt-5) refuse it. The local servers that
+/// speak the protocol (llama.cpp, Ollama, vLLM, LM Studio) know `max_tokens`.
+fn max_tokens_field(base_url: &str) -> &'static str {
+    let host = reqwest::Url::parse(base_url).ok().and_then(|u| u.host_str().map(str::to_ascii_lowercase));
+    match host.as_deref() {
+        Some(h) if h == "api.openai.com" || h.ends_with(".openai.azure.com") => "max_completion_tokens",
+        _ => "max_tokens",
+    }
 }
 
 /// pi messages in Chat Completions shape. Thinking blocks stay home: the API has no field for
@@ -217,6 +229,23 @@ mod tests {
         let event = Event { data: data.into(), event: "message".into(), ..Default::default() };
         let r = d.on_event(&event, &mut |e| events.push(e));
         (r, events)
+    }
+
+    #[test]
+    fn the_reply_limit_is_max_completion_tokens_for_openai_and_max_tokens_elsewhere() {
+        let request = ChatRequest { system: None, messages: vec![crate::message::Message::user("hi")] };
+        for (base, field, other) in [
+            ("https://api.openai.com/v1", "max_completion_tokens", "max_tokens"),
+            ("https://my-team.openai.azure.com/openai/deployments/x", "max_completion_tokens", "max_tokens"),
+            ("http://127.0.0.1:8080/v1", "max_tokens", "max_completion_tokens"),
+            ("http://localhost:11434/v1", "max_tokens", "max_completion_tokens"),
+        ] {
+            let mut config = ProviderConfig::new(super::super::Api::Openai, base, "m");
+            config.max_tokens = 321;
+            let body = request_body(&config, &request);
+            assert_eq!(body[field], 321, "{base}: {body}");
+            assert!(body.get(other).is_none(), "{base}: {body}");
+        }
     }
 
     #[test]
