@@ -563,3 +563,36 @@ async fn a_long_session_opens_on_its_latest_page_and_cr_shows_earlier_ones_in_pl
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn layout_and_global_keymaps_from_setup_are_honoured() {
+    bounded(async {
+        let ed = Editor::start().await;
+        let extra = json!({
+            "layout": { "position": "left", "width": 30, "prompt_height": 4 },
+            "keymaps": { "global": { "chat": "<Space>hc" } },
+        });
+        ed.lua(
+            "require('handoff').setup(vim.tbl_deep_extend('force', require('handoff.config').options, ...))",
+            json!([extra]),
+        )
+        .await;
+        // The global mapping opens the chat where the layout says, and closes it again.
+        ed.input("<Space>hc").await;
+        ed.wait_until("require('handoff.chat').is_open()", Duration::from_secs(5)).await;
+        let chat_win = "vim.fn.bufwinid(require('handoff.chat').chat_buf)";
+        assert_eq!(ed.eval(&format!("vim.fn.win_screenpos({chat_win})[2]")).await, json!(1), "not on the left");
+        assert_eq!(ed.eval(&format!("vim.api.nvim_win_get_width({chat_win})")).await, json!(30));
+        let prompt_win = "vim.fn.bufwinid(require('handoff.chat').prompt_buf)";
+        assert_eq!(ed.eval(&format!("vim.api.nvim_win_get_height({prompt_win})")).await, json!(4));
+        assert_eq!(ed.eval("vim.fn.maparg('<Space>hc', 'n', false, true).desc").await, json!("handoff.nvim: chat"));
+        ed.input("<Space>hc").await;
+        ed.wait_until("not require('handoff.chat').is_open()", Duration::from_secs(5)).await;
+        // An action that does not exist is refused with a message naming it.
+        let err = ed.eval("select(2, pcall(require('handoff').setup, { keymaps = { global = { nope = 'x' } } }))").await;
+        let err = err.as_str().unwrap_or_default().to_string();
+        assert!(err.contains("keymaps.global.nope is not an action"), "{err}");
+        ed.quit().await;
+    })
+    .await;
+}

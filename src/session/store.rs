@@ -174,6 +174,7 @@ impl FileText {
     fn read_line(&self, range: Range<usize>) -> Result<ReadLine, LineError> {
         match self {
             Self::Shared(text) => {
+                // Ranges end at newlines, so on character boundaries.
                 let head = EntryHead::read(&text[range.clone()]).map_err(LineError::Json)?;
                 Ok(ReadLine { head, own_text: None, range })
             }
