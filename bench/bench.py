@@ -156,6 +156,9 @@ class Pi:
     def stop(proc):
         proc.kill()
         proc.wait()
+        # Let what pi leaves behind settle: measured right after a kill, a 2 ms process of ours
+        # took 0.5 ms longer than with pi not running at all.
+        time.sleep(0.3)
 
 
 def msgpack_request(msgid, method, params=()):
@@ -300,8 +303,9 @@ def bench_resume(bin_dir, pi, env, sizes, runs, work):
         cmd = [os.path.join(bin_dir, "handoff-nvim"), "context", path]
         ours, ours_peak, theirs_t, theirs_peak = [], [], [], []
         for _ in range(runs):
-            # Timed on its own: /usr/bin/time's own fork and exec would be counted as ours.
-            ours.append(wall(cmd, env))
+            # Timed on its own (/usr/bin/time's own fork and exec would be counted as ours), three
+            # times per pi run: ours are short and the machine is noisy.
+            ours.extend(wall(cmd, env) for _ in range(3))
             ours_peak.append(time_v(cmd, env)[1])
             if pi:
                 t, peak = pi_resume(pi, path)
