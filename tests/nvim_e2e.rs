@@ -529,7 +529,7 @@ async fn a_long_session_opens_on_its_latest_page_and_cr_shows_earlier_ones_in_pl
         std::fs::write(&path, text + "\n").unwrap();
         ed.lua("require('handoff').open_chat()", json!([])).await;
         assert_eq!(ed.lua("return require('handoff').resume(...)", json!([path])).await, json!(true));
-        let chat = "table.concat(vim.api.nvim_buf_get_lines(require('handoff.chat').chat_buf, 0, -1, false), '\\n')";
+        let chat = "table.concat(T.chat(), '\\n')";
         ed.wait_until(&format!("{chat}:find('message number 2499', 1, true) ~= nil"), Duration::from_secs(10)).await;
         let shown = ed.eval(chat).await.as_str().unwrap().to_string();
         assert!(shown.contains("1500 earlier items not shown"), "{shown}");

@@ -20,14 +20,14 @@ fuzz_target!(|data: &[u8]| {
     }
     let Ok(mut s) = SessionManager::open(&path, &dir) else { return };
     assert_eq!(std::fs::read(&path).unwrap(), data, "loading changed the file");
-    let before: Vec<String> = s.get_entries().iter().map(|e| e.id.clone()).collect();
+    let before: Vec<String> = s.get_entries().iter().map(|e| e.id.to_string()).collect();
     let _ = s.build_session_context();
     let _ = s.count_branch_messages();
     let id = s.append_message(&Message::user("fuzz")).unwrap();
     s.flush().unwrap();
     drop(s);
     let again = SessionManager::open(&path, &dir).expect("a file we appended to no longer loads");
-    let after: Vec<String> = again.get_entries().iter().map(|e| e.id.clone()).collect();
+    let after: Vec<String> = again.get_entries().iter().map(|e| e.id.to_string()).collect();
     for id in &before {
         assert!(after.contains(id), "entry {id} lost by an append");
     }

@@ -148,13 +148,15 @@ function M.render(items, info)
     end
     table.insert(lines, "")
     M.shown, M.earlier_row = #items, nil
+    -- How many more to ask for at a time: the host says (its page), else as many as now.
+    M.page = info and info.page or math.max(#items, 1)
     if info and (info.earlier or 0) > 0 then
       -- A long session opens on its latest part; the rest comes a page at a time.
       M.earlier_row = #lines
       local key = config.options.keymaps.earlier
       table.insert(lines, ("*… %d earlier items not shown%s*"):format(
         info.earlier,
-        key and (" — " .. key .. " on this line shows " .. math.min(info.earlier, M.PAGE) .. " more") or ""
+        key and (" — " .. key .. " on this line shows " .. math.min(info.earlier, M.page) .. " more") or ""
       ))
       table.insert(lines, "")
     end
@@ -177,9 +179,6 @@ function M.render(items, info)
   M.follow(true)
 end
 
---- Items the host sends at a time (its `transcript::PAGE`).
-M.PAGE = 1000
-
 --- Shows a page of earlier items when the cursor is on the "earlier items" line; returns
 --- whether it was. The view stays on what was the first item shown.
 function M.show_earlier_at_cursor()
@@ -191,7 +190,7 @@ function M.show_earlier_at_cursor()
   end
   local host = require("handoff.host")
   local below = api.nvim_buf_line_count(M.chat_buf) - (M.earlier_row + 2)
-  local reply = host.request("transcript", M.shown + M.PAGE)
+  local reply = host.request("transcript", M.shown + M.page)
   if reply then
     host.apply_transcript(reply)
     -- The `below` lines from the old first item on end the buffer as before.

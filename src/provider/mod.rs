@@ -214,6 +214,20 @@ pub mod fuzzing {
     pub fn decode_body(api: Api, chunks: Vec<bytes::Bytes>) -> Result<(String, StreamEnd), String> {
         super::http::decode_body(api, chunks)
     }
+
+    /// The property both the fuzz targets and the seeded test check: `body` decodes the same
+    /// (text, end, or failure) whether it arrives whole or in chunks of `chunk_size` bytes.
+    /// `Ok(true)` when it decoded, `Ok(false)` when both failed, `Err` saying how they differ.
+    pub fn chunking_keeps_the_verdict(api: Api, body: &[u8], chunk_size: usize) -> Result<bool, String> {
+        let chunked = body.chunks(chunk_size.max(1)).map(bytes::Bytes::copy_from_slice).collect();
+        let a = decode_body(api, chunked);
+        let b = decode_body(api, vec![bytes::Bytes::copy_from_slice(body)]);
+        match (&a, &b) {
+            (Ok(x), Ok(y)) if x == y => Ok(true),
+            (Err(_), Err(_)) => Ok(false),
+            _ => Err(format!("chunks of {chunk_size} changed the verdict: {a:?} vs {b:?}")),
+        }
+    }
 }
 
 /// Messages as they go on the wire: what pi would send, fixed up so strict servers accept it.

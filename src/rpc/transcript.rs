@@ -141,8 +141,8 @@ pub fn status(agent: &AgentSession) -> Value {
     }))
 }
 
-/// A `transcript` record with the last `limit` items (`earlier`: how many come before them):
-/// the chat rebuilds from it.
+/// A `transcript` record with the last `limit` items (`earlier`: how many come before them;
+/// `page`: how many more to ask for at a time): the chat rebuilds from it.
 pub fn transcript(agent: &AgentSession, limit: usize) -> Value {
     let (items, earlier) = items(&agent.session(), limit);
     let mut record = status(agent);
@@ -150,6 +150,7 @@ pub fn transcript(agent: &AgentSession, limit: usize) -> Value {
         map.insert("type".into(), "transcript".into());
         map.insert("items".into(), strip_nulls(Value::Array(items)));
         map.insert("earlier".into(), earlier.into());
+        map.insert("page".into(), PAGE.into());
     }
     record
 }

@@ -99,21 +99,16 @@ struct Plan<'a> {
     thinking_level: Option<String>,
 }
 
-fn plan<'a>(path: &[&'a SessionEntry]) -> Plan<'a> {
-    let mut plan = Plan { parts: Vec::new(), model: None, thinking_level: None };
-    let mut compaction_idx = None;
-    for (i, entry) in path.iter().enumerate() {
-        if let Some(level) = entry.thinking_level() {
-            plan.thinking_level = Some(level);
-        } else if entry.compaction().is_some() {
-            compaction_idx = Some(i);
-        }
-    }
+/// `(model, thinking level)` in force at the end of `path`, read without its messages but a
+/// few from the end.
+pub fn settings(path: &[&SessionEntry]) -> (Option<(String, String)>, Option<String>) {
+    let thinking_level = path.iter().rev().find_map(|e| e.thinking_level());
     // The model in force is the last model change or assistant reply: look from the leaf back,
     // so that only a few messages are read.
+    let mut model = None;
     for entry in path.iter().rev() {
-        if let Some(model) = entry.model_change() {
-            plan.model = Some(model);
+        if let Some(change) = entry.model_change() {
+            model = Some(change);
             break;
         }
         if entry.message_role() != Some(Role::Assistant) {
@@ -121,11 +116,18 @@ fn plan<'a>(path: &[&'a SessionEntry]) -> Plan<'a> {
         }
         if let Some(m) = entry.message() {
             if let (Some(p), Some(id)) = (m.extra_str("provider"), m.extra_str("model")) {
-                plan.model = Some((p.to_string(), id.to_string()));
+                model = Some((p.to_string(), id.to_string()));
                 break;
             }
         }
     }
+    (model, thinking_level)
+}
+
+fn plan<'a>(path: &[&'a SessionEntry]) -> Plan<'a> {
+    let (model, thinking_level) = settings(path);
+    let mut plan = Plan { parts: Vec::new(), model, thinking_level };
+    let compaction_idx = path.iter().rposition(|e| e.compaction().is_some());
     let Some(ci) = compaction_idx else {
         for entry in path {
             append_entry(&mut plan.parts, entry);
@@ -148,12 +150,6 @@ fn plan<'a>(path: &[&'a SessionEntry]) -> Plan<'a> {
         append_entry(&mut plan.parts, entry);
     }
     plan
-}
-
-/// `(model, thinking level)` in force at the end of `path`.
-pub fn settings(path: &[&SessionEntry]) -> (Option<(String, String)>, Option<String>) {
-    let Plan { model, thinking_level, .. } = plan(path);
-    (model, thinking_level)
 }
 
 /// From this many messages on, they are parsed on all cores.

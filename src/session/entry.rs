@@ -130,9 +130,8 @@ struct HeadView<'a> {
 }
 
 #[derive(Deserialize)]
-struct RoleView<'a> {
-    #[serde(borrow)]
-    role: Cow<'a, str>,
+struct RoleView {
+    role: Role,
 }
 
 const HEAD_KEYS: [&str; 4] = ["type", "id", "parentId", "timestamp"];
@@ -311,11 +310,10 @@ impl SessionEntry {
     /// from roles alone.
     pub fn message_role(&self) -> Option<Role> {
         let json = self.message_json()?;
-        let role = match json.strip_prefix(r#"{"role":""#).and_then(|rest| rest.split_once('"')) {
-            Some((role, _)) if !role.contains('\\') => Cow::Borrowed(role),
-            _ => serde_json::from_str::<RoleView<'_>>(json).ok()?.role,
-        };
-        Some(Role::from_name(&role))
+        match json.strip_prefix(r#"{"role":""#).and_then(|rest| rest.split_once('"')) {
+            Some((role, _)) if !role.contains('\\') => Some(Role::from_name(role)),
+            _ => serde_json::from_str::<RoleView>(json).ok().map(|v| v.role),
+        }
     }
 
     pub fn custom_message(&self) -> Option<CustomMessage> {

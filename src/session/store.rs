@@ -220,19 +220,19 @@ fn parse_file(path: &Path, bytes: Vec<u8>) -> Result<Parsed, SessionError> {
     let last_line = lines.last().map(|(n, _)| *n);
     let text = FileText::new(bytes);
     // Loading a session is mostly JSON scanning: a large file's lines are parsed on all cores.
-    let ranges: Vec<Range<usize>> = lines.iter().map(|(_, r)| r.clone()).collect();
-    let parsed: Box<dyn Iterator<Item = Result<ReadLine, LineError>>> = if text.bytes().len() >= PARALLEL_PARSE_MIN_BYTES {
-        Box::new(super::map_in_parallel(ranges, true, |range| text.read_line(range)).into_iter())
-    } else {
-        // One at a time, straight into the entries: no array of parsed lines to fill first.
-        Box::new(ranges.into_iter().map(|range| text.read_line(range)))
-    };
+    let parsed: Box<dyn Iterator<Item = Result<ReadLine, LineError>> + '_> =
+        if text.bytes().len() >= PARALLEL_PARSE_MIN_BYTES {
+            Box::new(super::map_in_parallel(lines.clone(), true, |(_, range)| text.read_line(range)).into_iter())
+        } else {
+            // One at a time, straight into the entries: no array of parsed lines to fill first.
+            Box::new(lines.iter().map(|(_, range)| text.read_line(range.clone())))
+        };
     let mut header: Option<SessionHeader> = None;
     let mut preamble = Vec::new();
     let mut entries: Vec<SessionEntry> = Vec::with_capacity(lines.len());
     let mut warnings = Vec::new();
-    for ((line_no, range), result) in lines.into_iter().zip(parsed) {
-        let raw = &text.bytes()[range];
+    for ((line_no, range), result) in lines.iter().zip(parsed) {
+        let (line_no, raw) = (*line_no, &text.bytes()[range.clone()]);
         let torn = Some(line_no) == last_line && !ends_with_newline;
         let skipped = |e: &dyn std::fmt::Display| {
             if torn {
