@@ -529,13 +529,13 @@ fn context_json_is_the_built_context_with_stored_messages_copied_verbatim() {
 
 #[test]
 fn a_large_damaged_file_loads_on_every_core_with_the_right_lines_named() {
-    // Over a megabyte, so the lines are parsed on several threads: the damage is spread over
-    // the file, and each warning must still name its own line.
+    // Over 8 MiB, so the lines are parsed on several threads: the damage is spread over the
+    // file, and each warning must still name its own line.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("large.jsonl");
     let mut file: Vec<u8> =
         br#"{"type":"session","version":3,"id":"s1","timestamp":"2026-11-29T20:00:00.000Z","cwd":"/p"}"#.to_vec();
-    let filler = "lorem ipsum ".repeat(80);
+    let filler = "lorem ipsum ".repeat(700);
     let mut parent = "null".to_string();
     let mut line_no = 1;
     let (mut bad_utf8, mut garbage) = (0, 0);
@@ -570,7 +570,7 @@ fn a_large_damaged_file_loads_on_every_core_with_the_right_lines_named() {
     }
     file.extend_from_slice(b"\n{\"type\":\"message\",\"id\":\"torn\",\"par");
     let torn = line_no + 1;
-    assert!(file.len() > 1_000_000);
+    assert!(file.len() > 8 << 20, "{} bytes: too small for the parallel path", file.len());
     std::fs::write(&path, &file).unwrap();
     let s = open(&path, dir.path());
     let w = s.warnings();
