@@ -182,7 +182,7 @@ async fn esc_cancels_the_handoff_and_restores_the_earlier_mapping() {
         ed.wait_event("HandoffStart", 1).await;
         ed.wait_until("require('handoff').status().generating_handoff and require('handoff.state').tokens > 0", Duration::from_secs(5)).await;
         let indicator = ed.eval("require('handoff.chat').indicator_text()").await;
-        assert!(indicator.as_str().unwrap().starts_with("Generating handoff… (esc to cancel)"), "{indicator}");
+        assert!(indicator.as_str().unwrap().starts_with("Generating handoff… <Esc> to cancel"), "{indicator}");
         // A second :Handoff and a prompt meanwhile are refused; nothing reaches the model.
         ed.command("Handoff").await;
         ed.wait_until("T.noted('Cannot hand off while a response is in progress')", Duration::from_secs(5)).await;
@@ -592,6 +592,190 @@ async fn layout_and_global_keymaps_from_setup_are_honoured() {
         let err = ed.eval("select(2, pcall(require('handoff').setup, { keymaps = { global = { nope = 'x' } } }))").await;
         let err = err.as_str().unwrap_or_default().to_string();
         assert!(err.contains("keymaps.global.nope is not an action"), "{err}");
+        ed.quit().await;
+    })
+    .await;
+}
+
+// Issue 10: <Esc> cancels from wherever the cursor is; the document is written live in its split.
+
+/// The user's own `<Esc>`: a global one (the common `nohlsearch` kind) counting in `g:global_esc`
+/// and a buffer-local one in the current buffer counting in `g:local_esc`.
+const USER_ESC: &str = r#"
+vim.g.global_esc, vim.g.local_esc = 0, 0
+vim.keymap.set('n', '<Esc>', '<Cmd>nohlsearch<Bar>let g:global_esc += 1<CR>')
+vim.keymap.set('n', '<Esc>', function() vim.g.local_esc = vim.g.local_esc + 1 end, { buffer = 0, desc = 'mine' })
+"#;
+
+/// What `<Esc>` is mapped to, globally and in `buf` (a Lua expression), as the user would check.
+async fn esc_maps(ed: &Editor, buf: &str) -> Value {
+    ed.eval(&format!(
+        "(function() local function esc(maps) for _, m in ipairs(maps) do if m.lhs == '<Esc>' then \
+           return {{ rhs = m.rhs or '', desc = m.desc or '', callback = m.callback ~= nil }} end end return false end \
+         return {{ global = esc(vim.api.nvim_get_keymap('n')), buf = esc(vim.api.nvim_buf_get_keymap({buf}, 'n')) }} end)()"
+    ))
+    .await
+}
+
+/// No mapping of ours anywhere, and the user's two mappings back and working.
+async fn assert_user_esc_restored(ed: &Editor, code_buf: u64) {
+    let ours = ed
+        .eval(
+            "(function() local n = 0 for _, b in ipairs(vim.list_extend({ 0 }, vim.api.nvim_list_bufs())) do \
+               for _, m in ipairs(b == 0 and vim.api.nvim_get_keymap('n') or vim.api.nvim_buf_get_keymap(b, 'n')) do \
+                 if (m.desc or ''):find('handoff', 1, true) and m.lhs == '<Esc>' then n = n + 1 end end end return n end)()",
+        )
+        .await;
+    assert_eq!(ours, json!(0), "an <Esc> of ours was left behind\n{}", ed.dump().await);
+    let maps = esc_maps(ed, &code_buf.to_string()).await;
+    assert_eq!(maps["global"]["rhs"], "<Cmd>nohlsearch|let g:global_esc += 1<CR>", "{maps}");
+    assert_eq!(maps["global"]["desc"], "", "{maps}");
+    assert_eq!(maps["buf"], json!({ "rhs": "", "desc": "mine", "callback": true }), "{maps}");
+    // Typed through typeahead, mappings applied: the buffer-local one in its buffer, the global
+    // one elsewhere.
+    let (global, local) = (ed.eval("vim.g.global_esc").await, ed.eval("vim.g.local_esc").await);
+    ed.lua("vim.cmd('wincmd t') vim.api.nvim_set_current_buf(...)", json!([code_buf])).await;
+    ed.input("<Esc>").await;
+    ed.wait_until(&format!("vim.g.local_esc == {}", local.as_u64().unwrap() + 1), Duration::from_secs(5)).await;
+    ed.command("enew").await;
+    ed.input("<Esc>").await;
+    ed.wait_until(&format!("vim.g.global_esc == {}", global.as_u64().unwrap() + 1), Duration::from_secs(5)).await;
+    ed.lua("vim.api.nvim_set_current_buf(...)", json!([code_buf])).await;
+}
+
+/// Windows that show a markdown buffer other than the chat: `{ win, name, lines, winbar }`.
+const DOCUMENT_WINDOWS: &str = "(function() local out = {} for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do \
+    local b = vim.api.nvim_win_get_buf(w) \
+    if vim.bo[b].filetype == 'markdown' and b ~= require('handoff.chat').chat_buf then \
+      table.insert(out, { win = w, name = vim.api.nvim_buf_get_name(b), lines = vim.api.nvim_buf_get_lines(b, 0, -1, false), winbar = vim.wo[w].winbar }) end end \
+  return out end)()";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn esc_cancels_the_handoff_from_wherever_the_cursor_is_and_restores_the_users_mappings() {
+    bounded(async {
+        let ed = Editor::start().await;
+        // A code buffer with the user's mappings, the cursor in it.
+        ed.command("edit code.rs").await;
+        let code_buf = ed.eval("vim.api.nvim_get_current_buf()").await.as_u64().unwrap();
+        ed.lua(USER_ESC, json!([])).await;
+        ed.converse("first question", "first answer").await;
+        let old = ed.session_file().await;
+        let before = std::fs::read_to_string(&old).unwrap();
+        // Where the cursor is when <Esc> is pressed: the window :Handoff ran from (chat closed,
+        // then open beside), the chat, the prompt, the document split, a buffer opened since.
+        let places = [
+            ("origin, chat closed", ""),
+            ("origin, chat open", "require('handoff').open_chat() vim.cmd('wincmd t')"),
+            ("chat", "vim.api.nvim_set_current_win(vim.fn.win_findbuf(require('handoff.chat').chat_buf)[1])"),
+            ("prompt", "vim.api.nvim_set_current_win(vim.fn.win_findbuf(require('handoff.chat').prompt_buf)[1])"),
+            ("document", "vim.api.nvim_set_current_win(vim.fn.win_findbuf(require('handoff.handoff_view').live_buffer())[1])"),
+            ("a buffer opened since", "vim.cmd('wincmd t') vim.cmd('enew')"),
+        ];
+        for (n, (place, go)) in places.iter().enumerate() {
+            let n = n + 1;
+            // :Handoff runs from the code window.
+            ed.lua("vim.cmd('wincmd t') vim.api.nvim_set_current_buf(...)", json!([code_buf])).await;
+            if n == 2 {
+                ed.lua(go, json!([])).await;
+            }
+            ed.mock.push(slow(400, 20)); // ~8 s if nobody cancels
+            ed.command("Handoff").await;
+            ed.wait_until(
+                "require('handoff').status().generating_handoff and require('handoff.state').tokens > 0",
+                Duration::from_secs(5),
+            )
+            .await;
+            if n > 2 {
+                ed.lua(go, json!([])).await;
+            }
+            // Insert-mode <Esc> keeps its meaning: it leaves insert mode and cancels nothing.
+            if *place == "origin, chat closed" {
+                ed.input("i").await;
+                ed.wait_until("vim.fn.mode() == 'i'", Duration::from_secs(5)).await;
+                ed.input("<Esc>").await;
+                ed.wait_until("vim.fn.mode() == 'n'", Duration::from_secs(5)).await;
+                assert_eq!(ed.status().await["generating_handoff"], true, "insert-mode <Esc> cancelled the handoff");
+            }
+            let (global, local) = (ed.eval("vim.g.global_esc").await, ed.eval("vim.g.local_esc").await);
+            let t0 = Instant::now();
+            ed.input("<Esc>").await;
+            ed.wait_event_for("HandoffCancelled", n, Duration::from_secs(5)).await;
+            assert!(t0.elapsed() < Duration::from_secs(3), "{place}: cancel took {:?}", t0.elapsed());
+            assert_eq!(ed.eval("vim.g.global_esc").await, global, "{place}: the user's global <Esc> ran instead");
+            assert_eq!(ed.eval("vim.g.local_esc").await, local, "{place}: the user's buffer <Esc> ran instead");
+            assert_eq!(ed.eval("T.count('HandoffDone') + T.count('HandoffFailed')").await, json!(0), "{place}");
+            // No new session; the old one as it was plus the attempt; the document split closed.
+            assert_eq!(ed.session_files().len(), 1, "{place}: {:?}", ed.session_files());
+            assert!(std::fs::read_to_string(&old).unwrap().starts_with(&before), "{place}: the old session was rewritten");
+            assert_eq!(ed.status().await["session_file"], old.as_str());
+            assert_eq!(ed.eval(DOCUMENT_WINDOWS).await, json!([]), "{place}: the document split stayed open");
+            assert_user_esc_restored(&ed, code_buf).await;
+        }
+        ed.quit().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_document_is_written_live_in_its_split_and_success_and_failure_restore_esc() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.command("edit code.rs").await;
+        let code_buf = ed.eval("vim.api.nvim_get_current_buf()").await.as_u64().unwrap();
+        ed.lua(USER_ESC, json!([])).await;
+        ed.lua("require('handoff').open_chat() vim.cmd('wincmd t')", json!([])).await;
+        ed.converse("first question", "first answer").await;
+        // The document, a line every 250 ms.
+        let chunks: Vec<String> = DOC.split_inclusive('\n').map(str::to_string).collect();
+        let n_chunks = chunks.len();
+        ed.mock.push(MockReply::Text {
+            chunks,
+            chunk_delay_ms: 250,
+            first_delay_ms: 0,
+            stop: "stop".into(),
+            thinking: Vec::new(),
+        });
+        ed.command("Handoff").await;
+        // Before it ends, a visible markdown window other than the chat shows the first lines,
+        // under a header with the cancel key, the elapsed time and the tokens.
+        let shown = ed
+            .wait_until(
+                &format!("(function() local d = {DOCUMENT_WINDOWS} \
+                   if #d == 1 and d[1].lines[1] == '## Goal' and d[1].lines[2] == 'Ship the parser.' then return d[1] end end)()"),
+                Duration::from_secs(5),
+            )
+            .await;
+        assert_eq!(ed.eval("T.count('HandoffDone')").await, json!(0), "the document only showed at the end");
+        assert!(ed.eval("#vim.api.nvim_buf_get_lines(require('handoff.handoff_view').live_buffer(), 0, -1, false)").await.as_u64().unwrap() < n_chunks as u64);
+        let winbar = ed.wait_until(&format!("(function() local w = {DOCUMENT_WINDOWS}[1].winbar if w:find('tokens') then return w end end)()"), Duration::from_secs(5)).await;
+        let winbar = winbar.as_str().unwrap();
+        assert!(winbar.contains("Generating handoff… <Esc> to cancel ·") && winbar.contains("s · "), "{winbar}");
+        // The cursor stayed where :Handoff ran; the chat keeps its own rendering of the reply.
+        assert_eq!(ed.eval("vim.api.nvim_get_current_buf()").await, json!(code_buf));
+        // On success the same window holds the final document, named after the new session.
+        let done = ed.wait_event("HandoffDone", 1).await;
+        let docs = ed.eval(DOCUMENT_WINDOWS).await;
+        assert_eq!(docs.as_array().unwrap().len(), 1, "{docs}");
+        assert_eq!(docs[0]["win"], shown["win"], "the document moved to another window");
+        assert_eq!(docs[0]["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect::<Vec<_>>().join("\n"), DOC);
+        assert_eq!(docs[0]["winbar"], "");
+        let new_name = std::path::Path::new(done["session_file"].as_str().unwrap()).file_stem().unwrap().to_string_lossy().to_string();
+        assert!(docs[0]["name"].as_str().unwrap().ends_with(&format!("{new_name}.md")), "{docs}");
+        let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
+        assert!(chat.as_str().unwrap().contains("## Handoff context"), "{chat}");
+        assert_user_esc_restored(&ed, code_buf).await;
+
+        // A failure: the split says why, and the mappings come back just the same.
+        ed.converse("second question", "second answer").await;
+        ed.mock.push(MockReply::Status { status: 500, body: r#"{"error":{"message":"boom"}}"#.into(), retry_after: None });
+        ed.lua("vim.cmd('wincmd t') vim.api.nvim_set_current_buf(...)", json!([code_buf])).await;
+        ed.command("Handoff").await;
+        let failed = ed.wait_event("HandoffFailed", 1).await;
+        assert!(failed["message"].as_str().unwrap().contains("500"), "{failed}");
+        let docs = ed.eval(DOCUMENT_WINDOWS).await;
+        let failed_bar = docs.as_array().unwrap().iter().filter_map(|d| d["winbar"].as_str()).find(|w| w.contains("Handoff failed: "));
+        assert!(failed_bar.is_some_and(|w| w.contains("500")), "{docs}");
+        assert_user_esc_restored(&ed, code_buf).await;
         ed.quit().await;
     })
     .await;

@@ -297,7 +297,7 @@ function M.indicator_text()
   local stop = config.options.keymaps.stop
   local what
   if state.generating_handoff then
-    what = "Generating handoff… (esc to cancel)"
+    what = "Generating handoff… <Esc> to cancel ·"
   else
     what = "Generating…" .. (stop and (" (" .. stop .. " to stop)") or "")
   end
@@ -305,10 +305,14 @@ function M.indicator_text()
 end
 
 local function draw_indicator()
+  local text = M.indicator_text()
+  local view = require("handoff.handoff_view")
+  if state.generating_handoff then
+    view.header(text)
+  end
   if not valid(M.chat_buf) then
     return
   end
-  local text = M.indicator_text()
   if indicator_mark then
     pcall(api.nvim_buf_del_extmark, M.chat_buf, ns_indicator, indicator_mark)
     indicator_mark = nil
@@ -319,10 +323,6 @@ local function draw_indicator()
     indicator_mark = api.nvim_buf_set_extmark(M.chat_buf, ns_indicator, last, 0, {
       virt_lines = { { { frame .. " " .. text, "HandoffIndicator" } } },
     })
-    -- Nobody sees the chat: say it in the command line.
-    if #vim.fn.win_findbuf(M.chat_buf) == 0 and state.generating_handoff then
-      api.nvim_echo({ { frame .. " " .. text, "HandoffIndicator" } }, false, {})
-    end
   end
 end
 
@@ -336,9 +336,6 @@ function M.indicator_update()
     timer:stop()
     timer:close()
     timer = nil
-    if #vim.fn.win_findbuf(M.chat_buf or -1) == 0 then
-      api.nvim_echo({ { "" } }, false, {})
-    end
   end
   draw_indicator()
 end

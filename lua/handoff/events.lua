@@ -53,6 +53,9 @@ end
 function handlers.delta(r)
   state.tokens = r.tokens or state.tokens
   chat().append_text(r.text, false)
+  if state.generating_handoff then
+    require("handoff.handoff_view").append(r.text)
+  end
 end
 
 function handlers.thinking_delta(r)
@@ -78,8 +81,18 @@ function handlers.handoff_start(r)
   state.generating_handoff = true
   state.handoff_started = vim.uv.now()
   state.tokens = 0
-  require("handoff.keymaps").install_esc()
-  chat().indicator_update()
+  -- The buffer the user ran :Handoff from, before the split takes any focus.
+  local origin = vim.api.nvim_get_current_buf()
+  local doc = require("handoff.handoff_view").start()
+  local c = chat()
+  local bufs = { origin, doc }
+  for _, b in ipairs({ "chat_buf", "prompt_buf" }) do
+    if c[b] then
+      table.insert(bufs, c[b])
+    end
+  end
+  require("handoff.keymaps").install_esc(bufs)
+  c.indicator_update()
   M.fire("HandoffStart", { focus = r.focus })
 end
 
@@ -95,12 +108,17 @@ function handlers.handoff_end(r)
   end_generation()
   local outcome = r.outcome or {}
   local notices = r.notices or {}
+  local view = require("handoff.handoff_view")
   if outcome.kind == "done" then
-    require("handoff.handoff_view").open(outcome)
+    view.open(outcome)
     -- The first notice is the announcement; it also goes into the chat.
     if notices[1] then
       chat().append_notice(notices[1].message)
     end
+  elseif outcome.kind == "cancelled" then
+    view.cancel()
+  else
+    view.fail(outcome.message)
   end
   for _, n in ipairs(notices) do
     notify(n.message, n.level)
@@ -153,6 +171,7 @@ end
 function M.host_lost(message)
   if state.generating_handoff then
     end_generation()
+    require("handoff.handoff_view").fail(message)
     M.fire("HandoffFailed", { message = message })
   end
   if state.busy then

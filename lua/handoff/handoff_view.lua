@@ -1,14 +1,30 @@
---- The handoff document in a split: a markdown buffer named after the new session
---- (`handoff://<session file name>.md`). The same text is on disk beside the session
---- (`document_file`), so `:w` elsewhere is never needed to keep it.
+--- The handoff document in a split: a markdown buffer that opens when the handoff starts, fills
+--- as the model writes, and ends as the document of the new session
+--- (`handoff://<session file name>.md`; the same text is on disk beside the session, so `:w` is
+--- never needed to keep it). Its window's header (the 'winbar') says what is happening:
+--- generating (elapsed time, tokens, `<Esc>` to cancel), or why it failed. On cancel it closes.
 local config = require("handoff.config")
 
 local M = {}
 
 local api = vim.api
 
---- Buffers of documents shown so far.
+--- Buffers of documents shown so far (the live one included).
 local bufs = {}
+
+---@class handoff.LiveDocument
+---@field buf integer
+---@field win integer?  the split it was opened in
+---@field origin integer?  the window the cursor was in when it opened
+---@field earlier integer?  the earlier document its window showed before (back on cancel)
+
+---@type handoff.LiveDocument?
+local live = nil
+
+local function set_hl()
+  api.nvim_set_hl(0, "HandoffDocumentHeader", { default = true, link = "Title" })
+  api.nvim_set_hl(0, "HandoffDocumentFailed", { default = true, link = "ErrorMsg" })
+end
 
 function M.buffers()
   local out = {}
@@ -26,40 +42,169 @@ function M.name(session_file)
   return "handoff://" .. vim.fn.fnamemodify(session_file, ":t:r") .. ".md"
 end
 
---- Opens the document of a finished handoff (`outcome` of `handoff_end`) and returns its buffer.
-function M.open(outcome)
-  local name = M.name(outcome.session_file or "handoff")
-  local buf = vim.fn.bufnr(name)
-  if buf == -1 or not api.nvim_buf_is_valid(buf) then
-    buf = api.nvim_create_buf(true, true)
-    api.nvim_buf_set_name(buf, name)
-    table.insert(bufs, buf)
-  end
-  vim.bo[buf].modifiable = true
-  api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(outcome.document or "", "\n", { plain = true }))
-  vim.bo[buf].modified = false
+--- The buffer of the document being generated, if any.
+function M.live_buffer()
+  return live and api.nvim_buf_is_valid(live.buf) and live.buf or nil
+end
+
+local function new_buffer(name)
+  local buf = api.nvim_create_buf(true, true)
+  api.nvim_buf_set_name(buf, name)
   vim.bo[buf].filetype = "markdown"
   vim.bo[buf].swapfile = false
-  vim.b[buf].handoff_document_file = outcome.document_file
-  vim.b[buf].handoff_session_file = outcome.session_file
-  -- Reuse a window that shows an earlier document; otherwise split, and keep the cursor where it was.
-  for _, win in ipairs(api.nvim_list_wins()) do
-    local b = api.nvim_win_get_buf(win)
-    if vim.tbl_contains(bufs, b) then
+  vim.bo[buf].bufhidden = "hide"
+  table.insert(bufs, buf)
+  return buf
+end
+
+--- A window showing `buf`, else one showing an earlier document (reused), else a new split.
+--- The cursor stays where it was.
+local function show(buf)
+  local wins = vim.fn.win_findbuf(buf)
+  if wins[1] then
+    return wins[1]
+  end
+  for _, win in ipairs(api.nvim_tabpage_list_wins(0)) do
+    local earlier = api.nvim_win_get_buf(win)
+    if vim.tbl_contains(bufs, earlier) then
       api.nvim_win_set_buf(win, buf)
-      return buf
+      return win, earlier
     end
   end
   local current = api.nvim_get_current_win()
   vim.cmd("botright split")
-  api.nvim_win_set_buf(0, buf)
-  api.nvim_win_set_height(0, config.options.layout.document_height or 15)
-  vim.wo[0].wrap = true
-  vim.wo[0].linebreak = true
+  local win = api.nvim_get_current_win()
+  api.nvim_win_set_buf(win, buf)
+  api.nvim_win_set_height(win, config.options.layout.document_height or 15)
+  vim.wo[win].wrap = true
+  vim.wo[win].linebreak = true
   if api.nvim_win_is_valid(current) then
     api.nvim_set_current_win(current)
   end
+  return win
+end
+
+local function set_header(win, text, hl)
+  if win and api.nvim_win_is_valid(win) then
+    -- The winbar is a statusline expression: a literal `%` must be doubled.
+    vim.wo[win].winbar = text and ("%#" .. hl .. "#" .. text:gsub("%%", "%%%%")) or ""
+  end
+end
+
+local function live_win()
+  if not M.live_buffer() then
+    return nil
+  end
+  return vim.fn.win_findbuf(live.buf)[1]
+end
+
+--- Opens the split for a handoff that just started; returns its buffer.
+function M.start()
+  set_hl()
+  if live and api.nvim_buf_is_valid(live.buf) then
+    pcall(api.nvim_buf_delete, live.buf, { force = true })
+  end
+  local name = "handoff://generating.md"
+  local stale = vim.fn.bufnr(name)
+  if stale ~= -1 then
+    pcall(api.nvim_buf_delete, stale, { force = true })
+  end
+  local origin = api.nvim_get_current_win()
+  local buf = new_buffer(name)
+  vim.bo[buf].modifiable = false
+  live = { buf = buf, origin = origin }
+  live.win, live.earlier = show(buf)
   return buf
+end
+
+--- Shows the header of the live document (called with the indicator's text on every tick).
+function M.header(text)
+  set_header(live_win(), text, "HandoffDocumentHeader")
+end
+
+--- Appends streamed document text.
+function M.append(text)
+  local buf = M.live_buffer()
+  if not buf or not text or text == "" then
+    return
+  end
+  local n = api.nvim_buf_line_count(buf)
+  local last = api.nvim_buf_get_lines(buf, n - 1, n, false)[1]
+  local pieces = vim.split(text, "\n", { plain = true })
+  pieces[1] = last .. pieces[1]
+  vim.bo[buf].modifiable = true
+  api.nvim_buf_set_lines(buf, n - 1, n, false, pieces)
+  vim.bo[buf].modifiable = false
+  -- Windows not being read elsewhere follow the end of the text.
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    if win ~= api.nvim_get_current_win() then
+      pcall(api.nvim_win_set_cursor, win, { api.nvim_buf_line_count(buf), 0 })
+    end
+  end
+end
+
+local function fill(buf, outcome)
+  vim.bo[buf].modifiable = true
+  api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(outcome.document or "", "\n", { plain = true }))
+  vim.bo[buf].modified = false
+  vim.b[buf].handoff_document_file = outcome.document_file
+  vim.b[buf].handoff_session_file = outcome.session_file
+end
+
+--- A finished handoff (`outcome` of `handoff_end` with kind "done"): the live split becomes the
+--- new session's document (or a split opens when there was none). Returns its buffer.
+function M.open(outcome)
+  set_hl()
+  local name = M.name(outcome.session_file or "handoff")
+  local buf = M.live_buffer()
+  local existing = vim.fn.bufnr(name)
+  if buf then
+    if existing ~= -1 and existing ~= buf then
+      pcall(api.nvim_buf_delete, existing, { force = true })
+    end
+    api.nvim_buf_set_name(buf, name)
+  elseif existing ~= -1 and api.nvim_buf_is_valid(existing) then
+    buf = existing
+  else
+    buf = new_buffer(name)
+  end
+  live = nil
+  fill(buf, outcome)
+  local win = show(buf)
+  set_header(win, nil)
+  pcall(api.nvim_win_set_cursor, win, { 1, 0 })
+  return buf
+end
+
+--- A cancelled handoff: the split closes and its buffer goes.
+function M.cancel()
+  local buf = M.live_buffer()
+  local earlier = live and live.earlier
+  live = nil
+  if not buf then
+    return
+  end
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    if earlier and api.nvim_buf_is_valid(earlier) then
+      -- The window showed an earlier document: it shows it again.
+      api.nvim_win_set_buf(win, earlier)
+      set_header(win, nil)
+    elseif #api.nvim_list_wins() > 1 then
+      pcall(api.nvim_win_close, win, true)
+    end
+  end
+  pcall(api.nvim_buf_delete, buf, { force = true })
+end
+
+--- A failed handoff: the split stays with what was written and its header says why.
+function M.fail(message)
+  local buf = M.live_buffer()
+  live = nil
+  if not buf then
+    return
+  end
+  set_header(vim.fn.win_findbuf(buf)[1], "Handoff failed: " .. (message or "unknown error"), "HandoffDocumentFailed")
+  vim.b[buf].handoff_failed = message
 end
 
 return M

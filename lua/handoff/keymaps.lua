@@ -67,70 +67,91 @@ function M.global()
 end
 
 -- <Esc> during handoff generation ----------------------------------------------------------
+--
+-- While a handoff generates, normal-mode `<Esc>` cancels it wherever the cursor is: a global
+-- mapping covers every buffer without a buffer-local `<Esc>`, and a buffer-local one overrides
+-- the user's own in the places a handoff involves (the window `:Handoff` ran from, the chat, the
+-- prompt, the document split). Buffers entered later keep their own buffer-local `<Esc>` (a
+-- picker's "close", say). Whatever was mapped is saved as `nvim_get_keymap()` returns it and put
+-- back with `mapset()`, so rhs, callbacks, flags and script context come back exactly.
+-- Insert-mode `<Esc>` is never touched: it leaves insert mode as always.
 
-local MODES = { "n", "i" }
---- saved[buf][mode] = the earlier buffer-local mapping (a `maparg()` dict) or false.
-local saved = {}
+local DESC = "handoff.nvim: cancel the handoff"
 
---- The buffers that get the cancel key: chat, prompt and any handoff document.
-local function target_buffers()
-  local chat = require("handoff.chat")
-  local bufs = {}
-  for _, b in ipairs({ chat.chat_buf, chat.prompt_buf }) do
-    if b and api.nvim_buf_is_valid(b) then
-      table.insert(bufs, b)
-    end
-  end
-  vim.list_extend(bufs, require("handoff.handoff_view").buffers())
-  return bufs
-end
+---@class handoff.EscSaved
+---@field global table|false|nil  the user's global normal `<Esc>` (nil: not installed)
+---@field bufs table<integer, table|false>  per buffer: its own normal `<Esc>`, or false
+local saved = { global = nil, bufs = {} }
 
-local function cancel_normal()
-  require("handoff").abort_handoff()
-end
-
-local function cancel_insert()
-  require("handoff").abort_handoff()
-  vim.cmd.stopinsert()
-end
-
---- Maps `<Esc>` to cancel the handoff, remembering what each buffer had mapped.
-function M.install_esc()
-  for _, buf in ipairs(target_buffers()) do
-    if not saved[buf] then
-      saved[buf] = {}
-      api.nvim_buf_call(buf, function()
-        for _, mode in ipairs(MODES) do
-          local m = vim.fn.maparg("<Esc>", mode, false, true)
-          saved[buf][mode] = (m and m.buffer == 1) and m or false
-        end
-      end)
-      vim.keymap.set("n", "<Esc>", cancel_normal, { buffer = buf, nowait = true, desc = "handoff.nvim: cancel the handoff" })
-      vim.keymap.set("i", "<Esc>", cancel_insert, { buffer = buf, nowait = true, desc = "handoff.nvim: cancel the handoff" })
+local function esc_of(maps)
+  for _, m in ipairs(maps) do
+    if m.lhs == "<Esc>" or m.lhsraw == "\27" then
+      return m
     end
   end
 end
 
---- Puts back what `install_esc` replaced, in every buffer it touched.
+local function ours(m)
+  return m ~= nil and m.desc == DESC
+end
+
+local function cancel()
+  require("handoff").abort_handoff()
+end
+
+local function install_buffer(buf)
+  if saved.bufs[buf] ~= nil or not api.nvim_buf_is_valid(buf) then
+    return
+  end
+  local own = esc_of(api.nvim_buf_get_keymap(buf, "n"))
+  saved.bufs[buf] = (own and not ours(own)) and own or false
+  vim.keymap.set("n", "<Esc>", cancel, { buffer = buf, nowait = true, silent = true, desc = DESC })
+end
+
+--- Makes normal-mode `<Esc>` cancel the handoff; `bufs` are the buffers that get a buffer-local
+--- override as well (their own mapping would otherwise win over the global one).
+---@param bufs integer[]
+function M.install_esc(bufs)
+  if saved.global == nil then
+    local global = esc_of(api.nvim_get_keymap("n"))
+    saved.global = (global and not ours(global)) and global or false
+    vim.keymap.set("n", "<Esc>", cancel, { nowait = true, silent = true, desc = DESC })
+  end
+  for _, buf in ipairs(bufs or {}) do
+    install_buffer(buf)
+  end
+end
+
+--- Puts back what `install_esc` replaced, everywhere it touched. Safe to call when nothing is
+--- installed.
 function M.restore_esc()
-  for buf, modes in pairs(saved) do
+  for buf, own in pairs(saved.bufs) do
     if api.nvim_buf_is_valid(buf) then
-      api.nvim_buf_call(buf, function()
-        for _, mode in ipairs(MODES) do
-          pcall(vim.keymap.del, mode, "<Esc>", { buffer = buf })
-          if modes[mode] then
-            vim.fn.mapset(mode, false, modes[mode])
-          end
-        end
-      end)
+      if ours(esc_of(api.nvim_buf_get_keymap(buf, "n"))) then
+        pcall(vim.keymap.del, "n", "<Esc>", { buffer = buf })
+      end
+      if own then
+        -- mapset() defines a buffer-local mapping in the current buffer.
+        api.nvim_buf_call(buf, function()
+          vim.fn.mapset(own)
+        end)
+      end
     end
   end
-  saved = {}
+  if saved.global ~= nil then
+    if ours(esc_of(api.nvim_get_keymap("n"))) then
+      pcall(vim.keymap.del, "n", "<Esc>")
+    end
+    if saved.global then
+      vim.fn.mapset(saved.global)
+    end
+  end
+  saved = { global = nil, bufs = {} }
 end
 
 --- Whether the cancel key is installed (for tests and statuslines).
 function M.esc_installed()
-  return next(saved) ~= nil
+  return saved.global ~= nil
 end
 
 return M
