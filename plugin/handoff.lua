@@ -10,7 +10,14 @@ end
 
 vim.api.nvim_create_user_command("Handoff", function(o)
   api().handoff(o.args)
-end, { nargs = "?", desc = "handoff.nvim: hand off to a new session [focus instructions]" })
+end, {
+  nargs = "?",
+  desc = "handoff.nvim: hand off to a new session [focus instructions]",
+  -- Focus instructions often name a file: the word being typed completes as a path.
+  complete = function(arg_lead)
+    return require("handoff.commands").complete_focus(arg_lead)
+  end,
+})
 
 vim.api.nvim_create_user_command("HandoffChat", function()
   api().toggle_chat()

@@ -81,12 +81,11 @@ end
 --- User templates, as the host lists them (cached for a few seconds).
 local cache = { at = 0, list = {} }
 function M.templates()
-  local state = require("handoff.state")
-  if not state.chan then
+  if not require("handoff.host").running() then
     return {}
   end
   if vim.uv.now() - cache.at > 5000 then
-    local ok, list = pcall(vim.rpcrequest, state.chan, "templates")
+    local ok, list = require("handoff.host").try_request("templates")
     cache = { at = vim.uv.now(), list = ok and list or {} }
   end
   return cache.list
@@ -106,6 +105,20 @@ function M.complete(prefix)
     end
   end
   return items
+end
+
+--- Completion of `:Handoff [focus]`: the last word of the focus as a file path (the words
+--- before it stay as typed).
+---@param arg_lead string
+---@return string[]
+function M.complete_focus(arg_lead)
+  local head, word = arg_lead:match("^(.-)(%S*)$")
+  if word == "" then
+    return {}
+  end
+  return vim.tbl_map(function(path)
+    return head .. path
+  end, vim.fn.getcompletion(word, "file"))
 end
 
 --- 'omnifunc' of the prompt buffer.

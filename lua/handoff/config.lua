@@ -73,48 +73,122 @@ function M.defaults()
   return vim.deepcopy(defaults)
 end
 
-local provider_keys = {
-  api = "string", base_url = "string", model = "string", api_key_env = "string",
-  api_key_cmd = "string", context_window = "number", max_tokens = "number",
-  provider_name = "string", max_retries = "number", timeout = "number",
-  -- `name` is the host's spelling of provider_name.
-  name = "string",
+--- The type of every option (a value's `type()`; several joined by "|"). A key not named here
+--- is an error that names it, with the nearest known spelling.
+local schema = {
+  bin = "string|nil",
+  provider = {
+    api = "string", base_url = "string", model = "string", api_key_env = "string",
+    api_key_cmd = "string", context_window = "number", max_tokens = "number",
+    provider_name = "string", max_retries = "number", timeout = "number",
+    -- `name` is the host's spelling of provider_name.
+    name = "string",
+  },
+  session_dir = "string",
+  templates_dir = "string|nil",
+  system_prompt = "string|nil",
+  log_file = "string|nil",
+  resume_last = "boolean",
+  models = "table",
+  layout = {
+    position = "string", width = "number", height = "number",
+    prompt_height = "number", document_height = "number",
+  },
+  keymaps = {
+    global = "table",
+    submit_normal = "string|boolean", submit_insert = "string|boolean",
+    stop = "string|boolean", close = "string|boolean", earlier = "string|boolean",
+  },
 }
 
-local function check(name, value, want, optional)
-  if value == nil and optional then
-    return
+--- Edit distance, to suggest the option a misspelled key meant.
+local function distance(a, b)
+  local prev = {}
+  for j = 0, #b do
+    prev[j] = j
   end
-  if type(value) ~= want then
-    error(("handoff.nvim: %s must be a %s, got %s"):format(name, want, type(value)), 0)
+  for i = 1, #a do
+    local cur = { [0] = i }
+    for j = 1, #b do
+      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+local function nearest(key, known)
+  local best, best_d = nil, 3
+  for name in pairs(known) do
+    local d = distance(key:lower(), name:lower())
+    if d < best_d then
+      best, best_d = name, d
+    end
+  end
+  return best
+end
+
+local function fail(message)
+  error("handoff.nvim: " .. message, 0)
+end
+
+--- `vim.validate` in the form this Neovim has (0.11 takes arguments, 0.10 a table).
+local function validate(name, value, types)
+  local list = vim.split(types, "|", { plain = true })
+  local optional = vim.tbl_contains(list, "nil")
+  list = vim.tbl_filter(function(t)
+    return t ~= "nil"
+  end, list)
+  local ok, err = pcall(function()
+    if vim.fn.has("nvim-0.11") == 1 then
+      vim.validate(name, value, list, optional)
+    else
+      vim.validate({ [name] = { value, list, optional } })
+    end
+  end)
+  if not ok then
+    fail(tostring(err):gsub("^.-:%d+: ", ""))
   end
 end
+
+--- Checks `opts` (the user's, before defaults) against `spec`, naming unknown keys.
+local function check(opts, spec, prefix)
+  for key, value in pairs(opts) do
+    local name = prefix .. tostring(key)
+    local want = spec[key]
+    if want == nil then
+      local guess = type(key) == "string" and nearest(key, spec)
+      local known = vim.tbl_keys(spec)
+      table.sort(known)
+      fail(("unknown option %s%s (known: %s)"):format(
+        name, guess and (", did you mean " .. prefix .. guess .. "?") or "", table.concat(known, ", ")))
+    elseif type(want) == "table" then
+      validate(name, value, "table")
+      check(value, want, name .. ".")
+    else
+      validate(name, value, want)
+    end
+  end
+end
+
+local positions = { right = true, left = true, bottom = true, top = true, tab = true }
 
 ---@param opts? table
 ---@return handoff.Config
 function M.setup(opts)
   opts = opts or {}
-  check("setup() options", opts, "table")
+  validate("setup() options", opts, "table")
+  check(opts, schema, "")
   local merged = vim.tbl_deep_extend("force", vim.deepcopy(defaults), opts)
-  check("provider", merged.provider, "table")
-  for k, v in pairs(merged.provider) do
-    local want = provider_keys[k]
-    if not want then
-      error(("handoff.nvim: unknown provider option %q (known: %s)"):format(
-        k, table.concat(vim.tbl_keys(provider_keys), ", ")), 0)
-    end
-    if type(v) ~= want then
-      error(("handoff.nvim: provider.%s must be a %s, got %s"):format(k, want, type(v)), 0)
-    end
+  local api = merged.provider.api
+  if api and api ~= "openai" and api ~= "anthropic" then
+    fail(('provider.api must be "openai" or "anthropic", got %q'):format(api))
   end
-  if merged.provider.api and merged.provider.api ~= "openai" and merged.provider.api ~= "anthropic" then
-    error(('handoff.nvim: provider.api must be "openai" or "anthropic", got %q'):format(merged.provider.api), 0)
+  if not positions[merged.layout.position] then
+    fail(('layout.position must be "right", "left", "bottom", "top" or "tab", got %q'):format(
+      tostring(merged.layout.position)))
   end
-  check("session_dir", merged.session_dir, "string")
-  check("bin", merged.bin, "string", true)
-  check("layout", merged.layout, "table")
-  check("keymaps", merged.keymaps, "table")
-  check("models", merged.models, "table")
   M.options = merged
   return merged
 end

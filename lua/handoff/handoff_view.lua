@@ -21,11 +21,6 @@ local bufs = {}
 ---@type handoff.LiveDocument?
 local live = nil
 
-local function set_hl()
-  api.nvim_set_hl(0, "HandoffDocumentHeader", { default = true, link = "Title" })
-  api.nvim_set_hl(0, "HandoffDocumentFailed", { default = true, link = "ErrorMsg" })
-end
-
 function M.buffers()
   local out = {}
   for _, b in ipairs(bufs) do
@@ -100,7 +95,7 @@ end
 
 --- Opens the split for a handoff that just started; returns its buffer.
 function M.start()
-  set_hl()
+  require("handoff.highlights").define()
   if live and api.nvim_buf_is_valid(live.buf) then
     pcall(api.nvim_buf_delete, live.buf, { force = true })
   end
@@ -154,7 +149,7 @@ end
 --- A finished handoff (`outcome` of `handoff_end` with kind "done"): the live split becomes the
 --- new session's document (or a split opens when there was none). Returns its buffer.
 function M.open(outcome)
-  set_hl()
+  require("handoff.highlights").define()
   local name = M.name(outcome.session_file or "handoff")
   local buf = M.live_buffer()
   local existing = vim.fn.bufnr(name)

@@ -24,11 +24,11 @@ function M.check()
   local version = out:match("(%d+%.%d+%.%d+)")
   if vim.v.shell_error ~= 0 or not version then
     health.error("`" .. bin .. " --version` failed: " .. vim.trim(out))
-  elseif version ~= host.version then
-    health.warn(("the binary is version %s, the plugin %s"):format(version, host.version),
+  elseif host.source_version() and version ~= host.source_version() then
+    health.warn(("the binary is version %s, the sources %s"):format(version, host.source_version()),
       { "Rebuild: cd " .. host.root() .. " && cargo build --release" })
   else
-    health.ok("version " .. version .. " matches the plugin")
+    health.ok("version " .. version .. (host.source_version() and " matches the sources" or ""))
   end
 
   health.start("Provider")
@@ -37,7 +37,7 @@ function M.check()
     health.error("the host does not start", { "See the log: " .. config.log_file() })
     return
   end
-  local ok, h = pcall(vim.rpcrequest, chan, "health")
+  local ok, h = host.try_request("health")
   if not ok then
     health.error("the host's health check failed: " .. tostring(h))
     return

@@ -5,8 +5,6 @@ local state = require("handoff.state")
 
 local M = {}
 
---- The plugin's version; the host must report the same.
-M.version = "0.1.0"
 
 local function notify(msg, level)
   vim.notify(msg, level or vim.log.levels.ERROR, { title = "handoff.nvim" })
@@ -16,6 +14,23 @@ end
 function M.root()
   local source = debug.getinfo(1, "S").source:gsub("^@", "")
   return vim.fn.fnamemodify(source, ":p:h:h:h")
+end
+
+--- The version of the checkout's sources (`version` in its Cargo.toml, the one place it is
+--- written), or nil for a plugin installed without them. A host binary of another version was
+--- built from other sources: it must be rebuilt.
+---@return string?
+function M.source_version()
+  local ok, lines = pcall(vim.fn.readfile, M.root() .. "/Cargo.toml", "", 40)
+  if not ok then
+    return nil
+  end
+  for _, line in ipairs(lines) do
+    local v = line:match('^version%s*=%s*"([^"]+)"')
+    if v then
+      return v
+    end
+  end
 end
 
 --- Where the binary is looked for, in order.
@@ -133,10 +148,12 @@ function M.ensure()
   end
   M.apply_transcript(reply)
   local okv, version = pcall(vim.rpcrequest, chan, "version")
-  if okv and version ~= M.version then
+  local wanted = M.source_version()
+  state.host_version = okv and version or nil
+  if okv and wanted and version ~= wanted then
     notify(
-      ("handoff.nvim: the host binary is version %s but the plugin is %s: rebuild it (cargo build --release in %s)"):format(
-        tostring(version), M.version, M.root()),
+      ("handoff.nvim: the host binary is version %s but the sources are %s: rebuild it (cargo build --release in %s)"):format(
+        tostring(version), wanted, M.root()),
       vim.log.levels.WARN
     )
   end
@@ -169,6 +186,15 @@ function M.notify_running(method, ...)
     return true
   end
   return false
+end
+
+--- A short request to a running host, without starting one or telling the user anything:
+--- returns ok and the result or the error (completion and health checks ask this way).
+function M.try_request(method, ...)
+  if not state.chan then
+    return false, "the host is not running"
+  end
+  return pcall(vim.rpcrequest, state.chan, method, ...)
 end
 
 --- A short request. Returns the result, or nil after telling the user what failed.

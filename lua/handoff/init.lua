@@ -13,6 +13,7 @@ local M = {}
 ---@param opts? handoff.Config
 function M.setup(opts)
   config.setup(opts)
+  require("handoff.highlights").setup()
   require("handoff.keymaps").global()
   if state.chan and not (state.busy or state.generating_handoff) then
     local reply = host.request("configure", {
@@ -74,6 +75,7 @@ function M.status()
     parent_session = state.parent_session,
     model = state.model,
     running = state.chan ~= nil,
+    host_version = state.host_version,
   }
 end
 

@@ -1,5 +1,5 @@
---- What the editor knows of the host: filled from the host's events, never by asking it, so
---- `status()` answers at once even while a reply streams.
+--- What the editor knows of the host, filled from the host's events (never by asking it, so
+--- `status()` answers at once even while a reply streams), and the UI's own state (`ui`).
 ---@class handoff.State
 local M = {
   ---@type integer? RPC channel of the running host
@@ -21,6 +21,21 @@ local M = {
   handoff_started = nil,
   --- tokens of the reply being streamed (deltas, or the provider's count when it ends)
   tokens = 0,
+  --- The editor side's own state, owned here so that every part of the UI reads one place.
+  ui = {
+    ---@type integer? the chat buffer (markdown)
+    chat_buf = nil,
+    ---@type integer? the prompt buffer
+    prompt_buf = nil,
+    --- what streams into the chat's last line: nil, "fresh" (nothing yet), "text", "thinking"
+    ---@type string?
+    stream = nil,
+    --- items rendered, the "earlier items" line (0-based row) and how many more a page shows
+    shown = 0,
+    ---@type integer?
+    earlier_row = nil,
+    page = 1,
+  },
 }
 
 return M

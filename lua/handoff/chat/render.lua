@@ -1,0 +1,228 @@
+--- The chat's text: a session's transcript rendered as markdown, and the streamed reply
+--- appended as it arrives. Every edit of the chat buffer happens here, on the main loop, in the
+--- order the host's records arrive.
+local config = require("handoff.config")
+local state = require("handoff.state")
+
+local M = {}
+
+local api = vim.api
+local ns = api.nvim_create_namespace("handoff_chat")
+
+local ui = state.ui
+
+local function valid(buf)
+  return buf ~= nil and api.nvim_buf_is_valid(buf)
+end
+
+--- The chat buffer, created on first use by `handoff.chat`.
+local function chat_buf()
+  return require("handoff.chat").ensure_buffers()
+end
+
+--- Runs `fn` with the chat buffer modifiable.
+local function edit(fn)
+  local buf = chat_buf()
+  vim.bo[buf].modifiable = true
+  local ok, err = pcall(fn, buf)
+  vim.bo[buf].modifiable = false
+  if not ok then
+    error(err, 0)
+  end
+end
+
+local function append_lines(lines, hl)
+  edit(function(buf)
+    local n = api.nvim_buf_line_count(buf)
+    local empty = n == 1 and api.nvim_buf_get_lines(buf, 0, 1, false)[1] == ""
+    local start = empty and 0 or n
+    api.nvim_buf_set_lines(buf, start, empty and 1 or n, false, lines)
+    if hl then
+      for i = 0, #lines - 1 do
+        api.nvim_buf_set_extmark(buf, ns, start + i, 0, { line_hl_group = hl })
+      end
+    end
+  end)
+end
+
+local function split(text)
+  return vim.split(text or "", "\n", { plain = true })
+end
+
+local function quote(text)
+  local out = {}
+  for _, l in ipairs(split(text)) do
+    table.insert(out, "> " .. l)
+  end
+  return out
+end
+
+--- Lines for one transcript item.
+local function item_lines(item)
+  local lines = {}
+  local function add(t)
+    vim.list_extend(lines, type(t) == "table" and t or { t })
+  end
+  local k = item.kind
+  if k == "user" then
+    add({ "## You", "" })
+    add(split(item.text))
+  elseif k == "handoff_request" then
+    add({ "## You", "" })
+    add("*Handoff requested*" .. ((item.focus and item.focus ~= "") and (" — focus: " .. item.focus) or ""))
+  elseif k == "assistant" then
+    add({ "## Assistant" .. (item.model and (" · " .. item.model) or ""), "" })
+    if item.thinking then
+      add(quote(item.thinking))
+      add("")
+    end
+    add(split(item.text))
+    if item.stop_reason == "error" then
+      add({ "", "**Error:** " .. (item.error_message or "the request failed") })
+    elseif item.stop_reason == "aborted" then
+      add({ "", "*(stopped)*" })
+    end
+  elseif k == "handoff" then
+    add({ "## Handoff context", "" })
+    add(split(item.text))
+  elseif k == "compaction" or k == "branch_summary" then
+    add({ "## " .. (k == "compaction" and "Compaction summary" or "Branch summary"), "" })
+    add(split(item.text))
+  elseif k == "custom" then
+    add({ "## " .. (item.custom_type or "custom"), "" })
+    add(split(item.text))
+  else
+    return nil
+  end
+  add("")
+  return lines
+end
+
+--- Rebuilds the chat from a transcript (`items` of the host's `transcript`).
+function M.render(items, info)
+  ui.stream = nil
+  edit(function(buf)
+    api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+    local lines = { "# Session " .. (info and info.session_id or "") }
+    if info and info.parent_session then
+      table.insert(lines, "*Handed off from " .. vim.fn.fnamemodify(info.parent_session, ":t") .. "*")
+    end
+    table.insert(lines, "")
+    ui.shown, ui.earlier_row = #items, nil
+    -- How many more to ask for at a time: the host says (its page), else as many as now.
+    ui.page = info and info.page or math.max(#items, 1)
+    if info and (info.earlier or 0) > 0 then
+      -- A long session opens on its latest part; the rest comes a page at a time.
+      ui.earlier_row = #lines
+      local key = config.options.keymaps.earlier
+      table.insert(lines, ("*… %d earlier items not shown%s*"):format(
+        info.earlier,
+        key and (" — " .. key .. " on this line shows " .. math.min(info.earlier, ui.page) .. " more") or ""
+      ))
+      table.insert(lines, "")
+    end
+    local marks = {}
+    for _, item in ipairs(items) do
+      local l = item_lines(item)
+      if l then
+        if item.kind == "handoff" then
+          table.insert(marks, { #lines, #lines + #l - 1 })
+        end
+        vim.list_extend(lines, l)
+      end
+    end
+    api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+    for _, m in ipairs(marks) do
+      api.nvim_buf_set_extmark(buf, ns, m[1], 0, { end_row = m[2], line_hl_group = "HandoffHandoffContext" })
+    end
+  end)
+  require("handoff.chat.indicator").update()
+  M.follow(true)
+end
+
+--- A finished item (a user prompt as it starts).
+function M.append_item(item)
+  M.close_stream()
+  local lines = item_lines(item)
+  if lines then
+    append_lines(lines)
+  end
+end
+
+function M.begin_assistant(item)
+  M.close_stream()
+  append_lines({ "## Assistant" .. (item.model and (" · " .. item.model) or ""), "", "" })
+  ui.stream = "fresh" -- the last line is empty and takes the first delta
+end
+
+--- Appends streamed text to the last line (thinking is shown as a quote).
+function M.append_text(text, thinking)
+  if not text or text == "" then
+    return
+  end
+  local want = thinking and "thinking" or "text"
+  edit(function(buf)
+    local n = api.nvim_buf_line_count(buf)
+    if ui.stream ~= want then
+      if ui.stream == "fresh" then
+        if thinking then
+          api.nvim_buf_set_lines(buf, n - 1, n, false, { "> " })
+        end
+      else
+        -- A blank line between thinking and text (or after anything else).
+        api.nvim_buf_set_lines(buf, n, n, false, { "", thinking and "> " or "" })
+        n = api.nvim_buf_line_count(buf)
+      end
+      ui.stream = want
+    end
+    local last = api.nvim_buf_get_lines(buf, n - 1, n, false)[1]
+    local pieces = split(text)
+    pieces[1] = last .. pieces[1]
+    if thinking then
+      for i = 2, #pieces do
+        pieces[i] = "> " .. pieces[i]
+      end
+    end
+    api.nvim_buf_set_lines(buf, n - 1, n, false, pieces)
+  end)
+end
+
+function M.end_assistant(r)
+  ui.stream = nil
+  local lines = {}
+  if r.stop_reason == "error" then
+    lines = { "", "**Error:** " .. (r.error_message or "the request failed") }
+  elseif r.stop_reason == "aborted" then
+    lines = { "", "*(stopped)*" }
+  end
+  table.insert(lines, "")
+  append_lines(lines, r.stop_reason == "error" and "HandoffError" or nil)
+end
+
+function M.close_stream()
+  if ui.stream then
+    ui.stream = nil
+    append_lines({ "" })
+  end
+end
+
+--- A line from the editor or the host's controller, shown distinctly.
+function M.append_notice(message)
+  M.close_stream()
+  append_lines({ "*" .. message .. "*", "" })
+end
+
+--- Keeps windows that showed the end of the chat at the end.
+function M.follow(force)
+  if not valid(ui.chat_buf) then
+    return
+  end
+  local last = api.nvim_buf_line_count(ui.chat_buf)
+  for _, win in ipairs(vim.fn.win_findbuf(ui.chat_buf)) do
+    if force or win ~= api.nvim_get_current_win() then
+      pcall(api.nvim_win_set_cursor, win, { last, 0 })
+    end
+  end
+end
+
+return M
