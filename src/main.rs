@@ -1,4 +1,4 @@
-//! `handoff-nvim`: the Neovim host (`rpc`, the default) and the headless CLI.
+//! `handoff-nvim`: dispatches to the Neovim host (`rpc`, the default) or the headless CLI.
 
 use std::process::ExitCode;
 

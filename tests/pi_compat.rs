@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use common::{entry_lines, wire_messages, DOCUMENT};
 use handoff_nvim::mock::{MockReply, MockServer, RecordedRequest};
-use handoff_nvim::session::SessionManager;
+use handoff_nvim::core::session::SessionManager;
 use tokio::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use crate::agent::{AgentEvent, AgentSession, AssistantMessageEvent, PromptOptions};
-use crate::config::Settings;
-use crate::controller::{self, Level};
-use crate::handoff::HandoffOutcome;
-use crate::message::StopReason;
-use crate::session::SessionManager;
+use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent, PromptOptions};
+use crate::core::config::Settings;
+use crate::core::controller::{self, Level};
+use crate::core::handoff::HandoffOutcome;
+use crate::core::message::StopReason;
+use crate::core::session::SessionManager;
 
 /// Exit codes shared by the commands.
 pub mod exit {
@@ -255,7 +255,7 @@ fn print_sessions(cwd: Option<PathBuf>, settings: &Settings) -> anyhow::Result<E
 pub async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCode> {
     let code = match command {
         Command::Rpc => {
-            crate::rpc::serve(settings).await?;
+            crate::nvim::serve(settings).await?;
             exit::OK
         }
         Command::Prompt { session, new, cwd, text } => {

@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use handoff_nvim::agent::{AgentConfig, AgentEvent, AgentSession};
-use handoff_nvim::message::{ContentBlock, Message, Role};
+use handoff_nvim::core::agent::{AgentConfig, AgentEvent, AgentSession};
+use handoff_nvim::core::message::{ContentBlock, Message, Role};
 use handoff_nvim::mock::{MockReply, MockServer, RecordedRequest};
-use handoff_nvim::provider::{Api, ProviderConfig};
-use handoff_nvim::session::SessionManager;
+use handoff_nvim::core::provider::{Api, ProviderConfig};
+use handoff_nvim::core::session::SessionManager;
 use serde_json::{json, Value};
 
 /// The cwd recorded in test sessions.
@@ -102,8 +102,8 @@ pub fn tool_call(id: &str, command: &str) -> Message {
     block.extra.insert("id".into(), json!(id));
     block.extra.insert("name".into(), json!("bash"));
     block.extra.insert("arguments".into(), json!({ "command": command }));
-    m.content = handoff_nvim::message::Content::Blocks(vec![block]);
-    m.stop_reason = Some(handoff_nvim::message::StopReason::ToolUse);
+    m.content = handoff_nvim::core::message::Content::Blocks(vec![block]);
+    m.stop_reason = Some(handoff_nvim::core::message::StopReason::ToolUse);
     m
 }
 

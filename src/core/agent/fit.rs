@@ -5,7 +5,7 @@
 //! When the conversation is too large, the largest tool outputs are shortened first, then the
 //! oldest turns are left out; a note saying what was elided opens the fitted conversation.
 
-use crate::message::{Content, ContentBlock, Message, Role};
+use crate::core::message::{Content, ContentBlock, Message, Role};
 
 const CHARS_PER_TOKEN: usize = 4;
 const MESSAGE_OVERHEAD_TOKENS: usize = 8;

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::message::Message;
+use crate::core::message::Message;
 
 /// One streamed change to the assistant message being written.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -15,8 +15,8 @@ pub enum AssistantMessageEvent {
     ThinkingDelta { content_index: usize, delta: String },
 }
 
-/// The outcome of a handoff as UIs see it (see `crate::handoff::HandoffOutcome`).
-pub use crate::handoff::HandoffOutcome;
+/// The outcome of a handoff as UIs see it (see `crate::core::handoff::HandoffOutcome`).
+pub use crate::core::handoff::HandoffOutcome;
 
 /// Everything a subscriber (the Neovim bridge, the CLI) can observe.
 #[derive(Clone, Debug, PartialEq, Serialize)]

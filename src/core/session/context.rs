@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use super::entry::SessionEntry;
-use crate::message::{Content, Message, Role};
+use crate::core::message::{Content, Message, Role};
 
 const COMPACTION_SUMMARY_PREFIX: &str =
     "The conversation history before this point was compacted into the following summary:\n\n<summary>\n";

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::agent::AgentConfig;
-use crate::provider::{Api, ProviderConfig};
-use crate::session::paths;
+use crate::core::agent::AgentConfig;
+use crate::core::provider::{Api, ProviderConfig};
+use crate::core::session::paths;
 
 /// Provider and storage settings. Every field is optional: defaults come from the provider.
 #[derive(clap::Args, Clone, Debug, Default, Deserialize)]

@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 use super::http;
 use super::{prepare_messages, tool_calls, truncate, ChatRequest, ProviderConfig};
 use super::{StreamEnd, StreamEvent};
-use crate::message::{Content, ContentBlock, Role, StopReason, Usage};
+use crate::core::message::{Content, ContentBlock, Role, StopReason, Usage};
 
 pub(super) fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
     let mut body = json!({
@@ -222,7 +222,7 @@ fn error_text(error: &Value) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::provider::http::Decoder as _;
+    use crate::core::provider::http::Decoder as _;
 
     fn feed(d: &mut Decoder, data: &str) -> (Result<bool, String>, Vec<StreamEvent>) {
         let mut events = Vec::new();
@@ -233,7 +233,7 @@ mod tests {
 
     #[test]
     fn the_reply_limit_is_max_completion_tokens_for_openai_and_max_tokens_elsewhere() {
-        let request = ChatRequest { system: None, messages: vec![crate::message::Message::user("hi")] };
+        let request = ChatRequest { system: None, messages: vec![crate::core::message::Message::user("hi")] };
         for (base, field, other) in [
             ("https://api.openai.com/v1", "max_completion_tokens", "max_tokens"),
             ("https://my-team.openai.azure.com/openai/deployments/x", "max_completion_tokens", "max_tokens"),

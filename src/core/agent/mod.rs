@@ -17,9 +17,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use events::{AgentEvent, AssistantMessageEvent};
 
-use crate::message::{Content, Message, StopReason};
-use crate::provider::{ChatRequest, Provider, ProviderConfig, ProviderError, StreamEvent};
-use crate::session::{SessionError, SessionManager};
+use crate::core::message::{Content, Message, StopReason};
+use crate::core::provider::{ChatRequest, Provider, ProviderConfig, ProviderError, StreamEvent};
+use crate::core::session::{SessionError, SessionManager};
 
 /// Failures of the agent layer.
 #[derive(Debug, thiserror::Error)]

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::http;
 use super::{prepare_messages, truncate, ChatRequest, ProviderConfig, StreamEnd, StreamEvent};
-use crate::message::{Content, ContentBlock, Message, Role, StopReason};
+use crate::core::message::{Content, ContentBlock, Message, Role, StopReason};
 
 pub(super) fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
     let mut body = Map::new();
@@ -278,7 +278,7 @@ impl Decoder {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::provider::http::Decoder as _;
+    use crate::core::provider::http::Decoder as _;
 
     fn feed(d: &mut Decoder, name: &str, data: &str) -> (Result<bool, String>, Vec<StreamEvent>) {
         let mut events = Vec::new();

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{lock, AgentEvent, AgentSession, PromptOptions, RunClaim, RunResult};
-use crate::message::StopReason;
-use crate::session::{paths, SessionError, SessionManager};
+use crate::core::agent::{lock, AgentEvent, AgentSession, PromptOptions, RunClaim, RunResult};
+use crate::core::message::StopReason;
+use crate::core::session::{paths, SessionError, SessionManager};
 
 /// The instruction sent to the model (our wording; the six sections are the contract).
 pub const PROMPT: &str = include_str!("prompt.md");

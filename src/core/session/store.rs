@@ -19,7 +19,7 @@ use super::context::{self, SessionContext};
 use super::entry::{kind, EntryHead, SessionEntry, SessionHeader, CURRENT_VERSION};
 use super::paths;
 use super::SessionError;
-use crate::message::{now_iso, Content, Message, Role};
+use crate::core::message::{now_iso, Content, Message, Role};
 
 /// Entry id → position in `entries`. foldhash rather than SipHash: the keys come from the
 /// user's own files, and hashing them was a tenth of loading a large session.

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::message::{Content, ContentBlock, Message, Role, StopReason, Usage};
+use crate::core::message::{Content, ContentBlock, Message, Role, StopReason, Usage};
 
 /// Which wire protocol a provider speaks.
 #[derive(

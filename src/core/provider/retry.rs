@@ -105,7 +105,7 @@ fn parse_retry_after(value: &str) -> Option<Duration> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::provider::Api;
+    use crate::core::provider::Api;
 
     #[test]
     fn retry_after_accepts_seconds_and_http_dates() {

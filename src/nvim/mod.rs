@@ -37,11 +37,11 @@ use nvim_rs::{Handler, Neovim};
 use rmpv::Value;
 use serde_json::json;
 
-use crate::agent::{lock, AgentError, AgentSession, PromptOptions};
-use crate::config::Settings;
-use crate::controller::{self, Input, Level, Notice};
-use crate::handoff::HandoffOutcome;
-use crate::session::SessionManager;
+use crate::core::agent::{lock, AgentError, AgentSession, PromptOptions};
+use crate::core::config::Settings;
+use crate::core::controller::{self, Input, Level, Notice};
+use crate::core::handoff::HandoffOutcome;
+use crate::core::session::SessionManager;
 use bridge::Outbox;
 use stdio::Writer;
 
@@ -200,7 +200,7 @@ impl Host {
         let list = lock(&self.inner.settings)
             .templates_dir
             .as_deref()
-            .map(crate::agent::templates::list)
+            .map(crate::core::agent::templates::list)
             .unwrap_or_default();
         let list: Vec<_> = list.into_iter().map(|t| json!({ "name": t.name, "description": t.description })).collect();
         Ok(to_rmpv(serde_json::Value::Array(list)))
@@ -237,7 +237,7 @@ impl Host {
         let config = self.agent().map(|a| a.provider_config()).unwrap_or_else(|| settings.provider_config());
         let key = if let Some(cmd) = config.api_key_cmd.as_deref().filter(|c| !c.trim().is_empty()) {
             // Only the program: the rest of the command line may be the key itself.
-            let cmd = crate::provider::describe_cmd(cmd);
+            let cmd = crate::core::provider::describe_cmd(cmd);
             json!({ "source": "api_key_cmd", "detail": format!("command `{cmd}` (not run by the health check)"), "present": serde_json::Value::Null })
         } else if let Some(var) = &config.api_key_env {
             let present = std::env::var(var).is_ok_and(|v| !v.trim().is_empty());

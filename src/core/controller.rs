@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-use crate::agent::AgentSession;
-use crate::handoff::{self, text, HandoffOutcome};
+use crate::core::agent::AgentSession;
+use crate::core::handoff::{self, text, HandoffOutcome};
 
 /// How loudly to say it (maps to `vim.log.levels`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::transcript;
 use super::stdio::Writer;
-use crate::agent::{lock, AgentEvent, AgentSession};
+use crate::core::agent::{lock, AgentEvent, AgentSession};
 
 /// The shortest time between two event batches sent to Neovim (one frame at 60 Hz).
 pub const FRAME: Duration = Duration::from_millis(16);

@@ -3,12 +3,12 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::agent::{AgentEvent, AgentSession, AssistantMessageEvent};
-use crate::controller;
-use crate::handoff::{self, HandoffOutcome};
-use crate::message::{Message, Role};
-use crate::session::entry::kind;
-use crate::session::{SessionEntry, SessionManager};
+use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent};
+use crate::core::controller;
+use crate::core::handoff::{self, HandoffOutcome};
+use crate::core::message::{Message, Role};
+use crate::core::session::entry::kind;
+use crate::core::session::{SessionEntry, SessionManager};
 
 /// Removes `null` members recursively: msgpack nil becomes `vim.NIL` inside Lua tables, which
 /// is truthy and a trap in every `if x then`; an absent key is plain `nil`.

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::message::{Content, Message, Role};
+use crate::core::message::{Content, Message, Role};
 
 pub const CURRENT_VERSION: u64 = 3;
 
