@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod core;
+pub mod frontend_paths;
 #[doc(hidden)]
 pub mod mock;
 pub mod nvim;

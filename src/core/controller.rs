@@ -1,5 +1,6 @@
 //! The command controller: what the user is told about a command's outcome. Every message a
-//! front end shows for `/handoff` is written here, once; the CLI and the Neovim host both use it.
+//! front end shows for a handoff's outcome is written here, once, for all front ends. Texts that
+//! name a front end's own keys (how to cancel in the editor) belong to that front end.
 
 use serde::Serialize;
 
@@ -48,15 +49,6 @@ pub fn classify_input(text: &str) -> Input {
 /// The pre-flight guard at the UI layer (the same rule `AgentSession::handoff` applies).
 pub fn handoff_preflight(agent: &AgentSession) -> Result<(), Notice> {
     handoff::preflight(agent).map_err(|m| Notice::new(Level::Warn, m))
-}
-
-/// A prompt typed while a handoff is generated is refused (it would be dropped with the old
-/// session's queues on success): the message for that.
-pub fn prompt_during_handoff() -> Notice {
-    Notice::new(
-        Level::Warn,
-        "A handoff is being generated: wait for it, or press <Esc> in the chat to cancel it, then send the prompt again",
-    )
 }
 
 /// `handleHandoffCommand`'s messages for an outcome.

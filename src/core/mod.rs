@@ -1,6 +1,6 @@
 //! The engine: pi-compatible sessions, streaming providers, the agent loop and the `/handoff`
-//! pipeline. It knows no front end: no Neovim, no msgpack, no command line; the front ends
-//! (`crate::cli`, `crate::nvim`) pass in what is theirs (the session folder, user-facing texts).
+//! pipeline. It knows no front end (no editor RPC, no msgpack, no command-line parser): the front
+//! ends pass in what is theirs, such as the session folder, and word their own key hints.
 //!
 //! Layers, bottom up: `message` → `session` and `provider` → `agent` → `handoff` → `controller`.
 

@@ -42,6 +42,7 @@ use crate::core::config::Settings;
 use crate::core::controller::{self, Input, Level, Notice};
 use crate::core::handoff::HandoffOutcome;
 use crate::core::session::SessionManager;
+use crate::frontend_paths;
 use bridge::Outbox;
 use stdio::Writer;
 
@@ -61,6 +62,17 @@ fn merge(base: &Settings, over: Settings) -> Settings {
         max_retries: over.max_retries.or(base.max_retries),
         timeout: over.timeout.or(base.timeout),
         system_prompt: over.system_prompt.or_else(|| base.system_prompt.clone()),
+    }
+}
+
+/// A prompt typed while a handoff is generated is refused (it would be dropped with the old
+/// session's queues on success). The way out names the chat buffer's key, so the text is the
+/// editor's, not the controller's.
+fn prompt_during_handoff() -> Notice {
+    Notice {
+        level: Level::Warn,
+        message: "A handoff is being generated: wait for it, or press <Esc> in the chat to cancel it, then send the prompt again"
+            .into(),
     }
 }
 
@@ -157,7 +169,7 @@ impl Host {
                 return Err(err("cannot reconfigure while a response is in progress"));
             }
         }
-        let session_dir = settings.session_dir();
+        let session_dir = frontend_paths::session_dir(&settings);
         let session = match &parsed.session_file {
             Some(path) if path.exists() => SessionManager::open(path, &session_dir),
             _ => SessionManager::create(&session_dir, &cwd, None),
@@ -190,7 +202,7 @@ impl Host {
         let settings = lock(&self.inner.settings).clone();
         let cwd = lock(&self.inner.cwd).clone();
         let current = self.agent_or_err().ok().map(|a| a.session().path().to_path_buf());
-        let mut list = SessionManager::list_sessions(&settings.session_dir(), &cwd).map_err(err)?;
+        let mut list = SessionManager::list_sessions(&frontend_paths::session_dir(&settings), &cwd).map_err(err)?;
         // Every start of the editor opens a session: the picker hides the ones never used.
         list.retain(|s| !s.empty || Some(&s.path) == current.as_ref());
         serde_json::to_value(list).map(|v| to_rmpv(transcript::strip_nulls(v))).map_err(err)
@@ -209,7 +221,7 @@ impl Host {
     fn resume(&self, args: &[Value]) -> Reply {
         let agent = self.agent_or_err()?;
         let path = arg_str(args, 0).ok_or_else(|| err("resume: a session file path is required"))?;
-        let session_dir = lock(&self.inner.settings).session_dir();
+        let session_dir = frontend_paths::session_dir(&lock(&self.inner.settings));
         let session = SessionManager::open(std::path::Path::new(&path), &session_dir).map_err(err)?;
         let warnings = session.warnings().to_vec();
         agent.switch_session(session).map_err(busy_message)?;
@@ -254,7 +266,7 @@ impl Host {
             },
             Err(e) => json!({ "ok": false, "detail": e.to_string() }),
         };
-        let session_dir = settings.session_dir();
+        let session_dir = frontend_paths::session_dir(&settings);
         let writable = std::fs::create_dir_all(&session_dir)
             .and_then(|()| tempfile_probe(&session_dir))
             .map_err(|e| e.to_string());
@@ -288,7 +300,7 @@ impl Host {
             Input::Handoff { focus } => self.handoff(Some(focus)),
             Input::Prompt(text) if text.trim().is_empty() => {}
             Input::Prompt(_) if agent.is_generating_handoff() => {
-                self.inner.outbox.push(transcript::notice(&controller::prompt_during_handoff()));
+                self.inner.outbox.push(transcript::notice(&prompt_during_handoff()));
             }
             Input::Prompt(text) => {
                 if agent.is_busy() {

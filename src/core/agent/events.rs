@@ -18,7 +18,7 @@ pub enum AssistantMessageEvent {
 /// The outcome of a handoff as UIs see it (see `crate::core::handoff::HandoffOutcome`).
 pub use crate::core::handoff::HandoffOutcome;
 
-/// Everything a subscriber (the Neovim bridge, the CLI) can observe.
+/// Everything a subscriber (a front end's event bridge, the CLI's printer) can observe.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AgentEvent {

@@ -442,7 +442,7 @@ impl AgentSession {
                 message.error_message = Some("Request was aborted".into());
             }
             Err(e) => {
-                // Reported to the user through the message (the CLI prints it, Neovim shows it): only
+                // Reported to the user through the message (every front end shows it): only
                 // logged here, below the CLI's stderr level, so the failure is not said twice.
                 tracing::info!(error = %e, "model request failed");
                 message.stop_reason = Some(StopReason::Error);

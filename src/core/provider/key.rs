@@ -1,5 +1,5 @@
 //! API key resolution. The key is looked up for every request and never stored, logged or put
-//! into an error: a config struct, a log file or an error shown in Neovim must be safe to share.
+//! into an error: a config struct, a log file or an error shown in the editor must be safe to share.
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Streaming model providers: OpenAI-compatible Chat Completions and Anthropic Messages.
 //!
 //! A provider turns the conversation into one HTTP request and reports the reply as a stream of
-//! deltas. It knows nothing about sessions or Neovim. Retries happen only before the first delta
+//! deltas. It knows nothing about sessions or front ends. Retries happen only before the first delta
 //! reached the caller, so a retried request never duplicates text.
 
 mod anthropic;
@@ -20,9 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::core::message::{Content, ContentBlock, Message, Role, StopReason, Usage};
 
 /// Which wire protocol a provider speaks.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Api {
     /// OpenAI Chat Completions (`/chat/completions`): OpenAI, Ollama, llama.cpp, vLLM, LM Studio, OpenRouter.

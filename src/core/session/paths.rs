@@ -24,17 +24,6 @@ pub fn session_side_dir(session_file: &Path) -> PathBuf {
     session_file.with_extension("")
 }
 
-/// The default session folder, the same as the plugin's default (`stdpath("data")/handoff/sessions`,
-/// i.e. `$XDG_DATA_HOME/nvim/handoff/sessions`), so the CLI and Neovim see the same sessions.
-pub fn default_session_dir() -> PathBuf {
-    let data = std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
-        .unwrap_or_else(std::env::temp_dir);
-    data.join("nvim/handoff/sessions")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
