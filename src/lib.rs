@@ -6,8 +6,6 @@
 pub mod cli;
 pub mod core;
 pub mod frontend_paths;
-#[doc(hidden)]
-pub mod mock;
 pub mod nvim;
 
 /// reqwest is built with rustls but no crypto provider compiled in by default: install ring once

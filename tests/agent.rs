@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::{agent, agent_with, config, entry_lines, new_session, slow, wire_messages};
 use handoff_nvim::core::agent::{AgentError, AgentEvent, AgentSession, AssistantMessageEvent, PromptOptions};
 use handoff_nvim::core::message::{Message, Role, StopReason};
-use handoff_nvim::mock::{MockReply, MockServer};
+use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::session::SessionManager;
 use serde_json::Value;
 use tokio::sync::broadcast;

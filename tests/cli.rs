@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::{copy_fixture, entry_lines, lines, DOCUMENT};
-use handoff_nvim::mock::{MockReply, MockServer};
+use handoff_mock::{MockReply, MockServer};
 use serde_json::Value;
 use tokio::process::Command;
 

@@ -16,7 +16,7 @@ use handoff_nvim::core::agent::{AgentEvent, AgentSession, PromptOptions};
 use handoff_nvim::core::controller::{self, Input, Level, Notice};
 use handoff_nvim::core::handoff::{self, HandoffOutcome};
 use handoff_nvim::core::message::{Message, StopReason};
-use handoff_nvim::mock::{MockReply, MockServer};
+use handoff_mock::{MockReply, MockServer};
 use serde_json::{json, Value};
 
 const T: Duration = Duration::from_secs(10);

@@ -14,7 +14,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::{entry_lines, wire_messages, DOCUMENT};
-use handoff_nvim::mock::{MockReply, MockServer, RecordedRequest};
+use handoff_mock::{MockReply, MockServer, RecordedRequest};
 use handoff_nvim::core::session::SessionManager;
 use tokio::process::Command;
 

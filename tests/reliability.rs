@@ -21,7 +21,7 @@ use handoff_nvim::core::agent::{AgentError, AgentEvent, AgentSession, PromptOpti
 use handoff_nvim::core::controller::{self, Level};
 use handoff_nvim::core::handoff::HandoffOutcome;
 use handoff_nvim::core::message::Message;
-use handoff_nvim::mock::{MockReply, MockServer};
+use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::session::{SessionError, SessionManager};
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -1128,7 +1128,7 @@ async fn endurance_1000_prompts_in_one_session_and_100_chained_handoffs_memory_s
     use tokio::io::AsyncBufReadExt;
     // The mock runs in its own process: in this one, its record of every request (the whole
     // conversation each time) would be what the RSS measures.
-    let mut mock = tokio::process::Command::new(env!("CARGO_BIN_EXE_mock-model-server"))
+    let mut mock = tokio::process::Command::new(common::mock_server_bin())
         .args(["--default-text", DOCUMENT])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -7,7 +7,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use handoff_nvim::mock::MockReply;
+use handoff_mock::MockReply;
 use serde_json::{json, Value};
 use support::nvim::{bounded, jsonl, slow, Editor, DOC};
 

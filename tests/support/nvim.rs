@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use handoff_nvim::mock::{MockReply, MockServer};
+use handoff_mock::{MockReply, MockServer};
 use nvim_rs::compat::tokio::Compat;
 use nvim_rs::{Handler, Neovim};
 use serde_json::{json, Value};
@@ -220,7 +220,7 @@ impl Editor {
     /// A prompt answered with `reply`, to completion: gives the session messages to hand off.
     pub async fn converse(&self, prompt: &str, reply: &str) {
         let before = self.eval("T.count('HandoffAgentEnd')").await.as_u64().unwrap_or(0);
-        self.mock.push(handoff_nvim::mock::MockReply::text(reply));
+        self.mock.push(handoff_mock::MockReply::text(reply));
         self.lua("require('handoff').prompt(...)", json!([prompt])).await;
         self.wait_event("HandoffAgentEnd", before as usize + 1).await;
     }

@@ -8,7 +8,7 @@
 use std::io::Write;
 
 use clap::Parser;
-use handoff_nvim::mock::{MockReply, MockServer};
+use handoff_mock::{MockReply, MockServer};
 use tokio::io::AsyncReadExt;
 
 #[derive(Parser)]
