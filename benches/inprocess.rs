@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use handoff_nvim::core::agent::{AgentConfig, AgentSession, PromptOptions};
 use handoff_nvim::core::handoff::HandoffOutcome;
-use handoff_nvim::mock::{MockReply, MockServer};
+use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::provider::{Api, ProviderConfig};
 use handoff_nvim::core::session::SessionManager;
 
