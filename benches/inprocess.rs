@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::agent::{AgentConfig, AgentSession, PromptOptions};
 use handoff_nvim::core::handoff::HandoffOutcome;
-use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::provider::{Api, ProviderConfig};
 use handoff_nvim::core::session::SessionManager;
 

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{agent, agent_with, config, entry_lines, new_session, slow, wire_messages};
+use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::agent::{AgentError, AgentEvent, AgentSession, AssistantMessageEvent, PromptOptions};
 use handoff_nvim::core::message::{Message, Role, StopReason};
-use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::session::SessionManager;
 use serde_json::Value;
 use tokio::sync::broadcast;

@@ -12,11 +12,11 @@ use common::{
     agent, agent_with, config, entry_lines, lines, seeded_session, session_files, slow, wire_messages, with_stop,
     DOCUMENT,
 };
+use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::agent::{AgentEvent, AgentSession, PromptOptions};
 use handoff_nvim::core::controller::{self, Input, Level, Notice};
 use handoff_nvim::core::handoff::{self, HandoffOutcome};
 use handoff_nvim::core::message::{Message, StopReason};
-use handoff_mock::{MockReply, MockServer};
 use serde_json::{json, Value};
 
 const T: Duration = Duration::from_secs(10);

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use handoff_nvim::core::message::{Content, ContentBlock, Message, Role, StopReason};
 use handoff_mock::{MockReply, MockServer, RecordedRequest};
+use handoff_nvim::core::message::{Content, ContentBlock, Message, Role, StopReason};
 use handoff_nvim::core::provider::{
     Api, ChatRequest, Provider, ProviderConfig, ProviderError, StreamEnd, StreamEvent,
 };

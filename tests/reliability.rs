@@ -17,11 +17,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{agent, config, entry_lines, seeded_session, session_files, slow, DOCUMENT};
+use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::agent::{AgentError, AgentEvent, AgentSession, PromptOptions};
 use handoff_nvim::core::controller::{self, Level};
 use handoff_nvim::core::handoff::HandoffOutcome;
 use handoff_nvim::core::message::Message;
-use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::session::{SessionError, SessionManager};
 use serde_json::Value;
 use tokio::sync::broadcast;

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use handoff_mock::{MockReply, MockServer, RecordedRequest};
 use handoff_nvim::core::agent::{AgentConfig, AgentEvent, AgentSession};
 use handoff_nvim::core::message::{ContentBlock, Message, Role};
-use handoff_mock::{MockReply, MockServer, RecordedRequest};
 use handoff_nvim::core::provider::{Api, ProviderConfig};
 use handoff_nvim::core::session::SessionManager;
 use serde_json::{json, Value};
