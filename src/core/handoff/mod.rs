@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::agent::{lock, AgentEvent, AgentSession, PromptOptions, RunClaim, RunResult};
 use crate::core::message::StopReason;
-use crate::core::session::{paths, SessionError, SessionManager};
+use crate::core::session::{file, paths, SessionError, SessionManager};
 
 /// The instruction sent to the model (our wording; the six sections are the contract).
 pub const PROMPT: &str = include_str!("prompt.md");
@@ -176,27 +176,14 @@ impl From<NoDocument> for HandoffOutcome {
     }
 }
 
-/// Writes the document as `handoff.md` beside the new session file (0600 in a 0700 folder).
+/// Writes the document as `handoff.md` beside the new session file (0600 in a 0700 folder, synced
+/// to the disk, like the session file itself).
 fn write_document_file(session_file: &Path, document: &str) -> Result<PathBuf, SessionError> {
-    use std::io::Write;
     let dir = paths::session_side_dir(session_file);
-    let io = |source| SessionError::Io { path: dir.clone(), source };
-    std::fs::create_dir_all(&dir).map_err(io)?;
-    let file = dir.join("handoff.md");
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        options.mode(0o600);
-        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
-    }
-    let mut f = options.open(&file).map_err(|source| SessionError::Io { path: file.clone(), source })?;
-    f.write_all(document.as_bytes())
-        .and_then(|()| f.write_all(b"\n"))
-        .and_then(|()| f.sync_data())
-        .map_err(|source| SessionError::Io { path: file.clone(), source })?;
-    Ok(file)
+    file::create_private_dir(&dir)?;
+    let document_file = dir.join("handoff.md");
+    file::write_private_file(&document_file, format!("{document}\n").as_bytes())?;
+    Ok(document_file)
 }
 
 impl AgentSession {

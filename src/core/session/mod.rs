@@ -10,6 +10,8 @@ use std::path::PathBuf;
 pub use context::SessionContext;
 pub use entry::{SessionEntry, SessionHeader};
 pub use store::{SessionInfo, SessionManager};
+/// The store's private-file rules, for files kept beside a session (the handoff document).
+pub(crate) use store::file;
 
 /// Maps `items` in order; on all cores when `parallel` (the caller knows when the work is worth
 /// a thread: parsing a large session's lines or messages).
