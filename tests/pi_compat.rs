@@ -52,7 +52,7 @@ impl Env {
         for d in ["project", "home", "pi-agent"] {
             std::fs::create_dir_all(dir.path().join(d)).unwrap();
         }
-        // pi's provider config, as in shared/fixtures/pi-sessions/README.md.
+        // pi's provider config, as in tests/fixtures/pi-sessions/README.md.
         let models = serde_json::json!({ "providers": { "mock": {
             "baseUrl": mock.openai_base_url(), "api": "openai-completions", "apiKey": "x",
             "models": [{ "id": "mock-model", "contextWindow": 32000, "maxTokens": 4096 }] } } });

@@ -1,5 +1,5 @@
 //! The session store (issue 2, "Session store"): pi's format version 3 read and written, the
-//! three real pi/omp files in `shared/fixtures/pi-sessions` round-tripped, damaged files loaded
+//! three real pi/omp files in `tests/fixtures/pi-sessions` round-tripped, damaged files loaded
 //! with warnings or refused with clear errors, the entry tree, context building, migration of
 //! older versions in memory only, pi's file naming and permissions, and `list_sessions`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -32,7 +32,7 @@ fn append_raw(path: &Path, bytes: &[u8]) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Reading: "accept the three files in ../shared/fixtures/pi-sessions/"
+// Reading: accept the three files in tests/fixtures/pi-sessions/
 
 #[test]
 fn reading_accepts_every_pi_fixture_and_every_line_round_trips_unchanged() {

@@ -1,6 +1,9 @@
 //! Shared helpers of the integration tests: fixtures, sessions in temp dirs, agents wired to the
-//! loopback mock model server, and readers for what ended up on disk or on the wire.
+//! loopback mock model server, and readers for what ended up on disk or on the wire. `nvim`
+//! drives a real headless Neovim for the end-to-end tests.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+pub mod nvim;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,9 +19,9 @@ use serde_json::{json, Value};
 /// The cwd recorded in test sessions.
 pub const CWD: &str = "/home/dev/project";
 
-/// `shared/fixtures`, which CI places beside the checkout.
+/// `tests/fixtures`: real files written by pi 0.73.1 and oh-my-pi (see its pi-sessions/README.md).
 pub fn fixtures_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures"))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"))
 }
 
 /// Copies `pi-sessions/<name>` into `dir` and returns the copy's path.
