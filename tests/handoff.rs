@@ -1,5 +1,5 @@
-//! The `/handoff` pipeline (issue 3, `shared/spec/handoff-pipeline.md`) against the loopback mock
-//! model. Each test is named after the spec line or "Known gaps" row it proves.
+//! The `/handoff` pipeline (issue 3, `doc/design.md`) against the loopback mock model. Each test
+//! is named after the pipeline step or the improvement on the original (`Gap:`) it proves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -1,9 +1,10 @@
-//! The `/handoff` pipeline (`../shared/spec/handoff-pipeline.md`), in the spec's order:
+//! The `/handoff` pipeline (`doc/design.md`), in the order of its steps:
 //! trigger (`is_handoff_command`), pre-flight guard (`preflight`), prompt (`build_prompt`),
 //! capture and cancellation (`capture`), new session and injection (`start_new_session`),
 //! context rebuild, and the outcome the controller maps to the UI (`HandoffOutcome`).
 //!
-//! Every "Known gaps" row of the spec is closed here; each is marked `Gap:` where it is.
+//! Every shortcoming of the original pipeline (the table at the end of `doc/design.md`) is
+//! closed here; each is marked `Gap:` where it is.
 
 use std::path::{Path, PathBuf};
 
