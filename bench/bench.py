@@ -6,6 +6,7 @@ benchmark, interleaved run by run with ours, so the ratio holds on a noisy machi
 
     bench/run.sh                 # release build, installs pi and Neovim, runs everything,
                                  # rewrites the results part of doc/benchmarks.md
+    cargo build --workspace      # the host and mock-model-server (workspace member handoff-mock)
     python3 bench/bench.py --smoke --bin-dir target/debug   # one tiny iteration of each
 
 Sections (doc/benchmarks.md explains each):
@@ -64,7 +65,11 @@ def rss_kib(pid, field="VmRSS"):
 
 class Mock:
     def __init__(self, bin_dir):
-        self.proc = subprocess.Popen([os.path.join(bin_dir, "mock-model-server"), "--ignore-stdin"],
+        binary = os.path.join(bin_dir, "mock-model-server")
+        if not os.path.isfile(binary):
+            sys.exit(f"bench.py: no {binary}: build it with `cargo build -p handoff-mock` "
+                     "(add --release for target/release), or `cargo build --workspace`")
+        self.proc = subprocess.Popen([binary, "--ignore-stdin"],
                                      stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
         self.url = self.proc.stdout.readline().strip()
         self.root = self.url.rsplit("/v1", 1)[0]

@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use handoff_nvim::agent::{AgentConfig, AgentSession, PromptOptions};
-use handoff_nvim::handoff::HandoffOutcome;
-use handoff_nvim::mock::{MockReply, MockServer};
-use handoff_nvim::provider::{Api, ProviderConfig};
-use handoff_nvim::session::SessionManager;
+use handoff_mock::{MockReply, MockServer};
+use handoff_nvim::core::agent::{AgentConfig, AgentSession, PromptOptions};
+use handoff_nvim::core::handoff::HandoffOutcome;
+use handoff_nvim::core::provider::{Api, ProviderConfig};
+use handoff_nvim::core::session::SessionManager;
 
 const DOCUMENT: &str = "## Goal\nShip the parser.\n\n## Constraints & Preferences\n- Rust\n\n## Progress\n- lexer done\n\n## Key Decisions\n- hand-written\n\n## Critical Context\n- src/lex.rs\n\n## Next Steps\n1. parse expressions";
 

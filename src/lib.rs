@@ -1,20 +1,12 @@
-//! handoff.nvim's core: pi-compatible sessions, streaming providers, the agent loop and the
-//! `/handoff` pipeline, plus the two front ends that drive them (headless CLI, Neovim RPC host).
+//! handoff.nvim's host crate: the engine (`core`) and the two front ends that drive it, the
+//! Neovim msgpack-RPC host (`nvim`) and the headless command line (`cli`).
 //!
-//! Layers, bottom up: `message` → `session` and `provider` → `agent` → `handoff` → `controller`
-//! → front ends (`cli`, `rpc`). Nothing below the front ends knows about Neovim.
+//! `core` imports nothing of a front end (a test walks `src/core` to keep it so).
 
-pub mod agent;
 pub mod cli;
-pub mod config;
-pub mod controller;
-pub mod handoff;
-pub mod message;
-#[doc(hidden)]
-pub mod mock;
-pub mod provider;
-pub mod rpc;
-pub mod session;
+pub mod core;
+pub mod frontend_paths;
+pub mod nvim;
 
 /// reqwest is built with rustls but no crypto provider compiled in by default: install ring once
 /// before the first client is made (without it building a client panics).

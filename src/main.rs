@@ -1,9 +1,10 @@
-//! `handoff-nvim`: the Neovim host (`rpc`, the default) and the headless CLI.
+//! `handoff-nvim`: dispatches to the Neovim host (`rpc`, the default) or the headless CLI.
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use handoff_nvim::cli::{exit, Cli, Command};
+use handoff_nvim::core::config::Settings;
 
 fn init_logging(cli: &Cli, is_rpc: bool) {
     use tracing_subscriber::EnvFilter;
@@ -37,6 +38,7 @@ fn main() -> ExitCode {
     let is_rpc = cli.command.as_ref().map_or(true, |c| matches!(c, Command::Rpc));
     init_logging(&cli, is_rpc);
     let Cli { settings, command, .. } = cli;
+    let settings = Settings::from(settings);
     let command = command.unwrap_or(Command::Rpc);
     if let Some(result) = handoff_nvim::cli::run_local(&command, &settings) {
         return exit_code(result);

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{agent, agent_with, config, entry_lines, new_session, slow, wire_messages};
-use handoff_nvim::agent::{AgentError, AgentEvent, AgentSession, AssistantMessageEvent, PromptOptions};
-use handoff_nvim::message::{Message, Role, StopReason};
-use handoff_nvim::mock::{MockReply, MockServer};
-use handoff_nvim::session::SessionManager;
+use handoff_mock::{MockReply, MockServer};
+use handoff_nvim::core::agent::{AgentError, AgentEvent, AgentSession, AssistantMessageEvent, PromptOptions};
+use handoff_nvim::core::message::{Message, Role, StopReason};
+use handoff_nvim::core::session::SessionManager;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -43,7 +43,7 @@ fn collect(agent: &AgentSession) -> tokio::task::JoinHandle<Vec<AgentEvent>> {
 fn spawn_prompt(
     agent: &Arc<AgentSession>,
     text: &str,
-) -> tokio::task::JoinHandle<Result<handoff_nvim::agent::RunResult, AgentError>> {
+) -> tokio::task::JoinHandle<Result<handoff_nvim::core::agent::RunResult, AgentError>> {
     let agent = agent.clone();
     let text = text.to_string();
     tokio::spawn(async move { agent.prompt(&text, PromptOptions::default()).await })

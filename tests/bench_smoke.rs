@@ -4,6 +4,8 @@
 //! The in-process benchmarks (benches/inprocess.rs) run once each under `cargo test` as well.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -12,11 +14,8 @@ use std::time::{Duration, Instant};
 fn every_benchmark_runs_once() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_handoff-nvim")).parent().unwrap();
-    assert!(
-        bin_dir.join("mock-model-server").is_file(),
-        "mock-model-server is not beside {}",
-        bin_dir.display()
-    );
+    // bench.py runs the mock from the same folder as the host.
+    assert_eq!(common::mock_server_bin().parent(), Some(bin_dir));
     let started = Instant::now();
     let json = tempfile::NamedTempFile::new().unwrap();
     let out = Command::new("python3")

@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::{copy_fixture, entry_lines, lines, DOCUMENT};
-use handoff_nvim::mock::{MockReply, MockServer};
+use handoff_mock::{MockReply, MockServer};
 use serde_json::Value;
 use tokio::process::Command;
 
@@ -114,7 +114,7 @@ fn messages(path: &Path) -> Vec<(String, String)> {
         .iter()
         .filter(|e| e["type"] == "message")
         .map(|e| {
-            let m: handoff_nvim::message::Message = serde_json::from_value(e["message"].clone()).unwrap();
+            let m: handoff_nvim::core::message::Message = serde_json::from_value(e["message"].clone()).unwrap();
             (e["message"]["role"].as_str().unwrap().to_string(), m.text())
         })
         .collect()
@@ -135,7 +135,7 @@ async fn prompt_streams_the_reply_to_stdout_and_the_session_path_to_stderr_exit_
     let path = PathBuf::from(stderr[0]);
     assert!(path.is_file(), "{path:?}");
     let project = std::fs::canonicalize(env.project()).unwrap();
-    let folder = handoff_nvim::session::paths::cwd_folder_name(&project);
+    let folder = handoff_nvim::core::session::paths::cwd_folder_name(&project);
     assert_eq!(path.parent().unwrap(), env.session_dir().join(folder));
     // A fresh session: model and thinking level, then the exchange.
     let entries = entry_lines(&path);

@@ -1,5 +1,5 @@
-//! The `/handoff` pipeline (issue 3, `shared/spec/handoff-pipeline.md`) against the loopback mock
-//! model. Each test is named after the spec line or "Known gaps" row it proves.
+//! The `/handoff` pipeline (issue 3, `doc/design.md`) against the loopback mock model. Each test
+//! is named after the pipeline step or the improvement on the original (`Gap:`) it proves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -12,11 +12,11 @@ use common::{
     agent, agent_with, config, entry_lines, lines, seeded_session, session_files, slow, wire_messages, with_stop,
     DOCUMENT,
 };
-use handoff_nvim::agent::{AgentEvent, AgentSession, PromptOptions};
-use handoff_nvim::controller::{self, Input, Level, Notice};
-use handoff_nvim::handoff::{self, HandoffOutcome};
-use handoff_nvim::message::{Message, StopReason};
-use handoff_nvim::mock::{MockReply, MockServer};
+use handoff_mock::{MockReply, MockServer};
+use handoff_nvim::core::agent::{AgentEvent, AgentSession, PromptOptions};
+use handoff_nvim::core::controller::{self, Input, Level, Notice};
+use handoff_nvim::core::handoff::{self, HandoffOutcome};
+use handoff_nvim::core::message::{Message, StopReason};
 use serde_json::{json, Value};
 
 const T: Duration = Duration::from_secs(10);
@@ -202,7 +202,7 @@ async fn success_the_next_prompt_starts_with_the_wrapped_document_as_a_user_mess
     // And it goes on in the new session, which reads back the same way.
     let entries = entry_lines(&session_file);
     assert_eq!(entries.len(), 5);
-    let reopened = handoff_nvim::session::SessionManager::open(&session_file, Path::new("/unused")).unwrap();
+    let reopened = handoff_nvim::core::session::SessionManager::open(&session_file, Path::new("/unused")).unwrap();
     assert_eq!(reopened.build_session_context().messages[0].text(), wrapped(DOCUMENT));
 }
 
@@ -752,8 +752,8 @@ async fn context_fit_a_small_window_with_the_default_max_tokens_keeps_the_instru
 async fn success_over_the_anthropic_wire_format_too() {
     let mock = MockServer::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = handoff_nvim::provider::ProviderConfig::new(
-        handoff_nvim::provider::Api::Anthropic,
+    let mut cfg = handoff_nvim::core::provider::ProviderConfig::new(
+        handoff_nvim::core::provider::Api::Anthropic,
         mock.anthropic_base_url(),
         "mock-model",
     );
@@ -782,7 +782,7 @@ async fn success_from_a_session_written_by_omp_keeps_its_title_line_and_history(
     let dir = tempfile::tempdir().unwrap();
     let file = common::copy_fixture("omp-18.2.3-print-session.jsonl", dir.path());
     let before = std::fs::read(&file).unwrap();
-    let session = handoff_nvim::session::SessionManager::open(&file, &dir.path().join("sessions")).unwrap();
+    let session = handoff_nvim::core::session::SessionManager::open(&file, &dir.path().join("sessions")).unwrap();
     let agent = agent(&mock, session);
     mock.push(MockReply::text(DOCUMENT));
     let (_, session_file, parent, ..) = done(agent.handoff(None).await);
@@ -796,6 +796,6 @@ async fn success_from_a_session_written_by_omp_keeps_its_title_line_and_history(
         ]
     );
     // The new session lives in the session folder of the omp session's working directory.
-    let folder = handoff_nvim::session::paths::cwd_folder_name(Path::new("/home/dev/project"));
+    let folder = handoff_nvim::core::session::paths::cwd_folder_name(Path::new("/home/dev/project"));
     assert_eq!(session_file.parent().unwrap(), dir.path().join("sessions").join(folder));
 }

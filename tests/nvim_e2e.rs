@@ -2,13 +2,13 @@
 //! loopback mock model. Needs `NVIM_BIN` (scripts/test.sh sets it) or the checkout's `.venv`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod common;
 
 use std::time::{Duration, Instant};
 
-use handoff_nvim::mock::MockReply;
+use handoff_mock::MockReply;
 use serde_json::{json, Value};
-use support::nvim::{bounded, jsonl, slow, user_texts, Editor, DOC};
+use common::nvim::{bounded, jsonl, slow, user_texts, Editor, DOC};
 
 
 

@@ -14,8 +14,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::{entry_lines, wire_messages, DOCUMENT};
-use handoff_nvim::mock::{MockReply, MockServer, RecordedRequest};
-use handoff_nvim::session::SessionManager;
+use handoff_mock::{MockReply, MockServer, RecordedRequest};
+use handoff_nvim::core::session::SessionManager;
 use tokio::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
@@ -52,7 +52,7 @@ impl Env {
         for d in ["project", "home", "pi-agent"] {
             std::fs::create_dir_all(dir.path().join(d)).unwrap();
         }
-        // pi's provider config, as in shared/fixtures/pi-sessions/README.md.
+        // pi's provider config, as in tests/fixtures/pi-sessions/README.md.
         let models = serde_json::json!({ "providers": { "mock": {
             "baseUrl": mock.openai_base_url(), "api": "openai-completions", "apiKey": "x",
             "models": [{ "id": "mock-model", "contextWindow": 32000, "maxTokens": 4096 }] } } });

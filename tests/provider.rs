@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use handoff_nvim::message::{Content, ContentBlock, Message, Role, StopReason};
-use handoff_nvim::mock::{MockReply, MockServer, RecordedRequest};
-use handoff_nvim::provider::{
+use handoff_mock::{MockReply, MockServer, RecordedRequest};
+use handoff_nvim::core::message::{Content, ContentBlock, Message, Role, StopReason};
+use handoff_nvim::core::provider::{
     Api, ChatRequest, Provider, ProviderConfig, ProviderError, StreamEnd, StreamEvent,
 };
 use serde_json::{json, Value};

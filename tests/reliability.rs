@@ -17,12 +17,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{agent, config, entry_lines, seeded_session, session_files, slow, DOCUMENT};
-use handoff_nvim::agent::{AgentError, AgentEvent, AgentSession, PromptOptions};
-use handoff_nvim::controller::{self, Level};
-use handoff_nvim::handoff::HandoffOutcome;
-use handoff_nvim::message::Message;
-use handoff_nvim::mock::{MockReply, MockServer};
-use handoff_nvim::session::{SessionError, SessionManager};
+use handoff_mock::{MockReply, MockServer};
+use handoff_nvim::core::agent::{AgentError, AgentEvent, AgentSession, PromptOptions};
+use handoff_nvim::core::controller::{self, Level};
+use handoff_nvim::core::handoff::HandoffOutcome;
+use handoff_nvim::core::message::Message;
+use handoff_nvim::core::session::{SessionError, SessionManager};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -673,7 +673,7 @@ async fn provider_faults_during_a_handoff_fail_with_one_clear_message_and_never_
             assert!(s.warnings().is_empty(), "{name}: {:?}", s.warnings());
             // The failed attempt is recorded as an error reply, the conversation goes on.
             let last = s.get_entries().last().unwrap().message().unwrap();
-            assert_eq!(last.stop_reason, Some(handoff_nvim::message::StopReason::Error), "{name}");
+            assert_eq!(last.stop_reason, Some(handoff_nvim::core::message::StopReason::Error), "{name}");
             assert!(!message_texts(&s).iter().any(|t| t.contains("NOBODY ASKED")), "{name}");
             (name, took)
         }));
@@ -1088,8 +1088,8 @@ fn fuzz_stable_session_reader_never_panics_and_an_append_never_loses_an_entry() 
 
 #[test]
 fn fuzz_stable_stream_decoders_never_panic_and_chunking_never_changes_the_verdict() {
-    use handoff_nvim::provider::fuzzing::chunking_keeps_the_verdict;
-    use handoff_nvim::provider::Api;
+    use handoff_nvim::core::provider::fuzzing::chunking_keeps_the_verdict;
+    use handoff_nvim::core::provider::Api;
     let seeds: Vec<(Api, Vec<u8>)> = ["sse_openai/basic", "sse_openai/error", "sse_openai/crlf", "sse_anthropic/basic"]
         .iter()
         .map(|n| {
@@ -1128,7 +1128,7 @@ async fn endurance_1000_prompts_in_one_session_and_100_chained_handoffs_memory_s
     use tokio::io::AsyncBufReadExt;
     // The mock runs in its own process: in this one, its record of every request (the whole
     // conversation each time) would be what the RSS measures.
-    let mut mock = tokio::process::Command::new(env!("CARGO_BIN_EXE_mock-model-server"))
+    let mut mock = tokio::process::Command::new(common::mock_server_bin())
         .args(["--default-text", DOCUMENT])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -1138,7 +1138,7 @@ async fn endurance_1000_prompts_in_one_session_and_100_chained_handoffs_memory_s
     let mut url = String::new();
     tokio::io::BufReader::new(mock.stdout.take().unwrap()).read_line(&mut url).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut c = handoff_nvim::provider::ProviderConfig::new(handoff_nvim::provider::Api::Openai, url.trim(), "mock-model");
+    let mut c = handoff_nvim::core::provider::ProviderConfig::new(handoff_nvim::core::provider::Api::Openai, url.trim(), "mock-model");
     c.name = "mock".into();
     c.max_retries = 0;
     c.context_window = 10_000_000;

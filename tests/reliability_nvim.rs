@@ -3,13 +3,13 @@
 //! never shows in `:checkhealth` or the host's log. Needs `NVIM_BIN` (scripts/test.sh sets it).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod common;
 
 use std::time::{Duration, Instant};
 
-use handoff_nvim::mock::MockReply;
+use handoff_mock::MockReply;
 use serde_json::{json, Value};
-use support::nvim::{bounded, jsonl, slow, Editor, DOC};
+use common::nvim::{bounded, jsonl, slow, Editor, DOC};
 
 const CANARY: &str = "sk-canary-nvim-5e1d7a90c3";
 
@@ -211,7 +211,7 @@ async fn secrets_the_canary_key_is_never_in_checkhealth_the_log_or_the_session()
             }
             ed.lua("vim.env.HANDOFF_CANARY = ...", json!([CANARY])).await;
             // setup() again replaces the options: name this checkout's host binary again.
-            ed.lua("require('handoff').setup(...)", json!([{ "bin": support::nvim::HOST_BIN, "provider": provider }])).await;
+            ed.lua("require('handoff').setup(...)", json!([{ "bin": common::nvim::HOST_BIN, "provider": provider }])).await;
             ed.lua("require('handoff').open_chat()", json!([])).await;
             ed.converse("hello", "fine").await;
             // A 401 that quotes the key, as some servers do.

@@ -1,5 +1,5 @@
 //! The session store (issue 2, "Session store"): pi's format version 3 read and written, the
-//! three real pi/omp files in `shared/fixtures/pi-sessions` round-tripped, damaged files loaded
+//! three real pi/omp files in `tests/fixtures/pi-sessions` round-tripped, damaged files loaded
 //! with warnings or refused with clear errors, the entry tree, context building, migration of
 //! older versions in memory only, pi's file naming and permissions, and `list_sessions`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -10,8 +10,8 @@ use std::io::Write;
 use std::path::Path;
 
 use common::{copy_fixture, lines, new_session, CWD};
-use handoff_nvim::message::{Message, Role};
-use handoff_nvim::session::{SessionError, SessionManager};
+use handoff_nvim::core::message::{Message, Role};
+use handoff_nvim::core::session::{SessionError, SessionManager};
 use serde_json::{json, Value};
 
 const PIMONO: &str = "pimono-0.73.1-print-session.jsonl";
@@ -32,7 +32,7 @@ fn append_raw(path: &Path, bytes: &[u8]) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Reading: "accept the three files in ../shared/fixtures/pi-sessions/"
+// Reading: accept the three files in tests/fixtures/pi-sessions/
 
 #[test]
 fn reading_accepts_every_pi_fixture_and_every_line_round_trips_unchanged() {
@@ -334,7 +334,7 @@ fn tree_get_branch_from_a_mid_entry_walks_to_the_root() {
     let a1 = s.append_message(&common::assistant("a1")).unwrap();
     let u2 = s.append_message(&Message::user("u2")).unwrap();
     let a2 = s.append_message(&common::assistant("a2")).unwrap();
-    let ids = |v: Vec<&handoff_nvim::session::SessionEntry>| v.iter().map(|e| e.id.clone()).collect::<Vec<_>>();
+    let ids = |v: Vec<&handoff_nvim::core::session::SessionEntry>| v.iter().map(|e| e.id.clone()).collect::<Vec<_>>();
     assert_eq!(ids(s.get_branch(None)), [u1.clone(), a1.clone(), u2.clone(), a2.clone()]);
     assert_eq!(ids(s.get_branch(Some(&a1))), [u1.clone(), a1.clone()]);
     assert_eq!(ids(s.get_branch(Some(&u1))), std::slice::from_ref(&u1));

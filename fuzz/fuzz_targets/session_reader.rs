@@ -6,8 +6,8 @@
 
 use std::io::Write;
 
-use handoff_nvim::message::Message;
-use handoff_nvim::session::SessionManager;
+use handoff_nvim::core::message::Message;
+use handoff_nvim::core::session::SessionManager;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

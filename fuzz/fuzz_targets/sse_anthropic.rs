@@ -3,8 +3,8 @@
 //! same text and verdict however it is chunked.
 #![no_main]
 
-use handoff_nvim::provider::fuzzing::chunking_keeps_the_verdict;
-use handoff_nvim::provider::Api;
+use handoff_nvim::core::provider::fuzzing::chunking_keeps_the_verdict;
+use handoff_nvim::core::provider::Api;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -193,7 +193,7 @@ function M.setup(opts)
   return merged
 end
 
---- The settings table the host deserializes (`Settings` in src/config.rs).
+--- The settings table the host deserializes (`Settings` in src/core/config.rs).
 function M.host_settings()
   local o = M.options
   local s = {}

@@ -9,12 +9,16 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use crate::agent::{AgentEvent, AgentSession, AssistantMessageEvent, PromptOptions};
-use crate::config::Settings;
-use crate::controller::{self, Level};
-use crate::handoff::HandoffOutcome;
-use crate::message::StopReason;
-use crate::session::SessionManager;
+use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent, PromptOptions};
+use crate::core::config::Settings;
+use crate::core::controller::{self, Level};
+use crate::core::handoff::HandoffOutcome;
+use crate::core::message::StopReason;
+use crate::core::session::SessionManager;
+use crate::frontend_paths;
+
+mod settings_args;
+pub use settings_args::{ApiArg, SettingsArgs};
 
 /// Exit codes shared by the commands.
 pub mod exit {
@@ -29,7 +33,7 @@ pub mod exit {
 #[command(name = "handoff-nvim", version, about = "LLM agent sessions with structured handoffs (Neovim host and CLI)")]
 pub struct Cli {
     #[command(flatten)]
-    pub settings: Settings,
+    pub settings: SettingsArgs,
     /// Write logs to this file (default: none for the CLI, warnings on stderr).
     #[arg(long, env = "HANDOFF_LOG_FILE", global = true)]
     pub log_file: Option<PathBuf>,
@@ -85,7 +89,7 @@ fn agent_for(settings: &Settings, session: SessionManager) -> Arc<AgentSession> 
 }
 
 fn open_session(path: &Path, settings: &Settings) -> anyhow::Result<SessionManager> {
-    let session = SessionManager::open(path, &settings.session_dir())?;
+    let session = SessionManager::open(path, &frontend_paths::session_dir(settings))?;
     for warning in session.warnings() {
         eprintln!("warning: {warning}");
     }
@@ -132,7 +136,7 @@ async fn prompt(
     text: &str,
 ) -> anyhow::Result<u8> {
     let cwd = current_dir(cwd)?;
-    let session_dir = settings.session_dir();
+    let session_dir = frontend_paths::session_dir(settings);
     let manager = match (session, new) {
         (Some(path), _) => open_session(&path, settings)?,
         (None, false) => match SessionManager::list_sessions(&session_dir, &cwd)?.first() {
@@ -244,7 +248,7 @@ fn print_context(file: &Path, settings: &Settings) -> anyhow::Result<ExitCode> {
 fn print_sessions(cwd: Option<PathBuf>, settings: &Settings) -> anyhow::Result<ExitCode> {
     let cwd = current_dir(cwd)?;
     let mut out = std::io::stdout().lock();
-    for info in SessionManager::list_sessions(&settings.session_dir(), &cwd)? {
+    for info in SessionManager::list_sessions(&frontend_paths::session_dir(settings), &cwd)? {
         serde_json::to_writer(&mut out, &info)?;
         writeln!(out)?;
     }
@@ -255,7 +259,7 @@ fn print_sessions(cwd: Option<PathBuf>, settings: &Settings) -> anyhow::Result<E
 pub async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCode> {
     let code = match command {
         Command::Rpc => {
-            crate::rpc::serve(settings).await?;
+            crate::nvim::serve(settings).await?;
             exit::OK
         }
         Command::Prompt { session, new, cwd, text } => {

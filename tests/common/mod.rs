@@ -1,24 +1,27 @@
 //! Shared helpers of the integration tests: fixtures, sessions in temp dirs, agents wired to the
-//! loopback mock model server, and readers for what ended up on disk or on the wire.
+//! loopback mock model server, and readers for what ended up on disk or on the wire. `nvim`
+//! drives a real headless Neovim for the end-to-end tests.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+pub mod nvim;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use handoff_nvim::agent::{AgentConfig, AgentEvent, AgentSession};
-use handoff_nvim::message::{ContentBlock, Message, Role};
-use handoff_nvim::mock::{MockReply, MockServer, RecordedRequest};
-use handoff_nvim::provider::{Api, ProviderConfig};
-use handoff_nvim::session::SessionManager;
+use handoff_mock::{MockReply, MockServer, RecordedRequest};
+use handoff_nvim::core::agent::{AgentConfig, AgentEvent, AgentSession};
+use handoff_nvim::core::message::{ContentBlock, Message, Role};
+use handoff_nvim::core::provider::{Api, ProviderConfig};
+use handoff_nvim::core::session::SessionManager;
 use serde_json::{json, Value};
 
 /// The cwd recorded in test sessions.
 pub const CWD: &str = "/home/dev/project";
 
-/// `shared/fixtures`, which CI places beside the checkout.
+/// `tests/fixtures`: real files written by pi 0.73.1 and oh-my-pi (see its pi-sessions/README.md).
 pub fn fixtures_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures"))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"))
 }
 
 /// Copies `pi-sessions/<name>` into `dir` and returns the copy's path.
@@ -102,8 +105,8 @@ pub fn tool_call(id: &str, command: &str) -> Message {
     block.extra.insert("id".into(), json!(id));
     block.extra.insert("name".into(), json!("bash"));
     block.extra.insert("arguments".into(), json!({ "command": command }));
-    m.content = handoff_nvim::message::Content::Blocks(vec![block]);
-    m.stop_reason = Some(handoff_nvim::message::StopReason::ToolUse);
+    m.content = handoff_nvim::core::message::Content::Blocks(vec![block]);
+    m.stop_reason = Some(handoff_nvim::core::message::StopReason::ToolUse);
     m
 }
 
@@ -198,4 +201,36 @@ pub async fn first_delta(rx: &mut tokio::sync::broadcast::Receiver<AgentEvent>) 
     })
     .await
     .expect("no delta streamed");
+}
+
+/// The `mock-model-server` binary beside this build's `handoff-nvim` (`target/<profile>/`), for
+/// tests that need the mock as a process. It belongs to the `handoff-mock` workspace member,
+/// whose binaries `cargo test --workspace` builds but a run of this package alone does not: then
+/// it is built here, once, with the cargo running the tests.
+pub fn mock_server_bin() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let bin_dir = Path::new(env!("CARGO_BIN_EXE_handoff-nvim")).parent().unwrap();
+            let bin = bin_dir.join("mock-model-server");
+            if bin.is_file() {
+                return bin;
+            }
+            // target/debug is the `dev` profile's folder; every other profile's is its name.
+            let profile = match bin_dir.file_name().and_then(|n| n.to_str()) {
+                Some("debug") | None => "dev",
+                Some(name) => name,
+            };
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let status = std::process::Command::new(cargo)
+                .args(["build", "--locked", "-p", "handoff-mock", "--bin", "mock-model-server", "--profile", profile])
+                .arg("--target-dir")
+                .arg(bin_dir.parent().unwrap())
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .status()
+                .expect("cannot run cargo to build mock-model-server");
+            assert!(status.success() && bin.is_file(), "`cargo build -p handoff-mock` did not make {}", bin.display());
+            bin
+        })
+        .clone()
 }

@@ -1,0 +1,454 @@
+//! The agent loop and `AgentSession`: the conversation in memory, its session file, the
+//! provider, the queues of a running response, and the events every front end listens to.
+//!
+//! One `AgentSession` is shared (`Arc`) by the front end and the tasks it spawns. Locks are held
+//! only for short, non-async work; nothing awaits while holding one.
+
+pub mod events;
+pub mod fit;
+pub mod templates;
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+pub use events::{AgentEvent, AssistantMessageEvent};
+
+use crate::core::message::{Content, Message, StopReason};
+use crate::core::provider::{ChatRequest, Provider, ProviderConfig, ProviderError, StreamEvent};
+use crate::core::session::{SessionError, SessionManager};
+
+/// Failures of the agent layer.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("a response is already in progress")]
+    Busy,
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
+/// How a prompt is sent.
+#[derive(Clone, Copy, Debug)]
+pub struct PromptOptions {
+    /// Expand `/name args` user templates. Internal prompts turn this off.
+    pub expand_prompt_templates: bool,
+    /// Shrink the conversation to fit the model's context window (see `fit`).
+    pub fit_to_window: bool,
+}
+
+impl Default for PromptOptions {
+    fn default() -> Self {
+        Self { expand_prompt_templates: true, fit_to_window: false }
+    }
+}
+
+/// What one prompt produced: the payload of `agent_end`.
+#[derive(Clone, Debug, Default)]
+pub struct RunResult {
+    /// Messages added by this run, in order (the user prompt first).
+    pub messages: Vec<Message>,
+    /// The fitted request said this, when `fit_to_window` had to elide anything.
+    pub elisions: Option<fit::Elisions>,
+}
+
+impl RunResult {
+    /// The last assistant message of the run.
+    pub fn last_assistant(&self) -> Option<&Message> {
+        self.messages.iter().rev().find(|m| m.is_assistant())
+    }
+}
+
+/// In-memory agent state (pi's `Agent.state` plus `AgentSession`'s queues).
+#[derive(Debug, Default)]
+pub struct AgentState {
+    /// The active LLM context when it is not the session's (after `replace_messages` or
+    /// `reset`). `None`: the session's context, built when a request needs it, so that resuming
+    /// a large session neither parses nor holds all its messages (see `context_messages`).
+    pub messages: Option<Vec<Message>>,
+    pub session_id: String,
+    /// Delivered at the next turn boundary of the running response.
+    pub steering: VecDeque<Message>,
+    /// Delivered when the running response would otherwise stop.
+    pub follow_up: VecDeque<Message>,
+    /// Sent along with the next prompt.
+    pub pending_next_turn: Vec<Message>,
+    /// Turns since the last todo reminder.
+    pub todo_reminder_counter: u32,
+    pub thinking_level: String,
+    /// Cancels the running response; `Some` while one streams.
+    run: Option<CancellationToken>,
+}
+
+/// Everything needed to build an `AgentSession`.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    pub provider: ProviderConfig,
+    pub system_prompt: Option<String>,
+    pub templates_dir: Option<PathBuf>,
+}
+
+pub struct AgentSession {
+    provider: Mutex<Provider>,
+    session: Mutex<SessionManager>,
+    state: Mutex<AgentState>,
+    events: broadcast::Sender<AgentEvent>,
+    system_prompt: Option<String>,
+    templates_dir: Option<PathBuf>,
+    /// The handoff's abort controller: `Some` while a handoff is generating.
+    pub(crate) handoff_abort: Mutex<Option<CancellationToken>>,
+}
+
+/// The run slot, taken (`claim_run`) and not yet run: the run's token and the messages queued
+/// for its first turn.
+pub(crate) struct RunClaim {
+    token: CancellationToken,
+    pending: Vec<Message>,
+}
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it (the state is still
+/// consistent: every critical section is a handful of assignments).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl AgentSession {
+    pub fn new(config: AgentConfig, session: SessionManager) -> Self {
+        let (events, _) = broadcast::channel(4096);
+        let state = AgentState {
+            messages: None,
+            session_id: session.session_id().to_string(),
+            thinking_level: session.context_settings().1.unwrap_or_else(|| "off".into()),
+            ..AgentState::default()
+        };
+        Self {
+            provider: Mutex::new(Provider::new(config.provider)),
+            session: Mutex::new(session),
+            state: Mutex::new(state),
+            events,
+            system_prompt: config.system_prompt,
+            templates_dir: config.templates_dir,
+            handoff_abort: Mutex::new(None),
+        }
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<AgentEvent> {
+        self.events.subscribe()
+    }
+
+    pub(crate) fn emit(&self, event: AgentEvent) {
+        let _ = self.events.send(event);
+    }
+
+    pub fn session(&self) -> MutexGuard<'_, SessionManager> {
+        lock(&self.session)
+    }
+
+    pub fn state(&self) -> MutexGuard<'_, AgentState> {
+        lock(&self.state)
+    }
+
+    pub fn provider_config(&self) -> ProviderConfig {
+        lock(&self.provider).config().clone()
+    }
+
+    pub fn templates_dir(&self) -> Option<&std::path::Path> {
+        self.templates_dir.as_deref()
+    }
+
+    /// Switches the model; recorded in the session as a `model_change` entry.
+    pub fn set_model(&self, config: ProviderConfig) -> Result<(), AgentError> {
+        self.session().append_model_change(&config.name, &config.model)?;
+        *lock(&self.provider) = Provider::new(config);
+        Ok(())
+    }
+
+    pub fn is_busy(&self) -> bool {
+        self.state().run.is_some()
+    }
+
+    /// Stops the running response, if any (pi's `agent.abort()`).
+    pub fn abort(&self) {
+        if let Some(run) = self.state().run.as_ref() {
+            run.cancel();
+        }
+    }
+
+    /// Forgets the in-memory conversation and queues (pi's `agent.reset()`).
+    pub fn reset(&self) {
+        let mut state = self.state();
+        state.messages = Some(Vec::new());
+        state.steering.clear();
+        state.follow_up.clear();
+        state.pending_next_turn.clear();
+        state.todo_reminder_counter = 0;
+    }
+
+    pub fn replace_messages(&self, messages: Vec<Message>) {
+        self.state().messages = Some(messages);
+    }
+
+    /// The active LLM context: what the next request carries before it is fitted.
+    pub fn context_messages(&self) -> Vec<Message> {
+        let replaced = self.state().messages.clone();
+        replaced.unwrap_or_else(|| self.session().build_session_context().messages)
+    }
+
+    /// Queues a message for the next turn boundary of the running response.
+    pub fn steer(&self, text: &str) {
+        self.state().steering.push_back(Message::user(text));
+    }
+
+    /// Queues a message to be sent when the running response would stop.
+    pub fn follow_up(&self, text: &str) {
+        self.state().follow_up.push_back(Message::user(text));
+    }
+
+    /// Queues a message to go along with the next prompt.
+    pub fn queue_next_turn(&self, message: Message) {
+        self.state().pending_next_turn.push(message);
+    }
+
+    /// Records the model and thinking level in force as the first entries of a new `session`,
+    /// as pi starts every session (the CLI, the host, `/new` and the handoff all do).
+    pub fn record_settings(&self, session: &mut SessionManager) -> Result<(), SessionError> {
+        let config = self.provider_config();
+        let level = self.state().thinking_level.clone();
+        session.append_model_change(&config.name, &config.model)?;
+        session.append_thinking_level_change(&level)?;
+        Ok(())
+    }
+
+    /// Continues in another session: its context becomes the active one, the queues and
+    /// counters start afresh.
+    pub(crate) fn start_over(&self, session_id: String) {
+        self.reset();
+        let mut state = self.state();
+        state.messages = None;
+        state.session_id = session_id;
+    }
+
+    /// Starts a new, empty session (pi's `/new`).
+    pub fn new_session(&self) -> Result<(), AgentError> {
+        if self.is_busy() {
+            return Err(AgentError::Busy);
+        }
+        let (old, new, session_id) = {
+            let mut session = self.session();
+            let old = session.path().to_string_lossy().into_owned();
+            session.new_session(None)?;
+            self.record_settings(&mut session)?;
+            (old, session.path().to_string_lossy().into_owned(), session.session_id().to_string())
+        };
+        self.start_over(session_id);
+        self.emit(AgentEvent::SessionSwitch { old: Some(old), new, reason: "new".into() });
+        Ok(())
+    }
+
+    /// Switches to another session file (resume).
+    pub fn switch_session(&self, session: SessionManager) -> Result<(), AgentError> {
+        if self.is_busy() {
+            return Err(AgentError::Busy);
+        }
+        let new = session.path().to_string_lossy().into_owned();
+        let session_id = session.session_id().to_string();
+        let old = {
+            let mut current = self.session();
+            let _ = current.flush();
+            let old = current.path().to_string_lossy().into_owned();
+            *current = session;
+            old
+        };
+        self.start_over(session_id);
+        self.emit(AgentEvent::SessionSwitch { old: Some(old), new, reason: "resume".into() });
+        Ok(())
+    }
+
+    /// Sends `text` as a user prompt and runs the agent until it stops.
+    pub async fn prompt(&self, text: &str, options: PromptOptions) -> Result<RunResult, AgentError> {
+        self.prompt_with_cancel(text, options, CancellationToken::new()).await
+    }
+
+    /// Like `prompt`, with a cancellation token owned by the caller (the handoff's abort
+    /// controller): cancelling it, or `abort()`, stops the run.
+    pub(crate) async fn prompt_with_cancel(
+        &self,
+        text: &str,
+        options: PromptOptions,
+        cancel: CancellationToken,
+    ) -> Result<RunResult, AgentError> {
+        let text = if options.expand_prompt_templates {
+            templates::expand(text, self.templates_dir.as_deref())
+        } else {
+            text.to_string()
+        };
+        let claim = self.claim_run(&cancel)?;
+        self.run_claimed(claim, &text, options).await
+    }
+
+    /// Takes the run slot (one response at a time), or `Busy`. The handoff takes it before it
+    /// announces itself, so that a prompt racing it is refused instead of the handoff.
+    pub(crate) fn claim_run(&self, cancel: &CancellationToken) -> Result<RunClaim, AgentError> {
+        let mut state = self.state();
+        if state.run.is_some() {
+            return Err(AgentError::Busy);
+        }
+        let token = cancel.child_token();
+        state.run = Some(token.clone());
+        Ok(RunClaim { token, pending: std::mem::take(&mut state.pending_next_turn) })
+    }
+
+    /// Runs `text` in the slot `claim` holds (already expanded), and frees the slot.
+    pub(crate) async fn run_claimed(
+        &self,
+        claim: RunClaim,
+        text: &str,
+        options: PromptOptions,
+    ) -> Result<RunResult, AgentError> {
+        let RunClaim { token, pending } = claim;
+        let result = self.run(pending, Message::user(text), options, &token).await;
+        self.state().run = None;
+        result
+    }
+
+    /// Appends a message to the in-memory context and to the session file (pi persists at
+    /// `message_end`).
+    /// The file comes first: a message that could not be written (full disk) does not enter
+    /// the in-memory context either, so the next request matches what a reload would see.
+    fn commit_message(&self, message: &Message, result: &mut RunResult) -> Result<(), AgentError> {
+        self.emit(AgentEvent::MessageEnd { message: message.clone() });
+        result.messages.push(message.clone());
+        self.session().append_message(message)?;
+        if let Some(replaced) = self.state().messages.as_mut() {
+            replaced.push(message.clone());
+        }
+        Ok(())
+    }
+
+    async fn run(
+        &self,
+        pending: Vec<Message>,
+        prompt: Message,
+        options: PromptOptions,
+        cancel: &CancellationToken,
+    ) -> Result<RunResult, AgentError> {
+        let mut result = RunResult::default();
+        self.emit(AgentEvent::AgentStart);
+        let mut inbox: Vec<Message> = pending;
+        inbox.push(prompt);
+        let outcome = 'turns: loop {
+            self.emit(AgentEvent::TurnStart);
+            for message in std::mem::take(&mut inbox) {
+                self.emit(AgentEvent::MessageStart { message: message.clone() });
+                if let Err(e) = self.commit_message(&message, &mut result) {
+                    break 'turns Err(e);
+                }
+            }
+            let assistant = self.stream_turn(options, cancel, &mut result).await;
+            let stop = assistant.stop_reason.unwrap_or_default();
+            if let Err(e) = self.commit_message(&assistant, &mut result) {
+                break Err(e);
+            }
+            self.state().todo_reminder_counter += 1;
+            self.emit(AgentEvent::TurnEnd { message: assistant, tool_results: Vec::new() });
+            if matches!(stop, StopReason::Error | StopReason::Aborted) {
+                break Ok(());
+            }
+            // A handoff's run is one turn: messages queued meanwhile are meant for the
+            // conversation, not for the document (answering them would make the document the
+            // reply to a follow-up). They stay queued; a successful handoff clears them.
+            if self.is_generating_handoff() {
+                break Ok(());
+            }
+            let mut state = self.state();
+            if !state.steering.is_empty() {
+                inbox.extend(state.steering.drain(..));
+            } else if let Some(next) = state.follow_up.pop_front() {
+                inbox.push(next);
+            } else {
+                break Ok(());
+            }
+        };
+        self.emit(AgentEvent::AgentEnd { messages: result.messages.clone() });
+        outcome.map(|()| result)
+    }
+
+    /// Streams one assistant message. Provider failures end up in the message
+    /// (`stopReason: error|aborted`, `errorMessage`), as pi records them.
+    async fn stream_turn(
+        &self,
+        options: PromptOptions,
+        cancel: &CancellationToken,
+        result: &mut RunResult,
+    ) -> Message {
+        let provider = lock(&self.provider).clone();
+        let config = provider.config();
+        let mut messages = self.context_messages();
+        if options.fit_to_window {
+            let system_tokens = self.system_prompt.as_deref().map_or(0, fit::estimate_text_tokens);
+            // Room for the reply: max_tokens, but at most a quarter of the window. A small local
+            // model configured with its window only keeps the default max_tokens, which alone
+            // would fill the window and leave the request nothing but a truncated instruction.
+            let reply_tokens = (config.max_tokens as usize).min(config.context_window as usize / 4);
+            let budget = (config.context_window as usize)
+                .saturating_sub(reply_tokens)
+                .saturating_sub(system_tokens)
+                .saturating_sub(256);
+            let (fitted, elisions) = fit::fit(&messages, budget);
+            if !elisions.is_empty() {
+                tracing::info!(?elisions, budget, "conversation shortened to fit the context window");
+                result.elisions = Some(elisions);
+            }
+            messages = fitted;
+        }
+        let request = ChatRequest { system: self.system_prompt.clone(), messages };
+        let mut message = Message::assistant(config.api.pi_name(), &config.name, &config.model);
+        self.emit(AgentEvent::MessageStart { message: message.clone() });
+        let events = self.events.clone();
+        let mut on_event = |event: StreamEvent| {
+            let (delta, is_text) = match event {
+                StreamEvent::TextDelta(d) => (d, true),
+                StreamEvent::ThinkingDelta(d) => (d, false),
+            };
+            if is_text {
+                message.push_text(&delta);
+            } else {
+                message.push_thinking(&delta);
+            }
+            let content_index = match &message.content {
+                Content::Blocks(blocks) => blocks.len().saturating_sub(1),
+                Content::Text(_) => 0,
+            };
+            let event = if is_text {
+                AssistantMessageEvent::TextDelta { content_index, delta }
+            } else {
+                AssistantMessageEvent::ThinkingDelta { content_index, delta }
+            };
+            let _ = events.send(AgentEvent::MessageUpdate { assistant_message_event: event });
+        };
+        let outcome = provider.stream(&request, cancel, &mut on_event).await;
+        match outcome {
+            Ok(end) => {
+                message.stop_reason = Some(end.stop_reason);
+                message.usage = Some(end.usage);
+                if let Some(id) = end.response_id {
+                    message.extra.insert("responseId".into(), id.into());
+                }
+            }
+            Err(ProviderError::Aborted) => {
+                message.stop_reason = Some(StopReason::Aborted);
+                message.error_message = Some("Request was aborted".into());
+            }
+            Err(e) => {
+                // Reported to the user through the message (every front end shows it): only
+                // logged here, below the CLI's stderr level, so the failure is not said twice.
+                tracing::info!(error = %e, "model request failed");
+                message.stop_reason = Some(StopReason::Error);
+                message.error_message = Some(e.to_string());
+            }
+        }
+        message
+    }
+}

@@ -1,0 +1,13 @@
+//! The engine: pi-compatible sessions, streaming providers, the agent loop and the `/handoff`
+//! pipeline. It knows no front end (no editor RPC, no msgpack, no command-line parser): the front
+//! ends pass in what is theirs, such as the session folder, and word their own key hints.
+//!
+//! Layers, bottom up: `message` → `session` and `provider` → `agent` → `handoff` → `controller`.
+
+pub mod agent;
+pub mod config;
+pub mod controller;
+pub mod handoff;
+pub mod message;
+pub mod provider;
+pub mod session;

@@ -1,0 +1,325 @@
+//! Anthropic Messages: request body and SSE decoding.
+//!
+//! The API is stricter than Chat Completions: roles must alternate, tool results travel inside
+//! user messages, empty text blocks are rejected and tool ids must match `[a-zA-Z0-9_-]+`. The
+//! conversion below makes pi's history fit those rules.
+
+use eventsource_stream::Event;
+use serde_json::{json, Map, Value};
+
+use super::http;
+use super::{prepare_messages, truncate, ChatRequest, ProviderConfig, StreamEnd, StreamEvent};
+use crate::core::message::{Content, ContentBlock, Message, Role, StopReason};
+
+pub(super) fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), config.model.clone().into());
+    body.insert("max_tokens".into(), config.max_tokens.into());
+    if let Some(system) = request.system.as_deref().filter(|s| !s.trim().is_empty()) {
+        body.insert("system".into(), system.into());
+    }
+    body.insert("messages".into(), messages(request).into());
+    body.insert("stream".into(), true.into());
+    Value::Object(body)
+}
+
+/// pi messages as Anthropic messages, consecutive same-role messages merged into one (a tool
+/// result followed by the user's next prompt becomes one user message, results first).
+fn messages(request: &ChatRequest) -> Vec<Value> {
+    let mut merged: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for msg in prepare_messages(&request.messages) {
+        let (role, blocks) = match &msg.role {
+            Role::User => ("user", user_blocks(&msg.content)),
+            Role::Assistant => ("assistant", assistant_blocks(&msg)),
+            Role::ToolResult => ("user", vec![tool_result(&msg)]),
+            Role::Other(_) => continue,
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        match merged.last_mut() {
+            Some((last_role, content)) if *last_role == role => content.extend(blocks),
+            _ => merged.push((role, blocks)),
+        }
+    }
+    merged.into_iter().map(|(role, content)| json!({ "role": role, "content": content })).collect()
+}
+
+/// Text is sent only when it has something besides whitespace: Anthropic rejects blank blocks.
+fn text_block(text: &str) -> Option<Value> {
+    (!text.trim().is_empty()).then(|| json!({ "type": "text", "text": text }))
+}
+
+fn user_blocks(content: &Content) -> Vec<Value> {
+    match content {
+        Content::Text(s) => text_block(s).into_iter().collect(),
+        Content::Blocks(blocks) => blocks
+            .iter()
+            .filter_map(|b| match b.kind.as_str() {
+                "text" => b.text.as_deref().and_then(text_block),
+                "image" => Some(json!({
+                    "type": "image",
+                    "source": {
+                        "type": "base64",
+                        "media_type": b.extra_str("mimeType").unwrap_or("image/png"),
+                        "data": b.extra_str("data")?,
+                    },
+                })),
+                _ => None,
+            })
+            .collect(),
+    }
+}
+
+/// Text and tool calls; thinking is left out (Anthropic would want its signature back, and
+/// replies from other providers have none).
+fn assistant_blocks(msg: &Message) -> Vec<Value> {
+    msg.content
+        .blocks()
+        .iter()
+        .filter_map(|b| match b.kind.as_str() {
+            "text" => b.text.as_deref().and_then(text_block),
+            "toolCall" => Some(tool_use(b)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn tool_use(block: &ContentBlock) -> Value {
+    let input = match block.extra.get("arguments") {
+        Some(Value::Object(o)) => Value::Object(o.clone()),
+        Some(Value::String(s)) => serde_json::from_str::<Value>(s)
+            .ok()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({})),
+        _ => json!({}),
+    };
+    json!({
+        "type": "tool_use",
+        "id": tool_id(block.extra_str("id").unwrap_or_default()),
+        "name": block.extra_str("name").unwrap_or_default(),
+        "input": input,
+    })
+}
+
+fn tool_result(msg: &Message) -> Value {
+    let mut block = Map::new();
+    block.insert("type".into(), "tool_result".into());
+    block.insert(
+        "tool_use_id".into(),
+        tool_id(msg.extra_str("toolCallId").unwrap_or_default()).into(),
+    );
+    let text = msg.content.joined_text();
+    if !text.trim().is_empty() {
+        block.insert("content".into(), text.into());
+    }
+    if msg.extra.get("isError").and_then(Value::as_bool).unwrap_or(false) {
+        block.insert("is_error".into(), true.into());
+    }
+    Value::Object(block)
+}
+
+/// Tool call ids from other providers (`call_abc|xyz`, 100-char ids) made acceptable to
+/// Anthropic; applied to both sides of a call so they still match.
+fn tool_id(id: &str) -> String {
+    let clean: String = id
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .take(64)
+        .collect();
+    if clean.is_empty() {
+        "tool_call".to_owned()
+    } else {
+        clean
+    }
+}
+
+/// Decoder state: what has been seen so far of one reply.
+#[derive(Default)]
+pub(super) struct Decoder {
+    end: StreamEnd,
+    /// `message_delta` carried a stop reason: the reply is complete even without `message_stop`.
+    finished: bool,
+}
+
+impl http::Decoder for Decoder {
+    fn on_event(
+        &mut self,
+        event: &Event,
+        emit: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<bool, String> {
+        let data: Value = serde_json::from_str(&event.data).map_err(|e| {
+            format!(
+                "invalid JSON in a `{}` event ({e}): {}",
+                event.event,
+                truncate(&event.data, 120)
+            )
+        })?;
+        // The `event:` line names the event; servers that omit it still put it in `type`.
+        let name = if event.event == "message" {
+            data.get("type").and_then(Value::as_str).unwrap_or("message")
+        } else {
+            event.event.as_str()
+        };
+        match name {
+            "message_start" => {
+                if let Some(id) = data.pointer("/message/id").and_then(Value::as_str) {
+                    self.end.response_id = Some(id.to_owned());
+                }
+                if let Some(usage) = data.pointer("/message/usage") {
+                    self.add_usage(usage);
+                }
+            }
+            "content_block_start" => {
+                let block = data.get("content_block");
+                let field = |k: &str| {
+                    block.and_then(|b| b.get(k)).and_then(Value::as_str).filter(|s| !s.is_empty())
+                };
+                if let Some(t) = field("thinking") {
+                    emit(StreamEvent::ThinkingDelta(t.to_owned()));
+                }
+                if let Some(t) = field("text") {
+                    emit(StreamEvent::TextDelta(t.to_owned()));
+                }
+            }
+            "content_block_delta" => {
+                let delta = data.get("delta");
+                let field = |k: &str| delta.and_then(|d| d.get(k)).and_then(Value::as_str);
+                match field("type") {
+                    Some("text_delta") => {
+                        if let Some(t) = field("text").filter(|s| !s.is_empty()) {
+                            emit(StreamEvent::TextDelta(t.to_owned()));
+                        }
+                    }
+                    Some("thinking_delta") => {
+                        if let Some(t) = field("thinking").filter(|s| !s.is_empty()) {
+                            emit(StreamEvent::ThinkingDelta(t.to_owned()));
+                        }
+                    }
+                    // input_json_delta, signature_delta: nothing the caller can show.
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.end.stop_reason = match reason {
+                        "end_turn" | "stop_sequence" | "pause_turn" => StopReason::Stop,
+                        "max_tokens" | "model_context_window_exceeded" => StopReason::Length,
+                        "tool_use" => StopReason::ToolUse,
+                        "refusal" => StopReason::Error,
+                        other => {
+                            tracing::debug!(
+                                stop_reason = other,
+                                "unknown stop_reason, taken as stop"
+                            );
+                            StopReason::Stop
+                        }
+                    };
+                    self.finished = true;
+                }
+                if let Some(usage) = data.get("usage") {
+                    self.add_usage(usage);
+                }
+            }
+            "message_stop" => {
+                self.finished = true;
+                return Ok(true);
+            }
+            "error" => {
+                let message = data
+                    .pointer("/error/message")
+                    .or_else(|| data.pointer("/error/type"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown error");
+                return Err(format!("the server reported an error: {}", truncate(message, 500)));
+            }
+            "ping" | "content_block_stop" => {}
+            other => tracing::debug!(event = other, "ignoring unknown event"),
+        }
+        Ok(false)
+    }
+
+    fn on_close(&mut self) -> Result<(), String> {
+        if self.finished {
+            Ok(())
+        } else {
+            Err("connection closed before the reply finished".into())
+        }
+    }
+
+    fn end(self: Box<Self>) -> StreamEnd {
+        self.end
+    }
+}
+
+impl Decoder {
+    /// Anthropic reports usage in pieces (`message_start`, then cumulative counts in
+    /// `message_delta`): each field present overwrites the one before.
+    fn add_usage(&mut self, usage: &Value) {
+        let u = &mut self.end.usage;
+        let n = |k: &str| usage.get(k).and_then(Value::as_u64);
+        if let Some(v) = n("input_tokens") {
+            u.input = v;
+        }
+        if let Some(v) = n("output_tokens") {
+            u.output = v;
+        }
+        if let Some(v) = n("cache_read_input_tokens") {
+            u.cache_read = v;
+        }
+        if let Some(v) = n("cache_creation_input_tokens") {
+            u.cache_write = v;
+        }
+        u.total_tokens = u.input + u.output + u.cache_read + u.cache_write;
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::core::provider::http::Decoder as _;
+
+    fn feed(d: &mut Decoder, name: &str, data: &str) -> (Result<bool, String>, Vec<StreamEvent>) {
+        let mut events = Vec::new();
+        let event = Event { data: data.into(), event: name.into(), ..Default::default() };
+        let r = d.on_event(&event, &mut |e| events.push(e));
+        (r, events)
+    }
+
+    #[test]
+    fn error_event_is_reported_with_its_message() {
+        let mut d = Decoder::default();
+        let (r, _) = feed(
+            &mut d,
+            "error",
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        );
+        assert!(r.unwrap_err().contains("Overloaded"));
+    }
+
+    #[test]
+    fn usage_pieces_add_up_and_stop_delta_completes() {
+        let mut d = Decoder::default();
+        let start = r#"{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":10,"cache_read_input_tokens":5,"output_tokens":1}}}"#;
+        assert_eq!(feed(&mut d, "message_start", start).0, Ok(false));
+        assert!(d.on_close().is_err());
+        // No `event:` line: the type field names the event.
+        let delta = r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":20}}"#;
+        assert_eq!(feed(&mut d, "message", delta).0, Ok(false));
+        assert_eq!(d.on_close(), Ok(()));
+        assert_eq!(feed(&mut d, "message_stop", r#"{"type":"message_stop"}"#).0, Ok(true));
+        let end = Box::new(d).end();
+        assert_eq!(end.stop_reason, StopReason::Length);
+        assert_eq!(end.response_id.as_deref(), Some("msg_1"));
+        assert_eq!((end.usage.input, end.usage.output, end.usage.cache_read), (10, 20, 5));
+        assert_eq!(end.usage.total_tokens, 35);
+    }
+
+    #[test]
+    fn tool_ids_are_sanitized() {
+        assert_eq!(tool_id("call_abc|fc_1.x"), "call_abc_fc_1_x");
+        assert_eq!(tool_id(&"a".repeat(100)).len(), 64);
+        assert_eq!(tool_id(""), "tool_call");
+    }
+}

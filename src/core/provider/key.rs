@@ -1,0 +1,132 @@
+//! API key resolution. The key is looked up for every request and never stored, logged or put
+//! into an error: a config struct, a log file or an error shown in the editor must be safe to share.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use super::{ProviderConfig, ProviderError};
+
+/// Upper bound for `api_key_cmd`: long enough for a pinentry prompt, short enough that a
+/// command waiting on a terminal it will never get does not hang the request forever.
+const KEY_CMD_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The key to send, or `None` when the provider needs none (a local llama.cpp or Ollama).
+/// `api_key_cmd` wins over `api_key_env` so that a user can override a stale environment.
+pub(super) async fn resolve(config: &ProviderConfig) -> Result<Option<String>, ProviderError> {
+    if let Some(cmd) = config.api_key_cmd.as_deref().filter(|c| !c.trim().is_empty()) {
+        return run_key_cmd(cmd).await.map(Some);
+    }
+    if let Some(var) = config.api_key_env.as_deref().filter(|v| !v.is_empty()) {
+        return match std::env::var(var) {
+            Ok(v) if !v.trim().is_empty() => Ok(Some(v.trim().to_owned())),
+            _ => Err(ProviderError::MissingKey(format!(
+                "set ${var} or configure api_key_cmd for provider {}",
+                config.name
+            ))),
+        };
+    }
+    Ok(None)
+}
+
+/// How errors and the health check name a key command: its program only. The rest of the line
+/// may be the secret itself (`printf %s sk-…`), and an error ends up in the session file.
+pub fn describe_cmd(cmd: &str) -> String {
+    let mut words = cmd.split_whitespace();
+    let program = words.next().unwrap_or_default();
+    if words.next().is_some() {
+        format!("{program} …")
+    } else {
+        program.to_owned()
+    }
+}
+
+/// Runs the command through `sh -c`. Errors name the command's program but never include its
+/// arguments or its output: a command that half-works may well print the secret to stdout or
+/// stderr, and its arguments may hold it.
+async fn run_key_cmd(cmd: &str) -> Result<String, ProviderError> {
+    let name = describe_cmd(cmd);
+    let child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| ProviderError::MissingKey(format!("cannot run api_key_cmd `{name}`: {e}")))?;
+    let output = match tokio::time::timeout(KEY_CMD_TIMEOUT, child.wait_with_output()).await {
+        Ok(Ok(output)) => output,
+        Ok(Err(e)) => {
+            return Err(ProviderError::MissingKey(format!("api_key_cmd `{name}` failed: {e}")))
+        }
+        Err(_) => {
+            return Err(ProviderError::MissingKey(format!(
+                "api_key_cmd `{name}` did not finish within {} s",
+                KEY_CMD_TIMEOUT.as_secs()
+            )))
+        }
+    };
+    if !output.status.success() {
+        return Err(ProviderError::MissingKey(format!(
+            "api_key_cmd `{name}` failed ({})",
+            output.status
+        )));
+    }
+    let key = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    if key.is_empty() {
+        return Err(ProviderError::MissingKey(format!("api_key_cmd `{name}` printed nothing")));
+    }
+    Ok(key)
+}
+
+/// `text` with every occurrence of the key replaced, for logs.
+pub(super) fn redact_str(text: &str, key: Option<&str>) -> String {
+    match key.filter(|k| k.len() >= 4) {
+        Some(key) if text.contains(key) => text.replace(key, "[redacted]"),
+        _ => text.to_owned(),
+    }
+}
+
+/// Replaces every occurrence of the key in the error's text. Servers sometimes quote the key
+/// they rejected and transport errors can echo headers; this is the last line of defence.
+pub(super) fn redact_error(error: ProviderError, key: Option<&str>) -> ProviderError {
+    let scrub = |s: String| redact_str(&s, key);
+    match error {
+        ProviderError::Http { provider, status, message } => {
+            ProviderError::Http { provider, status, message: scrub(message) }
+        }
+        ProviderError::Connect { provider, url, message } => {
+            ProviderError::Connect { provider, url: scrub(url), message: scrub(message) }
+        }
+        ProviderError::Stream { provider, message } => {
+            ProviderError::Stream { provider, message: scrub(message) }
+        }
+        ProviderError::MissingKey(message) => ProviderError::MissingKey(scrub(message)),
+        other @ (ProviderError::Timeout { .. } | ProviderError::Aborted) => other,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_command_is_named_by_its_program_only() {
+        assert_eq!(describe_cmd("pass show openai"), "pass …");
+        assert_eq!(describe_cmd("  printf %s sk-secret "), "printf …");
+        assert_eq!(describe_cmd("get-key"), "get-key");
+    }
+
+    #[test]
+    fn redaction_removes_the_key_everywhere() {
+        let e = ProviderError::Http {
+            provider: "p".into(),
+            status: 401,
+            message: "Incorrect API key provided: sk-secret-1234".into(),
+        };
+        let text = redact_error(e, Some("sk-secret-1234")).to_string();
+        assert!(!text.contains("sk-secret-1234"), "{text}");
+        assert!(text.contains("[redacted]"), "{text}");
+    }
+}

@@ -1,0 +1,142 @@
+//! Retries with exponential backoff. A request is retried only while nothing of its reply has
+//! reached the caller: once a delta was shown, a new attempt would duplicate or contradict it.
+
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+use tokio_util::sync::CancellationToken;
+
+use super::http::{self, Wire};
+use super::{key, Provider, ProviderConfig, ProviderError, StreamEnd, StreamEvent};
+
+/// Runs attempts until one succeeds, fails for good, delivers a delta and then fails, or the
+/// retry budget (`max_retries`) is spent.
+pub(super) async fn with_retries(
+    provider: &Provider,
+    wire: &Wire,
+    api_key: Option<&str>,
+    cancel: &CancellationToken,
+    on_event: &mut (dyn FnMut(StreamEvent) + Send),
+) -> Result<StreamEnd, ProviderError> {
+    let config = provider.config();
+    let mut retries = 0u32;
+    loop {
+        let mut delivered = false;
+        let result = {
+            let mut emit = |event: StreamEvent| {
+                delivered = true;
+                on_event(event);
+            };
+            http::attempt(provider, wire, api_key, cancel, &mut emit).await
+        };
+        let failure = match result {
+            Ok(end) => return Ok(end),
+            Err(failure) => failure,
+        };
+        if delivered || retries >= config.max_retries || !failure.error.is_retryable() {
+            return Err(failure.error);
+        }
+        let delay = backoff(config, retries, failure.retry_after);
+        retries += 1;
+        let status = match &failure.error {
+            ProviderError::Http { status, .. } => Some(*status),
+            _ => None,
+        };
+        tracing::warn!(
+            provider = %config.name,
+            status,
+            attempt = retries,
+            max_retries = config.max_retries,
+            delay_ms = delay.as_millis() as u64,
+            error = %key::redact_str(&failure.error.to_string(), api_key),
+            "request failed, retrying"
+        );
+        sleep_abortable(delay, cancel).await?;
+    }
+}
+
+/// Delay before retry number `retries + 1`: the server's `retry-after` when given, else
+/// `retry_base_delay * 2^retries`; either way never more than `max_retry_delay`, so a server
+/// asking for an hour does not freeze the editor for an hour.
+pub(super) fn backoff(
+    config: &ProviderConfig,
+    retries: u32,
+    retry_after: Option<Duration>,
+) -> Duration {
+    let delay = retry_after.unwrap_or_else(|| {
+        let factor = 1u32.checked_shl(retries).unwrap_or(u32::MAX);
+        config.retry_base_delay.saturating_mul(factor)
+    });
+    delay.min(config.max_retry_delay)
+}
+
+/// Sleeps, or returns `Aborted` as soon as `cancel` fires.
+async fn sleep_abortable(delay: Duration, cancel: &CancellationToken) -> Result<(), ProviderError> {
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(ProviderError::Aborted),
+        _ = tokio::time::sleep(delay) => Ok(()),
+    }
+}
+
+/// The server's wait hint: `retry-after-ms` (OpenAI), else `retry-after` as seconds or an HTTP
+/// date.
+pub(super) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
+        if ms.is_finite() && ms >= 0.0 {
+            return Some(Duration::from_secs_f64(ms / 1000.0));
+        }
+    }
+    parse_retry_after(header("retry-after")?)
+}
+
+fn parse_retry_after(value: &str) -> Option<Duration> {
+    if let Ok(secs) = value.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(1e9)));
+    }
+    let date =
+        time::OffsetDateTime::parse(value, &time::format_description::well_known::Rfc2822).ok()?;
+    let wait = date - time::OffsetDateTime::now_utc();
+    Some(Duration::try_from(wait).unwrap_or(Duration::ZERO))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::core::provider::Api;
+
+    #[test]
+    fn retry_after_accepts_seconds_and_http_dates() {
+        assert_eq!(parse_retry_after("0"), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after("1.5"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT"), Some(Duration::ZERO));
+        let future = time::OffsetDateTime::now_utc() + time::Duration::seconds(100);
+        let text = future
+            .format(&time::format_description::well_known::Rfc2822)
+            .unwrap()
+            .replace("+0000", "GMT");
+        let parsed = parse_retry_after(&text).unwrap();
+        assert!(
+            parsed > Duration::from_secs(95) && parsed <= Duration::from_secs(100),
+            "{parsed:?}"
+        );
+        assert_eq!(parse_retry_after("soon"), None);
+        assert_eq!(parse_retry_after("-3"), None);
+    }
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        let mut c = ProviderConfig::new(Api::Openai, "http://x", "m");
+        c.retry_base_delay = Duration::from_millis(100);
+        c.max_retry_delay = Duration::from_millis(350);
+        assert_eq!(backoff(&c, 0, None), Duration::from_millis(100));
+        assert_eq!(backoff(&c, 1, None), Duration::from_millis(200));
+        assert_eq!(backoff(&c, 2, None), Duration::from_millis(350));
+        assert_eq!(backoff(&c, 40, None), Duration::from_millis(350));
+        assert_eq!(backoff(&c, 0, Some(Duration::from_secs(3600))), Duration::from_millis(350));
+        assert_eq!(backoff(&c, 2, Some(Duration::ZERO)), Duration::ZERO);
+    }
+}

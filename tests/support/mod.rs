@@ -1,2 +1,0 @@
-//! Helpers shared by the end-to-end tests.
-pub mod nvim;
