@@ -335,8 +335,9 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 
     /// At least `n` bytes from the current position, or all that is left.
     async fn peek(&mut self, n: usize) -> std::io::Result<&[u8]> {
-        while self.end - self.pos < n.min(self.buf.len()) && self.fill().await? {}
-        Ok(&self.buf[self.pos..self.end])
+        let n = n.min(self.buf.len());
+        while self.end - self.pos < n && self.fill().await? {}
+        Ok(&self.buf[self.pos..self.end.min(self.pos + n)])
     }
 
     fn exhausted(&self) -> bool {
