@@ -3,13 +3,13 @@
 //! drive the real host.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod common;
 
 #[test]
 fn lua_ui_specs_pass_against_the_fake_host() {
     let root = env!("CARGO_MANIFEST_DIR");
     let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(support::nvim::nvim_bin())
+    let out = std::process::Command::new(common::nvim::nvim_bin())
         .args(["--clean", "--headless", "-l"])
         .arg(format!("{root}/tests/lua/run.lua"))
         .current_dir(dir.path())

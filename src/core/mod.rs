@@ -11,3 +11,4 @@ pub mod handoff;
 pub mod message;
 pub mod provider;
 pub mod session;
+pub mod tools;

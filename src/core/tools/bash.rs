@@ -1,0 +1,497 @@
+//! `bash`: runs a command with `bash -c` in the session's cwd, stdout and stderr merged into one
+//! pipe (so they interleave as in a terminal), stdin closed.
+//!
+//! Memory stays bounded whatever the command prints: only a rolling tail is kept (the result
+//! shows its last 2000 lines / 50 KiB, as pi); once the output passes those limits everything
+//! goes to a 0600 temp file named in `details.fullOutputPath`. The command runs in its own
+//! process group; abort, timeout and dropping the future kill the whole group.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::time::Instant;
+
+use super::args;
+use super::truncate::{
+    format_size, truncate_tail, TruncatedBy, Truncation, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES,
+};
+use super::{ToolContext, ToolDefinition, ToolError, ToolOutput};
+
+/// pi's throttle for partial output updates.
+const UPDATE_INTERVAL: Duration = Duration::from_millis(100);
+/// How long output is still read after the shell exits (a background child may hold the pipe).
+const EXIT_GRACE: Duration = Duration::from_millis(100);
+const READ_CHUNK: usize = 64 * 1024;
+
+pub(crate) fn definition() -> ToolDefinition {
+    ToolDefinition {
+        name: "bash",
+        description: format!(
+            "Execute a bash command in the current working directory. Returns stdout and stderr. Output is truncated to last {DEFAULT_MAX_LINES} lines or {}KB (whichever is hit first). If truncated, full output is saved to a temp file. Optionally provide a timeout in seconds.",
+            DEFAULT_MAX_BYTES / 1024
+        ),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "Bash command to execute"},
+                "timeout": {"type": "number", "description": "Timeout in seconds (optional, no default timeout)"}
+            },
+            "required": ["command"]
+        }),
+        prompt_snippet: "Execute bash commands (ls, grep, find, etc.)",
+        prompt_guidelines: &[],
+    }
+}
+
+#[derive(Deserialize)]
+struct Args {
+    command: String,
+    timeout: Option<f64>,
+}
+
+/// The shell pi would use: the configured one, else `/bin/bash`, else `bash` on PATH, else `sh`.
+fn shell(configured: Option<&Path>) -> Result<PathBuf, ToolError> {
+    if let Some(p) = configured {
+        return if p.exists() {
+            Ok(p.to_path_buf())
+        } else {
+            Err(ToolError::Failed(format!("Custom shell path not found: {}", p.display())))
+        };
+    }
+    if Path::new("/bin/bash").exists() {
+        return Ok(PathBuf::from("/bin/bash"));
+    }
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths).map(|d| d.join("bash")).find(|p| p.is_file())
+    });
+    Ok(on_path.unwrap_or_else(|| PathBuf::from("sh")))
+}
+
+/// `5` not `5.0`, as JavaScript prints the number.
+fn seconds(s: f64) -> String {
+    if s.fract() == 0.0 && s.abs() < 1e15 {
+        format!("{}", s as i64)
+    } else {
+        s.to_string()
+    }
+}
+
+enum Stop {
+    Aborted,
+    TimedOut(f64),
+}
+
+/// Kills the command's process group unless disarmed: on abort, on timeout, and when the tool's
+/// future is dropped while the command runs.
+struct GroupKill {
+    pgid: Option<i32>,
+}
+
+impl GroupKill {
+    fn kill(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            kill_group(pgid);
+        }
+    }
+}
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn kill_group(pgid: i32) {
+    if pgid <= 1 {
+        return;
+    }
+    // SAFETY: killpg only sends a signal; pgid is the group our child leads (it was spawned
+    // with process_group(0), so its pid is the group id), never 0 or 1.
+    unsafe {
+        libc::killpg(pgid, libc::SIGKILL);
+    }
+}
+
+pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    let a: Args = args::parse("bash", &definition().parameters, arguments)?;
+    if !ctx.cwd.exists() {
+        return Err(ToolError::Failed(format!(
+            "Working directory does not exist: {}\nCannot execute bash commands.",
+            ctx.cwd.display()
+        )));
+    }
+    let shell = shell(ctx.shell.as_deref())?;
+    let (tx, mut rx) =
+        tokio::net::unix::pipe::pipe().map_err(|e| ToolError::io("Could not create a pipe", e))?;
+    let out_fd = tx.into_blocking_fd().map_err(|e| ToolError::io("Could not create a pipe", e))?;
+    let err_fd = out_fd.try_clone().map_err(|e| ToolError::io("Could not create a pipe", e))?;
+    let mut cmd = tokio::process::Command::new(&shell);
+    cmd.arg("-c")
+        .arg(&a.command)
+        .current_dir(&ctx.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out_fd))
+        .stderr(Stdio::from(err_fd))
+        .process_group(0)
+        .kill_on_drop(true);
+    for var in ctx.env.removed() {
+        cmd.env_remove(var);
+    }
+    let spawned = cmd.spawn();
+    // The Command holds our copies of the pipe's write end: without dropping it, the pipe
+    // never reaches end of file.
+    drop(cmd);
+    let mut child =
+        spawned.map_err(|e| ToolError::io(format!("Could not run {}", shell.display()), e))?;
+    let mut group = GroupKill { pgid: child.id().and_then(|p| i32::try_from(p).ok()) };
+
+    let spill_dir = ctx.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let mut output = OutputBuffer::new(spill_dir);
+    let timeout = a.timeout.filter(|t| t.is_finite() && *t > 0.0);
+    let deadline = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.min(1e9)));
+    let far = Instant::now() + Duration::from_secs(86_400 * 365);
+
+    if ctx.on_progress.is_some() {
+        ctx.progress(ToolOutput { content: Vec::new(), details: Value::Null, is_error: false });
+    }
+    let mut buf = vec![0u8; READ_CHUNK];
+    let mut pipe_open = true;
+    let mut status: Option<std::io::Result<std::process::ExitStatus>> = None;
+    let mut stop: Option<Stop> = None;
+    let mut exited_at: Option<Instant> = None;
+    let mut last_update = Instant::now();
+    let mut dirty = false;
+    loop {
+        if status.is_some() && !pipe_open {
+            break;
+        }
+        let grace = exited_at.map_or(far, |t| t + EXIT_GRACE);
+        let next_update = if dirty { last_update + UPDATE_INTERVAL } else { far };
+        tokio::select! {
+            r = rx.read(&mut buf), if pipe_open => match r {
+                Ok(0) | Err(_) => pipe_open = false,
+                Ok(n) => {
+                    output.append(&buf[..n]).await;
+                    dirty = ctx.on_progress.is_some();
+                }
+            },
+            s = child.wait(), if status.is_none() => {
+                status = Some(s);
+                exited_at = Some(Instant::now());
+            }
+            _ = ctx.cancel.cancelled(), if stop.is_none() => {
+                stop = Some(Stop::Aborted);
+                group.kill();
+            }
+            _ = tokio::time::sleep_until(deadline.unwrap_or(far)), if stop.is_none() && deadline.is_some() => {
+                stop = Some(Stop::TimedOut(timeout.unwrap_or_default()));
+                group.kill();
+            }
+            _ = tokio::time::sleep_until(grace), if exited_at.is_some() => break,
+            _ = tokio::time::sleep_until(next_update), if dirty => {}
+        }
+        if dirty && last_update.elapsed() >= UPDATE_INTERVAL {
+            dirty = false;
+            last_update = Instant::now();
+            let snap = output.snapshot();
+            ctx.progress(ToolOutput::text(snap.content.clone(), snap.details(output.spill_path())));
+        }
+    }
+    if stop.is_none() {
+        // The shell is gone; what it left running in the background is left alone, as pi.
+        group.pgid = None;
+    }
+    drop(rx);
+    output.finish().await;
+    let snap = output.snapshot();
+    let details = snap.details(output.spill_path());
+
+    let status_line = match (&stop, &status) {
+        (Some(Stop::Aborted), _) => Some("Command aborted".to_owned()),
+        (Some(Stop::TimedOut(t)), _) => {
+            Some(format!("Command timed out after {} seconds", seconds(*t)))
+        }
+        (None, Some(Ok(st))) => {
+            match (st.code(), std::os::unix::process::ExitStatusExt::signal(st)) {
+                (Some(0), _) => None,
+                (Some(code), _) => Some(format!("Command exited with code {code}")),
+                (None, Some(sig)) => Some(format!("Command was killed by signal {sig}")),
+                (None, None) => Some("Command ended without an exit code".to_owned()),
+            }
+        }
+        (None, Some(Err(e))) => Some(format!("Could not wait for the command: {e}")),
+        (None, None) => Some("Command ended without an exit code".to_owned()),
+    };
+    let empty = if status_line.is_some() && stop.is_some() { "" } else { "(no output)" };
+    let text = output.format(&snap, empty);
+    Ok(match status_line {
+        None => ToolOutput::text(text, details),
+        Some(status) => {
+            let text = if text.is_empty() { status } else { format!("{text}\n\n{status}") };
+            ToolOutput { content: vec![super::ContentBlock::text(text)], details, is_error: true }
+        }
+    })
+}
+
+struct Snapshot {
+    content: String,
+    truncation: Truncation,
+}
+
+impl Snapshot {
+    /// pi's bash details: `{truncation, fullOutputPath}` when the output was cut, else none.
+    fn details(&self, path: Option<&Path>) -> Value {
+        if !self.truncation.truncated {
+            return Value::Null;
+        }
+        let mut d = Map::new();
+        d.insert("truncation".into(), self.truncation.to_value());
+        if let Some(p) = path {
+            d.insert("fullOutputPath".into(), Value::String(p.display().to_string()));
+        }
+        Value::Object(d)
+    }
+}
+
+/// The command's output: counts, a rolling tail, and the full bytes in a temp file once they
+/// pass the limits.
+struct OutputBuffer {
+    total_bytes: u64,
+    total_lines: u64,
+    current_line_bytes: u64,
+    tail: Vec<u8>,
+    tail_at_line_start: bool,
+    /// Bytes not yet in the temp file (only before it exists).
+    pending: Vec<u8>,
+    spill: Option<BufWriter<tokio::fs::File>>,
+    spill_path: Option<PathBuf>,
+    spill_error: Option<String>,
+    spill_dir: PathBuf,
+}
+
+impl OutputBuffer {
+    /// The tail is trimmed back to this many bytes whenever it grows to twice as much.
+    const ROLLING: usize = 2 * DEFAULT_MAX_BYTES;
+
+    fn new(spill_dir: PathBuf) -> Self {
+        Self {
+            total_bytes: 0,
+            total_lines: 1,
+            current_line_bytes: 0,
+            tail: Vec::new(),
+            tail_at_line_start: true,
+            pending: Vec::new(),
+            spill: None,
+            spill_path: None,
+            spill_error: None,
+            spill_dir,
+        }
+    }
+
+    fn over_limits(&self) -> bool {
+        self.total_bytes > DEFAULT_MAX_BYTES as u64 || self.total_lines > DEFAULT_MAX_LINES as u64
+    }
+
+    async fn append(&mut self, chunk: &[u8]) {
+        self.total_bytes += chunk.len() as u64;
+        match memchr::memrchr(b'\n', chunk) {
+            Some(last) => {
+                self.total_lines += memchr::memchr_iter(b'\n', chunk).count() as u64;
+                self.current_line_bytes = (chunk.len() - last - 1) as u64;
+            }
+            None => self.current_line_bytes += chunk.len() as u64,
+        }
+        self.tail.extend_from_slice(chunk);
+        if self.tail.len() > 2 * Self::ROLLING {
+            let start = self.tail.len() - Self::ROLLING;
+            self.tail_at_line_start = self.tail[start - 1] == b'\n';
+            self.tail.drain(..start);
+        }
+        if self.spill.is_some() {
+            self.write_spill(chunk).await;
+        } else if self.spill_error.is_none() {
+            self.pending.extend_from_slice(chunk);
+            if self.over_limits() {
+                self.open_spill().await;
+            }
+        }
+    }
+
+    async fn open_spill(&mut self) {
+        let path = self.spill_dir.join(format!("handoff-bash-{:016x}.log", rand::random::<u64>()));
+        let opened = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .await;
+        match opened {
+            Ok(file) => {
+                self.spill = Some(BufWriter::with_capacity(256 * 1024, file));
+                self.spill_path = Some(path);
+                let pending = std::mem::take(&mut self.pending);
+                self.write_spill(&pending).await;
+            }
+            Err(e) => {
+                tracing::warn!("bash: cannot create {}: {e}", path.display());
+                self.spill_error = Some(e.to_string());
+                self.pending = Vec::new();
+            }
+        }
+    }
+
+    async fn write_spill(&mut self, bytes: &[u8]) {
+        let Some(w) = self.spill.as_mut() else { return };
+        if let Err(e) = w.write_all(bytes).await {
+            tracing::warn!("bash: writing the full output failed: {e}");
+            self.spill_error = Some(e.to_string());
+            self.spill = None;
+        }
+    }
+
+    async fn finish(&mut self) {
+        if let Some(mut w) = self.spill.take() {
+            if let Err(e) = w.flush().await {
+                self.spill_error = Some(e.to_string());
+            }
+        }
+    }
+
+    fn spill_path(&self) -> Option<&Path> {
+        self.spill_path.as_deref()
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        let mut bytes = &self.tail[..];
+        if !self.tail_at_line_start {
+            if let Some(i) = memchr::memchr(b'\n', bytes) {
+                bytes = &bytes[i + 1..];
+            }
+        }
+        let text = String::from_utf8_lossy(bytes);
+        let (content, mut t) = truncate_tail(&text, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES);
+        t.truncated = self.over_limits();
+        t.truncated_by = if t.truncated {
+            t.truncated_by.or(Some(if self.total_bytes > DEFAULT_MAX_BYTES as u64 {
+                TruncatedBy::Bytes
+            } else {
+                TruncatedBy::Lines
+            }))
+        } else {
+            None
+        };
+        t.total_lines = self.total_lines as usize;
+        t.total_bytes = self.total_bytes as usize;
+        Snapshot { content, truncation: t }
+    }
+
+    /// The result text: the kept output and, when it was cut, pi's notice naming the file.
+    fn format(&self, snap: &Snapshot, empty: &str) -> String {
+        let mut text =
+            if snap.content.is_empty() { empty.to_owned() } else { snap.content.clone() };
+        let t = &snap.truncation;
+        if t.truncated {
+            let full = match (&self.spill_path, &self.spill_error) {
+                (Some(p), None) => p.display().to_string(),
+                (Some(p), Some(e)) => format!("{} (incomplete: {e})", p.display()),
+                (None, Some(e)) => format!("unavailable ({e})"),
+                (None, None) => "unavailable".to_owned(),
+            };
+            let end = t.total_lines;
+            let start = (end + 1).saturating_sub(t.output_lines);
+            let notice = if t.last_line_partial {
+                format!(
+                    "[Showing last {} of line {end} (line is {}). Full output: {full}]",
+                    format_size(t.output_bytes as u64),
+                    format_size(self.current_line_bytes)
+                )
+            } else if t.truncated_by == Some(TruncatedBy::Lines) {
+                format!("[Showing lines {start}-{end} of {end}. Full output: {full}]")
+            } else {
+                format!(
+                    "[Showing lines {start}-{end} of {end} ({} limit). Full output: {full}]",
+                    format_size(DEFAULT_MAX_BYTES as u64)
+                )
+            };
+            text = format!("{text}\n\n{notice}");
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::tools::{execute, ToolContext};
+
+    async fn bash(dir: &Path, command: &str) -> ToolOutput {
+        let ctx = ToolContext { spill_dir: Some(dir.to_path_buf()), ..ToolContext::new(dir) };
+        execute("bash", json!({"command": command}), &ctx).await
+    }
+
+    #[tokio::test]
+    async fn stdout_and_stderr_are_merged_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = bash(dir.path(), "echo one; echo two >&2; echo three").await;
+        assert!(!out.is_error);
+        assert_eq!(out.joined_text(), "one\ntwo\nthree\n");
+        assert!(out.details.is_null());
+    }
+
+    #[tokio::test]
+    async fn a_failing_command_is_an_error_with_its_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = bash(dir.path(), "echo oops; exit 3").await;
+        assert!(out.is_error);
+        assert_eq!(out.joined_text(), "oops\n\n\nCommand exited with code 3");
+        let out = bash(dir.path(), "true").await;
+        assert_eq!(out.joined_text(), "(no output)");
+    }
+
+    #[tokio::test]
+    async fn runs_in_the_cwd() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = bash(dir.path(), "pwd").await;
+        let pwd = std::fs::canonicalize(dir.path()).unwrap();
+        assert_eq!(out.joined_text().trim(), pwd.display().to_string());
+    }
+
+    #[tokio::test]
+    async fn a_background_child_holding_the_pipe_does_not_hang_the_tool() {
+        let dir = tempfile::tempdir().unwrap();
+        let started = std::time::Instant::now();
+        let out = bash(dir.path(), "sleep 30 & echo started").await;
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(out.joined_text(), "started\n");
+    }
+
+    #[test]
+    fn the_tail_stays_small_and_ends_on_the_last_lines() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let mut out = OutputBuffer::new(dir.path().to_path_buf());
+            for i in 0..100_000 {
+                out.append(format!("line {i}\n").as_bytes()).await;
+                assert!(out.tail.len() <= 2 * OutputBuffer::ROLLING);
+            }
+            out.finish().await;
+            let snap = out.snapshot();
+            assert!(snap.content.ends_with("line 99999\n"));
+            assert_eq!(snap.truncation.output_lines, DEFAULT_MAX_LINES);
+            assert_eq!(snap.truncation.total_lines, 100_001);
+            let text = out.format(&snap, "");
+            assert!(
+                text.contains("[Showing lines 98002-100001 of 100001. Full output: "),
+                "{}",
+                &text[text.len() - 200..]
+            );
+            let spilled = std::fs::read(out.spill_path().unwrap()).unwrap();
+            assert_eq!(spilled.len() as u64, out.total_bytes);
+        });
+    }
+}

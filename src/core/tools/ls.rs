@@ -1,0 +1,126 @@
+//! `ls`: one folder's entries, sorted case-insensitively, `/` after folders, dotfiles included,
+//! at most `limit` (500).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::args;
+use super::paths::resolve_to_cwd;
+use super::truncate::{format_size, truncate_head, DEFAULT_MAX_BYTES};
+use super::{ToolContext, ToolDefinition, ToolError, ToolOutput};
+
+const DEFAULT_LIMIT: usize = 500;
+
+pub(crate) fn definition() -> ToolDefinition {
+    ToolDefinition {
+        name: "ls",
+        description: format!(
+            "List directory contents. Returns entries sorted alphabetically, with '/' suffix for directories. Includes dotfiles. Output is truncated to {DEFAULT_LIMIT} entries or {}KB (whichever is hit first).",
+            DEFAULT_MAX_BYTES / 1024
+        ),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "Directory to list (default: current directory)"},
+                "limit": {"type": "number", "description": "Maximum number of entries to return (default: 500)"}
+            }
+        }),
+        prompt_snippet: "List directory contents",
+        prompt_guidelines: &[],
+    }
+}
+
+#[derive(Deserialize)]
+struct Args {
+    path: Option<String>,
+    limit: Option<f64>,
+}
+
+pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    let a: Args = args::parse("ls", &definition().parameters, arguments)?;
+    let dir = resolve_to_cwd(a.path.as_deref().filter(|p| !p.is_empty()).unwrap_or("."), &ctx.cwd);
+    let limit = args::count(a.limit).unwrap_or(DEFAULT_LIMIT).max(1);
+    let task = tokio::task::spawn_blocking(move || list(&dir, limit));
+    ctx.abortable(async { task.await.map_err(|e| ToolError::Failed(format!("ls failed: {e}")))? })
+        .await
+}
+
+fn list(dir: &Path, limit: usize) -> Result<ToolOutput, ToolError> {
+    let meta = std::fs::metadata(dir)
+        .map_err(|_| ToolError::Failed(format!("Path not found: {}", dir.display())))?;
+    if !meta.is_dir() {
+        return Err(ToolError::Failed(format!("Not a directory: {}", dir.display())));
+    }
+    let read = std::fs::read_dir(dir)
+        .map_err(|e| ToolError::Failed(format!("Cannot read directory: {e}")))?;
+    let mut entries: Vec<(String, PathBuf)> = read
+        .filter_map(Result::ok)
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+        .collect();
+    entries.sort_by(|a, b| a.0.to_lowercase().cmp(&b.0.to_lowercase()).then_with(|| a.0.cmp(&b.0)));
+    let mut results = Vec::new();
+    let mut limit_reached = false;
+    for (name, path) in entries {
+        if results.len() >= limit {
+            limit_reached = true;
+            break;
+        }
+        // Entries that cannot be stat'ed (a dangling link) are left out, as pi does.
+        let Ok(m) = std::fs::metadata(&path) else {
+            continue;
+        };
+        results.push(if m.is_dir() { format!("{name}/") } else { name });
+    }
+    if results.is_empty() {
+        return Ok(ToolOutput::text("(empty directory)", Value::Null));
+    }
+    let (mut output, t) = truncate_head(&results.join("\n"), usize::MAX, DEFAULT_MAX_BYTES);
+    let mut details = Map::new();
+    let mut notices = Vec::new();
+    if limit_reached {
+        notices.push(format!("{limit} entries limit reached. Use limit={} for more", limit * 2));
+        details.insert("entryLimitReached".into(), json!(limit));
+    }
+    if t.truncated {
+        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES as u64)));
+        details.insert("truncation".into(), t.to_value());
+    }
+    if !notices.is_empty() {
+        output = format!("{output}\n\n[{}]", notices.join(". "));
+    }
+    let details = if details.is_empty() { Value::Null } else { Value::Object(details) };
+    Ok(ToolOutput::text(output, details))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::core::tools::{execute, ToolContext};
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn sorted_with_slashes_and_dotfiles() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("Src")).unwrap();
+        std::fs::write(dir.path().join("b.txt"), "").unwrap();
+        std::fs::write(dir.path().join(".env"), "").unwrap();
+        std::fs::write(dir.path().join("A.md"), "").unwrap();
+        let ctx = ToolContext::new(dir.path());
+        let out = execute("ls", json!({}), &ctx).await;
+        assert_eq!(out.joined_text(), ".env\nA.md\nb.txt\nSrc/");
+        let out = execute("ls", json!({"limit": 2}), &ctx).await;
+        assert_eq!(
+            out.joined_text(),
+            ".env\nA.md\n\n[2 entries limit reached. Use limit=4 for more]"
+        );
+        assert_eq!(out.details["entryLimitReached"], 2);
+        let out = execute("ls", json!({"path": "Src"}), &ctx).await;
+        assert_eq!(out.joined_text(), "(empty directory)");
+        let out = execute("ls", json!({"path": "b.txt"}), &ctx).await;
+        assert!(out.is_error);
+        assert!(out.joined_text().starts_with("Not a directory: "));
+        let out = execute("ls", json!({"path": "nope"}), &ctx).await;
+        assert!(out.joined_text().starts_with("Path not found: "));
+    }
+}

@@ -1,0 +1,553 @@
+//! The agent's tools: `read`, `bash`, `edit`, `write`, `grep`, `find`, `ls` (names, parameters
+//! and result texts as pi 0.73.1's) and `todo_write`.
+//!
+//! This layer only runs tools. It knows no agent loop, no wire format, no consent and no Neovim:
+//! the agent loop asks the [`ToolRegistry`] for its [`ToolDefinition`]s (JSON Schema, turned into
+//! OpenAI or Anthropic `tools` by the provider layer), decides about consent from
+//! [`ToolKind`], and calls [`ToolRegistry::execute`] with the model's arguments and a
+//! [`ToolContext`]. Whatever happens — unknown tool, arguments that do not fit, a missing file, a
+//! failing command, an abort — comes back as a [`ToolOutput`] (`is_error` set, a text the model
+//! can act on), never as a panic.
+//!
+//! Two seams belong to the front ends: [`FileAccess`] (the Neovim host reads and writes through
+//! loaded buffers; [`DiskFileAccess`] is the plain disk) and the progress callback that streams
+//! bash's partial output.
+
+mod args;
+pub mod bash;
+pub mod edit;
+pub mod find;
+pub mod grep;
+pub mod ls;
+pub mod paths;
+pub mod read;
+pub mod todo;
+pub mod truncate;
+pub mod write;
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tokio::io::AsyncRead;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::message::{now_millis, Content, ContentBlock, Message, Role};
+
+pub use todo::{current_todos, Todo, TodoStatus};
+
+/// What a tool may do, the basis of the consent policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ToolKind {
+    /// Looks, never changes: `read`, `grep`, `find`, `ls`, `todo_write`.
+    ReadOnly,
+    /// Changes files: `edit`, `write`.
+    Edit,
+    /// Runs commands: `bash`.
+    Execute,
+}
+
+/// The tools this layer provides, in pi's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ToolName {
+    Read,
+    Bash,
+    Edit,
+    Write,
+    Grep,
+    Find,
+    Ls,
+    TodoWrite,
+}
+
+impl ToolName {
+    pub const ALL: [ToolName; 8] = [
+        ToolName::Read,
+        ToolName::Bash,
+        ToolName::Edit,
+        ToolName::Write,
+        ToolName::Grep,
+        ToolName::Find,
+        ToolName::Ls,
+        ToolName::TodoWrite,
+    ];
+
+    /// The name the model calls (and pi stores as `toolName`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolName::Read => "read",
+            ToolName::Bash => "bash",
+            ToolName::Edit => "edit",
+            ToolName::Write => "write",
+            ToolName::Grep => "grep",
+            ToolName::Find => "find",
+            ToolName::Ls => "ls",
+            ToolName::TodoWrite => "todo_write",
+        }
+    }
+
+    pub fn kind(self) -> ToolKind {
+        match self {
+            ToolName::Read
+            | ToolName::Grep
+            | ToolName::Find
+            | ToolName::Ls
+            | ToolName::TodoWrite => ToolKind::ReadOnly,
+            ToolName::Edit | ToolName::Write => ToolKind::Edit,
+            ToolName::Bash => ToolKind::Execute,
+        }
+    }
+
+    /// On without being asked for: read, bash, edit, write, todo_write. grep/find/ls on request.
+    pub fn enabled_by_default(self) -> bool {
+        !matches!(self, ToolName::Grep | ToolName::Find | ToolName::Ls)
+    }
+
+    pub fn definition(self) -> ToolDefinition {
+        match self {
+            ToolName::Read => read::definition(),
+            ToolName::Bash => bash::definition(),
+            ToolName::Edit => edit::definition(),
+            ToolName::Write => write::definition(),
+            ToolName::Grep => grep::definition(),
+            ToolName::Find => find::definition(),
+            ToolName::Ls => ls::definition(),
+            ToolName::TodoWrite => todo::definition(),
+        }
+    }
+}
+
+impl fmt::Display for ToolName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ToolName {
+    type Err = ToolError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ToolName::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| ToolError::UnknownTool(s.to_owned()))
+    }
+}
+
+/// The kind of a tool by its called name; `None` for a name this layer does not know.
+pub fn kind_of(name: &str) -> Option<ToolKind> {
+    name.parse::<ToolName>().ok().map(ToolName::kind)
+}
+
+/// A tool as the model sees it: name, description and JSON Schema parameters (pi's texts).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolDefinition {
+    pub name: &'static str,
+    pub description: String,
+    pub parameters: Value,
+    /// pi's one-line summary for the system prompt's tool list.
+    #[serde(skip)]
+    pub prompt_snippet: &'static str,
+    /// pi's usage guidelines for the system prompt.
+    #[serde(skip)]
+    pub prompt_guidelines: &'static [&'static str],
+}
+
+/// One tool's result, in the shape pi stores in a `toolResult` message.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolOutput {
+    /// Text blocks, and image blocks (`{type: "image", data, mimeType}`) for `read` of an image.
+    pub content: Vec<ContentBlock>,
+    /// pi's `details` for the tool (`{diff, firstChangedLine}` for edit, `{truncation,
+    /// fullOutputPath}` for bash, `{todos}` for todo_write, …); `Null` when there are none, `{}`
+    /// for errors (as pi).
+    pub details: Value,
+    #[serde(rename = "isError")]
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub fn text(text: impl Into<String>, details: Value) -> Self {
+        Self { content: vec![ContentBlock::text(text)], details, is_error: false }
+    }
+
+    pub fn error(text: impl Into<String>) -> Self {
+        Self {
+            content: vec![ContentBlock::text(text)],
+            details: Value::Object(Map::new()),
+            is_error: true,
+        }
+    }
+
+    /// All text blocks joined with `\n`.
+    pub fn joined_text(&self) -> String {
+        self.content
+            .iter()
+            .filter(|b| b.is_text())
+            .filter_map(|b| b.text.as_deref())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The `toolResult` message pi stores for this result (`toolCallId`, `toolName`, `content`,
+    /// `details` when there are any, `isError`, `timestamp`).
+    pub fn into_message(self, tool_call_id: &str, tool_name: &str) -> Message {
+        let mut extra = Map::new();
+        extra.insert("toolCallId".into(), Value::String(tool_call_id.into()));
+        extra.insert("toolName".into(), Value::String(tool_name.into()));
+        if !self.details.is_null() {
+            extra.insert("details".into(), self.details);
+        }
+        extra.insert("isError".into(), Value::Bool(self.is_error));
+        Message {
+            role: Role::ToolResult,
+            content: Content::Blocks(self.content),
+            stop_reason: None,
+            error_message: None,
+            usage: None,
+            timestamp: Some(now_millis()),
+            extra,
+        }
+    }
+}
+
+pub(crate) fn image_block(data: String, mime_type: &str) -> ContentBlock {
+    let mut extra = Map::new();
+    extra.insert("data".into(), Value::String(data));
+    extra.insert("mimeType".into(), Value::String(mime_type.into()));
+    ContentBlock { kind: "image".into(), text: None, thinking: None, extra }
+}
+
+/// Why a tool did not do what it was asked. [`execute`] turns it into an error [`ToolOutput`]
+/// whose text is this error's display.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error("Tool {0} not found")]
+    UnknownTool(String),
+    /// The arguments do not fit the schema; the text is pi's validation message.
+    #[error("{0}")]
+    InvalidArguments(String),
+    #[error("Operation aborted")]
+    Aborted,
+    /// The tool ran and refused or failed; the text says why and, where it can, what to do.
+    #[error("{0}")]
+    Failed(String),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl ToolError {
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
+        ToolError::Io { context: context.into(), source }
+    }
+}
+
+/// How tools read and write files. The Neovim host implements it to go through loaded buffers
+/// (so the editor shows a change and `u` undoes it); [`DiskFileAccess`] is the plain disk.
+/// `grep`, `find` and `ls` walk the disk directly.
+#[async_trait]
+pub trait FileAccess: Send + Sync {
+    /// A reader over the file's bytes. `read` pulls from it only as far as it needs, so a huge
+    /// file is never loaded whole for its first lines.
+    async fn open(&self, path: &Path) -> io::Result<Box<dyn AsyncRead + Send + Unpin>>;
+
+    /// The whole file (for `edit`).
+    async fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        use tokio::io::AsyncReadExt;
+        let mut reader = self.open(path).await?;
+        let mut bytes = Vec::new();
+        reader.read_to_end(&mut bytes).await?;
+        Ok(bytes)
+    }
+
+    /// Replaces the file's bytes, creating the file and any missing parent folders.
+    async fn write(&self, path: &Path, bytes: &[u8]) -> io::Result<()>;
+}
+
+/// [`FileAccess`] on the local disk.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DiskFileAccess;
+
+#[async_trait]
+impl FileAccess for DiskFileAccess {
+    async fn open(&self, path: &Path) -> io::Result<Box<dyn AsyncRead + Send + Unpin>> {
+        let file = tokio::fs::File::open(path).await?;
+        if file.metadata().await?.is_dir() {
+            return Err(io::Error::other("Is a directory"));
+        }
+        Ok(Box::new(file))
+    }
+
+    async fn write(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            tokio::fs::create_dir_all(parent).await?;
+        }
+        tokio::fs::write(path, bytes).await
+    }
+}
+
+/// Variables bash must not see. `OPENAI_API_KEY` and `ANTHROPIC_API_KEY` are always removed;
+/// add the key variables of the configured providers (`api_key_env`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EnvPolicy {
+    pub remove: Vec<String>,
+}
+
+impl EnvPolicy {
+    pub const ALWAYS_REMOVED: [&'static str; 2] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
+
+    pub fn new<I: IntoIterator<Item = S>, S: Into<String>>(remove: I) -> Self {
+        Self { remove: remove.into_iter().map(Into::into).collect() }
+    }
+
+    /// Every name removed: the always-removed ones and `remove`.
+    pub fn removed(&self) -> impl Iterator<Item = &str> {
+        Self::ALWAYS_REMOVED.into_iter().chain(self.remove.iter().map(String::as_str))
+    }
+}
+
+/// Receives a tool's partial result while it runs (bash's output so far); each call replaces
+/// the one before, as pi's `onUpdate`.
+pub type ProgressFn = Arc<dyn Fn(ToolOutput) + Send + Sync>;
+
+/// What a tool runs with.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The session's working folder: relative paths and bash start here.
+    pub cwd: PathBuf,
+    /// Cancelling aborts the running tool (bash's whole process group is killed).
+    pub cancel: CancellationToken,
+    pub on_progress: Option<ProgressFn>,
+    pub files: Arc<dyn FileAccess>,
+    pub env: EnvPolicy,
+    /// The shell for bash (pi's `shellPath` setting); default `/bin/bash`, else `bash` on PATH,
+    /// else `sh`.
+    pub shell: Option<PathBuf>,
+    /// Where bash spills full output; default the system temp folder.
+    pub spill_dir: Option<PathBuf>,
+}
+
+impl ToolContext {
+    /// The disk, no progress callback, a fresh cancellation token, the default env policy.
+    pub fn new(cwd: impl Into<PathBuf>) -> Self {
+        Self {
+            cwd: cwd.into(),
+            cancel: CancellationToken::new(),
+            on_progress: None,
+            files: Arc::new(DiskFileAccess),
+            env: EnvPolicy::default(),
+            shell: None,
+            spill_dir: None,
+        }
+    }
+
+    pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    pub fn with_progress(mut self, on_progress: ProgressFn) -> Self {
+        self.on_progress = Some(on_progress);
+        self
+    }
+
+    pub fn with_files(mut self, files: Arc<dyn FileAccess>) -> Self {
+        self.files = files;
+        self
+    }
+
+    pub fn with_env(mut self, env: EnvPolicy) -> Self {
+        self.env = env;
+        self
+    }
+
+    pub(crate) fn progress(&self, output: ToolOutput) {
+        if let Some(f) = &self.on_progress {
+            f(output);
+        }
+    }
+
+    /// Runs `fut` unless or until the token is cancelled.
+    pub(crate) async fn abortable<T>(
+        &self,
+        fut: impl std::future::Future<Output = Result<T, ToolError>>,
+    ) -> Result<T, ToolError> {
+        if self.cancel.is_cancelled() {
+            return Err(ToolError::Aborted);
+        }
+        tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => Err(ToolError::Aborted),
+            r = fut => r,
+        }
+    }
+}
+
+impl fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("cwd", &self.cwd)
+            .field("cancelled", &self.cancel.is_cancelled())
+            .field("env", &self.env)
+            .field("shell", &self.shell)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Which tools a session offers the model. Order is pi's (read, bash, edit, write, grep, find,
+/// ls), then todo_write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolRegistry {
+    tools: Vec<ToolName>,
+}
+
+impl Default for ToolRegistry {
+    /// read, bash, edit, write, todo_write.
+    fn default() -> Self {
+        Self::new(ToolName::ALL.into_iter().filter(|t| t.enabled_by_default()))
+    }
+}
+
+impl ToolRegistry {
+    pub fn new(tools: impl IntoIterator<Item = ToolName>) -> Self {
+        let mut tools: Vec<ToolName> = tools.into_iter().collect();
+        tools.sort();
+        tools.dedup();
+        Self { tools }
+    }
+
+    pub fn all() -> Self {
+        Self::new(ToolName::ALL)
+    }
+
+    pub fn enable(&mut self, tool: ToolName) {
+        if !self.tools.contains(&tool) {
+            self.tools.push(tool);
+            self.tools.sort();
+        }
+    }
+
+    pub fn disable(&mut self, tool: ToolName) {
+        self.tools.retain(|t| *t != tool);
+    }
+
+    pub fn tools(&self) -> &[ToolName] {
+        &self.tools
+    }
+
+    /// The enabled tool called `name`.
+    pub fn get(&self, name: &str) -> Option<ToolName> {
+        name.parse().ok().filter(|t| self.tools.contains(t))
+    }
+
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        self.tools.iter().map(|t| t.definition()).collect()
+    }
+
+    /// Runs `name` if it is enabled; a tool that is not is "not found", as pi says.
+    pub async fn execute(&self, name: &str, arguments: Value, ctx: &ToolContext) -> ToolOutput {
+        match self.get(name) {
+            Some(tool) => execute_tool(tool, arguments, ctx).await,
+            None => ToolOutput::error(ToolError::UnknownTool(name.to_owned()).to_string()),
+        }
+    }
+}
+
+/// Runs any tool of this layer by name, whether or not a registry enables it.
+pub async fn execute(name: &str, arguments: Value, ctx: &ToolContext) -> ToolOutput {
+    match name.parse::<ToolName>() {
+        Ok(tool) => execute_tool(tool, arguments, ctx).await,
+        Err(e) => ToolOutput::error(e.to_string()),
+    }
+}
+
+async fn execute_tool(tool: ToolName, arguments: Value, ctx: &ToolContext) -> ToolOutput {
+    if ctx.cancel.is_cancelled() {
+        return ToolOutput::error(ToolError::Aborted.to_string());
+    }
+    let result = match tool {
+        ToolName::Read => read::run(arguments, ctx).await,
+        ToolName::Bash => bash::run(arguments, ctx).await,
+        ToolName::Edit => edit::run(arguments, ctx).await,
+        ToolName::Write => write::run(arguments, ctx).await,
+        ToolName::Grep => grep::run(arguments, ctx).await,
+        ToolName::Find => find::run(arguments, ctx).await,
+        ToolName::Ls => ls::run(arguments, ctx).await,
+        ToolName::TodoWrite => todo::run(arguments, ctx).await,
+    };
+    result.unwrap_or_else(|e| ToolOutput::error(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_and_kinds() {
+        let names: Vec<&str> = ToolRegistry::default().tools().iter().map(|t| t.as_str()).collect();
+        assert_eq!(names, ["read", "bash", "edit", "write", "todo_write"]);
+        assert_eq!(kind_of("bash"), Some(ToolKind::Execute));
+        assert_eq!(kind_of("write"), Some(ToolKind::Edit));
+        assert_eq!(kind_of("grep"), Some(ToolKind::ReadOnly));
+        assert_eq!(kind_of("todo_write"), Some(ToolKind::ReadOnly));
+        assert_eq!(kind_of("nope"), None);
+    }
+
+    #[test]
+    fn definitions_are_json_schema_objects() {
+        for def in ToolRegistry::all().definitions() {
+            assert_eq!(def.parameters["type"], "object", "{}", def.name);
+            assert!(def.parameters["properties"].is_object(), "{}", def.name);
+            assert!(!def.description.is_empty());
+            let wire = serde_json::to_value(&def).unwrap();
+            assert_eq!(wire.as_object().unwrap().len(), 3, "name, description, parameters");
+        }
+    }
+
+    #[tokio::test]
+    async fn unknown_and_disabled_tools_are_not_found() {
+        let ctx = ToolContext::new(std::env::temp_dir());
+        let out = execute("frobnicate", json!({}), &ctx).await;
+        assert!(out.is_error);
+        assert_eq!(out.joined_text(), "Tool frobnicate not found");
+        let out = ToolRegistry::default().execute("grep", json!({"pattern": "x"}), &ctx).await;
+        assert!(out.is_error);
+        assert_eq!(out.joined_text(), "Tool grep not found");
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_context_runs_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ToolContext::new(dir.path());
+        ctx.cancel.cancel();
+        let out = execute("write", json!({"path": "a.txt", "content": "x"}), &ctx).await;
+        assert!(out.is_error);
+        assert_eq!(out.joined_text(), "Operation aborted");
+        assert!(!dir.path().join("a.txt").exists());
+    }
+
+    #[test]
+    fn results_become_pi_tool_result_messages() {
+        let msg = ToolOutput::text("ok", json!({"a": 1})).into_message("call_1", "read");
+        let v = serde_json::to_value(&msg).unwrap();
+        assert_eq!(v["role"], "toolResult");
+        assert_eq!(v["toolCallId"], "call_1");
+        assert_eq!(v["toolName"], "read");
+        assert_eq!(v["isError"], false);
+        assert_eq!(v["details"]["a"], 1);
+        assert_eq!(v["content"][0]["text"], "ok");
+        let v = serde_json::to_value(ToolOutput::text("x", Value::Null).into_message("c", "ls"))
+            .unwrap();
+        assert!(v.get("details").is_none());
+    }
+}

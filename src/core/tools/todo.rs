@@ -1,0 +1,233 @@
+//! `todo_write`: the model's task list. pi 0.73.1 has no todo tool; this follows the spec:
+//! `todos: [{content, status, activeForm}]`, each call replaces the whole list, at most one item
+//! `in_progress`. The list is stored in the result's `details.todos`, so the current list is
+//! rebuilt from the session ([`current_todos`]): the latest successful `todo_write` result on the
+//! branch wins, which makes resume and branching give the right list.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::args;
+use super::{ToolContext, ToolDefinition, ToolError, ToolOutput};
+use crate::core::message::{Message, Role};
+
+pub const TOOL_NAME: &str = "todo_write";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+/// One item of the list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Todo {
+    /// What is to be done, in the imperative ("Run the tests").
+    pub content: String,
+    pub status: TodoStatus,
+    /// The same in the present continuous ("Running the tests"), shown while in progress.
+    pub active_form: String,
+}
+
+impl Todo {
+    /// Still to do: pending or in progress.
+    pub fn is_open(&self) -> bool {
+        self.status != TodoStatus::Completed
+    }
+}
+
+pub(crate) fn definition() -> ToolDefinition {
+    ToolDefinition {
+        name: TOOL_NAME,
+        description: "Create and update a todo list for the current task. Each call replaces the whole list, so always send every item. Use it for work with several steps: plan the steps as pending items, mark one item in_progress before starting on it (at most one at a time), and mark it completed as soon as it is done. Skip it for a single trivial step.".into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "todos": {
+                    "type": "array",
+                    "description": "The complete, updated todo list",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "content": {"type": "string", "description": "The task in the imperative, e.g. \"Run the tests\""},
+                            "status": {"type": "string", "enum": ["pending", "in_progress", "completed"], "description": "pending, in_progress (at most one item) or completed"},
+                            "activeForm": {"type": "string", "description": "The task in the present continuous, shown while it is in progress, e.g. \"Running the tests\""}
+                        },
+                        "required": ["content", "status", "activeForm"]
+                    }
+                }
+            },
+            "required": ["todos"]
+        }),
+        prompt_snippet: "Track multi-step work in a todo list",
+        prompt_guidelines: &[
+            "Use todo_write to plan and track tasks with several steps; keep exactly one item in_progress while working and mark items completed as soon as they are done.",
+        ],
+    }
+}
+
+#[derive(Deserialize)]
+struct Args {
+    todos: Vec<Todo>,
+}
+
+pub(crate) async fn run(arguments: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    let a: Args = args::parse(TOOL_NAME, &definition().parameters, arguments)?;
+    for (i, t) in a.todos.iter().enumerate() {
+        if t.content.trim().is_empty() {
+            return Err(ToolError::Failed(format!("todos[{i}].content must not be empty.")));
+        }
+    }
+    let in_progress = a.todos.iter().filter(|t| t.status == TodoStatus::InProgress).count();
+    if in_progress > 1 {
+        return Err(ToolError::Failed(format!(
+            "Only one todo may be in_progress at a time; {in_progress} are. Mark the others pending or completed."
+        )));
+    }
+    let text = summary(&a.todos);
+    Ok(ToolOutput::text(text, json!({ "todos": a.todos })))
+}
+
+/// The result text: the list as the model will see it.
+fn summary(todos: &[Todo]) -> String {
+    if todos.is_empty() {
+        return "Todo list cleared.".into();
+    }
+    let done = todos.iter().filter(|t| !t.is_open()).count();
+    let mut s = format!("Todo list updated ({done}/{} completed):", todos.len());
+    for t in todos {
+        let mark = match t.status {
+            TodoStatus::Completed => "[x]",
+            TodoStatus::InProgress => "[~]",
+            TodoStatus::Pending => "[ ]",
+        };
+        let _ = write!(s, "\n{mark} {}", t.content);
+    }
+    s
+}
+
+/// The list in a `todo_write` result's `details`, if it holds one.
+pub fn todos_from_details(details: &Value) -> Option<Vec<Todo>> {
+    serde_json::from_value(details.get("todos")?.clone()).ok()
+}
+
+/// The current list after `messages` (a branch, oldest first): the latest successful
+/// `todo_write` result wins; empty when there is none.
+pub fn current_todos<'a>(messages: impl IntoIterator<Item = &'a Message>) -> Vec<Todo> {
+    let mut current = Vec::new();
+    for m in messages {
+        if m.role != Role::ToolResult
+            || m.extra_str("toolName") != Some(TOOL_NAME)
+            || m.extra.get("isError").and_then(Value::as_bool) == Some(true)
+        {
+            continue;
+        }
+        if let Some(list) = m.extra.get("details").and_then(todos_from_details) {
+            current = list;
+        }
+    }
+    current
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::tools::{execute, ToolContext};
+
+    fn ctx() -> ToolContext {
+        ToolContext::new(std::env::temp_dir())
+    }
+
+    #[tokio::test]
+    async fn the_list_is_replaced_and_stored_in_details() {
+        let out = execute(
+            TOOL_NAME,
+            json!({"todos": [
+                {"content": "Run tests", "status": "completed", "activeForm": "Running tests"},
+                {"content": "Fix bug", "status": "in_progress", "activeForm": "Fixing bug"},
+                {"content": "Write docs", "status": "pending", "activeForm": "Writing docs"}]}),
+            &ctx(),
+        )
+        .await;
+        assert!(!out.is_error, "{}", out.joined_text());
+        assert_eq!(
+            out.joined_text(),
+            "Todo list updated (1/3 completed):\n[x] Run tests\n[~] Fix bug\n[ ] Write docs"
+        );
+        let list = todos_from_details(&out.details).unwrap();
+        assert_eq!(list.len(), 3);
+        assert_eq!(list[1].status, TodoStatus::InProgress);
+        assert_eq!(list[1].active_form, "Fixing bug");
+    }
+
+    #[tokio::test]
+    async fn two_in_progress_or_a_bad_status_are_refused() {
+        let out = execute(
+            TOOL_NAME,
+            json!({"todos": [
+                {"content": "a", "status": "in_progress", "activeForm": "A"},
+                {"content": "b", "status": "in_progress", "activeForm": "B"}]}),
+            &ctx(),
+        )
+        .await;
+        assert!(out.is_error);
+        assert!(
+            out.joined_text().starts_with("Only one todo may be in_progress"),
+            "{}",
+            out.joined_text()
+        );
+        let out = execute(
+            TOOL_NAME,
+            json!({"todos": [{"content": "a", "status": "doing", "activeForm": "A"}]}),
+            &ctx(),
+        )
+        .await;
+        assert!(out.is_error);
+        assert!(
+            out.joined_text()
+                .contains("todos.0.status: Expected one of: pending, in_progress, completed"),
+            "{}",
+            out.joined_text()
+        );
+    }
+
+    #[tokio::test]
+    async fn the_latest_successful_result_wins() {
+        let first = execute(
+            TOOL_NAME,
+            json!({"todos": [{"content": "a", "status": "pending", "activeForm": "A"}]}),
+            &ctx(),
+        )
+        .await;
+        let second = execute(
+            TOOL_NAME,
+            json!({"todos": [{"content": "b", "status": "completed", "activeForm": "B"}]}),
+            &ctx(),
+        )
+        .await;
+        let failed = execute(TOOL_NAME, json!({"todos": "nonsense"}), &ctx()).await;
+        assert!(failed.is_error);
+        let other = ToolOutput::text("x", json!({"todos": []}));
+        let msgs = [
+            first.clone().into_message("1", TOOL_NAME),
+            second.into_message("2", TOOL_NAME),
+            failed.into_message("3", TOOL_NAME),
+            other.into_message("4", "read"),
+        ];
+        let list = current_todos(&msgs);
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].content, "b");
+        // A branch that stops after the first result sees the first list.
+        assert_eq!(current_todos(&msgs[..1])[0].content, "a");
+        assert!(current_todos(&msgs[3..]).is_empty());
+        // Stored and read back as JSON (as a session file does).
+        let json = serde_json::to_string(&first.into_message("1", TOOL_NAME)).unwrap();
+        let back: Message = serde_json::from_str(&json).unwrap();
+        assert_eq!(current_todos([&back])[0].content, "a");
+    }
+}

@@ -1,0 +1,80 @@
+//! `write`: creates or overwrites a file with `content`, creating missing parent folders.
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::args;
+use super::paths::resolve_to_cwd;
+use super::{ToolContext, ToolDefinition, ToolError, ToolOutput};
+
+pub(crate) fn definition() -> ToolDefinition {
+    ToolDefinition {
+        name: "write",
+        description: "Write content to a file. Creates the file if it doesn't exist, overwrites if it does. Automatically creates parent directories.".into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "Path to the file to write (relative or absolute)"},
+                "content": {"type": "string", "description": "Content to write to the file"}
+            },
+            "required": ["path", "content"]
+        }),
+        prompt_snippet: "Create or overwrite files",
+        prompt_guidelines: &["Use write only for new files or complete rewrites."],
+    }
+}
+
+#[derive(Deserialize)]
+struct Args {
+    path: String,
+    content: String,
+}
+
+pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    let a: Args = args::parse("write", &definition().parameters, arguments)?;
+    let abs = resolve_to_cwd(&a.path, &ctx.cwd);
+    if ctx.cancel.is_cancelled() {
+        return Err(ToolError::Aborted);
+    }
+    // Not interrupted once started (a half-written file is worse than a late abort).
+    ctx.files
+        .write(&abs, a.content.as_bytes())
+        .await
+        .map_err(|e| ToolError::io(format!("Could not write {}", a.path), e))?;
+    Ok(ToolOutput::text(
+        format!("Successfully wrote {} bytes to {}", a.content.len(), a.path),
+        Value::Null,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::core::tools::{execute, ToolContext};
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn creates_parents_and_overwrites() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ToolContext::new(dir.path());
+        let out = execute("write", json!({"path": "a/b/c.txt", "content": "héllo"}), &ctx).await;
+        assert!(!out.is_error, "{}", out.joined_text());
+        assert_eq!(out.joined_text(), "Successfully wrote 6 bytes to a/b/c.txt");
+        let p = dir.path().join("a/b/c.txt");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "héllo");
+        execute("write", json!({"path": "a/b/c.txt", "content": "x"}), &ctx).await;
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "x");
+    }
+
+    #[tokio::test]
+    async fn missing_content_is_an_argument_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = execute("write", json!({"path": "a.txt"}), &ToolContext::new(dir.path())).await;
+        assert!(out.is_error);
+        assert!(
+            out.joined_text().contains("content: Required property is missing"),
+            "{}",
+            out.joined_text()
+        );
+        assert!(!dir.path().join("a.txt").exists());
+    }
+}
