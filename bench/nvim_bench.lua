@@ -116,7 +116,14 @@ function modes.handoff()
     if not require("handoff").resume(P.session) then
       return fail("resume failed: " .. table.concat(notes, " | "))
     end
-    vim.defer_fn(guard(run), 50)
+    -- The host loads it in the background: wait until it is the session, then idle a moment.
+    local function loaded()
+      if require("handoff.state").session_file ~= P.session then
+        return vim.defer_fn(guard(loaded), 5)
+      end
+      vim.defer_fn(guard(run), 50)
+    end
+    loaded()
   end
   one()
 end

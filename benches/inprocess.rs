@@ -16,7 +16,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use handoff_mock::{MockReply, MockServer};
-use handoff_nvim::core::agent::{AgentConfig, AgentSession, PromptOptions};
+use handoff_nvim::core::agent::{AgentConfig, AgentSession, RunOptions};
+use handoff_nvim::core::controller::{Controller, FrontEndTexts};
 use handoff_nvim::core::handoff::HandoffOutcome;
 use handoff_nvim::core::provider::{Api, ProviderConfig};
 use handoff_nvim::core::session::SessionManager;
@@ -92,7 +93,8 @@ fn uuid_like() -> String {
 fn handoff_instant(bencher: divan::Bencher) {
     let e = env();
     bencher.with_inputs(|| agent(small_session())).bench_local_values(|agent| {
-        let outcome = e.rt.block_on(agent.handoff(None));
+        let controller = Controller::new(agent.clone(), FrontEndTexts::default());
+        let outcome = e.rt.block_on(controller.handoff(None));
         assert!(matches!(outcome, HandoffOutcome::Done { .. }), "{outcome:?}");
         agent
     });
@@ -109,7 +111,7 @@ fn prompt_stream(bencher: divan::Bencher, tokens: usize) {
             agent(session)
         })
         .bench_local_values(|agent| {
-            e.rt.block_on(agent.prompt("stream", PromptOptions::default())).unwrap();
+            e.rt.block_on(agent.prompt("stream", RunOptions::default())).unwrap();
             agent
         });
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{agent, agent_with, config, entry_lines, new_session, slow, wire_messages};
 use handoff_mock::{MockReply, MockServer};
-use handoff_nvim::core::agent::{AgentError, AgentEvent, AgentSession, AssistantMessageEvent, PromptOptions};
+use handoff_nvim::core::agent::{AgentError, AgentEvent, AgentSession, AssistantMessageEvent, RunOptions, SwitchReason};
 use handoff_nvim::core::message::{Message, Role, StopReason};
 use handoff_nvim::core::session::SessionManager;
 use serde_json::Value;
@@ -46,7 +46,7 @@ fn spawn_prompt(
 ) -> tokio::task::JoinHandle<Result<handoff_nvim::core::agent::RunResult, AgentError>> {
     let agent = agent.clone();
     let text = text.to_string();
-    tokio::spawn(async move { agent.prompt(&text, PromptOptions::default()).await })
+    tokio::spawn(async move { agent.prompt(&text, RunOptions::default()).await })
 }
 
 /// `(role, text)` of the `message` entries of a session file.
@@ -78,7 +78,7 @@ async fn prompt_persists_the_user_message_and_the_reply_at_message_end() {
     let dir = tempfile::tempdir().unwrap();
     let agent = agent(&mock, new_session(dir.path()));
     let path = agent.session().path().to_path_buf();
-    let result = agent.prompt("hello", PromptOptions::default()).await.unwrap();
+    let result = agent.prompt("hello", RunOptions::default()).await.unwrap();
     assert_eq!(result.messages.len(), 2);
     assert_eq!(result.last_assistant().unwrap().text(), "Hi there, human.");
     assert_eq!(stored(&path), pairs(&[("user", "hello"), ("assistant", "Hi there, human.")]));
@@ -116,7 +116,7 @@ async fn prompt_continues_the_conversation_with_earlier_messages_in_the_request(
     let mock = MockServer::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let agent = agent(&mock, common::seeded_session(dir.path(), 1));
-    agent.prompt("and now?", PromptOptions::default()).await.unwrap();
+    agent.prompt("and now?", RunOptions::default()).await.unwrap();
     assert_eq!(
         wire_messages(&mock.requests()[0]),
         pairs(&[("user", "question 0"), ("assistant", "answer 0"), ("user", "and now?")])
@@ -130,7 +130,7 @@ async fn events_follow_pis_order_agent_start_turn_start_messages_turn_end_agent_
     let dir = tempfile::tempdir().unwrap();
     let agent = agent(&mock, new_session(dir.path()));
     let events = collect(&agent);
-    agent.prompt("Say hello", PromptOptions::default()).await.unwrap();
+    agent.prompt("Say hello", RunOptions::default()).await.unwrap();
     let events = events.await.unwrap();
     let ours: Vec<String> =
         events.iter().map(event_type).filter(|t| t != "message_update").collect();
@@ -191,7 +191,7 @@ async fn events_reach_every_subscriber() {
     let dir = tempfile::tempdir().unwrap();
     let agent = agent(&mock, new_session(dir.path()));
     let (a, b) = (collect(&agent), collect(&agent));
-    agent.prompt("hi", PromptOptions::default()).await.unwrap();
+    agent.prompt("hi", RunOptions::default()).await.unwrap();
     let (a, b) = (a.await.unwrap(), b.await.unwrap());
     assert_eq!(a, b);
     assert!(a.len() >= 8);
@@ -290,7 +290,7 @@ async fn pending_next_turn_messages_are_sent_with_the_next_prompt() {
     let path = agent.session().path().to_path_buf();
     agent.queue_next_turn(Message::user("note for the next turn"));
     assert_eq!(mock.requests().len(), 0, "queueing sends nothing");
-    agent.prompt("the prompt", PromptOptions::default()).await.unwrap();
+    agent.prompt("the prompt", RunOptions::default()).await.unwrap();
     assert_eq!(
         wire_messages(&mock.requests()[0]),
         pairs(&[("user", "note for the next turn"), ("user", "the prompt")])
@@ -298,7 +298,7 @@ async fn pending_next_turn_messages_are_sent_with_the_next_prompt() {
     assert!(agent.state().pending_next_turn.is_empty());
     assert_eq!(stored(&path)[..2], pairs(&[("user", "note for the next turn"), ("user", "the prompt")]));
     // Sent once only.
-    agent.prompt("again", PromptOptions::default()).await.unwrap();
+    agent.prompt("again", RunOptions::default()).await.unwrap();
     let second = wire_messages(&mock.requests()[1]);
     assert_eq!(second.iter().filter(|(_, t)| t == "note for the next turn").count(), 1);
 }
@@ -320,12 +320,12 @@ async fn templates_slash_name_args_expands_the_user_template() {
     let dir = tempfile::tempdir().unwrap();
     let agent = agent_with(config(&mock), new_session(dir.path()), Some(templates_dir(dir.path())));
     let path = agent.session().path().to_path_buf();
-    agent.prompt("/review src/main.rs \"the loop\"", PromptOptions::default()).await.unwrap();
+    agent.prompt("/review src/main.rs \"the loop\"", RunOptions::default()).await.unwrap();
     let expected = "Review src/main.rs carefully. All: src/main.rs the loop | src/main.rs the loop\n";
     assert_eq!(wire_messages(&mock.requests()[0]), pairs(&[("user", expected)]));
     assert_eq!(stored(&path)[0], ("user".to_string(), expected.to_string()));
     // An unknown template is sent as typed.
-    agent.prompt("/nosuch thing", PromptOptions::default()).await.unwrap();
+    agent.prompt("/nosuch thing", RunOptions::default()).await.unwrap();
     assert_eq!(wire_messages(&mock.requests()[1]).last().unwrap().1, "/nosuch thing");
 }
 
@@ -334,7 +334,7 @@ async fn templates_expand_prompt_templates_false_sends_the_text_verbatim() {
     let mock = MockServer::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let agent = agent_with(config(&mock), new_session(dir.path()), Some(templates_dir(dir.path())));
-    let options = PromptOptions { expand_prompt_templates: false, ..PromptOptions::default() };
+    let options = RunOptions { expand_prompt_templates: false, ..RunOptions::default() };
     agent.prompt("/review $1 src/main.rs", options).await.unwrap();
     assert_eq!(wire_messages(&mock.requests()[0]), pairs(&[("user", "/review $1 src/main.rs")]));
 }
@@ -391,7 +391,7 @@ async fn busy_a_second_prompt_while_one_streams_is_refused() {
     let run = spawn_prompt(&agent, "first");
     assert!(mock.wait_for_requests(1, T).await);
     assert!(agent.is_busy());
-    let err = agent.prompt("second", PromptOptions::default()).await.unwrap_err();
+    let err = agent.prompt("second", RunOptions::default()).await.unwrap_err();
     assert!(matches!(err, AgentError::Busy), "{err:?}");
     assert!(matches!(agent.new_session(), Err(AgentError::Busy)));
     run.await.unwrap().unwrap();
@@ -409,7 +409,7 @@ async fn provider_error_is_persisted_as_an_assistant_message_with_stop_reason_er
     let agent = agent(&mock, new_session(dir.path()));
     let path = agent.session().path().to_path_buf();
     agent.follow_up("never");
-    let result = agent.prompt("hi", PromptOptions::default()).await.unwrap();
+    let result = agent.prompt("hi", RunOptions::default()).await.unwrap();
     let reply = result.last_assistant().unwrap();
     assert_eq!(reply.stop_reason, Some(StopReason::Error));
     let msg = reply.error_message.clone().unwrap();
@@ -424,14 +424,14 @@ async fn reset_and_replace_messages_change_what_the_next_request_carries() {
     let dir = tempfile::tempdir().unwrap();
     let agent = agent(&mock, common::seeded_session(dir.path(), 2));
     agent.replace_messages(vec![Message::user("only this context")]);
-    agent.prompt("q", PromptOptions::default()).await.unwrap();
+    agent.prompt("q", RunOptions::default()).await.unwrap();
     assert_eq!(wire_messages(&mock.requests()[0]), pairs(&[("user", "only this context"), ("user", "q")]));
     agent.follow_up("x");
     agent.reset();
     assert!(agent.context_messages().is_empty());
     assert!(agent.state().follow_up.is_empty());
     assert_eq!(agent.state().todo_reminder_counter, 0);
-    agent.prompt("fresh", PromptOptions::default()).await.unwrap();
+    agent.prompt("fresh", RunOptions::default()).await.unwrap();
     assert_eq!(wire_messages(&mock.requests()[1]), pairs(&[("user", "fresh")]));
 }
 
@@ -452,11 +452,11 @@ async fn new_session_switches_file_records_the_model_and_announces_the_switch() 
         AgentEvent::SessionSwitch { old: o, new: n, reason } => {
             assert_eq!(o.as_deref(), Some(old.to_str().unwrap()));
             assert_eq!(n, new.to_str().unwrap());
-            assert_eq!(reason, "new");
+            assert_eq!(reason, SwitchReason::New);
         }
         other => panic!("{other:?}"),
     }
-    agent.prompt("hi", PromptOptions::default()).await.unwrap();
+    agent.prompt("hi", RunOptions::default()).await.unwrap();
     assert_eq!(wire_messages(&mock.requests()[0]), pairs(&[("user", "hi")]));
 }
 
@@ -476,13 +476,13 @@ async fn after_a_resume_the_next_request_carries_the_resumed_sessions_context() 
         .iter()
         .map(|m| (if m.is_assistant() { "assistant" } else { "user" }.to_string(), m.text()))
         .collect();
-    agent.switch_session(other).unwrap();
+    agent.switch_to(other, SwitchReason::Resume).unwrap();
     assert_eq!(agent.context_messages().len(), 4);
-    agent.prompt("after the resume", PromptOptions::default()).await.unwrap();
+    agent.prompt("after the resume", RunOptions::default()).await.unwrap();
     let mut want = expected.clone();
     want.push(("user".into(), "after the resume".into()));
     assert_eq!(wire_messages(&mock.requests()[0]), want);
     // The reply is part of the context of the next request, as the session now holds it.
-    agent.prompt("and again", PromptOptions::default()).await.unwrap();
+    agent.prompt("and again", RunOptions::default()).await.unwrap();
     assert_eq!(wire_messages(&mock.requests()[1]).len(), 7);
 }

@@ -13,8 +13,8 @@ use common::{
     DOCUMENT,
 };
 use handoff_mock::{MockReply, MockServer};
-use handoff_nvim::core::agent::{AgentEvent, AgentSession, PromptOptions};
-use handoff_nvim::core::controller::{self, Input, Level, Notice};
+use handoff_nvim::core::agent::{AgentEvent, AgentSession, RunOptions, SwitchReason};
+use handoff_nvim::core::controller::{self, Controller, FrontEndTexts, Input, Level, Notice};
 use handoff_nvim::core::handoff::{self, HandoffOutcome};
 use handoff_nvim::core::message::{Message, StopReason};
 use serde_json::{json, Value};
@@ -36,10 +36,15 @@ fn the_prompt() -> String {
     handoff::build_prompt(None)
 }
 
-fn spawn_handoff(agent: &Arc<AgentSession>, focus: Option<&str>) -> tokio::task::JoinHandle<HandoffOutcome> {
-    let agent = agent.clone();
+fn spawn_handoff(controller: &Arc<Controller>, focus: Option<&str>) -> tokio::task::JoinHandle<HandoffOutcome> {
+    let controller = controller.clone();
     let focus = focus.map(str::to_string);
-    tokio::spawn(async move { agent.handoff(focus.as_deref()).await })
+    tokio::spawn(async move { controller.handoff(focus.as_deref()).await })
+}
+
+/// The controller a front end would make for `agent`.
+fn controller_of(agent: &Arc<AgentSession>) -> Arc<Controller> {
+    Controller::new(agent.clone(), FrontEndTexts::default())
 }
 
 
@@ -81,6 +86,7 @@ struct Setup {
     mock: MockServer,
     dir: tempfile::TempDir,
     agent: Arc<AgentSession>,
+    controller: Arc<Controller>,
     old: PathBuf,
     before: Vec<u8>,
 }
@@ -93,7 +99,8 @@ impl Setup {
         let agent = agent(&mock, seeded_session(dir.path(), pairs));
         let old = agent.session().path().to_path_buf();
         let before = std::fs::read(&old).unwrap();
-        Setup { mock, dir, agent, old, before }
+        let controller = controller_of(&agent);
+        Setup { mock, dir, agent, controller, old, before }
     }
 
     fn sessions(&self) -> Vec<PathBuf> {
@@ -117,7 +124,7 @@ impl Setup {
 async fn success_old_session_gains_the_prompt_and_the_reply_as_message_entries_and_nothing_else() {
     let s = Setup::new(2).await;
     s.mock.push(MockReply::text(DOCUMENT));
-    done(s.agent.handoff(None).await);
+    done(s.controller.handoff(None).await);
     let reply = assert_old_session_gained_only_the_attempt(&s.old, &s.before);
     assert_eq!(reply["content"][0]["text"], DOCUMENT);
     assert_eq!(reply["stopReason"], "stop");
@@ -139,7 +146,7 @@ async fn success_old_session_gains_the_prompt_and_the_reply_as_message_entries_a
 async fn success_new_session_header_names_the_old_file_and_its_first_entries_are_exact() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::text(DOCUMENT));
-    let (document, session_file, parent, missing, _) = done(s.agent.handoff(None).await);
+    let (document, session_file, parent, missing, _) = done(s.controller.handoff(None).await);
     assert_eq!(document, DOCUMENT);
     assert!(missing.is_empty(), "{missing:?}");
     assert_eq!(parent, s.old);
@@ -179,7 +186,7 @@ async fn success_new_session_header_names_the_old_file_and_its_first_entries_are
 async fn success_document_is_also_written_as_handoff_md_beside_the_new_session() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::text(DOCUMENT));
-    let (_, session_file, _, _, document_file) = done(s.agent.handoff(None).await);
+    let (_, session_file, _, _, document_file) = done(s.controller.handoff(None).await);
     let expected = session_file.with_extension("").join("handoff.md");
     assert_eq!(document_file, expected);
     assert_eq!(std::fs::read_to_string(&expected).unwrap().trim_end(), DOCUMENT);
@@ -189,11 +196,11 @@ async fn success_document_is_also_written_as_handoff_md_beside_the_new_session()
 async fn success_the_next_prompt_starts_with_the_wrapped_document_as_a_user_message() {
     let s = Setup::new(2).await;
     s.mock.push(MockReply::text(DOCUMENT));
-    let (_, session_file, ..) = done(s.agent.handoff(None).await);
+    let (_, session_file, ..) = done(s.controller.handoff(None).await);
     // The active context is the injected document, not the old transcript.
     let state_messages: Vec<String> = s.agent.context_messages().iter().map(Message::text).collect();
     assert_eq!(state_messages, [wrapped(DOCUMENT)]);
-    s.agent.prompt("carry on", PromptOptions::default()).await.unwrap();
+    s.agent.prompt("carry on", RunOptions::default()).await.unwrap();
     let request = s.mock.requests().last().cloned().unwrap();
     assert_eq!(
         wire_messages(&request),
@@ -211,19 +218,19 @@ async fn success_events_handoff_start_session_switch_handoff_end_and_the_flag_cl
     let s = Setup::new(1).await;
     s.mock.push(slow(&["## Goal\n", "x"], 0, 200));
     let mut rx = s.agent.subscribe();
-    assert!(!s.agent.is_generating_handoff());
-    let run = spawn_handoff(&s.agent, Some("tests"));
+    assert!(!s.controller.is_generating_handoff());
+    let run = spawn_handoff(&s.controller, Some("tests"));
     common::first_delta(&mut rx).await;
-    assert!(s.agent.is_generating_handoff());
+    assert!(s.controller.is_generating_handoff());
     let (_, session_file, ..) = done(run.await.unwrap());
-    assert!(!s.agent.is_generating_handoff());
+    assert!(!s.controller.is_generating_handoff());
     let mut seen = Vec::new();
     while let Ok(e) = rx.try_recv() {
         match e {
             AgentEvent::SessionSwitch { old, new, reason } => {
                 assert_eq!(old.as_deref(), Some(s.old.to_str().unwrap()));
                 assert_eq!(new, session_file.to_str().unwrap());
-                assert_eq!(reason, "handoff");
+                assert_eq!(reason, SwitchReason::Handoff);
                 seen.push("session_switch");
             }
             AgentEvent::HandoffEnd { outcome } => {
@@ -242,7 +249,7 @@ async fn success_handoff_start_is_emitted_with_the_focus() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::text(DOCUMENT));
     let mut rx = s.agent.subscribe();
-    done(s.agent.handoff(Some("  the parser ")).await);
+    done(s.controller.handoff(Some("  the parser ")).await);
     match rx.try_recv().unwrap() {
         AgentEvent::HandoffStart { focus } => assert_eq!(focus.as_deref(), Some("the parser")),
         other => panic!("first event {other:?}"),
@@ -253,7 +260,7 @@ async fn success_handoff_start_is_emitted_with_the_focus() {
 async fn section_check_missing_sections_are_a_warning_not_a_failure() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::text("## Goal\nShip it.\n\n## Next Steps\n1. Ship"));
-    let outcome = s.agent.handoff(None).await;
+    let outcome = s.controller.handoff(None).await;
     let notices = controller::handoff_notices(&outcome);
     let (_, _, _, missing, _) = done(outcome);
     assert_eq!(missing, ["Constraints & Preferences", "Progress", "Key Decisions", "Critical Context"]);
@@ -283,7 +290,7 @@ async fn prompt_asks_for_the_six_sections_in_order_as_headings() {
 async fn focus_is_appended_as_additional_focus() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::text(DOCUMENT));
-    done(s.agent.handoff(Some("  only the parser  ")).await);
+    done(s.controller.handoff(Some("  only the parser  ")).await);
     let sent = wire_messages(&s.mock.requests()[0]).last().unwrap().1.clone();
     assert_eq!(sent, format!("{}\n\nAdditional focus: only the parser", the_prompt()));
 }
@@ -293,7 +300,7 @@ async fn focus_blank_is_not_appended() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::text(DOCUMENT));
     s.mock.push(MockReply::text(DOCUMENT));
-    done(s.agent.handoff(Some(" \n\t ")).await);
+    done(s.controller.handoff(Some(" \n\t ")).await);
     let sent = wire_messages(&s.mock.requests()[0]).last().unwrap().1.clone();
     assert!(!sent.contains("Additional focus"), "{sent}");
     assert_eq!(sent, the_prompt());
@@ -309,7 +316,7 @@ async fn focus_that_looks_like_a_template_is_sent_verbatim_not_expanded() {
     std::fs::write(templates.join("Write.md"), "TEMPLATE BODY too").unwrap();
     let agent = agent_with(config(&mock), seeded_session(dir.path(), 1), Some(templates));
     mock.push(MockReply::text(DOCUMENT));
-    done(agent.handoff(Some("/review $1")).await);
+    done(controller_of(&agent).handoff(Some("/review $1")).await);
     let sent = wire_messages(&mock.requests()[0]).last().unwrap().1.clone();
     assert!(sent.ends_with("\n\nAdditional focus: /review $1"), "{sent}");
     assert!(!sent.contains("TEMPLATE BODY"), "{sent}");
@@ -321,13 +328,21 @@ async fn focus_that_looks_like_a_template_is_sent_verbatim_not_expanded() {
 
 async fn assert_refused_by_both_layers(s: &Setup, message: &str) {
     let mut rx = s.agent.subscribe();
+    // The UI layer's guard, and the pipeline's own (a `Handoff` driven without the controller).
+    assert_eq!(s.controller.preflight(), Err(Notice { level: Level::Warn, message: message.into() }));
     assert_eq!(
-        controller::handoff_preflight(&s.agent),
-        Err(Notice { level: Level::Warn, message: message.into() })
+        handoff::Handoff::new().run(&s.agent, None).await,
+        HandoffOutcome::Refused { message: message.into() }
     );
-    assert_eq!(s.agent.handoff(None).await, HandoffOutcome::Refused { message: message.into() });
-    assert!(rx.try_recv().is_err(), "a refused handoff emits nothing");
-    assert!(!s.agent.is_generating_handoff());
+    assert!(rx.try_recv().is_err(), "the pipeline announces no refusal");
+    // Through the controller, the refusal is reported on the event route, and only that.
+    assert_eq!(s.controller.handoff(None).await, HandoffOutcome::Refused { message: message.into() });
+    match rx.try_recv() {
+        Ok(AgentEvent::Notice(notice)) => assert_eq!(notice, Notice { level: Level::Warn, message: message.into() }),
+        other => panic!("expected the refusal as a notice, got {other:?}"),
+    }
+    assert!(rx.try_recv().is_err(), "a refused handoff emits nothing else");
+    assert!(!s.controller.is_generating_handoff());
 }
 
 #[tokio::test]
@@ -365,7 +380,7 @@ async fn guard_counts_the_current_branch_only_not_all_branches() {
     assert_eq!(s.mock.requests().len(), 0);
     // One more message on the current branch and both layers agree it may go ahead.
     s.agent.session().append_message(&common::assistant("second on this branch")).unwrap();
-    assert_eq!(controller::handoff_preflight(&s.agent), Ok(()));
+    assert_eq!(s.controller.preflight(), Ok(()));
 }
 
 #[tokio::test]
@@ -374,7 +389,7 @@ async fn busy_handoff_while_a_response_streams_is_refused_and_nothing_changes() 
     s.mock.push(slow(&["long ", "reply"], 0, 500));
     let run = {
         let agent = s.agent.clone();
-        tokio::spawn(async move { agent.prompt("busy now", PromptOptions::default()).await })
+        tokio::spawn(async move { agent.prompt("busy now", RunOptions::default()).await })
     };
     assert!(s.mock.wait_for_requests(1, T).await);
     assert_refused_by_both_layers(&s, BUSY).await;
@@ -387,13 +402,10 @@ async fn busy_handoff_while_a_response_streams_is_refused_and_nothing_changes() 
 async fn busy_a_second_handoff_while_one_generates_is_refused() {
     let s = Setup::new(1).await;
     s.mock.push(slow(&["## Goal\n", "x"], 0, 500));
-    let run = spawn_handoff(&s.agent, None);
+    let run = spawn_handoff(&s.controller, None);
     assert!(s.mock.wait_for_requests(1, T).await);
-    assert_eq!(s.agent.handoff(None).await, HandoffOutcome::Refused { message: BUSY.into() });
-    assert_eq!(
-        controller::handoff_preflight(&s.agent),
-        Err(Notice { level: Level::Warn, message: BUSY.into() })
-    );
+    assert_eq!(s.controller.handoff(None).await, HandoffOutcome::Refused { message: BUSY.into() });
+    assert_eq!(s.controller.preflight(), Err(Notice { level: Level::Warn, message: BUSY.into() }));
     // The first handoff is unharmed by the refused one.
     done(run.await.unwrap());
     assert_eq!(s.mock.requests().len(), 1);
@@ -406,10 +418,10 @@ async fn busy_a_second_handoff_while_one_generates_is_refused() {
 async fn abort_handoff_before_the_first_token_is_cancelled_and_creates_no_session() {
     let s = Setup::new(1).await;
     s.mock.push(slow(&["## Goal\n", "too late"], 3_000, 0));
-    let run = spawn_handoff(&s.agent, None);
+    let run = spawn_handoff(&s.controller, None);
     assert!(s.mock.wait_for_requests(1, T).await);
     let t0 = Instant::now();
-    s.agent.abort_handoff();
+    s.controller.abort_handoff();
     let outcome = run.await.unwrap();
     assert!(t0.elapsed() < Duration::from_secs(1), "cancel took {:?}", t0.elapsed());
     assert_eq!(outcome, HandoffOutcome::Cancelled);
@@ -417,7 +429,7 @@ async fn abort_handoff_before_the_first_token_is_cancelled_and_creates_no_sessio
     s.assert_no_new_session();
     let reply = assert_old_session_gained_only_the_attempt(&s.old, &s.before);
     assert_eq!(reply["stopReason"], "aborted");
-    assert!(!s.agent.is_generating_handoff());
+    assert!(!s.controller.is_generating_handoff());
     assert!(!s.agent.is_busy());
 }
 
@@ -426,9 +438,9 @@ async fn abort_handoff_mid_stream_is_cancelled_and_creates_no_session() {
     let s = Setup::new(1).await;
     s.mock.push(slow(&["## Goal\n", "half ", "a ", "document ", "that ", "goes ", "on"], 0, 150));
     let mut rx = s.agent.subscribe();
-    let run = spawn_handoff(&s.agent, None);
+    let run = spawn_handoff(&s.controller, None);
     common::first_delta(&mut rx).await;
-    s.agent.abort_handoff();
+    s.controller.abort_handoff();
     assert_eq!(run.await.unwrap(), HandoffOutcome::Cancelled);
     s.assert_no_new_session();
     let reply = assert_old_session_gained_only_the_attempt(&s.old, &s.before);
@@ -436,7 +448,7 @@ async fn abort_handoff_mid_stream_is_cancelled_and_creates_no_session() {
     assert!(reply["content"][0]["text"].as_str().unwrap().starts_with("## Goal"));
     // The agent stays on the old session with the old context plus the attempt.
     assert_eq!(s.agent.context_messages().len(), 4);
-    assert!(!s.agent.is_generating_handoff());
+    assert!(!s.controller.is_generating_handoff());
 }
 
 #[tokio::test]
@@ -444,7 +456,7 @@ async fn generic_abort_during_a_handoff_is_cancelled_not_a_handoff_of_partial_te
     let s = Setup::new(1).await;
     s.mock.push(slow(&["## Goal\n", "partial ", "document ", "never ", "finished"], 0, 150));
     let mut rx = s.agent.subscribe();
-    let run = spawn_handoff(&s.agent, None);
+    let run = spawn_handoff(&s.controller, None);
     common::first_delta(&mut rx).await;
     s.agent.abort();
     assert_eq!(run.await.unwrap(), HandoffOutcome::Cancelled);
@@ -456,7 +468,7 @@ async fn generic_abort_during_a_handoff_is_cancelled_not_a_handoff_of_partial_te
 async fn generic_abort_before_any_token_is_cancelled_not_an_older_reply() {
     let s = Setup::new(1).await;
     s.mock.push(slow(&["late"], 3_000, 0));
-    let run = spawn_handoff(&s.agent, None);
+    let run = spawn_handoff(&s.controller, None);
     assert!(s.mock.wait_for_requests(1, T).await);
     s.agent.abort();
     assert_eq!(run.await.unwrap(), HandoffOutcome::Cancelled);
@@ -470,7 +482,7 @@ async fn generic_abort_before_any_token_is_cancelled_not_an_older_reply() {
 async fn provider_error_500_fails_naming_it_and_creates_no_session() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::Status { status: 500, body: r#"{"error":{"message":"model melted"}}"#.into(), retry_after: None });
-    let outcome = s.agent.handoff(None).await;
+    let outcome = s.controller.handoff(None).await;
     let notice = controller::handoff_notices(&outcome);
     let message = failed(outcome);
     assert!(message.contains("500") && message.contains("model melted"), "{message}");
@@ -484,7 +496,7 @@ async fn provider_error_500_fails_naming_it_and_creates_no_session() {
 async fn provider_error_401_fails_naming_it_and_creates_no_session() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::Status { status: 401, body: r#"{"error":{"message":"invalid api key"}}"#.into(), retry_after: None });
-    let message = failed(s.agent.handoff(None).await);
+    let message = failed(s.controller.handoff(None).await);
     assert!(message.contains("401") && message.contains("invalid api key"), "{message}");
     s.assert_no_new_session();
 }
@@ -493,7 +505,7 @@ async fn provider_error_401_fails_naming_it_and_creates_no_session() {
 async fn empty_reply_fails_with_no_text_not_cancelled() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::Empty);
-    let outcome = s.agent.handoff(None).await;
+    let outcome = s.controller.handoff(None).await;
     assert_eq!(
         controller::handoff_notices(&outcome),
         [Notice { level: Level::Error, message: "Handoff failed: the model returned no text".into() }]
@@ -512,7 +524,7 @@ async fn thinking_only_reply_fails_with_no_text() {
         stop: "stop".into(),
         thinking: vec!["I should write ".into(), "a document.".into()],
     });
-    assert_eq!(failed(s.agent.handoff(None).await), "the model returned no text");
+    assert_eq!(failed(s.controller.handoff(None).await), "the model returned no text");
     s.assert_no_new_session();
 }
 
@@ -520,7 +532,7 @@ async fn thinking_only_reply_fails_with_no_text() {
 async fn length_stop_fails_naming_the_reason() {
     let s = Setup::new(1).await;
     s.mock.push(with_stop("## Goal\nA document cut off at the out", "length"));
-    let message = failed(s.agent.handoff(None).await);
+    let message = failed(s.controller.handoff(None).await);
     assert!(message.contains("length"), "{message}");
     s.assert_no_new_session();
 }
@@ -529,13 +541,13 @@ async fn length_stop_fails_naming_the_reason() {
 async fn an_older_assistant_reply_is_never_reused_when_the_first_turn_errors() {
     let s = Setup::new(2).await;
     s.mock.push(MockReply::Status { status: 500, body: "boom".into(), retry_after: None });
-    let outcome = s.agent.handoff(None).await;
+    let outcome = s.controller.handoff(None).await;
     let text = format!("{outcome:?}");
     assert!(!text.contains("answer 1") && !text.contains("answer 0"), "{text}");
     assert!(matches!(outcome, HandoffOutcome::Failed { .. }), "{outcome:?}");
     // Nor when the turn streams nothing at all.
     s.mock.push(MockReply::NoChoices);
-    let outcome = s.agent.handoff(None).await;
+    let outcome = s.controller.handoff(None).await;
     assert!(matches!(outcome, HandoffOutcome::Failed { .. }), "{outcome:?}");
     assert!(!format!("{outcome:?}").contains("answer"));
     s.assert_no_new_session();
@@ -547,11 +559,11 @@ async fn an_older_assistant_reply_is_never_reused_when_the_first_turn_errors() {
 #[tokio::test]
 async fn queues_are_cleared_and_the_todo_counter_reset_on_success() {
     let s = Setup::new(1).await;
-    s.agent.prompt("warm up", PromptOptions::default()).await.unwrap();
+    s.agent.prompt("warm up", RunOptions::default()).await.unwrap();
     assert!(s.agent.state().todo_reminder_counter > 0);
     s.mock.push(slow(&["## Goal\n", "the ", "document"], 0, 200));
     let mut rx = s.agent.subscribe();
-    let run = spawn_handoff(&s.agent, None);
+    let run = spawn_handoff(&s.controller, None);
     common::first_delta(&mut rx).await;
     s.agent.steer("steer during handoff");
     s.agent.follow_up("follow up during handoff");
@@ -573,7 +585,7 @@ async fn queues_survive_a_failed_handoff() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::Status { status: 500, body: "boom".into(), retry_after: None });
     s.agent.follow_up("later");
-    failed(s.agent.handoff(None).await);
+    failed(s.controller.handoff(None).await);
     assert_eq!(s.agent.state().follow_up.len(), 1);
 }
 
@@ -584,13 +596,13 @@ async fn queues_survive_a_failed_handoff() {
 async fn lineage_a_second_handoff_chains_child_parent_grandparent() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::text("## Goal\nFIRST DOC"));
-    let (_, child, parent_of_child, ..) = done(s.agent.handoff(None).await);
+    let (_, child, parent_of_child, ..) = done(s.controller.handoff(None).await);
     assert_eq!(parent_of_child, s.old);
     // The new session has no messages yet: a handoff right away has nothing to hand off.
-    assert_eq!(s.agent.handoff(None).await, HandoffOutcome::Refused { message: NOTHING.into() });
-    s.agent.prompt("work in the child", PromptOptions::default()).await.unwrap();
+    assert_eq!(s.controller.handoff(None).await, HandoffOutcome::Refused { message: NOTHING.into() });
+    s.agent.prompt("work in the child", RunOptions::default()).await.unwrap();
     s.mock.push(MockReply::text("## Goal\nSECOND DOC"));
-    let (_, grandchild, parent_of_grandchild, ..) = done(s.agent.handoff(None).await);
+    let (_, grandchild, parent_of_grandchild, ..) = done(s.controller.handoff(None).await);
     assert_eq!(parent_of_grandchild, child);
     // The second handoff request carried the first document.
     let request = s.mock.requests().last().cloned().unwrap();
@@ -631,7 +643,7 @@ async fn context_fit_a_transcript_three_times_the_window_still_hands_off() {
     assert!(transcript_chars / 4 >= 3 * 8_000, "transcript is only {} tokens", transcript_chars / 4);
     let agent = agent_with(cfg, session, None);
     mock.push(MockReply::text(DOCUMENT));
-    let outcome = agent.handoff(None).await;
+    let outcome = controller_of(&agent).handoff(None).await;
     let elided = match &outcome {
         HandoffOutcome::Done { elided, .. } => elided.clone(),
         other => panic!("{other:?}"),
@@ -697,9 +709,9 @@ async fn aborted_stop_reason_of_the_reply_is_what_makes_a_cancellation() {
     // Sanity of the mock setup used above: an aborted turn is recorded as such in the old session.
     let s = Setup::new(1).await;
     s.mock.push(slow(&["x"], 2_000, 0));
-    let run = spawn_handoff(&s.agent, None);
+    let run = spawn_handoff(&s.controller, None);
     assert!(s.mock.wait_for_requests(1, T).await);
-    s.agent.abort_handoff();
+    s.controller.abort_handoff();
     run.await.unwrap();
     let last: Message = serde_json::from_value(entry_lines(&s.old).last().unwrap()["message"].clone()).unwrap();
     assert_eq!(last.stop_reason, Some(StopReason::Aborted));
@@ -719,7 +731,7 @@ async fn context_fit_long_plain_turns_drop_the_oldest_first_and_keep_the_prompt_
     cfg.max_tokens = 1_000;
     let agent = agent_with(cfg, session, None);
     mock.push(MockReply::text(DOCUMENT));
-    done(agent.handoff(None).await);
+    done(controller_of(&agent).handoff(None).await);
     let sent = wire_messages(&mock.requests()[0]);
     let chars: usize = sent.iter().map(|(_, t)| t.chars().count()).sum();
     assert!(chars.div_ceil(4) + 8 * sent.len() + 1_000 <= 6_000, "~{} tokens", chars / 4);
@@ -742,7 +754,7 @@ async fn context_fit_a_small_window_with_the_default_max_tokens_keeps_the_instru
     assert!(cfg.max_tokens as u64 >= cfg.context_window);
     let agent = agent_with(cfg, seeded_session(dir.path(), 3), None);
     mock.push(MockReply::text(DOCUMENT));
-    let (_, _, _, _, _) = done(agent.handoff(None).await);
+    let (_, _, _, _, _) = done(controller_of(&agent).handoff(None).await);
     let sent = wire_messages(&mock.requests()[0]);
     assert_eq!(sent.last().unwrap(), &("user".to_string(), the_prompt()), "the instruction was cut");
     assert_eq!(sent.len(), 7, "the short transcript fits whole: {sent:?}");
@@ -761,10 +773,10 @@ async fn success_over_the_anthropic_wire_format_too() {
     cfg.max_retries = 0;
     let agent = agent_with(cfg, seeded_session(dir.path(), 1), None);
     mock.push(MockReply::text(DOCUMENT));
-    let (document, session_file, ..) = done(agent.handoff(None).await);
+    let (document, session_file, ..) = done(controller_of(&agent).handoff(None).await);
     assert_eq!(document, DOCUMENT);
     assert!(mock.requests()[0].path.ends_with("/messages"));
-    agent.prompt("carry on", PromptOptions::default()).await.unwrap();
+    agent.prompt("carry on", RunOptions::default()).await.unwrap();
     let request = mock.requests().last().cloned().unwrap();
     assert!(request.path.ends_with("/messages"));
     // Anthropic's wire joins consecutive user turns: the document is the first block.
@@ -785,7 +797,7 @@ async fn success_from_a_session_written_by_omp_keeps_its_title_line_and_history(
     let session = handoff_nvim::core::session::SessionManager::open(&file, &dir.path().join("sessions")).unwrap();
     let agent = agent(&mock, session);
     mock.push(MockReply::text(DOCUMENT));
-    let (_, session_file, parent, ..) = done(agent.handoff(None).await);
+    let (_, session_file, parent, ..) = done(controller_of(&agent).handoff(None).await);
     assert_eq!(parent, file);
     assert_old_session_gained_only_the_attempt(&file, &before);
     assert_eq!(

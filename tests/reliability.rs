@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use common::{agent, config, entry_lines, seeded_session, session_files, slow, DOCUMENT};
 use handoff_mock::{MockReply, MockServer};
-use handoff_nvim::core::agent::{AgentError, AgentEvent, AgentSession, PromptOptions};
-use handoff_nvim::core::controller::{self, Level};
+use handoff_nvim::core::agent::{AgentError, AgentEvent, AgentSession, RunOptions};
+use handoff_nvim::core::controller::{self, Controller, FrontEndTexts, Level};
 use handoff_nvim::core::handoff::HandoffOutcome;
 use handoff_nvim::core::message::Message;
 use handoff_nvim::core::session::{SessionError, SessionManager};
@@ -390,7 +390,7 @@ async fn full_disk_a_prompt_fails_naming_the_file_and_the_next_write_after_space
     // A prompt bigger than the room left in the file's last page: the kernel writes part of the
     // line, then says ENOSPC.
     let big = "q".repeat(6000);
-    let err = match agent.prompt(&big, PromptOptions::default()).await {
+    let err = match agent.prompt(&big, RunOptions::default()).await {
         Err(e @ AgentError::Session(_)) => e.to_string(),
         other => panic!("expected a session error, got {other:?}"),
     };
@@ -404,7 +404,7 @@ async fn full_disk_a_prompt_fails_naming_the_file_and_the_next_write_after_space
     // of the failed write skipped.
     std::fs::remove_file(&filler).unwrap();
     mock.push(MockReply::text("stored answer"));
-    agent.prompt("after the disk was full", PromptOptions::default()).await.unwrap();
+    agent.prompt("after the disk was full", RunOptions::default()).await.unwrap();
     agent.session().flush().unwrap();
     let s = load_ok(&path);
     let texts = message_texts(&s);
@@ -422,11 +422,12 @@ async fn full_disk_a_handoff_fails_clearly_never_switches_and_leaves_no_new_file
     pad_to_page_offset(&mut session, 200);
     let old = session.path().to_path_buf();
     let agent = agent(&mock, session);
+    let controller = Controller::new(agent.clone(), FrontEndTexts::default());
     let before = std::fs::read(&old).unwrap();
     let _filler = fs.fill();
     let mut rx = record(&agent);
     mock.push(MockReply::text(DOCUMENT));
-    let outcome = tokio::time::timeout(T, agent.handoff(None)).await.unwrap();
+    let outcome = tokio::time::timeout(T, controller.handoff(None)).await.unwrap();
     let message = match &outcome {
         HandoffOutcome::Failed { message } => message.clone(),
         other => panic!("expected Failed, got {other:?}"),
@@ -441,7 +442,7 @@ async fn full_disk_a_handoff_fails_clearly_never_switches_and_leaves_no_new_file
     assert_eq!(switches(&events), 0);
     assert_eq!(handoff_ends(&events), 1);
     assert_eq!(agent.session().path(), old);
-    assert!(!agent.is_generating_handoff() && !agent.is_busy());
+    assert!(!controller.is_generating_handoff() && !agent.is_busy());
     assert_eq!(session_files(&fs.path), std::slice::from_ref(&old), "a half-written new session was left behind");
     let after = std::fs::read(&old).unwrap();
     assert!(after.starts_with(&before));
@@ -451,7 +452,7 @@ async fn full_disk_a_handoff_fails_clearly_never_switches_and_leaves_no_new_file
     drop(_filler);
     std::fs::remove_file(fs.path.join("filler")).unwrap();
     mock.push(MockReply::text("still here"));
-    agent.prompt("go on", PromptOptions::default()).await.unwrap();
+    agent.prompt("go on", RunOptions::default()).await.unwrap();
     assert_eq!(agent.session().path(), old);
 }
 
@@ -536,13 +537,14 @@ async fn read_only_folder_a_handoff_whose_new_session_cannot_be_created_stays_on
     let mock = MockServer::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let agent = agent(&mock, seeded_session(dir.path(), 2));
+    let controller = Controller::new(agent.clone(), FrontEndTexts::default());
     let old = agent.session().path().to_path_buf();
     let before = std::fs::read(&old).unwrap();
     // The old file stays writable (the attempt is recorded); no new file can be made beside it.
     let Some(_guard) = NoNewFiles::on(old.parent().unwrap()) else { return };
     let mut rx = record(&agent);
     mock.push(MockReply::text(DOCUMENT));
-    let outcome = tokio::time::timeout(T, agent.handoff(None)).await.unwrap();
+    let outcome = tokio::time::timeout(T, controller.handoff(None)).await.unwrap();
     let HandoffOutcome::Failed { message } = &outcome else { panic!("expected Failed, got {outcome:?}") };
     assert!(message.starts_with("could not write the new session: "), "{message}");
     assert!(message.contains("Permission denied") || message.contains("Operation not permitted"), "{message}");
@@ -551,7 +553,7 @@ async fn read_only_folder_a_handoff_whose_new_session_cannot_be_created_stays_on
     assert_eq!(switches(&events), 0);
     assert_eq!(handoff_ends(&events), 1);
     assert_eq!(agent.session().path(), old);
-    assert!(!agent.is_generating_handoff());
+    assert!(!controller.is_generating_handoff());
     assert_eq!(session_files(&dir.path().join("sessions")), std::slice::from_ref(&old));
     let after = std::fs::read(&old).unwrap();
     assert!(after.starts_with(&before));
@@ -641,6 +643,7 @@ async fn provider_faults_during_a_handoff_fail_with_one_clear_message_and_never_
                 drop(l);
             }
             let agent = common::agent_with(c, seeded_session(dir.path(), 2), None);
+            let controller = Controller::new(agent.clone(), FrontEndTexts::default());
             let old = agent.session().path().to_path_buf();
             let before = std::fs::read(&old).unwrap();
             for r in fault.replies {
@@ -649,7 +652,7 @@ async fn provider_faults_during_a_handoff_fail_with_one_clear_message_and_never_
             mock.set_default(MockReply::text("A REPLY NOBODY ASKED FOR"));
             let mut rx = record(&agent);
             let t0 = Instant::now();
-            let outcome = tokio::time::timeout(T, agent.handoff(None)).await.expect(fault.name);
+            let outcome = tokio::time::timeout(T, controller.handoff(None)).await.expect(fault.name);
             let took = t0.elapsed();
             let name = fault.name;
             let HandoffOutcome::Failed { message } = &outcome else { panic!("{name}: expected Failed, got {outcome:?}") };
@@ -666,7 +669,7 @@ async fn provider_faults_during_a_handoff_fail_with_one_clear_message_and_never_
             assert_eq!(switches(&events), 0, "{name}");
             assert_eq!(handoff_ends(&events), 1, "{name}");
             assert_eq!(agent.session().path(), old, "{name}");
-            assert!(!agent.is_generating_handoff() && !agent.is_busy(), "{name}");
+            assert!(!controller.is_generating_handoff() && !agent.is_busy(), "{name}");
             assert_eq!(session_files(&dir.path().join("sessions")), std::slice::from_ref(&old), "{name}");
             assert!(std::fs::read(&old).unwrap().starts_with(&before), "{name}");
             let s = load_ok(&old);
@@ -689,9 +692,10 @@ async fn provider_huge_event_a_5_mb_document_arrives_whole_and_the_section_check
     let mock = MockServer::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let agent = agent(&mock, seeded_session(dir.path(), 2));
+    let controller = Controller::new(agent.clone(), FrontEndTexts::default());
     mock.push(MockReply::Huge { bytes: 5 * 1024 * 1024 });
     let mut rx = record(&agent);
-    let outcome = tokio::time::timeout(T, agent.handoff(None)).await.unwrap();
+    let outcome = tokio::time::timeout(T, controller.handoff(None)).await.unwrap();
     let HandoffOutcome::Done { document, missing_sections, session_file, .. } = &outcome else {
         panic!("expected Done, got {:?}", std::mem::discriminant(&outcome))
     };
@@ -721,22 +725,23 @@ async fn provider_retries_and_waits_are_abortable_a_handoff_cancels_within_a_sec
         c.max_retry_delay = Duration::from_secs(60);
         c.idle_timeout = Duration::from_secs(60);
         let agent = common::agent_with(c, seeded_session(dir.path(), 2), None);
+        let controller = Controller::new(agent.clone(), FrontEndTexts::default());
         let old = agent.session().path().to_path_buf();
         mock.push(reply);
         let run = {
-            let agent = agent.clone();
-            tokio::spawn(async move { agent.handoff(None).await })
+            let controller = controller.clone();
+            tokio::spawn(async move { controller.handoff(None).await })
         };
         assert!(mock.wait_for_requests(1, T).await, "{name}");
         tokio::time::sleep(Duration::from_millis(200)).await;
         let t0 = Instant::now();
-        agent.abort_handoff();
+        controller.abort_handoff();
         let outcome = tokio::time::timeout(Duration::from_secs(5), run).await.expect(name).unwrap();
         assert!(t0.elapsed() < Duration::from_secs(1), "{name}: cancel took {:?}", t0.elapsed());
         assert_eq!(outcome, HandoffOutcome::Cancelled, "{name}");
         assert_eq!(mock.requests().len(), 1, "{name}: retried after the abort");
         assert_eq!(agent.session().path(), old);
-        assert!(!agent.is_generating_handoff() && !agent.is_busy(), "{name}");
+        assert!(!controller.is_generating_handoff() && !agent.is_busy(), "{name}");
         assert_eq!(session_files(&dir.path().join("sessions")), [old], "{name}");
     }
 }
@@ -1143,10 +1148,11 @@ async fn endurance_1000_prompts_in_one_session_and_100_chained_handoffs_memory_s
     c.max_retries = 0;
     c.context_window = 10_000_000;
     let agent = common::agent_with(c, seeded_session(dir.path(), 1), None);
+    let controller = Controller::new(agent.clone(), FrontEndTexts::default());
     let t0 = Instant::now();
     let mut rss = Vec::new();
     for i in 0..1000 {
-        agent.prompt(&format!("prompt {i}"), PromptOptions::default()).await.unwrap();
+        agent.prompt(&format!("prompt {i}"), RunOptions::default()).await.unwrap();
         if i % 100 == 99 {
             rss.push(rss_kib());
         }
@@ -1164,8 +1170,8 @@ async fn endurance_1000_prompts_in_one_session_and_100_chained_handoffs_memory_s
     let t1 = Instant::now();
     for i in 0..100 {
         // Each new session needs two messages to hand off again.
-        agent.prompt(&format!("work {i}"), PromptOptions::default()).await.unwrap();
-        let HandoffOutcome::Done { .. } = agent.handoff(None).await else { panic!("handoff {i} failed") };
+        agent.prompt(&format!("work {i}"), RunOptions::default()).await.unwrap();
+        let HandoffOutcome::Done { .. } = controller.handoff(None).await else { panic!("handoff {i} failed") };
         if i % 10 == 9 {
             rss_h.push(rss_kib());
         }

@@ -10,7 +10,7 @@ local ns_hint = api.nvim_create_namespace("handoff_hint")
 ---@field name string
 ---@field hint string  shown inline after the command
 ---@field description string
----@field run fun(args: string)
+---@field run? fun(args: string)  nil: sent to the host as typed (it knows the command)
 
 ---@type handoff.SlashCommand[]
 M.builtin = {
@@ -18,9 +18,7 @@ M.builtin = {
     name = "handoff",
     hint = "[focus instructions]",
     description = "Hand off to a new session with a structured summary of this one",
-    run = function(args)
-      require("handoff").handoff(args)
-    end,
+    -- No `run`: the text goes to the host as typed, and its one parser intercepts it.
   },
   {
     name = "new",
@@ -65,13 +63,13 @@ function M.parse(text)
   return name, vim.trim(rest or "")
 end
 
---- Runs the prompt text: a builtin slash command is intercepted here — `/handoff` exactly like
---- `:Handoff`, it never reaches the model as a prompt. Everything else (templates included)
---- goes to the host as a prompt.
+--- Runs the prompt text: the editor's own commands (`/new`, `/sessions`, `/model`) run here;
+--- everything else, `/handoff …` and templates included, goes to the host as typed, where the
+--- one parser decides (a `/handoff` never reaches the model as a prompt).
 function M.run(text)
   local name, args = M.parse(text)
   local cmd = name and find(name)
-  if cmd then
+  if cmd and cmd.run then
     cmd.run(args)
     return
   end

@@ -95,7 +95,7 @@ local function on_exit(chan, code)
   require("handoff.events").host_lost(("the host exited unexpectedly (exit code %d)"):format(code))
 end
 
---- Answers a `configure` or `transcript` reply: remember the session, redraw the chat.
+--- Applies a `transcript` reply as if it were the record: remember the session, redraw the chat.
 function M.apply_transcript(reply)
   require("handoff.events").dispatch({ vim.tbl_extend("force", reply, { type = "transcript" }) })
 end
@@ -132,21 +132,14 @@ function M.ensure()
     callback = M.stop,
   })
   state.pid = vim.fn.jobpid(chan)
-  local session_file = state.session_file
-  if not session_file and config.options.resume_last then
-    session_file = M.newest_session()
-  end
-  local ok2, reply = pcall(vim.rpcrequest, chan, "configure", {
-    settings = config.host_settings(),
-    cwd = vim.fn.getcwd(),
-    session_file = session_file,
-  })
+  -- The host opens the session in the background (the same one after a restart, else the
+  -- newest of this directory or a new one) and sends it as a `transcript` record.
+  local ok2, reply = pcall(vim.rpcrequest, chan, "configure", M.configure_args())
   if not ok2 then
     M.stop()
     notify(("handoff.nvim: the host did not start: %s (log: %s)"):format(tostring(reply), log))
     return nil
   end
-  M.apply_transcript(reply)
   local okv, version = pcall(vim.rpcrequest, chan, "version")
   local wanted = M.source_version()
   state.host_version = okv and version or nil
@@ -160,13 +153,14 @@ function M.ensure()
   return chan
 end
 
---- The newest session file of the working directory, if any (read from disk, no host needed).
-function M.newest_session()
-  local dir = vim.fn.fnamemodify(config.options.session_dir, ":p"):gsub("/$", "")
-  local cwd = vim.fn.getcwd():gsub("^[/\\]", ""):gsub("[/\\:]", "-")
-  local files = vim.fn.glob(dir .. "/--" .. cwd .. "--/*.jsonl", false, true)
-  table.sort(files)
-  return files[#files]
+--- `configure`'s argument: the settings, and which session to open.
+function M.configure_args()
+  return {
+    settings = config.host_settings(),
+    cwd = vim.fn.getcwd(),
+    session_file = state.session_file,
+    resume = config.options.resume_last and "newest" or "new",
+  }
 end
 
 --- Sends a notification (long work: prompt, handoff; or an abort). Never waits on the model.

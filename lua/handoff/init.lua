@@ -16,14 +16,8 @@ function M.setup(opts)
   require("handoff.highlights").setup()
   require("handoff.keymaps").global()
   if state.chan and not (state.busy or state.generating_handoff) then
-    local reply = host.request("configure", {
-      settings = config.host_settings(),
-      cwd = vim.fn.getcwd(),
-      session_file = state.session_file,
-    })
-    if reply then
-      host.apply_transcript(reply)
-    end
+    -- The session comes back as a `transcript` record.
+    host.request("configure", host.configure_args())
   end
 end
 
@@ -123,10 +117,11 @@ function M.sessions()
   end)
 end
 
---- Switches to a session file.
+--- Switches to a session file. Returns at once: the host loads it in the background and the
+--- chat redraws when it is there (`User HandoffSessionSwitch`).
 ---@param path string
 function M.resume(path)
-  return host.request("resume", path) ~= nil
+  return host.notify("resume", path)
 end
 
 --- Switches the model (`name`, or chosen from `models` / typed).

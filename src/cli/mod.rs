@@ -9,9 +9,9 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent, PromptOptions};
+use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent, RunOptions};
 use crate::core::config::Settings;
-use crate::core::controller::{self, Level};
+use crate::core::controller::{self, Controller, FrontEndTexts, Level, SessionChoice};
 use crate::core::handoff::HandoffOutcome;
 use crate::core::message::StopReason;
 use crate::core::session::SessionManager;
@@ -84,8 +84,14 @@ fn current_dir(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     Ok(std::path::absolute(&dir).unwrap_or(dir))
 }
 
-fn agent_for(settings: &Settings, session: SessionManager) -> Arc<AgentSession> {
-    Arc::new(AgentSession::new(settings.agent_config(), session))
+/// Opens the chosen session for a command (one way for every front end), saying on stderr what
+/// the load had to repair.
+fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice) -> anyhow::Result<Arc<AgentSession>> {
+    let opened = controller::open_session(settings.agent_config(), &frontend_paths::session_dir(settings), cwd, choice)?;
+    for warning in &opened.warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(opened.agent)
 }
 
 fn open_session(path: &Path, settings: &Settings) -> anyhow::Result<SessionManager> {
@@ -136,27 +142,19 @@ async fn prompt(
     text: &str,
 ) -> anyhow::Result<u8> {
     let cwd = current_dir(cwd)?;
-    let session_dir = frontend_paths::session_dir(settings);
-    let manager = match (session, new) {
-        (Some(path), _) => open_session(&path, settings)?,
-        (None, false) => match SessionManager::list_sessions(&session_dir, &cwd)?.first() {
-            Some(info) => open_session(&info.path, settings)?,
-            None => SessionManager::create(&session_dir, &cwd, None)?,
-        },
-        (None, true) => SessionManager::create(&session_dir, &cwd, None)?,
+    let choice = match (session, new) {
+        (Some(path), _) => SessionChoice::File(path),
+        (None, false) => SessionChoice::Newest,
+        (None, true) => SessionChoice::New,
     };
-    let fresh = manager.get_entries().is_empty();
-    eprintln!("{}", manager.path().display());
-    let agent = agent_for(settings, manager);
-    if fresh {
-        agent.record_settings(&mut agent.session())?;
-    }
+    let agent = open_agent(settings, &cwd, &choice)?;
+    eprintln!("{}", agent.session().path().display());
     let mut interrupt = sigint()?;
     let printer = spawn_stdout_printer(&agent);
     let run = {
         let agent = agent.clone();
         let text = text.to_string();
-        tokio::spawn(async move { agent.prompt(&text, PromptOptions::default()).await })
+        tokio::spawn(async move { agent.prompt(&text, RunOptions::default()).await })
     };
     let interrupted = {
         let agent = agent.clone();
@@ -187,18 +185,20 @@ async fn prompt(
 
 async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>) -> anyhow::Result<u8> {
     let mut interrupt = sigint()?;
-    let agent = agent_for(settings, open_session(file, settings)?);
+    let cwd = current_dir(None)?;
+    let agent = open_agent(settings, &cwd, &SessionChoice::File(file.to_path_buf()))?;
+    let controller = Controller::new(agent, FrontEndTexts::default());
     let run = {
-        let agent = agent.clone();
+        let controller = controller.clone();
         let focus = focus.map(str::to_string);
-        tokio::spawn(async move { agent.handoff(focus.as_deref()).await })
+        tokio::spawn(async move { controller.handoff(focus.as_deref()).await })
     };
     // SIGINT aborts the handoff (the pipeline then leaves a consistent state), not the process.
     let interrupted = {
-        let agent = agent.clone();
+        let controller = controller.clone();
         tokio::spawn(async move {
             if interrupt.recv().await.is_some() {
-                agent.abort_handoff();
+                controller.abort_handoff();
             }
         })
     };

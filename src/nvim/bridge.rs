@@ -10,13 +10,14 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Value};
 use tokio::sync::{broadcast, Notify};
 use tokio::time::Instant;
 
-use super::transcript;
+use super::protocol::{self, Record};
 use super::stdio::Writer;
-use crate::core::agent::{lock, AgentEvent, AgentSession};
+use super::transcript;
+use crate::core::agent::{lock, AgentSession};
+use crate::core::controller::Controller;
 
 /// The shortest time between two event batches sent to Neovim (one frame at 60 Hz).
 pub const FRAME: Duration = Duration::from_millis(16);
@@ -33,7 +34,7 @@ const DISPATCH: &str = "return require('handoff.events').dispatch(...)";
 
 enum Item {
     Delta { thinking: bool, text: String, tokens: u64 },
-    Record(Value),
+    Record(Record),
 }
 
 #[derive(Default)]
@@ -51,10 +52,10 @@ pub struct Outbox {
 }
 
 impl Outbox {
-    /// Queues a record (a table with a `type` member).
-    pub fn push(&self, record: Value) {
+    /// Queues a record.
+    pub fn push(&self, record: Record) {
         let mut pending = lock(&self.pending);
-        if record.get("type").and_then(Value::as_str) == Some("message_start") {
+        if record.starts_message() {
             pending.tokens = 0;
         }
         pending.items.push_back(Item::Record(record));
@@ -83,9 +84,13 @@ impl Outbox {
     }
 
     /// Takes what is pending, up to `MAX_BATCH_TEXT` bytes of text (a longer delta is split).
-    fn take(&self) -> Vec<Value> {
+    fn take(&self) -> Vec<Record> {
         let delta = |thinking: bool, text: String, tokens: u64| {
-            json!({ "type": if thinking { "thinking_delta" } else { "delta" }, "text": text, "tokens": tokens })
+            if thinking {
+                Record::ThinkingDelta { text, tokens }
+            } else {
+                Record::Delta { text, tokens }
+            }
         };
         let mut pending = lock(&self.pending);
         let mut out = Vec::new();
@@ -120,10 +125,11 @@ impl Outbox {
     }
 }
 
-/// Moves agent events into the outbox until the agent's channel closes.
-pub fn spawn_collector(agent: Arc<AgentSession>, outbox: Arc<Outbox>) -> tokio::task::JoinHandle<()> {
-    let mut events = agent.subscribe();
+/// Moves the agent's events into the outbox until its channel closes.
+pub fn spawn_collector(controller: Arc<Controller>, outbox: Arc<Outbox>) -> tokio::task::JoinHandle<()> {
+    let mut events = controller.agent().subscribe();
     tokio::spawn(async move {
+        let agent: &AgentSession = controller.agent();
         loop {
             match events.recv().await {
                 Ok(event) => {
@@ -131,17 +137,19 @@ pub fn spawn_collector(agent: Arc<AgentSession>, outbox: Arc<Outbox>) -> tokio::
                         outbox.push_delta(thinking, delta);
                         continue;
                     }
-                    if let Some(record) = transcript::event_record(&event, &agent) {
+                    let record = transcript::event_record(&event, agent);
+                    let switched = matches!(record, Some(Record::SessionSwitch { .. }));
+                    if let Some(record) = record {
                         outbox.push(record);
                     }
-                    if matches!(event, AgentEvent::SessionSwitch { .. }) {
-                        outbox.push(transcript::transcript(&agent, transcript::PAGE));
+                    if switched {
+                        outbox.push(Record::Transcript(transcript::transcript(&controller, transcript::PAGE)));
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     // Cannot happen at this channel size unless the machine stalls: resync.
                     tracing::warn!(missed = n, "event collector lagged; sending the whole transcript");
-                    outbox.push(transcript::transcript(&agent, transcript::PAGE));
+                    outbox.push(Record::Transcript(transcript::transcript(&controller, transcript::PAGE)));
                 }
                 Err(broadcast::error::RecvError::Closed) => break,
             }
@@ -167,11 +175,19 @@ pub fn spawn_flusher(nvim: nvim_rs::Neovim<Writer>, outbox: Arc<Outbox>) -> toki
                 continue;
             }
             last = Instant::now();
-            let arg = match rmpv::ext::to_value(Value::Array(batch)) {
+            let arg = match protocol::encode("an event batch", &batch) {
                 Ok(v) => v,
                 Err(e) => {
-                    tracing::error!("cannot encode an event batch: {e}");
-                    continue;
+                    // Nothing is dropped silently: the user hears that updates were lost.
+                    tracing::error!("{e}");
+                    let notice = Record::Notice(crate::core::agent::Notice::new(
+                        crate::core::agent::Level::Error,
+                        format!("handoff.nvim: some updates could not be shown ({e}); reopen the chat to redraw it"),
+                    ));
+                    match protocol::encode("a notice", &vec![notice]) {
+                        Ok(v) => v,
+                        Err(_) => continue,
+                    }
                 }
             };
             // Awaited to the end, never raced against anything (nvim-rs trap 1).
@@ -190,23 +206,37 @@ pub fn spawn_flusher(nvim: nvim_rs::Neovim<Writer>, outbox: Arc<Outbox>) -> toki
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::nvim::protocol::Item;
+
+    fn assistant() -> Item {
+        Item::Assistant {
+            text: None,
+            thinking: None,
+            model: None,
+            stop_reason: None,
+            error_message: None,
+            output_tokens: None,
+        }
+    }
 
     #[test]
     fn consecutive_deltas_merge_and_records_keep_their_place() {
         let outbox = Outbox::default();
-        outbox.push(json!({ "type": "message_start", "kind": "assistant" }));
+        outbox.push(Record::MessageStart(assistant()));
         outbox.push_delta(true, "hm");
         outbox.push_delta(false, "a");
         outbox.push_delta(false, "b");
-        outbox.push(json!({ "type": "message_end" }));
-        outbox.push(json!({ "type": "message_start", "kind": "assistant" }));
+        outbox.push(Record::MessageEnd(assistant()));
+        outbox.push(Record::MessageStart(assistant()));
         outbox.push_delta(false, "c");
         let batch = outbox.take();
-        let types: Vec<&str> = batch.iter().map(|r| r["type"].as_str().unwrap()).collect();
-        assert_eq!(types, ["message_start", "thinking_delta", "delta", "message_end", "message_start", "delta"]);
-        assert_eq!(batch[2]["text"], "ab");
-        assert_eq!(batch[2]["tokens"], 3);
-        assert_eq!(batch[5]["tokens"], 1, "a new message counts from zero");
+        assert!(matches!(batch[0], Record::MessageStart(_)));
+        assert!(matches!(&batch[1], Record::ThinkingDelta { text, .. } if text == "hm"));
+        assert_eq!(batch[2], Record::Delta { text: "ab".into(), tokens: 3 });
+        assert!(matches!(batch[3], Record::MessageEnd(_)));
+        assert!(matches!(batch[4], Record::MessageStart(_)));
+        assert_eq!(batch[5], Record::Delta { text: "c".into(), tokens: 1 }, "a new message counts from zero");
+        assert_eq!(batch.len(), 6);
         assert!(outbox.is_empty());
     }
 
@@ -220,7 +250,7 @@ mod tests {
         while !outbox.is_empty() {
             let batch = outbox.take();
             assert_eq!(batch.len(), 1);
-            let text = batch[0]["text"].as_str().unwrap();
+            let Record::Delta { text, .. } = &batch[0] else { panic!("{batch:?}") };
             assert!(text.len() <= MAX_BATCH_TEXT);
             joined.push_str(text);
             batches += 1;
@@ -234,11 +264,11 @@ mod tests {
         let outbox = Outbox::default();
         let big = "x".repeat(MAX_BATCH_TEXT);
         outbox.push_delta(false, &big);
-        outbox.push(json!({ "type": "message_end" }));
+        outbox.push(Record::MessageEnd(assistant()));
         outbox.push_delta(false, "tail");
         assert_eq!(outbox.take().len(), 1);
         let rest = outbox.take();
         assert_eq!(rest.len(), 2);
-        assert_eq!(rest[1]["text"], "tail");
+        assert!(matches!(&rest[1], Record::Delta { text, .. } if text == "tail"));
     }
 }

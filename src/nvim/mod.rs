@@ -1,30 +1,31 @@
-//! The Neovim host: msgpack-RPC over stdio (nvim-rs + tokio).
-//!
-//! Methods (`lua/handoff/host.lua` is the other side):
+//! The Neovim host: msgpack-RPC over stdio (nvim-rs + tokio). The protocol's types are in
+//! [`protocol`] (rmp-serde); `lua/handoff/host.lua` is the other side.
 //!
 //! | name            | kind         | args                         | result / effect                      |
 //! |-----------------|--------------|------------------------------|--------------------------------------|
 //! | `ping`          | request      | —                            | `"pong"`                             |
 //! | `version`       | request      | —                            | the crate version                    |
-//! | `configure`     | request      | `{settings, cwd, session_file?}` | status + transcript (session opened or created) |
-//! | `status`        | request      | —                            | `{session_file, session_id, busy, generating_handoff, …}` |
-//! | `transcript`    | request      | —                            | status + `items` (the chat)          |
+//! | `configure`     | request      | [`protocol::ConfigureArgs`]  | `true` at once; the session opens in the background and arrives as a `transcript` record |
+//! | `status`        | request      | —                            | [`protocol::Status`]                 |
+//! | `transcript`    | request      | `limit?`                     | [`protocol::Transcript`] (the chat)  |
 //! | `sessions`      | request      | —                            | sessions of the cwd, newest first    |
 //! | `templates`     | request      | —                            | `[{name, description}]`              |
-//! | `new_session`   | request      | —                            | status (a `session_switch` event follows) |
-//! | `resume`        | request      | `path`                       | status (a `session_switch` event follows) |
+//! | `new_session`   | request      | —                            | status (a `session_switch` record follows) |
 //! | `set_model`     | request      | `model`                      | status                               |
 //! | `health`        | request      | —                            | provider reachability, key presence (never the key) |
-//! | `prompt`        | notification | `text`                       | runs the prompt (or `/handoff`) in a task |
+//! | `prompt`        | notification | `text`                       | what the user typed: the controller classifies it (`/handoff …` too) |
 //! | `handoff`       | notification | `focus?`                     | runs the handoff in a task           |
-//! | `abort`         | notification | —                            | stops the running response           |
+//! | `resume`        | notification | `path`                       | loads and switches in the background (`session_switch` + `transcript` follow) |
+//! | `abort`         | notification | —                            | stops the running response (and a handoff) |
 //! | `abort_handoff` | notification | —                            | cancels the handoff being generated  |
 //! | `shutdown`      | notification | —                            | flushes the session and exits        |
 //!
 //! Long work never runs inside a handler (nvim-rs runs notifications one at a time: an abort would
-//! queue behind the work it must stop). Results of long work arrive as events (see `bridge`).
+//! queue behind the work it must stop), and nothing that reads a session file blocks a request:
+//! a 100k-entry session takes ~100 ms to load. Results arrive as records (see `bridge`).
 
 mod bridge;
+pub mod protocol;
 mod stdio;
 pub mod transcript;
 
@@ -35,16 +36,23 @@ use std::time::Duration;
 use async_trait::async_trait;
 use nvim_rs::{Handler, Neovim};
 use rmpv::Value;
-use serde_json::json;
+use serde::Serialize;
+use tokio::sync::watch;
 
-use crate::core::agent::{lock, AgentError, AgentSession, PromptOptions};
+use crate::core::agent::{lock, AgentError, AgentSession, SwitchReason};
 use crate::core::config::Settings;
-use crate::core::controller::{self, Input, Level, Notice};
-use crate::core::handoff::HandoffOutcome;
+use crate::core::controller::{self, Controller, FrontEndTexts, Level, Notice, SessionChoice};
 use crate::core::session::SessionManager;
 use crate::frontend_paths;
 use bridge::Outbox;
+use protocol::{ConfigureArgs, Record, Resume, SessionListItem, TemplateItem};
 use stdio::Writer;
+
+/// Said when a command arrives before any session could be opened.
+const NOT_READY: &str = "handoff.nvim: the host has no session open yet (configure failed or is still loading)";
+
+/// How long a command waits for the session being opened.
+const READY_WAIT: Duration = Duration::from_secs(30);
 
 /// Overrides the CLI/environment settings with the ones `setup()` gave.
 fn merge(base: &Settings, over: Settings) -> Settings {
@@ -65,31 +73,20 @@ fn merge(base: &Settings, over: Settings) -> Settings {
     }
 }
 
-/// A prompt typed while a handoff is generated is refused (it would be dropped with the old
-/// session's queues on success). The way out names the chat buffer's key, so the text is the
-/// editor's, not the controller's.
-fn prompt_during_handoff() -> Notice {
-    Notice {
-        level: Level::Warn,
-        message: "A handoff is being generated: wait for it, or press <Esc> in the chat to cancel it, then send the prompt again"
-            .into(),
+/// The editor's own wording of texts that name its keys.
+fn editor_texts() -> FrontEndTexts {
+    FrontEndTexts {
+        prompt_during_handoff:
+            "A handoff is being generated: wait for it, or press <Esc> to cancel it, then send the prompt again".into(),
     }
-}
-
-/// `configure`'s argument.
-#[derive(serde::Deserialize, Default)]
-#[serde(default)]
-struct ConfigureArgs {
-    settings: Option<rmpv::Value>,
-    cwd: Option<PathBuf>,
-    session_file: Option<PathBuf>,
 }
 
 struct Inner {
     base_settings: Settings,
     settings: Mutex<Settings>,
     cwd: Mutex<PathBuf>,
-    agent: Mutex<Option<Arc<AgentSession>>>,
+    /// The controller of the open session; `None` until the first one is open.
+    controller: watch::Sender<Option<Arc<Controller>>>,
     collector: Mutex<Option<tokio::task::JoinHandle<()>>>,
     outbox: Arc<Outbox>,
     shutdown: tokio::sync::Notify,
@@ -103,18 +100,13 @@ pub struct Host {
 
 type Reply = Result<Value, Value>;
 
-fn to_rmpv(v: serde_json::Value) -> Value {
-    rmpv::ext::to_value(v).unwrap_or(Value::Nil)
-}
-
-/// Decodes through JSON: rmpv's own decoder wants enums as maps, Lua sends them as strings.
-fn from_rmpv<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, String> {
-    let json: serde_json::Value = rmpv::ext::from_value(v).map_err(|e| e.to_string())?;
-    serde_json::from_value(json).map_err(|e| e.to_string())
-}
-
 fn err(message: impl std::fmt::Display) -> Value {
     Value::from(message.to_string())
+}
+
+/// An answer to a request, encoded; a value that cannot be encoded is an error the user sees.
+fn reply<T: Serialize>(what: &'static str, value: &T) -> Reply {
+    protocol::encode(what, value).map_err(err)
 }
 
 fn arg_str(args: &[Value], i: usize) -> Option<String> {
@@ -124,12 +116,13 @@ fn arg_str(args: &[Value], i: usize) -> Option<String> {
 impl Host {
     fn new(settings: Settings) -> Self {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let (controller, _) = watch::channel(None);
         Host {
             inner: Arc::new(Inner {
                 settings: Mutex::new(settings.clone()),
                 base_settings: settings,
                 cwd: Mutex::new(cwd),
-                agent: Mutex::new(None),
+                controller,
                 collector: Mutex::new(None),
                 outbox: Arc::new(Outbox::default()),
                 shutdown: tokio::sync::Notify::new(),
@@ -137,75 +130,125 @@ impl Host {
         }
     }
 
-    fn agent(&self) -> Option<Arc<AgentSession>> {
-        lock(&self.inner.agent).clone()
+    fn controller(&self) -> Option<Arc<Controller>> {
+        self.inner.controller.borrow().clone()
     }
 
-    fn agent_or_err(&self) -> Result<Arc<AgentSession>, Value> {
-        self.agent().ok_or_else(|| err("the host is not configured yet (call configure first)"))
+    fn agent(&self) -> Option<Arc<AgentSession>> {
+        self.controller().map(|c| c.agent().clone())
+    }
+
+    /// The controller, waiting for the session being opened (a command sent right after
+    /// `configure` runs once it is there).
+    async fn ready(&self) -> Result<Arc<Controller>, Value> {
+        let mut rx = self.inner.controller.subscribe();
+        let waited = tokio::time::timeout(READY_WAIT, rx.wait_for(Option::is_some)).await;
+        match waited {
+            Ok(Ok(c)) => c.clone().ok_or_else(|| err(NOT_READY)),
+            _ => Err(err(NOT_READY)),
+        }
     }
 
     fn notice(&self, level: Level, message: impl Into<String>) {
-        self.inner.outbox.push(transcript::notice(&Notice { level, message: message.into() }));
+        self.inner.outbox.push(Record::Notice(Notice::new(level, message)));
     }
 
+    /// Runs `work` with the controller once the session is open, in a task (notifications).
+    fn with_controller<F, Fut>(&self, work: F)
+    where
+        F: FnOnce(Arc<Controller>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send,
+    {
+        let host = self.clone();
+        tokio::spawn(async move {
+            match host.ready().await {
+                Ok(controller) => work(controller).await,
+                Err(_) => host.notice(Level::Error, NOT_READY),
+            }
+        });
+    }
+
+    /// `configure`: settings now, the session in the background. The answer is immediate; the
+    /// chat gets the session as a `transcript` record when it is loaded.
     fn configure(&self, args: &[Value]) -> Reply {
         let parsed: ConfigureArgs = match args.first() {
-            Some(v @ Value::Map(_)) => rmpv::ext::from_value(v.clone()).map_err(|e| err(format!("configure: {e}")))?,
-            _ => ConfigureArgs::default(),
+            Some(v) => protocol::decode("configure arguments", v).map_err(err)?,
+            None => ConfigureArgs::default(),
         };
-        let over: Settings = match parsed.settings {
-            // Lua sends an empty table as an empty array.
-            None | Some(Value::Array(_)) | Some(Value::Nil) => Settings::default(),
-            Some(v) => from_rmpv(v).map_err(|e| err(format!("invalid provider settings: {e}")))?,
+        if self.controller().is_some_and(|c| c.is_busy()) {
+            return Err(err("cannot reconfigure while a response is in progress"));
+        }
+        let settings = merge(&self.inner.base_settings, parsed.settings);
+        let cwd = parsed.cwd.unwrap_or_else(|| lock(&self.inner.cwd).clone());
+        let choice = match (parsed.session_file, parsed.resume) {
+            (Some(path), _) if path.exists() => SessionChoice::File(path),
+            (_, Resume::Newest) => SessionChoice::Newest,
+            (_, Resume::New) => SessionChoice::New,
         };
-        let settings = merge(&self.inner.base_settings, over);
-        let cwd = match parsed.cwd {
-            Some(c) => c,
-            None => lock(&self.inner.cwd).clone(),
-        };
-        if let Some(agent) = self.agent() {
-            if agent.is_busy() || agent.is_generating_handoff() {
-                return Err(err("cannot reconfigure while a response is in progress"));
-            }
-        }
-        let session_dir = frontend_paths::session_dir(&settings);
-        let session = match &parsed.session_file {
-            Some(path) if path.exists() => SessionManager::open(path, &session_dir),
-            _ => SessionManager::create(&session_dir, &cwd, None),
-        }
-        .map_err(|e| err(format!("cannot open the session: {e}")))?;
-        for w in session.warnings() {
-            self.notice(Level::Warn, w.clone());
-        }
-        let fresh = session.get_entries().is_empty();
-        let agent = Arc::new(AgentSession::new(settings.agent_config(), session));
-        if fresh {
-            let recorded = agent.record_settings(&mut agent.session());
-            if let Err(e) = recorded {
-                return Err(err(format!("cannot write the session: {e}")));
-            }
-        }
-        if let Some(old) = lock(&self.inner.collector).replace(bridge::spawn_collector(agent.clone(), self.inner.outbox.clone())) {
-            old.abort();
-        }
-        if let Some(old) = lock(&self.inner.agent).replace(agent.clone()) {
-            let _ = old.session().flush();
-        }
-        *lock(&self.inner.settings) = settings;
-        *lock(&self.inner.cwd) = cwd;
-        tracing::info!(session = %agent.session().path().display(), "configured");
-        Ok(to_rmpv(transcript::transcript(&agent, transcript::PAGE)))
+        *lock(&self.inner.settings) = settings.clone();
+        *lock(&self.inner.cwd) = cwd.clone();
+        let host = self.clone();
+        tokio::spawn(async move { host.open(settings, cwd, choice).await });
+        Ok(Value::Boolean(true))
     }
 
-    fn sessions(&self) -> Reply {
+    /// Opens (or creates) the session on a blocking thread and makes it the current one. A file
+    /// that cannot be opened is reported, and a new session takes its place so the editor stays
+    /// usable (the file itself is left as it is).
+    async fn open(&self, settings: Settings, cwd: PathBuf, choice: SessionChoice) {
+        let session_dir = frontend_paths::session_dir(&settings);
+        let config = settings.agent_config();
+        let load = {
+            let (config, session_dir, cwd, choice) = (config.clone(), session_dir.clone(), cwd.clone(), choice.clone());
+            tokio::task::spawn_blocking(move || controller::open_session(config, &session_dir, &cwd, &choice))
+        };
+        let opened = match load.await {
+            Ok(Ok(opened)) => opened,
+            failed => {
+                let why = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    Err(e) => format!("the loader stopped: {e}"),
+                    Ok(Ok(_)) => String::new(),
+                };
+                tracing::error!("cannot open the session: {why}");
+                self.notice(Level::Error, format!("handoff.nvim: cannot open the session: {why}. A new session is started instead."));
+                match controller::open_session(config, &session_dir, &cwd, &SessionChoice::New) {
+                    Ok(opened) => opened,
+                    Err(e) => {
+                        self.notice(Level::Error, format!("handoff.nvim: cannot create a session in {}: {e}", session_dir.display()));
+                        return;
+                    }
+                }
+            }
+        };
+        for warning in opened.warnings {
+            self.notice(Level::Warn, warning);
+        }
+        let controller = Controller::new(opened.agent, editor_texts());
+        let collector = bridge::spawn_collector(controller.clone(), self.inner.outbox.clone());
+        if let Some(old) = lock(&self.inner.collector).replace(collector) {
+            old.abort();
+        }
+        self.inner.outbox.push(Record::Transcript(transcript::transcript(&controller, transcript::PAGE)));
+        tracing::info!(session = %controller.agent().session().path().display(), "configured");
+        if let Some(old) = self.inner.controller.send_replace(Some(controller)) {
+            let flushed = old.agent().session().flush();
+            if let Err(e) = flushed {
+                tracing::error!("cannot flush the previous session: {e}");
+                self.notice(Level::Warn, format!("handoff.nvim: the previous session could not be saved completely: {e}"));
+            }
+        }
+    }
+
+    async fn sessions(&self) -> Reply {
         let settings = lock(&self.inner.settings).clone();
         let cwd = lock(&self.inner.cwd).clone();
-        let current = self.agent_or_err().ok().map(|a| a.session().path().to_path_buf());
+        let current = self.agent().map(|a| a.session().path().to_path_buf());
         let mut list = SessionManager::list_sessions(&frontend_paths::session_dir(&settings), &cwd).map_err(err)?;
         // Every start of the editor opens a session: the picker hides the ones never used.
         list.retain(|s| !s.empty || Some(&s.path) == current.as_ref());
-        serde_json::to_value(list).map(|v| to_rmpv(transcript::strip_nulls(v))).map_err(err)
+        let list: Vec<SessionListItem> = list.into_iter().map(SessionListItem::from).collect();
+        reply("the session list", &list)
     }
 
     fn templates(&self) -> Reply {
@@ -214,34 +257,48 @@ impl Host {
             .as_deref()
             .map(crate::core::agent::templates::list)
             .unwrap_or_default();
-        let list: Vec<_> = list.into_iter().map(|t| json!({ "name": t.name, "description": t.description })).collect();
-        Ok(to_rmpv(serde_json::Value::Array(list)))
+        let list: Vec<TemplateItem> =
+            list.into_iter().map(|t| TemplateItem { name: t.name, description: t.description }).collect();
+        reply("the template list", &list)
     }
 
-    fn resume(&self, args: &[Value]) -> Reply {
-        let agent = self.agent_or_err()?;
-        let path = arg_str(args, 0).ok_or_else(|| err("resume: a session file path is required"))?;
-        let session_dir = frontend_paths::session_dir(&lock(&self.inner.settings));
-        let session = SessionManager::open(std::path::Path::new(&path), &session_dir).map_err(err)?;
-        let warnings = session.warnings().to_vec();
-        agent.switch_session(session).map_err(busy_message)?;
-        for w in warnings {
-            self.notice(Level::Warn, w);
-        }
-        Ok(to_rmpv(transcript::status(&agent)))
+    /// `resume`: loads the file on a blocking thread, then switches; the chat hears of it as a
+    /// `session_switch` and a `transcript` record.
+    fn resume(&self, path: String) {
+        let host = self.clone();
+        self.with_controller(move |controller| async move {
+            if controller.is_busy() {
+                host.notice(Level::Warn, BUSY);
+                return;
+            }
+            let session_dir = frontend_paths::session_dir(&lock(&host.inner.settings));
+            let path = PathBuf::from(path);
+            let loaded = tokio::task::spawn_blocking(move || SessionManager::open(&path, &session_dir)).await;
+            let session = match loaded {
+                Ok(Ok(session)) => session,
+                Ok(Err(e)) => return host.notice(Level::Error, format!("handoff.nvim: cannot resume: {e}")),
+                Err(e) => return host.notice(Level::Error, format!("handoff.nvim: cannot resume: the loader stopped: {e}")),
+            };
+            let warnings = session.warnings().to_vec();
+            match controller.agent().switch_to(session, SwitchReason::Resume) {
+                Ok(_) => warnings.into_iter().for_each(|w| host.notice(Level::Warn, w)),
+                Err(e) => host.notice(Level::Warn, busy_message(e)),
+            }
+        });
     }
 
-    fn set_model(&self, args: &[Value]) -> Reply {
-        let agent = self.agent_or_err()?;
+    async fn set_model(&self, args: &[Value]) -> Reply {
+        let controller = self.ready().await?;
         let model = arg_str(args, 0).filter(|m| !m.trim().is_empty()).ok_or_else(|| err("set_model: a model name is required"))?;
-        if agent.is_busy() {
-            return Err(busy_message(AgentError::Busy));
+        if controller.is_busy() {
+            return Err(err(BUSY));
         }
+        let agent = controller.agent();
         let mut config = agent.provider_config();
         config.model = model.trim().to_string();
         agent.set_model(config).map_err(err)?;
         lock(&self.inner.settings).model = Some(model.trim().to_string());
-        Ok(to_rmpv(transcript::status(&agent)))
+        reply("the status", &transcript::status(&controller))
     }
 
     async fn health(&self) -> Reply {
@@ -250,114 +307,61 @@ impl Host {
         let key = if let Some(cmd) = config.api_key_cmd.as_deref().filter(|c| !c.trim().is_empty()) {
             // Only the program: the rest of the command line may be the key itself.
             let cmd = crate::core::provider::describe_cmd(cmd);
-            json!({ "source": "api_key_cmd", "detail": format!("command `{cmd}` (not run by the health check)"), "present": serde_json::Value::Null })
+            protocol::KeyHealth { source: "api_key_cmd", detail: format!("command `{cmd}` (not run by the health check)"), present: None }
         } else if let Some(var) = &config.api_key_env {
             let present = std::env::var(var).is_ok_and(|v| !v.trim().is_empty());
-            json!({ "source": "env", "detail": format!("${var}"), "present": present })
+            protocol::KeyHealth { source: "env", detail: format!("${var}"), present: Some(present) }
         } else {
-            json!({ "source": "none", "detail": "no key configured (fine for a local server)", "present": serde_json::Value::Null })
+            protocol::KeyHealth { source: "none", detail: "no key configured (fine for a local server)".into(), present: None }
         };
         let url = format!("{}/models", config.base_url.trim_end_matches('/'));
         crate::install_crypto_provider();
         let reachable = match reqwest::Client::builder().timeout(Duration::from_secs(3)).build() {
             Ok(client) => match client.get(&url).send().await {
-                Ok(r) => json!({ "ok": true, "detail": format!("{url} answered HTTP {}", r.status().as_u16()) }),
-                Err(e) => json!({ "ok": false, "detail": format!("cannot reach {url}: {}", without_url(e)) }),
+                Ok(r) => protocol::Reachable { ok: true, detail: format!("{url} answered HTTP {}", r.status().as_u16()) },
+                Err(e) => protocol::Reachable { ok: false, detail: format!("cannot reach {url}: {}", without_url(e)) },
             },
-            Err(e) => json!({ "ok": false, "detail": e.to_string() }),
+            Err(e) => protocol::Reachable { ok: false, detail: e.to_string() },
         };
         let session_dir = frontend_paths::session_dir(&settings);
         let writable = std::fs::create_dir_all(&session_dir)
             .and_then(|()| tempfile_probe(&session_dir))
             .map_err(|e| e.to_string());
-        Ok(to_rmpv(transcript::strip_nulls(json!({
-            "version": env!("CARGO_PKG_VERSION"),
-            "api": config.api,
-            "provider": config.name,
-            "base_url": config.base_url,
-            "model": config.model,
-            "key": key,
-            "reachable": reachable,
-            "session_dir": session_dir,
-            "session_dir_writable": writable.as_ref().is_ok(),
-            "session_dir_error": writable.err(),
-        }))))
+        reply(
+            "the health report",
+            &protocol::Health {
+                version: env!("CARGO_PKG_VERSION"),
+                api: config.api,
+                provider: config.name,
+                base_url: config.base_url,
+                model: config.model,
+                key,
+                reachable,
+                session_dir,
+                session_dir_writable: writable.is_ok(),
+                session_dir_error: writable.err(),
+            },
+        )
     }
 
-    fn new_session(&self) -> Reply {
-        let agent = self.agent_or_err()?;
-        agent.new_session().map_err(busy_message)?;
-        Ok(to_rmpv(transcript::status(&agent)))
-    }
-
-    /// `prompt`: the input controller's interception, then a task.
-    fn prompt(&self, text: String) {
-        let Some(agent) = self.agent() else {
-            self.notice(Level::Error, "handoff.nvim: the host is not configured yet");
-            return;
-        };
-        match controller::classify_input(&text) {
-            Input::Handoff { focus } => self.handoff(Some(focus)),
-            Input::Prompt(text) if text.trim().is_empty() => {}
-            Input::Prompt(_) if agent.is_generating_handoff() => {
-                self.inner.outbox.push(transcript::notice(&prompt_during_handoff()));
-            }
-            Input::Prompt(text) => {
-                if agent.is_busy() {
-                    agent.steer(&text);
-                    self.notice(Level::Info, "Queued: sent when the current reply reaches a turn boundary");
-                    return;
-                }
-                let outbox = self.inner.outbox.clone();
-                tokio::spawn(async move {
-                    match agent.prompt(&text, PromptOptions::default()).await {
-                        Ok(_) => {}
-                        Err(AgentError::Busy) => {
-                            // Another prompt won the race: queue this one behind it.
-                            agent.steer(&text);
-                        }
-                        Err(e) => outbox.push(transcript::notice(&Notice {
-                            level: Level::Error,
-                            message: format!("The prompt failed: {e}"),
-                        })),
-                    }
-                });
-            }
+    async fn new_session(&self) -> Reply {
+        let controller = self.ready().await?;
+        if controller.is_busy() {
+            return Err(err(BUSY));
         }
-    }
-
-    /// `handoff`: the controller's pre-flight guard, then the pipeline in a task.
-    fn handoff(&self, focus: Option<String>) {
-        let Some(agent) = self.agent() else {
-            self.notice(Level::Error, "handoff.nvim: the host is not configured yet");
-            return;
-        };
-        if let Err(notice) = controller::handoff_preflight(&agent) {
-            self.inner.outbox.push(transcript::notice(&notice));
-            return;
-        }
-        let outbox = self.inner.outbox.clone();
-        tokio::spawn(async move {
-            let outcome = agent.handoff(focus.as_deref()).await;
-            // A refusal ends before `handoff_start`: no `handoff_end` event carries it.
-            if let HandoffOutcome::Refused { .. } = outcome {
-                for notice in controller::handoff_notices(&outcome) {
-                    outbox.push(transcript::notice(&notice));
-                }
-            }
-        });
+        controller.agent().new_session().map_err(|e| err(busy_message(e)))?;
+        reply("the status", &transcript::status(&controller))
     }
 
     /// Stops what runs, waits briefly for it to be recorded, and flushes the session.
     async fn finish(&self) {
-        let Some(agent) = self.agent() else { return };
-        agent.abort_handoff();
-        agent.abort();
+        let Some(controller) = self.controller() else { return };
+        controller.abort();
         let deadline = tokio::time::Instant::now() + Duration::from_millis(500);
-        while (agent.is_busy() || agent.is_generating_handoff()) && tokio::time::Instant::now() < deadline {
+        while controller.is_busy() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let flushed = agent.session().flush();
+        let flushed = controller.agent().session().flush();
         if let Err(e) = flushed {
             tracing::error!("cannot flush the session at exit: {e}");
         }
@@ -381,10 +385,13 @@ fn tempfile_probe(dir: &std::path::Path) -> std::io::Result<()> {
     std::fs::remove_file(&probe)
 }
 
-fn busy_message(e: AgentError) -> Value {
+/// Said when a command needs the agent idle.
+const BUSY: &str = "A response is in progress: stop it first";
+
+fn busy_message(e: AgentError) -> String {
     match e {
-        AgentError::Busy => err("A response is in progress: stop it first"),
-        other => err(other),
+        AgentError::Busy => BUSY.to_string(),
+        other => other.to_string(),
     }
 }
 
@@ -398,17 +405,16 @@ impl Handler for Host {
             "ping" => Ok(Value::from("pong")),
             "version" => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
             "configure" => self.configure(&args),
-            "status" => Ok(to_rmpv(transcript::status(&*self.agent_or_err()?))),
+            "status" => reply("the status", &transcript::status(&*self.ready().await?)),
             // `transcript(limit?)`: the last `limit` items (a page by default).
             "transcript" => {
                 let limit = args.first().and_then(Value::as_u64).map_or(transcript::PAGE, |n| n as usize);
-                Ok(to_rmpv(transcript::transcript(&*self.agent_or_err()?, limit)))
+                reply("the transcript", &transcript::transcript(&*self.ready().await?, limit))
             }
-            "sessions" => self.sessions(),
+            "sessions" => self.sessions().await,
             "templates" => self.templates(),
-            "new_session" => self.new_session(),
-            "resume" => self.resume(&args),
-            "set_model" => self.set_model(&args),
+            "new_session" => self.new_session().await,
+            "set_model" => self.set_model(&args).await,
             "health" => self.health().await,
             other => Err(err(format!("unknown request {other}"))),
         }
@@ -417,19 +423,29 @@ impl Handler for Host {
     async fn handle_notify(&self, name: String, args: Vec<Value>, _nvim: Neovim<Writer>) {
         tracing::debug!(%name, "notification");
         match name.as_str() {
+            // What the user typed: the controller's one parser decides (`/handoff …` included).
             "prompt" => match arg_str(&args, 0) {
-                Some(text) => self.prompt(text),
+                Some(text) => self.with_controller(move |c| async move {
+                    c.submit(&text);
+                }),
                 None => self.notice(Level::Error, "prompt: the text is missing"),
             },
-            "handoff" => self.handoff(arg_str(&args, 0)),
+            "handoff" => {
+                let focus = arg_str(&args, 0);
+                self.with_controller(move |c| async move { c.start_handoff(focus) });
+            }
+            "resume" => match arg_str(&args, 0) {
+                Some(path) => self.resume(path),
+                None => self.notice(Level::Error, "resume: a session file path is required"),
+            },
             "abort" => {
-                if let Some(agent) = self.agent() {
-                    agent.abort();
+                if let Some(c) = self.controller() {
+                    c.abort();
                 }
             }
             "abort_handoff" => {
-                if let Some(agent) = self.agent() {
-                    agent.abort_handoff();
+                if let Some(c) = self.controller() {
+                    c.abort_handoff();
                 }
             }
             "shutdown" => self.inner.shutdown.notify_one(),

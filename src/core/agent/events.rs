@@ -18,6 +18,40 @@ pub enum AssistantMessageEvent {
 /// The outcome of a handoff as UIs see it (see `crate::core::handoff::HandoffOutcome`).
 pub use crate::core::handoff::HandoffOutcome;
 
+/// Why the session file changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SwitchReason {
+    /// `/new`: a new, empty session.
+    New,
+    /// Another session file was opened.
+    Resume,
+    /// A handoff continued in the session it created.
+    Handoff,
+}
+
+/// How loudly to say it (a front end maps it to its own levels, e.g. `vim.log.levels`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Info,
+    Warn,
+    Error,
+}
+
+/// One line for the user: a refusal, a warning, the outcome of a command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Notice {
+    pub level: Level,
+    pub message: String,
+}
+
+impl Notice {
+    pub fn new(level: Level, message: impl Into<String>) -> Self {
+        Self { level, message: message.into() }
+    }
+}
+
 /// Everything a subscriber (a front end's event bridge, the CLI's printer) can observe.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -33,6 +67,9 @@ pub enum AgentEvent {
     AgentEnd { messages: Vec<Message> },
     HandoffStart { focus: Option<String> },
     HandoffEnd { outcome: HandoffOutcome },
-    /// The session file changed (`reason`: `handoff`, `new`, `resume`).
-    SessionSwitch { old: Option<String>, new: String, reason: String },
+    /// The session file changed.
+    SessionSwitch { old: Option<String>, new: String, reason: SwitchReason },
+    /// Something the user must be told that is no part of a message: refusals included, so
+    /// every outcome of a command travels the same route.
+    Notice(Notice),
 }

@@ -15,7 +15,7 @@ use std::sync::{Mutex, MutexGuard};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-pub use events::{AgentEvent, AssistantMessageEvent};
+pub use events::{AgentEvent, AssistantMessageEvent, Level, Notice, SwitchReason};
 
 use crate::core::message::{Content, Message, StopReason};
 use crate::core::provider::{ChatRequest, Provider, ProviderConfig, ProviderError, StreamEvent};
@@ -30,19 +30,30 @@ pub enum AgentError {
     Session(#[from] SessionError),
 }
 
-/// How a prompt is sent.
+/// How a run goes. The defaults are a user's prompt; internal runs (the handoff) change them.
 #[derive(Clone, Copy, Debug)]
-pub struct PromptOptions {
+pub struct RunOptions {
     /// Expand `/name args` user templates. Internal prompts turn this off.
     pub expand_prompt_templates: bool,
     /// Shrink the conversation to fit the model's context window (see `fit`).
     pub fit_to_window: bool,
+    /// Stop after the first assistant message: steering and follow-ups queued meanwhile stay
+    /// queued instead of being answered in this run.
+    pub single_turn: bool,
 }
 
-impl Default for PromptOptions {
+impl Default for RunOptions {
     fn default() -> Self {
-        Self { expand_prompt_templates: true, fit_to_window: false }
+        Self { expand_prompt_templates: true, fit_to_window: false, single_turn: false }
     }
+}
+
+/// A session change: the files before and after, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionSwitched {
+    pub old: PathBuf,
+    pub new: PathBuf,
+    pub reason: SwitchReason,
 }
 
 /// What one prompt produced: the payload of `agent_end`.
@@ -97,13 +108,11 @@ pub struct AgentSession {
     events: broadcast::Sender<AgentEvent>,
     system_prompt: Option<String>,
     templates_dir: Option<PathBuf>,
-    /// The handoff's abort controller: `Some` while a handoff is generating.
-    pub(crate) handoff_abort: Mutex<Option<CancellationToken>>,
 }
 
 /// The run slot, taken (`claim_run`) and not yet run: the run's token and the messages queued
 /// for its first turn.
-pub(crate) struct RunClaim {
+pub struct RunClaim {
     token: CancellationToken,
     pending: Vec<Message>,
 }
@@ -130,7 +139,6 @@ impl AgentSession {
             events,
             system_prompt: config.system_prompt,
             templates_dir: config.templates_dir,
-            handoff_abort: Mutex::new(None),
         }
     }
 
@@ -138,7 +146,8 @@ impl AgentSession {
         self.events.subscribe()
     }
 
-    pub(crate) fn emit(&self, event: AgentEvent) {
+    /// Sends an event to every subscriber (the controller reports its outcomes here too).
+    pub fn emit(&self, event: AgentEvent) {
         let _ = self.events.send(event);
     }
 
@@ -221,76 +230,66 @@ impl AgentSession {
         Ok(())
     }
 
-    /// Continues in another session: its context becomes the active one, the queues and
-    /// counters start afresh.
-    pub(crate) fn start_over(&self, session_id: String) {
-        self.reset();
-        let mut state = self.state();
-        state.messages = None;
-        state.session_id = session_id;
-    }
-
-    /// Starts a new, empty session (pi's `/new`).
-    pub fn new_session(&self) -> Result<(), AgentError> {
+    /// The one way to change sessions (`/new`, resume, handoff): the old session is flushed,
+    /// `next` becomes the session, its context the active one, and the queues and counters start
+    /// afresh; subscribers hear of it with the reason. Refused while a response runs.
+    pub fn switch_to(&self, next: SessionManager, reason: SwitchReason) -> Result<SessionSwitched, AgentError> {
         if self.is_busy() {
             return Err(AgentError::Busy);
         }
-        let (old, new, session_id) = {
-            let mut session = self.session();
-            let old = session.path().to_string_lossy().into_owned();
-            session.new_session(None)?;
-            self.record_settings(&mut session)?;
-            (old, session.path().to_string_lossy().into_owned(), session.session_id().to_string())
-        };
-        self.start_over(session_id);
-        self.emit(AgentEvent::SessionSwitch { old: Some(old), new, reason: "new".into() });
-        Ok(())
-    }
-
-    /// Switches to another session file (resume).
-    pub fn switch_session(&self, session: SessionManager) -> Result<(), AgentError> {
-        if self.is_busy() {
-            return Err(AgentError::Busy);
-        }
-        let new = session.path().to_string_lossy().into_owned();
-        let session_id = session.session_id().to_string();
+        let new = next.path().to_path_buf();
+        let session_id = next.session_id().to_string();
         let old = {
             let mut current = self.session();
-            let _ = current.flush();
-            let old = current.path().to_string_lossy().into_owned();
-            *current = session;
+            if let Err(e) = current.flush() {
+                // The switch goes on (the next session is complete), but the user hears of it.
+                tracing::error!(session = %current.path().display(), "cannot flush the old session: {e}");
+                self.emit(AgentEvent::Notice(Notice::new(
+                    Level::Warn,
+                    format!("The previous session could not be saved completely: {e}"),
+                )));
+            }
+            let old = current.path().to_path_buf();
+            *current = next;
             old
         };
-        self.start_over(session_id);
-        self.emit(AgentEvent::SessionSwitch { old: Some(old), new, reason: "resume".into() });
-        Ok(())
+        self.reset();
+        {
+            let mut state = self.state();
+            state.messages = None;
+            state.session_id = session_id;
+        }
+        self.emit(AgentEvent::SessionSwitch {
+            old: Some(old.to_string_lossy().into_owned()),
+            new: new.to_string_lossy().into_owned(),
+            reason,
+        });
+        Ok(SessionSwitched { old, new, reason })
+    }
+
+    /// Starts a new, empty session (pi's `/new`) with the model and thinking level in force.
+    pub fn new_session(&self) -> Result<SessionSwitched, AgentError> {
+        if self.is_busy() {
+            return Err(AgentError::Busy);
+        }
+        let mut next = {
+            let current = self.session();
+            SessionManager::create(current.session_dir(), current.cwd(), None)?
+        };
+        self.record_settings(&mut next)?;
+        self.switch_to(next, SwitchReason::New)
     }
 
     /// Sends `text` as a user prompt and runs the agent until it stops.
-    pub async fn prompt(&self, text: &str, options: PromptOptions) -> Result<RunResult, AgentError> {
-        self.prompt_with_cancel(text, options, CancellationToken::new()).await
+    pub async fn prompt(&self, text: &str, options: RunOptions) -> Result<RunResult, AgentError> {
+        let claim = self.claim_run(&CancellationToken::new())?;
+        self.run_claimed(claim, text, options).await
     }
 
-    /// Like `prompt`, with a cancellation token owned by the caller (the handoff's abort
-    /// controller): cancelling it, or `abort()`, stops the run.
-    pub(crate) async fn prompt_with_cancel(
-        &self,
-        text: &str,
-        options: PromptOptions,
-        cancel: CancellationToken,
-    ) -> Result<RunResult, AgentError> {
-        let text = if options.expand_prompt_templates {
-            templates::expand(text, self.templates_dir.as_deref())
-        } else {
-            text.to_string()
-        };
-        let claim = self.claim_run(&cancel)?;
-        self.run_claimed(claim, &text, options).await
-    }
-
-    /// Takes the run slot (one response at a time), or `Busy`. The handoff takes it before it
-    /// announces itself, so that a prompt racing it is refused instead of the handoff.
-    pub(crate) fn claim_run(&self, cancel: &CancellationToken) -> Result<RunClaim, AgentError> {
+    /// Takes the run slot (one response at a time), or `Busy`. The run stops when `cancel` (a
+    /// token of the caller's: the handoff's own) or `abort()` fires. The handoff takes the slot
+    /// before it announces itself, so that a prompt racing it is refused instead of the handoff.
+    pub fn claim_run(&self, cancel: &CancellationToken) -> Result<RunClaim, AgentError> {
         let mut state = self.state();
         if state.run.is_some() {
             return Err(AgentError::Busy);
@@ -300,13 +299,13 @@ impl AgentSession {
         Ok(RunClaim { token, pending: std::mem::take(&mut state.pending_next_turn) })
     }
 
-    /// Runs `text` in the slot `claim` holds (already expanded), and frees the slot.
-    pub(crate) async fn run_claimed(
-        &self,
-        claim: RunClaim,
-        text: &str,
-        options: PromptOptions,
-    ) -> Result<RunResult, AgentError> {
+    /// Runs `text` in the slot `claim` holds, and frees the slot.
+    pub async fn run_claimed(&self, claim: RunClaim, text: &str, options: RunOptions) -> Result<RunResult, AgentError> {
+        let text = if options.expand_prompt_templates {
+            templates::expand(text, self.templates_dir.as_deref())
+        } else {
+            text.to_string()
+        };
         let RunClaim { token, pending } = claim;
         let result = self.run(pending, Message::user(text), options, &token).await;
         self.state().run = None;
@@ -331,7 +330,7 @@ impl AgentSession {
         &self,
         pending: Vec<Message>,
         prompt: Message,
-        options: PromptOptions,
+        options: RunOptions,
         cancel: &CancellationToken,
     ) -> Result<RunResult, AgentError> {
         let mut result = RunResult::default();
@@ -356,10 +355,9 @@ impl AgentSession {
             if matches!(stop, StopReason::Error | StopReason::Aborted) {
                 break Ok(());
             }
-            // A handoff's run is one turn: messages queued meanwhile are meant for the
-            // conversation, not for the document (answering them would make the document the
-            // reply to a follow-up). They stay queued; a successful handoff clears them.
-            if self.is_generating_handoff() {
+            // A single-turn run (the handoff's) answers only its prompt: messages queued
+            // meanwhile are meant for the conversation. They stay queued.
+            if options.single_turn {
                 break Ok(());
             }
             let mut state = self.state();
@@ -379,7 +377,7 @@ impl AgentSession {
     /// (`stopReason: error|aborted`, `errorMessage`), as pi records them.
     async fn stream_turn(
         &self,
-        options: PromptOptions,
+        options: RunOptions,
         cancel: &CancellationToken,
         result: &mut RunResult,
     ) -> Message {

@@ -3,6 +3,10 @@
 //! capture and cancellation (`capture`), new session and injection (`start_new_session`),
 //! context rebuild, and the outcome the controller maps to the UI (`HandoffOutcome`).
 //!
+//! [`Handoff`] owns the pipeline's abort token and drives the agent only through its public run
+//! API (the run slot, [`RunOptions`], [`AgentSession::switch_to`]): the agent knows nothing of
+//! handoffs.
+//!
 //! Every shortcoming of the original pipeline (the table at the end of `doc/design.md`) is
 //! closed here; each is marked `Gap:` where it is.
 
@@ -11,7 +15,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::agent::{lock, AgentEvent, AgentSession, PromptOptions, RunClaim, RunResult};
+use crate::core::agent::{
+    lock, AgentError, AgentEvent, AgentSession, RunClaim, RunOptions, RunResult, SwitchReason,
+};
 use crate::core::message::StopReason;
 use crate::core::session::{file, paths, SessionError, SessionManager};
 
@@ -51,6 +57,7 @@ pub enum HandoffOutcome {
         /// Where the document was also written as markdown.
         document_file: String,
         /// What had to be left out of the request to fit the context window, if anything.
+        #[serde(skip_serializing_if = "Option::is_none")]
         elided: Option<String>,
     },
     Cancelled,
@@ -106,18 +113,11 @@ pub fn missing_sections(document: &str) -> Vec<String> {
         .collect()
 }
 
-/// Gap (guard twice, disagreeing): the one rule both layers (controller and `handoff()`) call.
-pub fn preflight(agent: &AgentSession) -> Result<(), String> {
-    if agent.is_generating_handoff() {
-        return Err(text::BUSY.to_string());
-    }
-    session_rule(agent)
-}
-
-/// Gap (no busy check): refuse while a response streams. Then count `message` entries on the
-/// current branch, never on all branches.
-fn session_rule(agent: &AgentSession) -> Result<(), String> {
-    if agent.is_busy() {
+/// Gap (guard twice, disagreeing): the one rule both layers (the controller before it starts
+/// the work, and [`Handoff::run`]) call. Gap (no busy check): refuse while a response or another
+/// handoff runs. Then count `message` entries on the current branch, never on all branches.
+pub fn preflight(agent: &AgentSession, generating: bool) -> Result<(), String> {
+    if generating || agent.is_busy() {
         return Err(text::BUSY.to_string());
     }
     if agent.session().count_branch_messages() < 2 {
@@ -127,11 +127,11 @@ fn session_rule(agent: &AgentSession) -> Result<(), String> {
 }
 
 /// Clears the handoff's abort controller when the handoff ends, whatever happened (`finally`).
-struct AbortControllerGuard<'a>(&'a AgentSession);
+struct AbortControllerGuard<'a>(&'a Handoff);
 
 impl Drop for AbortControllerGuard<'_> {
     fn drop(&mut self) {
-        *lock(&self.0.handoff_abort) = None;
+        *lock(&self.0.abort) = None;
     }
 }
 
@@ -140,41 +140,62 @@ impl Drop for AbortControllerGuard<'_> {
 /// with a normal stop; an aborted turn is a cancellation, an errored or cut-off one a failure.
 fn capture(result: &RunResult) -> Result<String, NoDocument> {
     let Some(reply) = result.last_assistant() else {
-        return Err(NoDocument::Failed(text::NO_TEXT.into()));
+        return Err(NoDocument::NoText);
     };
-    let failed = |message: &str| Err(NoDocument::Failed(message.to_string()));
     match reply.stop_reason.unwrap_or_default() {
         StopReason::Aborted => return Err(NoDocument::Cancelled),
-        StopReason::Error => return failed(reply.error_message.as_deref().unwrap_or("the model request failed")),
-        StopReason::Length => {
-            return failed(
-                "the document was cut off at the model's output limit (stop reason: length); raise max_tokens or add a focus",
-            )
+        StopReason::Error => {
+            let message = reply.error_message.as_deref().unwrap_or("the model request failed");
+            return Err(NoDocument::ModelError(message.to_string()));
         }
-        StopReason::ToolUse => return failed("the model asked to use a tool instead of writing the document"),
+        StopReason::Length => return Err(NoDocument::CutOff),
+        StopReason::ToolUse => return Err(NoDocument::ToolUse),
         StopReason::Stop => {}
     }
     // Gap (no text = cancelled): no text is a failure with its own message.
     let document = reply.text();
     if !reply.content.has_text_block() || document.trim().is_empty() {
-        return failed(text::NO_TEXT);
+        return Err(NoDocument::NoText);
     }
     Ok(document.trim().to_string())
 }
 
-/// Why a run produced no document.
-enum NoDocument {
+/// Why a handoff produced no new session.
+#[derive(Debug, thiserror::Error)]
+pub enum NoDocument {
+    #[error("{}", text::CANCELLED)]
     Cancelled,
-    Failed(String),
+    #[error("{}", text::NO_TEXT)]
+    NoText,
+    #[error("{0}")]
+    ModelError(String),
+    #[error("the document was cut off at the model's output limit (stop reason: length); raise max_tokens or add a focus")]
+    CutOff,
+    #[error("the model asked to use a tool instead of writing the document")]
+    ToolUse,
+    #[error(transparent)]
+    Run(#[from] AgentError),
+    #[error("could not write the new session: {0}")]
+    Write(#[from] SessionError),
 }
 
 impl From<NoDocument> for HandoffOutcome {
     fn from(reason: NoDocument) -> Self {
         match reason {
             NoDocument::Cancelled => HandoffOutcome::Cancelled,
-            NoDocument::Failed(message) => HandoffOutcome::Failed { message },
+            other => HandoffOutcome::Failed { message: other.to_string() },
         }
     }
+}
+
+/// The session a successful handoff continues in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewSession {
+    pub session_file: PathBuf,
+    /// The session handed off (recorded as `parentSession` in the new one's header).
+    pub parent_session: PathBuf,
+    /// The document as markdown beside the new session.
+    pub document_file: PathBuf,
 }
 
 /// Writes the document as `handoff.md` beside the new session file (0600 in a 0700 folder, synced
@@ -187,33 +208,44 @@ fn write_document_file(session_file: &Path, document: &str) -> Result<PathBuf, S
     Ok(document_file)
 }
 
-impl AgentSession {
-    /// `isGeneratingHandoff`: true while the handoff's abort controller exists.
-    pub fn is_generating_handoff(&self) -> bool {
-        lock(&self.handoff_abort).is_some()
+/// The handoff of one agent session: at most one runs at a time, and it can be cancelled.
+#[derive(Debug, Default)]
+pub struct Handoff {
+    /// The abort controller: `Some` while a handoff is generating.
+    abort: std::sync::Mutex<Option<CancellationToken>>,
+}
+
+impl Handoff {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `isGeneratingHandoff`: true while the abort controller exists.
+    pub fn is_generating(&self) -> bool {
+        lock(&self.abort).is_some()
     }
 
     /// `abortHandoff()`: cancels the handoff being generated, if any.
-    pub fn abort_handoff(&self) {
-        if let Some(token) = lock(&self.handoff_abort).as_ref() {
+    pub fn abort(&self) {
+        if let Some(token) = lock(&self.abort).as_ref() {
             token.cancel();
         }
     }
 
-    /// `AgentSession.handoff(focus)`: generates the document, and on success continues in a new
-    /// session that starts with it.
-    pub async fn handoff(&self, focus: Option<&str>) -> HandoffOutcome {
+    /// `AgentSession.handoff(focus)`: generates the document, and on success continues `agent`
+    /// in a new session that starts with it. Announces itself with `handoff_start` and
+    /// `handoff_end` (a refusal announces nothing: it is the caller's to report).
+    pub async fn run(&self, agent: &AgentSession, focus: Option<&str>) -> HandoffOutcome {
         // 1. Start: guard, abort controller, prompt.
         let token = CancellationToken::new();
         let claim = {
-            let mut slot = lock(&self.handoff_abort);
-            let allowed = if slot.is_some() { Err(text::BUSY.to_string()) } else { session_rule(self) };
-            if let Err(message) = allowed {
+            let mut slot = lock(&self.abort);
+            if let Err(message) = preflight(agent, slot.is_some()) {
                 return HandoffOutcome::Refused { message };
             }
             // The run slot is taken before `handoff_start`: a prompt that got there first
             // refuses the handoff here, not after the front end was told it started.
-            let Ok(claim) = self.claim_run(&token) else {
+            let Ok(claim) = agent.claim_run(&token) else {
                 return HandoffOutcome::Refused { message: text::BUSY.into() };
             };
             *slot = Some(token.clone());
@@ -221,89 +253,80 @@ impl AgentSession {
         };
         let _clear = AbortControllerGuard(self);
         let focus = focus.map(str::trim).filter(|f| !f.is_empty()).map(str::to_string);
-        self.emit(AgentEvent::HandoffStart { focus: focus.clone() });
-        let outcome = self.generate_and_switch(focus.as_deref(), &token, claim).await;
-        self.emit(AgentEvent::HandoffEnd { outcome: outcome.clone() });
-        outcome
-    }
-
-    async fn generate_and_switch(
-        &self,
-        focus: Option<&str>,
-        token: &CancellationToken,
-        claim: RunClaim,
-    ) -> HandoffOutcome {
-        let prompt = build_prompt(focus);
-        // Gap (request too large): the request is fitted to the model's window.
-        let options = PromptOptions { expand_prompt_templates: false, fit_to_window: true };
-        // 2. Capture: the run's own messages are the payload of `agent_end`.
-        let result = match self.run_claimed(claim, &prompt, options).await {
-            Ok(result) => result,
-            Err(e) => return HandoffOutcome::Failed { message: e.to_string() },
-        };
-        // 3. Cancellation check.
-        if token.is_cancelled() {
-            return HandoffOutcome::Cancelled;
-        }
-        let document = match capture(&result) {
-            Ok(d) => d,
-            Err(reason) => return reason.into(),
-        };
-        // 4–6. New session, injection, context rebuild.
-        match self.start_new_session(&document) {
-            Ok((session_file, parent_session, document_file)) => HandoffOutcome::Done {
+        agent.emit(AgentEvent::HandoffStart { focus: focus.clone() });
+        let outcome = match generate_and_switch(agent, focus.as_deref(), &token, claim).await {
+            Ok((document, new, elided)) => HandoffOutcome::Done {
                 missing_sections: missing_sections(&document),
                 document,
-                session_file,
-                parent_session,
-                document_file,
-                elided: result.elisions.map(|e| e.note()),
+                session_file: new.session_file.to_string_lossy().into_owned(),
+                parent_session: new.parent_session.to_string_lossy().into_owned(),
+                document_file: new.document_file.to_string_lossy().into_owned(),
+                elided,
             },
-            Err(e) => HandoffOutcome::Failed { message: format!("could not write the new session: {e}") },
-        }
-    }
-
-    /// Steps 4–6: flush the old session, start a new one that records its parent and the current
-    /// model, inject the document, make it durable, then reset the agent onto it.
-    /// The new session is built beside the old one and swapped in only once it is complete on
-    /// disk, so a write error (full disk, read-only folder) leaves the agent on the old session.
-    fn start_new_session(&self, document: &str) -> Result<(String, String, String), SessionError> {
-        let (old, new, session_id, document_file) = {
-            let mut session = self.session();
-            session.flush()?;
-            // Gap (no lineage): the header names the parent session file.
-            let old = std::path::absolute(session.path())
-                .unwrap_or_else(|_| session.path().to_path_buf())
-                .to_string_lossy()
-                .into_owned();
-            let mut next = SessionManager::create(session.session_dir(), session.cwd(), Some(old.clone()))?;
-            let written = (|| {
-                // Gap (no model entries): carry the model and thinking level over.
-                self.record_settings(&mut next)?;
-                next.append_custom_message_entry(CUSTOM_TYPE, &wrap_document(document), true)?;
-                // Gap (new session not on disk): fsync before success is announced.
-                next.flush()?;
-                // Gap (document only inside sessions): also a markdown file beside the new session.
-                write_document_file(next.path(), document)
-            })();
-            let document_file = match written {
-                Ok(file) => file,
-                Err(e) => {
-                    let _ = std::fs::remove_file(next.path());
-                    let _ = std::fs::remove_dir_all(paths::session_side_dir(next.path()));
-                    return Err(e);
-                }
-            };
-            let new = next.path().to_string_lossy().into_owned();
-            let session_id = next.session_id().to_string();
-            *session = next;
-            (old, new, session_id, document_file)
+            Err(reason) => reason.into(),
         };
-        self.start_over(session_id);
-        // Gap (nobody told): announce the switch.
-        self.emit(AgentEvent::SessionSwitch { old: Some(old.clone()), new: new.clone(), reason: "handoff".into() });
-        Ok((new, old, document_file.to_string_lossy().into_owned()))
+        agent.emit(AgentEvent::HandoffEnd { outcome: outcome.clone() });
+        outcome
     }
+}
+
+/// Steps 1–6 after the start: the run, capture, the new session. Returns the document, the new
+/// session and what had to be left out of the request.
+async fn generate_and_switch(
+    agent: &AgentSession,
+    focus: Option<&str>,
+    token: &CancellationToken,
+    claim: RunClaim,
+) -> Result<(String, NewSession, Option<String>), NoDocument> {
+    let prompt = build_prompt(focus);
+    // One turn, the instruction never expanded, and (gap: request too large) fitted to the
+    // model's window.
+    let options = RunOptions { expand_prompt_templates: false, fit_to_window: true, single_turn: true };
+    // 2. Capture: the run's own messages are the payload of `agent_end`.
+    let result = agent.run_claimed(claim, &prompt, options).await?;
+    // 3. Cancellation check.
+    if token.is_cancelled() {
+        return Err(NoDocument::Cancelled);
+    }
+    let document = capture(&result)?;
+    // 4–6. New session, injection, context rebuild.
+    let new = start_new_session(agent, &document)?;
+    Ok((document, new, result.elisions.map(|e| e.note())))
+}
+
+/// Steps 4–6: flush the old session, start a new one that records its parent and the current
+/// model, inject the document, make it durable, then switch the agent onto it.
+/// The new session is built beside the old one and switched to only once it is complete on
+/// disk, so a write error (full disk, read-only folder) leaves the agent on the old session.
+fn start_new_session(agent: &AgentSession, document: &str) -> Result<NewSession, NoDocument> {
+    let (mut next, parent_session) = {
+        let mut session = agent.session();
+        session.flush()?;
+        // Gap (no lineage): the header names the parent session file.
+        let old = std::path::absolute(session.path()).unwrap_or_else(|_| session.path().to_path_buf());
+        let next = SessionManager::create(session.session_dir(), session.cwd(), Some(old.to_string_lossy().into_owned()))?;
+        (next, old)
+    };
+    let written = (|| {
+        // Gap (no model entries): carry the model and thinking level over.
+        agent.record_settings(&mut next)?;
+        next.append_custom_message_entry(CUSTOM_TYPE, &wrap_document(document), true)?;
+        // Gap (new session not on disk): fsync before success is announced.
+        next.flush()?;
+        // Gap (document only inside sessions): also a markdown file beside the new session.
+        write_document_file(next.path(), document)
+    })();
+    let document_file = match written {
+        Ok(file) => file,
+        Err(e) => {
+            let _ = std::fs::remove_file(next.path());
+            let _ = std::fs::remove_dir_all(paths::session_side_dir(next.path()));
+            return Err(e.into());
+        }
+    };
+    // Gap (nobody told): the switch is announced with its reason.
+    let switched = agent.switch_to(next, SwitchReason::Handoff)?;
+    Ok(NewSession { session_file: switched.new, parent_session, document_file })
 }
 
 #[cfg(test)]

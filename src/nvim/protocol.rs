@@ -1,0 +1,390 @@
+//! The host ⇄ Lua protocol as Rust types, encoded with rmp-serde. Lua receives [`Record`]s (one
+//! batch per frame, `require("handoff.events").dispatch(batch)`) and the answers of requests;
+//! it sends the arguments below. Optional members are left out when absent (never nil: msgpack
+//! nil becomes `vim.NIL` in Lua, which is truthy and a trap in every `if x then`).
+
+use std::path::PathBuf;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::core::agent::{Notice, SwitchReason};
+use crate::core::config::Settings;
+use crate::core::handoff::HandoffOutcome;
+use crate::core::provider::Api;
+use crate::core::session::SessionInfo;
+
+/// Failures of encoding or decoding a protocol value.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("cannot encode {what} for Neovim: {source}")]
+    Encode { what: &'static str, source: rmp_serde::encode::Error },
+    #[error("invalid {what}: {source}")]
+    Decode { what: &'static str, source: rmp_serde::decode::Error },
+    #[error("cannot re-read an encoded value: {0}")]
+    Value(String),
+}
+
+/// Encodes `value` as the msgpack value nvim-rs sends (maps with field names).
+pub fn encode<T: Serialize>(what: &'static str, value: &T) -> Result<rmpv::Value, ProtocolError> {
+    let bytes = rmp_serde::to_vec_named(value).map_err(|source| ProtocolError::Encode { what, source })?;
+    rmpv::decode::read_value(&mut bytes.as_slice()).map_err(|e| ProtocolError::Value(e.to_string()))
+}
+
+/// Decodes an argument Lua sent. Lua sends an empty table as an empty array: `T::default()`.
+pub fn decode<T: DeserializeOwned + Default>(what: &'static str, value: &rmpv::Value) -> Result<T, ProtocolError> {
+    match value {
+        rmpv::Value::Nil => return Ok(T::default()),
+        rmpv::Value::Array(items) if items.is_empty() => return Ok(T::default()),
+        _ => {}
+    }
+    let mut bytes = Vec::new();
+    rmpv::encode::write_value(&mut bytes, value).map_err(|e| ProtocolError::Value(e.to_string()))?;
+    rmp_serde::from_slice(&bytes).map_err(|source| ProtocolError::Decode { what, source })
+}
+
+// Lua → host ----------------------------------------------------------------------------------
+
+/// Which session `configure` opens.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Resume {
+    /// A new session (the default).
+    #[default]
+    New,
+    /// The newest session of the working directory (`resume_last`), or a new one.
+    Newest,
+}
+
+/// `configure`'s argument.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ConfigureArgs {
+    /// `setup()`'s provider settings (an empty Lua table arrives as an empty array).
+    #[serde(deserialize_with = "settings_or_empty")]
+    pub settings: Settings,
+    pub cwd: Option<PathBuf>,
+    /// Reopen this file (after a host restart): wins over `resume`.
+    pub session_file: Option<PathBuf>,
+    pub resume: Resume,
+}
+
+/// A settings map, or the empty array an empty Lua table becomes.
+fn settings_or_empty<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Settings, D::Error> {
+    struct SettingsOrEmpty;
+    impl<'de> serde::de::Visitor<'de> for SettingsOrEmpty {
+        type Value = Settings;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a table of provider settings")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Settings, A::Error> {
+            match seq.next_element::<serde::de::IgnoredAny>()? {
+                None => Ok(Settings::default()),
+                Some(_) => Err(serde::de::Error::custom("settings must be a table of named options, not a list")),
+            }
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Settings, A::Error> {
+            Settings::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Settings, E> {
+            Ok(Settings::default())
+        }
+    }
+    deserializer.deserialize_any(SettingsOrEmpty)
+}
+
+// Host → Lua ----------------------------------------------------------------------------------
+
+/// One item of the chat.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Item {
+    User {
+        text: String,
+    },
+    /// The handoff's internal prompt, shown as what the user asked for.
+    HandoffRequest {
+        focus: String,
+    },
+    Assistant {
+        /// Absent in `message_start`/`message_end` records: the deltas carry the text.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        thinking: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stop_reason: Option<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error_message: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        output_tokens: Option<u64>,
+    },
+    Tool {
+        text: String,
+    },
+    Custom {
+        custom_type: String,
+        text: String,
+    },
+    /// The injected handoff document of a handed-off session.
+    Handoff {
+        text: String,
+    },
+    Compaction {
+        text: String,
+    },
+    BranchSummary {
+        text: String,
+    },
+    Model {
+        provider: String,
+        model: String,
+    },
+}
+
+/// Session identity and run state, as `status()` reports it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Status {
+    pub session_file: String,
+    pub session_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_session: Option<String>,
+    pub busy: bool,
+    pub generating_handoff: bool,
+    pub provider: String,
+    pub api: Api,
+    pub model: String,
+}
+
+/// The chat rebuilds from this: the last items of the current branch.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Transcript {
+    #[serde(flatten)]
+    pub status: Status,
+    pub items: Vec<Item>,
+    /// How many items come before `items`.
+    pub earlier: usize,
+    /// How many more to ask for at a time.
+    pub page: usize,
+}
+
+/// A session of the picker (`sessions`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SessionListItem {
+    pub path: PathBuf,
+    pub id: String,
+    pub timestamp: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_session: Option<String>,
+    pub first_message: String,
+    pub message_count: usize,
+}
+
+impl From<SessionInfo> for SessionListItem {
+    fn from(s: SessionInfo) -> Self {
+        Self {
+            path: s.path,
+            id: s.id,
+            timestamp: s.timestamp,
+            parent_session: s.parent_session,
+            first_message: s.first_message,
+            message_count: s.message_count,
+        }
+    }
+}
+
+/// A user template (`templates`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TemplateItem {
+    pub name: String,
+    pub description: String,
+}
+
+/// Where the key comes from and whether it is set (never the key).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KeyHealth {
+    pub source: &'static str,
+    pub detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub present: Option<bool>,
+}
+
+/// Whether the provider answered.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Reachable {
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// `:checkhealth handoff`'s facts (`health`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Health {
+    pub version: &'static str,
+    pub api: Api,
+    pub provider: String,
+    pub base_url: String,
+    pub model: String,
+    pub key: KeyHealth,
+    pub reachable: Reachable,
+    pub session_dir: PathBuf,
+    pub session_dir_writable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_dir_error: Option<String>,
+}
+
+/// Everything the host pushes to Lua.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Record {
+    Transcript(Transcript),
+    AgentStart,
+    /// A message starts: a user prompt whole, an assistant message empty.
+    MessageStart(Item),
+    /// Streamed text of the assistant message; `tokens`: deltas so far (an estimate).
+    Delta {
+        text: String,
+        tokens: u64,
+    },
+    ThinkingDelta {
+        text: String,
+        tokens: u64,
+    },
+    /// The assistant message ended (its text came as deltas).
+    MessageEnd(Item),
+    AgentEnd {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stop_reason: Option<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error_message: Option<String>,
+        session_file: String,
+    },
+    HandoffStart {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        focus: Option<String>,
+    },
+    HandoffEnd {
+        outcome: HandoffOutcome,
+        notices: Vec<Notice>,
+    },
+    SessionSwitch {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        old: Option<String>,
+        new: String,
+        reason: SwitchReason,
+    },
+    Notice(Notice),
+}
+
+impl Record {
+    /// A new message starts: the estimate of its tokens counts from zero again.
+    pub fn starts_message(&self) -> bool {
+        matches!(self, Record::MessageStart(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::core::agent::Level;
+
+    fn map(v: &rmpv::Value) -> Vec<(String, rmpv::Value)> {
+        v.as_map().unwrap().iter().map(|(k, v)| (k.as_str().unwrap().to_string(), v.clone())).collect()
+    }
+
+    fn get(v: &rmpv::Value, key: &str) -> Option<rmpv::Value> {
+        map(v).into_iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    #[test]
+    fn records_are_maps_tagged_by_type_without_nils() {
+        let start = encode(
+            "record",
+            &Record::MessageStart(Item::Assistant {
+                text: None,
+                thinking: None,
+                model: Some("m".into()),
+                stop_reason: None,
+                error_message: None,
+                output_tokens: None,
+            }),
+        )
+        .unwrap();
+        let mut keys: Vec<String> = map(&start).into_iter().map(|(k, _)| k).collect();
+        keys.sort();
+        assert_eq!(keys, ["kind", "model", "type"]);
+        assert_eq!(get(&start, "type").unwrap().as_str(), Some("message_start"));
+        assert_eq!(get(&start, "kind").unwrap().as_str(), Some("assistant"));
+        let notice = encode("record", &Record::Notice(Notice::new(Level::Warn, "careful"))).unwrap();
+        assert_eq!(get(&notice, "level").unwrap().as_str(), Some("warn"));
+        assert_eq!(get(&notice, "type").unwrap().as_str(), Some("notice"));
+        let unit = encode("record", &Record::AgentStart).unwrap();
+        assert_eq!(map(&unit).len(), 1);
+        let switch = encode(
+            "record",
+            &Record::SessionSwitch { old: None, new: "/s.jsonl".into(), reason: SwitchReason::Handoff },
+        )
+        .unwrap();
+        assert_eq!(get(&switch, "reason").unwrap().as_str(), Some("handoff"));
+        assert!(get(&switch, "old").is_none());
+    }
+
+    #[test]
+    fn transcripts_flatten_the_status_and_name_the_api() {
+        let t = Transcript {
+            status: Status {
+                session_file: "/s.jsonl".into(),
+                session_id: "id".into(),
+                parent_session: None,
+                busy: false,
+                generating_handoff: false,
+                provider: "openai".into(),
+                api: Api::Anthropic,
+                model: "m".into(),
+            },
+            items: vec![Item::User { text: "hi".into() }],
+            earlier: 0,
+            page: 1000,
+        };
+        let v = encode("transcript", &Record::Transcript(t)).unwrap();
+        assert_eq!(get(&v, "type").unwrap().as_str(), Some("transcript"));
+        assert_eq!(get(&v, "api").unwrap().as_str(), Some("anthropic"));
+        assert_eq!(get(&v, "session_id").unwrap().as_str(), Some("id"));
+        let items = get(&v, "items").unwrap();
+        assert_eq!(get(&items.as_array().unwrap()[0], "kind").unwrap().as_str(), Some("user"));
+    }
+
+    #[test]
+    fn configure_args_accept_lua_tables_and_empty_settings() {
+        let args = rmpv::Value::Map(vec![
+            (rmpv::Value::from("settings"), rmpv::Value::Array(vec![])),
+            (rmpv::Value::from("resume"), rmpv::Value::from("newest")),
+            (rmpv::Value::from("cwd"), rmpv::Value::from("/w")),
+        ]);
+        let parsed: ConfigureArgs = decode("configure", &args).unwrap();
+        assert_eq!(parsed.resume, Resume::Newest);
+        assert_eq!(parsed.cwd.as_deref(), Some(std::path::Path::new("/w")));
+        assert!(parsed.settings.model.is_none());
+        let with_settings = rmpv::Value::Map(vec![(
+            rmpv::Value::from("settings"),
+            rmpv::Value::Map(vec![
+                (rmpv::Value::from("api"), rmpv::Value::from("anthropic")),
+                (rmpv::Value::from("model"), rmpv::Value::from("claude")),
+                (rmpv::Value::from("max_retries"), rmpv::Value::from(2)),
+            ]),
+        )]);
+        let parsed: ConfigureArgs = decode("configure", &with_settings).unwrap();
+        assert_eq!(parsed.settings.api, Some(Api::Anthropic));
+        assert_eq!(parsed.settings.model.as_deref(), Some("claude"));
+        let bad = rmpv::Value::Map(vec![(
+            rmpv::Value::from("settings"),
+            rmpv::Value::Map(vec![(rmpv::Value::from("api"), rmpv::Value::from("gemini"))]),
+        )]);
+        let err = decode::<ConfigureArgs>("configure", &bad).unwrap_err().to_string();
+        assert!(err.contains("gemini"), "{err}");
+        let empty: ConfigureArgs = decode("configure", &rmpv::Value::Nil).unwrap();
+        assert_eq!(empty.resume, Resume::New);
+    }
+}
