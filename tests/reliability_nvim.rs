@@ -249,3 +249,70 @@ async fn secrets_the_canary_key_is_never_in_checkhealth_the_log_or_the_session()
     })
     .await;
 }
+
+/// A session file of `n` alternating user/assistant messages, as one chain.
+fn write_long_session(path: &std::path::Path, n: usize) {
+    let mut text = String::from(
+        r#"{"type":"session","version":3,"id":"long-1","timestamp":"2026-11-29T20:00:00.000Z","cwd":"/p"}"#,
+    );
+    let mut parent = "null".to_string();
+    for i in 0..n {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        text.push_str(&format!(
+            "\n{{\"type\":\"message\",\"id\":\"{i:08x}\",\"parentId\":{parent},\"timestamp\":\"2026-11-29T20:00:00.000Z\",\"message\":{{\"role\":\"{role}\",\"content\":\"message number {i} {}\",\"timestamp\":{i}}}}}",
+            "x".repeat(200)
+        ));
+        parent = format!("\"{i:08x}\"");
+    }
+    std::fs::write(path, text + "\n").unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resuming_a_large_session_never_blocks_the_editor_and_a_damaged_one_is_reported() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.wait_until("require('handoff').status().session_file ~= nil", Duration::from_secs(5)).await;
+        // 100,000 entries (~25 MB): loading takes the host well over 100 ms on this machine.
+        let path = ed.dir.path().join("large.jsonl");
+        write_long_session(&path, 100_000);
+        // resume() returns before the session is loaded; a timer ticking every 5 ms meanwhile
+        // is never held up for long (the transcript's 1,000 items are drawn in one go at the
+        // end; that is the editor's own work, bounded by the page size).
+        let call_ms = ed
+            .lua(
+                "_G.ticks = { last = vim.uv.hrtime(), worst = 0 } \
+                 _G.tick_timer = vim.uv.new_timer() \
+                 tick_timer:start(5, 5, vim.schedule_wrap(function() local now = vim.uv.hrtime() \
+                   ticks.worst = math.max(ticks.worst, (now - ticks.last) / 1e6) ticks.last = now end)) \
+                 local t0 = vim.uv.hrtime() \
+                 assert(require('handoff').resume(...)) \
+                 return (vim.uv.hrtime() - t0) / 1e6",
+                json!([path]),
+            )
+            .await
+            .as_f64()
+            .unwrap();
+        assert!(call_ms < 20.0, "resume() took {call_ms} ms: it waited for the load");
+        let loaded_after = ed
+            .wait_until(
+                &format!("require('handoff').status().session_file == {:?} and (vim.uv.hrtime() - ticks.last) >= 0 and ticks.worst", path.to_str().unwrap()),
+                Duration::from_secs(20),
+            )
+            .await;
+        let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
+        assert!(chat.as_str().unwrap().contains("message number 99999"), "the chat was not rebuilt");
+        let worst = ed.eval("(function() tick_timer:stop() return ticks.worst end)()").await.as_f64().unwrap();
+        // Loading inside a request blocked the editor for the whole load (~100+ ms at this size).
+        assert!(worst < 80.0, "the editor was blocked for {worst} ms while the session loaded (resume() took {call_ms} ms; {loaded_after})");
+        // A damaged file: the user is told, and the current session stays.
+        let bad = ed.dir.path().join("bad.jsonl");
+        std::fs::write(&bad, "this is not a session\n").unwrap();
+        ed.lua("require('handoff').resume(...)", json!([bad])).await;
+        let note = ed.wait_until("T.noted('cannot resume')", Duration::from_secs(5)).await;
+        assert!(note["msg"].as_str().unwrap().contains("bad.jsonl"), "{note}");
+        assert_eq!(ed.status().await["session_file"], path.to_str().unwrap());
+        ed.quit().await;
+    })
+    .await;
+}

@@ -8,8 +8,18 @@ use serde_json::Value;
 
 use crate::core::session::entry::{kind, SessionEntry, SessionHeader};
 
-/// Brings entries of format versions 1 and 2 to version 3, in memory only.
-pub(super) fn migrate(header: &mut SessionHeader, entries: &mut [SessionEntry]) {
+/// Brings entries of format versions 1 and 2 to version 3, in memory only. Returns a warning
+/// for each entry that could not be rebuilt (it is kept as it was, so nothing is lost).
+pub(super) fn migrate(header: &mut SessionHeader, entries: &mut [SessionEntry]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let mut rebuild = |entry: &mut SessionEntry, fields| {
+        if let Err(e) = entry.rebuild(fields) {
+            warnings.push(format!(
+                "entry {} could not be brought to format version 3 ({e}); it is kept as it was",
+                entry.id
+            ));
+        }
+    };
     if header.version < 2 {
         // Version 1 was a linear list without ids: chain the entries in file order. The ids are
         // derived from the position, not random: the file keeps its version-1 lines, so entries
@@ -45,7 +55,7 @@ pub(super) fn migrate(header: &mut SessionHeader, entries: &mut [SessionEntry]) 
                     }
                 }
             }
-            let _ = entry.rebuild(fields);
+            rebuild(entry, fields);
         }
     }
     if header.version < 3 {
@@ -55,9 +65,10 @@ pub(super) fn migrate(header: &mut SessionHeader, entries: &mut [SessionEntry]) 
             if let Some(Value::Object(msg)) = fields.get_mut("message") {
                 if msg.get("role").and_then(Value::as_str) == Some("hookMessage") {
                     msg.insert("role".into(), Value::String("custom".into()));
-                    let _ = entry.rebuild(fields);
+                    rebuild(entry, fields);
                 }
             }
         }
     }
+    warnings
 }

@@ -93,7 +93,7 @@ impl SessionManager {
         File::open(&path).and_then(|mut f| f.read_to_end(&mut bytes)).map_err(io_err(&path))?;
         let Parsed { mut header, preamble, mut entries, mut warnings, ends_with_newline } =
             parse_file(&path, bytes)?;
-        migrate::migrate(&mut header, &mut entries);
+        warnings.extend(migrate::migrate(&mut header, &mut entries));
         let index = index_entries(&path, &mut entries, &mut warnings);
         if let Some(orphan) = entries
             .iter()
