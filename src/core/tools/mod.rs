@@ -14,6 +14,7 @@
 //! bash's partial output.
 
 mod args;
+pub mod consent;
 pub mod bash;
 pub mod edit;
 pub mod find;

@@ -1,0 +1,194 @@
+--- Tool approvals: the host asks before a tool edits or runs something (as the consent policy
+--- says). Each request shows in the chat with what it will do (the command, or the diff of the
+--- file) and the keys that answer it; several may wait at once, and nothing blocks the editor.
+--- `require("handoff").approve(id, decision, reason?)` is the one way to answer (the keys use it
+--- too); `User HandoffToolApproval` fires with `{ id, tool, args, diff? }` for your own UI.
+local state = require("handoff.state")
+
+local M = {}
+
+local api = vim.api
+
+---@class handoff.ApprovalRequest
+---@field id string
+---@field tool string
+---@field kind string
+---@field args table
+---@field diff? string
+---@field before? string
+---@field after? string
+
+---@type table<string, handoff.ApprovalRequest> requests waiting for an answer, by id
+local pending = {}
+---@type string[] their ids, oldest first
+local order = {}
+
+M.decisions = { allow = true, always = true, reject = true, cancel = true }
+
+--- The requests waiting, oldest first.
+---@return handoff.ApprovalRequest[]
+function M.pending()
+  local out = {}
+  for _, id in ipairs(order) do
+    if pending[id] then
+      table.insert(out, pending[id])
+    end
+  end
+  return out
+end
+
+local function forget(id)
+  pending[id] = nil
+  order = vim.tbl_filter(function(x)
+    return x ~= id
+  end, order)
+end
+
+--- Lines of the chat for a request.
+function M.lines(r)
+  local keys = require("handoff.config").options.keymaps.approval or {}
+  local lines = { ("### Allow `%s`?"):format(r.tool), "" }
+  if r.tool == "bash" then
+    vim.list_extend(lines, { "```sh" })
+    vim.list_extend(lines, vim.split(tostring(r.args.command or ""), "\n", { plain = true }))
+    vim.list_extend(lines, { "```" })
+  elseif r.diff then
+    table.insert(lines, "`" .. tostring(r.args.path or "") .. "`")
+    table.insert(lines, "")
+    vim.list_extend(lines, { "```diff" })
+    vim.list_extend(lines, vim.split(r.diff, "\n", { plain = true, trimempty = true }))
+    vim.list_extend(lines, { "```" })
+  else
+    vim.list_extend(lines, { "```json" })
+    vim.list_extend(lines, vim.split(vim.json.encode(r.args), "\n", { plain = true }))
+    vim.list_extend(lines, { "```" })
+  end
+  local hint = {}
+  for _, pair in ipairs({
+    { "allow", "allow" },
+    { "always", "always" },
+    { "reject", "reject" },
+    { "cancel", "cancel" },
+    { "diff", "diff" },
+  }) do
+    local key = keys[pair[1]]
+    if key and (pair[1] ~= "diff" or r.before or r.after) then
+      table.insert(hint, ("`%s` %s"):format(key, pair[2]))
+    end
+  end
+  table.insert(lines, "")
+  table.insert(lines, "*" .. table.concat(hint, " · ") .. "*")
+  return lines
+end
+
+--- A request from the host: remembered, shown in the chat, announced.
+---@param r handoff.ApprovalRequest
+function M.request(r)
+  if pending[r.id] then
+    return
+  end
+  pending[r.id] = r
+  table.insert(order, r.id)
+  require("handoff.chat").append_approval(r)
+  require("handoff.events").fire("HandoffToolApproval", { id = r.id, tool = r.tool, args = r.args, diff = r.diff })
+end
+
+--- The host says a request ended (answered, or its turn was stopped).
+function M.resolved(id, decision)
+  if pending[id] then
+    forget(id)
+    require("handoff.chat").append_notice(("`%s`: %s"):format(id, decision or "answered"))
+  end
+end
+
+--- Answers request `id`. A second answer, or one for an unknown id, is ignored.
+---@param id string
+---@param decision "allow"|"always"|"reject"|"cancel"
+---@param reason? string
+---@return boolean answered
+function M.approve(id, decision, reason)
+  if not M.decisions[decision] then
+    error(('handoff.nvim: approve(): decision must be "allow", "always", "reject" or "cancel", got %q'):format(
+      tostring(decision)), 2)
+  end
+  local r = pending[id]
+  if not r then
+    return false
+  end
+  forget(id)
+  require("handoff.host").notify_running("approve", id, decision, reason)
+  require("handoff.chat").append_notice(("%s `%s`%s"):format(
+    ({ allow = "Allowed", always = "Always allowed", reject = "Rejected", cancel = "Cancelled" })[decision],
+    r.tool, (reason and reason ~= "") and (": " .. reason) or ""))
+  return true
+end
+
+--- The request the cursor is in (in the chat), else the oldest.
+function M.current()
+  local buf = state.ui.chat_buf
+  if buf and api.nvim_get_current_buf() == buf then
+    local row = api.nvim_win_get_cursor(0)[1] - 1
+    local best
+    for _, r in ipairs(M.pending()) do
+      if r.row and r.row <= row and (not best or r.row > best.row) then
+        best = r
+      end
+    end
+    if best then
+      return best
+    end
+  end
+  return M.pending()[1]
+end
+
+--- The keys' action: answers the current request (a reject asks for a reason first).
+function M.answer_current(decision)
+  local r = M.current()
+  if not r then
+    vim.notify("handoff.nvim: no tool call is waiting for an answer", vim.log.levels.INFO, { title = "handoff.nvim" })
+    return
+  end
+  if decision == "reject" then
+    vim.ui.input({ prompt = "Reason (optional): " }, function(reason)
+      if reason ~= nil then
+        M.approve(r.id, "reject", reason)
+      end
+    end)
+    return
+  end
+  M.approve(r.id, decision)
+end
+
+--- Opens the proposed change as a real diff, before and after side by side, in a new tab.
+function M.open_diff(r)
+  r = r or M.current()
+  if not (r and (r.before or r.after)) then
+    return false
+  end
+  local ft = vim.filetype.match({ filename = tostring(r.args.path or "") }) or ""
+  vim.cmd("tabnew")
+  local function side(text, label)
+    local buf = api.nvim_create_buf(false, true)
+    api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(text or "", "\n", { plain = true }))
+    vim.bo[buf].bufhidden = "wipe"
+    vim.bo[buf].modifiable = false
+    vim.bo[buf].filetype = ft
+    pcall(api.nvim_buf_set_name, buf, ("handoff://%s/%s (%s)"):format(r.id, tostring(r.args.path or "file"), label))
+    api.nvim_win_set_buf(0, buf)
+    vim.cmd("diffthis")
+  end
+  side(r.before, "before")
+  vim.cmd("vsplit")
+  side(r.after, "after")
+  return true
+end
+
+--- Everything pending ends (the host went away, or the session changed).
+function M.clear(why)
+  for _, r in ipairs(M.pending()) do
+    require("handoff.chat").append_notice(("`%s` (%s): %s"):format(r.tool, r.id, why))
+  end
+  pending, order = {}, {}
+end
+
+return M
