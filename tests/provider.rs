@@ -37,7 +37,11 @@ fn config(api: Api, server: &MockServer) -> ProviderConfig {
 }
 
 fn hello() -> ChatRequest {
-    ChatRequest { system: Some("Be brief.".into()), messages: vec![Message::user("Say hello")] }
+    ChatRequest {
+        system: Some("Be brief.".into()),
+        messages: vec![Message::user("Say hello")],
+        ..ChatRequest::default()
+    }
 }
 
 fn text_reply(chunks: &[&str], stop: &str, thinking: &[&str]) -> MockReply {
@@ -66,7 +70,7 @@ fn text_of(events: &[StreamEvent]) -> String {
         .iter()
         .filter_map(|e| match e {
             StreamEvent::TextDelta(t) => Some(t.as_str()),
-            StreamEvent::ThinkingDelta(_) => None,
+            _ => None,
         })
         .collect()
 }
@@ -497,6 +501,7 @@ fn conversation() -> ChatRequest {
             assistant(vec![], StopReason::Error),
             Message::user("again"),
         ],
+        ..ChatRequest::default()
     }
 }
 
@@ -550,7 +555,7 @@ async fn anthropic_request_merges_roles_and_converts_tools() {
             {"type": "text", "text": "Let me look."},
             {"type": "tool_use", "id": "call_1", "name": "bash", "input": {"cmd": "ls"}}]},
         {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "call_1", "content": "a.txt"},
+            {"type": "tool_result", "tool_use_id": "call_1", "content": "a.txt", "is_error": false},
             {"type": "text", "text": "thanks"},
             {"type": "text", "text": "again"}]},
     ]);
@@ -575,6 +580,7 @@ async fn dangling_tool_calls_get_a_result_and_orphan_results_are_dropped() {
             assistant(vec![], StopReason::Aborted),
             tool_result("call_2", "ls", "listing"),
         ],
+        ..ChatRequest::default()
     };
     let openai = recorded(Api::Openai, &request).await.body;
     let msgs = openai["messages"].as_array().unwrap();
@@ -648,7 +654,7 @@ async fn echo_replies_with_the_last_user_message() {
         let server = MockServer::start().await.unwrap();
         server.set_default(MockReply::Echo);
         let request =
-            ChatRequest { system: None, messages: vec![Message::user("repeat after me")] };
+            ChatRequest { messages: vec![Message::user("repeat after me")], ..ChatRequest::default() };
         let (events, result) = run(config(api, &server), &request).await;
         result.unwrap();
         assert_eq!(text_of(&events), "repeat after me", "{api:?}");

@@ -257,15 +257,8 @@ impl Host {
         } else {
             json!({ "source": "none", "detail": "no key configured (fine for a local server)", "present": serde_json::Value::Null })
         };
-        let url = format!("{}/models", config.base_url.trim_end_matches('/'));
-        crate::install_crypto_provider();
-        let reachable = match reqwest::Client::builder().timeout(Duration::from_secs(3)).build() {
-            Ok(client) => match client.get(&url).send().await {
-                Ok(r) => json!({ "ok": true, "detail": format!("{url} answered HTTP {}", r.status().as_u16()) }),
-                Err(e) => json!({ "ok": false, "detail": format!("cannot reach {url}: {}", without_url(e)) }),
-            },
-            Err(e) => json!({ "ok": false, "detail": e.to_string() }),
-        };
+        let probe = crate::core::provider::probe(&config).await;
+        let reachable = json!({ "ok": probe.ok(), "detail": probe.detail() });
         let session_dir = frontend_paths::session_dir(&settings);
         let writable = std::fs::create_dir_all(&session_dir)
             .and_then(|()| tempfile_probe(&session_dir))
@@ -274,7 +267,7 @@ impl Host {
             "version": env!("CARGO_PKG_VERSION"),
             "api": config.api,
             "provider": config.name,
-            "base_url": config.base_url,
+            "base_url": crate::core::provider::display_url(&config.base_url),
             "model": config.model,
             "key": key,
             "reachable": reachable,
@@ -365,16 +358,6 @@ impl Host {
 }
 
 /// reqwest errors can carry the URL with credentials in it: say what kind of failure it was.
-fn without_url(e: reqwest::Error) -> String {
-    if e.is_timeout() {
-        "no answer within 3 s".into()
-    } else if e.is_connect() {
-        "connection refused or host unknown".into()
-    } else {
-        e.without_url().to_string()
-    }
-}
-
 fn tempfile_probe(dir: &std::path::Path) -> std::io::Result<()> {
     let probe = dir.join(format!(".handoff-probe-{}", std::process::id()));
     std::fs::write(&probe, b"")?;

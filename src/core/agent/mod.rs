@@ -17,8 +17,10 @@ use tokio_util::sync::CancellationToken;
 
 pub use events::{AgentEvent, AssistantMessageEvent};
 
-use crate::core::message::{Content, Message, StopReason};
-use crate::core::provider::{ChatRequest, Provider, ProviderConfig, ProviderError, StreamEvent};
+use crate::core::message::{Content, ContentBlock, Message, StopReason};
+use crate::core::provider::{
+    ChatRequest, Provider, ProviderConfig, ProviderError, StreamEvent, ToolCall, ToolChoice,
+};
 use crate::core::session::{SessionError, SessionManager};
 
 /// Failures of the agent layer.
@@ -346,7 +348,9 @@ impl AgentSession {
                     break 'turns Err(e);
                 }
             }
-            let assistant = self.stream_turn(options, cancel, &mut result).await;
+            // `_tool_calls`: the reply's calls, with their arguments or why they are malformed,
+            // for the tool loop to run (the message already holds them as `toolCall` blocks).
+            let (assistant, _tool_calls) = self.stream_turn(options, cancel, &mut result).await;
             let stop = assistant.stop_reason.unwrap_or_default();
             if let Err(e) = self.commit_message(&assistant, &mut result) {
                 break Err(e);
@@ -377,12 +381,16 @@ impl AgentSession {
 
     /// Streams one assistant message. Provider failures end up in the message
     /// (`stopReason: error|aborted`, `errorMessage`), as pi records them.
+    ///
+    /// Tool calls become `toolCall` blocks where they started in the stream, with the arguments
+    /// object (`{}` when the model's arguments are malformed, as pi stores what it cannot
+    /// parse); the complete calls are also returned, with the malformed text, in order.
     async fn stream_turn(
         &self,
         options: PromptOptions,
         cancel: &CancellationToken,
         result: &mut RunResult,
-    ) -> Message {
+    ) -> (Message, Vec<ToolCall>) {
         let provider = lock(&self.provider).clone();
         let config = provider.config();
         let mut messages = self.context_messages();
@@ -403,14 +411,48 @@ impl AgentSession {
             }
             messages = fitted;
         }
-        let request = ChatRequest { system: self.system_prompt.clone(), messages };
+        // The handoff keeps the tool definitions (a prompt-cache hit) but must answer in text.
+        let tool_choice =
+            if self.is_generating_handoff() { ToolChoice::None } else { ToolChoice::Auto };
+        // No tools are offered until the agent can run them (the tool loop).
+        let request = ChatRequest {
+            system: self.system_prompt.clone(),
+            messages,
+            tools: Vec::new(),
+            tool_choice,
+        };
         let mut message = Message::assistant(config.api.pi_name(), &config.name, &config.model);
         self.emit(AgentEvent::MessageStart { message: message.clone() });
         let events = self.events.clone();
+        // Content index of each tool call's block, by the call's index.
+        let mut call_blocks: Vec<usize> = Vec::new();
+        let mut tool_calls: Vec<ToolCall> = Vec::new();
         let mut on_event = |event: StreamEvent| {
             let (delta, is_text) = match event {
                 StreamEvent::TextDelta(d) => (d, true),
                 StreamEvent::ThinkingDelta(d) => (d, false),
+                StreamEvent::ToolCallStart { id, name, .. } => {
+                    let block = ContentBlock::tool_call(id, name, serde_json::json!({}));
+                    call_blocks.push(push_block(&mut message, block));
+                    return;
+                }
+                StreamEvent::ToolCallDelta { .. } => return,
+                StreamEvent::ToolCall(call) => {
+                    let arguments = match &call.arguments {
+                        Ok(map) => serde_json::Value::Object(map.clone()),
+                        Err(_) => serde_json::json!({}),
+                    };
+                    let block = ContentBlock::tool_call(call.id.clone(), call.name.clone(), arguments);
+                    if let (Some(&at), Content::Blocks(blocks)) =
+                        (call_blocks.get(call.index), &mut message.content)
+                    {
+                        if let Some(slot) = blocks.get_mut(at) {
+                            *slot = block;
+                        }
+                    }
+                    tool_calls.push(call);
+                    return;
+                }
             };
             if is_text {
                 message.push_text(&delta);
@@ -449,6 +491,20 @@ impl AgentSession {
                 message.error_message = Some(e.to_string());
             }
         }
-        message
+        (message, tool_calls)
+    }
+}
+
+/// Appends a block to a streaming message and returns its content index.
+fn push_block(message: &mut Message, block: ContentBlock) -> usize {
+    if let Content::Text(s) = &message.content {
+        message.content = Content::Blocks(vec![ContentBlock::text(s.clone())]);
+    }
+    match &mut message.content {
+        Content::Blocks(blocks) => {
+            blocks.push(block);
+            blocks.len() - 1
+        }
+        Content::Text(_) => 0,
     }
 }
