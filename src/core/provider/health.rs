@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::http::display_url;
+use super::http::{display_url, join_url};
 use super::types::ProviderConfig;
 
 /// How long the probe waits for an answer.
@@ -60,7 +60,7 @@ impl Reachability {
 /// Probes `{base_url}/models`. Sends no key: the check must not depend on one, and a server that
 /// wants one answers 401, which is reachable enough.
 pub async fn probe(config: &ProviderConfig) -> Reachability {
-    let url = format!("{}/models", config.base_url.trim_end_matches('/'));
+    let url = join_url(&config.base_url, "/models");
     let shown = display_url(&url);
     crate::install_crypto_provider();
     let client = match reqwest::Client::builder().timeout(PROBE_TIMEOUT).build() {

@@ -26,8 +26,22 @@ pub(super) struct Prepared<'f> {
 
 impl<'f> Prepared<'f> {
     pub(super) fn new(format: &'f dyn WireFormat, config: &ProviderConfig, request: &ChatRequest) -> Self {
-        let base = config.base_url.trim_end_matches('/');
-        Prepared { format, url: format!("{base}{}", format.path()), body: format.body(config, request) }
+        let url = join_url(&config.base_url, format.path());
+        Prepared { format, url, body: format.body(config, request) }
+    }
+}
+
+/// `path` appended to the base URL's path, keeping its query (`?api-version=…`, as Azure
+/// wants): `http://h/v1?q=1` + `/models` is `http://h/v1/models?q=1`.
+pub(super) fn join_url(base: &str, path: &str) -> String {
+    match reqwest::Url::parse(base) {
+        Ok(mut url) if url.has_host() => {
+            let joined = format!("{}{path}", url.path().trim_end_matches('/'));
+            url.set_path(&joined);
+            url.to_string()
+        }
+        // reqwest will refuse it anyway, with its own message.
+        _ => format!("{}{path}", base.trim_end_matches('/')),
     }
 }
 
@@ -306,6 +320,18 @@ mod tests {
         assert_eq!(error_message(r#"{"message":"nope"}"#), "nope");
         let long = "x".repeat(1000);
         assert!(error_message(&long).chars().count() <= 301);
+    }
+
+    #[test]
+    fn paths_join_the_base_url_before_its_query() {
+        assert_eq!(join_url("http://127.0.0.1:8080/v1", "/chat/completions"), "http://127.0.0.1:8080/v1/chat/completions");
+        assert_eq!(join_url("https://api.anthropic.com/v1/", "/messages"), "https://api.anthropic.com/v1/messages");
+        assert_eq!(join_url("http://localhost:11434", "/models"), "http://localhost:11434/models");
+        assert_eq!(
+            join_url("https://x.openai.azure.com/openai/deployments/d?api-version=2024-10-21", "/chat/completions"),
+            "https://x.openai.azure.com/openai/deployments/d/chat/completions?api-version=2024-10-21"
+        );
+        assert_eq!(join_url("not a url/", "/models"), "not a url/models");
     }
 
     #[test]

@@ -199,3 +199,27 @@ pub mod fuzzing {
         a.1 == b.1 && strip(&a.0) == strip(&b.0)
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_client_that_could_not_be_built_fails_every_request_with_the_reason() {
+        let mut provider = Provider::new(ProviderConfig::new(Api::Openai, "http://127.0.0.1:9/v1", "m"));
+        provider.client = Err("no TLS backend".into());
+        let request = ChatRequest::default();
+        let result = provider.stream(&request, &CancellationToken::new(), &mut |_| {}).await;
+        let error = result.unwrap_err();
+        assert!(matches!(error, ProviderError::Client(_)), "{error:?}");
+        assert!(!error.is_retryable());
+        assert_eq!(error.to_string(), "cannot set up the HTTP client: no TLS backend");
+    }
+
+    #[test]
+    fn each_api_has_its_format() {
+        assert_eq!(format_for(Api::Openai).path(), "/chat/completions");
+        assert_eq!(format_for(Api::Anthropic).path(), "/messages");
+    }
+}
