@@ -68,7 +68,7 @@ fn agent(session: SessionManager) -> Arc<AgentSession> {
     provider.name = "mock".into();
     provider.max_retries = 0;
     provider.idle_timeout = Duration::from_secs(30);
-    Arc::new(AgentSession::new(AgentConfig { provider, system_prompt: None, templates_dir: None }, session))
+    Arc::new(AgentSession::new(AgentConfig::new(provider), session))
 }
 
 fn sessions_dir() -> PathBuf {

@@ -37,7 +37,11 @@ fn config(api: Api, server: &MockServer) -> ProviderConfig {
 }
 
 fn hello() -> ChatRequest {
-    ChatRequest { system: Some("Be brief.".into()), messages: vec![Message::user("Say hello")] }
+    ChatRequest {
+        system: Some("Be brief.".into()),
+        messages: vec![Message::user("Say hello")],
+        ..ChatRequest::default()
+    }
 }
 
 fn text_reply(chunks: &[&str], stop: &str, thinking: &[&str]) -> MockReply {
@@ -66,7 +70,7 @@ fn text_of(events: &[StreamEvent]) -> String {
         .iter()
         .filter_map(|e| match e {
             StreamEvent::TextDelta(t) => Some(t.as_str()),
-            StreamEvent::ThinkingDelta(_) => None,
+            _ => None,
         })
         .collect()
 }
@@ -497,6 +501,7 @@ fn conversation() -> ChatRequest {
             assistant(vec![], StopReason::Error),
             Message::user("again"),
         ],
+        ..ChatRequest::default()
     }
 }
 
@@ -550,7 +555,7 @@ async fn anthropic_request_merges_roles_and_converts_tools() {
             {"type": "text", "text": "Let me look."},
             {"type": "tool_use", "id": "call_1", "name": "bash", "input": {"cmd": "ls"}}]},
         {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "call_1", "content": "a.txt"},
+            {"type": "tool_result", "tool_use_id": "call_1", "content": "a.txt", "is_error": false},
             {"type": "text", "text": "thanks"},
             {"type": "text", "text": "again"}]},
     ]);
@@ -575,6 +580,7 @@ async fn dangling_tool_calls_get_a_result_and_orphan_results_are_dropped() {
             assistant(vec![], StopReason::Aborted),
             tool_result("call_2", "ls", "listing"),
         ],
+        ..ChatRequest::default()
     };
     let openai = recorded(Api::Openai, &request).await.body;
     let msgs = openai["messages"].as_array().unwrap();
@@ -648,7 +654,7 @@ async fn echo_replies_with_the_last_user_message() {
         let server = MockServer::start().await.unwrap();
         server.set_default(MockReply::Echo);
         let request =
-            ChatRequest { system: None, messages: vec![Message::user("repeat after me")] };
+            ChatRequest { messages: vec![Message::user("repeat after me")], ..ChatRequest::default() };
         let (events, result) = run(config(api, &server), &request).await;
         result.unwrap();
         assert_eq!(text_of(&events), "repeat after me", "{api:?}");
@@ -733,4 +739,50 @@ fn stream_future_is_send(p: &Provider, r: &ChatRequest, c: &CancellationToken) {
     fn assert_send<T: Send>(_: T) {}
     let mut sink = |_: StreamEvent| {};
     assert_send(p.stream(r, c, &mut sink));
+}
+
+#[tokio::test]
+async fn the_health_probe_reports_any_answer_as_reachable_and_never_shows_credentials() {
+    use handoff_nvim::core::provider::{probe, Unreachable};
+    let server = MockServer::start().await.unwrap();
+    // The mock has no /models: a 404 still proves the server is there.
+    let with_credentials = format!("http://user:s3cret@{}/v1", server.addr());
+    let c = ProviderConfig::new(Api::Openai, with_credentials, "m");
+    let reach = probe(&c).await;
+    assert!(reach.ok(), "{reach:?}");
+    assert_eq!(reach.outcome, Ok(404));
+    assert_eq!(reach.detail(), format!("http://{}/v1/models answered HTTP 404", server.addr()));
+    assert!(!format!("{reach:?}").contains("s3cret"));
+    let req = server.requests().remove(0);
+    assert_eq!((req.method.as_str(), req.path.as_str()), ("GET", "/v1/models"));
+    // The URL's user and password go as Basic auth (a proxy may want them); no API key is sent.
+    assert!(req.header("authorization").is_some_and(|a| a.starts_with("Basic ")), "{req:?}");
+
+    // Nobody listens: refused, said without the URL's secrets.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let c = ProviderConfig::new(Api::Anthropic, format!("http://k:s3cret@127.0.0.1:{port}/v1?key=s3cret"), "m");
+    let reach = probe(&c).await;
+    assert!(!reach.ok());
+    assert_eq!(reach.outcome, Err(Unreachable::Connect));
+    assert_eq!(
+        reach.detail(),
+        format!("cannot reach http://127.0.0.1:{port}/v1/models: connection refused or host unknown"),
+    );
+
+    // A server that accepts and never answers: the probe gives up after its timeout.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = silent.local_addr().unwrap();
+    let holder = tokio::spawn(async move {
+        let (socket, _) = silent.accept().await.unwrap();
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        drop(socket);
+    });
+    let started = Instant::now();
+    let reach = probe(&ProviderConfig::new(Api::Openai, format!("http://{addr}/v1"), "m")).await;
+    holder.abort();
+    assert_eq!(reach.outcome, Err(Unreachable::Timeout), "{reach:?}");
+    assert!(started.elapsed() < Duration::from_secs(10));
 }

@@ -1095,7 +1095,7 @@ fn fuzz_stable_session_reader_never_panics_and_an_append_never_loses_an_entry() 
 fn fuzz_stable_stream_decoders_never_panic_and_chunking_never_changes_the_verdict() {
     use handoff_nvim::core::provider::fuzzing::chunking_keeps_the_verdict;
     use handoff_nvim::core::provider::Api;
-    let seeds: Vec<(Api, Vec<u8>)> = ["sse_openai/basic", "sse_openai/error", "sse_openai/crlf", "sse_anthropic/basic"]
+    let seeds: Vec<(Api, Vec<u8>)> = ["sse_openai/basic", "sse_openai/error", "sse_openai/crlf", "sse_openai/tools", "sse_anthropic/basic", "sse_anthropic/tools"]
         .iter()
         .map(|n| {
             let bytes = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds").join(n)).unwrap();

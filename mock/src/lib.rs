@@ -61,10 +61,80 @@ pub enum MockReply {
     Huge { bytes: usize },
     /// Streams back the text of the request's last user message.
     Echo,
+    /// Optional text, then tool calls, streamed as each API does: OpenAI `tool_calls` deltas by
+    /// `index` (id and name in the first, `function.arguments` in pieces) and finish_reason
+    /// `tool_calls`; Anthropic a `tool_use` content block per call with `input_json_delta`
+    /// pieces and stop_reason `tool_use`.
+    ToolCalls {
+        calls: Vec<MockToolCall>,
+        /// Text chunks streamed before the calls.
+        #[serde(default)]
+        text_before: Vec<String>,
+        #[serde(default)]
+        chunk_delay_ms: u64,
+        /// `tool_calls` unless told otherwise (`stop`, `length`: mapped for Anthropic).
+        #[serde(default = "default_tool_stop")]
+        stop: String,
+        /// OpenAI only: all calls' first deltas, then their argument pieces alternately (call
+        /// 0's first piece, call 1's first piece, …). Anthropic streams blocks one after another.
+        #[serde(default)]
+        interleave: bool,
+    },
+}
+
+/// One tool call of [`MockReply::ToolCalls`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MockToolCall {
+    /// Made up (`call_mock_<n>_<i>`, `toolu_mock_<n>_<i>`) when absent.
+    #[serde(default)]
+    pub id: Option<String>,
+    pub name: String,
+    /// The arguments text exactly as sent: it need not be valid JSON.
+    pub arguments: String,
+    /// How many pieces the arguments are cut into (at character boundaries).
+    #[serde(default = "one")]
+    pub chunks: usize,
+}
+
+impl MockToolCall {
+    /// A call with these JSON arguments, sent in `chunks` pieces.
+    pub fn new(name: &str, arguments: &Value, chunks: usize) -> MockToolCall {
+        MockToolCall::raw(name, &arguments.to_string(), chunks)
+    }
+
+    /// A call whose arguments text is sent as given (to stage malformed arguments).
+    pub fn raw(name: &str, arguments: &str, chunks: usize) -> MockToolCall {
+        MockToolCall { id: None, name: name.into(), arguments: arguments.into(), chunks }
+    }
+
+    pub fn with_id(mut self, id: &str) -> MockToolCall {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// The arguments cut into `chunks` pieces of about equal length.
+    fn pieces(&self) -> Vec<String> {
+        let chars: Vec<char> = self.arguments.chars().collect();
+        let n = self.chunks.clamp(1, chars.len().max(1));
+        let size = chars.len().div_ceil(n).max(1);
+        let mut pieces: Vec<String> = chars.chunks(size).map(|c| c.iter().collect()).collect();
+        if pieces.is_empty() {
+            pieces.push(String::new());
+        }
+        pieces
+    }
 }
 
 fn default_stop() -> String {
     "stop".into()
+}
+
+fn default_tool_stop() -> String {
+    "tool_calls".into()
+}
+
+fn one() -> usize {
+    1
 }
 
 impl MockReply {
@@ -450,6 +520,10 @@ async fn serve(
             return respond(wr, status, &body, retry_after.as_deref()).await
         }
         MockReply::NoAnswer => return hold(rd).await,
+        MockReply::ToolCalls { calls, text_before, chunk_delay_ms, stop, interleave } => {
+            let reply = ToolCallReply { calls, text_before, chunk_delay_ms, stop, interleave };
+            return serve_tool_calls(reply, ctx, wr).await;
+        }
         MockReply::Text { chunks, chunk_delay_ms, first_delay_ms, stop, thinking } => {
             (chunks, thinking, first_delay_ms, chunk_delay_ms, stop)
         }
@@ -541,6 +615,146 @@ async fn serve_broken(
         _ => {}
     }
     Ok(())
+}
+
+struct ToolCallReply {
+    calls: Vec<MockToolCall>,
+    text_before: Vec<String>,
+    chunk_delay_ms: u64,
+    stop: String,
+    interleave: bool,
+}
+
+async fn serve_tool_calls(
+    reply: ToolCallReply,
+    ctx: &Ctx,
+    wr: &mut OwnedWriteHalf,
+) -> std::io::Result<()> {
+    let ToolCallReply { calls, text_before, chunk_delay_ms, stop, interleave } = reply;
+    let prefix = match ctx.format {
+        Format::OpenAi => "call",
+        Format::Anthropic => "toolu",
+    };
+    let ids: Vec<String> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| c.id.clone().unwrap_or_else(|| format!("{prefix}_{}_{i}", ctx.id.replace('-', "_"))))
+        .collect();
+    let pieces: Vec<Vec<String>> = calls.iter().map(MockToolCall::pieces).collect();
+    let output = (text_before.len() + pieces.iter().map(Vec::len).sum::<usize>()) as u64;
+    let usage = (ctx.prompt_tokens, output.max(1));
+    if !ctx.stream {
+        let text = text_before.concat();
+        let body = match ctx.format {
+            Format::OpenAi => {
+                let tool_calls: Vec<Value> = calls
+                    .iter()
+                    .zip(&ids)
+                    .map(|(c, id)| json!({ "id": id, "type": "function",
+                        "function": { "name": c.name, "arguments": c.arguments } }))
+                    .collect();
+                json!({
+                    "id": ctx.id, "object": "chat.completion", "model": ctx.model,
+                    "choices": [{ "index": 0, "finish_reason": stop, "message": {
+                        "role": "assistant",
+                        "content": if text.is_empty() { Value::Null } else { text.into() },
+                        "tool_calls": tool_calls } }],
+                    "usage": { "prompt_tokens": usage.0, "completion_tokens": usage.1,
+                               "total_tokens": usage.0 + usage.1 },
+                })
+            }
+            Format::Anthropic => {
+                let mut content = Vec::new();
+                if !text.is_empty() {
+                    content.push(json!({ "type": "text", "text": text }));
+                }
+                for (c, id) in calls.iter().zip(&ids) {
+                    let input = serde_json::from_str::<Value>(&c.arguments).unwrap_or_else(|_| json!({}));
+                    content.push(json!({ "type": "tool_use", "id": id, "name": c.name, "input": input }));
+                }
+                json!({
+                    "id": ctx.id, "type": "message", "role": "assistant", "model": ctx.model,
+                    "content": content, "stop_reason": anthropic_stop(&stop),
+                    "usage": { "input_tokens": usage.0, "output_tokens": usage.1 },
+                })
+            }
+        };
+        return respond(wr, 200, &body.to_string(), None).await;
+    }
+    let mut sse = Sse::start(wr, ctx).await?;
+    let mut first = true;
+    let mut pause = || {
+        let wait = !first && chunk_delay_ms > 0;
+        first = false;
+        async move {
+            if wait {
+                tokio::time::sleep(Duration::from_millis(chunk_delay_ms)).await;
+            }
+        }
+    };
+    for t in &text_before {
+        pause().await;
+        sse.delta(t, false).await?;
+    }
+    match ctx.format {
+        Format::OpenAi => {
+            let header = |i: usize| {
+                json!({ "tool_calls": [{ "index": i, "id": ids[i], "type": "function",
+                                         "function": { "name": calls[i].name, "arguments": "" } }] })
+            };
+            let piece = |i: usize, p: &str| {
+                json!({ "tool_calls": [{ "index": i, "function": { "arguments": p } }] })
+            };
+            if interleave {
+                for i in 0..calls.len() {
+                    pause().await;
+                    sse.openai_chunk(header(i), Value::Null).await?;
+                }
+                let rounds = pieces.iter().map(Vec::len).max().unwrap_or(0);
+                for r in 0..rounds {
+                    for (i, list) in pieces.iter().enumerate() {
+                        if let Some(p) = list.get(r) {
+                            pause().await;
+                            sse.openai_chunk(piece(i, p), Value::Null).await?;
+                        }
+                    }
+                }
+            } else {
+                for (i, list) in pieces.iter().enumerate() {
+                    pause().await;
+                    sse.openai_chunk(header(i), Value::Null).await?;
+                    for p in list {
+                        pause().await;
+                        sse.openai_chunk(piece(i, p), Value::Null).await?;
+                    }
+                }
+            }
+        }
+        Format::Anthropic => {
+            sse.close_block().await?;
+            for (i, list) in pieces.iter().enumerate() {
+                let index = sse.next_index;
+                sse.next_index += 1;
+                let block = json!({ "type": "tool_use", "id": ids[i], "name": calls[i].name, "input": {} });
+                pause().await;
+                sse.data(&json!({ "type": "content_block_start", "index": index, "content_block": block }))
+                    .await?;
+                // The real API opens every tool_use block with an empty piece.
+                for p in std::iter::once("").chain(list.iter().map(String::as_str)) {
+                    if !p.is_empty() {
+                        pause().await;
+                    }
+                    let delta = json!({ "type": "input_json_delta", "partial_json": p });
+                    sse.data(&json!({ "type": "content_block_delta", "index": index, "delta": delta }))
+                        .await?;
+                }
+                sse.data(&json!({ "type": "content_block_stop", "index": index })).await?;
+            }
+        }
+    }
+    sse.finish(&stop, usage).await?;
+    sse.wr.write_all(b"0\r\n\r\n").await?;
+    sse.wr.shutdown().await
 }
 
 fn anthropic_stop(stop: &str) -> &'static str {

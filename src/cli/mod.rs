@@ -87,7 +87,8 @@ fn current_dir(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 /// Opens the chosen session for a command (one way for every front end), saying on stderr what
 /// the load had to repair.
 fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice) -> anyhow::Result<Arc<AgentSession>> {
-    let opened = controller::open_session(settings.agent_config(), &frontend_paths::session_dir(settings), cwd, choice)?;
+    let config = settings.agent_config().map_err(anyhow::Error::msg)?;
+    let opened = controller::open_session(config, &frontend_paths::session_dir(settings), cwd, choice)?;
     for warning in &opened.warnings {
         eprintln!("warning: {warning}");
     }

@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-use crate::core::config::Settings;
+use crate::core::config::{Settings, ToolSettings};
+use crate::core::tools::consent;
 use crate::core::provider::Api;
 
 /// `--provider`'s values: the wire protocols of `Api`, spelled as on the command line.
@@ -65,6 +66,16 @@ pub struct SettingsArgs {
     pub timeout: Option<u64>,
     #[arg(long, global = true)]
     pub system_prompt: Option<String>,
+    /// The tools the model may call, comma-separated (pi's names: read, bash, edit, write, grep,
+    /// find, ls, todo_write); default read, bash, edit, write, todo_write.
+    #[arg(long, value_delimiter = ',', global = true)]
+    pub tools: Option<Vec<String>>,
+    /// Run every tool call without asking (edits and commands included).
+    #[arg(long, global = true)]
+    pub yes: bool,
+    /// Turns of one prompt at most (each round of tool calls is a turn).
+    #[arg(long, global = true)]
+    pub max_turns: Option<u32>,
 }
 
 impl From<SettingsArgs> for Settings {
@@ -83,6 +94,12 @@ impl From<SettingsArgs> for Settings {
             max_retries: args.max_retries,
             timeout: args.timeout,
             system_prompt: args.system_prompt,
+            tools: (args.tools.is_some() || args.yes).then(|| ToolSettings {
+                enabled: args.tools,
+                policy: args.yes.then_some(consent::Level::AllowAll),
+                rules: Default::default(),
+            }),
+            max_turns: args.max_turns,
         }
     }
 }

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::core::agent::AgentConfig;
+use crate::core::agent::{AgentConfig, DEFAULT_MAX_TURNS};
+use crate::core::tools::consent::{self, Policy};
+use crate::core::tools::{ToolName, ToolRegistry};
 use crate::core::provider::{Api, ProviderConfig};
 
 /// Provider and storage settings. Every field is optional: defaults come from the provider, and
@@ -40,6 +42,41 @@ pub struct Settings {
     /// Seconds without data before a request is given up.
     pub timeout: Option<u64>,
     pub system_prompt: Option<String>,
+    /// Which tools the model may call, and which run without asking.
+    pub tools: Option<ToolSettings>,
+    /// Turns of one prompt at most (each round of tool calls is a turn).
+    pub max_turns: Option<u32>,
+}
+
+/// The tools' settings (`setup{ tools = … }`, `--tools`, `--yes`).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolSettings {
+    /// The tools on (pi's names); default read, bash, edit, write, todo_write.
+    pub enabled: Option<Vec<String>>,
+    /// `ask` (the default: edits and commands ask), `allow_edits` or `allow_all`.
+    pub policy: Option<consent::Level>,
+    /// Per tool: `allow`, `ask` or `deny`, over the policy.
+    pub rules: std::collections::HashMap<String, consent::Rule>,
+}
+
+impl ToolSettings {
+    /// The registry of the enabled tools; an unknown name is an error that lists the known ones.
+    pub fn registry(&self) -> Result<ToolRegistry, String> {
+        let Some(names) = &self.enabled else { return Ok(ToolRegistry::default()) };
+        let mut tools = Vec::new();
+        for name in names {
+            tools.push(name.parse::<ToolName>().map_err(|_| {
+                let known: Vec<&str> = ToolName::ALL.iter().map(|t| t.as_str()).collect();
+                format!("unknown tool {name:?} (known: {})", known.join(", "))
+            })?);
+        }
+        Ok(ToolRegistry::new(tools))
+    }
+
+    pub fn policy(&self) -> Policy {
+        Policy { level: self.policy.unwrap_or_default(), tools: self.rules.clone() }
+    }
 }
 
 impl Settings {
@@ -82,12 +119,16 @@ impl Settings {
         config
     }
 
-    /// What an `AgentSession` is built from.
-    pub fn agent_config(&self) -> AgentConfig {
-        AgentConfig {
+    /// What an `AgentSession` is built from; fails on an unknown tool name.
+    pub fn agent_config(&self) -> Result<AgentConfig, String> {
+        let tools = self.tools.clone().unwrap_or_default();
+        Ok(AgentConfig {
             provider: self.provider_config(),
             system_prompt: self.system_prompt.clone(),
             templates_dir: self.templates_dir.clone(),
-        }
+            tools: tools.registry()?,
+            policy: tools.policy(),
+            max_turns: self.max_turns.unwrap_or(DEFAULT_MAX_TURNS),
+        })
     }
 }

@@ -100,6 +100,15 @@ impl ContentBlock {
         }
     }
 
+    /// A `toolCall` block in pi's shape: `{type: "toolCall", id, name, arguments}`.
+    pub fn tool_call(id: impl Into<String>, name: impl Into<String>, arguments: Value) -> Self {
+        let mut extra = Map::new();
+        extra.insert("id".into(), Value::String(id.into()));
+        extra.insert("name".into(), Value::String(name.into()));
+        extra.insert("arguments".into(), arguments);
+        Self { kind: "toolCall".into(), text: None, thinking: None, extra }
+    }
+
     pub fn is_text(&self) -> bool {
         self.kind == "text"
     }

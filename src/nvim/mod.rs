@@ -39,7 +39,7 @@ use rmpv::Value;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::core::agent::{lock, AgentError, AgentSession, SwitchReason};
+use crate::core::agent::{lock, AgentConfig, AgentError, AgentSession, SwitchReason};
 use crate::core::config::Settings;
 use crate::core::controller::{self, Controller, FrontEndTexts, Level, Notice, SessionChoice};
 use crate::core::session::SessionManager;
@@ -70,6 +70,8 @@ fn merge(base: &Settings, over: Settings) -> Settings {
         max_retries: over.max_retries.or(base.max_retries),
         timeout: over.timeout.or(base.timeout),
         system_prompt: over.system_prompt.or_else(|| base.system_prompt.clone()),
+        tools: over.tools.or_else(|| base.tools.clone()),
+        max_turns: over.max_turns.or(base.max_turns),
     }
 }
 
@@ -179,6 +181,8 @@ impl Host {
             return Err(err("cannot reconfigure while a response is in progress"));
         }
         let settings = merge(&self.inner.base_settings, parsed.settings);
+        // Checked now, so a mistake in setup() is an error of this call.
+        let config = settings.agent_config().map_err(|e| err(format!("invalid tools settings: {e}")))?;
         let cwd = parsed.cwd.unwrap_or_else(|| lock(&self.inner.cwd).clone());
         let choice = match (parsed.session_file, parsed.resume) {
             (Some(path), _) if path.exists() => SessionChoice::File(path),
@@ -188,16 +192,15 @@ impl Host {
         *lock(&self.inner.settings) = settings.clone();
         *lock(&self.inner.cwd) = cwd.clone();
         let host = self.clone();
-        tokio::spawn(async move { host.open(settings, cwd, choice).await });
+        tokio::spawn(async move { host.open(settings, config, cwd, choice).await });
         Ok(Value::Boolean(true))
     }
 
     /// Opens (or creates) the session on a blocking thread and makes it the current one. A file
     /// that cannot be opened is reported, and a new session takes its place so the editor stays
     /// usable (the file itself is left as it is).
-    async fn open(&self, settings: Settings, cwd: PathBuf, choice: SessionChoice) {
+    async fn open(&self, settings: Settings, config: AgentConfig, cwd: PathBuf, choice: SessionChoice) {
         let session_dir = frontend_paths::session_dir(&settings);
-        let config = settings.agent_config();
         let load = {
             let (config, session_dir, cwd, choice) = (config.clone(), session_dir.clone(), cwd.clone(), choice.clone());
             tokio::task::spawn_blocking(move || controller::open_session(config, &session_dir, &cwd, &choice))
@@ -314,15 +317,8 @@ impl Host {
         } else {
             protocol::KeyHealth { source: "none", detail: "no key configured (fine for a local server)".into(), present: None }
         };
-        let url = format!("{}/models", config.base_url.trim_end_matches('/'));
-        crate::install_crypto_provider();
-        let reachable = match reqwest::Client::builder().timeout(Duration::from_secs(3)).build() {
-            Ok(client) => match client.get(&url).send().await {
-                Ok(r) => protocol::Reachable { ok: true, detail: format!("{url} answered HTTP {}", r.status().as_u16()) },
-                Err(e) => protocol::Reachable { ok: false, detail: format!("cannot reach {url}: {}", without_url(e)) },
-            },
-            Err(e) => protocol::Reachable { ok: false, detail: e.to_string() },
-        };
+        let probe = crate::core::provider::probe(&config).await;
+        let reachable = protocol::Reachable { ok: probe.ok(), detail: probe.detail() };
         let session_dir = frontend_paths::session_dir(&settings);
         let writable = std::fs::create_dir_all(&session_dir)
             .and_then(|()| tempfile_probe(&session_dir))
@@ -333,7 +329,7 @@ impl Host {
                 version: env!("CARGO_PKG_VERSION"),
                 api: config.api,
                 provider: config.name,
-                base_url: config.base_url,
+                base_url: crate::core::provider::display_url(&config.base_url),
                 model: config.model,
                 key,
                 reachable,
@@ -368,17 +364,7 @@ impl Host {
     }
 }
 
-/// reqwest errors can carry the URL with credentials in it: say what kind of failure it was.
-fn without_url(e: reqwest::Error) -> String {
-    if e.is_timeout() {
-        "no answer within 3 s".into()
-    } else if e.is_connect() {
-        "connection refused or host unknown".into()
-    } else {
-        e.without_url().to_string()
-    }
-}
-
+/// Whether the session folder takes a new file.
 fn tempfile_probe(dir: &std::path::Path) -> std::io::Result<()> {
     let probe = dir.join(format!(".handoff-probe-{}", std::process::id()));
     std::fs::write(&probe, b"")?;

@@ -172,6 +172,9 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
             Record::SessionSwitch { old: old.clone(), new: new.clone(), reason: *reason }
         }
         AgentEvent::Notice(notice) => Record::Notice(notice.clone()),
+        AgentEvent::ToolExecutionStart { .. } | AgentEvent::ToolExecutionUpdate { .. } | AgentEvent::ToolExecutionEnd { .. } => {
+            return None
+        }
         AgentEvent::MessageUpdate { .. }
         | AgentEvent::TurnStart
         | AgentEvent::TurnEnd { .. }

@@ -67,7 +67,7 @@ pub fn new_session(dir: &Path) -> SessionManager {
 
 pub fn agent_with(config: ProviderConfig, session: SessionManager, templates: Option<PathBuf>) -> Arc<AgentSession> {
     Arc::new(AgentSession::new(
-        AgentConfig { provider: config, system_prompt: None, templates_dir: templates },
+        AgentConfig { templates_dir: templates, ..AgentConfig::new(config) },
         session,
     ))
 }

@@ -65,6 +65,15 @@ pub enum AgentEvent {
     #[serde(rename_all = "camelCase")]
     TurnEnd { message: Message, tool_results: Vec<Message> },
     AgentEnd { messages: Vec<Message> },
+    /// A tool call starts (after consent).
+    #[serde(rename_all = "camelCase")]
+    ToolExecutionStart { tool_call_id: String, tool_name: String, args: serde_json::Value },
+    /// Output of a running tool so far (bash); each update replaces the last.
+    #[serde(rename_all = "camelCase")]
+    ToolExecutionUpdate { tool_call_id: String, tool_name: String, partial: String },
+    /// A tool call ended; `result` is the `toolResult` message stored for it.
+    #[serde(rename_all = "camelCase")]
+    ToolExecutionEnd { tool_call_id: String, tool_name: String, args: serde_json::Value, is_error: bool, result: Message },
     HandoffStart { focus: Option<String> },
     HandoffEnd { outcome: HandoffOutcome },
     /// The session file changed.

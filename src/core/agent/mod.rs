@@ -7,19 +7,29 @@
 pub mod events;
 pub mod fit;
 pub mod templates;
+mod tool_loop;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 pub use events::{AgentEvent, AssistantMessageEvent, Level, Notice, SwitchReason};
 
-use crate::core::message::{Content, Message, StopReason};
-use crate::core::provider::{ChatRequest, Provider, ProviderConfig, ProviderError, StreamEvent};
+use crate::core::message::{Content, ContentBlock, Message, StopReason};
+use crate::core::provider::{
+    ChatRequest, Provider, ProviderConfig, ProviderError, StreamEvent, ToolCall, ToolChoice,
+};
 use crate::core::session::{SessionError, SessionManager};
+use crate::core::tools::consent::{Consent, Decision, Grants, Policy};
+use crate::core::tools::{DiskFileAccess, EnvPolicy, FileAccess, ToolRegistry};
+
+pub use tool_loop::ToolsOutcome;
+
+/// Turns of one prompt at most (each tool round is a turn), unless configured otherwise.
+pub const DEFAULT_MAX_TURNS: u32 = 50;
 
 /// Failures of the agent layer.
 #[derive(Debug, thiserror::Error)]
@@ -40,11 +50,14 @@ pub struct RunOptions {
     /// Stop after the first assistant message: steering and follow-ups queued meanwhile stay
     /// queued instead of being answered in this run.
     pub single_turn: bool,
+    /// Let the model call tools. Off (the handoff), the request still carries the tool
+    /// definitions, so a provider's prompt cache still hits, with tool choice "none".
+    pub use_tools: bool,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        Self { expand_prompt_templates: true, fit_to_window: false, single_turn: false }
+        Self { expand_prompt_templates: true, fit_to_window: false, single_turn: false, use_tools: true }
     }
 }
 
@@ -99,6 +112,33 @@ pub struct AgentConfig {
     pub provider: ProviderConfig,
     pub system_prompt: Option<String>,
     pub templates_dir: Option<PathBuf>,
+    /// The tools the model may call (pi's defaults: read, bash, edit, write, todo_write).
+    pub tools: ToolRegistry,
+    /// Which calls run unasked, which ask, which are refused.
+    pub policy: Policy,
+    /// Turns of one prompt at most.
+    pub max_turns: u32,
+}
+
+impl AgentConfig {
+    /// The defaults for everything but the provider.
+    pub fn new(provider: ProviderConfig) -> Self {
+        Self {
+            provider,
+            system_prompt: None,
+            templates_dir: None,
+            tools: ToolRegistry::default(),
+            policy: Policy::default(),
+            max_turns: DEFAULT_MAX_TURNS,
+        }
+    }
+}
+
+/// The answer when no front end said how to ask (a library user, a test).
+fn no_one_to_ask() -> Arc<dyn Consent> {
+    Arc::new(crate::core::tools::consent::Always(Decision::Reject {
+        reason: Some("no one is there to approve it".into()),
+    }))
 }
 
 pub struct AgentSession {
@@ -108,6 +148,17 @@ pub struct AgentSession {
     events: broadcast::Sender<AgentEvent>,
     system_prompt: Option<String>,
     templates_dir: Option<PathBuf>,
+    tools: ToolRegistry,
+    policy: Policy,
+    max_turns: u32,
+    /// "Always" answers of this session (forgotten on a session switch).
+    grants: Grants,
+    /// How the front end asks the user (`set_consent`).
+    consent: Mutex<Arc<dyn Consent>>,
+    /// How tools read and write files (`set_file_access`: the editor goes through its buffers).
+    files: Mutex<Arc<dyn FileAccess>>,
+    /// Variables that never reach a tool's environment (the provider's key among them).
+    tool_env: EnvPolicy,
 }
 
 /// The run slot, taken (`claim_run`) and not yet run: the run's token and the messages queued
@@ -132,6 +183,7 @@ impl AgentSession {
             thinking_level: session.context_settings().1.unwrap_or_else(|| "off".into()),
             ..AgentState::default()
         };
+        let tool_env = EnvPolicy::new(config.provider.api_key_env.iter().cloned());
         Self {
             provider: Mutex::new(Provider::new(config.provider)),
             session: Mutex::new(session),
@@ -139,7 +191,28 @@ impl AgentSession {
             events,
             system_prompt: config.system_prompt,
             templates_dir: config.templates_dir,
+            tools: config.tools,
+            policy: config.policy,
+            max_turns: config.max_turns.max(1),
+            grants: Grants::default(),
+            consent: Mutex::new(no_one_to_ask()),
+            files: Mutex::new(Arc::new(DiskFileAccess)),
+            tool_env,
         }
+    }
+
+    /// How the front end asks the user about tool calls.
+    pub fn set_consent(&self, consent: Arc<dyn Consent>) {
+        *lock(&self.consent) = consent;
+    }
+
+    /// How tools read and write files (the editor's goes through loaded buffers).
+    pub fn set_file_access(&self, files: Arc<dyn FileAccess>) {
+        *lock(&self.files) = files;
+    }
+
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.tools
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<AgentEvent> {
@@ -254,6 +327,7 @@ impl AgentSession {
             old
         };
         self.reset();
+        self.grants.clear();
         {
             let mut state = self.state();
             state.messages = None;
@@ -337,6 +411,7 @@ impl AgentSession {
         self.emit(AgentEvent::AgentStart);
         let mut inbox: Vec<Message> = pending;
         inbox.push(prompt);
+        let mut turns = 0u32;
         let outcome = 'turns: loop {
             self.emit(AgentEvent::TurnStart);
             for message in std::mem::take(&mut inbox) {
@@ -345,14 +420,29 @@ impl AgentSession {
                     break 'turns Err(e);
                 }
             }
-            let assistant = self.stream_turn(options, cancel, &mut result).await;
+            turns += 1;
+            // The reply's calls, with their arguments or why they are malformed (the message
+            // already holds them as `toolCall` blocks).
+            let (assistant, tool_calls) = self.stream_turn(options, cancel, &mut result).await;
             let stop = assistant.stop_reason.unwrap_or_default();
             if let Err(e) = self.commit_message(&assistant, &mut result) {
                 break Err(e);
             }
             self.state().todo_reminder_counter += 1;
-            self.emit(AgentEvent::TurnEnd { message: assistant, tool_results: Vec::new() });
-            if matches!(stop, StopReason::Error | StopReason::Aborted) {
+            // A failed or stopped reply runs none of its calls (the wire layer answers them).
+            let failed = matches!(stop, StopReason::Error | StopReason::Aborted);
+            let start = result.messages.len();
+            let tools = if failed || tool_calls.is_empty() || !options.use_tools {
+                None
+            } else {
+                match self.run_tool_calls(tool_calls, cancel, &mut result).await {
+                    Ok(outcome) => Some(outcome),
+                    Err(e) => break Err(e),
+                }
+            };
+            let tool_results = result.messages[start..].to_vec();
+            self.emit(AgentEvent::TurnEnd { message: assistant, tool_results });
+            if failed || tools == Some(ToolsOutcome::Stop) {
                 break Ok(());
             }
             // A single-turn run (the handoff's) answers only its prompt: messages queued
@@ -360,7 +450,19 @@ impl AgentSession {
             if options.single_turn {
                 break Ok(());
             }
+            if tools.is_some() && turns >= self.max_turns {
+                self.emit(AgentEvent::Notice(Notice::new(
+                    Level::Warn,
+                    format!("Stopped after {turns} turns (the turn limit of one prompt); send a prompt to go on"),
+                )));
+                break Ok(());
+            }
             let mut state = self.state();
+            if tools.is_some() {
+                // The model reads the results next, with any steering typed meanwhile.
+                inbox.extend(state.steering.drain(..));
+                continue;
+            }
             if !state.steering.is_empty() {
                 inbox.extend(state.steering.drain(..));
             } else if let Some(next) = state.follow_up.pop_front() {
@@ -375,12 +477,16 @@ impl AgentSession {
 
     /// Streams one assistant message. Provider failures end up in the message
     /// (`stopReason: error|aborted`, `errorMessage`), as pi records them.
+    ///
+    /// Tool calls become `toolCall` blocks where they started in the stream, with the arguments
+    /// object (`{}` when the model's arguments are malformed, as pi stores what it cannot
+    /// parse); the complete calls are also returned, with the malformed text, in order.
     async fn stream_turn(
         &self,
         options: RunOptions,
         cancel: &CancellationToken,
         result: &mut RunResult,
-    ) -> Message {
+    ) -> (Message, Vec<ToolCall>) {
         let provider = lock(&self.provider).clone();
         let config = provider.config();
         let mut messages = self.context_messages();
@@ -401,14 +507,46 @@ impl AgentSession {
             }
             messages = fitted;
         }
-        let request = ChatRequest { system: self.system_prompt.clone(), messages };
+        // Without tools (the handoff) the definitions still go along, for a prompt-cache hit.
+        let tool_choice = if options.use_tools { ToolChoice::Auto } else { ToolChoice::None };
+        let request = ChatRequest {
+            system: self.system_prompt.clone(),
+            messages,
+            tools: self.tools.definitions(),
+            tool_choice,
+        };
         let mut message = Message::assistant(config.api.pi_name(), &config.name, &config.model);
         self.emit(AgentEvent::MessageStart { message: message.clone() });
         let events = self.events.clone();
+        // Content index of each tool call's block, by the call's index.
+        let mut call_blocks: Vec<usize> = Vec::new();
+        let mut tool_calls: Vec<ToolCall> = Vec::new();
         let mut on_event = |event: StreamEvent| {
             let (delta, is_text) = match event {
                 StreamEvent::TextDelta(d) => (d, true),
                 StreamEvent::ThinkingDelta(d) => (d, false),
+                StreamEvent::ToolCallStart { id, name, .. } => {
+                    let block = ContentBlock::tool_call(id, name, serde_json::json!({}));
+                    call_blocks.push(push_block(&mut message, block));
+                    return;
+                }
+                StreamEvent::ToolCallDelta { .. } => return,
+                StreamEvent::ToolCall(call) => {
+                    let arguments = match &call.arguments {
+                        Ok(map) => serde_json::Value::Object(map.clone()),
+                        Err(_) => serde_json::json!({}),
+                    };
+                    let block = ContentBlock::tool_call(call.id.clone(), call.name.clone(), arguments);
+                    if let (Some(&at), Content::Blocks(blocks)) =
+                        (call_blocks.get(call.index), &mut message.content)
+                    {
+                        if let Some(slot) = blocks.get_mut(at) {
+                            *slot = block;
+                        }
+                    }
+                    tool_calls.push(call);
+                    return;
+                }
             };
             if is_text {
                 message.push_text(&delta);
@@ -447,6 +585,20 @@ impl AgentSession {
                 message.error_message = Some(e.to_string());
             }
         }
-        message
+        (message, tool_calls)
+    }
+}
+
+/// Appends a block to a streaming message and returns its content index.
+fn push_block(message: &mut Message, block: ContentBlock) -> usize {
+    if let Content::Text(s) = &message.content {
+        message.content = Content::Blocks(vec![ContentBlock::text(s.clone())]);
+    }
+    match &mut message.content {
+        Content::Blocks(blocks) => {
+            blocks.push(block);
+            blocks.len() - 1
+        }
+        Content::Text(_) => 0,
     }
 }

@@ -281,7 +281,7 @@ async fn generate_and_switch(
     let prompt = build_prompt(focus);
     // One turn, the instruction never expanded, and (gap: request too large) fitted to the
     // model's window.
-    let options = RunOptions { expand_prompt_templates: false, fit_to_window: true, single_turn: true };
+    let options = RunOptions { expand_prompt_templates: false, fit_to_window: true, single_turn: true, use_tools: false };
     // 2. Capture: the run's own messages are the payload of `agent_end`.
     let result = agent.run_claimed(claim, &prompt, options).await?;
     // 3. Cancellation check.

@@ -4,14 +4,43 @@
 //! user messages, empty text blocks are rejected and tool ids must match `[a-zA-Z0-9_-]+`. The
 //! conversion below makes pi's history fit those rules.
 
-use eventsource_stream::Event;
+use std::collections::HashMap;
+
+use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{json, Map, Value};
 
-use super::http;
-use super::{prepare_messages, truncate, ChatRequest, ProviderConfig, StreamEnd, StreamEvent};
+use super::types::{ChatRequest, ProviderConfig, ProviderError, StreamEnd, StreamEvent};
+use super::wire::{self, Decoder, Flow, SseEvent, ToolCalls, WireFormat};
 use crate::core::message::{Content, ContentBlock, Message, Role, StopReason};
 
-pub(super) fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
+/// The Messages wire format.
+#[derive(Debug)]
+pub(super) struct Anthropic;
+
+impl WireFormat for Anthropic {
+    fn path(&self) -> &'static str {
+        "/messages"
+    }
+
+    fn headers(&self, key: Option<&str>) -> Result<HeaderMap, ProviderError> {
+        let mut headers = HeaderMap::new();
+        if let Some(key) = key {
+            headers.insert("x-api-key", wire::secret_header(key.to_owned())?);
+        }
+        headers.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
+        Ok(headers)
+    }
+
+    fn body(&self, config: &ProviderConfig, request: &ChatRequest) -> Value {
+        request_body(config, request)
+    }
+
+    fn decoder(&self) -> Box<dyn Decoder> {
+        Box::<AnthropicDecoder>::default()
+    }
+}
+
+fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), config.model.clone().into());
     body.insert("max_tokens".into(), config.max_tokens.into());
@@ -20,6 +49,27 @@ pub(super) fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Va
     }
     body.insert("messages".into(), messages(request).into());
     body.insert("stream".into(), true.into());
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| {
+                // pi sends the schema's properties and required list only.
+                let field = |k: &str, empty: Value| t.parameters.get(k).cloned().unwrap_or(empty);
+                json!({
+                    "name": t.name,
+                    "description": t.description,
+                    "input_schema": {
+                        "type": "object",
+                        "properties": field("properties", json!({})),
+                        "required": field("required", json!([])),
+                    },
+                })
+            })
+            .collect();
+        body.insert("tools".into(), tools.into());
+        body.insert("tool_choice".into(), json!({ "type": request.tool_choice.as_str() }));
+    }
     Value::Object(body)
 }
 
@@ -27,7 +77,7 @@ pub(super) fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Va
 /// result followed by the user's next prompt becomes one user message, results first).
 fn messages(request: &ChatRequest) -> Vec<Value> {
     let mut merged: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    for msg in prepare_messages(&request.messages) {
+    for msg in wire::prepare_messages(&request.messages) {
         let (role, blocks) = match &msg.role {
             Role::User => ("user", user_blocks(&msg.content)),
             Role::Assistant => ("assistant", assistant_blocks(&msg)),
@@ -102,6 +152,9 @@ fn tool_use(block: &ContentBlock) -> Value {
     })
 }
 
+/// A `toolResult` message as a `tool_result` block: its text as a string, or blocks when it
+/// has images (with pi's placeholder text when it has no text). Blank text is left out:
+/// Anthropic rejects empty text blocks.
 fn tool_result(msg: &Message) -> Value {
     let mut block = Map::new();
     block.insert("type".into(), "tool_result".into());
@@ -109,12 +162,20 @@ fn tool_result(msg: &Message) -> Value {
         "tool_use_id".into(),
         tool_id(msg.extra_str("toolCallId").unwrap_or_default()).into(),
     );
-    let text = msg.content.joined_text();
-    if !text.trim().is_empty() {
-        block.insert("content".into(), text.into());
+    if wire::images(&msg.content).is_empty() {
+        let text = msg.content.joined_text();
+        if !text.trim().is_empty() {
+            block.insert("content".into(), text.into());
+        }
+    } else {
+        let mut parts = user_blocks(&msg.content);
+        if !parts.iter().any(|p| p["type"] == "text") {
+            parts.insert(0, json!({ "type": "text", "text": wire::NO_TEXT_RESULT }));
+        }
+        block.insert("content".into(), parts.into());
     }
-    if msg.extra.get("isError").and_then(Value::as_bool).unwrap_or(false) {
-        block.insert("is_error".into(), true.into());
+    if let Some(is_error) = msg.extra.get("isError").and_then(Value::as_bool) {
+        block.insert("is_error".into(), is_error.into());
     }
     Value::Object(block)
 }
@@ -136,31 +197,35 @@ fn tool_id(id: &str) -> String {
 
 /// Decoder state: what has been seen so far of one reply.
 #[derive(Default)]
-pub(super) struct Decoder {
+struct AnthropicDecoder {
     end: StreamEnd,
     /// `message_delta` carried a stop reason: the reply is complete even without `message_stop`.
     finished: bool,
+    calls: ToolCalls,
+    /// The content block `index` of each `tool_use` block → its index in `calls`.
+    by_block: HashMap<u64, usize>,
 }
 
-impl http::Decoder for Decoder {
+impl Decoder for AnthropicDecoder {
     fn on_event(
         &mut self,
-        event: &Event,
-        emit: &mut (dyn FnMut(StreamEvent) + Send),
-    ) -> Result<bool, String> {
-        let data: Value = serde_json::from_str(&event.data).map_err(|e| {
+        event: SseEvent<'_>,
+        emit: &mut dyn FnMut(StreamEvent),
+    ) -> Result<Flow, String> {
+        let data: Value = serde_json::from_str(event.data).map_err(|e| {
             format!(
                 "invalid JSON in a `{}` event ({e}): {}",
-                event.event,
-                truncate(&event.data, 120)
+                event.name,
+                wire::truncate(event.data, 120)
             )
         })?;
         // The `event:` line names the event; servers that omit it still put it in `type`.
-        let name = if event.event == "message" {
+        let name = if event.name == "message" {
             data.get("type").and_then(Value::as_str).unwrap_or("message")
         } else {
-            event.event.as_str()
+            event.name
         };
+        let block_index = data.get("index").and_then(Value::as_u64);
         match name {
             "message_start" => {
                 if let Some(id) = data.pointer("/message/id").and_then(Value::as_str) {
@@ -175,6 +240,18 @@ impl http::Decoder for Decoder {
                 let field = |k: &str| {
                     block.and_then(|b| b.get(k)).and_then(Value::as_str).filter(|s| !s.is_empty())
                 };
+                if field("type") == Some("tool_use") {
+                    let call = self.calls.start(field("id"), field("name"), emit);
+                    if let Some(Value::Object(input)) = block.and_then(|b| b.get("input")) {
+                        if !input.is_empty() {
+                            self.calls.set_initial(call, input.clone());
+                        }
+                    }
+                    if let Some(b) = block_index {
+                        self.by_block.insert(b, call);
+                    }
+                    return Ok(Flow::Continue);
+                }
                 if let Some(t) = field("thinking") {
                     emit(StreamEvent::ThinkingDelta(t.to_owned()));
                 }
@@ -196,8 +273,19 @@ impl http::Decoder for Decoder {
                             emit(StreamEvent::ThinkingDelta(t.to_owned()));
                         }
                     }
-                    // input_json_delta, signature_delta: nothing the caller can show.
+                    Some("input_json_delta") => {
+                        let call = block_index.and_then(|b| self.by_block.get(&b).copied());
+                        if let (Some(call), Some(piece)) = (call, field("partial_json")) {
+                            self.calls.append(call, piece, emit);
+                        }
+                    }
+                    // signature_delta: nothing the caller can show.
                     _ => {}
+                }
+            }
+            "content_block_stop" => {
+                if let Some(call) = block_index.and_then(|b| self.by_block.get(&b).copied()) {
+                    self.calls.finish(call, emit);
                 }
             }
             "message_delta" => {
@@ -223,7 +311,7 @@ impl http::Decoder for Decoder {
             }
             "message_stop" => {
                 self.finished = true;
-                return Ok(true);
+                return Ok(Flow::Done);
             }
             "error" => {
                 let message = data
@@ -231,28 +319,25 @@ impl http::Decoder for Decoder {
                     .or_else(|| data.pointer("/error/type"))
                     .and_then(Value::as_str)
                     .unwrap_or("unknown error");
-                return Err(format!("the server reported an error: {}", truncate(message, 500)));
+                return Err(format!("the server reported an error: {}", wire::truncate(message, 500)));
             }
-            "ping" | "content_block_stop" => {}
+            "ping" => {}
             other => tracing::debug!(event = other, "ignoring unknown event"),
         }
-        Ok(false)
+        Ok(Flow::Continue)
     }
 
-    fn on_close(&mut self) -> Result<(), String> {
-        if self.finished {
-            Ok(())
-        } else {
-            Err("connection closed before the reply finished".into())
+    fn finish(mut self: Box<Self>, emit: &mut dyn FnMut(StreamEvent)) -> Result<StreamEnd, String> {
+        if !self.finished {
+            return Err("connection closed before the reply finished".into());
         }
-    }
-
-    fn end(self: Box<Self>) -> StreamEnd {
-        self.end
+        // A server that never closed a tool_use block still finished the reply.
+        self.calls.finish_all(emit);
+        Ok(self.end)
     }
 }
 
-impl Decoder {
+impl AnthropicDecoder {
     /// Anthropic reports usage in pieces (`message_start`, then cumulative counts in
     /// `message_delta`): each field present overwrites the one before.
     fn add_usage(&mut self, usage: &Value) {
@@ -278,18 +363,16 @@ impl Decoder {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::core::provider::http::Decoder as _;
 
-    fn feed(d: &mut Decoder, name: &str, data: &str) -> (Result<bool, String>, Vec<StreamEvent>) {
+    fn feed(d: &mut AnthropicDecoder, name: &str, data: &str) -> (Result<Flow, String>, Vec<StreamEvent>) {
         let mut events = Vec::new();
-        let event = Event { data: data.into(), event: name.into(), ..Default::default() };
-        let r = d.on_event(&event, &mut |e| events.push(e));
+        let r = d.on_event(SseEvent { name, data }, &mut |e| events.push(e));
         (r, events)
     }
 
     #[test]
     fn error_event_is_reported_with_its_message() {
-        let mut d = Decoder::default();
+        let mut d = AnthropicDecoder::default();
         let (r, _) = feed(
             &mut d,
             "error",
@@ -300,20 +383,61 @@ mod tests {
 
     #[test]
     fn usage_pieces_add_up_and_stop_delta_completes() {
-        let mut d = Decoder::default();
         let start = r#"{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":10,"cache_read_input_tokens":5,"output_tokens":1}}}"#;
-        assert_eq!(feed(&mut d, "message_start", start).0, Ok(false));
-        assert!(d.on_close().is_err());
+        let mut cut = AnthropicDecoder::default();
+        assert_eq!(feed(&mut cut, "message_start", start).0, Ok(Flow::Continue));
+        assert!(Box::new(cut).finish(&mut |_| {}).is_err(), "closed before the reply finished");
+
+        let mut d = AnthropicDecoder::default();
+        assert_eq!(feed(&mut d, "message_start", start).0, Ok(Flow::Continue));
         // No `event:` line: the type field names the event.
         let delta = r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":20}}"#;
-        assert_eq!(feed(&mut d, "message", delta).0, Ok(false));
-        assert_eq!(d.on_close(), Ok(()));
-        assert_eq!(feed(&mut d, "message_stop", r#"{"type":"message_stop"}"#).0, Ok(true));
-        let end = Box::new(d).end();
+        assert_eq!(feed(&mut d, "message", delta).0, Ok(Flow::Continue));
+        assert_eq!(feed(&mut d, "message_stop", r#"{"type":"message_stop"}"#).0, Ok(Flow::Done));
+        let end = Box::new(d).finish(&mut |_| {}).unwrap();
         assert_eq!(end.stop_reason, StopReason::Length);
         assert_eq!(end.response_id.as_deref(), Some("msg_1"));
         assert_eq!((end.usage.input, end.usage.output, end.usage.cache_read), (10, 20, 5));
         assert_eq!(end.usage.total_tokens, 35);
+    }
+
+    #[test]
+    fn tool_use_blocks_become_calls_at_their_block_stop() {
+        let mut d = AnthropicDecoder::default();
+        let mut events = Vec::new();
+        for (name, data) in [
+            ("content_block_start", r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Looking."}}"#),
+            ("content_block_stop", r#"{"type":"content_block_stop","index":0}"#),
+            ("content_block_start", r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"read","input":{}}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"path\": "}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"\"a.txt\"}"}}"#),
+            ("content_block_stop", r#"{"type":"content_block_stop","index":1}"#),
+            // Whole input at the start and no deltas (some compatible servers).
+            ("content_block_start", r#"{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_2","name":"ls","input":{"path":"."}}}"#),
+            ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}"#),
+        ] {
+            let (r, mut ev) = feed(&mut d, name, data);
+            assert_eq!(r, Ok(Flow::Continue), "{name}");
+            events.append(&mut ev);
+        }
+        let end = Box::new(d).finish(&mut |e| events.push(e)).unwrap();
+        assert_eq!(end.stop_reason, StopReason::ToolUse);
+        let calls: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::ToolCall(c) => Some((c.index, c.id.as_str(), c.name.as_str(), c.arguments.clone().map(Value::Object))),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            calls,
+            vec![(0, "toolu_1", "read", Ok(json!({"path": "a.txt"}))), (1, "toolu_2", "ls", Ok(json!({"path": "."})))]
+        );
+        assert_eq!(events[0], StreamEvent::TextDelta("Looking.".into()));
+        assert_eq!(events[1], StreamEvent::ToolCallStart { index: 0, id: "toolu_1".into(), name: "read".into() });
+        assert_eq!(events.iter().filter(|e| matches!(e, StreamEvent::ToolCallDelta { .. })).count(), 2, "empty pieces are not events");
     }
 
     #[test]

@@ -1,129 +1,68 @@
-//! One HTTP attempt shared by both wire formats: send, map failures, read the SSE stream with an
-//! idle timeout and abort on cancellation. The format-specific parts (body, auth headers, event
-//! decoding) live in `openai.rs` and `anthropic.rs`.
+//! One HTTP attempt for any [`WireFormat`]: send, map failures, read the SSE stream with an
+//! idle timeout and abort on cancellation. What differs between APIs (endpoint, headers, body,
+//! event decoding) comes from the format; this module never asks which API it speaks.
 
 use std::time::Duration;
 
-use eventsource_stream::{Event, EventStreamError, Eventsource};
+use eventsource_stream::{EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
-use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{anthropic, openai, retry, truncate, Api, ChatRequest, Provider, ProviderConfig};
-use super::{ProviderError, StreamEnd, StreamEvent};
+use super::retry::{self, Failure};
+use super::types::{ChatRequest, ProviderConfig, ProviderError, StreamEnd, StreamEvent};
+use super::wire::{truncate, Decoder, Flow, SseEvent, WireFormat};
 
 /// Longest error body read from a failed response: enough for any provider's JSON error, small
 /// enough that a misconfigured base URL answering with a web page costs nothing.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
-/// Decodes one wire format's events into deltas and the final [`StreamEnd`].
-pub(super) trait Decoder: Send {
-    /// Handles one SSE event; `Ok(true)` when the reply is complete and reading should stop.
-    /// `Err` is a protocol error, reported as [`ProviderError::Stream`].
-    fn on_event(
-        &mut self,
-        event: &Event,
-        emit: &mut (dyn FnMut(StreamEvent) + Send),
-    ) -> Result<bool, String>;
-
-    /// The server closed the stream without the end marker: fine only if the reply had finished.
-    fn on_close(&mut self) -> Result<(), String>;
-
-    fn end(self: Box<Self>) -> StreamEnd;
-}
-
 /// Everything about a request that does not change between attempts.
-pub(super) struct Wire {
-    api: Api,
+pub(super) struct Prepared<'f> {
+    format: &'f dyn WireFormat,
     url: String,
     body: Value,
 }
 
-impl Wire {
-    pub(super) fn new(config: &ProviderConfig, request: &ChatRequest) -> Self {
-        let base = config.base_url.trim_end_matches('/');
-        match config.api {
-            Api::Openai => Wire {
-                api: config.api,
-                url: format!("{base}/chat/completions"),
-                body: openai::request_body(config, request),
-            },
-            Api::Anthropic => Wire {
-                api: config.api,
-                url: format!("{base}/messages"),
-                body: anthropic::request_body(config, request),
-            },
-        }
-    }
-
-    fn decoder(&self) -> Box<dyn Decoder> {
-        match self.api {
-            Api::Openai => Box::new(openai::Decoder::default()),
-            Api::Anthropic => Box::new(anthropic::Decoder::default()),
-        }
-    }
-
-    /// Auth and protocol headers. Key headers are marked sensitive so that no `Debug` output of
-    /// the request (reqwest's or ours) ever shows them.
-    fn headers(&self, key: Option<&str>) -> Result<HeaderMap, ProviderError> {
-        let mut headers = HeaderMap::new();
-        headers.insert(reqwest::header::ACCEPT, HeaderValue::from_static("text/event-stream"));
-        let secret = |value: String| {
-            HeaderValue::from_str(&value)
-                .map(|mut v| {
-                    v.set_sensitive(true);
-                    v
-                })
-                .map_err(|_| {
-                    ProviderError::MissingKey(
-                        "the API key contains characters not allowed in an HTTP header".into(),
-                    )
-                })
-        };
-        match self.api {
-            Api::Openai => {
-                if let Some(key) = key {
-                    headers
-                        .insert(reqwest::header::AUTHORIZATION, secret(format!("Bearer {key}"))?);
-                }
-            }
-            Api::Anthropic => {
-                if let Some(key) = key {
-                    headers.insert("x-api-key", secret(key.to_owned())?);
-                }
-                headers.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
-            }
-        }
-        Ok(headers)
+impl<'f> Prepared<'f> {
+    pub(super) fn new(format: &'f dyn WireFormat, config: &ProviderConfig, request: &ChatRequest) -> Self {
+        let url = join_url(&config.base_url, format.path());
+        Prepared { format, url, body: format.body(config, request) }
     }
 }
 
-/// A failed attempt, with the server's `retry-after` hint when it gave one.
-pub(super) struct Failure {
-    pub(super) error: ProviderError,
-    pub(super) retry_after: Option<Duration>,
-}
-
-impl From<ProviderError> for Failure {
-    fn from(error: ProviderError) -> Self {
-        Failure { error, retry_after: None }
+/// `path` appended to the base URL's path, keeping its query (`?api-version=…`, as Azure
+/// wants): `http://h/v1?q=1` + `/models` is `http://h/v1/models?q=1`.
+pub(super) fn join_url(base: &str, path: &str) -> String {
+    match reqwest::Url::parse(base) {
+        Ok(mut url) if url.has_host() => {
+            let joined = format!("{}{path}", url.path().trim_end_matches('/'));
+            url.set_path(&joined);
+            url.to_string()
+        }
+        // reqwest will refuse it anyway, with its own message.
+        _ => format!("{}{path}", base.trim_end_matches('/')),
     }
 }
 
 /// One request and its whole reply. Dropping the response (on abort, timeout or error) closes
 /// the connection, which is also how a local server learns to stop generating.
 pub(super) async fn attempt(
-    provider: &Provider,
-    wire: &Wire,
+    client: &reqwest::Client,
+    config: &ProviderConfig,
+    prepared: &Prepared<'_>,
     key: Option<&str>,
     cancel: &CancellationToken,
     emit: &mut (dyn FnMut(StreamEvent) + Send),
 ) -> Result<StreamEnd, Failure> {
-    let config = provider.config();
     let idle = config.idle_timeout;
-    let request = provider.client.post(&wire.url).headers(wire.headers(key)?).json(&wire.body);
-    tracing::debug!(provider = %config.name, url = %wire.url, model = %config.model, "sending request");
+    let mut headers = prepared.format.headers(key)?;
+    headers.insert(
+        reqwest::header::ACCEPT,
+        reqwest::header::HeaderValue::from_static("text/event-stream"),
+    );
+    let request = client.post(&prepared.url).headers(headers).json(&prepared.body);
+    tracing::debug!(provider = %config.name, url = %display_url(&prepared.url), model = %config.model, "sending request");
 
     let sent = tokio::select! {
         biased;
@@ -132,7 +71,7 @@ pub(super) async fn attempt(
     };
     let response = match sent {
         Err(_) => return Err(timeout(config).into()),
-        Ok(Err(e)) => return Err(send_error(config, &wire.url, e).into()),
+        Ok(Err(e)) => return Err(send_error(config, &prepared.url, e).into()),
         Ok(Ok(response)) => response,
     };
 
@@ -171,23 +110,17 @@ pub(super) async fn attempt(
     }
 
     let mut events = Box::pin(timed_chunks(response, idle).eventsource());
-    let mut decoder = wire.decoder();
+    let mut decoder = prepared.format.decoder();
     loop {
         let item = tokio::select! {
             biased;
             _ = cancel.cancelled() => return Err(ProviderError::Aborted.into()),
             item = events.next() => item,
         };
-        match item {
-            None => {
-                decoder.on_close().map_err(|m| stream_error(config, m))?;
-                break;
-            }
-            Some(Ok(event)) => {
-                if decoder.on_event(&event, emit).map_err(|m| stream_error(config, m))? {
-                    break;
-                }
-            }
+        let event = match item {
+            // The server closed the stream: `finish` says whether the reply was complete.
+            None => break,
+            Some(Ok(event)) => event,
             Some(Err(EventStreamError::Transport(ChunkError::Idle))) => {
                 return Err(timeout(config).into())
             }
@@ -202,36 +135,40 @@ pub(super) async fn attempt(
             Some(Err(EventStreamError::Parser(e))) => {
                 return Err(stream_error(config, format!("invalid event stream: {e}")).into())
             }
+        };
+        let sse = SseEvent { name: &event.event, data: &event.data };
+        match decoder.on_event(sse, emit).map_err(|m| stream_error(config, m))? {
+            Flow::Continue => {}
+            Flow::Done => break,
         }
     }
-    Ok(decoder.end())
+    decoder.finish(emit).map_err(|m| stream_error(config, m).into())
 }
 
-/// A whole response body through the SSE parser and `api`'s decoder, the way `attempt` reads it
-/// (for the fuzz targets): the text and the end, or the protocol error `attempt` would report.
-pub(super) fn decode_body(api: Api, chunks: Vec<bytes::Bytes>) -> Result<(String, StreamEnd), String> {
-    let mut decoder: Box<dyn Decoder> = match api {
-        Api::Openai => Box::new(openai::Decoder::default()),
-        Api::Anthropic => Box::new(anthropic::Decoder::default()),
-    };
+/// A whole response body through the SSE parser and `format`'s decoder, the way `attempt`
+/// reads it (for the fuzz targets): every event and the end, or the protocol error `attempt`
+/// would report.
+pub(super) fn decode_body(
+    format: &dyn WireFormat,
+    chunks: Vec<bytes::Bytes>,
+) -> Result<(Vec<StreamEvent>, StreamEnd), String> {
+    let mut decoder: Box<dyn Decoder> = format.decoder();
     let body = futures::stream::iter(chunks.into_iter().map(Ok::<_, std::convert::Infallible>));
     let mut events = Box::pin(body.eventsource());
-    let mut text = String::new();
+    let mut out = Vec::new();
+    let mut emit = |e: StreamEvent| out.push(e);
     futures::executor::block_on(async {
         while let Some(item) = events.next().await {
             let event = item.map_err(|e| format!("invalid event stream: {e}"))?;
-            let mut emit = |e: StreamEvent| {
-                if let StreamEvent::TextDelta(t) = e {
-                    text.push_str(&t);
-                }
-            };
-            if decoder.on_event(&event, &mut emit)? {
-                return Ok(());
+            let sse = SseEvent { name: &event.event, data: &event.data };
+            if decoder.on_event(sse, &mut emit)? == Flow::Done {
+                break;
             }
         }
-        decoder.on_close()
+        Ok::<_, String>(())
     })?;
-    Ok((text, decoder.end()))
+    let end = decoder.finish(&mut emit)?;
+    Ok((out, end))
 }
 
 /// Why the byte stream stopped early.
@@ -320,14 +257,42 @@ fn send_error(config: &ProviderConfig, url: &str, e: reqwest::Error) -> Provider
     }
     ProviderError::Connect {
         provider: config.name.clone(),
-        url: url.to_owned(),
+        url: display_url(url),
         message: error_chain(&e),
+    }
+}
+
+/// A URL as it may be shown or logged: without the user name and password a base URL can
+/// carry (`https://user:secret@proxy/v1`) and without its query (`?key=…`).
+pub(super) fn display_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) if u.has_host() => {
+            let clean = u.username().is_empty()
+                && u.password().is_none()
+                && u.query().is_none()
+                && u.fragment().is_none();
+            if clean {
+                // Shown as configured (the parser would add a `/` to a bare host).
+                return url.to_owned();
+            }
+            // Cannot fail for a URL with a host.
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.set_query(None);
+            u.set_fragment(None);
+            u.to_string()
+        }
+        // Not a URL reqwest could send to either: show only what follows any `@`.
+        _ => match url.rsplit_once('@') {
+            Some((_, rest)) => format!("…@{rest}"),
+            None => url.to_owned(),
+        },
     }
 }
 
 /// The causes of a reqwest error, innermost last ("client error (Connect): tcp connect error:
 /// Connection refused"). reqwest's own top line only repeats the URL the caller already shows.
-fn error_chain(e: &reqwest::Error) -> String {
+pub(super) fn error_chain(e: &reqwest::Error) -> String {
     let mut parts = Vec::new();
     let mut source = std::error::Error::source(e);
     while let Some(err) = source {
@@ -355,5 +320,26 @@ mod tests {
         assert_eq!(error_message(r#"{"message":"nope"}"#), "nope");
         let long = "x".repeat(1000);
         assert!(error_message(&long).chars().count() <= 301);
+    }
+
+    #[test]
+    fn paths_join_the_base_url_before_its_query() {
+        assert_eq!(join_url("http://127.0.0.1:8080/v1", "/chat/completions"), "http://127.0.0.1:8080/v1/chat/completions");
+        assert_eq!(join_url("https://api.anthropic.com/v1/", "/messages"), "https://api.anthropic.com/v1/messages");
+        assert_eq!(join_url("http://localhost:11434", "/models"), "http://localhost:11434/models");
+        assert_eq!(
+            join_url("https://x.openai.azure.com/openai/deployments/d?api-version=2024-10-21", "/chat/completions"),
+            "https://x.openai.azure.com/openai/deployments/d/chat/completions?api-version=2024-10-21"
+        );
+        assert_eq!(join_url("not a url/", "/models"), "not a url/models");
+    }
+
+    #[test]
+    fn shown_urls_carry_no_credentials() {
+        assert_eq!(display_url("https://u:secret@proxy.example/v1/models"), "https://proxy.example/v1/models");
+        assert_eq!(display_url("https://proxy.example/v1?key=secret"), "https://proxy.example/v1");
+        assert_eq!(display_url("http://127.0.0.1:8080/v1/models"), "http://127.0.0.1:8080/v1/models");
+        assert_eq!(display_url("http://localhost:8080"), "http://localhost:8080");
+        assert_eq!(display_url("user:pw@host/v1"), "…@host/v1");
     }
 }

@@ -4,7 +4,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use super::{ProviderConfig, ProviderError};
+use super::types::{ProviderConfig, ProviderError};
 
 /// Upper bound for `api_key_cmd`: long enough for a pinentry prompt, short enough that a
 /// command waiting on a terminal it will never get does not hang the request forever.
@@ -102,7 +102,7 @@ pub(super) fn redact_error(error: ProviderError, key: Option<&str>) -> ProviderE
             ProviderError::Stream { provider, message: scrub(message) }
         }
         ProviderError::MissingKey(message) => ProviderError::MissingKey(scrub(message)),
-        other @ (ProviderError::Timeout { .. } | ProviderError::Aborted) => other,
+        other @ (ProviderError::Timeout { .. } | ProviderError::Client(_) | ProviderError::Aborted) => other,
     }
 }
 

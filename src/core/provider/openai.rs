@@ -1,16 +1,44 @@
 //! OpenAI Chat Completions: request body and SSE decoding. Spoken by OpenAI itself and by most
 //! local servers (llama.cpp, Ollama, vLLM, LM Studio), so the decoder accepts their variations:
-//! `reasoning_content` or `reasoning` for thinking, a missing `[DONE]`, usage-only chunks.
+//! `reasoning_content` or `reasoning` for thinking, a missing `[DONE]`, usage-only chunks, tool
+//! calls without an `index` or with every call numbered 0.
 
-use eventsource_stream::Event;
+use std::collections::HashMap;
+
+use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use super::http;
-use super::{prepare_messages, tool_calls, truncate, ChatRequest, ProviderConfig};
-use super::{StreamEnd, StreamEvent};
+use super::types::{ChatRequest, ProviderConfig, ProviderError, StreamEnd, StreamEvent};
+use super::wire::{self, Decoder, Flow, SseEvent, ToolCalls, WireFormat};
 use crate::core::message::{Content, ContentBlock, Role, StopReason, Usage};
 
-pub(super) fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
+/// The Chat Completions wire format.
+#[derive(Debug)]
+pub(super) struct OpenAi;
+
+impl WireFormat for OpenAi {
+    fn path(&self) -> &'static str {
+        "/chat/completions"
+    }
+
+    fn headers(&self, key: Option<&str>) -> Result<HeaderMap, ProviderError> {
+        let mut headers = HeaderMap::new();
+        if let Some(key) = key {
+            headers.insert(reqwest::header::AUTHORIZATION, wire::secret_header(format!("Bearer {key}"))?);
+        }
+        Ok(headers)
+    }
+
+    fn body(&self, config: &ProviderConfig, request: &ChatRequest) -> Value {
+        request_body(config, request)
+    }
+
+    fn decoder(&self) -> Box<dyn Decoder> {
+        Box::<OpenAiDecoder>::default()
+    }
+}
+
+fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
     let mut body = json!({
         "model": config.model,
         "messages": messages(request),
@@ -18,6 +46,24 @@ pub(super) fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Va
         "stream_options": { "include_usage": true },
     });
     body[max_tokens_field(&config.base_url)] = config.max_tokens.into();
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                })
+            })
+            .collect();
+        body["tools"] = tools.into();
+        body["tool_choice"] = request.tool_choice.as_str().into();
+    }
     body
 }
 
@@ -34,12 +80,20 @@ fn max_tokens_field(base_url: &str) -> &'static str {
 
 /// pi messages in Chat Completions shape. Thinking blocks stay home: the API has no field for
 /// them and sending them as text would make the model read its own scratchpad as an answer.
+///
+/// Tool results become `tool` messages; a `tool` message carries text only, so the images of a
+/// run of consecutive results follow it in one user message, as pi sends them.
 fn messages(request: &ChatRequest) -> Vec<Value> {
     let mut out = Vec::new();
     if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
         out.push(json!({ "role": "system", "content": system }));
     }
-    for msg in prepare_messages(&request.messages) {
+    // Images of the tool results just sent, waiting for the end of the run of results.
+    let mut result_images: Vec<Value> = Vec::new();
+    for msg in wire::prepare_messages(&request.messages) {
+        if msg.role != Role::ToolResult && !result_images.is_empty() {
+            out.push(tool_images_message(std::mem::take(&mut result_images)));
+        }
         match &msg.role {
             Role::User => {
                 if let Some(content) = user_content(&msg.content) {
@@ -48,7 +102,7 @@ fn messages(request: &ChatRequest) -> Vec<Value> {
             }
             Role::Assistant => {
                 let text = msg.content.joined_text();
-                let calls: Vec<Value> = tool_calls(&msg).into_iter().map(tool_call).collect();
+                let calls: Vec<Value> = wire::tool_calls(&msg).into_iter().map(tool_call).collect();
                 if text.is_empty() && calls.is_empty() {
                     continue;
                 }
@@ -61,15 +115,28 @@ fn messages(request: &ChatRequest) -> Vec<Value> {
                 }
                 out.push(Value::Object(m));
             }
-            Role::ToolResult => out.push(json!({
-                "role": "tool",
-                "tool_call_id": msg.extra_str("toolCallId").unwrap_or_default(),
-                "content": msg.content.joined_text(),
-            })),
+            Role::ToolResult => {
+                let text = msg.content.joined_text();
+                out.push(json!({
+                    "role": "tool",
+                    "tool_call_id": msg.extra_str("toolCallId").unwrap_or_default(),
+                    "content": if text.is_empty() { wire::NO_TEXT_RESULT.to_owned() } else { text },
+                }));
+                result_images.extend(wire::images(&msg.content).into_iter().filter_map(image_part));
+            }
             Role::Other(_) => {}
         }
     }
+    if !result_images.is_empty() {
+        out.push(tool_images_message(result_images));
+    }
     out
+}
+
+fn tool_images_message(images: Vec<Value>) -> Value {
+    let mut content = vec![json!({ "type": "text", "text": "Attached image(s) from tool result:" })];
+    content.extend(images);
+    json!({ "role": "user", "content": content })
 }
 
 /// A plain string when the message is only text (what every server accepts), the array form
@@ -88,18 +155,21 @@ fn user_content(content: &Content) -> Option<Value> {
         .iter()
         .filter_map(|b| match b.kind.as_str() {
             "text" => b.text.as_ref().map(|t| json!({ "type": "text", "text": t })),
-            "image" => {
-                let data = b.extra_str("data")?;
-                let mime = b.extra_str("mimeType").unwrap_or("image/png");
-                Some(json!({
-                    "type": "image_url",
-                    "image_url": { "url": format!("data:{mime};base64,{data}") },
-                }))
-            }
+            "image" => image_part(b),
             _ => None,
         })
         .collect();
     (!parts.is_empty()).then(|| parts.into())
+}
+
+/// A pi `image` block as an `image_url` part with a data URL.
+fn image_part(block: &ContentBlock) -> Option<Value> {
+    let data = block.extra_str("data")?;
+    let mime = block.extra_str("mimeType").unwrap_or("image/png");
+    Some(json!({
+        "type": "image_url",
+        "image_url": { "url": format!("data:{mime};base64,{data}") },
+    }))
 }
 
 /// pi `toolCall` block → Chat Completions tool call (arguments as a JSON string).
@@ -121,24 +191,28 @@ fn tool_call(block: &ContentBlock) -> Value {
 
 /// Decoder state: what has been seen so far of one reply.
 #[derive(Default)]
-pub(super) struct Decoder {
+struct OpenAiDecoder {
     end: StreamEnd,
-    /// A `finish_reason` arrived: the reply is complete even if `[DONE]` never comes.
+    /// A `finish_reason` or `[DONE]` arrived: the reply is complete even if the other never comes.
     finished: bool,
+    calls: ToolCalls,
+    /// The wire's `index` of each tool call → its index in `calls`.
+    by_wire_index: HashMap<u64, usize>,
 }
 
-impl http::Decoder for Decoder {
+impl Decoder for OpenAiDecoder {
     fn on_event(
         &mut self,
-        event: &Event,
-        emit: &mut (dyn FnMut(StreamEvent) + Send),
-    ) -> Result<bool, String> {
+        event: SseEvent<'_>,
+        emit: &mut dyn FnMut(StreamEvent),
+    ) -> Result<Flow, String> {
         let data = event.data.trim();
         if data == "[DONE]" {
-            return Ok(true);
+            self.finished = true;
+            return Ok(Flow::Done);
         }
         let chunk: Value = serde_json::from_str(data)
-            .map_err(|e| format!("invalid JSON in an event ({e}): {}", truncate(data, 120)))?;
+            .map_err(|e| format!("invalid JSON in an event ({e}): {}", wire::truncate(data, 120)))?;
         // OpenRouter, vLLM and others report mid-stream failures as an `error` chunk.
         if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
             return Err(format!("the server reported an error: {}", error_text(error)));
@@ -151,7 +225,7 @@ impl http::Decoder for Decoder {
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             self.end.usage = parse_usage(usage);
         }
-        let Some(choice) = chunk.pointer("/choices/0") else { return Ok(false) };
+        let Some(choice) = chunk.pointer("/choices/0") else { return Ok(Flow::Continue) };
         if let Some(delta) = choice.get("delta") {
             let thinking = ["reasoning_content", "reasoning"]
                 .iter()
@@ -162,6 +236,11 @@ impl http::Decoder for Decoder {
             if let Some(t) = delta.get("content").and_then(Value::as_str).filter(|s| !s.is_empty())
             {
                 emit(StreamEvent::TextDelta(t.to_owned()));
+            }
+            if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+                for call in calls {
+                    self.on_tool_call_delta(call, emit);
+                }
             }
         }
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
@@ -177,19 +256,56 @@ impl http::Decoder for Decoder {
             };
             self.finished = true;
         }
-        Ok(false)
+        Ok(Flow::Continue)
     }
 
-    fn on_close(&mut self) -> Result<(), String> {
-        if self.finished {
-            Ok(())
-        } else {
-            Err("connection closed before the reply finished".into())
+    fn finish(mut self: Box<Self>, emit: &mut dyn FnMut(StreamEvent)) -> Result<StreamEnd, String> {
+        if !self.finished {
+            return Err("connection closed before the reply finished".into());
         }
+        // Calls may interleave until the end: they are complete only now.
+        self.calls.finish_all(emit);
+        Ok(self.end)
     }
+}
 
-    fn end(self: Box<Self>) -> StreamEnd {
-        self.end
+impl OpenAiDecoder {
+    /// One entry of `delta.tool_calls`: the first piece of a call carries its `id` and
+    /// `function.name`, later pieces only `function.arguments`, all matched by `index`.
+    /// Servers without `index` are matched by `id`, then taken as continuing the last call; a new
+    /// `id` at a known `index` (servers that number every call 0) starts a new call.
+    fn on_tool_call_delta(&mut self, call: &Value, emit: &mut dyn FnMut(StreamEvent)) {
+        let wire_index = call.get("index").and_then(Value::as_u64);
+        let id = call.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
+        let name = call.pointer("/function/name").and_then(Value::as_str).filter(|s| !s.is_empty());
+        let found = match (wire_index, id) {
+            (Some(w), _) => self.by_wire_index.get(&w).copied(),
+            (None, Some(id)) => self.calls.find_id(id),
+            (None, None) => self.calls.len().checked_sub(1),
+        };
+        let same_call = |i: usize| match id {
+            Some(id) => self.calls.id(i) == Some(id) || self.calls.has_made_up_id(i),
+            None => true,
+        };
+        let index = match found.filter(|&i| same_call(i)) {
+            Some(i) => {
+                self.calls.complete_header(i, id, name);
+                i
+            }
+            None => {
+                let i = self.calls.start(id, name, emit);
+                if let Some(w) = wire_index {
+                    self.by_wire_index.insert(w, i);
+                }
+                i
+            }
+        };
+        match call.pointer("/function/arguments") {
+            Some(Value::String(piece)) => self.calls.append(index, piece, emit),
+            // A few servers send the arguments as an object rather than JSON text.
+            Some(v @ Value::Object(_)) => self.calls.append(index, &v.to_string(), emit),
+            _ => {}
+        }
     }
 }
 
@@ -215,25 +331,26 @@ fn error_text(error: &Value) -> String {
         .or_else(|| error.get("message").and_then(Value::as_str))
         .map(str::to_owned)
         .unwrap_or_else(|| error.to_string());
-    truncate(&text, 500)
+    wire::truncate(&text, 500)
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::core::provider::http::Decoder as _;
 
-    fn feed(d: &mut Decoder, data: &str) -> (Result<bool, String>, Vec<StreamEvent>) {
+    fn feed(d: &mut OpenAiDecoder, data: &str) -> (Result<Flow, String>, Vec<StreamEvent>) {
         let mut events = Vec::new();
-        let event = Event { data: data.into(), event: "message".into(), ..Default::default() };
-        let r = d.on_event(&event, &mut |e| events.push(e));
+        let r = d.on_event(SseEvent { name: "message", data }, &mut |e| events.push(e));
         (r, events)
     }
 
     #[test]
     fn the_reply_limit_is_max_completion_tokens_for_openai_and_max_tokens_elsewhere() {
-        let request = ChatRequest { system: None, messages: vec![crate::core::message::Message::user("hi")] };
+        let request = ChatRequest {
+            messages: vec![crate::core::message::Message::user("hi")],
+            ..ChatRequest::default()
+        };
         for (base, field, other) in [
             ("https://api.openai.com/v1", "max_completion_tokens", "max_tokens"),
             ("https://my-team.openai.azure.com/openai/deployments/x", "max_completion_tokens", "max_tokens"),
@@ -250,39 +367,41 @@ mod tests {
 
     #[test]
     fn finish_then_close_without_done_is_complete() {
-        let mut d = Decoder::default();
+        let mut d = OpenAiDecoder::default();
         let (r, ev) = feed(
             &mut d,
             r#"{"id":"c1","choices":[{"delta":{"reasoning":"hm","content":"Hi"},"finish_reason":"content_filter"}]}"#,
         );
-        assert_eq!(r, Ok(false));
+        assert_eq!(r, Ok(Flow::Continue));
         assert_eq!(
             ev,
             vec![StreamEvent::ThinkingDelta("hm".into()), StreamEvent::TextDelta("Hi".into())]
         );
-        assert_eq!(d.on_close(), Ok(()));
-        let end = Box::new(d).end();
+        let end = Box::new(d).finish(&mut |_| {}).unwrap();
         assert_eq!(end.stop_reason, StopReason::Error);
         assert_eq!(end.response_id.as_deref(), Some("c1"));
     }
 
     #[test]
     fn close_before_finish_is_an_error_and_done_ends() {
-        let mut d = Decoder::default();
-        assert_eq!(feed(&mut d, r#"{"choices":[{"delta":{"content":"Hi"}}]}"#).0, Ok(false));
-        assert!(d.on_close().is_err());
-        assert_eq!(feed(&mut d, "[DONE]").0, Ok(true));
+        let mut d = OpenAiDecoder::default();
+        assert_eq!(feed(&mut d, r#"{"choices":[{"delta":{"content":"Hi"}}]}"#).0, Ok(Flow::Continue));
+        let mut done = OpenAiDecoder::default();
+        assert!(Box::new(d).finish(&mut |_| {}).is_err());
+        assert_eq!(feed(&mut done, "[DONE]").0, Ok(Flow::Done));
+        assert!(Box::new(done).finish(&mut |_| {}).is_ok());
     }
 
     #[test]
     fn error_chunks_and_cached_usage() {
-        let mut d = Decoder::default();
+        let mut d = OpenAiDecoder::default();
         let (r, _) = feed(&mut d, r#"{"error":{"message":"upstream overloaded"}}"#);
         assert!(r.unwrap_err().contains("upstream overloaded"));
-        let mut d = Decoder::default();
+        let mut d = OpenAiDecoder::default();
         let usage = r#"{"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":60}}}"#;
-        assert_eq!(feed(&mut d, usage).0, Ok(false));
-        let u = Box::new(d).end().usage;
+        assert_eq!(feed(&mut d, usage).0, Ok(Flow::Continue));
+        assert_eq!(feed(&mut d, "[DONE]").0, Ok(Flow::Done));
+        let u = Box::new(d).finish(&mut |_| {}).unwrap().usage;
         assert_eq!((u.input, u.cache_read, u.output, u.total_tokens), (40, 60, 7, 107));
     }
 
@@ -294,5 +413,53 @@ mod tests {
         b.extra.insert("name".into(), "bash".into());
         b.extra.insert("arguments".into(), json!({"a": 1}));
         assert_eq!(tool_call(&b)["function"]["arguments"], "{\"a\":1}");
+    }
+
+    /// The calls of a reply, as (index, id, name, arguments) once the decoder finished.
+    fn calls_of(chunks: &[&str]) -> Vec<(usize, String, String, Result<Value, String>)> {
+        let mut d = OpenAiDecoder::default();
+        let mut events = Vec::new();
+        for c in chunks {
+            let (r, mut ev) = feed(&mut d, c);
+            r.unwrap();
+            events.append(&mut ev);
+        }
+        Box::new(d).finish(&mut |e| events.push(e)).unwrap();
+        events
+            .into_iter()
+            .filter_map(|e| match e {
+                StreamEvent::ToolCall(c) => {
+                    Some((c.index, c.id, c.name, c.arguments.map(Value::Object).map_err(|m| m.raw)))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn servers_without_index_or_numbering_every_call_zero_still_give_separate_calls() {
+        // Every call at index 0, told apart by their ids.
+        let calls = calls_of(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"ls","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"b","function":{"name":"read","arguments":"{\"path\":"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"x\"}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+        ]);
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!(calls[1], (1, "b".into(), "read".into(), Ok(json!({"path": "x"}))));
+        // No index at all, arguments as an object, no id: one call, with a made-up id.
+        let calls = calls_of(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"name":"ls","arguments":{"path":"."}}}]},"finish_reason":"tool_calls"}]}"#,
+        ]);
+        assert_eq!(calls.len(), 1);
+        assert!(calls[0].1.starts_with("call_"), "{calls:?}");
+        assert_eq!(calls[0].3, Ok(json!({"path": "."})));
+        // The id arrives after the first piece.
+        let calls = calls_of(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"ls","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"late","function":{"arguments":"{}"}}]}}]}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(calls, vec![(0, "late".into(), "ls".into(), Ok(json!({})))]);
     }
 }

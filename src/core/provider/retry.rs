@@ -6,52 +6,47 @@ use std::time::Duration;
 use reqwest::header::HeaderMap;
 use tokio_util::sync::CancellationToken;
 
-use super::http::{self, Wire};
-use super::{key, Provider, ProviderConfig, ProviderError, StreamEnd, StreamEvent};
+use super::types::{ProviderConfig, ProviderError};
 
-/// Runs attempts until one succeeds, fails for good, delivers a delta and then fails, or the
-/// retry budget (`max_retries`) is spent.
-pub(super) async fn with_retries(
-    provider: &Provider,
-    wire: &Wire,
-    api_key: Option<&str>,
-    cancel: &CancellationToken,
-    on_event: &mut (dyn FnMut(StreamEvent) + Send),
-) -> Result<StreamEnd, ProviderError> {
-    let config = provider.config();
-    let mut retries = 0u32;
-    loop {
-        let mut delivered = false;
-        let result = {
-            let mut emit = |event: StreamEvent| {
-                delivered = true;
-                on_event(event);
-            };
-            http::attempt(provider, wire, api_key, cancel, &mut emit).await
-        };
-        let failure = match result {
-            Ok(end) => return Ok(end),
-            Err(failure) => failure,
-        };
-        if delivered || retries >= config.max_retries || !failure.error.is_retryable() {
-            return Err(failure.error);
+/// A failed attempt, with the server's `retry-after` hint when it gave one.
+#[derive(Debug)]
+pub(super) struct Failure {
+    pub(super) error: ProviderError,
+    pub(super) retry_after: Option<Duration>,
+}
+
+impl From<ProviderError> for Failure {
+    fn from(error: ProviderError) -> Self {
+        Failure { error, retry_after: None }
+    }
+}
+
+/// The retry budget of one request.
+pub(super) struct Retries<'a> {
+    config: &'a ProviderConfig,
+    used: u32,
+}
+
+impl<'a> Retries<'a> {
+    pub(super) fn new(config: &'a ProviderConfig) -> Self {
+        Retries { config, used: 0 }
+    }
+
+    /// Retries spent so far.
+    pub(super) fn used(&self) -> u32 {
+        self.used
+    }
+
+    /// After a failed attempt: how long to wait before the next one, or `None` when the
+    /// failure is final (not retryable, the budget is spent, or part of the reply already
+    /// reached the caller).
+    pub(super) fn next_delay(&mut self, failure: &Failure, delivered: bool) -> Option<Duration> {
+        if delivered || self.used >= self.config.max_retries || !failure.error.is_retryable() {
+            return None;
         }
-        let delay = backoff(config, retries, failure.retry_after);
-        retries += 1;
-        let status = match &failure.error {
-            ProviderError::Http { status, .. } => Some(*status),
-            _ => None,
-        };
-        tracing::warn!(
-            provider = %config.name,
-            status,
-            attempt = retries,
-            max_retries = config.max_retries,
-            delay_ms = delay.as_millis() as u64,
-            error = %key::redact_str(&failure.error.to_string(), api_key),
-            "request failed, retrying"
-        );
-        sleep_abortable(delay, cancel).await?;
+        let delay = backoff(self.config, self.used, failure.retry_after);
+        self.used += 1;
+        Some(delay)
     }
 }
 
@@ -71,7 +66,7 @@ pub(super) fn backoff(
 }
 
 /// Sleeps, or returns `Aborted` as soon as `cancel` fires.
-async fn sleep_abortable(delay: Duration, cancel: &CancellationToken) -> Result<(), ProviderError> {
+pub(super) async fn sleep_abortable(delay: Duration, cancel: &CancellationToken) -> Result<(), ProviderError> {
     tokio::select! {
         biased;
         _ = cancel.cancelled() => Err(ProviderError::Aborted),

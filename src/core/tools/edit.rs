@@ -105,7 +105,32 @@ fn prepare(arguments: Value) -> Value {
     arguments
 }
 
-pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+/// An edit worked out and not yet written: what the approval shows, and what `run` writes.
+pub(crate) struct Planned {
+    abs: std::path::PathBuf,
+    path: String,
+    count: usize,
+    /// The text the edits were matched in (LF line endings) and the result.
+    base: String,
+    new: String,
+    /// What goes to disk: the result with the file's BOM and line endings.
+    bytes: Vec<u8>,
+    /// The file as it is now (for a side-by-side view).
+    pub(crate) before: String,
+}
+
+impl Planned {
+    pub(crate) fn after(&self) -> String {
+        String::from_utf8_lossy(&self.bytes).into_owned()
+    }
+
+    pub(crate) fn diff(&self) -> String {
+        diff_string(&self.base, &self.new, 4).0
+    }
+}
+
+/// Reads the file and applies the edits in memory.
+pub(crate) async fn plan(arguments: Value, ctx: &ToolContext) -> Result<Planned, ToolError> {
     let a: Args = args::parse("edit", &definition().parameters, prepare(arguments))?;
     if a.edits.is_empty() {
         return Err(ToolError::Failed(
@@ -134,19 +159,25 @@ pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutpu
     let ending = detect_line_ending(content);
     let normalized = normalize_to_lf(content);
     let (base, new) = apply_edits(&normalized, &a.edits, path)?;
+    let restored = if ending == "\r\n" { new.replace('\n', "\r\n") } else { new.clone() };
+    let bytes = format!("{bom}{restored}").into_bytes();
+    Ok(Planned { abs, path: a.path.clone(), count: a.edits.len(), base, new, bytes, before: raw })
+}
+
+pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    let planned = plan(arguments, ctx).await?;
     if ctx.cancel.is_cancelled() {
         return Err(ToolError::Aborted);
     }
-    let restored = if ending == "\r\n" { new.replace('\n', "\r\n") } else { new.clone() };
-    let bytes = format!("{bom}{restored}");
+    let path = planned.path.as_str();
     // Once started, the write is not interrupted: a half-written file is worse than a late abort.
     ctx.files
-        .write(&abs, bytes.as_bytes())
+        .write(&planned.abs, &planned.bytes)
         .await
         .map_err(|e| ToolError::Failed(format!("Could not edit file: {path}. {e}.")))?;
-    let (diff, first_changed_line) = diff_string(&base, &new, 4);
+    let (diff, first_changed_line) = diff_string(&planned.base, &planned.new, 4);
     Ok(ToolOutput::text(
-        format!("Successfully replaced {} block(s) in {path}.", a.edits.len()),
+        format!("Successfully replaced {} block(s) in {path}.", planned.count),
         json!({"diff": diff, "firstChangedLine": first_changed_line}),
     ))
 }

@@ -471,6 +471,36 @@ pub async fn execute(name: &str, arguments: Value, ctx: &ToolContext) -> ToolOut
     }
 }
 
+/// What an `edit` or `write` call would change, for its approval: the file before and after,
+/// and the diff. `None` for other tools, and for a call that would fail (it fails when run).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Preview {
+    pub before: String,
+    pub after: String,
+    pub diff: String,
+}
+
+pub async fn preview(name: &str, arguments: &Value, ctx: &ToolContext) -> Option<Preview> {
+    match name.parse::<ToolName>().ok()? {
+        ToolName::Edit => {
+            let planned = edit::plan(arguments.clone(), ctx).await.ok()?;
+            Some(Preview { diff: planned.diff(), after: planned.after(), before: planned.before })
+        }
+        ToolName::Write => {
+            let path = arguments.get("path")?.as_str()?;
+            let after = arguments.get("content")?.as_str()?.to_string();
+            let abs = paths::resolve_to_cwd(path, &ctx.cwd);
+            let before = match ctx.files.read(&abs).await {
+                Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                Err(_) => String::new(),
+            };
+            let diff = edit::diff_string(&edit::normalize_to_lf(&before), &edit::normalize_to_lf(&after), 4).0;
+            Some(Preview { before, after, diff })
+        }
+        _ => None,
+    }
+}
+
 async fn execute_tool(tool: ToolName, arguments: Value, ctx: &ToolContext) -> ToolOutput {
     if ctx.cancel.is_cancelled() {
         return ToolOutput::error(ToolError::Aborted.to_string());

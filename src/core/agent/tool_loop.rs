@@ -1,0 +1,163 @@
+//! Running the tool calls of one assistant message, in order: consent first (the policy, the
+//! session's grants, then the front end), then the tool, then its result on disk before the next
+//! call starts. Steering typed meanwhile is delivered between tools (the rest are skipped, as pi
+//! does); an abort stops the running tool and skips the rest. Every call gets a result, so the
+//! conversation stays valid for both APIs (each tool call must be answered).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{AgentError, AgentEvent, AgentSession, RunResult};
+use crate::core::message::Message;
+use crate::core::provider::ToolCall;
+use crate::core::tools::consent::{self, ApprovalRequest, Verdict};
+use crate::core::tools::{self, ToolContext, ToolKind, ToolOutput};
+
+/// pi's text for calls skipped because the user typed meanwhile.
+const SKIPPED_FOR_STEERING: &str = "Skipped due to queued user message.";
+/// The result of calls skipped because the run was stopped.
+const SKIPPED_FOR_ABORT: &str = "Skipped: the user stopped the run before this tool call.";
+/// The result of a call the user cancelled (the turn stops there).
+const CANCELLED: &str = "The user cancelled this tool call and stopped the turn.";
+
+/// How the tool calls of a message ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolsOutcome {
+    /// All ran (or were refused): the model goes on with the results.
+    Continue,
+    /// Steering arrived between tools: the rest were skipped, the model reads the steering next.
+    Steered,
+    /// The user cancelled a call, or the run was stopped: the turn ends.
+    Stop,
+}
+
+impl AgentSession {
+    /// The context a tool call runs in: the session's folder, the run's cancellation, the
+    /// front end's file access, and an environment without the provider's keys.
+    pub(super) fn tool_context(&self, cancel: &CancellationToken) -> ToolContext {
+        let cwd = self.session().cwd().to_path_buf();
+        let files = lock_arc(&self.files);
+        ToolContext::new(cwd).with_cancel(cancel.child_token()).with_files(files).with_env(self.tool_env.clone())
+    }
+
+    /// Runs `calls` (the tool calls of the assistant message just committed).
+    pub(super) async fn run_tool_calls(
+        &self,
+        calls: Vec<ToolCall>,
+        cancel: &CancellationToken,
+        result: &mut RunResult,
+    ) -> Result<ToolsOutcome, AgentError> {
+        let mut outcome = ToolsOutcome::Continue;
+        for call in calls {
+            if outcome != ToolsOutcome::Continue || cancel.is_cancelled() {
+                let why = match outcome {
+                    ToolsOutcome::Steered => SKIPPED_FOR_STEERING,
+                    _ => SKIPPED_FOR_ABORT,
+                };
+                if outcome == ToolsOutcome::Continue {
+                    outcome = ToolsOutcome::Stop;
+                }
+                self.finish_call(&call, &Value::Null, ToolOutput::error(why), result)?;
+                continue;
+            }
+            let (args, output) = self.run_one(&call, cancel).await;
+            let stop = output.as_ref().is_none();
+            let output = output.unwrap_or_else(|| ToolOutput::error(CANCELLED));
+            self.finish_call(&call, &args, output, result)?;
+            if stop || cancel.is_cancelled() {
+                outcome = ToolsOutcome::Stop;
+            } else if !self.state().steering.is_empty() {
+                outcome = ToolsOutcome::Steered;
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// One call: its arguments, and its output (`None`: the user cancelled the turn).
+    async fn run_one(&self, call: &ToolCall, cancel: &CancellationToken) -> (Value, Option<ToolOutput>) {
+        let args = match &call.arguments {
+            Ok(map) => Value::Object(map.clone()),
+            Err(malformed) => {
+                let text = format!(
+                    "The arguments of this {} call are not valid JSON ({}); nothing was run. Received: {}",
+                    call.name, malformed.error, malformed.raw
+                );
+                return (Value::Object(Default::default()), Some(ToolOutput::error(text)));
+            }
+        };
+        self.emit(AgentEvent::ToolExecutionStart {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            args: args.clone(),
+        });
+        let ctx = self.tool_context(cancel);
+        let enabled = self.tools.get(&call.name).is_some();
+        let kind = tools::kind_of(&call.name).unwrap_or(ToolKind::Execute);
+        if enabled {
+            let consent = lock_arc(&self.consent);
+            let request = {
+                let preview = tools::preview(&call.name, &args, &ctx).await;
+                ApprovalRequest {
+                    id: call.id.clone(),
+                    tool: call.name.clone(),
+                    kind,
+                    args: args.clone(),
+                    diff: preview.as_ref().map(|p| p.diff.clone()),
+                    before: preview.as_ref().map(|p| p.before.clone()),
+                    after: preview.map(|p| p.after),
+                }
+            };
+            let verdict = tokio::select! {
+                verdict = consent::decide(&self.policy, &self.grants, consent.as_ref(), || request, &call.name, kind, &args) => verdict,
+                () = cancel.cancelled() => Verdict::Cancel,
+            };
+            match verdict {
+                Verdict::Run => {}
+                Verdict::Refuse(text) => return (args, Some(ToolOutput::error(text))),
+                Verdict::Cancel => return (args, None),
+            }
+        }
+        let progress = {
+            let events = self.events.clone();
+            let (id, name) = (call.id.clone(), call.name.clone());
+            Arc::new(move |partial: ToolOutput| {
+                let _ = events.send(AgentEvent::ToolExecutionUpdate {
+                    tool_call_id: id.clone(),
+                    tool_name: name.clone(),
+                    partial: partial.joined_text(),
+                });
+            })
+        };
+        let ctx = ctx.with_progress(progress);
+        let output = self.tools.execute(&call.name, args.clone(), &ctx).await;
+        (args, Some(output))
+    }
+
+    /// Stores the result (on disk before the next call starts) and announces it.
+    fn finish_call(
+        &self,
+        call: &ToolCall,
+        args: &Value,
+        output: ToolOutput,
+        result: &mut RunResult,
+    ) -> Result<(), AgentError> {
+        let is_error = output.is_error;
+        let message: Message = output.into_message(&call.id, &call.name);
+        self.emit(AgentEvent::ToolExecutionEnd {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            args: args.clone(),
+            is_error,
+            result: message.clone(),
+        });
+        self.emit(AgentEvent::MessageStart { message: message.clone() });
+        self.commit_message(&message, result)
+    }
+}
+
+/// A clone of the `Arc` a mutex holds (the front end may swap it at any time).
+fn lock_arc<T: ?Sized>(m: &std::sync::Mutex<Arc<T>>) -> Arc<T> {
+    super::lock(m).clone()
+}

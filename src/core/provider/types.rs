@@ -1,0 +1,223 @@
+//! The provider layer's data: configuration, the request, what the stream reports and how it
+//! fails. Plain types with no behaviour beyond small helpers, so that every other module of the
+//! layer (the wire formats, the HTTP attempt, retries) can depend on them without depending on
+//! each other.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::core::message::{Message, StopReason, Usage};
+use crate::core::tools::ToolDefinition;
+
+/// Which wire protocol a provider speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Api {
+    /// OpenAI Chat Completions (`/chat/completions`): OpenAI, Ollama, llama.cpp, vLLM, LM Studio, OpenRouter.
+    Openai,
+    /// Anthropic Messages (`/messages`).
+    Anthropic,
+}
+
+impl Api {
+    /// The `api` value pi records on assistant messages.
+    pub fn pi_name(self) -> &'static str {
+        match self {
+            Api::Openai => "openai-completions",
+            Api::Anthropic => "anthropic-messages",
+        }
+    }
+
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            Api::Openai => "https://api.openai.com/v1",
+            Api::Anthropic => "https://api.anthropic.com/v1",
+        }
+    }
+
+    pub fn default_key_env(self) -> &'static str {
+        match self {
+            Api::Openai => "OPENAI_API_KEY",
+            Api::Anthropic => "ANTHROPIC_API_KEY",
+        }
+    }
+
+    /// A context window to assume when the user configured none.
+    pub fn default_context_window(self) -> u64 {
+        match self {
+            Api::Openai => 128_000,
+            Api::Anthropic => 200_000,
+        }
+    }
+}
+
+/// Everything needed to talk to one model. Keys are resolved at request time and never stored
+/// here, so this struct can be logged.
+#[derive(Clone, Debug)]
+pub struct ProviderConfig {
+    pub api: Api,
+    /// Name recorded as `provider` on messages and in `model_change` entries (pi's provider id).
+    pub name: String,
+    /// Base URL without the endpoint, e.g. `http://127.0.0.1:8080/v1`.
+    pub base_url: String,
+    pub model: String,
+    /// Environment variable holding the key; `None` with no `api_key_cmd` means no key is sent.
+    pub api_key_env: Option<String>,
+    /// Shell command whose trimmed stdout is the key (`pass show openai`).
+    pub api_key_cmd: Option<String>,
+    pub context_window: u64,
+    pub max_tokens: u32,
+    /// Retries on 429/5xx/connection errors before the first delta.
+    pub max_retries: u32,
+    /// First retry delay; doubles each time, capped by `max_retry_delay`.
+    pub retry_base_delay: Duration,
+    pub max_retry_delay: Duration,
+    /// How long to wait for response headers, and then for each chunk of the stream.
+    pub idle_timeout: Duration,
+}
+
+impl ProviderConfig {
+    pub fn new(api: Api, base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        Self {
+            api,
+            name: match api {
+                Api::Openai => "openai".into(),
+                Api::Anthropic => "anthropic".into(),
+            },
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key_env: None,
+            api_key_cmd: None,
+            context_window: api.default_context_window(),
+            max_tokens: 4096,
+            max_retries: 3,
+            retry_base_delay: Duration::from_millis(500),
+            max_retry_delay: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Whether the model may call the tools of a request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The model decides (`"auto"`).
+    #[default]
+    Auto,
+    /// The model must answer in text (`"none"`). The handoff uses it: its request keeps the
+    /// conversation's tool definitions, so the provider's prompt cache still matches, but the
+    /// document must not turn into a tool call.
+    None,
+}
+
+impl ToolChoice {
+    /// The value both APIs use (`"auto"`, `"none"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolChoice::Auto => "auto",
+            ToolChoice::None => "none",
+        }
+    }
+}
+
+/// What the model is asked: a system prompt, the conversation (pi messages) and the tools it
+/// may call. With no tools, neither `tools` nor `tool_choice` goes on the wire.
+#[derive(Clone, Debug, Default)]
+pub struct ChatRequest {
+    pub system: Option<String>,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolDefinition>,
+    pub tool_choice: ToolChoice,
+}
+
+/// A piece of the reply as it arrives.
+///
+/// Tool calls come as `ToolCallStart`, any number of `ToolCallDelta`s, then one `ToolCall`
+/// with the assembled call. `index` numbers the calls of this reply 0, 1, 2… in the order they
+/// started (not the wire's index: Anthropic counts text blocks too). Calls may interleave (an
+/// OpenAI-compatible server can stream two calls' arguments alternately); every event names its
+/// call. OpenAI-compatible calls complete when the reply finishes, Anthropic ones at the end of
+/// their content block.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StreamEvent {
+    TextDelta(String),
+    ThinkingDelta(String),
+    /// A tool call began. `id` is the server's, or one made up (`call_<n>`) when it sent none.
+    ToolCallStart { index: usize, id: String, name: String },
+    /// A piece of the call's arguments (JSON text, as the server cut it).
+    ToolCallDelta { index: usize, arguments_delta: String },
+    /// The call is complete. Its `id` and `name` are final (a server may send the id late).
+    ToolCall(ToolCall),
+}
+
+/// A complete tool call of the reply.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCall {
+    pub index: usize,
+    pub id: String,
+    pub name: String,
+    /// The arguments object, or what the model sent when it is not a JSON object. A malformed
+    /// call never fails the stream: the agent answers it with an error result the model reads.
+    pub arguments: Result<Map<String, Value>, MalformedArguments>,
+}
+
+/// Tool-call arguments that are not a JSON object: cut off (`max_tokens` hit mid-call), broken
+/// JSON, or valid JSON of another type.
+///
+/// pi parses such text with a partial-JSON parser and runs the tool with whatever object comes
+/// out (`{}` when nothing does). We do not: a `write` whose `content` was cut off would write a
+/// truncated file. Only the repairs pi makes before that (raw control characters inside
+/// strings, invalid escapes) are applied before a call counts as malformed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MalformedArguments {
+    /// The arguments exactly as the model sent them.
+    pub raw: String,
+    /// Why they are not an object (the JSON parser's message).
+    pub error: String,
+}
+
+impl std::fmt::Display for MalformedArguments {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the tool call's arguments are not a JSON object: {}", self.error)
+    }
+}
+
+/// How a completed stream ended.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StreamEnd {
+    pub stop_reason: StopReason,
+    pub usage: Usage,
+    pub response_id: Option<String>,
+}
+
+/// Provider failures. Messages name what failed and never contain the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("{provider} returned HTTP {status}: {message}")]
+    Http { provider: String, status: u16, message: String },
+    #[error("cannot reach {provider} at {url}: {message}")]
+    Connect { provider: String, url: String, message: String },
+    #[error("{provider} sent nothing for {seconds} s")]
+    Timeout { provider: String, seconds: u64 },
+    #[error("{provider} stream broke: {message}")]
+    Stream { provider: String, message: String },
+    #[error("no API key: {0}")]
+    MissingKey(String),
+    /// The HTTP client could not be built (TLS setup failed): no request can be sent.
+    #[error("cannot set up the HTTP client: {0}")]
+    Client(String),
+    #[error("request aborted")]
+    Aborted,
+}
+
+impl ProviderError {
+    /// Whether a new attempt may succeed (429, 5xx, connection trouble, timeouts).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ProviderError::Http { status, .. } => *status == 429 || *status >= 500,
+            ProviderError::Connect { .. } | ProviderError::Timeout { .. } => true,
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,447 @@
+//! What a wire format is ([`WireFormat`], [`Decoder`]) and what the formats share: pi's history
+//! made acceptable to strict servers ([`prepare_messages`]), tool-call assembly
+//! ([`ToolCalls`]) and argument parsing.
+//!
+//! This module depends only on the layer's types and on messages: the formats (`openai.rs`,
+//! `anthropic.rs`) depend on it, and `http.rs` runs any [`WireFormat`] without knowing which.
+
+use std::borrow::Cow;
+use std::fmt::Debug;
+
+use reqwest::header::{HeaderMap, HeaderValue};
+use serde_json::{Map, Value};
+
+use super::types::{ChatRequest, MalformedArguments, ProviderConfig, ProviderError};
+use super::types::{StreamEnd, StreamEvent, ToolCall};
+use crate::core::message::{Content, ContentBlock, Message, Role, StopReason};
+
+/// One API's request and reply shapes. The HTTP attempt, retries, timeouts and cancellation are
+/// the same for every format and live elsewhere.
+pub(super) trait WireFormat: Debug + Send + Sync {
+    /// The endpoint under the base URL, e.g. `/chat/completions`.
+    fn path(&self) -> &'static str;
+
+    /// Protocol and auth headers for `key`. Key headers are marked sensitive (see
+    /// [`secret_header`]) so that no `Debug` output of a request ever shows them.
+    fn headers(&self, key: Option<&str>) -> Result<HeaderMap, ProviderError>;
+
+    /// The JSON request body.
+    fn body(&self, config: &ProviderConfig, request: &ChatRequest) -> Value;
+
+    /// A fresh decoder for one reply.
+    fn decoder(&self) -> Box<dyn Decoder>;
+}
+
+/// One server-sent event: its name (`message` when the stream named none) and its data.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SseEvent<'a> {
+    pub(super) name: &'a str,
+    pub(super) data: &'a str,
+}
+
+/// Whether the reader should go on after an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Flow {
+    Continue,
+    /// The reply is complete: stop reading (the rest of the stream, if any, is ignored).
+    Done,
+}
+
+/// A state machine turning one reply's events into [`StreamEvent`]s and its [`StreamEnd`].
+/// `Err` is a protocol error (the server reported a failure, or sent something unreadable):
+/// the attempt fails with [`ProviderError::Stream`].
+pub(super) trait Decoder: Send {
+    fn on_event(
+        &mut self,
+        event: SseEvent<'_>,
+        emit: &mut dyn FnMut(StreamEvent),
+    ) -> Result<Flow, String>;
+
+    /// The stream is over: `on_event` returned [`Flow::Done`] or the server closed it. Delivers
+    /// the tool calls still open and says how the reply ended; `Err` when it had not finished
+    /// (the connection closed mid-reply).
+    fn finish(self: Box<Self>, emit: &mut dyn FnMut(StreamEvent)) -> Result<StreamEnd, String>;
+}
+
+/// A header value holding the key, marked sensitive.
+pub(super) fn secret_header(value: String) -> Result<HeaderValue, ProviderError> {
+    let mut v = HeaderValue::from_str(&value).map_err(|_| {
+        ProviderError::MissingKey(
+            "the API key contains characters not allowed in an HTTP header".into(),
+        )
+    })?;
+    v.set_sensitive(true);
+    Ok(v)
+}
+
+/// Messages as they go on the wire: what pi would send, fixed up so strict servers accept it.
+///
+/// pi keeps aborted and failed turns in the session, and a turn can end between a tool call and
+/// its result (abort, crash). OpenAI and Anthropic both reject a tool call without its result
+/// and a result without its call, so empty failed turns are dropped, missing results are filled
+/// with an error result and orphaned results are dropped.
+pub(super) fn prepare_messages(messages: &[Message]) -> Vec<Cow<'_, Message>> {
+    let mut out: Vec<Cow<'_, Message>> = Vec::with_capacity(messages.len());
+    // Tool calls of the last assistant message still waiting for their result: (id, name).
+    let mut pending: Vec<(String, String)> = Vec::new();
+    for msg in messages {
+        match &msg.role {
+            Role::ToolResult => {
+                let id = msg.extra_str("toolCallId").unwrap_or_default();
+                if let Some(pos) = pending.iter().position(|(p, _)| p == id) {
+                    pending.remove(pos);
+                    out.push(Cow::Borrowed(msg));
+                } else {
+                    tracing::debug!(tool_call_id = id, "dropping a tool result without its call");
+                }
+            }
+            Role::User | Role::Assistant => {
+                let calls = tool_calls(msg);
+                let failed =
+                    matches!(msg.stop_reason, Some(StopReason::Error) | Some(StopReason::Aborted));
+                if msg.is_assistant()
+                    && failed
+                    && calls.is_empty()
+                    && msg.content.joined_text().trim().is_empty()
+                {
+                    // A turn that failed before saying anything is as if it never happened.
+                    continue;
+                }
+                fill_missing_results(&mut out, &mut pending);
+                if msg.is_assistant() {
+                    pending = calls
+                        .iter()
+                        .map(|b| {
+                            (
+                                b.extra_str("id").unwrap_or_default().to_owned(),
+                                b.extra_str("name").unwrap_or_default().to_owned(),
+                            )
+                        })
+                        .collect();
+                }
+                out.push(Cow::Borrowed(msg));
+            }
+            // bashExecution, custom messages…: pi's own bookkeeping, not model input.
+            Role::Other(_) => {}
+        }
+    }
+    fill_missing_results(&mut out, &mut pending);
+    out
+}
+
+fn fill_missing_results(out: &mut Vec<Cow<'_, Message>>, pending: &mut Vec<(String, String)>) {
+    for (id, name) in pending.drain(..) {
+        let mut extra = serde_json::Map::new();
+        extra.insert("toolCallId".into(), id.into());
+        extra.insert("toolName".into(), name.into());
+        extra.insert("isError".into(), true.into());
+        out.push(Cow::Owned(Message {
+            role: Role::ToolResult,
+            content: Content::Blocks(vec![ContentBlock::text("No result provided")]),
+            stop_reason: None,
+            error_message: None,
+            usage: None,
+            timestamp: None,
+            extra,
+        }));
+    }
+}
+
+/// The `toolCall` blocks of a message.
+pub(super) fn tool_calls(msg: &Message) -> Vec<&ContentBlock> {
+    match &msg.content {
+        Content::Blocks(blocks) => blocks.iter().filter(|b| b.kind == "toolCall").collect(),
+        Content::Text(_) => Vec::new(),
+    }
+}
+
+/// The `image` blocks of a message.
+pub(super) fn images(content: &Content) -> Vec<&ContentBlock> {
+    match content {
+        Content::Blocks(blocks) => blocks.iter().filter(|b| b.kind == "image").collect(),
+        Content::Text(_) => Vec::new(),
+    }
+}
+
+/// What pi sends in place of a tool result without text (only images, or nothing).
+pub(super) const NO_TEXT_RESULT: &str = "(see attached image)";
+
+/// `s` cut to at most `max` bytes on a character boundary, with an ellipsis when cut.
+pub(super) fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// A tool call's arguments text as an object. Empty text is `{}` (servers send nothing for a
+/// call without parameters). Text that does not parse gets pi's repairs (raw control characters
+/// in strings escaped, invalid escapes doubled) and one more try; what still fails, or parses to
+/// something other than an object, is [`MalformedArguments`] (see there why we do not parse
+/// partial JSON as pi does).
+pub(super) fn parse_arguments(raw: &str) -> Result<Map<String, Value>, MalformedArguments> {
+    if raw.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    let parsed = serde_json::from_str::<Value>(raw).or_else(|first| {
+        let repaired = repair_json(raw);
+        if repaired == raw {
+            return Err(first);
+        }
+        serde_json::from_str::<Value>(&repaired).map_err(|_| first)
+    });
+    match parsed {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(other) => Err(MalformedArguments {
+            raw: raw.to_owned(),
+            error: format!("expected an object, got {}", json_kind(&other)),
+        }),
+        Err(e) => Err(MalformedArguments { raw: raw.to_owned(), error: e.to_string() }),
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// pi's `repairJson`: inside string literals, raw control characters are escaped and a
+/// backslash before a character that cannot follow one is doubled. Outside strings nothing
+/// changes.
+fn repair_json(json: &str) -> String {
+    let mut out = String::with_capacity(json.len() + 8);
+    let mut in_string = false;
+    let mut chars = json.chars().peekable();
+    while let Some(c) = chars.next() {
+        if !in_string {
+            out.push(c);
+            in_string = c == '"';
+            continue;
+        }
+        match c {
+            '"' => {
+                out.push(c);
+                in_string = false;
+            }
+            '\\' => match chars.peek().copied() {
+                None => out.push_str("\\\\"),
+                Some('u') => {
+                    let hex: String = chars.clone().skip(1).take(4).collect();
+                    if hex.len() == 4 && hex.chars().all(|h| h.is_ascii_hexdigit()) {
+                        out.push_str("\\u");
+                        out.push_str(&hex);
+                        for _ in 0..5 {
+                            chars.next();
+                        }
+                    } else {
+                        out.push_str("\\\\");
+                    }
+                }
+                Some(next @ ('"' | '\\' | '/' | 'b' | 'f' | 'n' | 'r' | 't')) => {
+                    out.push('\\');
+                    out.push(next);
+                    chars.next();
+                }
+                Some(_) => out.push_str("\\\\"),
+            },
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The tool calls of one reply while they stream: opens, grows and completes them, emitting
+/// the matching [`StreamEvent`]s. Calls are numbered in the order they start.
+#[derive(Debug, Default)]
+pub(super) struct ToolCalls {
+    calls: Vec<PendingCall>,
+}
+
+#[derive(Debug)]
+struct PendingCall {
+    id: String,
+    name: String,
+    /// Whether `id` was made up because the server sent none (a late real one replaces it).
+    made_up_id: bool,
+    arguments: String,
+    /// Arguments the server sent whole when the call started (Anthropic's `input`).
+    initial: Option<Map<String, Value>>,
+    done: bool,
+}
+
+impl ToolCalls {
+    /// Opens a call and returns its index.
+    pub(super) fn start(
+        &mut self,
+        id: Option<&str>,
+        name: Option<&str>,
+        emit: &mut dyn FnMut(StreamEvent),
+    ) -> usize {
+        let index = self.calls.len();
+        let given = id.filter(|s| !s.is_empty());
+        let id = given.map_or_else(|| made_up_id(index), str::to_owned);
+        let name = name.unwrap_or_default().to_owned();
+        emit(StreamEvent::ToolCallStart { index, id: id.clone(), name: name.clone() });
+        self.calls.push(PendingCall {
+            id,
+            name,
+            made_up_id: given.is_none(),
+            arguments: String::new(),
+            initial: None,
+            done: false,
+        });
+        index
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// The call with this id.
+    pub(super) fn find_id(&self, id: &str) -> Option<usize> {
+        self.calls.iter().position(|c| c.id == id)
+    }
+
+    pub(super) fn id(&self, index: usize) -> Option<&str> {
+        self.calls.get(index).map(|c| c.id.as_str())
+    }
+
+    /// Whether the call's id was made up here.
+    pub(super) fn has_made_up_id(&self, index: usize) -> bool {
+        self.calls.get(index).is_some_and(|c| c.made_up_id)
+    }
+
+    /// A late id or name for a call that started without one.
+    pub(super) fn complete_header(&mut self, index: usize, id: Option<&str>, name: Option<&str>) {
+        let Some(call) = self.calls.get_mut(index) else { return };
+        if let Some(id) = id.filter(|s| !s.is_empty()) {
+            if call.made_up_id {
+                call.id = id.to_owned();
+                call.made_up_id = false;
+            }
+        }
+        if let Some(name) = name.filter(|s| !s.is_empty()) {
+            if call.name.is_empty() {
+                call.name = name.to_owned();
+            }
+        }
+    }
+
+    /// Arguments the server sent whole with the start of the call.
+    pub(super) fn set_initial(&mut self, index: usize, arguments: Map<String, Value>) {
+        if let Some(call) = self.calls.get_mut(index) {
+            call.initial = Some(arguments);
+        }
+    }
+
+    pub(super) fn append(&mut self, index: usize, delta: &str, emit: &mut dyn FnMut(StreamEvent)) {
+        let Some(call) = self.calls.get_mut(index).filter(|c| !c.done) else { return };
+        if delta.is_empty() {
+            return;
+        }
+        call.arguments.push_str(delta);
+        emit(StreamEvent::ToolCallDelta { index, arguments_delta: delta.to_owned() });
+    }
+
+    /// Completes a call (once; later calls for it do nothing).
+    pub(super) fn finish(&mut self, index: usize, emit: &mut dyn FnMut(StreamEvent)) {
+        let Some(call) = self.calls.get_mut(index).filter(|c| !c.done) else { return };
+        call.done = true;
+        let arguments = match call.initial.take() {
+            Some(initial) if call.arguments.trim().is_empty() => Ok(initial),
+            _ => parse_arguments(&call.arguments),
+        };
+        emit(StreamEvent::ToolCall(ToolCall {
+            index,
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments,
+        }));
+    }
+
+    /// Completes every call still open, in order.
+    pub(super) fn finish_all(&mut self, emit: &mut dyn FnMut(StreamEvent)) {
+        for index in 0..self.calls.len() {
+            self.finish(index, emit);
+        }
+    }
+}
+
+/// An id for a call the server sent without one: unique within the reply, and very likely
+/// across the session (both APIs want a result's id to name exactly one call).
+fn made_up_id(index: usize) -> String {
+    let millis = crate::core::message::now_millis();
+    format!("call_{millis:x}_{index}")
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn arguments_parse_repair_or_come_back_raw() {
+        assert_eq!(parse_arguments("").unwrap(), Map::new());
+        assert_eq!(parse_arguments("  ").unwrap(), Map::new());
+        assert_eq!(Value::Object(parse_arguments(r#"{"a":1}"#).unwrap()), json!({"a": 1}));
+        // A raw newline and an invalid escape inside a string: repaired as pi does.
+        let repaired = parse_arguments("{\"cmd\":\"echo a\nb \\d\"}").unwrap();
+        assert_eq!(Value::Object(repaired), json!({"cmd": "echo a\nb \\d"}));
+        let cut = parse_arguments(r#"{"path":"a.txt","content":"hel"#).unwrap_err();
+        assert_eq!(cut.raw, r#"{"path":"a.txt","content":"hel"#);
+        assert!(cut.error.contains("EOF"), "{}", cut.error);
+        let list = parse_arguments("[1]").unwrap_err();
+        assert_eq!(list.error, "expected an object, got an array");
+        assert!(parse_arguments("not json").is_err());
+    }
+
+    #[test]
+    fn repair_leaves_valid_json_alone() {
+        for s in [r#"{"a":"x\"y\\z\u00e9\n"}"#, "[1, 2]", r#"{"k": "\/"}"#] {
+            assert_eq!(repair_json(s), s);
+        }
+        assert_eq!(repair_json("\"a\u{1}\""), "\"a\\u0001\"");
+        assert_eq!(repair_json("\"\\uZZ\""), "\"\\\\uZZ\"");
+    }
+
+    #[test]
+    fn calls_assemble_and_complete_once() {
+        let mut events = Vec::new();
+        let mut emit = |e| events.push(e);
+        let mut calls = ToolCalls::default();
+        let a = calls.start(Some("c1"), Some("read"), &mut emit);
+        let b = calls.start(None, None, &mut emit);
+        calls.append(a, "{\"path\":", &mut emit);
+        calls.complete_header(b, Some("c2"), Some("ls"));
+        calls.append(b, "", &mut emit);
+        calls.append(a, "\"x\"}", &mut emit);
+        calls.finish(a, &mut emit);
+        calls.finish(a, &mut emit);
+        calls.finish_all(&mut emit);
+        assert_eq!(events.len(), 6, "{events:?}");
+        assert!(matches!(&events[1], StreamEvent::ToolCallStart { index: 1, id, name } if id.starts_with("call_") && name.is_empty()));
+        let StreamEvent::ToolCall(first) = &events[4] else { panic!("{events:?}") };
+        assert_eq!((first.index, first.id.as_str(), first.name.as_str()), (0, "c1", "read"));
+        assert_eq!(Value::Object(first.arguments.clone().unwrap()), json!({"path": "x"}));
+        let StreamEvent::ToolCall(second) = &events[5] else { panic!("{events:?}") };
+        assert_eq!((second.id.as_str(), second.name.as_str()), ("c2", "ls"));
+        assert_eq!(second.arguments, Ok(Map::new()));
+    }
+}
