@@ -713,10 +713,18 @@ async fn provider_huge_event_a_5_mb_document_arrives_whole_and_the_section_check
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_retries_and_waits_are_abortable_a_handoff_cancels_within_a_second() {
-    for (name, reply) in [
-        ("retry-after 30 s", status(429, r#"{"error":{"message":"slow down"}}"#, Some("30"))),
-        ("no answer", MockReply::NoAnswer),
-        ("stall", MockReply::Stall { chunks: vec!["## Goal\n".into()] }),
+    // What shows the provider is in the state to abort: the warning it logs before its retry
+    // wait; the request recorded, with no answer ever coming; the first delta of a stream
+    // that then stalls.
+    enum InState {
+        RetryWait,
+        RequestSent,
+        FirstDelta,
+    }
+    for (name, reply, in_state) in [
+        ("retry-after 30 s", status(429, r#"{"error":{"message":"slow down"}}"#, Some("30")), InState::RetryWait),
+        ("no answer", MockReply::NoAnswer, InState::RequestSent),
+        ("stall", MockReply::Stall { chunks: vec!["## Goal\n".into()] }, InState::FirstDelta),
     ] {
         let mock = MockServer::start().await.unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -728,12 +736,19 @@ async fn provider_retries_and_waits_are_abortable_a_handoff_cancels_within_a_sec
         let controller = Controller::new(agent.clone(), FrontEndTexts::default());
         let old = agent.session().path().to_path_buf();
         mock.push(reply);
+        let retry_waits = common::RetryWaits::default();
+        let mut rx = agent.subscribe();
         let run = {
+            use tracing::instrument::WithSubscriber;
             let controller = controller.clone();
-            tokio::spawn(async move { controller.handoff(None).await })
+            tokio::spawn(async move { controller.handoff(None).await }.with_subscriber(retry_waits.dispatch()))
         };
         assert!(mock.wait_for_requests(1, T).await, "{name}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        match in_state {
+            InState::RetryWait => common::wait_until(name, T, || retry_waits.count() == 1).await,
+            InState::RequestSent => {}
+            InState::FirstDelta => common::first_delta(&mut rx).await,
+        }
         let t0 = Instant::now();
         controller.abort_handoff();
         let outcome = tokio::time::timeout(Duration::from_secs(5), run).await.expect(name).unwrap();
@@ -795,6 +810,7 @@ async fn crash_kill_9_during_streamed_replies_every_file_loads_and_only_the_last
             .spawn()
             .unwrap();
         let at = random_below(260);
+        // Not a wait for something: the random moment of the kill is what this test varies.
         tokio::time::sleep(Duration::from_millis(at)).await;
         kill9(&child);
         let _ = child.wait().await;

@@ -830,12 +830,13 @@ fn list_sessions_is_newest_first_with_first_message_and_parent() {
     first.append_model_change("mock", "m").unwrap();
     first.append_message(&Message::user("  fix the parser  \nwith details")).unwrap();
     first.append_message(&common::assistant("ok")).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(5));
+    // Sessions are listed by their headers' millisecond timestamps: each next one is later.
+    common::wait_past(&first.header().timestamp);
     let parent = first.path().to_string_lossy().into_owned();
     let mut second = SessionManager::create(&session_dir, cwd, Some(parent.clone())).unwrap();
     second.append_custom_message_entry("handoff", "doc", true).unwrap();
     second.append_message(&Message::user("continue")).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(5));
+    common::wait_past(&second.header().timestamp);
     let third = SessionManager::create(&session_dir, cwd, None).unwrap();
     // Another project's session is not listed; a stray non-session file does not break it.
     SessionManager::create(&session_dir, Path::new("/elsewhere"), None).unwrap();
