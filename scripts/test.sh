@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # Runs every test: installs Neovim 0.11, pi 0.73.1 and the local model when missing, then
 # `cargo test --workspace` (the host crate and the mock model server, whose binary the
-# benchmark smoke test runs). Extra arguments go to cargo test (e.g. `scripts/test.sh --test handoff`).
+# benchmark smoke test runs). Extra arguments go to that cargo test (e.g.
+# `scripts/test.sh --test handoff`). Then, unless HANDOFF_SKIP_LOCAL_MODEL=1, the end-to-end
+# handoff against the local model, a test `cargo test` alone reports as ignored.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 ensure_nvim
 ensure_pi
-if [ "${HANDOFF_SKIP_LOCAL_MODEL:-0}" != 1 ]; then
+local_model=1
+if [ "${HANDOFF_SKIP_LOCAL_MODEL:-0}" = 1 ]; then
+  local_model=0
+fi
+if [ "$local_model" = 1 ]; then
   scripts/local-model.sh install
-  export HANDOFF_LOCAL_MODEL=1
 fi
 cargo test --locked --workspace "$@"
+if [ "$local_model" = 1 ]; then
+  cargo test --locked --test nvim_e2e -- --ignored --exact handoff_flow_against_the_local_model
+fi

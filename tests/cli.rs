@@ -84,18 +84,34 @@ impl Env {
         }
     }
 
-    /// Runs `args`, interrupts it with SIGINT once the mock has its request, and collects it.
-    async fn run_interrupted(&self, args: &[&str]) -> Run {
-        let child = self.command(args).spawn().unwrap();
-        assert!(self.mock.wait_for_requests(1, T).await, "no request reached the mock");
-        tokio::time::sleep(Duration::from_millis(300)).await;
+    /// Runs `args`, interrupts it with SIGINT once `printed` is on its stdout (the reply is
+    /// streaming), and collects it.
+    async fn run_interrupted(&self, args: &[&str], printed: &str) -> Run {
+        use tokio::io::AsyncReadExt;
+        let mut child = self.command(args).spawn().unwrap();
+        let stdout = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+        let reader = {
+            let (mut pipe, stdout) = (child.stdout.take().unwrap(), stdout.clone());
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = pipe.read(&mut buf).await {
+                    stdout.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+            })
+        };
+        common::wait_until(&format!("{printed:?} on stdout"), T, || {
+            String::from_utf8_lossy(&stdout.lock().unwrap()).contains(printed)
+        })
+        .await;
         let pid = child.id().unwrap().to_string();
         let status = std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
         assert!(status.success());
         let out = tokio::time::timeout(T, child.wait_with_output()).await.expect("did not stop on SIGINT").unwrap();
+        reader.await.unwrap();
+        let stdout = std::mem::take(&mut *stdout.lock().unwrap());
         Run {
             code: out.status.code(),
-            stdout: String::from_utf8(out.stdout).unwrap(),
+            stdout: String::from_utf8(stdout).unwrap(),
             stderr: String::from_utf8(out.stderr).unwrap(),
         }
     }
@@ -205,7 +221,7 @@ async fn prompt_provider_401_exits_1_with_one_clear_line_and_no_key() {
 async fn prompt_sigint_during_a_slow_prompt_exits_130_and_the_session_keeps_the_user_message() {
     let env = Env::new().await;
     env.mock.push(common::slow(&["partial ", "reply ", "that ", "is ", "slow"], 0, 1_000));
-    let r = env.run_interrupted(&["prompt", "--new", "please keep me"]).await;
+    let r = env.run_interrupted(&["prompt", "--new", "please keep me"], "partial").await;
     assert_eq!(r.code, Some(130), "stderr: {}", r.stderr);
     let path = PathBuf::from(r.stderr_lines()[0]);
     let m = messages(&path);
@@ -273,7 +289,8 @@ async fn context_of_a_file_that_is_not_a_session_exits_1_with_one_line() {
 async fn sessions_lists_newest_first_with_id_path_first_message_and_parent() {
     let env = Env::new().await;
     let first = env.session_with_one_exchange().await;
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    // Sessions are listed by their headers' millisecond timestamps: the child's is later.
+    common::wait_past(lines(&first)[0]["timestamp"].as_str().unwrap());
     env.mock.push(MockReply::text(DOCUMENT));
     let r = env.run(&["handoff", first.to_str().unwrap()]).await;
     assert_eq!(r.code, Some(0), "{}", r.stderr);
@@ -357,8 +374,9 @@ async fn handoff_sigint_during_generation_exits_130_and_creates_no_session() {
     let requests_before = env.mock.requests().len();
     // The helper waits for the first request: the setup's one is already there, so wait for ours.
     let child = env.command(&["handoff", old.to_str().unwrap()]).spawn().unwrap();
+    // The CLI listens for SIGINT before it sends anything: once the request is here, the
+    // generation runs and the signal is handled (the reply's next chunk is 2 s away).
     assert!(env.mock.wait_for_requests(requests_before + 1, T).await);
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let pid = child.id().unwrap().to_string();
     assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
     let out = tokio::time::timeout(T, child.wait_with_output()).await.unwrap().unwrap();

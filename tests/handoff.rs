@@ -306,21 +306,29 @@ async fn focus_blank_is_not_appended() {
     assert_eq!(sent, the_prompt());
 }
 
+/// Templates expand only text that starts with `/name`, and the handoff's prompt starts with the
+/// fixed instruction: a handoff alone cannot show whether its run expands templates. What can
+/// fail is the setting itself: the agent, given the handoff's run options (`RUN_OPTIONS`, the
+/// constant `generate_and_switch` runs with), sends `/review x` as typed, while the default
+/// options expand the same text from the same templates folder.
 #[tokio::test]
-async fn focus_that_looks_like_a_template_is_sent_verbatim_not_expanded() {
+async fn handoff_run_options_send_a_template_command_verbatim_where_the_default_expands_it() {
     let mock = MockServer::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let templates = dir.path().join("prompts");
     std::fs::create_dir_all(&templates).unwrap();
     std::fs::write(templates.join("review.md"), "TEMPLATE BODY for $1").unwrap();
-    std::fs::write(templates.join("Write.md"), "TEMPLATE BODY too").unwrap();
     let agent = agent_with(config(&mock), seeded_session(dir.path(), 1), Some(templates));
+    agent.prompt("/review x", RunOptions::default()).await.unwrap();
+    agent.prompt("/review x", handoff::RUN_OPTIONS).await.unwrap();
+    let last_user = |i: usize| wire_messages(&mock.requests()[i]).last().unwrap().clone();
+    assert_eq!(last_user(0), ("user".to_string(), "TEMPLATE BODY for x".to_string()), "the default expands");
+    assert_eq!(last_user(1), ("user".to_string(), "/review x".to_string()), "the handoff's options do not");
+    // And a focus that looks like a template reaches the model as typed, after the instruction.
     mock.push(MockReply::text(DOCUMENT));
     done(controller_of(&agent).handoff(Some("/review $1")).await);
-    let sent = wire_messages(&mock.requests()[0]).last().unwrap().1.clone();
-    assert!(sent.ends_with("\n\nAdditional focus: /review $1"), "{sent}");
-    assert!(!sent.contains("TEMPLATE BODY"), "{sent}");
-    assert!(sent.starts_with(&the_prompt()));
+    let sent = wire_messages(&mock.requests()[2]).last().unwrap().1.clone();
+    assert_eq!(sent, format!("{}\n\nAdditional focus: /review $1", the_prompt()));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -352,15 +352,15 @@ async fn the_editor_stays_responsive_while_the_model_streams_at_full_speed() {
 }
 
 
-/// The whole `:Handoff` flow against the real local SmolLM2 server (`scripts/local-model.sh`).
-/// Runs when `HANDOFF_LOCAL_MODEL=1` (scripts/test.sh sets it); checks structure, never wording:
-/// the 135M model is far too small to write a good document.
+/// The whole `:Handoff` flow against the real local SmolLM2 server (`scripts/local-model.sh`);
+/// checks structure, never wording: the 135M model is far too small to write a good document.
+/// Ignored by a plain `cargo test`, so that it is either run or reported as ignored, never
+/// passed without a model: scripts/test.sh installs the model and runs it on its own
+/// (`cargo test --test nvim_e2e -- --ignored --exact handoff_flow_against_the_local_model`)
+/// unless HANDOFF_SKIP_LOCAL_MODEL=1. Run that way, a model that cannot start fails the test.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local SmolLM2 server: scripts/test.sh runs it (--ignored) unless HANDOFF_SKIP_LOCAL_MODEL=1"]
 async fn handoff_flow_against_the_local_model() {
-    if std::env::var("HANDOFF_LOCAL_MODEL").as_deref() != Ok("1") {
-        eprintln!("skipped: set HANDOFF_LOCAL_MODEL=1 (scripts/test.sh does) to run against SmolLM2");
-        return;
-    }
     let root = env!("CARGO_MANIFEST_DIR");
     let portfile = tempfile::NamedTempFile::new().unwrap();
     let started = std::process::Command::new(format!("{root}/scripts/local-model.sh"))

@@ -2,6 +2,8 @@
 //! can stage, request conversion as seen on the wire, retries and aborts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use handoff_mock::{MockReply, MockServer, RecordedRequest};
@@ -400,16 +402,20 @@ async fn abort_during_retry_backoff_returns_promptly() {
     c.max_retry_delay = Duration::from_secs(20);
     let provider = Provider::new(c);
     let cancel = CancellationToken::new();
+    let retry_waits = common::RetryWaits::default();
     let canceller = {
-        let (server, cancel) = (server.clone(), cancel.clone());
+        let (retry_waits, cancel) = (retry_waits.clone(), cancel.clone());
         tokio::spawn(async move {
-            assert!(server.wait_for_requests(1, Duration::from_secs(5)).await);
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            // The 503 was read and the 20 s backoff begins: cancel inside it.
+            common::wait_until("the retry wait", Duration::from_secs(5), || retry_waits.count() == 1).await;
             cancel.cancel();
             Instant::now()
         })
     };
-    let result = provider.stream(&hello(), &cancel, &mut |_| {}).await;
+    let result = {
+        use tracing::instrument::WithSubscriber;
+        provider.stream(&hello(), &cancel, &mut |_| {}).with_subscriber(retry_waits.dispatch()).await
+    };
     let cancelled_at = canceller.await.unwrap();
     assert!(matches!(result, Err(ProviderError::Aborted)), "{result:?}");
     assert!(cancelled_at.elapsed() < Duration::from_secs(1), "{:?}", cancelled_at.elapsed());

@@ -20,7 +20,7 @@ use common::{agent, config, entry_lines, seeded_session, session_files, slow, DO
 use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::agent::{AgentError, AgentEvent, AgentSession, RunOptions};
 use handoff_nvim::core::controller::{self, Controller, FrontEndTexts, Level};
-use handoff_nvim::core::handoff::HandoffOutcome;
+use handoff_nvim::core::handoff::{self, HandoffOutcome};
 use handoff_nvim::core::message::Message;
 use handoff_nvim::core::session::{SessionError, SessionManager};
 use serde_json::Value;
@@ -713,10 +713,18 @@ async fn provider_huge_event_a_5_mb_document_arrives_whole_and_the_section_check
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_retries_and_waits_are_abortable_a_handoff_cancels_within_a_second() {
-    for (name, reply) in [
-        ("retry-after 30 s", status(429, r#"{"error":{"message":"slow down"}}"#, Some("30"))),
-        ("no answer", MockReply::NoAnswer),
-        ("stall", MockReply::Stall { chunks: vec!["## Goal\n".into()] }),
+    // What shows the provider is in the state to abort: the warning it logs before its retry
+    // wait; the request recorded, with no answer ever coming; the first delta of a stream
+    // that then stalls.
+    enum InState {
+        RetryWait,
+        RequestSent,
+        FirstDelta,
+    }
+    for (name, reply, in_state) in [
+        ("retry-after 30 s", status(429, r#"{"error":{"message":"slow down"}}"#, Some("30")), InState::RetryWait),
+        ("no answer", MockReply::NoAnswer, InState::RequestSent),
+        ("stall", MockReply::Stall { chunks: vec!["## Goal\n".into()] }, InState::FirstDelta),
     ] {
         let mock = MockServer::start().await.unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -728,12 +736,19 @@ async fn provider_retries_and_waits_are_abortable_a_handoff_cancels_within_a_sec
         let controller = Controller::new(agent.clone(), FrontEndTexts::default());
         let old = agent.session().path().to_path_buf();
         mock.push(reply);
+        let retry_waits = common::RetryWaits::default();
+        let mut rx = agent.subscribe();
         let run = {
+            use tracing::instrument::WithSubscriber;
             let controller = controller.clone();
-            tokio::spawn(async move { controller.handoff(None).await })
+            tokio::spawn(async move { controller.handoff(None).await }.with_subscriber(retry_waits.dispatch()))
         };
         assert!(mock.wait_for_requests(1, T).await, "{name}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        match in_state {
+            InState::RetryWait => common::wait_until(name, T, || retry_waits.count() == 1).await,
+            InState::RequestSent => {}
+            InState::FirstDelta => common::first_delta(&mut rx).await,
+        }
         let t0 = Instant::now();
         controller.abort_handoff();
         let outcome = tokio::time::timeout(Duration::from_secs(5), run).await.expect(name).unwrap();
@@ -795,6 +810,7 @@ async fn crash_kill_9_during_streamed_replies_every_file_loads_and_only_the_last
             .spawn()
             .unwrap();
         let at = random_below(260);
+        // Not a wait for something: the random moment of the kill is what this test varies.
         tokio::time::sleep(Duration::from_millis(at)).await;
         kill9(&child);
         let _ = child.wait().await;
@@ -821,18 +837,35 @@ async fn crash_kill_9_during_streamed_replies_every_file_loads_and_only_the_last
     assert!(texts.iter().any(|t| t == "final"));
 }
 
+/// The new session of a handoff, complete: its parent, and the wrapped document (the same file
+/// every complete handoff in these rounds writes).
+fn assert_complete_handoff(new: &Path, old: &Path, context: &str) {
+    let s = SessionManager::open(new, new.parent().unwrap()).unwrap();
+    assert!(s.warnings().is_empty(), "{context}: {:?}", s.warnings());
+    assert_eq!(s.header().parent_session.as_deref(), Some(old.to_str().unwrap()), "{context}");
+    let injected: Vec<String> =
+        s.get_entries().iter().filter_map(|e| e.custom_message()).map(|c| c.content.joined_text()).collect();
+    assert_eq!(injected, [handoff::wrap_document(DOCUMENT)], "{context}");
+    let document_file = new.with_extension("").join("handoff.md");
+    let written = std::fs::read_to_string(&document_file).unwrap_or_else(|e| panic!("{context}: {}: {e}", document_file.display()));
+    assert_eq!(written, format!("{DOCUMENT}\n"), "{context}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_kill_9_at_random_points_of_a_handoff_every_file_loads_and_the_old_session_is_whole() {
+    use std::os::unix::process::ExitStatusExt;
     let mock = MockServer::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (old, _) = written_session(dir.path());
+    let sessions = dir.path().join("sessions");
+    let (old, first) = written_session(dir.path());
+    let original_ids: Vec<String> = load_ok(&old).get_entries().iter().map(|e| e.id.to_string()).collect();
     let chunks: Vec<String> = DOCUMENT.split_inclusive(' ').map(str::to_string).collect();
     let n = chunks.len() as u64;
     let (mut before_switch, mut partial, mut done) = (0, 0, 0);
     let rounds = 20;
     for round in 0..rounds {
         let before = std::fs::read(&old).unwrap();
-        let sessions_before = session_files(&dir.path().join("sessions"));
+        let sessions_before = session_files(&sessions);
         // The document streams 2 ms a chunk; the kill lands anywhere from the request to a
         // little after the new session was written.
         mock.push(MockReply::Text { chunks: chunks.clone(), chunk_delay_ms: 2, first_delay_ms: 0, stop: "stop".into(), thinking: vec![] });
@@ -846,39 +879,72 @@ async fn crash_kill_9_at_random_points_of_a_handoff_every_file_loads_and_the_old
             assert!(mock.wait_for_requests(requests + 1, T).await);
             2 * n - 10 + random_below(40)
         };
+        // Not a wait for something: the random moment of the kill is what this test varies.
         tokio::time::sleep(Duration::from_millis(at)).await;
         kill9(&child);
         let status = child.wait().await.unwrap();
-        assert!(std::fs::read(&old).unwrap().starts_with(&before), "round {round}: the old session was rewritten");
+        let context = format!("round {round} (kill at {at} ms, {status})");
+        // Killed, or finished before the kill came: then it must have succeeded.
+        let finished = status.signal().is_none();
+        if finished {
+            assert_eq!(status.code(), Some(0), "{context}: the handoff failed on its own");
+        }
+        assert!(std::fs::read(&old).unwrap().starts_with(&before), "{context}: the old session was rewritten");
         load_ok(&old);
-        let now = session_files(&dir.path().join("sessions"));
+        let now = session_files(&sessions);
         for f in &now {
             let s = SessionManager::open(f, f.parent().unwrap())
-                .unwrap_or_else(|e| panic!("round {round} (kill at {at} ms): {} does not load: {e}", f.display()));
-            assert!(s.warnings().len() <= 1, "round {round}: {:?}", s.warnings());
+                .unwrap_or_else(|e| panic!("{context}: {} does not load: {e}", f.display()));
+            assert!(s.warnings().len() <= 1, "{context}: {:?}", s.warnings());
         }
         let new: Vec<&PathBuf> = now.iter().filter(|f| !sessions_before.contains(f)).collect();
-        assert!(new.len() <= 1, "round {round}: {new:?}");
+        assert!(new.len() <= 1, "{context}: {new:?}");
         match new.first() {
-            None => before_switch += 1,
+            None => {
+                assert!(!finished, "{context}: exit 0 without a new session");
+                before_switch += 1;
+            }
             Some(f) => {
                 let s = SessionManager::open(f, f.parent().unwrap()).unwrap();
-                assert_eq!(s.header().parent_session.as_deref(), Some(old.to_str().unwrap()), "round {round}");
-                let has_doc = s.get_entries().iter().any(|e| e.custom_message().is_some());
-                if has_doc {
+                assert_eq!(s.header().parent_session.as_deref(), Some(old.to_str().unwrap()), "{context}");
+                if s.get_entries().iter().any(|e| e.custom_message().is_some()) {
+                    // A document that is there at all is there whole, and so is its markdown
+                    // copy once the process got as far as exiting.
+                    if finished {
+                        assert_complete_handoff(f, &old, &context);
+                    } else {
+                        let injected = s.get_entries().iter().find_map(|e| e.custom_message()).unwrap();
+                        assert_eq!(injected.content.joined_text(), handoff::wrap_document(DOCUMENT), "{context}");
+                    }
                     done += 1;
                 } else {
+                    assert!(!finished, "{context}: exit 0 with a new session that lacks the document");
                     partial += 1;
                 }
                 // Remove it so the next round hands off the same old session again.
-                let _ = std::fs::remove_file(f);
+                std::fs::remove_file(f).unwrap();
                 let _ = std::fs::remove_dir_all(f.with_extension(""));
             }
         }
-        let _ = status;
     }
     eprintln!("kill -9 during a handoff: {rounds} rounds: {before_switch} before the new session, {partial} with a partial new session, {done} after it was complete");
-    assert_eq!(before_switch + partial + done, rounds);
+    // After all that, the old session still starts with every byte and entry it had before the
+    // first kill, and a handoff left alone completes: exit 0, and exactly one session beside
+    // the old one, whole.
+    assert!(std::fs::read(&old).unwrap().starts_with(&first), "the old session lost its original bytes");
+    let s = load_ok(&old);
+    let ids: Vec<String> = s.get_entries().iter().map(|e| e.id.to_string()).collect();
+    assert_eq!(ids[..original_ids.len()], original_ids[..], "the old session lost original entries");
+    mock.push(MockReply::text(DOCUMENT));
+    let mut last = cli(&mock, dir.path(), &["handoff", old.to_str().unwrap()]);
+    last.stdout(Stdio::piped());
+    let out = tokio::time::timeout(T, last.output()).await.unwrap().unwrap();
+    assert_eq!(out.status.code(), Some(0), "the handoff after the kills failed");
+    let new = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let mut expected = vec![old.clone(), new.clone()];
+    expected.sort();
+    assert_eq!(session_files(&sessions), expected, "exactly the old session and the new one");
+    assert_complete_handoff(&new, &old, "the handoff after the kills");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -190,6 +190,45 @@ pub async fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() ->
     }
 }
 
+/// Counts the provider's "request failed, retrying" warnings, which it logs just before it
+/// waits to retry: a test that waits for one knows the provider is in that wait, not before it.
+/// Wrap the future that runs the provider with `tracing::instrument::WithSubscriber::
+/// with_subscriber(watch.dispatch())` (it follows the future across threads).
+#[derive(Clone, Default)]
+pub struct RetryWaits(Arc<std::sync::atomic::AtomicUsize>);
+
+impl RetryWaits {
+    pub fn count(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub fn dispatch(&self) -> tracing::Dispatch {
+        use tracing_subscriber::layer::SubscriberExt;
+        tracing::Dispatch::new(tracing_subscriber::registry().with(RetryCounter(self.0.clone())))
+    }
+}
+
+struct RetryCounter(Arc<std::sync::atomic::AtomicUsize>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for RetryCounter {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        let meta = event.metadata();
+        if meta.target() == "handoff_nvim::core::provider::retry" && *meta.level() == tracing::Level::WARN {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+/// Waits until the clock reads a later millisecond than `timestamp` (an ISO-8601 UTC string as
+/// `now_iso` writes them), so that what is created next sorts after it.
+pub fn wait_past(timestamp: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while handoff_nvim::core::message::now_iso().as_str() <= timestamp {
+        assert!(std::time::Instant::now() < deadline, "the clock did not pass {timestamp}");
+        std::thread::yield_now();
+    }
+}
+
 /// Waits (10 s at most) for the first streamed text delta.
 pub async fn first_delta(rx: &mut tokio::sync::broadcast::Receiver<AgentEvent>) {
     tokio::time::timeout(Duration::from_secs(10), async {

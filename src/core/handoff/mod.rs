@@ -66,6 +66,14 @@ pub enum HandoffOutcome {
     Refused { message: String },
 }
 
+/// How the handoff's run goes: one turn, the instruction never expanded as a template,
+/// (gap: request too large) fitted to the model's window, and no tool calls (the definitions
+/// still go along with tool choice "none", so a provider's prompt cache hits). Public so that
+/// tests can check the expansion setting, which a handoff alone cannot show (its prompt never
+/// starts with `/name`).
+pub const RUN_OPTIONS: RunOptions =
+    RunOptions { expand_prompt_templates: false, fit_to_window: true, single_turn: true, use_tools: false };
+
 /// Trigger: exactly `/handoff`, or `/handoff ` followed by focus instructions.
 /// Returns the focus (possibly empty) when `input` is a handoff command.
 pub fn is_handoff_command(input: &str) -> Option<&str> {
@@ -279,11 +287,8 @@ async fn generate_and_switch(
     claim: RunClaim,
 ) -> Result<(String, NewSession, Option<String>), NoDocument> {
     let prompt = build_prompt(focus);
-    // One turn, the instruction never expanded, and (gap: request too large) fitted to the
-    // model's window.
-    let options = RunOptions { expand_prompt_templates: false, fit_to_window: true, single_turn: true, use_tools: false };
     // 2. Capture: the run's own messages are the payload of `agent_end`.
-    let result = agent.run_claimed(claim, &prompt, options).await?;
+    let result = agent.run_claimed(claim, &prompt, RUN_OPTIONS).await?;
     // 3. Cancellation check.
     if token.is_cancelled() {
         return Err(NoDocument::Cancelled);
