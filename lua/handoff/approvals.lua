@@ -169,7 +169,11 @@ function M.open_diff(r)
   vim.cmd("tabnew")
   local function side(text, label)
     local buf = api.nvim_create_buf(false, true)
-    api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(text or "", "\n", { plain = true }))
+    local lines = vim.split(text or "", "\n", { plain = true })
+    if lines[#lines] == "" then
+      table.remove(lines) -- the file's final newline
+    end
+    api.nvim_buf_set_lines(buf, 0, -1, false, lines)
     vim.bo[buf].bufhidden = "wipe"
     vim.bo[buf].modifiable = false
     vim.bo[buf].filetype = ft
@@ -178,7 +182,7 @@ function M.open_diff(r)
     vim.cmd("diffthis")
   end
   side(r.before, "before")
-  vim.cmd("vsplit")
+  vim.cmd("rightbelow vsplit")
   side(r.after, "after")
   return true
 end

@@ -63,7 +63,23 @@ local defaults = {
     close = "q",
     --- Chat buffer, on the "earlier items" line of a long session: show a page more.
     earlier = "<CR>",
+    --- Chat buffer: answer the tool call the cursor is in (else the oldest waiting).
+    approval = { allow = "a", always = "A", reject = "r", cancel = "c", diff = "d" },
   },
+  --- The agent's tools. `enabled`: pi's names (default read, bash, edit, write, todo_write;
+  --- grep, find, ls on request). `policy`: "ask" (edits and commands ask, the default),
+  --- "allow_edits" or "allow_all". `rules`: per tool "allow" | "ask" | "deny", over the policy.
+  tools = {
+    ---@type string[]?
+    enabled = nil,
+    policy = "ask",
+    ---@type table<string, "allow"|"ask"|"deny">
+    rules = {},
+  },
+  --- Turns of one prompt at most (each round of tool calls is a turn).
+  max_turns = 50,
+  --- Lines of a tool's output shown in the chat (the rest is in the session).
+  tool_output_lines = 12,
 }
 
 ---@type handoff.Config
@@ -94,8 +110,12 @@ local schema = {
     position = "string", width = "number", height = "number",
     prompt_height = "number", document_height = "number",
   },
+  tools = { enabled = "table", policy = "string", rules = "table" },
+  max_turns = "number",
+  tool_output_lines = "number",
   keymaps = {
     global = "table",
+    approval = "table",
     submit_normal = "string|boolean", submit_insert = "string|boolean",
     stop = "string|boolean", close = "string|boolean", earlier = "string|boolean",
   },
@@ -185,6 +205,15 @@ function M.setup(opts)
   if api and api ~= "openai" and api ~= "anthropic" then
     fail(('provider.api must be "openai" or "anthropic", got %q'):format(api))
   end
+  local policies = { ask = true, allow_edits = true, allow_all = true }
+  if not policies[merged.tools.policy] then
+    fail(('tools.policy must be "ask", "allow_edits" or "allow_all", got %q'):format(tostring(merged.tools.policy)))
+  end
+  for tool, rule in pairs(merged.tools.rules) do
+    if rule ~= "allow" and rule ~= "ask" and rule ~= "deny" then
+      fail(('tools.rules.%s must be "allow", "ask" or "deny", got %q'):format(tostring(tool), tostring(rule)))
+    end
+  end
   if not positions[merged.layout.position] then
     fail(('layout.position must be "right", "left", "bottom", "top" or "tab", got %q'):format(
       tostring(merged.layout.position)))
@@ -207,6 +236,11 @@ function M.host_settings()
   s.session_dir = vim.fn.fnamemodify(o.session_dir, ":p")
   s.templates_dir = o.templates_dir and vim.fn.fnamemodify(o.templates_dir, ":p") or nil
   s.system_prompt = o.system_prompt
+  s.tools = { enabled = o.tools.enabled, policy = o.tools.policy, rules = o.tools.rules }
+  if next(s.tools.rules) == nil then
+    s.tools.rules = vim.empty_dict()
+  end
+  s.max_turns = o.max_turns
   return s
 end
 

@@ -150,6 +150,32 @@ function handlers.notice(r)
   notify(r.message, r.level)
 end
 
+function handlers.tool_approval(r)
+  require("handoff.approvals").request(r)
+end
+
+function handlers.tool_approval_end(r)
+  require("handoff.approvals").resolved(r.id, r.decision)
+end
+
+function handlers.tool_start(r)
+  chat().tool_start(r)
+  M.fire("HandoffToolStart", { id = r.id, tool = r.tool, args = r.args })
+end
+
+function handlers.tool_update(r)
+  chat().tool_update(r)
+end
+
+function handlers.tool_end(r)
+  chat().tool_end(r)
+  if r.tool == "bash" then
+    -- A command may have changed files that buffers show: reload the ones not modified here.
+    vim.cmd("silent! checktime")
+  end
+  M.fire("HandoffToolEnd", { id = r.id, tool = r.tool, is_error = r.is_error })
+end
+
 --- Applies a batch of host records, in order. A failing handler is reported and skipped; the
 --- rest of the batch still applies.
 ---@param batch table[]
@@ -169,6 +195,7 @@ end
 --- The host died: whatever it was doing ends here, as a failure.
 ---@param message string
 function M.host_lost(message)
+  require("handoff.approvals").clear(message)
   if state.generating_handoff then
     end_generation()
     require("handoff.handoff_view").fail(message)

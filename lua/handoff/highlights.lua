@@ -9,6 +9,7 @@ local groups = {
   HandoffError = "ErrorMsg",
   HandoffDocumentHeader = "Title",
   HandoffDocumentFailed = "ErrorMsg",
+  HandoffApproval = "DiffChange",
 }
 
 function M.define()

@@ -47,6 +47,17 @@ function M.abort()
   return host.notify_running("abort")
 end
 
+--- Answers a tool call waiting for approval: `decision` is "allow" (this once), "always" (the
+--- tool, or for bash this exact command, for the rest of the session), "reject" (with an
+--- optional reason the model reads) or "cancel" (the turn stops). A second answer is ignored.
+---@param id string the request's id (`User HandoffToolApproval`'s `data.id`)
+---@param decision "allow"|"always"|"reject"|"cancel"
+---@param reason? string
+---@return boolean answered
+function M.approve(id, decision, reason)
+  return require("handoff.approvals").approve(id, decision, reason)
+end
+
 --- Cancels the handoff being generated (mapped to `<Esc>` while it runs).
 function M.abort_handoff()
   return host.notify_running("abort_handoff")

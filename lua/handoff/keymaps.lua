@@ -20,6 +20,21 @@ function M.chat_buffer(buf)
   map(buf, "n", k.close, function()
     require("handoff.chat").close()
   end, "close the chat")
+  -- Answers to a tool call waiting for approval (the one the cursor is in, else the oldest).
+  local approvals = function()
+    return require("handoff.approvals")
+  end
+  local a = k.approval or {}
+  for _, decision in ipairs({ "allow", "always", "reject", "cancel" }) do
+    map(buf, "n", a[decision], function()
+      approvals().answer_current(decision)
+    end, decision .. " the tool call")
+  end
+  map(buf, "n", a.diff, function()
+    if not approvals().open_diff() then
+      vim.notify("handoff.nvim: no waiting edit to show as a diff", vim.log.levels.INFO, { title = "handoff.nvim" })
+    end
+  end, "show the proposed change as a diff")
   -- Only on the "earlier items" line of a long chat; elsewhere the key does what it did.
   map(buf, "n", k.earlier, function()
     if not require("handoff.chat").show_earlier_at_cursor() then

@@ -17,6 +17,7 @@ use crate::core::message::StopReason;
 use crate::core::session::SessionManager;
 use crate::frontend_paths;
 
+mod consent;
 mod settings_args;
 pub use settings_args::{ApiArg, SettingsArgs};
 
@@ -92,6 +93,7 @@ fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice) -> anyhow
     for warning in &opened.warnings {
         eprintln!("warning: {warning}");
     }
+    opened.agent.set_consent(consent::for_this_process());
     Ok(opened.agent)
 }
 

@@ -216,6 +216,7 @@ mod tests {
             stop_reason: None,
             error_message: None,
             output_tokens: None,
+            tool_calls: Vec::new(),
         }
     }
 

@@ -26,11 +26,12 @@
 
 mod bridge;
 pub mod protocol;
+mod seams;
 mod stdio;
 pub mod transcript;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -43,6 +44,7 @@ use crate::core::agent::{lock, AgentConfig, AgentError, AgentSession, SwitchReas
 use crate::core::config::Settings;
 use crate::core::controller::{self, Controller, FrontEndTexts, Level, Notice, SessionChoice};
 use crate::core::session::SessionManager;
+use crate::core::tools::consent::Decision;
 use crate::frontend_paths;
 use bridge::Outbox;
 use protocol::{ConfigureArgs, Record, Resume, SessionListItem, TemplateItem};
@@ -92,6 +94,10 @@ struct Inner {
     collector: Mutex<Option<tokio::task::JoinHandle<()>>>,
     outbox: Arc<Outbox>,
     shutdown: tokio::sync::Notify,
+    /// Tool calls waiting for the user's answer in the chat.
+    approvals: Arc<seams::Approvals>,
+    /// The connection to Neovim, for tools that write through its buffers.
+    nvim: Arc<OnceLock<Neovim<Writer>>>,
 }
 
 /// The `Handler` nvim-rs calls; clones share one host.
@@ -128,6 +134,8 @@ impl Host {
                 collector: Mutex::new(None),
                 outbox: Arc::new(Outbox::default()),
                 shutdown: tokio::sync::Notify::new(),
+                approvals: Arc::new(seams::Approvals::default()),
+                nvim: Arc::new(OnceLock::new()),
             }),
         }
     }
@@ -227,6 +235,11 @@ impl Host {
         for warning in opened.warnings {
             self.notice(Level::Warn, warning);
         }
+        opened.agent.set_consent(Arc::new(seams::EditorConsent {
+            approvals: self.inner.approvals.clone(),
+            outbox: self.inner.outbox.clone(),
+        }));
+        opened.agent.set_file_access(Arc::new(seams::EditorFiles { nvim: self.inner.nvim.clone() }));
         let controller = Controller::new(opened.agent, editor_texts());
         let collector = bridge::spawn_collector(controller.clone(), self.inner.outbox.clone());
         if let Some(old) = lock(&self.inner.collector).replace(collector) {
@@ -424,6 +437,25 @@ impl Handler for Host {
                 Some(path) => self.resume(path),
                 None => self.notice(Level::Error, "resume: a session file path is required"),
             },
+            // `approve(id, decision, reason?)`: the answer to a tool call waiting in the chat.
+            "approve" => {
+                let (id, decision, reason) = (arg_str(&args, 0), arg_str(&args, 1), arg_str(&args, 2));
+                let decision = match decision.as_deref() {
+                    Some("allow") => Some(Decision::Allow),
+                    Some("always") => Some(Decision::Always),
+                    Some("reject") => Some(Decision::Reject { reason }),
+                    Some("cancel") => Some(Decision::Cancel),
+                    _ => None,
+                };
+                match (id, decision) {
+                    (Some(id), Some(decision)) => {
+                        if !self.inner.approvals.answer(&id, decision) {
+                            tracing::info!(%id, "an answer for no waiting request (answered before, or withdrawn)");
+                        }
+                    }
+                    _ => self.notice(Level::Error, "approve: needs an id and a decision (allow, always, reject, cancel)"),
+                }
+            }
             "abort" => {
                 if let Some(c) = self.controller() {
                     c.abort();
@@ -446,6 +478,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let host = Host::new(settings);
     let (reader, writer) = stdio::channel()?;
     let (nvim, io) = Neovim::new(reader, writer, host.clone());
+    let _ = host.inner.nvim.set(nvim.clone());
     let io = tokio::spawn(io);
     let _flusher = bridge::spawn_flusher(nvim, host.inner.outbox.clone());
     tracing::info!(pid = std::process::id(), "host started");

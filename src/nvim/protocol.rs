@@ -13,6 +13,7 @@ use crate::core::config::Settings;
 use crate::core::handoff::HandoffOutcome;
 use crate::core::provider::Api;
 use crate::core::session::SessionInfo;
+use crate::core::tools::consent::ApprovalRequest;
 
 /// Failures of encoding or decoding a protocol value.
 #[derive(Debug, thiserror::Error)]
@@ -120,9 +121,16 @@ pub enum Item {
         error_message: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         output_tokens: Option<u64>,
+        /// The tools it called, in order.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCallItem>,
     },
+    /// A tool's result.
     Tool {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
         text: String,
+        is_error: bool,
     },
     Custom {
         custom_type: String,
@@ -142,6 +150,25 @@ pub enum Item {
         provider: String,
         model: String,
     },
+}
+
+/// A tool call of an assistant message, as the chat names it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolCallItem {
+    pub id: String,
+    pub tool: String,
+    /// The argument that says what it does: the command, the path, the pattern.
+    pub summary: String,
+}
+
+/// The editor's answer to a write through a buffer (`require('handoff.files').write`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct BufferWrite {
+    /// A buffer held the file and took the text (and wrote it).
+    pub through_buffer: bool,
+    /// Why the write was refused (unsaved changes in the buffer).
+    pub error: Option<String>,
 }
 
 /// Session identity and run state, as `status()` reports it.
@@ -275,6 +302,33 @@ pub enum Record {
         reason: SwitchReason,
     },
     Notice(Notice),
+    /// A tool call waits for the user's answer (`approve`).
+    ToolApproval(ApprovalRequest),
+    /// A waiting request ended without an answer from the chat (the run was stopped).
+    ToolApprovalEnd {
+        id: String,
+        decision: String,
+    },
+    /// A tool starts running (after consent).
+    ToolStart {
+        id: String,
+        tool: String,
+        args: serde_json::Value,
+        /// The argument that says what it does (the command, the path).
+        summary: String,
+    },
+    /// Output of the running tool so far (bash); each replaces the last.
+    ToolUpdate {
+        id: String,
+        partial: String,
+    },
+    /// A tool call ended (run, refused or skipped); `text` is what the model reads.
+    ToolEnd {
+        id: String,
+        tool: String,
+        is_error: bool,
+        text: String,
+    },
 }
 
 impl Record {
@@ -309,6 +363,7 @@ mod tests {
                 stop_reason: None,
                 error_message: None,
                 output_tokens: None,
+                tool_calls: Vec::new(),
             }),
         )
         .unwrap();

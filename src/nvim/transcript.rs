@@ -8,7 +8,7 @@ use crate::core::message::{Message, Role};
 use crate::core::session::entry::kind;
 use crate::core::session::{SessionEntry, SessionManager};
 
-use super::protocol::{Item, Record, Status, Transcript};
+use super::protocol::{Item, Record, Status, ToolCallItem, Transcript};
 
 /// Focus of an internal handoff request, when `text` is one (`None` otherwise).
 fn handoff_request_focus(text: &str) -> Option<String> {
@@ -28,6 +28,34 @@ fn thinking_of(message: &Message) -> String {
         .join("\n")
 }
 
+/// The argument that says what a call does.
+pub fn call_summary(tool: &str, args: &serde_json::Value) -> String {
+    let key = match tool {
+        "bash" => "command",
+        "grep" | "find" => "pattern",
+        _ => "path",
+    };
+    match args.get(key).and_then(|v| v.as_str()) {
+        Some(s) => s.to_string(),
+        None if args.as_object().is_some_and(|o| o.is_empty()) => String::new(),
+        None => args.to_string(),
+    }
+}
+
+fn tool_calls_of(message: &Message) -> Vec<ToolCallItem> {
+    message
+        .content
+        .blocks()
+        .iter()
+        .filter(|b| b.kind == "toolCall")
+        .map(|b| {
+            let tool = b.extra_str("name").unwrap_or_default().to_string();
+            let summary = call_summary(&tool, b.extra.get("arguments").unwrap_or(&serde_json::Value::Null));
+            ToolCallItem { id: b.extra_str("id").unwrap_or_default().to_string(), tool, summary }
+        })
+        .collect()
+}
+
 /// One message as a display item.
 pub fn message_item(message: &Message) -> Item {
     let text = message.text();
@@ -43,8 +71,13 @@ pub fn message_item(message: &Message) -> Item {
             stop_reason: message.stop_reason.map(|s| s.as_str()),
             error_message: message.error_message.clone(),
             output_tokens: message.usage.as_ref().map(|u| u.output).filter(|o| *o > 0),
+            tool_calls: tool_calls_of(message),
         },
-        Role::ToolResult => Item::Tool { text },
+        Role::ToolResult => Item::Tool {
+            tool: message.extra_str("toolName").map(str::to_string),
+            text,
+            is_error: message.extra.get("isError").and_then(|v| v.as_bool()).unwrap_or(false),
+        },
         Role::Other(role) => Item::Custom { custom_type: role.clone(), text },
     }
 }
@@ -138,9 +171,11 @@ pub fn transcript(controller: &Controller, limit: usize) -> Transcript {
 pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> {
     /// An assistant message's item without its text: the deltas carry that.
     fn without_text(mut item: Item, keep_stop: bool) -> Item {
-        if let Item::Assistant { text, thinking, stop_reason, .. } = &mut item {
+        if let Item::Assistant { text, thinking, stop_reason, tool_calls, .. } = &mut item {
             *text = None;
             *thinking = None;
+            // The calls show as they run (`tool_start`).
+            tool_calls.clear();
             if !keep_stop {
                 *stop_reason = None;
             }
@@ -152,6 +187,8 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
         AgentEvent::MessageStart { message } if message.is_assistant() => {
             Record::MessageStart(without_text(message_item(message), false))
         }
+        // A tool's result shows with its `tool_end`.
+        AgentEvent::MessageStart { message } if message.role == Role::ToolResult => return None,
         AgentEvent::MessageStart { message } => Record::MessageStart(message_item(message)),
         AgentEvent::MessageEnd { message } if message.is_assistant() => {
             Record::MessageEnd(without_text(message_item(message), true))
@@ -172,9 +209,23 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
             Record::SessionSwitch { old: old.clone(), new: new.clone(), reason: *reason }
         }
         AgentEvent::Notice(notice) => Record::Notice(notice.clone()),
-        AgentEvent::ToolExecutionStart { .. } | AgentEvent::ToolExecutionUpdate { .. } | AgentEvent::ToolExecutionEnd { .. } => {
-            return None
+        AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args } => {
+            Record::ToolStart {
+                id: tool_call_id.clone(),
+                tool: tool_name.clone(),
+                args: args.clone(),
+                summary: call_summary(tool_name, args),
+            }
         }
+        AgentEvent::ToolExecutionUpdate { tool_call_id, partial, .. } => {
+            Record::ToolUpdate { id: tool_call_id.clone(), partial: partial.clone() }
+        }
+        AgentEvent::ToolExecutionEnd { tool_call_id, tool_name, is_error, result, .. } => Record::ToolEnd {
+            id: tool_call_id.clone(),
+            tool: tool_name.clone(),
+            is_error: *is_error,
+            text: result.text(),
+        },
         AgentEvent::MessageUpdate { .. }
         | AgentEvent::TurnStart
         | AgentEvent::TurnEnd { .. }

@@ -89,6 +89,19 @@ impl Editor {
         Self::start_with(None).await
     }
 
+    /// Like `start`, with more `setup()` options (merged over the test's provider and binary).
+    pub async fn start_with_setup(extra: Value) -> Editor {
+        let editor = Self::start().await;
+        editor
+            .lua(
+                "local o = vim.tbl_deep_extend('force', { bin = ..., provider = require('handoff.config').options.provider }, select(2, ...)) \
+                 require('handoff').setup(o)",
+                json!([HOST_BIN, extra]),
+            )
+            .await;
+        editor
+    }
+
     /// Like `start`, with another `provider` table (the mock still runs, unused).
     pub async fn start_with(provider: Option<Value>) -> Editor {
         let mock = MockServer::start().await.expect("mock server");

@@ -17,7 +17,7 @@ end
 
 --- The chat buffer, created on first use by `handoff.chat`.
 local function chat_buf()
-  return require("handoff.chat").ensure_buffers()
+  return (require("handoff.chat").ensure_buffers())
 end
 
 --- Runs `fn` with the chat buffer modifiable.
@@ -77,11 +77,18 @@ local function item_lines(item)
       add("")
     end
     add(split(item.text))
+    for _, call in ipairs(item.tool_calls or {}) do
+      add(M.call_line(call.tool, call.summary))
+    end
     if item.stop_reason == "error" then
       add({ "", "**Error:** " .. (item.error_message or "the request failed") })
     elseif item.stop_reason == "aborted" then
       add({ "", "*(stopped)*" })
     end
+  elseif k == "tool" then
+    lines = M.result_lines(item.tool, item.text, item.is_error)
+    table.insert(lines, "")
+    return lines
   elseif k == "handoff" then
     add({ "## Handoff context", "" })
     add(split(item.text))
@@ -138,6 +145,93 @@ function M.render(items, info)
   end)
   require("handoff.chat.indicator").update()
   M.follow(true)
+end
+
+--- The line naming a tool call.
+function M.call_line(tool, summary)
+  summary = (summary or ""):gsub("\n", " ")
+  if #summary > 120 then
+    summary = summary:sub(1, 117) .. "…"
+  end
+  return ("**▸ %s**%s"):format(tool or "tool", summary ~= "" and (" `" .. summary .. "`") or "")
+end
+
+--- A tool's output as the chat shows it: the last lines, in a fence.
+function M.result_lines(tool, text, is_error, live)
+  local max = config.options.tool_output_lines or 12
+  local all = split(text or "")
+  while #all > 0 and all[#all] == "" do
+    table.remove(all)
+  end
+  local lines = { is_error and ("*%s failed:*"):format(tool or "tool") or nil }
+  lines = vim.tbl_filter(function(l)
+    return l ~= nil
+  end, lines)
+  local shown = all
+  if #all > max then
+    shown = vim.list_slice(all, #all - max + 1, #all)
+    table.insert(lines, ("*… %d earlier lines%s*"):format(#all - max, live and "" or " (all of it is in the session)"))
+  end
+  table.insert(lines, "```")
+  vim.list_extend(lines, shown)
+  table.insert(lines, "```")
+  return lines
+end
+
+--- Rows of the output block of the tool running now (it is replaced as output arrives).
+local live = nil
+
+--- A tool starts: its line, and room for its output.
+function M.tool_start(r)
+  M.close_stream()
+  append_lines({ M.call_line(r.tool, r.summary) })
+  live = { id = r.id, tool = r.tool, start = api.nvim_buf_line_count(chat_buf()) }
+end
+
+local function replace_live(lines)
+  edit(function(buf)
+    api.nvim_buf_set_lines(buf, live.start, -1, false, lines)
+  end)
+end
+
+--- Output of the running tool so far (each update replaces the last).
+function M.tool_update(r)
+  if live and live.id == r.id and live.start <= api.nvim_buf_line_count(chat_buf()) then
+    replace_live(M.result_lines(live.tool, r.partial, false, true))
+  end
+end
+
+--- A tool call ended: its result replaces the live output (or follows the call's line).
+function M.tool_end(r)
+  local lines = M.result_lines(r.tool, r.text, r.is_error)
+  table.insert(lines, "")
+  if live and live.id == r.id and live.start <= api.nvim_buf_line_count(chat_buf()) then
+    replace_live(lines)
+    if r.is_error then
+      edit(function(buf)
+        api.nvim_buf_set_extmark(buf, ns, live.start, 0, { line_hl_group = "HandoffError" })
+      end)
+    end
+  else
+    append_lines({ M.call_line(r.tool, "") })
+    append_lines(lines)
+  end
+  live = nil
+end
+
+--- A tool call waiting for the user: what it will do and the keys that answer; `r.row` is the
+--- row where it starts (the keys act on the request the cursor is in).
+function M.append_approval(r)
+  M.close_stream()
+  local n = api.nvim_buf_line_count(chat_buf())
+  local empty = n == 1 and api.nvim_buf_get_lines(chat_buf(), 0, 1, false)[1] == ""
+  r.row = empty and 0 or n
+  local lines = require("handoff.approvals").lines(r)
+  table.insert(lines, "")
+  append_lines(lines)
+  edit(function(buf)
+    api.nvim_buf_set_extmark(buf, ns, r.row, 0, { line_hl_group = "HandoffApproval" })
+  end)
 end
 
 --- A finished item (a user prompt as it starts).

@@ -87,11 +87,6 @@ impl AgentSession {
                 return (Value::Object(Default::default()), Some(ToolOutput::error(text)));
             }
         };
-        self.emit(AgentEvent::ToolExecutionStart {
-            tool_call_id: call.id.clone(),
-            tool_name: call.name.clone(),
-            args: args.clone(),
-        });
         let ctx = self.tool_context(cancel);
         let enabled = self.tools.get(&call.name).is_some();
         let kind = tools::kind_of(&call.name).unwrap_or(ToolKind::Execute);
@@ -119,6 +114,11 @@ impl AgentSession {
                 Verdict::Cancel => return (args, None),
             }
         }
+        self.emit(AgentEvent::ToolExecutionStart {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            args: args.clone(),
+        });
         let progress = {
             let events = self.events.clone();
             let (id, name) = (call.id.clone(), call.name.clone());

@@ -1,0 +1,73 @@
+//! The command line's way of asking about a tool call: on a terminal, a question on stderr
+//! answered on the terminal; off one (a script, a pipe), a refusal that names `--yes`.
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use async_trait::async_trait;
+
+use crate::core::tools::consent::{ApprovalRequest, Consent, Decision};
+
+/// The result text when nobody can be asked.
+pub const NO_TERMINAL: &str =
+    "handoff-nvim was run without --yes and without a terminal to ask on: pass --yes to allow edits and commands";
+
+/// Asks on the controlling terminal (`/dev/tty`), whatever stdin and stdout are.
+pub struct TerminalConsent;
+
+/// The consent for this process: the terminal when there is one, else a refusal naming --yes.
+pub fn for_this_process() -> std::sync::Arc<dyn Consent> {
+    let tty = std::io::stdin().is_terminal() || std::io::stderr().is_terminal();
+    if tty && std::fs::File::open("/dev/tty").is_ok() {
+        std::sync::Arc::new(TerminalConsent)
+    } else {
+        std::sync::Arc::new(crate::core::tools::consent::Always(Decision::Reject { reason: Some(NO_TERMINAL.into()) }))
+    }
+}
+
+/// What the question shows of a call: the command, or the diff, or the arguments.
+fn describe(request: &ApprovalRequest) -> String {
+    if let Some(command) = request.args.get("command").and_then(|c| c.as_str()) {
+        return format!("$ {command}");
+    }
+    if let Some(diff) = &request.diff {
+        let path = request.args.get("path").and_then(|p| p.as_str()).unwrap_or("?");
+        return format!("{path}\n{diff}");
+    }
+    request.args.to_string()
+}
+
+fn ask_blocking(request: &ApprovalRequest) -> std::io::Result<Decision> {
+    let tty = std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty")?;
+    let mut out = tty.try_clone()?;
+    let mut input = std::io::BufReader::new(tty);
+    write!(out, "\n{}\nAllow {}? [y]es / [a]lways / [n]o / [c]ancel the turn: ", describe(request), request.tool)?;
+    out.flush()?;
+    let mut line = String::new();
+    input.read_line(&mut line)?;
+    Ok(match line.trim().to_lowercase().as_str() {
+        "y" | "yes" => Decision::Allow,
+        "a" | "always" => Decision::Always,
+        "c" | "cancel" => Decision::Cancel,
+        "" | "n" | "no" => {
+            write!(out, "Reason (optional): ")?;
+            out.flush()?;
+            let mut reason = String::new();
+            input.read_line(&mut reason)?;
+            let reason = reason.trim();
+            Decision::Reject { reason: (!reason.is_empty()).then(|| reason.to_string()) }
+        }
+        other => Decision::Reject { reason: Some(format!("unclear answer {other:?}")) },
+    })
+}
+
+#[async_trait]
+impl Consent for TerminalConsent {
+    async fn ask(&self, request: ApprovalRequest) -> Decision {
+        let asked = tokio::task::spawn_blocking(move || ask_blocking(&request)).await;
+        match asked {
+            Ok(Ok(decision)) => decision,
+            Ok(Err(e)) => Decision::Reject { reason: Some(format!("cannot ask on the terminal: {e}")) },
+            Err(e) => Decision::Reject { reason: Some(format!("cannot ask on the terminal: {e}")) },
+        }
+    }
+}
