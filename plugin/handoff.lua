@@ -9,9 +9,11 @@ local function api()
 end
 
 vim.api.nvim_create_user_command("Handoff", function(o)
-  api().handoff(o.args)
+  -- `:Handoff!`: review (edit) the document before the new session starts.
+  api().handoff(o.args, o.bang and { review = true } or nil)
 end, {
   nargs = "?",
+  bang = true,
   desc = "handoff.nvim: hand off to a new session [focus instructions]",
   -- Focus instructions often name a file: the word being typed completes as a path.
   complete = function(arg_lead)

@@ -780,3 +780,51 @@ async fn the_document_is_written_live_in_its_split_and_success_and_failure_resto
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handoff_bang_opens_the_document_for_review_write_starts_the_session_quit_discards() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.converse("first question", "first answer").await;
+        let old = ed.session_file().await;
+        ed.mock.push(MockReply::text(DOC));
+        ed.command("Handoff! the parser").await;
+        ed.wait_event("HandoffReview", 1).await;
+        // The split holds the draft, editable; nothing exists yet.
+        let review = "vim.fn.bufnr('handoff://review.md')";
+        let info = ed
+            .eval(&format!("{{ buftype = vim.bo[{review}].buftype, lines = vim.api.nvim_buf_get_lines({review}, 0, -1, false), shown = #vim.fn.win_findbuf({review}) }}"))
+            .await;
+        assert_eq!(info["buftype"], "acwrite", "{info}");
+        assert_eq!(info["lines"][0], "## Goal");
+        assert_eq!(info["shown"], 1);
+        assert_eq!(ed.session_files().len(), 1);
+        assert_eq!(ed.status().await["session_file"], old.as_str());
+        // The user edits it and writes it: the new session starts with the text as written.
+        ed.lua(
+            &format!("vim.api.nvim_set_current_win(vim.fn.win_findbuf({review})[1]) vim.api.nvim_buf_set_lines(0, 1, 2, false, {{ 'Ship the parser, as edited.' }})"),
+            json!([]),
+        )
+        .await;
+        ed.command("write").await;
+        let done = ed.wait_event("HandoffDone", 1).await;
+        assert!(done["document"].as_str().unwrap().contains("Ship the parser, as edited."), "{done}");
+        let new_file = done["session_file"].as_str().unwrap().to_string();
+        let lines = jsonl(std::path::Path::new(&new_file));
+        let content = lines.iter().find(|l| l["type"] == "custom_message").unwrap()["content"].as_str().unwrap().to_string();
+        assert!(content.contains("Ship the parser, as edited."), "{content}");
+        assert_eq!(ed.status().await["session_file"], new_file.as_str());
+        // Quitting a second review without writing discards it: nothing new is created.
+        ed.converse("second question", "second answer").await;
+        ed.mock.push(MockReply::text(DOC));
+        ed.command("Handoff!").await;
+        ed.wait_event("HandoffReview", 2).await;
+        ed.lua(&format!("vim.api.nvim_set_current_win(vim.fn.win_findbuf({review})[1])"), json!([])).await;
+        ed.command("bwipeout!").await;
+        ed.wait_event("HandoffDiscarded", 1).await;
+        assert_eq!(ed.session_files().len(), 2);
+        assert_eq!(ed.status().await["session_file"], new_file.as_str());
+        ed.quit().await;
+    })
+    .await;
+}

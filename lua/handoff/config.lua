@@ -78,6 +78,10 @@ local defaults = {
   },
   --- Turns of one prompt at most (each round of tool calls is a turn).
   max_turns = 50,
+  handoff = {
+    --- Open the document for editing before the new session starts (as `:Handoff!` does).
+    review = false,
+  },
   --- Lines of a tool's output shown in the chat (the rest is in the session).
   tool_output_lines = 12,
 }
@@ -113,6 +117,7 @@ local schema = {
   tools = { enabled = "table", policy = "string", rules = "table" },
   max_turns = "number",
   tool_output_lines = "number",
+  handoff = { review = "boolean" },
   keymaps = {
     global = "table",
     approval = "table",

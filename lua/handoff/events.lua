@@ -115,9 +115,13 @@ function handlers.handoff_end(r)
     if notices[1] then
       chat().append_notice(notices[1].message)
     end
+  elseif outcome.kind == "review" then
+    view.review(outcome)
+  elseif outcome.kind == "discarded" then
+    view.discarded()
   elseif outcome.kind == "cancelled" then
     view.cancel()
-  else
+  elseif outcome.kind == "failed" then
     view.fail(outcome.message)
   end
   for _, n in ipairs(notices) do
@@ -133,7 +137,12 @@ function handlers.handoff_end(r)
       parent_session = outcome.parent_session,
       missing_sections = outcome.missing_sections or {},
       document_file = outcome.document_file,
+      facts = outcome.facts,
     })
+  elseif outcome.kind == "review" then
+    M.fire("HandoffReview", { text = outcome.text, missing_sections = outcome.missing_sections or {} })
+  elseif outcome.kind == "discarded" then
+    M.fire("HandoffDiscarded", {})
   elseif outcome.kind == "cancelled" then
     M.fire("HandoffCancelled", {})
   elseif outcome.kind == "failed" then

@@ -138,10 +138,25 @@ function M.append(text)
   end
 end
 
+local ns = api.nvim_create_namespace("handoff_document")
+
+--- The document, and under it the facts the host appended, marked as machine-made.
 local function fill(buf, outcome)
   vim.bo[buf].modifiable = true
-  api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(outcome.document or "", "\n", { plain = true }))
+  local lines = vim.split(outcome.document or "", "\n", { plain = true })
+  local facts_at
+  if outcome.facts and outcome.facts ~= "" then
+    vim.list_extend(lines, { "", "---", "*Recorded by handoff.nvim from the session, not written by the model:*", "" })
+    facts_at = #lines
+    vim.list_extend(lines, vim.split(outcome.facts, "\n", { plain = true }))
+  end
+  api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+  if facts_at then
+    api.nvim_buf_set_extmark(buf, ns, facts_at - 2, 0, { end_row = #lines - 1, line_hl_group = "HandoffFacts" })
+  end
   vim.bo[buf].modified = false
+  vim.bo[buf].modifiable = false
   vim.b[buf].handoff_document_file = outcome.document_file
   vim.b[buf].handoff_session_file = outcome.session_file
 end
@@ -151,7 +166,10 @@ end
 function M.open(outcome)
   require("handoff.highlights").define()
   local name = M.name(outcome.session_file or "handoff")
-  local buf = M.live_buffer()
+  local buf = M.live_buffer() or M.review_buffer()
+  if buf then
+    M.end_review(buf)
+  end
   local existing = vim.fn.bufnr(name)
   if buf then
     if existing ~= -1 and existing ~= buf then
@@ -169,6 +187,95 @@ function M.open(outcome)
   set_header(win, nil)
   pcall(api.nvim_win_set_cursor, win, { 1, 0 })
   return buf
+end
+
+-- Review mode ---------------------------------------------------------------------------------
+
+local review = nil
+
+function M.review_buffer()
+  return review and api.nvim_buf_is_valid(review.buf) and review.buf or nil
+end
+
+--- The review is over (committed, discarded or failed): the buffer is a plain view again.
+function M.end_review(buf)
+  if review and review.buf == buf then
+    pcall(api.nvim_del_augroup_by_id, review.group)
+    review = nil
+    if api.nvim_buf_is_valid(buf) then
+      vim.bo[buf].buftype = "nofile"
+      vim.bo[buf].bufhidden = "hide"
+    end
+  end
+end
+
+--- A generated document waits for the user: the split becomes editable; `:w` starts the new
+--- session with the text as written (facts included), quitting without writing discards it.
+function M.review(outcome)
+  require("handoff.highlights").define()
+  local buf = M.live_buffer()
+  live = nil
+  if not buf then
+    buf = new_buffer("handoff://review.md")
+  else
+    local stale = vim.fn.bufnr("handoff://review.md")
+    if stale ~= -1 and stale ~= buf then
+      pcall(api.nvim_buf_delete, stale, { force = true })
+    end
+    api.nvim_buf_set_name(buf, "handoff://review.md")
+  end
+  vim.bo[buf].modifiable = true
+  vim.bo[buf].buftype = "acwrite"
+  vim.bo[buf].bufhidden = "wipe"
+  local text = outcome.text or ""
+  api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(text, "\n", { plain = true }))
+  api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+  if outcome.facts_at then
+    local row = #vim.split(text:sub(1, outcome.facts_at), "\n", { plain = true }) - 1
+    api.nvim_buf_set_extmark(buf, ns, row, 0, {
+      virt_lines = { { { "── recorded by handoff.nvim from the session (edit or keep) ──", "HandoffFacts" } } },
+      virt_lines_above = true,
+    })
+  end
+  vim.bo[buf].modified = false
+  local group = api.nvim_create_augroup("handoff_review_" .. buf, { clear = true })
+  review = { buf = buf, group = group, committed = false }
+  api.nvim_create_autocmd("BufWriteCmd", {
+    group = group,
+    buffer = buf,
+    callback = function()
+      local r = review
+      if not r or r.buf ~= buf then
+        return
+      end
+      r.committed = true
+      vim.bo[buf].modified = false
+      require("handoff.host").notify_running("handoff_commit", table.concat(api.nvim_buf_get_lines(buf, 0, -1, false), "\n"))
+    end,
+  })
+  api.nvim_create_autocmd("BufWipeout", {
+    group = group,
+    buffer = buf,
+    callback = function()
+      if review and review.buf == buf and not review.committed then
+        review = nil
+        require("handoff.host").notify_running("handoff_discard")
+      end
+    end,
+  })
+  local win = show(buf)
+  set_header(win, "Review the handoff: :w starts the new session with this text · :q! discards it", "HandoffDocumentHeader")
+  return buf
+end
+
+--- A discarded review: nothing was created; the split closes.
+function M.discarded()
+  local buf = M.review_buffer()
+  if buf then
+    M.end_review(buf)
+    live = { buf = buf }
+    M.cancel()
+  end
 end
 
 --- A cancelled handoff: the split closes and its buffer goes.

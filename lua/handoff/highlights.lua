@@ -10,6 +10,7 @@ local groups = {
   HandoffDocumentHeader = "Title",
   HandoffDocumentFailed = "ErrorMsg",
   HandoffApproval = "DiffChange",
+  HandoffFacts = "Comment",
 }
 
 function M.define()

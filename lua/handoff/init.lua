@@ -30,13 +30,17 @@ function M.prompt(text)
   return host.notify("prompt", text)
 end
 
---- Hands the session off to a new one (`:Handoff [focus]`).
+--- Hands the session off to a new one (`:Handoff [focus]`). With `opts.review` (`:Handoff!`,
+--- or `setup{ handoff = { review = true } }`) the document opens for editing first: `:w` starts
+--- the new session with it, quitting without writing discards it.
 ---@param focus? string focus instructions
-function M.handoff(focus)
+---@param opts? { review?: boolean }
+function M.handoff(focus, opts)
   if focus == "" then
     focus = nil
   end
-  return host.notify("handoff", focus)
+  local review = (opts and opts.review ~= nil) and opts.review or config.options.handoff.review
+  return host.notify("handoff", focus or vim.NIL, { review = review and true or false })
 end
 
 --- Stops what runs: the handoff being generated, or else the response.

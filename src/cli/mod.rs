@@ -222,6 +222,8 @@ async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>) -> anyho
         HandoffOutcome::Failed { .. } => exit::FAILURE,
         HandoffOutcome::Refused { .. } => exit::REFUSED,
         HandoffOutcome::Cancelled => exit::INTERRUPTED,
+        // The CLI never asks for a review.
+        HandoffOutcome::Review { .. } | HandoffOutcome::Discarded => exit::FAILURE,
     })
 }
 

@@ -46,6 +46,17 @@ pub fn handoff_notices(outcome: &HandoffOutcome) -> Vec<Notice> {
             }
             notices
         }
+        HandoffOutcome::Review { missing_sections, .. } => {
+            let mut notices = vec![Notice::new(Level::Info, text::REVIEW)];
+            if !missing_sections.is_empty() {
+                notices.push(Notice::new(
+                    Level::Warn,
+                    format!("The handoff document is missing sections: {}", missing_sections.join(", ")),
+                ));
+            }
+            notices
+        }
+        HandoffOutcome::Discarded => vec![Notice::new(Level::Info, text::DISCARDED)],
         HandoffOutcome::Cancelled => vec![Notice::new(Level::Error, text::CANCELLED)],
         HandoffOutcome::Failed { message } => vec![Notice::new(Level::Error, format!("Handoff failed: {message}"))],
         HandoffOutcome::Refused { message } => vec![Notice::new(Level::Warn, message.clone())],
@@ -165,15 +176,38 @@ impl Controller {
 
     /// The pre-flight guard at the UI layer (the pipeline applies the same rule again).
     pub fn preflight(&self) -> Result<(), Notice> {
+        if self.handoff.is_reviewing() {
+            return Err(Notice::new(Level::Warn, text::REVIEW_PENDING));
+        }
         handoff::preflight(&self.agent, self.handoff.is_generating()).map_err(|m| Notice::new(Level::Warn, m))
+    }
+
+    /// Review mode: the user wrote the document; the new session starts with the text as is.
+    pub fn commit_review(&self, text: &str) -> HandoffOutcome {
+        let outcome = self.handoff.commit(&self.agent, text);
+        if let HandoffOutcome::Refused { message } = &outcome {
+            self.notice(Level::Warn, message.clone());
+        }
+        outcome
+    }
+
+    /// Review mode: the user quit without writing; nothing is created.
+    pub fn discard_review(&self) -> bool {
+        self.handoff.discard(&self.agent)
     }
 
     /// Runs the handoff and returns its outcome. Every outcome reaches the event route: the
     /// pipeline announces its start and end, and a refusal goes out as a notice here.
     pub async fn handoff(&self, focus: Option<&str>) -> HandoffOutcome {
+        self.handoff_with(focus, false).await
+    }
+
+    /// Like `handoff`; with `review`, the document waits for the user (`commit_review` or
+    /// `discard_review`) before a new session starts.
+    pub async fn handoff_with(&self, focus: Option<&str>, review: bool) -> HandoffOutcome {
         let outcome = match self.preflight() {
             Err(notice) => HandoffOutcome::Refused { message: notice.message },
-            Ok(()) => self.handoff.run(&self.agent, focus).await,
+            Ok(()) => self.handoff.run_with(&self.agent, focus, review).await,
         };
         if let HandoffOutcome::Refused { message } = &outcome {
             self.notice(Level::Warn, message.clone());
@@ -217,9 +251,14 @@ impl Controller {
 
     /// Starts the handoff in a task (its outcome arrives as events).
     pub fn start_handoff(self: &Arc<Self>, focus: Option<String>) {
+        self.start_handoff_with(focus, false);
+    }
+
+    /// Starts the handoff in a task, for review or not.
+    pub fn start_handoff_with(self: &Arc<Self>, focus: Option<String>, review: bool) {
         let controller = self.clone();
         tokio::spawn(async move {
-            controller.handoff(focus.as_deref()).await;
+            controller.handoff_with(focus.as_deref(), review).await;
         });
     }
 }

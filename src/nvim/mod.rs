@@ -14,7 +14,10 @@
 //! | `set_model`     | request      | `model`                      | status                               |
 //! | `health`        | request      | —                            | provider reachability, key presence (never the key) |
 //! | `prompt`        | notification | `text`                       | what the user typed: the controller classifies it (`/handoff …` too) |
-//! | `handoff`       | notification | `focus?`                     | runs the handoff in a task           |
+//! | `handoff`       | notification | `focus?`, `{review?}`        | runs the handoff in a task           |
+//! | `handoff_commit`| notification | `text`                       | review mode: start the new session with the text as written |
+//! | `handoff_discard`| notification | —                           | review mode: discard the document    |
+//! | `approve`       | notification | `id`, `decision`, `reason?`  | answers a tool call waiting in the chat |
 //! | `resume`        | notification | `path`                       | loads and switches in the background (`session_switch` + `transcript` follow) |
 //! | `abort`         | notification | —                            | stops the running response (and a handoff) |
 //! | `abort_handoff` | notification | —                            | cancels the handoff being generated  |
@@ -429,10 +432,24 @@ impl Handler for Host {
                 }),
                 None => self.notice(Level::Error, "prompt: the text is missing"),
             },
+            // `handoff(focus?, {review?})`
             "handoff" => {
                 let focus = arg_str(&args, 0);
-                self.with_controller(move |c| async move { c.start_handoff(focus) });
+                let review = args.get(1).and_then(|o| o.as_map()).is_some_and(|m| {
+                    m.iter().any(|(k, v)| k.as_str() == Some("review") && v.as_bool() == Some(true))
+                });
+                self.with_controller(move |c| async move { c.start_handoff_with(focus, review) });
             }
+            // Review mode: the document as the user wrote it, or quit.
+            "handoff_commit" => match arg_str(&args, 0) {
+                Some(text) => self.with_controller(move |c| async move {
+                    c.commit_review(&text);
+                }),
+                None => self.notice(Level::Error, "handoff_commit: the text is missing"),
+            },
+            "handoff_discard" => self.with_controller(|c| async move {
+                c.discard_review();
+            }),
             "resume" => match arg_str(&args, 0) {
                 Some(path) => self.resume(path),
                 None => self.notice(Level::Error, "resume: a session file path is required"),

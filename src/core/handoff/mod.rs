@@ -36,12 +36,19 @@ const CONTEXT_SENTENCE: &str =
     "The above is a handoff document from a previous session. Use this context to continue the work seamlessly.";
 
 /// User-facing texts, written once.
+pub mod facts;
+
+pub use facts::Facts;
+
 pub mod text {
     pub const NOTHING_TO_HAND_OFF: &str = "Nothing to hand off (no messages yet)";
     pub const BUSY: &str = "Cannot hand off while a response is in progress";
     pub const CANCELLED: &str = "Handoff cancelled";
     pub const NO_TEXT: &str = "the model returned no text";
     pub const SUCCESS: &str = "New session started with handoff context";
+    pub const REVIEW: &str = "Review the handoff document: write it to start the new session with it, quit without writing to discard it";
+    pub const DISCARDED: &str = "Handoff discarded: no new session";
+    pub const REVIEW_PENDING: &str = "A handoff document is waiting for review: write it or quit it first";
 }
 
 /// How a handoff ended.
@@ -59,7 +66,24 @@ pub enum HandoffOutcome {
         /// What had to be left out of the request to fit the context window, if anything.
         #[serde(skip_serializing_if = "Option::is_none")]
         elided: Option<String>,
+        /// The facts the host appended after the document (rendered; absent when none).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        facts: Option<String>,
     },
+    /// Review mode: the document (and the facts after it) waits for the user to edit and
+    /// write it ([`Handoff::commit`]) or to discard it ([`Handoff::discard`]).
+    Review {
+        /// The text that will be injected as it stands: the document, then the facts.
+        text: String,
+        missing_sections: Vec<String>,
+        /// Where in `text` the facts start (a byte offset), so an editor can mark them.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        facts_at: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        elided: Option<String>,
+    },
+    /// A review ended without writing: nothing was created.
+    Discarded,
     Cancelled,
     Failed { message: String },
     /// Nothing happened: nothing to hand off, or a response is in progress.
@@ -93,6 +117,15 @@ pub fn build_prompt(focus: Option<&str>) -> String {
         prompt.push_str(focus);
     }
     prompt
+}
+
+/// The document with the facts after it: what the new session is handed.
+pub fn with_facts(document: &str, facts: &Facts) -> String {
+    if facts.is_empty() {
+        document.to_string()
+    } else {
+        format!("{document}\n\n{}", facts.render())
+    }
 }
 
 /// The content of the injected `custom_message`.
@@ -216,11 +249,19 @@ fn write_document_file(session_file: &Path, document: &str) -> Result<PathBuf, S
     Ok(document_file)
 }
 
+/// A document waiting for the user's review.
+#[derive(Clone, Debug)]
+struct Draft {
+    facts: Facts,
+}
+
 /// The handoff of one agent session: at most one runs at a time, and it can be cancelled.
 #[derive(Debug, Default)]
 pub struct Handoff {
     /// The abort controller: `Some` while a handoff is generating.
     abort: std::sync::Mutex<Option<CancellationToken>>,
+    /// Review mode: the document generated and not yet written or discarded.
+    draft: std::sync::Mutex<Option<Draft>>,
 }
 
 impl Handoff {
@@ -240,14 +281,28 @@ impl Handoff {
         }
     }
 
+    /// A reviewed document is waiting to be written or discarded.
+    pub fn is_reviewing(&self) -> bool {
+        lock(&self.draft).is_some()
+    }
+
     /// `AgentSession.handoff(focus)`: generates the document, and on success continues `agent`
     /// in a new session that starts with it. Announces itself with `handoff_start` and
     /// `handoff_end` (a refusal announces nothing: it is the caller's to report).
     pub async fn run(&self, agent: &AgentSession, focus: Option<&str>) -> HandoffOutcome {
+        self.run_with(agent, focus, false).await
+    }
+
+    /// Like `run`; with `review`, the document is not used at once: the outcome is `Review`,
+    /// and the new session starts when the user writes the text ([`Handoff::commit`]).
+    pub async fn run_with(&self, agent: &AgentSession, focus: Option<&str>, review: bool) -> HandoffOutcome {
         // 1. Start: guard, abort controller, prompt.
         let token = CancellationToken::new();
         let claim = {
             let mut slot = lock(&self.abort);
+            if self.is_reviewing() {
+                return HandoffOutcome::Refused { message: text::REVIEW_PENDING.into() };
+            }
             if let Err(message) = preflight(agent, slot.is_some()) {
                 return HandoffOutcome::Refused { message };
             }
@@ -262,30 +317,78 @@ impl Handoff {
         let _clear = AbortControllerGuard(self);
         let focus = focus.map(str::trim).filter(|f| !f.is_empty()).map(str::to_string);
         agent.emit(AgentEvent::HandoffStart { focus: focus.clone() });
-        let outcome = match generate_and_switch(agent, focus.as_deref(), &token, claim).await {
-            Ok((document, new, elided)) => HandoffOutcome::Done {
-                missing_sections: missing_sections(&document),
-                document,
-                session_file: new.session_file.to_string_lossy().into_owned(),
-                parent_session: new.parent_session.to_string_lossy().into_owned(),
-                document_file: new.document_file.to_string_lossy().into_owned(),
-                elided,
-            },
+        let outcome = match generate(agent, focus.as_deref(), &token, claim).await {
             Err(reason) => reason.into(),
+            Ok((document, facts, elided)) if review => {
+                let text = with_facts(&document, &facts);
+                let facts_at = (!facts.is_empty()).then_some(document.len() + 2);
+                *lock(&self.draft) = Some(Draft { facts });
+                HandoffOutcome::Review { missing_sections: missing_sections(&document), text, facts_at, elided }
+            }
+            Ok((document, facts, elided)) => match start_new_session(agent, &with_facts(&document, &facts), &facts) {
+                Ok(new) => done(document, &facts, new, elided),
+                Err(reason) => reason.into(),
+            },
         };
         agent.emit(AgentEvent::HandoffEnd { outcome: outcome.clone() });
         outcome
     }
+
+    /// Review mode: the user wrote the text (the document and facts as edited). The new session
+    /// starts with it, exactly as written.
+    pub fn commit(&self, agent: &AgentSession, text: &str) -> HandoffOutcome {
+        let Some(draft) = lock(&self.draft).take() else {
+            return HandoffOutcome::Refused { message: "No handoff document is waiting for review".into() };
+        };
+        let text = text.trim();
+        let outcome = if text.is_empty() {
+            HandoffOutcome::Failed { message: "the reviewed document is empty; nothing was created".into() }
+        } else if agent.is_busy() {
+            // Kept for another try once the response ends.
+            *lock(&self.draft) = Some(draft);
+            return HandoffOutcome::Refused { message: text::BUSY.into() };
+        } else {
+            // The text already holds the facts as the user left them; the entry's details keep
+            // what the host knows, for the handoffs after this one.
+            match start_new_session(agent, text, &draft.facts) {
+                Ok(new) => done(text.to_string(), &Facts::default(), new, None),
+                Err(reason) => reason.into(),
+            }
+        };
+        agent.emit(AgentEvent::HandoffEnd { outcome: outcome.clone() });
+        outcome
+    }
+
+    /// Review mode: the user quit without writing. Nothing is created.
+    pub fn discard(&self, agent: &AgentSession) -> bool {
+        let had = lock(&self.draft).take().is_some();
+        if had {
+            agent.emit(AgentEvent::HandoffEnd { outcome: HandoffOutcome::Discarded });
+        }
+        had
+    }
 }
 
-/// Steps 1–6 after the start: the run, capture, the new session. Returns the document, the new
-/// session and what had to be left out of the request.
-async fn generate_and_switch(
+fn done(document: String, facts: &Facts, new: NewSession, elided: Option<String>) -> HandoffOutcome {
+    HandoffOutcome::Done {
+        missing_sections: missing_sections(&document),
+        document,
+        session_file: new.session_file.to_string_lossy().into_owned(),
+        parent_session: new.parent_session.to_string_lossy().into_owned(),
+        document_file: new.document_file.to_string_lossy().into_owned(),
+        elided,
+        facts: (!facts.is_empty()).then(|| facts.render()),
+    }
+}
+
+/// Steps 1–3 after the start: the run and the capture. Returns the document, the facts of the
+/// session handed off, and what had to be left out of the request.
+async fn generate(
     agent: &AgentSession,
     focus: Option<&str>,
     token: &CancellationToken,
     claim: RunClaim,
-) -> Result<(String, NewSession, Option<String>), NoDocument> {
+) -> Result<(String, Facts, Option<String>), NoDocument> {
     let prompt = build_prompt(focus);
     // 2. Capture: the run's own messages are the payload of `agent_end`.
     let result = agent.run_claimed(claim, &prompt, RUN_OPTIONS).await?;
@@ -294,16 +397,17 @@ async fn generate_and_switch(
         return Err(NoDocument::Cancelled);
     }
     let document = capture(&result)?;
-    // 4–6. New session, injection, context rebuild.
-    let new = start_new_session(agent, &document)?;
-    Ok((document, new, result.elisions.map(|e| e.note())))
+    // What the host knows for certain, whatever the document says.
+    let facts = Facts::gather(&agent.session().get_branch(None));
+    Ok((document, facts, result.elisions.map(|e| e.note())))
 }
 
 /// Steps 4–6: flush the old session, start a new one that records its parent and the current
-/// model, inject the document, make it durable, then switch the agent onto it.
+/// model, inject `text` (the document and the facts), make it durable, then switch the agent
+/// onto it. `facts` go into the entry's details.
 /// The new session is built beside the old one and switched to only once it is complete on
 /// disk, so a write error (full disk, read-only folder) leaves the agent on the old session.
-fn start_new_session(agent: &AgentSession, document: &str) -> Result<NewSession, NoDocument> {
+fn start_new_session(agent: &AgentSession, text: &str, facts: &Facts) -> Result<NewSession, NoDocument> {
     let (mut next, parent_session) = {
         let mut session = agent.session();
         session.flush()?;
@@ -315,11 +419,13 @@ fn start_new_session(agent: &AgentSession, document: &str) -> Result<NewSession,
     let written = (|| {
         // Gap (no model entries): carry the model and thinking level over.
         agent.record_settings(&mut next)?;
-        next.append_custom_message_entry(CUSTOM_TYPE, &wrap_document(document), true)?;
+        // The facts are kept as the entry's details too (pi's readFiles/modifiedFiles), for the
+        // handoffs after this one.
+        next.append_custom_message_with_details(CUSTOM_TYPE, &wrap_document(text), true, Some(facts.details()))?;
         // Gap (new session not on disk): fsync before success is announced.
         next.flush()?;
         // Gap (document only inside sessions): also a markdown file beside the new session.
-        write_document_file(next.path(), document)
+        write_document_file(next.path(), text)
     })();
     let document_file = match written {
         Ok(file) => file,

@@ -232,16 +232,28 @@ impl SessionManager {
         content: &str,
         display: bool,
     ) -> Result<String, SessionError> {
+        self.append_custom_message_with_details(custom_type, content, display, None)
+    }
+
+    /// A `custom_message` with pi's optional `details` (data for extensions, not for the model).
+    pub fn append_custom_message_with_details(
+        &mut self,
+        custom_type: &str,
+        content: &str,
+        display: bool,
+        details: Option<Value>,
+    ) -> Result<String, SessionError> {
         let content =
             serde_json::to_value(Content::Text(content.into())).map_err(|e| SessionError::Encode(e.to_string()))?;
-        self.append(
-            kind::CUSTOM_MESSAGE,
-            Map::from_iter([
-                ("customType".to_string(), Value::String(custom_type.into())),
-                ("content".to_string(), content),
-                ("display".to_string(), Value::Bool(display)),
-            ]),
-        )
+        let mut fields = Map::from_iter([
+            ("customType".to_string(), Value::String(custom_type.into())),
+            ("content".to_string(), content),
+            ("display".to_string(), Value::Bool(display)),
+        ]);
+        if let Some(details) = details.filter(|d| !d.is_null()) {
+            fields.insert("details".to_string(), details);
+        }
+        self.append(kind::CUSTOM_MESSAGE, fields)
     }
 
     pub fn append_model_change(&mut self, provider: &str, model_id: &str) -> Result<String, SessionError> {

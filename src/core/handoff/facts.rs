@@ -1,0 +1,211 @@
+//! The facts a handoff carries whatever the model writes: files read and modified (pi's tag names
+//! and rule), the commands run with their exit codes, the open todos and the last error left
+//! unresolved. They come from the session's current branch and, cumulatively, from the handoff
+//! that started it (its entry's `details`), so a chain of handoffs loses nothing.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::core::message::{Message, Role};
+use crate::core::session::SessionEntry;
+use crate::core::tools::{current_todos, Todo, TodoStatus};
+
+/// Commands kept (the most recent ones).
+const MAX_COMMANDS: usize = 20;
+/// Characters of a command or an error kept.
+const MAX_TEXT: usize = 300;
+
+/// One bash call and how it ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandRun {
+    pub command: String,
+    /// `None` when it did not finish (aborted, timed out) or its result is missing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// How it ended when there is no exit code ("aborted", "timed out after 5 seconds").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
+}
+
+/// What the host knows for certain about the work of a session.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Facts {
+    /// Files only read (pi: read minus modified), sorted.
+    pub read_files: Vec<String>,
+    /// Files edited or written, sorted.
+    pub modified_files: Vec<String>,
+    pub commands: Vec<CommandRun>,
+    /// The open items (pending, in progress) of the todo list.
+    pub todos: Vec<Todo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+fn clip(text: &str) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(MAX_TEXT) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+/// The exit code a bash result names (`Command exited with code N`), else how it ended.
+fn bash_ending(result: &Message) -> (Option<i32>, Option<String>) {
+    let text = result.text();
+    let is_error = result.extra.get("isError").and_then(Value::as_bool).unwrap_or(false);
+    if let Some(rest) = text.rsplit("Command exited with code ").next().filter(|_| text.contains("Command exited with code ")) {
+        let code = rest.trim().split_whitespace().next().and_then(|c| c.parse().ok());
+        return (code, None);
+    }
+    if !is_error {
+        return (Some(0), None);
+    }
+    let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("failed");
+    (None, Some(clip(last)))
+}
+
+impl Facts {
+    /// Gathers the facts of a branch: its entries in order, root first.
+    pub fn gather(branch: &[&SessionEntry]) -> Facts {
+        let mut inherited = Facts::default();
+        let mut messages: Vec<Message> = Vec::new();
+        for entry in branch {
+            if let Some(message) = entry.message() {
+                messages.push(message);
+            } else if entry.custom_message().is_some_and(|c| c.custom_type == super::CUSTOM_TYPE) {
+                if let Some(details) = entry.fields().get("details") {
+                    if let Ok(previous) = serde_json::from_value::<Facts>(details.clone()) {
+                        inherited = previous;
+                    }
+                }
+            }
+        }
+        Self::from_messages(&messages, inherited)
+    }
+
+    /// The facts of `messages`, on top of what an earlier handoff handed over.
+    pub fn from_messages(messages: &[Message], inherited: Facts) -> Facts {
+        let mut read: BTreeSet<String> = inherited.read_files.into_iter().collect();
+        let mut modified: BTreeSet<String> = inherited.modified_files.into_iter().collect();
+        let mut commands = inherited.commands;
+        let mut calls: HashMap<String, (String, Value)> = HashMap::new();
+        // The last error per tool, cleared when the same tool succeeds afterwards (an error
+        // handed over stays until then too).
+        let mut errors: Vec<(String, String)> = Vec::new();
+        if let Some(error) = inherited.last_error {
+            let tool = error.split(':').next().unwrap_or_default().to_string();
+            errors.push((tool, error));
+        }
+        for message in messages {
+            match message.role {
+                Role::Assistant => {
+                    for block in message.content.blocks().iter().filter(|b| b.kind == "toolCall") {
+                        let name = block.extra_str("name").unwrap_or_default().to_string();
+                        let args = block.extra.get("arguments").cloned().unwrap_or(Value::Null);
+                        if let Some(id) = block.extra_str("id") {
+                            calls.insert(id.to_string(), (name, args));
+                        }
+                    }
+                }
+                Role::ToolResult => {
+                    let Some((name, args)) = message.extra_str("toolCallId").and_then(|id| calls.get(id)) else {
+                        continue;
+                    };
+                    let is_error = message.extra.get("isError").and_then(Value::as_bool).unwrap_or(false);
+                    let path = args.get("path").and_then(Value::as_str).map(str::to_string);
+                    match (name.as_str(), path) {
+                        ("read", Some(p)) if !is_error => {
+                            read.insert(p);
+                        }
+                        ("edit" | "write", Some(p)) if !is_error => {
+                            modified.insert(p);
+                        }
+                        _ => {}
+                    }
+                    if name == "bash" {
+                        let command = clip(args.get("command").and_then(Value::as_str).unwrap_or_default());
+                        let (exit_code, ended) = bash_ending(message);
+                        commands.push(CommandRun { command, exit_code, ended });
+                    }
+                    errors.retain(|(tool, _)| tool != name);
+                    if is_error {
+                        let text = message.text();
+                        let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("failed");
+                        errors.push((name.clone(), format!("{name}: {}", clip(first))));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let todos_now = current_todos(messages.iter());
+        let todos: Vec<Todo> = if todos_now.is_empty() && !messages.iter().any(|m| m.extra_str("toolName") == Some("todo_write")) {
+            inherited.todos
+        } else {
+            todos_now
+        };
+        let keep = commands.len().saturating_sub(MAX_COMMANDS);
+        Facts {
+            read_files: read.difference(&modified).cloned().collect(),
+            modified_files: modified.into_iter().collect(),
+            commands: commands.split_off(keep),
+            todos: todos.into_iter().filter(Todo::is_open).collect(),
+            last_error: errors.pop().map(|(_, e)| e),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.read_files.is_empty()
+            && self.modified_files.is_empty()
+            && self.commands.is_empty()
+            && self.todos.is_empty()
+            && self.last_error.is_none()
+    }
+
+    /// The facts as they follow the document inside `<handoff-context>`: pi's file tags, then
+    /// ours in the same style.
+    pub fn render(&self) -> String {
+        let mut sections = Vec::new();
+        if !self.read_files.is_empty() {
+            sections.push(format!("<read-files>\n{}\n</read-files>", self.read_files.join("\n")));
+        }
+        if !self.modified_files.is_empty() {
+            sections.push(format!("<modified-files>\n{}\n</modified-files>", self.modified_files.join("\n")));
+        }
+        if !self.commands.is_empty() {
+            let lines: Vec<String> = self
+                .commands
+                .iter()
+                .map(|c| match (&c.exit_code, &c.ended) {
+                    (Some(code), _) => format!("[exit {code}] {}", c.command),
+                    (None, Some(ended)) => format!("[{ended}] {}", c.command),
+                    (None, None) => format!("[no result] {}", c.command),
+                })
+                .collect();
+            sections.push(format!("<commands-run>\n{}\n</commands-run>", lines.join("\n")));
+        }
+        if !self.todos.is_empty() {
+            let lines: Vec<String> = self
+                .todos
+                .iter()
+                .map(|t| {
+                    let status = if t.status == TodoStatus::InProgress { "in progress" } else { "pending" };
+                    format!("- [{status}] {}", t.content)
+                })
+                .collect();
+            sections.push(format!("<open-todos>\n{}\n</open-todos>", lines.join("\n")));
+        }
+        if let Some(error) = &self.last_error {
+            sections.push(format!("<last-error>\n{error}\n</last-error>"));
+        }
+        sections.join("\n\n")
+    }
+
+    /// The entry's `details`: pi's `readFiles` and `modifiedFiles`, and ours beside them.
+    pub fn details(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
