@@ -58,7 +58,7 @@ fn bash_ending(result: &Message) -> (Option<i32>, Option<String>) {
     let text = result.text();
     let is_error = result.extra.get("isError").and_then(Value::as_bool).unwrap_or(false);
     if let Some(rest) = text.rsplit("Command exited with code ").next().filter(|_| text.contains("Command exited with code ")) {
-        let code = rest.trim().split_whitespace().next().and_then(|c| c.parse().ok());
+        let code = rest.split_whitespace().next().and_then(|c| c.parse().ok());
         return (code, None);
     }
     if !is_error {
