@@ -56,21 +56,39 @@ impl StopReason {
 }
 
 /// Token counts of one response, as pi records them.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+///
+/// Written with a `cost` object always: pi reads `usage.cost.total` of every assistant message
+/// of a session (its footer, `get_session_stats`) and fails on a message without one. We do not
+/// price requests, so a usage of ours that has none says zero, as pi writes for a model without
+/// prices; a cost read from a file is kept as it was.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Usage {
-    #[serde(default)]
     pub input: u64,
-    #[serde(default)]
     pub output: u64,
-    #[serde(default)]
     pub cache_read: u64,
-    #[serde(default)]
     pub cache_write: u64,
-    #[serde(default)]
     pub total_tokens: u64,
-    #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+impl Serialize for Usage {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("input", &self.input)?;
+        map.serialize_entry("output", &self.output)?;
+        map.serialize_entry("cacheRead", &self.cache_read)?;
+        map.serialize_entry("cacheWrite", &self.cache_write)?;
+        map.serialize_entry("totalTokens", &self.total_tokens)?;
+        if !self.extra.contains_key("cost") {
+            let zero = serde_json::json!({"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0});
+            map.serialize_entry("cost", &zero)?;
+        }
+        for (key, value) in &self.extra {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
 }
 
 /// One block of message content: `text`, `thinking`, `toolCall`, `image`, or anything else.
@@ -435,6 +453,18 @@ mod tests {
         let back: Value = serde_json::to_value(&msg).unwrap();
         let orig: Value = serde_json::from_str(raw).unwrap();
         assert_eq!(back, orig);
+    }
+
+    #[test]
+    fn our_usage_says_a_zero_cost_as_pi_needs_it() {
+        let mut m = Message::assistant("openai-completions", "p", "m");
+        m.usage = Some(Usage { input: 3, output: 2, total_tokens: 5, ..Usage::default() });
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(
+            v["usage"],
+            serde_json::json!({"input": 3, "output": 2, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 5,
+                "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}})
+        );
     }
 
     #[test]
