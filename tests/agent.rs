@@ -446,8 +446,7 @@ async fn new_session_switches_file_records_the_model_and_announces_the_switch() 
     let new = agent.session().path().to_path_buf();
     assert_ne!(old, new);
     assert_eq!(agent.state().session_id, agent.session().session_id());
-    let entries = entry_lines(&new);
-    assert_eq!(entries[0]["type"], "model_change");
+    assert!(!new.exists(), "an unused session leaves no file");
     match rx.try_recv().unwrap() {
         AgentEvent::SessionSwitch { old: o, new: n, reason } => {
             assert_eq!(o.as_deref(), Some(old.to_str().unwrap()));
@@ -458,6 +457,10 @@ async fn new_session_switches_file_records_the_model_and_announces_the_switch() 
     }
     agent.prompt("hi", RunOptions::default()).await.unwrap();
     assert_eq!(wire_messages(&mock.requests()[0]), pairs(&[("user", "hi")]));
+    // Written with its first message, the settings first.
+    let entries = entry_lines(&new);
+    assert_eq!(entries[0]["type"], "model_change");
+    assert_eq!(entries[2]["message"]["content"][0]["text"], "hi");
 }
 
 #[tokio::test]

@@ -700,20 +700,29 @@ fn migration_version_2_hook_message_role_becomes_custom_in_memory_only() {
 // Files: pi's naming scheme, dir 0700, files 0600, header written at once
 
 #[test]
-fn files_new_session_is_named_by_pis_scheme_and_its_header_is_written_at_once() {
+fn files_new_session_is_named_by_pis_scheme_and_written_with_its_first_message() {
     let dir = tempfile::tempdir().unwrap();
     let session_dir = dir.path().join("sessions");
-    let s = SessionManager::create(&session_dir, Path::new("/home/dev/my:project"), None).unwrap();
-    let h = s.header();
+    let mut s = SessionManager::create(&session_dir, Path::new("/home/dev/my:project"), None).unwrap();
+    let h = s.header().clone();
     let stamp = h.timestamp.replace([':', '.'], "-");
     assert_eq!(
         s.path(),
         session_dir.join("--home-dev-my-project--").join(format!("{stamp}_{}.jsonl", h.id))
     );
-    // On disk before anything is appended, and nothing else.
+    // Like pi, an unused session leaves no file: not for its settings, not for a flush.
+    s.append_model_change("mock", "m").unwrap();
+    s.append_thinking_level_change("off").unwrap();
+    s.flush().unwrap();
+    assert!(!s.path().exists() && !s.is_written());
+    // The first message writes the header, the settings and itself, at once.
+    s.append_message(&Message::user("hi")).unwrap();
+    assert!(s.is_written());
     let on_disk = lines(s.path());
-    assert_eq!(on_disk.len(), 1);
-    assert_eq!(on_disk[0], serde_json::to_value(h).unwrap());
+    assert_eq!(on_disk.len(), 4);
+    let kinds: Vec<&str> = on_disk[1..].iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["model_change", "thinking_level_change", "message"]);
+    assert_eq!(on_disk[0], serde_json::to_value(&h).unwrap());
     assert_eq!(on_disk[0]["type"], "session");
     assert_eq!(on_disk[0]["version"], 3);
     assert_eq!(on_disk[0]["cwd"], "/home/dev/my:project");
@@ -729,7 +738,8 @@ fn files_session_dir_is_0700_and_session_files_0600() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let session_dir = dir.path().join("sessions");
-    let s = SessionManager::create(&session_dir, Path::new(CWD), Some("/x/parent.jsonl".into())).unwrap();
+    let mut s = SessionManager::create(&session_dir, Path::new(CWD), Some("/x/parent.jsonl".into())).unwrap();
+    s.append_message(&Message::user("hi")).unwrap();
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&session_dir), 0o700);
     assert_eq!(mode(s.path().parent().unwrap()), 0o700);
@@ -838,8 +848,18 @@ fn list_sessions_is_newest_first_with_first_message_and_parent() {
     second.append_message(&Message::user("continue")).unwrap();
     common::wait_past(&second.header().timestamp);
     let third = SessionManager::create(&session_dir, cwd, None).unwrap();
+    // A header-only file (an older version, or pi, may leave one): listed, and empty.
+    std::fs::create_dir_all(third.path().parent().unwrap()).unwrap();
+    std::fs::write(third.path(), format!("{}\n", serde_json::to_string(third.header()).unwrap())).unwrap();
+    let third = SessionManager::open(third.path(), &session_dir).unwrap();
+    // A session never used leaves no file, so it is not listed.
+    common::wait_past(&third.header().timestamp);
+    SessionManager::create(&session_dir, cwd, None).unwrap();
     // Another project's session is not listed; a stray non-session file does not break it.
-    SessionManager::create(&session_dir, Path::new("/elsewhere"), None).unwrap();
+    SessionManager::create(&session_dir, Path::new("/elsewhere"), None)
+        .unwrap()
+        .append_message(&Message::user("elsewhere"))
+        .unwrap();
     std::fs::write(third.path().with_file_name("junk.jsonl"), "not a session").unwrap();
 
     let list = SessionManager::list_sessions(&session_dir, cwd).unwrap();
@@ -867,10 +887,11 @@ fn new_session_replaces_the_current_one_with_an_empty_tree() {
     assert_ne!(s.path(), old);
     assert!(s.get_entries().is_empty());
     assert_eq!(s.leaf_id(), None);
-    assert_eq!(lines(s.path()).len(), 1);
+    assert!(!s.path().exists(), "a new session has no file until it is used");
     assert_eq!(std::fs::read(&old).unwrap(), old_bytes);
     let id = s.append_message(&Message::user("fresh")).unwrap();
     assert_eq!(s.get_entry(&id).unwrap().parent_id, None);
+    assert_eq!(lines(s.path()).len(), 2);
 }
 
 #[test]

@@ -46,11 +46,16 @@ pub struct SessionManager {
     file: Option<File>,
     /// The file does not end in `\n` (torn last line): the next append starts a new line.
     needs_newline: bool,
+    /// A new session not on disk yet: its header and the settings entries recorded so far.
+    /// Like pi, a session that was never used leaves no file; the first entry that is not a
+    /// setting writes them all at once (see `append`).
+    unwritten: Option<String>,
     warnings: Vec<String>,
 }
 
 impl SessionManager {
-    /// Starts a brand-new session in `session_dir` for `cwd`; its header is on disk at once.
+    /// Starts a brand-new session in `session_dir` for `cwd`. Its file is written with the first
+    /// entry that is not a setting (a message, a handoff), header first, all at once.
     pub fn create(
         session_dir: &Path,
         cwd: &Path,
@@ -75,6 +80,7 @@ impl SessionManager {
             leaf_id: None,
             file: None,
             needs_newline: false,
+            unwritten: None,
             warnings: Vec::new(),
         };
         manager.new_session(parent_session)?;
@@ -122,12 +128,13 @@ impl SessionManager {
             leaf_id,
             file: None,
             needs_newline: !ends_with_newline,
+            unwritten: None,
             warnings,
         })
     }
 
     /// Replaces this session with a brand-new one (new header, no entries, no leaf), written to
-    /// disk at once. The previous file is flushed first.
+    /// disk with its first entry that is not a setting. The previous file is flushed first.
     pub fn new_session(&mut self, parent_session: Option<String>) -> Result<(), SessionError> {
         if self.file.is_some() {
             self.flush()?;
@@ -144,25 +151,50 @@ impl SessionManager {
             parent_session,
             extra: Map::new(),
         };
-        let dir = path.parent().unwrap_or(&self.session_dir).to_path_buf();
-        create_private_dir(&dir)?;
         let line = serde_json::to_string(&header).map_err(|e| SessionError::Encode(e.to_string()))?;
-        // A session file never exists without its header, whenever the process dies.
-        let staging = dir.join(format!(".{}.tmp", header.id));
-        let file = file::create_complete(&staging, &path, format!("{line}\n").as_bytes())?;
         self.path = path;
         self.header = header;
         self.preamble.clear();
         self.entries.clear();
         self.index.clear();
         self.leaf_id = None;
-        self.file = Some(file);
+        self.file = None;
+        self.unwritten = Some(format!("{line}\n"));
         self.needs_newline = false;
         self.warnings.clear();
         Ok(())
     }
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the session's file exists (a new session has none until it is used).
+    pub fn is_written(&self) -> bool {
+        self.unwritten.is_none()
+    }
+
+    /// Writes a new session's file: the header and the entries so far, complete on disk before
+    /// it appears under its name (a session file never exists without its header).
+    fn write_new_file(&mut self, first_line: &str) -> Result<(), SessionError> {
+        let Some(mut contents) = self.unwritten.take() else { return Ok(()) };
+        contents.push_str(first_line);
+        let dir = self.path.parent().unwrap_or(&self.session_dir).to_path_buf();
+        let written = create_private_dir(&dir).and_then(|()| {
+            let staging = dir.join(format!(".{}.tmp", self.header.id));
+            file::create_complete(&staging, &self.path, contents.as_bytes())
+        });
+        match written {
+            Ok(file) => {
+                self.file = Some(file);
+                Ok(())
+            }
+            Err(e) => {
+                // Nothing is on disk: keep everything for the next try.
+                contents.truncate(contents.len() - first_line.len());
+                self.unwritten = Some(contents);
+                Err(e)
+            }
+        }
     }
 
     pub fn header(&self) -> &SessionHeader {
@@ -202,9 +234,29 @@ impl SessionManager {
         if self.needs_newline {
             line.insert(0, '\n');
         }
-        if self.file.is_none() {
+        if self.unwritten.is_some() {
+            if kind == kind::MODEL_CHANGE || kind == kind::THINKING_LEVEL_CHANGE {
+                // Settings alone do not make a session worth a file: they wait for the first use.
+                if let Some(pending) = self.unwritten.as_mut() {
+                    pending.push_str(&line);
+                }
+            } else {
+                self.write_new_file(&line)?;
+            }
+        } else if self.file.is_none() {
             self.file = Some(open_append(&self.path, false)?);
+            self.write_line(&line)?;
+        } else {
+            self.write_line(&line)?;
         }
+        let id = entry.id.clone();
+        self.index.insert(id.clone(), self.entries.len());
+        self.entries.push(entry);
+        self.leaf_id = Some(id.clone());
+        Ok(id.into())
+    }
+
+    fn write_line(&mut self, line: &str) -> Result<(), SessionError> {
         if let Some(file) = self.file.as_mut() {
             if let Err(e) = file.write_all(line.as_bytes()) {
                 // Part of the line may be on disk (a full disk writes what fits): end it before
@@ -214,11 +266,7 @@ impl SessionManager {
             }
         }
         self.needs_newline = false;
-        let id = entry.id.clone();
-        self.index.insert(id.clone(), self.entries.len());
-        self.entries.push(entry);
-        self.leaf_id = Some(id.clone());
-        Ok(id.into())
+        Ok(())
     }
 
     pub fn append_message(&mut self, message: &Message) -> Result<String, SessionError> {
