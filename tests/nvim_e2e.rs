@@ -828,3 +828,44 @@ async fn handoff_bang_opens_the_document_for_review_write_starts_the_session_qui
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_context_meter_shows_the_providers_count_and_a_full_window_suggests_a_handoff_once() {
+    bounded(async {
+        let mut provider = json!({ "api": "openai", "model": "mock-model", "max_retries": 0, "timeout": 10, "context_window": 100000 });
+        let ed = Editor::start_with(Some(provider.clone())).await;
+        // The provider table above has no base_url: point it at this test's mock.
+        provider["base_url"] = json!(ed.mock.openai_base_url());
+        ed.lua("require('handoff').setup({ bin = ..., provider = select(2, ...) })", json!([support_bin(), provider.clone()])).await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.converse("first question", "one two three").await;
+        // The mock counts a request's body bytes / 4 as its input tokens, and a chunk per word.
+        let input = ed.mock.requests()[0].raw_len as u64 / 4;
+        let used = input + 3;
+        let status = ed.status().await;
+        assert_eq!(status["context_tokens"], json!(used), "{status}");
+        assert_eq!(status["context_window"], json!(100000));
+        let line = ed.eval("require('handoff').statusline()").await;
+        let want_pct = ((used as f64) / 1000.0).round() as u64;
+        assert!(line.as_str().unwrap().starts_with("mock-model · ") && line.as_str().unwrap().ends_with(&format!("/100k ({want_pct}%)")), "{line}");
+        let winbar = ed.eval("vim.api.nvim_eval_statusline(vim.wo[vim.fn.win_findbuf(require('handoff.chat').chat_buf)[1]].winbar, { winid = vim.fn.win_findbuf(require('handoff.chat').chat_buf)[1] }).str").await;
+        assert_eq!(winbar, line);
+        assert_eq!(ed.eval("T.count('HandoffSuggested')").await, json!(0));
+        // A window this small is over 80% full after the next reply: one suggestion, not two.
+        provider["context_window"] = json!(used + 200);
+        ed.lua("require('handoff').setup({ bin = ..., provider = select(2, ...) })", json!([support_bin(), provider])).await;
+        ed.wait_until("require('handoff').status().context_window < 100000", Duration::from_secs(5)).await;
+        ed.converse("second", "four five").await;
+        let note = ed.wait_until("T.noted(':Handoff continues in a fresh session')", Duration::from_secs(5)).await;
+        assert!(note["msg"].as_str().unwrap().contains("of mock-model's context window"), "{note}");
+        assert_eq!(ed.eval("T.count('HandoffSuggested')").await, json!(1));
+        ed.converse("third", "six").await;
+        assert_eq!(ed.eval("T.count('HandoffSuggested')").await, json!(1), "suggested twice in one session");
+        ed.quit().await;
+    })
+    .await;
+}
+
+fn support_bin() -> &'static str {
+    common::nvim::HOST_BIN
+}

@@ -81,6 +81,10 @@ local defaults = {
   handoff = {
     --- Open the document for editing before the new session starts (as `:Handoff!` does).
     review = false,
+    --- Suggest `:Handoff` (once per session) when a reply leaves the conversation above this
+    --- share of the model's context window; false: never.
+    ---@type number|false
+    suggest_at = 0.8,
   },
   --- Lines of a tool's output shown in the chat (the rest is in the session).
   tool_output_lines = 12,
@@ -117,7 +121,7 @@ local schema = {
   tools = { enabled = "table", policy = "string", rules = "table" },
   max_turns = "number",
   tool_output_lines = "number",
-  handoff = { review = "boolean" },
+  handoff = { review = "boolean", suggest_at = "number|boolean" },
   keymaps = {
     global = "table",
     approval = "table",

@@ -28,6 +28,7 @@ function handlers.transcript(r)
   state.session_id = r.session_id or state.session_id
   state.parent_session = r.parent_session
   state.model = r.model or state.model
+  require("handoff.meter").update(r)
   if r.items then
     chat().render(r.items, r)
   end
@@ -74,6 +75,11 @@ function handlers.agent_end(r)
   state.busy = false
   state.session_file = r.session_file or state.session_file
   chat().indicator_update()
+  local meter = require("handoff.meter")
+  meter.update(r)
+  if r.stop_reason == "stop" and not state.generating_handoff then
+    meter.maybe_suggest()
+  end
   M.fire("HandoffAgentEnd", { session_file = r.session_file, stop_reason = r.stop_reason })
 end
 

@@ -85,6 +85,8 @@ function M.status()
     model = state.model,
     running = state.chan ~= nil,
     host_version = state.host_version,
+    context_tokens = state.context_tokens,
+    context_window = state.context_window,
   }
 end
 
@@ -162,9 +164,17 @@ function M.select_model(name)
   end
 end
 
---- For a statusline: the indicator while something runs, else "".
+--- For a statusline (lualine: `{ require("handoff").statusline }`): the indicator while
+--- something runs, else the context meter ("model · 12.3k/128k (10%)"); "" before the host runs.
 function M.statusline()
-  return require("handoff.chat").indicator_text() or ""
+  local running = require("handoff.chat").indicator_text()
+  if running then
+    return running
+  end
+  if not state.chan then
+    return ""
+  end
+  return require("handoff.meter").text()
 end
 
 --- Stops the host (it restarts on next use, with the same session).

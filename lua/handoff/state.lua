@@ -21,6 +21,9 @@ local M = {
   handoff_started = nil,
   --- tokens of the reply being streamed (deltas, or the provider's count when it ends)
   tokens = 0,
+  --- tokens of the model's window the conversation fills, and the window (the context meter)
+  context_tokens = 0,
+  context_window = 0,
   --- The editor side's own state, owned here so that every part of the UI reads one place.
   ui = {
     ---@type integer? the chat buffer (markdown)

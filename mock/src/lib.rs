@@ -175,6 +175,9 @@ pub struct RecordedRequest {
     pub headers: BTreeMap<String, String>,
     /// The JSON body, or the raw text as a string when it is not JSON.
     pub body: Value,
+    /// The body's size in bytes as received (the mock reports a quarter of it as input tokens).
+    #[serde(default)]
+    pub raw_len: usize,
 }
 
 impl RecordedRequest {
@@ -378,6 +381,7 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         method: req.method.clone(),
         path: req.path.clone(),
         headers: req.headers.clone(),
+        raw_len: req.body.len(),
         body: body.clone(),
     };
     let format = if req.path.ends_with("/chat/completions") {

@@ -183,6 +183,9 @@ pub struct Status {
     pub provider: String,
     pub api: Api,
     pub model: String,
+    /// Tokens of the model's window the conversation fills (the provider's last count).
+    pub context_tokens: u64,
+    pub context_window: u64,
 }
 
 /// The chat rebuilds from this: the last items of the current branch.
@@ -286,6 +289,8 @@ pub enum Record {
         #[serde(skip_serializing_if = "Option::is_none")]
         error_message: Option<String>,
         session_file: String,
+        context_tokens: u64,
+        context_window: u64,
     },
     HandoffStart {
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -398,6 +403,8 @@ mod tests {
                 provider: "openai".into(),
                 api: Api::Anthropic,
                 model: "m".into(),
+                context_tokens: 0,
+                context_window: 128_000,
             },
             items: vec![Item::User { text: "hi".into() }],
             earlier: 0,

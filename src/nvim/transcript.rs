@@ -149,6 +149,7 @@ pub fn status(controller: &Controller) -> Status {
         )
     };
     let config = agent.provider_config();
+    let (context_tokens, context_window) = agent.context_usage();
     Status {
         session_file,
         session_id,
@@ -158,6 +159,8 @@ pub fn status(controller: &Controller) -> Status {
         provider: config.name,
         api: config.api,
         model: config.model,
+        context_tokens,
+        context_window,
     }
 }
 
@@ -195,10 +198,13 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
         }
         AgentEvent::AgentEnd { messages } => {
             let last = messages.iter().rev().find(|m| m.is_assistant());
+            let (context_tokens, context_window) = agent.context_usage();
             Record::AgentEnd {
                 stop_reason: last.and_then(|m| m.stop_reason).map(|s| s.as_str()),
                 error_message: last.and_then(|m| m.error_message.clone()),
                 session_file: agent.session().path().to_string_lossy().into_owned(),
+                context_tokens,
+                context_window,
             }
         }
         AgentEvent::HandoffStart { focus } => Record::HandoffStart { focus: focus.clone() },

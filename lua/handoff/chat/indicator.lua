@@ -27,6 +27,7 @@ function M.text()
     what = "Generating…" .. (stop and (" (" .. stop .. " to stop)") or "")
   end
   return ("%s %.1fs · %d tokens"):format(what, elapsed, state.tokens or 0)
+    .. ((state.context_tokens or 0) > 0 and (" · " .. require("handoff.meter").text()) or "")
 end
 
 local function draw()

@@ -272,6 +272,22 @@ impl AgentSession {
         self.state().messages = Some(messages);
     }
 
+    /// Tokens the conversation fills in the model's window, as the provider last counted them
+    /// (the latest assistant reply's input, cached and output tokens), and the window. 0 before
+    /// the first reply.
+    pub fn context_usage(&self) -> (u64, u64) {
+        let window = self.provider_config().context_window;
+        let session = self.session();
+        let used = session
+            .get_branch(None)
+            .iter()
+            .rev()
+            .filter(|e| e.message_role() == Some(crate::core::message::Role::Assistant))
+            .find_map(|e| e.message().and_then(|m| m.usage))
+            .map_or(0, |u| u.input + u.cache_read + u.cache_write + u.output);
+        (used, window)
+    }
+
     /// The active LLM context: what the next request carries before it is fitted.
     pub fn context_messages(&self) -> Vec<Message> {
         let replaced = self.state().messages.clone();

@@ -1,0 +1,73 @@
+--- The context meter: the model, the tokens the conversation fills and the share of the model's
+--- window (the provider's own count from the last reply). Shown in the chat's winbar, in the
+--- indicator while a reply runs, and by `require("handoff").statusline()`. When a reply leaves
+--- the conversation above `handoff.suggest_at` of the window, a notice suggests `:Handoff`
+--- (once per session).
+local config = require("handoff.config")
+local state = require("handoff.state")
+
+local M = {}
+
+---@type table<string, boolean> sessions the suggestion was made for
+local suggested = {}
+
+local function short(n)
+  if n >= 1000000 then
+    return ("%.1fM"):format(n / 1000000)
+  elseif n >= 1000 then
+    return ("%.1fk"):format(n / 1000):gsub("%.0k", "k")
+  end
+  return tostring(n)
+end
+
+--- The share of the window used (0..1), or nil when unknown.
+function M.ratio()
+  local used, window = state.context_tokens or 0, state.context_window or 0
+  if window <= 0 then
+    return nil
+  end
+  return used / window
+end
+
+--- "model · 12.3k/128k (10%)" (or just the model before the first reply).
+function M.text()
+  local model = state.model or "?"
+  local ratio = M.ratio()
+  if not ratio or (state.context_tokens or 0) == 0 then
+    return model
+  end
+  return ("%s · %s/%s (%d%%)"):format(model, short(state.context_tokens), short(state.context_window), math.floor(ratio * 100 + 0.5))
+end
+
+--- The chat window's winbar expression.
+function M.winbar()
+  return (M.text():gsub("%%", "%%%%"))
+end
+
+--- New figures from the host (a transcript or the end of a reply).
+function M.update(r)
+  if r.context_window then
+    state.context_window = r.context_window
+  end
+  if r.context_tokens then
+    state.context_tokens = r.context_tokens
+  end
+  vim.cmd("redrawstatus")
+end
+
+--- After a reply: suggests a handoff when the conversation fills most of the window.
+function M.maybe_suggest()
+  local at = config.options.handoff.suggest_at
+  local ratio = M.ratio()
+  local session = state.session_id or state.session_file
+  if not at or not ratio or ratio < at or not session or suggested[session] then
+    return
+  end
+  suggested[session] = true
+  local text = ("The conversation fills %d%% of %s's context window: :Handoff continues in a fresh session with a summary of this one"):format(
+    math.floor(ratio * 100 + 0.5), state.model or "the model")
+  vim.notify(text, vim.log.levels.INFO, { title = "handoff.nvim" })
+  require("handoff.events").fire("HandoffSuggested", { ratio = ratio, session_file = state.session_file })
+end
+
+return M
