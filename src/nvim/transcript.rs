@@ -227,6 +227,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
             text: result.text(),
         },
         AgentEvent::MessageUpdate { .. }
+        | AgentEvent::TodosChanged { .. }
         | AgentEvent::TurnStart
         | AgentEvent::TurnEnd { .. }
         | AgentEvent::MessageEnd { .. } => return None,
