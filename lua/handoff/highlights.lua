@@ -10,6 +10,8 @@ local groups = {
   HandoffDocumentHeader = "Title",
   HandoffDocumentFailed = "ErrorMsg",
   HandoffApproval = "DiffChange",
+  HandoffTodoInProgress = "DiffText",
+  HandoffTodoDone = "Comment",
 }
 
 function M.define()

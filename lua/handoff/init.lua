@@ -158,6 +158,20 @@ function M.select_model(name)
   end
 end
 
+--- The model's todo list on the current branch, from the host's latest events (never asks the
+--- host): a list of `{ content, status, activeForm }`, status "pending", "in_progress" or
+--- "completed".
+---@return table[]
+function M.todos()
+  return require("handoff.todos").get()
+end
+
+--- Opens or closes the todo list window (it follows the list live).
+function M.toggle_todos()
+  host.ensure()
+  require("handoff.todos").toggle()
+end
+
 --- For a statusline: the indicator while something runs, else "".
 function M.statusline()
   return require("handoff.chat").indicator_text() or ""

@@ -21,6 +21,9 @@ local M = {
   handoff_started = nil,
   --- tokens of the reply being streamed (deltas, or the provider's count when it ends)
   tokens = 0,
+  --- the model's todo list on the current branch: `{ content, status, activeForm }` items
+  ---@type table[]
+  todos = {},
   --- The editor side's own state, owned here so that every part of the UI reads one place.
   ui = {
     ---@type integer? the chat buffer (markdown)
@@ -35,6 +38,8 @@ local M = {
     ---@type integer?
     earlier_row = nil,
     page = 1,
+    ---@type integer? the todo list's buffer (`:HandoffTodos`)
+    todos_buf = nil,
   },
 }
 
