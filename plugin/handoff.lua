@@ -41,6 +41,10 @@ vim.api.nvim_create_user_command("HandoffSessions", function()
   api().sessions()
 end, { desc = "handoff.nvim: resume a session of this directory" })
 
+vim.api.nvim_create_user_command("HandoffTodos", function()
+  api().toggle_todos()
+end, { desc = "handoff.nvim: show or hide the model's todo list" })
+
 vim.api.nvim_create_user_command("HandoffModel", function(o)
   api().select_model(o.args ~= "" and o.args or nil)
 end, {

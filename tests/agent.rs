@@ -279,7 +279,8 @@ async fn follow_up_alone_opens_one_more_turn() {
     let types: Vec<String> = events.await.unwrap().iter().map(event_type).collect();
     assert_eq!(types.iter().filter(|t| *t == "turn_start").count(), 2);
     assert_eq!(types.iter().filter(|t| *t == "agent_start").count(), 1);
-    assert_eq!(agent.state().todo_reminder_counter, 2);
+    // No todo list, so no reminder: the counter counts reminders, not turns.
+    assert_eq!(agent.state().todo_reminder_counter, 0);
 }
 
 #[tokio::test]

@@ -244,6 +244,7 @@ async fn usage_errors_exit_2() {
         &["--provider", "bogus", "sessions"],
         &["prompt", "--new", "--session", "x.jsonl", "hi"],
         &["handoff"],
+        &["todos"],
     ] {
         let r = env.run(args).await;
         assert_eq!(r.code, Some(2), "{args:?}: {}", r.stderr);
@@ -282,6 +283,47 @@ async fn context_of_a_file_that_is_not_a_session_exits_1_with_one_line() {
     let lines = r.stderr_lines();
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].contains("empty.jsonl") && lines[0].contains("not a session file"), "{}", lines[0]);
+    assert!(r.stdout.is_empty());
+}
+
+#[tokio::test]
+async fn todos_prints_the_current_list_as_a_json_array_with_pis_field_names() {
+    let env = Env::new().await;
+    // A session without a list prints `[]`.
+    let plain = env.session_with_one_exchange().await;
+    let r = env.run(&["todos", plain.to_str().unwrap()]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout, "[]\n");
+    // The model writes a list through the CLI (todo_write runs unasked); the latest one wins.
+    let list = |second: &str| {
+        serde_json::json!({ "todos": [
+            { "content": "Read the code", "status": "completed", "activeForm": "Reading the code" },
+            { "content": "Fix the bug", "status": second, "activeForm": "Fixing the bug" },
+        ]})
+    };
+    for (id, status) in [("call_1", "pending"), ("call_2", "in_progress")] {
+        env.mock.push(MockReply::ToolCalls {
+            calls: vec![handoff_mock::MockToolCall::new("todo_write", &list(status), 1).with_id(id)],
+            text_before: Vec::new(),
+            chunk_delay_ms: 0,
+            stop: "tool_calls".into(),
+            interleave: false,
+        });
+    }
+    env.mock.set_default(MockReply::text("On it."));
+    let r = env.run(&["prompt", "--session", plain.to_str().unwrap(), "fix it"]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let r = env.run(&["todos", plain.to_str().unwrap()]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v, list("in_progress")["todos"]);
+    // A file that is not a session: exit 1 with one line.
+    let bad = env.dir.path().join("empty.jsonl");
+    std::fs::write(&bad, "").unwrap();
+    let r = env.run(&["todos", bad.to_str().unwrap()]).await;
+    assert_eq!(r.code, Some(1));
+    assert_eq!(r.stderr_lines().len(), 1, "{}", r.stderr);
     assert!(r.stdout.is_empty());
 }
 

@@ -32,6 +32,8 @@ function handlers.transcript(r)
   if r.items then
     chat().render(r.items, r)
   end
+  -- The list of this session's branch (a resume or a switch may change it).
+  require("handoff.todos").set(r.todos, false)
 end
 
 function handlers.agent_start()
@@ -159,6 +161,10 @@ end
 function handlers.session_switch(r)
   state.session_file = r.new
   M.fire("HandoffSessionSwitch", { old = r.old, new = r.new, reason = r.reason })
+end
+
+function handlers.todos(r)
+  require("handoff.todos").set(r.todos, true)
 end
 
 function handlers.notice(r)

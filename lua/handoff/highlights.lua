@@ -11,6 +11,8 @@ local groups = {
   HandoffDocumentFailed = "ErrorMsg",
   HandoffApproval = "DiffChange",
   HandoffFacts = "Comment",
+  HandoffTodoInProgress = "DiffText",
+  HandoffTodoDone = "Comment",
 }
 
 function M.define()

@@ -164,6 +164,20 @@ function M.select_model(name)
   end
 end
 
+--- The model's todo list on the current branch, from the host's latest events (never asks the
+--- host): a list of `{ content, status, activeForm }`, status "pending", "in_progress" or
+--- "completed".
+---@return table[]
+function M.todos()
+  return require("handoff.todos").get()
+end
+
+--- Opens or closes the todo list window (it follows the list live).
+function M.toggle_todos()
+  host.ensure()
+  require("handoff.todos").toggle()
+end
+
 --- For a statusline (lualine: `{ require("handoff").statusline }`): the indicator while
 --- something runs, else the context meter ("model · 12.3k/128k (10%)"); "" before the host runs.
 function M.statusline()

@@ -65,6 +65,7 @@ local global_actions = {
   sessions = "sessions",
   new = "new_session",
   model = "select_model",
+  todos = "toggle_todos",
 }
 
 --- Global mappings named in `keymaps.global` (none by default).

@@ -24,6 +24,9 @@ local M = {
   --- tokens of the model's window the conversation fills, and the window (the context meter)
   context_tokens = 0,
   context_window = 0,
+  --- the model's todo list on the current branch: `{ content, status, activeForm }` items
+  ---@type table[]
+  todos = {},
   --- The editor side's own state, owned here so that every part of the UI reads one place.
   ui = {
     ---@type integer? the chat buffer (markdown)
@@ -38,6 +41,8 @@ local M = {
     ---@type integer?
     earlier_row = nil,
     page = 1,
+    ---@type integer? the todo list's buffer (`:HandoffTodos`)
+    todos_buf = nil,
   },
 }
 

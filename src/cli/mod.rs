@@ -15,6 +15,7 @@ use crate::core::controller::{self, Controller, FrontEndTexts, Level, SessionCho
 use crate::core::handoff::HandoffOutcome;
 use crate::core::message::StopReason;
 use crate::core::session::SessionManager;
+use crate::core::tools::{current_todos, todo};
 use crate::frontend_paths;
 
 mod consent;
@@ -63,6 +64,9 @@ pub enum Command {
     },
     /// Print the LLM context of a session's leaf as a JSON array of messages.
     Context { file: PathBuf },
+    /// Print the todo list of a session's current branch as a JSON array of
+    /// `{content, status, activeForm}` (`[]` when there is none).
+    Todos { file: PathBuf },
     /// List the sessions of a working directory, newest first (JSON lines).
     Sessions {
         #[arg(long)]
@@ -232,6 +236,7 @@ async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>) -> anyho
 pub fn run_local(command: &Command, settings: &Settings) -> Option<anyhow::Result<ExitCode>> {
     match command {
         Command::Context { file } => Some(print_context(file, settings)),
+        Command::Todos { file } => Some(print_todos(file, settings)),
         Command::Sessions { cwd } => Some(print_sessions(cwd.clone(), settings)),
         Command::Rpc | Command::Prompt { .. } | Command::Handoff { .. } => None,
     }
@@ -247,6 +252,16 @@ fn print_context(file: &Path, settings: &Settings) -> anyhow::Result<ExitCode> {
     // The process ends here: freeing a large session entry by entry would cost a good part of
     // what loading it did.
     std::mem::forget(session);
+    Ok(ExitCode::from(exit::OK))
+}
+
+fn print_todos(file: &Path, settings: &Settings) -> anyhow::Result<ExitCode> {
+    let session = open_session(file, settings)?;
+    let todos = current_todos(&session.branch_tool_results(todo::TOOL_NAME));
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer(&mut out, &todos)?;
+    writeln!(out)?;
+    out.flush()?;
     Ok(ExitCode::from(exit::OK))
 }
 
@@ -271,6 +286,7 @@ pub async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCod
             prompt(&settings, session, new, cwd, &text.join(" ")).await?
         }
         Command::Context { file } => return print_context(&file, &settings),
+        Command::Todos { file } => return print_todos(&file, &settings),
         Command::Sessions { cwd } => return print_sessions(cwd, &settings),
         Command::Handoff { file, focus } => handoff(&settings, &file, focus.as_deref()).await?,
     };

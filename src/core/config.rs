@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::core::agent::{AgentConfig, DEFAULT_MAX_TURNS};
+use crate::core::agent::{AgentConfig, DEFAULT_MAX_TODO_REMINDERS, DEFAULT_MAX_TURNS};
 use crate::core::tools::consent::{self, Policy};
 use crate::core::tools::{ToolName, ToolRegistry};
 use crate::core::provider::{Api, ProviderConfig};
@@ -129,6 +129,7 @@ impl Settings {
             tools: tools.registry()?,
             policy: tools.policy(),
             max_turns: self.max_turns.unwrap_or(DEFAULT_MAX_TURNS),
+            max_todo_reminders: DEFAULT_MAX_TODO_REMINDERS,
         })
     }
 }

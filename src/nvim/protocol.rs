@@ -14,6 +14,7 @@ use crate::core::handoff::HandoffOutcome;
 use crate::core::provider::Api;
 use crate::core::session::SessionInfo;
 use crate::core::tools::consent::ApprovalRequest;
+use crate::core::tools::Todo;
 
 /// Failures of encoding or decoding a protocol value.
 #[derive(Debug, thiserror::Error)]
@@ -198,6 +199,8 @@ pub struct Transcript {
     pub earlier: usize,
     /// How many more to ask for at a time.
     pub page: usize,
+    /// The todo list of the current branch (`{content, status, activeForm}` items).
+    pub todos: Vec<Todo>,
 }
 
 /// A session of the picker (`sessions`).
@@ -307,6 +310,10 @@ pub enum Record {
         reason: SwitchReason,
     },
     Notice(Notice),
+    /// The todo list changed: the whole list.
+    Todos {
+        todos: Vec<Todo>,
+    },
     /// A tool call waits for the user's answer (`approve`).
     ToolApproval(ApprovalRequest),
     /// A waiting request ended without an answer from the chat (the run was stopped).
@@ -409,6 +416,11 @@ mod tests {
             items: vec![Item::User { text: "hi".into() }],
             earlier: 0,
             page: 1000,
+            todos: vec![Todo {
+                content: "Run the tests".into(),
+                status: crate::core::tools::TodoStatus::InProgress,
+                active_form: "Running the tests".into(),
+            }],
         };
         let v = encode("transcript", &Record::Transcript(t)).unwrap();
         assert_eq!(get(&v, "type").unwrap().as_str(), Some("transcript"));
@@ -416,6 +428,10 @@ mod tests {
         assert_eq!(get(&v, "session_id").unwrap().as_str(), Some("id"));
         let items = get(&v, "items").unwrap();
         assert_eq!(get(&items.as_array().unwrap()[0], "kind").unwrap().as_str(), Some("user"));
+        // Todos keep pi's field names.
+        let todo = get(&v, "todos").unwrap().as_array().unwrap()[0].clone();
+        assert_eq!(get(&todo, "status").unwrap().as_str(), Some("in_progress"));
+        assert_eq!(get(&todo, "activeForm").unwrap().as_str(), Some("Running the tests"));
     }
 
     #[test]

@@ -167,7 +167,8 @@ pub fn status(controller: &Controller) -> Status {
 /// The last `limit` items with the status: the chat rebuilds from it.
 pub fn transcript(controller: &Controller, limit: usize) -> Transcript {
     let (items, earlier) = items(&controller.agent().session(), limit);
-    Transcript { status: status(controller), items, earlier, page: PAGE }
+    let todos = controller.agent().todos();
+    Transcript { status: status(controller), items, earlier, page: PAGE, todos }
 }
 
 /// Lua's record for an agent event that is not a streamed delta (`None`: not shown).
@@ -215,6 +216,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
             Record::SessionSwitch { old: old.clone(), new: new.clone(), reason: *reason }
         }
         AgentEvent::Notice(notice) => Record::Notice(notice.clone()),
+        AgentEvent::TodosChanged { todos } => Record::Todos { todos: todos.clone() },
         AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args } => {
             Record::ToolStart {
                 id: tool_call_id.clone(),

@@ -41,6 +41,7 @@ local DOC = "## Goal\nShip it.\n\n## Next Steps\n1. more"
 local function cleanup()
   require("handoff.keymaps").restore_esc()
   state.busy, state.generating_handoff, state.handoff_started, state.run_started = false, false, nil, nil
+  state.todos = {}
   require("handoff.chat").indicator_update()
   vim.cmd("silent! only | enew!")
   pcall(vim.keymap.del, "n", "<Esc>")
@@ -196,6 +197,67 @@ it("a cancelled handoff closes the document split", function()
   fake.emit({ { type = "handoff_end", outcome = { kind = "cancelled" }, notices = {} } })
   eq(before, #api.nvim_list_wins(), "windows after cancel")
   eq(nil, require("handoff.handoff_view").live_buffer(), "live buffer")
+end)
+
+it("the todo list: :HandoffTodos window, live redraw, the chat line, User HandoffTodos", function()
+  local fired = {}
+  local au = api.nvim_create_autocmd("User", {
+    pattern = "HandoffTodos",
+    callback = function(ev)
+      table.insert(fired, ev.data)
+    end,
+  })
+  require("handoff").open_chat()
+  local chat = require("handoff.chat")
+  local todos = {
+    { content = "Read the code", status = "completed", activeForm = "Reading the code" },
+    { content = "Fix the bug", status = "in_progress", activeForm = "Fixing the bug" },
+    { content = "Run the tests", status = "pending", activeForm = "Running the tests" },
+  }
+  -- A resumed session's transcript carries its list: no chat line, the event fires.
+  fake.emit({ { type = "transcript", session_id = "t", session_file = "/tmp/t.jsonl", items = {}, todos = todos } })
+  eq(todos, require("handoff").todos(), "todos()")
+  eq(1, #fired, "events")
+  eq(2, fired[1].open, "open")
+  eq(3, fired[1].total, "total")
+  assert(not table.concat(lines(chat.chat_buf), "\n"):find("Todos:", 1, true), "a transcript adds no chat line")
+  local before = #api.nvim_list_wins()
+  local current = api.nvim_get_current_win()
+  vim.cmd("HandoffTodos")
+  eq(before + 1, #api.nvim_list_wins(), "windows")
+  eq(current, api.nvim_get_current_win(), "the cursor stays")
+  local buf = state.ui.todos_buf
+  eq({ "- [x] Read the code", "- [~] Fixing the bug", "- [ ] Run the tests" }, lines(buf), "window")
+  local marks = api.nvim_buf_get_extmarks(buf, -1, 0, -1, { details = true })
+  local active = vim.tbl_filter(function(m)
+    return m[4].line_hl_group == "HandoffTodoInProgress"
+  end, marks)
+  eq(1, #active, "in-progress marks")
+  eq(1, active[1][2], "in-progress row")
+  -- A live change redraws the window, shows the line in the chat and fires once.
+  local next = vim.deepcopy(todos)
+  next[2].status = "completed"
+  next[3].status = "in_progress"
+  fake.emit({ { type = "todos", todos = next } })
+  eq({ "- [x] Read the code", "- [x] Fix the bug", "- [~] Running the tests" }, lines(buf), "redrawn")
+  eq(2, #fired, "events")
+  local text = table.concat(lines(chat.chat_buf), "\n")
+  assert(text:find("*Todos: 1 open of 3*", 1, true), text)
+  -- The same list again changes nothing.
+  fake.emit({ { type = "todos", todos = next } })
+  eq(2, #fired, "events after the same list")
+  -- q in the window closes it; :HandoffTodos toggles.
+  api.nvim_set_current_win(vim.fn.win_findbuf(buf)[1])
+  api.nvim_feedkeys("q", "x", false)
+  eq(before, #api.nvim_list_wins(), "closed by q")
+  vim.cmd("HandoffTodos")
+  vim.cmd("HandoffTodos")
+  eq(before, #api.nvim_list_wins(), "toggled closed")
+  -- A switch to a session without a list empties it.
+  fake.emit({ { type = "transcript", session_id = "u", session_file = "/tmp/u.jsonl", items = {}, todos = {} } })
+  eq({}, require("handoff").todos(), "after the switch")
+  eq(0, fired[3].total, "event after the switch")
+  api.nvim_del_autocmd(au)
 end)
 
 return { cases = cases, cleanup = cleanup }

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::core::message::Message;
+use crate::core::tools::Todo;
 
 /// One streamed change to the assistant message being written.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -74,6 +75,8 @@ pub enum AgentEvent {
     /// A tool call ended; `result` is the `toolResult` message stored for it.
     #[serde(rename_all = "camelCase")]
     ToolExecutionEnd { tool_call_id: String, tool_name: String, args: serde_json::Value, is_error: bool, result: Message },
+    /// A successful `todo_write` changed the todo list (its result is stored): the whole list.
+    TodosChanged { todos: Vec<Todo> },
     HandoffStart { focus: Option<String> },
     HandoffEnd { outcome: HandoffOutcome },
     /// The session file changed.

@@ -24,12 +24,16 @@ use crate::core::provider::{
 };
 use crate::core::session::{SessionError, SessionManager};
 use crate::core::tools::consent::{Consent, Decision, Grants, Policy};
-use crate::core::tools::{DiskFileAccess, EnvPolicy, FileAccess, ToolRegistry};
+use crate::core::tools::{current_todos, todo, DiskFileAccess, EnvPolicy, FileAccess, Todo, ToolRegistry};
 
 pub use tool_loop::ToolsOutcome;
 
 /// Turns of one prompt at most (each tool round is a turn), unless configured otherwise.
 pub const DEFAULT_MAX_TURNS: u32 = 50;
+
+/// Todo reminders at most between two resets (a session switch: `/new`, resume, handoff),
+/// unless configured otherwise.
+pub const DEFAULT_MAX_TODO_REMINDERS: u32 = 3;
 
 /// Failures of the agent layer.
 #[derive(Debug, thiserror::Error)]
@@ -99,7 +103,7 @@ pub struct AgentState {
     pub follow_up: VecDeque<Message>,
     /// Sent along with the next prompt.
     pub pending_next_turn: Vec<Message>,
-    /// Turns since the last todo reminder.
+    /// Todo reminders sent since the last `reset()` (bounded by `max_todo_reminders`).
     pub todo_reminder_counter: u32,
     pub thinking_level: String,
     /// Cancels the running response; `Some` while one streams.
@@ -118,6 +122,8 @@ pub struct AgentConfig {
     pub policy: Policy,
     /// Turns of one prompt at most.
     pub max_turns: u32,
+    /// Todo reminders at most between two resets (0: never remind).
+    pub max_todo_reminders: u32,
 }
 
 impl AgentConfig {
@@ -130,6 +136,7 @@ impl AgentConfig {
             tools: ToolRegistry::default(),
             policy: Policy::default(),
             max_turns: DEFAULT_MAX_TURNS,
+            max_todo_reminders: DEFAULT_MAX_TODO_REMINDERS,
         }
     }
 }
@@ -151,6 +158,7 @@ pub struct AgentSession {
     tools: ToolRegistry,
     policy: Policy,
     max_turns: u32,
+    max_todo_reminders: u32,
     /// "Always" answers of this session (forgotten on a session switch).
     grants: Grants,
     /// How the front end asks the user (`set_consent`).
@@ -194,6 +202,7 @@ impl AgentSession {
             tools: config.tools,
             policy: config.policy,
             max_turns: config.max_turns.max(1),
+            max_todo_reminders: config.max_todo_reminders,
             grants: Grants::default(),
             consent: Mutex::new(no_one_to_ask()),
             files: Mutex::new(Arc::new(DiskFileAccess)),
@@ -258,7 +267,15 @@ impl AgentSession {
         }
     }
 
-    /// Forgets the in-memory conversation and queues (pi's `agent.reset()`).
+    /// The todo list of the session's current branch: the latest successful `todo_write`
+    /// result on it (so it is right after a resume and on any branch); empty when there is none.
+    pub fn todos(&self) -> Vec<Todo> {
+        let results = self.session().branch_tool_results(todo::TOOL_NAME);
+        current_todos(&results)
+    }
+
+    /// Forgets the in-memory conversation and queues (pi's `agent.reset()`), and the count of
+    /// todo reminders.
     pub fn reset(&self) {
         let mut state = self.state();
         state.messages = Some(Vec::new());
@@ -444,7 +461,6 @@ impl AgentSession {
             if let Err(e) = self.commit_message(&assistant, &mut result) {
                 break Err(e);
             }
-            self.state().todo_reminder_counter += 1;
             // A failed or stopped reply runs none of its calls (the wire layer answers them).
             let failed = matches!(stop, StopReason::Error | StopReason::Aborted);
             let start = result.messages.len();
@@ -473,22 +489,55 @@ impl AgentSession {
                 )));
                 break Ok(());
             }
-            let mut state = self.state();
-            if tools.is_some() {
-                // The model reads the results next, with any steering typed meanwhile.
-                inbox.extend(state.steering.drain(..));
-                continue;
+            {
+                let mut state = self.state();
+                if tools.is_some() {
+                    // The model reads the results next, with any steering typed meanwhile.
+                    inbox.extend(state.steering.drain(..));
+                    continue;
+                }
+                if !state.steering.is_empty() {
+                    inbox.extend(state.steering.drain(..));
+                    continue;
+                }
+                if let Some(next) = state.follow_up.pop_front() {
+                    inbox.push(next);
+                    continue;
+                }
             }
-            if !state.steering.is_empty() {
-                inbox.extend(state.steering.drain(..));
-            } else if let Some(next) = state.follow_up.pop_front() {
-                inbox.push(next);
-            } else {
-                break Ok(());
+            // The model would stop: with open items on its list, it is reminded of them.
+            match self.todo_reminder(stop, options, cancel) {
+                Some(reminder) => inbox.push(reminder),
+                None => break Ok(()),
             }
         };
         self.emit(AgentEvent::AgentEnd { messages: result.messages.clone() });
         outcome.map(|()| result)
+    }
+
+    /// The reminder to send when the model stopped normally (no tool calls) with open items on
+    /// its todo list, as an ordinary user message; counted, at most `max_todo_reminders` times
+    /// between two resets. `None`: nothing to remind of, or no more reminders.
+    fn todo_reminder(&self, stop: StopReason, options: RunOptions, cancel: &CancellationToken) -> Option<Message> {
+        if stop != StopReason::Stop
+            || !options.use_tools
+            || options.single_turn
+            || cancel.is_cancelled()
+            || self.tools.get(todo::TOOL_NAME).is_none()
+            || self.state().todo_reminder_counter >= self.max_todo_reminders
+        {
+            return None;
+        }
+        let todos = self.todos();
+        if !todos.iter().any(Todo::is_open) {
+            return None;
+        }
+        let mut state = self.state();
+        if state.todo_reminder_counter >= self.max_todo_reminders {
+            return None;
+        }
+        state.todo_reminder_counter += 1;
+        Some(Message::user(todo::reminder_text(&todos)))
     }
 
     /// Streams one assistant message. Provider failures end up in the message

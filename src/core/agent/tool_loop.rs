@@ -13,7 +13,7 @@ use super::{AgentError, AgentEvent, AgentSession, RunResult};
 use crate::core::message::Message;
 use crate::core::provider::ToolCall;
 use crate::core::tools::consent::{self, ApprovalRequest, Verdict};
-use crate::core::tools::{self, ToolContext, ToolKind, ToolOutput};
+use crate::core::tools::{self, todo, ToolContext, ToolKind, ToolOutput};
 
 /// pi's text for calls skipped because the user typed meanwhile.
 const SKIPPED_FOR_STEERING: &str = "Skipped due to queued user message.";
@@ -153,7 +153,14 @@ impl AgentSession {
             result: message.clone(),
         });
         self.emit(AgentEvent::MessageStart { message: message.clone() });
-        self.commit_message(&message, result)
+        self.commit_message(&message, result)?;
+        // The list changed once its result is stored (`todos()` reads it from there).
+        if call.name == todo::TOOL_NAME && !is_error {
+            if let Some(todos) = message.extra.get("details").and_then(todo::todos_from_details) {
+                self.emit(AgentEvent::TodosChanged { todos });
+            }
+        }
+        Ok(())
     }
 }
 

@@ -93,6 +93,15 @@ pub(crate) async fn run(arguments: Value, _ctx: &ToolContext) -> Result<ToolOutp
     Ok(ToolOutput::text(text, json!({ "todos": a.todos })))
 }
 
+/// The mark of an item in the texts the model reads (`[ ]`, `[~]`, `[x]`).
+fn mark(status: TodoStatus) -> &'static str {
+    match status {
+        TodoStatus::Completed => "[x]",
+        TodoStatus::InProgress => "[~]",
+        TodoStatus::Pending => "[ ]",
+    }
+}
+
 /// The result text: the list as the model will see it.
 fn summary(todos: &[Todo]) -> String {
     if todos.is_empty() {
@@ -101,13 +110,27 @@ fn summary(todos: &[Todo]) -> String {
     let done = todos.iter().filter(|t| !t.is_open()).count();
     let mut s = format!("Todo list updated ({done}/{} completed):", todos.len());
     for t in todos {
-        let mark = match t.status {
-            TodoStatus::Completed => "[x]",
-            TodoStatus::InProgress => "[~]",
-            TodoStatus::Pending => "[ ]",
-        };
-        let _ = write!(s, "\n{mark} {}", t.content);
+        let _ = write!(s, "\n{} {}", mark(t.status), t.content);
     }
+    s
+}
+
+/// The user message that reminds the model of the open items of `todos` when it stopped with
+/// some left (see `AgentSession`'s todo reminder).
+pub fn reminder_text(todos: &[Todo]) -> String {
+    let open: Vec<&Todo> = todos.iter().filter(|t| t.is_open()).collect();
+    let mut s = format!(
+        "Your todo list still has {} open item{}:",
+        open.len(),
+        if open.len() == 1 { "" } else { "s" }
+    );
+    for t in open {
+        let _ = write!(s, "\n{} {}", mark(t.status), t.content);
+    }
+    let _ = write!(
+        s,
+        "\nContinue with them, or, if they are done or no longer needed, update the list with {TOOL_NAME}."
+    );
     s
 }
 

@@ -9,6 +9,7 @@ use compact_str::CompactString;
 
 use super::SessionManager;
 use crate::core::session::context::{self, SessionContext};
+use crate::core::message::{Message, Role};
 use crate::core::session::{SessionEntry, SessionError};
 
 /// Entry id → position in `entries`. foldhash rather than SipHash: the keys come from the
@@ -102,6 +103,17 @@ impl SessionManager {
     /// Messages on the current branch (the rule both handoff guards use).
     pub fn count_branch_messages(&self) -> usize {
         self.get_branch(None).iter().filter(|e| e.is_message()).count()
+    }
+
+    /// The results of `tool` on the current branch, oldest first. Only those messages are
+    /// parsed (a cheap text test picks them), so a large session costs little.
+    pub fn branch_tool_results(&self, tool: &str) -> Vec<Message> {
+        self.get_branch(None)
+            .into_iter()
+            .filter(|e| e.message_role() == Some(Role::ToolResult) && e.message_json().is_some_and(|j| j.contains(tool)))
+            .filter_map(SessionEntry::message)
+            .filter(|m| m.extra_str("toolName") == Some(tool))
+            .collect()
     }
 
     /// The LLM context for the leaf.
