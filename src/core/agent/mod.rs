@@ -270,8 +270,20 @@ impl AgentSession {
     /// The todo list of the session's current branch: the latest successful `todo_write`
     /// result on it (so it is right after a resume and on any branch); empty when there is none.
     pub fn todos(&self) -> Vec<Todo> {
-        let results = self.session().branch_tool_results(todo::TOOL_NAME);
-        current_todos(&results)
+        let session = self.session();
+        let results = session.branch_tool_results(todo::TOOL_NAME);
+        if results.iter().any(|r| r.extra.get("isError").and_then(|e| e.as_bool()) != Some(true)) {
+            return current_todos(&results);
+        }
+        // No list written on this branch yet: a session that started from a carried-over
+        // context (a handoff) starts with the open items its entry's details hold.
+        session
+            .get_branch(None)
+            .iter()
+            .rev()
+            .filter(|e| e.kind == crate::core::session::entry::kind::CUSTOM_MESSAGE)
+            .find_map(|e| e.fields().get("details").and_then(crate::core::tools::todo::todos_from_details))
+            .unwrap_or_default()
     }
 
     /// Forgets the in-memory conversation and queues (pi's `agent.reset()`), and the count of
