@@ -54,3 +54,15 @@ end, {
     return require("handoff.config").options.models or {}
   end,
 })
+
+vim.api.nvim_create_user_command("HandoffThinking", function(o)
+  api().select_thinking(o.args ~= "" and o.args or nil)
+end, {
+  nargs = "?",
+  desc = "handoff.nvim: set the thinking level [off|minimal|low|medium|high]",
+  complete = function(arg_lead)
+    return vim.tbl_filter(function(l)
+      return vim.startswith(l, arg_lead)
+    end, require("handoff.config").thinking_levels)
+  end,
+})

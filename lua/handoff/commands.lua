@@ -1,6 +1,7 @@
 --- Slash commands of the prompt buffer: `/handoff [focus instructions]`, `/new`, `/sessions`,
---- `/model [name]`, and the user's prompt templates (`/name args`, expanded by the host).
---- Completion (omnifunc, opened by typing `/` at the start) and inline hints for arguments.
+--- `/model [name]`, `/thinking [level]`, and the user's prompt templates (`/name args`, expanded
+--- by the host). Completion (omnifunc, opened by typing `/` at the start; after a command with
+--- `complete`, its argument) and inline hints for arguments.
 local M = {}
 
 local api = vim.api
@@ -11,6 +12,7 @@ local ns_hint = api.nvim_create_namespace("handoff_hint")
 ---@field hint string  shown inline after the command
 ---@field description string
 ---@field run? fun(args: string)  nil: sent to the host as typed (it knows the command)
+---@field complete? fun(): string[]  the values its argument takes (completed after the name)
 
 ---@type handoff.SlashCommand[]
 M.builtin = {
@@ -42,6 +44,17 @@ M.builtin = {
     description = "Switch the model",
     run = function(args)
       require("handoff").select_model(args ~= "" and args or nil)
+    end,
+  },
+  {
+    name = "thinking",
+    hint = "[off|minimal|low|medium|high]",
+    description = "Set how hard the model thinks (recorded in the session)",
+    run = function(args)
+      require("handoff").select_thinking(args ~= "" and args or nil)
+    end,
+    complete = function()
+      return require("handoff.config").thinking_levels
     end,
   },
 }
@@ -119,15 +132,45 @@ function M.complete_focus(arg_lead)
   end, vim.fn.getcompletion(word, "file"))
 end
 
+--- Completion candidates for the argument of `/name` (nil when it completes none).
+function M.complete_arg(name, prefix)
+  local cmd = find(name)
+  if not (cmd and cmd.complete) then
+    return nil
+  end
+  local items = {}
+  for _, value in ipairs(cmd.complete()) do
+    if vim.startswith(value, prefix) then
+      table.insert(items, { word = value, abbr = value, menu = "/" .. name })
+    end
+  end
+  return items
+end
+
+--- What the cursor completes: the command name, or the argument of a command that completes
+--- one. Set by the first call of the omnifunc, read by the second.
+local completing = nil
+
 --- 'omnifunc' of the prompt buffer.
 function M.omnifunc(findstart, base)
   if findstart == 1 then
     local line = api.nvim_get_current_line()
     local col = api.nvim_win_get_cursor(0)[2]
-    if line:sub(1, 1) == "/" and not line:sub(1, col):find("%s") then
+    local before = line:sub(1, col)
+    if before:sub(1, 1) == "/" and not before:find("%s") then
+      completing = nil
       return 0
     end
+    local name, arg = before:match("^/(%S+)%s+(%S*)$")
+    local cmd = name and find(name)
+    if cmd and cmd.complete then
+      completing = name
+      return col - #arg
+    end
     return -3 -- cancel silently
+  end
+  if completing then
+    return M.complete_arg(completing, base or "") or {}
   end
   return M.complete((base or ""):gsub("^/", ""))
 end
@@ -162,7 +205,13 @@ function M.attach(buf)
     callback = function()
       local line = api.nvim_get_current_line()
       local col = api.nvim_win_get_cursor(0)[2]
-      if line == "/" and col == 1 and vim.fn.pumvisible() == 0 then
+      if vim.fn.pumvisible() ~= 0 or col ~= #line then
+        return
+      end
+      -- `/` opens the command list; `/thinking ` (a command whose argument completes) its values.
+      local name = line:match("^/(%S+) $")
+      local cmd = name and find(name)
+      if line == "/" or (cmd and cmd.complete) then
         api.nvim_feedkeys(vim.keycode("<C-x><C-o>"), "n", false)
       end
     end,

@@ -12,6 +12,8 @@ local M = {}
 ---@field provider_name? string  Provider id recorded in sessions (pi's provider name).
 ---@field max_retries? integer  Retries on 429/5xx/connection errors.
 ---@field timeout? integer  Seconds without data before a request is given up.
+---@field thinking? "off"|"minimal"|"low"|"medium"|"high"  Thinking level of new sessions (default "off"; a resumed session keeps its own).
+---@field reasoning_effort? boolean  Whether the model takes `reasoning_effort` (OpenAI-compatible servers; default: on for OpenAI's o-series and gpt-5, off elsewhere).
 
 ---@class handoff.Config
 local defaults = {
@@ -93,6 +95,9 @@ local defaults = {
 ---@type handoff.Config
 M.options = vim.deepcopy(defaults)
 
+--- The thinking levels, lowest first (pi's names).
+M.thinking_levels = { "off", "minimal", "low", "medium", "high" }
+
 function M.defaults()
   return vim.deepcopy(defaults)
 end
@@ -105,6 +110,7 @@ local schema = {
     api = "string", base_url = "string", model = "string", api_key_env = "string",
     api_key_cmd = "string", context_window = "number", max_tokens = "number",
     provider_name = "string", max_retries = "number", timeout = "number",
+    thinking = "string", reasoning_effort = "boolean",
     -- `name` is the host's spelling of provider_name.
     name = "string",
   },
@@ -213,6 +219,10 @@ function M.setup(opts)
   local api = merged.provider.api
   if api and api ~= "openai" and api ~= "anthropic" then
     fail(('provider.api must be "openai" or "anthropic", got %q'):format(api))
+  end
+  local thinking = merged.provider.thinking
+  if thinking and not vim.tbl_contains(M.thinking_levels, thinking) then
+    fail(('provider.thinking must be one of %s, got %q'):format(table.concat(M.thinking_levels, ", "), thinking))
   end
   local policies = { ask = true, allow_edits = true, allow_all = true }
   if not policies[merged.tools.policy] then

@@ -28,6 +28,7 @@ function handlers.transcript(r)
   state.session_id = r.session_id or state.session_id
   state.parent_session = r.parent_session
   state.model = r.model or state.model
+  state.thinking = r.thinking or state.thinking
   require("handoff.meter").update(r)
   if r.items then
     chat().render(r.items, r)

@@ -83,6 +83,7 @@ function M.status()
     generating_handoff = state.generating_handoff,
     parent_session = state.parent_session,
     model = state.model,
+    thinking = state.thinking,
     running = state.chan ~= nil,
     host_version = state.host_version,
     context_tokens = state.context_tokens,
@@ -164,6 +165,46 @@ function M.select_model(name)
   end
 end
 
+--- Sets the session's thinking level ("off", "minimal", "low", "medium", "high"): sent with
+--- the next request on (Anthropic's extended thinking, OpenAI's `reasoning_effort`), and
+--- recorded in the session as pi records it, so the session resumes with it.
+---@param level string
+---@return boolean changed_or_set
+function M.set_thinking(level)
+  level = vim.trim(level or ""):lower()
+  if not vim.tbl_contains(config.thinking_levels, level) then
+    vim.notify(("handoff.nvim: unknown thinking level %q (one of %s)"):format(level, table.concat(config.thinking_levels, ", ")),
+      vim.log.levels.ERROR, { title = "handoff.nvim" })
+    return false
+  end
+  local reply = host.request("set_thinking", level)
+  if not reply then
+    return false
+  end
+  state.thinking = reply.thinking
+  vim.cmd("redrawstatus")
+  vim.notify("Thinking: " .. reply.thinking, vim.log.levels.INFO, { title = "handoff.nvim" })
+  return true
+end
+
+--- Sets the thinking level (`level`, or chosen with vim.ui.select).
+---@param level? string
+function M.select_thinking(level)
+  if level and vim.trim(level) ~= "" then
+    return M.set_thinking(level)
+  end
+  vim.ui.select(config.thinking_levels, {
+    prompt = "Thinking level",
+    format_item = function(l)
+      return l == state.thinking and (l .. " (current)") or l
+    end,
+  }, function(choice)
+    if choice then
+      M.set_thinking(choice)
+    end
+  end)
+end
+
 --- The model's todo list on the current branch, from the host's latest events (never asks the
 --- host): a list of `{ content, status, activeForm }`, status "pending", "in_progress" or
 --- "completed".
@@ -179,7 +220,8 @@ function M.toggle_todos()
 end
 
 --- For a statusline (lualine: `{ require("handoff").statusline }`): the indicator while
---- something runs, else the context meter ("model · 12.3k/128k (10%)"); "" before the host runs.
+--- something runs, else the context meter ("model · high · 12.3k/128k (10%)"); "" before the
+--- host runs.
 function M.statusline()
   local running = require("handoff.chat").indicator_text()
   if running then

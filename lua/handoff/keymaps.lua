@@ -35,12 +35,18 @@ function M.chat_buffer(buf)
       vim.notify("handoff.nvim: no waiting edit to show as a diff", vim.log.levels.INFO, { title = "handoff.nvim" })
     end
   end, "show the proposed change as a diff")
-  -- Only on the "earlier items" line of a long chat; elsewhere the key does what it did.
+  -- On the "earlier items" line of a long chat: a page more; on a reply's thinking: opens or
+  -- closes it (as `za`); elsewhere the key does what it did.
   map(buf, "n", k.earlier, function()
-    if not require("handoff.chat").show_earlier_at_cursor() then
+    if require("handoff.chat").show_earlier_at_cursor() then
+      return
+    end
+    if vim.fn.foldlevel(".") > 0 then
+      vim.cmd("normal! za")
+    else
       vim.cmd("normal! " .. vim.v.count1 .. "+")
     end
-  end, "show earlier items (on the line that offers them)")
+  end, "show earlier items / open or close the thinking")
 end
 
 function M.prompt_buffer(buf)
@@ -65,6 +71,7 @@ local global_actions = {
   sessions = "sessions",
   new = "new_session",
   model = "select_model",
+  thinking = "select_thinking",
   todos = "toggle_todos",
 }
 

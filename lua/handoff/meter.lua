@@ -1,5 +1,6 @@
---- The context meter: the model, the tokens the conversation fills and the share of the model's
---- window (the provider's own count from the last reply). Shown in the chat's winbar, in the
+--- The context meter: the model, its thinking level (when thinking is on), the tokens the
+--- conversation fills and the share of the model's window (the provider's own count from the
+--- last reply). Shown in the chat's winbar, in the
 --- indicator while a reply runs, and by `require("handoff").statusline()`. When a reply leaves
 --- the conversation above `handoff.suggest_at` of the window, a notice suggests `:Handoff`
 --- (once per session).
@@ -29,9 +30,13 @@ function M.ratio()
   return used / window
 end
 
---- "model · 12.3k/128k (10%)" (or just the model before the first reply).
+--- "model · high · 12.3k/128k (10%)": the level only when thinking is on, the figures only
+--- after the first reply.
 function M.text()
   local model = state.model or "?"
+  if state.thinking and state.thinking ~= "off" then
+    model = model .. " · " .. state.thinking
+  end
   local ratio = M.ratio()
   if not ratio or (state.context_tokens or 0) == 0 then
     return model

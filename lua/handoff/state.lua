@@ -14,6 +14,8 @@ local M = {
   parent_session = nil,
   ---@type string?
   model = nil,
+  ---@type string? the session's thinking level ("off", "minimal", "low", "medium", "high")
+  thinking = nil,
   busy = false,
   generating_handoff = false,
   --- uv.now() when the running response / handoff started
@@ -43,6 +45,10 @@ local M = {
     page = 1,
     ---@type integer? the todo list's buffer (`:HandoffTodos`)
     todos_buf = nil,
+    --- rows (0-based, inclusive `{ first, last }`, in order) of the replies' thinking in the
+    --- chat buffer: the chat's windows fold them
+    ---@type integer[][]
+    thinking = {},
   },
 }
 

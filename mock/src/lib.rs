@@ -80,6 +80,25 @@ pub enum MockReply {
         #[serde(default)]
         interleave: bool,
     },
+    /// Thinking, then optional text and tool calls, streamed as each API streams reasoning.
+    /// Anthropic: a `redacted_thinking` block (when `redacted` is given), a `thinking` block of
+    /// `thinking_delta`s closed by a `signature_delta` (when `signature` is given), then a text
+    /// block and `tool_use` blocks. OpenAI: the thinking as deltas of `field`
+    /// (`reasoning_content` unless told), then text and tool calls (signature and redacted data
+    /// are Anthropic's only). Stops with `tool_calls` when there are calls, else `stop`.
+    Reasoning {
+        thinking: Vec<String>,
+        #[serde(default)]
+        signature: Option<String>,
+        #[serde(default)]
+        redacted: Option<String>,
+        #[serde(default)]
+        field: Option<String>,
+        #[serde(default)]
+        chunks: Vec<String>,
+        #[serde(default)]
+        calls: Vec<MockToolCall>,
+    },
 }
 
 /// One tool call of [`MockReply::ToolCalls`].
@@ -525,7 +544,20 @@ async fn serve(
         }
         MockReply::NoAnswer => return hold(rd).await,
         MockReply::ToolCalls { calls, text_before, chunk_delay_ms, stop, interleave } => {
-            let reply = ToolCallReply { calls, text_before, chunk_delay_ms, stop, interleave };
+            let reply = ToolCallReply {
+                calls,
+                text_before,
+                chunk_delay_ms,
+                stop,
+                interleave,
+                reasoning: Reasoning::default(),
+            };
+            return serve_tool_calls(reply, ctx, wr).await;
+        }
+        MockReply::Reasoning { thinking, signature, redacted, field, chunks, calls } => {
+            let stop = if calls.is_empty() { default_stop() } else { default_tool_stop() };
+            let reasoning = Reasoning { thinking, signature, redacted, field };
+            let reply = ToolCallReply { calls, text_before: chunks, chunk_delay_ms: 0, stop, interleave: false, reasoning };
             return serve_tool_calls(reply, ctx, wr).await;
         }
         MockReply::Text { chunks, chunk_delay_ms, first_delay_ms, stop, thinking } => {
@@ -627,6 +659,16 @@ struct ToolCallReply {
     chunk_delay_ms: u64,
     stop: String,
     interleave: bool,
+    reasoning: Reasoning,
+}
+
+/// What [`MockReply::Reasoning`] streams before its text.
+#[derive(Default)]
+struct Reasoning {
+    thinking: Vec<String>,
+    signature: Option<String>,
+    redacted: Option<String>,
+    field: Option<String>,
 }
 
 async fn serve_tool_calls(
@@ -634,7 +676,7 @@ async fn serve_tool_calls(
     ctx: &Ctx,
     wr: &mut OwnedWriteHalf,
 ) -> std::io::Result<()> {
-    let ToolCallReply { calls, text_before, chunk_delay_ms, stop, interleave } = reply;
+    let ToolCallReply { calls, text_before, chunk_delay_ms, stop, interleave, reasoning } = reply;
     let prefix = match ctx.format {
         Format::OpenAi => "call",
         Format::Anthropic => "toolu",
@@ -645,7 +687,7 @@ async fn serve_tool_calls(
         .map(|(i, c)| c.id.clone().unwrap_or_else(|| format!("{prefix}_{}_{i}", ctx.id.replace('-', "_"))))
         .collect();
     let pieces: Vec<Vec<String>> = calls.iter().map(MockToolCall::pieces).collect();
-    let output = (text_before.len() + pieces.iter().map(Vec::len).sum::<usize>()) as u64;
+    let output = (reasoning.thinking.len() + text_before.len() + pieces.iter().map(Vec::len).sum::<usize>()) as u64;
     let usage = (ctx.prompt_tokens, output.max(1));
     if !ctx.stream {
         let text = text_before.concat();
@@ -669,6 +711,13 @@ async fn serve_tool_calls(
             }
             Format::Anthropic => {
                 let mut content = Vec::new();
+                if let Some(data) = &reasoning.redacted {
+                    content.push(json!({ "type": "redacted_thinking", "data": data }));
+                }
+                if !reasoning.thinking.is_empty() || reasoning.signature.is_some() {
+                    content.push(json!({ "type": "thinking", "thinking": reasoning.thinking.concat(),
+                                         "signature": reasoning.signature.clone().unwrap_or_default() }));
+                }
                 if !text.is_empty() {
                     content.push(json!({ "type": "text", "text": text }));
                 }
@@ -696,6 +745,19 @@ async fn serve_tool_calls(
             }
         }
     };
+    if let Some(field) = &reasoning.field {
+        sse.reasoning_field = field.clone();
+    }
+    if let Some(data) = &reasoning.redacted {
+        sse.redacted(data).await?;
+    }
+    for t in &reasoning.thinking {
+        pause().await;
+        sse.delta(t, true).await?;
+    }
+    if let Some(signature) = &reasoning.signature {
+        sse.signature(signature).await?;
+    }
     for t in &text_before {
         pause().await;
         sse.delta(t, false).await?;
@@ -802,6 +864,8 @@ struct Sse<'a> {
     /// Anthropic: the open content block (index, is thinking).
     block: Option<(usize, bool)>,
     next_index: usize,
+    /// OpenAI: the delta field thinking streams in.
+    reasoning_field: String,
 }
 
 impl<'a> Sse<'a> {
@@ -819,6 +883,7 @@ impl<'a> Sse<'a> {
             prompt_tokens: ctx.prompt_tokens,
             block: None,
             next_index: 0,
+            reasoning_field: "reasoning_content".into(),
         };
         if sse.format == Format::Anthropic {
             let start = json!({ "type": "message_start", "message": {
@@ -861,11 +926,48 @@ impl<'a> Sse<'a> {
         Ok(())
     }
 
+    /// Anthropic: a `redacted_thinking` block, whole (OpenAI: nothing).
+    async fn redacted(&mut self, data: &str) -> std::io::Result<()> {
+        if self.format == Format::OpenAi {
+            return Ok(());
+        }
+        self.close_block().await?;
+        let index = self.next_index;
+        self.next_index += 1;
+        let block = json!({ "type": "redacted_thinking", "data": data });
+        self.data(&json!({ "type": "content_block_start", "index": index, "content_block": block })).await?;
+        self.data(&json!({ "type": "content_block_stop", "index": index })).await
+    }
+
+    /// Anthropic: the signature of the thinking block (opened when none is), as the API sends
+    /// it just before the block stops (OpenAI: nothing).
+    async fn signature(&mut self, signature: &str) -> std::io::Result<()> {
+        if self.format == Format::OpenAi {
+            return Ok(());
+        }
+        let index = self.open_block(true).await?;
+        let delta = json!({ "type": "signature_delta", "signature": signature });
+        self.data(&json!({ "type": "content_block_delta", "index": index, "delta": delta })).await?;
+        self.close_block().await
+    }
+
     async fn delta(&mut self, text: &str, thinking: bool) -> std::io::Result<()> {
         if self.format == Format::OpenAi {
-            let key = if thinking { "reasoning_content" } else { "content" };
+            let key = if thinking { self.reasoning_field.clone() } else { "content".to_owned() };
             return self.openai_chunk(json!({ key: text }), Value::Null).await;
         }
+        let index = self.open_block(thinking).await?;
+        let delta = if thinking {
+            json!({ "type": "thinking_delta", "thinking": text })
+        } else {
+            json!({ "type": "text_delta", "text": text })
+        };
+        self.data(&json!({ "type": "content_block_delta", "index": index, "delta": delta })).await
+    }
+
+    /// Anthropic: the index of the open block of this kind, opening one (and closing the other
+    /// kind's) when needed.
+    async fn open_block(&mut self, thinking: bool) -> std::io::Result<usize> {
         if self.block.is_some_and(|(_, t)| t != thinking) {
             self.close_block().await?;
         }
@@ -885,12 +987,7 @@ impl<'a> Sse<'a> {
                 index
             }
         };
-        let delta = if thinking {
-            json!({ "type": "thinking_delta", "thinking": text })
-        } else {
-            json!({ "type": "text_delta", "text": text })
-        };
-        self.data(&json!({ "type": "content_block_delta", "index": index, "delta": delta })).await
+        Ok(index)
     }
 
     async fn finish(&mut self, stop: &str, (input, output): (u64, u64)) -> std::io::Result<()> {

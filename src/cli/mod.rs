@@ -97,6 +97,10 @@ fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice) -> anyhow
     for warning in &opened.warnings {
         eprintln!("warning: {warning}");
     }
+    // `--thinking` is a choice for this run, as with pi: a continued session switches to it.
+    if let Some(level) = settings.thinking {
+        opened.agent.set_thinking_level(level)?;
+    }
     opened.agent.set_consent(consent::for_this_process());
     Ok(opened.agent)
 }

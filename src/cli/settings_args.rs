@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crate::core::config::{Settings, ToolSettings};
 use crate::core::tools::consent;
-use crate::core::provider::Api;
+use crate::core::provider::{Api, ThinkingLevel};
 
 /// `--provider`'s values: the wire protocols of `Api`, spelled as on the command line.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,6 +76,18 @@ pub struct SettingsArgs {
     /// Turns of one prompt at most (each round of tool calls is a turn).
     #[arg(long, global = true)]
     pub max_turns: Option<u32>,
+    /// Thinking level: off, minimal, low, medium, high. A new session starts with it; a session
+    /// continued with `--session` switches to it (recorded as pi records a change).
+    #[arg(long, env = "HANDOFF_THINKING", global = true, value_parser = parse_thinking)]
+    pub thinking: Option<ThinkingLevel>,
+    /// Whether the model takes `reasoning_effort` (OpenAI-compatible servers: true or false).
+    /// Default: on for OpenAI's reasoning models (o-series, gpt-5), off elsewhere.
+    #[arg(long, global = true, action = clap::ArgAction::Set)]
+    pub reasoning_effort: Option<bool>,
+}
+
+fn parse_thinking(s: &str) -> Result<ThinkingLevel, String> {
+    s.parse()
 }
 
 impl From<SettingsArgs> for Settings {
@@ -100,6 +112,8 @@ impl From<SettingsArgs> for Settings {
                 rules: Default::default(),
             }),
             max_turns: args.max_turns,
+            thinking: args.thinking,
+            reasoning_effort: args.reasoning_effort,
         }
     }
 }

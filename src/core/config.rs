@@ -9,7 +9,7 @@ use serde::Deserialize;
 use crate::core::agent::{AgentConfig, DEFAULT_MAX_TODO_REMINDERS, DEFAULT_MAX_TURNS};
 use crate::core::tools::consent::{self, Policy};
 use crate::core::tools::{ToolName, ToolRegistry};
-use crate::core::provider::{Api, ProviderConfig};
+use crate::core::provider::{Api, ProviderConfig, ThinkingLevel};
 
 /// Provider and storage settings. Every field is optional: defaults come from the provider, and
 /// the session folder's default from the front end, which knows its folder layout.
@@ -46,6 +46,12 @@ pub struct Settings {
     pub tools: Option<ToolSettings>,
     /// Turns of one prompt at most (each round of tool calls is a turn).
     pub max_turns: Option<u32>,
+    /// The thinking level of new sessions (off, minimal, low, medium, high); a resumed session
+    /// keeps the one it recorded.
+    pub thinking: Option<ThinkingLevel>,
+    /// Whether the model takes `reasoning_effort` (OpenAI-compatible servers); default: on for
+    /// OpenAI's reasoning models, off elsewhere.
+    pub reasoning_effort: Option<bool>,
 }
 
 /// The tools' settings (`setup{ tools = … }`, `--tools`, `--yes`).
@@ -116,6 +122,7 @@ impl Settings {
         if let Some(t) = self.timeout {
             config.idle_timeout = Duration::from_secs(t.max(1));
         }
+        config.reasoning_effort = self.reasoning_effort;
         config
     }
 
@@ -130,6 +137,7 @@ impl Settings {
             policy: tools.policy(),
             max_turns: self.max_turns.unwrap_or(DEFAULT_MAX_TURNS),
             max_todo_reminders: DEFAULT_MAX_TODO_REMINDERS,
+            thinking: self.thinking.unwrap_or_default(),
         })
     }
 }

@@ -12,6 +12,7 @@
 //! | `templates`     | request      | —                            | `[{name, description}]`              |
 //! | `new_session`   | request      | —                            | status (a `session_switch` record follows) |
 //! | `set_model`     | request      | `model`                      | status                               |
+//! | `set_thinking`  | request      | `level`                      | status (the change is recorded in the session) |
 //! | `health`        | request      | —                            | provider reachability, key presence (never the key) |
 //! | `prompt`        | notification | `text`                       | what the user typed: the controller classifies it (`/handoff …` too) |
 //! | `handoff`       | notification | `focus?`, `{review?}`        | runs the handoff in a task           |
@@ -46,6 +47,7 @@ use tokio::sync::watch;
 use crate::core::agent::{lock, AgentConfig, AgentError, AgentSession, SwitchReason};
 use crate::core::config::Settings;
 use crate::core::controller::{self, Controller, FrontEndTexts, Level, Notice, SessionChoice};
+use crate::core::provider::ThinkingLevel;
 use crate::core::session::SessionManager;
 use crate::core::tools::consent::Decision;
 use crate::frontend_paths;
@@ -77,6 +79,8 @@ fn merge(base: &Settings, over: Settings) -> Settings {
         system_prompt: over.system_prompt.or_else(|| base.system_prompt.clone()),
         tools: over.tools.or_else(|| base.tools.clone()),
         max_turns: over.max_turns.or(base.max_turns),
+        thinking: over.thinking.or(base.thinking),
+        reasoning_effort: over.reasoning_effort.or(base.reasoning_effort),
     }
 }
 
@@ -320,6 +324,19 @@ impl Host {
         reply("the status", &transcript::status(&controller))
     }
 
+    /// `set_thinking(level)`: the session's thinking level from the next request on (a reply
+    /// that runs goes on with its own); recorded as pi records a change.
+    async fn set_thinking(&self, args: &[Value]) -> Reply {
+        let controller = self.ready().await?;
+        let name = arg_str(args, 0).unwrap_or_default();
+        let level: ThinkingLevel = name.parse().map_err(err)?;
+        if controller.is_generating_handoff() {
+            return Err(err("A handoff is being generated: change the thinking level when it is done"));
+        }
+        controller.agent().set_thinking_level(level).map_err(err)?;
+        reply("the status", &transcript::status(&controller))
+    }
+
     async fn health(&self) -> Reply {
         let settings = lock(&self.inner.settings).clone();
         let config = self.agent().map(|a| a.provider_config()).unwrap_or_else(|| settings.provider_config());
@@ -417,6 +434,7 @@ impl Handler for Host {
             "templates" => self.templates(),
             "new_session" => self.new_session().await,
             "set_model" => self.set_model(&args).await,
+            "set_thinking" => self.set_thinking(&args).await,
             "health" => self.health().await,
             other => Err(err(format!("unknown request {other}"))),
         }

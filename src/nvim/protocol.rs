@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::agent::{Notice, SwitchReason};
 use crate::core::config::Settings;
 use crate::core::handoff::HandoffOutcome;
-use crate::core::provider::Api;
+use crate::core::provider::{Api, ThinkingLevel};
 use crate::core::session::SessionInfo;
 use crate::core::tools::consent::ApprovalRequest;
 use crate::core::tools::Todo;
@@ -184,6 +184,8 @@ pub struct Status {
     pub provider: String,
     pub api: Api,
     pub model: String,
+    /// The session's thinking level (`off`, `minimal`, `low`, `medium`, `high`).
+    pub thinking: ThinkingLevel,
     /// Tokens of the model's window the conversation fills (the provider's last count).
     pub context_tokens: u64,
     pub context_window: u64,
@@ -410,6 +412,7 @@ mod tests {
                 provider: "openai".into(),
                 api: Api::Anthropic,
                 model: "m".into(),
+                thinking: ThinkingLevel::High,
                 context_tokens: 0,
                 context_window: 128_000,
             },
@@ -426,6 +429,7 @@ mod tests {
         assert_eq!(get(&v, "type").unwrap().as_str(), Some("transcript"));
         assert_eq!(get(&v, "api").unwrap().as_str(), Some("anthropic"));
         assert_eq!(get(&v, "session_id").unwrap().as_str(), Some("id"));
+        assert_eq!(get(&v, "thinking").unwrap().as_str(), Some("high"));
         let items = get(&v, "items").unwrap();
         assert_eq!(get(&items.as_array().unwrap()[0], "kind").unwrap().as_str(), Some("user"));
         // Todos keep pi's field names.

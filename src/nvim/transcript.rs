@@ -159,6 +159,7 @@ pub fn status(controller: &Controller) -> Status {
         provider: config.name,
         api: config.api,
         model: config.model,
+        thinking: agent.thinking_level(),
         context_tokens,
         context_window,
     }

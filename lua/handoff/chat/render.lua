@@ -1,6 +1,10 @@
 --- The chat's text: a session's transcript rendered as markdown, and the streamed reply
 --- appended as it arrives. Every edit of the chat buffer happens here, on the main loop, in the
 --- order the host's records arrive.
+---
+--- A reply's thinking is a quote, folded: the chat's windows fold exactly the rows it takes
+--- (`ui.thinking`, kept here as the buffer changes), closed to "▸ Thinking (N lines)" as it
+--- streams; `za` (or `<CR>`) opens and closes it.
 local config = require("handoff.config")
 local state = require("handoff.state")
 
@@ -57,9 +61,11 @@ local function quote(text)
   return out
 end
 
---- Lines for one transcript item.
+--- Lines for one transcript item, and the rows its thinking takes among them (0-based,
+--- inclusive `{ first, last }`; nil without thinking).
 local function item_lines(item)
   local lines = {}
+  local thinking
   local function add(t)
     vim.list_extend(lines, type(t) == "table" and t or { t })
   end
@@ -73,7 +79,9 @@ local function item_lines(item)
   elseif k == "assistant" then
     add({ "## Assistant" .. (item.model and (" · " .. item.model) or ""), "" })
     if item.thinking then
-      add(quote(item.thinking))
+      local q = quote(item.thinking)
+      thinking = { #lines, #lines + #q - 1 }
+      add(q)
       add("")
     end
     add(split(item.text))
@@ -102,7 +110,54 @@ local function item_lines(item)
     return nil
   end
   add("")
-  return lines
+  return lines, thinking
+end
+
+--- The rows of `ui.thinking` shifted by `offset`, appended.
+local function add_thinking(range, offset)
+  if range then
+    table.insert(ui.thinking, { range[1] + offset, range[2] + offset })
+  end
+end
+
+--- 'foldexpr' of the chat's windows: a fold for each reply's thinking, nothing else.
+function M.foldexpr()
+  if api.nvim_get_current_buf() ~= ui.chat_buf then
+    return "0"
+  end
+  local row = vim.v.lnum - 1
+  local ranges = ui.thinking
+  local lo, hi = 1, #ranges
+  while lo <= hi do
+    local mid = math.floor((lo + hi) / 2)
+    local r = ranges[mid]
+    if row < r[1] then
+      hi = mid - 1
+    elseif row > r[2] then
+      lo = mid + 1
+    else
+      return row == r[1] and ">1" or "1"
+    end
+  end
+  return "0"
+end
+
+--- 'foldtext' of the chat's windows: the folded thinking as one line.
+function M.foldtext()
+  local n = vim.v.foldend - vim.v.foldstart + 1
+  return ("▸ Thinking (%d line%s)"):format(n, n == 1 and "" or "s")
+end
+
+--- Makes `win` fold the thinking of the replies it shows, closed at first.
+function M.setup_window(win)
+  local wo = vim.wo[win]
+  wo.foldexpr = "v:lua.require'handoff.chat.render'.foldexpr()"
+  wo.foldtext = "v:lua.require'handoff.chat.render'.foldtext()"
+  wo.foldminlines = 0
+  wo.foldlevel = 0
+  wo.foldcolumn = "0"
+  wo.foldenable = true
+  wo.foldmethod = "expr"
 end
 
 --- Rebuilds the chat from a transcript (`items` of the host's `transcript`).
@@ -129,15 +184,18 @@ function M.render(items, info)
       table.insert(lines, "")
     end
     local marks = {}
+    ui.thinking = {}
     for _, item in ipairs(items) do
-      local l = item_lines(item)
+      local l, thinking = item_lines(item)
       if l then
         if item.kind == "handoff" then
           table.insert(marks, { #lines, #lines + #l - 1 })
         end
+        add_thinking(thinking, #lines)
         vim.list_extend(lines, l)
       end
     end
+    -- The folds are computed as the lines change: their rows are known first.
     api.nvim_buf_set_lines(buf, 0, -1, false, lines)
     for _, m in ipairs(marks) do
       api.nvim_buf_set_extmark(buf, ns, m[1], 0, { end_row = m[2], line_hl_group = "HandoffHandoffContext" })
@@ -237,8 +295,12 @@ end
 --- A finished item (a user prompt as it starts).
 function M.append_item(item)
   M.close_stream()
-  local lines = item_lines(item)
+  local lines, thinking = item_lines(item)
   if lines then
+    local buf = chat_buf()
+    local n = api.nvim_buf_line_count(buf)
+    local empty = n == 1 and api.nvim_buf_get_lines(buf, 0, 1, false)[1] == ""
+    add_thinking(thinking, empty and 0 or n)
     append_lines(lines)
   end
 end
@@ -249,7 +311,7 @@ function M.begin_assistant(item)
   ui.stream = "fresh" -- the last line is empty and takes the first delta
 end
 
---- Appends streamed text to the last line (thinking is shown as a quote).
+--- Appends streamed text to the last line (thinking is shown as a quote, folded).
 function M.append_text(text, thinking)
   if not text or text == "" then
     return
@@ -260,10 +322,14 @@ function M.append_text(text, thinking)
     if ui.stream ~= want then
       if ui.stream == "fresh" then
         if thinking then
+          table.insert(ui.thinking, { n - 1, n - 1 })
           api.nvim_buf_set_lines(buf, n - 1, n, false, { "> " })
         end
       else
         -- A blank line between thinking and text (or after anything else).
+        if thinking then
+          table.insert(ui.thinking, { n + 1, n + 1 })
+        end
         api.nvim_buf_set_lines(buf, n, n, false, { "", thinking and "> " or "" })
         n = api.nvim_buf_line_count(buf)
       end
@@ -276,6 +342,8 @@ function M.append_text(text, thinking)
       for i = 2, #pieces do
         pieces[i] = "> " .. pieces[i]
       end
+      -- The fold grows with the thinking: its last row is known before the lines change.
+      ui.thinking[#ui.thinking][2] = n - 1 + #pieces - 1
     end
     api.nvim_buf_set_lines(buf, n - 1, n, false, pieces)
   end)

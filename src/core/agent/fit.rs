@@ -76,7 +76,13 @@ fn shorten_blocks(content: &mut Content, keep: usize) {
                 *t = elide_middle(t, keep);
             }
             if let Some(t) = b.thinking.as_mut() {
-                *t = elide_middle(t, keep);
+                let shortened = elide_middle(t, keep);
+                if shortened != *t {
+                    // The signature vouches for the whole text: a cut block is sent as unsigned
+                    // thinking is (not at all).
+                    b.extra.remove("thinkingSignature");
+                    *t = shortened;
+                }
             }
             b
         })

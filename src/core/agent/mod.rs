@@ -20,7 +20,7 @@ pub use events::{AgentEvent, AssistantMessageEvent, Level, Notice, SwitchReason}
 
 use crate::core::message::{Content, ContentBlock, Message, StopReason};
 use crate::core::provider::{
-    ChatRequest, Provider, ProviderConfig, ProviderError, StreamEvent, ToolCall, ToolChoice,
+    ChatRequest, Provider, ProviderConfig, ProviderError, StreamEvent, ThinkingLevel, ToolCall, ToolChoice,
 };
 use crate::core::session::{SessionError, SessionManager};
 use crate::core::tools::consent::{Consent, Decision, Grants, Policy};
@@ -105,7 +105,9 @@ pub struct AgentState {
     pub pending_next_turn: Vec<Message>,
     /// Todo reminders sent since the last `reset()` (bounded by `max_todo_reminders`).
     pub todo_reminder_counter: u32,
-    pub thinking_level: String,
+    /// How hard the model thinks: the session's last recorded level (`thinking_level_change`),
+    /// sent with every request of this session (the handoff's too).
+    pub thinking_level: ThinkingLevel,
     /// Cancels the running response; `Some` while one streams.
     run: Option<CancellationToken>,
 }
@@ -124,6 +126,8 @@ pub struct AgentConfig {
     pub max_turns: u32,
     /// Todo reminders at most between two resets (0: never remind).
     pub max_todo_reminders: u32,
+    /// The thinking level of a session that has none recorded (a new one).
+    pub thinking: ThinkingLevel,
 }
 
 impl AgentConfig {
@@ -137,6 +141,7 @@ impl AgentConfig {
             policy: Policy::default(),
             max_turns: DEFAULT_MAX_TURNS,
             max_todo_reminders: DEFAULT_MAX_TODO_REMINDERS,
+            thinking: ThinkingLevel::Off,
         }
     }
 }
@@ -188,7 +193,7 @@ impl AgentSession {
         let state = AgentState {
             messages: None,
             session_id: session.session_id().to_string(),
-            thinking_level: session.context_settings().1.unwrap_or_else(|| "off".into()),
+            thinking_level: recorded_level(&session).unwrap_or(config.thinking),
             ..AgentState::default()
         };
         let tool_env = EnvPolicy::new(config.provider.api_key_env.iter().cloned());
@@ -247,6 +252,24 @@ impl AgentSession {
 
     pub fn templates_dir(&self) -> Option<&std::path::Path> {
         self.templates_dir.as_deref()
+    }
+
+    /// The thinking level in force.
+    pub fn thinking_level(&self) -> ThinkingLevel {
+        self.state().thinking_level
+    }
+
+    /// Sets the thinking level of the session; a change is recorded as pi records it (a
+    /// `thinking_level_change` entry), so the session resumes with it, in pi too. It applies
+    /// from the next request on, also while a response runs. Returns whether it changed.
+    pub fn set_thinking_level(&self, level: ThinkingLevel) -> Result<bool, AgentError> {
+        let mut session = self.session();
+        if self.state().thinking_level == level {
+            return Ok(false);
+        }
+        session.append_thinking_level_change(level.as_str())?;
+        self.state().thinking_level = level;
+        Ok(true)
     }
 
     /// Switches the model; recorded in the session as a `model_change` entry.
@@ -342,9 +365,9 @@ impl AgentSession {
     /// as pi starts every session (the CLI, the host, `/new` and the handoff all do).
     pub fn record_settings(&self, session: &mut SessionManager) -> Result<(), SessionError> {
         let config = self.provider_config();
-        let level = self.state().thinking_level.clone();
+        let level = self.state().thinking_level;
         session.append_model_change(&config.name, &config.model)?;
-        session.append_thinking_level_change(&level)?;
+        session.append_thinking_level_change(level.as_str())?;
         Ok(())
     }
 
@@ -357,6 +380,9 @@ impl AgentSession {
         }
         let new = next.path().to_path_buf();
         let session_id = next.session_id().to_string();
+        // A session's level is the last one it recorded (a new or handed-off session recorded
+        // the one in force; a resumed one brings its own).
+        let level = recorded_level(&next);
         let old = {
             let mut current = self.session();
             if let Err(e) = current.flush() {
@@ -377,6 +403,9 @@ impl AgentSession {
             let mut state = self.state();
             state.messages = None;
             state.session_id = session_id;
+            if let Some(level) = level {
+                state.thinking_level = level;
+            }
         }
         self.emit(AgentEvent::SessionSwitch {
             old: Some(old.to_string_lossy().into_owned()),
@@ -591,6 +620,7 @@ impl AgentSession {
             messages,
             tools: self.tools.definitions(),
             tool_choice,
+            thinking: self.state().thinking_level,
         };
         let mut message = Message::assistant(config.api.pi_name(), &config.name, &config.model);
         self.emit(AgentEvent::MessageStart { message: message.clone() });
@@ -598,10 +628,36 @@ impl AgentSession {
         // Content index of each tool call's block, by the call's index.
         let mut call_blocks: Vec<usize> = Vec::new();
         let mut tool_calls: Vec<ToolCall> = Vec::new();
+        // The thinking block being streamed (its content index), until its end.
+        let mut open_thinking: Option<usize> = None;
         let mut on_event = |event: StreamEvent| {
             let (delta, is_text) = match event {
                 StreamEvent::TextDelta(d) => (d, true),
                 StreamEvent::ThinkingDelta(d) => (d, false),
+                StreamEvent::ThinkingEnd { signature } => {
+                    // A block signed without any text shown (Anthropic) is kept too, as pi does.
+                    let at = *open_thinking.get_or_insert_with(|| push_block(&mut message, ContentBlock::thinking("")));
+                    if let (Some(signature), Content::Blocks(blocks)) = (signature, &mut message.content) {
+                        if let Some(block) = blocks.get_mut(at) {
+                            block.extra.insert("thinkingSignature".into(), signature.into());
+                        }
+                    }
+                    open_thinking = None;
+                    return;
+                }
+                StreamEvent::RedactedThinking(data) => {
+                    // pi's shape: a thinking block marked redacted, the data as its signature.
+                    let mut block = ContentBlock::thinking(REDACTED_THINKING);
+                    block.extra.insert("thinkingSignature".into(), data.into());
+                    block.extra.insert("redacted".into(), true.into());
+                    push_block(&mut message, block);
+                    open_thinking = None;
+                    return;
+                }
+                StreamEvent::Notice(text) => {
+                    let _ = events.send(AgentEvent::Notice(Notice::new(Level::Warn, text)));
+                    return;
+                }
                 StreamEvent::ToolCallStart { id, name, .. } => {
                     let block = ContentBlock::tool_call(id, name, serde_json::json!({}));
                     call_blocks.push(push_block(&mut message, block));
@@ -625,14 +681,25 @@ impl AgentSession {
                     return;
                 }
             };
-            if is_text {
+            let content_index = if is_text {
                 message.push_text(&delta);
+                match &message.content {
+                    Content::Blocks(blocks) => blocks.len().saturating_sub(1),
+                    Content::Text(_) => 0,
+                }
             } else {
-                message.push_thinking(&delta);
-            }
-            let content_index = match &message.content {
-                Content::Blocks(blocks) => blocks.len().saturating_sub(1),
-                Content::Text(_) => 0,
+                // Each signed block stays whole: a new one starts after the last one ended.
+                match open_thinking {
+                    Some(at) => {
+                        if let Content::Blocks(blocks) = &mut message.content {
+                            if let Some(t) = blocks.get_mut(at).and_then(|b| b.thinking.as_mut()) {
+                                t.push_str(&delta);
+                            }
+                        }
+                        at
+                    }
+                    None => *open_thinking.insert(push_block(&mut message, ContentBlock::thinking(delta.clone()))),
+                }
             };
             let event = if is_text {
                 AssistantMessageEvent::TextDelta { content_index, delta }
@@ -664,6 +731,14 @@ impl AgentSession {
         }
         (message, tool_calls)
     }
+}
+
+/// The text pi stores for a `redacted_thinking` block.
+const REDACTED_THINKING: &str = "[Reasoning redacted]";
+
+/// The thinking level a session recorded last, if any (`None` also for a level we do not know).
+fn recorded_level(session: &SessionManager) -> Option<ThinkingLevel> {
+    session.context_settings().1.as_deref().and_then(ThinkingLevel::parse)
 }
 
 /// Appends a block to a streaming message and returns its content index.

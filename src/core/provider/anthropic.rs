@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{json, Map, Value};
 
-use super::types::{ChatRequest, ProviderConfig, ProviderError, StreamEnd, StreamEvent};
+use super::types::{ChatRequest, ProviderConfig, ProviderError, StreamEnd, StreamEvent, ThinkingLevel};
 use super::wire::{self, Decoder, Flow, SseEvent, ToolCalls, WireFormat};
 use crate::core::message::{Content, ContentBlock, Message, Role, StopReason};
 
@@ -41,14 +41,19 @@ impl WireFormat for Anthropic {
 }
 
 fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
+    let thinking = thinking(config, request.thinking);
     let mut body = Map::new();
     body.insert("model".into(), config.model.clone().into());
-    body.insert("max_tokens".into(), config.max_tokens.into());
+    body.insert("max_tokens".into(), thinking.max_tokens.into());
     if let Some(system) = request.system.as_deref().filter(|s| !s.trim().is_empty()) {
         body.insert("system".into(), system.into());
     }
-    body.insert("messages".into(), messages(request).into());
+    body.insert("messages".into(), messages(config, request).into());
     body.insert("stream".into(), true.into());
+    // No `temperature` is ever sent: the API refuses it together with thinking.
+    for (field, value) in thinking.fields {
+        body.insert(field.into(), value);
+    }
     if !request.tools.is_empty() {
         let tools: Vec<Value> = request
             .tools
@@ -73,14 +78,75 @@ fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
     Value::Object(body)
 }
 
+/// What thinking at a level adds to a request: the reply limit it needs and its fields.
+struct Thinking {
+    max_tokens: u32,
+    fields: Vec<(&'static str, Value)>,
+}
+
+/// Anthropic's fields for `level`, as pi 0.73.1 sends them. Off: nothing (the API's default).
+/// Models with adaptive thinking (Opus 4.6 and 4.7, Sonnet 4.6) get `thinking: {type:
+/// "adaptive"}` and an effort; the others budget-based thinking, `thinking: {type: "enabled",
+/// budget_tokens}` with pi's budgets (minimal 1024, low 2048, medium 8192, high 16384). The
+/// budget is added to `max_tokens` (the room for the answer), capped at the model's output
+/// limit; what does not fit comes off the budget, keeping 1024 tokens for the answer. A budget
+/// under the API's minimum of 1024 sends no thinking at all.
+fn thinking(config: &ProviderConfig, level: ThinkingLevel) -> Thinking {
+    let off = Thinking { max_tokens: config.max_tokens, fields: Vec::new() };
+    if !level.is_on() {
+        return off;
+    }
+    if adaptive_thinking(&config.model) {
+        let effort = match level {
+            ThinkingLevel::Minimal | ThinkingLevel::Low => "low",
+            ThinkingLevel::Medium => "medium",
+            _ => "high",
+        };
+        return Thinking {
+            max_tokens: config.max_tokens,
+            fields: vec![
+                ("thinking", json!({ "type": "adaptive", "display": "summarized" })),
+                ("output_config", json!({ "effort": effort })),
+            ],
+        };
+    }
+    const MIN_BUDGET: u32 = 1024;
+    let mut budget = level.anthropic_budget();
+    let max_tokens = config.max_tokens.saturating_add(budget).min(output_limit(&config.model).max(config.max_tokens));
+    if max_tokens <= budget {
+        budget = max_tokens.saturating_sub(1024);
+    }
+    if budget < MIN_BUDGET {
+        return off;
+    }
+    Thinking { max_tokens, fields: vec![("thinking", json!({ "type": "enabled", "budget_tokens": budget }))] }
+}
+
+/// pi's `supportsAdaptiveThinking`: the models that decide themselves how long to think.
+fn adaptive_thinking(model: &str) -> bool {
+    ["opus-4-6", "opus-4.6", "opus-4-7", "opus-4.7", "sonnet-4-6", "sonnet-4.6"].iter().any(|m| model.contains(m))
+}
+
+/// The most output tokens a model takes (pi's registry): 32k for Opus 4 and 4.1, 128k for the
+/// adaptive Opus models, 64k for the other thinking models (and any model we do not know).
+fn output_limit(model: &str) -> u32 {
+    if ["opus-4-0", "opus-4-1", "opus-4-2025"].iter().any(|m| model.contains(m)) {
+        32_000
+    } else if ["opus-4-6", "opus-4.6", "opus-4-7", "opus-4.7"].iter().any(|m| model.contains(m)) {
+        128_000
+    } else {
+        64_000
+    }
+}
+
 /// pi messages as Anthropic messages, consecutive same-role messages merged into one (a tool
 /// result followed by the user's next prompt becomes one user message, results first).
-fn messages(request: &ChatRequest) -> Vec<Value> {
+fn messages(config: &ProviderConfig, request: &ChatRequest) -> Vec<Value> {
     let mut merged: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for msg in wire::prepare_messages(&request.messages) {
         let (role, blocks) = match &msg.role {
             Role::User => ("user", user_blocks(&msg.content)),
-            Role::Assistant => ("assistant", assistant_blocks(&msg)),
+            Role::Assistant => ("assistant", assistant_blocks(&msg, wire::same_model(&msg, config))),
             Role::ToolResult => ("user", vec![tool_result(&msg)]),
             Role::Other(_) => continue,
         };
@@ -121,18 +187,31 @@ fn user_blocks(content: &Content) -> Vec<Value> {
     }
 }
 
-/// Text and tool calls; thinking is left out (Anthropic would want its signature back, and
-/// replies from other providers have none).
-fn assistant_blocks(msg: &Message) -> Vec<Value> {
+/// Text, tool calls, and the model's own signed thinking, in order. Anthropic wants thinking
+/// back as it came (with its signature, before the tool calls of the turn it belongs to) when
+/// thinking is on; `redacted_thinking` goes back as its data. Thinking of another model, or
+/// without a signature (an aborted reply), is left out: pi sends it as text, which the model
+/// would read as something it said.
+fn assistant_blocks(msg: &Message, same_model: bool) -> Vec<Value> {
     msg.content
         .blocks()
         .iter()
         .filter_map(|b| match b.kind.as_str() {
             "text" => b.text.as_deref().and_then(text_block),
+            "thinking" if same_model => thinking_block(b),
             "toolCall" => Some(tool_use(b)),
             _ => None,
         })
         .collect()
+}
+
+fn thinking_block(block: &ContentBlock) -> Option<Value> {
+    let signature = wire::thinking_signature(block)?;
+    if wire::is_redacted(block) {
+        return Some(json!({ "type": "redacted_thinking", "data": signature }));
+    }
+    let thinking = block.thinking.as_deref().filter(|t| !t.trim().is_empty())?;
+    Some(json!({ "type": "thinking", "thinking": thinking, "signature": signature }))
 }
 
 fn tool_use(block: &ContentBlock) -> Value {
@@ -204,6 +283,8 @@ struct AnthropicDecoder {
     calls: ToolCalls,
     /// The content block `index` of each `tool_use` block → its index in `calls`.
     by_block: HashMap<u64, usize>,
+    /// The open `thinking` blocks by content block `index`, with their signature so far.
+    thinking: HashMap<u64, String>,
 }
 
 impl Decoder for AnthropicDecoder {
@@ -240,6 +321,16 @@ impl Decoder for AnthropicDecoder {
                 let field = |k: &str| {
                     block.and_then(|b| b.get(k)).and_then(Value::as_str).filter(|s| !s.is_empty())
                 };
+                if field("type") == Some("redacted_thinking") {
+                    if let Some(data) = field("data") {
+                        emit(StreamEvent::RedactedThinking(data.to_owned()));
+                    }
+                    return Ok(Flow::Continue);
+                }
+                if field("type") == Some("thinking") {
+                    let signature = field("signature").unwrap_or_default().to_owned();
+                    self.thinking.insert(block_index.unwrap_or(u64::MAX), signature);
+                }
                 if field("type") == Some("tool_use") {
                     let call = self.calls.start(field("id"), field("name"), emit);
                     if let Some(Value::Object(input)) = block.and_then(|b| b.get("input")) {
@@ -279,13 +370,21 @@ impl Decoder for AnthropicDecoder {
                             self.calls.append(call, piece, emit);
                         }
                     }
-                    // signature_delta: nothing the caller can show.
+                    Some("signature_delta") => {
+                        let open = self.thinking.get_mut(&block_index.unwrap_or(u64::MAX));
+                        if let (Some(signature), Some(piece)) = (open, field("signature")) {
+                            signature.push_str(piece);
+                        }
+                    }
                     _ => {}
                 }
             }
             "content_block_stop" => {
                 if let Some(call) = block_index.and_then(|b| self.by_block.get(&b).copied()) {
                     self.calls.finish(call, emit);
+                }
+                if let Some(signature) = self.thinking.remove(&block_index.unwrap_or(u64::MAX)) {
+                    emit(thinking_end(signature));
                 }
             }
             "message_delta" => {
@@ -331,10 +430,19 @@ impl Decoder for AnthropicDecoder {
         if !self.finished {
             return Err("connection closed before the reply finished".into());
         }
-        // A server that never closed a tool_use block still finished the reply.
+        // A server that never closed a block still finished the reply.
+        let mut open: Vec<(u64, String)> = self.thinking.drain().collect();
+        open.sort_by_key(|(index, _)| *index);
+        for (_, signature) in open {
+            emit(thinking_end(signature));
+        }
         self.calls.finish_all(emit);
         Ok(self.end)
     }
+}
+
+fn thinking_end(signature: String) -> StreamEvent {
+    StreamEvent::ThinkingEnd { signature: Some(signature).filter(|s| !s.is_empty()) }
 }
 
 impl AnthropicDecoder {
@@ -363,6 +471,7 @@ impl AnthropicDecoder {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::core::message::Message;
 
     fn feed(d: &mut AnthropicDecoder, name: &str, data: &str) -> (Result<Flow, String>, Vec<StreamEvent>) {
         let mut events = Vec::new();
@@ -438,6 +547,117 @@ mod tests {
         assert_eq!(events[0], StreamEvent::TextDelta("Looking.".into()));
         assert_eq!(events[1], StreamEvent::ToolCallStart { index: 0, id: "toolu_1".into(), name: "read".into() });
         assert_eq!(events.iter().filter(|e| matches!(e, StreamEvent::ToolCallDelta { .. })).count(), 2, "empty pieces are not events");
+    }
+
+    #[test]
+    fn thinking_budgets_are_pis_and_added_to_max_tokens() {
+        use super::super::Api;
+        let mut config = ProviderConfig::new(Api::Anthropic, "http://127.0.0.1:9/v1", "claude-sonnet-4-5");
+        config.max_tokens = 4096;
+        let off = thinking(&config, ThinkingLevel::Off);
+        assert_eq!((off.max_tokens, off.fields.len()), (4096, 0));
+        for (level, budget) in [
+            (ThinkingLevel::Minimal, 1024),
+            (ThinkingLevel::Low, 2048),
+            (ThinkingLevel::Medium, 8192),
+            (ThinkingLevel::High, 16384),
+        ] {
+            let t = thinking(&config, level);
+            assert_eq!(t.max_tokens, 4096 + budget, "{level}");
+            assert_eq!(t.fields, vec![("thinking", json!({"type": "enabled", "budget_tokens": budget}))], "{level}");
+        }
+        // Capped at the model's output limit: the budget still fits below it.
+        config.model = "claude-opus-4-1-20250805".into();
+        config.max_tokens = 30_000;
+        let t = thinking(&config, ThinkingLevel::High);
+        assert_eq!(t.max_tokens, 32_000);
+        assert_eq!(t.fields[0].1["budget_tokens"], 16384);
+        // Adaptive models choose their budget: an effort instead.
+        config.model = "claude-opus-4-6".into();
+        let t = thinking(&config, ThinkingLevel::Minimal);
+        assert_eq!(t.max_tokens, 30_000);
+        assert_eq!(
+            t.fields,
+            vec![
+                ("thinking", json!({"type": "adaptive", "display": "summarized"})),
+                ("output_config", json!({"effort": "low"})),
+            ]
+        );
+    }
+
+    #[test]
+    fn thinking_blocks_end_with_their_signature_and_redacted_blocks_come_whole() {
+        let mut d = AnthropicDecoder::default();
+        let mut events = Vec::new();
+        for (name, data) in [
+            ("content_block_start", r#"{"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":"EncRypt3d"}}"#),
+            ("content_block_stop", r#"{"type":"content_block_stop","index":0}"#),
+            ("content_block_start", r#"{"type":"content_block_start","index":1,"content_block":{"type":"thinking","thinking":""}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"thinking_delta","thinking":"Hm."}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"signature_delta","signature":"c2ln"}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"signature_delta","signature":"Tg=="}}"#),
+            ("content_block_stop", r#"{"type":"content_block_stop","index":1}"#),
+            // Thinking the API signs without showing it.
+            ("content_block_start", r#"{"type":"content_block_start","index":2,"content_block":{"type":"thinking","thinking":"","signature":"b25seQ=="}}"#),
+            ("content_block_stop", r#"{"type":"content_block_stop","index":2}"#),
+            ("content_block_start", r#"{"type":"content_block_start","index":3,"content_block":{"type":"text","text":""}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","index":3,"delta":{"type":"text_delta","text":"Yes."}}"#),
+            ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"}}"#),
+        ] {
+            let (r, mut ev) = feed(&mut d, name, data);
+            assert_eq!(r, Ok(Flow::Continue), "{name}");
+            events.append(&mut ev);
+        }
+        Box::new(d).finish(&mut |e| events.push(e)).unwrap();
+        assert_eq!(
+            events,
+            vec![
+                StreamEvent::RedactedThinking("EncRypt3d".into()),
+                StreamEvent::ThinkingDelta("Hm.".into()),
+                StreamEvent::ThinkingEnd { signature: Some("c2lnTg==".into()) },
+                StreamEvent::ThinkingEnd { signature: Some("b25seQ==".into()) },
+                StreamEvent::TextDelta("Yes.".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn signed_thinking_goes_back_to_the_model_that_wrote_it_only() {
+        use super::super::Api;
+        use crate::core::message::ContentBlock;
+        let config = ProviderConfig::new(Api::Anthropic, "http://127.0.0.1:9/v1", "claude-sonnet-4-5");
+        let mut signed = ContentBlock::thinking("Let me check.");
+        signed.extra.insert("thinkingSignature".into(), "c2ln".into());
+        let mut redacted = ContentBlock::thinking("[Reasoning redacted]");
+        redacted.extra.insert("thinkingSignature".into(), "EncRypt3d".into());
+        redacted.extra.insert("redacted".into(), true.into());
+        let unsigned = ContentBlock::thinking("aborted mid-thought");
+        let reply = |model: &str| {
+            let mut m = Message::assistant("anthropic-messages", "anthropic", model);
+            m.content = Content::Blocks(vec![
+                redacted.clone(),
+                signed.clone(),
+                unsigned.clone(),
+                ContentBlock::text("Done."),
+                ContentBlock::tool_call("toolu_1", "ls", json!({})),
+            ]);
+            m
+        };
+        let request = |m: Message| ChatRequest { messages: vec![Message::user("go"), m], ..ChatRequest::default() };
+        let body = request_body(&config, &request(reply("claude-sonnet-4-5")));
+        assert_eq!(
+            body["messages"][1]["content"],
+            json!([
+                {"type": "redacted_thinking", "data": "EncRypt3d"},
+                {"type": "thinking", "thinking": "Let me check.", "signature": "c2ln"},
+                {"type": "text", "text": "Done."},
+                {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {}},
+            ])
+        );
+        assert!(body.get("thinking").is_none() && body.get("temperature").is_none(), "{body}");
+        let other = request_body(&config, &request(reply("claude-opus-4-1")));
+        let kinds: Vec<&str> = other["messages"][1]["content"].as_array().unwrap().iter().map(|b| b["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["text", "tool_use"]);
     }
 
     #[test]

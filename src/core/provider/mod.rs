@@ -30,9 +30,11 @@ pub use health::{probe, Reachability, Unreachable, PROBE_TIMEOUT};
 pub use key::describe_cmd;
 pub use types::{
     Api, ChatRequest, MalformedArguments, ProviderConfig, ProviderError, StreamEnd, StreamEvent,
-    ToolCall, ToolChoice,
+    ThinkingLevel, ToolCall, ToolChoice,
 };
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -60,6 +62,18 @@ pub struct Provider {
     /// [`ProviderError::Client`], so the user sees the reason in the transcript.
     client: Result<reqwest::Client, String>,
     format: &'static dyn WireFormat,
+    /// The server refused `reasoning_effort` once: it is left out from then on (shared by the
+    /// clones, so for as long as this model is in use).
+    reasoning_effort_refused: Arc<AtomicBool>,
+}
+
+/// The request field some OpenAI-compatible servers refuse.
+const REASONING_EFFORT: &str = "reasoning_effort";
+
+/// Whether `error` is a server refusing `field` (a 400, or a 422 from validating servers, whose
+/// message names it).
+fn refuses_field(error: &ProviderError, field: &str) -> bool {
+    matches!(error, ProviderError::Http { status: 400 | 422, message, .. } if message.to_ascii_lowercase().contains(field))
 }
 
 impl Provider {
@@ -73,7 +87,7 @@ impl Provider {
                 e.to_string()
             });
         let format = format_for(config.api);
-        Self { config, client, format }
+        Self { config, client, format, reasoning_effort_refused: Arc::new(AtomicBool::new(false)) }
     }
 
     pub fn config(&self) -> &ProviderConfig {
@@ -86,6 +100,10 @@ impl Provider {
     /// The key is resolved here, per call, so a rotated key or a `pass` entry unlocked later is
     /// picked up without restarting; it lives only in this call's memory. Every error message is
     /// scrubbed of it before it leaves, in case a server or a shell echoes it back.
+    ///
+    /// A server that refuses `reasoning_effort` (a 400 naming it) is asked again without it, and
+    /// never sent it again by this provider; `on_event` hears of it once, as a
+    /// [`StreamEvent::Notice`].
     pub async fn stream(
         &self,
         request: &ChatRequest,
@@ -98,9 +116,35 @@ impl Provider {
             _ = cancel.cancelled() => return Err(ProviderError::Aborted),
             key = key::resolve(&self.config) => key?,
         };
-        let prepared = http::Prepared::new(self.format, &self.config, request);
-        let result = self.with_retries(client, &prepared, key.as_deref(), cancel, on_event).await;
+        let mut config = self.effective_config();
+        let mut result = {
+            let prepared = http::Prepared::new(self.format, &config, request);
+            self.with_retries(client, &prepared, key.as_deref(), cancel, on_event).await
+        };
+        let sent_effort = request.thinking.is_on() && config.sends_reasoning_effort();
+        if sent_effort && result.as_ref().is_err_and(|e| refuses_field(e, REASONING_EFFORT)) {
+            self.reasoning_effort_refused.store(true, Ordering::Relaxed);
+            tracing::warn!(provider = %config.name, model = %config.model, "the server refused reasoning_effort; asking again without it");
+            on_event(StreamEvent::Notice(format!(
+                "{} ({}) does not take reasoning_effort: the thinking level is not sent to it for the rest of the session (set reasoning_effort = false to skip the first try)",
+                config.name, config.model
+            )));
+            config.to_mut().reasoning_effort = Some(false);
+            let prepared = http::Prepared::new(self.format, &config, request);
+            result = self.with_retries(client, &prepared, key.as_deref(), cancel, on_event).await;
+        }
         result.map_err(|e| key::redact_error(e, key.as_deref()))
+    }
+
+    /// The config requests are built from: `reasoning_effort` off once the server refused it.
+    fn effective_config(&self) -> std::borrow::Cow<'_, ProviderConfig> {
+        if self.reasoning_effort_refused.load(Ordering::Relaxed) && self.config.sends_reasoning_effort() {
+            let mut config = self.config.clone();
+            config.reasoning_effort = Some(false);
+            std::borrow::Cow::Owned(config)
+        } else {
+            std::borrow::Cow::Borrowed(&self.config)
+        }
     }
 
     /// Runs attempts until one succeeds, fails for good, delivers a delta and then fails, or

@@ -2,13 +2,18 @@
 //! local servers (llama.cpp, Ollama, vLLM, LM Studio), so the decoder accepts their variations:
 //! `reasoning_content` or `reasoning` for thinking, a missing `[DONE]`, usage-only chunks, tool
 //! calls without an `index` or with every call numbered 0.
+//!
+//! Thinking: the level goes out as `reasoning_effort` where the model takes it
+//! ([`ProviderConfig::sends_reasoning_effort`]); reasoning streams back in `reasoning_content`,
+//! `reasoning` or `reasoning_text` and is stored as pi stores it, the field's name as the
+//! block's signature, so that it can go back in that field to the model that wrote it.
 
 use std::collections::HashMap;
 
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use super::types::{ChatRequest, ProviderConfig, ProviderError, StreamEnd, StreamEvent};
+use super::types::{ChatRequest, ProviderConfig, ProviderError, StreamEnd, StreamEvent, ThinkingLevel};
 use super::wire::{self, Decoder, Flow, SseEvent, ToolCalls, WireFormat};
 use crate::core::message::{Content, ContentBlock, Role, StopReason, Usage};
 
@@ -41,11 +46,14 @@ impl WireFormat for OpenAi {
 fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
     let mut body = json!({
         "model": config.model,
-        "messages": messages(request),
+        "messages": messages(config, request),
         "stream": true,
         "stream_options": { "include_usage": true },
     });
     body[max_tokens_field(&config.base_url)] = config.max_tokens.into();
+    if request.thinking.is_on() && config.sends_reasoning_effort() {
+        body["reasoning_effort"] = reasoning_effort(&config.model, request.thinking).into();
+    }
     if !request.tools.is_empty() {
         let tools: Vec<Value> = request
             .tools
@@ -67,6 +75,21 @@ fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
     body
 }
 
+/// The `reasoning_effort` of a level: its name, but `minimal` (gpt-5's) is `low` for the
+/// o-series, which refuse it.
+fn reasoning_effort(model: &str, level: ThinkingLevel) -> &'static str {
+    let m = model.to_ascii_lowercase();
+    let o_series = m.starts_with('o') && m.as_bytes().get(1).is_some_and(u8::is_ascii_digit);
+    if level == ThinkingLevel::Minimal && o_series {
+        return ThinkingLevel::Low.as_str();
+    }
+    level.as_str()
+}
+
+/// The fields reasoning streams in, in the order pi reads them (the first non-empty one wins:
+/// some servers send the same text in two).
+const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "reasoning", "reasoning_text"];
+
 /// OpenAI's own API (and Azure's) takes the reply limit as `max_completion_tokens`: it deprecated
 /// `max_tokens`, and its reasoning models (o-series, gpt-5) refuse it. The local servers that
 /// speak the protocol (llama.cpp, Ollama, vLLM, LM Studio) know `max_tokens`.
@@ -78,12 +101,13 @@ fn max_tokens_field(base_url: &str) -> &'static str {
     }
 }
 
-/// pi messages in Chat Completions shape. Thinking blocks stay home: the API has no field for
-/// them and sending them as text would make the model read its own scratchpad as an answer.
+/// pi messages in Chat Completions shape. Thinking goes back only as pi sends it: to the model
+/// that wrote it, in the field it came in (`reasoning_content`, …: the block's signature, as pi
+/// records it); never as text, which the model would read as its own answer.
 ///
 /// Tool results become `tool` messages; a `tool` message carries text only, so the images of a
 /// run of consecutive results follow it in one user message, as pi sends them.
-fn messages(request: &ChatRequest) -> Vec<Value> {
+fn messages(config: &ProviderConfig, request: &ChatRequest) -> Vec<Value> {
     let mut out = Vec::new();
     if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
         out.push(json!({ "role": "system", "content": system }));
@@ -113,6 +137,11 @@ fn messages(request: &ChatRequest) -> Vec<Value> {
                 if !calls.is_empty() {
                     m.insert("tool_calls".into(), calls.into());
                 }
+                if wire::same_model(&msg, config) {
+                    if let Some((field, thinking)) = reasoning_of(&msg) {
+                        m.insert(field.into(), thinking.into());
+                    }
+                }
                 out.push(Value::Object(m));
             }
             Role::ToolResult => {
@@ -131,6 +160,21 @@ fn messages(request: &ChatRequest) -> Vec<Value> {
         out.push(tool_images_message(result_images));
     }
     out
+}
+
+/// The field and text of a message's reasoning, as pi sends it back: the non-empty thinking
+/// blocks joined, in the field the first one's signature names (one of [`REASONING_FIELDS`]:
+/// a signature from elsewhere names no field of this API).
+fn reasoning_of(msg: &crate::core::message::Message) -> Option<(&'static str, String)> {
+    let Content::Blocks(all) = &msg.content else { return None };
+    let blocks: Vec<&ContentBlock> = all
+        .iter()
+        .filter(|b| b.kind == "thinking" && b.thinking.as_deref().is_some_and(|t| !t.trim().is_empty()))
+        .collect();
+    let signature = wire::thinking_signature(blocks.first()?)?;
+    let field = REASONING_FIELDS.into_iter().find(|f| *f == signature)?;
+    let text: Vec<&str> = blocks.iter().filter_map(|b| b.thinking.as_deref()).collect();
+    Some((field, text.join("\n")))
 }
 
 fn tool_images_message(images: Vec<Value>) -> Value {
@@ -198,6 +242,8 @@ struct OpenAiDecoder {
     calls: ToolCalls,
     /// The wire's `index` of each tool call → its index in `calls`.
     by_wire_index: HashMap<u64, usize>,
+    /// The field the thinking streaming now comes in (until text or a call follows it).
+    thinking: Option<&'static str>,
 }
 
 impl Decoder for OpenAiDecoder {
@@ -227,17 +273,22 @@ impl Decoder for OpenAiDecoder {
         }
         let Some(choice) = chunk.pointer("/choices/0") else { return Ok(Flow::Continue) };
         if let Some(delta) = choice.get("delta") {
-            let thinking = ["reasoning_content", "reasoning"]
+            let thinking = REASONING_FIELDS
                 .iter()
-                .find_map(|k| delta.get(*k).and_then(Value::as_str).filter(|s| !s.is_empty()));
-            if let Some(t) = thinking {
+                .find_map(|k| delta.get(*k).and_then(Value::as_str).filter(|s| !s.is_empty()).map(|t| (*k, t)));
+            if let Some((field, t)) = thinking {
+                self.thinking.get_or_insert(field);
                 emit(StreamEvent::ThinkingDelta(t.to_owned()));
             }
-            if let Some(t) = delta.get("content").and_then(Value::as_str).filter(|s| !s.is_empty())
-            {
+            let text = delta.get("content").and_then(Value::as_str).filter(|s| !s.is_empty());
+            let calls = delta.get("tool_calls").and_then(Value::as_array).filter(|c| !c.is_empty());
+            if text.is_some() || calls.is_some() {
+                self.end_thinking(emit);
+            }
+            if let Some(t) = text {
                 emit(StreamEvent::TextDelta(t.to_owned()));
             }
-            if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+            if let Some(calls) = calls {
                 for call in calls {
                     self.on_tool_call_delta(call, emit);
                 }
@@ -263,6 +314,7 @@ impl Decoder for OpenAiDecoder {
         if !self.finished {
             return Err("connection closed before the reply finished".into());
         }
+        self.end_thinking(emit);
         // Calls may interleave until the end: they are complete only now.
         self.calls.finish_all(emit);
         Ok(self.end)
@@ -270,6 +322,13 @@ impl Decoder for OpenAiDecoder {
 }
 
 impl OpenAiDecoder {
+    /// The thinking streaming so far is a block: its signature is its field, as pi records it.
+    fn end_thinking(&mut self, emit: &mut dyn FnMut(StreamEvent)) {
+        if let Some(field) = self.thinking.take() {
+            emit(StreamEvent::ThinkingEnd { signature: Some(field.to_owned()) });
+        }
+    }
+
     /// One entry of `delta.tool_calls`: the first piece of a call carries its `id` and
     /// `function.name`, later pieces only `function.arguments`, all matched by `index`.
     /// Servers without `index` are matched by `id`, then taken as continuing the last call; a new
@@ -366,6 +425,62 @@ mod tests {
     }
 
     #[test]
+    fn reasoning_effort_goes_where_the_model_takes_it() {
+        use super::super::Api;
+        let request = |thinking| ChatRequest {
+            messages: vec![crate::core::message::Message::user("hi")],
+            thinking,
+            ..ChatRequest::default()
+        };
+        let effort = |base: &str, model: &str, switch: Option<bool>, level| {
+            let mut config = ProviderConfig::new(Api::Openai, base, model);
+            config.reasoning_effort = switch;
+            request_body(&config, &request(level)).get("reasoning_effort").cloned()
+        };
+        let openai = "https://api.openai.com/v1";
+        let local = "http://127.0.0.1:8080/v1";
+        assert_eq!(effort(openai, "gpt-5", None, ThinkingLevel::High), Some(json!("high")));
+        assert_eq!(effort(openai, "gpt-5-mini", None, ThinkingLevel::Minimal), Some(json!("minimal")));
+        // The o-series take no `minimal`.
+        assert_eq!(effort(openai, "o3", None, ThinkingLevel::Minimal), Some(json!("low")));
+        assert_eq!(effort(openai, "o4-mini", None, ThinkingLevel::Medium), Some(json!("medium")));
+        // Not for models that do not reason, nor other servers unless configured; never when off.
+        assert_eq!(effort(openai, "gpt-4.1-mini", None, ThinkingLevel::High), None);
+        assert_eq!(effort(openai, "gpt-5-chat-latest", None, ThinkingLevel::High), None);
+        assert_eq!(effort(local, "qwen3", None, ThinkingLevel::High), None);
+        assert_eq!(effort(local, "qwen3", Some(true), ThinkingLevel::Low), Some(json!("low")));
+        assert_eq!(effort(openai, "gpt-5", Some(false), ThinkingLevel::High), None);
+        assert_eq!(effort(openai, "gpt-5", None, ThinkingLevel::Off), None);
+        assert_eq!(effort(local, "qwen3", Some(true), ThinkingLevel::Off), None);
+    }
+
+    #[test]
+    fn reasoning_goes_back_in_its_field_to_the_model_that_wrote_it() {
+        use super::super::Api;
+        use crate::core::message::Message;
+        let config = ProviderConfig::new(Api::Openai, "http://127.0.0.1:8080/v1", "qwen3");
+        let reply = |model: &str, field: &str| {
+            let mut m = Message::assistant("openai-completions", "openai", model);
+            let mut a = ContentBlock::thinking("step one");
+            a.extra.insert("thinkingSignature".into(), field.into());
+            m.content = Content::Blocks(vec![a, ContentBlock::thinking("step two"), ContentBlock::text("Done.")]);
+            m
+        };
+        let sent = |m: Message| {
+            let request = ChatRequest { messages: vec![Message::user("go"), m], ..ChatRequest::default() };
+            request_body(&config, &request)["messages"][1].clone()
+        };
+        assert_eq!(
+            sent(reply("qwen3", "reasoning_content")),
+            json!({"role": "assistant", "content": "Done.", "reasoning_content": "step one\nstep two"})
+        );
+        assert_eq!(sent(reply("qwen3", "reasoning"))["reasoning"], "step one\nstep two");
+        // Another model's reasoning, or a signature naming no reasoning field, stays home.
+        assert_eq!(sent(reply("llama3", "reasoning_content")), json!({"role": "assistant", "content": "Done."}));
+        assert_eq!(sent(reply("qwen3", "role")), json!({"role": "assistant", "content": "Done."}));
+    }
+
+    #[test]
     fn finish_then_close_without_done_is_complete() {
         let mut d = OpenAiDecoder::default();
         let (r, ev) = feed(
@@ -375,7 +490,12 @@ mod tests {
         assert_eq!(r, Ok(Flow::Continue));
         assert_eq!(
             ev,
-            vec![StreamEvent::ThinkingDelta("hm".into()), StreamEvent::TextDelta("Hi".into())]
+            vec![
+                StreamEvent::ThinkingDelta("hm".into()),
+                // The field it came in is the block's signature, as pi records it.
+                StreamEvent::ThinkingEnd { signature: Some("reasoning".into()) },
+                StreamEvent::TextDelta("Hi".into()),
+            ]
         );
         let end = Box::new(d).finish(&mut |_| {}).unwrap();
         assert_eq!(end.stop_reason, StopReason::Error);

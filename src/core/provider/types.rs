@@ -75,6 +75,11 @@ pub struct ProviderConfig {
     pub max_retry_delay: Duration,
     /// How long to wait for response headers, and then for each chunk of the stream.
     pub idle_timeout: Duration,
+    /// Whether the model takes OpenAI's `reasoning_effort` (pi's `compat.supportsReasoningEffort`
+    /// for a reasoning model). `None`: on for OpenAI's own API and its reasoning models (o1, o3,
+    /// o4, gpt-5), off elsewhere (see [`ProviderConfig::sends_reasoning_effort`]). Anthropic
+    /// ignores it: thinking there is the `thinking` field.
+    pub reasoning_effort: Option<bool>,
 }
 
 impl ProviderConfig {
@@ -95,7 +100,105 @@ impl ProviderConfig {
             retry_base_delay: Duration::from_millis(500),
             max_retry_delay: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(120),
+            reasoning_effort: None,
         }
+    }
+
+    /// Whether OpenAI-compatible requests carry `reasoning_effort` when thinking is on: as
+    /// configured, else as pi's model registry has it for OpenAI's API (its o-series and gpt-5
+    /// models reason; the `-chat` variants of gpt-5 mostly do not, and are left off). Any other
+    /// server gets it only when configured: many reject fields they do not know.
+    pub fn sends_reasoning_effort(&self) -> bool {
+        if self.api != Api::Openai {
+            return false;
+        }
+        if let Some(on) = self.reasoning_effort {
+            return on;
+        }
+        let host = reqwest::Url::parse(&self.base_url).ok().and_then(|u| u.host_str().map(str::to_ascii_lowercase));
+        host.as_deref() == Some("api.openai.com") && is_openai_reasoning_model(&self.model)
+    }
+}
+
+/// OpenAI's reasoning models, as pi's registry marks them (`reasoning: true`): o1, o3, o4-mini…
+/// and gpt-5 but its `gpt-5-chat-latest`.
+fn is_openai_reasoning_model(model: &str) -> bool {
+    let m = model.to_ascii_lowercase();
+    let o_series = m.len() >= 2
+        && m.starts_with('o')
+        && m.as_bytes()[1].is_ascii_digit();
+    o_series || (m.starts_with("gpt-5") && !m.starts_with("gpt-5-chat"))
+}
+
+/// How hard the model thinks before it answers: pi's thinking levels (`off`, `minimal`, `low`,
+/// `medium`, `high`), recorded per session as `thinking_level_change` entries. pi's `xhigh`
+/// reads as `high` (its own providers clamp it so for every model we speak to).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThinkingLevel {
+    #[default]
+    Off,
+    Minimal,
+    Low,
+    Medium,
+    #[serde(alias = "xhigh")]
+    High,
+}
+
+impl ThinkingLevel {
+    /// Every level, lowest first.
+    pub const ALL: [ThinkingLevel; 5] =
+        [ThinkingLevel::Off, ThinkingLevel::Minimal, ThinkingLevel::Low, ThinkingLevel::Medium, ThinkingLevel::High];
+
+    /// The name pi records (`thinkingLevel`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThinkingLevel::Off => "off",
+            ThinkingLevel::Minimal => "minimal",
+            ThinkingLevel::Low => "low",
+            ThinkingLevel::Medium => "medium",
+            ThinkingLevel::High => "high",
+        }
+    }
+
+    /// A level by name (case-insensitive; pi's `xhigh` is `high`); `None` for anything else.
+    pub fn parse(name: &str) -> Option<ThinkingLevel> {
+        let name = name.trim().to_ascii_lowercase();
+        if name == "xhigh" {
+            return Some(ThinkingLevel::High);
+        }
+        ThinkingLevel::ALL.into_iter().find(|l| l.as_str() == name)
+    }
+
+    pub fn is_on(self) -> bool {
+        self != ThinkingLevel::Off
+    }
+
+    /// The token budget of Anthropic's budget-based thinking: pi's defaults.
+    pub fn anthropic_budget(self) -> u32 {
+        match self {
+            ThinkingLevel::Off => 0,
+            ThinkingLevel::Minimal => 1024,
+            ThinkingLevel::Low => 2048,
+            ThinkingLevel::Medium => 8192,
+            ThinkingLevel::High => 16384,
+        }
+    }
+}
+
+impl std::fmt::Display for ThinkingLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ThinkingLevel {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ThinkingLevel::parse(s).ok_or_else(|| {
+            format!("unknown thinking level {s:?} (known: off, minimal, low, medium, high)")
+        })
     }
 }
 
@@ -121,14 +224,17 @@ impl ToolChoice {
     }
 }
 
-/// What the model is asked: a system prompt, the conversation (pi messages) and the tools it
-/// may call. With no tools, neither `tools` nor `tool_choice` goes on the wire.
+/// What the model is asked: a system prompt, the conversation (pi messages), the tools it
+/// may call and how hard it thinks. With no tools, neither `tools` nor `tool_choice` goes on
+/// the wire; with thinking off, no thinking field does.
 #[derive(Clone, Debug, Default)]
 pub struct ChatRequest {
     pub system: Option<String>,
     pub messages: Vec<Message>,
     pub tools: Vec<ToolDefinition>,
     pub tool_choice: ToolChoice,
+    /// The session's thinking level: Anthropic's `thinking`, OpenAI's `reasoning_effort`.
+    pub thinking: ThinkingLevel,
 }
 
 /// A piece of the reply as it arrives.
@@ -142,7 +248,19 @@ pub struct ChatRequest {
 #[derive(Clone, Debug, PartialEq)]
 pub enum StreamEvent {
     TextDelta(String),
+    /// A piece of the model's thinking. Consecutive pieces belong to one thinking block until a
+    /// [`StreamEvent::ThinkingEnd`].
     ThinkingDelta(String),
+    /// The thinking block streaming ends. `signature`: what pi keeps as its `thinkingSignature`
+    /// and the API wants back with it: Anthropic's signature (its `signature_delta`s), or for an
+    /// OpenAI-compatible server the field the reasoning came in (`reasoning_content`, …). A block
+    /// may end without any delta (Anthropic signs thinking it does not show).
+    ThinkingEnd { signature: Option<String> },
+    /// Anthropic's `redacted_thinking` block: encrypted thinking, `data` to send back as it came.
+    RedactedThinking(String),
+    /// Not part of the reply: something about the request the user should hear of (a field the
+    /// server refused, left out from now on).
+    Notice(String),
     /// A tool call began. `id` is the server's, or one made up (`call_<n>`) when it sent none.
     ToolCallStart { index: usize, id: String, name: String },
     /// A piece of the call's arguments (JSON text, as the server cut it).
@@ -219,5 +337,25 @@ impl ProviderError {
             ProviderError::Connect { .. } | ProviderError::Timeout { .. } => true,
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thinking_levels_parse_as_pi_names_them() {
+        for level in ThinkingLevel::ALL {
+            assert_eq!(ThinkingLevel::parse(level.as_str()), Some(level));
+            assert_eq!(level.as_str().parse::<ThinkingLevel>(), Ok(level));
+        }
+        assert_eq!(ThinkingLevel::parse(" HIGH "), Some(ThinkingLevel::High));
+        assert_eq!(ThinkingLevel::parse("xhigh"), Some(ThinkingLevel::High));
+        assert_eq!(ThinkingLevel::parse("lots"), None);
+        let err = "lots".parse::<ThinkingLevel>().unwrap_err();
+        assert!(err.contains("off, minimal, low, medium, high"), "{err}");
+        let parsed: ThinkingLevel = serde_json::from_str("\"xhigh\"").unwrap_or_default();
+        assert_eq!(parsed, ThinkingLevel::High);
     }
 }

@@ -155,6 +155,26 @@ pub(super) fn tool_calls(msg: &Message) -> Vec<&ContentBlock> {
     }
 }
 
+/// Whether `msg` was written by the model `config` talks to (pi's `isSameModel`: provider, API
+/// and model id). Only then is its thinking sent back: a signature means nothing to another
+/// model, and another model's scratchpad is not this one's.
+pub(super) fn same_model(msg: &Message, config: &ProviderConfig) -> bool {
+    msg.extra_str("provider") == Some(config.name.as_str())
+        && msg.extra_str("api") == Some(config.api.pi_name())
+        && msg.extra_str("model") == Some(config.model.as_str())
+}
+
+/// A thinking block's `thinkingSignature` (pi's name), when it has a non-blank one.
+pub(super) fn thinking_signature(block: &ContentBlock) -> Option<&str> {
+    block.extra_str("thinkingSignature").filter(|s| !s.trim().is_empty())
+}
+
+/// Whether a thinking block is Anthropic's `redacted_thinking` as pi stores it (`redacted: true`,
+/// the data as its signature).
+pub(super) fn is_redacted(block: &ContentBlock) -> bool {
+    block.extra.get("redacted").and_then(Value::as_bool) == Some(true)
+}
+
 /// The `image` blocks of a message.
 pub(super) fn images(content: &Content) -> Vec<&ContentBlock> {
     match content {
