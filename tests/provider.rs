@@ -116,11 +116,18 @@ async fn thinking_deltas_come_before_text() {
         server.push(text_reply(&["Answer."], "stop", &["Let me ", "think."]));
         let (events, result) = run(config(api, &server), &hello()).await;
         result.unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        // The block's signature: the field it came in on OpenAI (as pi records it); Anthropic
+        // signs it with a `signature_delta`, which this reply has none of.
+        let signature = match api {
+            Api::Openai => Some("reasoning_content".to_string()),
+            Api::Anthropic => None,
+        };
         assert_eq!(
             events,
             vec![
                 StreamEvent::ThinkingDelta("Let me ".into()),
                 StreamEvent::ThinkingDelta("think.".into()),
+                StreamEvent::ThinkingEnd { signature },
                 StreamEvent::TextDelta("Answer.".into()),
             ],
             "{api:?}"

@@ -56,6 +56,7 @@ fn pi_tools() -> ChatRequest {
         messages: vec![Message::user("hi")],
         tools: registry.definitions(),
         tool_choice: ToolChoice::Auto,
+        ..ChatRequest::default()
     }
 }
 
