@@ -62,6 +62,7 @@ impl Env {
             .env("HANDOFF_MODEL", "mock-model")
             .env("HANDOFF_SESSION_DIR", self.session_dir())
             .env_remove("HANDOFF_TEMPLATES_DIR")
+            .env_remove("HANDOFF_THINKING")
             .env_remove("HANDOFF_CONTEXT_WINDOW")
             .env_remove("HANDOFF_LOG")
             .env_remove("HANDOFF_LOG_FILE")
@@ -163,6 +164,43 @@ async fn prompt_streams_the_reply_to_stdout_and_the_session_path_to_stderr_exit_
         [("user".to_string(), "Say hello".to_string()), ("assistant".to_string(), "Hello from the mock server.".to_string())]
     );
     assert_eq!(common::wire_messages(&env.mock.requests()[0]), [("user".to_string(), "Say hello".to_string())]);
+}
+
+#[tokio::test]
+async fn thinking_starts_a_new_session_at_its_level_and_switches_a_continued_one() {
+    let env = Env::new().await;
+    env.mock.push(MockReply::text("One."));
+    let r = env.run(&["--provider", "anthropic", "--thinking", "medium", "prompt", "--new", "first"]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let path = PathBuf::from(r.stderr_lines()[0]);
+    assert_eq!(env.mock.requests()[0].body["thinking"], serde_json::json!({ "type": "enabled", "budget_tokens": 8192 }));
+    // Continued with another level: the change is recorded as pi records it, and used.
+    env.mock.push(MockReply::text("Two."));
+    let r = env.run(&["--provider", "anthropic", "--thinking", "high", "prompt", "--session", path.to_str().unwrap(), "second"]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(env.mock.requests()[1].body["thinking"]["budget_tokens"], 16384);
+    // Without the flag (HANDOFF_THINKING unset): the session's own level.
+    env.mock.push(MockReply::text("Three."));
+    let r = env.run(&["--provider", "anthropic", "prompt", "--session", path.to_str().unwrap(), "third"]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(env.mock.requests()[2].body["thinking"]["budget_tokens"], 16384);
+    let levels: Vec<Value> = entry_lines(&path)
+        .into_iter()
+        .filter(|e| e["type"] == "thinking_level_change")
+        .map(|e| e["thinkingLevel"].clone())
+        .collect();
+    assert_eq!(levels, [Value::from("medium"), Value::from("high")]);
+    // OpenAI-compatible: reasoning_effort only when the server is said to take it.
+    env.mock.push(MockReply::text("Four."));
+    env.mock.push(MockReply::text("Five."));
+    assert_eq!(env.run(&["--thinking", "low", "prompt", "--new", "x"]).await.code, Some(0));
+    assert!(env.mock.requests()[3].body.get("reasoning_effort").is_none());
+    assert_eq!(env.run(&["--thinking", "low", "--reasoning-effort", "true", "prompt", "--new", "y"]).await.code, Some(0));
+    assert_eq!(env.mock.requests()[4].body["reasoning_effort"], "low");
+    // An unknown level is a usage error naming the known ones.
+    let r = env.run(&["--thinking", "lots", "prompt", "--new", "z"]).await;
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("off, minimal, low, medium, high"), "{}", r.stderr);
 }
 
 #[tokio::test]

@@ -193,3 +193,90 @@ async fn pi_resumes_a_handoff_session_and_sends_the_document_first() {
     assert_eq!(session.header().parent_session.as_deref(), Some(old.to_str().unwrap()));
     assert_eq!(session.build_session_context().messages.len(), 3);
 }
+
+/// The content blocks of the messages of `role` in an Anthropic request body.
+fn anthropic_blocks(request: &RecordedRequest, role: &str) -> Vec<serde_json::Value> {
+    request.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == role)
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_resumes_a_thinking_session_at_its_level_and_sends_our_signed_thinking_back_and_we_send_pis() {
+    let Some(pi) = pi() else { return };
+    let env = Env::new().await;
+    // pi's Anthropic provider for the same mock, a reasoning model (pi thinks only with those).
+    let base = format!("http://{}", env.mock.addr());
+    let models = serde_json::json!({ "providers": { "mock": {
+        "baseUrl": base, "api": "anthropic-messages", "apiKey": "x",
+        "models": [{ "id": "mock-model", "contextWindow": 32000, "maxTokens": 4096, "reasoning": true }] } } });
+    std::fs::write(env.dir.path().join("pi-agent/models.json"), models.to_string()).unwrap();
+    let ours = |args: &[&str]| {
+        let mut c = env.base(Path::new(BIN));
+        c.args(["--provider", "anthropic", "--provider-name", "mock", "--model", "mock-model", "--thinking", "high"])
+            .arg("--base-url")
+            .arg(env.mock.openai_base_url())
+            .arg("--session-dir")
+            .arg(env.dir.path().join("sessions"))
+            .args(args);
+        c
+    };
+    let run = |mut c: Command| async move {
+        let out = tokio::time::timeout(T, c.output()).await.expect("our CLI hung").unwrap();
+        assert_eq!(out.status.code(), Some(0), "our CLI failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stderr).unwrap()
+    };
+    env.mock.push(MockReply::Reasoning {
+        thinking: vec!["Two plus ".into(), "two.".into()],
+        signature: Some("b3VyLXNpZw==".into()),
+        redacted: Some("b3VyLXJlZGFjdGVk".into()),
+        field: None,
+        chunks: vec!["Four.".into()],
+        calls: Vec::new(),
+    });
+    let stderr = run(ours(&["prompt", "--new", "What is 2+2?"])).await;
+    let file = PathBuf::from(stderr.lines().next().unwrap());
+    assert_eq!(env.mock.requests()[0].body["thinking"]["type"], "enabled");
+
+    // pi: the session's level (high, our last thinking_level_change), our thinking sent back.
+    env.mock.push(MockReply::Reasoning {
+        thinking: vec!["Pi ponders.".into()],
+        signature: Some("cGktc2ln".into()),
+        redacted: None,
+        field: None,
+        chunks: vec!["Pi says five.".into()],
+        calls: Vec::new(),
+    });
+    let out = env.pi(&pi, &file, "and 2+3?").await;
+    assert!(out.contains("Pi says five."), "{out}");
+    let sent = last_request(&env.mock);
+    assert_eq!(sent.body["thinking"]["type"], "enabled", "pi thinks at the recorded level: {}", sent.body);
+    assert!(sent.body["thinking"]["budget_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(
+        anthropic_blocks(&sent, "assistant"),
+        [
+            serde_json::json!({ "type": "redacted_thinking", "data": "b3VyLXJlZGFjdGVk" }),
+            serde_json::json!({ "type": "thinking", "thinking": "Two plus two.", "signature": "b3VyLXNpZw==" }),
+            serde_json::json!({ "type": "text", "text": "Four." }),
+        ]
+    );
+    // pi recorded no level of its own: it read ours.
+    let levels: Vec<_> = entry_lines(&file).into_iter().filter(|e| e["type"] == "thinking_level_change").collect();
+    assert_eq!(levels.len(), 1, "{levels:?}");
+
+    // We read pi's thinking back and send it with its signature.
+    let session = SessionManager::open(&file, &env.dir.path().join("sessions")).unwrap();
+    assert!(session.warnings().is_empty(), "{:?}", session.warnings());
+    env.mock.push(MockReply::text("Back here."));
+    run(ours(&["prompt", "--session", file.to_str().unwrap(), "and 3+3?"])).await;
+    let sent = last_request(&env.mock);
+    assert_eq!(sent.body["thinking"], serde_json::json!({ "type": "enabled", "budget_tokens": 16384 }));
+    let assistant = anthropic_blocks(&sent, "assistant");
+    assert_eq!(assistant.len(), 5, "{assistant:?}");
+    assert_eq!(assistant[3], serde_json::json!({ "type": "thinking", "thinking": "Pi ponders.", "signature": "cGktc2ln" }));
+    assert_eq!(assistant[4], serde_json::json!({ "type": "text", "text": "Pi says five." }));
+}
