@@ -197,6 +197,18 @@ async fn thinking_starts_a_new_session_at_its_level_and_switches_a_continued_one
     assert!(env.mock.requests()[3].body.get("reasoning_effort").is_none());
     assert_eq!(env.run(&["--thinking", "low", "--reasoning-effort", "true", "prompt", "--new", "y"]).await.code, Some(0));
     assert_eq!(env.mock.requests()[4].body["reasoning_effort"], "low");
+    // A server refusing the field: asked again without it, and the user is told on stderr.
+    env.mock.push(MockReply::Status {
+        status: 400,
+        body: r#"{"error":{"message":"Unrecognized request argument supplied: reasoning_effort"}}"#.into(),
+        retry_after: None,
+    });
+    env.mock.push(MockReply::text("Six."));
+    let r = env.run(&["--thinking", "low", "--reasoning-effort", "true", "prompt", "--new", "w"]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout, "Six.\n");
+    assert!(env.mock.requests()[6].body.get("reasoning_effort").is_none());
+    assert!(r.stderr.contains("warning: openai (mock-model) does not take reasoning_effort"), "{}", r.stderr);
     // An unknown level is a usage error naming the known ones.
     let r = env.run(&["--thinking", "lots", "prompt", "--new", "z"]).await;
     assert_eq!(r.code, Some(2), "{}", r.stderr);

@@ -120,7 +120,8 @@ fn sigint() -> anyhow::Result<tokio::signal::unix::Signal> {
     signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C")
 }
 
-/// Streams text deltas to stdout while the agent runs.
+/// Streams text deltas to stdout while the agent runs; warnings and errors the run reports on
+/// the side (a refused request field, the turn limit) go to stderr.
 fn spawn_stdout_printer(agent: &AgentSession) -> tokio::task::JoinHandle<()> {
     let mut events = agent.subscribe();
     tokio::spawn(async move {
@@ -132,6 +133,9 @@ fn spawn_stdout_printer(agent: &AgentSession) -> tokio::task::JoinHandle<()> {
                 }) => {
                     let _ = out.write_all(delta.as_bytes());
                     let _ = out.flush();
+                }
+                Ok(AgentEvent::Notice(notice)) if notice.level != Level::Info => {
+                    eprintln!("warning: {}", notice.message);
                 }
                 Ok(AgentEvent::AgentEnd { .. }) => {
                     let _ = out.write_all(b"\n");
