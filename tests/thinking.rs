@@ -364,3 +364,33 @@ async fn a_handoff_asks_with_the_sessions_level_and_the_new_session_starts_at_it
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_while_a_reply_runs_applies_from_the_next_prompt() {
+    let server = MockServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let agent = agent_at(provider(&server, Api::Anthropic), dir.path(), ThinkingLevel::Off);
+    // A tool call streamed slowly, then the answer to its result.
+    server.push(MockReply::ToolCalls {
+        calls: vec![MockToolCall::new("read", &json!({ "path": "nothing.txt" }), 3).with_id("toolu_1")],
+        text_before: Vec::new(),
+        chunk_delay_ms: 150,
+        stop: "tool_calls".into(),
+        interleave: false,
+    });
+    server.push(MockReply::text("Nothing there."));
+    let run = {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.prompt("read it", RunOptions::default()).await })
+    };
+    assert!(server.wait_for_requests(1, T).await);
+    assert!(agent.set_thinking_level(ThinkingLevel::High).unwrap());
+    tokio::time::timeout(T, run).await.unwrap().unwrap().unwrap();
+    // The tool loop kept the level it started with: Anthropic would refuse a tool-use turn
+    // without thinking once thinking is on.
+    assert_eq!(server.requests().len(), 2);
+    assert!(server.requests()[1].body.get("thinking").is_none(), "{}", server.requests()[1].body);
+    server.push(MockReply::text("ok"));
+    prompt(&agent, "next").await;
+    assert_eq!(server.requests()[2].body["thinking"]["budget_tokens"], 16384);
+}

@@ -165,9 +165,10 @@ function M.select_model(name)
   end
 end
 
---- Sets the session's thinking level ("off", "minimal", "low", "medium", "high"): sent with
---- the next request on (Anthropic's extended thinking, OpenAI's `reasoning_effort`), and
---- recorded in the session as pi records it, so the session resumes with it.
+--- Sets the session's thinking level ("off", "minimal", "low", "medium", "high"): sent from
+--- the next prompt on (Anthropic's extended thinking, OpenAI's `reasoning_effort`; a reply that
+--- runs keeps its level), and recorded in the session as pi records it, so the session resumes
+--- with it.
 ---@param level string
 ---@return boolean changed_or_set
 function M.set_thinking(level)

@@ -324,7 +324,7 @@ impl Host {
         reply("the status", &transcript::status(&controller))
     }
 
-    /// `set_thinking(level)`: the session's thinking level from the next request on (a reply
+    /// `set_thinking(level)`: the session's thinking level from the next prompt on (a reply
     /// that runs goes on with its own); recorded as pi records a change.
     async fn set_thinking(&self, args: &[Value]) -> Reply {
         let controller = self.ready().await?;

@@ -23,7 +23,8 @@ fn thinking_of(message: &Message) -> String {
         .blocks()
         .iter()
         .filter(|b| b.kind == "thinking")
-        .filter_map(|b| b.thinking.clone())
+        // A block signed without text (Anthropic's hidden thinking) shows nothing.
+        .filter_map(|b| b.thinking.clone().filter(|t| !t.trim().is_empty()))
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -261,7 +261,8 @@ impl AgentSession {
 
     /// Sets the thinking level of the session; a change is recorded as pi records it (a
     /// `thinking_level_change` entry), so the session resumes with it, in pi too. It applies
-    /// from the next request on, also while a response runs. Returns whether it changed.
+    /// from the next prompt on (a response that runs keeps the level it started with). Returns
+    /// whether it changed.
     pub fn set_thinking_level(&self, level: ThinkingLevel) -> Result<bool, AgentError> {
         let mut session = self.session();
         if self.state().thinking_level == level {
@@ -485,6 +486,10 @@ impl AgentSession {
         self.emit(AgentEvent::AgentStart);
         let mut inbox: Vec<Message> = pending;
         inbox.push(prompt);
+        // One level for the whole run: a change while it runs applies from the next prompt, so
+        // a tool loop never switches thinking on halfway (Anthropic refuses a tool-use turn
+        // without the thinking that led to it once thinking is on).
+        let thinking = self.state().thinking_level;
         let mut turns = 0u32;
         let outcome = 'turns: loop {
             self.emit(AgentEvent::TurnStart);
@@ -497,7 +502,7 @@ impl AgentSession {
             turns += 1;
             // The reply's calls, with their arguments or why they are malformed (the message
             // already holds them as `toolCall` blocks).
-            let (assistant, tool_calls) = self.stream_turn(options, cancel, &mut result).await;
+            let (assistant, tool_calls) = self.stream_turn(options, thinking, cancel, &mut result).await;
             let stop = assistant.stop_reason.unwrap_or_default();
             if let Err(e) = self.commit_message(&assistant, &mut result) {
                 break Err(e);
@@ -590,6 +595,7 @@ impl AgentSession {
     async fn stream_turn(
         &self,
         options: RunOptions,
+        thinking: ThinkingLevel,
         cancel: &CancellationToken,
         result: &mut RunResult,
     ) -> (Message, Vec<ToolCall>) {
@@ -620,7 +626,7 @@ impl AgentSession {
             messages,
             tools: self.tools.definitions(),
             tool_choice,
-            thinking: self.state().thinking_level,
+            thinking,
         };
         let mut message = Message::assistant(config.api.pi_name(), &config.name, &config.model);
         self.emit(AgentEvent::MessageStart { message: message.clone() });
