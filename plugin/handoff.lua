@@ -22,6 +22,10 @@ end, {
 })
 
 vim.api.nvim_create_user_command("HandoffChat", function()
+  api().open_chat()
+end, { desc = "handoff.nvim: open the chat and go to its prompt" })
+
+vim.api.nvim_create_user_command("HandoffChatToggle", function()
   api().toggle_chat()
 end, { desc = "handoff.nvim: open or close the chat" })
 
