@@ -21,9 +21,14 @@ end, {
   end,
 })
 
-vim.api.nvim_create_user_command("HandoffChat", function()
-  api().open_chat()
-end, { desc = "handoff.nvim: open the chat and go to its prompt" })
+vim.api.nvim_create_user_command("HandoffChat", function(o)
+  -- `:'<,'>HandoffChat`: the lines go into the prompt (with their path and range).
+  if o.range > 0 then
+    api().add_selection(o.line1, o.line2)
+  else
+    api().open_chat()
+  end
+end, { range = true, desc = "handoff.nvim: open the chat and go to its prompt; with a range, add the lines to the prompt" })
 
 vim.api.nvim_create_user_command("HandoffChatToggle", function()
   api().toggle_chat()

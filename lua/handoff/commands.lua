@@ -1,6 +1,7 @@
 --- Slash commands of the prompt buffer: `/handoff [focus instructions]`, `/new`, `/sessions`,
 --- `/model [name]`, and the user's prompt templates (`/name args`, expanded by the host).
---- Completion (omnifunc, opened by typing `/` at the start) and inline hints for arguments.
+--- Completion (omnifunc, opened by typing `/` at the start, or `#`/`@` for context, see
+--- `handoff.completion`) and inline hints for arguments.
 local M = {}
 
 local api = vim.api
@@ -119,7 +120,8 @@ function M.complete_focus(arg_lead)
   end, vim.fn.getcompletion(word, "file"))
 end
 
---- 'omnifunc' of the prompt buffer.
+--- 'omnifunc' of the prompt buffer: `/commands` at the start, and anywhere a `#` context token
+--- or an `@path` (see `handoff.completion`).
 function M.omnifunc(findstart, base)
   if findstart == 1 then
     local line = api.nvim_get_current_line()
@@ -127,9 +129,17 @@ function M.omnifunc(findstart, base)
     if line:sub(1, 1) == "/" and not line:sub(1, col):find("%s") then
       return 0
     end
-    return -3 -- cancel silently
+    local start = require("handoff.completion").token_at(line, col)
+    return start or -3 -- -3: cancel silently
   end
-  return M.complete((base or ""):gsub("^/", ""))
+  base = base or ""
+  local sigil = base:sub(1, 1)
+  if sigil == "#" or sigil == "@" then
+    return vim.tbl_map(function(c)
+      return { word = c.word, abbr = c.word, menu = c.menu, info = c.info }
+    end, require("handoff.completion").items(base))
+  end
+  return M.complete((base:gsub("^/", "")))
 end
 
 --- Shows the argument hint of the command being typed, as virtual text.
@@ -157,12 +167,25 @@ function M.attach(buf)
       update_hint(ev.buf)
     end,
   })
+  local completion = require("handoff.completion")
+  completion.register()
+  api.nvim_create_autocmd("InsertEnter", {
+    buffer = buf,
+    callback = completion.register, -- a lazily loaded completion plugin is there by now
+  })
   api.nvim_create_autocmd("TextChangedI", {
     buffer = buf,
     callback = function()
       local line = api.nvim_get_current_line()
       local col = api.nvim_win_get_cursor(0)[2]
-      if line == "/" and col == 1 and vim.fn.pumvisible() == 0 then
+      if vim.fn.pumvisible() == 1 then
+        return
+      end
+      -- A `#` or `@` just typed at a word's start opens the menu too, unless a completion
+      -- plugin shows our candidates.
+      local sigil = line:sub(col, col)
+      local typed_token = (sigil == "#" or sigil == "@") and completion.token_at(line, col) == col - 1
+      if (line == "/" and col == 1) or (typed_token and not completion.plugin_active()) then
         api.nvim_feedkeys(vim.keycode("<C-x><C-o>"), "n", false)
       end
     end,

@@ -22,12 +22,37 @@ function M.setup(opts)
 end
 
 --- Sends a prompt (a `/handoff …` text is intercepted by the host and runs the handoff).
+--- `#buffer`, `#selection`, `#diagnostics` and `@path` expand to their content first (see
+--- `handoff.context`); `opts.expand = false` sends the text as it is.
 ---@param text string
-function M.prompt(text)
+---@param opts? { expand?: boolean }
+function M.prompt(text, opts)
   if type(text) ~= "string" then
     error("handoff.nvim: prompt(text) needs a string", 2)
   end
+  if not (opts and opts.expand == false) then
+    text = require("handoff.context").expand(text)
+  end
   return host.notify("prompt", text)
+end
+
+--- Puts lines `line1`..`line2` of `buf` (default: the current buffer) into the chat's prompt
+--- as a fenced block headed by the path and line range, and focuses the prompt
+--- (`:'<,'>HandoffChat`, `keymaps.add_selection`).
+---@param line1 integer
+---@param line2 integer
+---@param buf? integer
+function M.add_selection(line1, line2, buf)
+  local context = require("handoff.context")
+  buf = buf or vim.api.nvim_get_current_buf()
+  context.remember(buf)
+  local a = context.selection(buf, line1, line2)
+  if not a.block then
+    vim.notify(("handoff.nvim: %s not added: %s"):format(a.label, a.note), vim.log.levels.WARN, { title = "handoff.nvim" })
+    return
+  end
+  M.open_chat()
+  require("handoff.chat").add_to_prompt(a.block)
 end
 
 --- Hands the session off to a new one (`:Handoff [focus]`). With `opts.review` (`:Handoff!`,

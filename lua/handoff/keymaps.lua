@@ -80,6 +80,15 @@ function M.global()
       require("handoff")[fn]()
     end, { desc = "handoff.nvim: " .. action })
   end
+  local add = config.options.keymaps.add_selection
+  if add and add ~= "" then
+    vim.keymap.set("x", add, function()
+      -- Leaving visual mode sets the '< and '> marks, which `#selection` reads later.
+      local from, to = vim.fn.line("v"), vim.fn.line(".")
+      vim.cmd("normal! " .. vim.keycode("<Esc>"))
+      require("handoff").add_selection(math.min(from, to), math.max(from, to))
+    end, { desc = "handoff.nvim: add the selection to the prompt" })
+  end
 end
 
 -- <Esc> during handoff generation ----------------------------------------------------------

@@ -66,7 +66,8 @@ local function item_lines(item)
   local k = item.kind
   if k == "user" then
     add({ "## You", "" })
-    add(split(item.text))
+    -- Attached files and selections show as one line each; the session holds their text.
+    add(require("handoff.context").compact(split(item.text)))
   elseif k == "handoff_request" then
     add({ "## You", "" })
     add("*Handoff requested*" .. ((item.focus and item.focus ~= "") and (" — focus: " .. item.focus) or ""))
