@@ -155,6 +155,11 @@ function handlers.session_switch(r)
   M.fire("HandoffSessionSwitch", { old = r.old, new = r.new, reason = r.reason })
 end
 
+function handlers.session_view(r)
+  require("handoff.sessions").on_view(r)
+  M.fire("HandoffSessionView", { path = r.path, session_id = r.session_id, parent_session = r.parent_session, error = r.error })
+end
+
 function handlers.notice(r)
   notify(r.message, r.level)
 end

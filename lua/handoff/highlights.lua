@@ -11,6 +11,7 @@ local groups = {
   HandoffDocumentFailed = "ErrorMsg",
   HandoffApproval = "DiffChange",
   HandoffFacts = "Comment",
+  HandoffUsage = "Comment",
 }
 
 function M.define()

@@ -63,7 +63,8 @@ pub enum Command {
     },
     /// Print the LLM context of a session's leaf as a JSON array of messages.
     Context { file: PathBuf },
-    /// List the sessions of a working directory, newest first (JSON lines).
+    /// List the sessions of a working directory, newest first (JSON lines: id, path, cwd,
+    /// timestamp, parentSession, first_message, message_count, empty).
     Sessions {
         #[arg(long)]
         cwd: Option<PathBuf>,
