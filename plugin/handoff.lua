@@ -46,9 +46,10 @@ vim.api.nvim_create_user_command("HandoffNew", function()
   api().new_session()
 end, { desc = "handoff.nvim: start a new session" })
 
-vim.api.nvim_create_user_command("HandoffSessions", function()
-  api().sessions()
-end, { desc = "handoff.nvim: resume a session of this directory" })
+vim.api.nvim_create_user_command("HandoffSessions", function(o)
+  -- `:HandoffSessions!`: open the chosen session read-only instead of resuming it.
+  api().sessions(o.bang and { view = true } or nil)
+end, { bang = true, desc = "handoff.nvim: resume a session of this directory (! opens it read-only)" })
 
 vim.api.nvim_create_user_command("HandoffTodos", function()
   api().toggle_todos()

@@ -67,6 +67,9 @@ local defaults = {
     close = "q",
     --- Chat buffer, on the "earlier items" line of a long session: show a page more.
     earlier = "<CR>",
+    --- Chat buffer and read-only sessions, on the "Handed off from" line: open that session
+    --- read-only (`handoff://session/<file>.md`) without leaving the current one.
+    parent = "gp",
     --- Chat buffer: answer the tool call the cursor is in (else the oldest waiting).
     approval = { allow = "a", always = "A", reject = "r", cancel = "c", diff = "d" },
   },
@@ -140,6 +143,7 @@ local schema = {
     approval = "table",
     submit_normal = "string|boolean", submit_insert = "string|boolean",
     stop = "string|boolean", close = "string|boolean", earlier = "string|boolean",
+    parent = "string|boolean",
   },
 }
 

@@ -134,29 +134,20 @@ function M.new_session()
   end
 end
 
---- Picks a session of this directory to resume (vim.ui.select).
-function M.sessions()
-  local list = host.request("sessions")
-  if not list then
-    return
-  end
-  if #list == 0 then
-    vim.notify("No sessions for this directory yet", vim.log.levels.INFO, { title = "handoff.nvim" })
-    return
-  end
-  vim.ui.select(list, {
-    prompt = "Resume session",
-    format_item = function(s)
-      local current = s.path == state.session_file and " (current)" or ""
-      local first = (s.first_message ~= nil and s.first_message ~= "") and s.first_message or "(no prompt yet)"
-      local parent = s.parent_session and " ⇠ handoff" or ""
-      return ("%s  %s  [%d messages]%s%s"):format(s.timestamp or "", first, s.message_count or 0, parent, current)
-    end,
-  }, function(choice)
-    if choice then
-      M.resume(choice.path)
-    end
-  end)
+--- Picks a session of this directory (vim.ui.select), listed as chains of handoffs: resumes
+--- it, or with `opts.view` (`:HandoffSessions!`) opens it read-only (see `view_session`).
+---@param opts? { view?: boolean }
+function M.sessions(opts)
+  require("handoff.sessions").pick(opts)
+end
+
+--- Opens a session file's transcript read-only in `handoff://session/<file>.md` without
+--- switching the agent to it (the host reads the file in the background; `User
+--- HandoffSessionView` fires when the buffer is filled). Returns the buffer.
+---@param path string
+---@return integer?
+function M.view_session(path)
+  return require("handoff.sessions").view(path)
 end
 
 --- Switches to a session file. Returns at once: the host loads it in the background and the

@@ -19,6 +19,7 @@
 //! | `handoff_discard`| notification | —                           | review mode: discard the document    |
 //! | `approve`       | notification | `id`, `decision`, `reason?`  | answers a tool call waiting in the chat |
 //! | `resume`        | notification | `path`                       | loads and switches in the background (`session_switch` + `transcript` follow) |
+//! | `view_session`  | notification | `path`, `limit?`             | reads any session file in the background, without switching to it: a `session_view` record follows |
 //! | `abort`         | notification | —                            | stops the running response (and a handoff) |
 //! | `abort_handoff` | notification | —                            | cancels the handoff being generated  |
 //! | `shutdown`      | notification | —                            | flushes the session and exits        |
@@ -306,6 +307,26 @@ impl Host {
         });
     }
 
+    /// `view_session`: reads a session file on a blocking thread and sends its transcript as a
+    /// `session_view` record. The agent's session stays as it is, whatever runs.
+    fn view_session(&self, path: String, limit: usize) {
+        let host = self.clone();
+        tokio::spawn(async move {
+            let session_dir = frontend_paths::session_dir(&lock(&host.inner.settings));
+            let file = PathBuf::from(&path);
+            let view = tokio::task::spawn_blocking(move || transcript::view(&file, &session_dir, limit)).await;
+            let view = view.unwrap_or_else(|e| protocol::SessionView {
+                path,
+                session_id: None,
+                parent_session: None,
+                items: Vec::new(),
+                earlier: 0,
+                error: Some(format!("the loader stopped: {e}")),
+            });
+            host.inner.outbox.push(Record::SessionView(view));
+        });
+    }
+
     async fn set_model(&self, args: &[Value]) -> Reply {
         let controller = self.ready().await?;
         let model = arg_str(args, 0).filter(|m| !m.trim().is_empty()).ok_or_else(|| err("set_model: a model name is required"))?;
@@ -453,6 +474,14 @@ impl Handler for Host {
             "resume" => match arg_str(&args, 0) {
                 Some(path) => self.resume(path),
                 None => self.notice(Level::Error, "resume: a session file path is required"),
+            },
+            // `view_session(path, limit?)`: any session file, read-only, in a buffer of its own.
+            "view_session" => match arg_str(&args, 0) {
+                Some(path) => {
+                    let limit = args.get(1).and_then(Value::as_u64).map_or(transcript::PAGE, |n| n as usize);
+                    self.view_session(path, limit);
+                }
+                None => self.notice(Level::Error, "view_session: a session file path is required"),
             },
             // `approve(id, decision, reason?)`: the answer to a tool call waiting in the chat.
             "approve" => {

@@ -591,6 +591,7 @@ impl AgentSession {
             messages,
             tools: self.tools.definitions(),
             tool_choice,
+            cache_key: Some(self.state().session_id.clone()),
         };
         let mut message = Message::assistant(config.api.pi_name(), &config.name, &config.model);
         self.emit(AgentEvent::MessageStart { message: message.clone() });
