@@ -55,6 +55,20 @@ vim.api.nvim_create_user_command("HandoffTodos", function()
   api().toggle_todos()
 end, { desc = "handoff.nvim: show or hide the model's todo list" })
 
+vim.api.nvim_create_user_command("HandoffChanges", function()
+  api().changes()
+end, { desc = "handoff.nvim: the agent's changes in this session, in the quickfix list" })
+
+vim.api.nvim_create_user_command("HandoffDiff", function(o)
+  api().diff(o.args ~= "" and o.args or nil)
+end, {
+  nargs = "?",
+  desc = "handoff.nvim: a file (default: this buffer's) against its state before the agent's first change",
+  complete = function(arg_lead)
+    return require("handoff.changes").complete(arg_lead)
+  end,
+})
+
 vim.api.nvim_create_user_command("HandoffModel", function(o)
   api().select_model(o.args ~= "" and o.args or nil)
 end, {

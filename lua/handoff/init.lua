@@ -194,6 +194,30 @@ function M.toggle_todos()
   require("handoff.todos").toggle()
 end
 
+--- Fills the quickfix list with the agent's changes in this session (`:HandoffChanges`): one
+--- item per changed hunk of each file its edit and write calls changed, the most recently
+--- changed file first; opens the quickfix window unless there are none. Returns the items.
+---@return table[]?
+function M.changes()
+  return require("handoff.changes").quickfix()
+end
+
+--- Shows the session's changes to `file` (default: the current buffer's file) against the file
+--- before the agent's first change, side by side in diff mode in a new tab (`:HandoffDiff`).
+---@param file? string
+---@return boolean shown
+function M.diff(file)
+  return require("handoff.changes").diff(file)
+end
+
+--- The files the agent changed in this session, asked of the host: `{ session_file,
+--- session_id, files = { { path, original_file?, created, changes, first_change_entry_id,
+--- last_changed }, … } }`, the most recently changed first (nil after telling why not).
+---@return handoff.Changes?
+function M.changed_files()
+  return require("handoff.changes").get()
+end
+
 --- For a statusline (lualine: `{ require("handoff").statusline }`): the indicator while
 --- something runs, else the context meter ("model · 12.3k/128k (10%)"); "" before the host runs.
 function M.statusline()

@@ -9,6 +9,7 @@
 //! | `status`        | request      | —                            | [`protocol::Status`]                 |
 //! | `transcript`    | request      | `limit?`                     | [`protocol::Transcript`] (the chat)  |
 //! | `sessions`      | request      | —                            | sessions of the cwd, newest first    |
+//! | `changes`       | request      | —                            | [`protocol::Changes`]: files the agent changed in this session, with their originals |
 //! | `templates`     | request      | —                            | `[{name, description}]`              |
 //! | `new_session`   | request      | —                            | status (a `session_switch` record follows) |
 //! | `set_model`     | request      | `model`                      | status                               |
@@ -271,6 +272,40 @@ impl Host {
         reply("the session list", &list)
     }
 
+    /// `changes`: the files the agent changed in the current session, the most recently changed
+    /// first, each with the file holding its original (read on a blocking thread).
+    async fn changes(&self) -> Reply {
+        let controller = self.ready().await?;
+        let (session_file, session_id, originals) = {
+            let agent = controller.agent();
+            let originals = agent.originals();
+            let session = agent.session();
+            (session.path().to_string_lossy().into_owned(), session.session_id().to_string(), originals)
+        };
+        let listed = tokio::task::spawn_blocking(move || {
+            originals.list().map(|files| {
+                files
+                    .into_iter()
+                    .map(|f| protocol::ChangedFileItem {
+                        original_file: originals.original_path(&f).map(|p| p.to_string_lossy().into_owned()),
+                        path: f.path.to_string_lossy().into_owned(),
+                        created: f.created,
+                        changes: f.changes,
+                        first_change_entry_id: f.first_change_entry_id,
+                        last_changed: f.last_changed,
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .await;
+        let files = match listed {
+            Ok(Ok(files)) => files,
+            Ok(Err(e)) => return Err(err(e)),
+            Err(e) => return Err(err(format!("the loader stopped: {e}"))),
+        };
+        reply("the changes", &protocol::Changes { session_file, session_id, files })
+    }
+
     fn templates(&self) -> Reply {
         let list = lock(&self.inner.settings)
             .templates_dir
@@ -435,6 +470,7 @@ impl Handler for Host {
                 reply("the transcript", &transcript::transcript(&*self.ready().await?, limit))
             }
             "sessions" => self.sessions().await,
+            "changes" => self.changes().await,
             "templates" => self.templates(),
             "new_session" => self.new_session().await,
             "set_model" => self.set_model(&args).await,

@@ -257,6 +257,33 @@ pub struct SessionView {
     pub error: Option<String>,
 }
 
+/// The files the agent changed in the current session (`changes`), the most recently changed
+/// first; Lua diffs each against its original.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Changes {
+    pub session_file: String,
+    pub session_id: String,
+    pub files: Vec<ChangedFileItem>,
+}
+
+/// One changed file.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ChangedFileItem {
+    /// Absolute.
+    pub path: String,
+    /// The file holding its content before the agent's first change; absent when the agent
+    /// created it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub original_file: Option<String>,
+    pub created: bool,
+    /// Successful edit and write calls to it.
+    pub changes: u32,
+    /// The session entry of the first change (the tool result).
+    pub first_change_entry_id: String,
+    /// When it was last changed (ms since the epoch).
+    pub last_changed: i64,
+}
+
 /// A user template (`templates`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TemplateItem {
