@@ -21,7 +21,16 @@ end, {
   end,
 })
 
-vim.api.nvim_create_user_command("HandoffChat", function()
+vim.api.nvim_create_user_command("HandoffChat", function(o)
+  -- `:'<,'>HandoffChat`: the lines go into the prompt (with their path and range).
+  if o.range > 0 then
+    api().add_selection(o.line1, o.line2)
+  else
+    api().open_chat()
+  end
+end, { range = true, desc = "handoff.nvim: open the chat and go to its prompt; with a range, add the lines to the prompt" })
+
+vim.api.nvim_create_user_command("HandoffChatToggle", function()
   api().toggle_chat()
 end, { desc = "handoff.nvim: open or close the chat" })
 
@@ -37,13 +46,28 @@ vim.api.nvim_create_user_command("HandoffNew", function()
   api().new_session()
 end, { desc = "handoff.nvim: start a new session" })
 
-vim.api.nvim_create_user_command("HandoffSessions", function()
-  api().sessions()
-end, { desc = "handoff.nvim: resume a session of this directory" })
+vim.api.nvim_create_user_command("HandoffSessions", function(o)
+  -- `:HandoffSessions!`: open the chosen session read-only instead of resuming it.
+  api().sessions(o.bang and { view = true } or nil)
+end, { bang = true, desc = "handoff.nvim: resume a session of this directory (! opens it read-only)" })
 
 vim.api.nvim_create_user_command("HandoffTodos", function()
   api().toggle_todos()
 end, { desc = "handoff.nvim: show or hide the model's todo list" })
+
+vim.api.nvim_create_user_command("HandoffChanges", function()
+  api().changes()
+end, { desc = "handoff.nvim: the agent's changes in this session, in the quickfix list" })
+
+vim.api.nvim_create_user_command("HandoffDiff", function(o)
+  api().diff(o.args ~= "" and o.args or nil)
+end, {
+  nargs = "?",
+  desc = "handoff.nvim: a file (default: this buffer's) against its state before the agent's first change",
+  complete = function(arg_lead)
+    return require("handoff.changes").complete(arg_lead)
+  end,
+})
 
 vim.api.nvim_create_user_command("HandoffModel", function(o)
   api().select_model(o.args ~= "" and o.args or nil)

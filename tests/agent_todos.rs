@@ -278,10 +278,10 @@ async fn a_handoff_or_a_single_turn_run_never_reminds_and_the_handoff_resets_the
     assert!(matches!(outcome, HandoffOutcome::Done { .. }), "{outcome:?}");
     assert_eq!(mock.requests().len(), before + 1);
     assert_eq!(reminders(&old).len(), 1);
-    // The new session starts with no list and a fresh counter.
+    // The new session starts with the open items the handoff carried, and a fresh counter.
     assert_ne!(agent.session().path(), old);
     assert_eq!(agent.state().todo_reminder_counter, 0);
-    assert!(agent.todos().is_empty());
+    assert!(!agent.todos().is_empty() && agent.todos().iter().all(Todo::is_open), "{:?}", agent.todos());
 
     // A single-turn prompt ending with a normal stop, the list open: no reminder either.
     let dir = tempfile::tempdir().unwrap();

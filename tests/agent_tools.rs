@@ -1,8 +1,9 @@
 //! The agent loop running tools, against the scriptable mock over both wire formats: real files
 //! in temp folders, real processes. Consent (the default policy and a recording front end),
 //! malformed arguments, tool errors, abort mid-command, steering between tools, the turn limit,
-//! the tool environment without provider keys, the handoff request's tools, and pi 0.73.1
-//! resuming a session in which our agent ran tools.
+//! the tool environment without provider keys, the handoff request's tools, pi 0.73.1
+//! resuming a session in which our agent ran tools, and the originals of the files the agent
+//! changed (kept once per file and session, beside the session).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -19,7 +20,7 @@ use handoff_nvim::core::controller::Controller;
 use handoff_nvim::core::handoff::HandoffOutcome;
 use handoff_nvim::core::message::StopReason;
 use handoff_nvim::core::provider::Api;
-use handoff_nvim::core::session::SessionManager;
+use handoff_nvim::core::session::{ChangedFile, SessionManager};
 use handoff_nvim::core::tools::consent::{rejected_text, ApprovalRequest, Consent, Decision, Policy};
 use handoff_nvim::core::tools::ToolKind;
 use serde_json::{json, Value};
@@ -905,8 +906,10 @@ async fn the_handoff_request_carries_the_conversation_tools_with_tool_choice_non
                 }
             }
             // The conversation with its calls and results goes first, unchanged (a cache hit).
+            // (Anthropic's cache marker sits on each request's last user block: compared without it.)
             let (normal_messages, handoff_messages) =
-                (normal["messages"].as_array().unwrap(), handoff["messages"].as_array().unwrap());
+                (without_cache_control(normal["messages"].clone()), without_cache_control(handoff["messages"].clone()));
+            let (normal_messages, handoff_messages) = (normal_messages.as_array().unwrap(), handoff_messages.as_array().unwrap());
             assert_eq!(&handoff_messages[..normal_messages.len()], &normal_messages[..], "{api:?}");
             assert_eq!(handoff["system"], normal["system"]);
             assert_eq!(handoff["model"], normal["model"]);
@@ -1045,7 +1048,8 @@ async fn pi_resumes_a_session_in_which_our_agent_ran_tools() {
                 }
                 Api::Anthropic => {
                     let pi_messages = without_cache_control(Value::Array(pi_messages.clone()));
-                    assert_eq!(&pi_messages.as_array().unwrap()[..3], &our_messages[..], "{api:?}");
+                    let our_messages = without_cache_control(Value::Array(our_messages.to_vec()));
+                    assert_eq!(&pi_messages.as_array().unwrap()[..3], &our_messages.as_array().unwrap()[..], "{api:?}");
                     assert_eq!(pi_messages.as_array().unwrap().len(), 5);
                 }
             }
@@ -1059,6 +1063,123 @@ async fn pi_resumes_a_session_in_which_our_agent_ran_tools() {
             let last = session.build_session_context().messages.last().unwrap().text();
             assert_eq!(last, "Pi continues here.");
         }
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 11. The originals of the files the agent changed
+
+/// The id of the entry holding the result of tool call `call_id`.
+fn result_entry_id(agent: &AgentSession, call_id: &str) -> String {
+    file_messages(agent)
+        .into_iter()
+        .find(|e| e["message"]["toolCallId"] == call_id)
+        .unwrap_or_else(|| panic!("no result of {call_id}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn edit(id: &str, path: &str, old: &str, new: &str) -> MockToolCall {
+    call(id, "edit", json!({ "path": path, "edits": [{ "oldText": old, "newText": new }] }))
+}
+
+fn names(files: &[ChangedFile]) -> Vec<String> {
+    files.iter().map(|f| f.path.file_name().unwrap().to_string_lossy().into_owned()).collect()
+}
+
+#[tokio::test]
+async fn the_original_of_each_changed_file_is_kept_once_per_session_and_survives_a_reopen() {
+    within("originals", async {
+        let env = Env::new(Api::Openai).await;
+        env.write("a.txt", "one\ntwo\n");
+        env.write("b.txt", "alpha\r\nbeta\r\n");
+        env.mock.push(calls(vec![
+            edit("e1", "a.txt", "one", "ONE"),
+            edit("e2", "b.txt", "beta", "BETA"),
+            edit("e3", "a.txt", "two", "TWO"),
+            call("w1", "write", json!({ "path": "sub/new.md", "content": "# new\n" })),
+            // Failed calls and commands change nothing the session keeps.
+            edit("x1", "a.txt", "absent", "x"),
+            edit("x2", "missing.txt", "a", "b"),
+            bash("b1", "echo hi > c.txt"),
+        ]));
+        env.mock.push(MockReply::text("done"));
+        let agent = env.agent_allow_all();
+        agent.prompt("change things", RunOptions::default()).await.unwrap();
+        assert_eq!(env.read("a.txt"), "ONE\nTWO\n");
+        assert_eq!(env.read("c.txt"), "hi\n");
+
+        // The most recently changed first; each file once; its bytes before the first change.
+        let originals = agent.originals();
+        let files = originals.list().unwrap();
+        assert_eq!(names(&files), ["new.md", "a.txt", "b.txt"]);
+        let (new, a, b) = (&files[0], &files[1], &files[2]);
+        assert_eq!(a.path, env.file("a.txt"));
+        assert_eq!(new.path, env.project().join("sub/new.md"));
+        assert_eq!(originals.original_bytes(a).unwrap(), b"one\ntwo\n");
+        assert_eq!(originals.original_bytes(b).unwrap(), b"alpha\r\nbeta\r\n", "the bytes as they were (CRLF)");
+        assert!(!a.created && !b.created);
+        assert!(new.created && new.original.is_none(), "a created file has no original: {new:?}");
+        assert_eq!((a.changes, b.changes, new.changes), (2, 1, 1));
+        assert_eq!(a.first_change_entry_id, result_entry_id(&agent, "e1"));
+        assert_eq!(a.last_change_entry_id, result_entry_id(&agent, "e3"));
+        assert_eq!(new.first_change_entry_id, result_entry_id(&agent, "w1"));
+
+        // On disk beside the session: `<session without .jsonl>/originals/`, private files.
+        let session_file = agent.session().path().to_path_buf();
+        let dir = session_file.with_extension("").join("originals");
+        assert_eq!(originals.dir(), dir);
+        let mut on_disk: Vec<String> =
+            std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        on_disk.sort();
+        assert_eq!(on_disk, ["0001-a.txt", "0002-b.txt", "index.json"]);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            for name in &on_disk {
+                let mode = std::fs::metadata(dir.join(name)).unwrap().permissions().mode() & 0o777;
+                assert_eq!(mode, 0o600, "{name}");
+            }
+        }
+        let index: Value = serde_json::from_slice(&std::fs::read(dir.join("index.json")).unwrap()).unwrap();
+        assert_eq!(index["files"].as_array().unwrap().len(), 3, "{index}");
+
+        // Reopened (a restart, a resume): the same set; a further change keeps the original.
+        agent.session().flush().unwrap();
+        drop(agent);
+        let reopened = SessionManager::open(&session_file, &env.dir.path().join("sessions")).unwrap();
+        let agent = Arc::new(AgentSession::new(
+            AgentConfig { policy: Policy::allow_all(), ..AgentConfig::new(common::config(&env.mock)) },
+            reopened,
+        ));
+        assert_eq!(agent.originals().list().unwrap(), files);
+        env.mock.push(calls(vec![edit("e4", "b.txt", "alpha", "ALPHA")]));
+        env.mock.push(MockReply::text("done again"));
+        agent.prompt("once more", RunOptions::default()).await.unwrap();
+        let files = agent.originals().list().unwrap();
+        assert_eq!(names(&files), ["b.txt", "new.md", "a.txt"]);
+        assert_eq!(agent.originals().original_bytes(&files[0]).unwrap(), b"alpha\r\nbeta\r\n");
+        assert_eq!(files[0].changes, 2);
+        assert_eq!(files[0].last_change_entry_id, result_entry_id(&agent, "e4"));
+
+        // A handoff's new session starts a set of its own: its originals are the files as the
+        // previous session left them.
+        env.mock.push(MockReply::text(common::DOCUMENT));
+        let outcome = Controller::new(agent.clone(), Default::default()).handoff(None).await;
+        assert!(matches!(outcome, HandoffOutcome::Done { .. }), "{outcome:?}");
+        assert_ne!(agent.session().path(), session_file);
+        assert!(agent.originals().list().unwrap().is_empty());
+        env.mock.push(calls(vec![edit("e5", "a.txt", "ONE", "uno")]));
+        env.mock.push(MockReply::text("ok"));
+        agent.prompt("in the new session", RunOptions::default()).await.unwrap();
+        let files = agent.originals().list().unwrap();
+        assert_eq!(names(&files), ["a.txt"]);
+        assert_eq!(agent.originals().original_bytes(&files[0]).unwrap(), b"ONE\nTWO\n");
+        // The session handed off keeps its own.
+        let old = handoff_nvim::core::session::Originals::of_session(&session_file).list().unwrap();
+        assert_eq!(names(&old), ["b.txt", "new.md", "a.txt"]);
     })
     .await;
 }

@@ -387,16 +387,28 @@ async fn sessions_lists_newest_first_with_id_path_first_message_and_parent() {
     let r = env.run(&["handoff", first.to_str().unwrap()]).await;
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let child = PathBuf::from(r.stdout.trim());
+    // An exchange in the child, then a second handoff from it: a chain of three.
+    env.mock.push(MockReply::text("Second answer."));
+    let r = env.run(&["prompt", "--session", child.to_str().unwrap(), "Second question"]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    common::wait_past(lines(&child)[0]["timestamp"].as_str().unwrap());
+    env.mock.push(MockReply::text(DOCUMENT));
+    let r = env.run(&["handoff", child.to_str().unwrap()]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let grandchild = PathBuf::from(r.stdout.trim());
     let r = env.run(&["sessions"]).await;
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let list: Vec<Value> = r.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(list.len(), 2, "{}", r.stdout);
-    assert_eq!(PathBuf::from(list[0]["path"].as_str().unwrap()), child);
-    assert_eq!(list[0]["parent_session"], first.to_str().unwrap());
-    assert_eq!(PathBuf::from(list[1]["path"].as_str().unwrap()), first);
-    assert_eq!(list[1]["first_message"], "First question");
-    assert_eq!(list[1]["id"], lines(&first)[0]["id"]);
-    assert_eq!(list[1]["parent_session"], Value::Null);
+    assert_eq!(list.len(), 3, "{}", r.stdout);
+    // Each line names its parent under pi's field name, `null` for the root.
+    let path = |i: usize| PathBuf::from(list[i]["path"].as_str().unwrap());
+    assert_eq!((path(0), path(1), path(2)), (grandchild, child.clone(), first.clone()));
+    assert_eq!(list[0]["parentSession"], child.to_str().unwrap());
+    assert_eq!(list[1]["parentSession"], first.to_str().unwrap());
+    assert_eq!(list[2]["parentSession"], Value::Null);
+    assert!(list.iter().all(|l| l.get("parentSession").is_some() && l.get("parent_session").is_none()), "{}", r.stdout);
+    assert_eq!(list[2]["first_message"], "First question");
+    assert_eq!(list[2]["id"], lines(&first)[0]["id"]);
     // --cwd picks another project: none there.
     let r = env.run(&["sessions", "--cwd", "/no/such/project"]).await;
     assert_eq!((r.code, r.stdout.as_str()), (Some(0), ""));

@@ -866,6 +866,117 @@ async fn the_context_meter_shows_the_providers_count_and_a_full_window_suggests_
     .await;
 }
 
+/// The lines of the read-only view of `file` (`handoff://session/<stem>.md`), or nil.
+fn view_lines(file: &str) -> String {
+    let stem = std::path::Path::new(file).file_stem().unwrap().to_str().unwrap();
+    format!(
+        "(function() local b = vim.fn.bufnr('handoff://session/{stem}.md') \
+         if b == -1 then return nil end return vim.api.nvim_buf_get_lines(b, 0, -1, false) end)()"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lineage_a_chain_of_two_handoffs_in_the_picker_and_ancestors_read_only() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        // first ⇠ second ⇠ third: two handoffs.
+        ed.converse("first question", "first answer").await;
+        let first = ed.session_file().await;
+        ed.mock.push(MockReply::text(DOC));
+        ed.command("Handoff").await;
+        let second = ed.wait_event("HandoffDone", 1).await["session_file"].as_str().unwrap().to_string();
+        ed.converse("second question", "second answer").await;
+        ed.mock.push(MockReply::text(DOC));
+        ed.command("Handoff").await;
+        let third = ed.wait_event("HandoffDone", 2).await["session_file"].as_str().unwrap().to_string();
+        assert_eq!(ed.session_file().await, third);
+        let chat_before = ed.eval("T.chat()").await;
+        let first_bytes = std::fs::read(&first).unwrap();
+
+        // The picker shows the chain, each session under the one it was handed off from.
+        let picked = r#"
+            local pick, bang = ...
+            local seen = {}
+            local select = vim.ui.select
+            vim.ui.select = function(items, opts, on_choice)
+              seen.prompt = opts.prompt
+              seen.items = vim.tbl_map(opts.format_item, items)
+              seen.paths = vim.tbl_map(function(i) return i.path end, items)
+              on_choice(pick and items[pick] or nil)
+            end
+            local ok, err = pcall(vim.cmd, bang and 'HandoffSessions!' or 'HandoffSessions')
+            vim.ui.select = select
+            assert(ok, err)
+            return seen
+        "#;
+        let seen = ed.lua(picked, json!([Value::Null, false])).await;
+        assert_eq!(seen["paths"], json!([first, second, third]), "{seen}");
+        let items: Vec<&str> = seen["items"].as_array().unwrap().iter().map(|i| i.as_str().unwrap()).collect();
+        assert!(!items[0].starts_with(['⇠', ' ']) && items[0].contains("first question"), "{items:?}");
+        assert!(items[1].starts_with("⇠ ") && items[1].contains("second question"), "{items:?}");
+        assert!(items[2].starts_with("  ⇠ ") && items[2].ends_with("(current)"), "{items:?}");
+        assert_eq!(seen["prompt"], "Resume session");
+
+        // `:HandoffSessions!` opens the first session read-only: its messages, the agent stays.
+        let seen = ed.lua(picked, json!([1, true])).await;
+        assert_eq!(seen["prompt"], "View session (read-only)");
+        let view = ed.wait_event("HandoffSessionView", 1).await;
+        assert_eq!(view["path"], first.as_str());
+        let lines = ed.eval(&view_lines(&first)).await;
+        let text = lines.as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect::<Vec<_>>().join("\n");
+        assert!(text.contains("## You\n\nfirst question") && text.contains("first answer"), "{text}");
+        assert!(text.contains("*Handoff requested*") && text.contains("Ship the parser."), "{text}");
+        assert!(!text.contains("Handed off from"), "the first session has no parent:\n{text}");
+        let focused = ed.eval("{ name = vim.api.nvim_buf_get_name(0), modifiable = vim.bo.modifiable, ft = vim.bo.filetype }").await;
+        let stem = std::path::Path::new(&first).file_stem().unwrap().to_str().unwrap();
+        assert_eq!(focused, json!({ "name": format!("handoff://session/{stem}.md"), "modifiable": false, "ft": "markdown" }));
+        // Nothing switched: not the editor's idea of the session, not the host's, not the chat,
+        // and the file read was not touched.
+        assert_eq!(ed.session_file().await, third);
+        let host = ed.eval("require('handoff.host').request('status')").await;
+        assert_eq!(host["session_file"], third.as_str());
+        assert_eq!(ed.eval("T.chat()").await, chat_before);
+        assert_eq!(ed.eval("T.count('HandoffSessionSwitch')").await, json!(2), "only the two handoffs switched");
+        assert_eq!(std::fs::read(&first).unwrap(), first_bytes);
+
+        // `gp` on the chat's "Handed off from" line opens the parent (second) read-only.
+        ed.lua(
+            "local w = vim.fn.win_findbuf(require('handoff.chat').chat_buf)[1] vim.api.nvim_set_current_win(w) \
+             local l = vim.api.nvim_buf_get_lines(0, 0, -1, false) \
+             for i, line in ipairs(l) do if line:find('Handed off from', 1, true) then vim.api.nvim_win_set_cursor(w, { i, 0 }) break end end",
+            json!([]),
+        )
+        .await;
+        let header = ed.eval("vim.api.nvim_get_current_line()").await;
+        let second_name = std::path::Path::new(&second).file_name().unwrap().to_str().unwrap();
+        assert!(header.as_str().unwrap().contains(second_name) && header.as_str().unwrap().contains("gp"), "{header}");
+        ed.input("gp").await;
+        let view = ed.wait_event("HandoffSessionView", 2).await;
+        assert_eq!(view["path"], second.as_str());
+        assert_eq!(view["parent_session"], first.as_str());
+        let text = ed.eval(&format!("table.concat({}, '\\n')", view_lines(&second))).await;
+        let text = text.as_str().unwrap();
+        assert!(text.contains("## Handoff context") && text.contains("second question") && text.contains("second answer"), "{text}");
+        // And there, `gp` on its own "Handed off from" line walks on to the first.
+        ed.lua(
+            "for i, line in ipairs(vim.api.nvim_buf_get_lines(0, 0, -1, false)) do \
+             if line:find('Handed off from', 1, true) then vim.api.nvim_win_set_cursor(0, { i, 0 }) break end end",
+            json!([]),
+        )
+        .await;
+        ed.input("gp").await;
+        let view = ed.wait_event("HandoffSessionView", 3).await;
+        assert_eq!(view["path"], first.as_str());
+        assert_eq!(ed.eval("vim.api.nvim_buf_get_name(0)").await, json!(format!("handoff://session/{stem}.md")));
+        assert_eq!(ed.session_file().await, third);
+        assert_eq!(ed.eval("require('handoff.host').request('status')").await["session_file"], third.as_str());
+        ed.quit().await;
+    })
+    .await;
+}
+
 fn support_bin() -> &'static str {
     common::nvim::HOST_BIN
 }
+

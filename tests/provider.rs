@@ -558,7 +558,8 @@ async fn anthropic_request_merges_roles_and_converts_tools() {
     assert_eq!(req.header("x-api-key"), None);
     let body = &req.body;
     assert_eq!(body["model"], "mock-model");
-    assert_eq!(body["system"], "You are terse.");
+    // A text block, to carry pi's prompt-cache marker.
+    assert_eq!(body["system"], json!([{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}]));
     assert_eq!(body["stream"], true);
     assert_eq!(body["max_tokens"], 4096);
     let expected = json!([
@@ -570,7 +571,7 @@ async fn anthropic_request_merges_roles_and_converts_tools() {
         {"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": "call_1", "content": "a.txt", "is_error": false},
             {"type": "text", "text": "thanks"},
-            {"type": "text", "text": "again"}]},
+            {"type": "text", "text": "again", "cache_control": {"type": "ephemeral"}}]},
     ]);
     assert_eq!(body["messages"], expected);
     assert!(!body.to_string().contains("secret scratchpad"));

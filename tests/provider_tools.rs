@@ -107,8 +107,10 @@ async fn both_formats_send_tool_definitions_and_tool_choice_auto() {
         assert_eq!(tool["input_schema"]["type"], "object");
         assert_eq!(tool["input_schema"]["properties"], def.parameters["properties"]);
         assert_eq!(tool["input_schema"]["required"], def.parameters["required"]);
-        assert_eq!(tool.as_object().unwrap().len(), 3, "name, description, input_schema: {tool}");
+        assert_eq!(tool.as_object().unwrap().len(), if tool == tools.last().unwrap() { 4 } else { 3 }, "name, description, input_schema (and the last, cache_control): {tool}");
     }
+    // pi's prompt-cache breakpoint after the tool definitions.
+    assert_eq!(tools[3]["cache_control"], json!({"type": "ephemeral"}));
     assert_eq!(anthropic["tool_choice"], json!({"type": "auto"}));
 }
 
@@ -140,7 +142,8 @@ async fn a_request_without_tools_has_no_tools_field_and_is_unchanged() {
             assert!(body.get("tools").is_none(), "{api:?}: {body}");
             assert!(body.get("tool_choice").is_none(), "{api:?}: {body}");
         }
-        // A request with tools is the same request plus the two fields.
+        // A request with tools is the same request plus the two fields (and on Anthropic, the
+        // last tool's prompt-cache marker).
         let with = recorded(api, &pi_tools()).await.body;
         let without = recorded(api, &ChatRequest { tools: Vec::new(), ..pi_tools() }).await.body;
         let mut stripped = with.clone();
@@ -158,8 +161,10 @@ async fn a_request_without_tools_has_no_tools_field_and_is_unchanged() {
     let anthropic = recorded(Api::Anthropic, &ChatRequest { tools: Vec::new(), ..pi_tools() }).await;
     assert_eq!(
         anthropic.body,
-        json!({"model": "mock-model", "max_tokens": 4096, "system": "sys",
-               "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "stream": true})
+        json!({"model": "mock-model", "max_tokens": 4096,
+               "system": [{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}],
+               "messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]}],
+               "stream": true})
     );
 }
 
@@ -429,7 +434,8 @@ async fn anthropic_serializes_tool_use_and_merges_results_into_one_user_message(
             // Only an image: pi's placeholder text goes first.
             {"type": "tool_result", "tool_use_id": "call_4", "is_error": false, "content": [
                 {"type": "text", "text": "(see attached image)"}, png("REVG")]},
-            {"type": "text", "text": "thanks"}]},
+            // pi's prompt-cache breakpoint: the last block of the last user message.
+            {"type": "text", "text": "thanks", "cache_control": {"type": "ephemeral"}}]},
     ]);
     assert_eq!(body["messages"], expected);
 }
@@ -455,25 +461,6 @@ fn pi_session_context(api: &str, dir: &Path) -> Vec<Message> {
     messages
 }
 
-/// Drops the fields of pi's request that are about prompt caching, which we do not do.
-fn without_cache_control(mut v: Value) -> Value {
-    match &mut v {
-        Value::Object(map) => {
-            map.remove("cache_control");
-            for value in map.values_mut() {
-                *value = without_cache_control(value.take());
-            }
-        }
-        Value::Array(items) => {
-            for value in items.iter_mut() {
-                *value = without_cache_control(value.take());
-            }
-        }
-        _ => {}
-    }
-    v
-}
-
 #[tokio::test]
 async fn a_session_pi_wrote_with_tool_calls_is_sent_as_pi_sent_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -495,7 +482,12 @@ async fn a_session_pi_wrote_with_tool_calls_is_sent_as_pi_sent_it() {
         assert_eq!(calls[0], ("call_read_1".to_owned(), json!({"path": "a.txt"})), "{short}");
 
         let pi = pi_request(short);
-        let request = ChatRequest { system: None, messages, ..pi_tools() };
+        // Anthropic: pi's system prompt too, to compare the block that carries its marker.
+        let system = match api {
+            Api::Openai => None,
+            Api::Anthropic => Some(pi["system"][0]["text"].as_str().unwrap().to_owned()),
+        };
+        let request = ChatRequest { system, messages, ..pi_tools() };
         let ours = recorded(api, &request).await.body;
         let (pi_messages, our_messages) = (pi["messages"].as_array().unwrap(), ours["messages"].as_array().unwrap());
         match api {
@@ -518,19 +510,24 @@ async fn a_session_pi_wrote_with_tool_calls_is_sent_as_pi_sent_it() {
                 assert_eq!(Value::Array(pi_tools), ours["tools"], "{short}");
             }
             Api::Anthropic => {
-                assert_eq!(without_cache_control(pi["messages"].clone()), ours["messages"], "{short}");
+                // Prompt-cache breakpoints included: the system block, the last tool and the
+                // last block of the last user message (here a tool result with an image).
+                assert_eq!(pi["messages"], ours["messages"], "{short}");
+                assert_eq!(pi["system"], ours["system"], "{short}");
                 // pi adds `eager_input_streaming`, a newer API's option.
                 let pi_tools: Vec<Value> = pi["tools"]
                     .as_array()
                     .unwrap()
                     .iter()
                     .map(|t| {
-                        let mut t = without_cache_control(t.clone());
+                        let mut t = t.clone();
                         t.as_object_mut().unwrap().remove("eager_input_streaming");
                         t
                     })
                     .collect();
                 assert_eq!(Value::Array(pi_tools), ours["tools"], "{short}");
+                let marked = |v: &Value| v.as_array().unwrap().iter().filter(|t| t.get("cache_control").is_some()).count();
+                assert_eq!(marked(&ours["tools"]), 1, "only the last tool");
             }
         }
     }

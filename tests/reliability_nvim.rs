@@ -285,9 +285,10 @@ async fn resuming_a_large_session_never_blocks_the_editor_and_a_damaged_one_is_r
                 "_G.ticks = { last = vim.uv.hrtime(), worst = 0, path = select(1, ...) } \
                  _G.tick_timer = vim.uv.new_timer() \
                  tick_timer:start(5, 5, vim.schedule_wrap(function() local now = vim.uv.hrtime() \
-                   if require('handoff').status().session_file == ticks.path then return end \
+                   if ticks.loaded_ms then return end \
+                   if require('handoff').status().session_file == ticks.path then ticks.loaded_ms = (now - ticks.t0) / 1e6 return end \
                    ticks.worst = math.max(ticks.worst, (now - ticks.last) / 1e6) ticks.last = now end)) \
-                 local t0 = vim.uv.hrtime() \
+                 local t0 = vim.uv.hrtime() ticks.t0 = t0 \
                  assert(require('handoff').resume(...)) \
                  return (vim.uv.hrtime() - t0) / 1e6",
                 json!([path]),
@@ -304,9 +305,16 @@ async fn resuming_a_large_session_never_blocks_the_editor_and_a_damaged_one_is_r
             .await;
         let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
         assert!(chat.as_str().unwrap().contains("message number 99999"), "the chat was not rebuilt");
-        let worst = ed.eval("(function() tick_timer:stop() return ticks.worst end)()").await.as_f64().unwrap();
-        // Loading inside a request blocked the editor for the whole load (~100+ ms at this size).
-        assert!(worst < 75.0, "the editor was blocked for {worst} ms while the session loaded (resume() took {call_ms} ms; {loaded_after})");
+        let (worst, loaded_ms) = {
+            let v = ed.eval("(function() tick_timer:stop() return { ticks.worst, ticks.loaded_ms } end)()").await;
+            (v[0].as_f64().unwrap(), v[1].as_f64().unwrap_or(0.0))
+        };
+        // Loading inside a request blocked the editor for the whole load. Measured against the
+        // load's own time, so a busy machine (which slows both) does not decide the verdict.
+        assert!(
+            worst < (loaded_ms / 2.0).max(75.0),
+            "the editor was blocked for {worst} ms of a {loaded_ms} ms load (resume() took {call_ms} ms; {loaded_after})"
+        );
         // A damaged file: the user is told, and the current session stays.
         let bad = ed.dir.path().join("bad.jsonl");
         std::fs::write(&bad, "this is not a session\n").unwrap();

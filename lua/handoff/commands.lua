@@ -1,7 +1,8 @@
 --- Slash commands of the prompt buffer: `/handoff [focus instructions]`, `/new`, `/sessions`,
 --- `/model [name]`, `/thinking [level]`, and the user's prompt templates (`/name args`, expanded
---- by the host). Completion (omnifunc, opened by typing `/` at the start; after a command with
---- `complete`, its argument) and inline hints for arguments.
+--- by the host). Completion (omnifunc, opened by typing `/` at the start, or `#`/`@` for context,
+--- see `handoff.completion`; after a command with `complete`, its argument) and inline hints for
+--- arguments.
 local M = {}
 
 local api = vim.api
@@ -151,7 +152,8 @@ end
 --- one. Set by the first call of the omnifunc, read by the second.
 local completing = nil
 
---- 'omnifunc' of the prompt buffer.
+--- 'omnifunc' of the prompt buffer: `/commands` at the start, their argument after those that
+--- complete one, and anywhere a `#` context token or an `@path` (see `handoff.completion`).
 function M.omnifunc(findstart, base)
   if findstart == 1 then
     local line = api.nvim_get_current_line()
@@ -167,12 +169,21 @@ function M.omnifunc(findstart, base)
       completing = name
       return col - #arg
     end
-    return -3 -- cancel silently
+    completing = nil
+    local start = require("handoff.completion").token_at(line, col)
+    return start or -3 -- -3: cancel silently
   end
+  base = base or ""
   if completing then
-    return M.complete_arg(completing, base or "") or {}
+    return M.complete_arg(completing, base) or {}
   end
-  return M.complete((base or ""):gsub("^/", ""))
+  local sigil = base:sub(1, 1)
+  if sigil == "#" or sigil == "@" then
+    return vim.tbl_map(function(c)
+      return { word = c.word, abbr = c.word, menu = c.menu, info = c.info }
+    end, require("handoff.completion").items(base))
+  end
+  return M.complete((base:gsub("^/", "")))
 end
 
 --- Shows the argument hint of the command being typed, as virtual text.
@@ -200,18 +211,27 @@ function M.attach(buf)
       update_hint(ev.buf)
     end,
   })
+  local completion = require("handoff.completion")
+  completion.register()
+  api.nvim_create_autocmd("InsertEnter", {
+    buffer = buf,
+    callback = completion.register, -- a lazily loaded completion plugin is there by now
+  })
   api.nvim_create_autocmd("TextChangedI", {
     buffer = buf,
     callback = function()
       local line = api.nvim_get_current_line()
       local col = api.nvim_win_get_cursor(0)[2]
-      if vim.fn.pumvisible() ~= 0 or col ~= #line then
+      if vim.fn.pumvisible() == 1 then
         return
       end
-      -- `/` opens the command list; `/thinking ` (a command whose argument completes) its values.
-      local name = line:match("^/(%S+) $")
+      -- A `#` or `@` just typed at a word's start opens the menu too, unless a completion
+      -- plugin shows our candidates; `/thinking ` (a command whose argument completes) its values.
+      local sigil = line:sub(col, col)
+      local typed_token = (sigil == "#" or sigil == "@") and completion.token_at(line, col) == col - 1
+      local name = col == #line and line:match("^/(%S+) $")
       local cmd = name and find(name)
-      if line == "/" or (cmd and cmd.complete) then
+      if (line == "/" and col == 1) or (cmd and cmd.complete) or (typed_token and not completion.plugin_active()) then
         api.nvim_feedkeys(vim.keycode("<C-x><C-o>"), "n", false)
       end
     end,

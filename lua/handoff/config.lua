@@ -58,6 +58,10 @@ local defaults = {
     --- Global mappings: none by default. Example: { chat = "<leader>hc", handoff = "<leader>hh" }.
     ---@type table<string, string>
     global = {},
+    --- Visual mode, global: put the selection into the chat's prompt (as `:'<,'>HandoffChat`).
+    --- false: none (the default). Example: "<leader>ha".
+    ---@type string|false
+    add_selection = false,
     --- Buffer-local mappings of the chat and prompt buffers (false disables one).
     submit_normal = "<CR>",
     submit_insert = "<C-s>",
@@ -65,6 +69,9 @@ local defaults = {
     close = "q",
     --- Chat buffer, on the "earlier items" line of a long session: show a page more.
     earlier = "<CR>",
+    --- Chat buffer and read-only sessions, on the "Handed off from" line: open that session
+    --- read-only (`handoff://session/<file>.md`) without leaving the current one.
+    parent = "gp",
     --- Chat buffer: answer the tool call the cursor is in (else the oldest waiting).
     approval = { allow = "a", always = "A", reject = "r", cancel = "c", diff = "d" },
   },
@@ -90,6 +97,13 @@ local defaults = {
   },
   --- Lines of a tool's output shown in the chat (the rest is in the session).
   tool_output_lines = 12,
+  --- Editor context in prompts: `#buffer`, `#selection`, `#diagnostics`, `@path`.
+  context = {
+    --- Bytes of one attachment at most (a larger file or buffer is named, not attached).
+    max_bytes = 256 * 1024,
+    --- Files `@path` completion lists at most outside a git repository (a directory walk).
+    max_files = 5000,
+  },
 }
 
 ---@type handoff.Config
@@ -128,11 +142,14 @@ local schema = {
   max_turns = "number",
   tool_output_lines = "number",
   handoff = { review = "boolean", suggest_at = "number|boolean" },
+  context = { max_bytes = "number", max_files = "number" },
   keymaps = {
     global = "table",
+    add_selection = "string|boolean",
     approval = "table",
     submit_normal = "string|boolean", submit_insert = "string|boolean",
     stop = "string|boolean", close = "string|boolean", earlier = "string|boolean",
+    parent = "string|boolean",
   },
 }
 

@@ -13,6 +13,7 @@ local groups = {
   HandoffFacts = "Comment",
   HandoffTodoInProgress = "DiffText",
   HandoffTodoDone = "Comment",
+  HandoffUsage = "Comment",
 }
 
 function M.define()

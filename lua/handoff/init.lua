@@ -22,12 +22,37 @@ function M.setup(opts)
 end
 
 --- Sends a prompt (a `/handoff …` text is intercepted by the host and runs the handoff).
+--- `#buffer`, `#selection`, `#diagnostics` and `@path` expand to their content first (see
+--- `handoff.context`); `opts.expand = false` sends the text as it is.
 ---@param text string
-function M.prompt(text)
+---@param opts? { expand?: boolean }
+function M.prompt(text, opts)
   if type(text) ~= "string" then
     error("handoff.nvim: prompt(text) needs a string", 2)
   end
+  if not (opts and opts.expand == false) then
+    text = require("handoff.context").expand(text)
+  end
   return host.notify("prompt", text)
+end
+
+--- Puts lines `line1`..`line2` of `buf` (default: the current buffer) into the chat's prompt
+--- as a fenced block headed by the path and line range, and focuses the prompt
+--- (`:'<,'>HandoffChat`, `keymaps.add_selection`).
+---@param line1 integer
+---@param line2 integer
+---@param buf? integer
+function M.add_selection(line1, line2, buf)
+  local context = require("handoff.context")
+  buf = buf or vim.api.nvim_get_current_buf()
+  context.remember(buf)
+  local a = context.selection(buf, line1, line2)
+  if not a.block then
+    vim.notify(("handoff.nvim: %s not added: %s"):format(a.label, a.note), vim.log.levels.WARN, { title = "handoff.nvim" })
+    return
+  end
+  M.open_chat()
+  require("handoff.chat").add_to_prompt(a.block)
 end
 
 --- Hands the session off to a new one (`:Handoff [focus]`). With `opts.review` (`:Handoff!`,
@@ -110,29 +135,20 @@ function M.new_session()
   end
 end
 
---- Picks a session of this directory to resume (vim.ui.select).
-function M.sessions()
-  local list = host.request("sessions")
-  if not list then
-    return
-  end
-  if #list == 0 then
-    vim.notify("No sessions for this directory yet", vim.log.levels.INFO, { title = "handoff.nvim" })
-    return
-  end
-  vim.ui.select(list, {
-    prompt = "Resume session",
-    format_item = function(s)
-      local current = s.path == state.session_file and " (current)" or ""
-      local first = (s.first_message ~= nil and s.first_message ~= "") and s.first_message or "(no prompt yet)"
-      local parent = s.parent_session and " ⇠ handoff" or ""
-      return ("%s  %s  [%d messages]%s%s"):format(s.timestamp or "", first, s.message_count or 0, parent, current)
-    end,
-  }, function(choice)
-    if choice then
-      M.resume(choice.path)
-    end
-  end)
+--- Picks a session of this directory (vim.ui.select), listed as chains of handoffs: resumes
+--- it, or with `opts.view` (`:HandoffSessions!`) opens it read-only (see `view_session`).
+---@param opts? { view?: boolean }
+function M.sessions(opts)
+  require("handoff.sessions").pick(opts)
+end
+
+--- Opens a session file's transcript read-only in `handoff://session/<file>.md` without
+--- switching the agent to it (the host reads the file in the background; `User
+--- HandoffSessionView` fires when the buffer is filled). Returns the buffer.
+---@param path string
+---@return integer?
+function M.view_session(path)
+  return require("handoff.sessions").view(path)
 end
 
 --- Switches to a session file. Returns at once: the host loads it in the background and the
@@ -218,6 +234,30 @@ end
 function M.toggle_todos()
   host.ensure()
   require("handoff.todos").toggle()
+end
+
+--- Fills the quickfix list with the agent's changes in this session (`:HandoffChanges`): one
+--- item per changed hunk of each file its edit and write calls changed, the most recently
+--- changed file first; opens the quickfix window unless there are none. Returns the items.
+---@return table[]?
+function M.changes()
+  return require("handoff.changes").quickfix()
+end
+
+--- Shows the session's changes to `file` (default: the current buffer's file) against the file
+--- before the agent's first change, side by side in diff mode in a new tab (`:HandoffDiff`).
+---@param file? string
+---@return boolean shown
+function M.diff(file)
+  return require("handoff.changes").diff(file)
+end
+
+--- The files the agent changed in this session, asked of the host: `{ session_file,
+--- session_id, files = { { path, original_file?, created, changes, first_change_entry_id,
+--- last_changed }, … } }`, the most recently changed first (nil after telling why not).
+---@return handoff.Changes?
+function M.changed_files()
+  return require("handoff.changes").get()
 end
 
 --- For a statusline (lualine: `{ require("handoff").statusline }`): the indicator while

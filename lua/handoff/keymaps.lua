@@ -47,6 +47,32 @@ function M.chat_buffer(buf)
       vim.cmd("normal! " .. vim.v.count1 .. "+")
     end
   end, "show earlier items / open or close the thinking")
+  M.parent_key(buf)
+end
+
+--- The key that opens the session a buffer's transcript was handed off from (read-only), on
+--- its "Handed off from" line; elsewhere the key does what it does without the mapping.
+function M.parent_key(buf)
+  local lhs = config.options.keymaps.parent
+  map(buf, "n", lhs, function()
+    if not require("handoff.sessions").open_parent_at_cursor() then
+      local count = vim.v.count > 0 and tostring(vim.v.count) or ""
+      local ok, err = pcall(vim.cmd, "normal! " .. count .. vim.keycode(lhs))
+      if not ok then
+        api.nvim_echo({ { tostring(err):match("(E%d+:.*)$") or tostring(err), "ErrorMsg" } }, true, {})
+      end
+    end
+  end, "open the session this one was handed off from (on the line that names it)")
+end
+
+--- A read-only session's buffer: the parent key, and `close` closes its window.
+function M.session_view_buffer(buf)
+  M.parent_key(buf)
+  map(buf, "n", config.options.keymaps.close, function()
+    if #api.nvim_list_wins() > 1 then
+      api.nvim_win_close(0, false)
+    end
+  end, "close the read-only session")
 end
 
 function M.prompt_buffer(buf)
@@ -86,6 +112,15 @@ function M.global()
     vim.keymap.set("n", lhs, function()
       require("handoff")[fn]()
     end, { desc = "handoff.nvim: " .. action })
+  end
+  local add = config.options.keymaps.add_selection
+  if add and add ~= "" then
+    vim.keymap.set("x", add, function()
+      -- Leaving visual mode sets the '< and '> marks, which `#selection` reads later.
+      local from, to = vim.fn.line("v"), vim.fn.line(".")
+      vim.cmd("normal! " .. vim.keycode("<Esc>"))
+      require("handoff").add_selection(math.min(from, to), math.max(from, to))
+    end, { desc = "handoff.nvim: add the selection to the prompt" })
   end
 end
 

@@ -99,6 +99,27 @@ pub enum MockReply {
         #[serde(default)]
         calls: Vec<MockToolCall>,
     },
+    /// `reply` reporting this usage, prompt-cache counts included, in each API's shape:
+    /// Anthropic `input_tokens`, `cache_read_input_tokens`, `cache_creation_input_tokens` in
+    /// `message_start` (output in `message_delta`); OpenAI `prompt_tokens` (all of the prompt)
+    /// with `prompt_tokens_details.cached_tokens` in the usage chunk (and, for cache writes,
+    /// OpenRouter's `cache_write_tokens`, counted in `cached_tokens` as OpenRouter does).
+    WithUsage { usage: MockUsage, reply: Box<MockReply> },
+}
+
+/// Token counts a reply reports, in pi's terms (`input` is the prompt not read from or written
+/// to the cache).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MockUsage {
+    #[serde(default)]
+    pub input: u64,
+    /// The reply's tokens; absent: one per chunk, as without a usage.
+    #[serde(default)]
+    pub output: Option<u64>,
+    #[serde(default)]
+    pub cache_read: u64,
+    #[serde(default)]
+    pub cache_write: u64,
 }
 
 /// One tool call of [`MockReply::ToolCalls`].
@@ -167,6 +188,11 @@ impl MockReply {
             stop: default_stop(),
             thinking: Vec::new(),
         }
+    }
+
+    /// This reply, reporting `usage` (see [`MockReply::WithUsage`]).
+    pub fn with_usage(self, usage: MockUsage) -> MockReply {
+        MockReply::WithUsage { usage, reply: Box::new(self) }
     }
 
     /// `n_chunks` chunks `"w0 "`, `"w1 "`, … for streaming-throughput and abort tests.
@@ -427,7 +453,14 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         model: body.get("model").and_then(Value::as_str).unwrap_or("mock").to_owned(),
         prompt_tokens: (req.body.len() / 4) as u64,
         stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        usage: None,
     };
+    let (mut reply, mut ctx) = (reply, ctx);
+    while let MockReply::WithUsage { usage, reply: inner } = reply {
+        // The outermost usage wins.
+        ctx.usage = ctx.usage.or(Some(usage));
+        reply = *inner;
+    }
     serve(reply, &ctx, &body, &mut rd, &mut wr).await
 }
 
@@ -522,6 +555,43 @@ struct Ctx {
     model: String,
     prompt_tokens: u64,
     stream: bool,
+    /// The usage to report instead of the estimate (`MockReply::WithUsage`).
+    usage: Option<MockUsage>,
+}
+
+impl Ctx {
+    /// The usage of a reply of `output` tokens (one per chunk) as this request reports it.
+    fn usage(&self, output: u64) -> MockUsage {
+        match self.usage {
+            Some(u) => MockUsage { output: Some(u.output.unwrap_or(output)), ..u },
+            None => MockUsage { input: self.prompt_tokens, output: Some(output), cache_read: 0, cache_write: 0 },
+        }
+    }
+}
+
+/// `usage` as OpenAI's `usage` object.
+fn openai_usage(u: MockUsage) -> Value {
+    let prompt = u.input + u.cache_read + u.cache_write;
+    let output = u.output.unwrap_or(0);
+    let mut usage = json!({ "prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output });
+    if u.cache_read > 0 || u.cache_write > 0 {
+        let mut details = json!({ "cached_tokens": u.cache_read + u.cache_write });
+        if u.cache_write > 0 {
+            details["cache_write_tokens"] = u.cache_write.into();
+        }
+        usage["prompt_tokens_details"] = details;
+    }
+    usage
+}
+
+/// `usage` as Anthropic's `usage` object (with the output count given).
+fn anthropic_usage(u: MockUsage, output: u64) -> Value {
+    let mut usage = json!({ "input_tokens": u.input, "output_tokens": output });
+    if u.cache_read > 0 || u.cache_write > 0 {
+        usage["cache_read_input_tokens"] = u.cache_read.into();
+        usage["cache_creation_input_tokens"] = u.cache_write.into();
+    }
+    usage
 }
 
 /// Holds the connection until the client hangs up (or the server stops).
@@ -569,6 +639,10 @@ async fn serve(
             (vec![text], Vec::new(), 0, 0, default_stop())
         }
         MockReply::Echo => (split_words(&last_user_text(body)), Vec::new(), 0, 0, default_stop()),
+        // `handle` unwraps these before serving.
+        MockReply::WithUsage { .. } => {
+            return respond(wr, 500, r#"{"error":{"message":"mock: with_usage not unwrapped"}}"#, None).await
+        }
         broken @ (MockReply::Torn { .. }
         | MockReply::Malformed { .. }
         | MockReply::NoChoices
@@ -579,7 +653,7 @@ async fn serve(
     if first_ms > 0 {
         tokio::time::sleep(Duration::from_millis(first_ms)).await;
     }
-    let usage = (ctx.prompt_tokens, (chunks.len() + thinking.len()) as u64);
+    let usage = ctx.usage((chunks.len() + thinking.len()) as u64);
     if !ctx.stream {
         let text = chunks.concat();
         let reply = match ctx.format {
@@ -587,14 +661,13 @@ async fn serve(
                 "id": ctx.id, "object": "chat.completion", "model": ctx.model,
                 "choices": [{ "index": 0, "message": { "role": "assistant", "content": text },
                               "finish_reason": stop }],
-                "usage": { "prompt_tokens": usage.0, "completion_tokens": usage.1,
-                           "total_tokens": usage.0 + usage.1 },
+                "usage": openai_usage(usage),
             }),
             Format::Anthropic => json!({
                 "id": ctx.id, "type": "message", "role": "assistant", "model": ctx.model,
                 "content": [{ "type": "text", "text": text }],
                 "stop_reason": anthropic_stop(&stop),
-                "usage": { "input_tokens": usage.0, "output_tokens": usage.1 },
+                "usage": anthropic_usage(usage, usage.output.unwrap_or(0)),
             }),
         };
         return respond(wr, 200, &reply.to_string(), None).await;
@@ -688,7 +761,7 @@ async fn serve_tool_calls(
         .collect();
     let pieces: Vec<Vec<String>> = calls.iter().map(MockToolCall::pieces).collect();
     let output = (reasoning.thinking.len() + text_before.len() + pieces.iter().map(Vec::len).sum::<usize>()) as u64;
-    let usage = (ctx.prompt_tokens, output.max(1));
+    let usage = ctx.usage(output.max(1));
     if !ctx.stream {
         let text = text_before.concat();
         let body = match ctx.format {
@@ -705,8 +778,7 @@ async fn serve_tool_calls(
                         "role": "assistant",
                         "content": if text.is_empty() { Value::Null } else { text.into() },
                         "tool_calls": tool_calls } }],
-                    "usage": { "prompt_tokens": usage.0, "completion_tokens": usage.1,
-                               "total_tokens": usage.0 + usage.1 },
+                    "usage": openai_usage(usage),
                 })
             }
             Format::Anthropic => {
@@ -728,7 +800,7 @@ async fn serve_tool_calls(
                 json!({
                     "id": ctx.id, "type": "message", "role": "assistant", "model": ctx.model,
                     "content": content, "stop_reason": anthropic_stop(&stop),
-                    "usage": { "input_tokens": usage.0, "output_tokens": usage.1 },
+                    "usage": anthropic_usage(usage, usage.output.unwrap_or(0)),
                 })
             }
         };
@@ -860,7 +932,8 @@ struct Sse<'a> {
     format: Format,
     id: String,
     model: String,
-    prompt_tokens: u64,
+    /// Anthropic's `message_start` usage: the input and cache counts.
+    start_usage: MockUsage,
     /// Anthropic: the open content block (index, is thinking).
     block: Option<(usize, bool)>,
     next_index: usize,
@@ -880,7 +953,7 @@ impl<'a> Sse<'a> {
             format: ctx.format,
             id: ctx.id.clone(),
             model: ctx.model.clone(),
-            prompt_tokens: ctx.prompt_tokens,
+            start_usage: ctx.usage(0),
             block: None,
             next_index: 0,
             reasoning_field: "reasoning_content".into(),
@@ -889,7 +962,7 @@ impl<'a> Sse<'a> {
             let start = json!({ "type": "message_start", "message": {
                 "id": sse.id, "type": "message", "role": "assistant", "model": sse.model,
                 "content": [], "stop_reason": null,
-                "usage": { "input_tokens": sse.prompt_tokens, "output_tokens": 1 } } });
+                "usage": anthropic_usage(sse.start_usage, 1) } });
             sse.event("message_start", &start.to_string()).await?;
             sse.event("ping", "{\"type\":\"ping\"}").await?;
         }
@@ -990,12 +1063,12 @@ impl<'a> Sse<'a> {
         Ok(index)
     }
 
-    async fn finish(&mut self, stop: &str, (input, output): (u64, u64)) -> std::io::Result<()> {
+    async fn finish(&mut self, stop: &str, usage: MockUsage) -> std::io::Result<()> {
+        let output = usage.output.unwrap_or(0);
         if self.format == Format::OpenAi {
             self.openai_chunk(json!({}), json!(stop)).await?;
             let usage = json!({ "id": self.id, "object": "chat.completion.chunk", "choices": [],
-                "usage": { "prompt_tokens": input, "completion_tokens": output,
-                           "total_tokens": input + output } });
+                "usage": openai_usage(usage) });
             self.data(&usage).await?;
             return self.chunk("data: [DONE]\n\n").await;
         }

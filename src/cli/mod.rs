@@ -67,7 +67,8 @@ pub enum Command {
     /// Print the todo list of a session's current branch as a JSON array of
     /// `{content, status, activeForm}` (`[]` when there is none).
     Todos { file: PathBuf },
-    /// List the sessions of a working directory, newest first (JSON lines).
+    /// List the sessions of a working directory, newest first (JSON lines: id, path, cwd,
+    /// timestamp, parentSession, first_message, message_count, empty).
     Sessions {
         #[arg(long)]
         cwd: Option<PathBuf>,

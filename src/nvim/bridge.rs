@@ -216,6 +216,9 @@ mod tests {
             stop_reason: None,
             error_message: None,
             output_tokens: None,
+            input_tokens: None,
+            cached_tokens: None,
+            cache_write_tokens: None,
             tool_calls: Vec::new(),
         }
     }

@@ -9,6 +9,7 @@
 //! | `status`        | request      | —                            | [`protocol::Status`]                 |
 //! | `transcript`    | request      | `limit?`                     | [`protocol::Transcript`] (the chat)  |
 //! | `sessions`      | request      | —                            | sessions of the cwd, newest first    |
+//! | `changes`       | request      | —                            | [`protocol::Changes`]: files the agent changed in this session, with their originals |
 //! | `templates`     | request      | —                            | `[{name, description}]`              |
 //! | `new_session`   | request      | —                            | status (a `session_switch` record follows) |
 //! | `set_model`     | request      | `model`                      | status                               |
@@ -20,6 +21,7 @@
 //! | `handoff_discard`| notification | —                           | review mode: discard the document    |
 //! | `approve`       | notification | `id`, `decision`, `reason?`  | answers a tool call waiting in the chat |
 //! | `resume`        | notification | `path`                       | loads and switches in the background (`session_switch` + `transcript` follow) |
+//! | `view_session`  | notification | `path`, `limit?`             | reads any session file in the background, without switching to it: a `session_view` record follows |
 //! | `abort`         | notification | —                            | stops the running response (and a handoff) |
 //! | `abort_handoff` | notification | —                            | cancels the handoff being generated  |
 //! | `shutdown`      | notification | —                            | flushes the session and exits        |
@@ -274,6 +276,40 @@ impl Host {
         reply("the session list", &list)
     }
 
+    /// `changes`: the files the agent changed in the current session, the most recently changed
+    /// first, each with the file holding its original (read on a blocking thread).
+    async fn changes(&self) -> Reply {
+        let controller = self.ready().await?;
+        let (session_file, session_id, originals) = {
+            let agent = controller.agent();
+            let originals = agent.originals();
+            let session = agent.session();
+            (session.path().to_string_lossy().into_owned(), session.session_id().to_string(), originals)
+        };
+        let listed = tokio::task::spawn_blocking(move || {
+            originals.list().map(|files| {
+                files
+                    .into_iter()
+                    .map(|f| protocol::ChangedFileItem {
+                        original_file: originals.original_path(&f).map(|p| p.to_string_lossy().into_owned()),
+                        path: f.path.to_string_lossy().into_owned(),
+                        created: f.created,
+                        changes: f.changes,
+                        first_change_entry_id: f.first_change_entry_id,
+                        last_changed: f.last_changed,
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .await;
+        let files = match listed {
+            Ok(Ok(files)) => files,
+            Ok(Err(e)) => return Err(err(e)),
+            Err(e) => return Err(err(format!("the loader stopped: {e}"))),
+        };
+        reply("the changes", &protocol::Changes { session_file, session_id, files })
+    }
+
     fn templates(&self) -> Reply {
         let list = lock(&self.inner.settings)
             .templates_dir
@@ -307,6 +343,26 @@ impl Host {
                 Ok(_) => warnings.into_iter().for_each(|w| host.notice(Level::Warn, w)),
                 Err(e) => host.notice(Level::Warn, busy_message(e)),
             }
+        });
+    }
+
+    /// `view_session`: reads a session file on a blocking thread and sends its transcript as a
+    /// `session_view` record. The agent's session stays as it is, whatever runs.
+    fn view_session(&self, path: String, limit: usize) {
+        let host = self.clone();
+        tokio::spawn(async move {
+            let session_dir = frontend_paths::session_dir(&lock(&host.inner.settings));
+            let file = PathBuf::from(&path);
+            let view = tokio::task::spawn_blocking(move || transcript::view(&file, &session_dir, limit)).await;
+            let view = view.unwrap_or_else(|e| protocol::SessionView {
+                path,
+                session_id: None,
+                parent_session: None,
+                items: Vec::new(),
+                earlier: 0,
+                error: Some(format!("the loader stopped: {e}")),
+            });
+            host.inner.outbox.push(Record::SessionView(view));
         });
     }
 
@@ -431,6 +487,7 @@ impl Handler for Host {
                 reply("the transcript", &transcript::transcript(&*self.ready().await?, limit))
             }
             "sessions" => self.sessions().await,
+            "changes" => self.changes().await,
             "templates" => self.templates(),
             "new_session" => self.new_session().await,
             "set_model" => self.set_model(&args).await,
@@ -471,6 +528,14 @@ impl Handler for Host {
             "resume" => match arg_str(&args, 0) {
                 Some(path) => self.resume(path),
                 None => self.notice(Level::Error, "resume: a session file path is required"),
+            },
+            // `view_session(path, limit?)`: any session file, read-only, in a buffer of its own.
+            "view_session" => match arg_str(&args, 0) {
+                Some(path) => {
+                    let limit = args.get(1).and_then(Value::as_u64).map_or(transcript::PAGE, |n| n as usize);
+                    self.view_session(path, limit);
+                }
+                None => self.notice(Level::Error, "view_session: a session file path is required"),
             },
             // `approve(id, decision, reason?)`: the answer to a tool call waiting in the chat.
             "approve" => {

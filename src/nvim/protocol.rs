@@ -122,6 +122,15 @@ pub enum Item {
         error_message: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         output_tokens: Option<u64>,
+        /// The whole prompt of the request, in tokens: pi's `input` + `cacheRead` + `cacheWrite`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        input_tokens: Option<u64>,
+        /// Of `input_tokens`, those read from the provider's prompt cache (pi's `cacheRead`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cached_tokens: Option<u64>,
+        /// Of `input_tokens`, those written to the prompt cache (pi's `cacheWrite`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_write_tokens: Option<u64>,
         /// The tools it called, in order.
         #[serde(skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCallItem>,
@@ -230,6 +239,53 @@ impl From<SessionInfo> for SessionListItem {
     }
 }
 
+/// A session file's transcript for reading (`view_session`): shown in a buffer of its own,
+/// never opened as the agent's session.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SessionView {
+    /// The file as asked for.
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// The session it was handed off from (pi's `parentSession`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_session: Option<String>,
+    /// The last items of its current branch, root first.
+    pub items: Vec<Item>,
+    /// How many items come before `items`.
+    pub earlier: usize,
+    /// Why the file could not be read (then `items` is empty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The files the agent changed in the current session (`changes`), the most recently changed
+/// first; Lua diffs each against its original.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Changes {
+    pub session_file: String,
+    pub session_id: String,
+    pub files: Vec<ChangedFileItem>,
+}
+
+/// One changed file.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ChangedFileItem {
+    /// Absolute.
+    pub path: String,
+    /// The file holding its content before the agent's first change; absent when the agent
+    /// created it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub original_file: Option<String>,
+    pub created: bool,
+    /// Successful edit and write calls to it.
+    pub changes: u32,
+    /// The session entry of the first change (the tool result).
+    pub first_change_entry_id: String,
+    /// When it was last changed (ms since the epoch).
+    pub last_changed: i64,
+}
+
 /// A user template (`templates`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TemplateItem {
@@ -336,6 +392,8 @@ pub enum Record {
         id: String,
         partial: String,
     },
+    /// A session file read for `view_session`.
+    SessionView(SessionView),
     /// A tool call ended (run, refused or skipped); `text` is what the model reads.
     ToolEnd {
         id: String,
@@ -377,6 +435,9 @@ mod tests {
                 stop_reason: None,
                 error_message: None,
                 output_tokens: None,
+                input_tokens: None,
+                cached_tokens: None,
+                cache_write_tokens: None,
                 tool_calls: Vec::new(),
             }),
         )

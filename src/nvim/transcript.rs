@@ -4,11 +4,11 @@
 use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent};
 use crate::core::controller::{self, Controller};
 use crate::core::handoff;
-use crate::core::message::{Message, Role};
+use crate::core::message::{Message, Role, Usage};
 use crate::core::session::entry::kind;
 use crate::core::session::{SessionEntry, SessionManager};
 
-use super::protocol::{Item, Record, Status, ToolCallItem, Transcript};
+use super::protocol::{Item, Record, SessionView, Status, ToolCallItem, Transcript};
 
 /// Focus of an internal handoff request, when `text` is one (`None` otherwise).
 fn handoff_request_focus(text: &str) -> Option<String> {
@@ -65,15 +65,22 @@ pub fn message_item(message: &Message) -> Item {
             Some(focus) => Item::HandoffRequest { focus },
             None => Item::User { text },
         },
-        Role::Assistant => Item::Assistant {
-            text: Some(text),
-            thinking: Some(thinking_of(message)).filter(|t| !t.is_empty()),
-            model: message.extra_str("model").map(str::to_string),
-            stop_reason: message.stop_reason.map(|s| s.as_str()),
-            error_message: message.error_message.clone(),
-            output_tokens: message.usage.as_ref().map(|u| u.output).filter(|o| *o > 0),
-            tool_calls: tool_calls_of(message),
-        },
+        Role::Assistant => {
+            let usage = message.usage.as_ref();
+            let count = |f: fn(&Usage) -> u64| usage.map(f).filter(|n| *n > 0);
+            Item::Assistant {
+                text: Some(text),
+                thinking: Some(thinking_of(message)).filter(|t| !t.is_empty()),
+                model: message.extra_str("model").map(str::to_string),
+                stop_reason: message.stop_reason.map(|s| s.as_str()),
+                error_message: message.error_message.clone(),
+                output_tokens: count(|u| u.output),
+                input_tokens: count(|u| u.input + u.cache_read + u.cache_write),
+                cached_tokens: count(|u| u.cache_read),
+                cache_write_tokens: count(|u| u.cache_write),
+                tool_calls: tool_calls_of(message),
+            }
+        }
         Role::ToolResult => Item::Tool {
             tool: message.extra_str("toolName").map(str::to_string),
             text,
@@ -136,6 +143,33 @@ pub fn items(session: &SessionManager, limit: usize) -> (Vec<Item>, usize) {
     out.reverse();
     let earlier = branch[..rest].iter().filter(|e| shows(e)).count();
     (out, earlier)
+}
+
+/// A session file's transcript for reading, without making it the agent's session: the file is
+/// only read (never migrated on disk, never appended to). Blocking: run it off the runtime.
+pub fn view(path: &std::path::Path, session_dir: &std::path::Path, limit: usize) -> SessionView {
+    let shown = path.to_string_lossy().into_owned();
+    match SessionManager::open(path, session_dir) {
+        Ok(session) => {
+            let (items, earlier) = items(&session, limit);
+            SessionView {
+                path: shown,
+                session_id: Some(session.session_id().to_string()),
+                parent_session: session.header().parent_session.clone(),
+                items,
+                earlier,
+                error: None,
+            }
+        }
+        Err(e) => SessionView {
+            path: shown,
+            session_id: None,
+            parent_session: None,
+            items: Vec::new(),
+            earlier: 0,
+            error: Some(e.to_string()),
+        },
+    }
 }
 
 /// Session identity and run state, as `status()` reports it.

@@ -104,6 +104,24 @@ impl Editor {
 
     /// Like `start`, with another `provider` table (the mock still runs, unused).
     pub async fn start_with(provider: Option<Value>) -> Editor {
+        Self::launch(provider, true).await
+    }
+
+    /// Neovim without the plugin on 'runtimepath' and without `setup()`: the test loads it as
+    /// a plugin manager would (the mock runs; `default_setup()` gives the options to use).
+    pub async fn start_bare() -> Editor {
+        Self::launch(None, false).await
+    }
+
+    /// The `setup()` options `start` uses: the built host, the mock as an OpenAI server.
+    pub fn default_setup(&self) -> Value {
+        json!({
+            "bin": HOST_BIN,
+            "provider": { "api": "openai", "base_url": self.mock.openai_base_url(), "model": "mock-model", "max_retries": 0, "timeout": 10 },
+        })
+    }
+
+    async fn launch(provider: Option<Value>, with_plugin: bool) -> Editor {
         let mock = MockServer::start().await.expect("mock server");
         let dir = tempfile::tempdir().expect("tempdir");
         let root = env!("CARGO_MANIFEST_DIR");
@@ -111,9 +129,11 @@ impl Editor {
             std::fs::create_dir_all(dir.path().join(sub)).unwrap();
         }
         let mut cmd = tokio::process::Command::new(nvim_bin());
-        cmd.args(["--clean", "-n", "--headless", "--embed", "--cmd"])
-            .arg(format!("set rtp^={root}"))
-            .current_dir(dir.path().join("work"))
+        cmd.args(["--clean", "-n", "--headless", "--embed"]);
+        if with_plugin {
+            cmd.arg("--cmd").arg(format!("set rtp^={root}"));
+        }
+        cmd.current_dir(dir.path().join("work"))
             .env("XDG_CONFIG_HOME", dir.path().join("config"))
             .env("XDG_DATA_HOME", dir.path().join("data"))
             .env("XDG_STATE_HOME", dir.path().join("state"))
@@ -128,6 +148,9 @@ impl Editor {
         let session_dir = dir.path().join("data/nvim/handoff/sessions");
         let editor = Editor { nvim, child, _io: io, dir, mock, session_dir };
         editor.lua(PRELUDE, json!([])).await;
+        if !with_plugin {
+            return editor;
+        }
         let loaded = editor.eval("vim.fn.exists(':Handoff') == 2").await;
         assert_eq!(loaded, json!(true), "plugin/handoff.lua was not loaded from the checkout");
         let provider = provider.unwrap_or_else(|| {

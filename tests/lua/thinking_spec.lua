@@ -190,6 +190,10 @@ it("a reply's thinking is folded in the chat, as rendered and while it streams; 
   })
   eq("▸ Thinking (1 line)", fold_at(row_of(buf, "> only")).text, "after a re-render")
   eq(false, fold_at(row_of(buf, "done")).closed, "the answer after a re-render")
+  -- The folding belongs to the chat buffer: another buffer shown in its window keeps its own.
+  api.nvim_set_current_win(win)
+  vim.cmd("enew")
+  eq("manual", vim.wo.foldmethod, "another buffer in the chat's window")
 end)
 
 return { cases = cases, cleanup = cleanup }

@@ -260,4 +260,199 @@ it("the todo list: :HandoffTodos window, live redraw, the chat line, User Handof
   api.nvim_del_autocmd(au)
 end)
 
+--- The virtual lines of the chat's namespace in `buf`: { row (1-based), text }.
+local function virt_lines(buf)
+  local out = {}
+  local ns = api.nvim_get_namespaces().handoff_chat
+  for _, m in ipairs(api.nvim_buf_get_extmarks(buf, ns, 0, -1, { details = true })) do
+    for _, vl in ipairs(m[4].virt_lines or {}) do
+      table.insert(out, { m[2] + 1, vl[1][1], vl[1][2] })
+    end
+  end
+  return out
+end
+
+it("token counts: the usage with its cached part under each assistant message, streamed or drawn", function()
+  local render = require("handoff.chat.render")
+  eq("420", render.tokens(420), "small")
+  eq("9.8k", render.tokens(9800), "thousands")
+  eq("12.3k", render.tokens(12345), "rounded")
+  eq("1k", render.tokens(1000), "no .0")
+  eq("1.2M", render.tokens(1234567), "millions")
+  eq("· 12.3k in (9.8k cached) · 420 out",
+    render.usage_text({ input_tokens = 12345, cached_tokens = 9800, output_tokens = 420 }), "usage")
+  eq("· 2k in (1.5k written to cache) · 7 out",
+    render.usage_text({ input_tokens = 2000, cache_write_tokens = 1500, output_tokens = 7 }), "cache write")
+  eq("· 7 out", render.usage_text({ output_tokens = 7 }), "output only")
+  eq(nil, render.usage_text({}), "nothing reported")
+  require("handoff").open_chat()
+  local chat = require("handoff.chat")
+  fake.emit({
+    {
+      type = "transcript",
+      session_id = "abc",
+      items = {
+        { kind = "user", text = "hello" },
+        { kind = "assistant", model = "m", text = "hi\nthere", input_tokens = 12345, cached_tokens = 9800, output_tokens = 420 },
+        { kind = "assistant", model = "m", text = "no usage" },
+      },
+    },
+  })
+  local l = lines(chat.chat_buf)
+  local marks = virt_lines(chat.chat_buf)
+  eq(1, #marks, "one usage line: " .. vim.inspect(marks))
+  eq("there", l[marks[1][1]], "under the message's last line")
+  eq("· 12.3k in (9.8k cached) · 420 out", marks[1][2], "drawn")
+  eq("HandoffUsage", marks[1][3], "highlight")
+  eq("Comment", api.nvim_get_hl(0, { name = "HandoffUsage" }).link, "HandoffUsage links to Comment")
+  -- Streamed: the same line once the message ends (the chat's text itself is unchanged).
+  fake.emit({ { type = "agent_start" }, { type = "message_start", kind = "assistant", model = "m" } })
+  fake.emit({ { type = "delta", text = "streamed\nreply", tokens = 2 } })
+  local before = lines(chat.chat_buf)
+  fake.emit({
+    { type = "message_end", kind = "assistant", stop_reason = "stop", input_tokens = 1530, cached_tokens = 1200,
+      cache_write_tokens = 300, output_tokens = 42 },
+    { type = "agent_end", stop_reason = "stop" },
+  })
+  local after = lines(chat.chat_buf)
+  eq(before, vim.list_slice(after, 1, #before), "the text streamed stays as it was")
+  marks = virt_lines(chat.chat_buf)
+  eq(2, #marks, vim.inspect(marks))
+  eq("reply", after[marks[2][1]], "under the streamed message's last line")
+  eq("· 1.5k in (1.2k cached, 300 written to cache) · 42 out", marks[2][2], "streamed")
+  eq(42, state.tokens, "the provider's count replaces the estimate")
+end)
+
+local SESSIONS = {
+  -- Newest first, as the host lists them.
+  { path = "/s/e.jsonl", timestamp = "2026-01-05", first_message = "other work", message_count = 2 },
+  { path = "/s/c.jsonl", timestamp = "2026-01-04", first_message = "", message_count = 1, parent_session = "/s/b.jsonl" },
+  { path = "/s/d.jsonl", timestamp = "2026-01-03", first_message = "unrelated", message_count = 4 },
+  { path = "/s/b.jsonl", timestamp = "2026-01-02", first_message = "go on", message_count = 3, parent_session = "/s/a.jsonl" },
+  { path = "/s/a.jsonl", timestamp = "2026-01-01", first_message = "start", message_count = 6 },
+  -- Its parent is not in this directory's list: it starts a chain.
+  { path = "/s/f.jsonl", timestamp = "2025-12-31", first_message = "orphan", message_count = 2, parent_session = "/elsewhere/x.jsonl" },
+}
+
+it(":HandoffSessions lists chains, children under their parent, newest chain first", function()
+  local sessions = require("handoff.sessions")
+  local order = vim.tbl_map(function(i)
+    return { i.path, i.depth }
+  end, sessions.chains(SESSIONS))
+  eq({
+    { "/s/e.jsonl", 0 },
+    { "/s/a.jsonl", 0 },
+    { "/s/b.jsonl", 1 },
+    { "/s/c.jsonl", 2 },
+    { "/s/d.jsonl", 0 },
+    { "/s/f.jsonl", 0 },
+  }, order, "chains")
+  state.session_file = "/s/c.jsonl"
+  fake.replies.sessions = SESSIONS
+  local shown, prompt
+  local select = vim.ui.select
+  vim.ui.select = function(items, opts, on_choice)
+    prompt = opts.prompt
+    shown = vim.tbl_map(opts.format_item, items)
+    on_choice(items[3])
+  end
+  local ok, err = pcall(vim.cmd, "HandoffSessions")
+  vim.ui.select = select
+  assert(ok, err)
+  eq("Resume session", prompt, "prompt")
+  eq({
+    "2026-01-05  other work  [2 messages]",
+    "2026-01-01  start  [6 messages]",
+    "⇠ 2026-01-02  go on  [3 messages]",
+    "  ⇠ 2026-01-04  (no prompt yet)  [1 messages] (current)",
+    "2026-01-03  unrelated  [4 messages]",
+    "2025-12-31  orphan  [2 messages]",
+  }, shown, "picker items")
+  eq({ "/s/b.jsonl" }, fake.calls_of("resume")[1].args, "resumed the chosen one")
+  state.session_file = nil
+end)
+
+it(":HandoffSessions! opens the choice read-only; gp on a 'Handed off from' line opens the parent", function()
+  fake.replies.sessions = SESSIONS
+  local select = vim.ui.select
+  vim.ui.select = function(items, opts, on_choice)
+    assert(opts.prompt:find("read-only", 1, true), opts.prompt)
+    on_choice(items[3]) -- b, handed off from a
+  end
+  local ok, err = pcall(vim.cmd, "HandoffSessions!")
+  vim.ui.select = select
+  assert(ok, err)
+  eq(0, #fake.calls_of("resume"), "nothing resumed")
+  eq({ "/s/b.jsonl" }, fake.calls_of("view_session")[1].args, "the host reads the file")
+  local buf = api.nvim_get_current_buf()
+  eq("handoff://session/b.md", api.nvim_buf_get_name(buf), "buffer name")
+  eq("markdown", vim.bo[buf].filetype, "filetype")
+  eq(false, vim.bo[buf].modifiable, "not modifiable")
+  eq("nofile", vim.bo[buf].buftype, "buftype")
+  eq("*Loading…*", lines(buf)[3], "placeholder")
+  -- The host's answer fills it.
+  fake.emit({
+    {
+      type = "session_view",
+      path = "/s/b.jsonl",
+      session_id = "bbb",
+      parent_session = "/s/a.jsonl",
+      items = {
+        { kind = "handoff", text = "## Goal\nShip." },
+        { kind = "user", text = "go on" },
+        { kind = "assistant", text = "going", output_tokens = 3 },
+      },
+      earlier = 0,
+    },
+  })
+  local l = lines(buf)
+  eq("# Session bbb", l[1], "title")
+  eq("*Read-only: /s/b.jsonl*", l[2], "says what it is")
+  eq("*Handed off from a.jsonl — gp on this line opens it read-only*", l[3], "names the parent and the key")
+  local text = table.concat(l, "\n")
+  assert(text:find("## You\n\ngo on", 1, true), text)
+  assert(text:find("going", 1, true), text)
+  -- gp elsewhere does not open anything; on the parent line it opens the parent.
+  api.nvim_win_set_cursor(0, { 1, 0 })
+  vim.cmd("normal gp")
+  eq(1, #fake.calls_of("view_session"), "gp off the line")
+  api.nvim_win_set_cursor(0, { 3, 0 })
+  vim.cmd("normal gp")
+  eq({ "/s/a.jsonl" }, fake.calls_of("view_session")[2].args, "gp on the parent line")
+  eq("handoff://session/a.md", api.nvim_buf_get_name(0), "the parent's view")
+  -- A file the host cannot read says so.
+  fake.emit({ { type = "session_view", path = "/s/a.jsonl", items = {}, earlier = 0, error = "no such file" } })
+  assert(table.concat(lines(0), "\n"):find("no such file", 1, true), table.concat(lines(0), "\n"))
+end)
+
+it("gp on the chat's 'Handed off from' header opens the parent read-only, the chat stays", function()
+  require("handoff").setup({ keymaps = { parent = "gp" } })
+  require("handoff").open_chat()
+  local chat = require("handoff.chat")
+  fake.emit({
+    {
+      type = "transcript",
+      session_id = "ccc",
+      session_file = "/s/c.jsonl",
+      parent_session = "/s/b.jsonl",
+      items = { { kind = "handoff", text = "## Goal\nShip." } },
+    },
+  })
+  local l = lines(chat.chat_buf)
+  eq("*Handed off from b.jsonl — gp on this line opens it read-only*", l[2], "header")
+  local win = vim.fn.win_findbuf(chat.chat_buf)[1]
+  api.nvim_set_current_win(win)
+  api.nvim_win_set_cursor(win, { 2, 0 })
+  vim.cmd("normal gp")
+  eq({ "/s/b.jsonl" }, fake.calls_of("view_session")[1].args, "view asked")
+  eq(0, #fake.calls_of("resume"), "no switch")
+  eq("handoff://session/b.md", api.nvim_buf_get_name(0), "the view has the focus")
+  eq("/s/c.jsonl", state.session_file, "the current session is unchanged")
+  eq(l, lines(chat.chat_buf), "the chat is unchanged")
+  -- The key is configurable, and `false` takes it (and its hint) away.
+  require("handoff").setup({ keymaps = { parent = false } })
+  fake.emit({ { type = "transcript", session_id = "ccc", parent_session = "/s/b.jsonl", items = {} } })
+  eq("*Handed off from b.jsonl*", lines(chat.chat_buf)[2], "no key, no hint")
+end)
+
 return { cases = cases, cleanup = cleanup }

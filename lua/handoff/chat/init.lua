@@ -71,6 +71,8 @@ end
 
 --- Opens the chat (and the prompt under it); focuses the prompt.
 function M.open()
+  -- The buffer the user comes from is the one `#buffer` and friends read.
+  require("handoff.context").remember(api.nvim_get_current_buf())
   local chat_buf, prompt_buf = M.ensure_buffers()
   local was_open = layout.is_open()
   layout.open(chat_buf, prompt_buf)
@@ -106,6 +108,28 @@ function M.show_earlier_at_cursor()
     pcall(api.nvim_win_set_cursor, 0, { math.max(row, 1), 0 })
   end
   return true
+end
+
+--- Appends `lines` to the prompt (after what it holds, a blank line between) and puts the cursor
+--- on a new empty line after them, in the prompt's window when one shows it.
+---@param lines string[]
+function M.add_to_prompt(lines)
+  local _, buf = M.ensure_buffers()
+  local have = api.nvim_buf_get_lines(buf, 0, -1, false)
+  while #have > 0 and vim.trim(have[#have]) == "" do
+    table.remove(have)
+  end
+  local new = vim.deepcopy(have)
+  if #new > 0 then
+    table.insert(new, "")
+  end
+  vim.list_extend(new, lines)
+  table.insert(new, "")
+  api.nvim_buf_set_lines(buf, 0, -1, false, new)
+  local win = vim.fn.win_findbuf(buf)[1]
+  if win then
+    api.nvim_win_set_cursor(win, { #new, 0 })
+  end
 end
 
 --- Sends what the prompt buffer holds (slash commands are handled first) and clears it.

@@ -72,7 +72,8 @@ local function item_lines(item)
   local k = item.kind
   if k == "user" then
     add({ "## You", "" })
-    add(split(item.text))
+    -- Attached files and selections show as one line each; the session holds their text.
+    add(require("handoff.context").compact(split(item.text)))
   elseif k == "handoff_request" then
     add({ "## You", "" })
     add("*Handoff requested*" .. ((item.focus and item.focus ~= "") and (" — focus: " .. item.focus) or ""))
@@ -148,9 +149,10 @@ function M.foldtext()
   return ("▸ Thinking (%d line%s)"):format(n, n == 1 and "" or "s")
 end
 
---- Makes `win` fold the thinking of the replies it shows, closed at first.
+--- Makes `win` fold the thinking of the replies it shows, closed at first. Local to the chat
+--- buffer in that window (`:setlocal`): another buffer shown there later keeps its own folding.
 function M.setup_window(win)
-  local wo = vim.wo[win]
+  local wo = vim.wo[win][0]
   wo.foldexpr = "v:lua.require'handoff.chat.render'.foldexpr()"
   wo.foldtext = "v:lua.require'handoff.chat.render'.foldtext()"
   wo.foldminlines = 0
@@ -160,16 +162,119 @@ function M.setup_window(win)
   wo.foldmethod = "expr"
 end
 
+M.item_lines = item_lines
+
+--- A token count as the chat shows it: 420, 9.8k, 12.3k, 1.2M.
+function M.tokens(n)
+  if n < 1000 then
+    return tostring(n)
+  elseif n < 999950 then
+    return (("%.1fk"):format(n / 1000):gsub("%.0k$", "k"))
+  end
+  return (("%.1fM"):format(n / 1e6):gsub("%.0M$", "M"))
+end
+
+--- The usage line under an assistant message: "· 12.3k in (9.8k cached) · 420 out" (the whole
+--- prompt, the part of it read from the provider's prompt cache and the part written to it, the
+--- reply), or nil when the provider reported nothing.
+function M.usage_text(item)
+  local parts = {}
+  if item.input_tokens then
+    local cache = {}
+    if item.cached_tokens then
+      table.insert(cache, M.tokens(item.cached_tokens) .. " cached")
+    end
+    if item.cache_write_tokens then
+      table.insert(cache, M.tokens(item.cache_write_tokens) .. " written to cache")
+    end
+    table.insert(parts, M.tokens(item.input_tokens) .. " in"
+      .. (#cache > 0 and (" (" .. table.concat(cache, ", ") .. ")") or ""))
+  end
+  if item.output_tokens then
+    table.insert(parts, M.tokens(item.output_tokens) .. " out")
+  end
+  if #parts == 0 then
+    return nil
+  end
+  return "· " .. table.concat(parts, " · ")
+end
+
+--- Shows `text` as a virtual line under `row` (the usage footer of an assistant message).
+function M.usage_mark(buf, row, text)
+  api.nvim_buf_set_extmark(buf, ns, row, 0, { virt_lines = { { { text, "HandoffUsage" } } } })
+end
+
+--- The first lines of a transcript: the session, and the one it was handed off from (with the
+--- key that opens it). Returns the lines and the 0-based row naming the parent, if any.
+function M.header_lines(info, title)
+  local lines = { title or ("# Session " .. (info and info.session_id or "")) }
+  local parent_row = nil
+  if info and info.parent_session then
+    parent_row = #lines
+    local key = config.options.keymaps.parent
+    table.insert(lines, ("*Handed off from %s%s*"):format(
+      vim.fn.fnamemodify(info.parent_session, ":t"),
+      key and (" — " .. key .. " on this line opens it read-only") or ""
+    ))
+  end
+  table.insert(lines, "")
+  return lines, parent_row
+end
+
+--- Lines of transcript items, the first at 0-based `row`, and the highlights to give them once
+--- they are in the buffer (`M.decorate`); `marks.thinking` are the rows of the replies' thinking
+--- (the chat folds them).
+function M.build(items, row)
+  local lines, marks = {}, { context = {}, usage = {}, thinking = {} }
+  for _, item in ipairs(items) do
+    local l, thinking = item_lines(item)
+    if l then
+      local start = row + #lines
+      if thinking then
+        table.insert(marks.thinking, { start + thinking[1], start + thinking[2] })
+      end
+      if item.kind == "handoff" then
+        table.insert(marks.context, { start, start + #l - 1 })
+      elseif item.kind == "assistant" then
+        local usage = M.usage_text(item)
+        if usage then
+          -- Under its last line (the item ends with a blank one).
+          table.insert(marks.usage, { start + #l - 2, usage })
+        end
+      end
+      vim.list_extend(lines, l)
+    end
+  end
+  return lines, marks
+end
+
+function M.decorate(buf, marks)
+  for _, m in ipairs(marks.context) do
+    api.nvim_buf_set_extmark(buf, ns, m[1], 0, { end_row = m[2], line_hl_group = "HandoffHandoffContext" })
+  end
+  for _, m in ipairs(marks.usage) do
+    M.usage_mark(buf, m[1], m[2])
+  end
+end
+
+--- Removes the chat's highlights and virtual lines from `buf`.
+function M.clear(buf)
+  api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+end
+
+--- Where a buffer names the session it was handed off from (`parent` key, `handoff.sessions`).
+function M.set_parent(buf, path, row)
+  vim.b[buf].handoff_parent_session = path or nil
+  vim.b[buf].handoff_parent_row = (path and row) or nil
+end
+
 --- Rebuilds the chat from a transcript (`items` of the host's `transcript`).
 function M.render(items, info)
   ui.stream = nil
   edit(function(buf)
     api.nvim_buf_clear_namespace(buf, ns, 0, -1)
-    local lines = { "# Session " .. (info and info.session_id or "") }
-    if info and info.parent_session then
-      table.insert(lines, "*Handed off from " .. vim.fn.fnamemodify(info.parent_session, ":t") .. "*")
-    end
-    table.insert(lines, "")
+    local lines, parent_row = M.header_lines(info)
+    M.set_parent(buf, info and info.parent_session, parent_row)
     ui.shown, ui.earlier_row = #items, nil
     -- How many more to ask for at a time: the host says (its page), else as many as now.
     ui.page = info and info.page or math.max(#items, 1)
@@ -183,23 +288,12 @@ function M.render(items, info)
       ))
       table.insert(lines, "")
     end
-    local marks = {}
-    ui.thinking = {}
-    for _, item in ipairs(items) do
-      local l, thinking = item_lines(item)
-      if l then
-        if item.kind == "handoff" then
-          table.insert(marks, { #lines, #lines + #l - 1 })
-        end
-        add_thinking(thinking, #lines)
-        vim.list_extend(lines, l)
-      end
-    end
+    local body, marks = M.build(items, #lines)
+    vim.list_extend(lines, body)
     -- The folds are computed as the lines change: their rows are known first.
+    ui.thinking = marks.thinking
     api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-    for _, m in ipairs(marks) do
-      api.nvim_buf_set_extmark(buf, ns, m[1], 0, { end_row = m[2], line_hl_group = "HandoffHandoffContext" })
-    end
+    M.decorate(buf, marks)
   end)
   require("handoff.chat.indicator").update()
   M.follow(true)
@@ -357,8 +451,15 @@ function M.end_assistant(r)
   elseif r.stop_reason == "aborted" then
     lines = { "", "*(stopped)*" }
   end
-  table.insert(lines, "")
-  append_lines(lines, r.stop_reason == "error" and "HandoffError" or nil)
+  if #lines > 0 then
+    append_lines(lines, r.stop_reason == "error" and "HandoffError" or nil)
+  end
+  -- The usage goes under the message's last line, as when the transcript is drawn.
+  local usage = M.usage_text(r)
+  if usage then
+    M.usage_mark(chat_buf(), api.nvim_buf_line_count(chat_buf()) - 1, usage)
+  end
+  append_lines({ "" })
 end
 
 function M.close_stream()

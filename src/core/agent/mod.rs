@@ -22,7 +22,7 @@ use crate::core::message::{Content, ContentBlock, Message, StopReason};
 use crate::core::provider::{
     ChatRequest, Provider, ProviderConfig, ProviderError, StreamEvent, ThinkingLevel, ToolCall, ToolChoice,
 };
-use crate::core::session::{SessionError, SessionManager};
+use crate::core::session::{Originals, SessionError, SessionManager};
 use crate::core::tools::consent::{Consent, Decision, Grants, Policy};
 use crate::core::tools::{current_todos, todo, DiskFileAccess, EnvPolicy, FileAccess, Todo, ToolRegistry};
 
@@ -310,6 +310,13 @@ impl AgentSession {
             .unwrap_or_default()
     }
 
+    /// The files the agent changed in the current session (successful `edit` and `write`
+    /// calls) and their content before its first change: kept beside the session file, so they
+    /// survive a restart and a resume. A new session (a handoff's too) starts without any.
+    pub fn originals(&self) -> Originals {
+        Originals::of_session(self.session().path())
+    }
+
     /// Forgets the in-memory conversation and queues (pi's `agent.reset()`), and the count of
     /// todo reminders.
     pub fn reset(&self) {
@@ -465,14 +472,15 @@ impl AgentSession {
     /// `message_end`).
     /// The file comes first: a message that could not be written (full disk) does not enter
     /// the in-memory context either, so the next request matches what a reload would see.
-    fn commit_message(&self, message: &Message, result: &mut RunResult) -> Result<(), AgentError> {
+    /// Returns the id of the message's entry.
+    fn commit_message(&self, message: &Message, result: &mut RunResult) -> Result<String, AgentError> {
         self.emit(AgentEvent::MessageEnd { message: message.clone() });
         result.messages.push(message.clone());
-        self.session().append_message(message)?;
+        let id = self.session().append_message(message)?;
         if let Some(replaced) = self.state().messages.as_mut() {
             replaced.push(message.clone());
         }
-        Ok(())
+        Ok(id)
     }
 
     async fn run(
@@ -627,6 +635,7 @@ impl AgentSession {
             tools: self.tools.definitions(),
             tool_choice,
             thinking,
+            cache_key: Some(self.state().session_id.clone()),
         };
         let mut message = Message::assistant(config.api.pi_name(), &config.name, &config.model);
         self.emit(AgentEvent::MessageStart { message: message.clone() });

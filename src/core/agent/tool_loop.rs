@@ -3,15 +3,22 @@
 //! call starts. Steering typed meanwhile is delivered between tools (the rest are skipped, as pi
 //! does); an abort stops the running tool and skips the rest. Every call gets a result, so the
 //! conversation stays valid for both APIs (each tool call must be answered).
+//!
+//! Before an `edit` or `write` runs, the file's content is read (unless the session keeps its
+//! original already); when the call succeeds, that content is kept beside the session as the
+//! file's original (see `session::changes`), which the session's changes are shown against.
 
+use std::io::ErrorKind;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{AgentError, AgentEvent, AgentSession, RunResult};
-use crate::core::message::Message;
+use super::{AgentError, AgentEvent, AgentSession, Level, Notice, RunResult};
+use crate::core::message::{now_millis, Message};
 use crate::core::provider::ToolCall;
+use crate::core::session::Before;
 use crate::core::tools::consent::{self, ApprovalRequest, Verdict};
 use crate::core::tools::{self, todo, ToolContext, ToolKind, ToolOutput};
 
@@ -21,6 +28,13 @@ const SKIPPED_FOR_STEERING: &str = "Skipped due to queued user message.";
 const SKIPPED_FOR_ABORT: &str = "Skipped: the user stopped the run before this tool call.";
 /// The result of a call the user cancelled (the turn stops there).
 const CANCELLED: &str = "The user cancelled this tool call and stopped the turn.";
+
+/// A file an `edit` or `write` call is about to change, as it was before the call.
+struct Capture {
+    path: PathBuf,
+    /// `None`: the session keeps its original already (nothing was read).
+    before: Option<Before>,
+}
 
 /// How the tool calls of a message ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,13 +73,13 @@ impl AgentSession {
                 if outcome == ToolsOutcome::Continue {
                     outcome = ToolsOutcome::Stop;
                 }
-                self.finish_call(&call, &Value::Null, ToolOutput::error(why), result)?;
+                self.finish_call(&call, &Value::Null, ToolOutput::error(why), None, result)?;
                 continue;
             }
-            let (args, output) = self.run_one(&call, cancel).await;
+            let (args, output, capture) = self.run_one(&call, cancel).await;
             let stop = output.as_ref().is_none();
             let output = output.unwrap_or_else(|| ToolOutput::error(CANCELLED));
-            self.finish_call(&call, &args, output, result)?;
+            self.finish_call(&call, &args, output, capture, result)?;
             if stop || cancel.is_cancelled() {
                 outcome = ToolsOutcome::Stop;
             } else if !self.state().steering.is_empty() {
@@ -75,8 +89,9 @@ impl AgentSession {
         Ok(outcome)
     }
 
-    /// One call: its arguments, and its output (`None`: the user cancelled the turn).
-    async fn run_one(&self, call: &ToolCall, cancel: &CancellationToken) -> (Value, Option<ToolOutput>) {
+    /// One call: its arguments, its output (`None`: the user cancelled the turn), and what the
+    /// changed file held before (edit and write).
+    async fn run_one(&self, call: &ToolCall, cancel: &CancellationToken) -> (Value, Option<ToolOutput>, Option<Capture>) {
         let args = match &call.arguments {
             Ok(map) => Value::Object(map.clone()),
             Err(malformed) => {
@@ -84,7 +99,7 @@ impl AgentSession {
                     "The arguments of this {} call are not valid JSON ({}); nothing was run. Received: {}",
                     call.name, malformed.error, malformed.raw
                 );
-                return (Value::Object(Default::default()), Some(ToolOutput::error(text)));
+                return (Value::Object(Default::default()), Some(ToolOutput::error(text)), None);
             }
         };
         let ctx = self.tool_context(cancel);
@@ -110,8 +125,8 @@ impl AgentSession {
             };
             match verdict {
                 Verdict::Run => {}
-                Verdict::Refuse(text) => return (args, Some(ToolOutput::error(text))),
-                Verdict::Cancel => return (args, None),
+                Verdict::Refuse(text) => return (args, Some(ToolOutput::error(text)), None),
+                Verdict::Cancel => return (args, None, None),
             }
         }
         self.emit(AgentEvent::ToolExecutionStart {
@@ -131,8 +146,49 @@ impl AgentSession {
             })
         };
         let ctx = ctx.with_progress(progress);
+        let capture = if enabled { self.capture_before(&call.name, &args, &ctx).await } else { None };
         let output = self.tools.execute(&call.name, args.clone(), &ctx).await;
-        (args, Some(output))
+        (args, Some(output), capture)
+    }
+
+    /// What the file an edit or write call changes holds now, through the front end's file
+    /// access (so what the editor shows), unless the session keeps its original already.
+    async fn capture_before(&self, name: &str, args: &Value, ctx: &ToolContext) -> Option<Capture> {
+        let path = tools::changed_path(name, args, &ctx.cwd)?;
+        match self.originals().contains(&path) {
+            Ok(true) => return Some(Capture { path, before: None }),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!("cannot read the index of changed files: {e}");
+                return None;
+            }
+        }
+        let before = match ctx.files.read(&path).await {
+            Ok(bytes) => Before::Content(bytes),
+            Err(e) if e.kind() == ErrorKind::NotFound => Before::Missing,
+            // The call fails the same way (a folder, no permission), or its original is unknown.
+            Err(e) => {
+                tracing::info!(path = %path.display(), "cannot read a file before {name}: {e}");
+                return None;
+            }
+        };
+        Some(Capture { path, before: Some(before) })
+    }
+
+    /// Keeps the original of a file a call changed (its first change in the session), or moves
+    /// its latest change. A failure is told, never fatal: the change itself is done.
+    fn keep_original(&self, capture: Capture, entry_id: &str) {
+        let recorded = self.originals().record(&capture.path, capture.before.as_ref(), entry_id, now_millis());
+        if let Err(e) = recorded {
+            tracing::error!(path = %capture.path.display(), "cannot keep the original: {e}");
+            self.emit(AgentEvent::Notice(Notice::new(
+                Level::Warn,
+                format!(
+                    "The content of {} before the agent's change could not be kept ({e}): the session's changes will not show it",
+                    capture.path.display()
+                ),
+            )));
+        }
     }
 
     /// Stores the result (on disk before the next call starts) and announces it.
@@ -141,6 +197,7 @@ impl AgentSession {
         call: &ToolCall,
         args: &Value,
         output: ToolOutput,
+        capture: Option<Capture>,
         result: &mut RunResult,
     ) -> Result<(), AgentError> {
         let is_error = output.is_error;
@@ -153,7 +210,10 @@ impl AgentSession {
             result: message.clone(),
         });
         self.emit(AgentEvent::MessageStart { message: message.clone() });
-        self.commit_message(&message, result)?;
+        let entry_id = self.commit_message(&message, result)?;
+        if let Some(capture) = capture.filter(|_| !is_error) {
+            self.keep_original(capture, &entry_id);
+        }
         // The list changed once its result is stored (`todos()` reads it from there).
         if call.name == todo::TOOL_NAME && !is_error {
             if let Some(todos) = message.extra.get("details").and_then(todo::todos_from_details) {

@@ -40,13 +40,25 @@ impl WireFormat for Anthropic {
     }
 }
 
+/// The prompt-cache breakpoint pi 0.73.1 sends (its default "short" retention: five minutes).
+fn cache_control() -> Value {
+    json!({ "type": "ephemeral" })
+}
+
+/// The request body. As pi does, three prompt-cache breakpoints mark the stable prefix: the
+/// system prompt (sent as one text block to carry the marker), the last tool definition and the
+/// last block of the last user message. Anthropic caches on the prefix and leaves the markers out
+/// of the cache key, so the next request (the next turn, or the handoff, which sends the same
+/// system prompt, tools and conversation) reads everything up to its predecessor's marker from
+/// the cache.
 fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
     let thinking = thinking(config, request.thinking);
     let mut body = Map::new();
     body.insert("model".into(), config.model.clone().into());
     body.insert("max_tokens".into(), thinking.max_tokens.into());
     if let Some(system) = request.system.as_deref().filter(|s| !s.trim().is_empty()) {
-        body.insert("system".into(), system.into());
+        let block = json!({ "type": "text", "text": system, "cache_control": cache_control() });
+        body.insert("system".into(), json!([block]));
     }
     body.insert("messages".into(), messages(config, request).into());
     body.insert("stream".into(), true.into());
@@ -55,13 +67,15 @@ fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
         body.insert(field.into(), value);
     }
     if !request.tools.is_empty() {
+        let last = request.tools.len() - 1;
         let tools: Vec<Value> = request
             .tools
             .iter()
-            .map(|t| {
+            .enumerate()
+            .map(|(i, t)| {
                 // pi sends the schema's properties and required list only.
                 let field = |k: &str, empty: Value| t.parameters.get(k).cloned().unwrap_or(empty);
-                json!({
+                let mut tool = json!({
                     "name": t.name,
                     "description": t.description,
                     "input_schema": {
@@ -69,7 +83,11 @@ fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
                         "properties": field("properties", json!({})),
                         "required": field("required", json!([])),
                     },
-                })
+                });
+                if i == last {
+                    tool["cache_control"] = cache_control();
+                }
+                tool
             })
             .collect();
         body.insert("tools".into(), tools.into());
@@ -156,6 +174,17 @@ fn messages(config: &ProviderConfig, request: &ChatRequest) -> Vec<Value> {
         match merged.last_mut() {
             Some((last_role, content)) if *last_role == role => content.extend(blocks),
             _ => merged.push((role, blocks)),
+        }
+    }
+    // pi's third breakpoint: the last block of the last message, when that is the user's (text,
+    // image or tool result), caches the conversation so far.
+    if let Some((role, content)) = merged.last_mut() {
+        if *role == "user" {
+            if let Some(Value::Object(block)) = content.last_mut() {
+                if matches!(block.get("type").and_then(Value::as_str), Some("text" | "image" | "tool_result")) {
+                    block.insert("cache_control".into(), cache_control());
+                }
+            }
         }
     }
     merged.into_iter().map(|(role, content)| json!({ "role": role, "content": content })).collect()

@@ -54,6 +54,9 @@ fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
     if request.thinking.is_on() && config.sends_reasoning_effort() {
         body["reasoning_effort"] = reasoning_effort(&config.model, request.thinking).into();
     }
+    if let Some(key) = request.cache_key.as_deref().filter(|k| !k.is_empty() && is_openai(&config.base_url)) {
+        body["prompt_cache_key"] = key.into();
+    }
     if !request.tools.is_empty() {
         let tools: Vec<Value> = request
             .tools
@@ -94,11 +97,19 @@ const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "reasoning", "reasonin
 /// `max_tokens`, and its reasoning models (o-series, gpt-5) refuse it. The local servers that
 /// speak the protocol (llama.cpp, Ollama, vLLM, LM Studio) know `max_tokens`.
 fn max_tokens_field(base_url: &str) -> &'static str {
-    let host = reqwest::Url::parse(base_url).ok().and_then(|u| u.host_str().map(str::to_ascii_lowercase));
-    match host.as_deref() {
+    match host(base_url).as_deref() {
         Some(h) if h == "api.openai.com" || h.ends_with(".openai.azure.com") => "max_completion_tokens",
         _ => "max_tokens",
     }
+}
+
+fn host(base_url: &str) -> Option<String> {
+    reqwest::Url::parse(base_url).ok().and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+}
+
+/// OpenAI's own API, the one server pi sends `prompt_cache_key` to.
+fn is_openai(base_url: &str) -> bool {
+    host(base_url).as_deref() == Some("api.openai.com")
 }
 
 /// pi messages in Chat Completions shape. Thinking goes back only as pi sends it: to the model
@@ -268,10 +279,15 @@ impl Decoder for OpenAiDecoder {
                 self.end.response_id = Some(id.to_owned());
             }
         }
-        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+        let usage = chunk.get("usage").filter(|u| u.is_object());
+        if let Some(usage) = usage {
             self.end.usage = parse_usage(usage);
         }
         let Some(choice) = chunk.pointer("/choices/0") else { return Ok(Flow::Continue) };
+        // Some servers (Moonshot) put the usage in the choice instead.
+        if let Some(usage) = choice.get("usage").filter(|u| usage.is_none() && u.is_object()) {
+            self.end.usage = parse_usage(usage);
+        }
         if let Some(delta) = choice.get("delta") {
             let thinking = REASONING_FIELDS
                 .iter()
@@ -368,18 +384,25 @@ impl OpenAiDecoder {
     }
 }
 
-/// `usage` in pi's terms: cached prompt tokens count as `cacheRead`, not `input`.
+/// `usage` in pi's terms (its `parseChunkUsage`): prompt tokens read from the cache count as
+/// `cacheRead` and those written to it as `cacheWrite`, not as `input`. The cached count is
+/// OpenAI's `prompt_tokens_details.cached_tokens`, else DeepSeek's `prompt_cache_hit_tokens`;
+/// servers that report writes (`prompt_tokens_details.cache_write_tokens`, OpenRouter) may count
+/// them in `cached_tokens` too, so they are taken out of the reads.
 fn parse_usage(usage: &Value) -> Usage {
-    let n = |ptr: &str| usage.pointer(ptr).and_then(Value::as_u64).unwrap_or(0);
-    let prompt = n("/prompt_tokens");
-    let cached = n("/prompt_tokens_details/cached_tokens").min(prompt);
-    let output = n("/completion_tokens");
+    let n = |ptr: &str| usage.pointer(ptr).and_then(Value::as_u64);
+    let prompt = n("/prompt_tokens").unwrap_or(0);
+    let reported = n("/prompt_tokens_details/cached_tokens").or_else(|| n("/prompt_cache_hit_tokens")).unwrap_or(0);
+    let cache_write = n("/prompt_tokens_details/cache_write_tokens").unwrap_or(0);
+    let cache_read = if cache_write > 0 { reported.saturating_sub(cache_write) } else { reported };
+    let input = prompt.saturating_sub(cache_read).saturating_sub(cache_write);
+    let output = n("/completion_tokens").unwrap_or(0);
     Usage {
-        input: prompt - cached,
+        input,
         output,
-        cache_read: cached,
-        cache_write: 0,
-        total_tokens: prompt + output,
+        cache_read,
+        cache_write,
+        total_tokens: input + output + cache_read + cache_write,
         extra: Map::new(),
     }
 }
@@ -481,6 +504,21 @@ mod tests {
     }
 
     #[test]
+    fn the_cache_key_goes_to_openai_only() {
+        let request = ChatRequest { cache_key: Some("session-1".into()), ..ChatRequest::default() };
+        for (base, sent) in [
+            ("https://api.openai.com/v1", true),
+            ("https://my-team.openai.azure.com/openai/deployments/x", false),
+            ("http://127.0.0.1:8080/v1", false),
+        ] {
+            let body = request_body(&ProviderConfig::new(super::super::Api::Openai, base, "m"), &request);
+            assert_eq!(body.get("prompt_cache_key").is_some(), sent, "{base}: {body}");
+        }
+        let openai = ProviderConfig::new(super::super::Api::Openai, "https://api.openai.com/v1", "m");
+        assert_eq!(request_body(&openai, &request)["prompt_cache_key"], "session-1");
+    }
+
+    #[test]
     fn finish_then_close_without_done_is_complete() {
         let mut d = OpenAiDecoder::default();
         let (r, ev) = feed(
@@ -523,6 +561,29 @@ mod tests {
         assert_eq!(feed(&mut d, "[DONE]").0, Ok(Flow::Done));
         let u = Box::new(d).finish(&mut |_| {}).unwrap().usage;
         assert_eq!((u.input, u.cache_read, u.output, u.total_tokens), (40, 60, 7, 107));
+    }
+
+    /// pi's `parseChunkUsage` on the shapes compatible servers send.
+    #[test]
+    fn cached_usage_of_compatible_servers_is_read_as_pi_reads_it() {
+        let usage_of = |chunks: &[&str]| {
+            let mut d = OpenAiDecoder::default();
+            for c in chunks {
+                feed(&mut d, c).0.unwrap();
+            }
+            feed(&mut d, "[DONE]").0.unwrap();
+            let u = Box::new(d).finish(&mut |_| {}).unwrap().usage;
+            (u.input, u.cache_read, u.cache_write, u.output, u.total_tokens)
+        };
+        // DeepSeek: prompt_cache_hit_tokens.
+        let deepseek = r#"{"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":5,"prompt_cache_hit_tokens":64,"prompt_cache_miss_tokens":36}}"#;
+        assert_eq!(usage_of(&[deepseek]), (36, 64, 0, 5, 105));
+        // OpenRouter: writes reported, and counted in cached_tokens as well.
+        let openrouter = r#"{"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":70,"cache_write_tokens":20}}}"#;
+        assert_eq!(usage_of(&[openrouter]), (30, 50, 20, 5, 105));
+        // Moonshot: the usage in the choice of the last chunk.
+        let moonshot = r#"{"choices":[{"delta":{},"finish_reason":"stop","usage":{"prompt_tokens":10,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":8}}}]}"#;
+        assert_eq!(usage_of(&[moonshot]), (2, 8, 0, 2, 12));
     }
 
     #[test]

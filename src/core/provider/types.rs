@@ -235,6 +235,10 @@ pub struct ChatRequest {
     pub tool_choice: ToolChoice,
     /// The session's thinking level: Anthropic's `thinking`, OpenAI's `reasoning_effort`.
     pub thinking: ThinkingLevel,
+    /// What keeps the requests of one conversation on the same prompt cache: the session id.
+    /// Sent as OpenAI's `prompt_cache_key` to api.openai.com only, as pi does (other servers
+    /// may reject the field). Anthropic's cache needs no key (see `anthropic.rs`).
+    pub cache_key: Option<String>,
 }
 
 /// A piece of the reply as it arrives.

@@ -1,5 +1,6 @@
 //! Sessions: pi-compatible JSONL files holding a tree of entries (`SessionManager`).
 
+pub mod changes;
 pub mod context;
 pub mod entry;
 pub mod paths;
@@ -7,6 +8,7 @@ mod store;
 
 use std::path::PathBuf;
 
+pub use changes::{Before, ChangedFile, Originals};
 pub use context::SessionContext;
 pub use entry::{SessionEntry, SessionHeader};
 pub use store::{SessionInfo, SessionManager};

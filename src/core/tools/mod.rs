@@ -501,6 +501,18 @@ pub async fn preview(name: &str, arguments: &Value, ctx: &ToolContext) -> Option
     }
 }
 
+/// The file an `edit` or `write` call changes (absolute, resolved as the tool resolves it);
+/// `None` for other tools and for arguments without a path.
+pub fn changed_path(name: &str, arguments: &Value, cwd: &Path) -> Option<PathBuf> {
+    match name.parse::<ToolName>().ok()? {
+        ToolName::Edit | ToolName::Write => {
+            let path = arguments.get("path")?.as_str()?;
+            Some(paths::resolve_to_cwd(path, cwd))
+        }
+        _ => None,
+    }
+}
+
 async fn execute_tool(tool: ToolName, arguments: Value, ctx: &ToolContext) -> ToolOutput {
     if ctx.cancel.is_cancelled() {
         return ToolOutput::error(ToolError::Aborted.to_string());

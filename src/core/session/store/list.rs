@@ -18,6 +18,9 @@ pub struct SessionInfo {
     pub path: PathBuf,
     pub cwd: String,
     pub timestamp: String,
+    /// The session this one was handed off from, under pi's name for it (`null` for none), so a
+    /// chain can be followed in `handoff-nvim sessions`' JSON lines.
+    #[serde(rename = "parentSession")]
     pub parent_session: Option<String>,
     /// Text of the first user message (first line, trimmed), or empty.
     pub first_message: String,

@@ -1,0 +1,180 @@
+--- Completion of the prompt's context tokens (`#buffer`, `#selection`, `#diagnostics`) and of
+--- `@path` (the project's files), shared by the prompt buffer's 'omnifunc' (`handoff.commands`)
+--- and the blink.cmp and nvim-cmp sources beside this module.
+local config = require("handoff.config")
+
+local M = {}
+
+---@class handoff.CompletionItem
+---@field word string  what is inserted: "#buffer", "@src/x.lua"
+---@field kind "context"|"file"
+---@field menu string
+---@field info string
+
+--- The token being typed at byte `col` (0-based, the cursor) of `line`: its start (0-based) and
+--- text, when it is a `#`/`@` word that starts the line or follows whitespace.
+---@param line string
+---@param col integer
+---@return integer? start, string? word
+function M.token_at(line, col)
+  local before = line:sub(1, col)
+  local start = before:find("[#@][^%s]*$")
+  if not start or (start > 1 and not before:sub(start - 1, start - 1):match("%s")) then
+    return nil
+  end
+  return start - 1, before:sub(start)
+end
+
+-- Project files ----------------------------------------------------------------------------
+
+local cache = { at = -math.huge, cwd = nil, list = {} }
+
+local function now_ms()
+  return vim.uv.hrtime() / 1e6
+end
+
+--- Files under `dir` (relative paths), hidden folders skipped, `max` at most.
+local function walk(dir, max)
+  local out = {}
+  for name, type in vim.fs.dir(dir, {
+    depth = 20,
+    skip = function(d)
+      local base = vim.fs.basename(d)
+      return not (base:sub(1, 1) == "." or base == "node_modules")
+    end,
+  }) do
+    if type == "file" then
+      table.insert(out, name)
+      if #out >= max then
+        break
+      end
+    end
+  end
+  return out
+end
+
+--- The project's files, relative to the working directory: `git ls-files` (tracked and
+--- untracked, .gitignore respected) in a git repository, else a walk of at most
+--- `context.max_files` files. Cached for a few seconds.
+---@return string[]
+function M.files()
+  local cwd = vim.fn.getcwd()
+  if cache.cwd == cwd and now_ms() - cache.at < 5000 then
+    return cache.list
+  end
+  local list
+  local ok, res = pcall(function()
+    return vim.system({ "git", "ls-files", "-z", "--cached", "--others", "--exclude-standard" }, { cwd = cwd, text = true })
+      :wait(3000)
+  end)
+  if ok and res.code == 0 then
+    list = vim.split(res.stdout or "", "\0", { plain = true, trimempty = true })
+  else
+    list = walk(cwd, config.options.context.max_files)
+  end
+  table.sort(list)
+  cache = { at = now_ms(), cwd = cwd, list = list }
+  return list
+end
+
+--- Forgets the file list (the next completion lists the files again).
+function M.invalidate()
+  cache.at = -math.huge
+end
+
+-- Candidates -------------------------------------------------------------------------------
+
+local function context_items(prefix)
+  local context = require("handoff.context")
+  local buf = context.origin()
+  local of = buf and context.display_path(vim.api.nvim_buf_get_name(buf)) or "(no buffer yet)"
+  local items = {}
+  for _, t in ipairs(context.tokens) do
+    local word = "#" .. t.name
+    if vim.startswith(word, prefix) then
+      table.insert(items, { word = word, kind = "context", menu = "[" .. of .. "]", info = t.description .. " (" .. of .. ")" })
+    end
+  end
+  return items
+end
+
+local function file_item(path)
+  return { word = "@" .. path, kind = "file", menu = "[file]", info = "Attach " .. path }
+end
+
+--- Candidates for `word` (a `#…` or `@…` being typed). Files match by prefix, then by substring;
+--- `opts.all` lists every file (for completion plugins that filter themselves), else `opts.max`
+--- (default 200) at most.
+---@param word string
+---@param opts? { all?: boolean, max?: integer }
+---@return handoff.CompletionItem[]
+function M.items(word, opts)
+  opts = opts or {}
+  if word:sub(1, 1) == "#" then
+    return context_items(word)
+  elseif word:sub(1, 1) ~= "@" then
+    return {}
+  end
+  local files = M.files()
+  local items = {}
+  if opts.all then
+    for _, f in ipairs(files) do
+      table.insert(items, file_item(f))
+    end
+    return items
+  end
+  local max = opts.max or 200
+  local prefix = word:sub(2):lower()
+  local later = {}
+  for _, f in ipairs(files) do
+    local lf = f:lower()
+    if vim.startswith(lf, prefix) then
+      table.insert(items, file_item(f))
+    elseif prefix ~= "" and lf:find(prefix, 1, true) then
+      table.insert(later, file_item(f))
+    end
+    if #items >= max then
+      break
+    end
+  end
+  for _, item in ipairs(later) do
+    if #items >= max then
+      break
+    end
+    table.insert(items, item)
+  end
+  return items
+end
+
+-- Completion plugins -----------------------------------------------------------------------
+
+local registered = {}
+
+--- Registers the sources with nvim-cmp and blink.cmp when they are installed (each once;
+--- nothing happens without them).
+function M.register()
+  if not registered.cmp then
+    local ok, cmp = pcall(require, "cmp")
+    if ok and type(cmp) == "table" and type(cmp.register_source) == "function" then
+      registered.cmp = pcall(cmp.register_source, "handoff", require("handoff.completion.cmp").new())
+    end
+  end
+  if not registered.blink then
+    local ok, blink = pcall(require, "blink.cmp")
+    if ok and type(blink) == "table" and type(blink.add_source_provider) == "function" then
+      -- A provider the user configured under this id stays theirs.
+      if pcall(blink.add_source_provider, "handoff", { name = "handoff", module = "handoff.completion.blink" }) then
+        pcall(blink.add_filetype_source, "handoff-prompt", "handoff")
+      end
+      registered.blink = true
+    end
+  end
+end
+
+--- Whether a completion plugin shows the candidates (then the omnifunc is not triggered by
+--- typing `#` or `@`).
+function M.plugin_active()
+  return registered.cmp or registered.blink or false
+end
+
+return M
