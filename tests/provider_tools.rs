@@ -9,16 +9,15 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
+use common::provider_run as run;
 use handoff_mock::{MockReply, MockServer, MockToolCall, RecordedRequest};
 use handoff_nvim::core::message::{Content, ContentBlock, Message, Role, StopReason};
 use handoff_nvim::core::provider::{
-    Api, ChatRequest, Provider, ProviderConfig, ProviderError, StreamEnd, StreamEvent, ToolCall,
-    ToolChoice,
+    Api, ChatRequest, ProviderConfig, StreamEvent, ToolCall, ToolChoice,
 };
 use handoff_nvim::core::session::SessionManager;
 use handoff_nvim::core::tools::{ToolName, ToolRegistry};
 use serde_json::{json, Map, Value};
-use tokio_util::sync::CancellationToken;
 
 const BOTH: [Api; 2] = [Api::Openai, Api::Anthropic];
 
@@ -29,23 +28,9 @@ fn config(api: Api, server: &MockServer) -> ProviderConfig {
     c
 }
 
-async fn run(
-    config: ProviderConfig,
-    request: &ChatRequest,
-) -> (Vec<StreamEvent>, Result<StreamEnd, ProviderError>) {
-    let provider = Provider::new(config);
-    let cancel = CancellationToken::new();
-    let mut events = Vec::new();
-    let result = provider.stream(request, &cancel, &mut |e| events.push(e)).await;
-    (events, result)
-}
-
 /// The request as the mock received it (the reply is the mock's default text).
 async fn recorded(api: Api, request: &ChatRequest) -> RecordedRequest {
-    let server = MockServer::start().await.unwrap();
-    let (_, result) = run(config(api, &server), request).await;
-    result.unwrap();
-    server.requests().remove(0)
+    common::recorded(|server| config(api, server), request).await
 }
 
 /// The tools pi 0.73.1 offers by default, as our registry defines them.
