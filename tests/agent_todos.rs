@@ -9,8 +9,8 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{agent, agent_with, config, entry_lines, new_session, seeded_session, wire_messages, with_stop};
-use handoff_mock::{MockReply, MockServer, MockToolCall};
+use common::{agent, agent_with, config, entry_lines, new_session, seeded_session, todo_call, wire_messages, with_stop};
+use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::agent::{
     AgentConfig, AgentEvent, AgentSession, RunOptions, SwitchReason, DEFAULT_MAX_TODO_REMINDERS,
 };
@@ -23,16 +23,6 @@ use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
 const REMINDER_START: &str = "Your todo list still has";
-
-fn todo_call(todos: Value, id: &str) -> MockReply {
-    MockReply::ToolCalls {
-        calls: vec![MockToolCall::new("todo_write", &json!({ "todos": todos }), 2).with_id(id)],
-        text_before: Vec::new(),
-        chunk_delay_ms: 0,
-        stop: "tool_calls".into(),
-        interleave: false,
-    }
-}
 
 fn item(content: &str, status: &str) -> Value {
     json!({ "content": content, "status": status, "activeForm": format!("{content}ing") })

@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use common::pi::{pi_bin as pi, pi_env, pi_home};
+use common::{process_alive, tool_calls_reply, without_cache_control};
 use handoff_mock::{MockReply, MockServer, MockToolCall, RecordedRequest};
 use handoff_nvim::core::agent::{AgentConfig, AgentEvent, AgentSession, Level, RunOptions, RunResult};
 use handoff_nvim::core::controller::Controller;
@@ -86,10 +88,6 @@ impl Env {
     fn agent_allow_all(&self) -> Arc<AgentSession> {
         self.agent_with(|c| c.policy = Policy::allow_all())
     }
-}
-
-fn calls(calls: Vec<MockToolCall>) -> MockReply {
-    MockReply::ToolCalls { calls, text_before: Vec::new(), chunk_delay_ms: 0, stop: "tool_calls".into(), interleave: false }
 }
 
 fn call(id: &str, name: &str, args: Value) -> MockToolCall {
@@ -458,7 +456,7 @@ async fn consent_allow_always_reject_and_cancel_as_the_model_sees_them() {
         for api in BOTH {
             let env = Env::new(api).await;
             env.write("a.txt", A_TXT);
-            env.mock.push(calls(vec![
+            env.mock.push(tool_calls_reply(vec![
                 call("c1", "read", json!({ "path": "a.txt" })),
                 call("c2", "edit", json!({ "path": "a.txt", "edits": [{ "oldText": "world", "newText": "there" }] })),
                 bash("c3", "echo one >> log.txt"),
@@ -466,7 +464,7 @@ async fn consent_allow_always_reject_and_cancel_as_the_model_sees_them() {
                 bash("c5", "echo two >> log.txt"),
                 call("c6", "write", json!({ "path": "x.txt", "content": "x" })),
             ]));
-            env.mock.push(calls(vec![
+            env.mock.push(tool_calls_reply(vec![
                 bash("d1", "echo one >> log.txt"),
                 call("d2", "write", json!({ "path": "y.txt", "content": "y" })),
                 call("d3", "read", json!({ "path": "a.txt" })),
@@ -604,7 +602,7 @@ async fn a_failing_tool_is_an_error_result_and_the_loop_goes_on() {
     within("tool error", async {
         for api in BOTH {
             let env = Env::new(api).await;
-            env.mock.push(calls(vec![call("r1", "read", json!({ "path": "missing.txt" })), bash("r2", "echo still here")]));
+            env.mock.push(tool_calls_reply(vec![call("r1", "read", json!({ "path": "missing.txt" })), bash("r2", "echo still here")]));
             env.mock.push(MockReply::text("The file is missing."));
             let agent = env.agent_allow_all();
             let run = agent.prompt("read it", RunOptions::default()).await.unwrap();
@@ -632,15 +630,6 @@ async fn a_failing_tool_is_an_error_result_and_the_loop_goes_on() {
 // ---------------------------------------------------------------------------------------------
 // 5. Abort while a command runs
 
-/// Whether `pid` runs (a zombie waiting for its parent to reap it has ended).
-fn running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // `pid (comm) S …`: the state follows the last `)`.
-        Ok(stat) => stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()) != Some('Z'),
-        Err(_) => false,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_mid_command_kills_it_and_its_child_and_skips_the_rest() {
     within("abort", async {
@@ -648,7 +637,7 @@ async fn abort_mid_command_kills_it_and_its_child_and_skips_the_rest() {
             let env = Env::new(api).await;
             // The shell writes its pid and its background child's, then waits for the child.
             let script = "echo $$ > shell.tmp && mv shell.tmp shell.pid; sleep 30 & echo $! > child.tmp && mv child.tmp child.pid; wait";
-            env.mock.push(calls(vec![bash("b1", script), call("b2", "write", json!({ "path": "after.txt", "content": "x" }))]));
+            env.mock.push(tool_calls_reply(vec![bash("b1", script), call("b2", "write", json!({ "path": "after.txt", "content": "x" }))]));
             let agent = env.agent_allow_all();
             let mut rx = agent.subscribe();
             let run = {
@@ -658,7 +647,7 @@ async fn abort_mid_command_kills_it_and_its_child_and_skips_the_rest() {
             common::wait_until("the command's pids", T, || env.file("child.pid").exists() && env.file("shell.pid").exists()).await;
             let pid = |name: &str| env.read(name).trim().parse::<u32>().unwrap();
             let (shell, child) = (pid("shell.pid"), pid("child.pid"));
-            assert!(running(shell) && running(child), "{api:?}: the command runs");
+            assert!(process_alive(shell) && process_alive(child), "{api:?}: the command runs");
 
             let aborted = Instant::now();
             agent.abort();
@@ -668,7 +657,7 @@ async fn abort_mid_command_kills_it_and_its_child_and_skips_the_rest() {
                 .unwrap()
                 .unwrap();
             assert!(aborted.elapsed() < Duration::from_secs(2));
-            common::wait_until("the command's processes to end", Duration::from_secs(2), || !running(shell) && !running(child)).await;
+            common::wait_until("the command's processes to end", Duration::from_secs(2), || !process_alive(shell) && !process_alive(child)).await;
 
             assert_eq!(env.mock.requests().len(), 1, "{api:?}: no request after the abort");
             assert!(!env.file("after.txt").exists(), "{api:?}: the call after the abort ran");
@@ -699,7 +688,7 @@ async fn steering_while_a_tool_runs_skips_the_rest_and_goes_after_the_results() 
         for api in BOTH {
             let env = Env::new(api).await;
             // The first command runs until the test lets it go (after steering).
-            env.mock.push(calls(vec![
+            env.mock.push(tool_calls_reply(vec![
                 bash("s1", "while [ ! -e go ]; do sleep 0.01; done; echo first"),
                 bash("s2", "touch second.ran"),
             ]));
@@ -770,7 +759,7 @@ async fn the_turn_limit_stops_a_model_that_keeps_calling_tools() {
         for api in BOTH {
             let env = Env::new(api).await;
             // Every reply asks for another command (the mock makes up a new id each time).
-            env.mock.set_default(calls(vec![MockToolCall::new("bash", &json!({ "command": "true" }), 1)]));
+            env.mock.set_default(tool_calls_reply(vec![MockToolCall::new("bash", &json!({ "command": "true" }), 1)]));
             let agent = env.agent_with(|c| {
                 c.policy = Policy::allow_all();
                 c.max_turns = 2;
@@ -851,7 +840,7 @@ async fn bash_env_of_a_process_with_keys() {
         }
         for api in BOTH {
             let env = Env::new(api).await;
-            env.mock.push(calls(vec![bash("e1", "env")]));
+            env.mock.push(tool_calls_reply(vec![bash("e1", "env")]));
             env.mock.push(MockReply::text("Seen."));
             let agent = env.agent_with(|c| {
                 c.policy = Policy::allow_all();
@@ -908,7 +897,7 @@ async fn the_handoff_request_carries_the_conversation_tools_with_tool_choice_non
             // The conversation with its calls and results goes first, unchanged (a cache hit).
             // (Anthropic's cache marker sits on each request's last user block: compared without it.)
             let (normal_messages, handoff_messages) =
-                (without_cache_control(normal["messages"].clone()), without_cache_control(handoff["messages"].clone()));
+                (without_cache_control(&normal["messages"]), without_cache_control(&handoff["messages"]));
             let (normal_messages, handoff_messages) = (normal_messages.as_array().unwrap(), handoff_messages.as_array().unwrap());
             assert_eq!(&handoff_messages[..normal_messages.len()], &normal_messages[..], "{api:?}");
             assert_eq!(handoff["system"], normal["system"]);
@@ -920,40 +909,6 @@ async fn the_handoff_request_carries_the_conversation_tools_with_tool_choice_non
 
 // ---------------------------------------------------------------------------------------------
 // 10. pi 0.73.1 resumes a session in which our agent ran tools
-
-const PI: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/pi/node_modules/.bin/pi");
-
-/// pi's path, or `None` (after saying so loudly) when the run asked to skip it (as pi_compat).
-fn pi() -> Option<PathBuf> {
-    let path = std::env::var_os("PI_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(PI));
-    if path.is_file() {
-        return Some(path);
-    }
-    if std::env::var("HANDOFF_SKIP_PI").as_deref() == Ok("1") {
-        eprintln!("\n!!!!!!!! SKIPPED: pi 0.73.1 is not installed at {} and HANDOFF_SKIP_PI=1 !!!!!!!!\n", path.display());
-        return None;
-    }
-    panic!("pi 0.73.1 is not installed at {} (set PI_BIN, or HANDOFF_SKIP_PI=1 to skip)", path.display());
-}
-
-/// Drops pi's prompt-caching fields, which we do not send.
-fn without_cache_control(mut v: Value) -> Value {
-    match &mut v {
-        Value::Object(map) => {
-            map.remove("cache_control");
-            for value in map.values_mut() {
-                *value = without_cache_control(value.take());
-            }
-        }
-        Value::Array(items) => {
-            for value in items.iter_mut() {
-                *value = without_cache_control(value.take());
-            }
-        }
-        _ => {}
-    }
-    v
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pi_resumes_a_session_in_which_our_agent_ran_tools() {
@@ -969,26 +924,15 @@ async fn pi_resumes_a_session_in_which_our_agent_ran_tools() {
 
             // pi's provider config for the mock (the Anthropic SDK appends /v1/messages itself).
             let root = env.dir.path();
-            for d in ["home", "pi-agent"] {
-                std::fs::create_dir_all(root.join(d)).unwrap();
-            }
             let (pi_api, base) = match api {
                 Api::Openai => ("openai-completions", env.mock.openai_base_url()),
                 Api::Anthropic => ("anthropic-messages", format!("http://{}", env.mock.addr())),
             };
-            let models = json!({ "providers": { "mock": {
-                "baseUrl": base, "api": pi_api, "apiKey": "x",
-                "models": [{ "id": "mock-model", "contextWindow": 32000, "maxTokens": 4096 }] } } });
-            std::fs::write(root.join("pi-agent/models.json"), models.to_string()).unwrap();
+            pi_home(root, pi_api, &base);
             let pi_command = |mode: &str| {
                 let mut c = tokio::process::Command::new(&pi);
-                c.current_dir(env.project())
-                    .env("HOME", root.join("home"))
-                    .env("XDG_DATA_HOME", root.join("home/.local/share"))
-                    .env("PI_CODING_AGENT_DIR", root.join("pi-agent"))
-                    .env("PI_OFFLINE", "1")
-                    .env_remove("OPENAI_API_KEY")
-                    .env_remove("ANTHROPIC_API_KEY")
+                pi_env(&mut c, root)
+                    .current_dir(env.project())
                     .arg("--session")
                     .arg(&file)
                     .args(["--mode", mode, "--provider", "mock", "--model", "mock-model"])
@@ -1047,8 +991,8 @@ async fn pi_resumes_a_session_in_which_our_agent_ran_tools() {
                     assert_eq!(roles, ["assistant", "user"]);
                 }
                 Api::Anthropic => {
-                    let pi_messages = without_cache_control(Value::Array(pi_messages.clone()));
-                    let our_messages = without_cache_control(Value::Array(our_messages.to_vec()));
+                    let pi_messages = without_cache_control(&Value::Array(pi_messages.clone()));
+                    let our_messages = without_cache_control(&Value::Array(our_messages.to_vec()));
                     assert_eq!(&pi_messages.as_array().unwrap()[..3], &our_messages.as_array().unwrap()[..], "{api:?}");
                     assert_eq!(pi_messages.as_array().unwrap().len(), 5);
                 }
@@ -1095,7 +1039,7 @@ async fn the_original_of_each_changed_file_is_kept_once_per_session_and_survives
         let env = Env::new(Api::Openai).await;
         env.write("a.txt", "one\ntwo\n");
         env.write("b.txt", "alpha\r\nbeta\r\n");
-        env.mock.push(calls(vec![
+        env.mock.push(tool_calls_reply(vec![
             edit("e1", "a.txt", "one", "ONE"),
             edit("e2", "b.txt", "beta", "BETA"),
             edit("e3", "a.txt", "two", "TWO"),
@@ -1155,7 +1099,7 @@ async fn the_original_of_each_changed_file_is_kept_once_per_session_and_survives
             reopened,
         ));
         assert_eq!(agent.originals().list().unwrap(), files);
-        env.mock.push(calls(vec![edit("e4", "b.txt", "alpha", "ALPHA")]));
+        env.mock.push(tool_calls_reply(vec![edit("e4", "b.txt", "alpha", "ALPHA")]));
         env.mock.push(MockReply::text("done again"));
         agent.prompt("once more", RunOptions::default()).await.unwrap();
         let files = agent.originals().list().unwrap();
@@ -1171,7 +1115,7 @@ async fn the_original_of_each_changed_file_is_kept_once_per_session_and_survives
         assert!(matches!(outcome, HandoffOutcome::Done { .. }), "{outcome:?}");
         assert_ne!(agent.session().path(), session_file);
         assert!(agent.originals().list().unwrap().is_empty());
-        env.mock.push(calls(vec![edit("e5", "a.txt", "ONE", "uno")]));
+        env.mock.push(tool_calls_reply(vec![edit("e5", "a.txt", "ONE", "uno")]));
         env.mock.push(MockReply::text("ok"));
         agent.prompt("in the new session", RunOptions::default()).await.unwrap();
         let files = agent.originals().list().unwrap();

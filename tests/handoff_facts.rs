@@ -6,35 +6,16 @@
 mod common;
 
 use std::path::Path;
+use std::sync::Arc;
 
-use common::{agent, entry_lines, seeded_session};
+use common::{agent, call_message as call, entry_lines, result_message as result, seeded_session};
 use handoff_mock::{MockReply, MockServer};
+use handoff_nvim::core::agent::AgentSession;
 use handoff_nvim::core::controller::{Controller, FrontEndTexts};
 use handoff_nvim::core::handoff::{Facts, HandoffOutcome};
-use handoff_nvim::core::message::{Content, ContentBlock, Message, Role, StopReason};
+use handoff_nvim::core::message::Message;
 use handoff_nvim::core::session::SessionManager;
 use serde_json::{json, Value};
-
-/// An assistant message calling `name` with `args`.
-fn call(id: &str, name: &str, args: Value) -> Message {
-    let mut m = Message::assistant("openai-completions", "mock", "mock-model");
-    m.content = Content::Blocks(vec![ContentBlock::tool_call(id, name, args)]);
-    m.stop_reason = Some(StopReason::ToolUse);
-    m
-}
-
-/// pi's result of call `id`.
-fn result(id: &str, name: &str, text: &str, is_error: bool, details: Value) -> Message {
-    let mut m = Message::user(text);
-    m.role = Role::ToolResult;
-    m.extra.insert("toolCallId".into(), json!(id));
-    m.extra.insert("toolName".into(), json!(name));
-    m.extra.insert("isError".into(), json!(is_error));
-    if !details.is_null() {
-        m.extra.insert("details".into(), details);
-    }
-    m
-}
 
 /// A session that read, edited, ran commands, kept todos and hit an error.
 fn working_session(s: &mut SessionManager) {
@@ -61,6 +42,27 @@ fn working_session(s: &mut SessionManager) {
     s.flush().unwrap();
 }
 
+/// A mock, and an agent with its controller on a session (in `dir`) that did the steps of
+/// [`working_session`].
+struct Worked {
+    mock: MockServer,
+    dir: tempfile::TempDir,
+    agent: Arc<AgentSession>,
+    controller: Arc<Controller>,
+}
+
+impl Worked {
+    async fn new() -> Worked {
+        let mock = MockServer::start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut session = seeded_session(dir.path(), 1);
+        working_session(&mut session);
+        let agent = agent(&mock, session);
+        let controller = Controller::new(agent.clone(), FrontEndTexts::default());
+        Worked { mock, dir, agent, controller }
+    }
+}
+
 /// The injected entry of a handoff's new session.
 fn handoff_entry(session_file: &str) -> Value {
     entry_lines(Path::new(session_file)).into_iter().find(|e| e["type"] == "custom_message").unwrap()
@@ -68,12 +70,7 @@ fn handoff_entry(session_file: &str) -> Value {
 
 #[tokio::test]
 async fn a_document_without_any_section_still_hands_over_every_fact() {
-    let mock = MockServer::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let mut session = seeded_session(dir.path(), 1);
-    working_session(&mut session);
-    let agent = agent(&mock, session);
-    let controller = Controller::new(agent.clone(), FrontEndTexts::default());
+    let Worked { mock, agent, controller, .. } = Worked::new().await;
     // A model that ignores the six sections.
     mock.push(MockReply::text("We worked on the parser."));
     let HandoffOutcome::Done { session_file, missing_sections, facts, document, .. } = controller.handoff(None).await else {
@@ -118,12 +115,7 @@ async fn a_document_without_any_section_still_hands_over_every_fact() {
 
 #[tokio::test]
 async fn facts_accumulate_along_a_chain_of_handoffs_and_an_error_stays_until_resolved() {
-    let mock = MockServer::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let mut session = seeded_session(dir.path(), 1);
-    working_session(&mut session);
-    let agent = agent(&mock, session);
-    let controller = Controller::new(agent.clone(), FrontEndTexts::default());
+    let Worked { mock, agent, controller, .. } = Worked::new().await;
     mock.push(MockReply::text("## Goal\nfirst"));
     assert!(matches!(controller.handoff(None).await, HandoffOutcome::Done { .. }));
     // The child reads another file, runs the failing command again successfully.
@@ -159,13 +151,8 @@ fn no_tools_no_facts() {
 
 #[tokio::test]
 async fn review_mode_waits_for_the_text_as_written_or_creates_nothing() {
-    let mock = MockServer::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let mut session = seeded_session(dir.path(), 1);
-    working_session(&mut session);
-    let agent = agent(&mock, session);
+    let Worked { mock, dir, agent, controller } = Worked::new().await;
     let old = agent.session().path().to_path_buf();
-    let controller = Controller::new(agent.clone(), FrontEndTexts::default());
     mock.push(MockReply::text("## Goal\nDraft."));
     let HandoffOutcome::Review { text, facts_at, .. } = controller.handoff_with(None, true).await else { panic!() };
     assert!(text.starts_with("## Goal\nDraft.\n\n<read-files>"), "{text}");

@@ -7,26 +7,10 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use common::nvim::{bounded, Editor};
-use handoff_mock::{MockReply, MockToolCall};
-use serde_json::{json, Value};
-
-/// The folder Neovim (and so the session) works in.
-fn work(ed: &Editor) -> PathBuf {
-    ed.dir.path().join("work")
-}
-
-fn tool_call(name: &str, args: Value, id: &str) -> MockReply {
-    MockReply::ToolCalls {
-        calls: vec![MockToolCall::new(name, &args, 2).with_id(id)],
-        text_before: Vec::new(),
-        chunk_delay_ms: 0,
-        stop: "tool_calls".into(),
-        interleave: false,
-    }
-}
+use common::tool_call_reply;
+use handoff_mock::MockReply;
+use serde_json::json;
 
 /// The quickfix list as `[file (relative), line, text]` triples.
 const QF_ITEMS: &str = "vim.tbl_map(function(i) return { vim.fn.fnamemodify(vim.fn.bufname(i.bufnr), ':.'), i.lnum, i.text } end, vim.fn.getqflist())";
@@ -39,18 +23,18 @@ const TAB_WINDOWS: &str = "vim.tbl_map(function(w) local b = vim.api.nvim_win_ge
 async fn changes_fill_the_quickfix_list_and_a_file_diffs_against_its_original() {
     bounded(async {
         let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_all" } })).await;
-        let work = work(&ed);
+        let work = ed.work_dir();
         std::fs::write(work.join("a.txt"), "one\ntwo\nthree\n").unwrap();
         std::fs::write(work.join("b.txt"), "alpha\nbeta\ngamma\ndelta\n").unwrap();
         // a.txt is open: its edit goes through the buffer.
         ed.command("edit a.txt").await;
-        ed.mock.push(tool_call("edit", json!({ "path": "a.txt", "edits": [{ "oldText": "two", "newText": "TWO" }] }), "call_1"));
-        ed.mock.push(tool_call(
+        ed.mock.push(tool_call_reply("edit", json!({ "path": "a.txt", "edits": [{ "oldText": "two", "newText": "TWO" }] }), "call_1"));
+        ed.mock.push(tool_call_reply(
             "edit",
             json!({ "path": "b.txt", "edits": [{ "oldText": "alpha", "newText": "ALPHA" }, { "oldText": "delta", "newText": "DELTA\nepsilon" }] }),
             "call_2",
         ));
-        ed.mock.push(tool_call("write", json!({ "path": "sub/c.txt", "content": "new\nfile\n" }), "call_3"));
+        ed.mock.push(tool_call_reply("write", json!({ "path": "sub/c.txt", "content": "new\nfile\n" }), "call_3"));
         ed.mock.push(MockReply::text("Done."));
         ed.lua("require('handoff').prompt('change the files')", json!([])).await;
         ed.wait_event("HandoffAgentEnd", 1).await;
@@ -137,9 +121,9 @@ async fn changes_fill_the_quickfix_list_and_a_file_diffs_against_its_original() 
 async fn a_resumed_session_shows_its_own_changes() {
     bounded(async {
         let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_all" } })).await;
-        let work = work(&ed);
+        let work = ed.work_dir();
         std::fs::write(work.join("a.txt"), "one\n").unwrap();
-        ed.mock.push(tool_call("write", json!({ "path": "a.txt", "content": "uno\n" }), "call_1"));
+        ed.mock.push(tool_call_reply("write", json!({ "path": "a.txt", "content": "uno\n" }), "call_1"));
         ed.mock.push(MockReply::text("Done."));
         ed.lua("require('handoff').prompt('translate')", json!([])).await;
         ed.wait_event("HandoffAgentEnd", 1).await;

@@ -19,7 +19,7 @@ const ITEMS: &str = "(function() local i = vim.fn.complete_info({ 'items' }).ite
 async fn selection_file_and_diagnostics_reach_the_model_as_fenced_blocks() {
     bounded(async {
         let ed = Editor::start().await;
-        let work = ed.dir.path().join("work");
+        let work = ed.work_dir();
         std::fs::create_dir_all(work.join("src")).unwrap();
         std::fs::write(work.join("src/x.lua"), "local one = 1\nlocal two = 2\nlocal three = 3\nreturn one\n").unwrap();
         std::fs::write(work.join("notes.md"), "# Notes\nparse first\n").unwrap();

@@ -9,18 +9,9 @@ mod common;
 use std::time::Duration;
 
 use common::nvim::{bounded, Editor};
-use handoff_mock::{MockReply, MockToolCall};
+use common::todo_call;
+use handoff_mock::MockReply;
 use serde_json::{json, Value};
-
-fn todo_call(todos: Value, id: &str) -> MockReply {
-    MockReply::ToolCalls {
-        calls: vec![MockToolCall::new("todo_write", &json!({ "todos": todos }), 2).with_id(id)],
-        text_before: Vec::new(),
-        chunk_delay_ms: 0,
-        stop: "tool_calls".into(),
-        interleave: false,
-    }
-}
 
 fn item(content: &str, active: &str, status: &str) -> Value {
     json!({ "content": content, "status": status, "activeForm": active })

@@ -6,27 +6,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::nvim::{bounded, jsonl, Editor};
-use handoff_mock::{MockReply, MockToolCall};
+use common::{process_alive, tool_call_reply};
+use handoff_mock::MockReply;
 use serde_json::{json, Value};
-
-/// The folder Neovim (and so the session) works in.
-fn work(ed: &Editor) -> PathBuf {
-    ed.dir.path().join("work")
-}
-
-fn tool_call(name: &str, args: Value, id: &str) -> MockReply {
-    MockReply::ToolCalls {
-        calls: vec![MockToolCall::new(name, &args, 2).with_id(id)],
-        text_before: Vec::new(),
-        chunk_delay_ms: 0,
-        stop: "tool_calls".into(),
-        interleave: false,
-    }
-}
 
 /// The tool results stored in the current session, in order.
 async fn tool_results(ed: &Editor) -> Vec<Value> {
@@ -36,11 +22,6 @@ async fn tool_results(ed: &Editor) -> Vec<Value> {
         .filter(|l| l["message"]["role"] == "toolResult")
         .map(|l| l["message"].clone())
         .collect()
-}
-
-fn process_alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.split_whitespace().nth(2) == Some("Z"))
 }
 
 /// Waits for a file holding a pid, and returns the pid.
@@ -67,12 +48,12 @@ async fn wait_gone(pid: u32, within: Duration) {
 async fn an_approved_edit_goes_through_the_buffer_and_u_undoes_it_in_one_step() {
     bounded(async {
         let ed = Editor::start().await;
-        let file = work(&ed).join("notes.txt");
+        let file = ed.work_dir().join("notes.txt");
         std::fs::write(&file, "hello\nworld\n").unwrap();
         ed.command("edit notes.txt").await;
         let buf = ed.eval("vim.api.nvim_get_current_buf()").await;
         ed.lua("require('handoff').open_chat()", json!([])).await;
-        ed.mock.push(tool_call("edit", json!({ "path": "notes.txt", "edits": [{ "oldText": "world", "newText": "there" }] }), "call_e1"));
+        ed.mock.push(tool_call_reply("edit", json!({ "path": "notes.txt", "edits": [{ "oldText": "world", "newText": "there" }] }), "call_e1"));
         ed.mock.push(MockReply::text("Changed it."));
         ed.lua("require('handoff').prompt('change world to there')", json!([])).await;
         // The request waits in the chat, with the diff; the editor is not blocked meanwhile.
@@ -118,11 +99,11 @@ async fn an_approved_edit_goes_through_the_buffer_and_u_undoes_it_in_one_step() 
 async fn a_buffer_with_unsaved_changes_is_never_overwritten() {
     bounded(async {
         let ed = Editor::start().await;
-        let file = work(&ed).join("draft.txt");
+        let file = ed.work_dir().join("draft.txt");
         std::fs::write(&file, "one\ntwo\n").unwrap();
         ed.command("edit draft.txt").await;
         ed.lua("vim.api.nvim_buf_set_lines(0, 0, 1, false, { 'ONE (unsaved)' })", json!([])).await;
-        ed.mock.push(tool_call("write", json!({ "path": "draft.txt", "content": "replaced\n" }), "call_w1"));
+        ed.mock.push(tool_call_reply("write", json!({ "path": "draft.txt", "content": "replaced\n" }), "call_w1"));
         ed.mock.push(MockReply::text("ok"));
         ed.lua("require('handoff').prompt('replace it')", json!([])).await;
         let req = ed.wait_event("HandoffToolApproval", 1).await;
@@ -145,9 +126,9 @@ async fn reject_with_a_reason_always_for_one_command_and_cancel() {
         let ed = Editor::start().await;
         ed.lua("require('handoff').open_chat()", json!([])).await;
         // Reject with a reason: the model reads it; nothing ran.
-        let marker = work(&ed).join("ran");
+        let marker = ed.work_dir().join("ran");
         let touch = format!("touch {}", marker.display());
-        ed.mock.push(tool_call("bash", json!({ "command": touch }), "call_b1"));
+        ed.mock.push(tool_call_reply("bash", json!({ "command": touch }), "call_b1"));
         ed.mock.push(MockReply::text("understood"));
         ed.lua("require('handoff').prompt('touch it')", json!([])).await;
         let req = ed.wait_event("HandoffToolApproval", 1).await;
@@ -160,9 +141,9 @@ async fn reject_with_a_reason_always_for_one_command_and_cancel() {
         // A second answer to the same request is ignored.
         assert_eq!(ed.lua("return require('handoff').approve(...)", json!([req["id"], "allow"])).await, json!(false));
         // Always for `echo one`: the same command is not asked again, another one is.
-        ed.mock.push(tool_call("bash", json!({ "command": "echo one" }), "call_b2"));
-        ed.mock.push(tool_call("bash", json!({ "command": "echo one" }), "call_b3"));
-        ed.mock.push(tool_call("bash", json!({ "command": "echo two" }), "call_b4"));
+        ed.mock.push(tool_call_reply("bash", json!({ "command": "echo one" }), "call_b2"));
+        ed.mock.push(tool_call_reply("bash", json!({ "command": "echo one" }), "call_b3"));
+        ed.mock.push(tool_call_reply("bash", json!({ "command": "echo two" }), "call_b4"));
         ed.mock.push(MockReply::text("done"));
         ed.lua("require('handoff').prompt('echo')", json!([])).await;
         let req = ed.wait_event("HandoffToolApproval", 2).await;
@@ -177,7 +158,7 @@ async fn reject_with_a_reason_always_for_one_command_and_cancel() {
         assert_eq!(outputs[1..], ["one", "one", "two"], "{outputs:?}");
         // Cancel: the turn stops; no further request reaches the model.
         let before = ed.mock.requests().len();
-        ed.mock.push(tool_call("bash", json!({ "command": "echo three" }), "call_b5"));
+        ed.mock.push(tool_call_reply("bash", json!({ "command": "echo three" }), "call_b5"));
         ed.mock.set_default(MockReply::text("SHOULD NOT BE ASKED"));
         ed.lua("require('handoff').prompt('again')", json!([])).await;
         let req = ed.wait_event("HandoffToolApproval", 4).await;
@@ -196,12 +177,12 @@ async fn bash_output_streams_into_the_chat_and_the_stop_key_kills_the_command() 
     bounded(async {
         let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_all" } })).await;
         ed.lua("require('handoff').open_chat()", json!([])).await;
-        let pidfile = work(&ed).join("pid");
+        let pidfile = ed.work_dir().join("pid");
         let command = format!(
             "echo $$ > {}; for i in 1 2 3 4 5 6; do echo line$i; sleep 0.1; done; sleep 30",
             pidfile.display()
         );
-        ed.mock.push(tool_call("bash", json!({ "command": command }), "call_s1"));
+        ed.mock.push(tool_call_reply("bash", json!({ "command": command }), "call_s1"));
         ed.mock.set_default(MockReply::text("after the stop"));
         ed.lua("require('handoff').prompt('run it')", json!([])).await;
         let pid = wait_pid(&pidfile).await;
@@ -227,9 +208,9 @@ async fn bash_output_streams_into_the_chat_and_the_stop_key_kills_the_command() 
 async fn quitting_during_a_command_leaves_no_process_behind() {
     bounded(async {
         let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_all" } })).await;
-        let pidfile = work(&ed).join("pid");
+        let pidfile = ed.work_dir().join("pid");
         let command = format!("echo $$ > {}; sleep 60", pidfile.display());
-        ed.mock.push(tool_call("bash", json!({ "command": command }), "call_q1"));
+        ed.mock.push(tool_call_reply("bash", json!({ "command": command }), "call_q1"));
         ed.lua("require('handoff').prompt('run it')", json!([])).await;
         let pid = wait_pid(&pidfile).await;
         let dir = ed.quit().await;

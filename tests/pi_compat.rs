@@ -13,32 +13,14 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use common::pi::{pi_bin as pi, pi_env, pi_home};
 use common::{entry_lines, wire_messages, DOCUMENT};
 use handoff_mock::{MockReply, MockServer, RecordedRequest};
 use handoff_nvim::core::session::SessionManager;
 use tokio::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
-const PI: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/pi/node_modules/.bin/pi");
 const T: Duration = Duration::from_secs(60);
-
-/// pi's path, or `None` (after saying so loudly) when the run asked to skip it.
-fn pi() -> Option<PathBuf> {
-    // `scripts/deps.sh` exports where it installed pi; the repository's cache is the default.
-    let path = std::env::var_os("PI_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(PI));
-    if path.is_file() {
-        return Some(path);
-    }
-    if std::env::var("HANDOFF_SKIP_PI").as_deref() == Ok("1") {
-        eprintln!("\n!!!!!!!! SKIPPED: pi 0.73.1 is not installed at {} and HANDOFF_SKIP_PI=1 !!!!!!!!\n", path.display());
-        return None;
-    }
-    panic!(
-        "pi 0.73.1 is not installed at {}: run `npm install --prefix {}/.cache/pi @mariozechner/pi-coding-agent@0.73.1` (or set HANDOFF_SKIP_PI=1 to skip)",
-        path.display(),
-        env!("CARGO_MANIFEST_DIR")
-    );
-}
 
 struct Env {
     mock: MockServer,
@@ -49,26 +31,15 @@ impl Env {
     async fn new() -> Env {
         let mock = MockServer::start().await.unwrap();
         let dir = tempfile::tempdir().unwrap();
-        for d in ["project", "home", "pi-agent"] {
-            std::fs::create_dir_all(dir.path().join(d)).unwrap();
-        }
-        // pi's provider config, as in tests/fixtures/pi-sessions/README.md.
-        let models = serde_json::json!({ "providers": { "mock": {
-            "baseUrl": mock.openai_base_url(), "api": "openai-completions", "apiKey": "x",
-            "models": [{ "id": "mock-model", "contextWindow": 32000, "maxTokens": 4096 }] } } });
-        std::fs::write(dir.path().join("pi-agent/models.json"), models.to_string()).unwrap();
+        std::fs::create_dir_all(dir.path().join("project")).unwrap();
+        pi_home(dir.path(), "openai-completions", &mock.openai_base_url());
         Env { mock, dir }
     }
 
     fn base(&self, program: &Path) -> Command {
         let mut c = Command::new(program);
-        c.current_dir(self.dir.path().join("project"))
-            .env("HOME", self.dir.path().join("home"))
-            .env("XDG_DATA_HOME", self.dir.path().join("home/.local/share"))
-            .env("PI_CODING_AGENT_DIR", self.dir.path().join("pi-agent"))
-            .env("PI_OFFLINE", "1")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
+        pi_env(&mut c, self.dir.path())
+            .current_dir(self.dir.path().join("project"))
             .env_remove("HANDOFF_LOG_FILE")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -60,17 +60,6 @@ async fn converse_then_hand_off(api: Api) -> Run {
     Run { requests, messages }
 }
 
-/// `v` with every `cache_control` taken out.
-fn unmarked(v: &Value) -> Value {
-    match v {
-        Value::Object(map) => Value::Object(
-            map.iter().filter(|(k, _)| *k != "cache_control").map(|(k, v)| (k.clone(), unmarked(v))).collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(unmarked).collect()),
-        other => other.clone(),
-    }
-}
-
 /// The JSON paths of the `cache_control` markers of a body.
 fn markers(v: &Value, at: &str, out: &mut Vec<String>) {
     match v {
@@ -138,7 +127,7 @@ async fn anthropic_marks_system_last_tool_and_last_user_block_and_the_handoff_sh
     // of the cache key, so the handoff reads it from the cache.
     assert_eq!(bytes(&talk["tools"]), bytes(&handoff["tools"]));
     assert_eq!(bytes(&talk["system"]), bytes(&handoff["system"]));
-    let prefix = |body: &Value, n: usize| bytes(&unmarked(&Value::Array(body["messages"].as_array().unwrap()[..n].to_vec())));
+    let prefix = |body: &Value, n: usize| bytes(&common::without_cache_control(&Value::Array(body["messages"].as_array().unwrap()[..n].to_vec())));
     assert_eq!(prefix(talk, n_talk), prefix(handoff, n_talk));
     // After it: the reply, then the instruction.
     assert_eq!(n_handoff, n_talk + 2);

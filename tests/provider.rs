@@ -6,8 +6,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::provider_run as run;
 use handoff_mock::{MockReply, MockServer, RecordedRequest};
-use handoff_nvim::core::message::{Content, ContentBlock, Message, Role, StopReason};
+use handoff_nvim::core::message::{Content, ContentBlock, Message, StopReason};
 use handoff_nvim::core::provider::{
     Api, ChatRequest, Provider, ProviderConfig, ProviderError, StreamEnd, StreamEvent,
 };
@@ -54,17 +55,6 @@ fn text_reply(chunks: &[&str], stop: &str, thinking: &[&str]) -> MockReply {
         stop: stop.into(),
         thinking: thinking.iter().map(|s| s.to_string()).collect(),
     }
-}
-
-async fn run(
-    config: ProviderConfig,
-    request: &ChatRequest,
-) -> (Vec<StreamEvent>, Result<StreamEnd, ProviderError>) {
-    let provider = Provider::new(config);
-    let cancel = CancellationToken::new();
-    let mut events = Vec::new();
-    let result = provider.stream(request, &cancel, &mut |e| events.push(e)).await;
-    (events, result)
 }
 
 fn text_of(events: &[StreamEvent]) -> String {
@@ -463,23 +453,9 @@ async fn a_huge_event_arrives_whole() {
     }
 }
 
-fn tool_call_block(id: &str, name: &str, args: Value) -> ContentBlock {
-    let mut b = ContentBlock::text("");
-    b.kind = "toolCall".into();
-    b.text = None;
-    b.extra.insert("id".into(), id.into());
-    b.extra.insert("name".into(), name.into());
-    b.extra.insert("arguments".into(), args);
-    b
-}
-
+/// pi's successful result of call `id`.
 fn tool_result(id: &str, name: &str, text: &str) -> Message {
-    let mut m = Message::user(text);
-    m.role = Role::ToolResult;
-    m.extra.insert("toolCallId".into(), id.into());
-    m.extra.insert("toolName".into(), name.into());
-    m.extra.insert("isError".into(), false.into());
-    m
+    common::result_message(id, name, text, false, Value::Null)
 }
 
 fn assistant(blocks: Vec<ContentBlock>, stop: StopReason) -> Message {
@@ -503,7 +479,7 @@ fn conversation() -> ChatRequest {
                 vec![
                     ContentBlock::thinking("secret scratchpad"),
                     ContentBlock::text("Let me look."),
-                    tool_call_block("call_1", "bash", json!({"cmd": "ls"})),
+                    ContentBlock::tool_call("call_1", "bash", json!({"cmd": "ls"})),
                 ],
                 StopReason::ToolUse,
             ),
@@ -519,10 +495,7 @@ fn conversation() -> ChatRequest {
 }
 
 async fn recorded(api: Api, request: &ChatRequest) -> RecordedRequest {
-    let server = MockServer::start().await.unwrap();
-    let (_, result) = run(config(api, &server), request).await;
-    result.unwrap();
-    server.requests().remove(0)
+    common::recorded(|server| config(api, server), request).await
 }
 
 #[tokio::test]
@@ -584,12 +557,12 @@ async fn dangling_tool_calls_get_a_result_and_orphan_results_are_dropped() {
         messages: vec![
             Message::user("go"),
             assistant(
-                vec![tool_call_block("call|9", "read", json!({"path": "x"}))],
+                vec![ContentBlock::tool_call("call|9", "read", json!({"path": "x"}))],
                 StopReason::ToolUse,
             ),
             Message::user("never mind"),
             tool_result("ghost", "bash", "orphan"),
-            assistant(vec![tool_call_block("call_2", "ls", json!({}))], StopReason::ToolUse),
+            assistant(vec![ContentBlock::tool_call("call_2", "ls", json!({}))], StopReason::ToolUse),
             // An empty failed turn between a call and its result must not separate them.
             assistant(vec![], StopReason::Aborted),
             tool_result("call_2", "ls", "listing"),

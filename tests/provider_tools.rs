@@ -9,16 +9,15 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
+use common::{provider_run as run, tool_calls_reply};
 use handoff_mock::{MockReply, MockServer, MockToolCall, RecordedRequest};
 use handoff_nvim::core::message::{Content, ContentBlock, Message, Role, StopReason};
 use handoff_nvim::core::provider::{
-    Api, ChatRequest, Provider, ProviderConfig, ProviderError, StreamEnd, StreamEvent, ToolCall,
-    ToolChoice,
+    Api, ChatRequest, ProviderConfig, ProviderError, StreamEnd, StreamEvent, ToolCall, ToolChoice,
 };
 use handoff_nvim::core::session::SessionManager;
 use handoff_nvim::core::tools::{ToolName, ToolRegistry};
 use serde_json::{json, Map, Value};
-use tokio_util::sync::CancellationToken;
 
 const BOTH: [Api; 2] = [Api::Openai, Api::Anthropic];
 
@@ -29,23 +28,16 @@ fn config(api: Api, server: &MockServer) -> ProviderConfig {
     c
 }
 
-async fn run(
-    config: ProviderConfig,
-    request: &ChatRequest,
-) -> (Vec<StreamEvent>, Result<StreamEnd, ProviderError>) {
-    let provider = Provider::new(config);
-    let cancel = CancellationToken::new();
-    let mut events = Vec::new();
-    let result = provider.stream(request, &cancel, &mut |e| events.push(e)).await;
-    (events, result)
-}
-
 /// The request as the mock received it (the reply is the mock's default text).
 async fn recorded(api: Api, request: &ChatRequest) -> RecordedRequest {
+    common::recorded(|server| config(api, server), request).await
+}
+
+/// The events and end of streaming [`pi_tools`] from a fresh mock for `api` answering `reply`.
+async fn streamed(api: Api, reply: MockReply) -> (Vec<StreamEvent>, Result<StreamEnd, ProviderError>) {
     let server = MockServer::start().await.unwrap();
-    let (_, result) = run(config(api, &server), request).await;
-    result.unwrap();
-    server.requests().remove(0)
+    server.push(reply);
+    run(config(api, &server), &pi_tools()).await
 }
 
 /// The tools pi 0.73.1 offers by default, as our registry defines them.
@@ -176,8 +168,7 @@ async fn two_tool_calls_in_one_reply_assemble_in_order() {
     let read = json!({"path": "src/main.rs", "offset": 10, "limit": 20});
     let bash = json!({"command": "ls -la && echo \"done\""});
     for api in BOTH {
-        let server = MockServer::start().await.unwrap();
-        server.push(MockReply::ToolCalls {
+        let reply = MockReply::ToolCalls {
             calls: vec![
                 MockToolCall::new("read", &read, 5).with_id("call_a"),
                 MockToolCall::new("bash", &bash, 4).with_id("call_b"),
@@ -187,8 +178,8 @@ async fn two_tool_calls_in_one_reply_assemble_in_order() {
             stop: "tool_calls".into(),
             // OpenAI: the two calls' pieces alternate on the wire.
             interleave: true,
-        });
-        let (events, result) = run(config(api, &server), &pi_tools()).await;
+        };
+        let (events, result) = streamed(api, reply).await;
         let end = result.unwrap_or_else(|e| panic!("{api:?}: {e}"));
         assert_eq!(end.stop_reason, StopReason::ToolUse, "{api:?}");
 
@@ -245,15 +236,8 @@ async fn two_tool_calls_in_one_reply_assemble_in_order() {
 #[tokio::test]
 async fn empty_arguments_are_an_empty_object() {
     for api in BOTH {
-        let server = MockServer::start().await.unwrap();
-        server.push(MockReply::ToolCalls {
-            calls: vec![MockToolCall::raw("ls", "{}", 1), MockToolCall::raw("ls", "", 1)],
-            text_before: Vec::new(),
-            chunk_delay_ms: 0,
-            stop: "tool_calls".into(),
-            interleave: false,
-        });
-        let (events, result) = run(config(api, &server), &pi_tools()).await;
+        let reply = tool_calls_reply(vec![MockToolCall::raw("ls", "{}", 1), MockToolCall::raw("ls", "", 1)]);
+        let (events, result) = streamed(api, reply).await;
         result.unwrap();
         let calls = calls(&events);
         assert_eq!(calls.len(), 2);
@@ -268,8 +252,7 @@ async fn malformed_arguments_arrive_as_such_without_an_error() {
     let cut = r##"{"path": "notes.md", "content": "# Title\nSome te"##;
     let cases = [cut, "ls -la", "[\"a\"]"];
     for api in BOTH {
-        let server = MockServer::start().await.unwrap();
-        server.push(MockReply::ToolCalls {
+        let reply = MockReply::ToolCalls {
             calls: vec![
                 MockToolCall::raw("write", cases[0], 4).with_id("c1"),
                 MockToolCall::raw("bash", cases[1], 2).with_id("c2"),
@@ -281,8 +264,8 @@ async fn malformed_arguments_arrive_as_such_without_an_error() {
             chunk_delay_ms: 0,
             stop: "length".into(),
             interleave: false,
-        });
-        let (events, result) = run(config(api, &server), &pi_tools()).await;
+        };
+        let (events, result) = streamed(api, reply).await;
         let end = result.unwrap_or_else(|e| panic!("{api:?}: a malformed call failed the stream: {e}"));
         assert_eq!(end.stop_reason, StopReason::Length, "{api:?}");
         let calls = calls(&events);

@@ -5,6 +5,8 @@
 //! and unreadable folders; malformed arguments.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -15,6 +17,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use common::process_alive;
 use handoff_nvim::core::tools::{
     current_todos, execute, DiskFileAccess, EnvPolicy, FileAccess, ToolContext, ToolKind, ToolName,
     ToolOutput, ToolRegistry,
@@ -55,17 +58,6 @@ fn peak_rss_kib() -> u64 {
                 .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
         })
         .unwrap_or(0)
-}
-
-/// Whether a process is still alive (a zombie waiting to be reaped counts as dead).
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => {
-            let state = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next());
-            !matches!(state, Some("Z") | Some("X"))
-        }
-    }
 }
 
 // ---------------------------------------------------------------- registry and arguments
@@ -311,13 +303,13 @@ async fn bash_abort_kills_the_whole_process_group() {
         assert!(Instant::now() < deadline, "no pids in partial output: {text:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    assert!(pids.iter().all(|p| alive(*p)));
+    assert!(pids.iter().all(|p| process_alive(*p)));
     cancel.cancel();
     let out = tokio::time::timeout(Duration::from_secs(10), task).await.unwrap().unwrap();
     assert!(out.is_error);
     assert!(out.joined_text().ends_with("\n\nCommand aborted"), "{}", out.joined_text());
     let gone_by = Instant::now() + Duration::from_secs(5);
-    while pids.iter().any(|p| alive(*p)) {
+    while pids.iter().any(|p| process_alive(*p)) {
         assert!(Instant::now() < gone_by, "processes {pids:?} survived the abort");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -145,6 +145,17 @@ end
 ---@field note? string  why nothing was attached (the token stays, with the note)
 ---@field keep? boolean  leave the token as typed (and notify `note`)
 
+--- `lines` of `buf` as a block headed "```<filetype> <label>", or only a note when they are too
+--- big to attach.
+---@return handoff.Attachment
+local function lines_of(buf, label, lines)
+  local big = too_big(size_of(lines))
+  if big then
+    return { label = label, note = big }
+  end
+  return { label = label, block = M.block(lang_of(buf), label, lines) }
+end
+
 --- Lines `l1`..`l2` of `buf` as a block headed "```<filetype> path:l1-l2".
 ---@param buf integer
 ---@param l1 integer 1-based, inclusive
@@ -154,24 +165,13 @@ function M.selection(buf, l1, l2)
   local count = api.nvim_buf_line_count(buf)
   l1, l2 = math.max(1, math.min(l1, l2)), math.min(count, math.max(l1, l2))
   local label = range_label(buf_path(buf), l1, l2)
-  local lines = api.nvim_buf_get_lines(buf, l1 - 1, l2, false)
-  local big = too_big(size_of(lines))
-  if big then
-    return { label = label, note = big }
-  end
-  return { label = label, block = M.block(lang_of(buf), label, lines) }
+  return lines_of(buf, label, api.nvim_buf_get_lines(buf, l1 - 1, l2, false))
 end
 
 --- The whole of `buf`.
 ---@return handoff.Attachment
 function M.buffer(buf)
-  local label = buf_path(buf)
-  local lines = api.nvim_buf_get_lines(buf, 0, -1, false)
-  local big = too_big(size_of(lines))
-  if big then
-    return { label = label, note = big }
-  end
-  return { label = label, block = M.block(lang_of(buf), label, lines) }
+  return lines_of(buf, buf_path(buf), api.nvim_buf_get_lines(buf, 0, -1, false))
 end
 
 --- The diagnostics of `buf`, one "path:line:col severity message" line each.

@@ -208,30 +208,15 @@ mod tests {
     use super::*;
     use crate::nvim::protocol::Item;
 
-    fn assistant() -> Item {
-        Item::Assistant {
-            text: None,
-            thinking: None,
-            model: None,
-            stop_reason: None,
-            error_message: None,
-            output_tokens: None,
-            input_tokens: None,
-            cached_tokens: None,
-            cache_write_tokens: None,
-            tool_calls: Vec::new(),
-        }
-    }
-
     #[test]
     fn consecutive_deltas_merge_and_records_keep_their_place() {
         let outbox = Outbox::default();
-        outbox.push(Record::MessageStart(assistant()));
+        outbox.push(Record::MessageStart(Item::bare_assistant(None)));
         outbox.push_delta(true, "hm");
         outbox.push_delta(false, "a");
         outbox.push_delta(false, "b");
-        outbox.push(Record::MessageEnd(assistant()));
-        outbox.push(Record::MessageStart(assistant()));
+        outbox.push(Record::MessageEnd(Item::bare_assistant(None)));
+        outbox.push(Record::MessageStart(Item::bare_assistant(None)));
         outbox.push_delta(false, "c");
         let batch = outbox.take();
         assert!(matches!(batch[0], Record::MessageStart(_)));
@@ -268,7 +253,7 @@ mod tests {
         let outbox = Outbox::default();
         let big = "x".repeat(MAX_BATCH_TEXT);
         outbox.push_delta(false, &big);
-        outbox.push(Record::MessageEnd(assistant()));
+        outbox.push(Record::MessageEnd(Item::bare_assistant(None)));
         outbox.push_delta(false, "tail");
         assert_eq!(outbox.take().len(), 1);
         let rest = outbox.take();

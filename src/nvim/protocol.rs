@@ -162,6 +162,25 @@ pub enum Item {
     },
 }
 
+#[cfg(test)]
+impl Item {
+    /// An assistant item with nothing but `model` (as a `message_start` record carries one).
+    pub(crate) fn bare_assistant(model: Option<&str>) -> Item {
+        Item::Assistant {
+            text: None,
+            thinking: None,
+            model: model.map(str::to_string),
+            stop_reason: None,
+            error_message: None,
+            output_tokens: None,
+            input_tokens: None,
+            cached_tokens: None,
+            cache_write_tokens: None,
+            tool_calls: Vec::new(),
+        }
+    }
+}
+
 /// A tool call of an assistant message, as the chat names it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ToolCallItem {
@@ -428,18 +447,7 @@ mod tests {
     fn records_are_maps_tagged_by_type_without_nils() {
         let start = encode(
             "record",
-            &Record::MessageStart(Item::Assistant {
-                text: None,
-                thinking: None,
-                model: Some("m".into()),
-                stop_reason: None,
-                error_message: None,
-                output_tokens: None,
-                input_tokens: None,
-                cached_tokens: None,
-                cache_write_tokens: None,
-                tool_calls: Vec::new(),
-            }),
+            &Record::MessageStart(Item::bare_assistant(Some("m"))),
         )
         .unwrap();
         let mut keys: Vec<String> = map(&start).into_iter().map(|(k, _)| k).collect();

@@ -4,15 +4,19 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod nvim;
+pub mod pi;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use handoff_mock::{MockReply, MockServer, RecordedRequest};
+use handoff_mock::{MockReply, MockServer, MockToolCall, RecordedRequest};
 use handoff_nvim::core::agent::{AgentConfig, AgentEvent, AgentSession};
-use handoff_nvim::core::message::{ContentBlock, Message, Role};
-use handoff_nvim::core::provider::{Api, ProviderConfig};
+use handoff_nvim::core::message::{Content, ContentBlock, Message, Role, StopReason};
+use handoff_nvim::core::provider::{
+    Api, ChatRequest, Provider, ProviderConfig, ProviderError, StreamEnd, StreamEvent,
+};
+use tokio_util::sync::CancellationToken;
 use handoff_nvim::core::session::SessionManager;
 use serde_json::{json, Value};
 
@@ -96,28 +100,94 @@ pub fn assistant(text: &str) -> Message {
     m
 }
 
-/// An assistant message asking for one tool call.
-pub fn tool_call(id: &str, command: &str) -> Message {
+/// An assistant message calling `name` with `args`.
+pub fn call_message(id: &str, name: &str, args: Value) -> Message {
     let mut m = Message::assistant("openai-completions", "mock", "mock-model");
-    let mut block = ContentBlock::text("");
-    block.kind = "toolCall".into();
-    block.text = None;
-    block.extra.insert("id".into(), json!(id));
-    block.extra.insert("name".into(), json!("bash"));
-    block.extra.insert("arguments".into(), json!({ "command": command }));
-    m.content = handoff_nvim::core::message::Content::Blocks(vec![block]);
-    m.stop_reason = Some(handoff_nvim::core::message::StopReason::ToolUse);
+    m.content = Content::Blocks(vec![ContentBlock::tool_call(id, name, args)]);
+    m.stop_reason = Some(StopReason::ToolUse);
     m
 }
 
-/// A pi `toolResult` message answering `id`.
-pub fn tool_result(id: &str, output: &str) -> Message {
-    let mut m = Message::user(output);
+/// pi's `toolResult` message answering call `id` of `name` (`details` left out when null).
+pub fn result_message(id: &str, name: &str, text: &str, is_error: bool, details: Value) -> Message {
+    let mut m = Message::user(text);
     m.role = Role::ToolResult;
     m.extra.insert("toolCallId".into(), json!(id));
-    m.extra.insert("toolName".into(), json!("bash"));
-    m.extra.insert("isError".into(), json!(false));
+    m.extra.insert("toolName".into(), json!(name));
+    m.extra.insert("isError".into(), json!(is_error));
+    if !details.is_null() {
+        m.extra.insert("details".into(), details);
+    }
     m
+}
+
+/// An assistant message asking for one bash call.
+pub fn tool_call(id: &str, command: &str) -> Message {
+    call_message(id, "bash", json!({ "command": command }))
+}
+
+/// A pi `toolResult` message answering bash call `id`.
+pub fn tool_result(id: &str, output: &str) -> Message {
+    result_message(id, "bash", output, false, Value::Null)
+}
+
+/// A mock reply asking for `calls` (no text before them, stop `tool_calls`).
+pub fn tool_calls_reply(calls: Vec<MockToolCall>) -> MockReply {
+    MockReply::ToolCalls { calls, text_before: Vec::new(), chunk_delay_ms: 0, stop: "tool_calls".into(), interleave: false }
+}
+
+/// A mock reply asking for one call of `name` with `args` (streamed in two pieces), as `id`.
+pub fn tool_call_reply(name: &str, args: Value, id: &str) -> MockReply {
+    tool_calls_reply(vec![MockToolCall::new(name, &args, 2).with_id(id)])
+}
+
+/// A mock reply calling `todo_write` with `todos`, as `id`.
+pub fn todo_call(todos: Value, id: &str) -> MockReply {
+    tool_call_reply("todo_write", json!({ "todos": todos }), id)
+}
+
+/// Streams `request` through a provider for `config`: the events, and how the stream ended.
+pub async fn provider_run(
+    config: ProviderConfig,
+    request: &ChatRequest,
+) -> (Vec<StreamEvent>, Result<StreamEnd, ProviderError>) {
+    let provider = Provider::new(config);
+    let cancel = CancellationToken::new();
+    let mut events = Vec::new();
+    let result = provider.stream(request, &cancel, &mut |e| events.push(e)).await;
+    (events, result)
+}
+
+/// `request` as a fresh mock received it, sent by a provider `config` makes for that mock (the
+/// reply is the mock's default text).
+pub async fn recorded(config: impl FnOnce(&MockServer) -> ProviderConfig, request: &ChatRequest) -> RecordedRequest {
+    let server = MockServer::start().await.unwrap();
+    let (_, result) = provider_run(config(&server), request).await;
+    result.unwrap();
+    server.requests().remove(0)
+}
+
+/// `v` with every `cache_control` (Anthropic's prompt-cache marker) taken out, keys in order.
+pub fn without_cache_control(v: &Value) -> Value {
+    match v {
+        Value::Object(map) => Value::Object(
+            map.iter().filter(|(k, _)| *k != "cache_control").map(|(k, v)| (k.clone(), without_cache_control(v))).collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_cache_control).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Whether process `pid` runs (a zombie waiting to be reaped, or a dead one, has ended).
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            // `pid (comm) S …`: the state follows the last `)`.
+            let state = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next());
+            !matches!(state, Some("Z") | Some("X"))
+        }
+    }
 }
 
 /// A streamed reply with delays (ms) before the first chunk and between chunks.

@@ -113,6 +113,11 @@ impl Editor {
         Self::launch(None, false).await
     }
 
+    /// The folder Neovim (and so the session) works in.
+    pub fn work_dir(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
     /// The `setup()` options `start` uses: the built host, the mock as an OpenAI server.
     pub fn default_setup(&self) -> Value {
         json!({

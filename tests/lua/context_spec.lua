@@ -2,27 +2,11 @@
 -- `@path` expanded before sending, `:'<,'>HandoffChat`, the chat's "📎" lines, and completion
 -- (omnifunc, blink.cmp and nvim-cmp sources) of the tokens and of the project's files.
 local fake = require("fake_host")
+local h = require("helpers")
+local eq, has, lacks, lines = h.eq, h.has, h.lacks, h.lines
 local api = vim.api
 
 fake.install()
-
-local function eq(want, got, what)
-  if not vim.deep_equal(want, got) then
-    error(("%s: expected %s, got %s"):format(what or "value", vim.inspect(want), vim.inspect(got)), 2)
-  end
-end
-
-local function has(haystack, needle, what)
-  if not haystack:find(needle, 1, true) then
-    error(("%s: %q not in:\n%s"):format(what or "text", needle, haystack), 2)
-  end
-end
-
-local function lacks(haystack, needle, what)
-  if haystack:find(needle, 1, true) then
-    error(("%s: %q should not be in:\n%s"):format(what or "text", needle, haystack), 2)
-  end
-end
 
 local home = vim.fn.getcwd()
 
@@ -65,7 +49,7 @@ local function send(text)
 end
 
 local function chat_text()
-  return table.concat(api.nvim_buf_get_lines(require("handoff.chat").chat_buf, 0, -1, false), "\n")
+  return table.concat(lines(require("handoff.chat").chat_buf), "\n")
 end
 
 local function notes()
@@ -94,10 +78,7 @@ local function cleanup()
   require("handoff.completion").invalidate()
 end
 
-local cases = {}
-local function it(name, fn)
-  table.insert(cases, { name, fn })
-end
+local cases, it = h.suite()
 
 it("#buffer, #selection and #diagnostics expand to fenced blocks with the path", function()
   local _, buf = editing()
@@ -168,7 +149,7 @@ it(":'<,'>HandoffChat and the add_selection key put the lines into the prompt", 
   local chat = require("handoff.chat")
   eq(chat.prompt_buf, api.nvim_get_current_buf(), "the prompt is focused")
   local want = { "```lua src/x.lua:2-3", "function M.add(a, b)", "  return a + b", "```", "" }
-  eq(want, api.nvim_buf_get_lines(chat.prompt_buf, 0, -1, false), "prompt")
+  eq(want, lines(chat.prompt_buf), "prompt")
   eq({ #want, 0 }, api.nvim_win_get_cursor(0), "cursor after the block")
   -- A visual-mode key does the same; what the prompt held stays before it.
   require("handoff").setup({ keymaps = { add_selection = "<Space>a" } })
@@ -176,7 +157,7 @@ it(":'<,'>HandoffChat and the add_selection key put the lines into the prompt", 
   api.nvim_set_current_win(vim.fn.win_findbuf(buf)[1])
   api.nvim_feedkeys(vim.keycode("4GV5G<Space>a"), "xt", false)
   eq(chat.prompt_buf, api.nvim_get_current_buf(), "the prompt is focused again")
-  local got = api.nvim_buf_get_lines(chat.prompt_buf, 0, -1, false)
+  local got = lines(chat.prompt_buf)
   eq({ "```", "", "```lua src/x.lua:4-5", "end", "return M", "```", "" }, vim.list_slice(got, 4), "appended")
   eq({ 4, 5 }, { api.nvim_buf_get_mark(buf, "<")[1], api.nvim_buf_get_mark(buf, ">")[1] }, "marks for #selection")
   -- Without a range, :HandoffChat opens the chat (or goes to its prompt); the toggle closes it.

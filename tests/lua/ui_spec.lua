@@ -1,31 +1,12 @@
 -- UI behaviour against the fake host: setup()'s validation, highlights, :Handoff completion,
 -- the chat's rendering, and the handoff's <Esc> and live document driven by host records.
 local fake = require("fake_host")
+local h = require("helpers")
+local eq, raises, lines = h.eq, h.raises, h.lines
 local state = require("handoff.state")
 local api = vim.api
 
 fake.install()
-
-local function eq(want, got, what)
-  if not vim.deep_equal(want, got) then
-    error(("%s: expected %s, got %s"):format(what or "value", vim.inspect(want), vim.inspect(got)), 2)
-  end
-end
-
-local function raises(fn, pattern)
-  local ok, err = pcall(fn)
-  if ok then
-    error("expected an error matching " .. pattern, 2)
-  end
-  if not tostring(err):find(pattern, 1, true) then
-    error(("error %q does not contain %q"):format(tostring(err), pattern), 2)
-  end
-  return tostring(err)
-end
-
-local function lines(buf)
-  return api.nvim_buf_get_lines(buf, 0, -1, false)
-end
 
 local function esc_map(buf)
   local maps = buf and api.nvim_buf_get_keymap(buf, "n") or api.nvim_get_keymap("n")
@@ -49,10 +30,7 @@ local function cleanup()
   require("handoff").setup({})
 end
 
-local cases = {}
-local function it(name, fn)
-  table.insert(cases, { name, fn })
-end
+local cases, it = h.suite()
 
 it("setup() names an unknown or misspelled option and the one it probably meant", function()
   local handoff = require("handoff")

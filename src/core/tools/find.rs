@@ -10,16 +10,17 @@ use std::path::PathBuf;
 
 use globset::GlobBuilder;
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::args;
-use super::grep::{relative, walker};
-use super::paths::resolve_to_cwd;
-use super::truncate::{format_size, truncate_head, DEFAULT_MAX_BYTES};
+use super::truncate::DEFAULT_MAX_BYTES;
+use super::walk::{listing, relative, run_blocking, search_root, walker, Counted};
 use super::{ToolContext, ToolDefinition, ToolError, ToolOutput};
 
 const DEFAULT_LIMIT: usize = 1000;
+const RESULTS: Counted =
+    Counted { noun: "results", key: "resultLimitReached", hint: ", or refine pattern" };
 
 pub(crate) fn definition() -> ToolDefinition {
     ToolDefinition {
@@ -51,11 +52,8 @@ struct Args {
 
 pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let a: Args = args::parse("find", &definition().parameters, arguments)?;
-    let root = resolve_to_cwd(a.path.as_deref().filter(|p| !p.is_empty()).unwrap_or("."), &ctx.cwd);
-    let cancel = ctx.cancel.clone();
-    let task = tokio::task::spawn_blocking(move || find(a, root, &cancel));
-    ctx.abortable(async { task.await.map_err(|e| ToolError::Failed(format!("find failed: {e}")))? })
-        .await
+    let root = search_root(a.path.as_deref(), &ctx.cwd);
+    run_blocking("find", ctx, move |cancel| find(a, root, cancel)).await
 }
 
 fn find(a: Args, root: PathBuf, cancel: &CancellationToken) -> Result<ToolOutput, ToolError> {
@@ -109,25 +107,7 @@ fn find(a: Args, root: PathBuf, cancel: &CancellationToken) -> Result<ToolOutput
         return Ok(ToolOutput::text("No files found matching pattern", Value::Null));
     }
     let limit_reached = results.len() >= limit;
-    let (mut output, t) = truncate_head(&results.join("\n"), usize::MAX, DEFAULT_MAX_BYTES);
-    let mut details = Map::new();
-    let mut notices = Vec::new();
-    if limit_reached {
-        notices.push(format!(
-            "{limit} results limit reached. Use limit={} for more, or refine pattern",
-            limit * 2
-        ));
-        details.insert("resultLimitReached".into(), json!(limit));
-    }
-    if t.truncated {
-        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES as u64)));
-        details.insert("truncation".into(), t.to_value());
-    }
-    if !notices.is_empty() {
-        output = format!("{output}\n\n[{}]", notices.join(". "));
-    }
-    let details = if details.is_empty() { Value::Null } else { Value::Object(details) };
-    Ok(ToolOutput::text(output, details))
+    Ok(listing(&results, &RESULTS, limit, limit_reached, None))
 }
 
 #[cfg(test)]

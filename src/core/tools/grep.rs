@@ -12,19 +12,19 @@ use std::path::{Path, PathBuf};
 
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{sinks, BinaryDetection, SearcherBuilder};
-use ignore::{overrides::OverrideBuilder, WalkBuilder};
+use ignore::overrides::OverrideBuilder;
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::args;
-use super::paths::resolve_to_cwd;
-use super::truncate::{
-    format_size, truncate_head, truncate_line, DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH,
-};
+use super::truncate::{truncate_line, DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH};
+use super::walk::{listing, relative, run_blocking, search_root, walker, Counted};
 use super::{ToolContext, ToolDefinition, ToolError, ToolOutput};
 
 const DEFAULT_LIMIT: usize = 100;
+const MATCHES: Counted =
+    Counted { noun: "matches", key: "matchLimitReached", hint: ", or refine pattern" };
 
 pub(crate) fn definition() -> ToolDefinition {
     ToolDefinition {
@@ -63,43 +63,10 @@ struct Args {
     limit: Option<f64>,
 }
 
-/// The walk grep and find share: hidden files in, ignore files respected (also outside a git
-/// repository, as pi's `fd --no-require-git`), links not followed, `.git` left out, sorted so
-/// results and limits are the same on every run.
-pub(crate) fn walker(root: &Path) -> WalkBuilder {
-    let mut b = WalkBuilder::new(root);
-    b.hidden(false)
-        .ignore(true)
-        .git_ignore(true)
-        .git_global(true)
-        .git_exclude(true)
-        .parents(true)
-        .require_git(false)
-        .follow_links(false)
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .filter_entry(|e| e.depth() == 0 || e.file_name() != ".git");
-    b
-}
-
-/// `path` relative to `root` with `/` separators (the name alone when `root` is the file).
-pub(crate) fn relative(root: &Path, path: &Path) -> String {
-    match path.strip_prefix(root) {
-        Ok(rel) if !rel.as_os_str().is_empty() => {
-            rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
-        }
-        _ => path
-            .file_name()
-            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned()),
-    }
-}
-
 pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let a: Args = args::parse("grep", &definition().parameters, arguments)?;
-    let root = resolve_to_cwd(a.path.as_deref().filter(|p| !p.is_empty()).unwrap_or("."), &ctx.cwd);
-    let cancel = ctx.cancel.clone();
-    let task = tokio::task::spawn_blocking(move || search(a, root, &cancel));
-    ctx.abortable(async { task.await.map_err(|e| ToolError::Failed(format!("grep failed: {e}")))? })
-        .await
+    let root = search_root(a.path.as_deref(), &ctx.cwd);
+    run_blocking("grep", ctx, move |cancel| search(a, root, cancel)).await
 }
 
 struct Hit {
@@ -208,31 +175,16 @@ fn search(a: Args, root: PathBuf, cancel: &CancellationToken) -> Result<ToolOutp
             }
         }
     }
-    let (mut output, t) = truncate_head(&out.join("\n"), usize::MAX, DEFAULT_MAX_BYTES);
-    let mut details = Map::new();
-    let mut notices = Vec::new();
-    if limit_reached {
-        notices.push(format!(
-            "{limit} matches limit reached. Use limit={} for more, or refine pattern",
-            limit * 2
-        ));
-        details.insert("matchLimitReached".into(), json!(limit));
-    }
-    if t.truncated {
-        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES as u64)));
-        details.insert("truncation".into(), t.to_value());
-    }
-    if lines_truncated {
-        notices.push(format!(
-            "Some lines truncated to {GREP_MAX_LINE_LENGTH} chars. Use read tool to see full lines"
-        ));
-        details.insert("linesTruncated".into(), Value::Bool(true));
-    }
-    if !notices.is_empty() {
-        output = format!("{output}\n\n[{}]", notices.join(". "));
-    }
-    let details = if details.is_empty() { Value::Null } else { Value::Object(details) };
-    Ok(ToolOutput::text(output, details))
+    let cut = lines_truncated.then(|| {
+        (
+            format!(
+                "Some lines truncated to {GREP_MAX_LINE_LENGTH} chars. Use read tool to see full lines"
+            ),
+            "linesTruncated",
+            Value::Bool(true),
+        )
+    });
+    Ok(listing(&out, &MATCHES, limit, limit_reached, cut))
 }
 
 #[cfg(test)]

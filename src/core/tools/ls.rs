@@ -4,14 +4,15 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::args;
-use super::paths::resolve_to_cwd;
-use super::truncate::{format_size, truncate_head, DEFAULT_MAX_BYTES};
+use super::truncate::DEFAULT_MAX_BYTES;
+use super::walk::{listing, run_blocking, search_root, Counted};
 use super::{ToolContext, ToolDefinition, ToolError, ToolOutput};
 
 const DEFAULT_LIMIT: usize = 500;
+const ENTRIES: Counted = Counted { noun: "entries", key: "entryLimitReached", hint: "" };
 
 pub(crate) fn definition() -> ToolDefinition {
     ToolDefinition {
@@ -40,11 +41,9 @@ struct Args {
 
 pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let a: Args = args::parse("ls", &definition().parameters, arguments)?;
-    let dir = resolve_to_cwd(a.path.as_deref().filter(|p| !p.is_empty()).unwrap_or("."), &ctx.cwd);
+    let dir = search_root(a.path.as_deref(), &ctx.cwd);
     let limit = args::count(a.limit).unwrap_or(DEFAULT_LIMIT).max(1);
-    let task = tokio::task::spawn_blocking(move || list(&dir, limit));
-    ctx.abortable(async { task.await.map_err(|e| ToolError::Failed(format!("ls failed: {e}")))? })
-        .await
+    run_blocking("ls", ctx, move |_| list(&dir, limit)).await
 }
 
 fn list(dir: &Path, limit: usize) -> Result<ToolOutput, ToolError> {
@@ -76,22 +75,7 @@ fn list(dir: &Path, limit: usize) -> Result<ToolOutput, ToolError> {
     if results.is_empty() {
         return Ok(ToolOutput::text("(empty directory)", Value::Null));
     }
-    let (mut output, t) = truncate_head(&results.join("\n"), usize::MAX, DEFAULT_MAX_BYTES);
-    let mut details = Map::new();
-    let mut notices = Vec::new();
-    if limit_reached {
-        notices.push(format!("{limit} entries limit reached. Use limit={} for more", limit * 2));
-        details.insert("entryLimitReached".into(), json!(limit));
-    }
-    if t.truncated {
-        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES as u64)));
-        details.insert("truncation".into(), t.to_value());
-    }
-    if !notices.is_empty() {
-        output = format!("{output}\n\n[{}]", notices.join(". "));
-    }
-    let details = if details.is_empty() { Value::Null } else { Value::Object(details) };
-    Ok(ToolOutput::text(output, details))
+    Ok(listing(&results, &ENTRIES, limit, limit_reached, None))
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ pub mod paths;
 pub mod read;
 pub mod todo;
 pub mod truncate;
+mod walk;
 pub mod write;
 
 use std::fmt;

@@ -49,14 +49,13 @@ pub fn format_size(bytes: u64) -> String {
     }
 }
 
-/// Keeps the first lines of `content` that fit both limits; never a partial line. When the first
-/// line alone is over the byte limit the content is empty and `first_line_exceeds_limit` is set.
-pub fn truncate_head(content: &str, max_lines: usize, max_bytes: usize) -> (String, Truncation) {
-    let total_bytes = content.len();
+/// `content`'s lines, and a [`Truncation`] that counts them as shown whole; `truncated` is set
+/// when they are over either limit (the caller then cuts them and says how).
+fn split_lines(content: &str, max_lines: usize, max_bytes: usize) -> (Vec<&str>, Truncation) {
     let lines: Vec<&str> = content.split('\n').collect();
-    let total_lines = lines.len();
-    let mut t = Truncation {
-        truncated: false,
+    let (total_lines, total_bytes) = (lines.len(), content.len());
+    let t = Truncation {
+        truncated: total_lines > max_lines || total_bytes > max_bytes,
         truncated_by: None,
         total_lines,
         total_bytes,
@@ -67,10 +66,16 @@ pub fn truncate_head(content: &str, max_lines: usize, max_bytes: usize) -> (Stri
         max_lines,
         max_bytes,
     };
-    if total_lines <= max_lines && total_bytes <= max_bytes {
+    (lines, t)
+}
+
+/// Keeps the first lines of `content` that fit both limits; never a partial line. When the first
+/// line alone is over the byte limit the content is empty and `first_line_exceeds_limit` is set.
+pub fn truncate_head(content: &str, max_lines: usize, max_bytes: usize) -> (String, Truncation) {
+    let (lines, mut t) = split_lines(content, max_lines, max_bytes);
+    if !t.truncated {
         return (content.to_owned(), t);
     }
-    t.truncated = true;
     if lines.first().map_or(0, |l| l.len()) > max_bytes {
         t.truncated_by = Some(TruncatedBy::Bytes);
         t.output_lines = 0;
@@ -103,25 +108,10 @@ pub fn truncate_head(content: &str, max_lines: usize, max_bytes: usize) -> (Stri
 /// Keeps the last lines of `content` that fit both limits. When even the last line is over the
 /// byte limit, its end is kept (`last_line_partial`).
 pub fn truncate_tail(content: &str, max_lines: usize, max_bytes: usize) -> (String, Truncation) {
-    let total_bytes = content.len();
-    let lines: Vec<&str> = content.split('\n').collect();
-    let total_lines = lines.len();
-    let mut t = Truncation {
-        truncated: false,
-        truncated_by: None,
-        total_lines,
-        total_bytes,
-        output_lines: total_lines,
-        output_bytes: total_bytes,
-        last_line_partial: false,
-        first_line_exceeds_limit: false,
-        max_lines,
-        max_bytes,
-    };
-    if total_lines <= max_lines && total_bytes <= max_bytes {
+    let (lines, mut t) = split_lines(content, max_lines, max_bytes);
+    if !t.truncated {
         return (content.to_owned(), t);
     }
-    t.truncated = true;
     let mut bytes = 0;
     let mut start = lines.len();
     let mut by = TruncatedBy::Lines;

@@ -1,0 +1,54 @@
+//! pi 0.73.1 as a real client of our sessions: where it is, and a home for it in a temp folder
+//! whose provider `mock` is the loopback mock model server.
+//!
+//! pi is `$PI_BIN`, or else `<repo>/.cache/pi/node_modules/.bin/pi` (`scripts/deps.sh` installs
+//! it). A missing pi fails the test; `HANDOFF_SKIP_PI=1` turns that into a loud skip.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+use tokio::process::Command;
+
+const PI: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/pi/node_modules/.bin/pi");
+
+/// pi's path, or `None` (after saying so loudly) when the run asked to skip it.
+pub fn pi_bin() -> Option<PathBuf> {
+    // `scripts/deps.sh` exports where it installed pi; the repository's cache is the default.
+    let path = std::env::var_os("PI_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(PI));
+    if path.is_file() {
+        return Some(path);
+    }
+    if std::env::var("HANDOFF_SKIP_PI").as_deref() == Ok("1") {
+        eprintln!("\n!!!!!!!! SKIPPED: pi 0.73.1 is not installed at {} and HANDOFF_SKIP_PI=1 !!!!!!!!\n", path.display());
+        return None;
+    }
+    panic!(
+        "pi 0.73.1 is not installed at {}: run `npm install --prefix {}/.cache/pi @mariozechner/pi-coding-agent@0.73.1` (or set PI_BIN, or HANDOFF_SKIP_PI=1 to skip)",
+        path.display(),
+        env!("CARGO_MANIFEST_DIR")
+    );
+}
+
+/// Makes `home` and `pi-agent` under `root`, with pi's provider config (as in
+/// tests/fixtures/pi-sessions/README.md): provider `mock` at `base_url` speaking pi's `api`
+/// (`openai-completions`, `anthropic-messages`), model `mock-model`.
+pub fn pi_home(root: &Path, api: &str, base_url: &str) {
+    for d in ["home", "pi-agent"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let models = serde_json::json!({ "providers": { "mock": {
+        "baseUrl": base_url, "api": api, "apiKey": "x",
+        "models": [{ "id": "mock-model", "contextWindow": 32000, "maxTokens": 4096 }] } } });
+    std::fs::write(root.join("pi-agent/models.json"), models.to_string()).unwrap();
+}
+
+/// `c` in the home [`pi_home`] made under `root`: offline, without the provider keys of the
+/// machine running the tests.
+pub fn pi_env<'a>(c: &'a mut Command, root: &Path) -> &'a mut Command {
+    c.env("HOME", root.join("home"))
+        .env("XDG_DATA_HOME", root.join("home/.local/share"))
+        .env("PI_CODING_AGENT_DIR", root.join("pi-agent"))
+        .env("PI_OFFLINE", "1")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+}
