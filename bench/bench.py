@@ -18,13 +18,22 @@ Sections (doc/benchmarks.md explains each):
      (`:Handoff` → `User HandoffDone`, timed in Lua)
   4. streaming into Neovim at full speed: tokens/s rendered and main-loop latency; pi's RPC
      stream of the same reply for reference
-  5. host memory: RSS idle, and with the 100k-entry session resumed through Neovim
+  5. host memory: RSS idle, and with the 100k-entry session resumed through Neovim (`resume()`
+     returns at once since sessions open in the background: the figure is resume() → chat
+     rendered)
+  6. tools, our CLI (`prompt --new --yes`) against `pi --mode json`, the mock scripting the calls:
+     a. a read/bash/edit/write turn (both must leave the same files)
+     b. grep over bench/gen_tree.py's 24k-file, 252 MB tree, also against rg (same matches)
+     c. read of the first lines of sparse 5/50/500 MB files: time and peak RSS
+
+bench/compare_builds.py runs §1–5 for two checkouts (a before/after), interleaved.
 """
 import argparse
 import glob
 import json
 import os
 import platform
+import re
 import select
 import shutil
 import statistics
@@ -70,7 +79,8 @@ class Mock:
             sys.exit(f"bench.py: no {binary}: build it with `cargo build -p handoff-mock` "
                      "(add --release for target/release), or `cargo build --workspace`")
         self.proc = subprocess.Popen([binary, "--ignore-stdin"],
-                                     stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+                                     stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                                     start_new_session=True)  # no signal meant for our group
         self.url = self.proc.stdout.readline().strip()
         self.root = self.url.rsplit("/v1", 1)[0]
 
@@ -80,6 +90,12 @@ class Mock:
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=30) as r:
             r.read()
+
+    def requests(self):
+        """The model requests received since the last reset (bodies as JSON)."""
+        req = urllib.request.Request(f"{self.root}/__mock/requests", data=b"{}", method="POST")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.load(r)
 
     def close(self):
         self.proc.kill()
@@ -136,11 +152,13 @@ class Pi:
         self.bin = pi_bin
         self.work = work
 
-    def start(self):
-        return subprocess.Popen([self.bin, "--mode", "rpc", "--provider", "mock", "--model", "mock-model",
-                                 "--session-dir", os.path.join(self.work, "pi-sessions")],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                env=self.env, cwd=self.work)
+    def args(self, mode, extra=()):
+        return [self.bin, "--mode", mode, "--provider", "mock", "--model", "mock-model",
+                "--session-dir", os.path.join(self.work, "pi-sessions"), *extra]
+
+    def start(self, cwd=None, extra=(), env=None):
+        return subprocess.Popen(self.args("rpc", extra), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, env=env or self.env, cwd=cwd or self.work)
 
     @staticmethod
     def send(proc, obj):
@@ -383,8 +401,9 @@ def find_nvim():
     return found[0] if found else None
 
 
-def run_nvim(nvim, mode, params, bin_dir, mock, work, timeout=300):
-    """Runs bench/nvim_bench.lua in a fresh headless Neovim; returns its JSON result."""
+def run_nvim(nvim, mode, params, bin_dir, mock, work, timeout=300, plugin_root=ROOT):
+    """Runs bench/nvim_bench.lua (this checkout's) in a fresh headless Neovim with the plugin's Lua
+    from `plugin_root` (another checkout for a before/after); returns its JSON result."""
     run_dir = tempfile.mkdtemp(prefix=f"nvim-{mode}-", dir=work)
     out = os.path.join(run_dir, "out.json")
     p = dict(params, mode=mode, bin=os.path.join(bin_dir, "handoff-nvim"), base_url=mock.url,
@@ -395,28 +414,28 @@ def run_nvim(nvim, mode, params, bin_dir, mock, work, timeout=300):
         env[f"XDG_{sub.upper()}_HOME"] = os.path.join(run_dir, sub)
     for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HANDOFF_LOG_FILE"):
         env.pop(k, None)
-    subprocess.run([nvim, "--clean", "-n", "--headless", "--cmd", f"set rtp^={ROOT}",
+    subprocess.run([nvim, "--clean", "-n", "--headless", "--cmd", f"set rtp^={plugin_root}",
                     "-c", f"luafile {ROOT}/bench/nvim_bench.lua"],
                    env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, timeout=timeout, check=False)
     with open(out) as f:
         res = json.load(f)
     if res.get("error"):
-        raise RuntimeError(f"nvim bench {mode}: {res['error']}")
+        raise RuntimeError(f"nvim bench {mode}: {res['error']} (mock exit status: {mock.proc.poll()})")
     return res
 
 
-def bench_nvim_handoff(nvim, bin_dir, mock, runs, work):
+def bench_nvim_handoff(nvim, bin_dir, mock, runs, work, plugin_root=ROOT):
     src = small_session(work, "nvim-handoff.jsonl")
-    res = run_nvim(nvim, "handoff", dict(runs=runs, session=src), bin_dir, mock, work)
+    res = run_nvim(nvim, "handoff", dict(runs=runs, session=src), bin_dir, mock, work, plugin_root=plugin_root)
     return dict(ours=median(res["times_ms"]) / 1e3, start=median(res["start_ms"][1:]) / 1e3, n=len(res["times_ms"]))
 
 
-def bench_stream(nvim, bin_dir, mock, runs, work, tokens, highlight):
+def bench_stream(nvim, bin_dir, mock, runs, work, tokens, highlight, plugin_root=ROOT):
     per = []
     for _ in range(runs):
         mock.control("push", stream_reply(tokens))
-        r = run_nvim(nvim, "stream", dict(highlight=highlight), bin_dir, mock, work)
+        r = run_nvim(nvim, "stream", dict(highlight=highlight), bin_dir, mock, work, plugin_root=plugin_root)
         if r["tokens"] != tokens:
             raise RuntimeError(f"stream: {r['tokens']} of {tokens} tokens rendered")
         per.append(dict(tps=r["tokens"] / (r["total_ms"] / 1e3), total=r["total_ms"], batches=r["batches"],
@@ -442,14 +461,277 @@ def bench_pi_stream(pi, mock, runs, work, tokens):
     return median(vals)
 
 
-def bench_resume_rss(nvim, bin_dir, mock, runs, work, n):
-    path = gen_session(n, os.path.join(work, f"rss-session-{n}.jsonl"), work)
-    per = [run_nvim(nvim, "resume", dict(session=path), bin_dir, mock, work) for _ in range(runs)]
-    keys = ("idle_rss_kib", "loaded_rss_kib", "loaded_hwm_kib", "nvim_rss_kib", "resume_rpc_ms", "rendered_ms")
+def bench_resume_rss(nvim, bin_dir, mock, runs, work, n, plugin_root=ROOT, path=None):
+    path = path or gen_session(n, os.path.join(work, f"rss-session-{n}.jsonl"), work)
+    per = [run_nvim(nvim, "resume", dict(session=path), bin_dir, mock, work, plugin_root=plugin_root)
+           for _ in range(runs)]
+    keys = ("idle_rss_kib", "loaded_rss_kib", "loaded_hwm_kib", "nvim_rss_kib", "resume_call_ms", "rendered_ms",
+            "transcript_ms", "render_ms", "host_cpu_ms")
     out = {k: median([p[k] for p in per]) for k in keys}
     out["items"] = per[0]["items"]
     out["mb"] = os.path.getsize(path) / 1e6
     return out
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# --- Tools --------------------------------------------------------------------------------------
+
+NEEDLE_RE = r"handoff_needle_[0-9a-f]{4}"  # bench/gen_tree.py plants it
+
+
+def find_rg(arg):
+    """rg for §6b: --rg, else PyPI's `ripgrep` wheel in .cache/rg-venv (scripts/deps.sh
+    ensure_rg), else PATH. pi's grep tool needs it on PATH too."""
+    if arg == "none":  # run §6b as on a machine without rg
+        return None
+    for c in (arg, os.path.join(ROOT, ".cache", "rg-venv", "bin", "rg"), shutil.which("rg")):
+        if c and os.access(c, os.X_OK):
+            return os.path.abspath(c)
+    return None
+
+
+def script_turn(mock, calls):
+    """The next prompt's turn: the model calls `calls` ((name, arguments) in one reply), then
+    answers "Done." once it has the results."""
+    mock.control("reset")
+    mock.control("push", [{"kind": "tool_calls", "calls": [{"name": n, "arguments": json.dumps(a)} for n, a in calls]},
+                          {"kind": "text", "chunks": ["Done."]}])
+
+
+def tool_results(mock):
+    """The tool results the last model request carried, by call index ({i: text}): what the
+    agent sent the model, whichever agent it was."""
+    out = {}
+    for m in mock.requests()[-1]["body"].get("messages", []):
+        if m.get("role") == "tool":
+            c = m.get("content")
+            text = c if isinstance(c, str) else "\n".join(p.get("text", "") for p in c or [] if isinstance(p, dict))
+            out[int(m["tool_call_id"].rsplit("_", 1)[1])] = text
+    return out
+
+
+def ours_turn_cmd(bin_dir, cwd, tools=None):
+    """Our CLI, one prompt in a new session, every tool call allowed (--yes)."""
+    return ([os.path.join(bin_dir, "handoff-nvim"), "prompt", "--new", "--yes", "--cwd", cwd]
+            + (["--tools", tools] if tools else []) + ["run the tools"])
+
+
+def pi_turn_cmd(pi, tools=None):
+    """pi's non-interactive JSON mode (it has no approvals: tools always run)."""
+    return pi.args("json", ["--tools", tools] if tools else []) + ["run the tools"]
+
+
+def timed(cmd, env, cwd):
+    t0 = time.perf_counter()
+    subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env=env, cwd=cwd, check=True)
+    return time.perf_counter() - t0
+
+
+def timed_peak(cmd, env, cwd):
+    """Wall seconds (including /usr/bin/time's own fork and exec) and peak RSS (KiB)."""
+    t0 = time.perf_counter()
+    r = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, env=env, cwd=cwd, text=True, check=True)
+    return time.perf_counter() - t0, int(r.stderr.strip().splitlines()[-1])
+
+
+def snapshot(folder):
+    out = {}
+    for base, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(base, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, folder)] = f.read()
+    return out
+
+
+def pi_tool_env(pi, rg):
+    """pi for the tool benchmarks: offline (no start-up network operations, no download of rg),
+    rg on PATH for its grep tool."""
+    env = dict(pi.env, PI_OFFLINE="1")
+    if rg:
+        env["PATH"] = os.path.dirname(rg) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+TURN_SEED = {"notes.txt": "".join(f"line {i}: the quick brown fox\n" for i in range(1, 201)),
+             "config.toml": "[server]\nhost = \"localhost\"\nport = 8080\n"}
+TURN_CALLS = [("read", {"path": "notes.txt"}),
+              ("bash", {"command": "wc -l < notes.txt > count.txt; echo counted"}),
+              ("edit", {"path": "config.toml", "edits": [{"oldText": "port = 8080", "newText": "port = 9090"}]}),
+              ("write", {"path": "docs/summary.md", "content": "# Summary\n\nThe port moved to 9090.\n"})]
+TURN_EXPECTED = {"notes.txt": TURN_SEED["notes.txt"].encode(),
+                 "config.toml": b"[server]\nhost = \"localhost\"\nport = 9090\n",
+                 "count.txt": b"200\n", os.path.join("docs", "summary.md"): b"# Summary\n\nThe port moved to 9090.\n"}
+
+
+def bench_tool_turn(bin_dir, pi, env, mock, runs, work, rg):
+    """§6a: one prompt whose reply calls read, bash, edit and write, then the final answer; whole
+    process, each run in a fresh copy of the same folder. Both must leave the same files."""
+    n = [0]
+
+    def fresh():
+        n[0] += 1
+        d = os.path.join(work, "turn", str(n[0]))
+        os.makedirs(d)
+        for name, text in TURN_SEED.items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        return d
+
+    ours, theirs, ours_peak = [], [], []
+    files, results = {}, {}
+    pi_env = pi_tool_env(pi, rg) if pi else None
+    for i in range(runs):
+        for j in range(3):  # ours are short and the machine is noisy: three per pi run
+            d = fresh()
+            script_turn(mock, TURN_CALLS)
+            if j == 0:
+                ours_peak.append(timed_peak(ours_turn_cmd(bin_dir, d), env, d)[1])
+            else:
+                ours.append(timed(ours_turn_cmd(bin_dir, d), env, d))
+            files.setdefault("ours", snapshot(d))
+            results.setdefault("ours", tool_results(mock))
+        if pi:
+            d = fresh()
+            script_turn(mock, TURN_CALLS)
+            theirs.append(timed(pi_turn_cmd(pi), pi_env, d))
+            files.setdefault("pi", snapshot(d))
+            results.setdefault("pi", tool_results(mock))
+    for who, snap in files.items():
+        if snap != TURN_EXPECTED:
+            raise RuntimeError(f"tool turn: {who} left {sorted(snap)} (contents differ from the expected files)")
+    differ = []
+    if pi:
+        differ = [TURN_CALLS[i][0] for i in range(len(TURN_CALLS))
+                  if results["ours"].get(i) != results["pi"].get(i)]
+    return dict(ours=median(ours), ours_peak=median(ours_peak), pi=median(theirs) if theirs else None,
+                same_files=True, results_differ=differ, results=results)
+
+
+def parse_matches(text, space_after_colon):
+    """{(path, line, text)} from `path:line:text` (rg) or `path:line: text` (pi's and our tool)."""
+    out = set()
+    for line in text.splitlines():
+        m = re.match(r"^([^:]+):(\d+):(.*)$", line)
+        if m:
+            rest = m.group(3)
+            if space_after_colon and rest.startswith(" "):
+                rest = rest[1:]
+            out.add((m.group(1), int(m.group(2)), rest))
+    return out
+
+
+def bench_grep(bin_dir, pi, env, mock, runs, work, rg, files, pi_extras=True):
+    """§6b: grep for NEEDLE_RE over bench/gen_tree.py's tree: rg itself, our grep tool in a
+    one-tool turn of the CLI (whole process), pi's (whole process and in a running pi). The floor
+    rows are the same turn in an empty folder: what the turn costs without the search."""
+    tree = os.path.join(work, "tree")
+    gen = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gen_tree.py"), tree, "--files", str(files)],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    subprocess.run(["sync"], check=False)
+    empty = os.path.join(work, "empty-tree")
+    os.makedirs(empty)
+    size = sum(os.path.getsize(os.path.join(b, f)) for b, _, fs in os.walk(tree) for f in fs)
+    n_files = sum(len(fs) for _, _, fs in os.walk(tree))
+    call = [("grep", {"pattern": NEEDLE_RE})]
+    rg_cmd = [rg, "--hidden", "--line-number", "--no-heading", "--color=never", NEEDLE_RE] if rg else None
+    pi_env = pi_tool_env(pi, rg) if pi else None
+    if pi and not rg:
+        log("6b: no rg: pi's grep tool cannot run, its columns stay empty")
+        pi = None
+    matches = {}
+    # Warm-up (page cache, and each side's first run).
+    if rg_cmd:
+        matches["rg"] = parse_matches(subprocess.run(rg_cmd, cwd=tree, capture_output=True, text=True).stdout, False)
+    script_turn(mock, call)
+    timed(ours_turn_cmd(bin_dir, tree, "grep"), env, tree)
+    matches["ours"] = parse_matches(tool_results(mock)[0], True)
+    t = {k: [] for k in ("rg", "rg_j1", "ours", "ours_floor", "pi", "pi_floor", "pi_rpc", "pi_rpc_floor")}
+    for i in range(runs):
+        if rg_cmd:
+            t["rg"].append(timed(rg_cmd, env, tree))
+            t["rg_j1"].append(timed(rg_cmd[:1] + ["-j1"] + rg_cmd[1:], env, tree))
+        script_turn(mock, call)
+        t["ours"].append(timed(ours_turn_cmd(bin_dir, tree, "grep"), env, tree))
+        script_turn(mock, call)
+        t["ours_floor"].append(timed(ours_turn_cmd(bin_dir, empty, "grep"), env, empty))
+        if pi:
+            script_turn(mock, call)
+            t["pi"].append(timed(pi_turn_cmd(pi, "grep"), pi_env, tree))
+            matches.setdefault("pi", parse_matches(tool_results(mock)[0], True))
+            if not pi_extras:  # --smoke: pi's matches are checked, its floor and RPC figures skipped
+                continue
+            script_turn(mock, call)
+            t["pi_floor"].append(timed(pi_turn_cmd(pi, "grep"), pi_env, empty))
+            # In a running pi (its start-up excluded), in the tree and in the empty folder.
+            for key, folder in (("pi_rpc", tree), ("pi_rpc_floor", empty)):
+                p = pi.start(cwd=folder, extra=["--tools", "grep"], env=pi_env)
+                Pi.send(p, {"type": "get_state"})
+                read_until(p, Pi.response_to("get_state"))
+                script_turn(mock, call)
+                t0 = time.perf_counter()
+                Pi.send(p, {"type": "prompt", "message": "run the tools"})
+                read_until(p, lambda l: b'"agent_end"' in l, timeout=300)
+                t[key].append(time.perf_counter() - t0)
+                Pi.stop(p)
+    ref = matches["ours"]
+    for who, m in matches.items():
+        if m != ref:
+            raise RuntimeError(f"grep: {who} found {len(m)} matches, ours {len(ref)}; "
+                               f"only {who}: {sorted(m - ref)[:3]}, only ours: {sorted(ref - m)[:3]}")
+    out = {k: (median(v) if v else None) for k, v in t.items()}
+    out.update(files=n_files, mb=size / 1e6, matches=len(ref), generated=gen, compared=sorted(matches))
+    return out
+
+
+READ_HEAD_LINES = 16384  # 1 MiB of text at the start of each file, then a hole
+
+
+def sparse_text_file(path, size):
+    with open(path, "wb") as f:
+        f.write(b"".join(f"line {i:06d}: the quick brown fox jumps over the lazy dog ....\n".encode()
+                         for i in range(READ_HEAD_LINES)))
+        f.truncate(size)
+
+
+def bench_read(bin_dir, pi, env, mock, runs, work, sizes, pi_big):
+    """§6c: `read` of a file's first lines (the tool's default: 2,000 lines or 50 KiB) in a one-tool
+    turn, files of each size whose first MiB is text and the rest a hole (sparse: no disk used).
+    Whole process: wall and peak RSS (/usr/bin/time). pi's column for the largest only if pi_big."""
+    d = os.path.join(work, "read")
+    os.makedirs(d)
+    rows = []
+    pi_env = pi_tool_env(pi, None) if pi else None
+    for size in sizes:
+        name = f"big-{size}.txt"
+        sparse_text_file(os.path.join(d, name), size)
+        call = [("read", {"path": name})]
+        ours, ours_peak, theirs, theirs_peak, results = [], [], [], [], {}
+        use_pi = pi and (pi_big or size == min(sizes))
+        for _ in range(runs):
+            script_turn(mock, call)
+            w, peak = timed_peak(ours_turn_cmd(bin_dir, d, "read"), env, d)
+            ours.append(w)
+            ours_peak.append(peak)
+            results.setdefault("ours", tool_results(mock)[0])
+            if use_pi:
+                script_turn(mock, call)
+                w, peak = timed_peak(pi_turn_cmd(pi, "read"), pi_env, d)
+                theirs.append(w)
+                theirs_peak.append(peak)
+                results.setdefault("pi", tool_results(mock)[0])
+        if not results["ours"].startswith("line 000000:"):
+            raise RuntimeError(f"read: unexpected result {results['ours'][:80]!r}")
+        rows.append(dict(size=size, ours=median(ours), ours_peak=median(ours_peak),
+                         pi=median(theirs) if theirs else None, pi_peak=median(theirs_peak) if theirs_peak else None,
+                         same_result=(results["ours"] == results["pi"]) if "pi" in results else None,
+                         notice=results["ours"].rsplit("\n", 1)[-1]))
+    return rows
 
 
 # --- Report -------------------------------------------------------------------------------------
@@ -459,7 +741,9 @@ def fmt_ms(s):
 
 
 def ratio(a, b):
-    return "–" if (a is None or b is None or not b) else f"{a/b:.0f}×" if a / b >= 10 else f"{a/b:.1f}×"
+    if a is None or b is None or a <= 0 or b <= 0:  # a difference below the noise can be negative
+        return "–"
+    return f"{a/b:.0f}×" if a / b >= 10 else f"{a/b:.1f}×"
 
 
 def mib(kib):
@@ -492,7 +776,8 @@ def main():
     ap.add_argument("--pi", default=os.environ.get("PI_BIN") or os.path.join(ROOT, ".cache", "pi", "node_modules", ".bin", "pi"))
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="one tiny iteration of each")
-    ap.add_argument("--only", default="1,2,3,4,5", help="sections to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6", help="sections to run, e.g. 1,4")
+    ap.add_argument("--rg", help="ripgrep for §6b (default: .cache/rg-venv/bin/rg, else PATH; `none`: without)")
     ap.add_argument("--json", help="also write the raw figures here")
     ap.add_argument("--doc", help="replace the results part of this markdown file (between the markers)")
     args = ap.parse_args()
@@ -502,6 +787,11 @@ def main():
     sizes = [200] if args.smoke else [1000, 10000, 100000]
     stream_tokens = 2000 if args.smoke else 200000
     pi_stream_tokens = 500 if args.smoke else 10000
+    tree_files = 300 if args.smoke else 24000
+    read_sizes = [5_000_000, 50_000_000] if args.smoke else [5_000_000, 50_000_000, 500_000_000]
+    rg = find_rg(args.rg)
+    if "6" in only and not rg:
+        print("rg not found (--rg, or scripts/deps.sh ensure_rg): §6b runs without rg and pi", file=sys.stderr)
     nvim = find_nvim()
     if not nvim:
         sys.exit("Neovim 0.11 not found: set NVIM_BIN (scripts/deps.sh ensure_nvim)")
@@ -520,9 +810,6 @@ def main():
     out = [f"Median of {runs} runs per figure unless said otherwise; ours and pi's runs interleaved.",
            f"Generated by `bench/run.sh` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", ""]
     out += machine_notes(nvim, pi_bin) + [""]
-
-    def log(msg):
-        print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
     try:
         if "1" in only:
@@ -614,7 +901,71 @@ def main():
                     f"{mib(pi_loaded)} (peak, section 2) | {ratio(pi_loaded, rr['loaded_rss_kib'])} |",
                     f"| … host peak (VmHWM) | {mib(rr['loaded_hwm_kib'])} | | |",
                     f"| … Neovim's own RSS with that chat ({rr['items']:,} items) | {mib(rr['nvim_rss_kib'])} | | |",
-                    f"| … `resume` request answered / chat rendered | {rr['resume_rpc_ms']:.0f} ms / {rr['rendered_ms']:.0f} ms | | |", ""]
+                    f"| … `resume()` → chat rendered (the session is loaded in the background: `resume()` itself "
+                    f"returned after {rr['resume_call_ms']:.2f} ms) | **{rr['rendered_ms']:.0f} ms** | | |",
+                    f"| … of which the host (until the transcript reaches Lua) / Lua rendering the chat | "
+                    f"{rr['transcript_ms']:.0f} ms / {rr['render_ms']:.1f} ms (host CPU {rr['host_cpu_ms']:.0f} ms) | | |", ""]
+        if "6" in only:
+            log("6a. a four-tool turn")
+            tt = raw["tool_turn"] = bench_tool_turn(args.bin_dir, pi, env, mock, runs, work, rg)
+            log("6b. grep over a large tree")
+            g = raw["grep"] = bench_grep(args.bin_dir, pi, env, mock, runs, work, rg, tree_files, pi_extras=not args.smoke)
+            log("6c. read the first lines of a large file")
+            rd = raw["read"] = bench_read(args.bin_dir, None if args.smoke else pi, env, mock, runs, work, read_sizes, pi_big=True)
+            out += ["### 6. Tools, the mock answering at once", "",
+                    "Whole processes: our CLI `handoff-nvim prompt --new --yes [--tools LIST] PROMPT` against pi's "
+                    "`pi --mode json [--tools LIST] PROMPT` (pi asks no approval), each in a fresh copy of the folder; "
+                    "the mock's reply calls the tools, the next request gets \"Done.\".", "",
+                    "#### 6a. A four-tool turn: read, bash, edit, write", "",
+                    "`read notes.txt` (200 lines), `bash: wc -l < notes.txt > count.txt; echo counted`, an `edit` of "
+                    "config.toml, a `write` of docs/summary.md, in one reply; then the final answer. Both leave the "
+                    "same files (checked every run against the expected bytes)"
+                    + (f"; the tool results sent back to the model "
+                       + ("are identical" if not tt["results_differ"] else
+                          f"differ for {', '.join(tt['results_differ'])}") if pi else "") + ".", "",
+                    "| | ours | pi | ratio (pi / ours) |", "|---|---|---|---|",
+                    f"| prompt → exit, median | **{fmt_ms(tt['ours'])}** | {fmt_ms(tt['pi'])} | **{ratio(tt['pi'], tt['ours'])}** |",
+                    f"| peak RSS (ours) | {mib(tt['ours_peak'])} | | |", "",
+                    f"#### 6b. grep over {g['files']:,} files, {g['mb']:.0f} MB", "",
+                    f"`bench/gen_tree.py` writes the tree (no ignore files, one hidden folder); the pattern "
+                    f"`{NEEDLE_RE}` matches {g['matches']} lines, under the tools' 100-match limit, so every "
+                    "tool reads every file. The tree is in the page cache (a warm-up run first). "
+                    + (f"Same matches from {', '.join(g['compared'])} (checked). " if len(g['compared']) > 1 else
+                       "Matches are checked against rg's and pi's when they are installed (not in this run). ")
+                    + "rg: `rg --hidden --line-number "
+                    "--no-heading PATTERN` (pi's grep runs rg with --hidden). *Floor*: the same turn in an empty "
+                    "folder; *search* = time − floor.", "",
+                    "| | time | search (time − floor) | time / rg | search / rg | pi / ours (time) |",
+                    "|---|---|---|---|---|---|",
+                    f"| rg (all cores) | {fmt_ms(g['rg'])} | | | | |",
+                    f"| rg -j1 (one thread) | {fmt_ms(g['rg_j1'])} | | {ratio(g['rg_j1'], g['rg'])} | | |",
+                    f"| ours: one-tool turn, whole process | **{fmt_ms(g['ours'])}** | {fmt_ms(g['ours'] - g['ours_floor'])} | "
+                    f"**{ratio(g['ours'], g['rg'])}** | {ratio(g['ours'] - g['ours_floor'], g['rg'])} | **{ratio(g['pi'], g['ours'])}** |",
+                    f"| ours: floor (empty folder) | {fmt_ms(g['ours_floor'])} | | | | |",
+                    f"| pi: one-tool turn, whole process | {fmt_ms(g['pi'])} | "
+                    f"{fmt_ms(g['pi'] - g['pi_floor']) if g['pi'] and g['pi_floor'] else '–'} | {ratio(g['pi'], g['rg'])} | "
+                    f"{ratio(g['pi'] - g['pi_floor'], g['rg']) if g['pi'] and g['pi_floor'] else '–'} | |",
+                    f"| pi: floor (empty folder) | {fmt_ms(g['pi_floor'])} | | | | |",
+                    f"| pi: prompt → agent_end in a running `pi --mode rpc --tools grep` (start-up excluded) | "
+                    f"{fmt_ms(g['pi_rpc'])} | {fmt_ms(g['pi_rpc'] - g['pi_rpc_floor']) if g['pi_rpc'] else '–'} | "
+                    f"{ratio(g['pi_rpc'], g['rg'])} | "
+                    f"{ratio(g['pi_rpc'] - g['pi_rpc_floor'], g['rg']) if g['pi_rpc'] else '–'} | {ratio(g['pi_rpc'], g['ours'])} |",
+                    f"| pi: the same in the empty folder (floor) | {fmt_ms(g['pi_rpc_floor'])} | | | | |", "",
+                    "pi's start-up (0.6–2 s here) varies more from run to run than its search costs, so its whole-process "
+                    "*search* column is only meaningful in the running-pi rows.", "",
+                    "In-process (no process, no model round trip): `cargo bench --bench inprocess -- grep_tree` "
+                    "(divan, the same tree), in the table below the results.", "",
+                    "#### 6c. `read` of a large file's first lines", "",
+                    "A one-tool turn `read {path}` (first 2,000 lines or 50 KiB) of a file whose first MiB is text "
+                    "and the rest a hole (sparse); wall and peak RSS of the whole process under `/usr/bin/time`. "
+                    "Ours reads as far as it shows, then at most 8 MiB more to count lines; pi reads the whole file.", "",
+                    "| file | ours time | ours peak RSS | pi time | pi peak RSS | same result text as pi |",
+                    "|---|---|---|---|---|---|"]
+            for r in rd:
+                same = "–" if r["same_result"] is None else ("yes" if r["same_result"] else "no: the line count is a lower bound past 8 MiB")
+                out.append(f"| {r['size']/1e6:,.0f} MB | **{fmt_ms(r['ours'])}** | **{mib(r['ours_peak'])}** | "
+                           f"{fmt_ms(r['pi'])} | {mib(r['pi_peak'])} | {same} |")
+            out.append("")
     finally:
         mock.close()
         shutil.rmtree(work, ignore_errors=True)

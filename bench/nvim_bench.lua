@@ -12,7 +12,8 @@
 ---   stream   a prompt whose reply streams at full speed: tokens rendered per second, and the
 ---            lateness of a timer re-armed every `interval_ms` (main-loop latency) before and
 ---            during the stream.
----   resume   the host's RSS idle, then with a large session resumed (and the chat rendered).
+---   resume   the host's RSS idle, then with a large session resumed: `resume()` → the chat
+---            rendered with that session (`rendered_ms`), RSS of the host and of Neovim then.
 local P = vim.json.decode(vim.env.HANDOFF_BENCH)
 local uv = vim.uv
 local hr = uv.hrtime
@@ -55,6 +56,20 @@ local function proc_kib(pid, field)
     end
   end
   f:close()
+end
+
+--- CPU time (user + system) a process has used, in ms (clock ticks of 10 ms), and its minor
+--- page faults.
+local function proc_cpu_ms(pid)
+  local f = io.open(("/proc/%d/stat"):format(pid))
+  if not f then
+    return nil
+  end
+  local line = f:read("*l")
+  f:close()
+  local fields = vim.split(line:match("%) (.*)$"), " ")
+  -- after "pid (comm) ": state is field 3, minflt field 10, utime field 14, stime field 15
+  return (tonumber(fields[12]) + tonumber(fields[13])) * 10, tonumber(fields[8])
 end
 
 local notes = {}
@@ -238,16 +253,30 @@ function modes.resume()
     local rendered
     local render = chat.render
     chat.render = function(items, info)
+      local started = hr()
       render(items, info)
       if info and info.session_file == P.session then
-        rendered = { at = hr(), items = #items }
+        rendered = { at = hr(), started = started, items = #items }
       end
     end
+    -- When the host's batches reach Lua (the transcript's is the last before the render).
+    local events = require("handoff.events")
+    local dispatch = events.dispatch
+    local batches_at = {}
+    events.dispatch = function(batch)
+      batches_at[#batches_at + 1] = hr()
+      return dispatch(batch)
+    end
+    -- `resume()` returns at once since the host opens sessions in the background (it was a
+    -- blocking request before that change): the figure is the time until the chat shows the
+    -- session; the call's own time is kept as `resume_call_ms`.
+    local cpu0, faults0 = proc_cpu_ms(pid)
+    local nvim_cpu0 = proc_cpu_ms(uv.os_getpid())
     local t0 = hr()
     if not require("handoff").resume(P.session) then
       return fail("resume failed: " .. table.concat(notes, " | "))
     end
-    local t_reply = hr()
+    local t_call = hr()
     local function wait()
       if not rendered then
         return vim.defer_fn(guard(wait), 5)
@@ -260,8 +289,18 @@ function modes.resume()
           loaded_rss_kib = proc_kib(pid, "VmRSS"),
           loaded_hwm_kib = proc_kib(pid, "VmHWM"),
           nvim_rss_kib = proc_kib(uv.os_getpid(), "VmRSS"),
-          resume_rpc_ms = ms(t_reply - t0),
+          resume_call_ms = ms(t_call - t0),
           rendered_ms = ms(rendered.at - t0),
+          -- rendered_ms = host (resume() → the transcript's batch reaches Lua) + Lua (render)
+          transcript_ms = ms(rendered.started - t0),
+          render_ms = ms(rendered.at - rendered.started),
+          -- CPU used from resume() to the end of the 300 ms settle (idle by then)
+          host_cpu_ms = proc_cpu_ms(pid) - cpu0,
+          host_faults = select(2, proc_cpu_ms(pid)) - faults0,
+          nvim_cpu_ms = proc_cpu_ms(uv.os_getpid()) - nvim_cpu0,
+          batch_ms = vim.tbl_map(function(t)
+            return ms(t - t0)
+          end, batches_at),
           items = rendered.items,
           chat_lines = vim.api.nvim_buf_line_count(chat.chat_buf),
           notes = notes,

@@ -9,6 +9,9 @@
 //!   and the agent loop into the session (the host's side of section 4).
 //! - `open_and_build_context`: `SessionManager::open` + `build_session_context` of a generated
 //!   session (section 2, minus process start and JSON output).
+//! - `grep_tree`: the grep tool (`core::tools::execute("grep", …)`) over bench/gen_tree.py's tree,
+//!   24,000 files / ~252 MB under `cargo bench` (generated once per run), 300 files under
+//!   `cargo test` (section 6b, minus process start and the model round trips).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -21,6 +24,7 @@ use handoff_nvim::core::controller::{Controller, FrontEndTexts};
 use handoff_nvim::core::handoff::HandoffOutcome;
 use handoff_nvim::core::provider::{Api, ProviderConfig};
 use handoff_nvim::core::session::SessionManager;
+use handoff_nvim::core::tools::{execute, ToolContext};
 
 const DOCUMENT: &str = "## Goal\nShip the parser.\n\n## Constraints & Preferences\n- Rust\n\n## Progress\n- lexer done\n\n## Key Decisions\n- hand-written\n\n## Critical Context\n- src/lex.rs\n\n## Next Steps\n1. parse expressions";
 
@@ -125,4 +129,44 @@ fn open_and_build_context(bencher: divan::Bencher, entries: usize) {
         divan::black_box(session.build_session_context());
         session
     });
+}
+
+/// bench/gen_tree.py's pattern: 61 matching lines in the full tree, so the whole tree is read.
+const NEEDLE_RE: &str = "handoff_needle_[0-9a-f]{4}";
+
+/// bench/gen_tree.py's tree, generated once: the full size when divan measures (`cargo bench`
+/// passes `--bench`), small when it only runs each benchmark once (`cargo test`).
+/// `HANDOFF_BENCH_TREE=DIR` searches an existing tree instead (to time rg on the same files).
+fn grep_tree_dir() -> &'static Path {
+    static TREE: OnceLock<PathBuf> = OnceLock::new();
+    TREE.get_or_init(|| {
+        if let Some(dir) = std::env::var_os("HANDOFF_BENCH_TREE") {
+            return PathBuf::from(dir);
+        }
+        let args: Vec<String> = std::env::args().collect();
+        let measuring = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test");
+        let files = if measuring { 24_000 } else { 300 };
+        let dir = env().dir.path().join(format!("tree-{files}"));
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/gen_tree.py");
+        let status = std::process::Command::new("python3")
+            .arg(script)
+            .arg(&dir)
+            .arg("--files")
+            .arg(files.to_string())
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("python3 bench/gen_tree.py");
+        assert!(status.success());
+        dir
+    })
+}
+
+#[divan::bench(sample_count = 10)]
+fn grep_tree(bencher: divan::Bencher) {
+    let e = env();
+    let ctx = ToolContext::new(grep_tree_dir());
+    // Once outside the samples: the page cache, as for rg in bench.py.
+    let warm = e.rt.block_on(execute("grep", serde_json::json!({"pattern": NEEDLE_RE}), &ctx));
+    assert!(!warm.is_error && warm.joined_text().contains("handoff_needle_"), "{}", warm.joined_text());
+    bencher.bench_local(|| e.rt.block_on(execute("grep", serde_json::json!({"pattern": NEEDLE_RE}), &ctx)));
 }

