@@ -42,10 +42,20 @@ function M.live_buffer()
   return live and api.nvim_buf_is_valid(live.buf) and live.buf or nil
 end
 
-local function new_buffer(name)
+local function new_buffer(name, defer_filetype)
   local buf = api.nvim_create_buf(true, true)
   api.nvim_buf_set_name(buf, name)
-  vim.bo[buf].filetype = "markdown"
+  if defer_filetype then
+    -- Loading markdown's ftplugin and syntax takes ~15 ms: after the handoff has started (and
+    -- `<Esc>` cancels it), not before.
+    vim.schedule(function()
+      if api.nvim_buf_is_valid(buf) then
+        vim.bo[buf].filetype = "markdown"
+      end
+    end)
+  else
+    vim.bo[buf].filetype = "markdown"
+  end
   vim.bo[buf].swapfile = false
   vim.bo[buf].bufhidden = "hide"
   table.insert(bufs, buf)
@@ -105,7 +115,7 @@ function M.start()
     pcall(api.nvim_buf_delete, stale, { force = true })
   end
   local origin = api.nvim_get_current_win()
-  local buf = new_buffer(name)
+  local buf = new_buffer(name, true)
   vim.bo[buf].modifiable = false
   live = { buf = buf, origin = origin }
   live.win, live.earlier = show(buf)
