@@ -36,7 +36,8 @@ ensure_rg() {
   if [ ! -x "$bin" ]; then
     echo "deps: installing ripgrep (PyPI wheel) into .cache/rg-venv" >&2
     python3 -m venv "$root/.cache/rg-venv"
-    "$root/.cache/rg-venv/bin/pip" install -q "ripgrep>=14"
+    "$root/.cache/rg-venv/bin/pip" install -q "ripgrep>=14" || return 1
   fi
+  [ -x "$bin" ] || return 1
   export RG_BIN="$bin"
 }
