@@ -231,7 +231,6 @@ function M.host_lost(message)
   if state.busy then
     state.busy = false
     chat().append_notice("(" .. message .. ")")
-    chat().indicator_update()
     M.fire("HandoffAgentEnd", { session_file = state.session_file, stop_reason = "error" })
   end
   chat().indicator_update()

@@ -21,17 +21,6 @@ local bufs = {}
 ---@type handoff.LiveDocument?
 local live = nil
 
-function M.buffers()
-  local out = {}
-  for _, b in ipairs(bufs) do
-    if api.nvim_buf_is_valid(b) then
-      table.insert(out, b)
-    end
-  end
-  bufs = out
-  return vim.deepcopy(out)
-end
-
 --- The buffer name for a session file.
 function M.name(session_file)
   return "handoff://" .. vim.fn.fnamemodify(session_file, ":t:r") .. ".md"

@@ -22,13 +22,14 @@ function M.check()
   health.ok("found " .. bin)
   local out = vim.fn.system({ bin, "--version" })
   local version = out:match("(%d+%.%d+%.%d+)")
+  local sources = host.source_version()
   if vim.v.shell_error ~= 0 or not version then
     health.error("`" .. bin .. " --version` failed: " .. vim.trim(out))
-  elseif host.source_version() and version ~= host.source_version() then
-    health.warn(("the binary is version %s, the sources %s"):format(version, host.source_version()),
+  elseif sources and version ~= sources then
+    health.warn(("the binary is version %s, the sources %s"):format(version, sources),
       { "Rebuild: cd " .. host.root() .. " && cargo build --release" })
   else
-    health.ok("version " .. version .. (host.source_version() and " matches the sources" or ""))
+    health.ok("version " .. version .. (sources and " matches the sources" or ""))
   end
 
   health.start("Provider")

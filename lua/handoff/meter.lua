@@ -13,12 +13,7 @@ local M = {}
 local suggested = {}
 
 local function short(n)
-  if n >= 1000000 then
-    return ("%.1fM"):format(n / 1000000)
-  elseif n >= 1000 then
-    return ("%.1fk"):format(n / 1000):gsub("%.0k", "k")
-  end
-  return tostring(n)
+  return require("handoff.chat.render").tokens(n)
 end
 
 --- The share of the window used (0..1), or nil when unknown.

@@ -36,18 +36,9 @@ pub fn classify_input(text: &str) -> Input {
 /// `handleHandoffCommand`'s messages for an outcome.
 pub fn handoff_notices(outcome: &HandoffOutcome) -> Vec<Notice> {
     match outcome {
-        HandoffOutcome::Done { missing_sections, .. } => {
-            let mut notices = vec![Notice::new(Level::Info, text::SUCCESS)];
-            if !missing_sections.is_empty() {
-                notices.push(Notice::new(
-                    Level::Warn,
-                    format!("The handoff document is missing sections: {}", missing_sections.join(", ")),
-                ));
-            }
-            notices
-        }
-        HandoffOutcome::Review { missing_sections, .. } => {
-            let mut notices = vec![Notice::new(Level::Info, text::REVIEW)];
+        HandoffOutcome::Done { missing_sections, .. } | HandoffOutcome::Review { missing_sections, .. } => {
+            let first = if matches!(outcome, HandoffOutcome::Done { .. }) { text::SUCCESS } else { text::REVIEW };
+            let mut notices = vec![Notice::new(Level::Info, first)];
             if !missing_sections.is_empty() {
                 notices.push(Notice::new(
                     Level::Warn,

@@ -269,7 +269,10 @@ impl Host {
         let settings = lock(&self.inner.settings).clone();
         let cwd = lock(&self.inner.cwd).clone();
         let current = self.agent().map(|a| a.session().path().to_path_buf());
-        let mut list = SessionManager::list_sessions(&frontend_paths::session_dir(&settings), &cwd).map_err(err)?;
+        // Reads every session file of the folder: on a blocking thread, not the runtime's.
+        let dir = frontend_paths::session_dir(&settings);
+        let listed = tokio::task::spawn_blocking(move || SessionManager::list_sessions(&dir, &cwd)).await;
+        let mut list = listed.map_err(|e| err(format!("the loader stopped: {e}")))?.map_err(err)?;
         // Every start of the editor opens a session: the picker hides the ones never used.
         list.retain(|s| !s.empty || Some(&s.path) == current.as_ref());
         let list: Vec<SessionListItem> = list.into_iter().map(SessionListItem::from).collect();

@@ -295,14 +295,14 @@ impl AgentSession {
     /// result on it (so it is right after a resume and on any branch); empty when there is none.
     pub fn todos(&self) -> Vec<Todo> {
         let session = self.session();
-        let results = session.branch_tool_results(todo::TOOL_NAME);
+        let branch = session.get_branch(None);
+        let results = SessionManager::tool_results_in(&branch, todo::TOOL_NAME);
         if results.iter().any(|r| r.extra.get("isError").and_then(|e| e.as_bool()) != Some(true)) {
             return current_todos(&results);
         }
         // No list written on this branch yet: a session that started from a carried-over
         // context (a handoff) starts with the open items its entry's details hold.
-        session
-            .get_branch(None)
+        branch
             .iter()
             .rev()
             .filter(|e| e.kind == crate::core::session::entry::kind::CUSTOM_MESSAGE)
@@ -545,12 +545,8 @@ impl AgentSession {
             }
             {
                 let mut state = self.state();
-                if tools.is_some() {
-                    // The model reads the results next, with any steering typed meanwhile.
-                    inbox.extend(state.steering.drain(..));
-                    continue;
-                }
-                if !state.steering.is_empty() {
+                // After tool results the model goes on, with any steering typed meanwhile.
+                if tools.is_some() || !state.steering.is_empty() {
                     inbox.extend(state.steering.drain(..));
                     continue;
                 }

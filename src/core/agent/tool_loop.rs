@@ -107,7 +107,7 @@ impl AgentSession {
         let kind = tools::kind_of(&call.name).unwrap_or(ToolKind::Execute);
         if enabled {
             let consent = lock_arc(&self.consent);
-            let request = {
+            let request = async {
                 let preview = tools::preview(&call.name, &args, &ctx).await;
                 ApprovalRequest {
                     id: call.id.clone(),
@@ -120,7 +120,7 @@ impl AgentSession {
                 }
             };
             let verdict = tokio::select! {
-                verdict = consent::decide(&self.policy, &self.grants, consent.as_ref(), || request, &call.name, kind, &args) => verdict,
+                verdict = consent::decide(&self.policy, &self.grants, consent.as_ref(), request, &call.name, kind, &args) => verdict,
                 () = cancel.cancelled() => Verdict::Cancel,
             };
             match verdict {

@@ -42,8 +42,6 @@ pub(crate) fn definition() -> ToolDefinition {
             },
             "required": ["command"]
         }),
-        prompt_snippet: "Execute bash commands (ls, grep, find, etc.)",
-        prompt_guidelines: &[],
     }
 }
 

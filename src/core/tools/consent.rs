@@ -170,12 +170,13 @@ pub fn rejected_text(reason: Option<&str>) -> String {
     }
 }
 
-/// Decides about one call: the policy, the session's grants, then the user.
+/// Decides about one call: the policy, the session's grants, then the user. `request` (which
+/// may read the file and diff it) is only worked out when the user is asked.
 pub async fn decide(
     policy: &Policy,
     grants: &Grants,
     consent: &dyn Consent,
-    request: impl FnOnce() -> ApprovalRequest,
+    request: impl std::future::Future<Output = ApprovalRequest>,
     tool: &str,
     kind: ToolKind,
     args: &Value,
@@ -186,7 +187,7 @@ pub async fn decide(
         Rule::Ask if grants.covers(tool, args) => return Verdict::Run,
         Rule::Ask => {}
     }
-    match consent.ask(request()).await {
+    match consent.ask(request.await).await {
         Decision::Allow => Verdict::Run,
         Decision::Always => {
             grants.remember(tool, args);
@@ -235,16 +236,16 @@ mod tests {
         };
         let ls = json!({ "command": "ls" });
         let rm = json!({ "command": "rm -rf build" });
-        let v = decide(&policy, &grants, &Always(Decision::Always), || req("bash", &ls), "bash", ToolKind::Execute, &ls).await;
+        let v = decide(&policy, &grants, &Always(Decision::Always), async { req("bash", &ls) }, "bash", ToolKind::Execute, &ls).await;
         assert_eq!(v, Verdict::Run);
         assert!(grants.covers("bash", &ls));
         assert!(!grants.covers("bash", &rm), "always for one command must not cover another");
-        let v = decide(&policy, &grants, &Always(Decision::Cancel), || req("bash", &ls), "bash", ToolKind::Execute, &ls).await;
+        let v = decide(&policy, &grants, &Always(Decision::Cancel), async { req("bash", &ls) }, "bash", ToolKind::Execute, &ls).await;
         assert_eq!(v, Verdict::Run, "a granted command is not asked again");
-        let v = decide(&policy, &grants, &Always(Decision::Reject { reason: Some(" too risky ".into()) }), || req("bash", &rm), "bash", ToolKind::Execute, &rm).await;
+        let v = decide(&policy, &grants, &Always(Decision::Reject { reason: Some(" too risky ".into()) }), async { req("bash", &rm) }, "bash", ToolKind::Execute, &rm).await;
         assert_eq!(v, Verdict::Refuse("The user rejected this tool call. Reason: too risky".into()));
         let edit = json!({ "path": "a.rs" });
-        decide(&policy, &grants, &Always(Decision::Always), || req("edit", &edit), "edit", ToolKind::Edit, &edit).await;
+        decide(&policy, &grants, &Always(Decision::Always), async { req("edit", &edit) }, "edit", ToolKind::Edit, &edit).await;
         assert!(grants.covers("edit", &json!({ "path": "other.rs" })));
         grants.clear();
         assert!(!grants.covers("edit", &edit) && !grants.covers("bash", &ls));

@@ -38,8 +38,6 @@ pub(crate) fn definition() -> ToolDefinition {
             },
             "required": ["pattern"]
         }),
-        prompt_snippet: "Find files by glob pattern (respects .gitignore)",
-        prompt_guidelines: &[],
     }
 }
 

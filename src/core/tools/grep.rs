@@ -46,8 +46,6 @@ pub(crate) fn definition() -> ToolDefinition {
             },
             "required": ["pattern"]
         }),
-        prompt_snippet: "Search file contents for patterns (respects .gitignore)",
-        prompt_guidelines: &[],
     }
 }
 
@@ -152,7 +150,7 @@ fn search(a: Args, root: PathBuf, cancel: &CancellationToken) -> Result<ToolOutp
         let lines = files.entry(hit.path.clone()).or_insert_with(|| {
             std::fs::read(&hit.path)
                 .map(|b| {
-                    let t = String::from_utf8_lossy(&b).replace("\r\n", "\n").replace('\r', "\n");
+                    let t = super::edit::normalize_to_lf(&String::from_utf8_lossy(&b));
                     t.split('\n').map(str::to_owned).collect()
                 })
                 .unwrap_or_default()

@@ -28,8 +28,6 @@ pub(crate) fn definition() -> ToolDefinition {
                 "limit": {"type": "number", "description": "Maximum number of entries to return (default: 500)"}
             }
         }),
-        prompt_snippet: "List directory contents",
-        prompt_guidelines: &[],
     }
 }
 

@@ -152,12 +152,6 @@ pub struct ToolDefinition {
     pub name: &'static str,
     pub description: String,
     pub parameters: Value,
-    /// pi's one-line summary for the system prompt's tool list.
-    #[serde(skip)]
-    pub prompt_snippet: &'static str,
-    /// pi's usage guidelines for the system prompt.
-    #[serde(skip)]
-    pub prompt_guidelines: &'static [&'static str],
 }
 
 /// One tool's result, in the shape pi stores in a `toolResult` message.

@@ -41,8 +41,6 @@ pub(crate) fn definition() -> ToolDefinition {
             },
             "required": ["path"]
         }),
-        prompt_snippet: "Read file contents",
-        prompt_guidelines: &["Use read to examine files instead of cat or sed."],
     }
 }
 

@@ -64,10 +64,6 @@ pub(crate) fn definition() -> ToolDefinition {
             },
             "required": ["todos"]
         }),
-        prompt_snippet: "Track multi-step work in a todo list",
-        prompt_guidelines: &[
-            "Use todo_write to plan and track tasks with several steps; keep exactly one item in_progress while working and mark items completed as soon as they are done.",
-        ],
     }
 }
 

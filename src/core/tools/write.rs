@@ -19,8 +19,6 @@ pub(crate) fn definition() -> ToolDefinition {
             },
             "required": ["path", "content"]
         }),
-        prompt_snippet: "Create or overwrite files",
-        prompt_guidelines: &["Use write only for new files or complete rewrites."],
     }
 }
 

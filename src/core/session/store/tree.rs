@@ -108,8 +108,14 @@ impl SessionManager {
     /// The results of `tool` on the current branch, oldest first. Only those messages are
     /// parsed (a cheap text test picks them), so a large session costs little.
     pub fn branch_tool_results(&self, tool: &str) -> Vec<Message> {
-        self.get_branch(None)
-            .into_iter()
+        Self::tool_results_in(&self.get_branch(None), tool)
+    }
+
+    /// The results of `tool` among `entries` (a branch already walked), oldest first.
+    pub fn tool_results_in(entries: &[&SessionEntry], tool: &str) -> Vec<Message> {
+        entries
+            .iter()
+            .copied()
             .filter(|e| e.message_role() == Some(Role::ToolResult) && e.message_json().is_some_and(|j| j.contains(tool)))
             .filter_map(SessionEntry::message)
             .filter(|m| m.extra_str("toolName") == Some(tool))
