@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Writes a pi-format (v3) session of about N entries, with long tool outputs and two branches.
 
-    bench/gen_session.py N OUT.jsonl [--cwd DIR]
+    bench/gen_session.py N OUT.jsonl [--cwd DIR] [--tool-lines MIN,MAX]
+
+--tool-lines sets how many lines each bash result has (default 5,25: ~0.63 kB per entry;
+25,125 gives the 12 MB / 8,000-entry session of section 8).
 
 Deterministic (seeded), so every run measures the same file.
 """
@@ -14,6 +17,7 @@ def main():
     n = int(sys.argv[1])
     out = sys.argv[2]
     cwd = sys.argv[sys.argv.index("--cwd") + 1] if "--cwd" in sys.argv else "/home/dev/project"
+    lo, hi = map(int, (sys.argv[sys.argv.index("--tool-lines") + 1] if "--tool-lines" in sys.argv else "5,25").split(","))
     rnd = random.Random(n)
     ts = 1795979339000
     ids = set()
@@ -53,7 +57,7 @@ def main():
         add({"type": "message", "message": {"role": "user", "content": [{"type": "text", "text": f"Step {turn}: " + " ".join(rnd.choice(words) for _ in range(30))}], "timestamp": ts}})
         call_id = f"call_{turn}"
         add({"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": "Running a command."}, {"type": "toolCall", "id": call_id, "name": "bash", "arguments": {"command": f"cat file{turn}.txt"}}], "api": "openai-completions", "provider": "mock", "model": "mock-model", "usage": {"input": 100, "output": 20, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 120, "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}, "stopReason": "toolUse", "timestamp": ts}})
-        output = "\n".join(f"{i:5d} " + " ".join(rnd.choice(words) for _ in range(8)) for i in range(rnd.randint(5, 25)))
+        output = "\n".join(f"{i:5d} " + " ".join(rnd.choice(words) for _ in range(8)) for i in range(rnd.randint(lo, hi)))
         add({"type": "message", "message": {"role": "toolResult", "toolCallId": call_id, "toolName": "bash", "content": [{"type": "text", "text": output}], "isError": False, "timestamp": ts}})
         add({"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": " ".join(rnd.choice(words) for _ in range(40))}], "api": "openai-completions", "provider": "mock", "model": "mock-model", "usage": {"input": 100, "output": 40, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 140, "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}, "stopReason": "stop", "timestamp": ts}})
         if turn % 97 == 0:

@@ -223,6 +223,10 @@ pub struct RecordedRequest {
     /// The body's size in bytes as received (the mock reports a quarter of it as input tokens).
     #[serde(default)]
     pub raw_len: usize,
+    /// The body's bytes as received, for tests that compare what went on the wire byte for
+    /// byte (not part of `/__mock/requests`).
+    #[serde(skip)]
+    pub raw: Vec<u8>,
 }
 
 impl RecordedRequest {
@@ -236,6 +240,9 @@ struct State {
     default: MockReply,
     requests: Vec<RecordedRequest>,
     served: u64,
+    /// Benchmarks: record only the body's size, neither parse nor keep it, so that the mock's
+    /// own work does not grow with the request.
+    lean: bool,
 }
 
 struct Inner {
@@ -276,6 +283,7 @@ impl MockServer {
                 default: MockReply::text("Hello from the mock server."),
                 requests: Vec::new(),
                 served: 0,
+                lean: false,
             }),
             recorded: Notify::new(),
             stop: stop.clone(),
@@ -286,6 +294,11 @@ impl MockServer {
 
     pub fn addr(&self) -> SocketAddr {
         self.inner.addr
+    }
+
+    /// Lean mode (see `mock-model-server --lean`): requests are recorded with their size only.
+    pub fn set_lean(&self, lean: bool) {
+        self.inner.state().lean = lean;
     }
 
     pub fn openai_base_url(&self) -> String {
@@ -415,19 +428,26 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
     if let Some(action) = req.path.strip_prefix("/__mock/") {
         return control(&inner, action, &req, &mut wr).await;
     }
-    let body: Value = serde_json::from_slice(&req.body).unwrap_or_else(|_| {
-        if req.body.is_empty() {
-            Value::Null
-        } else {
-            Value::String(String::from_utf8_lossy(&req.body).into_owned())
-        }
-    });
+    let lean = inner.state().lean;
+    let body: Value = if lean {
+        Value::Null
+    } else {
+        serde_json::from_slice(&req.body).unwrap_or_else(|_| {
+            if req.body.is_empty() {
+                Value::Null
+            } else {
+                Value::String(String::from_utf8_lossy(&req.body).into_owned())
+            }
+        })
+    };
+    let raw_len = req.body.len();
     let record = RecordedRequest {
         method: req.method.clone(),
         path: req.path.clone(),
         headers: req.headers.clone(),
-        raw_len: req.body.len(),
+        raw_len,
         body: body.clone(),
+        raw: if lean { Vec::new() } else { req.body },
     };
     let format = if req.path.ends_with("/chat/completions") {
         Format::OpenAi
@@ -451,8 +471,9 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         format,
         id: format!("mock-{n}"),
         model: body.get("model").and_then(Value::as_str).unwrap_or("mock").to_owned(),
-        prompt_tokens: (req.body.len() / 4) as u64,
-        stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        prompt_tokens: (raw_len / 4) as u64,
+        // Lean mode reads no body: both clients always ask for a stream.
+        stream: lean || body.get("stream").and_then(Value::as_bool).unwrap_or(false),
         usage: None,
     };
     let (mut reply, mut ctx) = (reply, ctx);

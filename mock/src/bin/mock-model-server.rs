@@ -1,4 +1,4 @@
-//! `mock-model-server [--port N] [--default-text TEXT]`: the scriptable mock model server as a
+//! `mock-model-server [--port N] [--default-text TEXT] [--lean]`: the scriptable mock model server as a
 //! process, for Lua end-to-end tests and benchmarks. Prints its base URL as the only line on
 //! stdout once it listens, then serves until killed, interrupted or its stdin closes (so a
 //! parent that dies cannot leave it behind). A stdin that is `/dev/null` is not watched, so
@@ -23,6 +23,10 @@ struct Args {
     /// Keep serving when stdin closes.
     #[arg(long)]
     ignore_stdin: bool,
+    /// Record each request's size only: no parsing or keeping of bodies (benchmarks of large
+    /// requests, where the mock's own parse would be most of the measured time).
+    #[arg(long)]
+    lean: bool,
 }
 
 fn stdin_is_dev_null() -> bool {
@@ -39,6 +43,7 @@ async fn stdin_closed() {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let server = MockServer::start_on(args.port).await?;
+    server.set_lean(args.lean);
     if let Some(text) = &args.default_text {
         server.set_default(MockReply::text(text));
     }
