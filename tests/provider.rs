@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::provider_run as run;
 use handoff_mock::{MockReply, MockServer, RecordedRequest};
-use handoff_nvim::core::message::{Content, ContentBlock, Message, StopReason};
+use handoff_nvim::core::message::{Content, ContentBlock, ContextMessage, Message, StopReason};
 use handoff_nvim::core::provider::{
     Api, ChatRequest, Provider, ProviderConfig, ProviderError, StreamEnd, StreamEvent,
 };
@@ -39,10 +39,15 @@ fn config(api: Api, server: &MockServer) -> ProviderConfig {
     c
 }
 
+/// Messages made in memory, as a request carries them.
+fn made(messages: Vec<Message>) -> Vec<ContextMessage> {
+    messages.into_iter().map(ContextMessage::from).collect()
+}
+
 fn hello() -> ChatRequest {
     ChatRequest {
         system: Some("Be brief.".into()),
-        messages: vec![Message::user("Say hello")],
+        messages: made(vec![Message::user("Say hello")]),
         ..ChatRequest::default()
     }
 }
@@ -472,7 +477,7 @@ fn conversation() -> ChatRequest {
             .unwrap();
     ChatRequest {
         system: Some("You are terse.".into()),
-        messages: vec![
+        messages: made(vec![
             Message::user("first"),
             Message::user("second"),
             assistant(
@@ -489,7 +494,7 @@ fn conversation() -> ChatRequest {
             assistant(vec![], StopReason::Aborted),
             assistant(vec![], StopReason::Error),
             Message::user("again"),
-        ],
+        ]),
         ..ChatRequest::default()
     }
 }
@@ -554,7 +559,7 @@ async fn anthropic_request_merges_roles_and_converts_tools() {
 async fn dangling_tool_calls_get_a_result_and_orphan_results_are_dropped() {
     let request = ChatRequest {
         system: None,
-        messages: vec![
+        messages: made(vec![
             Message::user("go"),
             assistant(
                 vec![ContentBlock::tool_call("call|9", "read", json!({"path": "x"}))],
@@ -566,7 +571,7 @@ async fn dangling_tool_calls_get_a_result_and_orphan_results_are_dropped() {
             // An empty failed turn between a call and its result must not separate them.
             assistant(vec![], StopReason::Aborted),
             tool_result("call_2", "ls", "listing"),
-        ],
+        ]),
         ..ChatRequest::default()
     };
     let openai = recorded(Api::Openai, &request).await.body;
@@ -641,7 +646,7 @@ async fn echo_replies_with_the_last_user_message() {
         let server = MockServer::start().await.unwrap();
         server.set_default(MockReply::Echo);
         let request =
-            ChatRequest { messages: vec![Message::user("repeat after me")], ..ChatRequest::default() };
+            ChatRequest { messages: made(vec![Message::user("repeat after me")]), ..ChatRequest::default() };
         let (events, result) = run(config(api, &server), &request).await;
         result.unwrap();
         assert_eq!(text_of(&events), "repeat after me", "{api:?}");

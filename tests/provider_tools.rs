@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{provider_run as run, tool_calls_reply};
 use handoff_mock::{MockReply, MockServer, MockToolCall, RecordedRequest};
-use handoff_nvim::core::message::{Content, ContentBlock, Message, Role, StopReason};
+use handoff_nvim::core::message::{Content, ContentBlock, ContextMessage, Message, Role, StopReason};
 use handoff_nvim::core::provider::{
     Api, ChatRequest, ProviderConfig, ProviderError, StreamEnd, StreamEvent, ToolCall, ToolChoice,
 };
@@ -20,6 +20,11 @@ use handoff_nvim::core::tools::{ToolName, ToolRegistry};
 use serde_json::{json, Map, Value};
 
 const BOTH: [Api; 2] = [Api::Openai, Api::Anthropic];
+
+/// Messages made in memory, as a request carries them.
+fn made(messages: Vec<Message>) -> Vec<ContextMessage> {
+    messages.into_iter().map(ContextMessage::from).collect()
+}
 
 fn config(api: Api, server: &MockServer) -> ProviderConfig {
     let mut c = ProviderConfig::new(api, server.openai_base_url(), "mock-model");
@@ -45,7 +50,7 @@ fn pi_tools() -> ChatRequest {
     let registry = ToolRegistry::new([ToolName::Read, ToolName::Bash, ToolName::Edit, ToolName::Write]);
     ChatRequest {
         system: Some("sys".into()),
-        messages: vec![Message::user("hi")],
+        messages: made(vec![Message::user("hi")]),
         tools: registry.definitions(),
         tool_choice: ToolChoice::Auto,
         ..ChatRequest::default()
@@ -352,7 +357,7 @@ fn tool_conversation() -> ChatRequest {
     only_calls.stop_reason = Some(StopReason::ToolUse);
     ChatRequest {
         system: None,
-        messages: vec![
+        messages: made(vec![
             Message::user("go"),
             assistant,
             result("call_1", "read", vec![ContentBlock::text("Read image file [image/png]"), image("QUJD")], false),
@@ -362,7 +367,7 @@ fn tool_conversation() -> ChatRequest {
             only_calls,
             result("call_4", "read", vec![image("REVG")], false),
             Message::user("thanks"),
-        ],
+        ]),
         ..pi_tools()
     }
 }
@@ -470,7 +475,7 @@ async fn a_session_pi_wrote_with_tool_calls_is_sent_as_pi_sent_it() {
             Api::Openai => None,
             Api::Anthropic => Some(pi["system"][0]["text"].as_str().unwrap().to_owned()),
         };
-        let request = ChatRequest { system, messages, ..pi_tools() };
+        let request = ChatRequest { system, messages: made(messages), ..pi_tools() };
         let ours = recorded(api, &request).await.body;
         let (pi_messages, our_messages) = (pi["messages"].as_array().unwrap(), ours["messages"].as_array().unwrap());
         match api {

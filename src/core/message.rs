@@ -313,6 +313,54 @@ impl Message {
     }
 }
 
+/// A message's JSON text as its session file holds it: a range of the file's text, which the
+/// session's entries share (cloning one is a reference count, not a copy).
+#[derive(Clone, Debug)]
+pub struct StoredMessage {
+    text: std::sync::Arc<String>,
+    range: std::ops::Range<usize>,
+}
+
+impl StoredMessage {
+    pub fn new(text: std::sync::Arc<String>, range: std::ops::Range<usize>) -> Self {
+        Self { text, range }
+    }
+
+    pub fn json(&self) -> &str {
+        self.text.get(self.range.clone()).unwrap_or_default()
+    }
+
+    /// The message parsed (`None` when it is not a readable message).
+    pub fn parse(&self) -> Option<Message> {
+        serde_json::from_str(self.json()).ok()
+    }
+}
+
+/// A message of the context on its way to the model: stored ones stay JSON text until the
+/// request is written (the wire formats copy their strings as they are, see
+/// `provider::view`), messages made in memory (summaries, a replaced context) are structs.
+#[derive(Clone, Debug)]
+pub enum ContextMessage {
+    Stored(StoredMessage),
+    Made(Message),
+}
+
+impl ContextMessage {
+    /// The message as a struct: parsed when stored (`None` when unreadable).
+    pub fn to_message(&self) -> Option<Message> {
+        match self {
+            ContextMessage::Stored(stored) => stored.parse(),
+            ContextMessage::Made(message) => Some(message.clone()),
+        }
+    }
+}
+
+impl From<Message> for ContextMessage {
+    fn from(message: Message) -> Self {
+        ContextMessage::Made(message)
+    }
+}
+
 // Hand-written `Deserialize` for the open structs above. serde's `flatten` and `untagged`
 // buffer every field into an intermediate tree first: with them, reading messages was 60% of
 // loading a large session. These visitors read each field straight into its place and only

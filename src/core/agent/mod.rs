@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use events::{AgentEvent, AssistantMessageEvent, Level, Notice, SwitchReason};
 
-use crate::core::message::{Content, ContentBlock, Message, StopReason};
+use crate::core::message::{Content, ContentBlock, ContextMessage, Message, StopReason};
 use crate::core::provider::{
     ChatRequest, Provider, ProviderConfig, ProviderError, StreamEvent, ThinkingLevel, ToolCall, ToolChoice,
 };
@@ -348,6 +348,16 @@ impl AgentSession {
         (used, window)
     }
 
+    /// The active context as a request sends it: the session's stored messages as their JSON
+    /// text, unparsed (the request is written from it), or the replaced context.
+    pub fn request_messages(&self) -> Vec<ContextMessage> {
+        let replaced = self.state().messages.clone();
+        match replaced {
+            Some(messages) => messages.into_iter().map(ContextMessage::Made).collect(),
+            None => self.session().request_messages(),
+        }
+    }
+
     /// The active LLM context: what the next request carries before it is fitted.
     pub fn context_messages(&self) -> Vec<Message> {
         let replaced = self.state().messages.clone();
@@ -605,8 +615,7 @@ impl AgentSession {
     ) -> (Message, Vec<ToolCall>) {
         let provider = lock(&self.provider).clone();
         let config = provider.config();
-        let mut messages = self.context_messages();
-        if options.fit_to_window {
+        let messages = if options.fit_to_window {
             let system_tokens = self.system_prompt.as_deref().map_or(0, fit::estimate_text_tokens);
             // Room for the reply: max_tokens, but at most a quarter of the window. A small local
             // model configured with its window only keeps the default max_tokens, which alone
@@ -616,13 +625,15 @@ impl AgentSession {
                 .saturating_sub(reply_tokens)
                 .saturating_sub(system_tokens)
                 .saturating_sub(256);
-            let (fitted, elisions) = fit::fit(&messages, budget);
+            let (fitted, elisions) = fit::fit(&self.context_messages(), budget);
             if !elisions.is_empty() {
                 tracing::info!(?elisions, budget, "conversation shortened to fit the context window");
                 result.elisions = Some(elisions);
             }
-            messages = fitted;
-        }
+            fitted.into_iter().map(ContextMessage::Made).collect()
+        } else {
+            self.request_messages()
+        };
         // Without tools (the handoff) the definitions still go along, for a prompt-cache hit.
         let tool_choice = if options.use_tools { ToolChoice::Auto } else { ToolChoice::None };
         let request = ChatRequest {

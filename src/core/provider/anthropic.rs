@@ -7,11 +7,12 @@
 use std::collections::HashMap;
 
 use reqwest::header::{HeaderMap, HeaderValue};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::types::{ChatRequest, ProviderConfig, ProviderError, StreamEnd, StreamEvent, ThinkingLevel};
+use super::view::{self, BlockView, ContentView, JsonOut, MessageView, Str};
 use super::wire::{self, Decoder, Flow, SseEvent, ToolCalls, WireFormat};
-use crate::core::message::{Content, ContentBlock, Message, Role, StopReason};
+use crate::core::message::{Role, StopReason};
 
 /// The Messages wire format.
 #[derive(Debug)]
@@ -31,7 +32,7 @@ impl WireFormat for Anthropic {
         Ok(headers)
     }
 
-    fn body(&self, config: &ProviderConfig, request: &ChatRequest) -> Value {
+    fn body(&self, config: &ProviderConfig, request: &ChatRequest) -> Vec<u8> {
         request_body(config, request)
     }
 
@@ -41,9 +42,7 @@ impl WireFormat for Anthropic {
 }
 
 /// The prompt-cache breakpoint pi 0.73.1 sends (its default "short" retention: five minutes).
-fn cache_control() -> Value {
-    json!({ "type": "ephemeral" })
-}
+const CACHE_CONTROL: &str = r#""cache_control":{"type":"ephemeral"}"#;
 
 /// The request body. As pi does, three prompt-cache breakpoints mark the stable prefix: the
 /// system prompt (sent as one text block to carry the marker), the last tool definition and the
@@ -51,20 +50,35 @@ fn cache_control() -> Value {
 /// of the cache key, so the next request (the next turn, or the handoff, which sends the same
 /// system prompt, tools and conversation) reads everything up to its predecessor's marker from
 /// the cache.
-fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
+///
+/// Written straight from the messages' views (see [`view`]), fields in the order they have
+/// always gone out in.
+fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Vec<u8> {
     let thinking = thinking(config, request.thinking);
-    let mut body = Map::new();
-    body.insert("model".into(), config.model.clone().into());
-    body.insert("max_tokens".into(), thinking.max_tokens.into());
+    let views = view::prepare(view::read_all(&request.messages));
+    let mut out = JsonOut::with_capacity(super::openai::body_capacity(request));
+    out.raw("{");
+    out.key("model");
+    out.text(&config.model);
+    out.raw(",");
+    out.key("max_tokens");
+    out.value(&thinking.max_tokens);
     if let Some(system) = request.system.as_deref().filter(|s| !s.trim().is_empty()) {
-        let block = json!({ "type": "text", "text": system, "cache_control": cache_control() });
-        body.insert("system".into(), json!([block]));
+        out.raw(r#","system":[{"type":"text","text":"#);
+        out.text(system);
+        out.raw(",");
+        out.raw(CACHE_CONTROL);
+        out.raw("}]");
     }
-    body.insert("messages".into(), messages(config, request).into());
-    body.insert("stream".into(), true.into());
+    out.raw(",");
+    out.key("messages");
+    write_messages(&mut out, config, &views);
+    out.raw(r#","stream":true"#);
     // No `temperature` is ever sent: the API refuses it together with thinking.
-    for (field, value) in thinking.fields {
-        body.insert(field.into(), value);
+    for (field, value) in &thinking.fields {
+        out.raw(",");
+        out.key(field);
+        out.value(value);
     }
     if !request.tools.is_empty() {
         let last = request.tools.len() - 1;
@@ -85,15 +99,20 @@ fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
                     },
                 });
                 if i == last {
-                    tool["cache_control"] = cache_control();
+                    tool["cache_control"] = json!({ "type": "ephemeral" });
                 }
                 tool
             })
             .collect();
-        body.insert("tools".into(), tools.into());
-        body.insert("tool_choice".into(), json!({ "type": request.tool_choice.as_str() }));
+        out.raw(",");
+        out.key("tools");
+        out.value(&tools);
+        out.raw(",");
+        out.key("tool_choice");
+        out.value(&json!({ "type": request.tool_choice.as_str() }));
     }
-    Value::Object(body)
+    out.raw("}");
+    out.into_bytes()
 }
 
 /// What thinking at a level adds to a request: the reply limit it needs and its fields.
@@ -157,15 +176,65 @@ fn output_limit(model: &str) -> u32 {
     }
 }
 
+/// One content block of the body, still pointing into the views.
+enum Block<'m, 'a> {
+    Text(&'m Str<'a>),
+    Image(&'m BlockView<'a>),
+    Thinking { thinking: &'m Str<'a>, signature: &'m Str<'a> },
+    Redacted(&'m Str<'a>),
+    ToolUse(&'m BlockView<'a>),
+    ToolResult(&'m MessageView<'a>),
+}
+
+impl Block<'_, '_> {
+    /// Whether pi's last breakpoint may go on this block.
+    fn takes_cache_marker(&self) -> bool {
+        matches!(self, Block::Text(_) | Block::Image(_) | Block::ToolResult(_))
+    }
+
+    fn write(&self, out: &mut JsonOut, marked: bool) {
+        match self {
+            Block::Text(text) => {
+                out.raw(r#"{"type":"text","text":"#);
+                out.str(text);
+            }
+            Block::Image(image) => {
+                out.raw(r#"{"type":"image","source":{"type":"base64","media_type":"#);
+                out.str(image.mime_type.as_ref().unwrap_or(&Str::plain("image/png")));
+                out.raw(r#","data":"#);
+                out.str(image.data.as_ref().unwrap_or(&Str::plain("")));
+                out.raw("}");
+            }
+            Block::Thinking { thinking, signature } => {
+                out.raw(r#"{"type":"thinking","thinking":"#);
+                out.str(thinking);
+                out.raw(r#","signature":"#);
+                out.str(signature);
+            }
+            Block::Redacted(data) => {
+                out.raw(r#"{"type":"redacted_thinking","data":"#);
+                out.str(data);
+            }
+            Block::ToolUse(call) => tool_use(out, call),
+            Block::ToolResult(msg) => tool_result(out, msg),
+        }
+        if marked {
+            out.raw(",");
+            out.raw(CACHE_CONTROL);
+        }
+        out.raw("}");
+    }
+}
+
 /// pi messages as Anthropic messages, consecutive same-role messages merged into one (a tool
 /// result followed by the user's next prompt becomes one user message, results first).
-fn messages(config: &ProviderConfig, request: &ChatRequest) -> Vec<Value> {
-    let mut merged: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    for msg in wire::prepare_messages(&request.messages) {
+fn write_messages(out: &mut JsonOut, config: &ProviderConfig, views: &[MessageView<'_>]) {
+    let mut merged: Vec<(&'static str, Vec<Block<'_, '_>>)> = Vec::new();
+    for msg in views {
         let (role, blocks) = match &msg.role {
             Role::User => ("user", user_blocks(&msg.content)),
-            Role::Assistant => ("assistant", assistant_blocks(&msg, wire::same_model(&msg, config))),
-            Role::ToolResult => ("user", vec![tool_result(&msg)]),
+            Role::Assistant => ("assistant", assistant_blocks(msg, msg.same_model(config))),
+            Role::ToolResult => ("user", vec![Block::ToolResult(msg)]),
             Role::Other(_) => continue,
         };
         if blocks.is_empty() {
@@ -176,40 +245,42 @@ fn messages(config: &ProviderConfig, request: &ChatRequest) -> Vec<Value> {
             _ => merged.push((role, blocks)),
         }
     }
-    // pi's third breakpoint: the last block of the last message, when that is the user's (text,
-    // image or tool result), caches the conversation so far.
-    if let Some((role, content)) = merged.last_mut() {
-        if *role == "user" {
-            if let Some(Value::Object(block)) = content.last_mut() {
-                if matches!(block.get("type").and_then(Value::as_str), Some("text" | "image" | "tool_result")) {
-                    block.insert("cache_control".into(), cache_control());
-                }
-            }
+    out.raw("[");
+    let last = merged.len().saturating_sub(1);
+    for (i, (role, blocks)) in merged.iter().enumerate() {
+        if i > 0 {
+            out.raw(",");
         }
+        out.raw(r#"{"role":"#);
+        out.text(role);
+        out.raw(r#","content":["#);
+        for (j, block) in blocks.iter().enumerate() {
+            if j > 0 {
+                out.raw(",");
+            }
+            // pi's third breakpoint: the last block of the last message, when that is the
+            // user's (text, image or tool result), caches the conversation so far.
+            let marked = i == last && *role == "user" && j + 1 == blocks.len() && block.takes_cache_marker();
+            block.write(out, marked);
+        }
+        out.raw("]}");
     }
-    merged.into_iter().map(|(role, content)| json!({ "role": role, "content": content })).collect()
+    out.raw("]");
 }
 
 /// Text is sent only when it has something besides whitespace: Anthropic rejects blank blocks.
-fn text_block(text: &str) -> Option<Value> {
-    (!text.trim().is_empty()).then(|| json!({ "type": "text", "text": text }))
+fn text_block<'m, 'a>(text: &'m Str<'a>) -> Option<Block<'m, 'a>> {
+    (!text.is_blank()).then_some(Block::Text(text))
 }
 
-fn user_blocks(content: &Content) -> Vec<Value> {
+fn user_blocks<'m, 'a>(content: &'m ContentView<'a>) -> Vec<Block<'m, 'a>> {
     match content {
-        Content::Text(s) => text_block(s).into_iter().collect(),
-        Content::Blocks(blocks) => blocks
+        ContentView::Text(s) => text_block(s).into_iter().collect(),
+        ContentView::Blocks(blocks) => blocks
             .iter()
-            .filter_map(|b| match b.kind.as_str() {
-                "text" => b.text.as_deref().and_then(text_block),
-                "image" => Some(json!({
-                    "type": "image",
-                    "source": {
-                        "type": "base64",
-                        "media_type": b.extra_str("mimeType").unwrap_or("image/png"),
-                        "data": b.extra_str("data")?,
-                    },
-                })),
+            .filter_map(|b| match b.kind.as_ref() {
+                "text" => b.text.as_ref().and_then(text_block),
+                "image" if b.data.is_some() => Some(Block::Image(b)),
                 _ => None,
             })
             .collect(),
@@ -221,30 +292,34 @@ fn user_blocks(content: &Content) -> Vec<Value> {
 /// thinking is on; `redacted_thinking` goes back as its data. Thinking of another model, or
 /// without a signature (an aborted reply), is left out: pi sends it as text, which the model
 /// would read as something it said.
-fn assistant_blocks(msg: &Message, same_model: bool) -> Vec<Value> {
-    msg.content
-        .blocks()
+fn assistant_blocks<'m, 'a>(msg: &'m MessageView<'a>, same_model: bool) -> Vec<Block<'m, 'a>> {
+    let blocks = match &msg.content {
+        ContentView::Text(s) => return text_block(s).into_iter().collect(),
+        ContentView::Blocks(blocks) => blocks,
+    };
+    blocks
         .iter()
-        .filter_map(|b| match b.kind.as_str() {
-            "text" => b.text.as_deref().and_then(text_block),
+        .filter_map(|b| match b.kind.as_ref() {
+            "text" => b.text.as_ref().and_then(text_block),
             "thinking" if same_model => thinking_block(b),
-            "toolCall" => Some(tool_use(b)),
+            "toolCall" => Some(Block::ToolUse(b)),
             _ => None,
         })
         .collect()
 }
 
-fn thinking_block(block: &ContentBlock) -> Option<Value> {
-    let signature = wire::thinking_signature(block)?;
-    if wire::is_redacted(block) {
-        return Some(json!({ "type": "redacted_thinking", "data": signature }));
+fn thinking_block<'m, 'a>(block: &'m BlockView<'a>) -> Option<Block<'m, 'a>> {
+    let signature = block.thinking_signature()?;
+    if block.redacted == Some(true) {
+        return Some(Block::Redacted(signature));
     }
-    let thinking = block.thinking.as_deref().filter(|t| !t.trim().is_empty())?;
-    Some(json!({ "type": "thinking", "thinking": thinking, "signature": signature }))
+    let thinking = block.thinking.as_ref().filter(|t| !t.is_blank())?;
+    Some(Block::Thinking { thinking, signature })
 }
 
-fn tool_use(block: &ContentBlock) -> Value {
-    let input = match block.extra.get("arguments") {
+fn tool_use(out: &mut JsonOut, block: &BlockView<'_>) {
+    let arguments = block.arguments.as_ref().map(|a| a.value());
+    let input = match arguments.as_deref() {
         Some(Value::Object(o)) => Value::Object(o.clone()),
         Some(Value::String(s)) => serde_json::from_str::<Value>(s)
             .ok()
@@ -252,40 +327,49 @@ fn tool_use(block: &ContentBlock) -> Value {
             .unwrap_or_else(|| json!({})),
         _ => json!({}),
     };
-    json!({
-        "type": "tool_use",
-        "id": tool_id(block.extra_str("id").unwrap_or_default()),
-        "name": block.extra_str("name").unwrap_or_default(),
-        "input": input,
-    })
+    out.raw(r#"{"type":"tool_use","id":"#);
+    out.text(&tool_id(&block.id.as_ref().map(Str::text).unwrap_or_default()));
+    out.raw(r#","name":"#);
+    out.str(block.name.as_ref().unwrap_or(&Str::plain("")));
+    out.raw(r#","input":"#);
+    out.value(&input);
 }
 
 /// A `toolResult` message as a `tool_result` block: its text as a string, or blocks when it
 /// has images (with pi's placeholder text when it has no text). Blank text is left out:
 /// Anthropic rejects empty text blocks.
-fn tool_result(msg: &Message) -> Value {
-    let mut block = Map::new();
-    block.insert("type".into(), "tool_result".into());
-    block.insert(
-        "tool_use_id".into(),
-        tool_id(msg.extra_str("toolCallId").unwrap_or_default()).into(),
-    );
-    if wire::images(&msg.content).is_empty() {
-        let text = msg.content.joined_text();
-        if !text.trim().is_empty() {
-            block.insert("content".into(), text.into());
+fn tool_result(out: &mut JsonOut, msg: &MessageView<'_>) {
+    out.raw(r#"{"type":"tool_result","tool_use_id":"#);
+    out.text(&tool_id(&msg.tool_call_id.as_ref().map(Str::text).unwrap_or_default()));
+    if msg.content.blocks_of("image").is_empty() {
+        let text = msg.content.text_pieces();
+        if !view::joined_is_blank(&text) {
+            out.raw(r#","content":"#);
+            out.joined(&text, "\n");
         }
     } else {
-        let mut parts = user_blocks(&msg.content);
-        if !parts.iter().any(|p| p["type"] == "text") {
-            parts.insert(0, json!({ "type": "text", "text": wire::NO_TEXT_RESULT }));
+        let parts = user_blocks(&msg.content);
+        out.raw(r#","content":["#);
+        if !parts.iter().any(|p| matches!(p, Block::Text(_))) {
+            out.raw(r#"{"type":"text","text":"#);
+            out.text(wire::NO_TEXT_RESULT);
+            out.raw("}");
+            if !parts.is_empty() {
+                out.raw(",");
+            }
         }
-        block.insert("content".into(), parts.into());
+        for (i, part) in parts.iter().enumerate() {
+            if i > 0 {
+                out.raw(",");
+            }
+            part.write(out, false);
+        }
+        out.raw("]");
     }
-    if let Some(is_error) = msg.extra.get("isError").and_then(Value::as_bool) {
-        block.insert("is_error".into(), is_error.into());
+    if let Some(is_error) = msg.is_error {
+        out.raw(r#","is_error":"#);
+        out.value(&is_error);
     }
-    Value::Object(block)
 }
 
 /// Tool call ids from other providers (`call_abc|xyz`, 100-char ids) made acceptable to
@@ -500,7 +584,12 @@ impl AnthropicDecoder {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::core::message::Message;
+    use crate::core::message::{Content, Message};
+
+    /// The body as a value, for tests that look at its fields.
+    fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
+        serde_json::from_slice(&super::request_body(config, request)).unwrap()
+    }
 
     fn feed(d: &mut AnthropicDecoder, name: &str, data: &str) -> (Result<Flow, String>, Vec<StreamEvent>) {
         let mut events = Vec::new();
@@ -672,7 +761,7 @@ mod tests {
             ]);
             m
         };
-        let request = |m: Message| ChatRequest { messages: vec![Message::user("go"), m], ..ChatRequest::default() };
+        let request = |m: Message| ChatRequest { messages: vec![Message::user("go").into(), m.into()], ..ChatRequest::default() };
         let body = request_body(&config, &request(reply("claude-sonnet-4-5")));
         assert_eq!(
             body["messages"][1]["content"],

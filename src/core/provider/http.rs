@@ -21,13 +21,14 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 pub(super) struct Prepared<'f> {
     format: &'f dyn WireFormat,
     url: String,
-    body: Value,
+    /// Written once; each attempt sends the same bytes (a clone is a reference count).
+    body: bytes::Bytes,
 }
 
 impl<'f> Prepared<'f> {
     pub(super) fn new(format: &'f dyn WireFormat, config: &ProviderConfig, request: &ChatRequest) -> Self {
         let url = join_url(&config.base_url, format.path());
-        Prepared { format, url, body: format.body(config, request) }
+        Prepared { format, url, body: format.body(config, request).into() }
     }
 }
 
@@ -61,7 +62,11 @@ pub(super) async fn attempt(
         reqwest::header::ACCEPT,
         reqwest::header::HeaderValue::from_static("text/event-stream"),
     );
-    let request = client.post(&prepared.url).headers(headers).json(&prepared.body);
+    headers.insert(
+        reqwest::header::CONTENT_TYPE,
+        reqwest::header::HeaderValue::from_static("application/json"),
+    );
+    let request = client.post(&prepared.url).headers(headers).body(prepared.body.clone());
     tracing::debug!(provider = %config.name, url = %display_url(&prepared.url), model = %config.model, "sending request");
 
     let sent = tokio::select! {

@@ -24,6 +24,7 @@ mod key;
 mod openai;
 mod retry;
 mod types;
+mod view;
 mod wire;
 
 pub use health::{probe, Reachability, Unreachable, PROBE_TIMEOUT};

@@ -14,8 +14,9 @@ use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
 use super::types::{ChatRequest, ProviderConfig, ProviderError, StreamEnd, StreamEvent, ThinkingLevel};
+use super::view::{self, BlockView, ContentView, JsonOut, MessageView, Str};
 use super::wire::{self, Decoder, Flow, SseEvent, ToolCalls, WireFormat};
-use crate::core::message::{Content, ContentBlock, Role, StopReason, Usage};
+use crate::core::message::{ContextMessage, Role, StopReason, Usage};
 
 /// The Chat Completions wire format.
 #[derive(Debug)]
@@ -34,7 +35,7 @@ impl WireFormat for OpenAi {
         Ok(headers)
     }
 
-    fn body(&self, config: &ProviderConfig, request: &ChatRequest) -> Value {
+    fn body(&self, config: &ProviderConfig, request: &ChatRequest) -> Vec<u8> {
         request_body(config, request)
     }
 
@@ -43,19 +44,29 @@ impl WireFormat for OpenAi {
     }
 }
 
-fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
-    let mut body = json!({
-        "model": config.model,
-        "messages": messages(config, request),
-        "stream": true,
-        "stream_options": { "include_usage": true },
-    });
-    body[max_tokens_field(&config.base_url)] = config.max_tokens.into();
+/// The request body, written straight from the messages' views (see [`view`]), its fields in
+/// the order they have always gone out in.
+fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Vec<u8> {
+    let views = view::prepare(view::read_all(&request.messages));
+    let mut out = JsonOut::with_capacity(body_capacity(request));
+    out.raw("{");
+    out.key("model");
+    out.text(&config.model);
+    out.raw(",");
+    out.key("messages");
+    write_messages(&mut out, config, request, &views);
+    out.raw(r#","stream":true,"stream_options":{"include_usage":true},"#);
+    out.key(max_tokens_field(&config.base_url));
+    out.value(&config.max_tokens);
     if request.thinking.is_on() && config.sends_reasoning_effort() {
-        body["reasoning_effort"] = reasoning_effort(&config.model, request.thinking).into();
+        out.raw(",");
+        out.key("reasoning_effort");
+        out.text(reasoning_effort(&config.model, request.thinking));
     }
     if let Some(key) = request.cache_key.as_deref().filter(|k| !k.is_empty() && is_openai(&config.base_url)) {
-        body["prompt_cache_key"] = key.into();
+        out.raw(",");
+        out.key("prompt_cache_key");
+        out.text(key);
     }
     if !request.tools.is_empty() {
         let tools: Vec<Value> = request
@@ -72,10 +83,29 @@ fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
                 })
             })
             .collect();
-        body["tools"] = tools.into();
-        body["tool_choice"] = request.tool_choice.as_str().into();
+        out.raw(",");
+        out.key("tools");
+        out.value(&tools);
+        out.raw(",");
+        out.key("tool_choice");
+        out.text(request.tool_choice.as_str());
     }
-    body
+    out.raw("}");
+    out.into_bytes()
+}
+
+/// Room for the body: the stored messages' text and a little more, so that it is not copied as
+/// it grows.
+pub(super) fn body_capacity(request: &ChatRequest) -> usize {
+    let stored: usize = request
+        .messages
+        .iter()
+        .map(|m| match m {
+            ContextMessage::Stored(s) => s.json().len(),
+            ContextMessage::Made(_) => 256,
+        })
+        .sum();
+    stored + request.system.as_ref().map_or(0, String::len) + 16 * 1024
 }
 
 /// The `reasoning_effort` of a level: its name, but `minimal` (gpt-5's) is `low` for the
@@ -118,130 +148,199 @@ fn is_openai(base_url: &str) -> bool {
 ///
 /// Tool results become `tool` messages; a `tool` message carries text only, so the images of a
 /// run of consecutive results follow it in one user message, as pi sends them.
-fn messages(config: &ProviderConfig, request: &ChatRequest) -> Vec<Value> {
-    let mut out = Vec::new();
+fn write_messages(out: &mut JsonOut, config: &ProviderConfig, request: &ChatRequest, views: &[MessageView<'_>]) {
+    let mut list = List::new(out);
     if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
-        out.push(json!({ "role": "system", "content": system }));
+        let out = list.item();
+        out.raw(r#"{"role":"system","content":"#);
+        out.text(system);
+        out.raw("}");
     }
     // Images of the tool results just sent, waiting for the end of the run of results.
-    let mut result_images: Vec<Value> = Vec::new();
-    for msg in wire::prepare_messages(&request.messages) {
+    let mut result_images: Vec<&BlockView<'_>> = Vec::new();
+    for msg in views {
         if msg.role != Role::ToolResult && !result_images.is_empty() {
-            out.push(tool_images_message(std::mem::take(&mut result_images)));
+            tool_images_message(list.item(), &std::mem::take(&mut result_images));
         }
         match &msg.role {
             Role::User => {
-                if let Some(content) = user_content(&msg.content) {
-                    out.push(json!({ "role": "user", "content": content }));
+                if has_user_content(&msg.content) {
+                    let out = list.item();
+                    out.raw(r#"{"role":"user","content":"#);
+                    user_content(out, &msg.content);
+                    out.raw("}");
                 }
             }
             Role::Assistant => {
-                let text = msg.content.joined_text();
-                let calls: Vec<Value> = wire::tool_calls(&msg).into_iter().map(tool_call).collect();
-                if text.is_empty() && calls.is_empty() {
+                let text = msg.content.text_pieces();
+                let calls = msg.content.blocks_of("toolCall");
+                let no_text = view::joined_is_empty(&text);
+                if no_text && calls.is_empty() {
                     continue;
                 }
-                let mut m = Map::new();
-                m.insert("role".into(), "assistant".into());
+                let out = list.item();
+                out.raw(r#"{"role":"assistant","content":"#);
                 // `null` content is how the API spells "only tool calls".
-                m.insert("content".into(), if text.is_empty() { Value::Null } else { text.into() });
-                if !calls.is_empty() {
-                    m.insert("tool_calls".into(), calls.into());
+                if no_text {
+                    out.raw("null");
+                } else {
+                    out.joined(&text, "\n");
                 }
-                if wire::same_model(&msg, config) {
-                    if let Some((field, thinking)) = reasoning_of(&msg) {
-                        m.insert(field.into(), thinking.into());
+                if !calls.is_empty() {
+                    out.raw(r#","tool_calls":["#);
+                    for (i, call) in calls.iter().enumerate() {
+                        if i > 0 {
+                            out.raw(",");
+                        }
+                        tool_call(out, call);
+                    }
+                    out.raw("]");
+                }
+                if msg.same_model(config) {
+                    if let Some((field, thinking)) = reasoning_of(msg) {
+                        out.raw(",");
+                        out.key(field);
+                        out.joined(&thinking, "\n");
                     }
                 }
-                out.push(Value::Object(m));
+                out.raw("}");
             }
             Role::ToolResult => {
-                let text = msg.content.joined_text();
-                out.push(json!({
-                    "role": "tool",
-                    "tool_call_id": msg.extra_str("toolCallId").unwrap_or_default(),
-                    "content": if text.is_empty() { wire::NO_TEXT_RESULT.to_owned() } else { text },
-                }));
-                result_images.extend(wire::images(&msg.content).into_iter().filter_map(image_part));
+                let out = list.item();
+                out.raw(r#"{"role":"tool","tool_call_id":"#);
+                out.str(msg.tool_call_id.as_ref().unwrap_or(&Str::plain("")));
+                out.raw(r#","content":"#);
+                let text = msg.content.text_pieces();
+                if view::joined_is_empty(&text) {
+                    out.text(wire::NO_TEXT_RESULT);
+                } else {
+                    out.joined(&text, "\n");
+                }
+                out.raw("}");
+                result_images.extend(msg.content.blocks_of("image").into_iter().filter(|b| b.data.is_some()));
             }
             Role::Other(_) => {}
         }
     }
     if !result_images.is_empty() {
-        out.push(tool_images_message(result_images));
+        tool_images_message(list.item(), &result_images);
     }
-    out
+    list.end();
 }
 
-/// The field and text of a message's reasoning, as pi sends it back: the non-empty thinking
-/// blocks joined, in the field the first one's signature names (one of [`REASONING_FIELDS`]:
-/// a signature from elsewhere names no field of this API).
-fn reasoning_of(msg: &crate::core::message::Message) -> Option<(&'static str, String)> {
-    let Content::Blocks(all) = &msg.content else { return None };
-    let blocks: Vec<&ContentBlock> = all
-        .iter()
-        .filter(|b| b.kind == "thinking" && b.thinking.as_deref().is_some_and(|t| !t.trim().is_empty()))
-        .collect();
-    let signature = wire::thinking_signature(blocks.first()?)?;
-    let field = REASONING_FIELDS.into_iter().find(|f| *f == signature)?;
-    let text: Vec<&str> = blocks.iter().filter_map(|b| b.thinking.as_deref()).collect();
-    Some((field, text.join("\n")))
+/// A JSON array being written: commas between its items.
+struct List<'o> {
+    out: &'o mut JsonOut,
+    empty: bool,
 }
 
-fn tool_images_message(images: Vec<Value>) -> Value {
-    let mut content = vec![json!({ "type": "text", "text": "Attached image(s) from tool result:" })];
-    content.extend(images);
-    json!({ "role": "user", "content": content })
+impl<'o> List<'o> {
+    fn new(out: &'o mut JsonOut) -> Self {
+        out.raw("[");
+        Self { out, empty: true }
+    }
+
+    /// Where the next item goes.
+    fn item(&mut self) -> &mut JsonOut {
+        if !self.empty {
+            self.out.raw(",");
+        }
+        self.empty = false;
+        self.out
+    }
+
+    fn end(self) {
+        self.out.raw("]");
+    }
+}
+
+/// The field and the texts of a message's reasoning, as pi sends it back: the non-blank
+/// thinking blocks (joined with `\n`), in the field the first one's signature names (one of
+/// [`REASONING_FIELDS`]: a signature from elsewhere names no field of this API).
+fn reasoning_of<'m, 'a>(msg: &'m MessageView<'a>) -> Option<(&'static str, Vec<&'m Str<'a>>)> {
+    let ContentView::Blocks(all) = &msg.content else { return None };
+    let blocks: Vec<&BlockView<'a>> =
+        all.iter().filter(|b| b.is("thinking") && b.thinking.as_ref().is_some_and(|t| !t.is_blank())).collect();
+    let signature = blocks.first()?.thinking_signature()?;
+    let field = REASONING_FIELDS.into_iter().find(|f| signature.eq_str(f))?;
+    Some((field, blocks.iter().filter_map(|b| b.thinking.as_ref()).collect()))
+}
+
+fn tool_images_message(out: &mut JsonOut, images: &[&BlockView<'_>]) {
+    out.raw(r#"{"role":"user","content":[{"type":"text","text":"Attached image(s) from tool result:"}"#);
+    for image in images {
+        out.raw(",");
+        image_part(out, image);
+    }
+    out.raw("]}");
+}
+
+/// Whether a user message has anything to send (see [`user_content`]).
+fn has_user_content(content: &ContentView<'_>) -> bool {
+    match content {
+        ContentView::Text(s) => !s.is_empty(),
+        ContentView::Blocks(blocks) => {
+            if blocks.iter().any(|b| b.is("image")) {
+                blocks.iter().any(|b| (b.is("text") && b.text.is_some()) || (b.is("image") && b.data.is_some()))
+            } else {
+                !view::joined_is_empty(&content.text_pieces())
+            }
+        }
+    }
 }
 
 /// A plain string when the message is only text (what every server accepts), the array form
 /// when it carries images.
-fn user_content(content: &Content) -> Option<Value> {
+fn user_content(out: &mut JsonOut, content: &ContentView<'_>) {
     let blocks = match content {
-        Content::Text(s) => return (!s.is_empty()).then(|| s.clone().into()),
-        Content::Blocks(blocks) => blocks,
+        ContentView::Text(s) => return out.str(s),
+        ContentView::Blocks(blocks) => blocks,
     };
-    let has_image = blocks.iter().any(|b| b.kind == "image");
-    if !has_image {
-        let text = content.joined_text();
-        return (!text.is_empty()).then(|| text.into());
+    if !blocks.iter().any(|b| b.is("image")) {
+        return out.joined(&content.text_pieces(), "\n");
     }
-    let parts: Vec<Value> = blocks
-        .iter()
-        .filter_map(|b| match b.kind.as_str() {
-            "text" => b.text.as_ref().map(|t| json!({ "type": "text", "text": t })),
-            "image" => image_part(b),
-            _ => None,
-        })
-        .collect();
-    (!parts.is_empty()).then(|| parts.into())
+    let mut parts = List::new(out);
+    for b in blocks {
+        match b.kind.as_ref() {
+            "text" => {
+                if let Some(text) = &b.text {
+                    let out = parts.item();
+                    out.raw(r#"{"type":"text","text":"#);
+                    out.str(text);
+                    out.raw("}");
+                }
+            }
+            "image" if b.data.is_some() => image_part(parts.item(), b),
+            _ => {}
+        }
+    }
+    parts.end();
 }
 
-/// A pi `image` block as an `image_url` part with a data URL.
-fn image_part(block: &ContentBlock) -> Option<Value> {
-    let data = block.extra_str("data")?;
-    let mime = block.extra_str("mimeType").unwrap_or("image/png");
-    Some(json!({
-        "type": "image_url",
-        "image_url": { "url": format!("data:{mime};base64,{data}") },
-    }))
+/// A pi `image` block (with its `data`) as an `image_url` part with a data URL.
+fn image_part(out: &mut JsonOut, block: &BlockView<'_>) {
+    out.raw(r#"{"type":"image_url","image_url":{"url":"data:"#);
+    out.str_contents(block.mime_type.as_ref().unwrap_or(&Str::plain("image/png")));
+    out.raw(";base64,");
+    out.str_contents(block.data.as_ref().unwrap_or(&Str::plain("")));
+    out.raw(r#""}}"#);
 }
 
 /// pi `toolCall` block → Chat Completions tool call (arguments as a JSON string).
-fn tool_call(block: &ContentBlock) -> Value {
-    let arguments = match block.extra.get("arguments") {
+fn tool_call(out: &mut JsonOut, block: &BlockView<'_>) {
+    let arguments = block.arguments.as_ref().map(|a| a.value());
+    let arguments = match arguments.as_deref() {
         Some(Value::String(s)) => s.clone(),
         Some(v) => v.to_string(),
         None => "{}".to_owned(),
     };
-    json!({
-        "id": block.extra_str("id").unwrap_or_default(),
-        "type": "function",
-        "function": {
-            "name": block.extra_str("name").unwrap_or_default(),
-            "arguments": arguments,
-        },
-    })
+    out.raw(r#"{"id":"#);
+    out.str(block.id.as_ref().unwrap_or(&Str::plain("")));
+    out.raw(r#","type":"function","function":{"name":"#);
+    out.str(block.name.as_ref().unwrap_or(&Str::plain("")));
+    out.raw(r#","arguments":"#);
+    out.text(&arguments);
+    out.raw("}}");
 }
 
 /// Decoder state: what has been seen so far of one reply.
@@ -420,6 +519,12 @@ fn error_text(error: &Value) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::core::message::{Content, ContentBlock, Message};
+
+    /// The body as a value, for tests that look at its fields.
+    fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
+        serde_json::from_slice(&super::request_body(config, request)).unwrap()
+    }
 
     fn feed(d: &mut OpenAiDecoder, data: &str) -> (Result<Flow, String>, Vec<StreamEvent>) {
         let mut events = Vec::new();
@@ -430,7 +535,7 @@ mod tests {
     #[test]
     fn the_reply_limit_is_max_completion_tokens_for_openai_and_max_tokens_elsewhere() {
         let request = ChatRequest {
-            messages: vec![crate::core::message::Message::user("hi")],
+            messages: vec![Message::user("hi").into()],
             ..ChatRequest::default()
         };
         for (base, field, other) in [
@@ -451,7 +556,7 @@ mod tests {
     fn reasoning_effort_goes_where_the_model_takes_it() {
         use super::super::Api;
         let request = |thinking| ChatRequest {
-            messages: vec![crate::core::message::Message::user("hi")],
+            messages: vec![Message::user("hi").into()],
             thinking,
             ..ChatRequest::default()
         };
@@ -490,7 +595,7 @@ mod tests {
             m
         };
         let sent = |m: Message| {
-            let request = ChatRequest { messages: vec![Message::user("go"), m], ..ChatRequest::default() };
+            let request = ChatRequest { messages: vec![Message::user("go").into(), m.into()], ..ChatRequest::default() };
             request_body(&config, &request)["messages"][1].clone()
         };
         assert_eq!(
@@ -593,7 +698,10 @@ mod tests {
         b.extra.insert("id".into(), "c".into());
         b.extra.insert("name".into(), "bash".into());
         b.extra.insert("arguments".into(), json!({"a": 1}));
-        assert_eq!(tool_call(&b)["function"]["arguments"], "{\"a\":1}");
+        let mut out = JsonOut::with_capacity(64);
+        tool_call(&mut out, &BlockView::of(&b));
+        let call: Value = serde_json::from_slice(&out.into_bytes()).unwrap();
+        assert_eq!(call["function"]["arguments"], "{\"a\":1}");
     }
 
     /// The calls of a reply, as (index, id, name, arguments) once the decoder finished.

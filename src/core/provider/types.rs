@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::core::message::{Message, StopReason, Usage};
+use crate::core::message::{ContextMessage, StopReason, Usage};
 use crate::core::tools::ToolDefinition;
 
 /// Which wire protocol a provider speaks.
@@ -224,13 +224,14 @@ impl ToolChoice {
     }
 }
 
-/// What the model is asked: a system prompt, the conversation (pi messages), the tools it
+/// What the model is asked: a system prompt, the conversation (pi messages: stored ones still
+/// as their JSON text, see [`ContextMessage`]), the tools it
 /// may call and how hard it thinks. With no tools, neither `tools` nor `tool_choice` goes on
 /// the wire; with thinking off, no thinking field does.
 #[derive(Clone, Debug, Default)]
 pub struct ChatRequest {
     pub system: Option<String>,
-    pub messages: Vec<Message>,
+    pub messages: Vec<ContextMessage>,
     pub tools: Vec<ToolDefinition>,
     pub tool_choice: ToolChoice,
     /// The session's thinking level: Anthropic's `thinking`, OpenAI's `reasoning_effort`.

@@ -1,11 +1,10 @@
 //! What a wire format is ([`WireFormat`], [`Decoder`]) and what the formats share: pi's history
-//! made acceptable to strict servers ([`prepare_messages`]), tool-call assembly
+//! made acceptable to strict servers (`view::prepare`), tool-call assembly
 //! ([`ToolCalls`]) and argument parsing.
 //!
 //! This module depends only on the layer's types and on messages: the formats (`openai.rs`,
 //! `anthropic.rs`) depend on it, and `http.rs` runs any [`WireFormat`] without knowing which.
 
-use std::borrow::Cow;
 use std::fmt::Debug;
 
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -13,7 +12,6 @@ use serde_json::{Map, Value};
 
 use super::types::{ChatRequest, MalformedArguments, ProviderConfig, ProviderError};
 use super::types::{StreamEnd, StreamEvent, ToolCall};
-use crate::core::message::{Content, ContentBlock, Message, Role, StopReason};
 
 /// One API's request and reply shapes. The HTTP attempt, retries, timeouts and cancellation are
 /// the same for every format and live elsewhere.
@@ -26,7 +24,7 @@ pub(super) trait WireFormat: Debug + Send + Sync {
     fn headers(&self, key: Option<&str>) -> Result<HeaderMap, ProviderError>;
 
     /// The JSON request body.
-    fn body(&self, config: &ProviderConfig, request: &ChatRequest) -> Value;
+    fn body(&self, config: &ProviderConfig, request: &ChatRequest) -> Vec<u8>;
 
     /// A fresh decoder for one reply.
     fn decoder(&self) -> Box<dyn Decoder>;
@@ -72,115 +70,6 @@ pub(super) fn secret_header(value: String) -> Result<HeaderValue, ProviderError>
     })?;
     v.set_sensitive(true);
     Ok(v)
-}
-
-/// Messages as they go on the wire: what pi would send, fixed up so strict servers accept it.
-///
-/// pi keeps aborted and failed turns in the session, and a turn can end between a tool call and
-/// its result (abort, crash). OpenAI and Anthropic both reject a tool call without its result
-/// and a result without its call, so empty failed turns are dropped, missing results are filled
-/// with an error result and orphaned results are dropped.
-pub(super) fn prepare_messages(messages: &[Message]) -> Vec<Cow<'_, Message>> {
-    let mut out: Vec<Cow<'_, Message>> = Vec::with_capacity(messages.len());
-    // Tool calls of the last assistant message still waiting for their result: (id, name).
-    let mut pending: Vec<(String, String)> = Vec::new();
-    for msg in messages {
-        match &msg.role {
-            Role::ToolResult => {
-                let id = msg.extra_str("toolCallId").unwrap_or_default();
-                if let Some(pos) = pending.iter().position(|(p, _)| p == id) {
-                    pending.remove(pos);
-                    out.push(Cow::Borrowed(msg));
-                } else {
-                    tracing::debug!(tool_call_id = id, "dropping a tool result without its call");
-                }
-            }
-            Role::User | Role::Assistant => {
-                let calls = tool_calls(msg);
-                let failed =
-                    matches!(msg.stop_reason, Some(StopReason::Error) | Some(StopReason::Aborted));
-                if msg.is_assistant()
-                    && failed
-                    && calls.is_empty()
-                    && msg.content.joined_text().trim().is_empty()
-                {
-                    // A turn that failed before saying anything is as if it never happened.
-                    continue;
-                }
-                fill_missing_results(&mut out, &mut pending);
-                if msg.is_assistant() {
-                    pending = calls
-                        .iter()
-                        .map(|b| {
-                            (
-                                b.extra_str("id").unwrap_or_default().to_owned(),
-                                b.extra_str("name").unwrap_or_default().to_owned(),
-                            )
-                        })
-                        .collect();
-                }
-                out.push(Cow::Borrowed(msg));
-            }
-            // bashExecution, custom messages…: pi's own bookkeeping, not model input.
-            Role::Other(_) => {}
-        }
-    }
-    fill_missing_results(&mut out, &mut pending);
-    out
-}
-
-fn fill_missing_results(out: &mut Vec<Cow<'_, Message>>, pending: &mut Vec<(String, String)>) {
-    for (id, name) in pending.drain(..) {
-        let mut extra = serde_json::Map::new();
-        extra.insert("toolCallId".into(), id.into());
-        extra.insert("toolName".into(), name.into());
-        extra.insert("isError".into(), true.into());
-        out.push(Cow::Owned(Message {
-            role: Role::ToolResult,
-            content: Content::Blocks(vec![ContentBlock::text("No result provided")]),
-            stop_reason: None,
-            error_message: None,
-            usage: None,
-            timestamp: None,
-            extra,
-        }));
-    }
-}
-
-/// The `toolCall` blocks of a message.
-pub(super) fn tool_calls(msg: &Message) -> Vec<&ContentBlock> {
-    match &msg.content {
-        Content::Blocks(blocks) => blocks.iter().filter(|b| b.kind == "toolCall").collect(),
-        Content::Text(_) => Vec::new(),
-    }
-}
-
-/// Whether `msg` was written by the model `config` talks to (pi's `isSameModel`: provider, API
-/// and model id). Only then is its thinking sent back: a signature means nothing to another
-/// model, and another model's scratchpad is not this one's.
-pub(super) fn same_model(msg: &Message, config: &ProviderConfig) -> bool {
-    msg.extra_str("provider") == Some(config.name.as_str())
-        && msg.extra_str("api") == Some(config.api.pi_name())
-        && msg.extra_str("model") == Some(config.model.as_str())
-}
-
-/// A thinking block's `thinkingSignature` (pi's name), when it has a non-blank one.
-pub(super) fn thinking_signature(block: &ContentBlock) -> Option<&str> {
-    block.extra_str("thinkingSignature").filter(|s| !s.trim().is_empty())
-}
-
-/// Whether a thinking block is Anthropic's `redacted_thinking` as pi stores it (`redacted: true`,
-/// the data as its signature).
-pub(super) fn is_redacted(block: &ContentBlock) -> bool {
-    block.extra.get("redacted").and_then(Value::as_bool) == Some(true)
-}
-
-/// The `image` blocks of a message.
-pub(super) fn images(content: &Content) -> Vec<&ContentBlock> {
-    match content {
-        Content::Blocks(blocks) => blocks.iter().filter(|b| b.kind == "image").collect(),
-        Content::Text(_) => Vec::new(),
-    }
 }
 
 /// What pi sends in place of a tool result without text (only images, or nothing).

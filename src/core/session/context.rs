@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use super::entry::SessionEntry;
-use crate::core::message::{Content, Message, Role};
+use crate::core::message::{Content, ContextMessage, Message, Role};
 
 const COMPACTION_SUMMARY_PREFIX: &str =
     "The conversation history before this point was compacted into the following summary:\n\n<summary>\n";
@@ -164,6 +164,19 @@ pub fn build(path: &[&SessionEntry]) -> SessionContext {
         Part::Made(message) => Some(*message),
     });
     SessionContext { messages: messages.into_iter().flatten().collect(), model, thinking_level }
+}
+
+/// The messages of the context of `path` for a request: stored messages as their JSON text,
+/// unparsed (the request is written from it), the others built.
+pub fn request_messages(path: &[&SessionEntry]) -> Vec<ContextMessage> {
+    plan(path)
+        .parts
+        .into_iter()
+        .filter_map(|part| match part {
+            Part::Stored(entry) => entry.stored_message().map(ContextMessage::Stored),
+            Part::Made(message) => Some(ContextMessage::Made(*message)),
+        })
+        .collect()
 }
 
 /// Writes the messages of the context of `path` as a JSON array. Stored messages are copied

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::core::message::{Content, Message, Role};
+use crate::core::message::{Content, Message, Role, StoredMessage};
 
 pub const CURRENT_VERSION: u64 = 3;
 
@@ -295,6 +295,16 @@ impl SessionEntry {
             return None;
         }
         self.view::<MessageView>().map(|v| v.message)
+    }
+
+    /// The `message` object of a `message` entry as a [`StoredMessage`], sharing the text.
+    pub fn stored_message(&self) -> Option<StoredMessage> {
+        if !self.is_message() {
+            return None;
+        }
+        let at = self.message_at.clone()?;
+        let start = self.raw.range.start + at.start;
+        Some(StoredMessage::new(self.raw.text.clone(), start..start + at.len()))
     }
 
     /// The `message` object of a `message` entry, as JSON text exactly as stored.

@@ -9,7 +9,7 @@ use compact_str::CompactString;
 
 use super::SessionManager;
 use crate::core::session::context::{self, SessionContext};
-use crate::core::message::{Message, Role};
+use crate::core::message::{ContextMessage, Message, Role};
 use crate::core::session::{SessionEntry, SessionError};
 
 /// Entry id → position in `entries`. foldhash rather than SipHash: the keys come from the
@@ -125,6 +125,12 @@ impl SessionManager {
     /// The LLM context for the leaf.
     pub fn build_session_context(&self) -> SessionContext {
         context::build(&self.get_branch(None))
+    }
+
+    /// The messages of the LLM context for the leaf as a request needs them: stored ones as
+    /// their JSON text, unparsed.
+    pub fn request_messages(&self) -> Vec<ContextMessage> {
+        context::request_messages(&self.get_branch(None))
     }
 
     /// `(model, thinking level)` in force at the leaf, without reading the messages.

@@ -1,0 +1,713 @@
+//! Messages as the wire formats read them, and the JSON writing that copies stored text.
+//!
+//! A request repeats the whole conversation: for a long session, megabytes of text that the
+//! session file already holds as JSON. Parsing it into `Message`s, building value trees and
+//! serializing them again was most of what a prompt cost (issue "Performance 2"). A
+//! [`MessageView`] borrows from the stored JSON and keeps each string as its JSON token
+//! ([`Str::Json`]); the writer copies the token as it is, and re-encodes only a string that is
+//! not in the form serde_json writes (`\u00e9`, `\/`, upper-case hex), so the body's bytes are
+//! the ones a serializer would produce (tests/wire_bytes.rs). Messages made in memory are
+//! viewed through the same type ([`Str::Plain`]), so each format has one writer.
+//!
+//! [`prepare`] is pi's history made acceptable to strict servers, on views.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use super::types::ProviderConfig;
+use crate::core::message::{Content, ContentBlock, ContextMessage, Message, Role, StopReason};
+
+/// A string of a message: its JSON token as stored (quotes included, escapes as written), or
+/// plain text.
+#[derive(Clone, Debug)]
+pub(super) enum Str<'a> {
+    Json(&'a str),
+    Plain(Cow<'a, str>),
+}
+
+impl<'a> Str<'a> {
+    pub(super) fn plain(s: &'a str) -> Self {
+        Str::Plain(Cow::Borrowed(s))
+    }
+
+    /// The text, unescaped (borrowed when it has no escapes).
+    pub(super) fn text(&self) -> Cow<'_, str> {
+        match self {
+            Str::Plain(s) => Cow::Borrowed(s.as_ref()),
+            Str::Json(token) => {
+                let inner = json_inner(token);
+                if !inner.contains('\\') {
+                    Cow::Borrowed(inner)
+                } else {
+                    // The token was validated when it was read.
+                    Cow::Owned(serde_json::from_str::<String>(token).unwrap_or_default())
+                }
+            }
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        match self {
+            Str::Plain(s) => s.is_empty(),
+            Str::Json(token) => token.len() <= 2,
+        }
+    }
+
+    /// Whether the text is only whitespace (`str::trim` would leave nothing), read from the
+    /// token where it can be: most texts answer at their first byte.
+    pub(super) fn is_blank(&self) -> bool {
+        let Str::Json(token) = self else { return self.text().trim().is_empty() };
+        let bytes = json_inner(token).as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b' ' => i += 1,
+                b'\\' => match bytes.get(i + 1) {
+                    Some(b'n' | b't' | b'r' | b'f') => i += 2,
+                    // `\u…` escapes, and anything rarer: decide on the text.
+                    Some(b'u') => return self.text().trim().is_empty(),
+                    _ => return false,
+                },
+                b if b < 0x80 => return false,
+                _ => return self.text().trim().is_empty(),
+            }
+        }
+        true
+    }
+
+    pub(super) fn eq_str(&self, other: &str) -> bool {
+        self.text() == other
+    }
+
+    /// A string field of a raw value: `Some` only for a JSON string (as `extra_str` reads it).
+    fn from_raw(raw: &'a RawValue) -> Option<Self> {
+        raw.get().starts_with('"').then(|| Str::Json(raw.get()))
+    }
+}
+
+/// The inside of a JSON string token, between its quotes.
+fn json_inner(token: &str) -> &str {
+    token.get(1..token.len().saturating_sub(1)).unwrap_or_default()
+}
+
+/// Whether the escapes of a token's inside are the ones serde_json writes: `\"`, `\\`, `\b`,
+/// `\f`, `\n`, `\r`, `\t`, and `\u00xx` (lower-case) for the other control characters. (Raw
+/// control characters cannot be in a valid token, and serde_json escapes nothing else.)
+fn is_canonical(inner: &[u8]) -> bool {
+    let mut from = 0;
+    while let Some(p) = memchr::memchr(b'\\', &inner[from..]) {
+        let at = from + p;
+        match inner.get(at + 1) {
+            Some(b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't') => from = at + 2,
+            Some(b'u') => {
+                let Some(hex) = inner.get(at + 2..at + 6) else { return false };
+                let lower_hex = hex.iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c));
+                let code = std::str::from_utf8(hex).ok().and_then(|h| u32::from_str_radix(h, 16).ok());
+                let escaped_by_serde = matches!(code, Some(c) if c < 0x20 && ![0x08, 0x09, 0x0a, 0x0c, 0x0d].contains(&c));
+                if !(lower_hex && escaped_by_serde) {
+                    return false;
+                }
+                from = at + 6;
+            }
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// Writes JSON into a buffer. Strings of views are copied as their tokens where those are
+/// what serde_json would write.
+pub(super) struct JsonOut {
+    pub(super) buf: Vec<u8>,
+}
+
+impl JsonOut {
+    pub(super) fn with_capacity(n: usize) -> Self {
+        Self { buf: Vec::with_capacity(n) }
+    }
+
+    pub(super) fn raw(&mut self, s: &str) {
+        self.buf.extend_from_slice(s.as_bytes());
+    }
+
+    /// Any serializable value, as serde_json writes it.
+    pub(super) fn value(&mut self, value: &impl Serialize) {
+        // Writing into a Vec fails only for a map with non-string keys: none here.
+        if let Err(e) = serde_json::to_writer(&mut self.buf, value) {
+            tracing::error!(error = %e, "cannot serialize a request field");
+            self.buf.extend_from_slice(b"null");
+        }
+    }
+
+    /// `"key":` (keys are plain names).
+    pub(super) fn key(&mut self, key: &str) {
+        self.buf.push(b'"');
+        self.buf.extend_from_slice(key.as_bytes());
+        self.buf.extend_from_slice(b"\":");
+    }
+
+    /// A string of a view, with its quotes.
+    pub(super) fn str(&mut self, s: &Str<'_>) {
+        self.buf.push(b'"');
+        self.str_contents(s);
+        self.buf.push(b'"');
+    }
+
+    /// Plain text, with its quotes.
+    pub(super) fn text(&mut self, s: &str) {
+        self.str(&Str::plain(s));
+    }
+
+    /// The escaped inside of a string, without quotes: pieces written one after another make
+    /// one string (escaping is per character).
+    pub(super) fn str_contents(&mut self, s: &Str<'_>) {
+        match s {
+            Str::Json(token) => {
+                let inner = json_inner(token);
+                if is_canonical(inner.as_bytes()) {
+                    self.buf.extend_from_slice(inner.as_bytes());
+                } else {
+                    self.plain_contents(&s.text());
+                }
+            }
+            Str::Plain(text) => self.plain_contents(text),
+        }
+    }
+
+    fn plain_contents(&mut self, text: &str) {
+        let start = self.buf.len();
+        self.value(&text);
+        // Drop the quotes serde_json put around it.
+        self.buf.pop();
+        self.buf.remove(start);
+    }
+
+    /// The pieces joined with `sep` as one string, with its quotes.
+    pub(super) fn joined(&mut self, pieces: &[&Str<'_>], sep: &str) {
+        self.buf.push(b'"');
+        for (i, piece) in pieces.iter().enumerate() {
+            if i > 0 {
+                self.plain_contents(sep);
+            }
+            self.str_contents(piece);
+        }
+        self.buf.push(b'"');
+    }
+
+    pub(super) fn into_bytes(self) -> Vec<u8> {
+        self.buf
+    }
+}
+
+/// A tool call's arguments as stored: a JSON value (an object, or pi's legacy string).
+#[derive(Clone, Debug)]
+pub(super) enum Args<'a> {
+    Json(&'a RawValue),
+    Value(&'a Value),
+}
+
+impl Args<'_> {
+    /// The arguments as a value (they are small: parsed when needed, so that numbers are
+    /// written as serde_json writes them).
+    pub(super) fn value(&self) -> Cow<'_, Value> {
+        match self {
+            Args::Json(raw) => Cow::Owned(serde_json::from_str(raw.get()).unwrap_or(Value::Null)),
+            Args::Value(v) => Cow::Borrowed(*v),
+        }
+    }
+}
+
+/// One content block as the wire formats need it. `None` fields are missing or not of the
+/// type the field has (as `ContentBlock::extra_str` reads them).
+#[derive(Clone, Debug, Default)]
+pub(super) struct BlockView<'a> {
+    pub(super) kind: Cow<'a, str>,
+    pub(super) text: Option<Str<'a>>,
+    pub(super) thinking: Option<Str<'a>>,
+    pub(super) signature: Option<Str<'a>>,
+    pub(super) redacted: Option<bool>,
+    pub(super) id: Option<Str<'a>>,
+    pub(super) name: Option<Str<'a>>,
+    pub(super) arguments: Option<Args<'a>>,
+    pub(super) data: Option<Str<'a>>,
+    pub(super) mime_type: Option<Str<'a>>,
+}
+
+impl<'a> BlockView<'a> {
+    pub(super) fn of(block: &'a ContentBlock) -> Self {
+        let extra = |k: &str| block.extra_str(k).map(Str::plain);
+        BlockView {
+            kind: Cow::Borrowed(&block.kind),
+            text: block.text.as_deref().map(Str::plain),
+            thinking: block.thinking.as_deref().map(Str::plain),
+            signature: extra("thinkingSignature"),
+            redacted: block.extra.get("redacted").and_then(Value::as_bool),
+            id: extra("id"),
+            name: extra("name"),
+            arguments: block.extra.get("arguments").map(Args::Value),
+            data: extra("data"),
+            mime_type: extra("mimeType"),
+        }
+    }
+
+    pub(super) fn text(text: Str<'a>) -> Self {
+        BlockView { kind: Cow::Borrowed("text"), text: Some(text), ..BlockView::default() }
+    }
+
+    pub(super) fn is(&self, kind: &str) -> bool {
+        self.kind == kind
+    }
+
+    /// A thinking block's signature when it is not blank.
+    pub(super) fn thinking_signature(&self) -> Option<&Str<'a>> {
+        self.signature.as_ref().filter(|s| !s.is_blank())
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(super) enum ContentView<'a> {
+    Text(Str<'a>),
+    Blocks(Vec<BlockView<'a>>),
+}
+
+impl<'a> ContentView<'a> {
+    /// The texts that `Content::joined_text` joins with `\n`: the text, or every `text`
+    /// block's text.
+    pub(super) fn text_pieces(&self) -> Vec<&Str<'a>> {
+        match self {
+            ContentView::Text(s) => vec![s],
+            ContentView::Blocks(blocks) => blocks.iter().filter(|b| b.is("text")).filter_map(|b| b.text.as_ref()).collect(),
+        }
+    }
+
+    pub(super) fn blocks_of(&self, kind: &str) -> Vec<&BlockView<'a>> {
+        match self {
+            ContentView::Text(_) => Vec::new(),
+            ContentView::Blocks(blocks) => blocks.iter().filter(|b| b.is(kind)).collect(),
+        }
+    }
+}
+
+/// Whether pieces joined with `\n` make an empty text.
+pub(super) fn joined_is_empty(pieces: &[&Str<'_>]) -> bool {
+    pieces.len() <= 1 && pieces.iter().all(|p| p.is_empty())
+}
+
+/// Whether pieces joined with `\n` (whitespace) make a blank text.
+pub(super) fn joined_is_blank(pieces: &[&Str<'_>]) -> bool {
+    pieces.iter().all(|p| p.is_blank())
+}
+
+/// One message as the wire formats need it.
+#[derive(Clone, Debug)]
+pub(super) struct MessageView<'a> {
+    pub(super) role: Role,
+    pub(super) content: ContentView<'a>,
+    pub(super) stop_reason: Option<StopReason>,
+    pub(super) tool_call_id: Option<Str<'a>>,
+    pub(super) is_error: Option<bool>,
+    pub(super) provider: Option<Str<'a>>,
+    pub(super) api: Option<Str<'a>>,
+    pub(super) model: Option<Str<'a>>,
+}
+
+impl<'a> MessageView<'a> {
+    fn of(message: &'a Message) -> Self {
+        let extra = |k: &str| message.extra_str(k).map(Str::plain);
+        MessageView {
+            role: message.role.clone(),
+            content: match &message.content {
+                Content::Text(s) => ContentView::Text(Str::plain(s)),
+                Content::Blocks(blocks) => ContentView::Blocks(blocks.iter().map(BlockView::of).collect()),
+            },
+            stop_reason: message.stop_reason,
+            tool_call_id: extra("toolCallId"),
+            is_error: message.extra.get("isError").and_then(Value::as_bool),
+            provider: extra("provider"),
+            api: extra("api"),
+            model: extra("model"),
+        }
+    }
+
+    /// The view of a message of the context; `None` for a stored message that does not read
+    /// as one (as `Message` would refuse it: such a message is left out of the request).
+    pub(super) fn read(message: &'a ContextMessage) -> Option<Self> {
+        match message {
+            ContextMessage::Made(m) => Some(Self::of(m)),
+            ContextMessage::Stored(stored) => match serde_json::from_str(stored.json()) {
+                Ok(view) => Some(view),
+                Err(e) => {
+                    tracing::debug!(error = %e, "leaving an unreadable stored message out of the request");
+                    None
+                }
+            },
+        }
+    }
+
+    pub(super) fn is_assistant(&self) -> bool {
+        self.role == Role::Assistant
+    }
+
+    /// Whether the model `config` talks to wrote this message (pi's `isSameModel`).
+    pub(super) fn same_model(&self, config: &ProviderConfig) -> bool {
+        let is = |field: &Option<Str<'_>>, value: &str| field.as_ref().is_some_and(|s| s.eq_str(value));
+        is(&self.provider, &config.name) && is(&self.api, config.api.pi_name()) && is(&self.model, &config.model)
+    }
+}
+
+/// The views of a request's messages, in order, without the unreadable ones. Many stored
+/// messages are read on all cores.
+pub(super) fn read_all(messages: &[ContextMessage]) -> Vec<MessageView<'_>> {
+    const PARALLEL_MIN: usize = 512;
+    let threads = std::thread::available_parallelism().map_or(1, usize::from).min(8);
+    if messages.len() < PARALLEL_MIN || threads < 2 {
+        return messages.iter().filter_map(MessageView::read).collect();
+    }
+    let chunk = messages.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let mut parts = messages.chunks(chunk);
+        let first = parts.next().unwrap_or_default();
+        let workers: Vec<_> = parts
+            .map(|part| scope.spawn(move || part.iter().filter_map(MessageView::read).collect::<Vec<_>>()))
+            .collect();
+        let mut views: Vec<MessageView<'_>> = Vec::with_capacity(messages.len());
+        views.extend(first.iter().filter_map(MessageView::read));
+        for worker in workers {
+            match worker.join() {
+                Ok(part) => views.extend(part),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        views
+    })
+}
+
+/// Messages as they go on the wire: what pi would send, fixed up so strict servers accept it.
+///
+/// pi keeps aborted and failed turns in the session, and a turn can end between a tool call and
+/// its result (abort, crash). OpenAI and Anthropic both reject a tool call without its result
+/// and a result without its call, so empty failed turns are dropped, missing results are filled
+/// with an error result and orphaned results are dropped.
+pub(super) fn prepare<'a>(messages: Vec<MessageView<'a>>) -> Vec<MessageView<'a>> {
+    let mut out = Vec::with_capacity(messages.len());
+    // Tool calls of the last assistant message still waiting for their result: their ids.
+    let mut pending: Vec<Str<'a>> = Vec::new();
+    for msg in messages {
+        match &msg.role {
+            Role::ToolResult => {
+                let id = msg.tool_call_id.as_ref().map(Str::text).unwrap_or_default();
+                if let Some(pos) = pending.iter().position(|p| p.text() == id) {
+                    pending.remove(pos);
+                    out.push(msg);
+                } else {
+                    tracing::debug!(tool_call_id = %id, "dropping a tool result without its call");
+                }
+            }
+            Role::User | Role::Assistant => {
+                let calls = msg.content.blocks_of("toolCall");
+                let failed = matches!(msg.stop_reason, Some(StopReason::Error) | Some(StopReason::Aborted));
+                if msg.is_assistant() && failed && calls.is_empty() && joined_is_blank(&msg.content.text_pieces()) {
+                    // A turn that failed before saying anything is as if it never happened.
+                    continue;
+                }
+                fill_missing_results(&mut out, &mut pending);
+                if msg.is_assistant() {
+                    pending = calls.iter().map(|b| b.id.clone().unwrap_or(Str::plain(""))).collect();
+                }
+                out.push(msg);
+            }
+            // bashExecution, custom messages…: pi's own bookkeeping, not model input.
+            Role::Other(_) => {}
+        }
+    }
+    fill_missing_results(&mut out, &mut pending);
+    out
+}
+
+fn fill_missing_results<'a>(out: &mut Vec<MessageView<'a>>, pending: &mut Vec<Str<'a>>) {
+    for id in pending.drain(..) {
+        out.push(MessageView {
+            role: Role::ToolResult,
+            content: ContentView::Blocks(vec![BlockView::text(Str::plain("No result provided"))]),
+            stop_reason: None,
+            tool_call_id: Some(id),
+            is_error: Some(true),
+            provider: None,
+            api: None,
+            model: None,
+        });
+    }
+}
+
+// Reading a stored message into a view: the same fields, with the same types, as `Message`'s
+// own `Deserialize` reads (a message it would refuse is refused here too), strings kept as
+// their tokens, everything else skipped without being built.
+
+/// A key or name, borrowed when it has no escapes.
+struct Name<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Name<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Name<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Borrowed(s)))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Owned(s.to_owned())))
+            }
+        }
+        deserializer.deserialize_str(V)
+    }
+}
+
+/// An optional string field kept as its token: `null` is `None`, another type an error (as
+/// `Option<String>` reads it).
+fn string_token<'de, A: MapAccess<'de>>(map: &mut A) -> Result<Option<Str<'de>>, A::Error> {
+    match map.next_value::<Option<&'de RawValue>>()? {
+        None => Ok(None),
+        Some(raw) if raw.get().starts_with('"') => Ok(Some(Str::Json(raw.get()))),
+        Some(raw) => Err(de::Error::invalid_type(de::Unexpected::Other(raw.get()), &"a string")),
+    }
+}
+
+/// A field `Message` keeps in `extra`: any JSON value; read as a string or a bool where it is
+/// one.
+fn extra_value<'de, A: MapAccess<'de>>(map: &mut A) -> Result<&'de RawValue, A::Error> {
+    map.next_value::<&'de RawValue>()
+}
+
+fn raw_bool(raw: &RawValue) -> Option<bool> {
+    match raw.get() {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    }
+}
+
+impl<'de> Deserialize<'de> for BlockView<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = BlockView<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a content block")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<BlockView<'de>, A::Error> {
+                let mut b = BlockView { kind: Cow::Borrowed(""), ..BlockView::default() };
+                while let Some(Name(key)) = map.next_key::<Name<'de>>()? {
+                    match key.as_ref() {
+                        "type" => b.kind = map.next_value::<Name<'de>>()?.0,
+                        "text" => b.text = string_token(&mut map)?,
+                        "thinking" => b.thinking = string_token(&mut map)?,
+                        "thinkingSignature" => b.signature = Str::from_raw(extra_value(&mut map)?),
+                        "redacted" => b.redacted = raw_bool(extra_value(&mut map)?),
+                        "id" => b.id = Str::from_raw(extra_value(&mut map)?),
+                        "name" => b.name = Str::from_raw(extra_value(&mut map)?),
+                        "arguments" => b.arguments = Some(Args::Json(extra_value(&mut map)?)),
+                        "data" => b.data = Str::from_raw(extra_value(&mut map)?),
+                        "mimeType" => b.mime_type = Str::from_raw(extra_value(&mut map)?),
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(b)
+            }
+        }
+        deserializer.deserialize_map(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for ContentView<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ContentView<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string or a list of content blocks")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<ContentView<'de>, E> {
+                Ok(ContentView::Text(Str::Plain(Cow::Borrowed(s))))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<ContentView<'de>, E> {
+                Ok(ContentView::Text(Str::Plain(Cow::Owned(s.to_owned()))))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<ContentView<'de>, E> {
+                Ok(ContentView::Blocks(Vec::new()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ContentView<'de>, A::Error> {
+                let mut blocks = Vec::with_capacity(seq.size_hint().unwrap_or(2));
+                while let Some(block) = seq.next_element()? {
+                    blocks.push(block);
+                }
+                Ok(ContentView::Blocks(blocks))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// `usage` checked as `Message` reads it (its counts are unsigned integers), and skipped.
+struct UsageShape;
+
+impl<'de> Deserialize<'de> for UsageShape {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = UsageShape;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("token usage")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<UsageShape, A::Error> {
+                while let Some(Name(key)) = map.next_key::<Name<'de>>()? {
+                    match key.as_ref() {
+                        "input" | "output" | "cacheRead" | "cacheWrite" | "totalTokens" => {
+                            map.next_value::<u64>()?;
+                        }
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(UsageShape)
+            }
+        }
+        deserializer.deserialize_map(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for MessageView<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = MessageView<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a message")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MessageView<'de>, A::Error> {
+                let mut m = MessageView {
+                    role: Role::Other(String::new()),
+                    content: ContentView::Blocks(Vec::new()),
+                    stop_reason: None,
+                    tool_call_id: None,
+                    is_error: None,
+                    provider: None,
+                    api: None,
+                    model: None,
+                };
+                while let Some(Name(key)) = map.next_key::<Name<'de>>()? {
+                    match key.as_ref() {
+                        "role" => m.role = Role::from_name(&map.next_value::<Name<'de>>()?.0),
+                        "content" => m.content = map.next_value()?,
+                        "stopReason" => m.stop_reason = map.next_value()?,
+                        "errorMessage" => {
+                            map.next_value::<Option<Name<'de>>>()?;
+                        }
+                        "usage" => {
+                            map.next_value::<Option<UsageShape>>()?;
+                        }
+                        "timestamp" => {
+                            map.next_value::<Option<i64>>()?;
+                        }
+                        "toolCallId" => m.tool_call_id = Str::from_raw(extra_value(&mut map)?),
+                        "isError" => m.is_error = raw_bool(extra_value(&mut map)?),
+                        "provider" => m.provider = Str::from_raw(extra_value(&mut map)?),
+                        "api" => m.api = Str::from_raw(extra_value(&mut map)?),
+                        "model" => m.model = Str::from_raw(extra_value(&mut map)?),
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(m)
+            }
+        }
+        deserializer.deserialize_map(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn written(token: &str) -> String {
+        let mut out = JsonOut::with_capacity(16);
+        out.str(&Str::Json(token));
+        String::from_utf8(out.into_bytes()).unwrap()
+    }
+
+    #[test]
+    fn tokens_are_copied_when_serde_would_write_them_so_and_rewritten_otherwise() {
+        for token in [r#""plain""#, r#""a\"b\\c\n\t\r\b\f""#, r#""\u0001\u001f""#, r#""é😀 ""#, r#""""#] {
+            assert_eq!(written(token), token, "canonical: copied");
+        }
+        for (token, canonical) in [
+            (r#""caf\u00e9""#, "\"café\""),
+            (r#""a\/b""#, "\"a/b\""),
+            (r#""\u001F""#, r#""\u001f""#),
+            (r#""\u000a""#, r#""\n""#),
+            (r#""\u0041""#, "\"A\""),
+        ] {
+            assert_eq!(written(token), canonical, "{token}");
+            let serde: String = serde_json::from_str(token).unwrap();
+            assert_eq!(canonical, serde_json::to_string(&serde).unwrap(), "what serde_json writes");
+        }
+    }
+
+    #[test]
+    fn blank_is_read_from_the_token() {
+        for (token, blank) in [
+            (r#""""#, true),
+            (r#""  \n\t\r ""#, true),
+            (r#""\u00a0 \u2028""#, true),
+            (r#"" x""#, false),
+            (r#""\"""#, false),
+            (r#""\u0041""#, false),
+            ("\"\u{3000}\"", true),
+            ("\"\u{3000}y\"", false),
+        ] {
+            assert_eq!(Str::Json(token).is_blank(), blank, "{token}");
+            let text: String = serde_json::from_str(token).unwrap();
+            assert_eq!(text.trim().is_empty(), blank, "{token}: as str::trim has it");
+        }
+    }
+
+    #[test]
+    fn joined_pieces_make_one_string() {
+        let mut out = JsonOut::with_capacity(16);
+        let (a, b) = (Str::Json(r#""one\u00e9""#), Str::plain("two \"q\""));
+        out.joined(&[&a, &b], "\n");
+        assert_eq!(String::from_utf8(out.into_bytes()).unwrap(), r#""oneé\ntwo \"q\"""#);
+    }
+
+    #[test]
+    fn a_view_refuses_what_message_refuses() {
+        for json in [
+            r#"{"role":"user","content":5}"#,
+            r#"{"role":"assistant","content":[{"type":"text","text":7}]}"#,
+            r#"{"role":"assistant","content":[],"stopReason":"weird"}"#,
+            r#"{"role":"assistant","content":[],"timestamp":1.5}"#,
+            r#"{"role":"assistant","content":[],"usage":{"input":-1}}"#,
+            r#"{"role":"assistant","content":[],"errorMessage":3}"#,
+            r#"{"role":7}"#,
+        ] {
+            assert!(serde_json::from_str::<Message>(json).is_err(), "Message refuses {json}");
+            assert!(serde_json::from_str::<MessageView<'_>>(json).is_err(), "the view refuses {json}");
+        }
+        let ok = r#"{"role":"assistant","content":[{"type":"text","text":null,"x":{"y":[1]}}],"usage":null,"timestamp":null,"isError":"no","provider":1}"#;
+        assert!(serde_json::from_str::<Message>(ok).is_ok());
+        let view: MessageView<'_> = serde_json::from_str(ok).unwrap();
+        assert!(view.is_error.is_none() && view.provider.is_none(), "extra fields of another type read as absent");
+    }
+}
