@@ -342,7 +342,7 @@ impl StoredMessage {
 #[derive(Clone, Debug)]
 pub enum ContextMessage {
     Stored(StoredMessage),
-    Made(Message),
+    Made(Box<Message>),
 }
 
 impl ContextMessage {
@@ -350,14 +350,14 @@ impl ContextMessage {
     pub fn to_message(&self) -> Option<Message> {
         match self {
             ContextMessage::Stored(stored) => stored.parse(),
-            ContextMessage::Made(message) => Some(message.clone()),
+            ContextMessage::Made(message) => Some(Message::clone(message)),
         }
     }
 }
 
 impl From<Message> for ContextMessage {
     fn from(message: Message) -> Self {
-        ContextMessage::Made(message)
+        ContextMessage::Made(Box::new(message))
     }
 }
 

@@ -353,7 +353,7 @@ impl AgentSession {
     pub fn request_messages(&self) -> Vec<ContextMessage> {
         let replaced = self.state().messages.clone();
         match replaced {
-            Some(messages) => messages.into_iter().map(ContextMessage::Made).collect(),
+            Some(messages) => messages.into_iter().map(ContextMessage::from).collect(),
             None => self.session().request_messages(),
         }
     }
@@ -630,7 +630,7 @@ impl AgentSession {
                 tracing::info!(?elisions, budget, "conversation shortened to fit the context window");
                 result.elisions = Some(elisions);
             }
-            fitted.into_iter().map(ContextMessage::Made).collect()
+            fitted.into_iter().map(ContextMessage::from).collect()
         } else {
             self.request_messages()
         };

@@ -174,7 +174,7 @@ pub fn request_messages(path: &[&SessionEntry]) -> Vec<ContextMessage> {
         .into_iter()
         .filter_map(|part| match part {
             Part::Stored(entry) => entry.stored_message().map(ContextMessage::Stored),
-            Part::Made(message) => Some(ContextMessage::Made(*message)),
+            Part::Made(message) => Some(ContextMessage::Made(message)),
         })
         .collect()
 }
