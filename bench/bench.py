@@ -73,12 +73,12 @@ def rss_kib(pid, field="VmRSS"):
 
 
 class Mock:
-    def __init__(self, bin_dir):
+    def __init__(self, bin_dir, lean=False):
         binary = os.path.join(bin_dir, "mock-model-server")
         if not os.path.isfile(binary):
             sys.exit(f"bench.py: no {binary}: build it with `cargo build -p handoff-mock` "
                      "(add --release for target/release), or `cargo build --workspace`")
-        self.proc = subprocess.Popen([binary, "--ignore-stdin"],
+        self.proc = subprocess.Popen([binary, "--ignore-stdin"] + (["--lean"] if lean else []),
                                      stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                                      start_new_session=True)  # no signal meant for our group
         self.url = self.proc.stdout.readline().strip()
@@ -142,12 +142,12 @@ def read_until(proc, predicate, timeout=60.0):
 class Pi:
     """pi in RPC mode, configured for the mock."""
 
-    def __init__(self, pi_bin, mock_url, work):
-        self.dir = os.path.join(work, "pi-agent")
+    def __init__(self, pi_bin, mock_url, work, name="pi-agent", context_window=128000):
+        self.dir = os.path.join(work, name)
         os.makedirs(self.dir, exist_ok=True)
         with open(os.path.join(self.dir, "models.json"), "w") as f:
             json.dump({"providers": {"mock": {"baseUrl": mock_url, "api": "openai-completions", "apiKey": "x",
-                                              "models": [{"id": "mock-model", "contextWindow": 128000, "maxTokens": 4096}]}}}, f)
+                                              "models": [{"id": "mock-model", "contextWindow": context_window, "maxTokens": 4096}]}}}, f)
         self.env = dict(os.environ, PI_CODING_AGENT_DIR=self.dir, HOME=work, PI_SKIP_VERSION_CHECK="1")
         self.bin = pi_bin
         self.work = work
@@ -734,6 +734,62 @@ def bench_read(bin_dir, pi, env, mock, runs, work, sizes, pi_big):
     return rows
 
 
+# --- A large session resumed + one prompt -----------------------------------------------------------
+
+def bench_resume_prompt(bin_dir, pi_bin, runs, work, entries, tool_lines):
+    """§8: a large session resumed and one prompt sent, whole process, against a lean mock (it
+    records each request's size only, so its own work does not grow with the request). Ours:
+    `handoff-nvim prompt --session COPY`; pi: `pi --mode json --session COPY`. Each run on a fresh
+    copy; both must append the mock's reply to the file."""
+    mock = Mock(bin_dir, lean=True)
+    try:
+        mock.control("default", {"kind": "text", "chunks": ["Noted."]})
+        src = os.path.join(work, "s8.jsonl")
+        subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gen_session.py"), str(entries), src,
+                        "--cwd", work, "--tool-lines", tool_lines], check=True)
+        env = dict(os.environ, HANDOFF_BASE_URL=mock.url, HANDOFF_MODEL="mock-model", HANDOFF_PROVIDER="openai",
+                   HANDOFF_SESSION_DIR=os.path.join(work, "s8-sessions"))
+        for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HANDOFF_LOG_FILE"):
+            env.pop(k, None)
+        # A window the session fits in: pi would compact it first otherwise (the mock reports a
+        # quarter of the body's bytes as input tokens).
+        pi = Pi(pi_bin, mock.url, work, name="pi-agent-s8", context_window=100_000_000) if pi_bin else None
+        copy = os.path.join(work, "s8-run.jsonl")
+        size = os.path.getsize(src)
+
+        def run(who):
+            shutil.copyfile(src, copy)
+            mock.control("reset")
+            if who == "ours":
+                cmd = [os.path.join(bin_dir, "handoff-nvim"), "prompt", "--session", copy, "hello"]
+                run_env = env
+            else:
+                cmd = pi.args("json", ["--session", copy]) + ["hello"]
+                run_env = dict(pi.env, PI_OFFLINE="1")
+            t, peak = timed_peak(cmd, run_env, work)
+            with open(copy, "rb") as f:
+                f.seek(max(0, os.path.getsize(copy) - 4096))
+                if b"Noted." not in f.read():
+                    raise RuntimeError(f"§8 {who}: the reply is not in the session file")
+            sizes = [r["raw_len"] for r in mock.requests()]
+            if len(sizes) != 1:
+                raise RuntimeError(f"§8 {who}: {len(sizes)} requests (expected one)")
+            return t, peak, sizes[0]
+
+        ours, pis = [], []
+        run("ours")  # warm-up: the binary and the session in the page cache
+        for _ in range(runs):
+            ours.append(run("ours"))
+            if pi:
+                pis.append(run("pi"))
+        med = lambda xs, i: median([x[i] for x in xs]) if xs else None
+        return dict(entries=entries, size=size, ours=med(ours, 0), ours_peak=med(ours, 1), ours_body=ours[0][2],
+                    ours_min=min(x[0] for x in ours), pi=med(pis, 0), pi_peak=med(pis, 1),
+                    pi_body=pis[0][2] if pis else None)
+    finally:
+        mock.close()
+
+
 # --- Report -------------------------------------------------------------------------------------
 
 def fmt_ms(s):
@@ -776,7 +832,7 @@ def main():
     ap.add_argument("--pi", default=os.environ.get("PI_BIN") or os.path.join(ROOT, ".cache", "pi", "node_modules", ".bin", "pi"))
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="one tiny iteration of each")
-    ap.add_argument("--only", default="1,2,3,4,5,6", help="sections to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,8", help="sections to run, e.g. 1,4")
     ap.add_argument("--rg", help="ripgrep for §6b (default: .cache/rg-venv/bin/rg, else PATH; `none`: without)")
     ap.add_argument("--json", help="also write the raw figures here")
     ap.add_argument("--doc", help="replace the results part of this markdown file (between the markers)")
@@ -966,6 +1022,23 @@ def main():
                 out.append(f"| {r['size']/1e6:,.0f} MB | **{fmt_ms(r['ours'])}** | **{mib(r['ours_peak'])}** | "
                            f"{fmt_ms(r['pi'])} | {mib(r['pi_peak'])} | {same} |")
             out.append("")
+        if "8" in only:
+            log("8. a large session resumed + one prompt")
+            r = raw["resume_prompt"] = bench_resume_prompt(args.bin_dir, pi_bin, runs, work,
+                                                           200 if args.smoke else 8000, "25,125")
+            out += ["### 8. A large session resumed + one prompt, whole process", "",
+                    f"`bench/gen_session.py {r['entries']} FILE --tool-lines 25,125` ({r['size'] / 1e6:.1f} MB; "
+                    "long bash results), a fresh copy per run; ours `handoff-nvim prompt --session COPY hello`, pi "
+                    "`pi --mode json --session COPY hello` (`PI_OFFLINE=1`, a context window the session fits in, "
+                    "so that it does not compact first); both against a lean mock that records each request's "
+                    "size only and answers at once. Each run checks that the reply was appended to the file and "
+                    "that one request was sent. Peak RSS from `/usr/bin/time`.", "",
+                    "| | ours | pi | ratio (pi / ours) |", "|---|---|---|---|",
+                    f"| wall, median | **{fmt_ms(r['ours'])}** | {fmt_ms(r['pi'])} | **{ratio(r['pi'], r['ours'])}** |",
+                    f"| wall, min (ours) | {fmt_ms(r['ours_min'])} | | |",
+                    f"| peak RSS | {mib(r['ours_peak'])} | {mib(r['pi_peak'])} | {ratio(r['pi_peak'], r['ours_peak'])} |",
+                    f"| request body | {r['ours_body'] / 1e6:.2f} MB | "
+                    f"{(r['pi_body'] or 0) / 1e6:.2f} MB | |", ""]
     finally:
         mock.close()
         shutil.rmtree(work, ignore_errors=True)

@@ -1,7 +1,7 @@
 //! The entry tree: entries indexed by id, each naming its parent, and the leaf where the next
 //! entry goes. The branch from the root to the leaf is what the conversation is built from.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
@@ -77,11 +77,13 @@ impl SessionManager {
     /// nowhere ends the walk there; a cycle is cut.
     pub fn get_branch(&self, from: Option<&str>) -> Vec<&SessionEntry> {
         let mut path = Vec::new();
-        let mut seen = HashSet::new();
+        // A parent cycle (a damaged file) ends the walk; marked by position, not hashed by id:
+        // this walk runs several times per request.
+        let mut seen = vec![false; self.entries.len()];
         let mut cursor = from.or(self.leaf_id.as_deref()).and_then(|id| self.index.get(id).copied());
         while let Some(i) = cursor {
             let entry = &self.entries[i];
-            if !seen.insert(entry.id.as_str()) {
+            if std::mem::replace(&mut seen[i], true) {
                 break;
             }
             path.push(entry);
@@ -116,7 +118,10 @@ impl SessionManager {
         entries
             .iter()
             .copied()
-            .filter(|e| e.message_role() == Some(Role::ToolResult) && e.message_json().is_some_and(|j| j.contains(tool)))
+            .filter(|e| {
+                e.message_role() == Some(Role::ToolResult)
+                    && e.message_json().is_some_and(|j| memchr::memmem::find(j.as_bytes(), tool.as_bytes()).is_some())
+            })
             .filter_map(SessionEntry::message)
             .filter(|m| m.extra_str("toolName") == Some(tool))
             .collect()
