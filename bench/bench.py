@@ -736,58 +736,71 @@ def bench_read(bin_dir, pi, env, mock, runs, work, sizes, pi_big):
 
 # --- A large session resumed + one prompt -----------------------------------------------------------
 
-def bench_resume_prompt(bin_dir, pi_bin, runs, work, entries, tool_lines):
+class ResumePrompt:
     """§8: a large session resumed and one prompt sent, whole process, against a lean mock (it
     records each request's size only, so its own work does not grow with the request). Ours:
     `handoff-nvim prompt --session COPY`; pi: `pi --mode json --session COPY`. Each run on a fresh
-    copy; both must append the mock's reply to the file."""
-    mock = Mock(bin_dir, lean=True)
-    try:
-        mock.control("default", {"kind": "text", "chunks": ["Noted."]})
-        src = os.path.join(work, "s8.jsonl")
-        subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gen_session.py"), str(entries), src,
+    copy; each must append the mock's reply to the file and send one request."""
+
+    def __init__(self, bin_dir, pi_bin, work, entries, tool_lines):
+        self.mock = Mock(bin_dir, lean=True)
+        self.mock.control("default", {"kind": "text", "chunks": ["Noted."]})
+        self.work = work
+        self.entries = entries
+        self.src = os.path.join(work, "s8.jsonl")
+        subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gen_session.py"), str(entries), self.src,
                         "--cwd", work, "--tool-lines", tool_lines], check=True)
-        env = dict(os.environ, HANDOFF_BASE_URL=mock.url, HANDOFF_MODEL="mock-model", HANDOFF_PROVIDER="openai",
-                   HANDOFF_SESSION_DIR=os.path.join(work, "s8-sessions"))
+        self.size = os.path.getsize(self.src)
+        self.env = dict(os.environ, HANDOFF_BASE_URL=self.mock.url, HANDOFF_MODEL="mock-model",
+                        HANDOFF_PROVIDER="openai", HANDOFF_SESSION_DIR=os.path.join(work, "s8-sessions"))
         for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HANDOFF_LOG_FILE"):
-            env.pop(k, None)
+            self.env.pop(k, None)
         # A window the session fits in: pi would compact it first otherwise (the mock reports a
         # quarter of the body's bytes as input tokens).
-        pi = Pi(pi_bin, mock.url, work, name="pi-agent-s8", context_window=100_000_000) if pi_bin else None
-        copy = os.path.join(work, "s8-run.jsonl")
-        size = os.path.getsize(src)
+        self.pi = Pi(pi_bin, self.mock.url, work, name="pi-agent-s8", context_window=100_000_000) if pi_bin else None
+        self.copy = os.path.join(work, "s8-run.jsonl")
 
-        def run(who):
-            shutil.copyfile(src, copy)
-            mock.control("reset")
-            if who == "ours":
-                cmd = [os.path.join(bin_dir, "handoff-nvim"), "prompt", "--session", copy, "hello"]
-                run_env = env
-            else:
-                cmd = pi.args("json", ["--session", copy]) + ["hello"]
-                run_env = dict(pi.env, PI_OFFLINE="1")
-            t, peak = timed_peak(cmd, run_env, work)
-            with open(copy, "rb") as f:
-                f.seek(max(0, os.path.getsize(copy) - 4096))
-                if b"Noted." not in f.read():
-                    raise RuntimeError(f"§8 {who}: the reply is not in the session file")
-            sizes = [r["raw_len"] for r in mock.requests()]
-            if len(sizes) != 1:
-                raise RuntimeError(f"§8 {who}: {len(sizes)} requests (expected one)")
-            return t, peak, sizes[0]
+    def _run(self, who, cmd, env):
+        shutil.copyfile(self.src, self.copy)
+        self.mock.control("reset")
+        t, peak = timed_peak(cmd, env, self.work)
+        with open(self.copy, "rb") as f:
+            f.seek(max(0, os.path.getsize(self.copy) - 4096))
+            if b"Noted." not in f.read():
+                raise RuntimeError(f"§8 {who}: the reply is not in the session file")
+        sizes = [r["raw_len"] for r in self.mock.requests()]
+        if len(sizes) != 1:
+            raise RuntimeError(f"§8 {who}: {len(sizes)} requests (expected one)")
+        return t, peak, sizes[0]
 
+    def ours(self, bin_dir):
+        """(wall s, peak RSS KiB, request bytes) of one run of the build in `bin_dir`."""
+        return self._run("ours", [os.path.join(bin_dir, "handoff-nvim"), "prompt", "--session", self.copy, "hello"],
+                         self.env)
+
+    def pi_run(self):
+        return self._run("pi", self.pi.args("json", ["--session", self.copy]) + ["hello"],
+                         dict(self.pi.env, PI_OFFLINE="1"))
+
+    def close(self):
+        self.mock.close()
+
+
+def bench_resume_prompt(bin_dir, pi_bin, runs, work, entries, tool_lines):
+    rp = ResumePrompt(bin_dir, pi_bin, work, entries, tool_lines)
+    try:
         ours, pis = [], []
-        run("ours")  # warm-up: the binary and the session in the page cache
+        rp.ours(bin_dir)  # warm-up: the binary and the session in the page cache
         for _ in range(runs):
-            ours.append(run("ours"))
-            if pi:
-                pis.append(run("pi"))
+            ours.append(rp.ours(bin_dir))
+            if rp.pi:
+                pis.append(rp.pi_run())
         med = lambda xs, i: median([x[i] for x in xs]) if xs else None
-        return dict(entries=entries, size=size, ours=med(ours, 0), ours_peak=med(ours, 1), ours_body=ours[0][2],
+        return dict(entries=entries, size=rp.size, ours=med(ours, 0), ours_peak=med(ours, 1), ours_body=ours[0][2],
                     ours_min=min(x[0] for x in ours), pi=med(pis, 0), pi_peak=med(pis, 1),
                     pi_body=pis[0][2] if pis else None)
     finally:
-        mock.close()
+        rp.close()
 
 
 # --- Report -------------------------------------------------------------------------------------

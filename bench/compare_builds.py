@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Before/after of a change over the whole-process benchmarks of bench/bench.py (§1–5): two
+"""Before/after of a change over the whole-process benchmarks of bench/bench.py (§1–5, 8): two
 checkouts, each with its own release build and its own Lua plugin, measured round by round
 interleaved (old and new alternate who goes first), with pi in the same rounds, against one mock.
 
     git worktree add /work/bench-old c00d435
     (cd /work/bench-old && cargo build --release --bins)           # before the workspace split
     cargo build --release --workspace --bins                       # this checkout
-    bench/compare_builds.py --old /work/bench-old [--new .] [--runs 7] [--only 1,2,3,4,5]
+    bench/compare_builds.py --old /work/bench-old [--new .] [--runs 7] [--only 1,2,3,4,5,8]
 
 Every figure is the median over the rounds; `old / new` > 1 means the new build is faster
 (or smaller). The Neovim figures run this checkout's bench/nvim_bench.lua with each checkout's
@@ -57,6 +57,7 @@ def main():
         vals.setdefault(fig, {}).setdefault(who, []).append(v)
 
     sessions = {n: B.gen_session(n, os.path.join(work, f"session-{n}.jsonl"), work) for n in sizes} if "2" in only or "5" in only else {}
+    rp = B.ResumePrompt(builds["new"][1], pi_bin, work, 8000, "25,125") if "8" in only else None
     try:
         for r in range(args.runs):
             order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
@@ -91,6 +92,12 @@ def main():
                     s = B.bench_stream(nvim, bin_dir, mock, 1, work, args.stream_tokens, "syntax", plugin_root=root)
                     add("stream into Neovim: tokens/s", who, s["tps"])
                     add("stream into Neovim: latency p99 (ms)", who, s["p99"])
+                if "8" in only:
+                    if r == 0:
+                        rp.ours(bin_dir)  # warm-up
+                    t, peak, _ = rp.ours(bin_dir)
+                    add("8,000-entry session resumed + one prompt: wall", who, t)
+                    add("8,000-entry session resumed + one prompt: peak RSS (KiB)", who, peak)
                 if "5" in only:
                     add("idle RSS, rpc after a ping (KiB)", who, B.bench_idle_rss(bin_dir, env, 1))
                     n = sizes[-1]
@@ -111,12 +118,18 @@ def main():
                         t, peak = B.pi_resume(pi, sessions[n])
                         add(f"context {n:,} entries: wall", "pi", t)
                         add(f"context {n:,} entries: peak RSS (KiB)", "pi", peak)
+                if "8" in only:
+                    t, peak, _ = rp.pi_run()
+                    add("8,000-entry session resumed + one prompt: wall", "pi", t)
+                    add("8,000-entry session resumed + one prompt: peak RSS (KiB)", "pi", peak)
                 if "3" in only:
                     t = B.pi_handoff(pi, B.small_session(work, f"pi-handoff-{r}.jsonl"))
                     add("handoff, headless: wall", "pi", t)
                     add("handoff through Neovim: :Handoff → HandoffDone", "pi", t)
     finally:
         mock.close()
+        if rp:
+            rp.close()
         shutil.rmtree(work, ignore_errors=True)
 
     def show(fig, v):
