@@ -52,11 +52,25 @@ pub struct Outbox {
 }
 
 impl Outbox {
-    /// Queues a record.
+    /// Queues a record. A running tool's output replaces its previous update still waiting:
+    /// only the newest is worth showing, and while Neovim is slow or stopped (suspended with
+    /// `^Z`, a blocking prompt) updates would otherwise pile up here for as long as the command
+    /// prints, then all be drawn at once.
     pub fn push(&self, record: Record) {
         let mut pending = lock(&self.pending);
         if record.starts_message() {
             pending.tokens = 0;
+        }
+        if let Record::ToolUpdate { id, .. } = &record {
+            let waiting = pending
+                .items
+                .iter_mut()
+                .rev()
+                .find(|item| matches!(item, Item::Record(Record::ToolUpdate { id: w, .. }) if w == id));
+            if let Some(waiting) = waiting {
+                *waiting = Item::Record(record);
+                return;
+            }
         }
         pending.items.push_back(Item::Record(record));
         drop(pending);
@@ -227,6 +241,25 @@ mod tests {
         assert_eq!(batch[5], Record::Delta { text: "c".into(), tokens: 1 }, "a new message counts from zero");
         assert_eq!(batch.len(), 6);
         assert!(outbox.is_empty());
+    }
+
+    #[test]
+    fn a_tool_update_replaces_the_one_still_waiting_for_that_tool() {
+        let outbox = Outbox::default();
+        let update = |id: &str, n: u64| Record::ToolUpdate { id: id.into(), tail: format!("line {n}\n"), earlier: n };
+        outbox.push(update("a", 1));
+        outbox.push(update("b", 1));
+        outbox.push(Record::Notice(crate::core::agent::Notice::new(crate::core::agent::Level::Info, "n")));
+        for n in 2..1000 {
+            outbox.push(update("a", n));
+        }
+        let batch = outbox.take();
+        assert_eq!(batch.len(), 3, "{batch:?}");
+        assert_eq!(batch[0], update("a", 999), "the newest, where the first waited");
+        assert_eq!(batch[1], update("b", 1));
+        // Once sent, the next update is queued again.
+        outbox.push(update("a", 1000));
+        assert_eq!(outbox.take(), vec![update("a", 1000)]);
     }
 
     #[test]
