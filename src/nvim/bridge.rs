@@ -19,16 +19,18 @@ use super::transcript;
 use crate::core::agent::{lock, AgentSession};
 use crate::core::controller::Controller;
 
-/// The shortest time between two event batches sent to Neovim (one frame at 60 Hz).
-pub const FRAME: Duration = Duration::from_millis(16);
+/// The shortest time between two event batches sent to Neovim.
+pub const FRAME: Duration = Duration::from_millis(8);
 
 /// Bytes of streamed text per batch at most; the rest goes in the next frame. Neovim's cost is
 /// per byte, and mostly after the call returns: the redraw runs the chat's markdown regex syntax
-/// over every new line (~0.2 ms per line here) before the main loop takes its next event.
-/// Measured with bench/bench.py §4 (full-speed mock, p99 of a timer's lateness): 256 KiB per
-/// frame 63 ms, 16 KiB 48 ms, 4 KiB 4.8 ms; 4 KiB per 16 ms frame still passes
-/// >20k tokens/s, ten times the fastest hosted models.
-const MAX_BATCH_TEXT: usize = 4 * 1024;
+/// over every new line (~0.2 ms per line here) before the main loop takes its next event, so
+/// what a batch carries bounds how long the editor is blocked. Measured with bench/bench.py §4
+/// (full-speed mock, p99 of a timer's lateness): 256 KiB per 16 ms frame 63 ms, 16 KiB 48 ms,
+/// 4 KiB 4.8 ms on a quiet machine; a redraw after 4 KiB took ~7 ms, after 2 KiB ~3.9 ms. Half
+/// as much twice as often keeps the throughput (~32k tokens/s, ten times the fastest hosted
+/// models) and halves the longest block: under load, p99 22 ms → 14.6 ms (8 runs, interleaved).
+const MAX_BATCH_TEXT: usize = 2 * 1024;
 
 const DISPATCH: &str = "return require('handoff.events').dispatch(...)";
 
