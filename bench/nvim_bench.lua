@@ -329,6 +329,10 @@ function modes.tools()
           tool_ms = tool_start and tool_end and ms(tool_end - tool_start),
           tool_start_ms = tool_start and ms(tool_start - t0),
           tool_end_ms = tool_end and ms(tool_end - t0),
+          -- its parts: the tick's own lateness (the process waited for a core) and the scheduled
+          -- callback's wait (the main loop was busy)
+          tick_lateness_ms = probe.tick,
+          queue_wait_ms = probe.queue,
           -- when each latency sample's tick fired, from the prompt
           lateness_at_ms = vim.tbl_map(function(t)
             return ms(t - t0)
