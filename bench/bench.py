@@ -25,6 +25,9 @@ Sections (doc/benchmarks.md explains each):
      a. a read/bash/edit/write turn (both must leave the same files)
      b. grep over bench/gen_tree.py's 24k-file, 252 MB tree, also against rg (same matches)
      c. read of the first lines of sparse 5/50/500 MB files: time and peak RSS
+  7. tool output: a bash command printing 1 GB (host memory through Neovim and through the CLI),
+     and a turn that streams text, runs a command printing steadily, streams text again
+     (main-loop latency in Neovim through the whole turn, text-only streaming beside it)
 
 bench/compare_builds.py runs §1–5 for two checkouts (a before/after), interleaved.
 """
@@ -805,6 +808,97 @@ def bench_resume_prompt(bin_dir, pi_bin, runs, work, entries, tool_lines):
 
 # --- Report -------------------------------------------------------------------------------------
 
+# --- Tool output (§7) ---------------------------------------------------------------------------
+
+LOUD_LINE = "steady output: the quick brown fox jumps over the lazy dog 0123456789 abcdefghij"
+
+
+def loud_command(mb):
+    """`mb` MB of base64 (76-character lines) as fast as the machine makes it, then a last line."""
+    return f"head -c {mb * 750_000} /dev/urandom | base64; echo end-of-output"
+
+
+def steady_command(chunks, lines):
+    """`chunks` bursts of `lines` lines (~80 bytes each), 100 ms apart, each ending with a marker."""
+    return (f"for i in $(seq {chunks}); do yes '{LOUD_LINE}' | head -n {lines}; echo \"chunk $i done\"; "
+            "sleep 0.1; done")
+
+
+def tool_output_turn(mock, command, pre_tokens, post_tokens):
+    """The next prompt's turn: `pre_tokens` streamed, a bash call of `command`, then (with its
+    result) `post_tokens` streamed, all at full speed."""
+    mock.control("reset")
+    mock.control("push", [{"kind": "tool_calls", "text_before": stream_reply(pre_tokens)["chunks"] if pre_tokens else [],
+                           "calls": [{"name": "bash", "arguments": json.dumps({"command": command})}]},
+                          stream_reply(post_tokens) if post_tokens else {"kind": "text", "chunks": ["Done."]}])
+
+
+def nvim_tool_turn(nvim, bin_dir, mock, work, command, pre_tokens, post_tokens, live_re, last_line, plugin_root=ROOT):
+    """One `tools` run of nvim_bench.lua in a fresh Neovim; the command's full-output file goes to
+    a temp folder removed after the run. Checks the chat showed output lines (`live_re`, unless
+    None) while the command ran, and `last_line` once it ended."""
+    tmp = tempfile.mkdtemp(prefix="spill-", dir=work)
+    try:
+        tool_output_turn(mock, command, pre_tokens, post_tokens)
+        r = run_nvim(nvim, "tools", dict(tmpdir=tmp), bin_dir, mock, work, timeout=600, plugin_root=plugin_root)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if r["stop_reason"] != "stop" or not r["updates"]:
+        raise RuntimeError(f"tools: stop {r['stop_reason']}, {r['updates']} live updates; notes {r['notes']}")
+    live_ok = live_re is None or any(re.fullmatch(live_re, l) for l in r["live"])
+    if not live_ok or last_line not in r["result"]:
+        raise RuntimeError(f"tools: the chat did not show the output's tail: {r['result']}")
+    return r
+
+
+def bench_tool_memory(nvim, bin_dir, env, mock, runs, work, mb, plugin_root=ROOT):
+    """§7a: a command printing `mb` MB, through Neovim (host RSS sampled every 50 ms and its
+    VmHWM; Neovim's RSS; main-loop latency) and through the CLI (peak RSS, /usr/bin/time)."""
+    command = loud_command(mb)
+    per, cli = [], []
+    for _ in range(runs):
+        # A few MB (--smoke) may be printed before the first update: its lines are not required live.
+        live_re = "[A-Za-z0-9+/]{76}" if mb >= 100 else None
+        r = nvim_tool_turn(nvim, bin_dir, mock, work, command, 0, 0, live_re, "end-of-output", plugin_root)
+        per.append(dict(host_idle=r["host_idle_rss_kib"], host_max=r["host_max_rss_kib"], host_hwm=r["host_hwm_kib"],
+                        nvim_idle=r["nvim_idle_rss_kib"], nvim_max=r["nvim_max_rss_kib"], tool_s=r["tool_ms"] / 1e3,
+                        p50=pct(r["lateness_ms"], 0.5), p99=pct(r["lateness_ms"], 0.99), max=max(r["lateness_ms"] or [0]),
+                        updates=r["updates"], update_p99=pct(r["update_ms"], 0.99)))
+        d = tempfile.mkdtemp(prefix="cli-", dir=work)
+        try:
+            tool_output_turn(mock, command, 0, 0)
+            wall_s, peak = timed_peak(ours_turn_cmd(bin_dir, d), dict(env, TMPDIR=d), d)
+            last = tool_results(mock).get(0, "")
+            if "end-of-output" not in last or "Full output: " not in last:
+                raise RuntimeError(f"tools: the CLI's bash result lacks the tail: {last[-300:]!r}")
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        cli.append(dict(cli_s=wall_s, cli_peak=peak))
+    out = {k: median([p[k] for p in per]) for k in per[0]}
+    out.update({k: median([c[k] for c in cli]) for k in cli[0]})
+    out["mb"] = mb
+    return out
+
+
+def bench_tool_latency(nvim, bin_dir, mock, runs, work, tokens, chunks, lines, plugin_root=ROOT):
+    """§7b: text, a steadily printing command, text again, in Neovim; beside it (interleaved)
+    the same amount of text streamed alone (§4's run)."""
+    per, text = [], []
+    for _ in range(runs):
+        r = nvim_tool_turn(nvim, bin_dir, mock, work, steady_command(chunks, lines), tokens, tokens,
+                           re.escape(LOUD_LINE), f"chunk {chunks} done", plugin_root)
+        per.append(dict(p50=pct(r["lateness_ms"], 0.5), p99=pct(r["lateness_ms"], 0.99), max=max(r["lateness_ms"] or [0]),
+                        dispatch_p99=pct(r["dispatch_ms"], 0.99), update_p99=pct(r["update_ms"], 0.99),
+                        updates=r["updates"], update_mb=r["update_bytes"] / 1e6, tool_s=r["tool_ms"] / 1e3,
+                        total_s=r["total_ms"] / 1e3, host_hwm=r["host_hwm_kib"], idle_p99=pct(r["idle_lateness_ms"], 0.99),
+                        tick_p99=pct(r["tick_lateness_ms"], 0.99), queue_p99=pct(r["queue_wait_ms"], 0.99)))
+        text.append(bench_stream(nvim, bin_dir, mock, 1, work, 2 * tokens, "syntax", plugin_root))
+    out = {k: median([p[k] for p in per]) for k in per[0]}
+    out["text"] = {k: median([t[k] for t in text]) for k in ("p50", "p99", "max", "tps")}
+    out["mb"] = chunks * (lines * (len(LOUD_LINE) + 1)) / 1e6
+    return out
+
+
 def fmt_ms(s):
     return "–" if s is None else (f"{s*1e3:.2f} ms" if s < 0.01 else f"{s*1e3:.1f} ms" if s < 1 else f"{s*1e3:.0f} ms")
 
@@ -845,7 +939,7 @@ def main():
     ap.add_argument("--pi", default=os.environ.get("PI_BIN") or os.path.join(ROOT, ".cache", "pi", "node_modules", ".bin", "pi"))
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="one tiny iteration of each")
-    ap.add_argument("--only", default="1,2,3,4,5,6,8", help="sections to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8", help="sections to run, e.g. 1,4")
     ap.add_argument("--rg", help="ripgrep for §6b (default: .cache/rg-venv/bin/rg, else PATH; `none`: without)")
     ap.add_argument("--json", help="also write the raw figures here")
     ap.add_argument("--doc", help="replace the results part of this markdown file (between the markers)")
@@ -858,6 +952,9 @@ def main():
     pi_stream_tokens = 500 if args.smoke else 10000
     tree_files = 300 if args.smoke else 24000
     read_sizes = [5_000_000, 50_000_000] if args.smoke else [5_000_000, 50_000_000, 500_000_000]
+    loud_mb = 5 if args.smoke else 1000  # §7a
+    # §7b: tokens of text before and after; bursts × lines of the command (~80 bytes a line)
+    steady = (300, 3, 2000) if args.smoke else (20000, 40, 12500)
     rg = find_rg(args.rg)
     if "6" in only and not rg:
         print("rg not found (--rg, or scripts/deps.sh ensure_rg): §6b runs without rg and pi", file=sys.stderr)
@@ -1035,6 +1132,45 @@ def main():
                 out.append(f"| {r['size']/1e6:,.0f} MB | **{fmt_ms(r['ours'])}** | **{mib(r['ours_peak'])}** | "
                            f"{fmt_ms(r['pi'])} | {mib(r['pi_peak'])} | {same} |")
             out.append("")
+        if "7" in only:
+            log(f"7a. a command printing {loud_mb:,} MB")
+            # Three runs, not --runs: each writes its output (1.35 GB) to disk twice.
+            tm = raw["tool_memory"] = bench_tool_memory(nvim, args.bin_dir, env, mock, min(runs, 3), work, loud_mb)
+            log("7b. text, a steadily printing command, text")
+            tl = raw["tool_latency"] = bench_tool_latency(nvim, args.bin_dir, mock, runs, work, *steady)
+            out += ["### 7. Tool output", "",
+                    f"#### 7a. A command printing {tm['mb']:,} MB", "",
+                    f"`bash: {loud_command(tm['mb'])}` ({tm['mb']:,} MB of 76-character lines), the mock's only call; "
+                    "the output streams into the open chat of a headless Neovim (tools allowed without asking), "
+                    "and the same turn runs through the CLI (`prompt --new --yes`, peak RSS from `/usr/bin/time`). "
+                    "The host's RSS is sampled every 50 ms from Lua; VmHWM is its peak. "
+                    f"Median of {min(runs, 3)} runs (each writes the output to disk twice: the full-output file).", "",
+                    "| | ours |", "|---|---|",
+                    f"| host started by the plugin: RSS before the prompt | {mib(tm['host_idle'])} |",
+                    f"| … while the command prints: highest RSS sampled | {mib(tm['host_max'])} |",
+                    f"| … peak (VmHWM) | **{mib(tm['host_hwm'])}** |",
+                    f"| Neovim's own RSS before / highest while it prints | {mib(tm['nvim_idle'])} / {mib(tm['nvim_max'])} |",
+                    f"| command time (`HandoffToolStart` → `HandoffToolEnd`) | {tm['tool_s']:.1f} s ({tm['mb'] / tm['tool_s']:,.0f} MB/s) |",
+                    f"| live updates of the chat / Lua time per update, p99 | {tm['updates']:.0f} / {tm['update_p99']:.1f} ms |",
+                    f"| main-loop latency meanwhile: p50 / p99 / max | {tm['p50']:.1f} / {tm['p99']:.1f} / {tm['max']:.1f} ms |",
+                    f"| CLI, whole process: peak RSS | **{mib(tm['cli_peak'])}** |",
+                    f"| CLI, whole process: wall | {tm['cli_s']:.1f} s |", "",
+                    "#### 7b. Streaming into Neovim with tool output interleaved", "",
+                    f"One turn: {steady[0]:,} tokens streamed at full speed (as in §4), a bash call printing "
+                    f"{steady[1]} bursts of {steady[2]:,} lines (~{tl['mb']:.0f} MB) 100 ms apart, then {steady[0]:,} "
+                    "tokens again. Latency measured as in §4 (an 8 ms `vim.uv` timer's scheduled callbacks) from the "
+                    f"prompt to 100 ms after `HandoffAgentEnd`. Beside it, interleaved run by run: {2 * steady[0]:,} "
+                    "tokens of text alone (§4's run).", "",
+                    "| | latency p50 | latency p99 | max | p99 of its parts: tick / queue | dispatch p99 | Lua per tool update, p99 | tool updates | command | turn |",
+                    "|---|---|---|---|---|---|---|---|---|---|",
+                    f"| text, command, text | {tl['p50']:.1f} ms | **{tl['p99']:.1f} ms** | {tl['max']:.1f} ms | "
+                    f"{tl['tick_p99']:.1f} / {tl['queue_p99']:.1f} ms | "
+                    f"{tl['dispatch_p99']:.1f} ms | {tl['update_p99']:.1f} ms | {tl['updates']:.0f} ({tl['update_mb']:.1f} MB) | "
+                    f"{tl['tool_s']:.1f} s | {tl['total_s']:.1f} s |",
+                    f"| text alone | {tl['text']['p50']:.1f} ms | {tl['text']['p99']:.1f} ms | {tl['text']['max']:.1f} ms | | | | | | |", "",
+                    "*tick*: how late the timer itself fired (the event loop was not polled: the process waited for a "
+                    "core, or a redraw polled it late); *queue*: how long its scheduled callback then waited for the main "
+                    "loop (busy with the host's batches).", ""]
         if "8" in only:
             log("8. a large session resumed + one prompt")
             r = raw["resume_prompt"] = bench_resume_prompt(args.bin_dir, pi_bin, runs, work,

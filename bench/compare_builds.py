@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Before/after of a change over the whole-process benchmarks of bench/bench.py (§1–5, 8): two
+"""Before/after of a change over the whole-process benchmarks of bench/bench.py (§1–5, 7b, 8): two
 checkouts, each with its own release build and its own Lua plugin, measured round by round
 interleaved (old and new alternate who goes first), with pi in the same rounds, against one mock.
 
     git worktree add /work/bench-old c00d435
     (cd /work/bench-old && cargo build --release --bins)           # before the workspace split
     cargo build --release --workspace --bins                       # this checkout
-    bench/compare_builds.py --old /work/bench-old [--new .] [--runs 7] [--only 1,2,3,4,5,8]
+    bench/compare_builds.py --old /work/bench-old [--new .] [--runs 7] [--only 1,2,3,4,5,7,8]
 
 Every figure is the median over the rounds; `old / new` > 1 means the new build is faster
 (or smaller). The Neovim figures run this checkout's bench/nvim_bench.lua with each checkout's
@@ -92,6 +92,12 @@ def main():
                     s = B.bench_stream(nvim, bin_dir, mock, 1, work, args.stream_tokens, "syntax", plugin_root=root)
                     add("stream into Neovim: tokens/s", who, s["tps"])
                     add("stream into Neovim: latency p99 (ms)", who, s["p99"])
+                if "7" in only:
+                    t = B.nvim_tool_turn(nvim, bin_dir, mock, work, B.steady_command(40, 12500), 20000, 20000,
+                                         B.re.escape(B.LOUD_LINE), "chunk 40 done", root)
+                    add("text, command, text in Neovim: latency p99 (ms)", who, B.pct(t["lateness_ms"], 0.99))
+                    add("text, command, text in Neovim: Lua per tool update p99 (ms)", who, B.pct(t["update_ms"], 0.99))
+                    add("text, command, text in Neovim: host peak (KiB)", who, t["host_hwm_kib"])
                 if "8" in only:
                     if r == 0:
                         rp.ours(bin_dir)  # warm-up

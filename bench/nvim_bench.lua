@@ -14,6 +14,10 @@
 ---            during the stream.
 ---   resume   the host's RSS idle, then with a large session resumed: `resume()` → the chat
 ---            rendered with that session (`rendered_ms`), RSS of the host and of Neovim then.
+---   tools    a prompt whose turn (scripted by bench.py) streams text, runs a loud bash command
+---            (tools allowed without asking), streams text again: main-loop latency through the
+---            whole turn, the host's and Neovim's memory (sampled, and the host's peak), and
+---            what the chat showed of the command's output.
 local P = vim.json.decode(vim.env.HANDOFF_BENCH)
 local uv = vim.uv
 local hr = uv.hrtime
@@ -82,6 +86,8 @@ require("handoff").setup({
   session_dir = P.session_dir,
   log_file = P.log_file,
   provider = { api = "openai", base_url = P.base_url, model = "mock-model", max_retries = 0, timeout = 30 },
+  -- The tools mode's bash call runs without a question, as for a user who allowed it.
+  tools = P.mode == "tools" and { policy = "allow_all" } or nil,
 })
 
 local function once(pattern, fn)
@@ -148,7 +154,7 @@ end
 --- gap since the previous tick beyond `interval`: the event loop did not run) plus the wait of
 --- the scheduled callback (the main loop was busy with other events).
 local function latency_probe(interval)
-  local probe = { samples = {}, tick = {}, queue = {} }
+  local probe = { samples = {}, tick = {}, queue = {}, at = {} }
   local timer = uv.new_timer()
   local prev
   timer:start(interval, interval, function()
@@ -163,6 +169,7 @@ local function latency_probe(interval)
       probe.tick[#probe.tick + 1] = late
       probe.queue[#probe.queue + 1] = wait
       probe.samples[#probe.samples + 1] = late + wait
+      probe.at[#probe.at + 1] = now
     end)
   end)
   function probe.stop()
@@ -240,6 +247,119 @@ function modes.stream()
       end), P.tail_ms or 100)
     end)
     require("handoff").prompt("stream as fast as you can")
+  end), P.idle_ms or 1000)
+end
+
+function modes.tools()
+  local chat = require("handoff.chat")
+  local events = require("handoff.events")
+  local state = require("handoff.state")
+  local api = vim.api
+  -- The command's full output goes to a file in TMPDIR (bench.py removes it after the run).
+  vim.env.TMPDIR = P.tmpdir or vim.env.TMPDIR
+  require("handoff").open_chat()
+  if P.highlight == "off" then
+    vim.bo[chat.chat_buf].syntax = "OFF"
+  end
+  local interval = P.interval_ms or 8
+  local idle = latency_probe(interval)
+  vim.defer_fn(guard(function()
+    local idle_samples = idle.stop()
+    local host, me = state.pid, uv.os_getpid()
+    if not host then
+      return fail("the host did not start: " .. table.concat(notes, " | "))
+    end
+    local host_idle = proc_kib(host, "VmRSS")
+    local nvim_idle = proc_kib(me, "VmRSS")
+    -- Memory every 50 ms (a /proc read each: ~30 µs of the main loop).
+    local host_max, nvim_max = host_idle, nvim_idle
+    local mem = uv.new_timer()
+    mem:start(50, 50, function()
+      host_max = math.max(host_max, proc_kib(host, "VmRSS") or 0)
+      nvim_max = math.max(nvim_max, proc_kib(me, "VmRSS") or 0)
+    end)
+    local host_cpu0, nvim_cpu0 = proc_cpu_ms(host), proc_cpu_ms(me)
+    local t0 = hr()
+    local updates, update_bytes, update_ms, live = 0, 0, {}, nil
+    local tool_update = chat.tool_update
+    chat.tool_update = function(r)
+      local t = hr()
+      tool_update(r)
+      update_ms[#update_ms + 1] = ms(hr() - t)
+      updates = updates + 1
+      update_bytes = update_bytes + #(r.tail or "")
+      -- What the chat shows of the running command (its block ends the buffer).
+      local n = api.nvim_buf_line_count(chat.chat_buf)
+      live = api.nvim_buf_get_lines(chat.chat_buf, math.max(0, n - 16), n, false)
+    end
+    -- What the chat shows once the command is done (its result).
+    local result
+    local tool_end_chat = chat.tool_end
+    chat.tool_end = function(r)
+      tool_end_chat(r)
+      local n = api.nvim_buf_line_count(chat.chat_buf)
+      result = api.nvim_buf_get_lines(chat.chat_buf, math.max(0, n - 18), n, false)
+    end
+    local dispatch = events.dispatch
+    local dispatch_ms = {}
+    events.dispatch = function(batch)
+      local t = hr()
+      dispatch(batch)
+      dispatch_ms[#dispatch_ms + 1] = ms(hr() - t)
+    end
+    local tool_start, tool_end
+    once("HandoffToolStart", function()
+      tool_start = hr()
+    end)
+    once("HandoffToolEnd", function()
+      tool_end = hr()
+    end)
+    local probe = latency_probe(interval)
+    once("HandoffAgentEnd", function(ev)
+      local t_end = hr()
+      local host_cpu, nvim_cpu = proc_cpu_ms(host) - host_cpu0, proc_cpu_ms(me) - nvim_cpu0
+      vim.defer_fn(guard(function()
+        local samples = probe.stop()
+        mem:stop()
+        mem:close()
+        local lines = api.nvim_buf_get_lines(chat.chat_buf, 0, -1, false)
+        finish({
+          stop_reason = ev.data.stop_reason,
+          total_ms = ms(t_end - t0),
+          tool_ms = tool_start and tool_end and ms(tool_end - tool_start),
+          tool_start_ms = tool_start and ms(tool_start - t0),
+          tool_end_ms = tool_end and ms(tool_end - t0),
+          -- its parts: the tick's own lateness (the process waited for a core) and the scheduled
+          -- callback's wait (the main loop was busy)
+          tick_lateness_ms = probe.tick,
+          queue_wait_ms = probe.queue,
+          -- when each latency sample's tick fired, from the prompt
+          lateness_at_ms = vim.tbl_map(function(t)
+            return ms(t - t0)
+          end, probe.at),
+          updates = updates,
+          update_bytes = update_bytes,
+          update_ms = update_ms,
+          dispatch_ms = dispatch_ms,
+          lateness_ms = samples,
+          idle_lateness_ms = idle_samples,
+          -- CPU time (user + system, 10 ms ticks) from the prompt to HandoffAgentEnd
+          host_cpu_ms = host_cpu,
+          nvim_cpu_ms = nvim_cpu,
+          batches = #dispatch_ms,
+          host_idle_rss_kib = host_idle,
+          host_max_rss_kib = host_max,
+          host_hwm_kib = proc_kib(host, "VmHWM"),
+          nvim_idle_rss_kib = nvim_idle,
+          nvim_max_rss_kib = nvim_max,
+          live = live or {},
+          result = result or {},
+          chat_lines = #lines,
+          notes = notes,
+        })
+      end), P.tail_ms or 100)
+    end)
+    require("handoff").prompt("run the loud command")
   end), P.idle_ms or 1000)
 end
 

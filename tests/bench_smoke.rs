@@ -33,7 +33,7 @@ fn every_benchmark_runs_once() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "bench.py --smoke failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
-    for section in ["### 1.", "### 2.", "### 3.", "### 4.", "### 5.", "### 6."] {
+    for section in ["### 1.", "### 2.", "### 3.", "### 4.", "### 5.", "### 6.", "### 7."] {
         assert!(stdout.contains(section), "no {section} in\n{stdout}");
     }
     let raw: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(json.path()).unwrap()).unwrap();
@@ -51,5 +51,11 @@ fn every_benchmark_runs_once() {
     assert!(raw["grep"]["ours"].as_f64().unwrap() > 0.0);
     assert!(raw["grep"]["matches"].as_u64().unwrap() > 0);
     assert!(raw["read"][1]["ours_peak"].as_f64().unwrap() > 0.0);
+    // Tool output (§7): bench.py checks the chat showed the command's lines live and its last
+    // line after; here, that the figures are there.
+    assert!(raw["tool_memory"]["host_hwm"].as_f64().unwrap() > 0.0);
+    assert!(raw["tool_memory"]["cli_peak"].as_f64().unwrap() > 0.0);
+    assert!(raw["tool_latency"]["updates"].as_f64().unwrap() > 0.0);
+    assert!(raw["tool_latency"]["p99"].as_f64().unwrap() >= 0.0);
     assert!(started.elapsed() < Duration::from_secs(60), "the smoke run took {:?}", started.elapsed());
 }

@@ -219,3 +219,60 @@ async fn quitting_during_a_command_leaves_no_process_behind() {
     })
     .await;
 }
+
+/// A process's memory figure from /proc (`VmHWM`, `VmRSS`), in KiB.
+fn proc_kib(pid: u64, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(&format!("{field}:"))).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_printing_100_mb_keeps_the_host_small_and_the_chat_shows_its_end() {
+    bounded(async {
+        let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_all" } })).await;
+        // The full output's file goes into the test's folder (the host inherits TMPDIR).
+        let tmp = ed.dir.path().join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        ed.lua("vim.env.TMPDIR = ...", json!([tmp])).await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        let go = ed.work_dir().join("go");
+        // 6,000,000 lines (102 MB), a marker, then it waits for the test before its last line
+        // (the markers are spelled so that the command's line in the chat does not contain them).
+        let command = format!(
+            "yes 'loud output line' | head -n 6000000; printf 'last-%s\\n' before-wait; while [ ! -e {} ]; do sleep 0.02; done; printf 'the-%s\\n' end",
+            go.display()
+        );
+        ed.mock.push(tool_call_reply("bash", json!({ "command": command }), "call_l1"));
+        ed.mock.push(MockReply::text("done"));
+        ed.lua("require('handoff').prompt('print a lot')", json!([])).await;
+        // While it runs, the chat shows the output's last lines and counts all before them.
+        ed.wait_until("table.concat(T.chat(), '\\n'):find('last-before-wait', 1, true) ~= nil", Duration::from_secs(40))
+            .await;
+        assert_eq!(ed.eval("T.count('HandoffToolEnd')").await, json!(0));
+        let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
+        let chat = chat.as_str().unwrap();
+        assert!(chat.ends_with("loud output line\nlast-before-wait\n```"), "{chat}");
+        assert!(chat.contains("*… 5999989 earlier lines*"), "{chat}");
+        // All of it went through the host, which kept only a tail: far below the output's size.
+        let hwm = proc_kib(ed.host_pid().await, "VmHWM");
+        assert!(hwm < 40 * 1024, "the host's peak RSS was {hwm} KiB for 102 MB of output");
+        std::fs::write(&go, "").unwrap();
+        ed.wait_event_for("HandoffAgentEnd", 1, Duration::from_secs(20)).await;
+        let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
+        // The result's last lines, the lines before them counted whole (most are only in the file).
+        let chat = chat.as_str().unwrap();
+        assert!(chat.contains("*… 5999993 earlier lines*\n```\nloud output line\n"), "{chat}");
+        assert!(chat.contains("last-before-wait\nthe-end\n\n\n[Showing lines 5998004-6000003 of 6000003. Full output: "), "{chat}");
+        // The result is the bounded tail with the whole output in a file, as before.
+        let results = tool_results(&ed).await;
+        let details = &results[0]["details"];
+        let total = 6_000_000 * 17 + "last-before-wait\nthe-end\n".len() as u64;
+        assert_eq!(details["truncation"]["totalBytes"], json!(total), "{details}");
+        let full = Path::new(details["fullOutputPath"].as_str().unwrap());
+        assert!(full.starts_with(&tmp), "{}", full.display());
+        assert_eq!(std::fs::metadata(full).unwrap().len(), total);
+        ed.quit().await;
+    })
+    .await;
+}

@@ -19,16 +19,18 @@ use super::transcript;
 use crate::core::agent::{lock, AgentSession};
 use crate::core::controller::Controller;
 
-/// The shortest time between two event batches sent to Neovim (one frame at 60 Hz).
-pub const FRAME: Duration = Duration::from_millis(16);
+/// The shortest time between two event batches sent to Neovim.
+pub const FRAME: Duration = Duration::from_millis(8);
 
 /// Bytes of streamed text per batch at most; the rest goes in the next frame. Neovim's cost is
 /// per byte, and mostly after the call returns: the redraw runs the chat's markdown regex syntax
-/// over every new line (~0.2 ms per line here) before the main loop takes its next event.
-/// Measured with bench/bench.py §4 (full-speed mock, p99 of a timer's lateness): 256 KiB per
-/// frame 63 ms, 16 KiB 48 ms, 4 KiB 4.8 ms; 4 KiB per 16 ms frame still passes
-/// >20k tokens/s, ten times the fastest hosted models.
-const MAX_BATCH_TEXT: usize = 4 * 1024;
+/// over every new line (~0.2 ms per line here) before the main loop takes its next event, so
+/// what a batch carries bounds how long the editor is blocked. Measured with bench/bench.py §4
+/// (full-speed mock, p99 of a timer's lateness): 256 KiB per 16 ms frame 63 ms, 16 KiB 48 ms,
+/// 4 KiB 4.8 ms on a quiet machine; a redraw after 4 KiB took ~7 ms, after 2 KiB ~3.9 ms. Half
+/// as much twice as often keeps the throughput (~32k tokens/s, ten times the fastest hosted
+/// models) and halves the longest block: under load, p99 22 ms → 14.6 ms (8 runs, interleaved).
+const MAX_BATCH_TEXT: usize = 2 * 1024;
 
 const DISPATCH: &str = "return require('handoff.events').dispatch(...)";
 
@@ -52,11 +54,25 @@ pub struct Outbox {
 }
 
 impl Outbox {
-    /// Queues a record.
+    /// Queues a record. A running tool's output replaces its previous update still waiting:
+    /// only the newest is worth showing, and while Neovim is slow or stopped (suspended with
+    /// `^Z`, a blocking prompt) updates would otherwise pile up here for as long as the command
+    /// prints, then all be drawn at once.
     pub fn push(&self, record: Record) {
         let mut pending = lock(&self.pending);
         if record.starts_message() {
             pending.tokens = 0;
+        }
+        if let Record::ToolUpdate { id, .. } = &record {
+            let waiting = pending
+                .items
+                .iter_mut()
+                .rev()
+                .find(|item| matches!(item, Item::Record(Record::ToolUpdate { id: w, .. }) if w == id));
+            if let Some(waiting) = waiting {
+                *waiting = Item::Record(record);
+                return;
+            }
         }
         pending.items.push_back(Item::Record(record));
         drop(pending);
@@ -227,6 +243,25 @@ mod tests {
         assert_eq!(batch[5], Record::Delta { text: "c".into(), tokens: 1 }, "a new message counts from zero");
         assert_eq!(batch.len(), 6);
         assert!(outbox.is_empty());
+    }
+
+    #[test]
+    fn a_tool_update_replaces_the_one_still_waiting_for_that_tool() {
+        let outbox = Outbox::default();
+        let update = |id: &str, n: u64| Record::ToolUpdate { id: id.into(), tail: format!("line {n}\n"), earlier: n };
+        outbox.push(update("a", 1));
+        outbox.push(update("b", 1));
+        outbox.push(Record::Notice(crate::core::agent::Notice::new(crate::core::agent::Level::Info, "n")));
+        for n in 2..1000 {
+            outbox.push(update("a", n));
+        }
+        let batch = outbox.take();
+        assert_eq!(batch.len(), 3, "{batch:?}");
+        assert_eq!(batch[0], update("a", 999), "the newest, where the first waited");
+        assert_eq!(batch[1], update("b", 1));
+        // Once sent, the next update is queued again.
+        outbox.push(update("a", 1000));
+        assert_eq!(outbox.take(), vec![update("a", 1000)]);
     }
 
     #[test]

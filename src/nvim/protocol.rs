@@ -141,6 +141,10 @@ pub enum Item {
         tool: Option<String>,
         text: String,
         is_error: bool,
+        /// Lines of the output before `text` that the result does not hold (bash past its
+        /// limits: they are in the file its last line names).
+        #[serde(skip_serializing_if = "is_zero")]
+        earlier: u64,
     },
     Custom {
         custom_type: String,
@@ -406,10 +410,12 @@ pub enum Record {
         /// The argument that says what it does (the command, the path).
         summary: String,
     },
-    /// Output of the running tool so far (bash); each replaces the last.
+    /// The end of the running tool's output so far (bash; at most 4 KiB, whole lines) and the
+    /// count of lines before it; each replaces the last.
     ToolUpdate {
         id: String,
-        partial: String,
+        tail: String,
+        earlier: u64,
     },
     /// A session file read for `view_session`.
     SessionView(SessionView),
@@ -419,7 +425,13 @@ pub enum Record {
         tool: String,
         is_error: bool,
         text: String,
+        /// As for [`Item::Tool`].
+        earlier: u64,
     },
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Record {

@@ -85,8 +85,22 @@ pub fn message_item(message: &Message) -> Item {
             tool: message.extra_str("toolName").map(str::to_string),
             text,
             is_error: message.extra.get("isError").and_then(|v| v.as_bool()).unwrap_or(false),
+            earlier: lines_not_kept(message),
         },
         Role::Other(role) => Item::Custom { custom_type: role.clone(), text },
+    }
+}
+
+/// Lines of a bash command's output before those its result holds: past its limits the result
+/// keeps the last ones (pi's `details.truncation`), and the chat counts the rest as earlier.
+fn lines_not_kept(result: &Message) -> u64 {
+    let truncation = result.extra.get("details").and_then(|d| d.get("truncation"));
+    match truncation {
+        Some(t) if result.extra_str("toolName") == Some("bash") && t["truncated"] == true => {
+            let count = |key: &str| t[key].as_u64().unwrap_or(0);
+            count("totalLines").saturating_sub(count("outputLines"))
+        }
+        _ => 0,
     }
 }
 
@@ -261,14 +275,15 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
                 summary: call_summary(tool_name, args),
             }
         }
-        AgentEvent::ToolExecutionUpdate { tool_call_id, partial, .. } => {
-            Record::ToolUpdate { id: tool_call_id.clone(), partial: partial.clone() }
+        AgentEvent::ToolExecutionUpdate { tool_call_id, tail, lines_before, .. } => {
+            Record::ToolUpdate { id: tool_call_id.clone(), tail: tail.clone(), earlier: *lines_before }
         }
         AgentEvent::ToolExecutionEnd { tool_call_id, tool_name, is_error, result, .. } => Record::ToolEnd {
             id: tool_call_id.clone(),
             tool: tool_name.clone(),
             is_error: *is_error,
             text: result.text(),
+            earlier: lines_not_kept(result),
         },
         AgentEvent::MessageUpdate { .. }
         | AgentEvent::TurnStart

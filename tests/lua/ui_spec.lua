@@ -122,6 +122,42 @@ it("a transcript renders, a reply streams in and the indicator counts", function
   eq(nil, chat.indicator_text(), "indicator after the end")
 end)
 
+it("a running command shows the end of its output and counts the lines before it", function()
+  require("handoff").open_chat()
+  local chat = require("handoff.chat")
+  fake.emit({ { type = "transcript", session_id = "abc", items = {} } })
+  fake.emit({ { type = "tool_start", id = "c1", tool = "bash", summary = "loud", args = {} } })
+  -- An update carries the end of the output (whole lines) and how many came before it.
+  local tail = {}
+  for i = 991, 1000 do
+    table.insert(tail, "line " .. i)
+  end
+  fake.emit({ { type = "tool_update", id = "c1", tail = table.concat(tail, "\n") .. "\n", earlier = 990 } })
+  local l = lines(chat.chat_buf)
+  eq({ "**▸ bash** `loud`", "*… 990 earlier lines*", "```", "line 991" }, vim.list_slice(l, #l - 13, #l - 10),
+    "a short tail: all of it")
+  eq("line 1000", l[#l - 1], "the last line")
+  -- More lines than the chat shows: the rest count as earlier.
+  table.insert(tail, 1, "line 990")
+  for i = 1001, 1005 do
+    table.insert(tail, "line " .. i)
+  end
+  fake.emit({ { type = "tool_update", id = "c1", tail = table.concat(tail, "\n"), earlier = 989 } })
+  l = lines(chat.chat_buf)
+  eq("*… 993 earlier lines*", l[#l - 14], "earlier lines")
+  eq({ "```", "line 994" }, vim.list_slice(l, #l - 13, #l - 12), "first shown")
+  eq({ "line 1005", "```" }, vim.list_slice(l, #l - 1, #l), "last shown")
+  -- The result replaces the live block.
+  fake.emit({ { type = "tool_end", id = "c1", tool = "bash", is_error = false, text = "done\n" } })
+  l = lines(chat.chat_buf)
+  eq({ "**▸ bash** `loud`", "```", "done", "```", "" }, vim.list_slice(l, #l - 4, #l), "the result")
+  -- Lines a result does not hold (they are in the file its last line names) count as earlier.
+  fake.emit({ { type = "tool_start", id = "c2", tool = "bash", summary = "louder", args = {} } })
+  fake.emit({ { type = "tool_end", id = "c2", tool = "bash", is_error = false, text = "x\ny", earlier = 5 } })
+  l = lines(chat.chat_buf)
+  eq({ "**▸ bash** `louder`", "*… 5 earlier lines*", "```", "x", "y", "```", "" }, vim.list_slice(l, #l - 6, #l), "cut result")
+end)
+
 it("handoff records: <Esc> installed then restored, the document live then final", function()
   vim.keymap.set("n", "<Esc>", "<Cmd>nohlsearch<CR>")
   local code = api.nvim_get_current_buf()

@@ -95,7 +95,7 @@ local function item_lines(item)
       add({ "", "*(stopped)*" })
     end
   elseif k == "tool" then
-    lines = M.result_lines(item.tool, item.text, item.is_error)
+    lines = M.result_lines(item.tool, item.text, item.is_error, false, item.earlier)
     table.insert(lines, "")
     return lines
   elseif k == "handoff" then
@@ -308,8 +308,9 @@ function M.call_line(tool, summary)
   return ("**▸ %s**%s"):format(tool or "tool", summary ~= "" and (" `" .. summary .. "`") or "")
 end
 
---- A tool's output as the chat shows it: the last lines, in a fence.
-function M.result_lines(tool, text, is_error, live)
+--- A tool's output as the chat shows it: the last lines, in a fence. `earlier`: lines of the
+--- output before `text` (a running command's update carries only its end).
+function M.result_lines(tool, text, is_error, live, earlier)
   local max = config.options.tool_output_lines or 12
   local all = split(text or "")
   while #all > 0 and all[#all] == "" do
@@ -322,7 +323,12 @@ function M.result_lines(tool, text, is_error, live)
   local shown = all
   if #all > max then
     shown = vim.list_slice(all, #all - max + 1, #all)
-    table.insert(lines, ("*… %d earlier lines%s*"):format(#all - max, live and "" or " (all of it is in the session)"))
+  end
+  -- Lines the result does not hold are in the file its last line names.
+  local whole = not live and (earlier or 0) == 0
+  earlier = (earlier or 0) + #all - #shown
+  if earlier > 0 then
+    table.insert(lines, ("*… %d earlier lines%s*"):format(earlier, whole and " (all of it is in the session)" or ""))
   end
   table.insert(lines, "```")
   vim.list_extend(lines, shown)
@@ -346,16 +352,16 @@ local function replace_live(lines)
   end)
 end
 
---- Output of the running tool so far (each update replaces the last).
+--- The end of the running tool's output so far (each update replaces the last).
 function M.tool_update(r)
   if live and live.id == r.id and live.start <= api.nvim_buf_line_count(chat_buf()) then
-    replace_live(M.result_lines(live.tool, r.partial, false, true))
+    replace_live(M.result_lines(live.tool, r.tail, false, true, r.earlier))
   end
 end
 
 --- A tool call ended: its result replaces the live output (or follows the call's line).
 function M.tool_end(r)
-  local lines = M.result_lines(r.tool, r.text, r.is_error)
+  local lines = M.result_lines(r.tool, r.text, r.is_error, false, r.earlier)
   table.insert(lines, "")
   if live and live.id == r.id and live.start <= api.nvim_buf_line_count(chat_buf()) then
     replace_live(lines)

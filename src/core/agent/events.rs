@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::core::message::Message;
-use crate::core::tools::Todo;
+use crate::core::tools::{Todo, ToolOutput};
 
 /// One streamed change to the assistant message being written.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -69,9 +69,10 @@ pub enum AgentEvent {
     /// A tool call starts (after consent).
     #[serde(rename_all = "camelCase")]
     ToolExecutionStart { tool_call_id: String, tool_name: String, args: serde_json::Value },
-    /// Output of a running tool so far (bash); each update replaces the last.
+    /// The end of a running tool's output so far (bash), as [`live_tail`] cuts it: `tail`, and
+    /// the count of lines before it. Each update replaces the last.
     #[serde(rename_all = "camelCase")]
-    ToolExecutionUpdate { tool_call_id: String, tool_name: String, partial: String },
+    ToolExecutionUpdate { tool_call_id: String, tool_name: String, tail: String, lines_before: u64 },
     /// A tool call ended; `result` is the `toolResult` message stored for it.
     #[serde(rename_all = "camelCase")]
     ToolExecutionEnd { tool_call_id: String, tool_name: String, args: serde_json::Value, is_error: bool, result: Message },
@@ -84,4 +85,81 @@ pub enum AgentEvent {
     /// Something the user must be told that is no part of a message: refusals included, so
     /// every outcome of a command travels the same route.
     Notice(Notice),
+}
+
+/// Bytes of a running tool's output an update carries at most. A UI shows a few lines of it, so
+/// an update never carries the 50 KiB a result keeps: sending and drawing one stays cheap
+/// whatever the command prints, and a subscriber that falls behind holds at most the channel's
+/// capacity of these (4096 × 4 KiB), not of whole outputs.
+pub const LIVE_TAIL_BYTES: usize = 4 * 1024;
+
+/// The end of a tool's partial output: its last whole lines within [`LIVE_TAIL_BYTES`] (the end
+/// of the last line when that alone is longer), and how many lines of the whole output came
+/// before them. bash's partial output holds only the last lines once it passed its limits; the
+/// lines before those are counted in its `details.truncation.totalLines`.
+pub fn live_tail(partial: &ToolOutput) -> (String, u64) {
+    let text = partial.joined_text();
+    let newlines = |s: &str| memchr::memchr_iter(b'\n', s.as_bytes()).count() as u64;
+    let total = partial
+        .details
+        .pointer("/truncation/totalLines")
+        .and_then(serde_json::Value::as_u64)
+        .map_or_else(|| newlines(&text), |lines| lines.saturating_sub(1));
+    let start = match text.len().checked_sub(LIVE_TAIL_BYTES) {
+        None | Some(0) => 0,
+        Some(from) => {
+            // The first line that starts inside the window; the final newline starts none.
+            let end = text.trim_end_matches('\n').len().max(from);
+            match memchr::memchr(b'\n', &text.as_bytes()[from - 1..end]) {
+                Some(i) => from + i,
+                None => (from..text.len()).find(|&i| text.is_char_boundary(i)).unwrap_or(text.len()),
+            }
+        }
+    };
+    let tail = text[start..].to_owned();
+    let before = total.saturating_sub(newlines(&tail));
+    (tail, before)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_short_output_is_its_own_tail() {
+        let (tail, before) = live_tail(&ToolOutput::text("a\nb\n", serde_json::Value::Null));
+        assert_eq!((tail.as_str(), before), ("a\nb\n", 0));
+    }
+
+    #[test]
+    fn a_long_output_keeps_whole_lines_and_counts_the_ones_before() {
+        let text: String = (0..1000).map(|i| format!("line {i:04}\n")).collect();
+        let (tail, before) = live_tail(&ToolOutput::text(text, serde_json::Value::Null));
+        assert!(tail.len() <= LIVE_TAIL_BYTES);
+        assert!(tail.starts_with("line ") && tail.ends_with("line 0999\n"), "{tail}");
+        // 10 bytes a line: 409 whole lines fit.
+        assert_eq!(before, 1000 - 409);
+        assert!(tail.starts_with(&format!("line {before:04}\n")));
+    }
+
+    #[test]
+    fn lines_cut_off_by_the_result_limits_are_counted_from_the_details() {
+        // bash past its limits: the partial output is the last lines, the details count them all.
+        let text: String = (0..10).map(|i| format!("l{i}\n")).collect();
+        let details = json!({ "truncation": { "totalLines": 1_000_001 } });
+        let (tail, before) = live_tail(&ToolOutput::text(text, details));
+        assert_eq!(tail.lines().count(), 10);
+        assert_eq!(before, 1_000_000 - 10);
+    }
+
+    #[test]
+    fn one_huge_line_gives_its_end_on_a_char_boundary() {
+        let text = format!("{}\n", "é".repeat(LIVE_TAIL_BYTES));
+        let (tail, before) = live_tail(&ToolOutput::text(text.clone(), serde_json::Value::Null));
+        assert!(tail.len() <= LIVE_TAIL_BYTES && tail.len() > LIVE_TAIL_BYTES - 4);
+        assert!(text.ends_with(&tail));
+        assert_eq!(before, 0);
+    }
 }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::events::live_tail;
 use super::{AgentError, AgentEvent, AgentSession, Level, Notice, RunResult};
 use crate::core::message::{now_millis, Message};
 use crate::core::provider::ToolCall;
@@ -138,10 +139,12 @@ impl AgentSession {
             let events = self.events.clone();
             let (id, name) = (call.id.clone(), call.name.clone());
             Arc::new(move |partial: ToolOutput| {
+                let (tail, lines_before) = live_tail(&partial);
                 let _ = events.send(AgentEvent::ToolExecutionUpdate {
                     tool_call_id: id.clone(),
                     tool_name: name.clone(),
-                    partial: partial.joined_text(),
+                    tail,
+                    lines_before,
                 });
             })
         };
