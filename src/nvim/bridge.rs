@@ -54,11 +54,19 @@ pub struct Outbox {
 impl Outbox {
     /// Queues a record.
     pub fn push(&self, record: Record) {
+        self.push_all([record]);
+    }
+
+    /// Queues records that go out in one batch (a session switch and its transcript: the chat
+    /// never shows the old session under the new one's name).
+    pub fn push_all(&self, records: impl IntoIterator<Item = Record>) {
         let mut pending = lock(&self.pending);
-        if record.starts_message() {
-            pending.tokens = 0;
+        for record in records {
+            if record.starts_message() {
+                pending.tokens = 0;
+            }
+            pending.items.push_back(Item::Record(record));
         }
-        pending.items.push_back(Item::Record(record));
         drop(pending);
         self.ready.notify_one();
     }
@@ -137,13 +145,13 @@ pub fn spawn_collector(controller: Arc<Controller>, outbox: Arc<Outbox>) -> toki
                         outbox.push_delta(thinking, delta);
                         continue;
                     }
-                    let record = transcript::event_record(&event, agent);
-                    let switched = matches!(record, Some(Record::SessionSwitch { .. }));
-                    if let Some(record) = record {
-                        outbox.push(record);
-                    }
-                    if switched {
-                        outbox.push(Record::Transcript(transcript::transcript(&controller, transcript::PAGE)));
+                    match transcript::event_record(&event, agent) {
+                        Some(switch @ Record::SessionSwitch { .. }) => {
+                            let transcript = transcript::opened(&controller).await;
+                            outbox.push_all([switch, Record::Transcript(transcript)]);
+                        }
+                        Some(record) => outbox.push(record),
+                        None => {}
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
@@ -174,6 +182,9 @@ pub fn spawn_flusher(nvim: nvim_rs::Neovim<Writer>, outbox: Arc<Outbox>) -> toki
             if batch.is_empty() {
                 continue;
             }
+            // A transcript follows a session's load: once it is sent, what the load freed goes
+            // back to the system (see `memory`).
+            let loaded = batch.iter().any(|r| matches!(r, Record::Transcript(_)));
             last = Instant::now();
             let arg = match protocol::encode("an event batch", &batch) {
                 Ok(v) => v,
@@ -197,6 +208,9 @@ pub fn spawn_flusher(nvim: nvim_rs::Neovim<Writer>, outbox: Arc<Outbox>) -> toki
                     break;
                 }
                 tracing::error!("dispatching events to Lua failed: {e}");
+            }
+            if loaded {
+                tokio::task::spawn_blocking(super::memory::release_freed_memory);
             }
         }
     })

@@ -1,6 +1,8 @@
 //! What the chat shows of a session: its current branch as display items, and the records Lua
 //! receives for agent events. Lua renders; it never reads session files itself.
 
+use std::sync::Arc;
+
 use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent};
 use crate::core::controller::{self, Controller};
 use crate::core::handoff;
@@ -198,6 +200,15 @@ pub fn status(controller: &Controller) -> Status {
         context_tokens,
         context_window,
     }
+}
+
+/// The transcript of a session just opened or switched to, built on a blocking thread: a large
+/// session's branch takes milliseconds to walk.
+pub async fn opened(controller: &Arc<Controller>) -> Transcript {
+    let c = controller.clone();
+    let built = tokio::task::spawn_blocking(move || transcript(&c, PAGE)).await;
+    // The blocking pool only fails while the runtime shuts down: build it here then.
+    built.unwrap_or_else(|_| transcript(controller, PAGE))
 }
 
 /// The last `limit` items with the status: the chat rebuilds from it.
