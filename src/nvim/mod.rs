@@ -198,6 +198,9 @@ impl Host {
         if self.controller().is_some_and(|c| c.is_busy()) {
             return Err(err("cannot reconfigure while a response is in progress"));
         }
+        if let Some(lines) = parsed.tool_output_lines {
+            transcript::set_tool_output_lines(lines);
+        }
         let settings = merge(&self.inner.base_settings, parsed.settings);
         // Checked now, so a mistake in setup() is an error of this call.
         let config = settings.agent_config().map_err(|e| err(format!("invalid tools settings: {e}")))?;

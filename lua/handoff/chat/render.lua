@@ -118,7 +118,7 @@ local function push_item(out, item)
       out[#out + 1] = "*(stopped)*"
     end
   elseif k == "tool" then
-    vim.list_extend(out, M.result_lines(item.tool, item.text, item.is_error))
+    vim.list_extend(out, M.result_lines(item.tool, item.text, item.is_error, false, item.earlier_lines))
   elseif k == "handoff" or k == "compaction" or k == "branch_summary" or k == "custom" then
     local title = k == "handoff" and "Handoff context"
       or k == "compaction" and "Compaction summary"
@@ -322,13 +322,15 @@ function M.decorate(buf, marks)
   end
 end
 
---- Syncs the markdown syntax of `buf` as markdown's own syntax file says (from 50 lines above
---- the window), without the sync items of the HTML syntax it includes: those (XML comments)
---- made every redraw after a transcript is drawn search and parse up to 200 lines above the
---- window first, 10 ms of the first redraw, for comments a chat does not have.
+--- Syncs the markdown syntax of `buf` as markdown's own syntax file says (from
+--- `g:markdown_minlines`, 50, lines above the window), without the sync items of the HTML
+--- syntax it includes: those (XML comments) made every redraw after a transcript is drawn
+--- search and parse up to 200 lines above the window first, 10 ms of the first redraw, for
+--- comments a chat does not have.
 local function markdown_sync(buf)
+  local minlines = tonumber(vim.g.markdown_minlines) or 50
   api.nvim_buf_call(buf, function()
-    pcall(vim.cmd, "syntax sync clear | syntax sync minlines=50 linebreaks=1")
+    pcall(vim.cmd, ("syntax sync clear | syntax sync minlines=%d linebreaks=1"):format(minlines))
   end)
 end
 
@@ -399,8 +401,9 @@ function M.call_line(tool, summary)
   return ("**▸ %s**%s"):format(tool or "tool", summary ~= "" and (" `" .. summary .. "`") or "")
 end
 
---- A tool's output as the chat shows it: the last lines, in a fence.
-function M.result_lines(tool, text, is_error, live)
+--- A tool's output as the chat shows it: the last lines, in a fence. `earlier` lines before
+--- `text` were left out by the host (a transcript carries only what the chat shows).
+function M.result_lines(tool, text, is_error, live, earlier)
   local max = config.options.tool_output_lines or 12
   local all = split(text)
   local n = #all
@@ -411,10 +414,10 @@ function M.result_lines(tool, text, is_error, live)
   if is_error then
     lines[1] = ("*%s failed:*"):format(tool or "tool")
   end
-  local from = 1
-  if n > max then
-    from = n - max + 1
-    lines[#lines + 1] = ("*… %d earlier lines%s*"):format(n - max, live and "" or " (all of it is in the session)")
+  local from = math.max(1, n - max + 1)
+  local hidden = (from - 1) + (earlier or 0)
+  if hidden > 0 then
+    lines[#lines + 1] = ("*… %d earlier lines%s*"):format(hidden, live and "" or " (all of it is in the session)")
   end
   lines[#lines + 1] = "```"
   for i = from, n do

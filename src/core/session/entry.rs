@@ -275,11 +275,6 @@ pub struct CustomMessage {
 }
 
 #[derive(Deserialize)]
-struct MessageView {
-    message: Message,
-}
-
-#[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct CustomMessageView {
     #[serde(default)]
@@ -320,10 +315,9 @@ impl SessionEntry {
 
     /// The message of a `message` entry (`None` for other types or an unreadable message).
     pub fn message(&self) -> Option<Message> {
-        if !self.is_message() {
-            return None;
-        }
-        self.view::<MessageView>().map(|v| v.message)
+        // The message's own text, found when the line was read: the rest of the line is not
+        // scanned again.
+        serde_json::from_str(self.message_json()?).ok()
     }
 
     /// The `message` object of a `message` entry, as JSON text exactly as stored.
