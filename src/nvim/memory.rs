@@ -9,9 +9,9 @@
 
 /// Fixes the allocator's thresholds, once, at the host's start: blocks of 256 KiB and more are
 /// mapped on their own and unmapped when freed, and an arena's free top is returned past
-/// 128 KiB (glibc's defaults, made fixed: they no longer grow with each large block freed).
-/// The price is a page fault per page of each such block, ~1 µs per 4 KiB, on work that
-/// reads or builds as much; a no-op off glibc.
+/// 128 KiB (glibc's starting values, made fixed: they no longer grow with each large block
+/// freed). The price: such a block is fresh memory each time, a page fault per 4 KiB when it
+/// is first written (~1 µs here). A no-op off glibc.
 pub fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets allocator parameters (under the allocator's lock); it takes no

@@ -73,7 +73,7 @@ impl SessionManager {
     pub fn get_branch(&self, from: Option<&str>) -> Vec<&SessionEntry> {
         let mut path = Vec::new();
         // Parents are positions, and a cycle is met again as a position seen: a walk hashes
-        // nothing (four walks per transcript of a 100k-entry session took 200 ms with ids).
+        // nothing (with ids, each of the four walks per transcript of a 100k-entry session took ~45 ms).
         let mut seen = vec![0u64; self.entries.len().div_ceil(64)];
         let mut cursor = from.or(self.leaf_id.as_deref()).and_then(|id| self.index.get(&self.entries, id));
         while let Some(i) = cursor {
