@@ -12,8 +12,9 @@
 ---   stream   a prompt whose reply streams at full speed: tokens rendered per second, and the
 ---            lateness of a timer re-armed every `interval_ms` (main-loop latency) before and
 ---            during the stream.
----   resume   the host's RSS idle, then with a large session resumed: `resume()` → the chat
----            rendered with that session (`rendered_ms`), RSS of the host and of Neovim then.
+---   resume   the host's RSS idle, then with a session resumed: `resume()` → the chat on
+---            screen with that session (`rendered_ms`: drawn and redrawn), its parts, and the
+---            RSS of the host (and its peak) and of Neovim then.
 ---   tools    a prompt whose turn (scripted by bench.py) streams text, runs a loud bash command
 ---            (tools allowed without asking), streams text again: main-loop latency through the
 ---            whole turn, the host's and Neovim's memory (sampled, and the host's peak), and
@@ -361,74 +362,98 @@ function modes.tools()
     end)
     require("handoff").prompt("run the loud command")
   end), P.idle_ms or 1000)
+--- `resume()` of P.session in the running, idle host, timed to the chat on screen: the
+--- transcript's render, then the redraw Neovim would do right after it (done here, so that it
+--- is inside the figure: with the regex markdown syntax it is a real part of the cost).
+local function resume_timed()
+  local state = require("handoff.state")
+  local chat = require("handoff.chat")
+  local pid = state.pid
+  local idle_rss = proc_kib(pid, "VmRSS")
+  local rendered
+  local render = chat.render
+  chat.render = function(items, info)
+    local started = hr()
+    render(items, info)
+    if info and info.session_file == P.session then
+      local returned = hr()
+      vim.cmd("redraw")
+      rendered = { at = hr(), returned = returned, started = started, items = #items }
+    end
+  end
+  -- When the host's batches reach Lua (the transcript's is the last before the render).
+  local events = require("handoff.events")
+  local dispatch = events.dispatch
+  local batches_at = {}
+  events.dispatch = function(batch)
+    batches_at[#batches_at + 1] = hr()
+    return dispatch(batch)
+  end
+  -- `resume()` returns at once since the host opens sessions in the background (it was a
+  -- blocking request before that change): the figure is the time until the chat shows the
+  -- session; the call's own time is kept as `resume_call_ms`.
+  local cpu0, faults0 = proc_cpu_ms(pid)
+  local nvim_cpu0 = proc_cpu_ms(uv.os_getpid())
+  local t0 = hr()
+  if not require("handoff").resume(P.session) then
+    return fail("resume failed: " .. table.concat(notes, " | "))
+  end
+  local t_call = hr()
+  local function wait()
+    if not rendered then
+      if ms(hr() - t0) > 60000 then
+        return fail("the resumed session was not drawn; notices: " .. table.concat(notes, " | "))
+      end
+      return vim.defer_fn(guard(wait), 5)
+    end
+    -- Let the host settle: what it holds then is what it keeps.
+    vim.defer_fn(guard(function()
+      finish({
+        host_pid = pid,
+        idle_rss_kib = idle_rss,
+        loaded_rss_kib = proc_kib(pid, "VmRSS"),
+        loaded_hwm_kib = proc_kib(pid, "VmHWM"),
+        nvim_rss_kib = proc_kib(uv.os_getpid(), "VmRSS"),
+        resume_call_ms = ms(t_call - t0),
+        -- rendered_ms = transcript_ms (host: load, transcript, encoding; Neovim decoding it)
+        --             + render_ms (Lua draws the chat) + redraw_ms (Neovim draws the window)
+        rendered_ms = ms(rendered.at - t0),
+        transcript_ms = ms(rendered.started - t0),
+        render_ms = ms(rendered.returned - rendered.started),
+        redraw_ms = ms(rendered.at - rendered.returned),
+        -- CPU used from resume() to the end of the settle (idle by then)
+        host_cpu_ms = proc_cpu_ms(pid) - cpu0,
+        host_faults = select(2, proc_cpu_ms(pid)) - faults0,
+        nvim_cpu_ms = proc_cpu_ms(uv.os_getpid()) - nvim_cpu0,
+        batch_ms = vim.tbl_map(function(t)
+          return ms(t - t0)
+        end, batches_at),
+        items = rendered.items,
+        chat_lines = vim.api.nvim_buf_line_count(chat.chat_buf),
+        notes = notes,
+      })
+    end), P.settle_ms or 300)
+  end
+  wait()
 end
 
 function modes.resume()
   local state = require("handoff.state")
   local chat = require("handoff.chat")
+  local t_start = hr()
   require("handoff").open_chat() -- starts the host: a fresh, empty session
-  vim.defer_fn(guard(function()
-    local pid = state.pid
-    local idle_rss = proc_kib(pid, "VmRSS")
-    local rendered
-    local render = chat.render
-    chat.render = function(items, info)
-      local started = hr()
-      render(items, info)
-      if info and info.session_file == P.session then
-        rendered = { at = hr(), started = started, items = #items }
+  -- The host is up once its first transcript (the empty session) is drawn; then it idles a
+  -- moment, as it would before a user picks a session.
+  local function started()
+    if not (state.pid and state.session_file) then
+      if ms(hr() - t_start) > 20000 then
+        return fail("the host did not start; notices: " .. table.concat(notes, " | "))
       end
+      return vim.defer_fn(guard(started), 5)
     end
-    -- When the host's batches reach Lua (the transcript's is the last before the render).
-    local events = require("handoff.events")
-    local dispatch = events.dispatch
-    local batches_at = {}
-    events.dispatch = function(batch)
-      batches_at[#batches_at + 1] = hr()
-      return dispatch(batch)
-    end
-    -- `resume()` returns at once since the host opens sessions in the background (it was a
-    -- blocking request before that change): the figure is the time until the chat shows the
-    -- session; the call's own time is kept as `resume_call_ms`.
-    local cpu0, faults0 = proc_cpu_ms(pid)
-    local nvim_cpu0 = proc_cpu_ms(uv.os_getpid())
-    local t0 = hr()
-    if not require("handoff").resume(P.session) then
-      return fail("resume failed: " .. table.concat(notes, " | "))
-    end
-    local t_call = hr()
-    local function wait()
-      if not rendered then
-        return vim.defer_fn(guard(wait), 5)
-      end
-      -- Let the host settle (freed memory stays resident with glibc; this is what it keeps).
-      vim.defer_fn(guard(function()
-        finish({
-          host_pid = pid,
-          idle_rss_kib = idle_rss,
-          loaded_rss_kib = proc_kib(pid, "VmRSS"),
-          loaded_hwm_kib = proc_kib(pid, "VmHWM"),
-          nvim_rss_kib = proc_kib(uv.os_getpid(), "VmRSS"),
-          resume_call_ms = ms(t_call - t0),
-          rendered_ms = ms(rendered.at - t0),
-          -- rendered_ms = host (resume() → the transcript's batch reaches Lua) + Lua (render)
-          transcript_ms = ms(rendered.started - t0),
-          render_ms = ms(rendered.at - rendered.started),
-          -- CPU used from resume() to the end of the 300 ms settle (idle by then)
-          host_cpu_ms = proc_cpu_ms(pid) - cpu0,
-          host_faults = select(2, proc_cpu_ms(pid)) - faults0,
-          nvim_cpu_ms = proc_cpu_ms(uv.os_getpid()) - nvim_cpu0,
-          batch_ms = vim.tbl_map(function(t)
-            return ms(t - t0)
-          end, batches_at),
-          items = rendered.items,
-          chat_lines = vim.api.nvim_buf_line_count(chat.chat_buf),
-          notes = notes,
-        })
-      end), 300)
-    end
-    wait()
-  end), P.settle_ms or 300)
+    vim.defer_fn(guard(resume_timed), P.settle_ms or 300)
+  end
+  started()
 end
 
 vim.schedule(guard(function()

@@ -45,6 +45,13 @@ fn every_benchmark_runs_once() {
     assert!(raw["stream"]["syntax"]["tps"].as_f64().unwrap() > 0.0);
     assert!(raw["idle_rss"].as_f64().unwrap() > 0.0);
     assert!(raw["resume_rss"]["loaded_rss_kib"].as_f64().unwrap() > 0.0);
+    // resume() in Neovim at each size: the chat on screen (render and redraw) and RSS vs the file.
+    for row in raw["resume_nvim"].as_array().unwrap() {
+        assert!(row["rendered_ms"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["redraw_ms"].as_f64().unwrap() >= 0.0, "{row}");
+        assert!(row["rss_ratio"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["items"].as_u64().unwrap() > 0, "{row}");
+    }
     // The tools (§6): bench.py itself checks the files the turn leaves, the grep matches against
     // rg's and pi's (when installed) and the read's first line; here, that they ran.
     assert!(raw["tool_turn"]["ours"].as_f64().unwrap() > 0.0);

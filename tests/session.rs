@@ -933,3 +933,102 @@ fn reading_a_file_pi_re_appended_whole_loads_without_duplicates_or_warnings() {
     assert_eq!(s.warnings().len(), 1, "{:?}", s.warnings());
     assert!(s.warnings()[0].contains("line 11"), "{}", s.warnings()[0]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The entry index: parents as positions, cycles, ids met twice, tool results by name
+
+/// A line of a `message` entry.
+fn message_line(id: &str, parent: Option<&str>, message: Value) -> String {
+    json!({"type": "message", "id": id, "parentId": parent, "timestamp": "2026-11-30T10:00:00.000Z", "message": message})
+        .to_string()
+}
+
+fn session_of(dir: &Path, lines: &[String]) -> SessionManager {
+    let header = r#"{"type":"session","version":3,"id":"idx","timestamp":"2026-11-30T10:00:00.000Z","cwd":"/p"}"#;
+    let path = dir.join("index.jsonl");
+    std::fs::write(&path, format!("{header}\n{}\n", lines.join("\n"))).unwrap();
+    open(&path, dir)
+}
+
+fn user(text: &str) -> Value {
+    json!({"role": "user", "content": text, "timestamp": 1})
+}
+
+fn ids(branch: &[&handoff_nvim::core::session::SessionEntry]) -> Vec<String> {
+    branch.iter().map(|e| e.id.to_string()).collect()
+}
+
+#[test]
+fn branches_follow_parents_a_cycle_is_cut_and_a_reused_id_means_its_later_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    // a ← b ← c, and d ← e with e's parent "b": two branches from b.
+    let s = session_of(
+        dir.path(),
+        &[
+            message_line("a", None, user("1")),
+            message_line("b", Some("a"), user("2")),
+            message_line("c", Some("b"), user("3")),
+            message_line("d", Some("b"), user("4")),
+        ],
+    );
+    assert_eq!(ids(&s.get_branch(None)), ["a", "b", "d"]);
+    assert_eq!(ids(&s.get_branch(Some("c"))), ["a", "b", "c"]);
+    // x → y → x: each entry once, the walk stops where it came round.
+    let s = session_of(
+        dir.path(),
+        &[message_line("x", Some("y"), user("1")), message_line("y", Some("x"), user("2"))],
+    );
+    assert_eq!(ids(&s.get_branch(None)), ["x", "y"]);
+    // "m" twice with different content: the later one wins, for itself and as a parent.
+    let mut s = session_of(
+        dir.path(),
+        &[
+            message_line("m", None, user("first")),
+            message_line("r", None, user("root")),
+            message_line("m", Some("r"), user("second")),
+            message_line("k", Some("m"), user("child")),
+        ],
+    );
+    assert_eq!(s.warnings().len(), 1, "{:?}", s.warnings());
+    assert_eq!(ids(&s.get_branch(None)), ["r", "m", "k"]);
+    assert_eq!(s.get_entry("m").unwrap().message().unwrap().text(), "second");
+    // Appended entries are indexed as they come: parent, lookup, a branch through them.
+    let id = s.append_message(&Message::user("appended")).unwrap();
+    assert_eq!(s.get_entry(&id).unwrap().parent_id.as_deref(), Some("k"));
+    assert_eq!(ids(&s.get_branch(None)), ["r", "m", "k", id.as_str()]);
+    s.branch("r").unwrap();
+    let fork = s.append_message(&Message::user("fork")).unwrap();
+    assert_eq!(ids(&s.get_branch(None)), ["r", fork.as_str()]);
+    assert!(matches!(s.branch("nope"), Err(SessionError::UnknownEntry(_))));
+}
+
+#[test]
+fn tool_results_are_found_by_their_tool_name_wherever_the_writer_put_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let result = |id: &str, parent: &str, fields: Value| {
+        let mut m = json!({"role": "toolResult", "toolCallId": format!("call_{id}")});
+        m.as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
+        message_line(id, Some(parent), m)
+    };
+    let s = session_of(
+        dir.path(),
+        &[
+            message_line("u", None, user("go")),
+            // pi's order: the name before the content.
+            result("r1", "u", json!({"toolName": "todo_write", "content": [{"type": "text", "text": "one"}], "isError": false})),
+            // A name that starts like it, and a content that mentions it.
+            result("r2", "r1", json!({"toolName": "todo_write_v2", "content": [{"type": "text", "text": "todo_write"}]})),
+            result("r3", "r2", json!({"toolName": "bash", "content": [{"type": "text", "text": "\"toolName\":\"todo_write\""}]})),
+            // Another writer's order: the content first, the name after it.
+            result("r4", "r3", json!({"content": [{"type": "text", "text": "four"}], "toolName": "todo_write"})),
+            // A nested object naming another tool before the message's own name.
+            result("r5", "r4", json!({"details": {"toolName": "bash"}, "toolName": "todo_write", "content": "five"})),
+            // An escaped name is still its name.
+            r#"{"type":"message","id":"r6","parentId":"r5","timestamp":"2026-11-30T10:00:00.000Z","message":{"role":"toolResult","toolName":"todo\u005fwrite","content":"six"}}"#.to_string(),
+        ],
+    );
+    let found: Vec<String> = s.branch_tool_results("todo_write").iter().map(|m| m.text()).collect();
+    assert_eq!(found, ["one", "four", "five", "six"]);
+    assert_eq!(s.branch_tool_results("todo_write_v2").len(), 1);
+    assert_eq!(s.branch_tool_results("bash").len(), 1);
+}

@@ -160,6 +160,8 @@ function M.configure_args()
     cwd = vim.fn.getcwd(),
     session_file = state.session_file,
     resume = config.options.resume_last and "newest" or "new",
+    -- A transcript carries no more of a tool's output than the chat shows.
+    tool_output_lines = config.options.tool_output_lines,
   }
 end
 

@@ -156,7 +156,7 @@ local function view_buffer(path)
     vim.bo[buf].buftype = "nofile"
     vim.bo[buf].bufhidden = "hide"
     vim.bo[buf].swapfile = false
-    vim.bo[buf].filetype = "markdown"
+    require("handoff.chat.render").markdown(buf)
     vim.bo[buf].modifiable = false
     vim.bo[buf].readonly = true
     require("handoff.keymaps").session_view_buffer(buf)

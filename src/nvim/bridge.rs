@@ -59,22 +59,30 @@ impl Outbox {
     /// `^Z`, a blocking prompt) updates would otherwise pile up here for as long as the command
     /// prints, then all be drawn at once.
     pub fn push(&self, record: Record) {
+        self.push_all([record]);
+    }
+
+    /// Queues records that go out in one batch (a session switch and its transcript: the chat
+    /// never shows the old session under the new one's name).
+    pub fn push_all(&self, records: impl IntoIterator<Item = Record>) {
         let mut pending = lock(&self.pending);
-        if record.starts_message() {
-            pending.tokens = 0;
-        }
-        if let Record::ToolUpdate { id, .. } = &record {
-            let waiting = pending
-                .items
-                .iter_mut()
-                .rev()
-                .find(|item| matches!(item, Item::Record(Record::ToolUpdate { id: w, .. }) if w == id));
-            if let Some(waiting) = waiting {
-                *waiting = Item::Record(record);
-                return;
+        for record in records {
+            if record.starts_message() {
+                pending.tokens = 0;
             }
+            if let Record::ToolUpdate { id, .. } = &record {
+                let waiting = pending
+                    .items
+                    .iter_mut()
+                    .rev()
+                    .find(|item| matches!(item, Item::Record(Record::ToolUpdate { id: w, .. }) if w == id));
+                if let Some(waiting) = waiting {
+                    *waiting = Item::Record(record);
+                    continue;
+                }
+            }
+            pending.items.push_back(Item::Record(record));
         }
-        pending.items.push_back(Item::Record(record));
         drop(pending);
         self.ready.notify_one();
     }
@@ -153,13 +161,13 @@ pub fn spawn_collector(controller: Arc<Controller>, outbox: Arc<Outbox>) -> toki
                         outbox.push_delta(thinking, delta);
                         continue;
                     }
-                    let record = transcript::event_record(&event, agent);
-                    let switched = matches!(record, Some(Record::SessionSwitch { .. }));
-                    if let Some(record) = record {
-                        outbox.push(record);
-                    }
-                    if switched {
-                        outbox.push(Record::Transcript(transcript::transcript(&controller, transcript::PAGE)));
+                    match transcript::event_record(&event, agent) {
+                        Some(switch @ Record::SessionSwitch { .. }) => {
+                            let transcript = transcript::opened(&controller).await;
+                            outbox.push_all([switch, Record::Transcript(transcript)]);
+                        }
+                        Some(record) => outbox.push(record),
+                        None => {}
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
@@ -190,6 +198,9 @@ pub fn spawn_flusher(nvim: nvim_rs::Neovim<Writer>, outbox: Arc<Outbox>) -> toki
             if batch.is_empty() {
                 continue;
             }
+            // A transcript follows a session's load: once it is sent, what the load freed goes
+            // back to the system (see `memory`).
+            let loaded = batch.iter().any(|r| matches!(r, Record::Transcript(_)));
             last = Instant::now();
             let arg = match protocol::encode("an event batch", &batch) {
                 Ok(v) => v,
@@ -213,6 +224,9 @@ pub fn spawn_flusher(nvim: nvim_rs::Neovim<Writer>, outbox: Arc<Outbox>) -> toki
                     break;
                 }
                 tracing::error!("dispatching events to Lua failed: {e}");
+            }
+            if loaded {
+                tokio::task::spawn_blocking(super::memory::release_freed_memory);
             }
         }
     })

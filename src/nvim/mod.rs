@@ -31,6 +31,7 @@
 //! a 100k-entry session takes ~100 ms to load. Results arrive as records (see `bridge`).
 
 mod bridge;
+mod memory;
 pub mod protocol;
 mod seams;
 mod stdio;
@@ -197,6 +198,9 @@ impl Host {
         if self.controller().is_some_and(|c| c.is_busy()) {
             return Err(err("cannot reconfigure while a response is in progress"));
         }
+        if let Some(lines) = parsed.tool_output_lines {
+            transcript::set_tool_output_lines(lines);
+        }
         let settings = merge(&self.inner.base_settings, parsed.settings);
         // Checked now, so a mistake in setup() is an error of this call.
         let config = settings.agent_config().map_err(|e| err(format!("invalid tools settings: {e}")))?;
@@ -254,7 +258,7 @@ impl Host {
         if let Some(old) = lock(&self.inner.collector).replace(collector) {
             old.abort();
         }
-        self.inner.outbox.push(Record::Transcript(transcript::transcript(&controller, transcript::PAGE)));
+        self.inner.outbox.push(Record::Transcript(transcript::opened(&controller).await));
         tracing::info!(session = %controller.agent().session().path().display(), "configured");
         if let Some(old) = self.inner.controller.send_replace(Some(controller)) {
             let flushed = old.agent().session().flush();
@@ -578,6 +582,7 @@ impl Handler for Host {
 /// Serves one Neovim over stdin/stdout until it goes away, then exits the process (after
 /// flushing the session): tokio's stdin reader would otherwise keep the runtime alive.
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
+    memory::tune_allocator();
     let host = Host::new(settings);
     let (reader, writer) = stdio::channel()?;
     let (nvim, io) = Neovim::new(reader, writer, host.clone());

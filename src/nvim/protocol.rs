@@ -69,6 +69,13 @@ pub struct ConfigureArgs {
     /// Reopen this file (after a host restart): wins over `resume`.
     pub session_file: Option<PathBuf>,
     pub resume: Resume,
+    /// Lines of a tool's output the chat shows (`setup{ tool_output_lines }`): a transcript
+    /// carries no more of each.
+    pub tool_output_lines: Option<usize>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A settings map, or the empty array an empty Lua table becomes.
@@ -139,12 +146,17 @@ pub enum Item {
     Tool {
         #[serde(skip_serializing_if = "Option::is_none")]
         tool: Option<String>,
+        /// The output's last lines, as many as the chat shows (`tool_output_lines`).
         text: String,
         is_error: bool,
         /// Lines of the output before `text` that the result does not hold (bash past its
         /// limits: they are in the file its last line names).
         #[serde(skip_serializing_if = "is_zero")]
         earlier: u64,
+        /// Lines of the output before `text`, not sent: a `read` result can be 2,000 lines the
+        /// chat never shows.
+        #[serde(skip_serializing_if = "is_zero")]
+        earlier_lines: usize,
     },
     Custom {
         custom_type: String,

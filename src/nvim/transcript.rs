@@ -1,10 +1,13 @@
 //! What the chat shows of a session: its current branch as display items, and the records Lua
 //! receives for agent events. Lua renders; it never reads session files itself.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
 use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent};
 use crate::core::controller::{self, Controller};
 use crate::core::handoff;
-use crate::core::message::{Message, Role, Usage};
+use crate::core::message::{Content, ContentBlock, Message, Role, Usage};
 use crate::core::session::entry::kind;
 use crate::core::session::{SessionEntry, SessionManager};
 
@@ -17,14 +20,21 @@ fn handoff_request_focus(text: &str) -> Option<String> {
     Some(rest.trim().strip_prefix("Additional focus:").map(|f| f.trim().to_string()).unwrap_or_default())
 }
 
+/// The content blocks of a message, borrowed (a plain-text content has none of the kinds the
+/// chat looks for; `Content::blocks` would clone every block, text included).
+fn blocks(message: &Message) -> &[ContentBlock] {
+    match &message.content {
+        Content::Blocks(blocks) => blocks,
+        Content::Text(_) => &[],
+    }
+}
+
 fn thinking_of(message: &Message) -> String {
-    message
-        .content
-        .blocks()
+    blocks(message)
         .iter()
         .filter(|b| b.kind == "thinking")
         // A block signed without text (Anthropic's hidden thinking) shows nothing.
-        .filter_map(|b| b.thinking.clone().filter(|t| !t.trim().is_empty()))
+        .filter_map(|b| b.thinking.as_deref().filter(|t| !t.trim().is_empty()))
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -44,9 +54,7 @@ pub fn call_summary(tool: &str, args: &serde_json::Value) -> String {
 }
 
 fn tool_calls_of(message: &Message) -> Vec<ToolCallItem> {
-    message
-        .content
-        .blocks()
+    blocks(message)
         .iter()
         .filter(|b| b.kind == "toolCall")
         .map(|b| {
@@ -55,6 +63,29 @@ fn tool_calls_of(message: &Message) -> Vec<ToolCallItem> {
             ToolCallItem { id: b.extra_str("id").unwrap_or_default().to_string(), tool, summary }
         })
         .collect()
+}
+
+/// Lines of a tool's output a transcript carries: the chat's `tool_output_lines`, which
+/// `configure` sets (the chat's default until then).
+static TOOL_OUTPUT_LINES: AtomicUsize = AtomicUsize::new(12);
+
+/// Sets how many lines of each tool output transcripts carry (the chat shows no more).
+pub fn set_tool_output_lines(lines: usize) {
+    TOOL_OUTPUT_LINES.store(lines, Ordering::Relaxed);
+}
+
+/// The last `keep` lines of `text` (its trailing line breaks dropped, as the chat drops them),
+/// and how many lines come before them.
+fn tail(text: String, keep: usize) -> (String, usize) {
+    let body = text.trim_end_matches('\n');
+    let cut = memchr::memrchr_iter(b'\n', body.as_bytes()).nth(keep.saturating_sub(1)).filter(|_| keep > 0);
+    match cut {
+        Some(at) => {
+            let earlier = memchr::memchr_iter(b'\n', &body.as_bytes()[..at]).count() + 1;
+            (body[at + 1..].to_string(), earlier)
+        }
+        None => (text, 0),
+    }
 }
 
 /// One message as a display item.
@@ -81,12 +112,16 @@ pub fn message_item(message: &Message) -> Item {
                 tool_calls: tool_calls_of(message),
             }
         }
-        Role::ToolResult => Item::Tool {
-            tool: message.extra_str("toolName").map(str::to_string),
-            text,
-            is_error: message.extra.get("isError").and_then(|v| v.as_bool()).unwrap_or(false),
-            earlier: lines_not_kept(message),
-        },
+        Role::ToolResult => {
+            let (text, earlier_lines) = tail(text, TOOL_OUTPUT_LINES.load(Ordering::Relaxed));
+            Item::Tool {
+                tool: message.extra_str("toolName").map(str::to_string),
+                text,
+                is_error: message.extra.get("isError").and_then(|v| v.as_bool()).unwrap_or(false),
+                earlier: lines_not_kept(message),
+                earlier_lines,
+            }
+        }
         Role::Other(role) => Item::Custom { custom_type: role.clone(), text },
     }
 }
@@ -214,6 +249,15 @@ pub fn status(controller: &Controller) -> Status {
     }
 }
 
+/// The transcript of a session just opened or switched to, built on a blocking thread: a large
+/// session's branch takes milliseconds to walk.
+pub async fn opened(controller: &Arc<Controller>) -> Transcript {
+    let c = controller.clone();
+    let built = tokio::task::spawn_blocking(move || transcript(&c, PAGE)).await;
+    // The blocking pool only fails while the runtime shuts down: build it here then.
+    built.unwrap_or_else(|_| transcript(controller, PAGE))
+}
+
 /// The last `limit` items with the status: the chat rebuilds from it.
 pub fn transcript(controller: &Controller, limit: usize) -> Transcript {
     let (items, earlier) = items(&controller.agent().session(), limit);
@@ -300,5 +344,24 @@ pub fn delta_of(event: &AgentEvent) -> Option<(bool, &str)> {
             AssistantMessageEvent::ThinkingDelta { delta, .. } => Some((true, delta)),
         },
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_tool_output_is_cut_to_the_lines_the_chat_shows() {
+        let lines = |n: usize| (1..=n).map(|i| format!("line {i}")).collect::<Vec<_>>().join("\n");
+        assert_eq!(tail(lines(3), 12), (lines(3), 0), "short: as it is");
+        assert_eq!(tail(lines(12), 12), (lines(12), 0), "exactly as many");
+        let (text, earlier) = tail(lines(20) + "\n\n", 12);
+        assert_eq!((text.lines().next(), text.lines().count(), earlier), (Some("line 9"), 12, 8));
+        assert!(text.ends_with("line 20"), "trailing breaks dropped: {text:?}");
+        assert_eq!(tail("a\n\nb".into(), 1), ("b".into(), 2), "empty lines count");
+        assert_eq!(tail(String::new(), 12), (String::new(), 0));
+        assert_eq!(tail(lines(5), 0), (lines(5), 0), "0: all of it (the chat counts them)");
     }
 }

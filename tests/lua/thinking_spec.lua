@@ -196,4 +196,34 @@ it("a reply's thinking is folded in the chat, as rendered and while it streams; 
   eq("manual", vim.wo.foldmethod, "another buffer in the chat's window")
 end)
 
+it("thinking opened while it streams stays open as it grows; a closed one stays closed; a new window folds it too", function()
+  require("handoff").open_chat()
+  local chat = require("handoff.chat")
+  local buf = chat.chat_buf
+  fake.emit({ { type = "transcript", session_id = "abc", session_file = "/tmp/s.jsonl", items = {} } })
+  fake.emit({ { type = "agent_start" }, { type = "message_start", kind = "assistant", model = "m" } })
+  fake.emit({ { type = "thinking_delta", text = "one\ntwo", tokens = 1 } })
+  local first = row_of(buf, "> one")
+  local win = vim.fn.win_findbuf(buf)[1]
+  api.nvim_win_call(win, function()
+    vim.cmd(first .. "foldopen")
+  end)
+  eq(false, fold_at(first).closed, "opened")
+  fake.emit({ { type = "thinking_delta", text = "\nthree", tokens = 2 } })
+  eq(false, fold_at(first).closed, "still open as it grows")
+  eq(1, fold_at(first + 2).level, "the fold takes the new line")
+  api.nvim_win_call(win, function()
+    vim.cmd(first .. "foldclose")
+  end)
+  fake.emit({ { type = "thinking_delta", text = "\nfour", tokens = 3 } })
+  eq({ true, first, "▸ Thinking (4 lines)" }, { fold_at(first + 3).closed, fold_at(first + 3).start, fold_at(first).text }, "closed again, all four lines")
+  fake.emit({ { type = "delta", text = "Answer.", tokens = 4 } })
+  fake.emit({ { type = "message_end", stop_reason = "stop" }, { type = "agent_end", stop_reason = "stop" } })
+  -- Closed and opened again: the new window folds the thinking as well.
+  require("handoff.chat").close()
+  require("handoff").open_chat()
+  eq("▸ Thinking (4 lines)", fold_at(first).text, "folded in the new window")
+  eq(false, fold_at(row_of(buf, "Answer.")).closed, "the answer is not folded")
+end)
+
 return { cases = cases, cleanup = cleanup }

@@ -158,6 +158,29 @@ it("a running command shows the end of its output and counts the lines before it
   eq({ "**▸ bash** `louder`", "*… 5 earlier lines*", "```", "x", "y", "```", "" }, vim.list_slice(l, #l - 6, #l), "cut result")
 end)
 
+it("a tool's output shows its last lines, counting the ones the host left out; setup() tells the host how many", function()
+  require("handoff").setup({ tool_output_lines = 3 })
+  eq(3, require("handoff.host").configure_args().tool_output_lines, "configure's argument")
+  require("handoff").open_chat()
+  local chat = require("handoff.chat")
+  fake.emit({
+    {
+      type = "transcript",
+      session_id = "abc",
+      session_file = "/tmp/s.jsonl",
+      items = {
+        { kind = "tool", tool = "read", text = "l8\nl9\nl10\n", is_error = false, earlier_lines = 7 },
+        { kind = "tool", tool = "bash", text = "a\nb\nc\nd\ne", is_error = true },
+        { kind = "tool", tool = "ls", text = "x", is_error = false },
+      },
+    },
+  })
+  local text = table.concat(lines(chat.chat_buf), "\n")
+  assert(text:find("*… 7 earlier lines (all of it is in the session)*\n```\nl8\nl9\nl10\n```", 1, true), text)
+  assert(text:find("*bash failed:*\n*… 2 earlier lines (all of it is in the session)*\n```\nc\nd\ne\n```", 1, true), text)
+  assert(text:find("```\nx\n```", 1, true) and not text:find("earlier lines[^\n]*\n```\nx"), text)
+end)
+
 it("handoff records: <Esc> installed then restored, the document live then final", function()
   vim.keymap.set("n", "<Esc>", "<Cmd>nohlsearch<CR>")
   local code = api.nvim_get_current_buf()

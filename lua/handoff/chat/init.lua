@@ -49,7 +49,7 @@ function M.ensure_buffers()
     require("handoff.highlights").define()
     local buf = api.nvim_create_buf(false, true)
     api.nvim_buf_set_name(buf, "handoff://chat")
-    vim.bo[buf].filetype = "markdown"
+    render.markdown(buf)
     vim.bo[buf].modifiable = false
     vim.bo[buf].swapfile = false
     vim.bo[buf].bufhidden = "hide"

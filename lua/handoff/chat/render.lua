@@ -4,7 +4,9 @@
 ---
 --- A reply's thinking is a quote, folded: the chat's windows fold exactly the rows it takes
 --- (`ui.thinking`, kept here as the buffer changes), closed to "▸ Thinking (N lines)" as it
---- streams; `za` (or `<CR>`) opens and closes it.
+--- streams; `za` (or `<CR>`) opens and closes it. The folds are manual ones made from those
+--- rows: a 'foldexpr' is evaluated for every changed line, which took 20 ms of drawing a
+--- 7,000-line transcript, while making the folds costs a few microseconds each.
 local config = require("handoff.config")
 local state = require("handoff.state")
 
@@ -49,68 +51,96 @@ local function append_lines(lines, hl)
   end)
 end
 
+local find, sub = string.find, string.sub
+
+--- Appends the lines of `text` to `out` (each after `prefix`, when given); returns `out`.
+--- Drawing a transcript splits every item's text: a plain find loop is several times faster
+--- than `vim.split`.
+local function push_lines(out, text, prefix)
+  text = text or ""
+  local n, init = #out, 1
+  while true do
+    local at = find(text, "\n", init, true)
+    if not at then
+      break
+    end
+    n = n + 1
+    out[n] = prefix and (prefix .. sub(text, init, at - 1)) or sub(text, init, at - 1)
+    init = at + 1
+  end
+  out[n + 1] = prefix and (prefix .. sub(text, init)) or sub(text, init)
+  return out
+end
+
 local function split(text)
-  return vim.split(text or "", "\n", { plain = true })
+  return push_lines({}, text)
 end
 
 local function quote(text)
-  local out = {}
-  for _, l in ipairs(split(text)) do
-    table.insert(out, "> " .. l)
+  return push_lines({}, text, "> ")
+end
+
+--- Appends the lines of one transcript item to `out`; returns whether the item shows, and the
+--- rows its thinking takes among the lines added (0-based from the item's first line,
+--- inclusive `{ first, last }`; nil without thinking).
+local function push_item(out, item)
+  local base = #out
+  local thinking
+  local k = item.kind
+  if k == "user" then
+    out[base + 1], out[base + 2] = "## You", ""
+    -- Attached files and selections show as one line each; the session holds their text.
+    local text = item.text or ""
+    if find(text, "```", 1, true) then
+      vim.list_extend(out, require("handoff.context").compact(split(text)))
+    else
+      push_lines(out, text)
+    end
+  elseif k == "handoff_request" then
+    out[base + 1], out[base + 2] = "## You", ""
+    out[base + 3] = "*Handoff requested*" .. ((item.focus and item.focus ~= "") and (" — focus: " .. item.focus) or "")
+  elseif k == "assistant" then
+    out[base + 1], out[base + 2] = "## Assistant" .. (item.model and (" · " .. item.model) or ""), ""
+    if item.thinking then
+      push_lines(out, item.thinking, "> ")
+      thinking = { 2, #out - base - 1 }
+      out[#out + 1] = ""
+    end
+    push_lines(out, item.text)
+    for _, call in ipairs(item.tool_calls or {}) do
+      out[#out + 1] = M.call_line(call.tool, call.summary)
+    end
+    if item.stop_reason == "error" then
+      out[#out + 1] = ""
+      out[#out + 1] = "**Error:** " .. (item.error_message or "the request failed")
+    elseif item.stop_reason == "aborted" then
+      out[#out + 1] = ""
+      out[#out + 1] = "*(stopped)*"
+    end
+  elseif k == "tool" then
+    vim.list_extend(out, M.result_lines(item.tool, item.text, item.is_error, false, item.earlier, item.earlier_lines))
+  elseif k == "handoff" or k == "compaction" or k == "branch_summary" or k == "custom" then
+    local title = k == "handoff" and "Handoff context"
+      or k == "compaction" and "Compaction summary"
+      or k == "branch_summary" and "Branch summary"
+      or (item.custom_type or "custom")
+    out[base + 1], out[base + 2] = "## " .. title, ""
+    push_lines(out, item.text)
+  else
+    return false
   end
-  return out
+  out[#out + 1] = ""
+  return true, thinking
 end
 
 --- Lines for one transcript item, and the rows its thinking takes among them (0-based,
 --- inclusive `{ first, last }`; nil without thinking).
 local function item_lines(item)
   local lines = {}
-  local thinking
-  local function add(t)
-    vim.list_extend(lines, type(t) == "table" and t or { t })
-  end
-  local k = item.kind
-  if k == "user" then
-    add({ "## You", "" })
-    -- Attached files and selections show as one line each; the session holds their text.
-    add(require("handoff.context").compact(split(item.text)))
-  elseif k == "handoff_request" then
-    add({ "## You", "" })
-    add("*Handoff requested*" .. ((item.focus and item.focus ~= "") and (" — focus: " .. item.focus) or ""))
-  elseif k == "assistant" then
-    add({ "## Assistant" .. (item.model and (" · " .. item.model) or ""), "" })
-    if item.thinking then
-      local q = quote(item.thinking)
-      thinking = { #lines, #lines + #q - 1 }
-      add(q)
-      add("")
-    end
-    add(split(item.text))
-    for _, call in ipairs(item.tool_calls or {}) do
-      add(M.call_line(call.tool, call.summary))
-    end
-    if item.stop_reason == "error" then
-      add({ "", "**Error:** " .. (item.error_message or "the request failed") })
-    elseif item.stop_reason == "aborted" then
-      add({ "", "*(stopped)*" })
-    end
-  elseif k == "tool" then
-    lines = M.result_lines(item.tool, item.text, item.is_error, false, item.earlier)
-    table.insert(lines, "")
-    return lines
-  elseif k == "handoff" then
-    add({ "## Handoff context", "" })
-    add(split(item.text))
-  elseif k == "compaction" or k == "branch_summary" then
-    add({ "## " .. (k == "compaction" and "Compaction summary" or "Branch summary"), "" })
-    add(split(item.text))
-  elseif k == "custom" then
-    add({ "## " .. (item.custom_type or "custom"), "" })
-    add(split(item.text))
-  else
+  local shows, thinking = push_item(lines, item)
+  if not shows then
     return nil
   end
-  add("")
   return lines, thinking
 end
 
@@ -121,26 +151,61 @@ local function add_thinking(range, offset)
   end
 end
 
---- 'foldexpr' of the chat's windows: a fold for each reply's thinking, nothing else.
-function M.foldexpr()
-  if api.nvim_get_current_buf() ~= ui.chat_buf then
-    return "0"
+--- The windows showing the chat that fold it (`setup_window`: manual folds).
+local function fold_windows()
+  return vim.tbl_filter(function(win)
+    return vim.wo[win].foldmethod == "manual"
+  end, vim.fn.win_findbuf(ui.chat_buf))
+end
+
+--- `:fold` commands closing each of `ranges` (0-based rows), as one script.
+local function fold_script(ranges)
+  local cmds = {}
+  for i, r in ipairs(ranges) do
+    cmds[i] = ("%d,%dfold"):format(r[1] + 1, r[2] + 1)
   end
-  local row = vim.v.lnum - 1
-  local ranges = ui.thinking
-  local lo, hi = 1, #ranges
-  while lo <= hi do
-    local mid = math.floor((lo + hi) / 2)
-    local r = ranges[mid]
-    if row < r[1] then
-      hi = mid - 1
-    elseif row > r[2] then
-      lo = mid + 1
-    else
-      return row == r[1] and ">1" or "1"
+  return table.concat(cmds, "\n")
+end
+
+--- Folds every reply's thinking in `win`, closed, in place of the folds it had.
+function M.fold_all(win)
+  api.nvim_win_call(win, function()
+    vim.cmd("normal! zE")
+    if #ui.thinking > 0 then
+      vim.cmd(fold_script(ui.thinking))
     end
+  end)
+end
+
+--- Whether each fold window shows `range` open (the user opened it), read before the edit that
+--- changes its rows: the fold is made again after it.
+local function open_states(range)
+  local open = {}
+  for _, win in ipairs(fold_windows()) do
+    open[win] = api.nvim_win_call(win, function()
+      return vim.fn.foldlevel(range[1] + 1) > 0 and vim.fn.foldclosed(range[1] + 1) == -1
+    end)
   end
-  return "0"
+  return open
+end
+
+--- Folds `range` (0-based rows) in the chat's windows, closed unless `open[win]`; a fold of its
+--- first rows (the thinking streamed so far) is replaced.
+local function fold_range(range, open)
+  local first, last = range[1] + 1, range[2] + 1
+  for _, win in ipairs(fold_windows()) do
+    api.nvim_win_call(win, function()
+      if vim.fn.foldlevel(first) > 0 then
+        local view = vim.fn.winsaveview()
+        vim.cmd(("keepjumps %dnormal! zD"):format(first))
+        vim.fn.winrestview(view)
+      end
+      vim.cmd(("%d,%dfold"):format(first, last))
+      if open and open[win] then
+        vim.cmd(("%d,%dfoldopen"):format(first, last))
+      end
+    end)
+  end
 end
 
 --- 'foldtext' of the chat's windows: the folded thinking as one line.
@@ -153,13 +218,13 @@ end
 --- buffer in that window (`:setlocal`): another buffer shown there later keeps its own folding.
 function M.setup_window(win)
   local wo = vim.wo[win][0]
-  wo.foldexpr = "v:lua.require'handoff.chat.render'.foldexpr()"
   wo.foldtext = "v:lua.require'handoff.chat.render'.foldtext()"
   wo.foldminlines = 0
   wo.foldlevel = 0
   wo.foldcolumn = "0"
   wo.foldenable = true
-  wo.foldmethod = "expr"
+  wo.foldmethod = "manual"
+  M.fold_all(win)
 end
 
 M.item_lines = item_lines
@@ -227,22 +292,22 @@ end
 function M.build(items, row)
   local lines, marks = {}, { context = {}, usage = {}, thinking = {} }
   for _, item in ipairs(items) do
-    local l, thinking = item_lines(item)
-    if l then
-      local start = row + #lines
+    local start = #lines
+    local shows, thinking = push_item(lines, item)
+    if shows then
+      local first = row + start
       if thinking then
-        table.insert(marks.thinking, { start + thinking[1], start + thinking[2] })
+        marks.thinking[#marks.thinking + 1] = { first + thinking[1], first + thinking[2] }
       end
       if item.kind == "handoff" then
-        table.insert(marks.context, { start, start + #l - 1 })
+        marks.context[#marks.context + 1] = { first, row + #lines - 1 }
       elseif item.kind == "assistant" then
         local usage = M.usage_text(item)
         if usage then
           -- Under its last line (the item ends with a blank one).
-          table.insert(marks.usage, { start + #l - 2, usage })
+          marks.usage[#marks.usage + 1] = { row + #lines - 2, usage }
         end
       end
-      vim.list_extend(lines, l)
     end
   end
   return lines, marks
@@ -255,6 +320,32 @@ function M.decorate(buf, marks)
   for _, m in ipairs(marks.usage) do
     M.usage_mark(buf, m[1], m[2])
   end
+end
+
+--- Syncs the markdown syntax of `buf` as markdown's own syntax file says (from
+--- `g:markdown_minlines`, 50, lines above the window), without the sync items of the HTML
+--- syntax it includes: those (XML comments) made every redraw after a transcript is drawn
+--- search and parse up to 200 lines above the window first, 10 ms of the first redraw, for
+--- comments a chat does not have.
+local function markdown_sync(buf)
+  local minlines = tonumber(vim.g.markdown_minlines) or 50
+  api.nvim_buf_call(buf, function()
+    pcall(vim.cmd, ("syntax sync clear | syntax sync minlines=%d linebreaks=1"):format(minlines))
+  end)
+end
+
+--- Makes `buf` a markdown buffer whose syntax redraws a long transcript cheaply.
+function M.markdown(buf)
+  vim.api.nvim_create_autocmd("Syntax", {
+    buffer = buf,
+    group = api.nvim_create_augroup("handoff_markdown_" .. buf, { clear = true }),
+    callback = function(ev)
+      if ev.match == "markdown" then
+        markdown_sync(buf)
+      end
+    end,
+  })
+  vim.bo[buf].filetype = "markdown"
 end
 
 --- Removes the chat's highlights and virtual lines from `buf`.
@@ -290,11 +381,13 @@ function M.render(items, info)
     end
     local body, marks = M.build(items, #lines)
     vim.list_extend(lines, body)
-    -- The folds are computed as the lines change: their rows are known first.
     ui.thinking = marks.thinking
     api.nvim_buf_set_lines(buf, 0, -1, false, lines)
     M.decorate(buf, marks)
   end)
+  for _, win in ipairs(fold_windows()) do
+    M.fold_all(win)
+  end
   require("handoff.chat.indicator").update()
   M.follow(true)
 end
@@ -309,30 +402,31 @@ function M.call_line(tool, summary)
 end
 
 --- A tool's output as the chat shows it: the last lines, in a fence. `earlier`: lines of the
---- output before `text` (a running command's update carries only its end).
-function M.result_lines(tool, text, is_error, live, earlier)
+--- output before `text` that the result itself does not hold (a running command's update carries
+--- only its end; bash past its limits keeps the rest in the file its last line names). `cut`:
+--- lines of the result the host left out of a transcript (the session holds them).
+function M.result_lines(tool, text, is_error, live, earlier, cut)
   local max = config.options.tool_output_lines or 12
   local all = split(text or "")
-  while #all > 0 and all[#all] == "" do
-    table.remove(all)
+  local n = #all
+  while n > 0 and all[n] == "" do
+    n = n - 1
   end
-  local lines = { is_error and ("*%s failed:*"):format(tool or "tool") or nil }
-  lines = vim.tbl_filter(function(l)
-    return l ~= nil
-  end, lines)
-  local shown = all
-  if #all > max then
-    shown = vim.list_slice(all, #all - max + 1, #all)
+  local lines = {}
+  if is_error then
+    lines[1] = ("*%s failed:*"):format(tool or "tool")
   end
-  -- Lines the result does not hold are in the file its last line names.
-  local whole = not live and (earlier or 0) == 0
-  earlier = (earlier or 0) + #all - #shown
-  if earlier > 0 then
-    table.insert(lines, ("*… %d earlier lines%s*"):format(earlier, whole and " (all of it is in the session)" or ""))
+  local from = math.max(1, n - max + 1)
+  local hidden = (from - 1) + (earlier or 0) + (cut or 0)
+  if hidden > 0 then
+    local whole = not live and (earlier or 0) == 0
+    lines[#lines + 1] = ("*… %d earlier lines%s*"):format(hidden, whole and " (all of it is in the session)" or "")
   end
-  table.insert(lines, "```")
-  vim.list_extend(lines, shown)
-  table.insert(lines, "```")
+  lines[#lines + 1] = "```"
+  for i = from, n do
+    lines[#lines + 1] = all[i]
+  end
+  lines[#lines + 1] = "```"
   return lines
 end
 
@@ -402,6 +496,9 @@ function M.append_item(item)
     local empty = n == 1 and api.nvim_buf_get_lines(buf, 0, 1, false)[1] == ""
     add_thinking(thinking, empty and 0 or n)
     append_lines(lines)
+    if thinking then
+      fold_range(ui.thinking[#ui.thinking])
+    end
   end
 end
 
@@ -417,6 +514,8 @@ function M.append_text(text, thinking)
     return
   end
   local want = thinking and "thinking" or "text"
+  -- Thinking that goes on: its fold is made again with its new rows, open where it was open.
+  local open = thinking and ui.stream == "thinking" and ui.thinking[#ui.thinking] and open_states(ui.thinking[#ui.thinking])
   edit(function(buf)
     local n = api.nvim_buf_line_count(buf)
     if ui.stream ~= want then
@@ -442,11 +541,13 @@ function M.append_text(text, thinking)
       for i = 2, #pieces do
         pieces[i] = "> " .. pieces[i]
       end
-      -- The fold grows with the thinking: its last row is known before the lines change.
       ui.thinking[#ui.thinking][2] = n - 1 + #pieces - 1
     end
     api.nvim_buf_set_lines(buf, n - 1, n, false, pieces)
   end)
+  if thinking then
+    fold_range(ui.thinking[#ui.thinking], open or nil)
+  end
 end
 
 function M.end_assistant(r)

@@ -55,9 +55,28 @@ pub struct SessionEntry {
     pub parent_id: Option<CompactString>,
     pub timestamp: CompactString,
     raw: LineText,
-    /// Where the `message` object is in `raw`: the context can then be written out without
-    /// parsing the messages (`handoff-nvim context`).
-    message_at: Option<Range<usize>>,
+    /// Where the `message` object is in `raw` (empty: none): the context can then be written
+    /// out without parsing the messages (`handoff-nvim context`).
+    message_at: Span,
+}
+
+/// A byte range in 32 bits: a large session holds one per entry and line (two `usize` ranges
+/// were a sixth of the entries' memory). Lines of files above 4 GiB get a text of their own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    len: u32,
+}
+
+impl Span {
+    fn new(range: Range<usize>) -> Option<Self> {
+        Some(Self { start: u32::try_from(range.start).ok()?, len: u32::try_from(range.len()).ok()? })
+    }
+
+    fn range(self) -> Range<usize> {
+        let start = self.start as usize;
+        start..start + self.len as usize
+    }
 }
 
 /// The JSON text of an entry: a range of its session file's text, which all the file's entries
@@ -66,12 +85,12 @@ pub struct SessionEntry {
 #[derive(Clone, Debug)]
 struct LineText {
     text: Arc<String>,
-    range: Range<usize>,
+    span: Span,
 }
 
 impl LineText {
     fn as_str(&self) -> &str {
-        self.text.get(self.range.clone()).unwrap_or_default()
+        self.text.get(self.span.range()).unwrap_or_default()
     }
 }
 
@@ -91,7 +110,12 @@ pub(crate) struct EntryHead {
     id: CompactString,
     parent_id: Option<CompactString>,
     timestamp: CompactString,
-    message_at: Option<Range<usize>>,
+    message_at: Span,
+}
+
+/// Why a line cannot be an entry although it is JSON: longer than 4 GiB.
+fn too_long() -> serde_json::Error {
+    serde::de::Error::custom("the line is longer than 4 GiB")
 }
 
 impl EntryHead {
@@ -99,10 +123,13 @@ impl EntryHead {
     pub(crate) fn read(line: &str) -> Result<Self, serde_json::Error> {
         let head: HeadView<'_> = serde_json::from_str(line)?;
         // The raw value borrows from `line`: its offset there is the distance between the two.
-        let message_at = head.message.map(|m| {
-            let start = m.get().as_ptr() as usize - line.as_ptr() as usize;
-            start..start + m.get().len()
-        });
+        let message_at = match head.message {
+            Some(m) => {
+                let start = m.get().as_ptr() as usize - line.as_ptr() as usize;
+                Span::new(start..start + m.get().len()).ok_or_else(too_long)?
+            }
+            None => Span::default(),
+        };
         Ok(Self {
             kind: head.kind.as_ref().into(),
             id: head.id.as_deref().map(CompactString::from).unwrap_or_default(),
@@ -140,13 +167,15 @@ impl SessionEntry {
     /// Reads one line. Fails on invalid JSON or a line without a string `type`.
     pub fn parse(line: &str) -> Result<Self, serde_json::Error> {
         let head = EntryHead::read(line)?;
-        Ok(Self::with_head(head, Arc::new(line.to_string()), 0..line.len()))
+        Self::with_head(head, Arc::new(line.to_string()), 0..line.len()).ok_or_else(too_long)
     }
 
-    /// The entry whose line is at `range` of `text` and whose head was read from it.
-    pub(crate) fn with_head(head: EntryHead, text: Arc<String>, range: Range<usize>) -> Self {
+    /// The entry whose line is at `range` of `text` and whose head was read from it (`None`
+    /// past 4 GiB of `text`: such a line needs a text of its own).
+    pub(crate) fn with_head(head: EntryHead, text: Arc<String>, range: Range<usize>) -> Option<Self> {
         let EntryHead { kind, id, parent_id, timestamp, message_at } = head;
-        Self { kind, id, parent_id, timestamp, raw: LineText { text, range }, message_at }
+        let span = Span::new(range)?;
+        Some(Self { kind, id, parent_id, timestamp, raw: LineText { text, span }, message_at })
     }
 
     /// Builds an entry from its parts (the line is written in pi's key order).
@@ -246,11 +275,6 @@ pub struct CustomMessage {
 }
 
 #[derive(Deserialize)]
-struct MessageView {
-    message: Message,
-}
-
-#[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct CustomMessageView {
     #[serde(default)]
@@ -291,10 +315,9 @@ impl SessionEntry {
 
     /// The message of a `message` entry (`None` for other types or an unreadable message).
     pub fn message(&self) -> Option<Message> {
-        if !self.is_message() {
-            return None;
-        }
-        self.view::<MessageView>().map(|v| v.message)
+        // The message's own text, found when the line was read: the rest of the line is not
+        // scanned again.
+        serde_json::from_str(self.message_json()?).ok()
     }
 
     /// The `message` object of a `message` entry as a [`StoredMessage`], sharing the text.
@@ -312,7 +335,7 @@ impl SessionEntry {
         if !self.is_message() {
             return None;
         }
-        self.message_at.clone().and_then(|at| self.raw_json().get(at))
+        Some(self.message_at).filter(|at| at.len > 0).and_then(|at| self.raw_json().get(at.range()))
     }
 
     /// The role of a `message` entry's message. Messages written as pi writes them

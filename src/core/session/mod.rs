@@ -45,6 +45,30 @@ pub(crate) fn map_in_parallel<T: Send, U: Send>(items: Vec<T>, parallel: bool, f
     })
 }
 
+/// Maps `items` in order on all cores (a large session's lines, a batch at a time).
+pub(crate) fn map_slice_in_parallel<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U> {
+    let threads = std::thread::available_parallelism().map_or(1, usize::from).min(8);
+    if threads < 2 || items.len() < threads {
+        return items.iter().map(f).collect();
+    }
+    let mut parts = items.chunks(items.len().div_ceil(threads));
+    let first = parts.next().unwrap_or_default();
+    let f = &f;
+    std::thread::scope(|scope| {
+        let workers: Vec<_> =
+            parts.map(|part| scope.spawn(move || part.iter().map(f).collect::<Vec<_>>())).collect();
+        let mut mapped: Vec<U> = Vec::with_capacity(items.len());
+        mapped.extend(first.iter().map(f));
+        for worker in workers {
+            match worker.join() {
+                Ok(part) => mapped.extend(part),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        mapped
+    })
+}
+
 /// Failures of the session store. Each names the file and what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -58,6 +82,8 @@ pub enum SessionError {
     BadHeader { path: PathBuf, message: String },
     #[error("{path} is not a regular file (a directory, pipe or device), so not a session file")]
     NotAFile { path: PathBuf },
+    #[error("{path} holds more entries than a session can (4 billion)")]
+    TooManyEntries { path: PathBuf },
     #[error("no entry with id {0} in this session")]
     UnknownEntry(String),
     #[error("cannot encode an entry: {0}")]

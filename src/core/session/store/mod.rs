@@ -10,6 +10,7 @@
 //! creation, fsync), `list` (the sessions of a working directory).
 
 pub(crate) mod file;
+mod index;
 mod list;
 mod migrate;
 mod parse;
@@ -29,7 +30,8 @@ use crate::core::message::{now_iso, Content, Message};
 use file::{create_private_dir, io_err, open_append};
 pub use list::SessionInfo;
 use parse::{parse_file, Parsed};
-use tree::{index_entries, new_entry_id, EntryIndex};
+use index::EntryIndex;
+use tree::{index_entries, new_entry_id};
 
 /// One session: header, entries, the current leaf, and the open file they are appended to.
 #[derive(Debug)]
@@ -103,7 +105,7 @@ impl SessionManager {
         let index = index_entries(&path, &mut entries, &mut warnings);
         if let Some(orphan) = entries
             .iter()
-            .find(|e| e.parent_id.as_deref().is_some_and(|p| !index.contains_key(p)))
+            .find(|e| e.parent_id.as_deref().is_some_and(|p| !index.contains(&entries, p)))
         {
             warnings.push(format!(
                 "{}: entry {} names a parent ({}) that is not in the file; what came before it is not part of the conversation",
@@ -226,7 +228,11 @@ impl SessionManager {
     /// Appends an entry of `kind` with `fields` as a child of the leaf, and makes it the leaf.
     /// Returns the new entry's id.
     pub fn append(&mut self, kind: &str, fields: Map<String, Value>) -> Result<String, SessionError> {
-        let entry = SessionEntry::new(kind, new_entry_id(&self.index), self.leaf_id.as_deref().map(str::to_string), now_iso(), fields)
+        if self.entries.len() >= index::MAX_ENTRIES {
+            return Err(SessionError::TooManyEntries { path: self.path.clone() });
+        }
+        let id = new_entry_id(&self.index, &self.entries);
+        let entry = SessionEntry::new(kind, id, self.leaf_id.as_deref().map(str::to_string), now_iso(), fields)
             .map_err(|e| SessionError::Encode(e.to_string()))?;
         let mut line = String::with_capacity(entry.raw_json().len() + 2);
         line.push_str(entry.raw_json());
@@ -250,8 +256,8 @@ impl SessionManager {
             self.write_line(&line)?;
         }
         let id = entry.id.clone();
-        self.index.insert(id.clone(), self.entries.len());
         self.entries.push(entry);
+        self.index.push(&self.entries);
         self.leaf_id = Some(id.clone());
         Ok(id.into())
     }

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::core::session::entry::{EntryHead, SessionEntry, SessionHeader};
-use crate::core::session::{map_in_parallel, SessionError};
+use super::index::MAX_ENTRIES;
+use crate::core::session::{map_slice_in_parallel, SessionError};
 
 /// The result of parsing a session file's bytes.
 pub(super) struct Parsed {
@@ -36,31 +37,33 @@ impl std::fmt::Display for LineError {
 }
 
 /// A session file's text: shared by all its entries when the file is valid UTF-8 (always, unless
-/// damaged), else read line by line.
+/// damaged) and below 4 GiB (entries address it in 32 bits), else read line by line.
 enum FileText {
     Shared(Arc<String>),
-    Damaged(Vec<u8>),
+    PerLine(Vec<u8>),
 }
 
 /// A line read, not yet an entry: `own_text` when the file's text cannot be shared.
 struct ReadLine {
     head: EntryHead,
     own_text: Option<Arc<String>>,
-    range: Range<usize>,
 }
 
 impl FileText {
     fn new(bytes: Vec<u8>) -> Self {
+        if bytes.len() > u32::MAX as usize {
+            return Self::PerLine(bytes);
+        }
         match String::from_utf8(bytes) {
             Ok(text) => Self::Shared(Arc::new(text)),
-            Err(e) => Self::Damaged(e.into_bytes()),
+            Err(e) => Self::PerLine(e.into_bytes()),
         }
     }
 
     fn bytes(&self) -> &[u8] {
         match self {
             Self::Shared(text) => text.as_bytes(),
-            Self::Damaged(bytes) => bytes,
+            Self::PerLine(bytes) => bytes,
         }
     }
 
@@ -68,25 +71,28 @@ impl FileText {
         match self {
             Self::Shared(text) => {
                 // Ranges end at newlines, so on character boundaries.
-                let head = EntryHead::read(&text[range.clone()]).map_err(LineError::Json)?;
-                Ok(ReadLine { head, own_text: None, range })
+                let head = EntryHead::read(&text[range]).map_err(LineError::Json)?;
+                Ok(ReadLine { head, own_text: None })
             }
-            Self::Damaged(bytes) => {
+            Self::PerLine(bytes) => {
                 let line = std::str::from_utf8(&bytes[range]).map_err(LineError::Utf8)?;
                 let head = EntryHead::read(line).map_err(LineError::Json)?;
-                Ok(ReadLine { head, own_text: Some(Arc::new(line.to_string())), range: 0..line.len() })
+                Ok(ReadLine { head, own_text: Some(Arc::new(line.to_string())) })
             }
         }
     }
 
-    fn entry(&self, line: ReadLine) -> SessionEntry {
-        let text = match (line.own_text, self) {
-            (Some(own), _) => own,
-            (None, Self::Shared(text)) => text.clone(),
-            // Not reached: lines of a damaged file are read with a text of their own.
-            (None, Self::Damaged(_)) => Arc::default(),
-        };
-        SessionEntry::with_head(line.head, text, line.range)
+    /// The entry of a line read at `range` (`None`: a line of its own longer than 4 GiB).
+    fn entry(&self, line: ReadLine, range: Range<usize>) -> Option<SessionEntry> {
+        match (line.own_text, self) {
+            (Some(own), _) => {
+                let len = own.len();
+                SessionEntry::with_head(line.head, own, 0..len)
+            }
+            (None, Self::Shared(text)) => SessionEntry::with_head(line.head, text.clone(), range),
+            // Not reached: lines of a file not shared are read with a text of their own.
+            (None, Self::PerLine(_)) => None,
+        }
     }
 }
 
@@ -95,95 +101,141 @@ impl FileText {
 /// doc/benchmarks.md).
 const PARALLEL_PARSE_MIN_BYTES: usize = 8 << 20;
 
-pub(super) fn parse_file(path: &Path, bytes: Vec<u8>) -> Result<Parsed, SessionError> {
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(SessionError::Empty { path: path.to_path_buf() });
-    }
-    let ends_with_newline = bytes.ends_with(b"\n");
-    // (line number, byte range) of the lines that are not blank.
-    let mut lines: Vec<(usize, Range<usize>)> = Vec::new();
-    let mut start = 0;
-    let ends = memchr::memchr_iter(b'\n', &bytes).chain((!ends_with_newline).then_some(bytes.len()));
-    for (i, end) in ends.enumerate() {
-        if !bytes[start..end].iter().all(u8::is_ascii_whitespace) {
-            lines.push((i + 1, start..end));
-        }
-        start = end + 1;
-    }
-    let last_line = lines.last().map(|(n, _)| *n);
-    let text = FileText::new(bytes);
-    // Loading a session is mostly JSON scanning: a large file's lines are parsed on all cores.
-    let parsed: Box<dyn Iterator<Item = Result<ReadLine, LineError>> + '_> =
-        if text.bytes().len() >= PARALLEL_PARSE_MIN_BYTES {
-            Box::new(map_in_parallel(lines.clone(), true, |(_, range)| text.read_line(range)).into_iter())
-        } else {
-            // One at a time, straight into the entries: no array of parsed lines to fill first.
-            Box::new(lines.iter().map(|(_, range)| text.read_line(range.clone())))
-        };
-    let mut header: Option<SessionHeader> = None;
-    let mut preamble = Vec::new();
-    let mut entries: Vec<SessionEntry> = Vec::with_capacity(lines.len());
-    let mut warnings = Vec::new();
-    for ((line_no, range), result) in lines.iter().zip(parsed) {
-        let (line_no, raw) = (*line_no, &text.bytes()[range.clone()]);
-        let torn = Some(line_no) == last_line && !ends_with_newline;
+/// Lines parsed per round on all cores. Their heads wait in a buffer until they become
+/// entries in file order: a round at a time keeps that buffer small next to the file (all of
+/// a 100k-entry file's heads at once were 15 MB at the peak of loading it).
+const PARALLEL_BATCH_LINES: usize = 16 * 1024;
+
+/// The header, preamble, entries and warnings, as the lines come in file order.
+struct Reader<'a> {
+    path: &'a Path,
+    header: Option<SessionHeader>,
+    preamble: Vec<Value>,
+    entries: Vec<SessionEntry>,
+    warnings: Vec<String>,
+    ends_with_newline: bool,
+}
+
+impl Reader<'_> {
+    /// Takes the line at `range` of `text`, read as `result`. Only a bad header is an error.
+    fn take(&mut self, text: &FileText, range: Range<usize>, result: Result<ReadLine, LineError>) -> Result<(), SessionError> {
+        let path = self.path;
+        let bytes = text.bytes();
+        let raw = &bytes[range.clone()];
         let skipped = |e: &dyn std::fmt::Display| {
-            if torn {
+            if range.end == bytes.len() && !self.ends_with_newline {
                 format!(
                     "{}: the last line ({} bytes) is incomplete (the writer was interrupted); it was skipped",
                     path.display(),
                     raw.len()
                 )
             } else {
-                format!("{}: line {line_no} is not a valid entry ({e}); it was skipped", path.display())
+                format!("{}: line {} is not a valid entry ({e}); it was skipped", path.display(), line_number(bytes, &range))
             }
         };
         let entry = match result {
-            Ok(line) => text.entry(line),
+            Ok(line) => match text.entry(line, range.clone()) {
+                Some(entry) => entry,
+                None => {
+                    self.warnings.push(skipped(&"it is longer than 4 GiB"));
+                    return Ok(());
+                }
+            },
             Err(e @ LineError::Utf8(_)) => {
-                warnings.push(skipped(&e));
-                continue;
+                self.warnings.push(skipped(&e));
+                return Ok(());
             }
             Err(e @ LineError::Json(_)) => {
                 match serde_json::from_slice::<Value>(raw) {
-                    Ok(value) if header.is_none() => preamble.push(value),
-                    Ok(_) => warnings
-                        .push(format!("{}: line {line_no} has no entry type; it was skipped", path.display())),
-                    Err(_) => warnings.push(skipped(&e)),
+                    Ok(value) if self.header.is_none() => self.preamble.push(value),
+                    Ok(_) => self.warnings.push(format!(
+                        "{}: line {} has no entry type; it was skipped",
+                        path.display(),
+                        line_number(bytes, &range)
+                    )),
+                    Err(_) => self.warnings.push(skipped(&e)),
                 }
-                continue;
+                return Ok(());
             }
         };
         let is_session = entry.kind == "session";
-        if header.is_none() {
+        let Some(header) = &self.header else {
             if is_session {
                 match serde_json::from_str::<SessionHeader>(entry.raw_json()) {
-                    Ok(h) => header = Some(h),
+                    Ok(h) => self.header = Some(h),
                     Err(e) => {
-                        return Err(SessionError::BadHeader {
-                            path: path.to_path_buf(),
-                            message: e.to_string(),
-                        })
+                        return Err(SessionError::BadHeader { path: path.to_path_buf(), message: e.to_string() })
                     }
                 }
             } else if let Ok(value) = serde_json::from_str::<Value>(entry.raw_json()) {
-                preamble.push(value);
+                self.preamble.push(value);
             }
-            continue;
-        }
+            return Ok(());
+        };
         if is_session {
             // pi 0.73.1, resuming a file without an assistant reply (a handoff session), appends
             // the whole session again, header included: a repeat of our header is no news.
-            if header.as_ref().is_some_and(|h| entry.id != h.id) {
-                warnings.push(format!(
-                    "{}: line {line_no} is the header of another session; it was skipped",
-                    path.display()
+            if entry.id != header.id {
+                self.warnings.push(format!(
+                    "{}: line {} is the header of another session; it was skipped",
+                    path.display(),
+                    line_number(bytes, &range)
                 ));
             }
-            continue;
+            return Ok(());
         }
-        entries.push(entry);
+        self.entries.push(entry);
+        Ok(())
     }
+}
+
+/// The 1-based number of the line at `range` (counted only for a warning).
+fn line_number(bytes: &[u8], range: &Range<usize>) -> usize {
+    memchr::memchr_iter(b'\n', &bytes[..range.start]).count() + 1
+}
+
+pub(super) fn parse_file(path: &Path, bytes: Vec<u8>) -> Result<Parsed, SessionError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(SessionError::Empty { path: path.to_path_buf() });
+    }
+    let ends_with_newline = bytes.ends_with(b"\n");
+    // Byte ranges of the lines that are not blank.
+    let mut lines: Vec<Range<usize>> = Vec::new();
+    let mut start = 0;
+    let ends = memchr::memchr_iter(b'\n', &bytes).chain((!ends_with_newline).then_some(bytes.len()));
+    for end in ends {
+        if !bytes[start..end].iter().all(u8::is_ascii_whitespace) {
+            lines.push(start..end);
+        }
+        start = end + 1;
+    }
+    if lines.len() > MAX_ENTRIES {
+        return Err(SessionError::TooManyEntries { path: path.to_path_buf() });
+    }
+    let text = FileText::new(bytes);
+    let mut reader = Reader {
+        path,
+        header: None,
+        preamble: Vec::new(),
+        entries: Vec::with_capacity(lines.len()),
+        warnings: Vec::new(),
+        ends_with_newline,
+    };
+    if text.bytes().len() >= PARALLEL_PARSE_MIN_BYTES {
+        // Loading a session is mostly JSON scanning: a large file's lines are read on all cores.
+        for batch in lines.chunks(PARALLEL_BATCH_LINES) {
+            let read = map_slice_in_parallel(batch, |range| text.read_line(range.clone()));
+            for (range, result) in batch.iter().zip(read) {
+                reader.take(&text, range.clone(), result)?;
+            }
+        }
+    } else {
+        // One at a time, straight into the entries.
+        for range in &lines {
+            reader.take(&text, range.clone(), text.read_line(range.clone()))?;
+        }
+    }
+    let Reader { header, preamble, entries, warnings, .. } = reader;
     let Some(header) = header else {
         return Err(SessionError::NoHeader { path: path.to_path_buf() });
     };

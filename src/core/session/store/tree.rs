@@ -1,26 +1,20 @@
 //! The entry tree: entries indexed by id, each naming its parent, and the leaf where the next
 //! entry goes. The branch from the root to the leaf is what the conversation is built from.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
-use compact_str::CompactString;
-
+use super::index::EntryIndex;
 use super::SessionManager;
 use crate::core::session::context::{self, SessionContext};
 use crate::core::message::{ContextMessage, Message, Role};
 use crate::core::session::{SessionEntry, SessionError};
 
-/// Entry id → position in `entries`. foldhash rather than SipHash: the keys come from the
-/// user's own files, and hashing them was a tenth of loading a large session.
-pub(super) type EntryIndex = HashMap<CompactString, usize, foldhash::fast::RandomState>;
-
-/// A fresh 8-hex-char entry id, unique in `taken`.
-pub(super) fn new_entry_id(taken: &EntryIndex) -> String {
+/// A fresh 8-hex-char entry id, unique among `entries`.
+pub(super) fn new_entry_id(taken: &EntryIndex, entries: &[SessionEntry]) -> String {
     loop {
         let id = format!("{:08x}", rand::random::<u32>());
-        if !taken.contains_key(id.as_str()) {
+        if !taken.contains(entries, &id) {
             return id;
         }
     }
@@ -30,13 +24,13 @@ pub(super) fn new_entry_id(taken: &EntryIndex) -> String {
 /// resumed) is kept once; of two different entries with one id, the later one wins.
 pub(super) fn index_entries(path: &Path, entries: &mut Vec<SessionEntry>, warnings: &mut Vec<String>) -> EntryIndex {
     loop {
-        let mut index = EntryIndex::with_capacity_and_hasher(entries.len(), Default::default());
+        let mut index = EntryIndex::with_capacity(entries.len());
         let mut repeats = Vec::new();
         let mut reused = Vec::new();
         for (i, entry) in entries.iter().enumerate() {
-            match index.insert(entry.id.clone(), i) {
+            match index.insert_id(entries, i) {
                 Some(first) if entries[first] == *entry => {
-                    index.insert(entry.id.clone(), first);
+                    index.insert_id(entries, first);
                     repeats.push(i);
                 }
                 Some(_) => reused.push(format!(
@@ -49,6 +43,7 @@ pub(super) fn index_entries(path: &Path, entries: &mut Vec<SessionEntry>, warnin
         }
         if repeats.is_empty() {
             warnings.extend(reused);
+            index.link_parents(entries);
             return index;
         }
         // Rare: drop the repeats and index again, so that positions are right.
@@ -66,7 +61,7 @@ impl SessionManager {
     }
 
     pub fn get_entry(&self, id: &str) -> Option<&SessionEntry> {
-        self.index.get(id).map(|&i| &self.entries[i])
+        self.index.get(&self.entries, id).map(|i| &self.entries[i])
     }
 
     pub fn leaf_id(&self) -> Option<&str> {
@@ -77,17 +72,18 @@ impl SessionManager {
     /// nowhere ends the walk there; a cycle is cut.
     pub fn get_branch(&self, from: Option<&str>) -> Vec<&SessionEntry> {
         let mut path = Vec::new();
-        // A parent cycle (a damaged file) ends the walk; marked by position, not hashed by id:
-        // this walk runs several times per request.
-        let mut seen = vec![false; self.entries.len()];
-        let mut cursor = from.or(self.leaf_id.as_deref()).and_then(|id| self.index.get(id).copied());
+        // Parents are positions, and a cycle is met again as a position seen: a walk hashes
+        // nothing (with ids, each of the four walks per transcript of a 100k-entry session took ~45 ms).
+        let mut seen = vec![0u64; self.entries.len().div_ceil(64)];
+        let mut cursor = from.or(self.leaf_id.as_deref()).and_then(|id| self.index.get(&self.entries, id));
         while let Some(i) = cursor {
-            let entry = &self.entries[i];
-            if std::mem::replace(&mut seen[i], true) {
+            let (word, bit) = (i / 64, 1u64 << (i % 64));
+            if seen[word] & bit != 0 {
                 break;
             }
-            path.push(entry);
-            cursor = entry.parent_id.as_deref().and_then(|p| self.index.get(p).copied());
+            seen[word] |= bit;
+            path.push(&self.entries[i]);
+            cursor = self.index.parent(i);
         }
         path.reverse();
         path
@@ -95,7 +91,7 @@ impl SessionManager {
 
     /// Moves the leaf to `id`: the next append starts a new branch there.
     pub fn branch(&mut self, id: &str) -> Result<(), SessionError> {
-        if !self.index.contains_key(id) {
+        if !self.index.contains(&self.entries, id) {
             return Err(SessionError::UnknownEntry(id.to_string()));
         }
         self.leaf_id = Some(id.into());
@@ -118,10 +114,7 @@ impl SessionManager {
         entries
             .iter()
             .copied()
-            .filter(|e| {
-                e.message_role() == Some(Role::ToolResult)
-                    && e.message_json().is_some_and(|j| memchr::memmem::find(j.as_bytes(), tool.as_bytes()).is_some())
-            })
+            .filter(|e| e.message_role() == Some(Role::ToolResult) && e.message_json().is_some_and(|j| may_name_tool(j, tool)))
             .filter_map(SessionEntry::message)
             .filter(|m| m.extra_str("toolName") == Some(tool))
             .collect()
@@ -147,5 +140,26 @@ impl SessionManager {
     /// exactly as they are in the file).
     pub fn write_context_json(&self, out: &mut impl Write) -> std::io::Result<()> {
         context::write_json(&self.get_branch(None), out)
+    }
+}
+
+/// Whether a tool result's JSON may be one of `tool` (the caller parses those that may). pi
+/// writes `toolName` before the content: when it is in the first bytes, outside any nested
+/// object or array, its value decides without reading the output (a search of every output was
+/// 30 ms of a 100k-entry session's todo list); otherwise any mention of the name does.
+fn may_name_tool(json: &str, tool: &str) -> bool {
+    const KEY: &str = "\"toolName\":\"";
+    let head = &json.as_bytes()[..json.len().min(512)];
+    let top_level = |at: usize| !head[1.min(at)..at].iter().any(|&b| b == b'{' || b == b'[');
+    match memchr::memmem::find(head, KEY.as_bytes()).filter(|&at| top_level(at)) {
+        Some(at) => {
+            let value = &json.as_bytes()[at + KEY.len()..];
+            match value.strip_prefix(tool.as_bytes()) {
+                Some(rest) => rest.first() == Some(&b'"'),
+                // An escaped name is compared by the parse.
+                None => value.iter().take(tool.len() + 1).any(|&b| b == b'\\'),
+            }
+        }
+        None => json.contains(tool),
     }
 }
