@@ -404,7 +404,7 @@ def find_nvim():
     return found[0] if found else None
 
 
-def run_nvim(nvim, mode, params, bin_dir, mock, work, timeout=300, plugin_root=ROOT):
+def run_nvim(nvim, mode, params, bin_dir, mock, work, timeout=int(os.environ.get("BENCH_NVIM_TIMEOUT", "300")), plugin_root=ROOT):
     """Runs bench/nvim_bench.lua (this checkout's) in a fresh headless Neovim with the plugin's Lua
     from `plugin_root` (another checkout for a before/after); returns its JSON result."""
     run_dir = tempfile.mkdtemp(prefix=f"nvim-{mode}-", dir=work)

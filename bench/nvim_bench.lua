@@ -362,6 +362,8 @@ function modes.tools()
     end)
     require("handoff").prompt("run the loud command")
   end), P.idle_ms or 1000)
+end
+
 --- `resume()` of P.session in the running, idle host, timed to the chat on screen: the
 --- transcript's render, then the redraw Neovim would do right after it (done here, so that it
 --- is inside the figure: with the regex markdown syntax it is a real part of the cost).

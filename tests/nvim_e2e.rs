@@ -513,13 +513,13 @@ async fn quitting_during_a_reply_stops_the_host_promptly_and_keeps_the_session_w
 async fn a_long_session_opens_on_its_latest_page_and_cr_shows_earlier_ones_in_place() {
     bounded(async {
         let ed = Editor::start().await;
-        // 2,500 messages: the chat shows the last 1,000 and offers the rest a page at a time.
+        // 500 messages: the chat shows the last 200 (a page) and offers the rest a page at a time.
         let path = ed.dir.path().join("long.jsonl");
         let mut text = String::from(
             r#"{"type":"session","version":3,"id":"long-1","timestamp":"2026-11-29T20:00:00.000Z","cwd":"/p"}"#,
         );
         let mut parent = "null".to_string();
-        for i in 0..2500 {
+        for i in 0..500 {
             let role = if i % 2 == 0 { "user" } else { "assistant" };
             text.push_str(&format!(
                 "\n{{\"type\":\"message\",\"id\":\"{i:08x}\",\"parentId\":{parent},\"timestamp\":\"2026-11-29T20:00:00.000Z\",\"message\":{{\"role\":\"{role}\",\"content\":\"message number {i}\",\"timestamp\":{i}}}}}"
@@ -530,11 +530,11 @@ async fn a_long_session_opens_on_its_latest_page_and_cr_shows_earlier_ones_in_pl
         ed.lua("require('handoff').open_chat()", json!([])).await;
         assert_eq!(ed.lua("return require('handoff').resume(...)", json!([path])).await, json!(true));
         let chat = "table.concat(T.chat(), '\\n')";
-        ed.wait_until(&format!("{chat}:find('message number 2499', 1, true) ~= nil"), Duration::from_secs(10)).await;
+        ed.wait_until(&format!("{chat}:find('message number 499', 1, true) ~= nil"), Duration::from_secs(10)).await;
         let shown = ed.eval(chat).await.as_str().unwrap().to_string();
-        assert!(shown.contains("1500 earlier items not shown"), "{shown}");
-        assert!(shown.contains("message number 1500\n") && !shown.contains("message number 1499\n"));
-        // <CR> on that line: 1,000 more, and the view stays on what was the first item.
+        assert!(shown.contains("300 earlier items not shown"), "{shown}");
+        assert!(shown.contains("message number 300\n") && !shown.contains("message number 299\n"));
+        // <CR> on that line: 200 more, and the view stays on what was the first item.
         let row = ed.eval("require('handoff.chat').earlier_row").await.as_u64().unwrap();
         ed.lua(
             "vim.api.nvim_set_current_win(vim.fn.bufwinid(require('handoff.chat').chat_buf)) \
@@ -543,12 +543,12 @@ async fn a_long_session_opens_on_its_latest_page_and_cr_shows_earlier_ones_in_pl
         )
         .await;
         ed.input("<CR>").await;
-        ed.wait_until(&format!("{chat}:find('500 earlier items not shown', 1, true) ~= nil"), Duration::from_secs(10))
+        ed.wait_until(&format!("{chat}:find('100 earlier items not shown', 1, true) ~= nil"), Duration::from_secs(10))
             .await;
         let cursor_line = ed.eval("vim.api.nvim_get_current_line()").await;
         assert_eq!(cursor_line, json!("## You"), "the view moved");
         let below = ed.eval("vim.fn.getline(vim.fn.line('.') + 2)").await;
-        assert_eq!(below, json!("message number 1500"));
+        assert_eq!(below, json!("message number 300"));
         // Elsewhere <CR> only moves the cursor; on the line again, the rest.
         ed.input("gg<CR>").await;
         assert_eq!(ed.eval("vim.fn.line('.')").await, json!(2));
@@ -558,7 +558,7 @@ async fn a_long_session_opens_on_its_latest_page_and_cr_shows_earlier_ones_in_pl
         ed.wait_until(&format!("{chat}:find('message number 0\\n', 1, true) ~= nil"), Duration::from_secs(10)).await;
         let all = ed.eval(chat).await.as_str().unwrap().to_string();
         assert!(!all.contains("earlier items"), "{all}");
-        assert_eq!(all.matches("message number ").count(), 2500);
+        assert_eq!(all.matches("message number ").count(), 500);
         ed.quit().await;
     })
     .await;

@@ -74,8 +74,8 @@ pub struct ConfigureArgs {
     pub tool_output_lines: Option<usize>,
 }
 
-fn is_zero(n: &usize) -> bool {
-    *n == 0
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 /// A settings map, or the empty array an empty Lua table becomes.
@@ -442,10 +442,6 @@ pub enum Record {
     },
 }
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
 impl Record {
     /// A new message starts: the estimate of its tokens counts from zero again.
     pub fn starts_message(&self) -> bool {
@@ -511,7 +507,7 @@ mod tests {
             },
             items: vec![Item::User { text: "hi".into() }],
             earlier: 0,
-            page: 1000,
+            page: crate::nvim::transcript::PAGE,
             todos: vec![Todo {
                 content: "Run the tests".into(),
                 status: crate::core::tools::TodoStatus::InProgress,

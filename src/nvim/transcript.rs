@@ -141,8 +141,10 @@ fn lines_not_kept(result: &Message) -> u64 {
 
 /// Items a transcript carries unless more are asked for: a long session's chat opens on its
 /// latest part, and the chat asks for earlier ones a page at a time. Building and drawing all
-/// 100k items of a large session took the host 100+ MB and Neovim 1.3 s and 200 MB.
-pub const PAGE: usize = 1000;
+/// 100k items of a large session took the host 100+ MB and Neovim 1.3 s and 200 MB; 200 items
+/// (screens of scrollback) are drawn in a third of the time 1,000 took, which is most of what
+/// resuming a short session costs.
+pub const PAGE: usize = 200;
 
 /// One branch entry as a display item (`None` for entries the chat does not show).
 fn entry_item(entry: &SessionEntry) -> Option<Item> {

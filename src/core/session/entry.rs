@@ -325,8 +325,8 @@ impl SessionEntry {
         if !self.is_message() {
             return None;
         }
-        let at = self.message_at.clone()?;
-        let start = self.raw.range.start + at.start;
+        let at = Some(self.message_at).filter(|at| at.len > 0)?.range();
+        let start = self.raw.span.range().start + at.start;
         Some(StoredMessage::new(self.raw.text.clone(), start..start + at.len()))
     }
 
