@@ -589,6 +589,86 @@ async fn grep_respects_gitignore_and_survives_loops_and_locked_folders() {
     unlock(d);
 }
 
+/// What a one-threaded walk with sorted names finds (the order grep's output has always had):
+/// depth first, each folder's entries sorted by name bytes, lines containing `needle`.
+fn sorted_walk_matches(root: &Path, dir: &Path, needle: &str, out: &mut Vec<String>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap()).collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let path = e.path();
+        if e.file_type().unwrap().is_dir() {
+            sorted_walk_matches(root, &path, needle, out);
+            continue;
+        }
+        let rel = path.strip_prefix(root).unwrap().to_str().unwrap().to_owned();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (i, line) in text.lines().enumerate().filter(|(_, l)| l.contains(needle)) {
+            out.push(format!("{rel}:{}: {line}", i + 1));
+        }
+    }
+}
+
+/// A tree large enough for grep's search threads: the output is still the sorted walk's, with
+/// the limit cutting in the middle of a file; a test that fails if the threads' order showed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grep_over_many_files_keeps_the_sorted_order_and_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Names whose component order differs from plain string order ("a/…" before "a.txt") and
+    // from creation order; files of different sizes so the threads finish out of order; 1,200
+    // matches, under the 50 KiB output limit.
+    let folders = ["a", "a.b", "a-b", "a_b", "B", "b", "b10", "b9", "deep/er/est", "z"];
+    let mut n = 0;
+    for (f, folder) in folders.iter().enumerate() {
+        for i in (0..40).rev() {
+            let path = d.join(folder).join(format!("f{i}.txt"));
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let filler = "nothing to see here\n".repeat((i * 37 + f * 11) % 400);
+            let text: String = (0..3)
+                .map(|k| {
+                    n += 1;
+                    format!("{filler}needle {n} ({k})\n")
+                })
+                .collect();
+            std::fs::write(path, text).unwrap();
+        }
+    }
+    std::fs::write(d.join("a.txt"), "needle in a.txt\n").unwrap();
+    std::fs::write(d.join("B.txt"), "needle in B.txt\n").unwrap();
+    let mut all = Vec::new();
+    sorted_walk_matches(d, d, "needle", &mut all);
+    assert_eq!(all.len(), folders.len() * 40 * 3 + 2);
+    assert!(all.join("\n").len() < 50 * 1024, "under grep's byte limit");
+    for _ in 0..3 {
+        let out = run(d, "grep", json!({"pattern": "needle", "limit": 100_000})).await;
+        assert_eq!(out.joined_text(), all.join("\n"));
+        let out = run(d, "grep", json!({"pattern": "needle", "limit": 1000})).await;
+        assert_eq!(
+            out.joined_text(),
+            format!(
+                "{}\n\n[1000 matches limit reached. Use limit=2000 for more, or refine pattern]",
+                all[..1000].join("\n")
+            )
+        );
+        assert_eq!(out.details["matchLimitReached"], 1000);
+        let out = run(d, "grep", json!({"pattern": "needle"})).await;
+        assert!(out
+            .joined_text()
+            .starts_with(&format!("{}\n\n[100 matches", all[..100].join("\n"))));
+    }
+    let out = run(d, "grep", json!({"pattern": "needle", "limit": all.len()})).await;
+    assert!(out.joined_text().ends_with(&format!(
+        "{}\n\n[{} matches limit reached. Use limit={} for more, or refine pattern]",
+        all[all.len() - 1],
+        all.len(),
+        all.len() * 2
+    )));
+    let out = run(d, "grep", json!({"pattern": "needle", "path": "b9", "limit": 5})).await;
+    let b9: Vec<String> =
+        all.iter().filter_map(|l| l.strip_prefix("b9/").map(str::to_owned)).take(5).collect();
+    assert!(out.joined_text().starts_with(&b9.join("\n")), "{}", out.joined_text());
+}
+
 #[tokio::test]
 async fn find_respects_gitignore_and_survives_loops_and_locked_folders() {
     let (dir, locked) = project();

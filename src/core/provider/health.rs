@@ -62,8 +62,7 @@ impl Reachability {
 pub async fn probe(config: &ProviderConfig) -> Reachability {
     let url = join_url(&config.base_url, "/models");
     let shown = display_url(&url);
-    crate::install_crypto_provider();
-    let client = match reqwest::Client::builder().timeout(PROBE_TIMEOUT).build() {
+    let client = match super::tls::client_builder().timeout(PROBE_TIMEOUT).build() {
         Ok(client) => client,
         Err(e) => {
             tracing::error!(error = %e, "cannot build the HTTP client for the health check");

@@ -11,6 +11,7 @@
 //! | `types`        | config, request, stream events, errors                                |
 //! | `key`          | API key resolution and redaction                                      |
 //! | `retry`        | the retry policy (backoff, `retry-after`)                             |
+//! | `tls`          | the clients' TLS: system roots loaded at the first handshake          |
 //! | `wire`         | the [`WireFormat`](wire::WireFormat) trait, history fix-ups, tool-call assembly |
 //! | `openai`, `anthropic` | the two wire formats                                           |
 //! | `http`         | one attempt for any wire format                                       |
@@ -23,6 +24,7 @@ mod http;
 mod key;
 mod openai;
 mod retry;
+mod tls;
 mod types;
 mod view;
 mod wire;
@@ -79,8 +81,7 @@ fn refuses_field(error: &ProviderError, field: &str) -> bool {
 
 impl Provider {
     pub fn new(config: ProviderConfig) -> Self {
-        crate::install_crypto_provider();
-        let client = reqwest::Client::builder()
+        let client = tls::client_builder()
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(|e| {

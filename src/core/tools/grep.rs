@@ -6,12 +6,18 @@
 //! the walk), folders that cannot be read are passed over. `.git` itself is never searched.
 //! Output is `path:line: text` (context lines `path-line- text`), paths relative to the searched
 //! folder; lines are cut at 500 characters; at most `limit` (100) matches and 50 KiB.
+//!
+//! The files are searched on every core, as rg searches them, but the output is the sorted
+//! one-threaded walk's: the same matches in the same order on every run, the first `limit`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Mutex, PoisonError};
 
-use grep_regex::RegexMatcherBuilder;
-use grep_searcher::{sinks, BinaryDetection, SearcherBuilder};
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{sinks, BinaryDetection, Searcher, SearcherBuilder};
 use ignore::overrides::OverrideBuilder;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -73,6 +79,118 @@ struct Hit {
     text: String,
 }
 
+/// One matching line of a file.
+struct Line {
+    number: u64,
+    text: String,
+}
+
+/// Files a search thread takes at a time: one hand-over per file would cost more wake-ups than
+/// a small file costs to search.
+const BATCH: usize = 16;
+/// Batches the walk may be ahead of the search threads (bounds the memory of a huge tree).
+const QUEUED_BATCHES: usize = 64;
+
+/// What the search threads found: each file's matching lines under its index in the sorted
+/// walk, so the first `limit` lines are those of a one-threaded search, whatever order the
+/// threads finish in.
+struct Found {
+    limit: usize,
+    /// The index of the file holding the `limit`-th line once there is one (`usize::MAX`
+    /// before). Files after it cannot be shown, so they are not searched, nor walked to; it only
+    /// moves earlier as files are added.
+    last: AtomicUsize,
+    inner: Mutex<FoundInner>,
+}
+
+#[derive(Default)]
+struct FoundInner {
+    files: BTreeMap<usize, (PathBuf, Vec<Line>)>,
+    /// Lines held in `files`.
+    held: usize,
+}
+
+impl Found {
+    fn new(limit: usize) -> Self {
+        Self { limit, last: AtomicUsize::new(usize::MAX), inner: Mutex::default() }
+    }
+
+    fn is_past(&self, index: usize) -> bool {
+        index > self.last.load(Ordering::Acquire)
+    }
+
+    fn add(&self, index: usize, path: PathBuf, lines: Vec<Line>) {
+        // A panicking thread leaves whole entries behind: the map is still consistent.
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.is_past(index) {
+            return;
+        }
+        inner.held += lines.len();
+        inner.files.insert(index, (path, lines));
+        if inner.held < self.limit {
+            return;
+        }
+        let mut count = 0;
+        let last = inner.files.iter().find_map(|(&i, (_, lines))| {
+            count += lines.len();
+            (count >= self.limit).then_some(i)
+        });
+        if let Some(last) = last {
+            inner.files.split_off(&(last + 1));
+            inner.held = count;
+            self.last.store(last, Ordering::Release);
+        }
+    }
+
+    /// The first `limit` lines in walk order, and whether the limit was reached (as the
+    /// one-threaded search had it: `limit` lines found, even if no more exist).
+    fn into_hits(self) -> (Vec<Hit>, bool) {
+        let inner = self.inner.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let limit_reached = inner.held >= self.limit;
+        let hits = inner
+            .files
+            .into_values()
+            .flat_map(|(path, lines)| {
+                lines.into_iter().map(move |l| Hit {
+                    path: path.clone(),
+                    line_number: l.number,
+                    text: l.text,
+                })
+            })
+            .take(self.limit)
+            .collect();
+        (hits, limit_reached)
+    }
+}
+
+/// Searches the files of `batch` that can still be shown, adding what it finds to `found`.
+fn search_batch(
+    batch: Vec<(usize, PathBuf)>,
+    searcher: &mut Searcher,
+    matcher: &RegexMatcher,
+    found: &Found,
+    cancel: &CancellationToken,
+) {
+    for (index, path) in batch {
+        if cancel.is_cancelled() || found.is_past(index) {
+            return;
+        }
+        let mut lines: Vec<Line> = Vec::new();
+        let sink = sinks::Bytes(|number, bytes| {
+            let text = String::from_utf8_lossy(bytes);
+            let text = text.trim_end_matches('\n').replace('\r', "");
+            lines.push(Line { number, text });
+            // No file shows more than `limit` lines, nor any once it is past the limit.
+            Ok(lines.len() < found.limit && !cancel.is_cancelled() && !found.is_past(index))
+        });
+        // A file that cannot be read is passed over, as rg does (it only warns).
+        let _ = searcher.search_path(matcher, &path, sink);
+        if !lines.is_empty() {
+            found.add(index, path, lines);
+        }
+    }
+}
+
 fn search(a: Args, root: PathBuf, cancel: &CancellationToken) -> Result<ToolOutput, ToolError> {
     let meta = std::fs::metadata(&root)
         .map_err(|_| ToolError::Failed(format!("Path not found: {}", root.display())))?;
@@ -91,37 +209,61 @@ fn search(a: Args, root: PathBuf, cancel: &CancellationToken) -> Result<ToolOutp
         ob.add(glob).map_err(|e| ToolError::Failed(format!("Invalid glob: {e}")))?;
         walk.overrides(ob.build().map_err(|e| ToolError::Failed(format!("Invalid glob: {e}")))?);
     }
-    let mut searcher =
-        SearcherBuilder::new().line_number(true).binary_detection(BinaryDetection::quit(0)).build();
+    let mut searcher = SearcherBuilder::new();
+    searcher.line_number(true).binary_detection(BinaryDetection::quit(0));
 
-    let mut hits: Vec<Hit> = Vec::new();
-    let mut limit_reached = false;
-    for entry in walk.build() {
-        if cancel.is_cancelled() {
-            return Err(ToolError::Aborted);
-        }
-        let Ok(entry) = entry else { continue };
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        let path = entry.path().to_path_buf();
-        let sink = sinks::Bytes(|line_number, bytes| {
-            if hits.len() >= limit {
-                limit_reached = true;
-                return Ok(false);
+    // The sorted walk runs here and hands its files, numbered, to a search thread per core
+    // (opening and reading the files is the cost, and it splits across cores as rg's does).
+    // `Found` keeps the numbers, so the output and the limit are the one-threaded search's, and
+    // the walk stops as soon as the files walked so far hold `limit` lines.
+    let found = Found::new(limit);
+    let threads = std::thread::available_parallelism().map_or(1, NonZeroUsize::get).min(12);
+    let (tx, rx) = mpsc::sync_channel::<Vec<(usize, PathBuf)>>(QUEUED_BATCHES);
+    let rx = Mutex::new(rx);
+    std::thread::scope(|s| {
+        let worker = || {
+            let mut searcher = searcher.build();
+            let matcher = matcher.clone();
+            loop {
+                let next = rx.lock().unwrap_or_else(PoisonError::into_inner).recv();
+                let Ok(batch) = next else { return };
+                search_batch(batch, &mut searcher, &matcher, &found, cancel);
             }
-            let text = String::from_utf8_lossy(bytes);
-            let text = text.trim_end_matches('\n').replace('\r', "");
-            hits.push(Hit { path: path.clone(), line_number, text });
-            Ok(!cancel.is_cancelled())
-        });
-        // A file that cannot be read is passed over, as rg does (it only warns).
-        let _ = searcher.search_path(&matcher, &path, sink);
-        if limit_reached || hits.len() >= limit {
-            limit_reached = true;
-            break;
+        };
+        let mut started = false;
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut index = 0;
+        for entry in walk.build() {
+            if cancel.is_cancelled() || found.is_past(index) {
+                break;
+            }
+            let Ok(entry) = entry else { continue };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                continue;
+            }
+            batch.push((index, entry.into_path()));
+            index += 1;
+            if batch.len() == BATCH {
+                if !started {
+                    started = true;
+                    for _ in 0..threads {
+                        s.spawn(worker);
+                    }
+                }
+                if tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH))).is_err() {
+                    break;
+                }
+            }
         }
-    }
+        drop(tx);
+        // The last files (all of them in a tree of fewer than `BATCH`: no thread started), then
+        // this thread helps with what is queued.
+        search_batch(batch, &mut searcher.build(), &matcher, &found, cancel);
+        if started {
+            worker();
+        }
+    });
+    let (hits, limit_reached) = found.into_hits();
     if cancel.is_cancelled() {
         return Err(ToolError::Aborted);
     }
@@ -187,8 +329,37 @@ fn search(a: Args, root: PathBuf, cancel: &CancellationToken) -> Result<ToolOutp
 
 #[cfg(test)]
 mod tests {
+    use super::{Found, Line};
     use crate::core::tools::{execute, ToolContext};
     use serde_json::json;
+
+    fn lines(n: u64) -> Vec<Line> {
+        (1..=n).map(|number| Line { number, text: format!("line {number}") }).collect()
+    }
+
+    /// Files finishing out of walk order: the first `limit` lines in walk order win, and files
+    /// after the one holding the `limit`-th line are dropped and reported past.
+    #[test]
+    fn found_keeps_the_walk_order_whatever_order_files_finish_in() {
+        let found = Found::new(3);
+        found.add(9, "f9".into(), lines(2));
+        assert!(!found.is_past(100));
+        found.add(5, "f5".into(), lines(2));
+        assert!(found.is_past(10) && !found.is_past(9));
+        found.add(2, "f2".into(), lines(1));
+        assert!(found.is_past(6) && !found.is_past(5) && !found.is_past(3));
+        found.add(7, "f7".into(), lines(5)); // finished after the limit moved before it
+        let (hits, limit_reached) = found.into_hits();
+        let got: Vec<(String, u64)> =
+            hits.iter().map(|h| (h.path.display().to_string(), h.line_number)).collect();
+        assert_eq!(got, [("f2".into(), 1), ("f5".into(), 1), ("f5".into(), 2)]);
+        assert!(limit_reached);
+        let found = Found::new(3);
+        found.add(4, "f4".into(), lines(2));
+        let (hits, limit_reached) = found.into_hits();
+        assert_eq!(hits.len(), 2);
+        assert!(!limit_reached);
+    }
 
     #[tokio::test]
     async fn finds_lines_with_paths_and_numbers() {
