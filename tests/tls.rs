@@ -89,7 +89,7 @@ fn roots(file: Option<&Path>, dir: Option<&Path>) {
 /// A provider's request to `config`: how it failed, or `None` when it got an answer (the https
 /// server's empty 200 ends the stream early, which is not a connection error).
 async fn connect_error(config: &ProviderConfig) -> Option<String> {
-    let request = ChatRequest { messages: vec![Message::user("hi")], ..ChatRequest::default() };
+    let request = ChatRequest { messages: vec![Message::user("hi").into()], ..ChatRequest::default() };
     let mut config = config.clone();
     config.max_retries = 0;
     match Provider::new(config).stream(&request, &CancellationToken::new(), &mut |_| {}).await {
@@ -130,7 +130,7 @@ async fn https_is_verified_against_the_system_roots_and_plain_http_needs_none() 
     let r = probe(&http).await;
     assert!(r.ok(), "{}", r.detail());
     server.push(MockReply::text("hello"));
-    let request = ChatRequest { messages: vec![Message::user("hi")], ..ChatRequest::default() };
+    let request = ChatRequest { messages: vec![Message::user("hi").into()], ..ChatRequest::default() };
     let mut text = String::new();
     let result = Provider::new(http)
         .stream(&request, &CancellationToken::new(), &mut |e| {
