@@ -1079,7 +1079,7 @@ def main():
                     f"| … Neovim's own RSS with that chat ({rr['items']:,} items) | {mib(rr['nvim_rss_kib'])} | | |", "",
                     "`:HandoffSessions` → pick → chat on screen, in the running host (started by the plugin, idle): "
                     "`resume()` returns at once (a notification; the host loads the file on a blocking thread) and the "
-                    "chat is drawn from the `transcript` record (the last 1,000 items). *On screen* = the transcript's "
+                    "chat is drawn from the `transcript` record (its last page: 200 items). *On screen* = the transcript's "
                     "render + the window's redraw (done in the measured span); *host* = `resume()` → the transcript "
                     "reaches Lua (load, switch, transcript, msgpack both ways); host RSS after the chat is drawn and a "
                     "300 ms settle, against the file's size. One fresh Neovim and host per run.", "",
