@@ -14,7 +14,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Mutex, PoisonError};
+use std::sync::mpsc::{self, TrySendError};
+use std::sync::{Mutex, PoisonError};
 
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{sinks, BinaryDetection, Searcher, SearcherBuilder};
@@ -212,8 +213,9 @@ fn search(a: Args, root: PathBuf, cancel: &CancellationToken) -> Result<ToolOutp
     let mut searcher = SearcherBuilder::new();
     searcher.line_number(true).binary_detection(BinaryDetection::quit(0));
 
-    // The sorted walk runs here and hands its files, numbered, to a search thread per core
-    // (opening and reading the files is the cost, and it splits across cores as rg's does).
+    // The sorted walk runs here and hands its files, numbered, to search threads, one per core
+    // besides this one, which searches too when they are behind (opening and reading the files
+    // is the cost, and it splits across cores as rg's does).
     // `Found` keeps the numbers, so the output and the limit are the one-threaded search's, and
     // the walk stops as soon as the files walked so far hold `limit` lines.
     let found = Found::new(limit);
@@ -230,6 +232,7 @@ fn search(a: Args, root: PathBuf, cancel: &CancellationToken) -> Result<ToolOutp
                 search_batch(batch, &mut searcher, &matcher, &found, cancel);
             }
         };
+        let mut own = searcher.build();
         let mut started = false;
         let mut batch = Vec::with_capacity(BATCH);
         let mut index = 0;
@@ -246,19 +249,25 @@ fn search(a: Args, root: PathBuf, cancel: &CancellationToken) -> Result<ToolOutp
             if batch.len() == BATCH {
                 if !started {
                     started = true;
-                    for _ in 0..threads {
+                    for _ in 0..threads.saturating_sub(1).max(1) {
                         s.spawn(worker);
                     }
                 }
-                if tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH))).is_err() {
-                    break;
+                match tx.try_send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH))) {
+                    Ok(()) => {}
+                    // The threads are behind: this one searches rather than sleeps, so there are
+                    // as many busy threads as cores and no wake-up per batch.
+                    Err(TrySendError::Full(full)) => {
+                        search_batch(full, &mut own, &matcher, &found, cancel);
+                    }
+                    Err(TrySendError::Disconnected(_)) => break,
                 }
             }
         }
         drop(tx);
         // The last files (all of them in a tree of fewer than `BATCH`: no thread started), then
         // this thread helps with what is queued.
-        search_batch(batch, &mut searcher.build(), &matcher, &found, cancel);
+        search_batch(batch, &mut own, &matcher, &found, cancel);
         if started {
             worker();
         }
