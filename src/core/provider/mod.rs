@@ -12,7 +12,8 @@
 //! | `key`          | API key resolution and redaction                                      |
 //! | `retry`        | the retry policy (backoff, `retry-after`)                             |
 //! | `tls`          | the clients' TLS: system roots loaded at the first handshake          |
-//! | `wire`         | the [`WireFormat`](wire::WireFormat) trait, history fix-ups, tool-call assembly |
+//! | `wire`         | the [`WireFormat`](wire::WireFormat) trait, tool-call assembly        |
+//! | `view`         | messages as the formats read them (stored JSON kept as tokens), history fix-ups, the body writer |
 //! | `openai`, `anthropic` | the two wire formats                                           |
 //! | `http`         | one attempt for any wire format                                       |
 //! | `health`       | the reachability probe                                                |
