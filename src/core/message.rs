@@ -329,11 +329,6 @@ impl StoredMessage {
     pub fn json(&self) -> &str {
         self.text.get(self.range.clone()).unwrap_or_default()
     }
-
-    /// The message parsed (`None` when it is not a readable message).
-    pub fn parse(&self) -> Option<Message> {
-        serde_json::from_str(self.json()).ok()
-    }
 }
 
 /// A message of the context on its way to the model: stored ones stay JSON text until the
@@ -343,16 +338,6 @@ impl StoredMessage {
 pub enum ContextMessage {
     Stored(StoredMessage),
     Made(Box<Message>),
-}
-
-impl ContextMessage {
-    /// The message as a struct: parsed when stored (`None` when unreadable).
-    pub fn to_message(&self) -> Option<Message> {
-        match self {
-            ContextMessage::Stored(stored) => stored.parse(),
-            ContextMessage::Made(message) => Some(Message::clone(message)),
-        }
-    }
 }
 
 impl From<Message> for ContextMessage {

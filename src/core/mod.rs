@@ -9,6 +9,7 @@ pub mod config;
 pub mod controller;
 pub mod handoff;
 pub mod message;
+mod parallel;
 pub mod provider;
 pub mod session;
 pub mod tools;

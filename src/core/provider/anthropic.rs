@@ -10,7 +10,7 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{json, Value};
 
 use super::types::{ChatRequest, ProviderConfig, ProviderError, StreamEnd, StreamEvent, ThinkingLevel};
-use super::view::{self, BlockView, ContentView, JsonOut, MessageView, Str};
+use super::view::{self, BlockView, ContentView, JsonOut, List, MessageView, Str};
 use super::wire::{self, Decoder, Flow, SseEvent, ToolCalls, WireFormat};
 use crate::core::message::{Role, StopReason};
 
@@ -56,7 +56,7 @@ const CACHE_CONTROL: &str = r#""cache_control":{"type":"ephemeral"}"#;
 fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Vec<u8> {
     let thinking = thinking(config, request.thinking);
     let views = view::prepare(view::read_all(&request.messages));
-    let mut out = JsonOut::with_capacity(super::openai::body_capacity(request));
+    let mut out = JsonOut::with_capacity(view::body_capacity(&request.messages, request.system.as_deref()));
     out.raw("{");
     out.key("model");
     out.text(&config.model);
@@ -245,27 +245,24 @@ fn write_messages(out: &mut JsonOut, config: &ProviderConfig, views: &[MessageVi
             _ => merged.push((role, blocks)),
         }
     }
-    out.raw("[");
+    let mut list = List::new(out);
     let last = merged.len().saturating_sub(1);
     for (i, (role, blocks)) in merged.iter().enumerate() {
-        if i > 0 {
-            out.raw(",");
-        }
+        let out = list.item();
         out.raw(r#"{"role":"#);
         out.text(role);
-        out.raw(r#","content":["#);
+        out.raw(r#","content":"#);
+        let mut content = List::new(out);
         for (j, block) in blocks.iter().enumerate() {
-            if j > 0 {
-                out.raw(",");
-            }
             // pi's third breakpoint: the last block of the last message, when that is the
             // user's (text, image or tool result), caches the conversation so far.
             let marked = i == last && *role == "user" && j + 1 == blocks.len() && block.takes_cache_marker();
-            block.write(out, marked);
+            block.write(content.item(), marked);
         }
-        out.raw("]}");
+        content.end();
+        out.raw("}");
     }
-    out.raw("]");
+    list.end();
 }
 
 /// Text is sent only when it has something besides whitespace: Anthropic rejects blank blocks.
@@ -349,22 +346,15 @@ fn tool_result(out: &mut JsonOut, msg: &MessageView<'_>) {
         }
     } else {
         let parts = user_blocks(&msg.content);
-        out.raw(r#","content":["#);
+        out.raw(r#","content":"#);
+        let mut content = List::new(out);
         if !parts.iter().any(|p| matches!(p, Block::Text(_))) {
-            out.raw(r#"{"type":"text","text":"#);
-            out.text(wire::NO_TEXT_RESULT);
-            out.raw("}");
-            if !parts.is_empty() {
-                out.raw(",");
-            }
+            Block::Text(&Str::plain(wire::NO_TEXT_RESULT)).write(content.item(), false);
         }
-        for (i, part) in parts.iter().enumerate() {
-            if i > 0 {
-                out.raw(",");
-            }
-            part.write(out, false);
+        for part in &parts {
+            part.write(content.item(), false);
         }
-        out.raw("]");
+        content.end();
     }
     if let Some(is_error) = msg.is_error {
         out.raw(r#","is_error":"#);

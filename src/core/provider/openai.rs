@@ -14,9 +14,9 @@ use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
 use super::types::{ChatRequest, ProviderConfig, ProviderError, StreamEnd, StreamEvent, ThinkingLevel};
-use super::view::{self, BlockView, ContentView, JsonOut, MessageView, Str};
+use super::view::{self, BlockView, ContentView, JsonOut, List, MessageView, Str};
 use super::wire::{self, Decoder, Flow, SseEvent, ToolCalls, WireFormat};
-use crate::core::message::{ContextMessage, Role, StopReason, Usage};
+use crate::core::message::{Role, StopReason, Usage};
 
 /// The Chat Completions wire format.
 #[derive(Debug)]
@@ -48,7 +48,7 @@ impl WireFormat for OpenAi {
 /// the order they have always gone out in.
 fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Vec<u8> {
     let views = view::prepare(view::read_all(&request.messages));
-    let mut out = JsonOut::with_capacity(body_capacity(request));
+    let mut out = JsonOut::with_capacity(view::body_capacity(&request.messages, request.system.as_deref()));
     out.raw("{");
     out.key("model");
     out.text(&config.model);
@@ -92,20 +92,6 @@ fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Vec<u8> {
     }
     out.raw("}");
     out.into_bytes()
-}
-
-/// Room for the body: the stored messages' text and a little more, so that it is not copied as
-/// it grows.
-pub(super) fn body_capacity(request: &ChatRequest) -> usize {
-    let stored: usize = request
-        .messages
-        .iter()
-        .map(|m| match m {
-            ContextMessage::Stored(s) => s.json().len(),
-            ContextMessage::Made(_) => 256,
-        })
-        .sum();
-    stored + request.system.as_ref().map_or(0, String::len) + 16 * 1024
 }
 
 /// The `reasoning_effort` of a level: its name, but `minimal` (gpt-5's) is `low` for the
@@ -226,32 +212,6 @@ fn write_messages(out: &mut JsonOut, config: &ProviderConfig, request: &ChatRequ
         tool_images_message(list.item(), &result_images);
     }
     list.end();
-}
-
-/// A JSON array being written: commas between its items.
-struct List<'o> {
-    out: &'o mut JsonOut,
-    empty: bool,
-}
-
-impl<'o> List<'o> {
-    fn new(out: &'o mut JsonOut) -> Self {
-        out.raw("[");
-        Self { out, empty: true }
-    }
-
-    /// Where the next item goes.
-    fn item(&mut self) -> &mut JsonOut {
-        if !self.empty {
-            self.out.raw(",");
-        }
-        self.empty = false;
-        self.out
-    }
-
-    fn end(self) {
-        self.out.raw("]");
-    }
 }
 
 /// The field and the texts of a message's reasoning, as pi sends it back: the non-blank

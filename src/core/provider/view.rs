@@ -204,6 +204,45 @@ impl JsonOut {
     }
 }
 
+/// A JSON array being written: commas between its items.
+pub(super) struct List<'o> {
+    out: &'o mut JsonOut,
+    empty: bool,
+}
+
+impl<'o> List<'o> {
+    pub(super) fn new(out: &'o mut JsonOut) -> Self {
+        out.raw("[");
+        Self { out, empty: true }
+    }
+
+    /// Where the next item goes.
+    pub(super) fn item(&mut self) -> &mut JsonOut {
+        if !self.empty {
+            self.out.raw(",");
+        }
+        self.empty = false;
+        self.out
+    }
+
+    pub(super) fn end(self) {
+        self.out.raw("]");
+    }
+}
+
+/// Room for a body: the stored messages' text and a little more, so that it is not copied as
+/// it grows.
+pub(super) fn body_capacity(messages: &[ContextMessage], system: Option<&str>) -> usize {
+    let stored: usize = messages
+        .iter()
+        .map(|m| match m {
+            ContextMessage::Stored(s) => s.json().len(),
+            ContextMessage::Made(_) => 256,
+        })
+        .sum();
+    stored + system.map_or(0, str::len) + 16 * 1024
+}
+
 /// A tool call's arguments as stored: a JSON value (an object, or pi's legacy string).
 #[derive(Clone, Debug)]
 pub(super) enum Args<'a> {
@@ -364,27 +403,10 @@ impl<'a> MessageView<'a> {
 /// messages are read on all cores.
 pub(super) fn read_all(messages: &[ContextMessage]) -> Vec<MessageView<'_>> {
     const PARALLEL_MIN: usize = 512;
-    let threads = std::thread::available_parallelism().map_or(1, usize::from).min(8);
-    if messages.len() < PARALLEL_MIN || threads < 2 {
-        return messages.iter().filter_map(MessageView::read).collect();
-    }
-    let chunk = messages.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let mut parts = messages.chunks(chunk);
-        let first = parts.next().unwrap_or_default();
-        let workers: Vec<_> = parts
-            .map(|part| scope.spawn(move || part.iter().filter_map(MessageView::read).collect::<Vec<_>>()))
-            .collect();
-        let mut views: Vec<MessageView<'_>> = Vec::with_capacity(messages.len());
-        views.extend(first.iter().filter_map(MessageView::read));
-        for worker in workers {
-            match worker.join() {
-                Ok(part) => views.extend(part),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-        views
-    })
+    crate::core::parallel::map_in_parallel(messages, messages.len() >= PARALLEL_MIN, MessageView::read)
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// Messages as they go on the wire: what pi would send, fixed up so strict servers accept it.

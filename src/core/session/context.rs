@@ -159,9 +159,9 @@ const PARALLEL_PARSE_MIN_MESSAGES: usize = 512;
 pub fn build(path: &[&SessionEntry]) -> SessionContext {
     let Plan { parts, model, thinking_level } = plan(path);
     let parallel = parts.len() >= PARALLEL_PARSE_MIN_MESSAGES;
-    let messages = super::map_in_parallel(parts, parallel, |part| match part {
+    let messages = crate::core::parallel::map_in_parallel(&parts, parallel, |part| match part {
         Part::Stored(entry) => entry.message(),
-        Part::Made(message) => Some(*message),
+        Part::Made(message) => Some(Message::clone(message)),
     });
     SessionContext { messages: messages.into_iter().flatten().collect(), model, thinking_level }
 }

@@ -15,60 +15,6 @@ pub use store::{SessionInfo, SessionManager};
 /// The store's private-file rules, for files kept beside a session (the handoff document).
 pub(crate) use store::file;
 
-/// Maps `items` in order; on all cores when `parallel` (the caller knows when the work is worth
-/// a thread: parsing a large session's lines or messages).
-pub(crate) fn map_in_parallel<T: Send, U: Send>(items: Vec<T>, parallel: bool, f: impl Fn(T) -> U + Sync) -> Vec<U> {
-    let threads = std::thread::available_parallelism().map_or(1, usize::from).min(8);
-    if !parallel || threads < 2 || items.len() < threads {
-        return items.into_iter().map(f).collect();
-    }
-    let chunk = items.len().div_ceil(threads);
-    let mut items = items;
-    let mut tails = Vec::new();
-    while items.len() > chunk {
-        tails.push(items.split_off(items.len() - chunk));
-    }
-    tails.reverse();
-    let f = &f;
-    std::thread::scope(|scope| {
-        let workers: Vec<_> =
-            tails.into_iter().map(|part| scope.spawn(move || part.into_iter().map(f).collect::<Vec<_>>())).collect();
-        let mut mapped: Vec<U> = Vec::with_capacity(items.len() * threads);
-        mapped.extend(items.into_iter().map(f));
-        for worker in workers {
-            match worker.join() {
-                Ok(part) => mapped.extend(part),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-        mapped
-    })
-}
-
-/// Maps `items` in order on all cores (a large session's lines, a batch at a time).
-pub(crate) fn map_slice_in_parallel<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U> {
-    let threads = std::thread::available_parallelism().map_or(1, usize::from).min(8);
-    if threads < 2 || items.len() < threads {
-        return items.iter().map(f).collect();
-    }
-    let mut parts = items.chunks(items.len().div_ceil(threads));
-    let first = parts.next().unwrap_or_default();
-    let f = &f;
-    std::thread::scope(|scope| {
-        let workers: Vec<_> =
-            parts.map(|part| scope.spawn(move || part.iter().map(f).collect::<Vec<_>>())).collect();
-        let mut mapped: Vec<U> = Vec::with_capacity(items.len());
-        mapped.extend(first.iter().map(f));
-        for worker in workers {
-            match worker.join() {
-                Ok(part) => mapped.extend(part),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-        mapped
-    })
-}
-
 /// Failures of the session store. Each names the file and what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {

@@ -10,7 +10,8 @@ use serde_json::Value;
 
 use crate::core::session::entry::{EntryHead, SessionEntry, SessionHeader};
 use super::index::MAX_ENTRIES;
-use crate::core::session::{map_slice_in_parallel, SessionError};
+use crate::core::parallel::map_in_parallel;
+use crate::core::session::SessionError;
 
 /// The result of parsing a session file's bytes.
 pub(super) struct Parsed {
@@ -224,7 +225,7 @@ pub(super) fn parse_file(path: &Path, bytes: Vec<u8>) -> Result<Parsed, SessionE
     if text.bytes().len() >= PARALLEL_PARSE_MIN_BYTES {
         // Loading a session is mostly JSON scanning: a large file's lines are read on all cores.
         for batch in lines.chunks(PARALLEL_BATCH_LINES) {
-            let read = map_slice_in_parallel(batch, |range| text.read_line(range.clone()));
+            let read = map_in_parallel(batch, true, |range| text.read_line(range.clone()));
             for (range, result) in batch.iter().zip(read) {
                 reader.take(&text, range.clone(), result)?;
             }
