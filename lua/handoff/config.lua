@@ -2,7 +2,7 @@
 local M = {}
 
 ---@class handoff.ProviderConfig
----@field api? "openai"|"anthropic"  Wire protocol (default: the host's, i.e. "openai").
+---@field api? "openai"|"openai-responses"|"anthropic"  Wire protocol (default: the host's, i.e. "openai").
 ---@field base_url? string  e.g. "http://127.0.0.1:8080/v1" (default: the provider's public API).
 ---@field model? string  Model id (default: "gpt-4.1-mini" / "claude-sonnet-4-5").
 ---@field api_key_env? string  Variable holding the key (default: OPENAI_API_KEY / ANTHROPIC_API_KEY when set).
@@ -234,8 +234,8 @@ function M.setup(opts)
   check(opts, schema, "")
   local merged = vim.tbl_deep_extend("force", vim.deepcopy(defaults), opts)
   local api = merged.provider.api
-  if api and api ~= "openai" and api ~= "anthropic" then
-    fail(('provider.api must be "openai" or "anthropic", got %q'):format(api))
+  if api and api ~= "openai" and api ~= "openai-responses" and api ~= "anthropic" then
+    fail(('provider.api must be "openai", "openai-responses" or "anthropic", got %q'):format(api))
   end
   local thinking = merged.provider.thinking
   if thinking and not vim.tbl_contains(M.thinking_levels, thinking) then

@@ -14,6 +14,9 @@ pub enum ApiArg {
     Openai,
     /// Anthropic Messages (`/messages`).
     Anthropic,
+    /// OpenAI Responses (`/responses`): OpenAI's reasoning and codex models.
+    #[value(name = "openai-responses")]
+    OpenaiResponses,
 }
 
 impl From<ApiArg> for Api {
@@ -21,6 +24,7 @@ impl From<ApiArg> for Api {
         match arg {
             ApiArg::Openai => Api::Openai,
             ApiArg::Anthropic => Api::Anthropic,
+            ApiArg::OpenaiResponses => Api::OpenaiResponses,
         }
     }
 }
@@ -29,8 +33,8 @@ impl From<ApiArg> for Api {
 /// from the provider (and the session folder's from `crate::frontend_paths`).
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct SettingsArgs {
-    /// Wire protocol: openai (any Chat Completions server) or anthropic.
-    #[arg(long = "provider", env = "HANDOFF_PROVIDER", value_enum, global = true)]
+    /// Wire protocol: openai (any Chat Completions server), openai-responses or anthropic.
+    #[arg(long = "provider", visible_alias = "api", env = "HANDOFF_PROVIDER", value_enum, global = true)]
     pub api: Option<ApiArg>,
     /// Base URL of the API, e.g. http://127.0.0.1:8080/v1.
     #[arg(long, env = "HANDOFF_BASE_URL", global = true)]
