@@ -84,8 +84,9 @@ pub struct SettingsArgs {
     /// continued with `--session` switches to it (recorded as pi records a change).
     #[arg(long, env = "HANDOFF_THINKING", global = true, value_parser = parse_thinking)]
     pub thinking: Option<ThinkingLevel>,
-    /// Whether the model takes `reasoning_effort` (OpenAI-compatible servers: true or false).
-    /// Default: on for OpenAI's reasoning models (o-series, gpt-5), off elsewhere.
+    /// Whether the model takes `reasoning_effort` (OpenAI-compatible servers: true or false; over
+    /// Responses, whether the model reasons). Default: on for OpenAI's reasoning models
+    /// (o-series, gpt-5), off elsewhere.
     #[arg(long, global = true, action = clap::ArgAction::Set)]
     pub reasoning_effort: Option<bool>,
 }

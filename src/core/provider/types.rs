@@ -81,8 +81,9 @@ pub struct ProviderConfig {
     pub idle_timeout: Duration,
     /// Whether the model takes OpenAI's `reasoning_effort` (pi's `compat.supportsReasoningEffort`
     /// for a reasoning model). `None`: on for OpenAI's own API and its reasoning models (o1, o3,
-    /// o4, gpt-5), off elsewhere (see [`ProviderConfig::sends_reasoning_effort`]). Anthropic
-    /// ignores it: thinking there is the `thinking` field.
+    /// o4, gpt-5), off elsewhere (see [`ProviderConfig::sends_reasoning_effort`]). Over the
+    /// Responses API it says whether the model reasons (`reasoning.effort`, a `developer`
+    /// prompt). Anthropic ignores it: thinking there is the `thinking` field.
     pub reasoning_effort: Option<bool>,
 }
 
