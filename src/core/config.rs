@@ -1,10 +1,14 @@
 //! Settings every front end fills in its own way (the CLI from flags and `HANDOFF_*` variables,
 //! the editor host from its setup table): which provider, model and key, and where sessions live.
+//! [`schema`] describes every setting once (names, types, defaults, docs); the front ends derive
+//! their flags, defaults and validation from it.
+
+pub mod schema;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::core::agent::{AgentConfig, DEFAULT_MAX_TODO_REMINDERS, DEFAULT_MAX_TURNS};
 use crate::core::tools::consent::{self, Policy};
@@ -13,7 +17,7 @@ use crate::core::provider::{Api, ProviderConfig, ThinkingLevel};
 
 /// Provider and storage settings. Every field is optional: defaults come from the provider, and
 /// the session folder's default from the front end, which knows its folder layout.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
     /// Wire protocol: openai (any Chat Completions server) or anthropic.
@@ -55,7 +59,7 @@ pub struct Settings {
 }
 
 /// The tools' settings (`setup{ tools = … }`, `--tools`, `--yes`).
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ToolSettings {
     /// The tools on (pi's names); default read, bash, edit, write, todo_write.
@@ -85,7 +89,22 @@ impl ToolSettings {
     }
 }
 
+/// Settings that cannot be combined (a value that is not text, such as a non-UTF-8 path).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot combine the settings: {0}")]
+pub struct MergeError(#[from] serde_json::Error);
+
 impl Settings {
+    /// These settings with every one `over` sets replacing this one's (a table such as `tools`
+    /// as a whole). Field by field through serde, so a new setting needs no line here.
+    pub fn overridden_by(&self, over: &Settings) -> Result<Settings, MergeError> {
+        let mut merged = serde_json::to_value(self)?;
+        if let (Some(base), serde_json::Value::Object(over)) = (merged.as_object_mut(), serde_json::to_value(over)?) {
+            base.extend(over.into_iter().filter(|(_, v)| !v.is_null()));
+        }
+        Ok(serde_json::from_value(merged)?)
+    }
+
     pub fn api(&self) -> Api {
         self.api.unwrap_or(Api::Openai)
     }
