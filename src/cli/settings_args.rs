@@ -54,13 +54,13 @@ fn arg(setting: &Setting, flag: schema::Flag) -> Arg {
         arg = arg.env(env);
     }
     let (parser, list): (ValueParser, bool) = match setting.ty {
-        Type::Bool => (clap::value_parser!(bool).into(), false),
+        Type::Bool => (clap::value_parser!(bool), false),
         Type::Int { min, max } => (clap::value_parser!(i64).range(min..=max).into(), false),
         Type::Fraction | Type::Size => (clap::value_parser!(f64).into(), false),
         Type::OneOf(names) => (PossibleValuesParser::new(names()).into(), false),
         Type::List(Type::OneOf(names)) => (PossibleValuesParser::new(names()).into(), true),
-        Type::List(_) => (clap::value_parser!(String).into(), true),
-        Type::Text | Type::Path | Type::Table { .. } | Type::Key => (clap::value_parser!(String).into(), false),
+        Type::List(_) => (clap::value_parser!(String), true),
+        Type::Text | Type::Path | Type::Table { .. } | Type::Key => (clap::value_parser!(String), false),
     };
     arg = arg.value_parser(parser).ignore_case(matches!(setting.ty, Type::OneOf(_) | Type::List(_)));
     if list {
