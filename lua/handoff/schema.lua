@@ -9,7 +9,7 @@
 ---@field provider? handoff.Config.provider
 ---@field session_dir? string Folder of session files (pi's layout: one sub-folder per working directory); the CLI's default is the same folder.
 ---@field templates_dir? string Folder of prompt templates: `NAME.md` is used as `/NAME args` in the prompt.
----@field system_prompt? string System prompt sent with every request (nil: none).
+---@field system_prompt? string System prompt sent with every request (default: none).
 ---@field log_file? string The host's log file (nil: stdpath("log") .. "/handoff.log").
 ---@field resume_last? boolean Continue the newest session of the working directory instead of starting a new one.
 ---@field models? string[] Models offered by `/model` and :HandoffModel (any other name can be typed).
@@ -61,7 +61,7 @@
 ---@field diff? string|false Chat buffer: show the proposed change side by side.
 
 ---@class handoff.Config.tools
----@field enabled? ("read"|"bash"|"edit"|"write"|"grep"|"find"|"ls"|"todo_write")[] The tools the model may call (pi's names); nil: read, bash, edit, write, todo_write.
+---@field enabled? ("read"|"bash"|"edit"|"write"|"grep"|"find"|"ls"|"todo_write")[] The tools the model may call (pi's names); default: read, bash, edit, write, todo_write.
 ---@field policy? "ask"|"allow_edits"|"allow_all" "ask": edits and commands ask; "allow_edits": commands ask; "allow_all": nothing asks (the CLI's --yes).
 ---@field rules? table<string, "allow"|"ask"|"deny"> Per tool, over the policy, e.g. { bash = "deny" }.
 
@@ -188,7 +188,7 @@ return {
       host = "system_prompt",
       type = { kind = "string" },
       accepts = "a string",
-      doc = "System prompt sent with every request (nil: none).",
+      doc = "System prompt sent with every request (default: none).",
     },
     {
       key = "log_file",
@@ -341,7 +341,7 @@ return {
       host = "tools.enabled",
       type = { kind = "list", item = { kind = "one_of", values = { "read", "bash", "edit", "write", "grep", "find", "ls", "todo_write" } } },
       accepts = "a list, each one of \"read\", \"bash\", \"edit\", \"write\", \"grep\", \"find\", \"ls\", \"todo_write\"",
-      doc = "The tools the model may call (pi's names); nil: read, bash, edit, write, todo_write.",
+      doc = "The tools the model may call (pi's names); default: read, bash, edit, write, todo_write.",
     },
     {
       key = "tools.policy",

@@ -64,6 +64,27 @@ it("values out of range are refused with the option, the value and what is accep
   eq({ "read", "grep" }, o.tools.enabled, "tools.enabled")
 end)
 
+it("every action the schema lets keymaps.global name is one the plugin maps", function()
+  local schema = require("handoff.schema")
+  local actions
+  for _, setting in ipairs(schema.settings) do
+    if setting.key == "keymaps.global" then
+      actions = setting.type.keys
+    end
+  end
+  assert(actions and #actions > 0, "keymaps.global's actions")
+  local global = {}
+  for i, action in ipairs(actions) do
+    global[action] = "<leader>z" .. i
+  end
+  -- setup() maps them (keymaps.global() raises on an action it does not know).
+  require("handoff").setup({ keymaps = { global = global } })
+  for i, action in ipairs(actions) do
+    eq("handoff.nvim: " .. action, vim.fn.maparg("<leader>z" .. i, "n", false, true).desc, action)
+    vim.keymap.del("n", "<leader>z" .. i)
+  end
+end)
+
 it("the defaults are the schema's, and the host gets every host setting under its own name", function()
   local config = require("handoff.config")
   local d = config.defaults()

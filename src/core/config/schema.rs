@@ -227,7 +227,7 @@ pub const SETTINGS: &[Setting] = &[
         "Folder of prompt templates: `NAME.md` is used as `/NAME args` in the prompt.")
         .flag("templates-dir", Some("HANDOFF_TEMPLATES_DIR")),
     Setting::host("system_prompt", "system_prompt", Type::Text, DefaultValue::Unset,
-        "System prompt sent with every request (nil: none).")
+        "System prompt sent with every request (default: none).")
         .flag("system-prompt", None),
     Setting::lua("log_file", Type::Path, DefaultValue::Unset,
         "The host's log file (nil: stdpath(\"log\") .. \"/handoff.log\")."),
@@ -267,7 +267,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting::lua("keymaps.approval.diff", Type::Key, DefaultValue::Text("d"),
         "Chat buffer: show the proposed change side by side."),
     Setting::host("tools.enabled", "tools.enabled", Type::List(&Type::OneOf(tool_names)), DefaultValue::Unset,
-        "The tools the model may call (pi's names); nil: read, bash, edit, write, todo_write.")
+        "The tools the model may call (pi's names); default: read, bash, edit, write, todo_write.")
         .flag("tools", None),
     Setting::host("tools.policy", "tools.policy", Type::OneOf(policy_names), DefaultValue::Text("ask"),
         "\"ask\": edits and commands ask; \"allow_edits\": commands ask; \"allow_all\": nothing asks (the CLI's --yes)."),
