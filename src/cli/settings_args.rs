@@ -123,8 +123,10 @@ impl clap::FromArgMatches for SettingsArgs {
             let policy = serde_json::to_value(consent::Level::AllowAll).unwrap_or_default();
             insert(&mut given, "tools.policy", policy);
         }
-        self.settings = serde_json::from_value(Value::Object(given))
-            .map_err(|e| clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e}\n")))?;
+        let invalid = |e: String| clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e}\n"));
+        let settings: Settings = serde_json::from_value(Value::Object(given)).map_err(|e| invalid(e.to_string()))?;
+        schema::check(&settings).map_err(invalid)?;
+        self.settings = settings;
         Ok(())
     }
 }

@@ -180,6 +180,7 @@ impl Host {
         }
         // The CLI/environment settings, overridden by the ones `setup()` gave.
         let settings = self.inner.base_settings.overridden_by(&parsed.settings).map_err(err)?;
+        crate::core::config::schema::check(&settings).map_err(|e| err(format!("handoff.nvim: {e}")))?;
         // Checked now, so a mistake in setup() is an error of this call.
         let config = settings.agent_config().map_err(|e| err(format!("invalid tools settings: {e}")))?;
         let cwd = parsed.cwd.unwrap_or_else(|| lock(&self.inner.cwd).clone());

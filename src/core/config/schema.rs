@@ -289,6 +289,45 @@ pub const SETTINGS: &[Setting] = &[
         "Files `@path` completion lists at most outside a git repository (a folder walk)."),
 ];
 
+// Checking -------------------------------------------------------------------------------
+
+impl Type {
+    /// Whether a JSON value is of this type (the plugin's `conforms` is the same in Lua).
+    fn admits(&self, value: &serde_json::Value) -> bool {
+        use serde_json::Value as V;
+        match (self, value) {
+            (Type::Bool, V::Bool(_)) => true,
+            (Type::Int { min, max }, V::Number(n)) => n.as_i64().is_some_and(|n| (*min..=*max).contains(&n)),
+            (Type::Fraction, V::Number(n)) => n.as_f64().is_some_and(|n| n > 0.0 && n <= 1.0),
+            (Type::Size, V::Number(n)) => n.as_f64().is_some_and(|n| n > 0.0),
+            (Type::Text | Type::Path | Type::Key, V::String(_)) => true,
+            (Type::Key, V::Bool(false)) => true,
+            (Type::OneOf(names), V::String(s)) => names().contains(&s.as_str()),
+            (Type::List(inner), V::Array(items)) => items.iter().all(|i| inner.admits(i)),
+            (Type::Table { keys, values }, V::Object(map)) => {
+                let keys = keys();
+                map.iter().all(|(k, v)| keys.contains(&k.as_str()) && values.admits(v))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Checks the settings a front end filled in against the schema's types and ranges (serde has
+/// checked the shapes): the first one out of range, named as `setup()` names it.
+pub fn check(settings: &super::Settings) -> Result<(), String> {
+    let all = serde_json::to_value(settings).map_err(|e| e.to_string())?;
+    for s in SETTINGS {
+        let Some(host) = s.host else { continue };
+        let value = host.split('.').try_fold(&all, |v, part| v.get(part));
+        let Some(value) = value.filter(|v| !v.is_null()) else { continue };
+        if !(s.or_false && value == &serde_json::Value::Bool(false)) && !s.ty.admits(value) {
+            return Err(format!("{} must be {}, got {value}", s.key, s.accepts()));
+        }
+    }
+    Ok(())
+}
+
 // The plugin's schema file -----------------------------------------------------------------
 
 fn lua_string(s: &str) -> String {
@@ -581,6 +620,23 @@ mod tests {
         fields.sort();
         host.sort();
         assert_eq!(host, fields);
+    }
+
+    #[test]
+    fn check_refuses_values_out_of_range_naming_the_option() {
+        let ok = Settings { max_turns: Some(1), max_retries: Some(0), ..Settings::default() };
+        assert_eq!(check(&ok), Ok(()));
+        let zero = Settings { max_turns: Some(0), ..Settings::default() };
+        assert_eq!(check(&zero), Err("max_turns must be an integer >= 1, got 0".to_string()));
+        let window = Settings { context_window: Some(0), ..Settings::default() };
+        assert!(check(&window).unwrap_err().starts_with("provider.context_window must be"));
+        let mut rules = std::collections::HashMap::new();
+        rules.insert("bahs".to_string(), Rule::Deny);
+        let rules = Settings { tools: Some(ToolSettings { rules, ..ToolSettings::default() }), ..Settings::default() };
+        assert!(check(&rules).unwrap_err().starts_with("tools.rules must be a table from \"read\""));
+        let tools = ToolSettings { enabled: Some(vec!["read".into(), "nope".into()]), ..ToolSettings::default() };
+        let tools = Settings { tools: Some(tools), ..Settings::default() };
+        assert!(check(&tools).unwrap_err().contains("got [\"read\",\"nope\"]"));
     }
 
     #[test]
