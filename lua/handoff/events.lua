@@ -35,6 +35,8 @@ function handlers.transcript(r)
   end
   -- The list of this session's branch (a resume or a switch may change it).
   require("handoff.todos").set(r.todos, false)
+  -- A session is open: commands refused while it loaded run now (after this batch).
+  vim.schedule(require("handoff.host").on_ready)
 end
 
 function handlers.agent_start()

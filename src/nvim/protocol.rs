@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::agent::{Notice, SwitchReason};
 use crate::core::config::Settings;
+use crate::core::failure::Failure;
 use crate::core::handoff::HandoffOutcome;
 use crate::core::provider::{Api, ThinkingLevel};
 use crate::core::session::SessionInfo;
@@ -63,7 +64,7 @@ pub enum Resume {
 #[serde(default)]
 pub struct ConfigureArgs {
     /// `setup()`'s provider settings (an empty Lua table arrives as an empty array).
-    #[serde(deserialize_with = "settings_or_empty")]
+    #[serde(deserialize_with = "table_or_empty")]
     pub settings: Settings,
     pub cwd: Option<PathBuf>,
     /// Reopen this file (after a host restart): wins over `resume`.
@@ -72,34 +73,206 @@ pub struct ConfigureArgs {
     /// Lines of a tool's output the chat shows (`setup{ tool_output_lines }`): a transcript
     /// carries no more of each.
     pub tool_output_lines: Option<usize>,
+    /// `setup{ handoff = { review } }`: whether a handoff that does not say (`:Handoff`, or
+    /// `/handoff` typed in the prompt) opens its document for review first.
+    pub handoff_review: Option<bool>,
+}
+
+/// `handoff`'s second argument: `{ review? }` (`:Handoff!` sends `review = true`; absent, the
+/// configured default applies).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct HandoffFlags {
+    pub review: Option<bool>,
+}
+
+/// The user's answer to a tool call waiting for approval.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ApproveDecision {
+    Allow,
+    Always,
+    Reject,
+    Cancel,
+}
+
+/// A request from Lua, its arguments decoded. Every request answers at once: none waits for a
+/// session being loaded (that is a `not_ready` failure, and Lua retries once it is open).
+#[derive(Clone, Debug)]
+pub enum Request {
+    Ping,
+    Version,
+    Configure(Box<ConfigureArgs>),
+    Status,
+    /// The last `limit` items (a page by default).
+    Transcript { limit: Option<usize> },
+    Sessions,
+    Changes,
+    Templates,
+    NewSession,
+    SetModel { model: String },
+    /// A level name (parsed by the host: case-insensitive, pi's `xhigh` is `high`).
+    SetThinking { level: String },
+    Health,
+}
+
+/// A notification from Lua (long work, or an abort), its arguments decoded.
+#[derive(Clone, Debug)]
+pub enum Notification {
+    /// What the user typed: the controller classifies it (`/handoff …` too).
+    Prompt { text: String },
+    Handoff { focus: Option<String>, flags: HandoffFlags },
+    HandoffCommit { text: String },
+    HandoffDiscard,
+    Approve { id: String, decision: ApproveDecision, reason: Option<String> },
+    Resume { path: PathBuf },
+    ViewSession { path: PathBuf, limit: Option<usize> },
+    Abort,
+    AbortHandoff,
+    Shutdown,
+}
+
+/// Decodes the positional arguments of `method` as the tuple `T`: missing trailing ones are
+/// nil (an option of Lua's left out), extra ones are an error.
+fn args<T: DeserializeOwned>(method: &str, args: &[rmpv::Value], arity: usize) -> Result<T, Failure> {
+    if args.len() > arity {
+        return Err(Failure::invalid(format!("{method}: takes {arity} arguments, got {}", args.len())));
+    }
+    let mut padded = args.to_vec();
+    padded.resize(arity, rmpv::Value::Nil);
+    let mut bytes = Vec::new();
+    rmpv::encode::write_value(&mut bytes, &rmpv::Value::Array(padded))
+        .map_err(|e| Failure::invalid(format!("{method}: {e}")))?;
+    rmp_serde::from_slice(&bytes).map_err(|e| Failure::invalid(format!("{method}: invalid arguments: {e}")))
+}
+
+/// `T` from a map, or the empty array an empty Lua table becomes, or nil.
+#[derive(Default)]
+struct Table<T>(T);
+
+impl<'de, T: Deserialize<'de> + Default> Deserialize<'de> for Table<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        table_or_empty(deserializer).map(Table)
+    }
+}
+
+impl Request {
+    pub fn decode(method: &str, a: &[rmpv::Value]) -> Result<Request, Failure> {
+        Ok(match method {
+            "ping" => Request::Ping,
+            "version" => Request::Version,
+            "configure" => {
+                let (Table(parsed),): (Table<ConfigureArgs>,) = args(method, a, 1)?;
+                Request::Configure(Box::new(parsed))
+            }
+            "status" => Request::Status,
+            "transcript" => {
+                let (limit,) = args(method, a, 1)?;
+                Request::Transcript { limit }
+            }
+            "sessions" => Request::Sessions,
+            "changes" => Request::Changes,
+            "templates" => Request::Templates,
+            "new_session" => Request::NewSession,
+            "set_model" => {
+                let (model,): (Option<String>,) = args(method, a, 1)?;
+                Request::SetModel { model: model.unwrap_or_default() }
+            }
+            "set_thinking" => {
+                let (level,): (Option<String>,) = args(method, a, 1)?;
+                Request::SetThinking { level: level.unwrap_or_default() }
+            }
+            "health" => Request::Health,
+            other => return Err(Failure::invalid(format!("unknown request {other}"))),
+        })
+    }
+}
+
+impl Notification {
+    pub fn decode(method: &str, a: &[rmpv::Value]) -> Result<Notification, Failure> {
+        Ok(match method {
+            "prompt" => {
+                let (text,) = args(method, a, 1)?;
+                Notification::Prompt { text }
+            }
+            "handoff" => {
+                let (focus, Table(flags)) = args(method, a, 2)?;
+                Notification::Handoff { focus, flags }
+            }
+            "handoff_commit" => {
+                let (text,) = args(method, a, 1)?;
+                Notification::HandoffCommit { text }
+            }
+            "handoff_discard" => Notification::HandoffDiscard,
+            "approve" => {
+                let (id, decision, reason) = args(method, a, 3)?;
+                Notification::Approve { id, decision, reason }
+            }
+            "resume" => {
+                let (path,) = args(method, a, 1)?;
+                Notification::Resume { path }
+            }
+            "view_session" => {
+                let (path, limit) = args(method, a, 2)?;
+                Notification::ViewSession { path, limit }
+            }
+            "abort" => Notification::Abort,
+            "abort_handoff" => Notification::AbortHandoff,
+            "shutdown" => Notification::Shutdown,
+            other => return Err(Failure::invalid(format!("unknown notification {other}"))),
+        })
+    }
+}
+
+/// A request's answer as Lua receives it: `{ ok = value }` or `{ error = { kind, message } }`
+/// (an RPC error would reach Lua as a bare string, without its kind).
+pub fn answer(result: Result<rmpv::Value, Failure>) -> rmpv::Value {
+    let key = |k: &str| rmpv::Value::from(k);
+    match result {
+        Ok(value) => rmpv::Value::Map(vec![(key("ok"), value)]),
+        Err(failure) => {
+            let kind = encode("a failure", &failure.kind).unwrap_or_else(|_| key("invalid"));
+            rmpv::Value::Map(vec![(
+                key("error"),
+                rmpv::Value::Map(vec![(key("kind"), kind), (key("message"), rmpv::Value::from(failure.message))]),
+            )])
+        }
+    }
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
     *n == T::default()
 }
 
-/// A settings map, or the empty array an empty Lua table becomes.
-fn settings_or_empty<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Settings, D::Error> {
-    struct SettingsOrEmpty;
-    impl<'de> serde::de::Visitor<'de> for SettingsOrEmpty {
-        type Value = Settings;
+/// A map of named options, or the empty array an empty Lua table becomes, or nil.
+fn table_or_empty<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    struct TableOrEmpty<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de> + Default> serde::de::Visitor<'de> for TableOrEmpty<T> {
+        type Value = T;
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a table of provider settings")
+            f.write_str("a table of named options")
         }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Settings, A::Error> {
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<T, A::Error> {
             match seq.next_element::<serde::de::IgnoredAny>()? {
-                None => Ok(Settings::default()),
-                Some(_) => Err(serde::de::Error::custom("settings must be a table of named options, not a list")),
+                None => Ok(T::default()),
+                Some(_) => Err(serde::de::Error::custom("expected a table of named options, not a list")),
             }
         }
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Settings, A::Error> {
-            Settings::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+            T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
         }
-        fn visit_unit<E: serde::de::Error>(self) -> Result<Settings, E> {
-            Ok(Settings::default())
+        fn visit_unit<E: serde::de::Error>(self) -> Result<T, E> {
+            Ok(T::default())
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<T, E> {
+            Ok(T::default())
         }
     }
-    deserializer.deserialize_any(SettingsOrEmpty)
+    deserializer.deserialize_any(TableOrEmpty(std::marker::PhantomData))
 }
 
 // Host → Lua ----------------------------------------------------------------------------------
