@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
 
 use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent, RunResult};
 use crate::core::config::Settings;
@@ -123,18 +124,29 @@ fn sigint() -> anyhow::Result<tokio::signal::unix::Signal> {
     signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C")
 }
 
-/// Streams text deltas to stdout while the agent runs; warnings and errors the run reports on
-/// the side (a refused request field, the turn limit) go to stderr. A handoff's document is not
-/// streamed: its outcome is the new session's path.
-fn spawn_stdout_printer(agent: &AgentSession) -> tokio::task::JoinHandle<()> {
+/// Streams text deltas to stdout while the agent runs; warnings and errors reported on the side
+/// (a refused command, a refused request field, the turn limit) go to stderr. A handoff's
+/// document is not streamed: its outcome is the new session's path. Stops at the end of the
+/// reply, or once `done` is cancelled and what was sent before is printed.
+fn spawn_stdout_printer(agent: &AgentSession, done: CancellationToken) -> tokio::task::JoinHandle<()> {
+    use tokio::sync::broadcast::error::{RecvError, TryRecvError};
     let mut events = agent.subscribe();
     tokio::spawn(async move {
         let mut out = std::io::stdout();
         let mut in_handoff = false;
         loop {
-            match events.recv().await {
+            let event = tokio::select! {
+                biased;
+                event = events.recv() => event,
+                () = done.cancelled() => match events.try_recv() {
+                    Ok(event) => Ok(event),
+                    Err(TryRecvError::Lagged(n)) => Err(RecvError::Lagged(n)),
+                    Err(_) => break,
+                },
+            };
+            match event {
                 Ok(AgentEvent::HandoffStart { .. }) => in_handoff = true,
-                Ok(AgentEvent::HandoffEnd { .. }) => break,
+                Ok(AgentEvent::HandoffEnd { .. }) => in_handoff = false,
                 Ok(AgentEvent::MessageUpdate {
                     assistant_message_event: AssistantMessageEvent::TextDelta { delta, .. },
                 }) if !in_handoff => {
@@ -147,10 +159,9 @@ fn spawn_stdout_printer(agent: &AgentSession) -> tokio::task::JoinHandle<()> {
                 Ok(AgentEvent::AgentEnd { .. }) if !in_handoff => {
                     let _ = out.write_all(b"\n");
                     let _ = out.flush();
-                    break;
                 }
-                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(_) => break,
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => break,
             }
         }
     })
@@ -196,31 +207,21 @@ async fn prompt(
     let agent = open_agent(settings, &cwd, &choice)?;
     eprintln!("{}", agent.session().path().display());
     let controller = Controller::new(agent.clone(), FrontEndTexts::default());
-    let printer = spawn_stdout_printer(&agent);
+    let done = CancellationToken::new();
+    let printer = spawn_stdout_printer(&agent, done.clone());
     let ran = {
         let (controller, text) = (controller.clone(), text.to_string());
-        interruptible(&controller.clone(), async move { controller.run_input(&text).await }).await?
+        interruptible(&controller.clone(), async move { controller.run_input(&text).await }).await
     };
-    let code = match ran {
-        Ran::Prompt(Err(e)) => {
-            printer.abort();
-            return Err(e.into());
-        }
-        Ran::Prompt(Ok(result)) => {
-            let _ = printer.await;
-            agent.session().flush()?;
-            prompt_exit_code(&result)
-        }
-        Ran::Handoff(outcome) => {
-            printer.abort();
-            handoff_exit_code(outcome)?
-        }
-        Ran::Steered | Ran::Nothing => {
-            printer.abort();
-            exit::REFUSED
-        }
-    };
-    Ok(code)
+    // Everything the work sent is printed before its outcome.
+    done.cancel();
+    let _ = printer.await;
+    agent.session().flush()?;
+    Ok(match ran? {
+        Ran::Prompt(result) => prompt_exit_code(&result?),
+        Ran::Handoff(outcome) => handoff_exit_code(outcome)?,
+        Ran::Steered | Ran::Nothing => exit::REFUSED,
+    })
 }
 
 fn prompt_exit_code(result: &RunResult) -> u8 {
@@ -241,19 +242,27 @@ fn prompt_exit_code(result: &RunResult) -> u8 {
 async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>) -> anyhow::Result<u8> {
     let cwd = current_dir(None)?;
     let agent = open_agent(settings, &cwd, &SessionChoice::File(file.to_path_buf()))?;
-    let controller = Controller::new(agent, FrontEndTexts::default());
+    let controller = Controller::new(agent.clone(), FrontEndTexts::default());
     let options = HandoffOptions { focus: focus.map(str::to_string), review: None };
+    let done = CancellationToken::new();
+    let printer = spawn_stdout_printer(&agent, done.clone());
     let outcome = {
         let controller = controller.clone();
-        interruptible(&controller.clone(), async move { controller.handoff(options).await }).await?
+        interruptible(&controller.clone(), async move { controller.handoff(options).await }).await
     };
-    handoff_exit_code(outcome)
+    done.cancel();
+    let _ = printer.await;
+    handoff_exit_code(outcome?)
 }
 
 /// A handoff's outcome on stderr (the controller's words) and its exit code; the new session's
-/// path on stdout.
+/// path on stdout. A refusal was said on the event route already (see the printer).
 fn handoff_exit_code(outcome: HandoffOutcome) -> anyhow::Result<u8> {
-    for notice in controller::handoff_notices(&outcome) {
+    let notices = match outcome {
+        HandoffOutcome::Refused { .. } => Vec::new(),
+        _ => controller::handoff_notices(&outcome),
+    };
+    for notice in notices {
         match notice.level {
             Level::Info => {}
             Level::Warn => eprintln!("warning: {}", notice.message),

@@ -731,4 +731,65 @@ mod tests {
         let empty: ConfigureArgs = decode("configure", &rmpv::Value::Nil).unwrap();
         assert_eq!(empty.resume, Resume::New);
     }
+
+    #[test]
+    fn every_call_decodes_its_arguments_or_says_what_is_wrong() {
+        use crate::core::failure::FailureKind;
+        let s = |v: &str| rmpv::Value::from(v);
+        let n = |v: u64| rmpv::Value::from(v);
+        // Trailing options left out are absent; an empty Lua table is no flags.
+        assert!(matches!(Request::decode("transcript", &[]), Ok(Request::Transcript { limit: None })));
+        assert!(matches!(Request::decode("transcript", &[n(40)]), Ok(Request::Transcript { limit: Some(40) })));
+        let Ok(Notification::Handoff { focus, flags }) =
+            Notification::decode("handoff", &[rmpv::Value::Nil, rmpv::Value::Array(vec![])])
+        else {
+            panic!()
+        };
+        assert_eq!((focus, flags), (None, HandoffFlags::default()));
+        let review = rmpv::Value::Map(vec![(s("review"), rmpv::Value::Boolean(true))]);
+        let Ok(Notification::Handoff { focus, flags }) = Notification::decode("handoff", &[s("the parser"), review])
+        else {
+            panic!()
+        };
+        assert_eq!((focus.as_deref(), flags.review), (Some("the parser"), Some(true)));
+        let Ok(Notification::Approve { decision, reason, .. }) =
+            Notification::decode("approve", &[s("id-1"), s("reject"), s("not that file")])
+        else {
+            panic!()
+        };
+        assert_eq!((decision, reason.as_deref()), (ApproveDecision::Reject, Some("not that file")));
+        // Wrong arguments are an `invalid` failure that names the call and the problem.
+        let typo = rmpv::Value::Map(vec![(s("reviw"), rmpv::Value::Boolean(true))]);
+        for (method, args, says) in [
+            ("transcript", vec![s("ten")], "transcript: invalid arguments"),
+            ("set_thinking", vec![rmpv::Value::Array(vec![n(1)])], "set_thinking: invalid arguments"),
+            ("approve", vec![s("id-1"), s("maybe")], "maybe"),
+            ("prompt", vec![], "prompt: invalid arguments"),
+            ("prompt", vec![s("a"), s("b")], "prompt: takes 1 arguments, got 2"),
+            ("handoff", vec![rmpv::Value::Nil, typo], "reviw"),
+            ("resume", vec![n(3)], "resume: invalid arguments"),
+            ("frobnicate", vec![], "unknown notification frobnicate"),
+        ] {
+            let failure = if matches!(method, "transcript" | "set_thinking") {
+                Request::decode(method, &args).map(|r| format!("{r:?}"))
+            } else {
+                Notification::decode(method, &args).map(|r| format!("{r:?}"))
+            };
+            let failure = failure.expect_err(method);
+            assert_eq!(failure.kind, FailureKind::Invalid, "{method}");
+            assert!(failure.message.contains(says), "{method}: {}", failure.message);
+        }
+    }
+
+    #[test]
+    fn answers_carry_the_value_or_the_failure_with_its_kind() {
+        use crate::core::failure::FailureKind;
+        let ok = answer(Ok(rmpv::Value::from("pong")));
+        assert_eq!(get(&ok, "ok").unwrap().as_str(), Some("pong"));
+        let failed = answer(Err(Failure::new(FailureKind::NotReady, "loading")));
+        let error = get(&failed, "error").unwrap();
+        assert_eq!(get(&error, "kind").unwrap().as_str(), Some("not_ready"));
+        assert_eq!(get(&error, "message").unwrap().as_str(), Some("loading"));
+        assert!(get(&failed, "ok").is_none());
+    }
 }
