@@ -191,30 +191,48 @@ function M.call(chan, method, ...)
   return true, answer.ok
 end
 
---- Callbacks waiting for the session to be open (see `when_ready`).
+--- Callbacks waiting for the session to be open (see `when_ready`), and whether any do: then
+--- notifications wait behind them too, so that what the user did runs in the order they did it.
 local waiting = {}
+local loading = false
 
 --- Runs `fn` once the host's session is open: at the next `transcript` record (the one a load
 --- sends). For a command refused as "not_ready".
 ---@param fn fun()
 function M.when_ready(fn)
+  loading = true
   table.insert(waiting, fn)
 end
 
 --- The session is open (called by `handoff.events` on a transcript record).
 function M.on_ready()
   local run = waiting
-  waiting = {}
+  waiting, loading = {}, false
   for _, fn in ipairs(run) do
     fn()
   end
 end
 
+--- Drops what waits for the session (`:HandoffStop` while it loads); returns how many.
+function M.drop_waiting()
+  local n = #waiting
+  waiting, loading = {}, false
+  return n
+end
+
 --- Sends a notification (long work: prompt, handoff; or an abort). Never waits on the model.
+--- While commands wait for the session to open, it waits behind them.
 function M.notify(method, ...)
   local chan = M.ensure()
   if not chan then
     return false
+  end
+  if loading then
+    local args = { n = select("#", ...), ... }
+    M.when_ready(function()
+      M.notify(method, unpack(args, 1, args.n))
+    end)
+    return true
   end
   vim.rpcnotify(chan, method, ...)
   return true

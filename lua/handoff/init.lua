@@ -79,6 +79,8 @@ function M.abort()
   if state.generating_handoff then
     return M.abort_handoff()
   end
+  -- What waits for the session to open is dropped too (the host drops what waits there).
+  host.drop_waiting()
   return host.notify_running("abort")
 end
 

@@ -209,11 +209,20 @@ pub struct Controller {
     texts: FrontEndTexts,
     /// The front end's configured review default, for a handoff that does not say.
     review_by_default: AtomicBool,
+    /// Held while a prompt is queued as steering, and while a finished prompt takes what was
+    /// queued too late for its run: "Queued" is always kept.
+    steering: std::sync::Mutex<()>,
 }
 
 impl Controller {
     pub fn new(agent: Arc<AgentSession>, texts: FrontEndTexts) -> Arc<Self> {
-        Arc::new(Self { agent, handoff: Handoff::new(), texts, review_by_default: AtomicBool::new(false) })
+        Arc::new(Self {
+            agent,
+            handoff: Handoff::new(),
+            texts,
+            review_by_default: AtomicBool::new(false),
+            steering: std::sync::Mutex::new(()),
+        })
     }
 
     pub fn agent(&self) -> &Arc<AgentSession> {
@@ -319,25 +328,45 @@ impl Controller {
                 self.notice(Level::Warn, self.texts.prompt_during_handoff.clone());
                 Ran::Nothing
             }
-            Input::Prompt(text) if self.agent.is_busy() => {
-                self.agent.steer(&text);
-                self.notice(Level::Info, text::QUEUED);
-                Ran::Steered
-            }
-            Input::Prompt(text) => match self.agent.prompt(&text, RunOptions::default()).await {
-                // Another prompt won the race: this one waits behind it.
-                Err(AgentError::Busy) => {
-                    self.agent.steer(&text);
-                    self.notice(Level::Info, text::QUEUED);
-                    Ran::Steered
+            Input::Prompt(text) if self.steer_if_busy(&text) => Ran::Steered,
+            Input::Prompt(mut text) => loop {
+                match self.agent.prompt(&text, RunOptions::default()).await {
+                    // Another prompt won the race: this one waits behind it.
+                    Err(AgentError::Busy) if self.steer_if_busy(&text) => break Ran::Steered,
+                    Err(AgentError::Busy) => continue,
+                    Err(e) => {
+                        self.notice(Level::Error, format!("The prompt failed: {e}"));
+                        break Ran::Prompt(Err(e));
+                    }
+                    ran => match self.late_steering() {
+                        // Queued after the run last looked: it is the next prompt.
+                        Some(next) => text = next,
+                        None => break Ran::Prompt(ran),
+                    },
                 }
-                Err(e) => {
-                    self.notice(Level::Error, format!("The prompt failed: {e}"));
-                    Ran::Prompt(Err(e))
-                }
-                ran => Ran::Prompt(ran),
             },
         }
+    }
+
+    /// Queues `text` for the running response's next turn boundary, if one runs.
+    fn steer_if_busy(&self, text: &str) -> bool {
+        let _held = crate::core::agent::lock(&self.steering);
+        if !self.agent.is_busy() {
+            return false;
+        }
+        self.agent.steer(text);
+        self.notice(Level::Info, text::QUEUED);
+        true
+    }
+
+    /// A prompt queued as steering after the last run looked for it, when nothing runs now: the
+    /// first as the next prompt's text (the rest stay queued for that run's first boundary).
+    fn late_steering(&self) -> Option<String> {
+        let _held = crate::core::agent::lock(&self.steering);
+        if self.agent.is_busy() {
+            return None;
+        }
+        self.agent.state().steering.pop_front().map(|m| m.text())
     }
 
     /// [`Controller::run_input`] in a task, for a front end that hears the outcome as events.

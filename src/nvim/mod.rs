@@ -245,12 +245,15 @@ impl Host {
         if let Some(old) = lock(&self.inner.collector).replace(collector) {
             old.abort();
         }
-        self.inner.outbox.push(Record::Transcript(transcript::opened(&controller).await));
-        tracing::info!(session = %controller.agent().session().path().display(), "configured");
+        let transcript = transcript::opened(&controller).await;
+        // The controller is in place before Lua hears of the session: a command it retries on
+        // the transcript finds it.
         let (old, waiting) = {
             let mut waiting = lock(&self.inner.waiting);
             (self.inner.controller.send_replace(Some(controller.clone())), std::mem::take(&mut *waiting))
         };
+        self.inner.outbox.push(Record::Transcript(transcript));
+        tracing::info!(session = %controller.agent().session().path().display(), "configured");
         if let Some(old) = old {
             let flushed = old.agent().session().flush();
             if let Err(e) = flushed {
