@@ -27,8 +27,9 @@ pub mod text {
     pub const NOTHING_TO_HAND_OFF: &str = "Nothing to hand off (no messages yet)";
     /// Said when a prompt arrives while a response runs.
     pub const QUEUED: &str = "Queued: sent when the current reply reaches a turn boundary";
-    /// Said when a request arrives before a session is open.
-    pub const NOT_READY: &str = "The session is still loading: try again when it is open";
+    /// Said when a request arrives before a session is open (the editor runs a command again
+    /// once it is).
+    pub const NOT_READY: &str = "The session is still loading";
     /// Said when input arrives before a session is open: it waits, in order, and runs then.
     pub const WAITING_FOR_SESSION: &str = "The session is still loading: your input is sent when it is open";
     /// Said when the session could not be opened at all: what waited is dropped.
