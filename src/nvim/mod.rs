@@ -390,7 +390,7 @@ impl Host {
     /// `set_thinking(level)`: the session's thinking level from the next prompt on (a reply
     /// that runs goes on with its own); recorded as pi records a change.
     fn set_thinking(&self, name: &str) -> Reply {
-        let level: ThinkingLevel = name.parse().map_err(|e| Failure::invalid(format!("{e}")))?;
+        let level: ThinkingLevel = name.parse().map_err(Failure::invalid)?;
         let controller = self.ready()?;
         controller.set_thinking(level)?;
         reply("the status", &transcript::status(&controller))
