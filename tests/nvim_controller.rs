@@ -54,6 +54,31 @@ async fn handoff_stop_stops_a_running_reply() {
     .await;
 }
 
+/// A failed model request reaches Lua with its kind beside its text, for a user's autocmd (or
+/// the plugin) to branch on: a 401 is `auth`, a 429 `rate_limit`, a window overflow `overflow`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_reply_carries_its_kind_to_lua() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        let cases = [
+            (401, r#"{"error":{"message":"invalid api key"}}"#, "auth"),
+            (429, r#"{"error":{"message":"slow down"}}"#, "rate_limit"),
+            (400, r#"{"error":{"message":"This model's maximum context length is 8192 tokens","code":"context_length_exceeded"}}"#, "overflow"),
+        ];
+        for (n, (status, body, kind)) in cases.into_iter().enumerate() {
+            ed.mock.push(MockReply::Status { status, body: body.into(), retry_after: None });
+            ed.lua("require('handoff').prompt(...)", json!([format!("question {n}")])).await;
+            let end = ed.wait_event("HandoffAgentEnd", n + 1).await;
+            assert_eq!(end["stop_reason"], "error", "{end}");
+            assert_eq!(end["error_kind"], kind, "{end}");
+            assert!(end["error_message"].as_str().unwrap().contains(&status.to_string()), "{end}");
+        }
+        ed.quit().await;
+    })
+    .await;
+}
+
 /// Bug: `/handoff` typed in the prompt ignored `setup{ handoff = { review = true } }` (only
 /// `:Handoff` honoured it). The controller knows the front end's default now: both review.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -85,7 +85,12 @@ function handlers.agent_end(r)
   if r.stop_reason == "stop" and not state.generating_handoff then
     meter.maybe_suggest()
   end
-  M.fire("HandoffAgentEnd", { session_file = r.session_file, stop_reason = r.stop_reason })
+  M.fire("HandoffAgentEnd", {
+    session_file = r.session_file,
+    stop_reason = r.stop_reason,
+    error_message = r.error_message,
+    error_kind = r.error_kind,
+  })
 end
 
 function handlers.handoff_start(r)

@@ -557,6 +557,9 @@ pub enum Record {
         stop_reason: Option<&'static str>,
         #[serde(skip_serializing_if = "Option::is_none")]
         error_message: Option<String>,
+        /// What kind of failure `error_message` says (`auth`, `rate_limit`, `overflow`, …).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error_kind: Option<crate::core::failure::FailureKind>,
         session_file: String,
         context_tokens: u64,
         context_window: u64,

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::core::failure::FailureKind;
 use crate::core::message::Message;
 use crate::core::tools::{Todo, ToolOutput};
 
@@ -117,7 +118,12 @@ pub enum AgentEvent {
     MessageEnd { message: Message },
     #[serde(rename_all = "camelCase")]
     TurnEnd { message: Message, tool_results: Vec<Message> },
-    AgentEnd { messages: Vec<Message> },
+    AgentEnd {
+        messages: Vec<Message>,
+        /// The kind of the model request's failure, when one ended the run (not in pi's shape).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        failure: Option<FailureKind>,
+    },
     /// A tool call starts (after consent).
     #[serde(rename_all = "camelCase")]
     ToolExecutionStart { tool_call_id: String, tool_name: String, args: serde_json::Value },
