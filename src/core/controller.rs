@@ -318,7 +318,7 @@ impl Controller {
 
     /// What the user typed in a prompt, run to its end: `/handoff [focus]` hands off (with the
     /// front end's review default), anything else is a prompt, or steering when a response
-    /// runs. Refusals and failures also go out as notices.
+    /// runs. Refusals also go out as notices; a prompt that could not start is returned.
     pub async fn run_input(&self, text: &str) -> Ran {
         match classify_input(text) {
             Input::Handoff { focus } => {
@@ -335,10 +335,8 @@ impl Controller {
                     // Another prompt won the race: this one waits behind it.
                     Err(AgentError::Busy) if self.steer_if_busy(&text) => break Ran::Steered,
                     Err(AgentError::Busy) => continue,
-                    Err(e) => {
-                        self.notice(Level::Error, format!("The prompt failed: {e}"));
-                        break Ran::Prompt(Err(e));
-                    }
+                    // The caller says it (`submit` as a notice; the CLI on stderr).
+                    Err(e) => break Ran::Prompt(Err(e)),
                     ran => match self.late_steering() {
                         // Queued after the run last looked: it is the next prompt.
                         Some(next) => text = next,
@@ -370,13 +368,19 @@ impl Controller {
         self.agent.state().steering.pop_front().map(|m| m.text())
     }
 
-    /// [`Controller::run_input`] in a task, for a front end that hears the outcome as events.
-    /// Call from within a tokio runtime.
+    /// [`Controller::run_input`] in a task, for a front end that hears the outcome as events
+    /// (a prompt that could not start too). Call from within a tokio runtime.
     pub fn submit(self: &Arc<Self>, text: &str) {
         let (controller, text) = (self.clone(), text.to_string());
-        tokio::spawn(async move {
-            controller.run_input(&text).await;
-        });
+        tokio::spawn(async move { controller.input(&text).await });
+    }
+
+    /// [`Controller::run_input`], every outcome told as events (a prompt that could not start
+    /// too).
+    pub async fn input(&self, text: &str) {
+        if let Ran::Prompt(Err(e)) = self.run_input(text).await {
+            self.notice(Level::Error, format!("The prompt failed: {e}"));
+        }
     }
 
     /// `/new`: a new, empty session.

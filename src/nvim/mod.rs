@@ -247,9 +247,7 @@ impl Host {
             tokio::spawn(async move {
                 for input in waiting {
                     match input {
-                        Notification::Prompt { text } => {
-                            controller.run_input(&text).await;
-                        }
+                        Notification::Prompt { text } => controller.input(&text).await,
                         other => host.run_notification(&controller, other),
                     }
                 }
