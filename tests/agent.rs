@@ -180,7 +180,7 @@ async fn events_follow_pis_order_agent_start_turn_start_messages_turn_end_agent_
         other => panic!("{other:?}"),
     }
     match events.last().unwrap() {
-        AgentEvent::AgentEnd { messages } => assert_eq!(messages.len(), 2),
+        AgentEvent::AgentEnd { messages, .. } => assert_eq!(messages.len(), 2),
         other => panic!("{other:?}"),
     }
 }

@@ -876,7 +876,7 @@ async fn the_handoff_request_carries_the_conversation_tools_with_tool_choice_non
             let env = Env::new(api).await;
             let (agent, _) = four_tool_turn(&env, false).await;
             env.mock.push(MockReply::text(common::DOCUMENT));
-            let outcome = Controller::new(agent.clone(), Default::default()).handoff(None).await;
+            let outcome = Controller::new(agent.clone(), Default::default()).handoff(Default::default()).await;
             assert!(matches!(outcome, HandoffOutcome::Done { .. }), "{api:?}: {outcome:?}");
 
             let requests = env.mock.requests();
@@ -1111,7 +1111,7 @@ async fn the_original_of_each_changed_file_is_kept_once_per_session_and_survives
         // A handoff's new session starts a set of its own: its originals are the files as the
         // previous session left them.
         env.mock.push(MockReply::text(common::DOCUMENT));
-        let outcome = Controller::new(agent.clone(), Default::default()).handoff(None).await;
+        let outcome = Controller::new(agent.clone(), Default::default()).handoff(Default::default()).await;
         assert!(matches!(outcome, HandoffOutcome::Done { .. }), "{outcome:?}");
         assert_ne!(agent.session().path(), session_file);
         assert!(agent.originals().list().unwrap().is_empty());

@@ -294,12 +294,13 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
         AgentEvent::MessageEnd { message } if message.is_assistant() => {
             Record::MessageEnd(without_text(message_item(message), true))
         }
-        AgentEvent::AgentEnd { messages } => {
+        AgentEvent::AgentEnd { messages, failure } => {
             let last = messages.iter().rev().find(|m| m.is_assistant());
             let (context_tokens, context_window) = agent.context_usage();
             Record::AgentEnd {
                 stop_reason: last.and_then(|m| m.stop_reason).map(|s| s.as_str()),
                 error_message: last.and_then(|m| m.error_message.clone()),
+                error_kind: *failure,
                 session_file: agent.session().path().to_string_lossy().into_owned(),
                 context_tokens,
                 context_window,

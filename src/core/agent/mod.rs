@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use assembler::{Assembled, MessageAssembler};
 pub use events::{AgentEvent, AssistantMessageEvent, Level, Notice, SwitchReason};
 
+use crate::core::failure::FailureKind;
 use crate::core::message::{ContextMessage, Message, StopReason};
 use crate::core::provider::{
     ChatRequest, Provider, ProviderConfig, ProviderError, StreamEvent, ThinkingLevel, ToolCall, ToolChoice,
@@ -82,6 +83,9 @@ pub struct RunResult {
     pub messages: Vec<Message>,
     /// The fitted request said this, when `fit_to_window` had to elide anything.
     pub elisions: Option<fit::Elisions>,
+    /// What kind of failure ended the last model request, when one failed (the message says
+    /// it in words).
+    pub failure: Option<FailureKind>,
 }
 
 impl RunResult {
@@ -573,7 +577,7 @@ impl AgentSession {
                 None => break Ok(()),
             }
         };
-        self.emit(AgentEvent::AgentEnd { messages: result.messages.clone() });
+        self.emit(AgentEvent::AgentEnd { messages: result.messages.clone(), failure: result.failure });
         outcome.map(|()| result)
     }
 
@@ -677,6 +681,7 @@ impl AgentSession {
                 tracing::info!(error = %e, "model request failed");
                 message.stop_reason = Some(StopReason::Error);
                 message.error_message = Some(e.to_string());
+                result.failure = Some(e.kind());
             }
         }
         (message, tool_calls)
