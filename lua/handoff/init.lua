@@ -209,7 +209,7 @@ end
 ---@return boolean changed_or_set
 function M.set_thinking(level)
   level = vim.trim(level or ""):lower()
-  if not vim.tbl_contains(config.thinking_levels, level) then
+  if not vim.tbl_contains(config.thinking_names, level) then
     vim.notify(("handoff.nvim: unknown thinking level %q (one of %s)"):format(level, table.concat(config.thinking_levels, ", ")),
       vim.log.levels.ERROR, { title = "handoff.nvim" })
     return false
