@@ -9,16 +9,9 @@ use crate::core::controller::{self, Controller};
 use crate::core::handoff;
 use crate::core::message::{Content, ContentBlock, Message, Role, Usage};
 use crate::core::session::entry::kind;
-use crate::core::session::{SessionEntry, SessionManager};
+use crate::core::session::{self, SessionEntry, SessionManager};
 
 use super::protocol::{Item, Record, SessionView, Status, ToolCallItem, Transcript};
-
-/// Focus of an internal handoff request, when `text` is one (`None` otherwise).
-fn handoff_request_focus(text: &str) -> Option<String> {
-    let prompt = handoff::PROMPT.trim_end();
-    let rest = text.strip_prefix(prompt)?;
-    Some(rest.trim().strip_prefix("Additional focus:").map(|f| f.trim().to_string()).unwrap_or_default())
-}
 
 /// The content blocks of a message, borrowed (a plain-text content has none of the kinds the
 /// chat looks for; `Content::blocks` would clone every block, text included).
@@ -92,7 +85,7 @@ fn tail(text: String, keep: usize) -> (String, usize) {
 pub fn message_item(message: &Message) -> Item {
     let text = message.text();
     match &message.role {
-        Role::User => match handoff_request_focus(&text) {
+        Role::User => match session::handoff_request(message) {
             Some(focus) => Item::HandoffRequest { focus },
             None => Item::User { text },
         },

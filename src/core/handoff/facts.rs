@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::core::message::{Message, Role};
 use crate::core::session::SessionEntry;
-use crate::core::tools::{current_todos, Todo, TodoStatus};
+use crate::core::session::todos::{self, Todo, TodoStatus};
 
 /// Commands kept (the most recent ones).
 const MAX_COMMANDS: usize = 20;
@@ -69,7 +69,9 @@ fn bash_ending(result: &Message) -> (Option<i32>, Option<String>) {
 }
 
 impl Facts {
-    /// Gathers the facts of a branch: its entries in order, root first.
+    /// Gathers the facts of a branch: its entries in order, root first. The todo list is the
+    /// session's ([`todos::of_branch`]: a failed `todo_write` leaves the list, a handed-over one
+    /// included, as it was).
     pub fn gather(branch: &[&SessionEntry]) -> Facts {
         let mut inherited = Facts::default();
         let mut messages: Vec<Message> = Vec::new();
@@ -84,11 +86,13 @@ impl Facts {
                 }
             }
         }
-        Self::from_messages(&messages, inherited)
+        let todos = todos::of_branch(branch);
+        Self::from_messages(&messages, inherited, todos)
     }
 
-    /// The facts of `messages`, on top of what an earlier handoff handed over.
-    pub fn from_messages(messages: &[Message], inherited: Facts) -> Facts {
+    /// The facts of `messages`, on top of what an earlier handoff handed over, with the branch's
+    /// todo list.
+    fn from_messages(messages: &[Message], inherited: Facts, todos: Vec<Todo>) -> Facts {
         let mut read: BTreeSet<String> = inherited.read_files.into_iter().collect();
         let mut modified: BTreeSet<String> = inherited.modified_files.into_iter().collect();
         let mut commands = inherited.commands;
@@ -141,12 +145,6 @@ impl Facts {
                 _ => {}
             }
         }
-        let todos_now = current_todos(messages.iter());
-        let todos: Vec<Todo> = if todos_now.is_empty() && !messages.iter().any(|m| m.extra_str("toolName") == Some("todo_write")) {
-            inherited.todos
-        } else {
-            todos_now
-        };
         let keep = commands.len().saturating_sub(MAX_COMMANDS);
         Facts {
             read_files: read.difference(&modified).cloned().collect(),
