@@ -10,6 +10,7 @@ use crate::core::handoff;
 use crate::core::message::{Content, ContentBlock, Message, Role, Usage};
 use crate::core::session::entry::kind;
 use crate::core::session::{self, SessionEntry, SessionManager};
+use crate::core::tools;
 
 use super::protocol::{Item, Record, SessionView, Status, ToolCallItem, Transcript};
 
@@ -32,27 +33,13 @@ fn thinking_of(message: &Message) -> String {
         .join("\n")
 }
 
-/// The argument that says what a call does.
-pub fn call_summary(tool: &str, args: &serde_json::Value) -> String {
-    let key = match tool {
-        "bash" => "command",
-        "grep" | "find" => "pattern",
-        _ => "path",
-    };
-    match args.get(key).and_then(|v| v.as_str()) {
-        Some(s) => s.to_string(),
-        None if args.as_object().is_some_and(|o| o.is_empty()) => String::new(),
-        None => args.to_string(),
-    }
-}
-
 fn tool_calls_of(message: &Message) -> Vec<ToolCallItem> {
     blocks(message)
         .iter()
         .filter(|b| b.kind == "toolCall")
         .map(|b| {
             let tool = b.extra_str("name").unwrap_or_default().to_string();
-            let summary = call_summary(&tool, b.extra.get("arguments").unwrap_or(&serde_json::Value::Null));
+            let summary = tools::call_summary(&tool, b.extra.get("arguments").unwrap_or(&serde_json::Value::Null));
             ToolCallItem { id: b.extra_str("id").unwrap_or_default().to_string(), tool, summary }
         })
         .collect()
@@ -311,7 +298,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
                 id: tool_call_id.clone(),
                 tool: tool_name.clone(),
                 args: args.clone(),
-                summary: call_summary(tool_name, args),
+                summary: tools::call_summary(tool_name, args),
             }
         }
         AgentEvent::ToolExecutionUpdate { tool_call_id, tail, lines_before, .. } => {

@@ -108,6 +108,7 @@ impl AgentSession {
         let kind = tools::kind_of(&call.name).unwrap_or(ToolKind::Execute);
         if enabled {
             let consent = lock_arc(&self.consent);
+            // What the tool says of the call: the front ends show it as it is.
             let request = async {
                 let preview = tools::preview(&call.name, &args, &ctx).await;
                 ApprovalRequest {
@@ -115,13 +116,16 @@ impl AgentSession {
                     tool: call.name.clone(),
                     kind,
                     args: args.clone(),
+                    summary: tools::call_summary(&call.name, &args),
+                    path: tools::changed_path(&call.name, &args, &ctx.cwd).map(|p| p.to_string_lossy().into_owned()),
                     diff: preview.as_ref().map(|p| p.diff.clone()),
                     before: preview.as_ref().map(|p| p.before.clone()),
                     after: preview.map(|p| p.after),
                 }
             };
+            let key = tools::consent_key(&call.name, &args);
             let verdict = tokio::select! {
-                verdict = consent::decide(&self.policy, &self.grants, consent.as_ref(), request, &call.name, kind, &args) => verdict,
+                verdict = consent::decide(&self.policy, &self.grants, consent.as_ref(), request, &call.name, kind, key) => verdict,
                 () = cancel.cancelled() => Verdict::Cancel,
             };
             match verdict {

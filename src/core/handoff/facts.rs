@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::core::message::{Message, Role};
 use crate::core::session::SessionEntry;
 use crate::core::session::todos::{self, Todo, TodoStatus};
+use crate::core::tools::{self, CallFact};
 
 /// Commands kept (the most recent ones).
 const MAX_COMMANDS: usize = 20;
@@ -51,21 +52,6 @@ fn clip(text: &str) -> String {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_string(),
     }
-}
-
-/// The exit code a bash result names (`Command exited with code N`), else how it ended.
-fn bash_ending(result: &Message) -> (Option<i32>, Option<String>) {
-    let text = result.text();
-    let is_error = result.extra.get("isError").and_then(Value::as_bool).unwrap_or(false);
-    if let Some(rest) = text.rsplit("Command exited with code ").next().filter(|_| text.contains("Command exited with code ")) {
-        let code = rest.split_whitespace().next().and_then(|c| c.parse().ok());
-        return (code, None);
-    }
-    if !is_error {
-        return (Some(0), None);
-    }
-    let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("failed");
-    (None, Some(clip(last)))
 }
 
 impl Facts {
@@ -120,20 +106,18 @@ impl Facts {
                         continue;
                     };
                     let is_error = message.extra.get("isError").and_then(Value::as_bool).unwrap_or(false);
-                    let path = args.get("path").and_then(Value::as_str).map(str::to_string);
-                    match (name.as_str(), path) {
-                        ("read", Some(p)) if !is_error => {
-                            read.insert(p);
+                    // Each tool says what its call adds.
+                    match tools::call_fact(name, args, message) {
+                        Some(CallFact::Read(path)) => {
+                            read.insert(path);
                         }
-                        ("edit" | "write", Some(p)) if !is_error => {
-                            modified.insert(p);
+                        Some(CallFact::Modified(path)) => {
+                            modified.insert(path);
                         }
-                        _ => {}
-                    }
-                    if name == "bash" {
-                        let command = clip(args.get("command").and_then(Value::as_str).unwrap_or_default());
-                        let (exit_code, ended) = bash_ending(message);
-                        commands.push(CommandRun { command, exit_code, ended });
+                        Some(CallFact::Command { command, exit_code, ended }) => {
+                            commands.push(CommandRun { command: clip(&command), exit_code, ended: ended.as_deref().map(clip) });
+                        }
+                        None => {}
                     }
                     errors.retain(|(tool, _)| tool != name);
                     if is_error {

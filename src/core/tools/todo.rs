@@ -105,6 +105,28 @@ pub fn reminder_text(todos: &[Todo]) -> String {
     s
 }
 
+/// The `todo_write` tool (see [`super::Tool`]).
+pub struct TodoWrite;
+
+#[async_trait::async_trait]
+impl super::Tool for TodoWrite {
+    fn name(&self) -> super::ToolName {
+        super::ToolName::TodoWrite
+    }
+
+    fn kind(&self) -> super::ToolKind {
+        super::ToolKind::ReadOnly
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        definition()
+    }
+
+    async fn run(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        run(arguments, ctx).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
