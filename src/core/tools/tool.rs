@@ -96,3 +96,93 @@ pub(crate) fn path_if_done(args: &Value, result: &Message) -> Option<String> {
     }
     args.get("path").and_then(Value::as_str).map(str::to_string)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use serde_json::json;
+
+    use super::*;
+    use crate::core::tools::{call_fact, call_summary, changed_path, consent_key, kind_of, preview, ToolContext};
+
+    /// A stored result of a call of `tool`: `text`, failed or not.
+    fn result(tool: &str, text: &str, is_error: bool) -> Message {
+        let output = if is_error { ToolOutput::error(text) } else { ToolOutput::text(text, Value::Null) };
+        output.into_message("c1", tool)
+    }
+
+    #[test]
+    fn the_registry_table_names_each_tool_by_its_own_name() {
+        for name in ToolName::ALL {
+            assert_eq!(name.tool().name(), name);
+            assert_eq!(name.tool().definition().name, name.as_str());
+        }
+    }
+
+    #[test]
+    fn each_tool_says_what_a_call_does() {
+        let cwd = Path::new("/work");
+        let path = json!({"path": "src/a.rs", "content": "x", "edits": []});
+        let cases: [(&str, Value, ToolKind, &str, Option<ConsentKey>, Option<&str>); 8] = [
+            ("read", json!({"path": "src/a.rs"}), ToolKind::ReadOnly, "src/a.rs", Some(ConsentKey::Tool), None),
+            ("bash", json!({"command": "cargo test"}), ToolKind::Execute, "cargo test", Some(ConsentKey::Exact("cargo test".into())), None),
+            ("edit", path.clone(), ToolKind::Edit, "src/a.rs", Some(ConsentKey::Tool), Some("/work/src/a.rs")),
+            ("write", path, ToolKind::Edit, "src/a.rs", Some(ConsentKey::Tool), Some("/work/src/a.rs")),
+            ("grep", json!({"pattern": "fn main", "path": "src"}), ToolKind::ReadOnly, "fn main", Some(ConsentKey::Tool), None),
+            ("find", json!({"pattern": "*.rs"}), ToolKind::ReadOnly, "*.rs", Some(ConsentKey::Tool), None),
+            ("ls", json!({"path": "src"}), ToolKind::ReadOnly, "src", Some(ConsentKey::Tool), None),
+            ("todo_write", json!({}), ToolKind::ReadOnly, "", Some(ConsentKey::Tool), None),
+        ];
+        for (tool, args, kind, summary, key, changed) in cases {
+            assert_eq!(kind_of(tool), Some(kind), "{tool}");
+            assert_eq!(call_summary(tool, &args), summary, "{tool}");
+            assert_eq!(consent_key(tool, &args), key, "{tool}");
+            assert_eq!(changed_path(tool, &args, cwd), changed.map(PathBuf::from), "{tool}");
+        }
+        // A command without its command cannot be granted "always"; an unknown tool shows its
+        // path argument or its arguments.
+        assert_eq!(consent_key("bash", &json!({})), None);
+        assert_eq!(call_summary("mcp_thing", &json!({"path": "x"})), "x");
+        assert_eq!(call_summary("mcp_thing", &json!({"q": 1})), r#"{"q":1}"#);
+        assert_eq!(kind_of("mcp_thing"), None);
+    }
+
+    #[test]
+    fn each_tool_says_its_part_of_the_facts() {
+        let read = json!({"path": "src/a.rs"});
+        assert_eq!(call_fact("read", &read, &result("read", "fn a", false)), Some(CallFact::Read("src/a.rs".into())));
+        assert_eq!(call_fact("read", &read, &result("read", "ENOENT", true)), None, "a failed read read nothing");
+        for tool in ["edit", "write"] {
+            assert_eq!(call_fact(tool, &read, &result(tool, "ok", false)), Some(CallFact::Modified("src/a.rs".into())));
+            assert_eq!(call_fact(tool, &read, &result(tool, "no match", true)), None, "{tool}");
+        }
+        let bash = json!({"command": "cargo test"});
+        let ran = |text: &str, is_error: bool| call_fact("bash", &bash, &result("bash", text, is_error));
+        let command = |exit_code: Option<i32>, ended: Option<&str>| {
+            Some(CallFact::Command { command: "cargo test".into(), exit_code, ended: ended.map(str::to_string) })
+        };
+        assert_eq!(ran("ok", false), command(Some(0), None));
+        assert_eq!(ran("boom\n\nCommand exited with code 101", true), command(Some(101), None));
+        assert_eq!(ran("partial\nCommand timed out after 5 seconds\n", true), command(None, Some("Command timed out after 5 seconds")));
+        for tool in ["grep", "find", "ls", "todo_write", "mcp_thing"] {
+            assert_eq!(call_fact(tool, &read, &result(tool, "x", false)), None, "{tool}");
+        }
+    }
+
+    #[tokio::test]
+    async fn edit_and_write_preview_their_change_the_others_none() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "one\ntwo\n").unwrap();
+        let ctx = ToolContext::new(dir.path());
+        let edit = json!({"path": "a.txt", "edits": [{"oldText": "two", "newText": "three"}]});
+        let p = preview("edit", &edit, &ctx).await.unwrap();
+        assert_eq!((p.before.as_str(), p.after.as_str()), ("one\ntwo\n", "one\nthree\n"));
+        assert!(p.diff.contains("-2 two") && p.diff.contains("+2 three"), "{}", p.diff);
+        let write = json!({"path": "new.txt", "content": "hello\n"});
+        let p = preview("write", &write, &ctx).await.unwrap();
+        assert_eq!((p.before.as_str(), p.after.as_str()), ("", "hello\n"));
+        assert!(preview("edit", &json!({"path": "a.txt", "edits": [{"oldText": "nope", "newText": "x"}]}), &ctx).await.is_none());
+        assert!(preview("bash", &json!({"command": "ls"}), &ctx).await.is_none());
+        assert!(preview("read", &json!({"path": "a.txt"}), &ctx).await.is_none());
+    }
+}
