@@ -1,7 +1,9 @@
 //! The agent's tools: `read`, `bash`, `edit`, `write`, `grep`, `find`, `ls` (names, parameters
 //! and result texts as pi 0.73.1's) and `todo_write`.
 //!
-//! This layer only runs tools. It knows no agent loop, no wire format, no consent and no Neovim:
+//! Each tool is a [`Tool`] in its own module (`tool.rs`): what it is and what one of its calls
+//! means to the front ends and the handoff. This layer only runs tools. It knows no agent loop,
+//! no wire format, no consent and no Neovim:
 //! the agent loop asks the [`ToolRegistry`] for its [`ToolDefinition`]s (JSON Schema, turned into
 //! OpenAI or Anthropic `tools` by the provider layer), decides about consent from
 //! [`ToolKind`], and calls [`ToolRegistry::execute`] with the model's arguments and a
