@@ -28,7 +28,7 @@ pub fn for_this_process() -> std::sync::Arc<dyn Consent> {
 /// What the question shows of a call, as the tool said it: the command, or the file and the
 /// diff of the change, or the arguments.
 fn describe(request: &ApprovalRequest) -> String {
-    match (&request.diff, request.kind) {
+    match (request.preview.as_ref().map(|p| &p.diff), request.kind) {
         (_, ToolKind::Execute) => format!("$ {}", request.summary),
         (Some(diff), _) => format!("{}\n{diff}", request.summary),
         (None, _) if !request.summary.is_empty() => format!("{}: {}", request.tool, request.summary),

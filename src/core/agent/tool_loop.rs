@@ -110,7 +110,6 @@ impl AgentSession {
             let consent = lock_arc(&self.consent);
             // What the tool says of the call: the front ends show it as it is.
             let request = async {
-                let preview = tools::preview(&call.name, &args, &ctx).await;
                 ApprovalRequest {
                     id: call.id.clone(),
                     tool: call.name.clone(),
@@ -118,9 +117,7 @@ impl AgentSession {
                     args: args.clone(),
                     summary: tools::call_summary(&call.name, &args),
                     path: tools::changed_path(&call.name, &args, &ctx.cwd).map(|p| p.to_string_lossy().into_owned()),
-                    diff: preview.as_ref().map(|p| p.diff.clone()),
-                    before: preview.as_ref().map(|p| p.before.clone()),
-                    after: preview.map(|p| p.after),
+                    preview: tools::preview(&call.name, &args, &ctx).await.map(Box::new),
                 }
             };
             let key = tools::consent_key(&call.name, &args);

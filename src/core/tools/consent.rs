@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{ConsentKey, ToolKind};
+use super::{ConsentKey, Preview, ToolKind};
 
 /// What a policy says about one tool call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,14 +89,10 @@ pub struct ApprovalRequest {
     /// The file the call changes (absolute), when it changes one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
-    /// For `edit`/`write`: what the change does, as a unified diff of the file.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub diff: Option<String>,
-    /// For `edit`/`write`: the file's text before and after, to open side by side.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub before: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub after: Option<String>,
+    /// What the call would change, as the tool previews it (`edit`/`write`): the file's text
+    /// before and after, to open side by side, and the diff; sent as `before`, `after`, `diff`.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<Box<Preview>>,
 }
 
 /// The front end's seam: ask about one tool call and wait for the answer. An implementation
@@ -227,9 +223,7 @@ mod tests {
             args: args.clone(),
             summary: String::new(),
             path: None,
-            diff: None,
-            before: None,
-            after: None,
+            preview: None,
         };
         let ls = json!({ "command": "ls" });
         let rm = json!({ "command": "rm -rf build" });

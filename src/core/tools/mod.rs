@@ -497,7 +497,7 @@ pub async fn execute(name: &str, arguments: Value, ctx: &ToolContext) -> ToolOut
 
 /// What an `edit` or `write` call would change, for its approval: the file before and after,
 /// and the diff. `None` for other tools, and for a call that would fail (it fails when run).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Preview {
     pub before: String,
     pub after: String,

@@ -123,7 +123,8 @@ mod tests {
     fn each_tool_says_what_a_call_does() {
         let cwd = Path::new("/work");
         let path = json!({"path": "src/a.rs", "content": "x", "edits": []});
-        let cases: [(&str, Value, ToolKind, &str, Option<ConsentKey>, Option<&str>); 8] = [
+        type Case<'a> = (&'a str, Value, ToolKind, &'a str, Option<ConsentKey>, Option<&'a str>);
+        let cases: [Case; 8] = [
             ("read", json!({"path": "src/a.rs"}), ToolKind::ReadOnly, "src/a.rs", Some(ConsentKey::Tool), None),
             ("bash", json!({"command": "cargo test"}), ToolKind::Execute, "cargo test", Some(ConsentKey::Exact("cargo test".into())), None),
             ("edit", path.clone(), ToolKind::Edit, "src/a.rs", Some(ConsentKey::Tool), Some("/work/src/a.rs")),
