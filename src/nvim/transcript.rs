@@ -98,24 +98,11 @@ pub fn message_item(message: &Message) -> Item {
                 tool: message.extra_str("toolName").map(str::to_string),
                 text,
                 is_error: message.extra.get("isError").and_then(|v| v.as_bool()).unwrap_or(false),
-                earlier: lines_not_kept(message),
+                earlier: tools::lines_not_kept(message),
                 earlier_lines,
             }
         }
         Role::Other(role) => Item::Custom { custom_type: role.clone(), text },
-    }
-}
-
-/// Lines of a bash command's output before those its result holds: past its limits the result
-/// keeps the last ones (pi's `details.truncation`), and the chat counts the rest as earlier.
-fn lines_not_kept(result: &Message) -> u64 {
-    let truncation = result.extra.get("details").and_then(|d| d.get("truncation"));
-    match truncation {
-        Some(t) if result.extra_str("toolName") == Some("bash") && t["truncated"] == true => {
-            let count = |key: &str| t[key].as_u64().unwrap_or(0);
-            count("totalLines").saturating_sub(count("outputLines"))
-        }
-        _ => 0,
     }
 }
 
@@ -309,7 +296,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
             tool: tool_name.clone(),
             is_error: *is_error,
             text: result.text(),
-            earlier: lines_not_kept(result),
+            earlier: tools::lines_not_kept(result),
         },
         AgentEvent::MessageUpdate { .. }
         | AgentEvent::TurnStart

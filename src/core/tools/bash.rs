@@ -465,6 +465,16 @@ impl super::Tool for Bash {
         args.get("command").and_then(Value::as_str).map(|c| super::ConsentKey::Exact(c.to_string()))
     }
 
+    /// Past its limits the result keeps the last lines (pi's `details.truncation`).
+    fn lines_not_kept(&self, result: &crate::core::message::Message) -> u64 {
+        let Some(t) = result.extra.get("details").and_then(|d| d.get("truncation")) else { return 0 };
+        if t["truncated"] != true {
+            return 0;
+        }
+        let count = |key: &str| t[key].as_u64().unwrap_or(0);
+        count("totalLines").saturating_sub(count("outputLines"))
+    }
+
     fn fact(&self, args: &Value, result: &crate::core::message::Message) -> Option<super::CallFact> {
         let command = args.get("command").and_then(Value::as_str).unwrap_or_default().to_string();
         let (exit_code, ended) = ending(result);

@@ -170,6 +170,11 @@ pub fn consent_key(name: &str, args: &Value) -> Option<ConsentKey> {
     }
 }
 
+/// Lines of a stored result's output it does not hold (see [`Tool::lines_not_kept`]).
+pub fn lines_not_kept(result: &Message) -> u64 {
+    result.extra_str("toolName").and_then(lookup).map_or(0, |tool| tool.lines_not_kept(result))
+}
+
 /// A call's part of a handoff's facts (see [`Tool::fact`]); nothing for an unknown tool.
 pub fn call_fact(name: &str, args: &Value, result: &Message) -> Option<CallFact> {
     lookup(name)?.fact(args, result)

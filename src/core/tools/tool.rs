@@ -71,6 +71,12 @@ pub trait Tool: Send + Sync {
     fn fact(&self, _args: &Value, _result: &Message) -> Option<CallFact> {
         None
     }
+
+    /// Lines of the call's output before those its stored result holds (a result that kept
+    /// only the last lines says how many there were): the chat counts them as earlier.
+    fn lines_not_kept(&self, _result: &Message) -> u64 {
+        0
+    }
 }
 
 /// The `key` argument of a call as its summary; for a call without it, nothing when it has no
@@ -168,6 +174,18 @@ mod tests {
         for tool in ["grep", "find", "ls", "todo_write", "mcp_thing"] {
             assert_eq!(call_fact(tool, &read, &result(tool, "x", false)), None, "{tool}");
         }
+    }
+
+    #[test]
+    fn bash_says_how_many_lines_its_result_left_out() {
+        use crate::core::tools::lines_not_kept;
+        let truncated = json!({"truncation": {"truncated": true, "totalLines": 500, "outputLines": 120}});
+        let bash = ToolOutput::text("tail", truncated.clone()).into_message("c1", "bash");
+        assert_eq!(lines_not_kept(&bash), 380);
+        let whole = ToolOutput::text("all", json!({"truncation": {"truncated": false, "totalLines": 5, "outputLines": 5}}));
+        assert_eq!(lines_not_kept(&whole.into_message("c2", "bash")), 0);
+        // read keeps the first lines: none are earlier.
+        assert_eq!(lines_not_kept(&ToolOutput::text("head", truncated).into_message("c3", "read")), 0);
     }
 
     #[tokio::test]
