@@ -166,3 +166,25 @@ async fn the_picker_counts_the_messages_the_handoff_guard_counts_on_a_branched_s
     let agent = AgentSession::new(AgentConfig::new(config(&mock)), opened);
     assert_eq!(handoff::preflight(&agent, false), Err(handoff::text::NOTHING_TO_HAND_OFF.to_string()));
 }
+
+#[tokio::test]
+async fn the_thinking_level_is_the_one_the_current_branch_recorded() {
+    use handoff_nvim::core::provider::ThinkingLevel;
+    let mock = MockServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = seeded_session(dir.path(), 1);
+    s.append_thinking_level_change("low").unwrap();
+    let at_low = s.append_message(&Message::user("at low")).unwrap();
+    s.append_thinking_level_change("high").unwrap();
+    s.flush().unwrap();
+    let agent = AgentSession::new(AgentConfig::new(config(&mock)), s);
+    assert_eq!(agent.thinking_level(), ThinkingLevel::High);
+    // Back on the branch before the change to high (pi's tree navigation): the level of that
+    // branch, as the session says it, with no copy left behind.
+    agent.session().branch(&at_low).unwrap();
+    assert_eq!(agent.thinking_level(), ThinkingLevel::Low);
+    // Setting the level there records it on that branch.
+    assert!(agent.set_thinking_level(ThinkingLevel::Medium).unwrap());
+    assert!(!agent.set_thinking_level(ThinkingLevel::Medium).unwrap());
+    assert_eq!(agent.session().context_settings().1.as_deref(), Some("medium"));
+}
