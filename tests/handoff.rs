@@ -164,7 +164,7 @@ async fn success_new_session_header_names_the_old_file_and_its_first_entries_are
     assert_eq!(all[0]["version"], 3);
     assert_eq!(all[0]["parentSession"], s.old.to_str().unwrap());
     assert_eq!(all[0]["cwd"], common::CWD);
-    assert_eq!(all[0]["id"], s.agent.state().session_id.as_str());
+    assert_eq!(all[0]["id"], s.agent.session().session_id());
     // Entries: model_change, thinking_level_change, the handoff custom_message; nothing else.
     let entries = &all[1..];
     assert_eq!(entries.len(), 3, "{entries:?}");

@@ -144,7 +144,10 @@ async fn facts_accumulate_along_a_chain_of_handoffs_and_an_error_stays_until_res
 
 #[test]
 fn no_tools_no_facts() {
-    let facts = Facts::from_messages(&[Message::user("hi")], Facts::default());
+    let dir = tempfile::tempdir().unwrap();
+    let mut session = SessionManager::create(dir.path(), dir.path(), None).unwrap();
+    session.append_message(&Message::user("hi")).unwrap();
+    let facts = Facts::gather(&session.get_branch(None));
     assert!(facts.is_empty());
     assert_eq!(facts.render(), "");
 }

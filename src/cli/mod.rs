@@ -16,7 +16,6 @@ use crate::core::controller::{self, Controller, FrontEndTexts, Level, Ran, Sessi
 use crate::core::handoff::{HandoffOptions, HandoffOutcome};
 use crate::core::message::StopReason;
 use crate::core::session::SessionManager;
-use crate::core::tools::{current_todos, todo};
 use crate::frontend_paths;
 
 mod consent;
@@ -308,7 +307,7 @@ fn print_context(file: &Path, settings: &Settings) -> anyhow::Result<ExitCode> {
 
 fn print_todos(file: &Path, settings: &Settings) -> anyhow::Result<ExitCode> {
     let session = open_session(file, settings)?;
-    let todos = current_todos(&session.branch_tool_results(todo::TOOL_NAME));
+    let todos = session.todos();
     let mut out = std::io::stdout().lock();
     serde_json::to_writer(&mut out, &todos)?;
     writeln!(out)?;

@@ -20,8 +20,8 @@ use crate::core::agent::{
 /// How a handoff ended, and why one did nothing: event payloads, so they live with the events
 /// (the agent layer imports nothing from here).
 pub use crate::core::agent::events::{HandoffOutcome, Refusal};
-use crate::core::message::StopReason;
-use crate::core::session::{file, paths, SessionError, SessionManager};
+use crate::core::message::{Message, StopReason};
+use crate::core::session::{file, mark_handoff_request, paths, SessionError, SessionManager};
 
 /// The instruction sent to the model (our wording; the six sections are the contract).
 pub const PROMPT: &str = include_str!("prompt.md");
@@ -30,8 +30,8 @@ pub const PROMPT: &str = include_str!("prompt.md");
 pub const SECTIONS: [&str; 6] =
     ["Goal", "Constraints & Preferences", "Progress", "Key Decisions", "Critical Context", "Next Steps"];
 
-/// `customType` of the injected entry.
-pub const CUSTOM_TYPE: &str = "handoff";
+/// `customType` of the injected entry (the session reads the todo list it carries over).
+pub const CUSTOM_TYPE: &str = crate::core::session::todos::HANDOFF_CUSTOM_TYPE;
 
 /// The sentence after the wrapped document.
 const CONTEXT_SENTENCE: &str =
@@ -354,9 +354,12 @@ async fn generate(
     token: &CancellationToken,
     claim: RunClaim,
 ) -> Result<(String, Facts, Option<String>), NoDocument> {
-    let prompt = build_prompt(focus);
+    // The request is marked as one where it is written: the chat shows it as the handoff's
+    // request from the mark, whatever the instruction's text is now.
+    let mut prompt = Message::user(build_prompt(focus));
+    mark_handoff_request(&mut prompt, focus);
     // 2. Capture: the run's own messages are the payload of `agent_end`.
-    let result = agent.run_claimed(claim, &prompt, RUN_OPTIONS).await?;
+    let result = agent.run_claimed_message(claim, prompt, RUN_OPTIONS).await?;
     // 3. Cancellation check.
     if token.is_cancelled() {
         return Err(NoDocument::Cancelled);
@@ -383,7 +386,7 @@ fn start_new_session(agent: &AgentSession, text: &str, facts: &Facts) -> Result<
     };
     let written = (|| {
         // Gap (no model entries): carry the model and thinking level over.
-        agent.record_settings(&mut next)?;
+        agent.carry_settings(&mut next)?;
         // The facts are kept as the entry's details too (pi's readFiles/modifiedFiles), for the
         // handoffs after this one.
         next.append_custom_message_with_details(CUSTOM_TYPE, &wrap_document(text), true, Some(facts.details()))?;
