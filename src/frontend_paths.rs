@@ -17,6 +17,17 @@ pub fn default_session_dir() -> PathBuf {
     data.join("nvim/handoff/sessions")
 }
 
+/// The plugin's user-level folder (`stdpath("config")/handoff`, i.e.
+/// `$XDG_CONFIG_HOME/nvim/handoff`): its `AGENTS.md` is the user's instructions.
+pub fn default_config_dir() -> PathBuf {
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .unwrap_or_else(std::env::temp_dir);
+    config.join("nvim/handoff")
+}
+
 /// The session folder `settings` name, else the default.
 pub fn session_dir(settings: &Settings) -> PathBuf {
     settings.session_dir.clone().unwrap_or_else(default_session_dir)

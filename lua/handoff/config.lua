@@ -30,9 +30,13 @@ local defaults = {
   --- Prompt templates: `<dir>/name.md` is used as `/name args` in the prompt buffer.
   ---@type string
   templates_dir = vim.fn.stdpath("config") .. "/handoff/prompts",
-  --- System prompt sent with every request (nil: none).
+  --- Replaces the words of the system prompt (nil: handoff.nvim's own). The instruction files
+  --- (AGENTS.md), the skills, the date and the working directory still follow.
   ---@type string?
   system_prompt = nil,
+  --- Added after the system prompt's words (nil: nothing).
+  ---@type string?
+  append_system_prompt = nil,
   --- The host's log file (nil: stdpath("log") .. "/handoff.log").
   ---@type string?
   log_file = nil,
@@ -131,6 +135,7 @@ local schema = {
   session_dir = "string",
   templates_dir = "string|nil",
   system_prompt = "string|nil",
+  append_system_prompt = "string|nil",
   log_file = "string|nil",
   resume_last = "boolean",
   models = "table",
@@ -272,6 +277,9 @@ function M.host_settings()
   s.session_dir = vim.fn.fnamemodify(o.session_dir, ":p")
   s.templates_dir = o.templates_dir and vim.fn.fnamemodify(o.templates_dir, ":p") or nil
   s.system_prompt = o.system_prompt
+  s.append_system_prompt = o.append_system_prompt
+  -- The user-level folder of instructions (AGENTS.md), the CLI's too.
+  s.config_dir = vim.fn.stdpath("config") .. "/handoff"
   s.tools = { enabled = o.tools.enabled, policy = o.tools.policy, rules = o.tools.rules }
   if next(s.tools.rules) == nil then
     s.tools.rules = vim.empty_dict()

@@ -64,8 +64,13 @@ pub struct SettingsArgs {
     /// Seconds without data before a request is given up.
     #[arg(long, global = true)]
     pub timeout: Option<u64>,
+    /// Replaces the system prompt's words (instruction files, skills, the date and the working
+    /// directory still follow).
     #[arg(long, global = true)]
     pub system_prompt: Option<String>,
+    /// Added after the system prompt's words.
+    #[arg(long, global = true)]
+    pub append_system_prompt: Option<String>,
     /// The tools the model may call, comma-separated (pi's names: read, bash, edit, write, grep,
     /// find, ls, todo_write); default read, bash, edit, write, todo_write.
     #[arg(long, value_delimiter = ',', global = true)]
@@ -106,6 +111,9 @@ impl From<SettingsArgs> for Settings {
             max_retries: args.max_retries,
             timeout: args.timeout,
             system_prompt: args.system_prompt,
+            append_system_prompt: args.append_system_prompt,
+            // The plugin's folder: the CLI reads the same AGENTS.md.
+            config_dir: Some(crate::frontend_paths::default_config_dir()),
             tools: (args.tools.is_some() || args.yes).then(|| ToolSettings {
                 enabled: args.tools,
                 policy: args.yes.then_some(consent::Level::AllowAll),

@@ -41,7 +41,14 @@ pub struct Settings {
     pub max_retries: Option<u32>,
     /// Seconds without data before a request is given up.
     pub timeout: Option<u64>,
+    /// Replaces our words in the system prompt (instruction files, skills, the date and the
+    /// working directory still follow).
     pub system_prompt: Option<String>,
+    /// Added after the system prompt's words.
+    pub append_system_prompt: Option<String>,
+    /// The front end's user-level folder (`stdpath("config")/handoff`): its `AGENTS.md` (else
+    /// `CLAUDE.md`) comes first in the system prompt. Filled in by the front end.
+    pub config_dir: Option<PathBuf>,
     /// Which tools the model may call, and which run without asking.
     pub tools: Option<ToolSettings>,
     /// Turns of one prompt at most (each round of tool calls is a turn).
@@ -132,6 +139,9 @@ impl Settings {
         Ok(AgentConfig {
             provider: self.provider_config(),
             system_prompt: self.system_prompt.clone(),
+            append_system_prompt: self.append_system_prompt.clone(),
+            instructions_dir: self.config_dir.clone(),
+            home: std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from),
             templates_dir: self.templates_dir.clone(),
             tools: tools.registry()?,
             policy: tools.policy(),

@@ -80,6 +80,8 @@ fn merge(base: &Settings, over: Settings) -> Settings {
         max_retries: over.max_retries.or(base.max_retries),
         timeout: over.timeout.or(base.timeout),
         system_prompt: over.system_prompt.or_else(|| base.system_prompt.clone()),
+        append_system_prompt: over.append_system_prompt.or_else(|| base.append_system_prompt.clone()),
+        config_dir: over.config_dir.or_else(|| base.config_dir.clone()),
         tools: over.tools.or_else(|| base.tools.clone()),
         max_turns: over.max_turns.or(base.max_turns),
         thinking: over.thinking.or(base.thinking),

@@ -55,7 +55,7 @@ const CACHE_CONTROL: &str = r#""cache_control":{"type":"ephemeral"}"#;
 /// always gone out in.
 fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Vec<u8> {
     let thinking = thinking(config, request.thinking);
-    let views = view::prepare(view::read_all(&request.messages));
+    let views = view::prepare(view::read_all(&request.messages), config);
     let mut out = JsonOut::with_capacity(view::body_capacity(&request.messages, request.system.as_deref()));
     out.raw("{");
     out.key("model");
@@ -286,9 +286,8 @@ fn user_blocks<'m, 'a>(content: &'m ContentView<'a>) -> Vec<Block<'m, 'a>> {
 
 /// Text, tool calls, and the model's own signed thinking, in order. Anthropic wants thinking
 /// back as it came (with its signature, before the tool calls of the turn it belongs to) when
-/// thinking is on; `redacted_thinking` goes back as its data. Thinking of another model, or
-/// without a signature (an aborted reply), is left out: pi sends it as text, which the model
-/// would read as something it said.
+/// thinking is on; `redacted_thinking` goes back as its data. Thinking without a signature is
+/// left out; another model's thinking arrives here as text already (`view::prepare`, as pi).
 fn assistant_blocks<'m, 'a>(msg: &'m MessageView<'a>, same_model: bool) -> Vec<Block<'m, 'a>> {
     let blocks = match &msg.content {
         ContentView::Text(s) => return text_block(s).into_iter().collect(),

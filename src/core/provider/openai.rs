@@ -47,7 +47,7 @@ impl WireFormat for OpenAi {
 /// The request body, written straight from the messages' views (see [`view`]), its fields in
 /// the order they have always gone out in.
 fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Vec<u8> {
-    let views = view::prepare(view::read_all(&request.messages));
+    let views = view::prepare(view::read_all(&request.messages), config);
     let mut out = JsonOut::with_capacity(view::body_capacity(&request.messages, request.system.as_deref()));
     out.raw("{");
     out.key("model");
@@ -130,7 +130,7 @@ fn is_openai(base_url: &str) -> bool {
 
 /// pi messages in Chat Completions shape. Thinking goes back only as pi sends it: to the model
 /// that wrote it, in the field it came in (`reasoning_content`, …: the block's signature, as pi
-/// records it); never as text, which the model would read as its own answer.
+/// records it); another model's thinking arrives here as text already (`view::prepare`).
 ///
 /// Tool results become `tool` messages; a `tool` message carries text only, so the images of a
 /// run of consecutive results follow it in one user message, as pi sends them.
