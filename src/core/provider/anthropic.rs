@@ -729,7 +729,7 @@ mod tests {
     }
 
     #[test]
-    fn signed_thinking_goes_back_to_the_model_that_wrote_it_only() {
+    fn signed_thinking_goes_back_to_the_model_that_wrote_it_and_as_text_to_another() {
         use super::super::Api;
         use crate::core::message::ContentBlock;
         let config = ProviderConfig::new(Api::Anthropic, "http://127.0.0.1:9/v1", "claude-sonnet-4-5");
@@ -763,8 +763,16 @@ mod tests {
         );
         assert!(body.get("thinking").is_none() && body.get("temperature").is_none(), "{body}");
         let other = request_body(&config, &request(reply("claude-opus-4-1")));
-        let kinds: Vec<&str> = other["messages"][1]["content"].as_array().unwrap().iter().map(|b| b["type"].as_str().unwrap()).collect();
-        assert_eq!(kinds, ["text", "tool_use"]);
+        // Another model's thinking goes as text, its redacted thinking not at all (pi's rule).
+        assert_eq!(
+            other["messages"][1]["content"],
+            json!([
+                {"type": "text", "text": "Let me check."},
+                {"type": "text", "text": "aborted mid-thought"},
+                {"type": "text", "text": "Done."},
+                {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {}},
+            ])
+        );
     }
 
     #[test]

@@ -563,8 +563,12 @@ mod tests {
             json!({"role": "assistant", "content": "Done.", "reasoning_content": "step one\nstep two"})
         );
         assert_eq!(sent(reply("qwen3", "reasoning"))["reasoning"], "step one\nstep two");
-        // Another model's reasoning, or a signature naming no reasoning field, stays home.
-        assert_eq!(sent(reply("llama3", "reasoning_content")), json!({"role": "assistant", "content": "Done."}));
+        // Another model's reasoning goes as text (pi's rule); a signature naming no reasoning
+        // field stays home.
+        assert_eq!(
+            sent(reply("llama3", "reasoning_content")),
+            json!({"role": "assistant", "content": "step one\nstep two\nDone."})
+        );
         assert_eq!(sent(reply("qwen3", "role")), json!({"role": "assistant", "content": "Done."}));
     }
 
