@@ -233,6 +233,25 @@ pub struct Status {
     /// Tokens of the model's window the conversation fills (the provider's last count).
     pub context_tokens: u64,
     pub context_window: u64,
+    /// The instruction files (`AGENTS.md`, `CLAUDE.md`) the system prompt holds, in order.
+    pub instruction_files: Vec<String>,
+}
+
+/// `system_prompt`: the system prompt as the session's requests send it, and its sources.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SystemPromptInfo {
+    pub text: String,
+    pub instruction_files: Vec<String>,
+    pub skills: Vec<SkillItem>,
+    pub date: String,
+    pub cwd: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SkillItem {
+    pub name: String,
+    pub description: String,
+    pub path: String,
 }
 
 /// The chat rebuilds from this: the last items of the current branch.
