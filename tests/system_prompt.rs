@@ -259,3 +259,36 @@ async fn a_changed_instruction_file_is_read_again_and_the_date_stays() {
     assert!(!Arc::ptr_eq(&before, &after));
     assert_eq!(before.environment, after.environment, "the session's date and folder stay");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_reads_the_plugins_user_folder_and_takes_both_flags() {
+    let mock = MockServer::start().await.unwrap();
+    let tree = tree();
+    // The plugin's folder is $XDG_CONFIG_HOME/nvim/handoff: the CLI reads its AGENTS.md too.
+    let config_home = tree.root.join("xdg");
+    std::fs::create_dir_all(config_home.join("nvim/handoff")).unwrap();
+    std::fs::write(config_home.join("nvim/handoff/AGENTS.md"), "From the plugin's folder.\n").unwrap();
+    mock.push(MockReply::text("ok"));
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_handoff-nvim"))
+        .current_dir(&tree.cwd)
+        .env("XDG_CONFIG_HOME", &config_home)
+        .env("HOME", tree.root.join("home"))
+        .env_remove("HANDOFF_LOG_FILE")
+        .args(["--provider", "openai", "--model", "mock-model", "--base-url", &mock.openai_base_url()])
+        .arg("--session-dir")
+        .arg(tree.root.join("sessions"))
+        .args(["--system-prompt", "You answer questions.", "--append-system-prompt", "Never guess."])
+        .args(["prompt", "--new", "Hi"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let system = openai_system(&mock.requests()[0]);
+    let user_file = config_home.join("nvim/handoff/AGENTS.md");
+    let at = positions(
+        &system,
+        &["You answer questions.\n\nNever guess.\n\n# Instructions", &format!("## {}\n\nFrom the plugin's folder.", user_file.display()), "This app is written in Rust."],
+    );
+    assert!(at[0] == 0 && at[1] < at[2], "{system}");
+}
