@@ -523,6 +523,7 @@ mod tests {
                 thinking: ThinkingLevel::High,
                 context_tokens: 0,
                 context_window: 128_000,
+                instruction_files: vec!["/w/AGENTS.md".into()],
             },
             items: vec![Item::User { text: "hi".into() }],
             earlier: 0,
