@@ -58,10 +58,12 @@ impl Environment {
 fn local_date() -> String {
     let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let t = libc::time_t::try_from(now).unwrap_or_default();
-    // SAFETY: `tm` is plain data that localtime_r fills; both pointers are valid for the call,
-    // and localtime_r (unlike localtime) keeps no shared state.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    let filled = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
+    // SAFETY: `tm` is plain data (all zeros is a valid value) that localtime_r fills; both
+    // pointers are valid for the call, and localtime_r (unlike localtime) keeps no shared state.
+    let (filled, tm) = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        (!libc::localtime_r(&t, &mut tm).is_null(), tm)
+    };
     if filled {
         format!("{:04}-{:02}-{:02}", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday)
     } else {
