@@ -57,7 +57,7 @@ function M.open(chat_buf, prompt_buf)
   -- The context meter: model, thinking level, tokens used, share of the window.
   vim.wo[chat_win].winbar = "%{%v:lua.require'handoff.meter'.winbar()%}"
   -- Each reply's thinking folded to one line.
-  require("handoff.chat.render").setup_window(chat_win)
+  require("handoff.chat.folds").setup_window(chat_win)
   vim.cmd("belowright split")
   api.nvim_win_set_buf(0, prompt_buf)
   api.nvim_win_set_height(0, size(layout.prompt_height, vim.o.lines))
