@@ -12,7 +12,8 @@ use crate::core::provider::types::ProviderConfig;
 /// - thinking written by another model (`config` is the model spoken to) goes as text, its
 ///   redacted thinking not at all (it is only valid for the model that wrote it);
 /// - a call without its result gets pi's synthetic one, an error "No result provided", before
-///   the next user or assistant message;
+///   the next user or assistant message (a failed turn skipped in between does not count: a
+///   result after it still answers the call, where pi would send both);
 /// - a result without its call is dropped (OpenAI and Anthropic reject it).
 ///
 /// The views are changed in place: texts stay borrowed from the stored JSON.
@@ -31,12 +32,10 @@ pub(in crate::core::provider) fn prepare<'a>(messages: Vec<MessageView<'a>>, con
                     tracing::debug!(tool_call_id = %id, "dropping a tool result without its call");
                 }
             }
+            Role::Assistant if matches!(msg.stop_reason, Some(StopReason::Error) | Some(StopReason::Aborted)) => {}
             Role::User | Role::Assistant => {
                 fill_missing_results(&mut out, &mut pending);
                 if msg.is_assistant() {
-                    if matches!(msg.stop_reason, Some(StopReason::Error) | Some(StopReason::Aborted)) {
-                        continue;
-                    }
                     if !msg.same_model(config) {
                         foreign_thinking_as_text(&mut msg.content);
                     }
