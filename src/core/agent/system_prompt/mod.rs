@@ -217,7 +217,7 @@ mod tests {
         assert!(!read_only.contains("- edit:") && !read_only.contains("exact edits") && !read_only.contains("todo_write") && !read_only.contains("consent"));
         assert!(!read_only.contains("[") && !read_only.contains("{{"), "{read_only}");
         let all = our_words(&ToolName::ALL);
-        for needle in ["- edit:", "- todo_write:", "consent", "buffers", "Read a file before you change it"] {
+        for needle in ["- edit:", "- todo_write:", "consent", "through its buffer", "Read a file before you change it"] {
             assert!(all.contains(needle), "{needle}: {all}");
         }
         assert!(our_words(&[]).contains("(none)"));
