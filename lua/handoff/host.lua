@@ -162,6 +162,8 @@ function M.configure_args()
     resume = config.options.resume_last and "newest" or "new",
     -- A transcript carries no more of a tool's output than the chat shows.
     tool_output_lines = config.options.tool_output_lines,
+    -- The user-level folder of instructions (AGENTS.md); the CLI reads the same one.
+    config_dir = vim.fn.stdpath("config") .. "/handoff",
   }
 end
 

@@ -15,7 +15,6 @@
 //! | `set_model`     | request      | `model`                      | status                               |
 //! | `set_thinking`  | request      | `level`                      | status (the change is recorded in the session) |
 //! | `health`        | request      | —                            | provider reachability, key presence (never the key) |
-//! | `system_prompt` | request      | —                            | [`protocol::SystemPromptInfo`]: the system prompt as sent, its files and skills |
 //! | `prompt`        | notification | `text`                       | what the user typed: the controller classifies it (`/handoff …` too) |
 //! | `handoff`       | notification | `focus?`, `{review?}`        | runs the handoff in a task           |
 //! | `handoff_commit`| notification | `text`                       | review mode: start the new session with the text as written |
@@ -64,31 +63,6 @@ const NOT_READY: &str = "handoff.nvim: the host has no session open yet (configu
 
 /// How long a command waits for the session being opened.
 const READY_WAIT: Duration = Duration::from_secs(30);
-
-/// Overrides the CLI/environment settings with the ones `setup()` gave.
-fn merge(base: &Settings, over: Settings) -> Settings {
-    Settings {
-        api: over.api.or(base.api),
-        base_url: over.base_url.or_else(|| base.base_url.clone()),
-        model: over.model.or_else(|| base.model.clone()),
-        api_key_env: over.api_key_env.or_else(|| base.api_key_env.clone()),
-        api_key_cmd: over.api_key_cmd.or_else(|| base.api_key_cmd.clone()),
-        context_window: over.context_window.or(base.context_window),
-        max_tokens: over.max_tokens.or(base.max_tokens),
-        name: over.name.or_else(|| base.name.clone()),
-        session_dir: over.session_dir.or_else(|| base.session_dir.clone()),
-        templates_dir: over.templates_dir.or_else(|| base.templates_dir.clone()),
-        max_retries: over.max_retries.or(base.max_retries),
-        timeout: over.timeout.or(base.timeout),
-        system_prompt: over.system_prompt.or_else(|| base.system_prompt.clone()),
-        append_system_prompt: over.append_system_prompt.or_else(|| base.append_system_prompt.clone()),
-        config_dir: over.config_dir.or_else(|| base.config_dir.clone()),
-        tools: over.tools.or_else(|| base.tools.clone()),
-        max_turns: over.max_turns.or(base.max_turns),
-        thinking: over.thinking.or(base.thinking),
-        reasoning_effort: over.reasoning_effort.or(base.reasoning_effort),
-    }
-}
 
 /// The editor's own wording of texts that name its keys.
 fn editor_texts() -> FrontEndTexts {
@@ -204,9 +178,13 @@ impl Host {
         if let Some(lines) = parsed.tool_output_lines {
             transcript::set_tool_output_lines(lines);
         }
-        let settings = merge(&self.inner.base_settings, parsed.settings);
+        // The CLI/environment settings, overridden by the ones `setup()` gave.
+        let settings = self.inner.base_settings.overridden_by(&parsed.settings).map_err(err)?;
+        crate::core::config::schema::check(&settings).map_err(|e| err(format!("handoff.nvim: {e}")))?;
         // Checked now, so a mistake in setup() is an error of this call.
-        let config = settings.agent_config().map_err(|e| err(format!("invalid tools settings: {e}")))?;
+        let mut config = settings.agent_config().map_err(|e| err(format!("invalid tools settings: {e}")))?;
+        // `stdpath("config")/handoff`, as the plugin says (the CLI's guess, from an older one).
+        config.instructions_dir = Some(parsed.config_dir.unwrap_or_else(frontend_paths::default_instructions_dir));
         let cwd = parsed.cwd.unwrap_or_else(|| lock(&self.inner.cwd).clone());
         let choice = match (parsed.session_file, parsed.resume) {
             (Some(path), _) if path.exists() => SessionChoice::File(path),
@@ -439,32 +417,6 @@ impl Host {
         )
     }
 
-    /// `system_prompt`: the text the session's requests send (built now if no request has yet),
-    /// its instruction files and skills.
-    async fn system_prompt(&self) -> Reply {
-        let controller = self.ready().await?;
-        let agent = controller.agent().clone();
-        let prompt = tokio::task::spawn_blocking(move || agent.system_prompt())
-            .await
-            .map_err(|e| err(format!("the loader stopped: {e}")))?;
-        let info = protocol::SystemPromptInfo {
-            text: prompt.text.clone(),
-            instruction_files: prompt.instruction_files.iter().map(|p| p.display().to_string()).collect(),
-            skills: prompt
-                .skills
-                .iter()
-                .map(|s| protocol::SkillItem {
-                    name: s.name.clone(),
-                    description: s.description.clone(),
-                    path: s.path.display().to_string(),
-                })
-                .collect(),
-            date: prompt.environment.date.clone(),
-            cwd: prompt.environment.cwd.display().to_string(),
-        };
-        reply("the system prompt", &info)
-    }
-
     async fn new_session(&self) -> Reply {
         let controller = self.ready().await?;
         if controller.is_busy() {
@@ -529,7 +481,6 @@ impl Handler for Host {
             "set_model" => self.set_model(&args).await,
             "set_thinking" => self.set_thinking(&args).await,
             "health" => self.health().await,
-            "system_prompt" => self.system_prompt().await,
             other => Err(err(format!("unknown request {other}"))),
         }
     }

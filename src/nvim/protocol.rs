@@ -72,6 +72,9 @@ pub struct ConfigureArgs {
     /// Lines of a tool's output the chat shows (`setup{ tool_output_lines }`): a transcript
     /// carries no more of each.
     pub tool_output_lines: Option<usize>,
+    /// The plugin's user-level folder, `stdpath("config")/handoff`: its `AGENTS.md` comes
+    /// first in the system prompt.
+    pub config_dir: Option<PathBuf>,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {

@@ -12,7 +12,7 @@ vim.notify = function(msg, level)
 end
 
 local failed, passed = 0, 0
-for _, spec in ipairs({ "ui_spec", "context_spec", "thinking_spec" }) do
+for _, spec in ipairs({ "ui_spec", "context_spec", "thinking_spec", "config_spec" }) do
   local suite = require(spec)
   for _, case in ipairs(suite.cases) do
     local ok, err = xpcall(case[2], debug.traceback)

@@ -173,7 +173,7 @@ end
 --- only its end; bash past its limits keeps the rest in the file its last line names). `cut`:
 --- lines of the result the host left out of a transcript (the session holds them).
 function M.result_lines(tool, text, is_error, live, earlier, cut)
-  local max = config.options.tool_output_lines or 12
+  local max = config.options.tool_output_lines
   local all = split(text or "")
   local n = #all
   while n > 0 and all[n] == "" do
