@@ -15,6 +15,7 @@
 //! | `set_model`     | request      | `model`                      | status                               |
 //! | `set_thinking`  | request      | `level`                      | status (the change is recorded in the session) |
 //! | `health`        | request      | —                            | provider reachability, key presence (never the key) |
+//! | `system_prompt` | request      | —                            | [`protocol::SystemPromptInfo`]: the system prompt as sent, its files and skills |
 //! | `prompt`        | notification | `text`                       | what the user typed: the controller classifies it (`/handoff …` too) |
 //! | `handoff`       | notification | `focus?`, `{review?}`        | runs the handoff in a task           |
 //! | `handoff_commit`| notification | `text`                       | review mode: start the new session with the text as written |
@@ -417,6 +418,32 @@ impl Host {
         )
     }
 
+    /// `system_prompt`: the text the session's requests send (built now if no request has yet),
+    /// its instruction files and skills.
+    async fn system_prompt(&self) -> Reply {
+        let controller = self.ready().await?;
+        let agent = controller.agent().clone();
+        let prompt = tokio::task::spawn_blocking(move || agent.system_prompt())
+            .await
+            .map_err(|e| err(format!("the loader stopped: {e}")))?;
+        let info = protocol::SystemPromptInfo {
+            text: prompt.text.clone(),
+            instruction_files: prompt.instruction_files.iter().map(|p| p.display().to_string()).collect(),
+            skills: prompt
+                .skills
+                .iter()
+                .map(|s| protocol::SkillItem {
+                    name: s.name.clone(),
+                    description: s.description.clone(),
+                    path: s.path.display().to_string(),
+                })
+                .collect(),
+            date: prompt.environment.date.clone(),
+            cwd: prompt.environment.cwd.display().to_string(),
+        };
+        reply("the system prompt", &info)
+    }
+
     async fn new_session(&self) -> Reply {
         let controller = self.ready().await?;
         if controller.is_busy() {
@@ -481,6 +508,7 @@ impl Handler for Host {
             "set_model" => self.set_model(&args).await,
             "set_thinking" => self.set_thinking(&args).await,
             "health" => self.health().await,
+            "system_prompt" => self.system_prompt().await,
             other => Err(err(format!("unknown request {other}"))),
         }
     }
