@@ -229,7 +229,7 @@ async fn every_request_of_a_session_and_its_handoff_send_the_same_system_prompt_
         assert!(Arc::ptr_eq(&first, &agent.system_prompt()), "{api:?}");
         mock.push(MockReply::text(common::DOCUMENT));
         let controller = Controller::new(agent.clone(), FrontEndTexts::default());
-        assert!(matches!(controller.handoff(None).await, HandoffOutcome::Done { .. }), "{api:?}");
+        assert!(matches!(controller.handoff(handoff_nvim::core::handoff::HandoffOptions::default()).await, HandoffOutcome::Done { .. }), "{api:?}");
         let requests = mock.requests();
         assert_eq!(requests.len(), 4, "{api:?}: three prompts and the handoff");
         let expected = system_bytes(api, &first.text);

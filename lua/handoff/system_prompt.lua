@@ -24,9 +24,17 @@ local function buffer()
 end
 
 --- Asks the host for the prompt and shows it in a split (or the window already showing it).
---- Returns the buffer, or nil when the host could not answer (it said why).
-function M.show()
-  local info = host.request("system_prompt")
+--- While the session loads, asks again when it is open (a few times). Returns the buffer, or
+--- nil when the host could not answer yet (it said why).
+function M.show(attempt)
+  attempt = attempt or 1
+  local info, failure = host.request("system_prompt")
+  if failure and failure.kind == "not_ready" and attempt < 20 then
+    vim.defer_fn(function()
+      M.show(attempt + 1)
+    end, 100)
+    return nil
+  end
   if type(info) ~= "table" then
     return nil
   end
