@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::time::Duration;
 
 use common::nvim::{bounded, Editor};
 use common::tool_call_reply;
