@@ -207,9 +207,10 @@ fn readme_lazy_spec_defines_every_command_at_start_up() {
     assert!(r["loaded"].as_array().unwrap().iter().any(|m| m == "handoff.config"), "setup() did not run: {r}");
 }
 
-/// The README's layout table names only paths that exist.
+/// The README's layout table names only paths that exist, and every folder of the checkout and
+/// every module of `src/` and `src/core/` (each file or folder there) has its row.
 #[test]
-fn readme_layout_paths_exist() {
+fn readme_layout_matches_the_tree() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     let section = &readme[readme.find("\n## Layout").expect("a Layout section")..];
     let section = &section[..section[1..].find("\n## ").map_or(section.len(), |i| i + 1)];
@@ -226,4 +227,35 @@ fn readme_layout_paths_exist() {
     }
     assert!(checked >= 10, "only {checked} paths in the layout table");
     assert!(missing.is_empty(), "the README's layout names paths that do not exist: {missing:?}");
+    let named: Vec<String> = section
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .flat_map(|row| row.split('|').nth(1).unwrap().split('`').skip(1).step_by(2).map(|p| p.trim_end_matches('/').to_string()).collect::<Vec<_>>())
+        .collect();
+    let mut unnamed = Vec::new();
+    let entries = |rel: &str| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(root().join(rel))
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .map(|n| if rel.is_empty() { n } else { format!("{rel}/{n}") })
+            .collect();
+        names.sort();
+        names
+    };
+    for path in entries("") {
+        // Folders only (files at the top are the usual ones); git's and the build's own left out.
+        if root().join(&path).is_dir() && !path.starts_with('.') && path != "target" && !named.contains(&path) {
+            unnamed.push(path);
+        }
+    }
+    for dir in ["src", "src/core"] {
+        for path in entries(dir) {
+            let module_root = path.ends_with("/mod.rs") || path.ends_with("/lib.rs");
+            if !module_root && !named.contains(&path) {
+                unnamed.push(path);
+            }
+        }
+    }
+    assert!(unnamed.is_empty(), "the README's layout has no row for {unnamed:?}");
 }
