@@ -244,8 +244,10 @@ fn readme_layout_matches_the_tree() {
         names
     };
     for path in entries("") {
-        // Folders only (files at the top are the usual ones); git's and the build's own left out.
-        if root().join(&path).is_dir() && !path.starts_with('.') && path != "target" && !named.contains(&path) {
+        // Folders only (files at the top are the usual ones), named or a folder in them named;
+        // git's and the build's own left out.
+        let covered = named.iter().any(|n| n == &path || n.starts_with(&format!("{path}/")));
+        if root().join(&path).is_dir() && !path.starts_with('.') && path != "target" && !covered {
             unnamed.push(path);
         }
     }
