@@ -61,7 +61,8 @@ fn run_spec(spec: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let (cases, summary) = parse(&stdout);
     for c in &cases {
-        println!("{} {}", if c.passed { "ok  " } else { "FAIL" }, c.name);
+        // To the test's captured output (shown with --nocapture or on failure).
+        eprintln!("{} {}", if c.passed { "ok  " } else { "FAIL" }, c.name);
     }
     let failing: Vec<String> =
         cases.iter().filter(|c| !c.passed).map(|c| format!("FAIL {}\n{}", c.name, c.error.trim_end())).collect();
