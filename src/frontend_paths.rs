@@ -4,17 +4,30 @@
 
 use std::path::PathBuf;
 
+use crate::core::config::schema::SESSION_SUBDIR;
 use crate::core::config::Settings;
 
-/// The plugin's default session folder (`stdpath("data")/handoff/sessions`, i.e.
-/// `$XDG_DATA_HOME/nvim/handoff/sessions`).
+/// Neovim's `stdpath("data")` as Neovim computes it from the environment: the XDG data folder
+/// (`$XDG_DATA_HOME`, else `~/.local/share`; on Windows `%LOCALAPPDATA%`) and the application's
+/// name, `$NVIM_APPNAME` or `nvim` (`nvim-data` on Windows).
+pub fn nvim_data_dir() -> PathBuf {
+    let app = std::env::var("NVIM_APPNAME").ok().filter(|a| !a.is_empty()).unwrap_or_else(|| "nvim".into());
+    let absolute = |var: &str| std::env::var_os(var).map(PathBuf::from).filter(|p| p.is_absolute());
+    if let Some(data) = absolute("XDG_DATA_HOME") {
+        return data.join(app);
+    }
+    if cfg!(windows) {
+        if let Some(local) = absolute("LOCALAPPDATA") {
+            return local.join(format!("{app}-data"));
+        }
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    home.join(".local/share").join(app)
+}
+
+/// The plugin's default session folder (`stdpath("data")/handoff/sessions`).
 pub fn default_session_dir() -> PathBuf {
-    let data = std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
-        .unwrap_or_else(std::env::temp_dir);
-    data.join("nvim/handoff/sessions")
+    nvim_data_dir().join(SESSION_SUBDIR)
 }
 
 /// The session folder `settings` name, else the default.

@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 
 /// The spec files, each run by the test of its name below.
-const SPECS: &[&str] = &["context_spec", "layout_spec", "thinking_spec", "ui_spec"];
+const SPECS: &[&str] = &["config_spec", "context_spec", "layout_spec", "thinking_spec", "ui_spec"];
 
 /// One case's line of run.lua's report.
 #[derive(Debug)]
@@ -74,6 +74,11 @@ fn run_spec(spec: &str) {
     assert_eq!((passed, failed), (cases.len(), 0), "the summary disagrees with the cases reported:\n{stdout}");
     assert!(out.status.success(), "Neovim exited {:?} after the last case ({last}):\n{stderr}", out.status.code());
     assert!(!cases.is_empty(), "no case ran:\n{stdout}");
+}
+
+#[test]
+fn config_spec() {
+    run_spec("config_spec");
 }
 
 #[test]

@@ -69,7 +69,7 @@ local function show(buf)
   vim.cmd("botright split")
   local win = api.nvim_get_current_win()
   api.nvim_win_set_buf(win, buf)
-  api.nvim_win_set_height(win, config.options.layout.document_height or 15)
+  api.nvim_win_set_height(win, config.options.layout.document_height)
   vim.wo[win].wrap = true
   vim.wo[win].linebreak = true
   if api.nvim_win_is_valid(current) then

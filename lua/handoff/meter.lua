@@ -13,7 +13,7 @@ local M = {}
 local suggested = {}
 
 local function short(n)
-  return require("handoff.chat.render").tokens(n)
+  return require("handoff.chat.lines").tokens(n)
 end
 
 --- The share of the window used (0..1), or nil when unknown.

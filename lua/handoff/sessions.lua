@@ -203,7 +203,7 @@ function M.on_view(r)
         set_lines(buf, { title, "", "**Cannot read " .. path .. ":** " .. r.error })
         render.set_parent(buf, nil)
       else
-        local lines, parent_row = render.header_lines(r, title)
+        local lines, parent_row = require("handoff.chat.lines").header_lines(r, title)
         table.insert(lines, 2, "*Read-only: " .. path .. "*")
         parent_row = parent_row and parent_row + 1
         if (r.earlier or 0) > 0 then

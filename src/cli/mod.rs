@@ -20,7 +20,7 @@ use crate::frontend_paths;
 
 mod consent;
 mod settings_args;
-pub use settings_args::{ApiArg, SettingsArgs};
+pub use settings_args::SettingsArgs;
 
 /// Exit codes shared by the commands.
 pub mod exit {

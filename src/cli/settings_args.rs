@@ -1,119 +1,151 @@
-//! The command-line face of `Settings`: flags and `HANDOFF_*` variables. The engine's settings
-//! struct stays plain; clap lives here, in the front end that parses a command line.
+//! The command-line face of `Settings`: one flag (and `HANDOFF_*` variable) per setting of the
+//! schema (`core::config::schema`) that names one, typed and bounded as the schema says, plus
+//! `--yes`. The engine's settings struct stays plain; clap lives here, in the front end that
+//! parses a command line.
 
-use std::path::PathBuf;
+use clap::builder::{PossibleValuesParser, ValueParser};
+use clap::{Arg, ArgAction, ArgMatches};
+use serde_json::{Map, Value};
 
-use crate::core::config::{Settings, ToolSettings};
+use crate::core::config::schema::{self, Setting, Type};
+use crate::core::config::Settings;
 use crate::core::tools::consent;
-use crate::core::provider::{Api, ThinkingLevel};
 
-/// `--provider`'s values: the wire protocols of `Api`, spelled as on the command line.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ApiArg {
-    /// OpenAI Chat Completions (`/chat/completions`): OpenAI, Ollama, llama.cpp, vLLM, LM Studio, OpenRouter.
-    Openai,
-    /// Anthropic Messages (`/messages`).
-    Anthropic,
-}
-
-impl From<ApiArg> for Api {
-    fn from(arg: ApiArg) -> Self {
-        match arg {
-            ApiArg::Openai => Api::Openai,
-            ApiArg::Anthropic => Api::Anthropic,
-        }
-    }
-}
-
-/// Provider and storage flags, accepted by every command. Every one is optional: defaults come
-/// from the provider (and the session folder's from `crate::frontend_paths`).
-#[derive(clap::Args, Clone, Debug, Default)]
+/// The settings of the command line (flags over `HANDOFF_*` variables over the defaults).
+#[derive(Clone, Debug, Default)]
 pub struct SettingsArgs {
-    /// Wire protocol: openai (any Chat Completions server) or anthropic.
-    #[arg(long = "provider", env = "HANDOFF_PROVIDER", value_enum, global = true)]
-    pub api: Option<ApiArg>,
-    /// Base URL of the API, e.g. http://127.0.0.1:8080/v1.
-    #[arg(long, env = "HANDOFF_BASE_URL", global = true)]
-    pub base_url: Option<String>,
-    #[arg(long, env = "HANDOFF_MODEL", global = true)]
-    pub model: Option<String>,
-    /// Environment variable that holds the API key.
-    #[arg(long, global = true)]
-    pub api_key_env: Option<String>,
-    /// Shell command that prints the API key.
-    #[arg(long, global = true)]
-    pub api_key_cmd: Option<String>,
-    /// The model's context window in tokens (the handoff request is fitted to it).
-    #[arg(long, env = "HANDOFF_CONTEXT_WINDOW", global = true)]
-    pub context_window: Option<u64>,
-    /// Upper bound of reply tokens.
-    #[arg(long, global = true)]
-    pub max_tokens: Option<u32>,
-    /// Provider name recorded in sessions (pi's provider id).
-    #[arg(long = "provider-name", global = true)]
-    pub name: Option<String>,
-    /// Folder of session files (pi's layout: one sub-folder per working directory).
-    #[arg(long, env = "HANDOFF_SESSION_DIR", global = true)]
-    pub session_dir: Option<PathBuf>,
-    /// Folder of prompt templates (`name.md`, used as `/name args`).
-    #[arg(long, env = "HANDOFF_TEMPLATES_DIR", global = true)]
-    pub templates_dir: Option<PathBuf>,
-    /// Retries on 429/5xx/connection errors.
-    #[arg(long, global = true)]
-    pub max_retries: Option<u32>,
-    /// Seconds without data before a request is given up.
-    #[arg(long, global = true)]
-    pub timeout: Option<u64>,
-    #[arg(long, global = true)]
-    pub system_prompt: Option<String>,
-    /// The tools the model may call, comma-separated (pi's names: read, bash, edit, write, grep,
-    /// find, ls, todo_write); default read, bash, edit, write, todo_write.
-    #[arg(long, value_delimiter = ',', global = true)]
-    pub tools: Option<Vec<String>>,
-    /// Run every tool call without asking (edits and commands included).
-    #[arg(long, global = true)]
-    pub yes: bool,
-    /// Turns of one prompt at most (each round of tool calls is a turn).
-    #[arg(long, global = true)]
-    pub max_turns: Option<u32>,
-    /// Thinking level: off, minimal, low, medium, high. A new session starts with it; a session
-    /// continued with `--session` switches to it (recorded as pi records a change).
-    #[arg(long, env = "HANDOFF_THINKING", global = true, value_parser = parse_thinking)]
-    pub thinking: Option<ThinkingLevel>,
-    /// Whether the model takes `reasoning_effort` (OpenAI-compatible servers: true or false).
-    /// Default: on for OpenAI's reasoning models (o-series, gpt-5), off elsewhere.
-    #[arg(long, global = true, action = clap::ArgAction::Set)]
-    pub reasoning_effort: Option<bool>,
-}
-
-fn parse_thinking(s: &str) -> Result<ThinkingLevel, String> {
-    s.parse()
+    pub settings: Settings,
 }
 
 impl From<SettingsArgs> for Settings {
     fn from(args: SettingsArgs) -> Self {
-        Settings {
-            api: args.api.map(Api::from),
-            base_url: args.base_url,
-            model: args.model,
-            api_key_env: args.api_key_env,
-            api_key_cmd: args.api_key_cmd,
-            context_window: args.context_window,
-            max_tokens: args.max_tokens,
-            name: args.name,
-            session_dir: args.session_dir,
-            templates_dir: args.templates_dir,
-            max_retries: args.max_retries,
-            timeout: args.timeout,
-            system_prompt: args.system_prompt,
-            tools: (args.tools.is_some() || args.yes).then(|| ToolSettings {
-                enabled: args.tools,
-                policy: args.yes.then_some(consent::Level::AllowAll),
-                rules: Default::default(),
-            }),
-            max_turns: args.max_turns,
-            thinking: args.thinking,
-            reasoning_effort: args.reasoning_effort,
+        args.settings
+    }
+}
+
+/// `--yes`: a shortcut for the policy `allow_all`, not a setting of its own.
+const YES: &str = "yes";
+
+/// The settings that have a flag, with it.
+fn flagged() -> impl Iterator<Item = (&'static Setting, schema::Flag)> {
+    schema::SETTINGS.iter().filter_map(|s| s.cli.map(|flag| (s, flag)))
+}
+
+/// The help of a flag: the setting's doc without the editor's cross-references.
+fn help(doc: &str) -> String {
+    let doc = match doc.find(" See |") {
+        Some(at) => &doc[..at],
+        None => doc,
+    };
+    doc.replace('|', "")
+}
+
+fn arg(setting: &Setting, flag: schema::Flag) -> Arg {
+    let mut arg = Arg::new(flag.long)
+        .long(flag.long)
+        .global(true)
+        .value_name(flag.long.to_ascii_uppercase().replace('-', "_"))
+        .help(match setting.ty {
+            // clap lists the possible values of the others itself.
+            Type::Int { .. } | Type::Fraction | Type::Size => format!("{} Accepts {}.", help(setting.doc), setting.accepts()),
+            _ => help(setting.doc),
+        });
+    if let Some(env) = flag.env {
+        arg = arg.env(env);
+    }
+    let (parser, list): (ValueParser, bool) = match setting.ty {
+        Type::Bool => (clap::value_parser!(bool), false),
+        Type::Int { min, max } => (clap::value_parser!(i64).range(min..=max).into(), false),
+        Type::Fraction | Type::Size => (clap::value_parser!(f64).into(), false),
+        Type::OneOf(names) => (PossibleValuesParser::new(names()).into(), false),
+        Type::List(Type::OneOf(names)) => (PossibleValuesParser::new(names()).into(), true),
+        Type::List(_) => (clap::value_parser!(String), true),
+        Type::Text | Type::Path | Type::Table { .. } | Type::Key => (clap::value_parser!(String), false),
+    };
+    arg = arg.value_parser(parser).ignore_case(matches!(setting.ty, Type::OneOf(_) | Type::List(_)));
+    if list {
+        arg.value_delimiter(',').action(ArgAction::Append)
+    } else {
+        arg.action(ArgAction::Set)
+    }
+}
+
+/// The flag's value as JSON, as the setting's type parsed it; `None` when it is not given.
+fn value(matches: &ArgMatches, setting: &Setting, id: &str) -> Option<Value> {
+    let text = |s: &String| match setting.ty {
+        // Accepted in any case, spelled as the schema does.
+        Type::OneOf(_) | Type::List(_) => Value::from(s.to_ascii_lowercase()),
+        _ => Value::from(s.clone()),
+    };
+    match setting.ty {
+        Type::Bool => matches.get_one::<bool>(id).map(|b| Value::from(*b)),
+        Type::Int { .. } => matches.get_one::<i64>(id).map(|n| Value::from(*n)),
+        Type::Fraction | Type::Size => matches.get_one::<f64>(id).map(|n| Value::from(*n)),
+        Type::List(_) => matches.get_many::<String>(id).map(|items| Value::Array(items.map(text).collect())),
+        _ => matches.get_one::<String>(id).map(text),
+    }
+}
+
+/// Puts `value` at the dotted `path` of `root`.
+fn insert(root: &mut Map<String, Value>, path: &str, value: Value) {
+    match path.split_once('.') {
+        None => {
+            root.insert(path.to_string(), value);
         }
+        Some((table, rest)) => {
+            let entry = root.entry(table.to_string()).or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(inner) = entry {
+                insert(inner, rest, value);
+            }
+        }
+    }
+}
+
+impl clap::FromArgMatches for SettingsArgs {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut args = SettingsArgs::default();
+        args.update_from_arg_matches(matches)?;
+        Ok(args)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        let mut given = serde_json::to_value(&self.settings)
+            .ok()
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default();
+        given.retain(|_, v| !v.is_null());
+        for (setting, flag) in flagged() {
+            if let (Some(host), Some(value)) = (setting.host, value(matches, setting, flag.long)) {
+                insert(&mut given, host, value);
+            }
+        }
+        if matches.get_flag(YES) {
+            let policy = serde_json::to_value(consent::Level::AllowAll).unwrap_or_default();
+            insert(&mut given, "tools.policy", policy);
+        }
+        let invalid = |e: String| clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e}\n"));
+        let settings: Settings = serde_json::from_value(Value::Object(given)).map_err(|e| invalid(e.to_string()))?;
+        schema::check(&settings).map_err(invalid)?;
+        self.settings = settings;
+        Ok(())
+    }
+}
+
+impl clap::Args for SettingsArgs {
+    fn augment_args(mut cmd: clap::Command) -> clap::Command {
+        for (setting, flag) in flagged() {
+            cmd = cmd.arg(arg(setting, flag));
+        }
+        cmd.arg(
+            Arg::new(YES)
+                .long(YES)
+                .global(true)
+                .action(ArgAction::SetTrue)
+                .help("Run every tool call without asking, edits and commands included (tools.policy \"allow_all\")."),
+        )
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
     }
 }

@@ -1,10 +1,14 @@
 //! Settings every front end fills in its own way (the CLI from flags and `HANDOFF_*` variables,
 //! the editor host from its setup table): which provider, model and key, and where sessions live.
+//! [`schema`] describes every setting once (names, types, defaults, docs); the front ends derive
+//! their flags, defaults and validation from it.
+
+pub mod schema;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::core::agent::{AgentConfig, DEFAULT_MAX_TODO_REMINDERS, DEFAULT_MAX_TURNS};
 use crate::core::tools::consent::{self, Policy};
@@ -12,57 +16,39 @@ use crate::core::tools::{ToolName, ToolRegistry};
 use crate::core::provider::{Api, ProviderConfig, ThinkingLevel};
 
 /// Provider and storage settings. Every field is optional: defaults come from the provider, and
-/// the session folder's default from the front end, which knows its folder layout.
-#[derive(Clone, Debug, Default, Deserialize)]
+/// the session folder's default from the front end, which knows its folder layout. What each
+/// one means, takes and defaults to is said once, in [`schema::SETTINGS`] (under the field's
+/// name as its `host`); a test there checks that the two list the same fields.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
-    /// Wire protocol: openai (any Chat Completions server) or anthropic.
     #[serde(alias = "provider")]
     pub api: Option<Api>,
-    /// Base URL of the API, e.g. http://127.0.0.1:8080/v1.
     pub base_url: Option<String>,
     pub model: Option<String>,
-    /// Environment variable that holds the API key.
     pub api_key_env: Option<String>,
-    /// Shell command that prints the API key.
     pub api_key_cmd: Option<String>,
-    /// The model's context window in tokens (the handoff request is fitted to it).
     pub context_window: Option<u64>,
-    /// Upper bound of reply tokens.
     pub max_tokens: Option<u32>,
-    /// Provider name recorded in sessions (pi's provider id).
     #[serde(alias = "provider_name")]
     pub name: Option<String>,
-    /// Folder of session files (pi's layout: one sub-folder per working directory).
     pub session_dir: Option<PathBuf>,
-    /// Folder of prompt templates (`name.md`, used as `/name args`).
     pub templates_dir: Option<PathBuf>,
-    /// Retries on 429/5xx/connection errors.
     pub max_retries: Option<u32>,
-    /// Seconds without data before a request is given up.
     pub timeout: Option<u64>,
     pub system_prompt: Option<String>,
-    /// Which tools the model may call, and which run without asking.
     pub tools: Option<ToolSettings>,
-    /// Turns of one prompt at most (each round of tool calls is a turn).
     pub max_turns: Option<u32>,
-    /// The thinking level of new sessions (off, minimal, low, medium, high); a resumed session
-    /// keeps the one it recorded.
     pub thinking: Option<ThinkingLevel>,
-    /// Whether the model takes `reasoning_effort` (OpenAI-compatible servers); default: on for
-    /// OpenAI's reasoning models, off elsewhere.
     pub reasoning_effort: Option<bool>,
 }
 
-/// The tools' settings (`setup{ tools = … }`, `--tools`, `--yes`).
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+/// The tools' settings (`setup{ tools = … }`, `--tools`, `--yes`): `tools.*` in the schema.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ToolSettings {
-    /// The tools on (pi's names); default read, bash, edit, write, todo_write.
     pub enabled: Option<Vec<String>>,
-    /// `ask` (the default: edits and commands ask), `allow_edits` or `allow_all`.
     pub policy: Option<consent::Level>,
-    /// Per tool: `allow`, `ask` or `deny`, over the policy.
     pub rules: std::collections::HashMap<String, consent::Rule>,
 }
 
@@ -85,7 +71,22 @@ impl ToolSettings {
     }
 }
 
+/// Settings that cannot be combined (a value that is not text, such as a non-UTF-8 path).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot combine the settings: {0}")]
+pub struct MergeError(#[from] serde_json::Error);
+
 impl Settings {
+    /// These settings with every one `over` sets replacing this one's (a table such as `tools`
+    /// as a whole). Field by field through serde, so a new setting needs no line here.
+    pub fn overridden_by(&self, over: &Settings) -> Result<Settings, MergeError> {
+        let mut merged = serde_json::to_value(self)?;
+        if let (Some(base), serde_json::Value::Object(over)) = (merged.as_object_mut(), serde_json::to_value(over)?) {
+            base.extend(over.into_iter().filter(|(_, v)| !v.is_null()));
+        }
+        Ok(serde_json::from_value(merged)?)
+    }
+
     pub fn api(&self) -> Api {
         self.api.unwrap_or(Api::Openai)
     }
@@ -139,5 +140,38 @@ impl Settings {
             max_todo_reminders: DEFAULT_MAX_TODO_REMINDERS,
             thinking: self.thinking.unwrap_or_default(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn overriding_keeps_what_over_leaves_unset_and_replaces_the_rest() {
+        let base = Settings {
+            model: Some("from-cli".into()),
+            base_url: Some("http://127.0.0.1:1/v1".into()),
+            session_dir: Some("/cli/sessions".into()),
+            tools: Some(ToolSettings { enabled: Some(vec!["read".into()]), ..ToolSettings::default() }),
+            thinking: Some(ThinkingLevel::Low),
+            ..Settings::default()
+        };
+        let over = Settings {
+            model: Some("from-setup".into()),
+            tools: Some(ToolSettings { policy: Some(consent::Level::AllowAll), ..ToolSettings::default() }),
+            max_turns: Some(3),
+            ..Settings::default()
+        };
+        let merged = base.overridden_by(&over).unwrap();
+        assert_eq!(merged.model.as_deref(), Some("from-setup"));
+        assert_eq!(merged.base_url.as_deref(), Some("http://127.0.0.1:1/v1"));
+        assert_eq!(merged.session_dir, Some(PathBuf::from("/cli/sessions")));
+        assert_eq!(merged.thinking, Some(ThinkingLevel::Low));
+        assert_eq!(merged.max_turns, Some(3));
+        // A table is replaced as a whole, as setup() gives it.
+        assert_eq!(merged.tools, over.tools);
     }
 }

@@ -64,29 +64,6 @@ const NOT_READY: &str = "handoff.nvim: the host has no session open yet (configu
 /// How long a command waits for the session being opened.
 const READY_WAIT: Duration = Duration::from_secs(30);
 
-/// Overrides the CLI/environment settings with the ones `setup()` gave.
-fn merge(base: &Settings, over: Settings) -> Settings {
-    Settings {
-        api: over.api.or(base.api),
-        base_url: over.base_url.or_else(|| base.base_url.clone()),
-        model: over.model.or_else(|| base.model.clone()),
-        api_key_env: over.api_key_env.or_else(|| base.api_key_env.clone()),
-        api_key_cmd: over.api_key_cmd.or_else(|| base.api_key_cmd.clone()),
-        context_window: over.context_window.or(base.context_window),
-        max_tokens: over.max_tokens.or(base.max_tokens),
-        name: over.name.or_else(|| base.name.clone()),
-        session_dir: over.session_dir.or_else(|| base.session_dir.clone()),
-        templates_dir: over.templates_dir.or_else(|| base.templates_dir.clone()),
-        max_retries: over.max_retries.or(base.max_retries),
-        timeout: over.timeout.or(base.timeout),
-        system_prompt: over.system_prompt.or_else(|| base.system_prompt.clone()),
-        tools: over.tools.or_else(|| base.tools.clone()),
-        max_turns: over.max_turns.or(base.max_turns),
-        thinking: over.thinking.or(base.thinking),
-        reasoning_effort: over.reasoning_effort.or(base.reasoning_effort),
-    }
-}
-
 /// The editor's own wording of texts that name its keys.
 fn editor_texts() -> FrontEndTexts {
     FrontEndTexts {
@@ -201,7 +178,9 @@ impl Host {
         if let Some(lines) = parsed.tool_output_lines {
             transcript::set_tool_output_lines(lines);
         }
-        let settings = merge(&self.inner.base_settings, parsed.settings);
+        // The CLI/environment settings, overridden by the ones `setup()` gave.
+        let settings = self.inner.base_settings.overridden_by(&parsed.settings).map_err(err)?;
+        crate::core::config::schema::check(&settings).map_err(|e| err(format!("handoff.nvim: {e}")))?;
         // Checked now, so a mistake in setup() is an error of this call.
         let config = settings.agent_config().map_err(|e| err(format!("invalid tools settings: {e}")))?;
         let cwd = parsed.cwd.unwrap_or_else(|| lock(&self.inner.cwd).clone());

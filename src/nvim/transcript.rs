@@ -67,7 +67,8 @@ fn tool_calls_of(message: &Message) -> Vec<ToolCallItem> {
 
 /// Lines of a tool's output a transcript carries: the chat's `tool_output_lines`, which
 /// `configure` sets (the chat's default until then).
-static TOOL_OUTPUT_LINES: AtomicUsize = AtomicUsize::new(12);
+static TOOL_OUTPUT_LINES: AtomicUsize =
+    AtomicUsize::new(crate::core::config::schema::DEFAULT_TOOL_OUTPUT_LINES as usize);
 
 /// Sets how many lines of each tool output transcripts carry (the chat shows no more).
 pub fn set_tool_output_lines(lines: usize) {

@@ -38,7 +38,7 @@ end
 it("setup() takes provider.thinking and reasoning_effort and checks the level", function()
   local handoff = require("handoff")
   local ok, err = pcall(handoff.setup, { provider = { thinking = "huge" } })
-  assert(not ok and tostring(err):find("provider.thinking must be one of off, minimal, low, medium, high", 1, true), tostring(err))
+  assert(not ok and tostring(err):find([[provider.thinking must be one of "off", "minimal", "low", "medium", "high", "xhigh", got "huge"]], 1, true), tostring(err))
   ok, err = pcall(handoff.setup, { provider = { reasoning_effort = "yes" } })
   assert(not ok and tostring(err):find("reasoning_effort", 1, true), tostring(err))
   handoff.setup({ provider = { thinking = "medium", reasoning_effort = false } })

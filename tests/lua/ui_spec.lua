@@ -310,18 +310,18 @@ local function virt_lines(buf)
 end
 
 it("token counts: the usage with its cached part under each assistant message, streamed or drawn", function()
-  local render = require("handoff.chat.render")
-  eq("420", render.tokens(420), "small")
-  eq("9.8k", render.tokens(9800), "thousands")
-  eq("12.3k", render.tokens(12345), "rounded")
-  eq("1k", render.tokens(1000), "no .0")
-  eq("1.2M", render.tokens(1234567), "millions")
+  local chat_lines = require("handoff.chat.lines")
+  eq("420", chat_lines.tokens(420), "small")
+  eq("9.8k", chat_lines.tokens(9800), "thousands")
+  eq("12.3k", chat_lines.tokens(12345), "rounded")
+  eq("1k", chat_lines.tokens(1000), "no .0")
+  eq("1.2M", chat_lines.tokens(1234567), "millions")
   eq("· 12.3k in (9.8k cached) · 420 out",
-    render.usage_text({ input_tokens = 12345, cached_tokens = 9800, output_tokens = 420 }), "usage")
+    chat_lines.usage_text({ input_tokens = 12345, cached_tokens = 9800, output_tokens = 420 }), "usage")
   eq("· 2k in (1.5k written to cache) · 7 out",
-    render.usage_text({ input_tokens = 2000, cache_write_tokens = 1500, output_tokens = 7 }), "cache write")
-  eq("· 7 out", render.usage_text({ output_tokens = 7 }), "output only")
-  eq(nil, render.usage_text({}), "nothing reported")
+    chat_lines.usage_text({ input_tokens = 2000, cache_write_tokens = 1500, output_tokens = 7 }), "cache write")
+  eq("· 7 out", chat_lines.usage_text({ output_tokens = 7 }), "output only")
+  eq(nil, chat_lines.usage_text({}), "nothing reported")
   require("handoff").open_chat()
   local chat = require("handoff.chat")
   fake.emit({

@@ -1,9 +1,11 @@
 --- The chat: a markdown buffer showing the session and a prompt buffer to type in. This module
---- owns their creation and the user's actions on them; the text is drawn by `chat.render`, the
---- windows placed by `chat.layout`, the "generating" line by `chat.indicator`. Their state lives
+--- owns their creation and the user's actions on them; the text is drawn whole by `chat.render`
+--- and appended live by `chat.stream` (each item's lines from `chat.lines`, the thinking's folds
+--- by `chat.folds`), the windows placed by `chat.layout`, the "generating" line by `chat.indicator`. Their state lives
 --- in `handoff.state` (`ui`), so every part reads one place.
 local state = require("handoff.state")
 local render = require("handoff.chat.render")
+local stream = require("handoff.chat.stream")
 local layout = require("handoff.chat.layout")
 local indicator = require("handoff.chat.indicator")
 
@@ -12,17 +14,17 @@ local ui = state.ui
 
 local M = {
   render = render.render,
-  append_item = render.append_item,
-  begin_assistant = render.begin_assistant,
-  append_text = render.append_text,
-  end_assistant = render.end_assistant,
-  close_stream = render.close_stream,
-  append_notice = render.append_notice,
-  append_approval = render.append_approval,
-  tool_start = render.tool_start,
-  tool_update = render.tool_update,
-  tool_end = render.tool_end,
-  follow = render.follow,
+  append_item = stream.append_item,
+  begin_assistant = stream.begin_assistant,
+  append_text = stream.append_text,
+  end_assistant = stream.end_assistant,
+  close_stream = stream.close_stream,
+  append_notice = stream.append_notice,
+  append_approval = stream.append_approval,
+  tool_start = stream.tool_start,
+  tool_update = stream.tool_update,
+  tool_end = stream.tool_end,
+  follow = stream.follow,
   indicator_text = indicator.text,
   indicator_update = indicator.update,
   is_open = layout.is_open,
@@ -77,7 +79,7 @@ function M.open()
   local was_open = layout.is_open()
   layout.open(chat_buf, prompt_buf)
   if not was_open then
-    render.follow(true)
+    stream.follow(true)
   end
 end
 

@@ -57,7 +57,7 @@ function M.open(chat_buf, prompt_buf)
   -- The context meter: model, thinking level, tokens used, share of the window.
   vim.wo[chat_win].winbar = "%{%v:lua.require'handoff.meter'.winbar()%}"
   -- Each reply's thinking folded to one line.
-  require("handoff.chat.render").setup_window(chat_win)
+  require("handoff.chat.folds").setup_window(chat_win)
   vim.cmd("belowright split")
   local prompt_win = api.nvim_get_current_win()
   api.nvim_win_set_buf(prompt_win, prompt_buf)

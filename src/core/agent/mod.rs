@@ -4,6 +4,7 @@
 //! One `AgentSession` is shared (`Arc`) by the front end and the tasks it spawns. Locks are held
 //! only for short, non-async work; nothing awaits while holding one.
 
+mod assembler;
 pub mod events;
 pub mod fit;
 pub mod templates;
@@ -16,9 +17,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use assembler::{Assembled, MessageAssembler};
 pub use events::{AgentEvent, AssistantMessageEvent, Level, Notice, SwitchReason};
 
-use crate::core::message::{Content, ContentBlock, ContextMessage, Message, StopReason};
+use crate::core::message::{ContextMessage, Message, StopReason};
 use crate::core::provider::{
     ChatRequest, Provider, ProviderConfig, ProviderError, StreamEvent, ThinkingLevel, ToolCall, ToolChoice,
 };
@@ -644,93 +646,19 @@ impl AgentSession {
             thinking,
             cache_key: Some(self.state().session_id.clone()),
         };
-        let mut message = Message::assistant(config.api.pi_name(), &config.name, &config.model);
-        self.emit(AgentEvent::MessageStart { message: message.clone() });
+        let mut assembler = MessageAssembler::new(Message::assistant(config.api.pi_name(), &config.name, &config.model));
+        self.emit(AgentEvent::MessageStart { message: assembler.message().clone() });
         let events = self.events.clone();
-        // Content index of each tool call's block, by the call's index.
-        let mut call_blocks: Vec<usize> = Vec::new();
-        let mut tool_calls: Vec<ToolCall> = Vec::new();
-        // The thinking block being streamed (its content index), until its end.
-        let mut open_thinking: Option<usize> = None;
         let mut on_event = |event: StreamEvent| {
-            let (delta, is_text) = match event {
-                StreamEvent::TextDelta(d) => (d, true),
-                StreamEvent::ThinkingDelta(d) => (d, false),
-                StreamEvent::ThinkingEnd { signature } => {
-                    // A block signed without any text shown (Anthropic) is kept too, as pi does.
-                    let at = *open_thinking.get_or_insert_with(|| push_block(&mut message, ContentBlock::thinking("")));
-                    if let (Some(signature), Content::Blocks(blocks)) = (signature, &mut message.content) {
-                        if let Some(block) = blocks.get_mut(at) {
-                            block.extra.insert("thinkingSignature".into(), signature.into());
-                        }
-                    }
-                    open_thinking = None;
-                    return;
-                }
-                StreamEvent::RedactedThinking(data) => {
-                    // pi's shape: a thinking block marked redacted, the data as its signature.
-                    let mut block = ContentBlock::thinking(REDACTED_THINKING);
-                    block.extra.insert("thinkingSignature".into(), data.into());
-                    block.extra.insert("redacted".into(), true.into());
-                    push_block(&mut message, block);
-                    open_thinking = None;
-                    return;
-                }
-                StreamEvent::Notice(text) => {
-                    let _ = events.send(AgentEvent::Notice(Notice::new(Level::Warn, text)));
-                    return;
-                }
-                StreamEvent::ToolCallStart { id, name, .. } => {
-                    let block = ContentBlock::tool_call(id, name, serde_json::json!({}));
-                    call_blocks.push(push_block(&mut message, block));
-                    return;
-                }
-                StreamEvent::ToolCallDelta { .. } => return,
-                StreamEvent::ToolCall(call) => {
-                    let arguments = match &call.arguments {
-                        Ok(map) => serde_json::Value::Object(map.clone()),
-                        Err(_) => serde_json::json!({}),
-                    };
-                    let block = ContentBlock::tool_call(call.id.clone(), call.name.clone(), arguments);
-                    if let (Some(&at), Content::Blocks(blocks)) =
-                        (call_blocks.get(call.index), &mut message.content)
-                    {
-                        if let Some(slot) = blocks.get_mut(at) {
-                            *slot = block;
-                        }
-                    }
-                    tool_calls.push(call);
-                    return;
-                }
+            let event = match assembler.push(event) {
+                Assembled::Nothing => return,
+                Assembled::Update(event) => AgentEvent::MessageUpdate { assistant_message_event: event },
+                Assembled::Notice(text) => AgentEvent::Notice(Notice::new(Level::Warn, text)),
             };
-            let content_index = if is_text {
-                message.push_text(&delta);
-                match &message.content {
-                    Content::Blocks(blocks) => blocks.len().saturating_sub(1),
-                    Content::Text(_) => 0,
-                }
-            } else {
-                // Each signed block stays whole: a new one starts after the last one ended.
-                match open_thinking {
-                    Some(at) => {
-                        if let Content::Blocks(blocks) = &mut message.content {
-                            if let Some(t) = blocks.get_mut(at).and_then(|b| b.thinking.as_mut()) {
-                                t.push_str(&delta);
-                            }
-                        }
-                        at
-                    }
-                    None => *open_thinking.insert(push_block(&mut message, ContentBlock::thinking(delta.clone()))),
-                }
-            };
-            let event = if is_text {
-                AssistantMessageEvent::TextDelta { content_index, delta }
-            } else {
-                AssistantMessageEvent::ThinkingDelta { content_index, delta }
-            };
-            let _ = events.send(AgentEvent::MessageUpdate { assistant_message_event: event });
+            let _ = events.send(event);
         };
         let outcome = provider.stream(&request, cancel, &mut on_event).await;
+        let (mut message, tool_calls) = assembler.finish();
         match outcome {
             Ok(end) => {
                 message.stop_reason = Some(end.stop_reason);
@@ -755,24 +683,7 @@ impl AgentSession {
     }
 }
 
-/// The text pi stores for a `redacted_thinking` block.
-const REDACTED_THINKING: &str = "[Reasoning redacted]";
-
 /// The thinking level a session recorded last, if any (`None` also for a level we do not know).
 fn recorded_level(session: &SessionManager) -> Option<ThinkingLevel> {
     session.context_settings().1.as_deref().and_then(ThinkingLevel::parse)
-}
-
-/// Appends a block to a streaming message and returns its content index.
-fn push_block(message: &mut Message, block: ContentBlock) -> usize {
-    if let Content::Text(s) = &message.content {
-        message.content = Content::Blocks(vec![ContentBlock::text(s.clone())]);
-    }
-    match &mut message.content {
-        Content::Blocks(blocks) => {
-            blocks.push(block);
-            blocks.len() - 1
-        }
-        Content::Text(_) => 0,
-    }
 }

@@ -238,7 +238,7 @@ pub struct ChatRequest {
     pub thinking: ThinkingLevel,
     /// What keeps the requests of one conversation on the same prompt cache: the session id.
     /// Sent as OpenAI's `prompt_cache_key` to api.openai.com only, as pi does (other servers
-    /// may reject the field). Anthropic's cache needs no key (see `anthropic.rs`).
+    /// may reject the field). Anthropic's cache needs no key (see `anthropic/body.rs`).
     pub cache_key: Option<String>,
 }
 

@@ -2,8 +2,8 @@
 //! made acceptable to strict servers (`view::prepare`), tool-call assembly
 //! ([`ToolCalls`]) and argument parsing.
 //!
-//! This module depends only on the layer's types and on messages: the formats (`openai.rs`,
-//! `anthropic.rs`) depend on it, and `http.rs` runs any [`WireFormat`] without knowing which.
+//! This module depends only on the layer's types and on messages: the formats (`openai/`,
+//! `anthropic/`) depend on it, and `http.rs` runs any [`WireFormat`] without knowing which.
 
 use std::fmt::Debug;
 

@@ -9,239 +9,24 @@
 //! the ones a serializer would produce (tests/wire_bytes.rs). Messages made in memory are
 //! viewed through the same type ([`Str::Plain`]), so each format has one writer.
 //!
-//! [`prepare`] is pi's history made acceptable to strict servers, on views.
+//! [`history::prepare`] is pi's history made acceptable to strict servers, on views; [`json`]
+//! writes the body.
+
+mod history;
+mod json;
 
 use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::types::ProviderConfig;
 use crate::core::message::{Content, ContentBlock, ContextMessage, Message, Role, StopReason};
 
-/// A string of a message: its JSON token as stored (quotes included, escapes as written), or
-/// plain text.
-#[derive(Clone, Debug)]
-pub(super) enum Str<'a> {
-    Json(&'a str),
-    Plain(Cow<'a, str>),
-}
-
-impl<'a> Str<'a> {
-    pub(super) fn plain(s: &'a str) -> Self {
-        Str::Plain(Cow::Borrowed(s))
-    }
-
-    /// The text, unescaped (borrowed when it has no escapes).
-    pub(super) fn text(&self) -> Cow<'_, str> {
-        match self {
-            Str::Plain(s) => Cow::Borrowed(s.as_ref()),
-            Str::Json(token) => {
-                let inner = json_inner(token);
-                if !inner.contains('\\') {
-                    Cow::Borrowed(inner)
-                } else {
-                    // The token was validated when it was read.
-                    Cow::Owned(serde_json::from_str::<String>(token).unwrap_or_default())
-                }
-            }
-        }
-    }
-
-    pub(super) fn is_empty(&self) -> bool {
-        match self {
-            Str::Plain(s) => s.is_empty(),
-            Str::Json(token) => token.len() <= 2,
-        }
-    }
-
-    /// Whether the text is only whitespace (`str::trim` would leave nothing), read from the
-    /// token where it can be: most texts answer at their first byte.
-    pub(super) fn is_blank(&self) -> bool {
-        let Str::Json(token) = self else { return self.text().trim().is_empty() };
-        let bytes = json_inner(token).as_bytes();
-        let mut i = 0;
-        while i < bytes.len() {
-            match bytes[i] {
-                b' ' => i += 1,
-                b'\\' => match bytes.get(i + 1) {
-                    Some(b'n' | b't' | b'r' | b'f') => i += 2,
-                    // `\u…` escapes, and anything rarer: decide on the text.
-                    Some(b'u') => return self.text().trim().is_empty(),
-                    _ => return false,
-                },
-                b if b < 0x80 => return false,
-                _ => return self.text().trim().is_empty(),
-            }
-        }
-        true
-    }
-
-    pub(super) fn eq_str(&self, other: &str) -> bool {
-        self.text() == other
-    }
-
-    /// A string field of a raw value: `Some` only for a JSON string (as `extra_str` reads it).
-    fn from_raw(raw: &'a RawValue) -> Option<Self> {
-        raw.get().starts_with('"').then(|| Str::Json(raw.get()))
-    }
-}
-
-/// The inside of a JSON string token, between its quotes.
-fn json_inner(token: &str) -> &str {
-    token.get(1..token.len().saturating_sub(1)).unwrap_or_default()
-}
-
-/// Whether the escapes of a token's inside are the ones serde_json writes: `\"`, `\\`, `\b`,
-/// `\f`, `\n`, `\r`, `\t`, and `\u00xx` (lower-case) for the other control characters. (Raw
-/// control characters cannot be in a valid token, and serde_json escapes nothing else.)
-fn is_canonical(inner: &[u8]) -> bool {
-    let mut from = 0;
-    while let Some(p) = memchr::memchr(b'\\', &inner[from..]) {
-        let at = from + p;
-        match inner.get(at + 1) {
-            Some(b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't') => from = at + 2,
-            Some(b'u') => {
-                let Some(hex) = inner.get(at + 2..at + 6) else { return false };
-                let lower_hex = hex.iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c));
-                let code = std::str::from_utf8(hex).ok().and_then(|h| u32::from_str_radix(h, 16).ok());
-                let escaped_by_serde = matches!(code, Some(c) if c < 0x20 && ![0x08, 0x09, 0x0a, 0x0c, 0x0d].contains(&c));
-                if !(lower_hex && escaped_by_serde) {
-                    return false;
-                }
-                from = at + 6;
-            }
-            _ => return false,
-        }
-    }
-    true
-}
-
-/// Writes JSON into a buffer. Strings of views are copied as their tokens where those are
-/// what serde_json would write.
-pub(super) struct JsonOut {
-    pub(super) buf: Vec<u8>,
-}
-
-impl JsonOut {
-    pub(super) fn with_capacity(n: usize) -> Self {
-        Self { buf: Vec::with_capacity(n) }
-    }
-
-    pub(super) fn raw(&mut self, s: &str) {
-        self.buf.extend_from_slice(s.as_bytes());
-    }
-
-    /// Any serializable value, as serde_json writes it.
-    pub(super) fn value(&mut self, value: &impl Serialize) {
-        // Writing into a Vec fails only for a map with non-string keys: none here.
-        if let Err(e) = serde_json::to_writer(&mut self.buf, value) {
-            tracing::error!(error = %e, "cannot serialize a request field");
-            self.buf.extend_from_slice(b"null");
-        }
-    }
-
-    /// `"key":` (keys are plain names).
-    pub(super) fn key(&mut self, key: &str) {
-        self.buf.push(b'"');
-        self.buf.extend_from_slice(key.as_bytes());
-        self.buf.extend_from_slice(b"\":");
-    }
-
-    /// A string of a view, with its quotes.
-    pub(super) fn str(&mut self, s: &Str<'_>) {
-        self.buf.push(b'"');
-        self.str_contents(s);
-        self.buf.push(b'"');
-    }
-
-    /// Plain text, with its quotes.
-    pub(super) fn text(&mut self, s: &str) {
-        self.str(&Str::plain(s));
-    }
-
-    /// The escaped inside of a string, without quotes: pieces written one after another make
-    /// one string (escaping is per character).
-    pub(super) fn str_contents(&mut self, s: &Str<'_>) {
-        match s {
-            Str::Json(token) => {
-                let inner = json_inner(token);
-                if is_canonical(inner.as_bytes()) {
-                    self.buf.extend_from_slice(inner.as_bytes());
-                } else {
-                    self.plain_contents(&s.text());
-                }
-            }
-            Str::Plain(text) => self.plain_contents(text),
-        }
-    }
-
-    fn plain_contents(&mut self, text: &str) {
-        let start = self.buf.len();
-        self.value(&text);
-        // Drop the quotes serde_json put around it.
-        self.buf.pop();
-        self.buf.remove(start);
-    }
-
-    /// The pieces joined with `sep` as one string, with its quotes.
-    pub(super) fn joined(&mut self, pieces: &[&Str<'_>], sep: &str) {
-        self.buf.push(b'"');
-        for (i, piece) in pieces.iter().enumerate() {
-            if i > 0 {
-                self.plain_contents(sep);
-            }
-            self.str_contents(piece);
-        }
-        self.buf.push(b'"');
-    }
-
-    pub(super) fn into_bytes(self) -> Vec<u8> {
-        self.buf
-    }
-}
-
-/// A JSON array being written: commas between its items.
-pub(super) struct List<'o> {
-    out: &'o mut JsonOut,
-    empty: bool,
-}
-
-impl<'o> List<'o> {
-    pub(super) fn new(out: &'o mut JsonOut) -> Self {
-        out.raw("[");
-        Self { out, empty: true }
-    }
-
-    /// Where the next item goes.
-    pub(super) fn item(&mut self) -> &mut JsonOut {
-        if !self.empty {
-            self.out.raw(",");
-        }
-        self.empty = false;
-        self.out
-    }
-
-    pub(super) fn end(self) {
-        self.out.raw("]");
-    }
-}
-
-/// Room for a body: the stored messages' text and a little more, so that it is not copied as
-/// it grows.
-pub(super) fn body_capacity(messages: &[ContextMessage], system: Option<&str>) -> usize {
-    let stored: usize = messages
-        .iter()
-        .map(|m| match m {
-            ContextMessage::Stored(s) => s.json().len(),
-            ContextMessage::Made(_) => 256,
-        })
-        .sum();
-    stored + system.map_or(0, str::len) + 16 * 1024
-}
+pub(super) use history::prepare;
+pub(super) use json::{body_capacity, JsonOut, List, Str};
 
 /// A tool call's arguments as stored: a JSON value (an object, or pi's legacy string).
 #[derive(Clone, Debug)]
@@ -407,63 +192,6 @@ pub(super) fn read_all(messages: &[ContextMessage]) -> Vec<MessageView<'_>> {
         .into_iter()
         .flatten()
         .collect()
-}
-
-/// Messages as they go on the wire: what pi would send, fixed up so strict servers accept it.
-///
-/// pi keeps aborted and failed turns in the session, and a turn can end between a tool call and
-/// its result (abort, crash). OpenAI and Anthropic both reject a tool call without its result
-/// and a result without its call, so empty failed turns are dropped, missing results are filled
-/// with an error result and orphaned results are dropped.
-pub(super) fn prepare<'a>(messages: Vec<MessageView<'a>>) -> Vec<MessageView<'a>> {
-    let mut out = Vec::with_capacity(messages.len());
-    // Tool calls of the last assistant message still waiting for their result: their ids.
-    let mut pending: Vec<Str<'a>> = Vec::new();
-    for msg in messages {
-        match &msg.role {
-            Role::ToolResult => {
-                let id = msg.tool_call_id.as_ref().map(Str::text).unwrap_or_default();
-                if let Some(pos) = pending.iter().position(|p| p.text() == id) {
-                    pending.remove(pos);
-                    out.push(msg);
-                } else {
-                    tracing::debug!(tool_call_id = %id, "dropping a tool result without its call");
-                }
-            }
-            Role::User | Role::Assistant => {
-                let calls = msg.content.blocks_of("toolCall");
-                let failed = matches!(msg.stop_reason, Some(StopReason::Error) | Some(StopReason::Aborted));
-                if msg.is_assistant() && failed && calls.is_empty() && joined_is_blank(&msg.content.text_pieces()) {
-                    // A turn that failed before saying anything is as if it never happened.
-                    continue;
-                }
-                fill_missing_results(&mut out, &mut pending);
-                if msg.is_assistant() {
-                    pending = calls.iter().map(|b| b.id.clone().unwrap_or(Str::plain(""))).collect();
-                }
-                out.push(msg);
-            }
-            // bashExecution, custom messages…: pi's own bookkeeping, not model input.
-            Role::Other(_) => {}
-        }
-    }
-    fill_missing_results(&mut out, &mut pending);
-    out
-}
-
-fn fill_missing_results<'a>(out: &mut Vec<MessageView<'a>>, pending: &mut Vec<Str<'a>>) {
-    for id in pending.drain(..) {
-        out.push(MessageView {
-            role: Role::ToolResult,
-            content: ContentView::Blocks(vec![BlockView::text(Str::plain("No result provided"))]),
-            stop_reason: None,
-            tool_call_id: Some(id),
-            is_error: Some(true),
-            provider: None,
-            api: None,
-            model: None,
-        });
-    }
 }
 
 // Reading a stored message into a view: the same fields, with the same types, as `Message`'s
@@ -663,56 +391,6 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn written(token: &str) -> String {
-        let mut out = JsonOut::with_capacity(16);
-        out.str(&Str::Json(token));
-        String::from_utf8(out.into_bytes()).unwrap()
-    }
-
-    #[test]
-    fn tokens_are_copied_when_serde_would_write_them_so_and_rewritten_otherwise() {
-        for token in [r#""plain""#, r#""a\"b\\c\n\t\r\b\f""#, r#""\u0001\u001f""#, r#""é😀 ""#, r#""""#] {
-            assert_eq!(written(token), token, "canonical: copied");
-        }
-        for (token, canonical) in [
-            (r#""caf\u00e9""#, "\"café\""),
-            (r#""a\/b""#, "\"a/b\""),
-            (r#""\u001F""#, r#""\u001f""#),
-            (r#""\u000a""#, r#""\n""#),
-            (r#""\u0041""#, "\"A\""),
-        ] {
-            assert_eq!(written(token), canonical, "{token}");
-            let serde: String = serde_json::from_str(token).unwrap();
-            assert_eq!(canonical, serde_json::to_string(&serde).unwrap(), "what serde_json writes");
-        }
-    }
-
-    #[test]
-    fn blank_is_read_from_the_token() {
-        for (token, blank) in [
-            (r#""""#, true),
-            (r#""  \n\t\r ""#, true),
-            (r#""\u00a0 \u2028""#, true),
-            (r#"" x""#, false),
-            (r#""\"""#, false),
-            (r#""\u0041""#, false),
-            ("\"\u{3000}\"", true),
-            ("\"\u{3000}y\"", false),
-        ] {
-            assert_eq!(Str::Json(token).is_blank(), blank, "{token}");
-            let text: String = serde_json::from_str(token).unwrap();
-            assert_eq!(text.trim().is_empty(), blank, "{token}: as str::trim has it");
-        }
-    }
-
-    #[test]
-    fn joined_pieces_make_one_string() {
-        let mut out = JsonOut::with_capacity(16);
-        let (a, b) = (Str::Json(r#""one\u00e9""#), Str::plain("two \"q\""));
-        out.joined(&[&a, &b], "\n");
-        assert_eq!(String::from_utf8(out.into_bytes()).unwrap(), r#""oneé\ntwo \"q\"""#);
-    }
-
     #[test]
     fn a_view_refuses_what_message_refuses() {
         for json in [
@@ -733,3 +411,4 @@ mod tests {
         assert!(view.is_error.is_none() && view.provider.is_none(), "extra fields of another type read as absent");
     }
 }
+

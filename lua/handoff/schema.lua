@@ -1,0 +1,407 @@
+-- Generated from src/core/config/schema.rs: do not edit. `HANDOFF_BLESS=1 cargo test --test
+-- settings` rewrites it (tests/settings.rs fails while it is stale).
+-- Each setting: `key` (its dotted path in setup()), `host` (its name in the host's settings;
+-- nil: the plugin's own), `type`, `default` (nil: unset), `or_false` (false is accepted),
+-- `accepts` (what the type takes, in words) and `doc`.
+
+---@class handoff.Config
+---@field bin? string Path of the `handoff-nvim` binary; nil: the plugin's target/release, then target/debug, then $PATH.
+---@field provider? handoff.Config.provider
+---@field session_dir? string Folder of session files (pi's layout: one sub-folder per working directory); the CLI's default is the same folder.
+---@field templates_dir? string Folder of prompt templates: `NAME.md` is used as `/NAME args` in the prompt.
+---@field system_prompt? string System prompt sent with every request (default: none).
+---@field log_file? string The host's log file (nil: stdpath("log") .. "/handoff.log").
+---@field resume_last? boolean Continue the newest session of the working directory instead of starting a new one.
+---@field models? string[] Models offered by `/model` and :HandoffModel (any other name can be typed).
+---@field layout? handoff.Config.layout
+---@field keymaps? handoff.Config.keymaps
+---@field tools? handoff.Config.tools
+---@field max_turns? integer Turns of one prompt at most (each round of tool calls is a turn).
+---@field handoff? handoff.Config.handoff
+---@field tool_output_lines? integer Lines of a tool's output shown in the chat (the rest is in the session).
+---@field context? handoff.Config.context
+
+---@class handoff.Config.provider
+---@field api? "openai"|"anthropic" Wire protocol: "openai" (the default; any Chat Completions server) or "anthropic".
+---@field base_url? string Base URL of the API, e.g. "http://127.0.0.1:8080/v1" (default: the provider's public API).
+---@field model? string Model id (default: "gpt-4.1-mini" / "claude-sonnet-4-5").
+---@field api_key_env? string Environment variable that holds the API key (default: OPENAI_API_KEY / ANTHROPIC_API_KEY when set).
+---@field api_key_cmd? string Shell command that prints the API key (wins over api_key_env), e.g. "pass show openai".
+---@field context_window? integer The model's context window in tokens (the handoff request is fitted to it).
+---@field max_tokens? integer Upper bound of reply tokens (max_completion_tokens for api.openai.com and Azure).
+---@field provider_name? string Provider name recorded in sessions (pi's provider id).
+---@field max_retries? integer Retries on 429/5xx/connection errors.
+---@field timeout? integer Seconds without data before a request is given up.
+---@field thinking? "off"|"minimal"|"low"|"medium"|"high"|"xhigh" Thinking level of new sessions (default "off"; "xhigh" is pi's name for "high"); a continued session keeps its own. See |handoff-thinking|.
+---@field reasoning_effort? boolean Whether the model takes `reasoning_effort` (OpenAI-compatible servers); default: on for OpenAI's o-series and gpt-5, off elsewhere.
+
+---@class handoff.Config.layout
+---@field position? "right"|"left"|"bottom"|"top"|"tab" Where the chat opens.
+---@field width? number Width of a left/right chat: columns, or a fraction of the editor.
+---@field height? number Height of a top/bottom chat: lines, or a fraction of the editor.
+---@field prompt_height? number Lines of the prompt window under the chat.
+---@field document_height? integer Height of the split that shows a handoff document.
+
+---@class handoff.Config.keymaps
+---@field global? table<string, string> Global Normal-mode mappings, none by default, e.g. { chat = "<leader>hc", handoff = "<leader>hh" }.
+---@field add_selection? string|false Visual mode, global: put the selection into the prompt (as :'<,'>HandoffChat), e.g. "<leader>ha".
+---@field submit_normal? string|false Prompt buffer, Normal mode: send.
+---@field submit_insert? string|false Prompt buffer, Insert mode: send.
+---@field stop? string|false Chat and prompt buffers: stop the response.
+---@field close? string|false Chat buffer and todo list window: close.
+---@field earlier? string|false Chat buffer: on the "earlier items" line a page more; on a reply's thinking, open or close it.
+---@field parent? string|false Chat buffer and read-only sessions, on the "Handed off from" line: open that session read-only (|handoff-lineage|).
+---@field approval? handoff.Config.keymaps.approval
+
+---@class handoff.Config.keymaps.approval
+---@field allow? string|false Chat buffer: allow the tool call the cursor is in (else the oldest waiting).
+---@field always? string|false Chat buffer: allow it and the same calls for the rest of the session.
+---@field reject? string|false Chat buffer: reject it, with a reason the model reads.
+---@field cancel? string|false Chat buffer: reject it and end the turn.
+---@field diff? string|false Chat buffer: show the proposed change side by side.
+
+---@class handoff.Config.tools
+---@field enabled? ("read"|"bash"|"edit"|"write"|"grep"|"find"|"ls"|"todo_write")[] The tools the model may call (pi's names); default: read, bash, edit, write, todo_write.
+---@field policy? "ask"|"allow_edits"|"allow_all" "ask": edits and commands ask; "allow_edits": commands ask; "allow_all": nothing asks (the CLI's --yes).
+---@field rules? table<string, "allow"|"ask"|"deny"> Per tool, over the policy, e.g. { bash = "deny" }.
+
+---@class handoff.Config.handoff
+---@field review? boolean Open the document for editing before the new session starts (as :Handoff! does).
+---@field suggest_at? number|false Suggest :Handoff (once per session) when a reply leaves the conversation above this share of the context window; false: never.
+
+---@class handoff.Config.context
+---@field max_bytes? integer Bytes of one attachment at most (a larger file or buffer is named, not attached).
+---@field max_files? integer Files `@path` completion lists at most outside a git repository (a folder walk).
+
+return {
+  --- The thinking levels, lowest first (the ones offered).
+  thinking_levels = { "off", "minimal", "low", "medium", "high" },
+  settings = {
+    {
+      key = "bin",
+      type = { kind = "path" },
+      accepts = "a path",
+      doc = "Path of the `handoff-nvim` binary; nil: the plugin's target/release, then target/debug, then $PATH.",
+    },
+    {
+      key = "provider.api",
+      host = "api",
+      type = { kind = "one_of", values = { "openai", "anthropic" } },
+      accepts = "one of \"openai\", \"anthropic\"",
+      doc = "Wire protocol: \"openai\" (the default; any Chat Completions server) or \"anthropic\".",
+    },
+    {
+      key = "provider.base_url",
+      host = "base_url",
+      type = { kind = "string" },
+      accepts = "a string",
+      doc = "Base URL of the API, e.g. \"http://127.0.0.1:8080/v1\" (default: the provider's public API).",
+    },
+    {
+      key = "provider.model",
+      host = "model",
+      type = { kind = "string" },
+      accepts = "a string",
+      doc = "Model id (default: \"gpt-4.1-mini\" / \"claude-sonnet-4-5\").",
+    },
+    {
+      key = "provider.api_key_env",
+      host = "api_key_env",
+      type = { kind = "string" },
+      accepts = "a string",
+      doc = "Environment variable that holds the API key (default: OPENAI_API_KEY / ANTHROPIC_API_KEY when set).",
+    },
+    {
+      key = "provider.api_key_cmd",
+      host = "api_key_cmd",
+      type = { kind = "string" },
+      accepts = "a string",
+      doc = "Shell command that prints the API key (wins over api_key_env), e.g. \"pass show openai\".",
+    },
+    {
+      key = "provider.context_window",
+      host = "context_window",
+      type = { kind = "int", min = 1, max = 9007199254740991 },
+      accepts = "an integer >= 1",
+      doc = "The model's context window in tokens (the handoff request is fitted to it).",
+    },
+    {
+      key = "provider.max_tokens",
+      host = "max_tokens",
+      type = { kind = "int", min = 1, max = 4294967295 },
+      accepts = "an integer >= 1",
+      doc = "Upper bound of reply tokens (max_completion_tokens for api.openai.com and Azure).",
+    },
+    {
+      key = "provider.provider_name",
+      host = "name",
+      type = { kind = "string" },
+      accepts = "a string",
+      doc = "Provider name recorded in sessions (pi's provider id).",
+    },
+    {
+      key = "provider.max_retries",
+      host = "max_retries",
+      type = { kind = "int", min = 0, max = 4294967295 },
+      accepts = "an integer >= 0",
+      doc = "Retries on 429/5xx/connection errors.",
+    },
+    {
+      key = "provider.timeout",
+      host = "timeout",
+      type = { kind = "int", min = 1, max = 9007199254740991 },
+      accepts = "an integer >= 1",
+      doc = "Seconds without data before a request is given up.",
+    },
+    {
+      key = "provider.thinking",
+      host = "thinking",
+      type = { kind = "one_of", values = { "off", "minimal", "low", "medium", "high", "xhigh" } },
+      accepts = "one of \"off\", \"minimal\", \"low\", \"medium\", \"high\", \"xhigh\"",
+      doc = "Thinking level of new sessions (default \"off\"; \"xhigh\" is pi's name for \"high\"); a continued session keeps its own. See |handoff-thinking|.",
+    },
+    {
+      key = "provider.reasoning_effort",
+      host = "reasoning_effort",
+      type = { kind = "bool" },
+      accepts = "true or false",
+      doc = "Whether the model takes `reasoning_effort` (OpenAI-compatible servers); default: on for OpenAI's o-series and gpt-5, off elsewhere.",
+    },
+    {
+      key = "session_dir",
+      host = "session_dir",
+      type = { kind = "path" },
+      default = vim.fn.stdpath("data") .. "/handoff/sessions",
+      accepts = "a path",
+      doc = "Folder of session files (pi's layout: one sub-folder per working directory); the CLI's default is the same folder.",
+    },
+    {
+      key = "templates_dir",
+      host = "templates_dir",
+      type = { kind = "path" },
+      default = vim.fn.stdpath("config") .. "/handoff/prompts",
+      accepts = "a path",
+      doc = "Folder of prompt templates: `NAME.md` is used as `/NAME args` in the prompt.",
+    },
+    {
+      key = "system_prompt",
+      host = "system_prompt",
+      type = { kind = "string" },
+      accepts = "a string",
+      doc = "System prompt sent with every request (default: none).",
+    },
+    {
+      key = "log_file",
+      type = { kind = "path" },
+      accepts = "a path",
+      doc = "The host's log file (nil: stdpath(\"log\") .. \"/handoff.log\").",
+    },
+    {
+      key = "resume_last",
+      type = { kind = "bool" },
+      default = false,
+      accepts = "true or false",
+      doc = "Continue the newest session of the working directory instead of starting a new one.",
+    },
+    {
+      key = "models",
+      type = { kind = "list", item = { kind = "string" } },
+      default = {},
+      accepts = "a list, each a string",
+      doc = "Models offered by `/model` and :HandoffModel (any other name can be typed).",
+    },
+    {
+      key = "layout.position",
+      type = { kind = "one_of", values = { "right", "left", "bottom", "top", "tab" } },
+      default = "right",
+      accepts = "one of \"right\", \"left\", \"bottom\", \"top\", \"tab\"",
+      doc = "Where the chat opens.",
+    },
+    {
+      key = "layout.width",
+      type = { kind = "size" },
+      default = 0.4,
+      accepts = "a number > 0 (<= 1: a fraction of the editor)",
+      doc = "Width of a left/right chat: columns, or a fraction of the editor.",
+    },
+    {
+      key = "layout.height",
+      type = { kind = "size" },
+      default = 0.4,
+      accepts = "a number > 0 (<= 1: a fraction of the editor)",
+      doc = "Height of a top/bottom chat: lines, or a fraction of the editor.",
+    },
+    {
+      key = "layout.prompt_height",
+      type = { kind = "size" },
+      default = 5,
+      accepts = "a number > 0 (<= 1: a fraction of the editor)",
+      doc = "Lines of the prompt window under the chat.",
+    },
+    {
+      key = "layout.document_height",
+      type = { kind = "int", min = 1, max = 4294967295 },
+      default = 15,
+      accepts = "an integer >= 1",
+      doc = "Height of the split that shows a handoff document.",
+    },
+    {
+      key = "keymaps.global",
+      type = { kind = "table", keys = { "chat", "handoff", "stop", "sessions", "new", "model", "thinking", "todos" }, value = { kind = "string" } },
+      default = {},
+      accepts = "a table from \"chat\", \"handoff\", \"stop\", \"sessions\", \"new\", \"model\", \"thinking\", \"todos\" to a string",
+      doc = "Global Normal-mode mappings, none by default, e.g. { chat = \"<leader>hc\", handoff = \"<leader>hh\" }.",
+    },
+    {
+      key = "keymaps.add_selection",
+      type = { kind = "key" },
+      default = false,
+      accepts = "a key (a string), or false for none",
+      doc = "Visual mode, global: put the selection into the prompt (as :'<,'>HandoffChat), e.g. \"<leader>ha\".",
+    },
+    {
+      key = "keymaps.submit_normal",
+      type = { kind = "key" },
+      default = "<CR>",
+      accepts = "a key (a string), or false for none",
+      doc = "Prompt buffer, Normal mode: send.",
+    },
+    {
+      key = "keymaps.submit_insert",
+      type = { kind = "key" },
+      default = "<C-s>",
+      accepts = "a key (a string), or false for none",
+      doc = "Prompt buffer, Insert mode: send.",
+    },
+    {
+      key = "keymaps.stop",
+      type = { kind = "key" },
+      default = "<C-c>",
+      accepts = "a key (a string), or false for none",
+      doc = "Chat and prompt buffers: stop the response.",
+    },
+    {
+      key = "keymaps.close",
+      type = { kind = "key" },
+      default = "q",
+      accepts = "a key (a string), or false for none",
+      doc = "Chat buffer and todo list window: close.",
+    },
+    {
+      key = "keymaps.earlier",
+      type = { kind = "key" },
+      default = "<CR>",
+      accepts = "a key (a string), or false for none",
+      doc = "Chat buffer: on the \"earlier items\" line a page more; on a reply's thinking, open or close it.",
+    },
+    {
+      key = "keymaps.parent",
+      type = { kind = "key" },
+      default = "gp",
+      accepts = "a key (a string), or false for none",
+      doc = "Chat buffer and read-only sessions, on the \"Handed off from\" line: open that session read-only (|handoff-lineage|).",
+    },
+    {
+      key = "keymaps.approval.allow",
+      type = { kind = "key" },
+      default = "a",
+      accepts = "a key (a string), or false for none",
+      doc = "Chat buffer: allow the tool call the cursor is in (else the oldest waiting).",
+    },
+    {
+      key = "keymaps.approval.always",
+      type = { kind = "key" },
+      default = "A",
+      accepts = "a key (a string), or false for none",
+      doc = "Chat buffer: allow it and the same calls for the rest of the session.",
+    },
+    {
+      key = "keymaps.approval.reject",
+      type = { kind = "key" },
+      default = "r",
+      accepts = "a key (a string), or false for none",
+      doc = "Chat buffer: reject it, with a reason the model reads.",
+    },
+    {
+      key = "keymaps.approval.cancel",
+      type = { kind = "key" },
+      default = "c",
+      accepts = "a key (a string), or false for none",
+      doc = "Chat buffer: reject it and end the turn.",
+    },
+    {
+      key = "keymaps.approval.diff",
+      type = { kind = "key" },
+      default = "d",
+      accepts = "a key (a string), or false for none",
+      doc = "Chat buffer: show the proposed change side by side.",
+    },
+    {
+      key = "tools.enabled",
+      host = "tools.enabled",
+      type = { kind = "list", item = { kind = "one_of", values = { "read", "bash", "edit", "write", "grep", "find", "ls", "todo_write" } } },
+      accepts = "a list, each one of \"read\", \"bash\", \"edit\", \"write\", \"grep\", \"find\", \"ls\", \"todo_write\"",
+      doc = "The tools the model may call (pi's names); default: read, bash, edit, write, todo_write.",
+    },
+    {
+      key = "tools.policy",
+      host = "tools.policy",
+      type = { kind = "one_of", values = { "ask", "allow_edits", "allow_all" } },
+      default = "ask",
+      accepts = "one of \"ask\", \"allow_edits\", \"allow_all\"",
+      doc = "\"ask\": edits and commands ask; \"allow_edits\": commands ask; \"allow_all\": nothing asks (the CLI's --yes).",
+    },
+    {
+      key = "tools.rules",
+      host = "tools.rules",
+      type = { kind = "table", keys = { "read", "bash", "edit", "write", "grep", "find", "ls", "todo_write" }, value = { kind = "one_of", values = { "allow", "ask", "deny" } } },
+      default = {},
+      accepts = "a table from \"read\", \"bash\", \"edit\", \"write\", \"grep\", \"find\", \"ls\", \"todo_write\" to one of \"allow\", \"ask\", \"deny\"",
+      doc = "Per tool, over the policy, e.g. { bash = \"deny\" }.",
+    },
+    {
+      key = "max_turns",
+      host = "max_turns",
+      type = { kind = "int", min = 1, max = 4294967295 },
+      default = 50,
+      accepts = "an integer >= 1",
+      doc = "Turns of one prompt at most (each round of tool calls is a turn).",
+    },
+    {
+      key = "handoff.review",
+      type = { kind = "bool" },
+      default = false,
+      accepts = "true or false",
+      doc = "Open the document for editing before the new session starts (as :Handoff! does).",
+    },
+    {
+      key = "handoff.suggest_at",
+      type = { kind = "fraction" },
+      default = 0.8,
+      or_false = true,
+      accepts = "a number in (0, 1], or false",
+      doc = "Suggest :Handoff (once per session) when a reply leaves the conversation above this share of the context window; false: never.",
+    },
+    {
+      key = "tool_output_lines",
+      type = { kind = "int", min = 1, max = 4294967295 },
+      default = 12,
+      accepts = "an integer >= 1",
+      doc = "Lines of a tool's output shown in the chat (the rest is in the session).",
+    },
+    {
+      key = "context.max_bytes",
+      type = { kind = "int", min = 1, max = 9007199254740991 },
+      default = 262144,
+      accepts = "an integer >= 1",
+      doc = "Bytes of one attachment at most (a larger file or buffer is named, not attached).",
+    },
+    {
+      key = "context.max_files",
+      type = { kind = "int", min = 1, max = 9007199254740991 },
+      default = 5000,
+      accepts = "an integer >= 1",
+      doc = "Files `@path` completion lists at most outside a git repository (a folder walk).",
+    },
+  },
+}
