@@ -198,7 +198,7 @@ def msgpack_request(msgid, method, params=()):
     return out
 
 
-PONG = bytes([0x94, 0x01, 0x01, 0xc0, 0xa4]) + b"pong"  # [1, 1, nil, "pong"]
+PONG = bytes([0x94, 0x01, 0x01, 0xc0, 0x81, 0xa2]) + b"ok" + bytes([0xa4]) + b"pong"  # [1, 1, nil, {ok = "pong"}]
 
 
 def our_host(bin_dir, env):

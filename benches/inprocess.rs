@@ -101,7 +101,7 @@ fn handoff_instant(bencher: divan::Bencher) {
     let e = env();
     bencher.with_inputs(|| agent(small_session())).bench_local_values(|agent| {
         let controller = Controller::new(agent.clone(), FrontEndTexts::default());
-        let outcome = e.rt.block_on(controller.handoff(None));
+        let outcome = e.rt.block_on(controller.handoff(Default::default()));
         assert!(matches!(outcome, HandoffOutcome::Done { .. }), "{outcome:?}");
         agent
     });

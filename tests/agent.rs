@@ -180,7 +180,7 @@ async fn events_follow_pis_order_agent_start_turn_start_messages_turn_end_agent_
         other => panic!("{other:?}"),
     }
     match events.last().unwrap() {
-        AgentEvent::AgentEnd { messages } => assert_eq!(messages.len(), 2),
+        AgentEvent::AgentEnd { messages, .. } => assert_eq!(messages.len(), 2),
         other => panic!("{other:?}"),
     }
 }
@@ -446,7 +446,6 @@ async fn new_session_switches_file_records_the_model_and_announces_the_switch() 
     agent.new_session().unwrap();
     let new = agent.session().path().to_path_buf();
     assert_ne!(old, new);
-    assert_eq!(agent.state().session_id, agent.session().session_id());
     assert!(!new.exists(), "an unused session leaves no file");
     match rx.try_recv().unwrap() {
         AgentEvent::SessionSwitch { old: o, new: n, reason } => {

@@ -264,7 +264,7 @@ async fn a_handoff_or_a_single_turn_run_never_reminds_and_the_handoff_resets_the
     mock.push(MockReply::text(common::DOCUMENT));
     mock.set_default(MockReply::text("SHOULD NOT BE ASKED"));
     let controller = Controller::new(agent.clone(), FrontEndTexts::default());
-    let outcome = controller.handoff(None).await;
+    let outcome = controller.handoff(Default::default()).await;
     assert!(matches!(outcome, HandoffOutcome::Done { .. }), "{outcome:?}");
     assert_eq!(mock.requests().len(), before + 1);
     assert_eq!(reminders(&old).len(), 1);

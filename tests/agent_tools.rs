@@ -489,17 +489,21 @@ async fn consent_allow_always_reject_and_cancel_as_the_model_sees_them() {
             let asked = consent.asked();
             let edit = &asked[0];
             assert_eq!((edit.tool.as_str(), edit.kind), ("edit", ToolKind::Edit));
-            assert_eq!(edit.before.as_deref(), Some(A_TXT));
-            assert_eq!(edit.after.as_deref(), Some("hello\nthere\n"));
-            let diff = edit.diff.as_deref().unwrap();
+            let preview = edit.preview.as_deref().unwrap();
+            assert_eq!((preview.before.as_str(), preview.after.as_str()), (A_TXT, "hello\nthere\n"));
+            assert_eq!(edit.summary, "a.txt", "what the tool says the call does");
+            assert!(edit.path.as_deref().is_some_and(|p| p.ends_with("/a.txt")), "{:?}", edit.path);
+            let diff = preview.diff.as_str();
             assert!(diff.contains("world") && diff.contains("there"), "{diff}");
             let bash_request = &asked[1];
             assert_eq!((bash_request.tool.as_str(), bash_request.kind), ("bash", ToolKind::Execute));
             assert_eq!(bash_request.args, json!({ "command": "echo one >> log.txt" }));
-            assert_eq!((&bash_request.diff, &bash_request.before, &bash_request.after), (&None, &None, &None));
+            assert_eq!((&bash_request.preview, &bash_request.path), (&None, &None));
+            assert_eq!(bash_request.summary, "echo one >> log.txt");
             assert_eq!(asked[2].args["command"], "echo two >> log.txt");
             let write = &asked[3];
-            assert_eq!((write.before.as_deref(), write.after.as_deref()), (Some(""), Some("x")));
+            let preview = write.preview.as_deref().unwrap();
+            assert_eq!((preview.before.as_str(), preview.after.as_str()), ("", "x"));
 
             // What ran.
             assert_eq!(env.read("a.txt"), "hello\nthere\n");
@@ -875,7 +879,7 @@ async fn the_handoff_request_carries_the_conversation_tools_with_tool_choice_non
             let env = Env::new(api).await;
             let (agent, _) = four_tool_turn(&env, false).await;
             env.mock.push(MockReply::text(common::DOCUMENT));
-            let outcome = Controller::new(agent.clone(), Default::default()).handoff(None).await;
+            let outcome = Controller::new(agent.clone(), Default::default()).handoff(Default::default()).await;
             assert!(matches!(outcome, HandoffOutcome::Done { .. }), "{api:?}: {outcome:?}");
 
             let requests = env.mock.requests();
@@ -1110,7 +1114,7 @@ async fn the_original_of_each_changed_file_is_kept_once_per_session_and_survives
         // A handoff's new session starts a set of its own: its originals are the files as the
         // previous session left them.
         env.mock.push(MockReply::text(common::DOCUMENT));
-        let outcome = Controller::new(agent.clone(), Default::default()).handoff(None).await;
+        let outcome = Controller::new(agent.clone(), Default::default()).handoff(Default::default()).await;
         assert!(matches!(outcome, HandoffOutcome::Done { .. }), "{outcome:?}");
         assert_ne!(agent.session().path(), session_file);
         assert!(agent.originals().list().unwrap().is_empty());

@@ -436,6 +436,34 @@ async fn handoff_exit_0_prints_the_new_session_path() {
     assert!(r.stderr_lines().is_empty(), "{}", r.stderr);
 }
 
+/// Bug: `prompt "/handoff x"` sent the text to the model: the CLI's `prompt` skipped the
+/// controller both front ends go through. It hands off, as typed in the editor's prompt.
+#[tokio::test]
+async fn prompt_slash_handoff_hands_off_through_the_controller_like_the_editor() {
+    let env = Env::new().await;
+    let old = env.session_with_one_exchange().await;
+    env.mock.push(MockReply::text(DOCUMENT));
+    let r = env.run(&["prompt", "--session", old.to_str().unwrap(), "/handoff", "the", "tests"]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    // stdout: the new session's path only (the document is not streamed); stderr: the session.
+    let new = PathBuf::from(r.stdout.trim_end());
+    assert_eq!(r.stdout.lines().count(), 1, "{}", r.stdout);
+    assert_eq!(lines(&new)[0]["parentSession"], old.to_str().unwrap());
+    assert_eq!(entry_lines(&new)[2]["customType"], "handoff");
+    let sent = common::wire_messages(env.mock.requests().last().unwrap());
+    assert!(sent.last().unwrap().1.ends_with("Additional focus: the tests"), "{sent:?}");
+    for request in env.mock.requests() {
+        for (_, text) in common::wire_messages(&request) {
+            assert!(!text.starts_with("/handoff"), "the model saw {text:?}");
+        }
+    }
+    // Refused as `handoff` refuses, said once: a session with one message has nothing to hand off.
+    let r = env.run(&["prompt", "--new", "/handoff"]).await;
+    assert_eq!(r.code, Some(3), "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    assert_eq!(r.stderr.matches("Nothing to hand off (no messages yet)").count(), 1, "{}", r.stderr);
+}
+
 #[tokio::test]
 async fn handoff_failed_exits_1_naming_the_failure() {
     let env = Env::new().await;

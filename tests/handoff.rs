@@ -15,7 +15,7 @@ use common::{
 use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::agent::{AgentEvent, AgentSession, RunOptions, SwitchReason};
 use handoff_nvim::core::controller::{self, Controller, FrontEndTexts, Input, Level, Notice};
-use handoff_nvim::core::handoff::{self, HandoffOutcome};
+use handoff_nvim::core::handoff::{self, HandoffOptions, HandoffOutcome, Refusal};
 use handoff_nvim::core::message::{Message, StopReason};
 use serde_json::{json, Value};
 
@@ -39,7 +39,7 @@ fn the_prompt() -> String {
 fn spawn_handoff(controller: &Arc<Controller>, focus: Option<&str>) -> tokio::task::JoinHandle<HandoffOutcome> {
     let controller = controller.clone();
     let focus = focus.map(str::to_string);
-    tokio::spawn(async move { controller.handoff(focus.as_deref()).await })
+    tokio::spawn(async move { controller.handoff(HandoffOptions { focus, review: None }).await })
 }
 
 /// The controller a front end would make for `agent`.
@@ -128,7 +128,7 @@ impl Setup {
 async fn success_old_session_gains_the_prompt_and_the_reply_as_message_entries_and_nothing_else() {
     let s = Setup::new(2).await;
     s.mock.push(MockReply::text(DOCUMENT));
-    done(s.controller.handoff(None).await);
+    done(s.controller.handoff(HandoffOptions::default()).await);
     let reply = assert_old_session_gained_only_the_attempt(&s.old, &s.before);
     assert_eq!(reply["content"][0]["text"], DOCUMENT);
     assert_eq!(reply["stopReason"], "stop");
@@ -150,7 +150,7 @@ async fn success_old_session_gains_the_prompt_and_the_reply_as_message_entries_a
 async fn success_new_session_header_names_the_old_file_and_its_first_entries_are_exact() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::text(DOCUMENT));
-    let (document, session_file, parent, missing, _) = done(s.controller.handoff(None).await);
+    let (document, session_file, parent, missing, _) = done(s.controller.handoff(HandoffOptions::default()).await);
     assert_eq!(document, DOCUMENT);
     assert!(missing.is_empty(), "{missing:?}");
     assert_eq!(parent, s.old);
@@ -164,7 +164,7 @@ async fn success_new_session_header_names_the_old_file_and_its_first_entries_are
     assert_eq!(all[0]["version"], 3);
     assert_eq!(all[0]["parentSession"], s.old.to_str().unwrap());
     assert_eq!(all[0]["cwd"], common::CWD);
-    assert_eq!(all[0]["id"], s.agent.state().session_id.as_str());
+    assert_eq!(all[0]["id"], s.agent.session().session_id());
     // Entries: model_change, thinking_level_change, the handoff custom_message; nothing else.
     let entries = &all[1..];
     assert_eq!(entries.len(), 3, "{entries:?}");
@@ -190,7 +190,7 @@ async fn success_new_session_header_names_the_old_file_and_its_first_entries_are
 async fn success_document_is_also_written_as_handoff_md_beside_the_new_session() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::text(DOCUMENT));
-    let (_, session_file, _, _, document_file) = done(s.controller.handoff(None).await);
+    let (_, session_file, _, _, document_file) = done(s.controller.handoff(HandoffOptions::default()).await);
     let expected = session_file.with_extension("").join("handoff.md");
     assert_eq!(document_file, expected);
     assert_eq!(std::fs::read_to_string(&expected).unwrap().trim_end(), DOCUMENT);
@@ -200,7 +200,7 @@ async fn success_document_is_also_written_as_handoff_md_beside_the_new_session()
 async fn success_the_next_prompt_starts_with_the_wrapped_document_as_a_user_message() {
     let s = Setup::new(2).await;
     s.mock.push(MockReply::text(DOCUMENT));
-    let (_, session_file, ..) = done(s.controller.handoff(None).await);
+    let (_, session_file, ..) = done(s.controller.handoff(HandoffOptions::default()).await);
     // The active context is the injected document, not the old transcript.
     let state_messages: Vec<String> = s.agent.context_messages().iter().map(Message::text).collect();
     assert_eq!(state_messages, [wrapped(DOCUMENT)]);
@@ -253,7 +253,7 @@ async fn success_handoff_start_is_emitted_with_the_focus() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::text(DOCUMENT));
     let mut rx = s.agent.subscribe();
-    done(s.controller.handoff(Some("  the parser ")).await);
+    done(s.controller.handoff(HandoffOptions::focus("  the parser ")).await);
     match rx.try_recv().unwrap() {
         AgentEvent::HandoffStart { focus } => assert_eq!(focus.as_deref(), Some("the parser")),
         other => panic!("first event {other:?}"),
@@ -264,7 +264,7 @@ async fn success_handoff_start_is_emitted_with_the_focus() {
 async fn section_check_missing_sections_are_a_warning_not_a_failure() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::text("## Goal\nShip it.\n\n## Next Steps\n1. Ship"));
-    let outcome = s.controller.handoff(None).await;
+    let outcome = s.controller.handoff(HandoffOptions::default()).await;
     let notices = controller::handoff_notices(&outcome);
     let (_, _, _, missing, _) = done(outcome);
     assert_eq!(missing, ["Constraints & Preferences", "Progress", "Key Decisions", "Critical Context"]);
@@ -294,7 +294,7 @@ async fn prompt_asks_for_the_six_sections_in_order_as_headings() {
 async fn focus_is_appended_as_additional_focus() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::text(DOCUMENT));
-    done(s.controller.handoff(Some("  only the parser  ")).await);
+    done(s.controller.handoff(HandoffOptions::focus("  only the parser  ")).await);
     let sent = wire_messages(&s.mock.requests()[0]).last().unwrap().1.clone();
     assert_eq!(sent, format!("{}\n\nAdditional focus: only the parser", the_prompt()));
 }
@@ -304,7 +304,7 @@ async fn focus_blank_is_not_appended() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::text(DOCUMENT));
     s.mock.push(MockReply::text(DOCUMENT));
-    done(s.controller.handoff(Some(" \n\t ")).await);
+    done(s.controller.handoff(HandoffOptions::focus(" \n\t ")).await);
     let sent = wire_messages(&s.mock.requests()[0]).last().unwrap().1.clone();
     assert!(!sent.contains("Additional focus"), "{sent}");
     assert_eq!(sent, the_prompt());
@@ -330,7 +330,7 @@ async fn handoff_run_options_send_a_template_command_verbatim_where_the_default_
     assert_eq!(last_user(1), ("user".to_string(), "/review x".to_string()), "the handoff's options do not");
     // And a focus that looks like a template reaches the model as typed, after the instruction.
     mock.push(MockReply::text(DOCUMENT));
-    done(controller_of(&agent).handoff(Some("/review $1")).await);
+    done(controller_of(&agent).handoff(HandoffOptions::focus("/review $1")).await);
     let sent = wire_messages(&mock.requests()[2]).last().unwrap().1.clone();
     assert_eq!(sent, format!("{}\n\nAdditional focus: /review $1", the_prompt()));
 }
@@ -338,17 +338,14 @@ async fn handoff_run_options_send_a_template_command_verbatim_where_the_default_
 // ---------------------------------------------------------------------------------------------
 // §1.4 pre-flight guard, twice, one rule, current branch
 
-async fn assert_refused_by_both_layers(s: &Setup, message: &str) {
+async fn assert_refused_by_both_layers(s: &Setup, reason: Refusal, message: &str) {
     let mut rx = s.agent.subscribe();
     // The UI layer's guard, and the pipeline's own (a `Handoff` driven without the controller).
-    assert_eq!(s.controller.preflight(), Err(Notice { level: Level::Warn, message: message.into() }));
-    assert_eq!(
-        handoff::Handoff::new().run(&s.agent, None).await,
-        HandoffOutcome::Refused { message: message.into() }
-    );
+    assert_eq!(s.controller.preflight(), Err(reason));
+    assert_eq!(handoff::Handoff::new().run(&s.agent, None, false).await, HandoffOutcome::Refused { reason });
     assert!(rx.try_recv().is_err(), "the pipeline announces no refusal");
     // Through the controller, the refusal is reported on the event route, and only that.
-    assert_eq!(s.controller.handoff(None).await, HandoffOutcome::Refused { message: message.into() });
+    assert_eq!(s.controller.handoff(HandoffOptions::default()).await, HandoffOutcome::Refused { reason });
     match rx.try_recv() {
         Ok(AgentEvent::Notice(notice)) => assert_eq!(notice, Notice { level: Level::Warn, message: message.into() }),
         other => panic!("expected the refusal as a notice, got {other:?}"),
@@ -366,11 +363,11 @@ async fn guard_fewer_than_2_messages_refused_by_both_layers() {
         }
         // With no message at all the session has no file yet: a refusal must not make one.
         let before = std::fs::read(&s.old).ok();
-        assert_refused_by_both_layers(&s, NOTHING).await;
+        assert_refused_by_both_layers(&s, Refusal::NothingToHandOff, NOTHING).await;
         assert_eq!(std::fs::read(&s.old).ok(), before);
         assert_eq!(s.mock.requests().len(), 0);
         s.assert_no_new_session();
-        let notices = controller::handoff_notices(&HandoffOutcome::Refused { message: NOTHING.into() });
+        let notices = controller::handoff_notices(&HandoffOutcome::Refused { reason: Refusal::NothingToHandOff });
         assert_eq!(notices, [Notice { level: Level::Warn, message: NOTHING.into() }]);
     }
 }
@@ -389,7 +386,7 @@ async fn guard_counts_the_current_branch_only_not_all_branches() {
         session.append_message(&Message::user("the current branch has one message")).unwrap();
         assert_eq!(session.get_entries().iter().filter(|e| e.is_message()).count(), 7);
     }
-    assert_refused_by_both_layers(&s, NOTHING).await;
+    assert_refused_by_both_layers(&s, Refusal::NothingToHandOff, NOTHING).await;
     assert_eq!(s.mock.requests().len(), 0);
     // One more message on the current branch and both layers agree it may go ahead.
     s.agent.session().append_message(&common::assistant("second on this branch")).unwrap();
@@ -405,7 +402,7 @@ async fn busy_handoff_while_a_response_streams_is_refused_and_nothing_changes() 
         tokio::spawn(async move { agent.prompt("busy now", RunOptions::default()).await })
     };
     assert!(s.mock.wait_for_requests(1, T).await);
-    assert_refused_by_both_layers(&s, BUSY).await;
+    assert_refused_by_both_layers(&s, Refusal::Busy, BUSY).await;
     run.await.unwrap().unwrap();
     assert_eq!(s.mock.requests().len(), 1);
     s.assert_no_new_session();
@@ -417,8 +414,8 @@ async fn busy_a_second_handoff_while_one_generates_is_refused() {
     s.mock.push(slow(&["## Goal\n", "x"], 0, 500));
     let run = spawn_handoff(&s.controller, None);
     assert!(s.mock.wait_for_requests(1, T).await);
-    assert_eq!(s.controller.handoff(None).await, HandoffOutcome::Refused { message: BUSY.into() });
-    assert_eq!(s.controller.preflight(), Err(Notice { level: Level::Warn, message: BUSY.into() }));
+    assert_eq!(s.controller.handoff(HandoffOptions::default()).await, HandoffOutcome::Refused { reason: Refusal::Busy });
+    assert_eq!(s.controller.preflight(), Err(Refusal::Busy));
     // The first handoff is unharmed by the refused one.
     done(run.await.unwrap());
     assert_eq!(s.mock.requests().len(), 1);
@@ -494,7 +491,7 @@ async fn generic_abort_before_any_token_is_cancelled_not_an_older_reply() {
 async fn provider_error_500_fails_naming_it_and_creates_no_session() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::Status { status: 500, body: r#"{"error":{"message":"model melted"}}"#.into(), retry_after: None });
-    let outcome = s.controller.handoff(None).await;
+    let outcome = s.controller.handoff(HandoffOptions::default()).await;
     let notice = controller::handoff_notices(&outcome);
     let message = failed(outcome);
     assert!(message.contains("500") && message.contains("model melted"), "{message}");
@@ -508,7 +505,7 @@ async fn provider_error_500_fails_naming_it_and_creates_no_session() {
 async fn provider_error_401_fails_naming_it_and_creates_no_session() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::Status { status: 401, body: r#"{"error":{"message":"invalid api key"}}"#.into(), retry_after: None });
-    let message = failed(s.controller.handoff(None).await);
+    let message = failed(s.controller.handoff(HandoffOptions::default()).await);
     assert!(message.contains("401") && message.contains("invalid api key"), "{message}");
     s.assert_no_new_session();
 }
@@ -517,7 +514,7 @@ async fn provider_error_401_fails_naming_it_and_creates_no_session() {
 async fn empty_reply_fails_with_no_text_not_cancelled() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::Empty);
-    let outcome = s.controller.handoff(None).await;
+    let outcome = s.controller.handoff(HandoffOptions::default()).await;
     assert_eq!(
         controller::handoff_notices(&outcome),
         [Notice { level: Level::Error, message: "Handoff failed: the model returned no text".into() }]
@@ -536,7 +533,7 @@ async fn thinking_only_reply_fails_with_no_text() {
         stop: "stop".into(),
         thinking: vec!["I should write ".into(), "a document.".into()],
     });
-    assert_eq!(failed(s.controller.handoff(None).await), "the model returned no text");
+    assert_eq!(failed(s.controller.handoff(HandoffOptions::default()).await), "the model returned no text");
     s.assert_no_new_session();
 }
 
@@ -544,7 +541,7 @@ async fn thinking_only_reply_fails_with_no_text() {
 async fn length_stop_fails_naming_the_reason() {
     let s = Setup::new(1).await;
     s.mock.push(with_stop("## Goal\nA document cut off at the out", "length"));
-    let message = failed(s.controller.handoff(None).await);
+    let message = failed(s.controller.handoff(HandoffOptions::default()).await);
     assert!(message.contains("length"), "{message}");
     s.assert_no_new_session();
 }
@@ -553,13 +550,13 @@ async fn length_stop_fails_naming_the_reason() {
 async fn an_older_assistant_reply_is_never_reused_when_the_first_turn_errors() {
     let s = Setup::new(2).await;
     s.mock.push(MockReply::Status { status: 500, body: "boom".into(), retry_after: None });
-    let outcome = s.controller.handoff(None).await;
+    let outcome = s.controller.handoff(HandoffOptions::default()).await;
     let text = format!("{outcome:?}");
     assert!(!text.contains("answer 1") && !text.contains("answer 0"), "{text}");
     assert!(matches!(outcome, HandoffOutcome::Failed { .. }), "{outcome:?}");
     // Nor when the turn streams nothing at all.
     s.mock.push(MockReply::NoChoices);
-    let outcome = s.controller.handoff(None).await;
+    let outcome = s.controller.handoff(HandoffOptions::default()).await;
     assert!(matches!(outcome, HandoffOutcome::Failed { .. }), "{outcome:?}");
     assert!(!format!("{outcome:?}").contains("answer"));
     s.assert_no_new_session();
@@ -598,7 +595,7 @@ async fn queues_survive_a_failed_handoff() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::Status { status: 500, body: "boom".into(), retry_after: None });
     s.agent.follow_up("later");
-    failed(s.controller.handoff(None).await);
+    failed(s.controller.handoff(HandoffOptions::default()).await);
     assert_eq!(s.agent.state().follow_up.len(), 1);
 }
 
@@ -609,13 +606,13 @@ async fn queues_survive_a_failed_handoff() {
 async fn lineage_a_second_handoff_chains_child_parent_grandparent() {
     let s = Setup::new(1).await;
     s.mock.push(MockReply::text("## Goal\nFIRST DOC"));
-    let (_, child, parent_of_child, ..) = done(s.controller.handoff(None).await);
+    let (_, child, parent_of_child, ..) = done(s.controller.handoff(HandoffOptions::default()).await);
     assert_eq!(parent_of_child, s.old);
     // The new session has no messages yet: a handoff right away has nothing to hand off.
-    assert_eq!(s.controller.handoff(None).await, HandoffOutcome::Refused { message: NOTHING.into() });
+    assert_eq!(s.controller.handoff(HandoffOptions::default()).await, HandoffOutcome::Refused { reason: Refusal::NothingToHandOff });
     s.agent.prompt("work in the child", RunOptions::default()).await.unwrap();
     s.mock.push(MockReply::text("## Goal\nSECOND DOC"));
-    let (_, grandchild, parent_of_grandchild, ..) = done(s.controller.handoff(None).await);
+    let (_, grandchild, parent_of_grandchild, ..) = done(s.controller.handoff(HandoffOptions::default()).await);
     assert_eq!(parent_of_grandchild, child);
     // The second handoff request carried the first document.
     let request = s.mock.requests().last().cloned().unwrap();
@@ -656,7 +653,7 @@ async fn context_fit_a_transcript_three_times_the_window_still_hands_off() {
     assert!(transcript_chars / 4 >= 3 * 8_000, "transcript is only {} tokens", transcript_chars / 4);
     let agent = agent_with(cfg, session, None);
     mock.push(MockReply::text(DOCUMENT));
-    let outcome = controller_of(&agent).handoff(None).await;
+    let outcome = controller_of(&agent).handoff(HandoffOptions::default()).await;
     let elided = match &outcome {
         HandoffOutcome::Done { elided, .. } => elided.clone(),
         other => panic!("{other:?}"),
@@ -705,7 +702,7 @@ fn controller_notices_map_outcomes_to_the_specs_exact_strings() {
         [n(Level::Error, "Handoff failed: the model returned no text")]
     );
     assert_eq!(
-        controller::handoff_notices(&HandoffOutcome::Refused { message: BUSY.into() }),
+        controller::handoff_notices(&HandoffOutcome::Refused { reason: Refusal::Busy }),
         [n(Level::Warn, BUSY)]
     );
 }
@@ -745,7 +742,7 @@ async fn context_fit_long_plain_turns_drop_the_oldest_first_and_keep_the_prompt_
     cfg.max_tokens = 1_000;
     let agent = agent_with(cfg, session, None);
     mock.push(MockReply::text(DOCUMENT));
-    done(controller_of(&agent).handoff(None).await);
+    done(controller_of(&agent).handoff(HandoffOptions::default()).await);
     let sent = wire_messages(&mock.requests()[0]);
     let chars: usize = sent.iter().map(|(_, t)| t.chars().count()).sum();
     assert!(chars.div_ceil(4) + 8 * sent.len() + 1_000 <= 6_000, "~{} tokens", chars / 4);
@@ -768,7 +765,7 @@ async fn context_fit_a_small_window_with_the_default_max_tokens_keeps_the_instru
     assert!(cfg.max_tokens as u64 >= cfg.context_window);
     let agent = agent_with(cfg, seeded_session(dir.path(), 3), None);
     mock.push(MockReply::text(DOCUMENT));
-    let (_, _, _, _, _) = done(controller_of(&agent).handoff(None).await);
+    let (_, _, _, _, _) = done(controller_of(&agent).handoff(HandoffOptions::default()).await);
     let sent = wire_messages(&mock.requests()[0]);
     assert_eq!(sent.last().unwrap(), &("user".to_string(), the_prompt()), "the instruction was cut");
     assert_eq!(sent.len(), 7, "the short transcript fits whole: {sent:?}");
@@ -787,7 +784,7 @@ async fn success_over_the_anthropic_wire_format_too() {
     cfg.max_retries = 0;
     let agent = agent_with(cfg, seeded_session(dir.path(), 1), None);
     mock.push(MockReply::text(DOCUMENT));
-    let (document, session_file, ..) = done(controller_of(&agent).handoff(None).await);
+    let (document, session_file, ..) = done(controller_of(&agent).handoff(HandoffOptions::default()).await);
     assert_eq!(document, DOCUMENT);
     assert!(mock.requests()[0].path.ends_with("/messages"));
     agent.prompt("carry on", RunOptions::default()).await.unwrap();
@@ -811,7 +808,7 @@ async fn success_from_a_session_written_by_omp_keeps_its_title_line_and_history(
     let session = handoff_nvim::core::session::SessionManager::open(&file, &dir.path().join("sessions")).unwrap();
     let agent = agent(&mock, session);
     mock.push(MockReply::text(DOCUMENT));
-    let (_, session_file, parent, ..) = done(controller_of(&agent).handoff(None).await);
+    let (_, session_file, parent, ..) = done(controller_of(&agent).handoff(HandoffOptions::default()).await);
     assert_eq!(parent, file);
     assert_old_session_gained_only_the_attempt(&file, &before);
     assert_eq!(

@@ -12,7 +12,7 @@ use common::{agent, call_message as call, entry_lines, result_message as result,
 use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::agent::AgentSession;
 use handoff_nvim::core::controller::{Controller, FrontEndTexts};
-use handoff_nvim::core::handoff::{Facts, HandoffOutcome};
+use handoff_nvim::core::handoff::{Facts, HandoffOptions, HandoffOutcome};
 use handoff_nvim::core::message::Message;
 use handoff_nvim::core::session::SessionManager;
 use serde_json::{json, Value};
@@ -73,7 +73,7 @@ async fn a_document_without_any_section_still_hands_over_every_fact() {
     let Worked { mock, agent, controller, .. } = Worked::new().await;
     // A model that ignores the six sections.
     mock.push(MockReply::text("We worked on the parser."));
-    let HandoffOutcome::Done { session_file, missing_sections, facts, document, .. } = controller.handoff(None).await else {
+    let HandoffOutcome::Done { session_file, missing_sections, facts, document, .. } = controller.handoff(HandoffOptions::default()).await else {
         panic!("the handoff failed")
     };
     assert_eq!(missing_sections.len(), 6);
@@ -117,7 +117,7 @@ async fn a_document_without_any_section_still_hands_over_every_fact() {
 async fn facts_accumulate_along_a_chain_of_handoffs_and_an_error_stays_until_resolved() {
     let Worked { mock, agent, controller, .. } = Worked::new().await;
     mock.push(MockReply::text("## Goal\nfirst"));
-    assert!(matches!(controller.handoff(None).await, HandoffOutcome::Done { .. }));
+    assert!(matches!(controller.handoff(HandoffOptions::default()).await, HandoffOutcome::Done { .. }));
     // The child reads another file, runs the failing command again successfully.
     {
         let mut s = agent.session();
@@ -129,7 +129,7 @@ async fn facts_accumulate_along_a_chain_of_handoffs_and_an_error_stays_until_res
         s.flush().unwrap();
     }
     mock.push(MockReply::text("## Goal\nsecond"));
-    let HandoffOutcome::Done { session_file, .. } = controller.handoff(None).await else { panic!() };
+    let HandoffOutcome::Done { session_file, .. } = controller.handoff(HandoffOptions::default()).await else { panic!() };
     let details = handoff_entry(&session_file)["details"].clone();
     assert_eq!(details["readFiles"], json!(["src/lex.rs", "src/lib.rs"]), "{details}");
     assert_eq!(details["modifiedFiles"], json!(["NOTES.md", "src/parse.rs"]));
@@ -144,7 +144,10 @@ async fn facts_accumulate_along_a_chain_of_handoffs_and_an_error_stays_until_res
 
 #[test]
 fn no_tools_no_facts() {
-    let facts = Facts::from_messages(&[Message::user("hi")], Facts::default());
+    let dir = tempfile::tempdir().unwrap();
+    let mut session = SessionManager::create(dir.path(), dir.path(), None).unwrap();
+    session.append_message(&Message::user("hi")).unwrap();
+    let facts = Facts::gather(&session.get_branch(None));
     assert!(facts.is_empty());
     assert_eq!(facts.render(), "");
 }
@@ -154,12 +157,12 @@ async fn review_mode_waits_for_the_text_as_written_or_creates_nothing() {
     let Worked { mock, dir, agent, controller } = Worked::new().await;
     let old = agent.session().path().to_path_buf();
     mock.push(MockReply::text("## Goal\nDraft."));
-    let HandoffOutcome::Review { text, facts_at, .. } = controller.handoff_with(None, true).await else { panic!() };
+    let HandoffOutcome::Review { text, facts_at, .. } = controller.handoff(HandoffOptions { review: Some(true), ..Default::default() }).await else { panic!() };
     assert!(text.starts_with("## Goal\nDraft.\n\n<read-files>"), "{text}");
     assert_eq!(&text[facts_at.unwrap()..facts_at.unwrap() + 12], "<read-files>");
     // Nothing exists yet, and another handoff is refused meanwhile.
     assert_eq!(agent.session().path(), old);
-    assert!(matches!(controller.handoff(None).await, HandoffOutcome::Refused { .. }));
+    assert!(matches!(controller.handoff(HandoffOptions::default()).await, HandoffOutcome::Refused { .. }));
     // Discarding creates nothing.
     assert!(controller.discard_review());
     assert!(!controller.discard_review(), "a second discard does nothing");
@@ -167,7 +170,7 @@ async fn review_mode_waits_for_the_text_as_written_or_creates_nothing() {
     assert_eq!(common::session_files(&dir.path().join("sessions")), vec![old.clone()]);
     // Again, and this time the user edits the text and writes it.
     mock.push(MockReply::text("## Goal\nDraft."));
-    let HandoffOutcome::Review { text, .. } = controller.handoff_with(None, true).await else { panic!() };
+    let HandoffOutcome::Review { text, .. } = controller.handoff(HandoffOptions { review: Some(true), ..Default::default() }).await else { panic!() };
     let edited = text.replace("Draft.", "Edited by the user.").replace("src/lib.rs\n", "");
     let HandoffOutcome::Done { session_file, document, .. } = controller.commit_review(&edited) else { panic!() };
     assert_eq!(document, edited);

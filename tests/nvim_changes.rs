@@ -101,8 +101,11 @@ async fn changes_fill_the_quickfix_list_and_a_file_diffs_against_its_original() 
         // The originals survive a restart of the host (the same session is reopened).
         let pid = ed.host_pid().await;
         ed.lua("require('handoff').stop_host()", json!([])).await;
+        let stale = ed.eval("vim.fn.getqflist({ id = 0 }).id").await;
         ed.command("HandoffChanges").await;
         assert_ne!(ed.host_pid().await, pid, "a new host");
+        // Asked while the session loads, the list is filled once it is open.
+        ed.wait_until(&format!("vim.fn.getqflist({{ id = 0 }}).id ~= {stale}"), std::time::Duration::from_secs(5)).await;
         assert_eq!(ed.eval(QF_ITEMS).await, expected);
         ed.command("cclose").await;
 

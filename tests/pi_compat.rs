@@ -165,6 +165,36 @@ async fn pi_resumes_a_handoff_session_and_sends_the_document_first() {
     assert_eq!(session.build_session_context().messages.len(), 3);
 }
 
+/// The session handed off holds the handoff's request, marked as one (`handoffRequest`): pi
+/// resumes it, sends the request as the plain user message it is (no mark reaches the model),
+/// and leaves the mark in the file, where the chat reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_resumes_a_session_whose_handoff_request_is_marked() {
+    let Some(pi) = pi() else { return };
+    let env = Env::new().await;
+    env.mock.push(MockReply::text("Sure."));
+    let (_, stderr) = env.ours(&["prompt", "--new", "Plan the parser"]).await;
+    let old = PathBuf::from(stderr.lines().next().unwrap());
+    env.mock.push(MockReply::text(DOCUMENT));
+    env.ours(&["handoff", old.to_str().unwrap(), "--focus", "the tests"]).await;
+    let marked = |path: &Path| {
+        entry_lines(path).into_iter().filter(|e| e["message"].get("handoffRequest").is_some()).collect::<Vec<_>>()
+    };
+    let before = marked(&old);
+    assert_eq!(before.len(), 1, "the request is marked where it is written");
+    assert_eq!(before[0]["message"]["handoffRequest"]["focus"], "the tests");
+
+    env.mock.push(MockReply::text("Back in the old session."));
+    env.pi(&pi, &old, "one more thing").await;
+    let request = last_request(&env.mock);
+    let sent = wire_messages(&request);
+    let roles: Vec<&str> = sent.iter().map(|(role, _)| role.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant", "user"], "{sent:?}");
+    assert!(sent[2].1.starts_with("Write a handoff document"), "{}", sent[2].1);
+    assert!(!request.body.to_string().contains("handoffRequest"), "the mark reached the model");
+    assert_eq!(marked(&old), before, "pi kept the marked line as it was");
+}
+
 /// The content blocks of the messages of `role` in an Anthropic request body.
 fn anthropic_blocks(request: &RecordedRequest, role: &str) -> Vec<serde_json::Value> {
     request.body["messages"]

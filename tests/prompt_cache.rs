@@ -10,7 +10,7 @@ use std::sync::Arc;
 use handoff_mock::{MockReply, MockServer, MockToolCall, MockUsage, RecordedRequest};
 use handoff_nvim::core::agent::{AgentConfig, AgentSession, RunOptions};
 use handoff_nvim::core::controller::{Controller, FrontEndTexts};
-use handoff_nvim::core::handoff::HandoffOutcome;
+use handoff_nvim::core::handoff::{HandoffOptions, HandoffOutcome};
 use handoff_nvim::core::message::{Message, Usage};
 use handoff_nvim::core::provider::Api;
 use handoff_nvim::nvim::protocol::Item;
@@ -53,7 +53,7 @@ async fn converse_then_hand_off(api: Api) -> Run {
     let messages = run.messages;
     mock.push(MockReply::text(common::DOCUMENT));
     let controller = Controller::new(agent.clone(), FrontEndTexts::default());
-    let outcome = controller.handoff(None).await;
+    let outcome = controller.handoff(HandoffOptions::default()).await;
     assert!(matches!(outcome, HandoffOutcome::Done { .. }), "{api:?}: {outcome:?}");
     let requests = mock.requests();
     assert_eq!(requests.len(), 3, "{api:?}");

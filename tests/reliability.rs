@@ -427,7 +427,7 @@ async fn full_disk_a_handoff_fails_clearly_never_switches_and_leaves_no_new_file
     let _filler = fs.fill();
     let mut rx = record(&agent);
     mock.push(MockReply::text(DOCUMENT));
-    let outcome = tokio::time::timeout(T, controller.handoff(None)).await.unwrap();
+    let outcome = tokio::time::timeout(T, controller.handoff(Default::default())).await.unwrap();
     let message = match &outcome {
         HandoffOutcome::Failed { message } => message.clone(),
         other => panic!("expected Failed, got {other:?}"),
@@ -544,7 +544,7 @@ async fn read_only_folder_a_handoff_whose_new_session_cannot_be_created_stays_on
     let Some(_guard) = NoNewFiles::on(old.parent().unwrap()) else { return };
     let mut rx = record(&agent);
     mock.push(MockReply::text(DOCUMENT));
-    let outcome = tokio::time::timeout(T, controller.handoff(None)).await.unwrap();
+    let outcome = tokio::time::timeout(T, controller.handoff(Default::default())).await.unwrap();
     let HandoffOutcome::Failed { message } = &outcome else { panic!("expected Failed, got {outcome:?}") };
     assert!(message.starts_with("could not write the new session: "), "{message}");
     assert!(message.contains("Permission denied") || message.contains("Operation not permitted"), "{message}");
@@ -652,7 +652,7 @@ async fn provider_faults_during_a_handoff_fail_with_one_clear_message_and_never_
             mock.set_default(MockReply::text("A REPLY NOBODY ASKED FOR"));
             let mut rx = record(&agent);
             let t0 = Instant::now();
-            let outcome = tokio::time::timeout(T, controller.handoff(None)).await.expect(fault.name);
+            let outcome = tokio::time::timeout(T, controller.handoff(Default::default())).await.expect(fault.name);
             let took = t0.elapsed();
             let name = fault.name;
             let HandoffOutcome::Failed { message } = &outcome else { panic!("{name}: expected Failed, got {outcome:?}") };
@@ -695,7 +695,7 @@ async fn provider_huge_event_a_5_mb_document_arrives_whole_and_the_section_check
     let controller = Controller::new(agent.clone(), FrontEndTexts::default());
     mock.push(MockReply::Huge { bytes: 5 * 1024 * 1024 });
     let mut rx = record(&agent);
-    let outcome = tokio::time::timeout(T, controller.handoff(None)).await.unwrap();
+    let outcome = tokio::time::timeout(T, controller.handoff(Default::default())).await.unwrap();
     let HandoffOutcome::Done { document, missing_sections, session_file, .. } = &outcome else {
         panic!("expected Done, got {:?}", std::mem::discriminant(&outcome))
     };
@@ -741,7 +741,7 @@ async fn provider_retries_and_waits_are_abortable_a_handoff_cancels_out_of_each(
         let run = {
             use tracing::instrument::WithSubscriber;
             let controller = controller.clone();
-            tokio::spawn(async move { controller.handoff(None).await }.with_subscriber(retry_waits.dispatch()))
+            tokio::spawn(async move { controller.handoff(Default::default()).await }.with_subscriber(retry_waits.dispatch()))
         };
         assert!(mock.wait_for_requests(1, T).await, "{name}");
         match in_state {
@@ -1237,7 +1237,7 @@ async fn endurance_1000_prompts_in_one_session_and_100_chained_handoffs_memory_s
     for i in 0..100 {
         // Each new session needs two messages to hand off again.
         agent.prompt(&format!("work {i}"), RunOptions::default()).await.unwrap();
-        let HandoffOutcome::Done { .. } = controller.handoff(None).await else { panic!("handoff {i} failed") };
+        let HandoffOutcome::Done { .. } = controller.handoff(Default::default()).await else { panic!("handoff {i} failed") };
         if i % 10 == 9 {
             rss_h.push(rss_kib());
         }

@@ -342,7 +342,7 @@ async fn a_handoff_asks_with_the_sessions_level_and_the_new_session_starts_at_it
             calls: Vec::new(),
         });
         let controller = Controller::new(agent.clone(), FrontEndTexts::default());
-        let outcome = tokio::time::timeout(T, controller.handoff(None)).await.unwrap();
+        let outcome = tokio::time::timeout(T, controller.handoff(Default::default())).await.unwrap();
         let HandoffOutcome::Done { document, session_file, .. } = outcome else { panic!("{api:?}: {outcome:?}") };
         assert_eq!(document, DOCUMENT);
         let body = &server.requests()[1].body;

@@ -59,7 +59,7 @@ async fn bodies(session_file: &Path, variant: &str) -> (Vec<u8>, Vec<u8>) {
     agent.prompt("Go on.", RunOptions::default()).await.unwrap();
     server.push(MockReply::text(common::DOCUMENT));
     let controller = Controller::new(agent.clone(), FrontEndTexts::default());
-    let outcome = controller.handoff(Some("the wire")).await;
+    let outcome = controller.handoff(handoff_nvim::core::handoff::HandoffOptions::focus("the wire")).await;
     assert!(matches!(outcome, HandoffOutcome::Done { .. }), "{outcome:?}");
     let mut requests = server.requests();
     assert_eq!(requests.len(), 2, "the prompt's request and the handoff's");

@@ -2,7 +2,9 @@
 --- says). Each request shows in the chat with what it will do (the command, or the diff of the
 --- file) and the keys that answer it; several may wait at once, and nothing blocks the editor.
 --- `require("handoff").approve(id, decision, reason?)` is the one way to answer (the keys use it
---- too); `User HandoffToolApproval` fires with `{ id, tool, args, diff? }` for your own UI.
+--- too); `User HandoffToolApproval` fires with `{ id, tool, kind, args, summary, path?, diff? }`
+--- for your own UI. What a call does (its summary, the file it changes, its preview) is what the
+--- host sends, as the tool says it: nothing here reads the tool's arguments.
 local state = require("handoff.state")
 
 local M = {}
@@ -12,8 +14,10 @@ local api = vim.api
 ---@class handoff.ApprovalRequest
 ---@field id string
 ---@field tool string
----@field kind string
+---@field kind "readOnly"|"edit"|"execute"
 ---@field args table
+---@field summary string what the call does, as the tool says it (the command, the path, …)
+---@field path? string the file it changes (absolute)
 ---@field diff? string
 ---@field before? string
 ---@field after? string
@@ -48,12 +52,12 @@ end
 function M.lines(r)
   local keys = require("handoff.config").options.keymaps.approval or {}
   local lines = { ("### Allow `%s`?"):format(r.tool), "" }
-  if r.tool == "bash" then
+  if r.kind == "execute" then
     vim.list_extend(lines, { "```sh" })
-    vim.list_extend(lines, vim.split(tostring(r.args.command or ""), "\n", { plain = true }))
+    vim.list_extend(lines, vim.split(r.summary or "", "\n", { plain = true }))
     vim.list_extend(lines, { "```" })
   elseif r.diff then
-    table.insert(lines, "`" .. tostring(r.args.path or "") .. "`")
+    table.insert(lines, "`" .. (r.summary or "") .. "`")
     table.insert(lines, "")
     vim.list_extend(lines, { "```diff" })
     vim.list_extend(lines, vim.split(r.diff, "\n", { plain = true, trimempty = true }))
@@ -90,7 +94,15 @@ function M.request(r)
   pending[r.id] = r
   table.insert(order, r.id)
   require("handoff.chat").append_approval(r)
-  require("handoff.events").fire("HandoffToolApproval", { id = r.id, tool = r.tool, args = r.args, diff = r.diff })
+  require("handoff.events").fire("HandoffToolApproval", {
+    id = r.id,
+    tool = r.tool,
+    kind = r.kind,
+    args = r.args,
+    summary = r.summary,
+    path = r.path,
+    diff = r.diff,
+  })
 end
 
 --- The host says a request ended (answered, or its turn was stopped).
@@ -165,7 +177,7 @@ function M.open_diff(r)
   if not (r and (r.before or r.after)) then
     return false
   end
-  local ft = vim.filetype.match({ filename = tostring(r.args.path or "") }) or ""
+  local ft = vim.filetype.match({ filename = r.path or "" }) or ""
   vim.cmd("tabnew")
   local function side(text, label)
     local buf = api.nvim_create_buf(false, true)
@@ -177,7 +189,7 @@ function M.open_diff(r)
     vim.bo[buf].bufhidden = "wipe"
     vim.bo[buf].modifiable = false
     vim.bo[buf].filetype = ft
-    pcall(api.nvim_buf_set_name, buf, ("handoff://%s/%s (%s)"):format(r.id, tostring(r.args.path or "file"), label))
+    pcall(api.nvim_buf_set_name, buf, ("handoff://%s/%s (%s)"):format(r.id, r.summary ~= "" and r.summary or "file", label))
     api.nvim_win_set_buf(0, buf)
     vim.cmd("diffthis")
   end

@@ -28,10 +28,17 @@ local diff = (vim.text and vim.text.diff) or vim.diff
 ---@field session_id string
 ---@field files handoff.ChangedFile[] the most recently changed first
 
---- The changes of the current session from the host (nil after telling the user why not).
+--- The changes of the current session from the host (nil after telling the user why not;
+--- while the session loads, `again` runs once it is open).
+---@param again? fun()
 ---@return handoff.Changes?
-function M.get()
-  return require("handoff.host").request("changes")
+function M.get(again)
+  local host = require("handoff.host")
+  local changes, failure = host.request("changes")
+  if failure and failure.kind == "not_ready" and again then
+    host.when_ready(again)
+  end
+  return changes
 end
 
 local function read_file(path)
@@ -169,7 +176,7 @@ end
 --- there are none).
 ---@return table[]? items
 function M.quickfix()
-  local changes = M.get()
+  local changes = M.get(M.quickfix)
   if not changes then
     return nil
   end
@@ -231,7 +238,9 @@ function M.diff(file)
     return false
   end
   local path = normalize(target)
-  local changes = M.get()
+  local changes = M.get(function()
+    M.diff(file)
+  end)
   if not changes then
     return false
   end

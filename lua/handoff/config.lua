@@ -59,6 +59,7 @@ M.options = vim.deepcopy(defaults)
 
 --- The thinking levels, lowest first (pi's names).
 M.thinking_levels = schema.thinking_levels
+M.thinking_names = schema.thinking_names
 
 ---@return handoff.Config
 function M.defaults()

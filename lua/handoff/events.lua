@@ -35,6 +35,8 @@ function handlers.transcript(r)
   end
   -- The list of this session's branch (a resume or a switch may change it).
   require("handoff.todos").set(r.todos, false)
+  -- A session is open: commands refused while it loaded run now (after this batch).
+  vim.schedule(require("handoff.host").on_ready)
 end
 
 function handlers.agent_start()
@@ -83,7 +85,12 @@ function handlers.agent_end(r)
   if r.stop_reason == "stop" and not state.generating_handoff then
     meter.maybe_suggest()
   end
-  M.fire("HandoffAgentEnd", { session_file = r.session_file, stop_reason = r.stop_reason })
+  M.fire("HandoffAgentEnd", {
+    session_file = r.session_file,
+    stop_reason = r.stop_reason,
+    error_message = r.error_message,
+    error_kind = r.error_kind,
+  })
 end
 
 function handlers.handoff_start(r)

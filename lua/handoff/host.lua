@@ -1,5 +1,8 @@
 --- The host process: found, started lazily, configured, restarted after a crash with the same
---- session, stopped on exit. Long work is only ever *notified*; requests are short queries.
+--- session, stopped on exit. Long work is only ever *notified*; requests are short queries that
+--- the host answers at once: `{ ok = value }` or `{ error = { kind, message } }`. No request
+--- waits for the session to load: it fails with kind "not_ready", and `when_ready` runs a retry
+--- once the session's transcript arrives.
 local config = require("handoff.config")
 local state = require("handoff.state")
 
@@ -134,13 +137,13 @@ function M.ensure()
   state.pid = vim.fn.jobpid(chan)
   -- The host opens the session in the background (the same one after a restart, else the
   -- newest of this directory or a new one) and sends it as a `transcript` record.
-  local ok2, reply = pcall(vim.rpcrequest, chan, "configure", M.configure_args())
+  local ok2, failure = M.call(chan, "configure", M.configure_args())
   if not ok2 then
     M.stop()
-    notify(("handoff.nvim: the host did not start: %s (log: %s)"):format(tostring(reply), log))
+    notify(("handoff.nvim: the host did not start: %s (log: %s)"):format(failure.message, log))
     return nil
   end
-  local okv, version = pcall(vim.rpcrequest, chan, "version")
+  local okv, version = M.call(chan, "version")
   local wanted = M.source_version()
   state.host_version = okv and version or nil
   if okv and wanted and version ~= wanted then
@@ -162,14 +165,74 @@ function M.configure_args()
     resume = config.options.resume_last and "newest" or "new",
     -- A transcript carries no more of a tool's output than the chat shows.
     tool_output_lines = config.options.tool_output_lines,
+    -- The host decides for `:Handoff` and `/handoff` typed in the prompt alike.
+    handoff_review = config.options.handoff.review and true or false,
   }
 end
 
+---@class handoff.Failure
+---@field kind string  "not_ready", "busy", "invalid", "auth", "rate_limit", "overflow", "network", "timeout", "io", "host", …
+---@field message string
+
+--- One request on `chan`: `true, value`, or `false, failure` (`handoff.Failure`). A failure of
+--- the channel itself (the host went away) has kind "host".
+---@return boolean, any
+function M.call(chan, method, ...)
+  local ok, answer = pcall(vim.rpcrequest, chan, method, ...)
+  if not ok then
+    return false, { kind = "host", message = (tostring(answer):gsub("^.-Vim:", "")) }
+  end
+  if type(answer) == "table" and answer.error ~= nil then
+    return false, answer.error
+  end
+  if type(answer) ~= "table" or answer.ok == nil then
+    return false, { kind = "host", message = ("unexpected answer to %s: %s"):format(method, vim.inspect(answer)) }
+  end
+  return true, answer.ok
+end
+
+--- Callbacks waiting for the session to be open (see `when_ready`), and whether any do: then
+--- notifications wait behind them too, so that what the user did runs in the order they did it.
+local waiting = {}
+local loading = false
+
+--- Runs `fn` once the host's session is open: at the next `transcript` record (the one a load
+--- sends). For a command refused as "not_ready".
+---@param fn fun()
+function M.when_ready(fn)
+  loading = true
+  table.insert(waiting, fn)
+end
+
+--- The session is open (called by `handoff.events` on a transcript record).
+function M.on_ready()
+  local run = waiting
+  waiting, loading = {}, false
+  for _, fn in ipairs(run) do
+    fn()
+  end
+end
+
+--- Drops what waits for the session (`:HandoffStop` while it loads); returns how many.
+function M.drop_waiting()
+  local n = #waiting
+  waiting, loading = {}, false
+  return n
+end
+
 --- Sends a notification (long work: prompt, handoff; or an abort). Never waits on the model.
+--- While commands wait for the session to open, it waits behind them.
 function M.notify(method, ...)
   local chan = M.ensure()
   if not chan then
     return false
+  end
+  if loading then
+    local args = { n = select("#", ...), ... }
+    M.when_ready(function()
+      M.notify(method, unpack(args, 1, args.n))
+    end)
+    return true
   end
   vim.rpcnotify(chan, method, ...)
   return true
@@ -185,24 +248,35 @@ function M.notify_running(method, ...)
 end
 
 --- A short request to a running host, without starting one or telling the user anything:
---- returns ok and the result or the error (completion and health checks ask this way).
+--- returns ok and the result, or false, the failure's text and the failure (completion and
+--- health checks ask this way).
 function M.try_request(method, ...)
   if not state.chan then
-    return false, "the host is not running"
+    return false, "the host is not running", { kind = "host", message = "the host is not running" }
   end
-  return pcall(vim.rpcrequest, state.chan, method, ...)
+  local ok, res = M.call(state.chan, method, ...)
+  if not ok then
+    return false, res.message, res
+  end
+  return true, res
 end
 
---- A short request. Returns the result, or nil after telling the user what failed.
+--- A short request. Returns the result, or nil and the failure (`handoff.Failure`) after
+--- telling the user what failed (while the session loads, only that it loads).
+---@return any, handoff.Failure?
 function M.request(method, ...)
   local chan = M.ensure()
   if not chan then
-    return nil
+    return nil, { kind = "host", message = "the host is not running" }
   end
-  local ok, res = pcall(vim.rpcrequest, chan, method, ...)
+  local ok, res = M.call(chan, method, ...)
   if not ok then
-    notify(("handoff.nvim: %s failed: %s"):format(method, tostring(res):gsub("^.-Vim:", "")))
-    return nil
+    if res.kind == "not_ready" then
+      notify("handoff.nvim: " .. res.message, vim.log.levels.INFO)
+    else
+      notify(("handoff.nvim: %s failed: %s"):format(method, res.message))
+    end
+    return nil, res
   end
   return res
 end

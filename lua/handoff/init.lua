@@ -1,8 +1,10 @@
 --- handoff.nvim: LLM agent sessions in Neovim with a structured `/handoff` to a fresh session.
 ---
 --- Public API: setup(opts), prompt(text), handoff(focus), abort(), status(), and the helpers the
---- commands use. Nothing here waits on the model: long work is a notification to the host, and
---- its results come back as events (see `handoff.events`).
+--- commands use. Nothing here waits on the model or on a session being loaded: long work is a
+--- notification to the host (input sent while the session loads waits there, in order, and runs
+--- once it is open), and its results come back as events (see `handoff.events`). A command that
+--- asks the host something while the session loads runs again once it is open.
 local config = require("handoff.config")
 local host = require("handoff.host")
 local state = require("handoff.state")
@@ -55,17 +57,21 @@ function M.add_selection(line1, line2, buf)
   require("handoff.chat").add_to_prompt(a.block)
 end
 
---- Hands the session off to a new one (`:Handoff [focus]`). With `opts.review` (`:Handoff!`,
---- or `setup{ handoff = { review = true } }`) the document opens for editing first: `:w` starts
---- the new session with it, quitting without writing discards it.
+--- Hands the session off to a new one (`:Handoff [focus]`). With `opts.review` (`:Handoff!`)
+--- the document opens for editing first: `:w` starts the new session with it, quitting without
+--- writing discards it. Without it, `setup{ handoff = { review } }` decides (in the host, so
+--- `/handoff` typed in the prompt does the same).
 ---@param focus? string focus instructions
 ---@param opts? { review?: boolean }
 function M.handoff(focus, opts)
   if focus == "" then
     focus = nil
   end
-  local review = (opts and opts.review ~= nil) and opts.review or config.options.handoff.review
-  return host.notify("handoff", focus or vim.NIL, { review = review and true or false })
+  local flags = {}
+  if opts and opts.review ~= nil then
+    flags.review = opts.review and true or false
+  end
+  return host.notify("handoff", focus or vim.NIL, flags)
 end
 
 --- Stops what runs: the handoff being generated, or else the response.
@@ -73,6 +79,8 @@ function M.abort()
   if state.generating_handoff then
     return M.abort_handoff()
   end
+  -- What waits for the session to open is dropped too (the host drops what waits there).
+  host.drop_waiting()
   return host.notify_running("abort")
 end
 
@@ -127,9 +135,19 @@ function M.toggle_chat()
   require("handoff.chat").toggle()
 end
 
+--- Asks the host for a command's work; while the session loads, asks again once it is open
+--- (`again`). Returns the reply, or nil (the user was told why).
+local function command(again, method, ...)
+  local reply, failure = host.request(method, ...)
+  if failure and failure.kind == "not_ready" then
+    host.when_ready(again)
+  end
+  return reply
+end
+
 --- Starts a new, empty session.
 function M.new_session()
-  local reply = host.request("new_session")
+  local reply = command(M.new_session, "new_session")
   if reply then
     vim.notify("New session " .. (reply.session_id or ""), vim.log.levels.INFO, { title = "handoff.nvim" })
   end
@@ -163,7 +181,9 @@ end
 function M.select_model(name)
   local function apply(model)
     if model and vim.trim(model) ~= "" then
-      local reply = host.request("set_model", vim.trim(model))
+      local reply = command(function()
+        apply(model)
+      end, "set_model", vim.trim(model))
       if reply then
         state.model = reply.model
         vim.notify("Model: " .. reply.model, vim.log.levels.INFO, { title = "handoff.nvim" })
@@ -184,17 +204,19 @@ end
 --- Sets the session's thinking level ("off", "minimal", "low", "medium", "high"): sent from
 --- the next prompt on (Anthropic's extended thinking, OpenAI's `reasoning_effort`; a reply that
 --- runs keeps its level), and recorded in the session as pi records it, so the session resumes
---- with it.
+--- with it. While the session loads, it is set once the session is open (false now).
 ---@param level string
 ---@return boolean changed_or_set
 function M.set_thinking(level)
   level = vim.trim(level or ""):lower()
-  if not vim.tbl_contains(config.thinking_levels, level) then
+  if not vim.tbl_contains(config.thinking_names, level) then
     vim.notify(("handoff.nvim: unknown thinking level %q (one of %s)"):format(level, table.concat(config.thinking_levels, ", ")),
       vim.log.levels.ERROR, { title = "handoff.nvim" })
     return false
   end
-  local reply = host.request("set_thinking", level)
+  local reply = command(function()
+    M.set_thinking(level)
+  end, "set_thinking", level)
   if not reply then
     return false
   end

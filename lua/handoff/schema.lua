@@ -76,6 +76,8 @@
 return {
   --- The thinking levels, lowest first (the ones offered).
   thinking_levels = { "off", "minimal", "low", "medium", "high" },
+  --- Every name a thinking level is taken by (pi's `xhigh` is `high`).
+  thinking_names = { "off", "minimal", "low", "medium", "high", "xhigh" },
   settings = {
     {
       key = "bin",

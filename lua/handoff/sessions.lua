@@ -84,8 +84,9 @@ function M.chains(list)
   return out
 end
 
---- A picker line: the timestamp, the first prompt and the size, indented and marked `⇠` under
---- the session it was handed off from.
+--- A picker line: the timestamp, the first prompt and the size (the host's count of the messages
+--- on the current branch, the one the handoff's guard checks), indented and marked `⇠` under the
+--- session it was handed off from.
 ---@param item handoff.SessionChainItem
 function M.format(item)
   local s = item

@@ -6,6 +6,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use async_trait::async_trait;
 
 use crate::core::tools::consent::{ApprovalRequest, Consent, Decision};
+use crate::core::tools::ToolKind;
 
 /// The result text when nobody can be asked.
 pub const NO_TERMINAL: &str =
@@ -24,16 +25,15 @@ pub fn for_this_process() -> std::sync::Arc<dyn Consent> {
     }
 }
 
-/// What the question shows of a call: the command, or the diff, or the arguments.
+/// What the question shows of a call, as the tool said it: the command, or the file and the
+/// diff of the change, or the arguments.
 fn describe(request: &ApprovalRequest) -> String {
-    if let Some(command) = request.args.get("command").and_then(|c| c.as_str()) {
-        return format!("$ {command}");
+    match (request.preview.as_ref().map(|p| &p.diff), request.kind) {
+        (_, ToolKind::Execute) => format!("$ {}", request.summary),
+        (Some(diff), _) => format!("{}\n{diff}", request.summary),
+        (None, _) if !request.summary.is_empty() => format!("{}: {}", request.tool, request.summary),
+        (None, _) => request.args.to_string(),
     }
-    if let Some(diff) = &request.diff {
-        let path = request.args.get("path").and_then(|p| p.as_str()).unwrap_or("?");
-        return format!("{path}\n{diff}");
-    }
-    request.args.to_string()
 }
 
 fn ask_blocking(request: &ApprovalRequest) -> std::io::Result<Decision> {

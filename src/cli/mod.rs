@@ -8,14 +8,14 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
 
-use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent, RunOptions};
+use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent, RunResult};
 use crate::core::config::Settings;
-use crate::core::controller::{self, Controller, FrontEndTexts, Level, SessionChoice};
-use crate::core::handoff::HandoffOutcome;
+use crate::core::controller::{self, Controller, FrontEndTexts, Level, Ran, SessionChoice};
+use crate::core::handoff::{HandoffOptions, HandoffOutcome};
 use crate::core::message::StopReason;
 use crate::core::session::SessionManager;
-use crate::core::tools::{current_todos, todo};
 use crate::frontend_paths;
 
 mod consent;
@@ -48,6 +48,8 @@ pub enum Command {
     /// Serve Neovim over msgpack-RPC on stdin/stdout (the default).
     Rpc,
     /// Send one prompt; the reply streams to stdout, the session path goes to stderr.
+    /// `/handoff [focus]` hands the session off instead, as in the editor: the new session's
+    /// path goes to stdout, with the exit codes of `handoff`.
     Prompt {
         /// Continue this session file (default: the newest session of the working directory).
         #[arg(long, conflicts_with = "new")]
@@ -121,35 +123,73 @@ fn sigint() -> anyhow::Result<tokio::signal::unix::Signal> {
     signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C")
 }
 
-/// Streams text deltas to stdout while the agent runs; warnings and errors the run reports on
-/// the side (a refused request field, the turn limit) go to stderr.
-fn spawn_stdout_printer(agent: &AgentSession) -> tokio::task::JoinHandle<()> {
+/// Streams text deltas to stdout while the agent runs; warnings and errors reported on the side
+/// (a refused command, a refused request field, the turn limit) go to stderr. A handoff's
+/// document is not streamed: its outcome is the new session's path. Stops at the end of the
+/// reply, or once `done` is cancelled and what was sent before is printed.
+fn spawn_stdout_printer(agent: &AgentSession, done: CancellationToken) -> tokio::task::JoinHandle<()> {
+    use tokio::sync::broadcast::error::{RecvError, TryRecvError};
     let mut events = agent.subscribe();
     tokio::spawn(async move {
         let mut out = std::io::stdout();
+        let mut in_handoff = false;
         loop {
-            match events.recv().await {
+            let event = tokio::select! {
+                biased;
+                event = events.recv() => event,
+                () = done.cancelled() => match events.try_recv() {
+                    Ok(event) => Ok(event),
+                    Err(TryRecvError::Lagged(n)) => Err(RecvError::Lagged(n)),
+                    Err(_) => break,
+                },
+            };
+            match event {
+                Ok(AgentEvent::HandoffStart { .. }) => in_handoff = true,
+                Ok(AgentEvent::HandoffEnd { .. }) => in_handoff = false,
                 Ok(AgentEvent::MessageUpdate {
                     assistant_message_event: AssistantMessageEvent::TextDelta { delta, .. },
-                }) => {
+                }) if !in_handoff => {
                     let _ = out.write_all(delta.as_bytes());
                     let _ = out.flush();
                 }
                 Ok(AgentEvent::Notice(notice)) if notice.level != Level::Info => {
                     eprintln!("warning: {}", notice.message);
                 }
-                Ok(AgentEvent::AgentEnd { .. }) => {
+                Ok(AgentEvent::AgentEnd { .. }) if !in_handoff => {
                     let _ = out.write_all(b"\n");
                     let _ = out.flush();
-                    break;
                 }
-                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(_) => break,
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => break,
             }
         }
     })
 }
 
+/// Runs `work` on the controller, SIGINT stopping what runs (the pipeline then leaves a
+/// consistent state) instead of killing the process. Registered before the work starts, so
+/// that even an early Ctrl-C stops it cleanly.
+async fn interruptible<T: Send + 'static>(
+    controller: &Arc<Controller>,
+    work: impl std::future::Future<Output = T> + Send + 'static,
+) -> anyhow::Result<T> {
+    let mut interrupt = sigint()?;
+    let run = tokio::spawn(work);
+    let interrupted = {
+        let controller = controller.clone();
+        tokio::spawn(async move {
+            if interrupt.recv().await.is_some() {
+                controller.abort();
+            }
+        })
+    };
+    let result = run.await.context("the command's task failed");
+    interrupted.abort();
+    result
+}
+
+/// `prompt`: what was typed goes through the controller, as in the editor, so
+/// `prompt "/handoff focus"` hands off.
 async fn prompt(
     settings: &Settings,
     session: Option<PathBuf>,
@@ -165,28 +205,27 @@ async fn prompt(
     };
     let agent = open_agent(settings, &cwd, &choice)?;
     eprintln!("{}", agent.session().path().display());
-    let mut interrupt = sigint()?;
-    let printer = spawn_stdout_printer(&agent);
-    let run = {
-        let agent = agent.clone();
-        let text = text.to_string();
-        tokio::spawn(async move { agent.prompt(&text, RunOptions::default()).await })
+    let controller = Controller::new(agent.clone(), FrontEndTexts::default());
+    let done = CancellationToken::new();
+    let printer = spawn_stdout_printer(&agent, done.clone());
+    let ran = {
+        let (controller, text) = (controller.clone(), text.to_string());
+        interruptible(&controller.clone(), async move { controller.run_input(&text).await }).await
     };
-    let interrupted = {
-        let agent = agent.clone();
-        tokio::spawn(async move {
-            if interrupt.recv().await.is_some() {
-                agent.abort();
-            }
-        })
-    };
-    let result = run.await.context("the prompt task failed")?;
-    interrupted.abort();
+    // Everything the work sent is printed before its outcome.
+    done.cancel();
     let _ = printer.await;
     agent.session().flush()?;
-    let result = result?;
-    let Some(reply) = result.last_assistant() else { return Ok(exit::FAILURE) };
-    Ok(match reply.stop_reason.unwrap_or_default() {
+    Ok(match ran? {
+        Ran::Prompt(result) => prompt_exit_code(&result?),
+        Ran::Handoff(outcome) => handoff_exit_code(outcome)?,
+        Ran::Steered | Ran::Nothing => exit::REFUSED,
+    })
+}
+
+fn prompt_exit_code(result: &RunResult) -> u8 {
+    let Some(reply) = result.last_assistant() else { return exit::FAILURE };
+    match reply.stop_reason.unwrap_or_default() {
         StopReason::Aborted => {
             eprintln!("interrupted");
             exit::INTERRUPTED
@@ -196,31 +235,33 @@ async fn prompt(
             exit::FAILURE
         }
         _ => exit::OK,
-    })
+    }
 }
 
 async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>) -> anyhow::Result<u8> {
-    let mut interrupt = sigint()?;
     let cwd = current_dir(None)?;
     let agent = open_agent(settings, &cwd, &SessionChoice::File(file.to_path_buf()))?;
-    let controller = Controller::new(agent, FrontEndTexts::default());
-    let run = {
+    let controller = Controller::new(agent.clone(), FrontEndTexts::default());
+    let options = HandoffOptions { focus: focus.map(str::to_string), review: None };
+    let done = CancellationToken::new();
+    let printer = spawn_stdout_printer(&agent, done.clone());
+    let outcome = {
         let controller = controller.clone();
-        let focus = focus.map(str::to_string);
-        tokio::spawn(async move { controller.handoff(focus.as_deref()).await })
+        interruptible(&controller.clone(), async move { controller.handoff(options).await }).await
     };
-    // SIGINT aborts the handoff (the pipeline then leaves a consistent state), not the process.
-    let interrupted = {
-        let controller = controller.clone();
-        tokio::spawn(async move {
-            if interrupt.recv().await.is_some() {
-                controller.abort_handoff();
-            }
-        })
+    done.cancel();
+    let _ = printer.await;
+    handoff_exit_code(outcome?)
+}
+
+/// A handoff's outcome on stderr (the controller's words) and its exit code; the new session's
+/// path on stdout. A refusal was said on the event route already (see the printer).
+fn handoff_exit_code(outcome: HandoffOutcome) -> anyhow::Result<u8> {
+    let notices = match outcome {
+        HandoffOutcome::Refused { .. } => Vec::new(),
+        _ => controller::handoff_notices(&outcome),
     };
-    let outcome = run.await.context("the handoff task failed")?;
-    interrupted.abort();
-    for notice in controller::handoff_notices(&outcome) {
+    for notice in notices {
         match notice.level {
             Level::Info => {}
             Level::Warn => eprintln!("warning: {}", notice.message),
@@ -266,7 +307,7 @@ fn print_context(file: &Path, settings: &Settings) -> anyhow::Result<ExitCode> {
 
 fn print_todos(file: &Path, settings: &Settings) -> anyhow::Result<ExitCode> {
     let session = open_session(file, settings)?;
-    let todos = current_todos(&session.branch_tool_results(todo::TOOL_NAME));
+    let todos = session.todos();
     let mut out = std::io::stdout().lock();
     serde_json::to_writer(&mut out, &todos)?;
     writeln!(out)?;

@@ -5,16 +5,51 @@
 //! cancel in the editor) come from that front end ([`FrontEndTexts`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::core::agent::{AgentConfig, AgentError, AgentEvent, AgentSession, RunOptions};
-use crate::core::handoff::{self, text, Handoff, HandoffOutcome};
+use crate::core::agent::{AgentConfig, AgentError, AgentEvent, AgentSession, RunOptions, RunResult};
+use crate::core::failure::{Failure, FailureKind};
+use crate::core::handoff::{self, Handoff, HandoffOptions, HandoffOutcome, Refusal};
+use crate::core::provider::ThinkingLevel;
 use crate::core::session::{SessionError, SessionManager};
 
 pub use crate::core::agent::{Level, Notice};
 
-/// Said when a prompt arrives while a response runs.
-pub const QUEUED: &str = "Queued: sent when the current reply reaches a turn boundary";
+/// Every text about a command's outcome, written once.
+pub mod text {
+    pub const SUCCESS: &str = "New session started with handoff context";
+    pub const REVIEW: &str = "Review the handoff document: write it to start the new session with it, quit without writing to discard it";
+    pub const DISCARDED: &str = "Handoff discarded: no new session";
+    pub const CANCELLED: &str = "Handoff cancelled";
+    pub const REVIEW_PENDING: &str = "A handoff document is waiting for review: write it or quit it first";
+    pub const NO_REVIEW: &str = "No handoff document is waiting for review";
+    pub const NOTHING_TO_HAND_OFF: &str = "Nothing to hand off (no messages yet)";
+    /// Said when a prompt arrives while a response runs.
+    pub const QUEUED: &str = "Queued: sent when the current reply reaches a turn boundary";
+    /// Said when a request arrives before a session is open (the editor runs a command again
+    /// once it is).
+    pub const NOT_READY: &str = "The session is still loading";
+    /// Said when input arrives before a session is open: it waits, in order, and runs then.
+    pub const WAITING_FOR_SESSION: &str = "The session is still loading: your input is sent when it is open";
+    /// Said when the session could not be opened at all: what waited is dropped.
+    pub const NEVER_READY: &str = "No session could be opened: the input sent while it loaded was not run";
+
+    /// The one wording of "busy": what could not be done, and why.
+    pub fn busy(doing: &str) -> String {
+        format!("Cannot {doing} while a response is in progress")
+    }
+
+    /// What each command is called in [`busy`].
+    pub mod doing {
+        pub const HAND_OFF: &str = "hand off";
+        pub const NEW_SESSION: &str = "start a new session";
+        pub const RESUME: &str = "resume a session";
+        pub const SET_MODEL: &str = "switch the model";
+        pub const SET_THINKING: &str = "change the thinking level";
+        pub const RECONFIGURE: &str = "reconfigure";
+    }
+}
 
 /// What the prompt input means.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,6 +66,47 @@ pub fn classify_input(text: &str) -> Input {
         Some(focus) => Input::Handoff { focus: focus.to_string() },
         None => Input::Prompt(text.to_string()),
     }
+}
+
+/// The words of a refusal (`doing`: what was refused, for the busy case).
+pub fn refusal_text(reason: Refusal, doing: &str) -> String {
+    match reason {
+        Refusal::Busy => text::busy(doing),
+        Refusal::ReviewPending => text::REVIEW_PENDING.into(),
+        Refusal::NoReview => text::NO_REVIEW.into(),
+        Refusal::NothingToHandOff => text::NOTHING_TO_HAND_OFF.into(),
+    }
+}
+
+/// The kind a front end branches on, for a refusal.
+pub fn refusal_kind(reason: Refusal) -> FailureKind {
+    match reason {
+        Refusal::Busy | Refusal::ReviewPending => FailureKind::Busy,
+        Refusal::NoReview | Refusal::NothingToHandOff => FailureKind::Invalid,
+    }
+}
+
+/// An agent failure as the user hears of it (`doing`: what failed, for the busy case).
+pub fn failure_of(e: AgentError, doing: &str) -> Failure {
+    match e {
+        AgentError::Busy => Failure::new(FailureKind::Busy, text::busy(doing)),
+        AgentError::Session(e) => session_failure(e),
+    }
+}
+
+/// A session failure: a file that is no session (or names no entry) is the caller's mistake,
+/// the rest is the disk's.
+pub fn session_failure(e: SessionError) -> Failure {
+    let kind = match &e {
+        SessionError::Io { .. } | SessionError::Encode(_) => FailureKind::Io,
+        SessionError::Empty { .. }
+        | SessionError::NoHeader { .. }
+        | SessionError::BadHeader { .. }
+        | SessionError::NotAFile { .. }
+        | SessionError::TooManyEntries { .. }
+        | SessionError::UnknownEntry(_) => FailureKind::Invalid,
+    };
+    Failure::new(kind, e.to_string())
 }
 
 /// `handleHandoffCommand`'s messages for an outcome.
@@ -50,7 +126,9 @@ pub fn handoff_notices(outcome: &HandoffOutcome) -> Vec<Notice> {
         HandoffOutcome::Discarded => vec![Notice::new(Level::Info, text::DISCARDED)],
         HandoffOutcome::Cancelled => vec![Notice::new(Level::Error, text::CANCELLED)],
         HandoffOutcome::Failed { message } => vec![Notice::new(Level::Error, format!("Handoff failed: {message}"))],
-        HandoffOutcome::Refused { message } => vec![Notice::new(Level::Warn, message.clone())],
+        HandoffOutcome::Refused { reason } => {
+            vec![Notice::new(Level::Warn, refusal_text(*reason, text::doing::HAND_OFF))]
+        }
     }
 }
 
@@ -112,13 +190,13 @@ pub fn open_session(
     Ok(Opened { agent, warnings })
 }
 
-/// What `submit` did with the input.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Submitted {
-    /// A handoff was started (its outcome arrives as events).
-    Handoff,
-    /// The prompt runs.
-    Prompt,
+/// What running an input did.
+#[derive(Debug)]
+pub enum Ran {
+    /// `/handoff`: its outcome (a refusal went out as a notice too).
+    Handoff(HandoffOutcome),
+    /// The prompt ran to its end, or failed to start.
+    Prompt(Result<RunResult, AgentError>),
     /// A response is running: the prompt waits for its next turn boundary.
     Steered,
     /// Nothing was sent (empty input, or refused: the reason went out as a notice).
@@ -130,15 +208,32 @@ pub struct Controller {
     agent: Arc<AgentSession>,
     handoff: Handoff,
     texts: FrontEndTexts,
+    /// The front end's configured review default, for a handoff that does not say.
+    review_by_default: AtomicBool,
+    /// Held while a prompt is queued as steering, and while a finished prompt takes what was
+    /// queued too late for its run: "Queued" is always kept.
+    steering: std::sync::Mutex<()>,
 }
 
 impl Controller {
     pub fn new(agent: Arc<AgentSession>, texts: FrontEndTexts) -> Arc<Self> {
-        Arc::new(Self { agent, handoff: Handoff::new(), texts })
+        Arc::new(Self {
+            agent,
+            handoff: Handoff::new(),
+            texts,
+            review_by_default: AtomicBool::new(false),
+            steering: std::sync::Mutex::new(()),
+        })
     }
 
     pub fn agent(&self) -> &Arc<AgentSession> {
         &self.agent
+    }
+
+    /// Whether a handoff that does not say reviews its document (`setup{ handoff = { review } }`):
+    /// `:Handoff` and `/handoff` typed in a prompt then behave the same.
+    pub fn set_review_by_default(&self, review: bool) {
+        self.review_by_default.store(review, Ordering::Relaxed);
     }
 
     pub fn is_generating_handoff(&self) -> bool {
@@ -148,6 +243,14 @@ impl Controller {
     /// A response or a handoff runs.
     pub fn is_busy(&self) -> bool {
         self.agent.is_busy() || self.handoff.is_generating()
+    }
+
+    /// `Ok` when nothing runs; else the busy failure for `doing`.
+    pub fn ensure_idle(&self, doing: &str) -> Result<(), Failure> {
+        if self.is_busy() {
+            return Err(Failure::new(FailureKind::Busy, text::busy(doing)));
+        }
+        Ok(())
     }
 
     /// Cancels the handoff being generated, if any.
@@ -166,19 +269,17 @@ impl Controller {
     }
 
     /// The pre-flight guard at the UI layer (the pipeline applies the same rule again).
-    pub fn preflight(&self) -> Result<(), Notice> {
+    pub fn preflight(&self) -> Result<(), Refusal> {
         if self.handoff.is_reviewing() {
-            return Err(Notice::new(Level::Warn, text::REVIEW_PENDING));
+            return Err(Refusal::ReviewPending);
         }
-        handoff::preflight(&self.agent, self.handoff.is_generating()).map_err(|m| Notice::new(Level::Warn, m))
+        handoff::preflight(&self.agent, self.handoff.is_generating())
     }
 
     /// Review mode: the user wrote the document; the new session starts with the text as is.
     pub fn commit_review(&self, text: &str) -> HandoffOutcome {
         let outcome = self.handoff.commit(&self.agent, text);
-        if let HandoffOutcome::Refused { message } = &outcome {
-            self.notice(Level::Warn, message.clone());
-        }
+        self.report_refusal(&outcome);
         outcome
     }
 
@@ -187,69 +288,134 @@ impl Controller {
         self.handoff.discard(&self.agent)
     }
 
-    /// Runs the handoff and returns its outcome. Every outcome reaches the event route: the
-    /// pipeline announces its start and end, and a refusal goes out as a notice here.
-    pub async fn handoff(&self, focus: Option<&str>) -> HandoffOutcome {
-        self.handoff_with(focus, false).await
+    fn report_refusal(&self, outcome: &HandoffOutcome) {
+        if let HandoffOutcome::Refused { reason } = outcome {
+            self.notice(Level::Warn, refusal_text(*reason, text::doing::HAND_OFF));
+        }
     }
 
-    /// Like `handoff`; with `review`, the document waits for the user (`commit_review` or
-    /// `discard_review`) before a new session starts.
-    pub async fn handoff_with(&self, focus: Option<&str>, review: bool) -> HandoffOutcome {
+    /// Runs the handoff and returns its outcome. Every outcome reaches the event route: the
+    /// pipeline announces its start and end, and a refusal goes out as a notice here. With
+    /// `review` (or, when it does not say, the front end's default) the document waits for the
+    /// user (`commit_review` or `discard_review`) before a new session starts.
+    pub async fn handoff(&self, options: HandoffOptions) -> HandoffOutcome {
+        let review = options.review.unwrap_or_else(|| self.review_by_default.load(Ordering::Relaxed));
         let outcome = match self.preflight() {
-            Err(notice) => HandoffOutcome::Refused { message: notice.message },
-            Ok(()) => self.handoff.run_with(&self.agent, focus, review).await,
+            Err(reason) => HandoffOutcome::Refused { reason },
+            Ok(()) => self.handoff.run(&self.agent, options.focus.as_deref(), review).await,
         };
-        if let HandoffOutcome::Refused { message } = &outcome {
-            self.notice(Level::Warn, message.clone());
-        }
+        self.report_refusal(&outcome);
         outcome
     }
 
-    /// What the user typed in a prompt: `/handoff [focus]` starts the handoff, anything else is
-    /// a prompt (or steering when a response runs). Long work runs in a task; its outcome, and
-    /// any refusal, arrive as events. Call from within a tokio runtime.
-    pub fn submit(self: &Arc<Self>, text: &str) -> Submitted {
+    /// Starts the handoff in a task (its outcome arrives as events).
+    pub fn start_handoff(self: &Arc<Self>, options: HandoffOptions) {
+        let controller = self.clone();
+        tokio::spawn(async move {
+            controller.handoff(options).await;
+        });
+    }
+
+    /// What the user typed in a prompt, run to its end: `/handoff [focus]` hands off (with the
+    /// front end's review default), anything else is a prompt, or steering when a response
+    /// runs. Refusals also go out as notices; a prompt that could not start is returned.
+    pub async fn run_input(&self, text: &str) -> Ran {
         match classify_input(text) {
             Input::Handoff { focus } => {
-                self.start_handoff(Some(focus));
-                Submitted::Handoff
+                Ran::Handoff(self.handoff(HandoffOptions { focus: Some(focus), review: None }).await)
             }
-            Input::Prompt(text) if text.trim().is_empty() => Submitted::Nothing,
+            Input::Prompt(text) if text.trim().is_empty() => Ran::Nothing,
             Input::Prompt(_) if self.handoff.is_generating() => {
                 self.notice(Level::Warn, self.texts.prompt_during_handoff.clone());
-                Submitted::Nothing
+                Ran::Nothing
             }
-            Input::Prompt(text) if self.agent.is_busy() => {
-                self.agent.steer(&text);
-                self.notice(Level::Info, QUEUED);
-                Submitted::Steered
-            }
-            Input::Prompt(text) => {
-                let controller = self.clone();
-                tokio::spawn(async move {
-                    match controller.agent.prompt(&text, RunOptions::default()).await {
-                        Ok(_) => {}
-                        // Another prompt won the race: this one waits behind it.
-                        Err(AgentError::Busy) => controller.agent.steer(&text),
-                        Err(e) => controller.notice(Level::Error, format!("The prompt failed: {e}")),
-                    }
-                });
-                Submitted::Prompt
-            }
+            Input::Prompt(text) if self.steer_if_busy(&text) => Ran::Steered,
+            Input::Prompt(mut text) => loop {
+                match self.agent.prompt(&text, RunOptions::default()).await {
+                    // Another prompt won the race: this one waits behind it.
+                    Err(AgentError::Busy) if self.steer_if_busy(&text) => break Ran::Steered,
+                    Err(AgentError::Busy) => continue,
+                    // The caller says it (`submit` as a notice; the CLI on stderr).
+                    Err(e) => break Ran::Prompt(Err(e)),
+                    ran => match self.late_steering() {
+                        // Queued after the run last looked: it is the next prompt.
+                        Some(next) => text = next,
+                        None => break Ran::Prompt(ran),
+                    },
+                }
+            },
         }
     }
 
-    /// Starts the handoff in a task (its outcome arrives as events).
-    pub fn start_handoff(self: &Arc<Self>, focus: Option<String>) {
-        self.start_handoff_with(focus, false);
+    /// Queues `text` for the running response's next turn boundary, if one runs.
+    fn steer_if_busy(&self, text: &str) -> bool {
+        let _held = crate::core::agent::lock(&self.steering);
+        if !self.agent.is_busy() {
+            return false;
+        }
+        self.agent.steer(text);
+        self.notice(Level::Info, text::QUEUED);
+        true
     }
 
-    /// Starts the handoff in a task, for review or not.
-    pub fn start_handoff_with(self: &Arc<Self>, focus: Option<String>, review: bool) {
-        let controller = self.clone();
-        tokio::spawn(async move {
-            controller.handoff_with(focus.as_deref(), review).await;
-        });
+    /// A prompt queued as steering after the last run looked for it, when nothing runs now: the
+    /// first as the next prompt's text (the rest stay queued for that run's first boundary).
+    fn late_steering(&self) -> Option<String> {
+        let _held = crate::core::agent::lock(&self.steering);
+        if self.agent.is_busy() {
+            return None;
+        }
+        self.agent.state().steering.pop_front().map(|m| m.text())
+    }
+
+    /// [`Controller::run_input`] in a task, for a front end that hears the outcome as events
+    /// (a prompt that could not start too). Call from within a tokio runtime.
+    pub fn submit(self: &Arc<Self>, text: &str) {
+        let (controller, text) = (self.clone(), text.to_string());
+        tokio::spawn(async move { controller.input(&text).await });
+    }
+
+    /// [`Controller::run_input`], every outcome told as events (a prompt that could not start
+    /// too).
+    pub async fn input(&self, text: &str) {
+        if let Ran::Prompt(Err(e)) = self.run_input(text).await {
+            self.notice(Level::Error, format!("The prompt failed: {e}"));
+        }
+    }
+
+    /// `/new`: a new, empty session.
+    pub fn new_session(&self) -> Result<(), Failure> {
+        self.ensure_idle(text::doing::NEW_SESSION)?;
+        self.agent.new_session().map(drop).map_err(|e| failure_of(e, text::doing::NEW_SESSION))
+    }
+
+    /// Continues in `session` (loaded by the caller, off the runtime's threads).
+    pub fn resume(&self, session: SessionManager) -> Result<(), Failure> {
+        self.ensure_idle(text::doing::RESUME)?;
+        self.agent
+            .switch_to(session, crate::core::agent::SwitchReason::Resume)
+            .map(drop)
+            .map_err(|e| failure_of(e, text::doing::RESUME))
+    }
+
+    /// Switches the model of this session (recorded as pi records it).
+    pub fn set_model(&self, model: &str) -> Result<(), Failure> {
+        let model = model.trim();
+        if model.is_empty() {
+            return Err(Failure::invalid("a model name is required"));
+        }
+        self.ensure_idle(text::doing::SET_MODEL)?;
+        let mut config = self.agent.provider_config();
+        config.model = model.to_string();
+        self.agent.set_model(config).map_err(|e| failure_of(e, text::doing::SET_MODEL))
+    }
+
+    /// The thinking level from the next prompt on (a reply that runs goes on with its own; a
+    /// handoff being generated is not changed under it).
+    pub fn set_thinking(&self, level: ThinkingLevel) -> Result<(), Failure> {
+        if self.handoff.is_generating() {
+            return Err(Failure::new(FailureKind::Busy, text::busy(text::doing::SET_THINKING)));
+        }
+        self.agent.set_thinking_level(level).map(drop).map_err(|e| failure_of(e, text::doing::SET_THINKING))
     }
 }

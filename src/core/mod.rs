@@ -2,11 +2,13 @@
 //! pipeline. It knows no front end (no editor RPC, no msgpack, no command-line parser): the front
 //! ends pass in what is theirs, such as the session folder, and word their own key hints.
 //!
-//! Layers, bottom up: `message` → `session` and `provider` → `agent` → `handoff` → `controller`.
+//! Layers, bottom up: `message` → `session` and `provider` (with `failure`, the kinds a front
+//! end branches on) → `agent` → `handoff` → `controller`.
 
 pub mod agent;
 pub mod config;
 pub mod controller;
+pub mod failure;
 pub mod handoff;
 pub mod message;
 mod parallel;

@@ -1,5 +1,11 @@
 //! The Neovim host: msgpack-RPC over stdio (nvim-rs + tokio). The protocol's types are in
-//! [`protocol`] (rmp-serde); `lua/handoff/host.lua` is the other side.
+//! [`protocol`] (rmp-serde): every call's arguments decode into a [`protocol::Request`] or
+//! [`protocol::Notification`]; `lua/handoff/host.lua` is the other side.
+//!
+//! Every request answers at once with `{ ok = value }` or `{ error = { kind, message } }`
+//! ([`Failure`]): none waits for a session being loaded, which is a `not_ready` failure (Lua
+//! retries when the session's `transcript` record arrives). Input sent as a notification before
+//! the session is open is kept, in order, and runs once it is.
 //!
 //! | name            | kind         | args                         | result / effect                      |
 //! |-----------------|--------------|------------------------------|--------------------------------------|
@@ -16,13 +22,13 @@
 //! | `set_thinking`  | request      | `level`                      | status (the change is recorded in the session) |
 //! | `health`        | request      | —                            | provider reachability, key presence (never the key) |
 //! | `prompt`        | notification | `text`                       | what the user typed: the controller classifies it (`/handoff …` too) |
-//! | `handoff`       | notification | `focus?`, `{review?}`        | runs the handoff in a task           |
+//! | `handoff`       | notification | `focus?`, `{review?}`        | runs the handoff in a task (no `review`: the configured default) |
 //! | `handoff_commit`| notification | `text`                       | review mode: start the new session with the text as written |
 //! | `handoff_discard`| notification | —                           | review mode: discard the document    |
 //! | `approve`       | notification | `id`, `decision`, `reason?`  | answers a tool call waiting in the chat |
 //! | `resume`        | notification | `path`                       | loads and switches in the background (`session_switch` + `transcript` follow) |
 //! | `view_session`  | notification | `path`, `limit?`             | reads any session file in the background, without switching to it: a `session_view` record follows |
-//! | `abort`         | notification | —                            | stops the running response (and a handoff) |
+//! | `abort`         | notification | —                            | stops the running response (and a handoff); drops input waiting for the session |
 //! | `abort_handoff` | notification | —                            | cancels the handoff being generated  |
 //! | `shutdown`      | notification | —                            | flushes the session and exits        |
 //!
@@ -47,22 +53,18 @@ use rmpv::Value;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::core::agent::{lock, AgentConfig, AgentError, AgentSession, SwitchReason};
+use crate::core::agent::{lock, AgentConfig, AgentSession};
 use crate::core::config::Settings;
-use crate::core::controller::{self, Controller, FrontEndTexts, Level, Notice, SessionChoice};
+use crate::core::controller::{self, text, Controller, FrontEndTexts, Level, Notice, SessionChoice};
+use crate::core::failure::{Failure, FailureKind};
+use crate::core::handoff::HandoffOptions;
 use crate::core::provider::ThinkingLevel;
 use crate::core::session::SessionManager;
 use crate::core::tools::consent::Decision;
 use crate::frontend_paths;
 use bridge::Outbox;
-use protocol::{ConfigureArgs, Record, Resume, SessionListItem, TemplateItem};
+use protocol::{ApproveDecision, ConfigureArgs, Notification, Record, Request, Resume, SessionListItem, TemplateItem};
 use stdio::Writer;
-
-/// Said when a command arrives before any session could be opened.
-const NOT_READY: &str = "handoff.nvim: the host has no session open yet (configure failed or is still loading)";
-
-/// How long a command waits for the session being opened.
-const READY_WAIT: Duration = Duration::from_secs(30);
 
 /// The editor's own wording of texts that name its keys.
 fn editor_texts() -> FrontEndTexts {
@@ -76,8 +78,13 @@ struct Inner {
     base_settings: Settings,
     settings: Mutex<Settings>,
     cwd: Mutex<PathBuf>,
+    /// `setup{ handoff = { review } }`, given to every controller.
+    handoff_review: Mutex<bool>,
     /// The controller of the open session; `None` until the first one is open.
     controller: watch::Sender<Option<Arc<Controller>>>,
+    /// Input that arrived before the first session was open, in order (taken with the same
+    /// lock as the controller is set, so none slips between).
+    waiting: Mutex<Vec<Notification>>,
     collector: Mutex<Option<tokio::task::JoinHandle<()>>>,
     outbox: Arc<Outbox>,
     shutdown: tokio::sync::Notify,
@@ -93,19 +100,16 @@ pub struct Host {
     inner: Arc<Inner>,
 }
 
-type Reply = Result<Value, Value>;
-
-fn err(message: impl std::fmt::Display) -> Value {
-    Value::from(message.to_string())
-}
+type Reply = Result<Value, Failure>;
 
 /// An answer to a request, encoded; a value that cannot be encoded is an error the user sees.
 fn reply<T: Serialize>(what: &'static str, value: &T) -> Reply {
-    protocol::encode(what, value).map_err(err)
+    protocol::encode(what, value).map_err(|e| Failure::invalid(e.to_string()))
 }
 
-fn arg_str(args: &[Value], i: usize) -> Option<String> {
-    args.get(i).and_then(|v| v.as_str()).map(str::to_string)
+/// A blocking task that did not finish (it panicked or the runtime is going away).
+fn stopped(e: tokio::task::JoinError) -> Failure {
+    Failure::new(FailureKind::Io, format!("the loader stopped: {e}"))
 }
 
 impl Host {
@@ -117,7 +121,9 @@ impl Host {
                 settings: Mutex::new(settings.clone()),
                 base_settings: settings,
                 cwd: Mutex::new(cwd),
+                handoff_review: Mutex::new(false),
                 controller,
+                waiting: Mutex::new(Vec::new()),
                 collector: Mutex::new(None),
                 outbox: Arc::new(Outbox::default()),
                 shutdown: tokio::sync::Notify::new(),
@@ -135,54 +141,30 @@ impl Host {
         self.controller().map(|c| c.agent().clone())
     }
 
-    /// The controller, waiting for the session being opened (a command sent right after
-    /// `configure` runs once it is there).
-    async fn ready(&self) -> Result<Arc<Controller>, Value> {
-        let mut rx = self.inner.controller.subscribe();
-        let waited = tokio::time::timeout(READY_WAIT, rx.wait_for(Option::is_some)).await;
-        match waited {
-            Ok(Ok(c)) => c.clone().ok_or_else(|| err(NOT_READY)),
-            _ => Err(err(NOT_READY)),
-        }
+    /// The controller of the open session, or at once `not_ready` while the first one loads.
+    fn ready(&self) -> Result<Arc<Controller>, Failure> {
+        self.controller().ok_or_else(|| Failure::new(FailureKind::NotReady, text::NOT_READY))
     }
 
     fn notice(&self, level: Level, message: impl Into<String>) {
         self.inner.outbox.push(Record::Notice(Notice::new(level, message)));
     }
 
-    /// Runs `work` with the controller once the session is open, in a task (notifications).
-    fn with_controller<F, Fut>(&self, work: F)
-    where
-        F: FnOnce(Arc<Controller>) -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = ()> + Send,
-    {
-        let host = self.clone();
-        tokio::spawn(async move {
-            match host.ready().await {
-                Ok(controller) => work(controller).await,
-                Err(_) => host.notice(Level::Error, NOT_READY),
-            }
-        });
-    }
-
     /// `configure`: settings now, the session in the background. The answer is immediate; the
     /// chat gets the session as a `transcript` record when it is loaded.
-    fn configure(&self, args: &[Value]) -> Reply {
-        let parsed: ConfigureArgs = match args.first() {
-            Some(v) => protocol::decode("configure arguments", v).map_err(err)?,
-            None => ConfigureArgs::default(),
-        };
-        if self.controller().is_some_and(|c| c.is_busy()) {
-            return Err(err("cannot reconfigure while a response is in progress"));
+    fn configure(&self, parsed: ConfigureArgs) -> Reply {
+        if let Some(c) = self.controller() {
+            c.ensure_idle(text::doing::RECONFIGURE)?;
         }
         if let Some(lines) = parsed.tool_output_lines {
             transcript::set_tool_output_lines(lines);
         }
         // The CLI/environment settings, overridden by the ones `setup()` gave.
-        let settings = self.inner.base_settings.overridden_by(&parsed.settings).map_err(err)?;
-        crate::core::config::schema::check(&settings).map_err(|e| err(format!("handoff.nvim: {e}")))?;
+        let settings = self.inner.base_settings.overridden_by(&parsed.settings).map_err(|e| Failure::invalid(e.to_string()))?;
+        crate::core::config::schema::check(&settings).map_err(|e| Failure::invalid(format!("handoff.nvim: {e}")))?;
         // Checked now, so a mistake in setup() is an error of this call.
-        let config = settings.agent_config().map_err(|e| err(format!("invalid tools settings: {e}")))?;
+        let config =
+            settings.agent_config().map_err(|e| Failure::invalid(format!("invalid tools settings: {e}")))?;
         let cwd = parsed.cwd.unwrap_or_else(|| lock(&self.inner.cwd).clone());
         let choice = match (parsed.session_file, parsed.resume) {
             (Some(path), _) if path.exists() => SessionChoice::File(path),
@@ -191,6 +173,7 @@ impl Host {
         };
         *lock(&self.inner.settings) = settings.clone();
         *lock(&self.inner.cwd) = cwd.clone();
+        *lock(&self.inner.handoff_review) = parsed.handoff_review.unwrap_or(false);
         let host = self.clone();
         tokio::spawn(async move { host.open(settings, config, cwd, choice).await });
         Ok(Value::Boolean(true))
@@ -198,7 +181,7 @@ impl Host {
 
     /// Opens (or creates) the session on a blocking thread and makes it the current one. A file
     /// that cannot be opened is reported, and a new session takes its place so the editor stays
-    /// usable (the file itself is left as it is).
+    /// usable (the file itself is left as it is). Input that waited for it runs then.
     async fn open(&self, settings: Settings, config: AgentConfig, cwd: PathBuf, choice: SessionChoice) {
         let session_dir = frontend_paths::session_dir(&settings);
         let load = {
@@ -219,6 +202,9 @@ impl Host {
                     Ok(opened) => opened,
                     Err(e) => {
                         self.notice(Level::Error, format!("handoff.nvim: cannot create a session in {}: {e}", session_dir.display()));
+                        if self.controller().is_none() && !std::mem::take(&mut *lock(&self.inner.waiting)).is_empty() {
+                            self.notice(Level::Error, text::NEVER_READY);
+                        }
                         return;
                     }
                 }
@@ -233,18 +219,39 @@ impl Host {
         }));
         opened.agent.set_file_access(Arc::new(seams::EditorFiles { nvim: self.inner.nvim.clone() }));
         let controller = Controller::new(opened.agent, editor_texts());
+        controller.set_review_by_default(*lock(&self.inner.handoff_review));
         let collector = bridge::spawn_collector(controller.clone(), self.inner.outbox.clone());
         if let Some(old) = lock(&self.inner.collector).replace(collector) {
             old.abort();
         }
-        self.inner.outbox.push(Record::Transcript(transcript::opened(&controller).await));
+        let transcript = transcript::opened(&controller).await;
+        // The controller is in place before Lua hears of the session: a command it retries on
+        // the transcript finds it.
+        let (old, waiting) = {
+            let mut waiting = lock(&self.inner.waiting);
+            (self.inner.controller.send_replace(Some(controller.clone())), std::mem::take(&mut *waiting))
+        };
+        self.inner.outbox.push(Record::Transcript(transcript));
         tracing::info!(session = %controller.agent().session().path().display(), "configured");
-        if let Some(old) = self.inner.controller.send_replace(Some(controller)) {
+        if let Some(old) = old {
             let flushed = old.agent().session().flush();
             if let Err(e) = flushed {
                 tracing::error!("cannot flush the previous session: {e}");
                 self.notice(Level::Warn, format!("handoff.nvim: the previous session could not be saved completely: {e}"));
             }
+        }
+        if !waiting.is_empty() {
+            // In the order they were sent, each to its end: a prompt typed twice while the
+            // session loaded is two prompts, one after the other.
+            let host = self.clone();
+            tokio::spawn(async move {
+                for input in waiting {
+                    match input {
+                        Notification::Prompt { text } => controller.input(&text).await,
+                        other => host.run_notification(&controller, other),
+                    }
+                }
+            });
         }
     }
 
@@ -255,7 +262,7 @@ impl Host {
         // Reads every session file of the folder: on a blocking thread, not the runtime's.
         let dir = frontend_paths::session_dir(&settings);
         let listed = tokio::task::spawn_blocking(move || SessionManager::list_sessions(&dir, &cwd)).await;
-        let mut list = listed.map_err(|e| err(format!("the loader stopped: {e}")))?.map_err(err)?;
+        let mut list = listed.map_err(stopped)?.map_err(controller::session_failure)?;
         // Every start of the editor opens a session: the picker hides the ones never used.
         list.retain(|s| !s.empty || Some(&s.path) == current.as_ref());
         let list: Vec<SessionListItem> = list.into_iter().map(SessionListItem::from).collect();
@@ -265,7 +272,7 @@ impl Host {
     /// `changes`: the files the agent changed in the current session, the most recently changed
     /// first, each with the file holding its original (read on a blocking thread).
     async fn changes(&self) -> Reply {
-        let controller = self.ready().await?;
+        let controller = self.ready()?;
         let (session_file, session_id, originals) = {
             let agent = controller.agent();
             let originals = agent.originals();
@@ -290,8 +297,8 @@ impl Host {
         .await;
         let files = match listed {
             Ok(Ok(files)) => files,
-            Ok(Err(e)) => return Err(err(e)),
-            Err(e) => return Err(err(format!("the loader stopped: {e}"))),
+            Ok(Err(e)) => return Err(controller::session_failure(e)),
+            Err(e) => return Err(stopped(e)),
         };
         reply("the changes", &protocol::Changes { session_file, session_id, files })
     }
@@ -309,15 +316,13 @@ impl Host {
 
     /// `resume`: loads the file on a blocking thread, then switches; the chat hears of it as a
     /// `session_switch` and a `transcript` record.
-    fn resume(&self, path: String) {
+    fn resume(&self, controller: Arc<Controller>, path: PathBuf) {
         let host = self.clone();
-        self.with_controller(move |controller| async move {
-            if controller.is_busy() {
-                host.notice(Level::Warn, BUSY);
-                return;
+        tokio::spawn(async move {
+            if let Err(failure) = controller.ensure_idle(text::doing::RESUME) {
+                return host.notice(Level::Warn, failure.message);
             }
             let session_dir = frontend_paths::session_dir(&lock(&host.inner.settings));
-            let path = PathBuf::from(path);
             let loaded = tokio::task::spawn_blocking(move || SessionManager::open(&path, &session_dir)).await;
             let session = match loaded {
                 Ok(Ok(session)) => session,
@@ -325,20 +330,20 @@ impl Host {
                 Err(e) => return host.notice(Level::Error, format!("handoff.nvim: cannot resume: the loader stopped: {e}")),
             };
             let warnings = session.warnings().to_vec();
-            match controller.agent().switch_to(session, SwitchReason::Resume) {
-                Ok(_) => warnings.into_iter().for_each(|w| host.notice(Level::Warn, w)),
-                Err(e) => host.notice(Level::Warn, busy_message(e)),
+            match controller.resume(session) {
+                Ok(()) => warnings.into_iter().for_each(|w| host.notice(Level::Warn, w)),
+                Err(failure) => host.notice(Level::Warn, failure.message),
             }
         });
     }
 
     /// `view_session`: reads a session file on a blocking thread and sends its transcript as a
     /// `session_view` record. The agent's session stays as it is, whatever runs.
-    fn view_session(&self, path: String, limit: usize) {
+    fn view_session(&self, file: PathBuf, limit: usize) {
         let host = self.clone();
         tokio::spawn(async move {
             let session_dir = frontend_paths::session_dir(&lock(&host.inner.settings));
-            let file = PathBuf::from(&path);
+            let path = file.to_string_lossy().into_owned();
             let view = tokio::task::spawn_blocking(move || transcript::view(&file, &session_dir, limit)).await;
             let view = view.unwrap_or_else(|e| protocol::SessionView {
                 path,
@@ -352,30 +357,19 @@ impl Host {
         });
     }
 
-    async fn set_model(&self, args: &[Value]) -> Reply {
-        let controller = self.ready().await?;
-        let model = arg_str(args, 0).filter(|m| !m.trim().is_empty()).ok_or_else(|| err("set_model: a model name is required"))?;
-        if controller.is_busy() {
-            return Err(err(BUSY));
-        }
-        let agent = controller.agent();
-        let mut config = agent.provider_config();
-        config.model = model.trim().to_string();
-        agent.set_model(config).map_err(err)?;
+    fn set_model(&self, model: &str) -> Reply {
+        let controller = self.ready()?;
+        controller.set_model(model)?;
         lock(&self.inner.settings).model = Some(model.trim().to_string());
         reply("the status", &transcript::status(&controller))
     }
 
     /// `set_thinking(level)`: the session's thinking level from the next prompt on (a reply
     /// that runs goes on with its own); recorded as pi records a change.
-    async fn set_thinking(&self, args: &[Value]) -> Reply {
-        let controller = self.ready().await?;
-        let name = arg_str(args, 0).unwrap_or_default();
-        let level: ThinkingLevel = name.parse().map_err(err)?;
-        if controller.is_generating_handoff() {
-            return Err(err("A handoff is being generated: change the thinking level when it is done"));
-        }
-        controller.agent().set_thinking_level(level).map_err(err)?;
+    fn set_thinking(&self, name: &str) -> Reply {
+        let level: ThinkingLevel = name.parse().map_err(Failure::invalid)?;
+        let controller = self.ready()?;
+        controller.set_thinking(level)?;
         reply("the status", &transcript::status(&controller))
     }
 
@@ -415,12 +409,9 @@ impl Host {
         )
     }
 
-    async fn new_session(&self) -> Reply {
-        let controller = self.ready().await?;
-        if controller.is_busy() {
-            return Err(err(BUSY));
-        }
-        controller.agent().new_session().map_err(|e| err(busy_message(e)))?;
+    fn new_session(&self) -> Reply {
+        let controller = self.ready()?;
+        controller.new_session()?;
         reply("the status", &transcript::status(&controller))
     }
 
@@ -437,6 +428,95 @@ impl Host {
             tracing::error!("cannot flush the session at exit: {e}");
         }
     }
+
+    async fn answer(&self, request: Request) -> Reply {
+        match request {
+            Request::Ping => Ok(Value::from("pong")),
+            Request::Version => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
+            Request::Configure(args) => self.configure(*args),
+            Request::Status => reply("the status", &transcript::status(&*self.ready()?)),
+            Request::Transcript { limit } => {
+                reply("the transcript", &transcript::transcript(&*self.ready()?, limit.unwrap_or(transcript::PAGE)))
+            }
+            Request::Sessions => self.sessions().await,
+            Request::Changes => self.changes().await,
+            Request::Templates => self.templates(),
+            Request::NewSession => self.new_session(),
+            Request::SetModel { model } => self.set_model(&model),
+            Request::SetThinking { level } => self.set_thinking(&level),
+            Request::Health => self.health().await,
+        }
+    }
+
+    /// A notification: what needs no session runs now; input for the session runs on it, or,
+    /// while the first one loads, waits for it (in order).
+    fn notified(&self, notification: Notification) {
+        match notification {
+            Notification::ViewSession { path, limit } => self.view_session(path, limit.unwrap_or(transcript::PAGE)),
+            // `approve(id, decision, reason?)`: the answer to a tool call waiting in the chat.
+            Notification::Approve { id, decision, reason } => {
+                let decision = match decision {
+                    ApproveDecision::Allow => Decision::Allow,
+                    ApproveDecision::Always => Decision::Always,
+                    ApproveDecision::Reject => Decision::Reject { reason },
+                    ApproveDecision::Cancel => Decision::Cancel,
+                };
+                if !self.inner.approvals.answer(&id, decision) {
+                    tracing::info!(%id, "an answer for no waiting request (answered before, or withdrawn)");
+                }
+            }
+            Notification::Abort => {
+                let dropped = std::mem::take(&mut *lock(&self.inner.waiting));
+                if !dropped.is_empty() {
+                    self.notice(Level::Info, format!("Stopped: {} input(s) waiting for the session were dropped", dropped.len()));
+                }
+                if let Some(c) = self.controller() {
+                    c.abort();
+                }
+            }
+            Notification::AbortHandoff => {
+                if let Some(c) = self.controller() {
+                    c.abort_handoff();
+                }
+            }
+            Notification::Shutdown => self.inner.shutdown.notify_one(),
+            input => {
+                let mut waiting = lock(&self.inner.waiting);
+                match self.controller() {
+                    Some(controller) => {
+                        drop(waiting);
+                        self.run_notification(&controller, input);
+                    }
+                    None => {
+                        if waiting.is_empty() {
+                            self.notice(Level::Info, text::WAITING_FOR_SESSION);
+                        }
+                        waiting.push(input);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Input for the open session (long work goes to a task).
+    fn run_notification(&self, controller: &Arc<Controller>, input: Notification) {
+        match input {
+            // What the user typed: the controller's one parser decides (`/handoff …` included).
+            Notification::Prompt { text } => controller.submit(&text),
+            Notification::Handoff { focus, flags } => {
+                controller.start_handoff(HandoffOptions { focus, review: flags.review })
+            }
+            // Review mode: the document as the user wrote it, or quit.
+            Notification::HandoffCommit { text } => {
+                controller.commit_review(&text);
+            }
+            Notification::HandoffDiscard => {
+                controller.discard_review();
+            }
+            Notification::Resume { path } => self.resume(controller.clone(), path),
+            other => self.notified(other),
+        }
+    }
 }
 
 /// Whether the session folder takes a new file.
@@ -446,114 +526,25 @@ fn tempfile_probe(dir: &std::path::Path) -> std::io::Result<()> {
     std::fs::remove_file(&probe)
 }
 
-/// Said when a command needs the agent idle.
-const BUSY: &str = "A response is in progress: stop it first";
-
-fn busy_message(e: AgentError) -> String {
-    match e {
-        AgentError::Busy => BUSY.to_string(),
-        other => other.to_string(),
-    }
-}
-
 #[async_trait]
 impl Handler for Host {
     type Writer = Writer;
 
-    async fn handle_request(&self, name: String, args: Vec<Value>, _nvim: Neovim<Writer>) -> Reply {
+    async fn handle_request(&self, name: String, args: Vec<Value>, _nvim: Neovim<Writer>) -> Result<Value, Value> {
         tracing::debug!(%name, "request");
-        match name.as_str() {
-            "ping" => Ok(Value::from("pong")),
-            "version" => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
-            "configure" => self.configure(&args),
-            "status" => reply("the status", &transcript::status(&*self.ready().await?)),
-            // `transcript(limit?)`: the last `limit` items (a page by default).
-            "transcript" => {
-                let limit = args.first().and_then(Value::as_u64).map_or(transcript::PAGE, |n| n as usize);
-                reply("the transcript", &transcript::transcript(&*self.ready().await?, limit))
-            }
-            "sessions" => self.sessions().await,
-            "changes" => self.changes().await,
-            "templates" => self.templates(),
-            "new_session" => self.new_session().await,
-            "set_model" => self.set_model(&args).await,
-            "set_thinking" => self.set_thinking(&args).await,
-            "health" => self.health().await,
-            other => Err(err(format!("unknown request {other}"))),
-        }
+        let answer = match Request::decode(&name, &args) {
+            Ok(request) => self.answer(request).await,
+            Err(failure) => Err(failure),
+        };
+        Ok(protocol::answer(answer))
     }
 
     async fn handle_notify(&self, name: String, args: Vec<Value>, _nvim: Neovim<Writer>) {
         tracing::debug!(%name, "notification");
-        match name.as_str() {
-            // What the user typed: the controller's one parser decides (`/handoff …` included).
-            "prompt" => match arg_str(&args, 0) {
-                Some(text) => self.with_controller(move |c| async move {
-                    c.submit(&text);
-                }),
-                None => self.notice(Level::Error, "prompt: the text is missing"),
-            },
-            // `handoff(focus?, {review?})`
-            "handoff" => {
-                let focus = arg_str(&args, 0);
-                let review = args.get(1).and_then(|o| o.as_map()).is_some_and(|m| {
-                    m.iter().any(|(k, v)| k.as_str() == Some("review") && v.as_bool() == Some(true))
-                });
-                self.with_controller(move |c| async move { c.start_handoff_with(focus, review) });
-            }
-            // Review mode: the document as the user wrote it, or quit.
-            "handoff_commit" => match arg_str(&args, 0) {
-                Some(text) => self.with_controller(move |c| async move {
-                    c.commit_review(&text);
-                }),
-                None => self.notice(Level::Error, "handoff_commit: the text is missing"),
-            },
-            "handoff_discard" => self.with_controller(|c| async move {
-                c.discard_review();
-            }),
-            "resume" => match arg_str(&args, 0) {
-                Some(path) => self.resume(path),
-                None => self.notice(Level::Error, "resume: a session file path is required"),
-            },
-            // `view_session(path, limit?)`: any session file, read-only, in a buffer of its own.
-            "view_session" => match arg_str(&args, 0) {
-                Some(path) => {
-                    let limit = args.get(1).and_then(Value::as_u64).map_or(transcript::PAGE, |n| n as usize);
-                    self.view_session(path, limit);
-                }
-                None => self.notice(Level::Error, "view_session: a session file path is required"),
-            },
-            // `approve(id, decision, reason?)`: the answer to a tool call waiting in the chat.
-            "approve" => {
-                let (id, decision, reason) = (arg_str(&args, 0), arg_str(&args, 1), arg_str(&args, 2));
-                let decision = match decision.as_deref() {
-                    Some("allow") => Some(Decision::Allow),
-                    Some("always") => Some(Decision::Always),
-                    Some("reject") => Some(Decision::Reject { reason }),
-                    Some("cancel") => Some(Decision::Cancel),
-                    _ => None,
-                };
-                match (id, decision) {
-                    (Some(id), Some(decision)) => {
-                        if !self.inner.approvals.answer(&id, decision) {
-                            tracing::info!(%id, "an answer for no waiting request (answered before, or withdrawn)");
-                        }
-                    }
-                    _ => self.notice(Level::Error, "approve: needs an id and a decision (allow, always, reject, cancel)"),
-                }
-            }
-            "abort" => {
-                if let Some(c) = self.controller() {
-                    c.abort();
-                }
-            }
-            "abort_handoff" => {
-                if let Some(c) = self.controller() {
-                    c.abort_handoff();
-                }
-            }
-            "shutdown" => self.inner.shutdown.notify_one(),
-            other => tracing::warn!("unknown notification {other}"),
+        match Notification::decode(&name, &args) {
+            Ok(notification) => self.notified(notification),
+            // A notification has no answer: the user hears what was wrong.
+            Err(failure) => self.notice(Level::Error, format!("handoff.nvim: {}", failure.message)),
         }
     }
 }

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::agent::{Notice, SwitchReason};
 use crate::core::config::Settings;
+use crate::core::failure::Failure;
 use crate::core::handoff::HandoffOutcome;
 use crate::core::provider::{Api, ThinkingLevel};
 use crate::core::session::SessionInfo;
@@ -63,7 +64,7 @@ pub enum Resume {
 #[serde(default)]
 pub struct ConfigureArgs {
     /// `setup()`'s provider settings (an empty Lua table arrives as an empty array).
-    #[serde(deserialize_with = "settings_or_empty")]
+    #[serde(deserialize_with = "table_or_empty")]
     pub settings: Settings,
     pub cwd: Option<PathBuf>,
     /// Reopen this file (after a host restart): wins over `resume`.
@@ -72,34 +73,206 @@ pub struct ConfigureArgs {
     /// Lines of a tool's output the chat shows (`setup{ tool_output_lines }`): a transcript
     /// carries no more of each.
     pub tool_output_lines: Option<usize>,
+    /// `setup{ handoff = { review } }`: whether a handoff that does not say (`:Handoff`, or
+    /// `/handoff` typed in the prompt) opens its document for review first.
+    pub handoff_review: Option<bool>,
+}
+
+/// `handoff`'s second argument: `{ review? }` (`:Handoff!` sends `review = true`; absent, the
+/// configured default applies).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct HandoffFlags {
+    pub review: Option<bool>,
+}
+
+/// The user's answer to a tool call waiting for approval.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ApproveDecision {
+    Allow,
+    Always,
+    Reject,
+    Cancel,
+}
+
+/// A request from Lua, its arguments decoded. Every request answers at once: none waits for a
+/// session being loaded (that is a `not_ready` failure, and Lua retries once it is open).
+#[derive(Clone, Debug)]
+pub enum Request {
+    Ping,
+    Version,
+    Configure(Box<ConfigureArgs>),
+    Status,
+    /// The last `limit` items (a page by default).
+    Transcript { limit: Option<usize> },
+    Sessions,
+    Changes,
+    Templates,
+    NewSession,
+    SetModel { model: String },
+    /// A level name (parsed by the host: case-insensitive, pi's `xhigh` is `high`).
+    SetThinking { level: String },
+    Health,
+}
+
+/// A notification from Lua (long work, or an abort), its arguments decoded.
+#[derive(Clone, Debug)]
+pub enum Notification {
+    /// What the user typed: the controller classifies it (`/handoff …` too).
+    Prompt { text: String },
+    Handoff { focus: Option<String>, flags: HandoffFlags },
+    HandoffCommit { text: String },
+    HandoffDiscard,
+    Approve { id: String, decision: ApproveDecision, reason: Option<String> },
+    Resume { path: PathBuf },
+    ViewSession { path: PathBuf, limit: Option<usize> },
+    Abort,
+    AbortHandoff,
+    Shutdown,
+}
+
+/// Decodes the positional arguments of `method` as the tuple `T`: missing trailing ones are
+/// nil (an option of Lua's left out), extra ones are an error.
+fn args<T: DeserializeOwned>(method: &str, args: &[rmpv::Value], arity: usize) -> Result<T, Failure> {
+    if args.len() > arity {
+        return Err(Failure::invalid(format!("{method}: takes {arity} arguments, got {}", args.len())));
+    }
+    let mut padded = args.to_vec();
+    padded.resize(arity, rmpv::Value::Nil);
+    let mut bytes = Vec::new();
+    rmpv::encode::write_value(&mut bytes, &rmpv::Value::Array(padded))
+        .map_err(|e| Failure::invalid(format!("{method}: {e}")))?;
+    rmp_serde::from_slice(&bytes).map_err(|e| Failure::invalid(format!("{method}: invalid arguments: {e}")))
+}
+
+/// `T` from a map, or the empty array an empty Lua table becomes, or nil.
+#[derive(Default)]
+struct Table<T>(T);
+
+impl<'de, T: Deserialize<'de> + Default> Deserialize<'de> for Table<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        table_or_empty(deserializer).map(Table)
+    }
+}
+
+impl Request {
+    pub fn decode(method: &str, a: &[rmpv::Value]) -> Result<Request, Failure> {
+        Ok(match method {
+            "ping" => Request::Ping,
+            "version" => Request::Version,
+            "configure" => {
+                let (Table(parsed),): (Table<ConfigureArgs>,) = args(method, a, 1)?;
+                Request::Configure(Box::new(parsed))
+            }
+            "status" => Request::Status,
+            "transcript" => {
+                let (limit,) = args(method, a, 1)?;
+                Request::Transcript { limit }
+            }
+            "sessions" => Request::Sessions,
+            "changes" => Request::Changes,
+            "templates" => Request::Templates,
+            "new_session" => Request::NewSession,
+            "set_model" => {
+                let (model,): (Option<String>,) = args(method, a, 1)?;
+                Request::SetModel { model: model.unwrap_or_default() }
+            }
+            "set_thinking" => {
+                let (level,): (Option<String>,) = args(method, a, 1)?;
+                Request::SetThinking { level: level.unwrap_or_default() }
+            }
+            "health" => Request::Health,
+            other => return Err(Failure::invalid(format!("unknown request {other}"))),
+        })
+    }
+}
+
+impl Notification {
+    pub fn decode(method: &str, a: &[rmpv::Value]) -> Result<Notification, Failure> {
+        Ok(match method {
+            "prompt" => {
+                let (text,) = args(method, a, 1)?;
+                Notification::Prompt { text }
+            }
+            "handoff" => {
+                let (focus, Table(flags)) = args(method, a, 2)?;
+                Notification::Handoff { focus, flags }
+            }
+            "handoff_commit" => {
+                let (text,) = args(method, a, 1)?;
+                Notification::HandoffCommit { text }
+            }
+            "handoff_discard" => Notification::HandoffDiscard,
+            "approve" => {
+                let (id, decision, reason) = args(method, a, 3)?;
+                Notification::Approve { id, decision, reason }
+            }
+            "resume" => {
+                let (path,) = args(method, a, 1)?;
+                Notification::Resume { path }
+            }
+            "view_session" => {
+                let (path, limit) = args(method, a, 2)?;
+                Notification::ViewSession { path, limit }
+            }
+            "abort" => Notification::Abort,
+            "abort_handoff" => Notification::AbortHandoff,
+            "shutdown" => Notification::Shutdown,
+            other => return Err(Failure::invalid(format!("unknown notification {other}"))),
+        })
+    }
+}
+
+/// A request's answer as Lua receives it: `{ ok = value }` or `{ error = { kind, message } }`
+/// (an RPC error would reach Lua as a bare string, without its kind).
+pub fn answer(result: Result<rmpv::Value, Failure>) -> rmpv::Value {
+    let key = |k: &str| rmpv::Value::from(k);
+    match result {
+        Ok(value) => rmpv::Value::Map(vec![(key("ok"), value)]),
+        Err(failure) => {
+            let kind = encode("a failure", &failure.kind).unwrap_or_else(|_| key("invalid"));
+            rmpv::Value::Map(vec![(
+                key("error"),
+                rmpv::Value::Map(vec![(key("kind"), kind), (key("message"), rmpv::Value::from(failure.message))]),
+            )])
+        }
+    }
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
     *n == T::default()
 }
 
-/// A settings map, or the empty array an empty Lua table becomes.
-fn settings_or_empty<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Settings, D::Error> {
-    struct SettingsOrEmpty;
-    impl<'de> serde::de::Visitor<'de> for SettingsOrEmpty {
-        type Value = Settings;
+/// A map of named options, or the empty array an empty Lua table becomes, or nil.
+fn table_or_empty<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    struct TableOrEmpty<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de> + Default> serde::de::Visitor<'de> for TableOrEmpty<T> {
+        type Value = T;
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a table of provider settings")
+            f.write_str("a table of named options")
         }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Settings, A::Error> {
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<T, A::Error> {
             match seq.next_element::<serde::de::IgnoredAny>()? {
-                None => Ok(Settings::default()),
-                Some(_) => Err(serde::de::Error::custom("settings must be a table of named options, not a list")),
+                None => Ok(T::default()),
+                Some(_) => Err(serde::de::Error::custom("expected a table of named options, not a list")),
             }
         }
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Settings, A::Error> {
-            Settings::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+            T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
         }
-        fn visit_unit<E: serde::de::Error>(self) -> Result<Settings, E> {
-            Ok(Settings::default())
+        fn visit_unit<E: serde::de::Error>(self) -> Result<T, E> {
+            Ok(T::default())
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<T, E> {
+            Ok(T::default())
         }
     }
-    deserializer.deserialize_any(SettingsOrEmpty)
+    deserializer.deserialize_any(TableOrEmpty(std::marker::PhantomData))
 }
 
 // Host → Lua ----------------------------------------------------------------------------------
@@ -384,6 +557,9 @@ pub enum Record {
         stop_reason: Option<&'static str>,
         #[serde(skip_serializing_if = "Option::is_none")]
         error_message: Option<String>,
+        /// What kind of failure `error_message` says (`auth`, `rate_limit`, `overflow`, …).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error_kind: Option<crate::core::failure::FailureKind>,
         session_file: String,
         context_tokens: u64,
         context_window: u64,
@@ -557,5 +733,66 @@ mod tests {
         assert!(err.contains("gemini"), "{err}");
         let empty: ConfigureArgs = decode("configure", &rmpv::Value::Nil).unwrap();
         assert_eq!(empty.resume, Resume::New);
+    }
+
+    #[test]
+    fn every_call_decodes_its_arguments_or_says_what_is_wrong() {
+        use crate::core::failure::FailureKind;
+        let s = |v: &str| rmpv::Value::from(v);
+        let n = |v: u64| rmpv::Value::from(v);
+        // Trailing options left out are absent; an empty Lua table is no flags.
+        assert!(matches!(Request::decode("transcript", &[]), Ok(Request::Transcript { limit: None })));
+        assert!(matches!(Request::decode("transcript", &[n(40)]), Ok(Request::Transcript { limit: Some(40) })));
+        let Ok(Notification::Handoff { focus, flags }) =
+            Notification::decode("handoff", &[rmpv::Value::Nil, rmpv::Value::Array(vec![])])
+        else {
+            panic!()
+        };
+        assert_eq!((focus, flags), (None, HandoffFlags::default()));
+        let review = rmpv::Value::Map(vec![(s("review"), rmpv::Value::Boolean(true))]);
+        let Ok(Notification::Handoff { focus, flags }) = Notification::decode("handoff", &[s("the parser"), review])
+        else {
+            panic!()
+        };
+        assert_eq!((focus.as_deref(), flags.review), (Some("the parser"), Some(true)));
+        let Ok(Notification::Approve { decision, reason, .. }) =
+            Notification::decode("approve", &[s("id-1"), s("reject"), s("not that file")])
+        else {
+            panic!()
+        };
+        assert_eq!((decision, reason.as_deref()), (ApproveDecision::Reject, Some("not that file")));
+        // Wrong arguments are an `invalid` failure that names the call and the problem.
+        let typo = rmpv::Value::Map(vec![(s("reviw"), rmpv::Value::Boolean(true))]);
+        for (method, args, says) in [
+            ("transcript", vec![s("ten")], "transcript: invalid arguments"),
+            ("set_thinking", vec![rmpv::Value::Array(vec![n(1)])], "set_thinking: invalid arguments"),
+            ("approve", vec![s("id-1"), s("maybe")], "maybe"),
+            ("prompt", vec![], "prompt: invalid arguments"),
+            ("prompt", vec![s("a"), s("b")], "prompt: takes 1 arguments, got 2"),
+            ("handoff", vec![rmpv::Value::Nil, typo], "reviw"),
+            ("resume", vec![n(3)], "resume: invalid arguments"),
+            ("frobnicate", vec![], "unknown notification frobnicate"),
+        ] {
+            let failure = if matches!(method, "transcript" | "set_thinking") {
+                Request::decode(method, &args).map(|r| format!("{r:?}"))
+            } else {
+                Notification::decode(method, &args).map(|r| format!("{r:?}"))
+            };
+            let failure = failure.expect_err(method);
+            assert_eq!(failure.kind, FailureKind::Invalid, "{method}");
+            assert!(failure.message.contains(says), "{method}: {}", failure.message);
+        }
+    }
+
+    #[test]
+    fn answers_carry_the_value_or_the_failure_with_its_kind() {
+        use crate::core::failure::FailureKind;
+        let ok = answer(Ok(rmpv::Value::from("pong")));
+        assert_eq!(get(&ok, "ok").unwrap().as_str(), Some("pong"));
+        let failed = answer(Err(Failure::new(FailureKind::NotReady, "loading")));
+        let error = get(&failed, "error").unwrap();
+        assert_eq!(get(&error, "kind").unwrap().as_str(), Some("not_ready"));
+        assert_eq!(get(&error, "message").unwrap().as_str(), Some("loading"));
+        assert!(get(&failed, "ok").is_none());
     }
 }

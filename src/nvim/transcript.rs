@@ -9,16 +9,10 @@ use crate::core::controller::{self, Controller};
 use crate::core::handoff;
 use crate::core::message::{Content, ContentBlock, Message, Role, Usage};
 use crate::core::session::entry::kind;
-use crate::core::session::{SessionEntry, SessionManager};
+use crate::core::session::{self, SessionEntry, SessionManager};
+use crate::core::tools;
 
 use super::protocol::{Item, Record, SessionView, Status, ToolCallItem, Transcript};
-
-/// Focus of an internal handoff request, when `text` is one (`None` otherwise).
-fn handoff_request_focus(text: &str) -> Option<String> {
-    let prompt = handoff::PROMPT.trim_end();
-    let rest = text.strip_prefix(prompt)?;
-    Some(rest.trim().strip_prefix("Additional focus:").map(|f| f.trim().to_string()).unwrap_or_default())
-}
 
 /// The content blocks of a message, borrowed (a plain-text content has none of the kinds the
 /// chat looks for; `Content::blocks` would clone every block, text included).
@@ -39,27 +33,13 @@ fn thinking_of(message: &Message) -> String {
         .join("\n")
 }
 
-/// The argument that says what a call does.
-pub fn call_summary(tool: &str, args: &serde_json::Value) -> String {
-    let key = match tool {
-        "bash" => "command",
-        "grep" | "find" => "pattern",
-        _ => "path",
-    };
-    match args.get(key).and_then(|v| v.as_str()) {
-        Some(s) => s.to_string(),
-        None if args.as_object().is_some_and(|o| o.is_empty()) => String::new(),
-        None => args.to_string(),
-    }
-}
-
 fn tool_calls_of(message: &Message) -> Vec<ToolCallItem> {
     blocks(message)
         .iter()
         .filter(|b| b.kind == "toolCall")
         .map(|b| {
             let tool = b.extra_str("name").unwrap_or_default().to_string();
-            let summary = call_summary(&tool, b.extra.get("arguments").unwrap_or(&serde_json::Value::Null));
+            let summary = tools::call_summary(&tool, b.extra.get("arguments").unwrap_or(&serde_json::Value::Null));
             ToolCallItem { id: b.extra_str("id").unwrap_or_default().to_string(), tool, summary }
         })
         .collect()
@@ -93,7 +73,7 @@ fn tail(text: String, keep: usize) -> (String, usize) {
 pub fn message_item(message: &Message) -> Item {
     let text = message.text();
     match &message.role {
-        Role::User => match handoff_request_focus(&text) {
+        Role::User => match session::handoff_request(message) {
             Some(focus) => Item::HandoffRequest { focus },
             None => Item::User { text },
         },
@@ -119,24 +99,11 @@ pub fn message_item(message: &Message) -> Item {
                 tool: message.extra_str("toolName").map(str::to_string),
                 text,
                 is_error: message.extra.get("isError").and_then(|v| v.as_bool()).unwrap_or(false),
-                earlier: lines_not_kept(message),
+                earlier: tools::lines_not_kept(message),
                 earlier_lines,
             }
         }
         Role::Other(role) => Item::Custom { custom_type: role.clone(), text },
-    }
-}
-
-/// Lines of a bash command's output before those its result holds: past its limits the result
-/// keeps the last ones (pi's `details.truncation`), and the chat counts the rest as earlier.
-fn lines_not_kept(result: &Message) -> u64 {
-    let truncation = result.extra.get("details").and_then(|d| d.get("truncation"));
-    match truncation {
-        Some(t) if result.extra_str("toolName") == Some("bash") && t["truncated"] == true => {
-            let count = |key: &str| t[key].as_u64().unwrap_or(0);
-            count("totalLines").saturating_sub(count("outputLines"))
-        }
-        _ => 0,
     }
 }
 
@@ -294,12 +261,13 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
         AgentEvent::MessageEnd { message } if message.is_assistant() => {
             Record::MessageEnd(without_text(message_item(message), true))
         }
-        AgentEvent::AgentEnd { messages } => {
+        AgentEvent::AgentEnd { messages, failure } => {
             let last = messages.iter().rev().find(|m| m.is_assistant());
             let (context_tokens, context_window) = agent.context_usage();
             Record::AgentEnd {
                 stop_reason: last.and_then(|m| m.stop_reason).map(|s| s.as_str()),
                 error_message: last.and_then(|m| m.error_message.clone()),
+                error_kind: *failure,
                 session_file: agent.session().path().to_string_lossy().into_owned(),
                 context_tokens,
                 context_window,
@@ -319,7 +287,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
                 id: tool_call_id.clone(),
                 tool: tool_name.clone(),
                 args: args.clone(),
-                summary: call_summary(tool_name, args),
+                summary: tools::call_summary(tool_name, args),
             }
         }
         AgentEvent::ToolExecutionUpdate { tool_call_id, tail, lines_before, .. } => {
@@ -330,7 +298,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
             tool: tool_name.clone(),
             is_error: *is_error,
             text: result.text(),
-            earlier: lines_not_kept(result),
+            earlier: tools::lines_not_kept(result),
         },
         AgentEvent::MessageUpdate { .. }
         | AgentEvent::TurnStart

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::core::failure::FailureKind;
 use crate::core::message::Message;
 use crate::core::tools::{Todo, ToolOutput};
 
@@ -16,8 +17,60 @@ pub enum AssistantMessageEvent {
     ThinkingDelta { content_index: usize, delta: String },
 }
 
-/// The outcome of a handoff as UIs see it (see `crate::core::handoff::HandoffOutcome`).
-pub use crate::core::handoff::HandoffOutcome;
+/// Why a command did nothing. The controller words each reason (`controller::text`); the
+/// handoff pipeline, which refuses too, names the reason only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Refusal {
+    /// A response or a handoff runs.
+    Busy,
+    /// A handoff document waits for the user's review.
+    ReviewPending,
+    /// No handoff document waits for review (a commit came too late, or twice).
+    NoReview,
+    /// Fewer than two messages on the current branch.
+    NothingToHandOff,
+}
+
+/// How a handoff ended.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum HandoffOutcome {
+    Done {
+        document: String,
+        session_file: String,
+        parent_session: String,
+        /// Sections of `SECTIONS` the document lacks (a warning, not a failure).
+        missing_sections: Vec<String>,
+        /// Where the document was also written as markdown.
+        document_file: String,
+        /// What had to be left out of the request to fit the context window, if anything.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        elided: Option<String>,
+        /// The facts the host appended after the document (rendered; absent when none).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        facts: Option<String>,
+    },
+    /// Review mode: the document (and the facts after it) waits for the user to edit and
+    /// write it (`Handoff::commit`) or to discard it (`Handoff::discard`).
+    Review {
+        /// The text that will be injected as it stands: the document, then the facts.
+        text: String,
+        missing_sections: Vec<String>,
+        /// Where in `text` the facts start (a byte offset), so an editor can mark them.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        facts_at: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        elided: Option<String>,
+    },
+    /// A review ended without writing: nothing was created.
+    Discarded,
+    Cancelled,
+    Failed { message: String },
+    /// Nothing happened: nothing to hand off, or a response is in progress.
+    Refused { reason: Refusal },
+}
+
 
 /// Why the session file changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -65,7 +118,12 @@ pub enum AgentEvent {
     MessageEnd { message: Message },
     #[serde(rename_all = "camelCase")]
     TurnEnd { message: Message, tool_results: Vec<Message> },
-    AgentEnd { messages: Vec<Message> },
+    AgentEnd {
+        messages: Vec<Message>,
+        /// The kind of the model request's failure, when one ended the run (not in pi's shape).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        failure: Option<FailureKind>,
+    },
     /// A tool call starts (after consent).
     #[serde(rename_all = "camelCase")]
     ToolExecutionStart { tool_call_id: String, tool_name: String, args: serde_json::Value },

@@ -20,13 +20,14 @@ use tokio_util::sync::CancellationToken;
 use assembler::{Assembled, MessageAssembler};
 pub use events::{AgentEvent, AssistantMessageEvent, Level, Notice, SwitchReason};
 
+use crate::core::failure::FailureKind;
 use crate::core::message::{ContextMessage, Message, StopReason};
 use crate::core::provider::{
     ChatRequest, Provider, ProviderConfig, ProviderError, StreamEvent, ThinkingLevel, ToolCall, ToolChoice,
 };
 use crate::core::session::{Originals, SessionError, SessionManager};
 use crate::core::tools::consent::{Consent, Decision, Grants, Policy};
-use crate::core::tools::{current_todos, todo, DiskFileAccess, EnvPolicy, FileAccess, Todo, ToolRegistry};
+use crate::core::tools::{todo, DiskFileAccess, EnvPolicy, FileAccess, Todo, ToolRegistry};
 
 pub use tool_loop::ToolsOutcome;
 
@@ -82,6 +83,9 @@ pub struct RunResult {
     pub messages: Vec<Message>,
     /// The fitted request said this, when `fit_to_window` had to elide anything.
     pub elisions: Option<fit::Elisions>,
+    /// What kind of failure ended the last model request, when one failed (the message says
+    /// it in words).
+    pub failure: Option<FailureKind>,
 }
 
 impl RunResult {
@@ -98,7 +102,6 @@ pub struct AgentState {
     /// `reset`). `None`: the session's context, built when a request needs it, so that resuming
     /// a large session neither parses nor holds all its messages (see `context_messages`).
     pub messages: Option<Vec<Message>>,
-    pub session_id: String,
     /// Delivered at the next turn boundary of the running response.
     pub steering: VecDeque<Message>,
     /// Delivered when the running response would otherwise stop.
@@ -107,9 +110,11 @@ pub struct AgentState {
     pub pending_next_turn: Vec<Message>,
     /// Todo reminders sent since the last `reset()` (bounded by `max_todo_reminders`).
     pub todo_reminder_counter: u32,
-    /// How hard the model thinks: the session's last recorded level (`thinking_level_change`),
-    /// sent with every request of this session (the handoff's too).
-    pub thinking_level: ThinkingLevel,
+    /// The thinking level of a session that records none: the configured one, then the level in
+    /// force when the agent switched to such a session (a resumed file without a level keeps the
+    /// level in force; opening a file never writes to it). Not a copy of the session's level,
+    /// which is read from the session each time (`AgentSession::thinking_level`).
+    pub unrecorded_thinking: ThinkingLevel,
     /// Cancels the running response; `Some` while one streams.
     run: Option<CancellationToken>,
 }
@@ -192,12 +197,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl AgentSession {
     pub fn new(config: AgentConfig, session: SessionManager) -> Self {
         let (events, _) = broadcast::channel(4096);
-        let state = AgentState {
-            messages: None,
-            session_id: session.session_id().to_string(),
-            thinking_level: recorded_level(&session).unwrap_or(config.thinking),
-            ..AgentState::default()
-        };
+        let state = AgentState { unrecorded_thinking: config.thinking, ..AgentState::default() };
         let tool_env = EnvPolicy::new(config.provider.api_key_env.iter().cloned());
         Self {
             provider: Mutex::new(Provider::new(config.provider)),
@@ -256,9 +256,12 @@ impl AgentSession {
         self.templates_dir.as_deref()
     }
 
-    /// The thinking level in force.
+    /// The thinking level in force: the session's last recorded one (`thinking_level_change`),
+    /// else the configured default. Read from the session each time (no copy to keep in step):
+    /// every request of the session sends it, the handoff's too.
     pub fn thinking_level(&self) -> ThinkingLevel {
-        self.state().thinking_level
+        let fallback = self.state().unrecorded_thinking;
+        level_of(&self.session(), fallback)
     }
 
     /// Sets the thinking level of the session; a change is recorded as pi records it (a
@@ -266,12 +269,12 @@ impl AgentSession {
     /// from the next prompt on (a response that runs keeps the level it started with). Returns
     /// whether it changed.
     pub fn set_thinking_level(&self, level: ThinkingLevel) -> Result<bool, AgentError> {
+        let fallback = self.state().unrecorded_thinking;
         let mut session = self.session();
-        if self.state().thinking_level == level {
+        if level_of(&session, fallback) == level {
             return Ok(false);
         }
         session.append_thinking_level_change(level.as_str())?;
-        self.state().thinking_level = level;
         Ok(true)
     }
 
@@ -293,23 +296,11 @@ impl AgentSession {
         }
     }
 
-    /// The todo list of the session's current branch: the latest successful `todo_write`
-    /// result on it (so it is right after a resume and on any branch); empty when there is none.
+    /// The todo list of the session's current branch, as the session reads it (the latest
+    /// successful `todo_write` result, else what a handoff carried over): the chat, the CLI,
+    /// the handoff's facts and the reminder all see this list.
     pub fn todos(&self) -> Vec<Todo> {
-        let session = self.session();
-        let branch = session.get_branch(None);
-        let results = SessionManager::tool_results_in(&branch, todo::TOOL_NAME);
-        if results.iter().any(|r| r.extra.get("isError").and_then(|e| e.as_bool()) != Some(true)) {
-            return current_todos(&results);
-        }
-        // No list written on this branch yet: a session that started from a carried-over
-        // context (a handoff) starts with the open items its entry's details hold.
-        branch
-            .iter()
-            .rev()
-            .filter(|e| e.kind == crate::core::session::entry::kind::CUSTOM_MESSAGE)
-            .find_map(|e| e.fields().get("details").and_then(crate::core::tools::todo::todos_from_details))
-            .unwrap_or_default()
+        self.session().todos()
     }
 
     /// The files the agent changed in the current session (successful `edit` and `write`
@@ -381,11 +372,24 @@ impl AgentSession {
         self.state().pending_next_turn.push(message);
     }
 
-    /// Records the model and thinking level in force as the first entries of a new `session`,
-    /// as pi starts every session (the CLI, the host, `/new` and the handoff all do).
+    /// Records the model and `session`'s own thinking level (the default for a new one) as its
+    /// first entries, as pi starts every session: for the agent's own session, just made (the
+    /// CLI, the host).
     pub fn record_settings(&self, session: &mut SessionManager) -> Result<(), SessionError> {
+        let level = level_of(session, self.state().unrecorded_thinking);
+        self.write_settings(session, level)
+    }
+
+    /// Records the model and the thinking level in force in the current session as the first
+    /// entries of `next`, a session to switch to (`/new`, the handoff). Call it without holding
+    /// the session's lock.
+    pub fn carry_settings(&self, next: &mut SessionManager) -> Result<(), SessionError> {
+        let level = self.thinking_level();
+        self.write_settings(next, level)
+    }
+
+    fn write_settings(&self, session: &mut SessionManager, level: ThinkingLevel) -> Result<(), SessionError> {
         let config = self.provider_config();
-        let level = self.state().thinking_level;
         session.append_model_change(&config.name, &config.model)?;
         session.append_thinking_level_change(level.as_str())?;
         Ok(())
@@ -399,10 +403,9 @@ impl AgentSession {
             return Err(AgentError::Busy);
         }
         let new = next.path().to_path_buf();
-        let session_id = next.session_id().to_string();
-        // A session's level is the last one it recorded (a new or handed-off session recorded
-        // the one in force; a resumed one brings its own).
-        let level = recorded_level(&next);
+        // The session's id and thinking level come with it (a new or handed-off session recorded
+        // the level in force; a resumed one brings its own).
+        let in_force = self.thinking_level();
         let old = {
             let mut current = self.session();
             if let Err(e) = current.flush() {
@@ -422,10 +425,7 @@ impl AgentSession {
         {
             let mut state = self.state();
             state.messages = None;
-            state.session_id = session_id;
-            if let Some(level) = level {
-                state.thinking_level = level;
-            }
+            state.unrecorded_thinking = in_force;
         }
         self.emit(AgentEvent::SessionSwitch {
             old: Some(old.to_string_lossy().into_owned()),
@@ -444,7 +444,7 @@ impl AgentSession {
             let current = self.session();
             SessionManager::create(current.session_dir(), current.cwd(), None)?
         };
-        self.record_settings(&mut next)?;
+        self.carry_settings(&mut next)?;
         self.switch_to(next, SwitchReason::New)
     }
 
@@ -474,8 +474,14 @@ impl AgentSession {
         } else {
             text.to_string()
         };
+        self.run_claimed_message(claim, Message::user(text), options).await
+    }
+
+    /// Runs `prompt` as it is (a caller's own message: the handoff marks its request) in the
+    /// slot `claim` holds, and frees the slot.
+    pub async fn run_claimed_message(&self, claim: RunClaim, prompt: Message, options: RunOptions) -> Result<RunResult, AgentError> {
         let RunClaim { token, pending } = claim;
-        let result = self.run(pending, Message::user(text), options, &token).await;
+        let result = self.run(pending, prompt, options, &token).await;
         self.state().run = None;
         result
     }
@@ -509,7 +515,7 @@ impl AgentSession {
         // One level for the whole run: a change while it runs applies from the next prompt, so
         // a tool loop never switches thinking on halfway (Anthropic refuses a tool-use turn
         // without the thinking that led to it once thinking is on).
-        let thinking = self.state().thinking_level;
+        let thinking = self.thinking_level();
         let mut turns = 0u32;
         let outcome = 'turns: loop {
             self.emit(AgentEvent::TurnStart);
@@ -573,7 +579,7 @@ impl AgentSession {
                 None => break Ok(()),
             }
         };
-        self.emit(AgentEvent::AgentEnd { messages: result.messages.clone() });
+        self.emit(AgentEvent::AgentEnd { messages: result.messages.clone(), failure: result.failure });
         outcome.map(|()| result)
     }
 
@@ -644,7 +650,7 @@ impl AgentSession {
             tools: self.tools.definitions(),
             tool_choice,
             thinking,
-            cache_key: Some(self.state().session_id.clone()),
+            cache_key: Some(self.session().session_id().to_string()),
         };
         let mut assembler = MessageAssembler::new(Message::assistant(config.api.pi_name(), &config.name, &config.model));
         self.emit(AgentEvent::MessageStart { message: assembler.message().clone() });
@@ -677,13 +683,14 @@ impl AgentSession {
                 tracing::info!(error = %e, "model request failed");
                 message.stop_reason = Some(StopReason::Error);
                 message.error_message = Some(e.to_string());
+                result.failure = Some(e.kind());
             }
         }
         (message, tool_calls)
     }
 }
 
-/// The thinking level a session recorded last, if any (`None` also for a level we do not know).
-fn recorded_level(session: &SessionManager) -> Option<ThinkingLevel> {
-    session.context_settings().1.as_deref().and_then(ThinkingLevel::parse)
+/// The thinking level a session recorded last, else `default` (also for a level we do not know).
+fn level_of(session: &SessionManager, default: ThinkingLevel) -> ThinkingLevel {
+    session.context_settings().1.as_deref().and_then(ThinkingLevel::parse).unwrap_or(default)
 }

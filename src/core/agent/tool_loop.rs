@@ -19,9 +19,9 @@ use super::events::live_tail;
 use super::{AgentError, AgentEvent, AgentSession, Level, Notice, RunResult};
 use crate::core::message::{now_millis, Message};
 use crate::core::provider::ToolCall;
-use crate::core::session::Before;
+use crate::core::session::{todos, Before};
 use crate::core::tools::consent::{self, ApprovalRequest, Verdict};
-use crate::core::tools::{self, todo, ToolContext, ToolKind, ToolOutput};
+use crate::core::tools::{self, ToolContext, ToolKind, ToolOutput};
 
 /// pi's text for calls skipped because the user typed meanwhile.
 const SKIPPED_FOR_STEERING: &str = "Skipped due to queued user message.";
@@ -108,20 +108,21 @@ impl AgentSession {
         let kind = tools::kind_of(&call.name).unwrap_or(ToolKind::Execute);
         if enabled {
             let consent = lock_arc(&self.consent);
+            // What the tool says of the call: the front ends show it as it is.
             let request = async {
-                let preview = tools::preview(&call.name, &args, &ctx).await;
                 ApprovalRequest {
                     id: call.id.clone(),
                     tool: call.name.clone(),
                     kind,
                     args: args.clone(),
-                    diff: preview.as_ref().map(|p| p.diff.clone()),
-                    before: preview.as_ref().map(|p| p.before.clone()),
-                    after: preview.map(|p| p.after),
+                    summary: tools::call_summary(&call.name, &args),
+                    path: tools::changed_path(&call.name, &args, &ctx.cwd).map(|p| p.to_string_lossy().into_owned()),
+                    preview: tools::preview(&call.name, &args, &ctx).await.map(Box::new),
                 }
             };
+            let key = tools::consent_key(&call.name, &args);
             let verdict = tokio::select! {
-                verdict = consent::decide(&self.policy, &self.grants, consent.as_ref(), request, &call.name, kind, &args) => verdict,
+                verdict = consent::decide(&self.policy, &self.grants, consent.as_ref(), request, &call.name, kind, key) => verdict,
                 () = cancel.cancelled() => Verdict::Cancel,
             };
             match verdict {
@@ -217,11 +218,10 @@ impl AgentSession {
         if let Some(capture) = capture.filter(|_| !is_error) {
             self.keep_original(capture, &entry_id);
         }
-        // The list changed once its result is stored (`todos()` reads it from there).
-        if call.name == todo::TOOL_NAME && !is_error {
-            if let Some(todos) = message.extra.get("details").and_then(todo::todos_from_details) {
-                self.emit(AgentEvent::TodosChanged { todos });
-            }
+        // The list changed once its result is stored (`todos()` reads it from there), by the
+        // session's rule for which results set it.
+        if let Some(todos) = todos::list_set_by(&message) {
+            self.emit(AgentEvent::TodosChanged { todos });
         }
         Ok(())
     }

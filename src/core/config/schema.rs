@@ -321,7 +321,8 @@ pub fn check(settings: &super::Settings) -> Result<(), String> {
         let Some(host) = s.host else { continue };
         let value = host.split('.').try_fold(&all, |v, part| v.get(part));
         let Some(value) = value.filter(|v| !v.is_null()) else { continue };
-        if !(s.or_false && value == &serde_json::Value::Bool(false)) && !s.ty.admits(value) {
+        let false_allowed = s.or_false && value == &serde_json::Value::Bool(false);
+        if !false_allowed && !s.ty.admits(value) {
             return Err(format!("{} must be {}, got {value}", s.key, s.accepts()));
         }
     }
@@ -478,6 +479,8 @@ pub fn lua_file() -> String {
     out.push_str("return {\n");
     out.push_str(&format!("  --- The thinking levels, lowest first (the ones offered).\n  thinking_levels = {},\n",
         lua_list(&ThinkingLevel::ALL.iter().map(|l| l.as_str()).collect::<Vec<_>>())));
+    out.push_str(&format!("  --- Every name a thinking level is taken by (pi's `xhigh` is `high`).\n  thinking_names = {},\n",
+        lua_list(&thinking_names())));
     out.push_str("  settings = {\n");
     for s in SETTINGS {
         out.push_str("    {\n");

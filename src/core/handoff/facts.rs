@@ -10,7 +10,8 @@ use serde_json::Value;
 
 use crate::core::message::{Message, Role};
 use crate::core::session::SessionEntry;
-use crate::core::tools::{current_todos, Todo, TodoStatus};
+use crate::core::session::todos::{self, Todo, TodoStatus};
+use crate::core::tools::{self, CallFact};
 
 /// Commands kept (the most recent ones).
 const MAX_COMMANDS: usize = 20;
@@ -53,23 +54,10 @@ fn clip(text: &str) -> String {
     }
 }
 
-/// The exit code a bash result names (`Command exited with code N`), else how it ended.
-fn bash_ending(result: &Message) -> (Option<i32>, Option<String>) {
-    let text = result.text();
-    let is_error = result.extra.get("isError").and_then(Value::as_bool).unwrap_or(false);
-    if let Some(rest) = text.rsplit("Command exited with code ").next().filter(|_| text.contains("Command exited with code ")) {
-        let code = rest.split_whitespace().next().and_then(|c| c.parse().ok());
-        return (code, None);
-    }
-    if !is_error {
-        return (Some(0), None);
-    }
-    let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("failed");
-    (None, Some(clip(last)))
-}
-
 impl Facts {
-    /// Gathers the facts of a branch: its entries in order, root first.
+    /// Gathers the facts of a branch: its entries in order, root first. The todo list is the
+    /// session's ([`todos::of_branch`]: a failed `todo_write` leaves the list, a handed-over one
+    /// included, as it was).
     pub fn gather(branch: &[&SessionEntry]) -> Facts {
         let mut inherited = Facts::default();
         let mut messages: Vec<Message> = Vec::new();
@@ -84,11 +72,13 @@ impl Facts {
                 }
             }
         }
-        Self::from_messages(&messages, inherited)
+        let todos = todos::of_branch(branch);
+        Self::from_messages(&messages, inherited, todos)
     }
 
-    /// The facts of `messages`, on top of what an earlier handoff handed over.
-    pub fn from_messages(messages: &[Message], inherited: Facts) -> Facts {
+    /// The facts of `messages`, on top of what an earlier handoff handed over, with the branch's
+    /// todo list.
+    fn from_messages(messages: &[Message], inherited: Facts, todos: Vec<Todo>) -> Facts {
         let mut read: BTreeSet<String> = inherited.read_files.into_iter().collect();
         let mut modified: BTreeSet<String> = inherited.modified_files.into_iter().collect();
         let mut commands = inherited.commands;
@@ -116,20 +106,18 @@ impl Facts {
                         continue;
                     };
                     let is_error = message.extra.get("isError").and_then(Value::as_bool).unwrap_or(false);
-                    let path = args.get("path").and_then(Value::as_str).map(str::to_string);
-                    match (name.as_str(), path) {
-                        ("read", Some(p)) if !is_error => {
-                            read.insert(p);
+                    // Each tool says what its call adds.
+                    match tools::call_fact(name, args, message) {
+                        Some(CallFact::Read(path)) => {
+                            read.insert(path);
                         }
-                        ("edit" | "write", Some(p)) if !is_error => {
-                            modified.insert(p);
+                        Some(CallFact::Modified(path)) => {
+                            modified.insert(path);
                         }
-                        _ => {}
-                    }
-                    if name == "bash" {
-                        let command = clip(args.get("command").and_then(Value::as_str).unwrap_or_default());
-                        let (exit_code, ended) = bash_ending(message);
-                        commands.push(CommandRun { command, exit_code, ended });
+                        Some(CallFact::Command { command, exit_code, ended }) => {
+                            commands.push(CommandRun { command: clip(&command), exit_code, ended: ended.as_deref().map(clip) });
+                        }
+                        None => {}
                     }
                     errors.retain(|(tool, _)| tool != name);
                     if is_error {
@@ -141,12 +129,6 @@ impl Facts {
                 _ => {}
             }
         }
-        let todos_now = current_todos(messages.iter());
-        let todos: Vec<Todo> = if todos_now.is_empty() && !messages.iter().any(|m| m.extra_str("toolName") == Some("todo_write")) {
-            inherited.todos
-        } else {
-            todos_now
-        };
         let keep = commands.len().saturating_sub(MAX_COMMANDS);
         Facts {
             read_files: read.difference(&modified).cloned().collect(),

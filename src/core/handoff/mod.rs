@@ -12,14 +12,16 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::agent::{
     lock, AgentError, AgentEvent, AgentSession, RunClaim, RunOptions, RunResult, SwitchReason,
 };
-use crate::core::message::StopReason;
-use crate::core::session::{file, paths, SessionError, SessionManager};
+/// How a handoff ended, and why one did nothing: event payloads, so they live with the events
+/// (the agent layer imports nothing from here).
+pub use crate::core::agent::events::{HandoffOutcome, Refusal};
+use crate::core::message::{Message, StopReason};
+use crate::core::session::{file, mark_handoff_request, paths, SessionError, SessionManager};
 
 /// The instruction sent to the model (our wording; the six sections are the contract).
 pub const PROMPT: &str = include_str!("prompt.md");
@@ -28,66 +30,32 @@ pub const PROMPT: &str = include_str!("prompt.md");
 pub const SECTIONS: [&str; 6] =
     ["Goal", "Constraints & Preferences", "Progress", "Key Decisions", "Critical Context", "Next Steps"];
 
-/// `customType` of the injected entry.
-pub const CUSTOM_TYPE: &str = "handoff";
+/// `customType` of the injected entry (the session reads the todo list it carries over).
+pub const CUSTOM_TYPE: &str = crate::core::session::todos::HANDOFF_CUSTOM_TYPE;
 
 /// The sentence after the wrapped document.
 const CONTEXT_SENTENCE: &str =
     "The above is a handoff document from a previous session. Use this context to continue the work seamlessly.";
 
-/// User-facing texts, written once.
 pub mod facts;
 
 pub use facts::Facts;
 
-pub mod text {
-    pub const NOTHING_TO_HAND_OFF: &str = "Nothing to hand off (no messages yet)";
-    pub const BUSY: &str = "Cannot hand off while a response is in progress";
-    pub const CANCELLED: &str = "Handoff cancelled";
-    pub const NO_TEXT: &str = "the model returned no text";
-    pub const SUCCESS: &str = "New session started with handoff context";
-    pub const REVIEW: &str = "Review the handoff document: write it to start the new session with it, quit without writing to discard it";
-    pub const DISCARDED: &str = "Handoff discarded: no new session";
-    pub const REVIEW_PENDING: &str = "A handoff document is waiting for review: write it or quit it first";
+/// What the user asked of a handoff: the one options value of every entry point (`:Handoff`,
+/// `/handoff` typed in a prompt, the CLI).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HandoffOptions {
+    /// Focus instructions appended to the prompt (blank: none).
+    pub focus: Option<String>,
+    /// Open the document for review before a new session starts. `None`: the front end's
+    /// configured default (`setup{ handoff = { review } }`; the CLI never reviews).
+    pub review: Option<bool>,
 }
 
-/// How a handoff ended.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum HandoffOutcome {
-    Done {
-        document: String,
-        session_file: String,
-        parent_session: String,
-        /// Sections of `SECTIONS` the document lacks (a warning, not a failure).
-        missing_sections: Vec<String>,
-        /// Where the document was also written as markdown.
-        document_file: String,
-        /// What had to be left out of the request to fit the context window, if anything.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        elided: Option<String>,
-        /// The facts the host appended after the document (rendered; absent when none).
-        #[serde(skip_serializing_if = "Option::is_none")]
-        facts: Option<String>,
-    },
-    /// Review mode: the document (and the facts after it) waits for the user to edit and
-    /// write it ([`Handoff::commit`]) or to discard it ([`Handoff::discard`]).
-    Review {
-        /// The text that will be injected as it stands: the document, then the facts.
-        text: String,
-        missing_sections: Vec<String>,
-        /// Where in `text` the facts start (a byte offset), so an editor can mark them.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        facts_at: Option<usize>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        elided: Option<String>,
-    },
-    /// A review ended without writing: nothing was created.
-    Discarded,
-    Cancelled,
-    Failed { message: String },
-    /// Nothing happened: nothing to hand off, or a response is in progress.
-    Refused { message: String },
+impl HandoffOptions {
+    pub fn focus(focus: impl Into<String>) -> Self {
+        Self { focus: Some(focus.into()), review: None }
+    }
 }
 
 /// How the handoff's run goes: one turn, the instruction never expanded as a template,
@@ -157,12 +125,12 @@ pub fn missing_sections(document: &str) -> Vec<String> {
 /// Gap (guard twice, disagreeing): the one rule both layers (the controller before it starts
 /// the work, and [`Handoff::run`]) call. Gap (no busy check): refuse while a response or another
 /// handoff runs. Then count `message` entries on the current branch, never on all branches.
-pub fn preflight(agent: &AgentSession, generating: bool) -> Result<(), String> {
+pub fn preflight(agent: &AgentSession, generating: bool) -> Result<(), Refusal> {
     if generating || agent.is_busy() {
-        return Err(text::BUSY.to_string());
+        return Err(Refusal::Busy);
     }
     if agent.session().count_branch_messages() < 2 {
-        return Err(text::NOTHING_TO_HAND_OFF.to_string());
+        return Err(Refusal::NothingToHandOff);
     }
     Ok(())
 }
@@ -204,9 +172,10 @@ fn capture(result: &RunResult) -> Result<String, NoDocument> {
 /// Why a handoff produced no new session.
 #[derive(Debug, thiserror::Error)]
 pub enum NoDocument {
-    #[error("{}", text::CANCELLED)]
+    /// Never shown: it becomes [`HandoffOutcome::Cancelled`], which the controller words.
+    #[error("cancelled")]
     Cancelled,
-    #[error("{}", text::NO_TEXT)]
+    #[error("the model returned no text")]
     NoText,
     #[error("{0}")]
     ModelError(String),
@@ -288,28 +257,24 @@ impl Handoff {
 
     /// `AgentSession.handoff(focus)`: generates the document, and on success continues `agent`
     /// in a new session that starts with it. Announces itself with `handoff_start` and
-    /// `handoff_end` (a refusal announces nothing: it is the caller's to report).
-    pub async fn run(&self, agent: &AgentSession, focus: Option<&str>) -> HandoffOutcome {
-        self.run_with(agent, focus, false).await
-    }
-
-    /// Like `run`; with `review`, the document is not used at once: the outcome is `Review`,
-    /// and the new session starts when the user writes the text ([`Handoff::commit`]).
-    pub async fn run_with(&self, agent: &AgentSession, focus: Option<&str>, review: bool) -> HandoffOutcome {
+    /// `handoff_end` (a refusal announces nothing: it is the caller's to report). With
+    /// `review`, the document is not used at once: the outcome is `Review`, and the new session
+    /// starts when the user writes the text ([`Handoff::commit`]).
+    pub async fn run(&self, agent: &AgentSession, focus: Option<&str>, review: bool) -> HandoffOutcome {
         // 1. Start: guard, abort controller, prompt.
         let token = CancellationToken::new();
         let claim = {
             let mut slot = lock(&self.abort);
             if self.is_reviewing() {
-                return HandoffOutcome::Refused { message: text::REVIEW_PENDING.into() };
+                return HandoffOutcome::Refused { reason: Refusal::ReviewPending };
             }
-            if let Err(message) = preflight(agent, slot.is_some()) {
-                return HandoffOutcome::Refused { message };
+            if let Err(reason) = preflight(agent, slot.is_some()) {
+                return HandoffOutcome::Refused { reason };
             }
             // The run slot is taken before `handoff_start`: a prompt that got there first
             // refuses the handoff here, not after the front end was told it started.
             let Ok(claim) = agent.claim_run(&token) else {
-                return HandoffOutcome::Refused { message: text::BUSY.into() };
+                return HandoffOutcome::Refused { reason: Refusal::Busy };
             };
             *slot = Some(token.clone());
             claim
@@ -338,7 +303,7 @@ impl Handoff {
     /// starts with it, exactly as written.
     pub fn commit(&self, agent: &AgentSession, text: &str) -> HandoffOutcome {
         let Some(draft) = lock(&self.draft).take() else {
-            return HandoffOutcome::Refused { message: "No handoff document is waiting for review".into() };
+            return HandoffOutcome::Refused { reason: Refusal::NoReview };
         };
         let text = text.trim();
         let outcome = if text.is_empty() {
@@ -346,7 +311,7 @@ impl Handoff {
         } else if agent.is_busy() {
             // Kept for another try once the response ends.
             *lock(&self.draft) = Some(draft);
-            return HandoffOutcome::Refused { message: text::BUSY.into() };
+            return HandoffOutcome::Refused { reason: Refusal::Busy };
         } else {
             // The text already holds the facts as the user left them; the entry's details keep
             // what the host knows, for the handoffs after this one.
@@ -389,9 +354,12 @@ async fn generate(
     token: &CancellationToken,
     claim: RunClaim,
 ) -> Result<(String, Facts, Option<String>), NoDocument> {
-    let prompt = build_prompt(focus);
+    // The request is marked as one where it is written: the chat shows it as the handoff's
+    // request from the mark, whatever the instruction's text is now.
+    let mut prompt = Message::user(build_prompt(focus));
+    mark_handoff_request(&mut prompt, focus);
     // 2. Capture: the run's own messages are the payload of `agent_end`.
-    let result = agent.run_claimed(claim, &prompt, RUN_OPTIONS).await?;
+    let result = agent.run_claimed_message(claim, prompt, RUN_OPTIONS).await?;
     // 3. Cancellation check.
     if token.is_cancelled() {
         return Err(NoDocument::Cancelled);
@@ -418,7 +386,7 @@ fn start_new_session(agent: &AgentSession, text: &str, facts: &Facts) -> Result<
     };
     let written = (|| {
         // Gap (no model entries): carry the model and thinking level over.
-        agent.record_settings(&mut next)?;
+        agent.carry_settings(&mut next)?;
         // The facts are kept as the entry's details too (pi's readFiles/modifiedFiles), for the
         // handoffs after this one.
         next.append_custom_message_with_details(CUSTOM_TYPE, &wrap_document(text), true, Some(facts.details()))?;

@@ -2,16 +2,20 @@
 
 pub mod changes;
 pub mod context;
+pub mod derived;
 pub mod entry;
 pub mod paths;
 mod store;
+pub mod todos;
 
 use std::path::PathBuf;
 
 pub use changes::{Before, ChangedFile, Originals};
 pub use context::SessionContext;
 pub use entry::{SessionEntry, SessionHeader};
+pub use derived::{handoff_request, mark_handoff_request, message_count};
 pub use store::{SessionInfo, SessionManager};
+pub use todos::{Todo, TodoStatus};
 /// The store's private-file rules, for files kept beside a session (the handoff document).
 pub(crate) use store::file;
 

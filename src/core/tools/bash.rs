@@ -421,6 +421,67 @@ impl OutputBuffer {
     }
 }
 
+/// How a bash call ended, from its stored result: the exit code its text names (`Command exited
+/// with code N`), 0 for a success, else (aborted, timed out) the last line of its text.
+fn ending(result: &crate::core::message::Message) -> (Option<i32>, Option<String>) {
+    let text = result.text();
+    if let Some((_, rest)) = text.rsplit_once("Command exited with code ") {
+        return (rest.split_whitespace().next().and_then(|c| c.parse().ok()), None);
+    }
+    if !super::tool::is_error(result) {
+        return (Some(0), None);
+    }
+    let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("failed");
+    (None, Some(last.trim().to_string()))
+}
+
+/// The `bash` tool (see [`super::Tool`]).
+pub struct Bash;
+
+#[async_trait::async_trait]
+impl super::Tool for Bash {
+    fn name(&self) -> super::ToolName {
+        super::ToolName::Bash
+    }
+
+    fn kind(&self) -> super::ToolKind {
+        super::ToolKind::Execute
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        definition()
+    }
+
+    async fn run(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        run(arguments, ctx).await
+    }
+
+    fn summary(&self, args: &Value) -> String {
+        super::argument_summary(args, "command")
+    }
+
+    /// "Always" covers this exact command only.
+    fn consent_key(&self, args: &Value) -> Option<super::ConsentKey> {
+        args.get("command").and_then(Value::as_str).map(|c| super::ConsentKey::Exact(c.to_string()))
+    }
+
+    /// Past its limits the result keeps the last lines (pi's `details.truncation`).
+    fn lines_not_kept(&self, result: &crate::core::message::Message) -> u64 {
+        let Some(t) = result.extra.get("details").and_then(|d| d.get("truncation")) else { return 0 };
+        if t["truncated"] != true {
+            return 0;
+        }
+        let count = |key: &str| t[key].as_u64().unwrap_or(0);
+        count("totalLines").saturating_sub(count("outputLines"))
+    }
+
+    fn fact(&self, args: &Value, result: &crate::core::message::Message) -> Option<super::CallFact> {
+        let command = args.get("command").and_then(Value::as_str).unwrap_or_default().to_string();
+        let (exit_code, ended) = ending(result);
+        Some(super::CallFact::Command { command, exit_code, ended })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::ToolKind;
+use super::{ConsentKey, Preview, ToolKind};
 
 /// What a policy says about one tool call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,14 +83,16 @@ pub struct ApprovalRequest {
     pub tool: String,
     pub kind: ToolKind,
     pub args: Value,
-    /// For `edit`/`write`: what the change does, as a unified diff of the file.
+    /// What the call does, as the tool says it (the command, the path, the pattern): the
+    /// front ends show this rather than reading the arguments themselves.
+    pub summary: String,
+    /// The file the call changes (absolute), when it changes one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub diff: Option<String>,
-    /// For `edit`/`write`: the file's text before and after, to open side by side.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub before: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub after: Option<String>,
+    pub path: Option<String>,
+    /// What the call would change, as the tool previews it (`edit`/`write`): the file's text
+    /// before and after, to open side by side, and the diff; sent as `before`, `after`, `diff`.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<Box<Preview>>,
 }
 
 /// The front end's seam: ask about one tool call and wait for the answer. An implementation
@@ -110,11 +112,11 @@ impl Consent for Always {
     }
 }
 
-/// "Always" answers of this session.
+/// "Always" answers of this session: per tool, the keys its calls were granted under (see
+/// [`ConsentKey`]: the tool says what an answer covers).
 #[derive(Debug, Default)]
 pub struct Grants {
-    tools: Mutex<HashSet<String>>,
-    commands: Mutex<HashSet<String>>,
+    granted: Mutex<HashSet<(String, ConsentKey)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -122,33 +124,20 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Grants {
-    /// The exact command of a bash call (its `command` argument).
-    fn command_of(args: &Value) -> Option<&str> {
-        args.get("command").and_then(Value::as_str)
+    /// Whether an earlier "always" covers a call of `tool` with `key` (none: it cannot be).
+    pub fn covers(&self, tool: &str, key: Option<&ConsentKey>) -> bool {
+        key.is_some_and(|key| lock(&self.granted).contains(&(tool.to_string(), key.clone())))
     }
 
-    pub fn covers(&self, tool: &str, args: &Value) -> bool {
-        if tool == "bash" {
-            Self::command_of(args).is_some_and(|c| lock(&self.commands).contains(c))
-        } else {
-            lock(&self.tools).contains(tool)
-        }
-    }
-
-    pub fn remember(&self, tool: &str, args: &Value) {
-        if tool == "bash" {
-            if let Some(command) = Self::command_of(args) {
-                lock(&self.commands).insert(command.to_string());
-            }
-        } else {
-            lock(&self.tools).insert(tool.to_string());
+    pub fn remember(&self, tool: &str, key: Option<ConsentKey>) {
+        if let Some(key) = key {
+            lock(&self.granted).insert((tool.to_string(), key));
         }
     }
 
     /// Forgets everything (a new session starts with no grants).
     pub fn clear(&self) {
-        lock(&self.tools).clear();
-        lock(&self.commands).clear();
+        lock(&self.granted).clear();
     }
 }
 
@@ -170,8 +159,9 @@ pub fn rejected_text(reason: Option<&str>) -> String {
     }
 }
 
-/// Decides about one call: the policy, the session's grants, then the user. `request` (which
-/// may read the file and diff it) is only worked out when the user is asked.
+/// Decides about one call of `tool` (an "always" covers what `key` says): the policy, the
+/// session's grants, then the user. `request` (which may read the file and diff it) is only
+/// worked out when the user is asked.
 pub async fn decide(
     policy: &Policy,
     grants: &Grants,
@@ -179,18 +169,18 @@ pub async fn decide(
     request: impl std::future::Future<Output = ApprovalRequest>,
     tool: &str,
     kind: ToolKind,
-    args: &Value,
+    key: Option<ConsentKey>,
 ) -> Verdict {
     match policy.rule(tool, kind) {
         Rule::Allow => return Verdict::Run,
         Rule::Deny => return Verdict::Refuse(format!("The tool {tool} is not allowed by the user's settings.")),
-        Rule::Ask if grants.covers(tool, args) => return Verdict::Run,
+        Rule::Ask if grants.covers(tool, key.as_ref()) => return Verdict::Run,
         Rule::Ask => {}
     }
     match consent.ask(request.await).await {
         Decision::Allow => Verdict::Run,
         Decision::Always => {
-            grants.remember(tool, args);
+            grants.remember(tool, key);
             Verdict::Run
         }
         Decision::Reject { reason } => Verdict::Refuse(rejected_text(reason.as_deref())),
@@ -222,7 +212,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn always_remembers_the_tool_or_the_exact_command() {
+    async fn always_remembers_what_the_tool_says_it_covers() {
+        use crate::core::tools::consent_key;
         let grants = Grants::default();
         let policy = Policy::default();
         let req = |tool: &str, args: &Value| ApprovalRequest {
@@ -230,24 +221,31 @@ mod tests {
             tool: tool.into(),
             kind: ToolKind::Execute,
             args: args.clone(),
-            diff: None,
-            before: None,
-            after: None,
+            summary: String::new(),
+            path: None,
+            preview: None,
         };
         let ls = json!({ "command": "ls" });
         let rm = json!({ "command": "rm -rf build" });
-        let v = decide(&policy, &grants, &Always(Decision::Always), async { req("bash", &ls) }, "bash", ToolKind::Execute, &ls).await;
+        let key = |tool: &str, args: &Value| consent_key(tool, args);
+        let covers = |tool: &str, args: &Value| grants.covers(tool, key(tool, args).as_ref());
+        let v = decide(&policy, &grants, &Always(Decision::Always), async { req("bash", &ls) }, "bash", ToolKind::Execute, key("bash", &ls)).await;
         assert_eq!(v, Verdict::Run);
-        assert!(grants.covers("bash", &ls));
-        assert!(!grants.covers("bash", &rm), "always for one command must not cover another");
-        let v = decide(&policy, &grants, &Always(Decision::Cancel), async { req("bash", &ls) }, "bash", ToolKind::Execute, &ls).await;
+        assert!(covers("bash", &ls));
+        assert!(!covers("bash", &rm), "always for one command must not cover another");
+        let v = decide(&policy, &grants, &Always(Decision::Cancel), async { req("bash", &ls) }, "bash", ToolKind::Execute, key("bash", &ls)).await;
         assert_eq!(v, Verdict::Run, "a granted command is not asked again");
-        let v = decide(&policy, &grants, &Always(Decision::Reject { reason: Some(" too risky ".into()) }), async { req("bash", &rm) }, "bash", ToolKind::Execute, &rm).await;
+        let v = decide(&policy, &grants, &Always(Decision::Reject { reason: Some(" too risky ".into()) }), async { req("bash", &rm) }, "bash", ToolKind::Execute, key("bash", &rm)).await;
         assert_eq!(v, Verdict::Refuse("The user rejected this tool call. Reason: too risky".into()));
+        // A call without the argument its key is made of cannot be granted.
+        let none = json!({});
+        decide(&policy, &grants, &Always(Decision::Always), async { req("bash", &none) }, "bash", ToolKind::Execute, key("bash", &none)).await;
+        assert!(!covers("bash", &none));
         let edit = json!({ "path": "a.rs" });
-        decide(&policy, &grants, &Always(Decision::Always), async { req("edit", &edit) }, "edit", ToolKind::Edit, &edit).await;
-        assert!(grants.covers("edit", &json!({ "path": "other.rs" })));
+        decide(&policy, &grants, &Always(Decision::Always), async { req("edit", &edit) }, "edit", ToolKind::Edit, key("edit", &edit)).await;
+        assert!(covers("edit", &json!({ "path": "other.rs" })), "for edit, the tool");
+        assert!(!covers("write", &edit));
         grants.clear();
-        assert!(!grants.covers("edit", &edit) && !grants.covers("bash", &ls));
+        assert!(!covers("edit", &edit) && !covers("bash", &ls));
     }
 }

@@ -396,6 +396,41 @@ pub fn diff_string(old: &str, new: &str, context: usize) -> (String, Option<usiz
     (out.join("\n"), first_changed)
 }
 
+/// The `edit` tool (see [`super::Tool`]).
+pub struct Edit;
+
+#[async_trait::async_trait]
+impl super::Tool for Edit {
+    fn name(&self) -> super::ToolName {
+        super::ToolName::Edit
+    }
+
+    fn kind(&self) -> super::ToolKind {
+        super::ToolKind::Edit
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        definition()
+    }
+
+    async fn run(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        run(arguments, ctx).await
+    }
+
+    fn changed_path(&self, args: &Value, cwd: &std::path::Path) -> Option<std::path::PathBuf> {
+        Some(resolve_to_cwd(args.get("path")?.as_str()?, cwd))
+    }
+
+    async fn preview(&self, args: &Value, ctx: &ToolContext) -> Option<super::Preview> {
+        let planned = plan(args.clone(), ctx).await.ok()?;
+        Some(super::Preview { diff: planned.diff(), after: planned.after(), before: planned.before })
+    }
+
+    fn fact(&self, args: &Value, result: &crate::core::message::Message) -> Option<super::CallFact> {
+        super::tool::path_if_done(args, result).map(super::CallFact::Modified)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

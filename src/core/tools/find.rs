@@ -108,6 +108,32 @@ fn find(a: Args, root: PathBuf, cancel: &CancellationToken) -> Result<ToolOutput
     Ok(listing(&results, &RESULTS, limit, limit_reached, None))
 }
 
+/// The `find` tool (see [`super::Tool`]).
+pub struct Find;
+
+#[async_trait::async_trait]
+impl super::Tool for Find {
+    fn name(&self) -> super::ToolName {
+        super::ToolName::Find
+    }
+
+    fn kind(&self) -> super::ToolKind {
+        super::ToolKind::ReadOnly
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        definition()
+    }
+
+    async fn run(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        run(arguments, ctx).await
+    }
+
+    fn summary(&self, args: &Value) -> String {
+        super::argument_summary(args, "pattern")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::core::tools::{execute, ToolContext};

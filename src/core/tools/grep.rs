@@ -336,6 +336,32 @@ fn search(a: Args, root: PathBuf, cancel: &CancellationToken) -> Result<ToolOutp
     Ok(listing(&out, &MATCHES, limit, limit_reached, cut))
 }
 
+/// The `grep` tool (see [`super::Tool`]).
+pub struct Grep;
+
+#[async_trait::async_trait]
+impl super::Tool for Grep {
+    fn name(&self) -> super::ToolName {
+        super::ToolName::Grep
+    }
+
+    fn kind(&self) -> super::ToolKind {
+        super::ToolKind::ReadOnly
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        definition()
+    }
+
+    async fn run(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        run(arguments, ctx).await
+    }
+
+    fn summary(&self, args: &Value) -> String {
+        super::argument_summary(args, "pattern")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Found, Line};

@@ -76,6 +76,28 @@ fn list(dir: &Path, limit: usize) -> Result<ToolOutput, ToolError> {
     Ok(listing(&results, &ENTRIES, limit, limit_reached, None))
 }
 
+/// The `ls` tool (see [`super::Tool`]).
+pub struct Ls;
+
+#[async_trait::async_trait]
+impl super::Tool for Ls {
+    fn name(&self) -> super::ToolName {
+        super::ToolName::Ls
+    }
+
+    fn kind(&self) -> super::ToolKind {
+        super::ToolKind::ReadOnly
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        definition()
+    }
+
+    async fn run(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        run(arguments, ctx).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::core::tools::{execute, ToolContext};

@@ -1,7 +1,9 @@
 //! The agent's tools: `read`, `bash`, `edit`, `write`, `grep`, `find`, `ls` (names, parameters
 //! and result texts as pi 0.73.1's) and `todo_write`.
 //!
-//! This layer only runs tools. It knows no agent loop, no wire format, no consent and no Neovim:
+//! Each tool is a [`Tool`] in its own module (`tool.rs`): what it is and what one of its calls
+//! means to the front ends and the handoff. This layer only runs tools. It knows no agent loop,
+//! no wire format, no consent and no Neovim:
 //! the agent loop asks the [`ToolRegistry`] for its [`ToolDefinition`]s (JSON Schema, turned into
 //! OpenAI or Anthropic `tools` by the provider layer), decides about consent from
 //! [`ToolKind`], and calls [`ToolRegistry::execute`] with the model's arguments and a
@@ -23,6 +25,7 @@ pub mod ls;
 pub mod paths;
 pub mod read;
 pub mod todo;
+mod tool;
 pub mod truncate;
 mod walk;
 pub mod write;
@@ -42,6 +45,7 @@ use tokio_util::sync::CancellationToken;
 use crate::core::message::{now_millis, Content, ContentBlock, Message, Role};
 
 pub use todo::{current_todos, Todo, TodoStatus};
+pub use tool::{argument_summary, CallFact, ConsentKey, Tool};
 
 /// What a tool may do, the basis of the consent policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -94,16 +98,22 @@ impl ToolName {
         }
     }
 
-    pub fn kind(self) -> ToolKind {
+    /// The tool itself: the registry's table, one line a tool.
+    pub fn tool(self) -> &'static dyn Tool {
         match self {
-            ToolName::Read
-            | ToolName::Grep
-            | ToolName::Find
-            | ToolName::Ls
-            | ToolName::TodoWrite => ToolKind::ReadOnly,
-            ToolName::Edit | ToolName::Write => ToolKind::Edit,
-            ToolName::Bash => ToolKind::Execute,
+            ToolName::Read => &read::Read,
+            ToolName::Bash => &bash::Bash,
+            ToolName::Edit => &edit::Edit,
+            ToolName::Write => &write::Write,
+            ToolName::Grep => &grep::Grep,
+            ToolName::Find => &find::Find,
+            ToolName::Ls => &ls::Ls,
+            ToolName::TodoWrite => &todo::TodoWrite,
         }
+    }
+
+    pub fn kind(self) -> ToolKind {
+        self.tool().kind()
     }
 
     /// On without being asked for: read, bash, edit, write, todo_write. grep/find/ls on request.
@@ -112,16 +122,7 @@ impl ToolName {
     }
 
     pub fn definition(self) -> ToolDefinition {
-        match self {
-            ToolName::Read => read::definition(),
-            ToolName::Bash => bash::definition(),
-            ToolName::Edit => edit::definition(),
-            ToolName::Write => write::definition(),
-            ToolName::Grep => grep::definition(),
-            ToolName::Find => find::definition(),
-            ToolName::Ls => ls::definition(),
-            ToolName::TodoWrite => todo::definition(),
-        }
+        self.tool().definition()
     }
 }
 
@@ -141,9 +142,42 @@ impl FromStr for ToolName {
     }
 }
 
+/// The tool called `name`; `None` for a name this layer does not know (a session written by
+/// another agent may name any).
+pub fn lookup(name: &str) -> Option<&'static dyn Tool> {
+    name.parse::<ToolName>().ok().map(ToolName::tool)
+}
+
 /// The kind of a tool by its called name; `None` for a name this layer does not know.
 pub fn kind_of(name: &str) -> Option<ToolKind> {
-    name.parse::<ToolName>().ok().map(ToolName::kind)
+    lookup(name).map(|t| t.kind())
+}
+
+/// The chat's line for a call of `name` (see [`Tool::summary`]); for a tool this layer does not
+/// know, its `path` argument or its arguments.
+pub fn call_summary(name: &str, args: &Value) -> String {
+    match lookup(name) {
+        Some(tool) => tool.summary(args),
+        None => argument_summary(args, "path"),
+    }
+}
+
+/// What an "always" answer to a call of `name` covers (see [`Tool::consent_key`]).
+pub fn consent_key(name: &str, args: &Value) -> Option<ConsentKey> {
+    match lookup(name) {
+        Some(tool) => tool.consent_key(args),
+        None => Some(ConsentKey::Tool),
+    }
+}
+
+/// Lines of a stored result's output it does not hold (see [`Tool::lines_not_kept`]).
+pub fn lines_not_kept(result: &Message) -> u64 {
+    result.extra_str("toolName").and_then(lookup).map_or(0, |tool| tool.lines_not_kept(result))
+}
+
+/// A call's part of a handoff's facts (see [`Tool::fact`]); nothing for an unknown tool.
+pub fn call_fact(name: &str, args: &Value, result: &Message) -> Option<CallFact> {
+    lookup(name)?.fact(args, result)
 }
 
 /// A tool as the model sees it: name, description and JSON Schema parameters (pi's texts).
@@ -468,60 +502,29 @@ pub async fn execute(name: &str, arguments: Value, ctx: &ToolContext) -> ToolOut
 
 /// What an `edit` or `write` call would change, for its approval: the file before and after,
 /// and the diff. `None` for other tools, and for a call that would fail (it fails when run).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Preview {
     pub before: String,
     pub after: String,
     pub diff: String,
 }
 
+/// What a call of `name` would change, for its approval (see [`Tool::preview`]).
 pub async fn preview(name: &str, arguments: &Value, ctx: &ToolContext) -> Option<Preview> {
-    match name.parse::<ToolName>().ok()? {
-        ToolName::Edit => {
-            let planned = edit::plan(arguments.clone(), ctx).await.ok()?;
-            Some(Preview { diff: planned.diff(), after: planned.after(), before: planned.before })
-        }
-        ToolName::Write => {
-            let path = arguments.get("path")?.as_str()?;
-            let after = arguments.get("content")?.as_str()?.to_string();
-            let abs = paths::resolve_to_cwd(path, &ctx.cwd);
-            let before = match ctx.files.read(&abs).await {
-                Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-                Err(_) => String::new(),
-            };
-            let diff = edit::diff_string(&edit::normalize_to_lf(&before), &edit::normalize_to_lf(&after), 4).0;
-            Some(Preview { before, after, diff })
-        }
-        _ => None,
-    }
+    lookup(name)?.preview(arguments, ctx).await
 }
 
-/// The file an `edit` or `write` call changes (absolute, resolved as the tool resolves it);
-/// `None` for other tools and for arguments without a path.
+/// The file a call of `name` changes (see [`Tool::changed_path`]); `None` for tools that change
+/// none and for arguments without a path.
 pub fn changed_path(name: &str, arguments: &Value, cwd: &Path) -> Option<PathBuf> {
-    match name.parse::<ToolName>().ok()? {
-        ToolName::Edit | ToolName::Write => {
-            let path = arguments.get("path")?.as_str()?;
-            Some(paths::resolve_to_cwd(path, cwd))
-        }
-        _ => None,
-    }
+    lookup(name)?.changed_path(arguments, cwd)
 }
 
 async fn execute_tool(tool: ToolName, arguments: Value, ctx: &ToolContext) -> ToolOutput {
     if ctx.cancel.is_cancelled() {
         return ToolOutput::error(ToolError::Aborted.to_string());
     }
-    let result = match tool {
-        ToolName::Read => read::run(arguments, ctx).await,
-        ToolName::Bash => bash::run(arguments, ctx).await,
-        ToolName::Edit => edit::run(arguments, ctx).await,
-        ToolName::Write => write::run(arguments, ctx).await,
-        ToolName::Grep => grep::run(arguments, ctx).await,
-        ToolName::Find => find::run(arguments, ctx).await,
-        ToolName::Ls => ls::run(arguments, ctx).await,
-        ToolName::TodoWrite => todo::run(arguments, ctx).await,
-    };
+    let result = tool.tool().run(arguments, ctx).await;
     result.unwrap_or_else(|e| ToolOutput::error(e.to_string()))
 }
 

@@ -410,6 +410,32 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     }
 }
 
+/// The `read` tool (see [`super::Tool`]).
+pub struct Read;
+
+#[async_trait::async_trait]
+impl super::Tool for Read {
+    fn name(&self) -> super::ToolName {
+        super::ToolName::Read
+    }
+
+    fn kind(&self) -> super::ToolKind {
+        super::ToolKind::ReadOnly
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        definition()
+    }
+
+    async fn run(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        run(arguments, ctx).await
+    }
+
+    fn fact(&self, args: &Value, result: &crate::core::message::Message) -> Option<super::CallFact> {
+        super::tool::path_if_done(args, result).map(super::CallFact::Read)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,45 +1,20 @@
 //! `todo_write`: the model's task list. pi 0.73.1 has no todo tool; this follows the spec:
 //! `todos: [{content, status, activeForm}]`, each call replaces the whole list, at most one item
 //! `in_progress`. The list is stored in the result's `details.todos`, so the current list is
-//! rebuilt from the session ([`current_todos`]): the latest successful `todo_write` result on the
+//! rebuilt from the session (`session::todos`): the latest successful `todo_write` result on the
 //! branch wins, which makes resume and branching give the right list.
 
 use std::fmt::Write as _;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::args;
 use super::{ToolContext, ToolDefinition, ToolError, ToolOutput};
-use crate::core::message::{Message, Role};
 
-pub const TOOL_NAME: &str = "todo_write";
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TodoStatus {
-    Pending,
-    InProgress,
-    Completed,
-}
-
-/// One item of the list.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Todo {
-    /// What is to be done, in the imperative ("Run the tests").
-    pub content: String,
-    pub status: TodoStatus,
-    /// The same in the present continuous ("Running the tests"), shown while in progress.
-    pub active_form: String,
-}
-
-impl Todo {
-    /// Still to do: pending or in progress.
-    pub fn is_open(&self) -> bool {
-        self.status != TodoStatus::Completed
-    }
-}
+/// The list's types and the rule that reads it back from a session are the session's (the
+/// chat, the CLI, the handoff and the reminder all ask it); this module writes the list.
+pub use crate::core::session::todos::{current_todos, todos_from_details, Todo, TodoStatus, TOOL_NAME};
 
 pub(crate) fn definition() -> ToolDefinition {
     ToolDefinition {
@@ -130,27 +105,26 @@ pub fn reminder_text(todos: &[Todo]) -> String {
     s
 }
 
-/// The list in a `todo_write` result's `details`, if it holds one.
-pub fn todos_from_details(details: &Value) -> Option<Vec<Todo>> {
-    serde_json::from_value(details.get("todos")?.clone()).ok()
-}
+/// The `todo_write` tool (see [`super::Tool`]).
+pub struct TodoWrite;
 
-/// The current list after `messages` (a branch, oldest first): the latest successful
-/// `todo_write` result wins; empty when there is none.
-pub fn current_todos<'a>(messages: impl IntoIterator<Item = &'a Message>) -> Vec<Todo> {
-    let mut current = Vec::new();
-    for m in messages {
-        if m.role != Role::ToolResult
-            || m.extra_str("toolName") != Some(TOOL_NAME)
-            || m.extra.get("isError").and_then(Value::as_bool) == Some(true)
-        {
-            continue;
-        }
-        if let Some(list) = m.extra.get("details").and_then(todos_from_details) {
-            current = list;
-        }
+#[async_trait::async_trait]
+impl super::Tool for TodoWrite {
+    fn name(&self) -> super::ToolName {
+        super::ToolName::TodoWrite
     }
-    current
+
+    fn kind(&self) -> super::ToolKind {
+        super::ToolKind::ReadOnly
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        definition()
+    }
+
+    async fn run(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        run(arguments, ctx).await
+    }
 }
 
 #[cfg(test)]
@@ -246,7 +220,7 @@ mod tests {
         assert!(current_todos(&msgs[3..]).is_empty());
         // Stored and read back as JSON (as a session file does).
         let json = serde_json::to_string(&first.into_message("1", TOOL_NAME)).unwrap();
-        let back: Message = serde_json::from_str(&json).unwrap();
+        let back: crate::core::message::Message = serde_json::from_str(&json).unwrap();
         assert_eq!(current_todos([&back])[0].content, "a");
     }
 }

@@ -45,6 +45,48 @@ pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutpu
     ))
 }
 
+/// The `write` tool (see [`super::Tool`]).
+pub struct Write;
+
+#[async_trait::async_trait]
+impl super::Tool for Write {
+    fn name(&self) -> super::ToolName {
+        super::ToolName::Write
+    }
+
+    fn kind(&self) -> super::ToolKind {
+        super::ToolKind::Edit
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        definition()
+    }
+
+    async fn run(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        run(arguments, ctx).await
+    }
+
+    fn changed_path(&self, args: &Value, cwd: &std::path::Path) -> Option<std::path::PathBuf> {
+        Some(resolve_to_cwd(args.get("path")?.as_str()?, cwd))
+    }
+
+    /// The file now (empty when it does not exist yet), the content, and their diff.
+    async fn preview(&self, args: &Value, ctx: &ToolContext) -> Option<super::Preview> {
+        let abs = self.changed_path(args, &ctx.cwd)?;
+        let after = args.get("content")?.as_str()?.to_string();
+        let before = match ctx.files.read(&abs).await {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(_) => String::new(),
+        };
+        let diff = super::edit::diff_string(&super::edit::normalize_to_lf(&before), &super::edit::normalize_to_lf(&after), 4).0;
+        Some(super::Preview { before, after, diff })
+    }
+
+    fn fact(&self, args: &Value, result: &crate::core::message::Message) -> Option<super::CallFact> {
+        super::tool::path_if_done(args, result).map(super::CallFact::Modified)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::core::tools::{execute, ToolContext};

@@ -1,15 +1,13 @@
 //! Listing the sessions of a working directory (the picker, `handoff-nvim sessions`): each
-//! file is read just far enough to summarize it.
+//! file is loaded and its current branch summarized.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::file::io_err;
-use super::parse::parse_file;
 use super::SessionManager;
 use crate::core::message::Role;
-use crate::core::session::entry::{kind, SessionEntry};
-use crate::core::session::{paths, SessionError};
+use crate::core::session::entry::kind;
+use crate::core::session::{derived, paths, SessionError};
 
 /// What `list_sessions` reports of one session file.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -24,6 +22,7 @@ pub struct SessionInfo {
     pub parent_session: Option<String>,
     /// Text of the first user message (first line, trimmed), or empty.
     pub first_message: String,
+    /// Messages on the current branch (the count the handoff's guard checks).
     pub message_count: usize,
     /// Nothing was said in it yet (no message, no injected context such as a handoff).
     pub empty: bool,
@@ -49,27 +48,27 @@ impl SessionManager {
     }
 }
 
-/// Reads just enough of a session file for `list_sessions`.
+/// Summarizes a session file for `list_sessions`: its current branch, as resuming it shows it
+/// (the message count is the one the handoff's guard checks: [`derived::message_count`]).
 fn summarize(path: &Path) -> Result<SessionInfo, SessionError> {
-    let bytes = fs::read(path).map_err(io_err(path))?;
-    let parsed = parse_file(path, bytes)?;
-    let empty = !parsed.entries.iter().any(|e| e.is_message() || e.kind == kind::CUSTOM_MESSAGE);
+    let session = SessionManager::load(path, Path::new(""))?;
+    let branch = session.get_branch(None);
+    let empty = !branch.iter().any(|e| e.is_message() || e.kind == kind::CUSTOM_MESSAGE);
     // Roles are read without parsing the messages; only the first user message is.
-    let messages: Vec<(&SessionEntry, Role)> =
-        parsed.entries.iter().filter_map(|e| Some((e, e.message_role()?))).collect();
-    let message_count = messages.len();
-    let first_message = messages
+    let first_message = branch
         .iter()
-        .filter(|(_, role)| *role == Role::User)
-        .find_map(|(e, _)| e.message())
+        .filter(|e| e.message_role() == Some(Role::User))
+        .find_map(|e| e.message())
         .map(|m| m.text().lines().next().unwrap_or_default().trim().to_string())
         .unwrap_or_default();
+    let message_count = derived::message_count(&branch);
+    let header = session.header();
     Ok(SessionInfo {
-        id: parsed.header.id,
+        id: header.id.clone(),
         path: path.to_path_buf(),
-        cwd: parsed.header.cwd,
-        timestamp: parsed.header.timestamp,
-        parent_session: parsed.header.parent_session,
+        cwd: header.cwd.clone(),
+        timestamp: header.timestamp.clone(),
+        parent_session: header.parent_session.clone(),
         first_message,
         message_count,
         empty,

@@ -31,6 +31,7 @@ use file::{create_private_dir, io_err, open_append};
 pub use list::SessionInfo;
 use parse::{parse_file, Parsed};
 use index::EntryIndex;
+pub(super) use tree::may_name_tool;
 use tree::{index_entries, new_entry_id};
 
 /// One session: header, entries, the current leaf, and the open file they are appended to.
@@ -92,6 +93,15 @@ impl SessionManager {
     /// Opens an existing session file. Damaged lines are skipped and listed in `warnings()`;
     /// a file without a header, an empty file or a folder is an error.
     pub fn open(path: &Path, session_dir: &Path) -> Result<Self, SessionError> {
+        let session = Self::load(path, session_dir)?;
+        for w in &session.warnings {
+            tracing::warn!("{w}");
+        }
+        Ok(session)
+    }
+
+    /// `open` without logging the warnings (the session list reads every file each time).
+    pub(super) fn load(path: &Path, session_dir: &Path) -> Result<Self, SessionError> {
         let path = std::path::absolute(path).map_err(io_err(path))?;
         // Only regular files: a folder is an error, and a pipe or device would block or never end.
         if !fs::metadata(&path).map_err(io_err(&path))?.is_file() {
@@ -113,9 +123,6 @@ impl SessionManager {
                 orphan.id,
                 orphan.parent_id.as_deref().unwrap_or_default()
             ));
-        }
-        for w in &warnings {
-            tracing::warn!("{w}");
         }
         let leaf_id = entries.last().map(|e| e.id.clone());
         let cwd = PathBuf::from(&header.cwd);

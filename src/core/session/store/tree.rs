@@ -8,7 +8,7 @@ use super::index::EntryIndex;
 use super::SessionManager;
 use crate::core::session::context::{self, SessionContext};
 use crate::core::message::{ContextMessage, Message, Role};
-use crate::core::session::{SessionEntry, SessionError};
+use crate::core::session::{derived, todos, SessionEntry, SessionError, Todo};
 
 /// A fresh 8-hex-char entry id, unique among `entries`.
 pub(super) fn new_entry_id(taken: &EntryIndex, entries: &[SessionEntry]) -> String {
@@ -98,9 +98,15 @@ impl SessionManager {
         Ok(())
     }
 
-    /// Messages on the current branch (the rule both handoff guards use).
+    /// Messages on the current branch ([`derived::message_count`]: the picker shows it, the
+    /// handoff's guard checks it).
     pub fn count_branch_messages(&self) -> usize {
-        self.get_branch(None).iter().filter(|e| e.is_message()).count()
+        derived::message_count(&self.get_branch(None))
+    }
+
+    /// The todo list of the current branch ([`todos::of_branch`]).
+    pub fn todos(&self) -> Vec<Todo> {
+        todos::of_branch(&self.get_branch(None))
     }
 
     /// The results of `tool` on the current branch, oldest first. Only those messages are
@@ -147,7 +153,7 @@ impl SessionManager {
 /// writes `toolName` before the content: when it is in the first bytes, outside any nested
 /// object or array, its value decides without reading the output (a search of every output was
 /// 30 ms of a 100k-entry session's todo list); otherwise any mention of the name does.
-fn may_name_tool(json: &str, tool: &str) -> bool {
+pub(in crate::core::session) fn may_name_tool(json: &str, tool: &str) -> bool {
     const KEY: &str = "\"toolName\":\"";
     let head = &json.as_bytes()[..json.len().min(512)];
     let top_level = |at: usize| !head[1.min(at)..at].iter().any(|&b| b == b'{' || b == b'[');

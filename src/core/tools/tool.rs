@@ -1,0 +1,207 @@
+//! What a tool is to the rest of the host: its definition and kind, how it runs, and what one of
+//! its calls means — the chat's line for it, the file it changes, what an "always" answer
+//! covers, its preview for an approval, and its part of a handoff's facts. Each tool's module
+//! implements [`Tool`] (codex's per-tool handler is the model); [`super::ToolName::tool`] is the
+//! registry's table. Adding a tool is its own file and one line there.
+
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::{Preview, ToolContext, ToolDefinition, ToolError, ToolKind, ToolName, ToolOutput};
+use crate::core::message::Message;
+
+/// What an "always" answer to a call covers for the rest of the session.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ConsentKey {
+    /// Every call of the tool.
+    Tool,
+    /// Calls with exactly this key (bash: the exact command).
+    Exact(String),
+}
+
+/// A call's part of a handoff's facts (see `handoff::facts`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallFact {
+    /// A file read, as the call named it.
+    Read(String),
+    /// A file changed (edited, written), as the call named it.
+    Modified(String),
+    /// A command run and how it ended: its exit code, or else how it stopped ("aborted", the
+    /// last line of a failure).
+    Command { command: String, exit_code: Option<i32>, ended: Option<String> },
+}
+
+#[async_trait]
+pub trait Tool: Send + Sync {
+    fn name(&self) -> ToolName;
+
+    /// What it may do: the basis of the consent policy.
+    fn kind(&self) -> ToolKind;
+
+    /// The name, description and JSON Schema parameters the model sees.
+    fn definition(&self) -> ToolDefinition;
+
+    async fn run(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
+
+    /// The chat's line for a call: the argument that says what it does (by default its path).
+    fn summary(&self, args: &Value) -> String {
+        argument_summary(args, "path")
+    }
+
+    /// What an "always" answer covers; `None`: it cannot be granted (a call without the
+    /// argument the key is made of).
+    fn consent_key(&self, _args: &Value) -> Option<ConsentKey> {
+        Some(ConsentKey::Tool)
+    }
+
+    /// The file a call changes (absolute, resolved as the tool resolves it), if it changes one.
+    fn changed_path(&self, _args: &Value, _cwd: &Path) -> Option<PathBuf> {
+        None
+    }
+
+    /// What the call would change, for its approval (`None`: nothing to show, or the call
+    /// would fail, which it does when run).
+    async fn preview(&self, _args: &Value, _ctx: &ToolContext) -> Option<Preview> {
+        None
+    }
+
+    /// The call's part of a handoff's facts, from its arguments and its stored result.
+    fn fact(&self, _args: &Value, _result: &Message) -> Option<CallFact> {
+        None
+    }
+
+    /// Lines of the call's output before those its stored result holds (a result that kept
+    /// only the last lines says how many there were): the chat counts them as earlier.
+    fn lines_not_kept(&self, _result: &Message) -> u64 {
+        0
+    }
+}
+
+/// The `key` argument of a call as its summary; for a call without it, nothing when it has no
+/// arguments, else the arguments as JSON. Also the line of a tool this host does not know (a
+/// session written elsewhere).
+pub fn argument_summary(args: &Value, key: &str) -> String {
+    match args.get(key).and_then(Value::as_str) {
+        Some(s) => s.to_string(),
+        None if args.as_object().is_some_and(|o| o.is_empty()) => String::new(),
+        None => args.to_string(),
+    }
+}
+
+/// Whether a stored tool result is an error.
+pub(crate) fn is_error(result: &Message) -> bool {
+    result.extra.get("isError").and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// The `path` argument of a call, when the call succeeded (the fact of `read`, `edit`, `write`).
+pub(crate) fn path_if_done(args: &Value, result: &Message) -> Option<String> {
+    if is_error(result) {
+        return None;
+    }
+    args.get("path").and_then(Value::as_str).map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use serde_json::json;
+
+    use super::*;
+    use crate::core::tools::{call_fact, call_summary, changed_path, consent_key, kind_of, preview, ToolContext};
+
+    /// A stored result of a call of `tool`: `text`, failed or not.
+    fn result(tool: &str, text: &str, is_error: bool) -> Message {
+        let output = if is_error { ToolOutput::error(text) } else { ToolOutput::text(text, Value::Null) };
+        output.into_message("c1", tool)
+    }
+
+    #[test]
+    fn the_registry_table_names_each_tool_by_its_own_name() {
+        for name in ToolName::ALL {
+            assert_eq!(name.tool().name(), name);
+            assert_eq!(name.tool().definition().name, name.as_str());
+        }
+    }
+
+    #[test]
+    fn each_tool_says_what_a_call_does() {
+        let cwd = Path::new("/work");
+        let path = json!({"path": "src/a.rs", "content": "x", "edits": []});
+        type Case<'a> = (&'a str, Value, ToolKind, &'a str, Option<ConsentKey>, Option<&'a str>);
+        let cases: [Case; 8] = [
+            ("read", json!({"path": "src/a.rs"}), ToolKind::ReadOnly, "src/a.rs", Some(ConsentKey::Tool), None),
+            ("bash", json!({"command": "cargo test"}), ToolKind::Execute, "cargo test", Some(ConsentKey::Exact("cargo test".into())), None),
+            ("edit", path.clone(), ToolKind::Edit, "src/a.rs", Some(ConsentKey::Tool), Some("/work/src/a.rs")),
+            ("write", path, ToolKind::Edit, "src/a.rs", Some(ConsentKey::Tool), Some("/work/src/a.rs")),
+            ("grep", json!({"pattern": "fn main", "path": "src"}), ToolKind::ReadOnly, "fn main", Some(ConsentKey::Tool), None),
+            ("find", json!({"pattern": "*.rs"}), ToolKind::ReadOnly, "*.rs", Some(ConsentKey::Tool), None),
+            ("ls", json!({"path": "src"}), ToolKind::ReadOnly, "src", Some(ConsentKey::Tool), None),
+            ("todo_write", json!({}), ToolKind::ReadOnly, "", Some(ConsentKey::Tool), None),
+        ];
+        for (tool, args, kind, summary, key, changed) in cases {
+            assert_eq!(kind_of(tool), Some(kind), "{tool}");
+            assert_eq!(call_summary(tool, &args), summary, "{tool}");
+            assert_eq!(consent_key(tool, &args), key, "{tool}");
+            assert_eq!(changed_path(tool, &args, cwd), changed.map(PathBuf::from), "{tool}");
+        }
+        // A command without its command cannot be granted "always"; an unknown tool shows its
+        // path argument or its arguments.
+        assert_eq!(consent_key("bash", &json!({})), None);
+        assert_eq!(call_summary("mcp_thing", &json!({"path": "x"})), "x");
+        assert_eq!(call_summary("mcp_thing", &json!({"q": 1})), r#"{"q":1}"#);
+        assert_eq!(kind_of("mcp_thing"), None);
+    }
+
+    #[test]
+    fn each_tool_says_its_part_of_the_facts() {
+        let read = json!({"path": "src/a.rs"});
+        assert_eq!(call_fact("read", &read, &result("read", "fn a", false)), Some(CallFact::Read("src/a.rs".into())));
+        assert_eq!(call_fact("read", &read, &result("read", "ENOENT", true)), None, "a failed read read nothing");
+        for tool in ["edit", "write"] {
+            assert_eq!(call_fact(tool, &read, &result(tool, "ok", false)), Some(CallFact::Modified("src/a.rs".into())));
+            assert_eq!(call_fact(tool, &read, &result(tool, "no match", true)), None, "{tool}");
+        }
+        let bash = json!({"command": "cargo test"});
+        let ran = |text: &str, is_error: bool| call_fact("bash", &bash, &result("bash", text, is_error));
+        let command = |exit_code: Option<i32>, ended: Option<&str>| {
+            Some(CallFact::Command { command: "cargo test".into(), exit_code, ended: ended.map(str::to_string) })
+        };
+        assert_eq!(ran("ok", false), command(Some(0), None));
+        assert_eq!(ran("boom\n\nCommand exited with code 101", true), command(Some(101), None));
+        assert_eq!(ran("partial\nCommand timed out after 5 seconds\n", true), command(None, Some("Command timed out after 5 seconds")));
+        for tool in ["grep", "find", "ls", "todo_write", "mcp_thing"] {
+            assert_eq!(call_fact(tool, &read, &result(tool, "x", false)), None, "{tool}");
+        }
+    }
+
+    #[test]
+    fn bash_says_how_many_lines_its_result_left_out() {
+        use crate::core::tools::lines_not_kept;
+        let truncated = json!({"truncation": {"truncated": true, "totalLines": 500, "outputLines": 120}});
+        let bash = ToolOutput::text("tail", truncated.clone()).into_message("c1", "bash");
+        assert_eq!(lines_not_kept(&bash), 380);
+        let whole = ToolOutput::text("all", json!({"truncation": {"truncated": false, "totalLines": 5, "outputLines": 5}}));
+        assert_eq!(lines_not_kept(&whole.into_message("c2", "bash")), 0);
+        // read keeps the first lines: none are earlier.
+        assert_eq!(lines_not_kept(&ToolOutput::text("head", truncated).into_message("c3", "read")), 0);
+    }
+
+    #[tokio::test]
+    async fn edit_and_write_preview_their_change_the_others_none() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "one\ntwo\n").unwrap();
+        let ctx = ToolContext::new(dir.path());
+        let edit = json!({"path": "a.txt", "edits": [{"oldText": "two", "newText": "three"}]});
+        let p = preview("edit", &edit, &ctx).await.unwrap();
+        assert_eq!((p.before.as_str(), p.after.as_str()), ("one\ntwo\n", "one\nthree\n"));
+        assert!(p.diff.contains("-2 two") && p.diff.contains("+2 three"), "{}", p.diff);
+        let write = json!({"path": "new.txt", "content": "hello\n"});
+        let p = preview("write", &write, &ctx).await.unwrap();
+        assert_eq!((p.before.as_str(), p.after.as_str()), ("", "hello\n"));
+        assert!(preview("edit", &json!({"path": "a.txt", "edits": [{"oldText": "nope", "newText": "x"}]}), &ctx).await.is_none());
+        assert!(preview("bash", &json!({"command": "ls"}), &ctx).await.is_none());
+        assert!(preview("read", &json!({"path": "a.txt"}), &ctx).await.is_none());
+    }
+}

@@ -1,0 +1,244 @@
+//! Every input through the controller, from the editor: the commands the help documents
+//! (`:HandoffPrompt`, `:HandoffStop`), the review setting through `/handoff` typed in the prompt,
+//! the version-mismatch warning, and requests that never wait for a session being loaded.
+//! Real headless Neovim, the built host, the loopback mock model.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::nvim::{bounded, slow, user_texts, Editor, DOC};
+use handoff_mock::MockReply;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handoff_prompt_command_sends_the_prompt() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.mock.push(MockReply::text("An answer to the command."));
+        ed.command("HandoffPrompt what does this file do").await;
+        let end = ed.wait_event("HandoffAgentEnd", 1).await;
+        assert_eq!(end["stop_reason"], "stop");
+        assert_eq!(user_texts(&ed.mock), ["what does this file do"]);
+        let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
+        let chat = chat.as_str().unwrap();
+        assert!(chat.contains("what does this file do") && chat.contains("An answer to the command."), "{chat}");
+        ed.quit().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handoff_stop_stops_a_running_reply() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.mock.push(slow(400, 25)); // ~10 s if nothing stops it
+        ed.lua("require('handoff').prompt('a long story please')", json!([])).await;
+        ed.wait_until("require('handoff').status().busy and require('handoff.state').tokens > 0", Duration::from_secs(5)).await;
+        let t0 = Instant::now();
+        ed.command("HandoffStop").await;
+        let end = ed.wait_event("HandoffAgentEnd", 1).await;
+        assert!(t0.elapsed() < Duration::from_secs(3), ":HandoffStop took {:?}", t0.elapsed());
+        assert_eq!(end["stop_reason"], "aborted", "{end}");
+        assert_eq!(ed.status().await["busy"], json!(false));
+        // The session keeps the prompt and what was streamed, marked as aborted.
+        let lines = common::nvim::jsonl(std::path::Path::new(&ed.session_file().await));
+        let reply = lines.iter().rev().find(|l| l["message"]["role"] == "assistant").expect("the partial reply");
+        assert_eq!(reply["message"]["stopReason"], "aborted");
+        assert!(reply["message"]["content"][0]["text"].as_str().unwrap().starts_with("part0 "), "{reply}");
+        ed.quit().await;
+    })
+    .await;
+}
+
+/// A failed model request reaches Lua with its kind beside its text, for a user's autocmd (or
+/// the plugin) to branch on: a 401 is `auth`, a 429 `rate_limit`, a window overflow `overflow`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_reply_carries_its_kind_to_lua() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        let cases = [
+            (401, r#"{"error":{"message":"invalid api key"}}"#, "auth"),
+            (429, r#"{"error":{"message":"slow down"}}"#, "rate_limit"),
+            (400, r#"{"error":{"message":"This model's maximum context length is 8192 tokens","code":"context_length_exceeded"}}"#, "overflow"),
+        ];
+        for (n, (status, body, kind)) in cases.into_iter().enumerate() {
+            ed.mock.push(MockReply::Status { status, body: body.into(), retry_after: None });
+            ed.lua("require('handoff').prompt(...)", json!([format!("question {n}")])).await;
+            let end = ed.wait_event("HandoffAgentEnd", n + 1).await;
+            assert_eq!(end["stop_reason"], "error", "{end}");
+            assert_eq!(end["error_kind"], kind, "{end}");
+            assert!(end["error_message"].as_str().unwrap().contains(&status.to_string()), "{end}");
+        }
+        ed.quit().await;
+    })
+    .await;
+}
+
+/// Bug: `/handoff` typed in the prompt ignored `setup{ handoff = { review = true } }` (only
+/// `:Handoff` honoured it). The controller knows the front end's default now: both review.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_review_setting_applies_to_slash_handoff_typed_in_the_prompt() {
+    bounded(async {
+        let ed = Editor::start_with_setup(json!({ "handoff": { "review": true } })).await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.converse("first question", "first answer").await;
+        let old = ed.session_file().await;
+        ed.mock.push(MockReply::text(DOC));
+        ed.input("i/handoff the parser").await;
+        ed.wait_until(
+            "vim.api.nvim_buf_get_lines(require('handoff.chat').prompt_buf, 0, 1, false)[1] == '/handoff the parser'",
+            Duration::from_secs(5),
+        )
+        .await;
+        ed.input("<C-s>").await;
+        let review = ed.wait_event("HandoffReview", 1).await;
+        assert!(review["text"].as_str().unwrap().starts_with("## Goal"), "{review}");
+        assert_eq!(ed.eval("T.count('HandoffDone')").await, json!(0));
+        assert_eq!(ed.session_files().len(), 1, "nothing is created before the review is written");
+        assert_eq!(ed.status().await["session_file"], old.as_str());
+        // Quit without writing: discarded. `:Handoff` honours the setting the same way, and
+        // `{ review = false }` asked for explicitly wins over it.
+        ed.lua("vim.api.nvim_set_current_win(vim.fn.win_findbuf(vim.fn.bufnr('handoff://review.md'))[1])", json!([])).await;
+        ed.command("bwipeout!").await;
+        ed.wait_event("HandoffDiscarded", 1).await;
+        ed.mock.push(MockReply::text(DOC));
+        ed.command("Handoff").await;
+        ed.wait_event("HandoffReview", 2).await;
+        ed.lua("vim.api.nvim_set_current_win(vim.fn.win_findbuf(vim.fn.bufnr('handoff://review.md'))[1])", json!([])).await;
+        ed.command("bwipeout!").await;
+        ed.wait_event("HandoffDiscarded", 2).await;
+        ed.mock.push(MockReply::text(DOC));
+        ed.lua("require('handoff').handoff('now', { review = false })", json!([])).await;
+        let done = ed.wait_event("HandoffDone", 1).await;
+        assert_eq!(done["parent_session"], old.as_str());
+        ed.quit().await;
+    })
+    .await;
+}
+
+/// The plugin warns when the host binary was built from other sources than the checkout's
+/// (another `version` in its Cargo.toml): here a checkout whose Cargo.toml says 9.9.9.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_of_another_version_than_the_sources_is_warned_about() {
+    bounded(async {
+        let ed = Editor::start_bare().await;
+        let checkout = ed.dir.path().join("other-checkout");
+        std::fs::create_dir_all(&checkout).unwrap();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for dir in ["lua", "plugin"] {
+            std::os::unix::fs::symlink(root.join(dir), checkout.join(dir)).unwrap();
+        }
+        std::fs::write(checkout.join("Cargo.toml"), "[package]\nname = \"handoff-nvim\"\nversion = \"9.9.9\"\n").unwrap();
+        ed.lua("vim.opt.rtp:prepend(...) vim.cmd('runtime! plugin/handoff.lua')", json!([checkout])).await;
+        ed.lua("require('handoff').setup(...)", json!([ed.default_setup()])).await;
+        assert_eq!(ed.eval("require('handoff.host').source_version()").await, json!("9.9.9"));
+        assert!(ed.eval("require('handoff.host').ensure() ~= nil").await == json!(true));
+        let note = ed.wait_until("T.noted('rebuild it')", Duration::from_secs(5)).await;
+        let msg = note["msg"].as_str().unwrap();
+        let built = env!("CARGO_PKG_VERSION");
+        assert!(msg.contains(&format!("the host binary is version {built} but the sources are 9.9.9")), "{msg}");
+        assert_eq!(note["level"], json!(3), "a warning: {note}"); // vim.log.levels.WARN
+        assert_eq!(ed.eval("require('handoff').status().host_version").await, json!(built));
+        // The checkout's own sources match the binary: no warning.
+        let ed2 = Editor::start().await;
+        ed2.lua("require('handoff.host').ensure()", json!([])).await;
+        ed2.wait_until("require('handoff').status().session_file ~= nil", Duration::from_secs(5)).await;
+        assert_eq!(ed2.eval("T.noted('rebuild it') == nil").await, json!(true));
+        ed2.quit().await;
+        ed.quit().await;
+    })
+    .await;
+}
+
+/// A session file that takes the host a while to load (`n` entries that are no part of the
+/// model's context) and ends with one exchange.
+fn write_slow_session(path: &std::path::Path, n: usize) {
+    let mut text = String::from(
+        r#"{"type":"session","version":3,"id":"slow-1","timestamp":"2026-11-29T20:00:00.000Z","cwd":"/p"}"#,
+    );
+    let mut parent = "null".to_string();
+    for i in 0..n {
+        text.push_str(&format!(
+            "\n{{\"type\":\"custom\",\"customType\":\"padding\",\"data\":{{\"n\":{i},\"pad\":\"{}\"}},\"id\":\"{i:08x}\",\"parentId\":{parent},\"timestamp\":\"2026-11-29T20:00:00.000Z\"}}",
+            "x".repeat(200)
+        ));
+        parent = format!("\"{i:08x}\"");
+    }
+    for (i, (role, said)) in [("user", "the question before"), ("assistant", "the answer before")].iter().enumerate() {
+        let id = format!("m{i:07x}");
+        text.push_str(&format!(
+            "\n{{\"type\":\"message\",\"id\":\"{id}\",\"parentId\":{parent},\"timestamp\":\"2026-11-29T20:00:00.000Z\",\"message\":{{\"role\":\"{role}\",\"content\":\"{said}\",\"timestamp\":{i}}}}}"
+        ));
+        parent = format!("\"{id}\"");
+    }
+    std::fs::write(path, text + "\n").unwrap();
+}
+
+/// Bug: a request from Lua waited (up to 30 s, `vim.rpcrequest` blocking the editor) while the
+/// session loaded. Now it answers at once that the session is not ready; the command runs once
+/// it is open, and what the user typed meanwhile waits (in the host before Lua heard "not ready",
+/// behind the command after) and is sent in the order it was typed: nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_while_the_session_loads_answers_at_once_and_nothing_typed_is_lost() {
+    bounded(async {
+        let ed = Editor::start().await;
+        let path = ed.dir.path().join("slow.jsonl");
+        write_slow_session(&path, 150_000);
+        ed.mock.push(MockReply::text("answer A"));
+        ed.mock.push(MockReply::text("answer B"));
+        let early = ed
+            .lua(
+                "local path = ... \
+                 require('handoff.state').session_file = path \
+                 local host = require('handoff.host') \
+                 assert(host.ensure()) \
+                 require('handoff').prompt('typed A') \
+                 local t0 = vim.uv.hrtime() \
+                 local set = require('handoff').set_thinking('high') \
+                 local ok, _, failure = host.try_request('status') \
+                 local ms = (vim.uv.hrtime() - t0) / 1e6 \
+                 require('handoff').prompt('typed B') \
+                 return { ms = ms, set = set, ok = ok, kind = failure and failure.kind, \
+                   loaded = require('handoff.state').session_id ~= nil }",
+                json!([path]),
+            )
+            .await;
+        assert_eq!(early["loaded"], json!(false), "the load was too quick to test anything: {early}");
+        assert_eq!(early["ok"], json!(false), "{early}");
+        assert_eq!(early["kind"], "not_ready", "{early}");
+        assert_eq!(early["set"], json!(false), "{early}");
+        let ms = early["ms"].as_f64().unwrap();
+        assert!(ms < 100.0, "two requests took {ms} ms while the session loaded");
+        ed.wait_until("T.noted('The session is still loading: your input is sent when it is open')", Duration::from_secs(5))
+            .await;
+        // Once open: A (which waited in the host), the level, then B.
+        ed.wait_until("require('handoff').status().session_id == 'slow-1'", Duration::from_secs(30)).await;
+        ed.wait_until("require('handoff').status().thinking == 'high'", Duration::from_secs(5)).await;
+        ed.wait_until(
+            "(function() local c = table.concat(T.chat(), '\\n') return c:find('answer B', 1, true) and not require('handoff').status().busy end)()",
+            Duration::from_secs(10),
+        )
+        .await;
+        let texts = user_texts(&ed.mock);
+        assert!(texts.iter().any(|t| t == "typed A") && texts.iter().any(|t| t == "typed B"), "{texts:?}");
+        let lines = common::nvim::jsonl(&path);
+        let said = |text: &str| {
+            lines
+                .iter()
+                .position(|l| l["message"]["content"] == text || l["message"]["content"][0]["text"] == text)
+                .unwrap_or_else(|| panic!("{text} not in the session"))
+        };
+        let level = lines
+            .iter()
+            .position(|l| l["type"] == "thinking_level_change" && l["thinkingLevel"] == "high")
+            .expect("the level recorded");
+        assert!(said("typed A") < level && level < said("typed B"), "out of order: A {}, level {level}, B {}", said("typed A"), said("typed B"));
+        ed.quit().await;
+    })
+    .await;
+}
