@@ -358,7 +358,8 @@ impl Editor {
         let mut last = snapshot().await;
         let mut quiet = 0;
         while quiet < 3 {
-            let pong = self.eval("vim.rpcrequest(require('handoff.state').chan, 'ping')").await;
+            // The protocol wraps every answer as `{ ok = … }` (or `{ err = … }`).
+            let pong = self.eval("vim.rpcrequest(require('handoff.state').chan, 'ping').ok").await;
             assert_eq!(pong, json!("pong"), "the host did not answer a ping\n{}", self.dump().await);
             tokio::time::sleep(Duration::from_millis(25)).await;
             let now = snapshot().await;
