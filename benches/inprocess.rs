@@ -124,7 +124,7 @@ fn cancel_handoff(bencher: divan::Bencher) {
             let mut rx = agent.subscribe();
             let run = {
                 let controller = controller.clone();
-                e.rt.spawn(async move { controller.handoff(None).await })
+                e.rt.spawn(async move { controller.handoff(Default::default()).await })
             };
             e.rt.block_on(async {
                 while !matches!(rx.recv().await, Ok(AgentEvent::MessageUpdate { .. })) {}
