@@ -11,7 +11,7 @@ mod common;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use common::pi::{pi_bin as pi, pi_env, pi_home};
@@ -654,15 +654,14 @@ async fn abort_mid_command_kills_it_and_its_child_and_skips_the_rest() {
             let (shell, child) = (pid("shell.pid"), pid("child.pid"));
             assert!(process_alive(shell) && process_alive(child), "{api:?}: the command runs");
 
-            let aborted = Instant::now();
             agent.abort();
-            let result = tokio::time::timeout(Duration::from_secs(2), run)
+            // The command runs 30 s by itself: ending inside the deadline is the abort.
+            let result = tokio::time::timeout(Duration::from_secs(10), run)
                 .await
-                .unwrap_or_else(|_| panic!("{api:?}: the run did not end within 2 s of the abort"))
+                .unwrap_or_else(|_| panic!("{api:?}: the run did not end within 10 s of the abort"))
                 .unwrap()
                 .unwrap();
-            assert!(aborted.elapsed() < Duration::from_secs(2));
-            common::wait_until("the command's processes to end", Duration::from_secs(2), || !process_alive(shell) && !process_alive(child)).await;
+            common::wait_until("the command's processes to end", Duration::from_secs(10), || !process_alive(shell) && !process_alive(child)).await;
 
             assert_eq!(env.mock.requests().len(), 1, "{api:?}: no request after the abort");
             assert!(!env.file("after.txt").exists(), "{api:?}: the call after the abort ran");
