@@ -431,7 +431,8 @@ async fn a_turn_of_four_tools_changes_the_files_and_sends_every_result_in_order(
             match api {
                 Api::Openai => {
                     let roles: Vec<&str> = body.as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
-                    assert_eq!(roles, ["user", "assistant", "tool", "tool", "tool", "tool"]);
+                    assert_eq!(roles, ["system", "user", "assistant", "tool", "tool", "tool", "tool"]);
+                    let body = &Value::Array(body.as_array().unwrap()[1..].to_vec());
                     assert_eq!(body[1]["content"], "I'll do it.");
                 }
                 Api::Anthropic => {
@@ -738,7 +739,7 @@ async fn steering_while_a_tool_runs_skips_the_rest_and_goes_after_the_results() 
             match api {
                 Api::Openai => {
                     let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
-                    assert_eq!(roles, ["user", "assistant", "tool", "tool", "user"]);
+                    assert_eq!(roles, ["system", "user", "assistant", "tool", "tool", "user"]);
                 }
                 Api::Anthropic => {
                     // One user message: both results, then the text.
@@ -986,10 +987,11 @@ async fn pi_resumes_a_session_in_which_our_agent_ran_tools() {
             let (pi_messages, our_messages) = (sent.body["messages"].as_array().unwrap(), ours["messages"].as_array().unwrap());
             match api {
                 Api::Openai => {
-                    // pi's system prompt first; its user prompt in the array form.
+                    // Both send a system prompt first; pi's user prompt in the array form.
                     assert_eq!(pi_messages[0]["role"], "system");
-                    assert_eq!(pi_messages[1]["content"][0]["text"], our_messages[0]["content"]);
-                    assert_eq!(&pi_messages[2..7], &our_messages[1..], "{api:?}: assistant and tool messages");
+                    assert_eq!(our_messages[0]["role"], "system");
+                    assert_eq!(pi_messages[1]["content"][0]["text"], our_messages[1]["content"]);
+                    assert_eq!(&pi_messages[2..7], &our_messages[2..], "{api:?}: assistant and tool messages");
                     let roles: Vec<&str> = pi_messages[7..].iter().map(|m| m["role"].as_str().unwrap()).collect();
                     assert_eq!(roles, ["assistant", "user"]);
                 }
