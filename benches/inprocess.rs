@@ -9,6 +9,9 @@
 //!   and the agent loop into the session (the host's side of section 4).
 //! - `open_and_build_context`: `SessionManager::open` + `build_session_context` of a generated
 //!   session (section 2, minus process start and JSON output).
+//! - `cancel_handoff`: `Controller::abort_handoff` while the document streams (first piece in,
+//!   the rest ~20 s away) until `handoff()` returns `Cancelled`: the cancel's latency, which the
+//!   tests check only against the waits it cuts short (doc/benchmarks.md).
 //! - `grep_tree`: the grep tool (`core::tools::execute("grep", …)`) over bench/gen_tree.py's tree,
 //!   24,000 files / ~252 MB under `cargo bench` (generated once per run), 300 files under
 //!   `cargo test` (section 6b, minus process start and the model round trips).
@@ -22,7 +25,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use handoff_mock::{MockReply, MockServer};
-use handoff_nvim::core::agent::{AgentConfig, AgentSession, RunOptions};
+use handoff_nvim::core::agent::{AgentConfig, AgentEvent, AgentSession, RunOptions};
 use handoff_nvim::core::controller::{Controller, FrontEndTexts};
 use handoff_nvim::core::handoff::HandoffOutcome;
 use handoff_nvim::core::provider::fuzzing::decode_body;
@@ -106,6 +109,38 @@ fn handoff_instant(bencher: divan::Bencher) {
         assert!(matches!(outcome, HandoffOutcome::Done { .. }), "{outcome:?}");
         agent
     });
+}
+
+#[divan::bench(sample_count = 20, sample_size = 1)]
+fn cancel_handoff(bencher: divan::Bencher) {
+    let e = env();
+    bencher
+        .with_inputs(|| {
+            let agent = agent(small_session());
+            let controller = Arc::new(Controller::new(agent.clone(), FrontEndTexts::default()));
+            e.mock.push(MockReply::Text {
+                chunks: (0..200).map(|i| format!("part{i} ")).collect(),
+                chunk_delay_ms: 100,
+                first_delay_ms: 0,
+                stop: "stop".into(),
+                thinking: Vec::new(),
+            });
+            let mut rx = agent.subscribe();
+            let run = {
+                let controller = controller.clone();
+                e.rt.spawn(async move { controller.handoff(Default::default()).await })
+            };
+            e.rt.block_on(async {
+                while !matches!(rx.recv().await, Ok(AgentEvent::MessageUpdate { .. })) {}
+            });
+            (controller, run)
+        })
+        .bench_local_values(|(controller, run)| {
+            controller.abort_handoff();
+            let outcome = e.rt.block_on(run).unwrap();
+            assert!(matches!(outcome, HandoffOutcome::Cancelled), "{outcome:?}");
+            controller
+        });
 }
 
 #[divan::bench(args = [1_000, 10_000], sample_count = 10)]

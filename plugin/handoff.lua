@@ -51,6 +51,10 @@ vim.api.nvim_create_user_command("HandoffSessions", function(o)
   api().sessions(o.bang and { view = true } or nil)
 end, { bang = true, desc = "handoff.nvim: resume a session of this directory (! opens it read-only)" })
 
+vim.api.nvim_create_user_command("HandoffContext", function()
+  require("handoff.system_prompt").show()
+end, { desc = "handoff.nvim: show the system prompt as sent (instructions, skills, date, directory)" })
+
 vim.api.nvim_create_user_command("HandoffTodos", function()
   api().toggle_todos()
 end, { desc = "handoff.nvim: show or hide the model's todo list" })

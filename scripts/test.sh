@@ -4,6 +4,8 @@
 # benchmark smoke test runs). Extra arguments go to that cargo test (e.g.
 # `scripts/test.sh --test handoff`). Then, unless HANDOFF_SKIP_LOCAL_MODEL=1, the end-to-end
 # handoff against the local model, a test `cargo test` alone reports as ignored.
+# HANDOFF_LAZY_NVIM=/path/to/lazy.nvim also runs the README's lazy.nvim spec under lazy.nvim
+# (tests/first_run.rs; no package registry ships lazy.nvim, so without it that test is skipped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -16,6 +18,9 @@ if [ "${HANDOFF_SKIP_LOCAL_MODEL:-0}" = 1 ]; then
 fi
 if [ "$local_model" = 1 ]; then
   scripts/local-model.sh install
+fi
+if [ -z "${HANDOFF_LAZY_NVIM:-}" ]; then
+  echo "test.sh: HANDOFF_LAZY_NVIM is not set: the lazy.nvim test (first_run) will be SKIPPED" >&2
 fi
 cargo test --locked --workspace "$@"
 if [ "$local_model" = 1 ]; then

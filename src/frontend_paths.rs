@@ -30,6 +30,29 @@ pub fn default_session_dir() -> PathBuf {
     nvim_data_dir().join(SESSION_SUBDIR)
 }
 
+/// Neovim's `stdpath("config")` as Neovim computes it: `$XDG_CONFIG_HOME` (else `~/.config`;
+/// on Windows `%LOCALAPPDATA%`) and the application's name, `$NVIM_APPNAME` or `nvim`.
+pub fn nvim_config_dir() -> PathBuf {
+    let app = std::env::var("NVIM_APPNAME").ok().filter(|a| !a.is_empty()).unwrap_or_else(|| "nvim".into());
+    let absolute = |var: &str| std::env::var_os(var).map(PathBuf::from).filter(|p| p.is_absolute());
+    if let Some(config) = absolute("XDG_CONFIG_HOME") {
+        return config.join(app);
+    }
+    if cfg!(windows) {
+        if let Some(local) = absolute("LOCALAPPDATA") {
+            return local.join(app);
+        }
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    home.join(".config").join(app)
+}
+
+/// The plugin's user-level folder, `stdpath("config")/handoff`: its `AGENTS.md` (else
+/// `CLAUDE.md`) is the user's instructions, first in the system prompt.
+pub fn default_instructions_dir() -> PathBuf {
+    nvim_config_dir().join("handoff")
+}
+
 /// The session folder `settings` name, else the default.
 pub fn session_dir(settings: &Settings) -> PathBuf {
     settings.session_dir.clone().unwrap_or_else(default_session_dir)

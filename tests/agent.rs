@@ -6,7 +6,7 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{agent, agent_with, config, entry_lines, new_session, slow, wire_messages};
 use handoff_mock::{MockReply, MockServer};
@@ -350,13 +350,13 @@ async fn abort_mid_stream_persists_the_partial_reply_with_stop_reason_aborted() 
     let mut rx = agent.subscribe();
     let run = spawn_prompt(&agent, "go");
     common::first_delta(&mut rx).await;
-    let t0 = Instant::now();
     agent.abort();
     let result = run.await.unwrap().unwrap();
-    assert!(t0.elapsed() < Duration::from_secs(1), "abort took {:?}", t0.elapsed());
     let reply = result.last_assistant().unwrap();
     assert_eq!(reply.stop_reason, Some(StopReason::Aborted));
     assert!(reply.text().starts_with("partial"), "{}", reply.text());
+    // Cut, not waited out: the last piece ("time") comes 1.2 s after the first.
+    assert!(!reply.text().contains("time"), "the stream ran to its end: {}", reply.text());
     let entries = entry_lines(&path);
     assert_eq!(entries.len(), 2);
     assert_eq!(entries[1]["message"]["stopReason"], "aborted");
@@ -374,11 +374,11 @@ async fn abort_stops_a_run_before_its_first_token_and_skips_follow_ups() {
     let run = spawn_prompt(&agent, "go");
     assert!(mock.wait_for_requests(1, T).await);
     agent.follow_up("should not be sent");
-    let t0 = Instant::now();
     agent.abort();
     let result = run.await.unwrap().unwrap();
-    assert!(t0.elapsed() < Duration::from_secs(1));
     assert_eq!(result.last_assistant().unwrap().stop_reason, Some(StopReason::Aborted));
+    // Not waited out: the reply's only piece comes 3 s after the request.
+    assert!(!result.last_assistant().unwrap().text().contains("late"), "the reply arrived before the abort took");
     assert_eq!(mock.requests().len(), 1);
 }
 

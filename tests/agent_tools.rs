@@ -11,7 +11,7 @@ mod common;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use common::pi::{pi_bin as pi, pi_env, pi_home};
@@ -433,7 +433,8 @@ async fn a_turn_of_four_tools_changes_the_files_and_sends_every_result_in_order(
             match api {
                 Api::Openai => {
                     let roles: Vec<&str> = body.as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
-                    assert_eq!(roles, ["user", "assistant", "tool", "tool", "tool", "tool"]);
+                    assert_eq!(roles, ["system", "user", "assistant", "tool", "tool", "tool", "tool"]);
+                    let body = &Value::Array(body.as_array().unwrap()[1..].to_vec());
                     assert_eq!(body[1]["content"], "I'll do it.");
                 }
                 Api::Anthropic => {
@@ -656,15 +657,14 @@ async fn abort_mid_command_kills_it_and_its_child_and_skips_the_rest() {
             let (shell, child) = (pid("shell.pid"), pid("child.pid"));
             assert!(process_alive(shell) && process_alive(child), "{api:?}: the command runs");
 
-            let aborted = Instant::now();
             agent.abort();
-            let result = tokio::time::timeout(Duration::from_secs(2), run)
+            // The command runs 30 s by itself: ending inside the deadline is the abort.
+            let result = tokio::time::timeout(Duration::from_secs(10), run)
                 .await
-                .unwrap_or_else(|_| panic!("{api:?}: the run did not end within 2 s of the abort"))
+                .unwrap_or_else(|_| panic!("{api:?}: the run did not end within 10 s of the abort"))
                 .unwrap()
                 .unwrap();
-            assert!(aborted.elapsed() < Duration::from_secs(2));
-            common::wait_until("the command's processes to end", Duration::from_secs(2), || !process_alive(shell) && !process_alive(child)).await;
+            common::wait_until("the command's processes to end", Duration::from_secs(10), || !process_alive(shell) && !process_alive(child)).await;
 
             assert_eq!(env.mock.requests().len(), 1, "{api:?}: no request after the abort");
             assert!(!env.file("after.txt").exists(), "{api:?}: the call after the abort ran");
@@ -742,7 +742,7 @@ async fn steering_while_a_tool_runs_skips_the_rest_and_goes_after_the_results() 
             match api {
                 Api::Openai => {
                     let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
-                    assert_eq!(roles, ["user", "assistant", "tool", "tool", "user"]);
+                    assert_eq!(roles, ["system", "user", "assistant", "tool", "tool", "user"]);
                 }
                 Api::Anthropic => {
                     // One user message: both results, then the text.
@@ -993,10 +993,11 @@ async fn pi_resumes_a_session_in_which_our_agent_ran_tools() {
             let (pi_messages, our_messages) = (sent.body["messages"].as_array().unwrap(), ours["messages"].as_array().unwrap());
             match api {
                 Api::Openai => {
-                    // pi's system prompt first; its user prompt in the array form.
+                    // Both send a system prompt first; pi's user prompt in the array form.
                     assert_eq!(pi_messages[0]["role"], "system");
-                    assert_eq!(pi_messages[1]["content"][0]["text"], our_messages[0]["content"]);
-                    assert_eq!(&pi_messages[2..7], &our_messages[1..], "{api:?}: assistant and tool messages");
+                    assert_eq!(our_messages[0]["role"], "system");
+                    assert_eq!(pi_messages[1]["content"][0]["text"], our_messages[1]["content"]);
+                    assert_eq!(&pi_messages[2..7], &our_messages[2..], "{api:?}: assistant and tool messages");
                     let roles: Vec<&str> = pi_messages[7..].iter().map(|m| m["role"].as_str().unwrap()).collect();
                     assert_eq!(roles, ["assistant", "user"]);
                 }

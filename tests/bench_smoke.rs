@@ -48,7 +48,9 @@ fn every_benchmark_runs_once() {
     // resume() in Neovim at each size: the chat on screen (render and redraw) and RSS vs the file.
     for row in raw["resume_nvim"].as_array().unwrap() {
         assert!(row["rendered_ms"].as_f64().unwrap() > 0.0, "{row}");
-        assert!(row["redraw_ms"].as_f64().unwrap() >= 0.0, "{row}");
+        // Neovim's redraw is a part of the time to the chat on screen, and takes some.
+        let (rendered, redraw) = (row["rendered_ms"].as_f64().unwrap(), row["redraw_ms"].as_f64().unwrap());
+        assert!(redraw > 0.0 && redraw <= rendered, "{row}");
         assert!(row["rss_ratio"].as_f64().unwrap() > 0.0, "{row}");
         assert!(row["items"].as_u64().unwrap() > 0, "{row}");
     }
@@ -63,6 +65,9 @@ fn every_benchmark_runs_once() {
     assert!(raw["tool_memory"]["host_hwm"].as_f64().unwrap() > 0.0);
     assert!(raw["tool_memory"]["cli_peak"].as_f64().unwrap() > 0.0);
     assert!(raw["tool_latency"]["updates"].as_f64().unwrap() > 0.0);
-    assert!(raw["tool_latency"]["p99"].as_f64().unwrap() >= 0.0);
+    // Lateness percentiles, from samples that exist: in order, and not all zero.
+    let lateness = |k: &str| raw["tool_latency"][k].as_f64().unwrap_or_else(|| panic!("tool_latency.{k}: {}", raw["tool_latency"]));
+    assert!(lateness("p50") <= lateness("p99") && lateness("p99") <= lateness("max"), "{}", raw["tool_latency"]);
+    assert!(lateness("max") > 0.0, "{}", raw["tool_latency"]);
     assert!(started.elapsed() < Duration::from_secs(60), "the smoke run took {:?}", started.elapsed());
 }

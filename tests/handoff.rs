@@ -6,7 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{
     agent, agent_with, config, entry_lines, lines, seeded_session, session_files, slow, wire_messages, with_stop,
@@ -430,10 +430,9 @@ async fn abort_handoff_before_the_first_token_is_cancelled_and_creates_no_sessio
     s.mock.push(slow(&["## Goal\n", "too late"], 3_000, 0));
     let run = spawn_handoff(&s.controller, None);
     assert!(s.mock.wait_for_requests(1, T).await);
-    let t0 = Instant::now();
     s.controller.abort_handoff();
+    // Cancelled, not Done: the document's first piece was 3 s away when the cancel came.
     let outcome = run.await.unwrap();
-    assert!(t0.elapsed() < Duration::from_secs(1), "cancel took {:?}", t0.elapsed());
     assert_eq!(outcome, HandoffOutcome::Cancelled);
     assert_eq!(controller::handoff_notices(&outcome), [Notice { level: Level::Error, message: "Handoff cancelled".into() }]);
     s.assert_no_new_session();

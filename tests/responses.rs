@@ -96,12 +96,13 @@ async fn a_tool_loop_with_reasoning_sends_the_reasoning_item_back_byte_for_byte_
     let second = &requests[1].body;
     let input = second["input"].as_array().unwrap();
     let kinds: Vec<&str> = input.iter().map(|i| i["type"].as_str().or(i["role"].as_str()).unwrap()).collect();
-    assert_eq!(kinds, ["user", "reasoning", "message", "function_call", "function_call_output"]);
-    assert_eq!(input[2]["id"], "msg_mock_1_1");
-    assert_eq!(input[2]["content"][0]["text"], "Reading it.");
-    assert_eq!(input[3], json!({ "type": "function_call", "id": "fc_mock_1_0", "call_id": "call_a", "name": "read",
+    // Our system prompt first, as a reasoning model's `developer` message.
+    assert_eq!(kinds, ["developer", "user", "reasoning", "message", "function_call", "function_call_output"]);
+    assert_eq!(input[3]["id"], "msg_mock_1_1");
+    assert_eq!(input[3]["content"][0]["text"], "Reading it.");
+    assert_eq!(input[4], json!({ "type": "function_call", "id": "fc_mock_1_0", "call_id": "call_a", "name": "read",
                                  "arguments": "{\"path\":\"nothing.txt\"}" }));
-    assert_eq!(input[4]["call_id"], "call_a");
+    assert_eq!(input[5]["call_id"], "call_a");
 
     // On disk, pi's shapes.
     let file = agent.session().path().to_path_buf();

@@ -246,15 +246,21 @@ async fn anthropic_signed_and_redacted_thinking_is_stored_as_pi_stores_it_and_se
         json!({ "type": "thinking", "thinking": "Nothing there.", "signature": "c2lnLXR3bw==" })
     );
 
-    // Another model gets none of it.
+    // Another model gets the thinking as text, and none of the redacted thinking (pi's rule).
     let mut other = provider(&server, Api::Anthropic);
     other.model = "another-model".into();
     resumed.set_model(other).unwrap();
     server.push(MockReply::text("Hello."));
     prompt(&resumed, "other model").await;
     let body = &server.requests()[3].body;
-    let kinds: Vec<&str> = body["messages"][1]["content"].as_array().unwrap().iter().map(|b| b["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["tool_use"]);
+    assert_eq!(
+        body["messages"][1]["content"],
+        json!([
+            { "type": "text", "text": "Let me look." },
+            { "type": "tool_use", "id": "toolu_1", "name": "read", "input": { "path": "nothing.txt" } },
+        ])
+    );
+    assert!(!body.to_string().contains("RW5jcnlwdGVk"), "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -281,7 +287,8 @@ async fn openai_compatible_reasoning_is_stored_with_its_field_and_sent_back_in_i
             json!([{ "type": "thinking", "thinking": "Two plus two.", "thinkingSignature": field }, { "type": "text", "text": "Four." }])
         );
         prompt(&agent, "and 2+3?").await;
-        let sent = &server.requests()[1].body["messages"][1];
+        // After the system prompt and the question.
+        let sent = &server.requests()[1].body["messages"][2];
         assert_eq!(sent, &json!({ "role": "assistant", "content": "Four.", field: "Two plus two." }), "{field}");
     }
 }

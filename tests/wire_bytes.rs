@@ -8,6 +8,10 @@
 //! `compacted.jsonl`, a generated bench session and pi 0.73.1's own files. Each is sent as the
 //! next prompt's request over both APIs, and as a handoff's request.
 //!
+//! The system prompt ends with the machine's facts: the date, the operating system and the shell
+//! are written as `<date>`, `<os>` and `<shell>` in the expected files (the working directory is
+//! the session file's, the same everywhere).
+//!
 //! `HANDOFF_BLESS_WIRE=1 cargo test --test wire_bytes` rewrites the expected files: only ever
 //! from a build whose bodies are known to be right.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -18,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use handoff_mock::{MockReply, MockServer};
+use handoff_nvim::core::agent::system_prompt::Environment;
 use handoff_nvim::core::agent::{AgentConfig, AgentSession, RunOptions};
 use handoff_nvim::core::controller::{Controller, FrontEndTexts};
 use handoff_nvim::core::handoff::HandoffOutcome;
@@ -57,14 +62,25 @@ async fn bodies(session_file: &Path, variant: &str) -> (Vec<u8>, Vec<u8>) {
     let config = AgentConfig { system_prompt: Some(SYSTEM.into()), ..AgentConfig::new(provider(variant, &server)) };
     let agent = Arc::new(AgentSession::new(config, session));
     agent.prompt("Go on.", RunOptions::default()).await.unwrap();
+    let env = agent.system_prompt().environment.clone();
     server.push(MockReply::text(common::DOCUMENT));
     let controller = Controller::new(agent.clone(), FrontEndTexts::default());
     let outcome = controller.handoff(handoff_nvim::core::handoff::HandoffOptions::focus("the wire")).await;
     assert!(matches!(outcome, HandoffOutcome::Done { .. }), "{outcome:?}");
     let mut requests = server.requests();
     assert_eq!(requests.len(), 2, "the prompt's request and the handoff's");
-    let handoff = std::mem::take(&mut requests[1].raw);
-    (std::mem::take(&mut requests[0].raw), handoff)
+    let handoff = machine_facts_out(&std::mem::take(&mut requests[1].raw), &env);
+    (machine_facts_out(&std::mem::take(&mut requests[0].raw), &env), handoff)
+}
+
+/// The body with this machine's facts of the system prompt as placeholders.
+fn machine_facts_out(body: &[u8], env: &Environment) -> Vec<u8> {
+    let text = String::from_utf8(body.to_vec()).unwrap();
+    let facts = format!("Current date: {}\\n", env.date);
+    assert_eq!(text.matches(&facts).count(), 1, "the date once, in the system prompt");
+    let machine = format!("\\nOperating system: {}\\nShell: {}", env.os, env.shell);
+    assert_eq!(text.matches(&machine).count(), 1, "the OS and shell once, in the system prompt");
+    text.replace(&facts, "Current date: <date>\\n").replace(&machine, "\\nOperating system: <os>\\nShell: <shell>").into_bytes()
 }
 
 fn check(name: &str, got: &[u8]) {

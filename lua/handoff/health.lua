@@ -64,6 +64,23 @@ function M.check()
     health.info("API key: " .. (key.detail or "none"))
   end
 
+  health.start("System prompt")
+  local sp_ok, sp = host.try_request("system_prompt")
+  if not sp_ok or type(sp) ~= "table" then
+    health.warn("cannot read the system prompt: " .. tostring(sp))
+  else
+    if #sp.instruction_files == 0 then
+      health.info("no instruction files (AGENTS.md or CLAUDE.md in " .. vim.fn.stdpath("config") .. "/handoff or from / down to " .. sp.cwd .. ")")
+    end
+    for _, file in ipairs(sp.instruction_files) do
+      health.ok("instructions: " .. file)
+    end
+    for _, skill in ipairs(sp.skills) do
+      health.ok(("skill %s: %s"):format(skill.name, skill.path))
+    end
+    health.info(("%d characters, dated %s; :HandoffContext shows it"):format(vim.fn.strchars(sp.text), sp.date))
+  end
+
   health.start("Sessions")
   if h.session_dir_writable then
     health.ok("session dir writable: " .. tostring(h.session_dir))

@@ -167,6 +167,8 @@ function M.configure_args()
     tool_output_lines = config.options.tool_output_lines,
     -- The host decides for `:Handoff` and `/handoff` typed in the prompt alike.
     handoff_review = config.options.handoff.review and true or false,
+    -- The user-level folder of instructions (AGENTS.md); the CLI reads the same one.
+    config_dir = vim.fn.stdpath("config") .. "/handoff",
   }
 end
 

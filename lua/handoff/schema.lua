@@ -9,7 +9,8 @@
 ---@field provider? handoff.Config.provider
 ---@field session_dir? string Folder of session files (pi's layout: one sub-folder per working directory); the CLI's default is the same folder.
 ---@field templates_dir? string Folder of prompt templates: `NAME.md` is used as `/NAME args` in the prompt.
----@field system_prompt? string System prompt sent with every request (default: none).
+---@field system_prompt? string Replaces handoff.nvim's words in the system prompt; the instruction files (AGENTS.md), skills, date and working directory still follow. See |handoff-system-prompt|.
+---@field append_system_prompt? string Added after the system prompt's words (default: nothing). See |handoff-system-prompt|.
 ---@field log_file? string The host's log file (nil: stdpath("log") .. "/handoff.log").
 ---@field resume_last? boolean Continue the newest session of the working directory instead of starting a new one.
 ---@field models? string[] Models offered by `/model` and :HandoffModel (any other name can be typed).
@@ -190,7 +191,14 @@ return {
       host = "system_prompt",
       type = { kind = "string" },
       accepts = "a string",
-      doc = "System prompt sent with every request (default: none).",
+      doc = "Replaces handoff.nvim's words in the system prompt; the instruction files (AGENTS.md), skills, date and working directory still follow. See |handoff-system-prompt|.",
+    },
+    {
+      key = "append_system_prompt",
+      host = "append_system_prompt",
+      type = { kind = "string" },
+      accepts = "a string",
+      doc = "Added after the system prompt's words (default: nothing). See |handoff-system-prompt|.",
     },
     {
       key = "log_file",

@@ -95,7 +95,9 @@ fn current_dir(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 /// Opens the chosen session for a command (one way for every front end), saying on stderr what
 /// the load had to repair.
 fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice) -> anyhow::Result<Arc<AgentSession>> {
-    let config = settings.agent_config().map_err(anyhow::Error::msg)?;
+    let mut config = settings.agent_config().map_err(anyhow::Error::msg)?;
+    // The plugin's folder: the CLI reads the same AGENTS.md as the editor.
+    config.instructions_dir = Some(frontend_paths::default_instructions_dir());
     let opened = controller::open_session(config, &frontend_paths::session_dir(settings), cwd, choice)?;
     for warning in &opened.warnings {
         eprintln!("warning: {warning}");

@@ -37,6 +37,7 @@ pub struct Settings {
     pub max_retries: Option<u32>,
     pub timeout: Option<u64>,
     pub system_prompt: Option<String>,
+    pub append_system_prompt: Option<String>,
     pub tools: Option<ToolSettings>,
     pub max_turns: Option<u32>,
     pub thinking: Option<ThinkingLevel>,
@@ -134,6 +135,10 @@ impl Settings {
         Ok(AgentConfig {
             provider: self.provider_config(),
             system_prompt: self.system_prompt.clone(),
+            append_system_prompt: self.append_system_prompt.clone(),
+            // The front end's folder: it knows where its configuration lives.
+            instructions_dir: None,
+            home: std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from),
             templates_dir: self.templates_dir.clone(),
             tools: tools.registry()?,
             policy: tools.policy(),

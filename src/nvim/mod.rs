@@ -21,6 +21,7 @@
 //! | `set_model`     | request      | `model`                      | status                               |
 //! | `set_thinking`  | request      | `level`                      | status (the change is recorded in the session) |
 //! | `health`        | request      | —                            | provider reachability, key presence (never the key) |
+//! | `system_prompt` | request      | —                            | [`protocol::SystemPromptInfo`]: the system prompt as sent, its files and skills |
 //! | `prompt`        | notification | `text`                       | what the user typed: the controller classifies it (`/handoff …` too) |
 //! | `handoff`       | notification | `focus?`, `{review?}`        | runs the handoff in a task (no `review`: the configured default) |
 //! | `handoff_commit`| notification | `text`                       | review mode: start the new session with the text as written |
@@ -163,8 +164,10 @@ impl Host {
         let settings = self.inner.base_settings.overridden_by(&parsed.settings).map_err(|e| Failure::invalid(e.to_string()))?;
         crate::core::config::schema::check(&settings).map_err(|e| Failure::invalid(format!("handoff.nvim: {e}")))?;
         // Checked now, so a mistake in setup() is an error of this call.
-        let config =
+        let mut config =
             settings.agent_config().map_err(|e| Failure::invalid(format!("invalid tools settings: {e}")))?;
+        // `stdpath("config")/handoff`, as the plugin says (else the CLI's folder).
+        config.instructions_dir = Some(parsed.config_dir.clone().unwrap_or_else(frontend_paths::default_instructions_dir));
         let cwd = parsed.cwd.unwrap_or_else(|| lock(&self.inner.cwd).clone());
         let choice = match (parsed.session_file, parsed.resume) {
             (Some(path), _) if path.exists() => SessionChoice::File(path),
@@ -409,6 +412,32 @@ impl Host {
         )
     }
 
+    /// `system_prompt`: the text the session's requests send (built now if no request has yet),
+    /// its instruction files and skills.
+    async fn system_prompt(&self) -> Reply {
+        let controller = self.ready()?;
+        let agent = controller.agent().clone();
+        let prompt = tokio::task::spawn_blocking(move || agent.system_prompt())
+            .await
+            .map_err(stopped)?;
+        let info = protocol::SystemPromptInfo {
+            text: prompt.text.clone(),
+            instruction_files: prompt.instruction_files.iter().map(|p| p.display().to_string()).collect(),
+            skills: prompt
+                .skills
+                .iter()
+                .map(|s| protocol::SkillItem {
+                    name: s.name.clone(),
+                    description: s.description.clone(),
+                    path: s.path.display().to_string(),
+                })
+                .collect(),
+            date: prompt.environment.date.clone(),
+            cwd: prompt.environment.cwd.display().to_string(),
+        };
+        reply("the system prompt", &info)
+    }
+
     fn new_session(&self) -> Reply {
         let controller = self.ready()?;
         controller.new_session()?;
@@ -445,6 +474,7 @@ impl Host {
             Request::SetModel { model } => self.set_model(&model),
             Request::SetThinking { level } => self.set_thinking(&level),
             Request::Health => self.health().await,
+            Request::SystemPrompt => self.system_prompt().await,
         }
     }
 

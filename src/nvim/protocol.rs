@@ -73,6 +73,9 @@ pub struct ConfigureArgs {
     /// Lines of a tool's output the chat shows (`setup{ tool_output_lines }`): a transcript
     /// carries no more of each.
     pub tool_output_lines: Option<usize>,
+    /// The plugin's user-level folder, `stdpath("config")/handoff`: its `AGENTS.md` comes
+    /// first in the system prompt.
+    pub config_dir: Option<PathBuf>,
     /// `setup{ handoff = { review } }`: whether a handoff that does not say (`:Handoff`, or
     /// `/handoff` typed in the prompt) opens its document for review first.
     pub handoff_review: Option<bool>,
@@ -114,6 +117,8 @@ pub enum Request {
     /// A level name (parsed by the host: case-insensitive, pi's `xhigh` is `high`).
     SetThinking { level: String },
     Health,
+    /// The system prompt as the session's requests send it (`:HandoffContext`).
+    SystemPrompt,
 }
 
 /// A notification from Lua (long work, or an abort), its arguments decoded.
@@ -183,6 +188,7 @@ impl Request {
                 Request::SetThinking { level: level.unwrap_or_default() }
             }
             "health" => Request::Health,
+            "system_prompt" => Request::SystemPrompt,
             other => return Err(Failure::invalid(format!("unknown request {other}"))),
         })
     }
@@ -406,6 +412,25 @@ pub struct Status {
     /// Tokens of the model's window the conversation fills (the provider's last count).
     pub context_tokens: u64,
     pub context_window: u64,
+    /// The instruction files (`AGENTS.md`, `CLAUDE.md`) the system prompt holds, in order.
+    pub instruction_files: Vec<String>,
+}
+
+/// `system_prompt`: the system prompt as the session's requests send it, and its sources.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SystemPromptInfo {
+    pub text: String,
+    pub instruction_files: Vec<String>,
+    pub skills: Vec<SkillItem>,
+    pub date: String,
+    pub cwd: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SkillItem {
+    pub name: String,
+    pub description: String,
+    pub path: String,
 }
 
 /// The chat rebuilds from this: the last items of the current branch.
@@ -680,6 +705,7 @@ mod tests {
                 thinking: ThinkingLevel::High,
                 context_tokens: 0,
                 context_window: 128_000,
+                instruction_files: vec!["/w/AGENTS.md".into()],
             },
             items: vec![Item::User { text: "hi".into() }],
             earlier: 0,

@@ -204,6 +204,7 @@ pub fn status(controller: &Controller) -> Status {
     };
     let config = agent.provider_config();
     let (context_tokens, context_window) = agent.context_usage();
+    let instruction_files = agent.system_prompt().instruction_files.iter().map(|p| p.display().to_string()).collect();
     Status {
         session_file,
         session_id,
@@ -216,6 +217,7 @@ pub fn status(controller: &Controller) -> Status {
         thinking: agent.thinking_level(),
         context_tokens,
         context_window,
+        instruction_files,
     }
 }
 

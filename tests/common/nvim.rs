@@ -340,3 +340,35 @@ pub fn slow(chunks: usize, delay_ms: u64) -> MockReply {
         thinking: Vec::new(),
     }
 }
+
+/// Waiting for quiescence, before asserting that something did *not* happen (kept apart from
+/// the polling helpers above: those wait for something that will happen).
+impl Editor {
+    /// Returns once the host has answered a `ping` sent after everything before it, and the
+    /// `User` events, the notices and the model's requests have stayed the same over three
+    /// more round-trips (each a few of the event bridge's frames apart, so a batch the host
+    /// queued before answering has reached Lua). A fixed sleep would pass on a slow machine
+    /// whatever happens after it.
+    pub async fn settle(&self) {
+        let snapshot = || async {
+            let seen = self.eval("{ #T.events, #T.notes }").await;
+            (seen, self.mock.requests().len())
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut last = snapshot().await;
+        let mut quiet = 0;
+        while quiet < 3 {
+            // The protocol wraps every answer as `{ ok = … }` (or `{ err = … }`).
+            let pong = self.eval("vim.rpcrequest(require('handoff.state').chan, 'ping').ok").await;
+            assert_eq!(pong, json!("pong"), "the host did not answer a ping\n{}", self.dump().await);
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            let now = snapshot().await;
+            if now == last {
+                quiet += 1;
+            } else {
+                (last, quiet) = (now, 0);
+            }
+            assert!(Instant::now() < deadline, "the editor never settled\n{}", self.dump().await);
+        }
+    }
+}

@@ -59,11 +59,20 @@ function M.open(chat_buf, prompt_buf)
   -- Each reply's thinking folded to one line.
   require("handoff.chat.folds").setup_window(chat_win)
   vim.cmd("belowright split")
-  api.nvim_win_set_buf(0, prompt_buf)
-  api.nvim_win_set_height(0, size(layout.prompt_height, vim.o.lines))
-  vim.wo[0].winfixheight = true
-  vim.wo[0].number = false
-  vim.wo[0].relativenumber = false
+  local prompt_win = api.nvim_get_current_win()
+  api.nvim_win_set_buf(prompt_win, prompt_buf)
+  api.nvim_win_set_height(prompt_win, size(layout.prompt_height, vim.o.lines))
+  vim.wo[prompt_win].winfixheight = true
+  vim.wo[prompt_win].number = false
+  vim.wo[prompt_win].relativenumber = false
+  if pos == "top" or pos == "bottom" then
+    -- The chat and its prompt share `layout.height` rows (to the prompt's status line): the
+    -- prompt's resize gave its rows to the window beside it, which is the chat at the bottom.
+    local top = api.nvim_win_get_position(chat_win)[1]
+    local used = api.nvim_win_get_position(prompt_win)[1] + api.nvim_win_get_height(prompt_win) + 1 - top
+    local want = size(layout.height, vim.o.lines)
+    api.nvim_win_set_height(chat_win, math.max(1, api.nvim_win_get_height(chat_win) + want - used))
+  end
 end
 
 --- Closes the chat's windows (never the last window of the editor).

@@ -147,6 +147,14 @@ function M.header_lines(info, title)
       key and (" — " .. key .. " on this line opens it read-only") or ""
     ))
   end
+  -- The instruction files the model is given (`:HandoffContext` shows the whole prompt).
+  local files = info and info.instruction_files
+  if type(files) == "table" and #files > 0 then
+    local names = vim.tbl_map(function(f)
+      return vim.fn.fnamemodify(f, ":~:.")
+    end, files)
+    table.insert(lines, "*Instructions: " .. table.concat(names, ", ") .. "*")
+  end
   table.insert(lines, "")
   return lines, parent_row
 end

@@ -7,6 +7,7 @@
 mod assembler;
 pub mod events;
 pub mod fit;
+pub mod system_prompt;
 pub mod templates;
 mod tool_loop;
 
@@ -29,6 +30,7 @@ use crate::core::session::{Originals, SessionError, SessionManager};
 use crate::core::tools::consent::{Consent, Decision, Grants, Policy};
 use crate::core::tools::{todo, DiskFileAccess, EnvPolicy, FileAccess, Todo, ToolRegistry};
 
+pub use system_prompt::{PromptSources, SystemPrompt};
 pub use tool_loop::ToolsOutcome;
 
 /// Turns of one prompt at most (each tool round is a turn), unless configured otherwise.
@@ -123,7 +125,15 @@ pub struct AgentState {
 #[derive(Clone, Debug)]
 pub struct AgentConfig {
     pub provider: ProviderConfig,
+    /// Replaces our words in the system prompt (instruction files, skills and the environment
+    /// still follow, as pi's `--system-prompt`).
     pub system_prompt: Option<String>,
+    /// Added after the system prompt's words (pi's `--append-system-prompt`).
+    pub append_system_prompt: Option<String>,
+    /// The user-level folder of instructions (`AGENTS.md`), the front end's; `None`: none.
+    pub instructions_dir: Option<PathBuf>,
+    /// The user's home, for `~/.agents/skills`; `None`: no user-level skills.
+    pub home: Option<PathBuf>,
     pub templates_dir: Option<PathBuf>,
     /// The tools the model may call (pi's defaults: read, bash, edit, write, todo_write).
     pub tools: ToolRegistry,
@@ -143,6 +153,9 @@ impl AgentConfig {
         Self {
             provider,
             system_prompt: None,
+            append_system_prompt: None,
+            instructions_dir: None,
+            home: None,
             templates_dir: None,
             tools: ToolRegistry::default(),
             policy: Policy::default(),
@@ -165,7 +178,9 @@ pub struct AgentSession {
     session: Mutex<SessionManager>,
     state: Mutex<AgentState>,
     events: broadcast::Sender<AgentEvent>,
-    system_prompt: Option<String>,
+    prompt_sources: PromptSources,
+    /// The system prompt of the session whose id it holds (see `system_prompt`).
+    system_prompt: Mutex<Option<(String, Arc<SystemPrompt>)>>,
     templates_dir: Option<PathBuf>,
     tools: ToolRegistry,
     policy: Policy,
@@ -204,7 +219,13 @@ impl AgentSession {
             session: Mutex::new(session),
             state: Mutex::new(state),
             events,
-            system_prompt: config.system_prompt,
+            prompt_sources: PromptSources {
+                replace: config.system_prompt,
+                append: config.append_system_prompt,
+                user_dir: config.instructions_dir,
+                home: config.home,
+            },
+            system_prompt: Mutex::new(None),
             templates_dir: config.templates_dir,
             tools: config.tools,
             policy: config.policy,
@@ -254,6 +275,31 @@ impl AgentSession {
 
     pub fn templates_dir(&self) -> Option<&std::path::Path> {
         self.templates_dir.as_deref()
+    }
+
+    /// The system prompt every request of the current session sends, the handoff's too: built
+    /// at the session's first request and kept (the same bytes each time, for the provider's
+    /// prompt cache), built again for another session or working directory, or when an
+    /// instruction or skill file changed (then with the same date).
+    pub fn system_prompt(&self) -> Arc<SystemPrompt> {
+        let (session_id, cwd) = {
+            let session = self.session();
+            (session.session_id().to_string(), session.cwd().to_path_buf())
+        };
+        let mut kept = lock(&self.system_prompt);
+        let same_session = kept.as_ref().filter(|(id, p)| *id == session_id && p.environment.cwd == cwd);
+        if let Some((_, prompt)) = same_session {
+            if prompt.is_current() {
+                return prompt.clone();
+            }
+        }
+        let environment = match same_session {
+            Some((_, prompt)) => prompt.environment.clone(),
+            None => system_prompt::Environment::current(&cwd),
+        };
+        let built = Arc::new(SystemPrompt::build(&self.prompt_sources, self.tools.tools(), environment));
+        *kept = Some((session_id, built.clone()));
+        built
     }
 
     /// The thinking level in force: the session's last recorded one (`thinking_level_change`),
@@ -470,7 +516,9 @@ impl AgentSession {
     /// Runs `text` in the slot `claim` holds, and frees the slot.
     pub async fn run_claimed(&self, claim: RunClaim, text: &str, options: RunOptions) -> Result<RunResult, AgentError> {
         let text = if options.expand_prompt_templates {
-            templates::expand(text, self.templates_dir.as_deref())
+            // `/skill:name args` first, then `/template args` (pi's order).
+            let skill = system_prompt::skills::expand_command(text, &self.system_prompt().skills);
+            templates::expand(skill.as_deref().unwrap_or(text), self.templates_dir.as_deref())
         } else {
             text.to_string()
         };
@@ -623,8 +671,9 @@ impl AgentSession {
     ) -> (Message, Vec<ToolCall>) {
         let provider = lock(&self.provider).clone();
         let config = provider.config();
+        let system = self.system_prompt();
         let messages = if options.fit_to_window {
-            let system_tokens = self.system_prompt.as_deref().map_or(0, fit::estimate_text_tokens);
+            let system_tokens = fit::estimate_text_tokens(&system.text);
             // Room for the reply: max_tokens, but at most a quarter of the window. A small local
             // model configured with its window only keeps the default max_tokens, which alone
             // would fill the window and leave the request nothing but a truncated instruction.
@@ -645,7 +694,7 @@ impl AgentSession {
         // Without tools (the handoff) the definitions still go along, for a prompt-cache hit.
         let tool_choice = if options.use_tools { ToolChoice::Auto } else { ToolChoice::None };
         let request = ChatRequest {
-            system: self.system_prompt.clone(),
+            system: Some(system.text.clone()),
             messages,
             tools: self.tools.definitions(),
             tool_choice,

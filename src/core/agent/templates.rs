@@ -13,7 +13,8 @@ pub struct PromptTemplate {
     pub path: PathBuf,
 }
 
-fn split_front_matter(text: &str) -> (&str, &str) {
+/// The front matter (between `---` lines at the top) and the body after it.
+pub(crate) fn split_front_matter(text: &str) -> (&str, &str) {
     if let Some(rest) = text.strip_prefix("---\n") {
         if let Some(end) = rest.find("\n---") {
             let body = rest[end + 4..].trim_start_matches(['\r', '\n']);

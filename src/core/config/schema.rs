@@ -238,8 +238,11 @@ pub const SETTINGS: &[Setting] = &[
         "Folder of prompt templates: `NAME.md` is used as `/NAME args` in the prompt.")
         .flag("templates-dir", Some("HANDOFF_TEMPLATES_DIR")),
     Setting::host("system_prompt", "system_prompt", Type::Text, DefaultValue::Unset,
-        "System prompt sent with every request (default: none).")
+        "Replaces handoff.nvim's words in the system prompt; the instruction files (AGENTS.md), skills, date and working directory still follow. See |handoff-system-prompt|.")
         .flag("system-prompt", None),
+    Setting::host("append_system_prompt", "append_system_prompt", Type::Text, DefaultValue::Unset,
+        "Added after the system prompt's words (default: nothing). See |handoff-system-prompt|.")
+        .flag("append-system-prompt", None),
     Setting::lua("log_file", Type::Path, DefaultValue::Unset,
         "The host's log file (nil: stdpath(\"log\") .. \"/handoff.log\")."),
     Setting::lua("resume_last", Type::Bool, DefaultValue::Bool(false),

@@ -60,13 +60,18 @@ fn shell(configured: Option<&Path>) -> Result<PathBuf, ToolError> {
             Err(ToolError::Failed(format!("Custom shell path not found: {}", p.display())))
         };
     }
+    Ok(default_shell())
+}
+
+/// The shell bash runs when none is configured (the system prompt names it too).
+pub fn default_shell() -> PathBuf {
     if Path::new("/bin/bash").exists() {
-        return Ok(PathBuf::from("/bin/bash"));
+        return PathBuf::from("/bin/bash");
     }
     let on_path = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths).map(|d| d.join("bash")).find(|p| p.is_file())
     });
-    Ok(on_path.unwrap_or_else(|| PathBuf::from("sh")))
+    on_path.unwrap_or_else(|| PathBuf::from("sh"))
 }
 
 /// `5` not `5.0`, as JavaScript prints the number.

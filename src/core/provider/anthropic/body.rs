@@ -22,7 +22,7 @@ const CACHE_CONTROL: &str = r#""cache_control":{"type":"ephemeral"}"#;
 /// always gone out in.
 pub(super) fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Vec<u8> {
     let thinking = thinking(config, request.thinking);
-    let views = view::prepare(view::read_all(&request.messages));
+    let views = view::prepare(view::read_all(&request.messages), config);
     let mut out = JsonOut::with_capacity(view::body_capacity(&request.messages, request.system.as_deref()));
     out.raw("{");
     out.key("model");
@@ -192,9 +192,8 @@ fn user_blocks<'m, 'a>(content: &'m ContentView<'a>) -> Vec<Block<'m, 'a>> {
 
 /// Text, tool calls, and the model's own signed thinking, in order. Anthropic wants thinking
 /// back as it came (with its signature, before the tool calls of the turn it belongs to) when
-/// thinking is on; `redacted_thinking` goes back as its data. Thinking of another model, or
-/// without a signature (an aborted reply), is left out: pi sends it as text, which the model
-/// would read as something it said.
+/// thinking is on; `redacted_thinking` goes back as its data. Thinking without a signature is
+/// left out; another model's thinking arrives here as text already (`view::prepare`, as pi).
 fn assistant_blocks<'m, 'a>(msg: &'m MessageView<'a>, same_model: bool) -> Vec<Block<'m, 'a>> {
     let blocks = match &msg.content {
         ContentView::Text(s) => return text_block(s).into_iter().collect(),
@@ -296,7 +295,7 @@ mod tests {
 
 
     #[test]
-    fn signed_thinking_goes_back_to_the_model_that_wrote_it_only() {
+    fn signed_thinking_goes_back_to_the_model_that_wrote_it_and_as_text_to_another() {
         use crate::core::provider::Api;
         use crate::core::message::ContentBlock;
         let config = ProviderConfig::new(Api::Anthropic, "http://127.0.0.1:9/v1", "claude-sonnet-4-5");
@@ -330,8 +329,16 @@ mod tests {
         );
         assert!(body.get("thinking").is_none() && body.get("temperature").is_none(), "{body}");
         let other = request_body(&config, &request(reply("claude-opus-4-1")));
-        let kinds: Vec<&str> = other["messages"][1]["content"].as_array().unwrap().iter().map(|b| b["type"].as_str().unwrap()).collect();
-        assert_eq!(kinds, ["text", "tool_use"]);
+        // Another model's thinking goes as text, its redacted thinking not at all (pi's rule).
+        assert_eq!(
+            other["messages"][1]["content"],
+            json!([
+                {"type": "text", "text": "Let me check."},
+                {"type": "text", "text": "aborted mid-thought"},
+                {"type": "text", "text": "Done."},
+                {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {}},
+            ])
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::core::message::Role;
 /// The request body, written straight from the messages' views (see [`view`]), its fields in
 /// the order they have always gone out in.
 pub(super) fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Vec<u8> {
-    let views = view::prepare(view::read_all(&request.messages));
+    let views = view::prepare(view::read_all(&request.messages), config);
     let mut out = JsonOut::with_capacity(view::body_capacity(&request.messages, request.system.as_deref()));
     out.raw("{");
     out.key("model");
@@ -62,7 +62,7 @@ pub(super) fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Ve
 
 /// pi messages in Chat Completions shape. Thinking goes back only as pi sends it: to the model
 /// that wrote it, in the field it came in (`reasoning_content`, …: the block's signature, as pi
-/// records it); never as text, which the model would read as its own answer.
+/// records it); another model's thinking arrives here as text already (`view::prepare`).
 ///
 /// Tool results become `tool` messages; a `tool` message carries text only, so the images of a
 /// run of consecutive results follow it in one user message, as pi sends them.
@@ -319,8 +319,12 @@ mod tests {
             json!({"role": "assistant", "content": "Done.", "reasoning_content": "step one\nstep two"})
         );
         assert_eq!(sent(reply("qwen3", "reasoning"))["reasoning"], "step one\nstep two");
-        // Another model's reasoning, or a signature naming no reasoning field, stays home.
-        assert_eq!(sent(reply("llama3", "reasoning_content")), json!({"role": "assistant", "content": "Done."}));
+        // Another model's reasoning goes as text (pi's rule); a signature naming no reasoning
+        // field stays home.
+        assert_eq!(
+            sent(reply("llama3", "reasoning_content")),
+            json!({"role": "assistant", "content": "step one\nstep two\nDone."})
+        );
         assert_eq!(sent(reply("qwen3", "role")), json!({"role": "assistant", "content": "Done."}));
     }
 

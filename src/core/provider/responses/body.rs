@@ -2,7 +2,7 @@
 //! as pi's `convertResponsesMessages` builds it.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -11,14 +11,14 @@ use super::super::types::{ChatRequest, ProviderConfig};
 use super::super::view::{self, BlockView, ContentView, JsonOut, List, MessageView, Str};
 use super::super::wire;
 use super::policy::{effort, keeps_item_ids, system_role};
-use crate::core::message::{Role, StopReason};
+use crate::core::message::Role;
 
 /// The longest item id the API takes.
 const MAX_ID: usize = 64;
 
 /// The request body, its fields in pi's order.
 pub(super) fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Vec<u8> {
-    let views = view::prepare(view::read_all(&request.messages));
+    let views = view::prepare(view::read_all(&request.messages), config);
     let mut out = JsonOut::with_capacity(view::body_capacity(&request.messages, request.system.as_deref()));
     out.raw("{");
     out.key("model");
@@ -65,9 +65,9 @@ pub(super) fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Ve
     out.into_bytes()
 }
 
-/// The conversation as `input` items. Messages of failed or aborted turns are not replayed
-/// (pi's rule: a reasoning item without the item it led to is refused), nor the results of
-/// their calls.
+/// The conversation as `input` items, from the history as pi replays it (`view::prepare`: no
+/// failed or aborted turn, whose reasoning item without the item it led to the server refuses;
+/// another model's thinking already text).
 fn write_input(out: &mut JsonOut, config: &ProviderConfig, request: &ChatRequest, views: &[MessageView<'_>]) {
     let mut items = List::new(out);
     if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
@@ -85,13 +85,7 @@ fn write_input(out: &mut JsonOut, config: &ProviderConfig, request: &ChatRequest
     for msg in views {
         let wrote = match &msg.role {
             Role::User => user_message(&mut items, &msg.content),
-            Role::Assistant => {
-                if matches!(msg.stop_reason, Some(StopReason::Error | StopReason::Aborted)) {
-                    ids.skip(msg);
-                    continue;
-                }
-                assistant_items(&mut items, config, msg, index, &mut ids)
-            }
+            Role::Assistant => assistant_items(&mut items, config, msg, index, &mut ids),
             Role::ToolResult => tool_result(&mut items, msg, &ids),
             Role::Other(_) => false,
         };
@@ -150,8 +144,8 @@ fn image_part(out: &mut JsonOut, block: &BlockView<'_>) {
 /// An assistant message as items: its reasoning items (to the model that wrote them), a
 /// `message` item per text block, a `function_call` per call. `false` when it wrote none.
 ///
-/// To another model, thinking becomes text (blank thinking is dropped) and ids are cleaned as
-/// pi cleans them; a reasoning item never goes to another model.
+/// To another model (whose thinking `view::prepare` made text), ids are cleaned as pi cleans
+/// them; a reasoning item never goes to another model.
 fn assistant_items(
     items: &mut List<'_>,
     config: &ProviderConfig,
@@ -176,13 +170,6 @@ fn assistant_items(
             "thinking" if same => {
                 if let Some(item) = block.thinking_signature().and_then(|s| reasoning_item(s)) {
                     items.item().raw(&item);
-                    wrote = true;
-                }
-            }
-            "thinking" => {
-                let redacted = block.redacted == Some(true);
-                if let Some(text) = block.thinking.as_ref().filter(|t| !t.is_blank() && !redacted) {
-                    message_item(items.item(), text, None, index);
                     wrote = true;
                 }
             }
@@ -293,12 +280,9 @@ fn function_call(out: &mut JsonOut, block: &BlockView<'_>, call_id: &str, item_i
 }
 
 /// A tool result as a `function_call_output` item for the call id before the `|`. Text only,
-/// or the text and the images as parts. `false` when it belongs to a turn left out.
+/// or the text and the images as parts.
 fn tool_result(items: &mut List<'_>, msg: &MessageView<'_>, ids: &CallIds) -> bool {
     let stored = msg.tool_call_id.as_ref().map(Str::text).unwrap_or_default();
-    if ids.skipped.contains(stored.as_ref()) {
-        return false;
-    }
     let id = ids.converted.get(stored.as_ref()).map_or(stored.as_ref(), String::as_str);
     let call_id = id.split('|').next().unwrap_or_default();
     let text = msg.content.text_pieces();
@@ -331,22 +315,14 @@ fn tool_result(items: &mut List<'_>, msg: &MessageView<'_>, ids: &CallIds) -> bo
     true
 }
 
-/// Tool-call ids of other models' messages as they went out (their results must name the same
-/// call), and the calls of turns left out.
+/// Tool-call ids of other models' messages as they went out: their results must name the same
+/// call.
 #[derive(Default)]
 struct CallIds {
     converted: HashMap<String, String>,
-    skipped: HashSet<String>,
 }
 
 impl CallIds {
-    /// A failed turn's calls: their results stay out too.
-    fn skip(&mut self, msg: &MessageView<'_>) {
-        for call in msg.content.blocks_of("toolCall") {
-            self.skipped.insert(call.id.as_ref().map(Str::text).unwrap_or_default().into_owned());
-        }
-    }
-
     /// Another model's call id as pi's `normalizeToolCallId` writes it for Responses: each part
     /// cleaned to `[A-Za-z0-9_-]{1,64}`; a foreign item id (another provider or API) hashed; an
     /// item id always starting with `fc_`. Providers other than OpenAI's get the whole id
@@ -416,7 +392,7 @@ fn base36(mut n: u32) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::core::message::{Content, ContentBlock, Message};
+    use crate::core::message::{Content, ContentBlock, Message, StopReason};
     use crate::core::provider::{Api, ThinkingLevel, ToolChoice};
     use crate::core::tools::ToolDefinition;
 

@@ -1,19 +1,27 @@
 //! pi's history made acceptable to strict servers, on views.
 
-use super::{joined_is_blank, BlockView, ContentView, MessageView, Str};
+use super::{BlockView, ContentView, MessageView, Str};
 use crate::core::message::{Role, StopReason};
+use crate::core::provider::types::ProviderConfig;
 
-/// Messages as they go on the wire: what pi would send, fixed up so strict servers accept it.
+/// Messages as they go on the wire, by pi's rules for replaying history (pi-ai's
+/// `transformMessages`), made acceptable to strict servers:
 ///
-/// pi keeps aborted and failed turns in the session, and a turn can end between a tool call and
-/// its result (abort, crash). OpenAI and Anthropic both reject a tool call without its result
-/// and a result without its call, so empty failed turns are dropped, missing results are filled
-/// with an error result and orphaned results are dropped.
-pub(in crate::core::provider) fn prepare<'a>(messages: Vec<MessageView<'a>>) -> Vec<MessageView<'a>> {
+/// - an assistant turn that ended in an error or was aborted is not sent (it may hold partial
+///   content: a half-written call, reasoning without its answer), nor results for its calls;
+/// - thinking written by another model (`config` is the model spoken to) goes as text, its
+///   redacted thinking not at all (it is only valid for the model that wrote it);
+/// - a call without its result gets pi's synthetic one, an error "No result provided", before
+///   the next user or assistant message (a failed turn skipped in between does not count: a
+///   result after it still answers the call, where pi would send both);
+/// - a result without its call is dropped (OpenAI and Anthropic reject it).
+///
+/// The views are changed in place: texts stay borrowed from the stored JSON.
+pub(in crate::core::provider) fn prepare<'a>(messages: Vec<MessageView<'a>>, config: &ProviderConfig) -> Vec<MessageView<'a>> {
     let mut out = Vec::with_capacity(messages.len());
     // Tool calls of the last assistant message still waiting for their result: their ids.
     let mut pending: Vec<Str<'a>> = Vec::new();
-    for msg in messages {
+    for mut msg in messages {
         match &msg.role {
             Role::ToolResult => {
                 let id = msg.tool_call_id.as_ref().map(Str::text).unwrap_or_default();
@@ -24,15 +32,14 @@ pub(in crate::core::provider) fn prepare<'a>(messages: Vec<MessageView<'a>>) -> 
                     tracing::debug!(tool_call_id = %id, "dropping a tool result without its call");
                 }
             }
+            Role::Assistant if matches!(msg.stop_reason, Some(StopReason::Error) | Some(StopReason::Aborted)) => {}
             Role::User | Role::Assistant => {
-                let calls = msg.content.blocks_of("toolCall");
-                let failed = matches!(msg.stop_reason, Some(StopReason::Error) | Some(StopReason::Aborted));
-                if msg.is_assistant() && failed && calls.is_empty() && joined_is_blank(&msg.content.text_pieces()) {
-                    // A turn that failed before saying anything is as if it never happened.
-                    continue;
-                }
                 fill_missing_results(&mut out, &mut pending);
                 if msg.is_assistant() {
+                    if !msg.same_model(config) {
+                        foreign_thinking_as_text(&mut msg.content);
+                    }
+                    let calls = msg.content.blocks_of("toolCall");
                     pending = calls.iter().map(|b| b.id.clone().unwrap_or(Str::plain(""))).collect();
                 }
                 out.push(msg);
@@ -43,6 +50,19 @@ pub(in crate::core::provider) fn prepare<'a>(messages: Vec<MessageView<'a>>) -> 
     }
     fill_missing_results(&mut out, &mut pending);
     out
+}
+
+/// Another model's thinking, as pi replays it: blank and redacted blocks dropped, the others
+/// text blocks in their place.
+fn foreign_thinking_as_text(content: &mut ContentView<'_>) {
+    let ContentView::Blocks(blocks) = content else { return };
+    if !blocks.iter().any(|b| b.is("thinking")) {
+        return;
+    }
+    blocks.retain(|b| !b.is("thinking") || (b.redacted != Some(true) && b.thinking.as_ref().is_some_and(|t| !t.is_blank())));
+    for block in blocks.iter_mut().filter(|b| b.is("thinking")) {
+        *block = BlockView::text(block.thinking.take().unwrap_or(Str::plain("")));
+    }
 }
 
 fn fill_missing_results<'a>(out: &mut Vec<MessageView<'a>>, pending: &mut Vec<Str<'a>>) {
