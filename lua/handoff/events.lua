@@ -203,11 +203,12 @@ end
 
 function handlers.tool_end(r)
   chat().tool_end(r)
-  if r.tool == "bash" then
-    -- A command may have changed files that buffers show: reload the ones not modified here.
+  if r.kind == "execute" then
+    -- A command may have changed files that buffers show: reload the ones not modified here
+    -- (the tool says what it may do; edits go through the buffers themselves).
     vim.cmd("silent! checktime")
   end
-  M.fire("HandoffToolEnd", { id = r.id, tool = r.tool, is_error = r.is_error })
+  M.fire("HandoffToolEnd", { id = r.id, tool = r.tool, kind = r.kind, is_error = r.is_error })
 end
 
 --- Applies a batch of host records, in order. A failing handler is reported and skipped; the

@@ -636,6 +636,9 @@ pub enum Record {
     ToolEnd {
         id: String,
         tool: String,
+        /// What the tool may do (`execute`: it may have changed files the editor shows);
+        /// absent for a tool we do not know.
+        kind: Option<crate::core::tools::ToolKind>,
         is_error: bool,
         text: String,
         /// As for [`Item::Tool`].

@@ -298,6 +298,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
         AgentEvent::ToolExecutionEnd { tool_call_id, tool_name, is_error, result, .. } => Record::ToolEnd {
             id: tool_call_id.clone(),
             tool: tool_name.clone(),
+            kind: tools::kind_of(tool_name),
             is_error: *is_error,
             text: result.text(),
             earlier: tools::lines_not_kept(result),

@@ -1,0 +1,266 @@
+//! The run loop: the queues a running response reads, the run slot (one response at a time),
+//! turns of streaming and tool calls until the model stops, and the todo reminder. Each
+//! assistant message is assembled from its stream by [`MessageAssembler`].
+
+use super::*;
+
+impl AgentSession {
+    /// Queues a message for the next turn boundary of the running response.
+    pub fn steer(&self, text: &str) {
+        self.state().steering.push_back(Message::user(text));
+    }
+
+    /// Queues a message to be sent when the running response would stop.
+    pub fn follow_up(&self, text: &str) {
+        self.state().follow_up.push_back(Message::user(text));
+    }
+
+    /// Queues a message to go along with the next prompt.
+    pub fn queue_next_turn(&self, message: Message) {
+        self.state().pending_next_turn.push(message);
+    }
+
+    /// Sends `text` as a user prompt and runs the agent until it stops.
+    pub async fn prompt(&self, text: &str, options: RunOptions) -> Result<RunResult, AgentError> {
+        let claim = self.claim_run(&CancellationToken::new())?;
+        self.run_claimed(claim, text, options).await
+    }
+
+    /// Takes the run slot (one response at a time), or `Busy`. The run stops when `cancel` (a
+    /// token of the caller's: the handoff's own) or `abort()` fires. The handoff takes the slot
+    /// before it announces itself, so that a prompt racing it is refused instead of the handoff.
+    pub fn claim_run(&self, cancel: &CancellationToken) -> Result<RunClaim, AgentError> {
+        let mut state = self.state();
+        if state.run.is_some() {
+            return Err(AgentError::Busy);
+        }
+        let token = cancel.child_token();
+        state.run = Some(token.clone());
+        Ok(RunClaim { token, pending: std::mem::take(&mut state.pending_next_turn) })
+    }
+
+    /// Runs `text` in the slot `claim` holds, and frees the slot.
+    pub async fn run_claimed(&self, claim: RunClaim, text: &str, options: RunOptions) -> Result<RunResult, AgentError> {
+        let text = if options.expand_prompt_templates {
+            // `/skill:name args` first, then `/template args` (pi's order).
+            let skill = system_prompt::skills::expand_command(text, &self.system_prompt().skills);
+            templates::expand(skill.as_deref().unwrap_or(text), self.templates_dir.as_deref())
+        } else {
+            text.to_string()
+        };
+        self.run_claimed_message(claim, Message::user(text), options).await
+    }
+
+    /// Runs `prompt` as it is (a caller's own message: the handoff marks its request) in the
+    /// slot `claim` holds, and frees the slot.
+    pub async fn run_claimed_message(&self, claim: RunClaim, prompt: Message, options: RunOptions) -> Result<RunResult, AgentError> {
+        let RunClaim { token, pending } = claim;
+        let result = self.run(pending, prompt, options, &token).await;
+        self.state().run = None;
+        result
+    }
+
+    /// Appends a message to the in-memory context and to the session file (pi persists at
+    /// `message_end`).
+    /// The file comes first: a message that could not be written (full disk) does not enter
+    /// the in-memory context either, so the next request matches what a reload would see.
+    /// Returns the id of the message's entry.
+    pub(super) fn commit_message(&self, message: &Message, result: &mut RunResult) -> Result<String, AgentError> {
+        self.emit(AgentEvent::MessageEnd { message: message.clone() });
+        result.messages.push(message.clone());
+        let id = self.session().append_message(message)?;
+        if let Some(replaced) = self.state().messages.as_mut() {
+            replaced.push(message.clone());
+        }
+        Ok(id)
+    }
+
+    async fn run(
+        &self,
+        pending: Vec<Message>,
+        prompt: Message,
+        options: RunOptions,
+        cancel: &CancellationToken,
+    ) -> Result<RunResult, AgentError> {
+        let mut result = RunResult::default();
+        self.emit(AgentEvent::AgentStart);
+        let mut inbox: Vec<Message> = pending;
+        inbox.push(prompt);
+        // One level for the whole run: a change while it runs applies from the next prompt, so
+        // a tool loop never switches thinking on halfway (Anthropic refuses a tool-use turn
+        // without the thinking that led to it once thinking is on).
+        let thinking = self.thinking_level();
+        let mut turns = 0u32;
+        let outcome = 'turns: loop {
+            self.emit(AgentEvent::TurnStart);
+            for message in std::mem::take(&mut inbox) {
+                self.emit(AgentEvent::MessageStart { message: message.clone() });
+                if let Err(e) = self.commit_message(&message, &mut result) {
+                    break 'turns Err(e);
+                }
+            }
+            turns += 1;
+            // The reply's calls, with their arguments or why they are malformed (the message
+            // already holds them as `toolCall` blocks).
+            let (assistant, tool_calls) = self.stream_turn(options, thinking, cancel, &mut result).await;
+            let stop = assistant.stop_reason.unwrap_or_default();
+            if let Err(e) = self.commit_message(&assistant, &mut result) {
+                break Err(e);
+            }
+            // A failed or stopped reply runs none of its calls (the wire layer answers them).
+            let failed = matches!(stop, StopReason::Error | StopReason::Aborted);
+            let start = result.messages.len();
+            let tools = if failed || tool_calls.is_empty() || !options.use_tools {
+                None
+            } else {
+                match self.run_tool_calls(tool_calls, cancel, &mut result).await {
+                    Ok(outcome) => Some(outcome),
+                    Err(e) => break Err(e),
+                }
+            };
+            let tool_results = result.messages[start..].to_vec();
+            self.emit(AgentEvent::TurnEnd { message: assistant, tool_results });
+            if failed || tools == Some(ToolsOutcome::Stop) {
+                break Ok(());
+            }
+            // A single-turn run (the handoff's) answers only its prompt: messages queued
+            // meanwhile are meant for the conversation. They stay queued.
+            if options.single_turn {
+                break Ok(());
+            }
+            if tools.is_some() && turns >= self.max_turns {
+                self.emit(AgentEvent::Notice(Notice::new(
+                    Level::Warn,
+                    format!("Stopped after {turns} turns (the turn limit of one prompt); send a prompt to go on"),
+                )));
+                break Ok(());
+            }
+            {
+                let mut state = self.state();
+                // After tool results the model goes on, with any steering typed meanwhile.
+                if tools.is_some() || !state.steering.is_empty() {
+                    inbox.extend(state.steering.drain(..));
+                    continue;
+                }
+                if let Some(next) = state.follow_up.pop_front() {
+                    inbox.push(next);
+                    continue;
+                }
+            }
+            // The model would stop: with open items on its list, it is reminded of them.
+            match self.todo_reminder(stop, options, cancel) {
+                Some(reminder) => inbox.push(reminder),
+                None => break Ok(()),
+            }
+        };
+        self.emit(AgentEvent::AgentEnd { messages: result.messages.clone(), failure: result.failure });
+        outcome.map(|()| result)
+    }
+
+    /// The reminder to send when the model stopped normally (no tool calls) with open items on
+    /// its todo list, as an ordinary user message; counted, at most `max_todo_reminders` times
+    /// between two resets. `None`: nothing to remind of, or no more reminders.
+    fn todo_reminder(&self, stop: StopReason, options: RunOptions, cancel: &CancellationToken) -> Option<Message> {
+        if stop != StopReason::Stop
+            || !options.use_tools
+            || options.single_turn
+            || cancel.is_cancelled()
+            || self.tools.get(todo::TOOL_NAME).is_none()
+            || self.state().todo_reminder_counter >= self.max_todo_reminders
+        {
+            return None;
+        }
+        let todos = self.todos();
+        if !todos.iter().any(Todo::is_open) {
+            return None;
+        }
+        let mut state = self.state();
+        if state.todo_reminder_counter >= self.max_todo_reminders {
+            return None;
+        }
+        state.todo_reminder_counter += 1;
+        Some(Message::user(todo::reminder_text(&todos)))
+    }
+
+    /// Streams one assistant message. Provider failures end up in the message
+    /// (`stopReason: error|aborted`, `errorMessage`), as pi records them.
+    ///
+    /// Tool calls become `toolCall` blocks where they started in the stream, with the arguments
+    /// object (`{}` when the model's arguments are malformed, as pi stores what it cannot
+    /// parse); the complete calls are also returned, with the malformed text, in order.
+    async fn stream_turn(
+        &self,
+        options: RunOptions,
+        thinking: ThinkingLevel,
+        cancel: &CancellationToken,
+        result: &mut RunResult,
+    ) -> (Message, Vec<ToolCall>) {
+        let provider = lock(&self.provider).clone();
+        let config = provider.config();
+        let system = self.system_prompt();
+        let messages = if options.fit_to_window {
+            let system_tokens = fit::estimate_text_tokens(&system.text);
+            // Room for the reply: max_tokens, but at most a quarter of the window. A small local
+            // model configured with its window only keeps the default max_tokens, which alone
+            // would fill the window and leave the request nothing but a truncated instruction.
+            let reply_tokens = (config.max_tokens as usize).min(config.context_window as usize / 4);
+            let budget = (config.context_window as usize)
+                .saturating_sub(reply_tokens)
+                .saturating_sub(system_tokens)
+                .saturating_sub(256);
+            let (fitted, elisions) = fit::fit(&self.context_messages(), budget);
+            if !elisions.is_empty() {
+                tracing::info!(?elisions, budget, "conversation shortened to fit the context window");
+                result.elisions = Some(elisions);
+            }
+            fitted.into_iter().map(ContextMessage::from).collect()
+        } else {
+            self.request_messages()
+        };
+        // Without tools (the handoff) the definitions still go along, for a prompt-cache hit.
+        let tool_choice = if options.use_tools { ToolChoice::Auto } else { ToolChoice::None };
+        let request = ChatRequest {
+            system: Some(system.text.clone()),
+            messages,
+            tools: self.tools.definitions(),
+            tool_choice,
+            thinking,
+            cache_key: Some(self.session().session_id().to_string()),
+        };
+        let mut assembler = MessageAssembler::new(Message::assistant(config.api.pi_name(), &config.name, &config.model));
+        self.emit(AgentEvent::MessageStart { message: assembler.message().clone() });
+        let events = self.events.clone();
+        let mut on_event = |event: StreamEvent| {
+            let event = match assembler.push(event) {
+                Assembled::Nothing => return,
+                Assembled::Update(event) => AgentEvent::MessageUpdate { assistant_message_event: event },
+                Assembled::Notice(text) => AgentEvent::Notice(Notice::new(Level::Warn, text)),
+            };
+            let _ = events.send(event);
+        };
+        let outcome = provider.stream(&request, cancel, &mut on_event).await;
+        let (mut message, tool_calls) = assembler.finish();
+        match outcome {
+            Ok(end) => {
+                message.stop_reason = Some(end.stop_reason);
+                message.usage = Some(end.usage);
+                if let Some(id) = end.response_id {
+                    message.extra.insert("responseId".into(), id.into());
+                }
+            }
+            Err(ProviderError::Aborted) => {
+                message.stop_reason = Some(StopReason::Aborted);
+                message.error_message = Some("Request was aborted".into());
+            }
+            Err(e) => {
+                // Reported to the user through the message (every front end shows it): only
+                // logged here, below the CLI's stderr level, so the failure is not said twice.
+                tracing::info!(error = %e, "model request failed");
+                message.stop_reason = Some(StopReason::Error);
+                message.error_message = Some(e.to_string());
+                result.failure = Some(e.kind());
+            }
+        }
+        (message, tool_calls)
+    }
+}

@@ -1,0 +1,139 @@
+//! The agent's plain state: what a run is told (`RunOptions`), what it produced
+//! (`RunResult`), what the agent keeps between runs (`AgentState`: the queues, the reminder
+//! counter) and what it is built from (`AgentConfig`).
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{fit, SwitchReason, DEFAULT_MAX_TODO_REMINDERS, DEFAULT_MAX_TURNS};
+use crate::core::failure::FailureKind;
+use crate::core::message::Message;
+use crate::core::provider::{ProviderConfig, ThinkingLevel};
+use crate::core::tools::consent::Policy;
+use crate::core::tools::ToolRegistry;
+
+/// How a run goes. The defaults are a user's prompt; internal runs (the handoff) change them.
+#[derive(Clone, Copy, Debug)]
+pub struct RunOptions {
+    /// Expand `/name args` user templates. Internal prompts turn this off.
+    pub expand_prompt_templates: bool,
+    /// Shrink the conversation to fit the model's context window (see `fit`).
+    pub fit_to_window: bool,
+    /// Stop after the first assistant message: steering and follow-ups queued meanwhile stay
+    /// queued instead of being answered in this run.
+    pub single_turn: bool,
+    /// Let the model call tools. Off (the handoff), the request still carries the tool
+    /// definitions, so a provider's prompt cache still hits, with tool choice "none".
+    pub use_tools: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self { expand_prompt_templates: true, fit_to_window: false, single_turn: false, use_tools: true }
+    }
+}
+
+/// A session change: the files before and after, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionSwitched {
+    pub old: PathBuf,
+    pub new: PathBuf,
+    pub reason: SwitchReason,
+}
+
+/// What one prompt produced: the payload of `agent_end`.
+#[derive(Clone, Debug, Default)]
+pub struct RunResult {
+    /// Messages added by this run, in order (the user prompt first).
+    pub messages: Vec<Message>,
+    /// The fitted request said this, when `fit_to_window` had to elide anything.
+    pub elisions: Option<fit::Elisions>,
+    /// What kind of failure ended the last model request, when one failed (the message says
+    /// it in words).
+    pub failure: Option<FailureKind>,
+}
+
+impl RunResult {
+    /// The last assistant message of the run.
+    pub fn last_assistant(&self) -> Option<&Message> {
+        self.messages.iter().rev().find(|m| m.is_assistant())
+    }
+}
+
+/// In-memory agent state (pi's `Agent.state` plus `AgentSession`'s queues).
+#[derive(Debug, Default)]
+pub struct AgentState {
+    /// The active LLM context when it is not the session's (after `replace_messages` or
+    /// `reset`). `None`: the session's context, built when a request needs it, so that resuming
+    /// a large session neither parses nor holds all its messages (see `context_messages`).
+    pub messages: Option<Vec<Message>>,
+    /// Delivered at the next turn boundary of the running response.
+    pub steering: VecDeque<Message>,
+    /// Delivered when the running response would otherwise stop.
+    pub follow_up: VecDeque<Message>,
+    /// Sent along with the next prompt.
+    pub pending_next_turn: Vec<Message>,
+    /// Todo reminders sent since the last `reset()` (bounded by `max_todo_reminders`).
+    pub todo_reminder_counter: u32,
+    /// The thinking level of a session that records none: the configured one, then the level in
+    /// force when the agent switched to such a session (a resumed file without a level keeps the
+    /// level in force; opening a file never writes to it). Not a copy of the session's level,
+    /// which is read from the session each time (`AgentSession::thinking_level`).
+    pub unrecorded_thinking: ThinkingLevel,
+    /// Cancels the running response; `Some` while one streams.
+    pub(super) run: Option<CancellationToken>,
+}
+
+/// Everything needed to build an `AgentSession`.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    pub provider: ProviderConfig,
+    /// Replaces our words in the system prompt (instruction files, skills and the environment
+    /// still follow, as pi's `--system-prompt`).
+    pub system_prompt: Option<String>,
+    /// Added after the system prompt's words (pi's `--append-system-prompt`).
+    pub append_system_prompt: Option<String>,
+    /// The user-level folder of instructions (`AGENTS.md`), the front end's; `None`: none.
+    pub instructions_dir: Option<PathBuf>,
+    /// The user's home, for `~/.agents/skills`; `None`: no user-level skills.
+    pub home: Option<PathBuf>,
+    pub templates_dir: Option<PathBuf>,
+    /// The tools the model may call (pi's defaults: read, bash, edit, write, todo_write).
+    pub tools: ToolRegistry,
+    /// Which calls run unasked, which ask, which are refused.
+    pub policy: Policy,
+    /// Turns of one prompt at most.
+    pub max_turns: u32,
+    /// Todo reminders at most between two resets (0: never remind).
+    pub max_todo_reminders: u32,
+    /// The thinking level of a session that has none recorded (a new one).
+    pub thinking: ThinkingLevel,
+}
+
+impl AgentConfig {
+    /// The defaults for everything but the provider.
+    pub fn new(provider: ProviderConfig) -> Self {
+        Self {
+            provider,
+            system_prompt: None,
+            append_system_prompt: None,
+            instructions_dir: None,
+            home: None,
+            templates_dir: None,
+            tools: ToolRegistry::default(),
+            policy: Policy::default(),
+            max_turns: DEFAULT_MAX_TURNS,
+            max_todo_reminders: DEFAULT_MAX_TODO_REMINDERS,
+            thinking: ThinkingLevel::Off,
+        }
+    }
+}
+
+/// The run slot, taken (`claim_run`) and not yet run: the run's token and the messages queued
+/// for its first turn.
+pub struct RunClaim {
+    pub(super) token: CancellationToken,
+    pub(super) pending: Vec<Message>,
+}
