@@ -15,6 +15,9 @@
 //! - `grep_tree`: the grep tool (`core::tools::execute("grep", …)`) over bench/gen_tree.py's tree,
 //!   24,000 files / ~252 MB under `cargo bench` (generated once per run), 300 files under
 //!   `cargo test` (section 6b, minus process start and the model round trips).
+//! - `decode_chat_completions`, `decode_responses`: one long reply (the same 20,000 words) as
+//!   each API streams it, through the SSE parser and the format's decoder, in 1,400-byte chunks
+//!   as the network delivers them (no HTTP, no agent).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -25,6 +28,7 @@ use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::agent::{AgentConfig, AgentEvent, AgentSession, RunOptions};
 use handoff_nvim::core::controller::{Controller, FrontEndTexts};
 use handoff_nvim::core::handoff::HandoffOutcome;
+use handoff_nvim::core::provider::fuzzing::decode_body;
 use handoff_nvim::core::provider::{Api, ProviderConfig};
 use handoff_nvim::core::session::SessionManager;
 use handoff_nvim::core::tools::{execute, ToolContext};
@@ -204,4 +208,76 @@ fn grep_tree(bencher: divan::Bencher) {
     let warm = e.rt.block_on(execute("grep", serde_json::json!({"pattern": NEEDLE_RE}), &ctx));
     assert!(!warm.is_error && warm.joined_text().contains("handoff_needle_"), "{}", warm.joined_text());
     bencher.bench_local(|| e.rt.block_on(execute("grep", serde_json::json!({"pattern": NEEDLE_RE}), &ctx)));
+}
+
+/// Words of the long reply the decoding benchmarks stream.
+const DECODE_WORDS: usize = 20_000;
+
+fn reply_words() -> impl Iterator<Item = String> {
+    (0..DECODE_WORDS).map(|i| format!("word{} ", i % 97))
+}
+
+/// The long reply as Chat Completions streams it: a chunk per word, the finish, the usage.
+fn chat_completions_stream() -> Vec<u8> {
+    let mut out = String::new();
+    for w in reply_words() {
+        let chunk = serde_json::json!({ "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4.1",
+            "choices": [{ "index": 0, "delta": { "content": w }, "finish_reason": null }] });
+        out.push_str(&format!("data: {chunk}\n\n"));
+    }
+    out.push_str("data: {\"id\":\"chatcmpl-1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n");
+    out.push_str("data: {\"id\":\"chatcmpl-1\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":20000}}\n\ndata: [DONE]\n\n");
+    out.into_bytes()
+}
+
+/// The same reply as the Responses API streams it: named events, a delta per word, then the
+/// text repeated whole in the `done` events and the final response, as the real API sends it.
+fn responses_stream() -> Vec<u8> {
+    let mut out = String::new();
+    let mut seq = 0;
+    let mut event = |out: &mut String, v: serde_json::Value| {
+        let mut v = v;
+        v["sequence_number"] = seq.into();
+        seq += 1;
+        out.push_str(&format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap_or_default()));
+    };
+    let text: String = reply_words().collect();
+    let message = serde_json::json!({ "id": "msg_1", "type": "message", "status": "completed", "role": "assistant",
+        "content": [{ "type": "output_text", "annotations": [], "text": text }] });
+    event(&mut out, serde_json::json!({ "type": "response.created", "response": { "id": "resp_1", "status": "in_progress", "output": [] } }));
+    event(&mut out, serde_json::json!({ "type": "response.output_item.added", "output_index": 0,
+        "item": { "id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant", "content": [] } }));
+    event(&mut out, serde_json::json!({ "type": "response.content_part.added", "item_id": "msg_1", "output_index": 0, "content_index": 0,
+        "part": { "type": "output_text", "annotations": [], "text": "" } }));
+    for w in reply_words() {
+        event(&mut out, serde_json::json!({ "type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0,
+            "content_index": 0, "delta": w, "logprobs": [] }));
+    }
+    event(&mut out, serde_json::json!({ "type": "response.output_text.done", "item_id": "msg_1", "output_index": 0, "content_index": 0, "text": text }));
+    event(&mut out, serde_json::json!({ "type": "response.content_part.done", "item_id": "msg_1", "output_index": 0, "content_index": 0,
+        "part": { "type": "output_text", "annotations": [], "text": text } }));
+    event(&mut out, serde_json::json!({ "type": "response.output_item.done", "output_index": 0, "item": message }));
+    event(&mut out, serde_json::json!({ "type": "response.completed", "response": { "id": "resp_1", "status": "completed", "output": [message],
+        "usage": { "input_tokens": 10, "output_tokens": 20000, "total_tokens": 20010 } } }));
+    out.into_bytes()
+}
+
+fn decode(bencher: divan::Bencher, api: Api, body: Vec<u8>) {
+    let chunks: Vec<bytes::Bytes> = body.chunks(1400).map(bytes::Bytes::copy_from_slice).collect();
+    let (events, _) = decode_body(api, chunks.clone()).unwrap();
+    assert_eq!(events.iter().filter(|e| matches!(e, handoff_nvim::core::provider::StreamEvent::TextDelta(_))).count(), DECODE_WORDS);
+    bencher
+        .counter(divan::counter::BytesCount::new(body.len()))
+        .with_inputs(|| chunks.clone())
+        .bench_local_values(|chunks| decode_body(api, chunks).unwrap());
+}
+
+#[divan::bench(sample_count = 20)]
+fn decode_chat_completions(bencher: divan::Bencher) {
+    decode(bencher, Api::Openai, chat_completions_stream());
+}
+
+#[divan::bench(sample_count = 20)]
+fn decode_responses(bencher: divan::Bencher) {
+    decode(bencher, Api::OpenaiResponses, responses_stream());
 }

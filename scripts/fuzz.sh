@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET="${FUZZ_SECONDS:-60}"
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(session_reader sse_openai sse_anthropic)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(session_reader sse_openai sse_anthropic sse_responses)
 if ! rustup toolchain list | grep -q '^nightly'; then
   echo "fuzz.sh: no nightly toolchain: rustup toolchain install nightly" >&2; exit 2
 fi

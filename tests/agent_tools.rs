@@ -184,6 +184,7 @@ fn wire_results(api: Api, request: &RecordedRequest) -> Vec<WireResult> {
                 is_error: b["is_error"].as_bool(),
             })
             .collect(),
+        Api::OpenaiResponses => unreachable!("tool loops over Responses: tests/responses.rs"),
     }
 }
 
@@ -206,6 +207,7 @@ fn wire_calls(api: Api, request: &RecordedRequest) -> Vec<(String, String, Value
             .filter(|b| b["type"] == "tool_use")
             .map(|b| (b["id"].as_str().unwrap().into(), b["name"].as_str().unwrap().into(), b["input"].clone()))
             .collect(),
+        Api::OpenaiResponses => unreachable!("tool loops over Responses: tests/responses.rs"),
     }
 }
 
@@ -442,6 +444,7 @@ async fn a_turn_of_four_tools_changes_the_files_and_sends_every_result_in_order(
                     assert_eq!(body[2]["content"].as_array().unwrap().len(), 4);
                     assert_eq!(body[1]["content"][0], json!({ "type": "text", "text": "I'll do it." }));
                 }
+                Api::OpenaiResponses => unreachable!("tool loops over Responses: tests/responses.rs"),
             }
         }
     })
@@ -748,6 +751,7 @@ async fn steering_while_a_tool_runs_skips_the_rest_and_goes_after_the_results() 
                         last["content"].as_array().unwrap().iter().map(|b| b["type"].as_str().unwrap()).collect();
                     assert_eq!(kinds, ["tool_result", "tool_result", "text"], "{last}");
                 }
+                Api::OpenaiResponses => unreachable!("tool loops over Responses: tests/responses.rs"),
             }
         }
     })
@@ -897,6 +901,7 @@ async fn the_handoff_request_carries_the_conversation_tools_with_tool_choice_non
                     assert_eq!(normal["tool_choice"], json!({ "type": "auto" }));
                     assert_eq!(handoff["tool_choice"], json!({ "type": "none" }));
                 }
+                Api::OpenaiResponses => unreachable!("tool loops over Responses: tests/responses.rs"),
             }
             // The conversation with its calls and results goes first, unchanged (a cache hit).
             // (Anthropic's cache marker sits on each request's last user block: compared without it.)
@@ -931,6 +936,7 @@ async fn pi_resumes_a_session_in_which_our_agent_ran_tools() {
             let (pi_api, base) = match api {
                 Api::Openai => ("openai-completions", env.mock.openai_base_url()),
                 Api::Anthropic => ("anthropic-messages", format!("http://{}", env.mock.addr())),
+                Api::OpenaiResponses => unreachable!("tool loops over Responses: tests/responses.rs"),
             };
             pi_home(root, pi_api, &base);
             let pi_command = |mode: &str| {
@@ -1001,6 +1007,7 @@ async fn pi_resumes_a_session_in_which_our_agent_ran_tools() {
                     assert_eq!(&pi_messages.as_array().unwrap()[..3], &our_messages.as_array().unwrap()[..], "{api:?}");
                     assert_eq!(pi_messages.as_array().unwrap().len(), 5);
                 }
+                Api::OpenaiResponses => unreachable!("tool loops over Responses: tests/responses.rs"),
             }
             assert_eq!(last_user_text(api, sent), "next");
 

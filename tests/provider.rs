@@ -16,6 +16,8 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 const BOTH: [Api; 2] = [Api::Openai, Api::Anthropic];
+/// Every wire format, for the tests whose replies each can stage.
+const ALL: [Api; 3] = [Api::Openai, Api::OpenaiResponses, Api::Anthropic];
 const CANARY_VAR: &str = "HANDOFF_TEST_CANARY_KEY";
 const CANARY: &str = "sk-canary-123";
 
@@ -106,7 +108,7 @@ async fn streams_text_in_order_with_usage_and_id() {
 
 #[tokio::test]
 async fn thinking_deltas_come_before_text() {
-    for api in BOTH {
+    for api in ALL {
         let server = MockServer::start().await.unwrap();
         server.push(text_reply(&["Answer."], "stop", &["Let me ", "think."]));
         let (events, result) = run(config(api, &server), &hello()).await;
@@ -116,17 +118,23 @@ async fn thinking_deltas_come_before_text() {
         let signature = match api {
             Api::Openai => Some("reasoning_content".to_string()),
             Api::Anthropic => None,
+            // Responses: the mock's finished reasoning item, whole.
+            Api::OpenaiResponses => Some(
+                json!({"id": "rs_mock_1_0", "type": "reasoning", "summary": [{"type": "summary_text", "text": "Let me think."}],
+                       "encrypted_content": "gAAAAmock-rs_mock_1_0"})
+                .to_string(),
+            ),
         };
-        assert_eq!(
-            events,
-            vec![
-                StreamEvent::ThinkingDelta("Let me ".into()),
-                StreamEvent::ThinkingDelta("think.".into()),
-                StreamEvent::ThinkingEnd { signature },
-                StreamEvent::TextDelta("Answer.".into()),
-            ],
-            "{api:?}"
-        );
+        let mut want = vec![
+            StreamEvent::ThinkingDelta("Let me ".into()),
+            StreamEvent::ThinkingDelta("think.".into()),
+            StreamEvent::ThinkingEnd { signature },
+            StreamEvent::TextDelta("Answer.".into()),
+        ];
+        if api == Api::OpenaiResponses {
+            want.push(StreamEvent::TextEnd { signature: Some(r#"{"v":1,"id":"msg_mock_1_1"}"#.into()) });
+        }
+        assert_eq!(events, want, "{api:?}");
     }
 }
 
@@ -145,7 +153,7 @@ async fn length_and_tool_stop_reasons_are_mapped() {
 
 #[tokio::test]
 async fn http_401_carries_the_servers_message_but_never_the_key() {
-    for api in BOTH {
+    for api in ALL {
         let server = MockServer::start().await.unwrap();
         server.push(MockReply::Status {
             status: 401,
@@ -169,7 +177,7 @@ async fn http_401_carries_the_servers_message_but_never_the_key() {
         let requests = server.requests();
         assert_eq!(requests.len(), 1, "{api:?}: 401 must not be retried");
         match api {
-            Api::Openai => {
+            Api::Openai | Api::OpenaiResponses => {
                 assert_eq!(requests[0].header("authorization"), Some("Bearer sk-canary-123"))
             }
             Api::Anthropic => {
@@ -600,7 +608,7 @@ async fn dangling_tool_calls_get_a_result_and_orphan_results_are_dropped() {
 
 #[tokio::test]
 async fn api_key_cmd_output_is_the_key() {
-    for api in BOTH {
+    for api in ALL {
         let server = MockServer::start().await.unwrap();
         let mut c = config(api, &server);
         c.api_key_cmd = Some("printf sk-x".into());
@@ -609,7 +617,7 @@ async fn api_key_cmd_output_is_the_key() {
         result.unwrap_or_else(|e| panic!("{api:?}: {e}"));
         let req = server.requests().remove(0);
         match api {
-            Api::Openai => assert_eq!(req.header("authorization"), Some("Bearer sk-x")),
+            Api::Openai | Api::OpenaiResponses => assert_eq!(req.header("authorization"), Some("Bearer sk-x")),
             Api::Anthropic => assert_eq!(req.header("x-api-key"), Some("sk-x")),
         }
     }

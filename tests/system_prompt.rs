@@ -52,8 +52,8 @@ fn tree() -> Tree {
 
 fn agent(mock: &MockServer, tree: &Tree, api: Api, configure: impl FnOnce(&mut AgentConfig)) -> Arc<AgentSession> {
     let mut provider = common::config(mock);
+    provider.api = api;
     if api == Api::Anthropic {
-        provider.api = Api::Anthropic;
         provider.base_url = mock.anthropic_base_url();
     }
     let mut config = AgentConfig { instructions_dir: Some(tree.user.clone()), ..AgentConfig::new(provider) };
@@ -209,14 +209,15 @@ async fn a_project_skill_is_listed_read_by_the_model_and_forced_with_skill_name(
 fn system_bytes(api: Api, text: &str) -> String {
     let encoded = serde_json::to_string(text).unwrap();
     match api {
-        Api::Openai => format!(r#"{{"role":"system","content":{encoded}}}"#),
+        // Responses: a model that does not reason (the mock's) takes it as a `system` message.
+        Api::Openai | Api::OpenaiResponses => format!(r#"{{"role":"system","content":{encoded}}}"#),
         Api::Anthropic => format!(r#""system":[{{"type":"text","text":{encoded},"cache_control":{{"type":"ephemeral"}}}}]"#),
     }
 }
 
 #[tokio::test]
 async fn every_request_of_a_session_and_its_handoff_send_the_same_system_prompt_bytes() {
-    for api in [Api::Openai, Api::Anthropic] {
+    for api in [Api::Openai, Api::OpenaiResponses, Api::Anthropic] {
         let mock = MockServer::start().await.unwrap();
         let tree = tree();
         let agent = agent(&mock, &tree, api, |_| {});

@@ -22,13 +22,14 @@ use handoff_nvim::core::session::SessionManager;
 use serde_json::{json, Value};
 
 const T: Duration = Duration::from_secs(20);
-const BOTH: [Api; 2] = [Api::Openai, Api::Anthropic];
+/// Every wire format.
+const ALL: [Api; 3] = [Api::Openai, Api::OpenaiResponses, Api::Anthropic];
 
 /// The mock's provider for `api`; OpenAI-compatible with `reasoning_effort` switched on.
 fn provider(server: &MockServer, api: Api) -> ProviderConfig {
     let mut c = common::config(server);
     c.api = api;
-    if api == Api::Openai {
+    if matches!(api, Api::Openai | Api::OpenaiResponses) {
         c.reasoning_effort = Some(true);
     }
     c
@@ -69,7 +70,7 @@ fn thinking_fields(body: &Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_level_puts_its_fields_on_the_request_and_off_puts_none() {
-    for api in BOTH {
+    for api in ALL {
         for level in ThinkingLevel::ALL {
             let server = MockServer::start().await.unwrap();
             let dir = tempfile::tempdir().unwrap();
@@ -77,7 +78,15 @@ async fn each_level_puts_its_fields_on_the_request_and_off_puts_none() {
             server.push(MockReply::text("ok"));
             prompt(&agent, "think about it").await;
             let body = server.requests()[0].body.clone();
+            if api == Api::OpenaiResponses {
+                let reasoning = level.is_on().then(|| json!({ "effort": level.as_str(), "summary": "auto" }));
+                assert_eq!(body.get("reasoning").cloned(), reasoning, "{level}");
+                assert_eq!(body.get("include").is_some(), level.is_on(), "{level}");
+                assert_eq!(body["max_output_tokens"], 4096);
+            }
             let want = match (api, level) {
+                // Its fields are checked above: none of the others'.
+                (Api::OpenaiResponses, _) => json!({ "thinking": null, "reasoning_effort": null, "max_tokens": null, "temperature": null }),
                 (_, ThinkingLevel::Off) => json!({ "thinking": null, "reasoning_effort": null, "max_tokens": 4096, "temperature": null }),
                 (Api::Anthropic, _) => json!({
                     "thinking": { "type": "enabled", "budget_tokens": budget(level) },
@@ -333,7 +342,7 @@ async fn a_change_is_recorded_once_as_pi_records_it_and_a_resumed_session_brings
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handoff_asks_with_the_sessions_level_and_the_new_session_starts_at_it() {
-    for api in BOTH {
+    for api in ALL {
         let server = MockServer::start().await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let agent = agent_at(provider(&server, api), dir.path(), ThinkingLevel::Medium);
@@ -356,6 +365,7 @@ async fn a_handoff_asks_with_the_sessions_level_and_the_new_session_starts_at_it
         match api {
             Api::Anthropic => assert_eq!(body["thinking"], json!({ "type": "enabled", "budget_tokens": 8192 })),
             Api::Openai => assert_eq!(body["reasoning_effort"], "medium"),
+            Api::OpenaiResponses => assert_eq!(body["reasoning"]["effort"], "medium"),
         }
         let entries = entry_lines(Path::new(&session_file));
         assert_eq!(entries[1]["type"], "thinking_level_change");
@@ -368,6 +378,7 @@ async fn a_handoff_asks_with_the_sessions_level_and_the_new_session_starts_at_it
         match api {
             Api::Anthropic => assert_eq!(body["thinking"]["budget_tokens"], 8192),
             Api::Openai => assert_eq!(body["reasoning_effort"], "medium"),
+            Api::OpenaiResponses => assert_eq!(body["reasoning"]["effort"], "medium"),
         }
     }
 }

@@ -23,7 +23,7 @@
 ---@field context? handoff.Config.context
 
 ---@class handoff.Config.provider
----@field api? "openai"|"anthropic" Wire protocol: "openai" (the default; any Chat Completions server) or "anthropic".
+---@field api? "openai"|"openai-responses"|"anthropic" Wire protocol: "openai" (the default; any Chat Completions server), "openai-responses" (OpenAI's Responses API: its reasoning and codex models) or "anthropic".
 ---@field base_url? string Base URL of the API, e.g. "http://127.0.0.1:8080/v1" (default: the provider's public API).
 ---@field model? string Model id (default: "gpt-4.1-mini" / "claude-sonnet-4-5").
 ---@field api_key_env? string Environment variable that holds the API key (default: OPENAI_API_KEY / ANTHROPIC_API_KEY when set).
@@ -34,7 +34,7 @@
 ---@field max_retries? integer Retries on 429/5xx/connection errors.
 ---@field timeout? integer Seconds without data before a request is given up.
 ---@field thinking? "off"|"minimal"|"low"|"medium"|"high"|"xhigh" Thinking level of new sessions (default "off"; "xhigh" is pi's name for "high"); a continued session keeps its own. See |handoff-thinking|.
----@field reasoning_effort? boolean Whether the model takes `reasoning_effort` (OpenAI-compatible servers); default: on for OpenAI's o-series and gpt-5, off elsewhere.
+---@field reasoning_effort? boolean Whether the model takes `reasoning_effort` (OpenAI-compatible servers; over openai-responses: whether the model reasons); default: on for OpenAI's o-series and gpt-5, off elsewhere.
 
 ---@class handoff.Config.layout
 ---@field position? "right"|"left"|"bottom"|"top"|"tab" Where the chat opens.
@@ -89,9 +89,9 @@ return {
     {
       key = "provider.api",
       host = "api",
-      type = { kind = "one_of", values = { "openai", "anthropic" } },
-      accepts = "one of \"openai\", \"anthropic\"",
-      doc = "Wire protocol: \"openai\" (the default; any Chat Completions server) or \"anthropic\".",
+      type = { kind = "one_of", values = { "openai", "openai-responses", "anthropic" } },
+      accepts = "one of \"openai\", \"openai-responses\", \"anthropic\"",
+      doc = "Wire protocol: \"openai\" (the default; any Chat Completions server), \"openai-responses\" (OpenAI's Responses API: its reasoning and codex models) or \"anthropic\".",
     },
     {
       key = "provider.base_url",
@@ -168,7 +168,7 @@ return {
       host = "reasoning_effort",
       type = { kind = "bool" },
       accepts = "true or false",
-      doc = "Whether the model takes `reasoning_effort` (OpenAI-compatible servers); default: on for OpenAI's o-series and gpt-5, off elsewhere.",
+      doc = "Whether the model takes `reasoning_effort` (OpenAI-compatible servers; over openai-responses: whether the model reasons); default: on for OpenAI's o-series and gpt-5, off elsewhere.",
     },
     {
       key = "session_dir",

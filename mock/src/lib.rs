@@ -1,5 +1,6 @@
 //! A scriptable model server for tests, end-to-end runs and benchmarks: speaks OpenAI Chat
-//! Completions and Anthropic Messages over hand-parsed HTTP/1.1, so failure modes real servers
+//! Completions, OpenAI Responses (`POST …/responses`: output items, reasoning items with
+//! encrypted content) and Anthropic Messages over hand-parsed HTTP/1.1, so failure modes real servers
 //! produce only by accident (torn streams, stalls, 429s, garbage events) can be staged on
 //! demand. Every response is sent with `Connection: close`; streams use chunked encoding, so a
 //! torn stream is a real transport error for the client, as it would be in the wild.
@@ -46,6 +47,14 @@ pub enum MockReply {
     },
     /// Sends the chunks, then drops the connection mid-stream.
     Torn { chunks: Vec<String> },
+    /// Sends the chunks, then the error event each API sends mid-stream (OpenAI an `error`
+    /// chunk, Responses an `error` event, Anthropic `event: error`), and ends the stream.
+    StreamError {
+        #[serde(default)]
+        chunks: Vec<String>,
+        code: String,
+        message: String,
+    },
     /// Sends the chunks, then an event whose data is not JSON.
     Malformed { chunks: Vec<String> },
     /// OpenAI: a chunk with `choices: []` and no usage; Anthropic: an unknown event. Then the
@@ -85,7 +94,9 @@ pub enum MockReply {
     /// `thinking_delta`s closed by a `signature_delta` (when `signature` is given), then a text
     /// block and `tool_use` blocks. OpenAI: the thinking as deltas of `field`
     /// (`reasoning_content` unless told), then text and tool calls (signature and redacted data
-    /// are Anthropic's only). Stops with `tool_calls` when there are calls, else `stop`.
+    /// are Anthropic's only). Responses: a `reasoning` item of summary deltas whose
+    /// `encrypted_content` is `signature` (made up when absent), then a `message` item and
+    /// `function_call` items. Stops with `tool_calls` when there are calls, else `stop`.
     Reasoning {
         thinking: Vec<String>,
         #[serde(default)]
@@ -451,6 +462,8 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
     };
     let format = if req.path.ends_with("/chat/completions") {
         Format::OpenAi
+    } else if req.path.ends_with("/responses") {
+        Format::Responses
     } else if req.path.ends_with("/messages") {
         Format::Anthropic
     } else {
@@ -567,6 +580,7 @@ async fn respond(
 #[derive(Clone, Copy, PartialEq)]
 enum Format {
     OpenAi,
+    Responses,
     Anthropic,
 }
 
@@ -603,6 +617,27 @@ fn openai_usage(u: MockUsage) -> Value {
         usage["prompt_tokens_details"] = details;
     }
     usage
+}
+
+/// `usage` as the Responses API's `usage` object (`input_tokens` counts the cached prompt too).
+fn responses_usage(u: MockUsage) -> Value {
+    let input = u.input + u.cache_read + u.cache_write;
+    let output = u.output.unwrap_or(0);
+    json!({ "input_tokens": input, "input_tokens_details": { "cached_tokens": u.cache_read },
+            "output_tokens": output, "output_tokens_details": { "reasoning_tokens": 0 },
+            "total_tokens": input + output })
+}
+
+/// A finished Responses `message` item.
+fn responses_message(id: &str, text: &str) -> Value {
+    json!({ "id": id, "type": "message", "status": "completed",
+            "content": [{ "type": "output_text", "annotations": [], "text": text }], "role": "assistant" })
+}
+
+/// A finished Responses `function_call` item.
+fn responses_call(id: &str, call_id: &str, name: &str, arguments: &str) -> Value {
+    json!({ "id": id, "type": "function_call", "status": "completed", "arguments": arguments,
+            "call_id": call_id, "name": name })
 }
 
 /// `usage` as Anthropic's `usage` object (with the output count given).
@@ -665,6 +700,7 @@ async fn serve(
             return respond(wr, 500, r#"{"error":{"message":"mock: with_usage not unwrapped"}}"#, None).await
         }
         broken @ (MockReply::Torn { .. }
+        | MockReply::StreamError { .. }
         | MockReply::Malformed { .. }
         | MockReply::NoChoices
         | MockReply::Stall { .. }) => return serve_broken(broken, ctx, rd, wr).await,
@@ -683,6 +719,12 @@ async fn serve(
                 "choices": [{ "index": 0, "message": { "role": "assistant", "content": text },
                               "finish_reason": stop }],
                 "usage": openai_usage(usage),
+            }),
+            Format::Responses => json!({
+                "id": ctx.id, "object": "response", "model": ctx.model,
+                "status": if stop == "length" { "incomplete" } else { "completed" },
+                "output": [responses_message(&format!("msg_{}", ctx.id.replace('-', "_")), &text)],
+                "usage": responses_usage(usage),
             }),
             Format::Anthropic => json!({
                 "id": ctx.id, "type": "message", "role": "assistant", "model": ctx.model,
@@ -721,6 +763,21 @@ async fn serve_broken(
             }
             // Dropping the socket without the terminating chunk tears the body.
         }
+        MockReply::StreamError { chunks, code, message } => {
+            for c in &chunks {
+                sse.delta(c, false).await?;
+            }
+            match ctx.format {
+                Format::OpenAi => sse.data(&json!({ "error": { "code": code, "message": message } })).await?,
+                Format::Responses => {
+                    sse.data(&json!({ "type": "error", "code": code, "message": message, "param": null })).await?
+                }
+                Format::Anthropic => {
+                    sse.data(&json!({ "type": "error", "error": { "type": code, "message": message } })).await?
+                }
+            }
+            sse.wr.write_all(b"0\r\n\r\n").await?;
+        }
         MockReply::Malformed { chunks } => {
             for c in &chunks {
                 sse.delta(c, false).await?;
@@ -732,6 +789,7 @@ async fn serve_broken(
         MockReply::NoChoices => {
             match ctx.format {
                 Format::OpenAi => sse.data(&json!({ "id": ctx.id, "choices": [] })).await?,
+                Format::Responses => sse.event("response.mystery", "{\"type\":\"response.mystery\"}").await?,
                 Format::Anthropic => sse.event("mystery", "{\"type\":\"mystery\"}").await?,
             }
             sse.wr.write_all(b"0\r\n\r\n").await?;
@@ -772,7 +830,7 @@ async fn serve_tool_calls(
 ) -> std::io::Result<()> {
     let ToolCallReply { calls, text_before, chunk_delay_ms, stop, interleave, reasoning } = reply;
     let prefix = match ctx.format {
-        Format::OpenAi => "call",
+        Format::OpenAi | Format::Responses => "call",
         Format::Anthropic => "toolu",
     };
     let ids: Vec<String> = calls
@@ -786,6 +844,17 @@ async fn serve_tool_calls(
     if !ctx.stream {
         let text = text_before.concat();
         let body = match ctx.format {
+            Format::Responses => {
+                let mut output = Vec::new();
+                if !text.is_empty() {
+                    output.push(responses_message(&format!("msg_{}", ctx.id.replace('-', "_")), &text));
+                }
+                for (i, (c, id)) in calls.iter().zip(&ids).enumerate() {
+                    output.push(responses_call(&format!("fc_{}_{i}", ctx.id.replace('-', "_")), id, &c.name, &c.arguments));
+                }
+                json!({ "id": ctx.id, "object": "response", "model": ctx.model, "status": "completed",
+                        "output": output, "usage": responses_usage(usage) })
+            }
             Format::OpenAi => {
                 let tool_calls: Vec<Value> = calls
                     .iter()
@@ -856,6 +925,28 @@ async fn serve_tool_calls(
         sse.delta(t, false).await?;
     }
     match ctx.format {
+        Format::Responses => {
+            sse.close_item().await?;
+            for (i, list) in pieces.iter().enumerate() {
+                let item_id = format!("fc_{}_{i}", ctx.id.replace('-', "_"));
+                let output_index = sse.next_index;
+                sse.next_index += 1;
+                pause().await;
+                let added = json!({ "id": item_id, "type": "function_call", "status": "in_progress",
+                    "arguments": "", "call_id": ids[i], "name": calls[i].name });
+                sse.data(&json!({ "type": "response.output_item.added", "output_index": output_index, "item": added })).await?;
+                for p in list {
+                    pause().await;
+                    sse.data(&json!({ "type": "response.function_call_arguments.delta", "item_id": item_id,
+                        "output_index": output_index, "delta": p })).await?;
+                }
+                sse.data(&json!({ "type": "response.function_call_arguments.done", "item_id": item_id,
+                    "output_index": output_index, "arguments": calls[i].arguments })).await?;
+                let done = responses_call(&item_id, &ids[i], &calls[i].name, &calls[i].arguments);
+                sse.output.push(done.clone());
+                sse.data(&json!({ "type": "response.output_item.done", "output_index": output_index, "item": done })).await?;
+            }
+        }
         Format::OpenAi => {
             let header = |i: usize| {
                 json!({ "tool_calls": [{ "index": i, "id": ids[i], "type": "function",
@@ -924,9 +1015,9 @@ fn anthropic_stop(stop: &str) -> &'static str {
     }
 }
 
-/// The text of the last user message of an OpenAI or Anthropic request body.
+/// The text of the last user message of an OpenAI, Responses or Anthropic request body.
 fn last_user_text(body: &Value) -> String {
-    let messages = body.get("messages").and_then(Value::as_array).cloned().unwrap_or_default();
+    let messages = body.get("messages").or_else(|| body.get("input")).and_then(Value::as_array).cloned().unwrap_or_default();
     let Some(content) = messages
         .iter()
         .rev()
@@ -939,7 +1030,7 @@ fn last_user_text(body: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Array(parts) => parts
             .iter()
-            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .filter(|p| matches!(p.get("type").and_then(Value::as_str), Some("text" | "input_text")))
             .filter_map(|p| p.get("text").and_then(Value::as_str))
             .collect::<Vec<_>>()
             .join("\n"),
@@ -960,6 +1051,18 @@ struct Sse<'a> {
     next_index: usize,
     /// OpenAI: the delta field thinking streams in.
     reasoning_field: String,
+    /// Responses: the output item streaming now.
+    item: Option<OpenItem>,
+    /// Responses: the finished output items (the final response lists them).
+    output: Vec<Value>,
+}
+
+/// A Responses output item being streamed: reasoning or a message, its id and text so far.
+struct OpenItem {
+    thinking: bool,
+    id: String,
+    output_index: usize,
+    text: String,
 }
 
 impl<'a> Sse<'a> {
@@ -978,7 +1081,15 @@ impl<'a> Sse<'a> {
             block: None,
             next_index: 0,
             reasoning_field: "reasoning_content".into(),
+            item: None,
+            output: Vec::new(),
         };
+        if sse.format == Format::Responses {
+            let response = json!({ "id": sse.id, "object": "response", "status": "in_progress",
+                "model": sse.model, "output": [] });
+            sse.data(&json!({ "type": "response.created", "response": response })).await?;
+            sse.data(&json!({ "type": "response.in_progress", "response": response })).await?;
+        }
         if sse.format == Format::Anthropic {
             let start = json!({ "type": "message_start", "message": {
                 "id": sse.id, "type": "message", "role": "assistant", "model": sse.model,
@@ -998,8 +1109,66 @@ impl<'a> Sse<'a> {
     async fn event(&mut self, name: &str, data: &str) -> std::io::Result<()> {
         match self.format {
             Format::OpenAi => self.chunk(&format!("data: {data}\n\n")).await,
-            Format::Anthropic => self.chunk(&format!("event: {name}\ndata: {data}\n\n")).await,
+            Format::Responses | Format::Anthropic => self.chunk(&format!("event: {name}\ndata: {data}\n\n")).await,
         }
+    }
+
+    /// Responses: the open output item of this kind, opening one (and finishing the other
+    /// kind's) when needed.
+    async fn open_item(&mut self, thinking: bool) -> std::io::Result<(String, usize)> {
+        if self.item.as_ref().is_some_and(|i| i.thinking != thinking) {
+            self.close_item().await?;
+        }
+        if let Some(item) = &self.item {
+            return Ok((item.id.clone(), item.output_index));
+        }
+        let output_index = self.next_index;
+        self.next_index += 1;
+        let id = format!("{}_{}_{output_index}", if thinking { "rs" } else { "msg" }, self.id.replace('-', "_"));
+        let added = if thinking {
+            json!({ "id": id, "type": "reasoning", "summary": [] })
+        } else {
+            json!({ "id": id, "type": "message", "status": "in_progress", "content": [], "role": "assistant" })
+        };
+        self.data(&json!({ "type": "response.output_item.added", "output_index": output_index, "item": added })).await?;
+        let part = if thinking {
+            json!({ "type": "response.reasoning_summary_part.added", "item_id": id, "output_index": output_index,
+                    "summary_index": 0, "part": { "type": "summary_text", "text": "" } })
+        } else {
+            json!({ "type": "response.content_part.added", "item_id": id, "output_index": output_index,
+                    "content_index": 0, "part": { "type": "output_text", "annotations": [], "text": "" } })
+        };
+        self.data(&part).await?;
+        self.item = Some(OpenItem { thinking, id: id.clone(), output_index, text: String::new() });
+        Ok((id, output_index))
+    }
+
+    /// Responses: finishes the open item; a reasoning item carries `encrypted` (made up when
+    /// none is given: the real API always sends one when asked to).
+    async fn close_item_with(&mut self, encrypted: Option<&str>) -> std::io::Result<()> {
+        let Some(item) = self.item.take() else { return Ok(()) };
+        let (id, output_index, text) = (&item.id, item.output_index, &item.text);
+        let done = if item.thinking {
+            self.data(&json!({ "type": "response.reasoning_summary_text.done", "item_id": id,
+                "output_index": output_index, "summary_index": 0, "text": text })).await?;
+            self.data(&json!({ "type": "response.reasoning_summary_part.done", "item_id": id,
+                "output_index": output_index, "summary_index": 0, "part": { "type": "summary_text", "text": text } })).await?;
+            let summary = if text.is_empty() { json!([]) } else { json!([{ "type": "summary_text", "text": text }]) };
+            let encrypted = encrypted.map_or_else(|| format!("gAAAAmock-{id}"), str::to_owned);
+            json!({ "id": id, "type": "reasoning", "summary": summary, "encrypted_content": encrypted })
+        } else {
+            self.data(&json!({ "type": "response.output_text.done", "item_id": id, "output_index": output_index,
+                "content_index": 0, "text": text })).await?;
+            self.data(&json!({ "type": "response.content_part.done", "item_id": id, "output_index": output_index,
+                "content_index": 0, "part": { "type": "output_text", "annotations": [], "text": text } })).await?;
+            responses_message(id, text)
+        };
+        self.output.push(done.clone());
+        self.data(&json!({ "type": "response.output_item.done", "output_index": output_index, "item": done })).await
+    }
+
+    async fn close_item(&mut self) -> std::io::Result<()> {
+        self.close_item_with(None).await
     }
 
     async fn data(&mut self, v: &Value) -> std::io::Result<()> {
@@ -1022,7 +1191,7 @@ impl<'a> Sse<'a> {
 
     /// Anthropic: a `redacted_thinking` block, whole (OpenAI: nothing).
     async fn redacted(&mut self, data: &str) -> std::io::Result<()> {
-        if self.format == Format::OpenAi {
+        if self.format != Format::Anthropic {
             return Ok(());
         }
         self.close_block().await?;
@@ -1039,6 +1208,10 @@ impl<'a> Sse<'a> {
         if self.format == Format::OpenAi {
             return Ok(());
         }
+        if self.format == Format::Responses {
+            self.open_item(true).await?;
+            return self.close_item_with(Some(signature)).await;
+        }
         let index = self.open_block(true).await?;
         let delta = json!({ "type": "signature_delta", "signature": signature });
         self.data(&json!({ "type": "content_block_delta", "index": index, "delta": delta })).await?;
@@ -1049,6 +1222,20 @@ impl<'a> Sse<'a> {
         if self.format == Format::OpenAi {
             let key = if thinking { self.reasoning_field.clone() } else { "content".to_owned() };
             return self.openai_chunk(json!({ key: text }), Value::Null).await;
+        }
+        if self.format == Format::Responses {
+            let (id, output_index) = self.open_item(thinking).await?;
+            if let Some(item) = &mut self.item {
+                item.text.push_str(text);
+            }
+            let event = if thinking {
+                json!({ "type": "response.reasoning_summary_text.delta", "item_id": id, "output_index": output_index,
+                        "summary_index": 0, "delta": text })
+            } else {
+                json!({ "type": "response.output_text.delta", "item_id": id, "output_index": output_index,
+                        "content_index": 0, "delta": text })
+            };
+            return self.data(&event).await;
         }
         let index = self.open_block(thinking).await?;
         let delta = if thinking {
@@ -1086,6 +1273,17 @@ impl<'a> Sse<'a> {
 
     async fn finish(&mut self, stop: &str, usage: MockUsage) -> std::io::Result<()> {
         let output = usage.output.unwrap_or(0);
+        if self.format == Format::Responses {
+            self.close_item().await?;
+            let mut response = json!({ "id": self.id, "object": "response", "model": self.model,
+                "status": "completed", "output": self.output, "usage": responses_usage(usage) });
+            if stop == "length" {
+                response["status"] = "incomplete".into();
+                response["incomplete_details"] = json!({ "reason": "max_output_tokens" });
+                return self.data(&json!({ "type": "response.incomplete", "response": response })).await;
+            }
+            return self.data(&json!({ "type": "response.completed", "response": response })).await;
+        }
         if self.format == Format::OpenAi {
             self.openai_chunk(json!({}), json!(stop)).await?;
             let usage = json!({ "id": self.id, "object": "chat.completion.chunk", "choices": [],

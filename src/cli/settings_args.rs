@@ -53,6 +53,9 @@ fn arg(setting: &Setting, flag: schema::Flag) -> Arg {
     if let Some(env) = flag.env {
         arg = arg.env(env);
     }
+    if let Some(alias) = flag.alias {
+        arg = arg.visible_alias(alias);
+    }
     let (parser, list): (ValueParser, bool) = match setting.ty {
         Type::Bool => (clap::value_parser!(bool), false),
         Type::Int { min, max } => (clap::value_parser!(i64).range(min..=max).into(), false),

@@ -97,6 +97,7 @@ impl Settings {
         let model = self.model.clone().unwrap_or_else(|| {
             match api {
                 Api::Openai => "gpt-4.1-mini",
+                Api::OpenaiResponses => "gpt-5-mini",
                 Api::Anthropic => "claude-sonnet-4-5",
             }
             .to_string()

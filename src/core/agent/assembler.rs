@@ -34,12 +34,15 @@ pub struct MessageAssembler {
     tool_calls: Vec<ToolCall>,
     /// The thinking block being streamed (its content index), until its end.
     open_thinking: Option<usize>,
+    /// The text block a [`StreamEvent::TextEnd`] closed (its content index): more text starts
+    /// a new block.
+    closed_text: Option<usize>,
 }
 
 impl MessageAssembler {
     /// Starts from the empty message the stream fills (its api, provider and model set).
     pub fn new(message: Message) -> Self {
-        Self { message, call_blocks: Vec::new(), tool_calls: Vec::new(), open_thinking: None }
+        Self { message, call_blocks: Vec::new(), tool_calls: Vec::new(), open_thinking: None, closed_text: None }
     }
 
     /// The message so far.
@@ -57,12 +60,25 @@ impl MessageAssembler {
     pub fn push(&mut self, event: StreamEvent) -> Assembled {
         match event {
             StreamEvent::TextDelta(delta) => {
-                self.message.push_text(&delta);
-                let content_index = match &self.message.content {
-                    Content::Blocks(blocks) => blocks.len().saturating_sub(1),
-                    Content::Text(_) => 0,
+                let content_index = match self.open_text() {
+                    Some(at) => {
+                        self.message.push_text(&delta);
+                        at
+                    }
+                    None => push_block(&mut self.message, ContentBlock::text(delta.clone())),
                 };
                 Assembled::Update(AssistantMessageEvent::TextDelta { content_index, delta })
+            }
+            StreamEvent::TextEnd { signature } => {
+                let at = match self.open_text() {
+                    Some(at) => at,
+                    None => push_block(&mut self.message, ContentBlock::text("")),
+                };
+                if let (Some(signature), Some(block)) = (signature, self.block_mut(at)) {
+                    block.extra.insert("textSignature".into(), signature.into());
+                }
+                self.closed_text = Some(at);
+                Assembled::Nothing
             }
             StreamEvent::ThinkingDelta(delta) => {
                 // Each signed block stays whole: a new one starts after the last one ended.
@@ -117,6 +133,14 @@ impl MessageAssembler {
                 Assembled::Nothing
             }
         }
+    }
+
+    /// The content index of the text block more text goes into: the last block, when it is
+    /// text no [`StreamEvent::TextEnd`] closed.
+    fn open_text(&self) -> Option<usize> {
+        let Content::Blocks(blocks) = &self.message.content else { return Some(0) };
+        let last = blocks.len().checked_sub(1)?;
+        (blocks[last].kind == "text" && self.closed_text != Some(last)).then_some(last)
     }
 
     fn block_mut(&mut self, at: usize) -> Option<&mut ContentBlock> {
@@ -232,6 +256,27 @@ mod tests {
         );
         assert_eq!(calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["b", "a"], "in the order they completed");
         assert!(calls[0].arguments.is_err());
+    }
+
+    #[test]
+    fn each_ended_text_block_keeps_its_signature_and_more_text_starts_a_new_block() {
+        let (message, out, _) = assemble(vec![
+            StreamEvent::TextDelta("Checking.".into()),
+            StreamEvent::TextEnd { signature: Some(r#"{"v":1,"id":"msg_1","phase":"commentary"}"#.into()) },
+            StreamEvent::TextDelta("Done".into()),
+            StreamEvent::TextDelta(".".into()),
+            StreamEvent::TextEnd { signature: Some(r#"{"v":1,"id":"msg_2"}"#.into()) },
+            StreamEvent::TextEnd { signature: Some(r#"{"v":1,"id":"msg_3"}"#.into()) },
+        ]);
+        assert_eq!(
+            message["content"],
+            json!([
+                {"type": "text", "text": "Checking.", "textSignature": r#"{"v":1,"id":"msg_1","phase":"commentary"}"#},
+                {"type": "text", "text": "Done.", "textSignature": r#"{"v":1,"id":"msg_2"}"#},
+                {"type": "text", "text": "", "textSignature": r#"{"v":1,"id":"msg_3"}"#},
+            ])
+        );
+        assert_eq!(out[2], Assembled::Update(AssistantMessageEvent::TextDelta { content_index: 1, delta: "Done".into() }));
     }
 
     #[test]

@@ -69,6 +69,8 @@ pub enum DefaultValue {
 pub struct Flag {
     pub long: &'static str,
     pub env: Option<&'static str>,
+    /// Another name of the flag (`--api` for `--provider`: the wire format's own name).
+    pub alias: Option<&'static str>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -98,7 +100,15 @@ impl Setting {
 
     /// The CLI's flag for it (and its variable).
     const fn flag(self, long: &'static str, env: Option<&'static str>) -> Setting {
-        Setting { cli: Some(Flag { long, env }), ..self }
+        Setting { cli: Some(Flag { long, env, alias: None }), ..self }
+    }
+
+    /// The flag's other name (after [`Setting::flag`]).
+    const fn alias(self, alias: &'static str) -> Setting {
+        match self.cli {
+            Some(Flag { long, env, .. }) => Setting { cli: Some(Flag { long, env, alias: Some(alias) }), ..self },
+            None => self,
+        }
     }
 
     const fn or_false(self) -> Setting {
@@ -143,7 +153,7 @@ impl Type {
 
 /// pi's provider protocols (`Api`'s serde names).
 pub fn api_names() -> Vec<&'static str> {
-    vec!["openai", "anthropic"]
+    vec!["openai", "openai-responses", "anthropic"]
 }
 
 /// Every thinking level `Settings` takes: pi's five and its `xhigh` (read as `high`).
@@ -185,8 +195,9 @@ pub const SETTINGS: &[Setting] = &[
     Setting::lua("bin", Type::Path, DefaultValue::Unset,
         "Path of the `handoff-nvim` binary; nil: the plugin's target/release, then target/debug, then $PATH."),
     Setting::host("provider.api", "api", Type::OneOf(api_names), DefaultValue::Unset,
-        "Wire protocol: \"openai\" (the default; any Chat Completions server) or \"anthropic\".")
-        .flag("provider", Some("HANDOFF_PROVIDER")),
+        "Wire protocol: \"openai\" (the default; any Chat Completions server), \"openai-responses\" (OpenAI's Responses API: its reasoning and codex models) or \"anthropic\".")
+        .flag("provider", Some("HANDOFF_PROVIDER"))
+        .alias("api"),
     Setting::host("provider.base_url", "base_url", Type::Text, DefaultValue::Unset,
         "Base URL of the API, e.g. \"http://127.0.0.1:8080/v1\" (default: the provider's public API).")
         .flag("base-url", Some("HANDOFF_BASE_URL")),
@@ -218,7 +229,7 @@ pub const SETTINGS: &[Setting] = &[
         "Thinking level of new sessions (default \"off\"; \"xhigh\" is pi's name for \"high\"); a continued session keeps its own. See |handoff-thinking|.")
         .flag("thinking", Some("HANDOFF_THINKING")),
     Setting::host("provider.reasoning_effort", "reasoning_effort", Type::Bool, DefaultValue::Unset,
-        "Whether the model takes `reasoning_effort` (OpenAI-compatible servers); default: on for OpenAI's o-series and gpt-5, off elsewhere.")
+        "Whether the model takes `reasoning_effort` (OpenAI-compatible servers; over openai-responses: whether the model reasons); default: on for OpenAI's o-series and gpt-5, off elsewhere.")
         .flag("reasoning-effort", None),
     Setting::host("session_dir", "session_dir", Type::Path, DefaultValue::DataDir(SESSION_SUBDIR),
         "Folder of session files (pi's layout: one sub-folder per working directory); the CLI's default is the same folder.")
@@ -581,12 +592,12 @@ mod tests {
     #[test]
     fn the_listed_names_are_the_enums_own() {
         // A match per enum: a new variant fails to compile here until it is listed.
-        for api in [Api::Openai, Api::Anthropic] {
+        for api in [Api::Openai, Api::OpenaiResponses, Api::Anthropic] {
             match api {
-                Api::Openai | Api::Anthropic => {}
+                Api::Openai | Api::OpenaiResponses | Api::Anthropic => {}
             }
         }
-        assert_eq!(names_of(&[Api::Openai, Api::Anthropic]), api_names());
+        assert_eq!(names_of(&[Api::Openai, Api::OpenaiResponses, Api::Anthropic]), api_names());
         for level in [Level::Ask, Level::AllowEdits, Level::AllowAll] {
             match level {
                 Level::Ask | Level::AllowEdits | Level::AllowAll => {}

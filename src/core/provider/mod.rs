@@ -1,4 +1,5 @@
-//! Streaming model providers: OpenAI-compatible Chat Completions and Anthropic Messages.
+//! Streaming model providers: OpenAI-compatible Chat Completions, OpenAI Responses and Anthropic
+//! Messages.
 //!
 //! A provider turns the conversation into one HTTP request and reports the reply as a stream of
 //! deltas. It knows nothing about sessions or front ends. Retries happen only before the first delta
@@ -14,7 +15,7 @@
 //! | `tls`          | the clients' TLS: system roots loaded at the first handshake          |
 //! | `wire`         | the [`WireFormat`](wire::WireFormat) trait, tool-call assembly        |
 //! | `view`         | messages as the formats read them (stored JSON kept as tokens), history fix-ups, the body writer |
-//! | `openai`, `anthropic` | the two wire formats                                           |
+//! | `openai`, `responses`, `anthropic` | the three wire formats                            |
 //! | `http`         | one attempt for any wire format                                       |
 //! | `health`       | the reachability probe                                                |
 //! | this file      | [`Provider`]: picks the format, resolves the key, runs the attempts   |
@@ -24,6 +25,7 @@ mod health;
 mod http;
 mod key;
 mod openai;
+mod responses;
 mod retry;
 mod tls;
 mod types;
@@ -50,6 +52,7 @@ fn format_for(api: Api) -> &'static dyn WireFormat {
     match api {
         Api::Openai => &openai::OpenAi,
         Api::Anthropic => &anthropic::Anthropic,
+        Api::OpenaiResponses => &responses::Responses,
     }
 }
 
@@ -268,5 +271,6 @@ mod tests {
     fn each_api_has_its_format() {
         assert_eq!(format_for(Api::Openai).path(), "/chat/completions");
         assert_eq!(format_for(Api::Anthropic).path(), "/messages");
+        assert_eq!(format_for(Api::OpenaiResponses).path(), "/responses");
     }
 }

@@ -18,6 +18,9 @@ pub enum Api {
     Openai,
     /// Anthropic Messages (`/messages`).
     Anthropic,
+    /// OpenAI Responses (`/responses`): OpenAI's reasoning and codex models, Copilot's gpt-5.
+    #[serde(rename = "openai-responses")]
+    OpenaiResponses,
 }
 
 impl Api {
@@ -26,19 +29,20 @@ impl Api {
         match self {
             Api::Openai => "openai-completions",
             Api::Anthropic => "anthropic-messages",
+            Api::OpenaiResponses => "openai-responses",
         }
     }
 
     pub fn default_base_url(self) -> &'static str {
         match self {
-            Api::Openai => "https://api.openai.com/v1",
+            Api::Openai | Api::OpenaiResponses => "https://api.openai.com/v1",
             Api::Anthropic => "https://api.anthropic.com/v1",
         }
     }
 
     pub fn default_key_env(self) -> &'static str {
         match self {
-            Api::Openai => "OPENAI_API_KEY",
+            Api::Openai | Api::OpenaiResponses => "OPENAI_API_KEY",
             Api::Anthropic => "ANTHROPIC_API_KEY",
         }
     }
@@ -46,7 +50,7 @@ impl Api {
     /// A context window to assume when the user configured none.
     pub fn default_context_window(self) -> u64 {
         match self {
-            Api::Openai => 128_000,
+            Api::Openai | Api::OpenaiResponses => 128_000,
             Api::Anthropic => 200_000,
         }
     }
@@ -77,8 +81,9 @@ pub struct ProviderConfig {
     pub idle_timeout: Duration,
     /// Whether the model takes OpenAI's `reasoning_effort` (pi's `compat.supportsReasoningEffort`
     /// for a reasoning model). `None`: on for OpenAI's own API and its reasoning models (o1, o3,
-    /// o4, gpt-5), off elsewhere (see [`ProviderConfig::sends_reasoning_effort`]). Anthropic
-    /// ignores it: thinking there is the `thinking` field.
+    /// o4, gpt-5), off elsewhere (see [`ProviderConfig::sends_reasoning_effort`]). Over the
+    /// Responses API it says whether the model reasons (`reasoning.effort`, a `developer`
+    /// prompt). Anthropic ignores it: thinking there is the `thinking` field.
     pub reasoning_effort: Option<bool>,
 }
 
@@ -87,7 +92,7 @@ impl ProviderConfig {
         Self {
             api,
             name: match api {
-                Api::Openai => "openai".into(),
+                Api::Openai | Api::OpenaiResponses => "openai".into(),
                 Api::Anthropic => "anthropic".into(),
             },
             base_url: base_url.into(),
@@ -122,7 +127,7 @@ impl ProviderConfig {
 
 /// OpenAI's reasoning models, as pi's registry marks them (`reasoning: true`): o1, o3, o4-mini…
 /// and gpt-5 but its `gpt-5-chat-latest`.
-fn is_openai_reasoning_model(model: &str) -> bool {
+pub(super) fn is_openai_reasoning_model(model: &str) -> bool {
     let m = model.to_ascii_lowercase();
     let o_series = m.len() >= 2
         && m.starts_with('o')
@@ -252,7 +257,14 @@ pub struct ChatRequest {
 /// their content block.
 #[derive(Clone, Debug, PartialEq)]
 pub enum StreamEvent {
+    /// A piece of text. Consecutive pieces belong to one text block until a
+    /// [`StreamEvent::TextEnd`].
     TextDelta(String),
+    /// The text block streaming ends (OpenAI Responses: its `message` item is done). `signature`:
+    /// what pi keeps as the block's `textSignature` (`{"v":1,"id":…}`, the item's id and phase),
+    /// sent back with the text to the same model. The next text starts a new block. A block may
+    /// end without any delta (an empty message item).
+    TextEnd { signature: Option<String> },
     /// A piece of the model's thinking. Consecutive pieces belong to one thinking block until a
     /// [`StreamEvent::ThinkingEnd`].
     ThinkingDelta(String),

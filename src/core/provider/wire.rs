@@ -284,6 +284,20 @@ impl ToolCalls {
         }));
     }
 
+    /// Completes a call that was cut off (the reply hit its limit before the server finished
+    /// it) as malformed, whatever its arguments parse to, so that it is never run as if whole.
+    pub(super) fn cut(&mut self, index: usize, why: &str, emit: &mut dyn FnMut(StreamEvent)) {
+        let Some(call) = self.calls.get_mut(index).filter(|c| !c.done) else { return };
+        call.done = true;
+        let arguments = Err(MalformedArguments { raw: call.arguments.clone(), error: why.to_owned() });
+        emit(StreamEvent::ToolCall(ToolCall { index, id: call.id.clone(), name: call.name.clone(), arguments }));
+    }
+
+    /// Whether the call was completed.
+    pub(super) fn is_done(&self, index: usize) -> bool {
+        self.calls.get(index).is_some_and(|c| c.done)
+    }
+
     /// Completes every call still open, in order.
     pub(super) fn finish_all(&mut self, emit: &mut dyn FnMut(StreamEvent)) {
         for index in 0..self.calls.len() {

@@ -13,7 +13,7 @@
 
 mod body;
 mod decode;
-mod policy;
+pub(super) mod policy;
 
 use reqwest::header::HeaderMap;
 

@@ -1,0 +1,49 @@
+//! OpenAI Responses (`POST {base}/responses`): request items and SSE decoding, as pi 0.73.1's
+//! `openai-responses` provider speaks it (OpenAI sends every current model through it; Copilot
+//! refuses its gpt-5 and codex models elsewhere).
+//!
+//! Reasoning is stateless (`store: false`): the server sends each reasoning item whole, its
+//! `encrypted_content` included, and wants it back unchanged in the next request to the same
+//! model. It is stored as pi stores it, so that pi resumes our sessions and we resume pi's: a
+//! `thinking` block whose `thinkingSignature` is the whole item as JSON; a text block whose
+//! `textSignature` is `{"v":1,"id":…,"phase":…}` (its message item); a tool call whose id is
+//! `call_id|item_id`.
+//!
+//! Three jobs, one file each: [`policy`] (what a model takes: reasoning, the system prompt's
+//! role), [`body`] (the request written from the stored messages) and [`decode`] (the SSE
+//! stream).
+
+mod body;
+mod decode;
+mod policy;
+
+use reqwest::header::HeaderMap;
+
+use super::types::{ChatRequest, ProviderConfig, ProviderError};
+use super::wire::{self, Decoder, WireFormat};
+
+/// The Responses wire format.
+#[derive(Debug)]
+pub(super) struct Responses;
+
+impl WireFormat for Responses {
+    fn path(&self) -> &'static str {
+        "/responses"
+    }
+
+    fn headers(&self, key: Option<&str>) -> Result<HeaderMap, ProviderError> {
+        let mut headers = HeaderMap::new();
+        if let Some(key) = key {
+            headers.insert(reqwest::header::AUTHORIZATION, wire::secret_header(format!("Bearer {key}"))?);
+        }
+        Ok(headers)
+    }
+
+    fn body(&self, config: &ProviderConfig, request: &ChatRequest) -> Vec<u8> {
+        body::request_body(config, request)
+    }
+
+    fn decoder(&self) -> Box<dyn Decoder> {
+        Box::<decode::ResponsesDecoder>::default()
+    }
+}
