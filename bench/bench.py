@@ -199,6 +199,17 @@ def msgpack_request(msgid, method, params=()):
 
 
 PONG = bytes([0x94, 0x01, 0x01, 0xc0, 0x81, 0xa2]) + b"ok" + bytes([0xa4]) + b"pong"  # [1, 1, nil, {ok = "pong"}]
+# Builds before the typed protocol (issue 20) answered [1, 1, nil, "pong"]: compare_builds.py
+# measures those too.
+OLD_PONG = bytes([0x94, 0x01, 0x01, 0xc0, 0xa4]) + b"pong"
+
+
+def read_pong(fd):
+    """The answer to `ping`, in either build's shape."""
+    reply = read_exactly(fd, len(OLD_PONG))
+    if reply == OLD_PONG:
+        return reply
+    return reply + read_exactly(fd, len(PONG) - len(OLD_PONG))
 
 
 def our_host(bin_dir, env):
@@ -226,9 +237,9 @@ def cold_start_ours(bin_dir, env):
     p = our_host(bin_dir, env)
     p.stdin.write(msgpack_request(1, "ping"))
     p.stdin.flush()
-    reply = read_exactly(p.stdout.fileno(), len(PONG))
+    reply = read_pong(p.stdout.fileno())
     wall = time.perf_counter() - t0
-    if reply != PONG:
+    if reply not in (PONG, OLD_PONG):
         raise RuntimeError(f"unexpected reply {reply!r}")
     rss = rss_kib(p.pid)
     p.stdin.close()
@@ -387,7 +398,7 @@ def bench_idle_rss(bin_dir, env, runs):
         p = our_host(bin_dir, env)
         p.stdin.write(msgpack_request(1, "ping"))
         p.stdin.flush()
-        read_exactly(p.stdout.fileno(), len(PONG))
+        read_pong(p.stdout.fileno())
         time.sleep(0.2)
         vals.append(rss_kib(p.pid))
         p.stdin.close()
