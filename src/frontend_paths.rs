@@ -11,18 +11,7 @@ use crate::core::config::Settings;
 /// (`$XDG_DATA_HOME`, else `~/.local/share`; on Windows `%LOCALAPPDATA%`) and the application's
 /// name, `$NVIM_APPNAME` or `nvim` (`nvim-data` on Windows).
 pub fn nvim_data_dir() -> PathBuf {
-    let app = std::env::var("NVIM_APPNAME").ok().filter(|a| !a.is_empty()).unwrap_or_else(|| "nvim".into());
-    let absolute = |var: &str| std::env::var_os(var).map(PathBuf::from).filter(|p| p.is_absolute());
-    if let Some(data) = absolute("XDG_DATA_HOME") {
-        return data.join(app);
-    }
-    if cfg!(windows) {
-        if let Some(local) = absolute("LOCALAPPDATA") {
-            return local.join(format!("{app}-data"));
-        }
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
-    home.join(".local/share").join(app)
+    nvim_dir("XDG_DATA_HOME", ".local/share", "-data")
 }
 
 /// The plugin's default session folder (`stdpath("data")/handoff/sessions`).
@@ -33,18 +22,24 @@ pub fn default_session_dir() -> PathBuf {
 /// Neovim's `stdpath("config")` as Neovim computes it: `$XDG_CONFIG_HOME` (else `~/.config`;
 /// on Windows `%LOCALAPPDATA%`) and the application's name, `$NVIM_APPNAME` or `nvim`.
 pub fn nvim_config_dir() -> PathBuf {
+    nvim_dir("XDG_CONFIG_HOME", ".config", "")
+}
+
+/// One of Neovim's standard folders: `$<xdg_var>/<app>` when the variable holds an absolute
+/// path, on Windows `%LOCALAPPDATA%/<app><windows_suffix>`, else `~/<home_default>/<app>`.
+fn nvim_dir(xdg_var: &str, home_default: &str, windows_suffix: &str) -> PathBuf {
     let app = std::env::var("NVIM_APPNAME").ok().filter(|a| !a.is_empty()).unwrap_or_else(|| "nvim".into());
     let absolute = |var: &str| std::env::var_os(var).map(PathBuf::from).filter(|p| p.is_absolute());
-    if let Some(config) = absolute("XDG_CONFIG_HOME") {
-        return config.join(app);
+    if let Some(dir) = absolute(xdg_var) {
+        return dir.join(app);
     }
     if cfg!(windows) {
         if let Some(local) = absolute("LOCALAPPDATA") {
-            return local.join(app);
+            return local.join(format!("{app}{windows_suffix}"));
         }
     }
     let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
-    home.join(".config").join(app)
+    home.join(home_default).join(app)
 }
 
 /// The plugin's user-level folder, `stdpath("config")/handoff`: its `AGENTS.md` (else

@@ -61,6 +61,15 @@ pub(super) trait Decoder: Send {
     fn finish(self: Box<Self>, emit: &mut dyn FnMut(StreamEvent)) -> Result<StreamEnd, String>;
 }
 
+/// `Authorization: Bearer <key>` when there is a key: the headers of the OpenAI formats.
+pub(super) fn bearer_headers(key: Option<&str>) -> Result<HeaderMap, ProviderError> {
+    let mut headers = HeaderMap::new();
+    if let Some(key) = key {
+        headers.insert(reqwest::header::AUTHORIZATION, secret_header(format!("Bearer {key}"))?);
+    }
+    Ok(headers)
+}
+
 /// A header value holding the key, marked sensitive.
 pub(super) fn secret_header(value: String) -> Result<HeaderValue, ProviderError> {
     let mut v = HeaderValue::from_str(&value).map_err(|_| {

@@ -418,7 +418,7 @@ impl super::Tool for Edit {
     }
 
     fn changed_path(&self, args: &Value, cwd: &std::path::Path) -> Option<std::path::PathBuf> {
-        Some(resolve_to_cwd(args.get("path")?.as_str()?, cwd))
+        super::tool::path_argument(args, cwd)
     }
 
     async fn preview(&self, args: &Value, ctx: &ToolContext) -> Option<super::Preview> {

@@ -90,6 +90,12 @@ pub fn argument_summary(args: &Value, key: &str) -> String {
     }
 }
 
+/// The file a call's `path` argument names, resolved from `cwd` as the tools resolve it (the
+/// changed path of `edit` and `write`).
+pub fn path_argument(args: &Value, cwd: &Path) -> Option<PathBuf> {
+    Some(super::paths::resolve_to_cwd(args.get("path")?.as_str()?, cwd))
+}
+
 /// Whether a stored tool result is an error.
 pub(crate) fn is_error(result: &Message) -> bool {
     result.extra.get("isError").and_then(Value::as_bool).unwrap_or(false)

@@ -67,7 +67,7 @@ impl super::Tool for Write {
     }
 
     fn changed_path(&self, args: &Value, cwd: &std::path::Path) -> Option<std::path::PathBuf> {
-        Some(resolve_to_cwd(args.get("path")?.as_str()?, cwd))
+        super::tool::path_argument(args, cwd)
     }
 
     /// The file now (empty when it does not exist yet), the content, and their diff.

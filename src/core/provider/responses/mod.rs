@@ -32,11 +32,7 @@ impl WireFormat for Responses {
     }
 
     fn headers(&self, key: Option<&str>) -> Result<HeaderMap, ProviderError> {
-        let mut headers = HeaderMap::new();
-        if let Some(key) = key {
-            headers.insert(reqwest::header::AUTHORIZATION, wire::secret_header(format!("Bearer {key}"))?);
-        }
-        Ok(headers)
+        wire::bearer_headers(key)
     }
 
     fn body(&self, config: &ProviderConfig, request: &ChatRequest) -> Vec<u8> {
