@@ -5,7 +5,7 @@
 //! When the conversation is too large, the largest tool outputs are shortened first, then the
 //! oldest turns are left out; a note saying what was elided opens the fitted conversation.
 
-use crate::core::message::{Content, ContentBlock, Message, Role};
+use crate::core::message::{Content, ContentBlock, ContextMessage, Message, Role};
 
 const CHARS_PER_TOKEN: usize = 4;
 const MESSAGE_OVERHEAD_TOKENS: usize = 8;
@@ -18,6 +18,16 @@ pub fn estimate_tokens(message: &Message) -> usize {
 
 pub fn estimate_text_tokens(text: &str) -> usize {
     text.chars().count().div_ceil(CHARS_PER_TOKEN)
+}
+
+/// The estimate of a message on its way to the model. A stored message is counted from its JSON
+/// text without parsing it (bytes / 4: the keys and escapes make it err on the generous side),
+/// so estimating a large session's context costs a sum of lengths.
+pub fn estimate_context_tokens(message: &ContextMessage) -> usize {
+    match message {
+        ContextMessage::Stored(stored) => stored.json().len().div_ceil(CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS,
+        ContextMessage::Made(message) => estimate_tokens(message),
+    }
 }
 
 /// What `fit` removed, for the note in the request and for logs.
