@@ -222,7 +222,7 @@ impl AgentSession {
         let request = ChatRequest {
             system: Some(system.text.clone()),
             messages,
-            tools: self.tools.definitions(),
+            tools: self.offered_tools().definitions(),
             tool_choice,
             thinking,
             cache_key: Some(self.session().session_id().to_string()),
