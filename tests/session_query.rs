@@ -264,6 +264,7 @@ async fn only_a_session_with_a_parent_is_offered_the_tool() {
         assert_eq!(offered(with), ["read", "bash", "edit", "write", "todo_write", "session_query"]);
         assert!(!system_text(without).contains("session_query"), "{}", system_text(without));
         assert!(system_text(with).contains("- session_query: Ask the session this one was handed off from"), "{}", system_text(with));
+        assert!(system_text(with).contains("ask that session with session_query instead of guessing"), "{}", system_text(with));
         // Turned off by a list of tools without it.
         let mut config = AgentConfig::new(common::config(&env.mock));
         config.tools = tools::ToolRegistry::new([tools::ToolName::Read]);
