@@ -129,12 +129,15 @@ fn sigint() -> anyhow::Result<tokio::signal::unix::Signal> {
 /// (a refused command, a refused request field, the turn limit) go to stderr. A handoff's
 /// document is not streamed: its outcome is the new session's path. Stops at the end of the
 /// reply, or once `done` is cancelled and what was sent before is printed.
-fn spawn_stdout_printer(agent: &AgentSession, done: CancellationToken) -> tokio::task::JoinHandle<()> {
+/// Returns the sessions the work switched to, in order (`prompt` names them on stderr once the
+/// work is done, the one it ends in last).
+fn spawn_stdout_printer(agent: &AgentSession, done: CancellationToken) -> tokio::task::JoinHandle<Vec<String>> {
     use tokio::sync::broadcast::error::{RecvError, TryRecvError};
     let mut events = agent.subscribe();
     tokio::spawn(async move {
         let mut out = std::io::stdout();
         let mut in_handoff = false;
+        let mut sessions = Vec::new();
         loop {
             let event = tokio::select! {
                 biased;
@@ -160,7 +163,7 @@ fn spawn_stdout_printer(agent: &AgentSession, done: CancellationToken) -> tokio:
                 }
                 Ok(AgentEvent::HandoffEnd { .. }) => in_handoff = false,
                 // Each session file the work writes is named, the one it ends in last.
-                Ok(AgentEvent::SessionSwitch { new, .. }) => eprintln!("{new}"),
+                Ok(AgentEvent::SessionSwitch { new, .. }) => sessions.push(new),
                 Ok(AgentEvent::MessageUpdate {
                     assistant_message_event: AssistantMessageEvent::TextDelta { delta, .. },
                 }) if !in_handoff => {
@@ -178,6 +181,7 @@ fn spawn_stdout_printer(agent: &AgentSession, done: CancellationToken) -> tokio:
                 Err(RecvError::Closed) => break,
             }
         }
+        sessions
     })
 }
 
@@ -234,7 +238,10 @@ async fn prompt(
     };
     // Everything the work sent is printed before its outcome.
     done.cancel();
-    let _ = printer.await;
+    // Each session file the work wrote is named, the one it ends in last.
+    for session in printer.await.unwrap_or_default() {
+        eprintln!("{session}");
+    }
     agent.session().flush()?;
     Ok(match ran? {
         Ran::Prompt(result) => prompt_exit_code(&result?),
