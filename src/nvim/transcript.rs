@@ -275,7 +275,11 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
                 context_window,
             }
         }
-        AgentEvent::HandoffStart { focus, auto } => Record::HandoffStart { focus: focus.clone(), auto: *auto },
+        AgentEvent::HandoffStart { focus, auto } => Record::HandoffStart {
+            focus: focus.clone(),
+            auto: *auto,
+            banner: auto.as_ref().map(controller::text::auto_banner),
+        },
         AgentEvent::HandoffEnd { outcome, auto } => Record::HandoffEnd {
             outcome: outcome.clone(),
             notices: controller::handoff_end_notices(outcome, auto.as_ref()),
