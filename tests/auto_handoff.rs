@@ -417,3 +417,90 @@ async fn a_prompt_that_would_pass_the_wall_hands_off_first_and_is_sent_in_the_ne
     assert_eq!(last_user_text(&requests[2]), long);
     assert_eq!(handoff_entry(&env.session_path())["details"]["auto"]["boundary"], "before_prompt");
 }
+
+// ---------------------------------------------------------------------------------------------
+// The CLI, and pi 0.73.1 resuming both sessions
+
+mod cli {
+    use std::path::{Path, PathBuf};
+    use std::process::Stdio;
+
+    use super::common::pi::{pi_bin, pi_env, pi_home};
+    use super::common::{wire_messages, DOCUMENT};
+    use handoff_mock::{MockReply, MockServer, MockUsage};
+    use tokio::process::Command;
+
+    const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
+
+    async fn ours(mock: &MockServer, root: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+        let mut c = Command::new(BIN);
+        pi_env(&mut c, root)
+            .current_dir(root.join("project"))
+            .env_remove("HANDOFF_LOG_FILE")
+            .stdin(Stdio::null())
+            .args(["--provider", "openai", "--provider-name", "mock", "--model", "mock-model", "--context-window", "20000"])
+            .arg("--base-url")
+            .arg(mock.openai_base_url())
+            .arg("--session-dir")
+            .arg(root.join("sessions"))
+            .args(args);
+        let out = tokio::time::timeout(super::T, c.output()).await.expect("our CLI hung").unwrap();
+        (out.status.code(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn prompt_hands_off_at_the_wall_names_both_files_the_new_last_and_pi_resumes_both() {
+        let mock = MockServer::start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("project")).unwrap();
+        pi_home(dir.path(), "openai-completions", &mock.openai_base_url());
+        mock.push(MockReply::text("Sure.").with_usage(MockUsage { input: 15_000, output: Some(10), ..MockUsage::default() }));
+        mock.push(MockReply::text(DOCUMENT));
+        let (code, stdout, stderr) = ours(&mock, dir.path(), &["prompt", "--new", "Plan the parser"]).await;
+        assert_eq!(code, Some(0), "{stderr}");
+        assert_eq!(stdout.trim(), "Sure.", "the document is not printed as the answer");
+        let files: Vec<PathBuf> = stderr.lines().filter(|l| l.ends_with(".jsonl")).map(PathBuf::from).collect();
+        assert_eq!(files.len(), 2, "{stderr}");
+        let (old, new) = (&files[0], &files[1]);
+        assert!(old.is_file() && new.is_file());
+        assert!(stderr.contains("Context") && stderr.contains("handing off"), "{stderr}");
+        assert!(stderr.contains("Handed off automatically"), "{stderr}");
+        let Some(pi) = pi_bin() else { return };
+        for (file, reply) in [(new, "pi in the new session"), (old, "pi in the old session")] {
+            mock.push(MockReply::text(reply));
+            let mut c = Command::new(&pi);
+            pi_env(&mut c, dir.path())
+                .current_dir(dir.path().join("project"))
+                .arg("--session")
+                .arg(file)
+                .args(["--provider", "mock", "--model", "mock-model"])
+                .args(["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files", "--no-themes"])
+                .args(["--offline", "-p", "go on"]);
+            let out = tokio::time::timeout(super::T * 3, c.output()).await.expect("pi hung").unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            assert_eq!(out.status.code(), Some(0), "pi failed on {}: {text} {}", file.display(), String::from_utf8_lossy(&out.stderr));
+            assert!(text.contains(reply), "{text}");
+        }
+        let requests = mock.requests();
+        let to_new = wire_messages(&requests[requests.len() - 2]);
+        assert!(to_new[0].1.starts_with("<handoff-context>") && to_new[0].1.contains("<user-task>\nPlan the parser"), "{to_new:?}");
+        let to_old = wire_messages(&requests[requests.len() - 1]);
+        assert_eq!(to_old.first().unwrap().1, "Plan the parser");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn prompt_exits_1_when_the_work_stopped_at_the_wall_and_review_is_refused() {
+        let mock = MockServer::start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("project")).unwrap();
+        // The handoff fails (a server error): the task did not finish.
+        mock.push(MockReply::text("Sure.").with_usage(MockUsage { input: 15_000, output: Some(10), ..MockUsage::default() }));
+        mock.push(MockReply::Status { status: 500, body: "boom".into(), retry_after: None });
+        let (code, _, stderr) = ours(&mock, dir.path(), &["prompt", "--new", "--max-retries", "0", "Plan it"]).await;
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains("Automatic handoff failed"), "{stderr}");
+        let (code, _, stderr) = ours(&mock, dir.path(), &["prompt", "--new", "--auto-handoff", "review", "x"]).await;
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains("needs an editor"), "{stderr}");
+    }
+}
