@@ -217,15 +217,28 @@ async fn read_body(
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
-/// A failed response's error: the provider's code and words from its body, or the status's
-/// reason when the body is empty.
+/// A failed response's error: the provider's code and words from its body; the title of an
+/// HTML page (a proxy's, or a web server's at a wrong base URL); the status's reason when the
+/// body says nothing.
 fn http_error(config: &ProviderConfig, status: reqwest::StatusCode, body: &str) -> ProviderError {
+    let reason = || status.canonical_reason().unwrap_or("no message").to_owned();
     let (code, message) = if body.trim().is_empty() {
-        (None, status.canonical_reason().unwrap_or("no message").to_owned())
+        (None, reason())
+    } else if body.trim_start().starts_with('<') {
+        (None, html_title(body).unwrap_or_else(|| format!("{} (an HTML page)", reason())))
     } else {
         error_body(body)
     };
     ProviderError::Http { provider: config.name.clone(), status: status.as_u16(), code, message }
+}
+
+/// The text of an HTML page's `<title>`, when it has one.
+fn html_title(page: &str) -> Option<String> {
+    let lower = page.to_ascii_lowercase();
+    let start = lower.find("<title>")? + "<title>".len();
+    let end = start + lower[start..].find("</title>")?;
+    let title = page.get(start..end)?.trim();
+    (!title.is_empty()).then(|| truncate(title, 200))
 }
 
 /// The provider's code and own words from an error body (see [`wire::reported_error`]);
@@ -374,6 +387,9 @@ mod tests {
             ("a proxy's page", 413, "<html>\r\n<head><title>413 Request Entity Too Large</title></head>\r\n<body>\r\n<center><h1>413 Request Entity Too Large</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"),
             ("Cerebras, no body", 413, ""),
         ];
+        let page = bodies.iter().find(|(provider, ..)| *provider == "a proxy's page").unwrap().2;
+        assert_eq!(refused(413, page).to_string(), "the request did not fit the model's context window: openai returned HTTP 413: 413 Request Entity Too Large");
+        assert_eq!(refused(502, "<html><body>bad</body></html>").to_string(), "openai returned HTTP 502: Bad Gateway (an HTML page)");
         for (provider, status, body) in bodies {
             let error = refused(status, body);
             assert_eq!(error.kind(), FailureKind::Overflow, "{provider}: {error:?}");
