@@ -592,10 +592,15 @@ pub enum Record {
     HandoffStart {
         #[serde(skip_serializing_if = "Option::is_none")]
         focus: Option<String>,
+        /// The host started it at the wall: reason, boundary, tokens, window.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        auto: Option<crate::core::agent::Wall>,
     },
     HandoffEnd {
         outcome: HandoffOutcome,
         notices: Vec<Notice>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        auto: Option<crate::core::agent::Wall>,
     },
     SessionSwitch {
         #[serde(skip_serializing_if = "Option::is_none")]
