@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{config, entry_lines, seeded_session, session_files, slow, tool_call_reply, wait_until, DOCUMENT};
-use handoff_mock::{MockReply, MockServer, MockUsage};
-use handoff_nvim::core::agent::{AgentConfig, AgentEvent, AgentSession, Boundary, WallReason};
+use handoff_mock::{MockOverflow, MockReply, MockServer, MockUsage, MockWindow};
+use handoff_nvim::core::agent::{AgentConfig, AgentEvent, AgentSession, Boundary, Threshold, WallReason, WallSettings};
 use handoff_nvim::core::controller::{self, text, Controller, FrontEndTexts, Ran};
 use handoff_nvim::core::handoff::{self, auto, AutoHandoff};
 use handoff_nvim::core::provider::{Api, ProviderConfig};
@@ -37,6 +37,10 @@ impl Env {
     }
 
     async fn with(adjust: impl FnOnce(ProviderConfig) -> ProviderConfig) -> Env {
+        Self::build(adjust, WallSettings::default()).await
+    }
+
+    async fn build(adjust: impl FnOnce(ProviderConfig) -> ProviderConfig, wall: WallSettings) -> Env {
         let mock = MockServer::start().await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let mut provider = config(&mock);
@@ -44,7 +48,7 @@ impl Env {
         let provider = adjust(provider);
         let session = seeded_session(dir.path(), 2);
         let agent = Arc::new(AgentSession::new(
-            AgentConfig { policy: Policy { level: Level::AllowAll, ..Policy::default() }, ..AgentConfig::new(provider) },
+            AgentConfig { policy: Policy { level: Level::AllowAll, ..Policy::default() }, wall, ..AgentConfig::new(provider) },
             session,
         ));
         let controller = Controller::new(agent.clone(), FrontEndTexts::default());
@@ -296,6 +300,30 @@ async fn a_handoff_request_refused_as_too_large_is_trimmed_and_sent_again() {
     assert_eq!(env.sessions().len(), 2);
 }
 
+/// The window configured is larger than the server's real one (8k): the request after a large
+/// tool result is refused by the server's own count, the handoff request too until it is
+/// trimmed below the real window, and the task goes on in the new session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_overflow_against_a_smaller_server_window_is_recovered_by_trimming_the_handoff_request() {
+    let env = Env::build(|c| c, WallSettings { threshold: Threshold::Set(0.9), ..WallSettings::default() }).await;
+    env.mock.set_window(Some(MockWindow { tokens: 8_000, style: MockOverflow::Llamacpp }));
+    let file = env.file("big.log", &"a log line of a long build output\n".repeat(1_100));
+    env.mock.push(tool_call_reply("read", json!({ "path": file.to_str().unwrap() }), "call_1"));
+    env.mock.push(MockReply::text(DOCUMENT));
+    env.mock.push(MockReply::text("Went on after the overflow."));
+    let ran = run(&env, "summarise big.log").await;
+    let Ran::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
+    assert_eq!(result.last_assistant().unwrap().text(), "Went on after the overflow.");
+    let requests = env.mock.requests();
+    let refused: Vec<bool> = requests.iter().map(|r| r.refused).collect();
+    assert_eq!(refused.first(), Some(&false));
+    assert_eq!(refused[1], true, "the request with the tool result did not fit the server's window");
+    assert!(refused.iter().filter(|r| **r).count() >= 2, "the fitted handoff request was refused too: {refused:?}");
+    assert_eq!(refused[refused.len() - 2..], [false, false], "then the trimmed handoff and the continuation fit: {refused:?}");
+    let entry = handoff_entry(&env.session_path());
+    assert_eq!(entry["details"]["auto"]["reason"], "overflow");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_limit_and_an_unrelated_400_are_left_alone() {
     for (status, body) in [
@@ -427,7 +455,7 @@ mod cli {
 
     use super::common::pi::{pi_bin, pi_env, pi_home};
     use super::common::{wire_messages, DOCUMENT};
-    use handoff_mock::{MockReply, MockServer, MockUsage};
+    use handoff_mock::{MockOverflow, MockReply, MockServer, MockUsage, MockWindow};
     use tokio::process::Command;
 
     const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
