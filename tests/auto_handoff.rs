@@ -532,3 +532,27 @@ mod cli {
         assert!(stderr.contains("needs an editor"), "{stderr}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_review_mode_nothing_is_sent_until_the_document_is_written_then_the_work_goes_on() {
+    let env = Env::new().await;
+    env.controller.set_auto_handoff(AutoHandoff::Review);
+    let file = env.file("a.txt", "alpha\n");
+    env.mock.push(tool_call_reply("read", json!({ "path": file.to_str().unwrap() }), "call_1").with_usage(big_usage()));
+    env.mock.push(MockReply::text(DOCUMENT));
+    env.mock.push(MockReply::text("Resumed after the review."));
+    let ran = run(&env, "read a.txt").await;
+    assert!(matches!(ran, Ran::Prompt(Ok(ref r)) if r.wall.is_none()), "{ran:?}");
+    let (outcome, _) = env.auto_ends_heard().await.pop().unwrap();
+    let handoff::HandoffOutcome::Review { text, .. } = outcome else { panic!("{outcome:?}") };
+    assert_eq!(env.mock.requests().len(), 2, "nothing is sent while the document waits");
+    assert_eq!(env.sessions().len(), 1);
+    let edited = text.replace("Write the tests", "Write the tests, then the docs");
+    let done = env.controller.commit_review(&edited);
+    assert!(matches!(done, handoff::HandoffOutcome::Done { .. }), "{done:?}");
+    wait_until("the continuation", T, || env.mock.requests().len() == 3).await;
+    let sent = common::wire_messages(&env.mock.requests()[2]);
+    assert!(sent[0].1.contains("then the docs"), "the document as written: {sent:?}");
+    assert_eq!(sent[1].1, auto::CONTINUATION_TEXT);
+    wait_until("the reply", T, || texts_of(&env.session_path()).last().is_some_and(|(_, t)| t == "Resumed after the review.")).await;
+}
