@@ -247,6 +247,37 @@ async fn answer_mode_sends_one_request_with_the_entries_and_the_rules_and_pi_res
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_question_fits_a_small_window_with_room_for_the_answer() {
+    within(async {
+        let env = Env::new().await;
+        let parent = {
+            let mut s = env.session(None);
+            for i in 0..8 {
+                let text = format!("Postgres note {i}: {}", "the pool size and the timeouts. ".repeat(100));
+                s.append_message(&Message::user(text)).unwrap();
+            }
+            s.flush().unwrap();
+            s.path().to_path_buf()
+        };
+        let mut config = AgentConfig::new(common::config(&env.mock));
+        config.provider.context_window = 4096;
+        let agent = Arc::new(AgentSession::new(config, env.session(Some(&parent))));
+        env.mock.push(tool_call_reply("session_query", json!({"question": "How is the Postgres pool configured?"}), "q1"));
+        env.mock.push(MockReply::text("A pool with timeouts [00000000]."));
+        env.mock.push(MockReply::text("Done."));
+        agent.prompt("Postgres?", RunOptions::default()).await.unwrap();
+        let asked = &env.mock.requests()[1];
+        let messages = asked.body["messages"].as_array().unwrap();
+        let prompt = messages[1]["content"].as_str().unwrap();
+        let chars = system_text(asked).chars().count() + prompt.chars().count();
+        // 4096 tokens less a quarter for the answer, less 256, at 4 characters a token.
+        assert!(chars <= (4096 - 1024 - 256) * 4, "{chars} characters: {prompt}");
+        assert_eq!(prompt.matches("Postgres note").count(), 8, "every entry is there, clipped: {prompt}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_session_with_a_parent_is_offered_the_tool() {
     within(async {
         let env = Env::new().await;

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::assembler::MessageAssembler;
+use super::fit;
 use crate::core::message::{ContextMessage, Message};
 use crate::core::provider::{ChatRequest, Provider, ThinkingLevel, ToolChoice};
 use crate::core::tools::ModelOnce;
@@ -46,5 +47,13 @@ impl ModelOnce for SessionModel {
             return Err(format!("the model's reply has no text (it stopped with {})", end.stop_reason.as_str()));
         }
         Ok(text)
+    }
+
+    fn prompt_room(&self) -> usize {
+        let config = self.provider.config();
+        let reply = fit::reply_room(config.max_tokens as u64, config.context_window);
+        // Less a little for what the wire format adds around the two messages.
+        let tokens = config.context_window.saturating_sub(reply).saturating_sub(256);
+        fit::chars_of_tokens(usize::try_from(tokens).unwrap_or(usize::MAX))
     }
 }

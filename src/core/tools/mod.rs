@@ -317,6 +317,10 @@ pub trait FileAccess: Send + Sync {
 #[async_trait]
 pub trait ModelOnce: Send + Sync {
     async fn ask(&self, system: &str, prompt: &str, cancel: &CancellationToken) -> Result<String, String>;
+
+    /// Characters the system prompt and the prompt may have together, so that the request
+    /// fits the model's window with room for the answer.
+    fn prompt_room(&self) -> usize;
 }
 
 /// [`FileAccess`] on the local disk.

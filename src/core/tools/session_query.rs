@@ -29,9 +29,13 @@ pub const TOOL_NAME: &str = "session_query";
 
 /// Matching entries shown at most (each with its neighbours).
 const MAX_MATCHES: usize = 8;
-/// Characters of an entry's text shown in search mode, and sent to the model in answer mode.
+/// Characters of an entry's text shown in search mode, and sent to the model in answer mode
+/// (less when the entries would not fit the model's window, but not under the least).
 const SEARCH_CLIP_CHARS: usize = 600;
 const ANSWER_CLIP_CHARS: usize = 2000;
+const LEAST_CLIP_CHARS: usize = 200;
+/// What an entry's listing adds to its text: its line of id, time, author and terms.
+const ENTRY_LINE_CHARS: usize = 100;
 /// Ancestors followed at most (a chain that loops ends where it would repeat).
 const MAX_ANCESTORS: usize = 64;
 /// Shorter words are not terms.
@@ -142,13 +146,21 @@ async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolErro
         ));
     };
     let (wanted, cwd) = (a.session, ctx.cwd.clone());
-    let clip_chars = if mode == Mode::Search { SEARCH_CLIP_CHARS } else { ANSWER_CLIP_CHARS };
+    // In answer mode, the entries' share of the request: what the rules, the question and the
+    // listing's first line leave of the model's window.
+    let clip = match (mode, &ctx.model) {
+        (Mode::Answer, Some(model)) => {
+            let total = model.prompt_room().saturating_sub(RULES.len() + a.question.len() + 1000);
+            Clip { per_entry: ANSWER_CLIP_CHARS, total }
+        }
+        _ => Clip { per_entry: SEARCH_CLIP_CHARS, total: usize::MAX },
+    };
     let search_terms = terms.clone();
     // The file is read on a blocking thread: a large one takes a while.
     let searching = tokio::task::spawn_blocking(move || -> Result<Found, ToolError> {
         let chain = ancestors(&parent);
         let (ancestor, header) = pick(&chain, wanted.as_deref(), &cwd)?;
-        let found = search(&ancestor.path, &search_terms, clip_chars)
+        let found = search(&ancestor.path, &search_terms, clip)
             .map_err(|e| ToolError::Failed(format!("Cannot read this session's {}: {e}", relation(ancestor.generation))))?;
         Ok(Found { session: Named::of(ancestor, header), ..found })
     });
@@ -403,9 +415,24 @@ fn keep_best(best: &mut Vec<(usize, usize)>, score: usize, position: usize) {
     }
 }
 
-/// Searches the session file at `path` for `terms` (its header is read again, not trusted from
-/// the walk: the file may have been replaced meanwhile).
-fn search(path: &Path, terms: &[String], clip_chars: usize) -> Result<Found, SessionError> {
+/// How much of each entry's text is shown: at most `per_entry` characters, and all entries
+/// together at most about `total`.
+#[derive(Clone, Copy, Debug)]
+struct Clip {
+    per_entry: usize,
+    total: usize,
+}
+
+impl Clip {
+    /// The characters of each of `entries` entries.
+    fn each(self, entries: usize) -> usize {
+        let share = (self.total / entries.max(1)).saturating_sub(ENTRY_LINE_CHARS);
+        self.per_entry.min(share).max(LEAST_CLIP_CHARS)
+    }
+}
+
+/// Searches the session file at `path` for `terms`.
+fn search(path: &Path, terms: &[String], clip: Clip) -> Result<Found, SessionError> {
     // First pass: the scores, keeping only the best.
     let (mut searched, mut matching) = (0, 0);
     let mut best: Vec<(usize, usize)> = Vec::with_capacity(MAX_MATCHES);
@@ -424,6 +451,7 @@ fn search(path: &Path, terms: &[String], clip_chars: usize) -> Result<Found, Ses
     let shown: BTreeSet<usize> =
         best.iter().flat_map(|&(_, p)| p.saturating_sub(1)..=p + 1).filter(|&p| p < searched).collect();
     // Second pass: the text of those entries.
+    let clip_chars = clip.each(shown.len());
     let mut excerpts = Vec::with_capacity(shown.len());
     let mut position = 0;
     scan::scan_entries(path, |entry| {
@@ -439,7 +467,7 @@ fn search(path: &Path, terms: &[String], clip_chars: usize) -> Result<Found, Ses
                 timestamp: entry.timestamp.to_string(),
                 who,
                 matched: matched_terms(&lower, terms).cloned().collect(),
-                text: clip(&text, &lower, terms, clip_chars),
+                text: clip_text(&text, &lower, terms, clip_chars),
             });
         }
         position += 1;
@@ -449,7 +477,7 @@ fn search(path: &Path, terms: &[String], clip_chars: usize) -> Result<Found, Ses
 
 /// At most `max` characters of `text` (`lower` is it lowercased), from a little before the
 /// first term it contains; `…` marks what was cut.
-fn clip(text: &str, lower: &str, terms: &[String], max: usize) -> String {
+fn clip_text(text: &str, lower: &str, terms: &[String], max: usize) -> String {
     let text = text.trim();
     let chars = text.chars().count();
     if chars <= max {
@@ -555,11 +583,22 @@ mod tests {
     fn long_texts_are_clipped_around_the_first_match() {
         let text = format!("{}needle{}", "a".repeat(1000), "b".repeat(1000));
         let lower = text.to_lowercase();
-        let clipped = clip(&text, &lower, &["needle".into()], 100);
+        let clipped = clip_text(&text, &lower, &["needle".into()], 100);
         assert!(clipped.starts_with('…') && clipped.ends_with('…'), "{clipped}");
         assert!(clipped.contains("needle"));
         assert_eq!(clipped.chars().count(), 102);
-        assert_eq!(clip("short", "short", &[], 100), "short");
+        assert_eq!(clip_text("short", "short", &[], 100), "short");
+    }
+
+    #[test]
+    fn the_entries_share_what_the_window_leaves() {
+        let search = Clip { per_entry: SEARCH_CLIP_CHARS, total: usize::MAX };
+        assert_eq!(search.each(24), SEARCH_CLIP_CHARS);
+        let answer = |total| Clip { per_entry: ANSWER_CLIP_CHARS, total };
+        assert_eq!(answer(1_000_000).each(24), ANSWER_CLIP_CHARS);
+        assert_eq!(answer(12_000).each(24), 400);
+        assert_eq!(answer(1_000).each(24), LEAST_CLIP_CHARS);
+        assert_eq!(answer(1_000).each(0), 900, "no entries: the whole share less a line");
     }
 
     #[test]
