@@ -23,12 +23,23 @@ pub(super) struct Prepared<'f> {
     url: String,
     /// Written once; each attempt sends the same bytes (a clone is a reference count).
     body: bytes::Bytes,
+    /// Headers over the format's own (Copilot's token and editor headers).
+    extra: reqwest::header::HeaderMap,
+    /// Whether the format's own key headers go along (not when `extra` carries the auth).
+    send_key: bool,
 }
 
 impl<'f> Prepared<'f> {
     pub(super) fn new(format: &'f dyn WireFormat, config: &ProviderConfig, request: &ChatRequest) -> Self {
         let url = join_url(&config.base_url, format.path());
-        Prepared { format, url, body: format.body(config, request).into() }
+        Prepared { format, url, body: format.body(config, request).into(), extra: Default::default(), send_key: true }
+    }
+
+    /// These headers in place of the format's key headers (the auth is among them).
+    pub(super) fn with_headers(mut self, extra: reqwest::header::HeaderMap) -> Self {
+        self.extra = extra;
+        self.send_key = false;
+        self
     }
 }
 
@@ -57,7 +68,8 @@ pub(super) async fn attempt(
     emit: &mut (dyn FnMut(StreamEvent) + Send),
 ) -> Result<StreamEnd, Failure> {
     let idle = config.idle_timeout;
-    let mut headers = prepared.format.headers(key)?;
+    let mut headers = prepared.format.headers(key.filter(|_| prepared.send_key))?;
+    headers.extend(prepared.extra.clone());
     headers.insert(
         reqwest::header::ACCEPT,
         reqwest::header::HeaderValue::from_static("text/event-stream"),

@@ -21,6 +21,7 @@
 //! | this file      | [`Provider`]: picks the format, resolves the key, runs the attempts   |
 
 mod anthropic;
+pub mod copilot;
 mod health;
 mod http;
 mod key;
@@ -35,12 +36,12 @@ mod wire;
 pub use health::{probe, Reachability, Unreachable, PROBE_TIMEOUT};
 pub use key::describe_cmd;
 pub use types::{
-    Api, ChatRequest, MalformedArguments, ProviderConfig, ProviderError, StreamEnd, StreamEvent,
+    Api, ChatRequest, CopilotConfig, MalformedArguments, ProviderConfig, ProviderError, StreamEnd, StreamEvent,
     ThinkingLevel, ToolCall, ToolChoice,
 };
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -72,6 +73,12 @@ pub struct Provider {
     /// The server refused `reasoning_effort` once: it is left out from then on (shared by the
     /// clones, so for as long as this model is in use).
     reasoning_effort_refused: Arc<AtomicBool>,
+    /// Copilot's token and model list, when the provider is Copilot.
+    copilot: Option<Arc<copilot::Copilot>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The request field some OpenAI-compatible servers refuse.
@@ -93,11 +100,59 @@ impl Provider {
                 e.to_string()
             });
         let format = format_for(config.api);
-        Self { config, client, format, reasoning_effort_refused: Arc::new(AtomicBool::new(false)) }
+        let copilot = config.copilot.as_ref().map(|_| Arc::default());
+        Self { config, client, format, reasoning_effort_refused: Arc::new(AtomicBool::new(false)), copilot }
     }
 
+    /// A provider for `config` (another model, `/model`) that keeps this one's Copilot token
+    /// and model list when both are Copilot's with the same token URL: no new exchange.
+    pub fn switched(&self, config: ProviderConfig) -> Provider {
+        let same_login = match (&self.config.copilot, &config.copilot) {
+            (Some(a), Some(b)) => a.token_url == b.token_url,
+            _ => false,
+        };
+        let mut next = Provider::new(config);
+        if same_login {
+            next.copilot = self.copilot.clone();
+        }
+        next
+    }
+
+    /// The config as configured (for Copilot: before its model list was read; see
+    /// [`Provider::current_config`]).
     pub fn config(&self) -> &ProviderConfig {
         &self.config
+    }
+
+    /// The config requests are sent with, as far as known now: for Copilot, the model's wire
+    /// format, base and window once its model list was read. What the meter, the wall and the
+    /// recorded messages use.
+    pub fn current_config(&self) -> ProviderConfig {
+        let mut config = self.config.clone();
+        if let (Some(state), Some(settings)) = (&self.copilot, &self.config.copilot) {
+            if let Some((info, base)) = state.known(&self.config.model) {
+                info.apply(&mut config, &base, settings);
+            }
+        }
+        config
+    }
+
+    /// Reads what a request needs to know beforehand (Copilot's token and model list, once), so
+    /// that [`Provider::current_config`] is the one the request will use. A failure is left to
+    /// the request, which reports it.
+    pub async fn prepare(&self, cancel: &CancellationToken) {
+        let (Some(state), Some(settings), Ok(client)) = (&self.copilot, &self.config.copilot, &self.client) else {
+            return;
+        };
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => {}
+            result = state.model(client, &self.config, settings, None) => {
+                if let Err(e) = result {
+                    tracing::debug!(provider = %self.config.name, error = %e, "Copilot's model list is not available yet");
+                }
+            }
+        }
     }
 
     /// Streams one reply. `on_event` sees every delta in order; the result says how the stream
@@ -117,6 +172,13 @@ impl Provider {
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<StreamEnd, ProviderError> {
         let client = self.client.as_ref().map_err(|e| ProviderError::Client(e.clone()))?;
+        if let (Some(state), Some(settings)) = (&self.copilot, &self.config.copilot) {
+            return tokio::select! {
+                biased;
+                _ = cancel.cancelled() => Err(ProviderError::Aborted),
+                result = self.stream_copilot(client, state, settings, request, cancel, on_event) => result,
+            };
+        }
         let key = tokio::select! {
             biased;
             _ = cancel.cancelled() => return Err(ProviderError::Aborted),
@@ -140,6 +202,39 @@ impl Provider {
             result = self.with_retries(client, &prepared, key.as_deref(), cancel, on_event).await;
         }
         result.map_err(|e| key::redact_error(e, key.as_deref()))
+    }
+
+    /// One Copilot reply: the token (cached) and the model's entry of the list (fetched once)
+    /// decide the format, base and headers. A 401 from the chat endpoint means the token was
+    /// revoked or expired early: it is exchanged again, once.
+    async fn stream_copilot(
+        &self,
+        client: &reqwest::Client,
+        state: &copilot::Copilot,
+        settings: &CopilotConfig,
+        request: &ChatRequest,
+        cancel: &CancellationToken,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<StreamEnd, ProviderError> {
+        let mut refused: Option<String> = None;
+        loop {
+            let (info, token) = state.model(client, &self.config, settings, refused.as_deref()).await?;
+            let mut config = self.config.clone();
+            info.apply(&mut config, &token.base, settings);
+            let format = format_for(config.api);
+            let headers = copilot::chat_headers(settings, &token.value, &request.messages)?;
+            let prepared = http::Prepared::new(format, &config, request).with_headers(headers);
+            let result = self.with_retries(client, &prepared, Some(&token.value), cancel, on_event).await;
+            match result {
+                Err(ProviderError::Http { status: 401, .. }) if refused.is_none() => {
+                    tracing::info!(provider = %config.name, "the chat endpoint refused the Copilot token; exchanging it again");
+                    refused = Some(token.value.clone());
+                }
+                result => {
+                    return result.map_err(|e| copilot::quota_sentence(key::redact_error(e, Some(&token.value))));
+                }
+            }
+        }
     }
 
     /// The config requests are built from: `reasoning_effort` off once the server refused it.

@@ -86,6 +86,31 @@ pub struct ProviderConfig {
     /// Responses API it says whether the model reasons (`reasoning.effort`, a `developer`
     /// prompt). Anthropic ignores it: thinking there is the `thinking` field.
     pub reasoning_effort: Option<bool>,
+    /// GitHub Copilot (`provider = "copilot"`): the token is exchanged and the wire format,
+    /// base and window come from its model list (see `copilot.rs`); `api` and `base_url` are
+    /// then only the guess before the list was read.
+    pub copilot: Option<CopilotConfig>,
+}
+
+/// Copilot's settings (the rest of [`ProviderConfig`] applies as for any provider).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CopilotConfig {
+    /// The token exchange's URL.
+    pub token_url: String,
+    /// `Editor-Version`: `Neovim/0.11.2` from the plugin, the CLI's own name otherwise.
+    pub editor_version: String,
+    /// The user set `context_window`: the model list's limit does not replace it.
+    pub window_set: bool,
+}
+
+impl Default for CopilotConfig {
+    fn default() -> Self {
+        Self {
+            token_url: super::copilot::DEFAULT_TOKEN_URL.into(),
+            editor_version: format!("handoff-nvim/{}", env!("CARGO_PKG_VERSION")),
+            window_set: false,
+        }
+    }
 }
 
 impl ProviderConfig {
@@ -107,6 +132,7 @@ impl ProviderConfig {
             max_retry_delay: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(120),
             reasoning_effort: None,
+            copilot: None,
         }
     }
 
