@@ -169,6 +169,8 @@ function M.configure_args()
     handoff_review = config.options.handoff.review and true or false,
     -- The user-level folder of instructions (AGENTS.md); the CLI reads the same one.
     config_dir = vim.fn.stdpath("config") .. "/handoff",
+    -- Copilot's Editor-Version header.
+    editor_version = "Neovim/" .. tostring(vim.version()),
   }
 end
 

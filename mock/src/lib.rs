@@ -322,6 +322,51 @@ struct State {
     /// Benchmarks: record only the body's size, neither parse nor keep it, so that the mock's
     /// own work does not grow with the request.
     lean: bool,
+    copilot: MockCopilot,
+}
+
+/// GitHub Copilot's side: the token exchange (`GET /copilot_internal/v2/token`) and the model
+/// list (`GET /models`, at the root: the chat base is the mock itself, `/v1/models` stays a
+/// 404). Tokens are `copilot-token-<n>`, n counting the exchanges from 1.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MockCopilot {
+    /// Seconds from the exchange until the token expires (`expires_at`).
+    pub expires_in: u64,
+    /// `refresh_in`, when given.
+    pub refresh_in: Option<u64>,
+    /// The next exchanges answered with 401 (a revoked GitHub token).
+    pub refuse_exchanges: u32,
+    /// `endpoints.api`; `None`: the mock itself (`http://127.0.0.1:port`).
+    pub api: Option<String>,
+    /// The `data` of `/models`.
+    pub models: Vec<Value>,
+}
+
+impl Default for MockCopilot {
+    fn default() -> Self {
+        MockCopilot {
+            expires_in: 1800,
+            refresh_in: Some(1500),
+            refuse_exchanges: 0,
+            api: None,
+            models: vec![
+                MockCopilot::model("claude-sonnet-4.5", &["/chat/completions", "/v1/messages"], 128_000, 16_000),
+                MockCopilot::model("gpt-5-mini", &["/chat/completions", "/responses"], 264_000, 64_000),
+                MockCopilot::model("gpt-4.1", &["/chat/completions"], 64_000, 8_192),
+            ],
+        }
+    }
+}
+
+impl MockCopilot {
+    /// A `/models` entry as Copilot writes one, enabled.
+    pub fn model(id: &str, endpoints: &[&str], window: u64, output: u64) -> Value {
+        json!({ "id": id, "name": id, "object": "model", "vendor": "mock", "model_picker_enabled": true,
+            "capabilities": { "type": "chat", "family": id,
+                "limits": { "max_context_window_tokens": window, "max_output_tokens": output, "max_prompt_tokens": window - output },
+                "supports": { "streaming": true, "tool_calls": true } },
+            "supported_endpoints": endpoints, "policy": { "state": "enabled", "terms": "" } })
+    }
 }
 
 struct Inner {
@@ -364,6 +409,7 @@ impl MockServer {
                 served: 0,
                 window: None,
                 lean: false,
+                copilot: MockCopilot::default(),
             }),
             recorded: Notify::new(),
             stop: stop.clone(),
@@ -398,6 +444,16 @@ impl MockServer {
     /// error, recorded as refused, and take no queued reply. `None` accepts every request.
     pub fn set_window(&self, window: Option<MockWindow>) {
         self.inner.state().window = window;
+    }
+
+    /// The URL of the mock's Copilot token exchange.
+    pub fn copilot_token_url(&self) -> String {
+        format!("http://{}/copilot_internal/v2/token", self.inner.addr)
+    }
+
+    /// Changes what the Copilot side answers (see [`MockCopilot`]).
+    pub fn copilot(&self, change: impl FnOnce(&mut MockCopilot)) {
+        change(&mut self.inner.state().copilot);
     }
 
     /// The reply used when the queue is empty.
@@ -536,6 +592,15 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         raw: if lean { Vec::new() } else { req.body },
         refused: false,
     };
+    if req.method == "GET" && (req.path == "/copilot_internal/v2/token" || req.path == "/models") {
+        let (status, answer) = {
+            let mut state = inner.state();
+            state.requests.push(record);
+            copilot_answer(&mut state, &req.path, inner.addr)
+        };
+        inner.recorded.notify_waiters();
+        return respond(&mut wr, status, &answer.to_string(), None).await;
+    }
     let format = if req.path.ends_with("/chat/completions") {
         Format::OpenAi
     } else if req.path.ends_with("/responses") {
@@ -585,6 +650,28 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         reply = *inner;
     }
     serve(reply, &ctx, &body, &mut rd, &mut wr).await
+}
+
+/// The token exchange's or the model list's answer.
+fn copilot_answer(state: &mut State, path: &str, addr: SocketAddr) -> (u16, Value) {
+    let copilot = &mut state.copilot;
+    if path.ends_with("/models") {
+        return (200, json!({ "object": "list", "data": copilot.models }));
+    }
+    if copilot.refuse_exchanges > 0 {
+        copilot.refuse_exchanges -= 1;
+        return (401, json!({ "message": "Bad credentials", "documentation_url": "https://docs.github.com/rest" }));
+    }
+    let n = state.requests.iter().filter(|r| r.path.ends_with("/copilot_internal/v2/token")).count();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+    let api = copilot.api.clone().unwrap_or_else(|| format!("http://{addr}"));
+    let mut answer = json!({ "token": format!("copilot-token-{n}"), "expires_at": now + copilot.expires_in,
+        "endpoints": { "api": api, "proxy": "http://127.0.0.1:9", "telemetry": "http://127.0.0.1:9" },
+        "chat_enabled": true, "sku": "mock" });
+    if let Some(refresh) = copilot.refresh_in {
+        answer["refresh_in"] = json!(refresh);
+    }
+    (200, answer)
 }
 
 /// Answers a request larger than `window` with its style's overflow error.

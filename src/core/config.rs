@@ -14,7 +14,7 @@ use crate::core::agent::{AgentConfig, Threshold, WallSettings, DEFAULT_MAX_TODO_
 use crate::core::handoff::AutoHandoff;
 use crate::core::tools::consent::{self, Policy};
 use crate::core::tools::{ToolName, ToolRegistry};
-use crate::core::provider::{Api, ProviderConfig, ThinkingLevel};
+use crate::core::provider::{copilot, Api, CopilotConfig, ProviderConfig, ThinkingLevel};
 
 /// Provider and storage settings. Every field is optional: defaults come from the provider, and
 /// the session folder's default from the front end, which knows its folder layout. What each
@@ -24,7 +24,7 @@ use crate::core::provider::{Api, ProviderConfig, ThinkingLevel};
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
     #[serde(alias = "provider")]
-    pub api: Option<Api>,
+    pub api: Option<ProviderKind>,
     pub base_url: Option<String>,
     pub model: Option<String>,
     pub api_key_env: Option<String>,
@@ -43,7 +43,34 @@ pub struct Settings {
     pub max_turns: Option<u32>,
     pub thinking: Option<ThinkingLevel>,
     pub reasoning_effort: Option<bool>,
+    pub copilot_token_url: Option<String>,
+    /// `Editor-Version` as Copilot hears it: the editor's own (`Neovim/0.11.2`), which the
+    /// plugin sends beside its settings; not a setting.
+    #[serde(skip)]
+    pub editor_version: Option<String>,
     pub handoff: Option<HandoffSettings>,
+}
+
+/// What `provider` (`api`) names: one of pi's wire formats, or GitHub Copilot, whose wire
+/// format depends on the model (see `provider::copilot`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    Openai,
+    Anthropic,
+    #[serde(rename = "openai-responses")]
+    OpenaiResponses,
+    Copilot,
+}
+
+impl From<Api> for ProviderKind {
+    fn from(api: Api) -> Self {
+        match api {
+            Api::Openai => ProviderKind::Openai,
+            Api::Anthropic => ProviderKind::Anthropic,
+            Api::OpenaiResponses => ProviderKind::OpenaiResponses,
+        }
+    }
 }
 
 /// The automatic handoff's settings (`setup{ handoff = … }`, `--auto-handoff`): the host's part
@@ -111,29 +138,56 @@ impl Settings {
         Ok(serde_json::from_value(merged)?)
     }
 
+    /// The wire format: as set, for Copilot the model's likely one (its model list decides).
     pub fn api(&self) -> Api {
-        self.api.unwrap_or(Api::Openai)
+        match self.api {
+            None | Some(ProviderKind::Openai) => Api::Openai,
+            Some(ProviderKind::Anthropic) => Api::Anthropic,
+            Some(ProviderKind::OpenaiResponses) => Api::OpenaiResponses,
+            Some(ProviderKind::Copilot) => copilot::guess_api(&self.model()),
+        }
+    }
+
+    fn model(&self) -> String {
+        self.model.clone().unwrap_or_else(|| {
+            match self.api {
+                None | Some(ProviderKind::Openai) => "gpt-4.1-mini",
+                Some(ProviderKind::OpenaiResponses) => "gpt-5-mini",
+                Some(ProviderKind::Anthropic) => "claude-sonnet-4-5",
+                Some(ProviderKind::Copilot) => "gpt-4.1",
+            }
+            .to_string()
+        })
     }
 
     pub fn provider_config(&self) -> ProviderConfig {
         let api = self.api();
-        let model = self.model.clone().unwrap_or_else(|| {
-            match api {
-                Api::Openai => "gpt-4.1-mini",
-                Api::OpenaiResponses => "gpt-5-mini",
-                Api::Anthropic => "claude-sonnet-4-5",
-            }
-            .to_string()
-        });
-        let base_url = self.base_url.clone().unwrap_or_else(|| api.default_base_url().to_string());
-        let mut config = ProviderConfig::new(api, base_url.trim_end_matches('/'), model);
+        let is_copilot = self.api == Some(ProviderKind::Copilot);
+        let base_url = match &self.base_url {
+            Some(url) => url.clone(),
+            None if is_copilot => copilot::DEFAULT_CHAT_BASE.to_string(),
+            None => api.default_base_url().to_string(),
+        };
+        let mut config = ProviderConfig::new(api, base_url.trim_end_matches('/'), self.model());
+        if is_copilot {
+            config.name = copilot::PROVIDER_NAME.into();
+            let token_url = self.copilot_token_url.clone().filter(|u| !u.trim().is_empty());
+            let default = CopilotConfig::default();
+            config.copilot = Some(CopilotConfig {
+                token_url: token_url.unwrap_or(default.token_url),
+                editor_version: self.editor_version.clone().unwrap_or(default.editor_version),
+                window_set: self.context_window.is_some(),
+            });
+        }
         if let Some(name) = &self.name {
             config.name = name.clone();
         }
-        // An explicit variable is required; the provider's usual one is used when it is set.
+        // An explicit variable is required; the provider's usual one is used when it is set
+        // (Copilot's token is its own: see `provider::copilot`).
         config.api_key_env = self.api_key_env.clone().or_else(|| {
             let default = api.default_key_env();
-            std::env::var_os(default).filter(|v| !v.is_empty()).map(|_| default.to_string())
+            let set = !is_copilot && std::env::var_os(default).is_some_and(|v| !v.is_empty());
+            set.then(|| default.to_string())
         });
         config.api_key_cmd = self.api_key_cmd.clone();
         if let Some(w) = self.context_window {

@@ -161,7 +161,8 @@ impl Host {
             transcript::set_tool_output_lines(lines);
         }
         // The CLI/environment settings, overridden by the ones `setup()` gave.
-        let settings = self.inner.base_settings.overridden_by(&parsed.settings).map_err(|e| Failure::invalid(e.to_string()))?;
+        let mut settings = self.inner.base_settings.overridden_by(&parsed.settings).map_err(|e| Failure::invalid(e.to_string()))?;
+        settings.editor_version = parsed.editor_version.clone();
         crate::core::config::schema::check(&settings).map_err(|e| Failure::invalid(format!("handoff.nvim: {e}")))?;
         // Checked now, so a mistake in setup() is an error of this call.
         let mut config =

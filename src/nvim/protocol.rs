@@ -79,6 +79,8 @@ pub struct ConfigureArgs {
     /// `setup{ handoff = { review } }`: whether a handoff that does not say (`:Handoff`, or
     /// `/handoff` typed in the prompt) opens its document for review first.
     pub handoff_review: Option<bool>,
+    /// The editor and its version (`Neovim/0.11.2`): Copilot's `Editor-Version`.
+    pub editor_version: Option<String>,
 }
 
 /// `handoff`'s second argument: `{ review? }` (`:Handoff!` sends `review = true`; absent, the
@@ -760,7 +762,7 @@ mod tests {
             ]),
         )]);
         let parsed: ConfigureArgs = decode("configure", &with_settings).unwrap();
-        assert_eq!(parsed.settings.api, Some(Api::Anthropic));
+        assert_eq!(parsed.settings.api, Some(crate::core::config::ProviderKind::Anthropic));
         assert_eq!(parsed.settings.model.as_deref(), Some("claude"));
         let bad = rmpv::Value::Map(vec![(
             rmpv::Value::from("settings"),

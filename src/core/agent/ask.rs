@@ -35,7 +35,8 @@ impl ModelOnce for SessionModel {
             thinking: self.thinking,
             cache_key: None,
         };
-        let config = self.provider.config();
+        self.provider.prepare(cancel).await;
+        let config = &self.provider.current_config();
         // The reply assembled as the run loop assembles one; only its text is kept.
         let mut assembler = MessageAssembler::new(Message::assistant(config.api.pi_name(), &config.name, &config.model));
         let mut on_event = |event| {
@@ -50,7 +51,7 @@ impl ModelOnce for SessionModel {
     }
 
     fn prompt_room(&self) -> usize {
-        let config = self.provider.config();
+        let config = &self.provider.current_config();
         let reply = fit::reply_room(config.max_tokens as u64, config.context_window);
         // Less a little for what the wire format adds around the two messages.
         let tokens = config.context_window.saturating_sub(reply).saturating_sub(256);

@@ -99,7 +99,7 @@ impl AgentSession {
     pub fn new(config: AgentConfig, session: SessionManager) -> Self {
         let (events, _) = broadcast::channel(4096);
         let state = AgentState { unrecorded_thinking: config.thinking, ..AgentState::default() };
-        let tool_env = EnvPolicy::new(config.provider.api_key_env.iter().cloned());
+        let tool_env = EnvPolicy::new(config.provider.secret_vars());
         Self {
             provider: Mutex::new(Provider::new(config.provider)),
             session: Mutex::new(session),
@@ -157,7 +157,7 @@ impl AgentSession {
     }
 
     pub fn provider_config(&self) -> ProviderConfig {
-        lock(&self.provider).config().clone()
+        lock(&self.provider).current_config()
     }
 
     pub fn templates_dir(&self) -> Option<&std::path::Path> {

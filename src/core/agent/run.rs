@@ -246,7 +246,8 @@ impl AgentSession {
         result: &mut RunResult,
     ) -> (Message, Vec<ToolCall>) {
         let provider = lock(&self.provider).clone();
-        let config = provider.config();
+        provider.prepare(cancel).await;
+        let config = &provider.current_config();
         let system = self.system_prompt();
         let messages = if options.fit_to_window {
             // Room for the reply: max_tokens, at most a quarter of the window.

@@ -21,7 +21,8 @@ impl AgentSession {
     /// Switches the model; recorded in the session as a `model_change` entry.
     pub fn set_model(&self, config: ProviderConfig) -> Result<(), AgentError> {
         self.session().append_model_change(&config.name, &config.model)?;
-        *lock(&self.provider) = Provider::new(config);
+        let mut provider = lock(&self.provider);
+        *provider = provider.switched(config);
         Ok(())
     }
 

@@ -153,7 +153,7 @@ impl Type {
 
 /// pi's provider protocols (`Api`'s serde names).
 pub fn api_names() -> Vec<&'static str> {
-    vec!["openai", "openai-responses", "anthropic"]
+    vec!["openai", "openai-responses", "anthropic", "copilot"]
 }
 
 /// Every thinking level `Settings` takes: pi's five and its `xhigh` (read as `high`).
@@ -200,7 +200,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting::lua("bin", Type::Path, DefaultValue::Unset,
         "Path of the `handoff-nvim` binary; nil: the plugin's target/release, then target/debug, then $PATH."),
     Setting::host("provider.api", "api", Type::OneOf(api_names), DefaultValue::Unset,
-        "Wire protocol: \"openai\" (the default; any Chat Completions server), \"openai-responses\" (OpenAI's Responses API: its reasoning and codex models) or \"anthropic\".")
+        "Wire protocol: \"openai\" (the default; any Chat Completions server), \"openai-responses\" (OpenAI's Responses API: its reasoning and codex models), \"anthropic\", or \"copilot\" (GitHub Copilot: the login of copilot.vim/copilot.lua, each model's protocol from Copilot's model list; see |handoff-copilot|).")
         .flag("provider", Some("HANDOFF_PROVIDER"))
         .alias("api"),
     Setting::host("provider.base_url", "base_url", Type::Text, DefaultValue::Unset,
@@ -230,6 +230,9 @@ pub const SETTINGS: &[Setting] = &[
     Setting::host("provider.timeout", "timeout", BIG_COUNT, DefaultValue::Unset,
         "Seconds without data before a request is given up.")
         .flag("timeout", None),
+    Setting::host("provider.copilot_token_url", "copilot_token_url", Type::Text, DefaultValue::Unset,
+        "Copilot only: where the GitHub token is exchanged for a Copilot token (default: https://api.github.com/copilot_internal/v2/token).")
+        .flag("copilot-token-url", Some("HANDOFF_COPILOT_TOKEN_URL")),
     Setting::host("provider.thinking", "thinking", Type::OneOf(thinking_names), DefaultValue::Unset,
         "Thinking level of new sessions (default \"off\"; \"xhigh\" is pi's name for \"high\"); a continued session keeps its own. See |handoff-thinking|.")
         .flag("thinking", Some("HANDOFF_THINKING")),

@@ -144,6 +144,9 @@ impl Provider {
         let (Some(state), Some(settings), Ok(client)) = (&self.copilot, &self.config.copilot, &self.client) else {
             return;
         };
+        if state.known(&self.config.model).is_some() {
+            return;
+        }
         tokio::select! {
             biased;
             _ = cancel.cancelled() => {}

@@ -136,6 +136,16 @@ impl ProviderConfig {
         }
     }
 
+    /// The environment variables holding this provider's secrets, which no tool may see: the
+    /// key's, and for Copilot the GitHub token's.
+    pub fn secret_vars(&self) -> Vec<String> {
+        let mut vars: Vec<String> = self.api_key_env.iter().cloned().collect();
+        if self.copilot.is_some() {
+            vars.extend(super::copilot::TOKEN_VARS.iter().map(|v| v.to_string()));
+        }
+        vars
+    }
+
     /// Whether OpenAI-compatible requests carry `reasoning_effort` when thinking is on: as
     /// configured, else as pi's model registry has it for OpenAI's API (its o-series and gpt-5
     /// models reason; the `-chat` variants of gpt-5 mostly do not, and are left off). Any other

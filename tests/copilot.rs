@@ -1,0 +1,324 @@
+//! GitHub Copilot (`--provider copilot`): the built CLI against the loopback mock's Copilot side
+//! (token exchange, model list, the three chat formats), with a fake copilot.lua `hosts.json` in a
+//! temporary `XDG_CONFIG_HOME`. Each run is its own process, so its token cache starts empty.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::entry_lines;
+use handoff_mock::{MockCopilot, MockReply, MockServer, MockToolCall, RecordedRequest};
+use serde_json::{json, Value};
+use tokio::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
+const T: Duration = Duration::from_secs(20);
+const GITHUB_TOKEN: &str = "gho_fake_github_token_4242";
+const TOKEN_PATH: &str = "/copilot_internal/v2/token";
+
+struct Env {
+    mock: MockServer,
+    dir: tempfile::TempDir,
+}
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Env {
+    /// The mock, and a config folder holding copilot.lua's `hosts.json`.
+    async fn new() -> Env {
+        let env = Env::bare().await;
+        let copilot = env.dir.path().join("config/github-copilot");
+        std::fs::create_dir_all(&copilot).unwrap();
+        let hosts = json!({ "github.com": { "user": "someone", "oauth_token": GITHUB_TOKEN } });
+        std::fs::write(copilot.join("hosts.json"), hosts.to_string()).unwrap();
+        env
+    }
+
+    /// No GitHub token anywhere.
+    async fn bare() -> Env {
+        let mock = MockServer::start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("project")).unwrap();
+        Env { mock, dir }
+    }
+
+    fn log_file(&self) -> PathBuf {
+        self.dir.path().join("handoff.log")
+    }
+
+    fn command(&self, model: &str, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.args(["--provider", "copilot", "--model", model, "--max-retries", "0"])
+            .args(args)
+            .current_dir(self.dir.path().join("project"))
+            .env("HOME", self.dir.path())
+            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
+            .env("XDG_DATA_HOME", self.dir.path().join("data"))
+            .env("HANDOFF_COPILOT_TOKEN_URL", self.mock.copilot_token_url())
+            .env("HANDOFF_SESSION_DIR", self.dir.path().join("sessions"))
+            .env("HANDOFF_LOG", "debug")
+            .env("HANDOFF_LOG_FILE", self.log_file())
+            .env_remove("HANDOFF_PROVIDER")
+            .env_remove("HANDOFF_BASE_URL")
+            .env_remove("HANDOFF_MODEL")
+            .env_remove("HANDOFF_CONTEXT_WINDOW")
+            .env_remove("HANDOFF_THINKING")
+            .env_remove("RUST_LOG")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("COPILOT_GITHUB_TOKEN")
+            .env_remove("GH_TOKEN")
+            .env_remove("GITHUB_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        c
+    }
+
+    async fn run_with(&self, mut command: Command) -> Run {
+        let out = tokio::time::timeout(T, command.output()).await.expect("CLI hung").unwrap();
+        Run {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    async fn run(&self, model: &str, args: &[&str]) -> Run {
+        self.run_with(self.command(model, args)).await
+    }
+
+    fn exchanges(&self) -> Vec<RecordedRequest> {
+        self.mock.requests().into_iter().filter(|r| r.path == TOKEN_PATH).collect()
+    }
+
+    fn chats(&self) -> Vec<RecordedRequest> {
+        self.mock.requests().into_iter().filter(|r| r.method == "POST").collect()
+    }
+}
+
+impl Run {
+    fn session_file(&self) -> PathBuf {
+        let line = self.stderr.lines().map(str::trim).find(|l| l.ends_with(".jsonl")).unwrap_or_else(|| panic!("no session path in {}", self.stderr));
+        PathBuf::from(line)
+    }
+}
+
+/// A tool call the CLI runs without asking (`read`), then the answer: two chat requests.
+fn tool_loop(mock: &MockServer) {
+    mock.push(MockReply::ToolCalls {
+        calls: vec![MockToolCall::new("read", &json!({ "path": "notes.txt" }), 2).with_id("call_1")],
+        text_before: Vec::new(),
+        chunk_delay_ms: 0,
+        stop: "tool_calls".into(),
+        interleave: false,
+    });
+    mock.push(MockReply::text("The notes say hello."));
+}
+
+fn assert_no_token_in(text: &str, what: &str) {
+    assert!(!text.contains(GITHUB_TOKEN), "the GitHub token is in {what}");
+    assert!(!text.contains("copilot-token-"), "a Copilot token is in {what}");
+}
+
+fn assistant_messages(path: &Path) -> Vec<Value> {
+    entry_lines(path).into_iter().filter(|e| e["type"] == "message" && e["message"]["role"] == "assistant").map(|e| e["message"].clone()).collect()
+}
+
+#[tokio::test]
+async fn a_tool_loop_exchanges_the_token_once_and_sends_copilots_headers() {
+    let env = Env::new().await;
+    std::fs::write(env.dir.path().join("project/notes.txt"), "hello\n").unwrap();
+    tool_loop(&env.mock);
+    let r = env.run("gpt-4.1", &["prompt", "--new", "read notes.txt"]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "The notes say hello.");
+
+    // One exchange, one model list, two chat requests.
+    let paths: Vec<(String, String)> = env.mock.requests().iter().map(|r| (r.method.clone(), r.path.clone())).collect();
+    let expected = [("GET", TOKEN_PATH), ("GET", "/models"), ("POST", "/chat/completions"), ("POST", "/chat/completions")];
+    assert_eq!(paths, expected.map(|(m, p)| (m.to_string(), p.to_string())));
+
+    let exchange = &env.exchanges()[0];
+    assert_eq!(exchange.header("authorization"), Some(format!("token {GITHUB_TOKEN}").as_str()));
+    let chats = env.chats();
+    for chat in &chats {
+        assert_eq!(chat.header("authorization"), Some("Bearer copilot-token-1"));
+        assert_eq!(chat.header("editor-version"), Some(concat!("handoff-nvim/", env!("CARGO_PKG_VERSION"))));
+        assert_eq!(chat.header("editor-plugin-version"), Some(concat!("handoff.nvim/", env!("CARGO_PKG_VERSION"))));
+        assert_eq!(chat.header("copilot-integration-id"), Some("vscode-chat"));
+        // The GitHub token goes to the exchange only.
+        assert!(!format!("{:?}{}", chat.headers, chat.body).contains(GITHUB_TOKEN));
+    }
+    // The first request is the user's, the one after the tool result the agent's.
+    assert_eq!(chats[0].header("x-initiator"), Some("user"));
+    assert_eq!(chats[1].header("x-initiator"), Some("agent"));
+    assert_eq!(env.mock.requests()[1].header("authorization"), Some("Bearer copilot-token-1"));
+
+    // Neither token in the session file or the log; the session names pi's provider and api.
+    let session = r.session_file();
+    assert_no_token_in(&std::fs::read_to_string(&session).unwrap(), "the session file");
+    let log = std::fs::read_to_string(env.log_file()).unwrap();
+    assert!(log.contains("exchanged the GitHub token"), "the log is not at debug level: {log}");
+    assert_no_token_in(&log, "the log");
+    assert_no_token_in(&r.stderr, "stderr");
+    for message in assistant_messages(&session) {
+        assert_eq!((message["provider"].as_str(), message["api"].as_str()), (Some("github-copilot"), Some("openai-completions")));
+    }
+}
+
+#[tokio::test]
+async fn each_model_is_sent_to_the_endpoint_the_model_list_names() {
+    for (model, path, api) in [
+        ("claude-sonnet-4.5", "/v1/messages", "anthropic-messages"),
+        ("gpt-5-mini", "/responses", "openai-responses"),
+        ("gpt-4.1", "/chat/completions", "openai-completions"),
+    ] {
+        let env = Env::new().await;
+        env.mock.push(MockReply::text("Hi."));
+        let r = env.run(model, &["prompt", "--new", "hello"]).await;
+        assert_eq!(r.code, Some(0), "{model}: {}", r.stderr);
+        let chats = env.chats();
+        assert_eq!(chats.len(), 1, "{model}");
+        assert_eq!(chats[0].path, path, "{model}");
+        assert_eq!(chats[0].body["model"], model);
+        // Anthropic's format carries the Copilot token as a bearer, never as x-api-key.
+        assert_eq!(chats[0].header("authorization"), Some("Bearer copilot-token-1"), "{model}");
+        assert_eq!(chats[0].header("x-api-key"), None, "{model}");
+        let messages = assistant_messages(&r.session_file());
+        assert_eq!(messages[0]["api"], api, "{model}");
+        assert_eq!(messages[0]["provider"], "github-copilot");
+        assert_eq!(messages[0]["model"], model);
+    }
+}
+
+#[tokio::test]
+async fn a_401_from_the_chat_endpoint_exchanges_the_token_again_once() {
+    let env = Env::new().await;
+    env.mock.push(MockReply::Status { status: 401, body: r#"{"error":{"message":"unauthorized: token expired"}}"#.into(), retry_after: None });
+    env.mock.push(MockReply::text("Fine now."));
+    let r = env.run("gpt-4.1", &["prompt", "--new", "hello"]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "Fine now.");
+    assert_eq!(env.exchanges().len(), 2);
+    let auth: Vec<_> = env.chats().iter().map(|c| c.header("authorization").unwrap().to_owned()).collect();
+    assert_eq!(auth, ["Bearer copilot-token-1", "Bearer copilot-token-2"]);
+
+    // Refused again after the new exchange: the error, not a loop.
+    let env = Env::new().await;
+    let refused = || MockReply::Status { status: 401, body: r#"{"error":{"message":"unauthorized"}}"#.into(), retry_after: None };
+    env.mock.push(refused());
+    env.mock.push(refused());
+    env.mock.push(refused());
+    let r = env.run("gpt-4.1", &["prompt", "--new", "hello"]).await;
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert_eq!((env.exchanges().len(), env.chats().len()), (2, 2));
+    assert_no_token_in(&r.stderr, "stderr");
+}
+
+#[tokio::test]
+async fn a_token_near_its_expiry_is_exchanged_again_before_the_next_request() {
+    let env = Env::new().await;
+    std::fs::write(env.dir.path().join("project/notes.txt"), "hello\n").unwrap();
+    // Within the two minutes' margin one second after the exchange; the first reply takes longer.
+    env.mock.copilot(|c| {
+        c.expires_in = 121;
+        c.refresh_in = None;
+    });
+    env.mock.push(MockReply::ToolCalls {
+        calls: vec![MockToolCall::new("read", &json!({ "path": "notes.txt" }), 3).with_id("call_1")],
+        text_before: Vec::new(),
+        chunk_delay_ms: 600,
+        stop: "tool_calls".into(),
+        interleave: false,
+    });
+    env.mock.push(MockReply::text("The notes say hello."));
+    let r = env.run("gpt-4.1", &["prompt", "--new", "read notes.txt"]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(env.exchanges().len(), 2);
+    let auth: Vec<_> = env.chats().iter().map(|c| c.header("authorization").unwrap().to_owned()).collect();
+    assert_eq!(auth, ["Bearer copilot-token-1", "Bearer copilot-token-2"]);
+    // The model list is read once all the same.
+    assert_eq!(env.mock.requests().iter().filter(|r| r.path == "/models").count(), 1);
+}
+
+#[tokio::test]
+async fn without_a_github_token_the_error_says_how_to_sign_in() {
+    let env = Env::bare().await;
+    let r = env.run("gpt-4.1", &["prompt", "--new", "hello"]).await;
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains(":Copilot auth"), "{}", r.stderr);
+    assert!(env.mock.requests().is_empty());
+}
+
+#[tokio::test]
+async fn copilot_vims_apps_json_and_the_environment_are_read_too() {
+    let env = Env::bare().await;
+    let copilot = env.dir.path().join("config/github-copilot");
+    std::fs::create_dir_all(&copilot).unwrap();
+    let apps = json!({ "github.com:Iv1.b507a08c87ecfe98": { "user": "someone", "oauth_token": GITHUB_TOKEN } });
+    std::fs::write(copilot.join("apps.json"), apps.to_string()).unwrap();
+    let r = env.run("gpt-4.1", &["prompt", "--new", "hello"]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(env.exchanges()[0].header("authorization"), Some(format!("token {GITHUB_TOKEN}").as_str()));
+
+    let env = Env::bare().await;
+    let mut command = env.command("gpt-4.1", &["prompt", "--new", "hello"]);
+    command.env("GH_TOKEN", "gho_from_the_environment");
+    let r = env.run_with(command).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(env.exchanges()[0].header("authorization"), Some("token gho_from_the_environment"));
+}
+
+#[tokio::test]
+async fn a_tool_never_sees_the_github_token() {
+    let env = Env::bare().await;
+    env.mock.push(MockReply::ToolCalls {
+        calls: vec![MockToolCall::new("bash", &json!({ "command": "echo \"[${GH_TOKEN:-unset}]\"" }), 1).with_id("call_1")],
+        text_before: Vec::new(),
+        chunk_delay_ms: 0,
+        stop: "tool_calls".into(),
+        interleave: false,
+    });
+    env.mock.push(MockReply::text("Done."));
+    let mut command = env.command("gpt-4.1", &["--yes", "prompt", "--new", "print it"]);
+    command.env("GH_TOKEN", GITHUB_TOKEN);
+    let r = env.run_with(command).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let session = std::fs::read_to_string(r.session_file()).unwrap();
+    assert!(session.contains("[unset]"), "{session}");
+    assert_no_token_in(&session, "the session file");
+}
+
+#[tokio::test]
+async fn a_model_not_enabled_is_named_and_a_quota_error_is_one_sentence() {
+    let env = Env::new().await;
+    env.mock.copilot(|c| {
+        let mut model = MockCopilot::model("claude-opus-4.5", &["/v1/messages"], 200_000, 32_000);
+        model["policy"]["state"] = json!("unconfigured");
+        c.models.push(model);
+    });
+    let r = env.run("claude-opus-4.5", &["prompt", "--new", "hello"]).await;
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("claude-opus-4.5 is not enabled"), "{}", r.stderr);
+    assert!(env.chats().is_empty());
+
+    let env = Env::new().await;
+    env.mock.push(MockReply::Status {
+        status: 402,
+        body: r#"{"error":{"message":"You have exceeded your premium request allowance. quota exceeded; visit https://github.com/settings/copilot","code":"quota_exceeded"}}"#.into(),
+        retry_after: None,
+    });
+    let r = env.run("gpt-4.1", &["prompt", "--new", "hello"]).await;
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("your Copilot quota for this model is used up"), "{}", r.stderr);
+    assert!(!r.stderr.contains("visit https://github.com"), "{}", r.stderr);
+}
