@@ -23,7 +23,7 @@
 ---@field context? handoff.Config.context
 
 ---@class handoff.Config.provider
----@field api? "openai"|"openai-responses"|"anthropic" Wire protocol: "openai" (the default; any Chat Completions server), "openai-responses" (OpenAI's Responses API: its reasoning and codex models) or "anthropic".
+---@field api? "openai"|"openai-responses"|"anthropic"|"copilot" Wire protocol: "openai" (the default; any Chat Completions server), "openai-responses" (OpenAI's Responses API: its reasoning and codex models), "anthropic", or "copilot" (GitHub Copilot: the login of copilot.vim/copilot.lua, each model's protocol from Copilot's model list; see |handoff-copilot|).
 ---@field base_url? string Base URL of the API, e.g. "http://127.0.0.1:8080/v1" (default: the provider's public API).
 ---@field model? string Model id (default: "gpt-4.1-mini" / "claude-sonnet-4-5").
 ---@field api_key_env? string Environment variable that holds the API key (default: OPENAI_API_KEY / ANTHROPIC_API_KEY when set).
@@ -33,6 +33,7 @@
 ---@field provider_name? string Provider name recorded in sessions (pi's provider id).
 ---@field max_retries? integer Retries on 429/5xx/connection errors.
 ---@field timeout? integer Seconds without data before a request is given up.
+---@field copilot_token_url? string Copilot only: where the GitHub token is exchanged for a Copilot token (default: https://api.github.com/copilot_internal/v2/token).
 ---@field thinking? "off"|"minimal"|"low"|"medium"|"high"|"xhigh" Thinking level of new sessions (default "off"; "xhigh" is pi's name for "high"); a continued session keeps its own. See |handoff-thinking|.
 ---@field reasoning_effort? boolean Whether the model takes `reasoning_effort` (OpenAI-compatible servers; over openai-responses: whether the model reasons); default: on for OpenAI's o-series and gpt-5, off elsewhere.
 
@@ -92,9 +93,9 @@ return {
     {
       key = "provider.api",
       host = "api",
-      type = { kind = "one_of", values = { "openai", "openai-responses", "anthropic" } },
-      accepts = "one of \"openai\", \"openai-responses\", \"anthropic\"",
-      doc = "Wire protocol: \"openai\" (the default; any Chat Completions server), \"openai-responses\" (OpenAI's Responses API: its reasoning and codex models) or \"anthropic\".",
+      type = { kind = "one_of", values = { "openai", "openai-responses", "anthropic", "copilot" } },
+      accepts = "one of \"openai\", \"openai-responses\", \"anthropic\", \"copilot\"",
+      doc = "Wire protocol: \"openai\" (the default; any Chat Completions server), \"openai-responses\" (OpenAI's Responses API: its reasoning and codex models), \"anthropic\", or \"copilot\" (GitHub Copilot: the login of copilot.vim/copilot.lua, each model's protocol from Copilot's model list; see |handoff-copilot|).",
     },
     {
       key = "provider.base_url",
@@ -158,6 +159,13 @@ return {
       type = { kind = "int", min = 1, max = 9007199254740991 },
       accepts = "an integer >= 1",
       doc = "Seconds without data before a request is given up.",
+    },
+    {
+      key = "provider.copilot_token_url",
+      host = "copilot_token_url",
+      type = { kind = "string" },
+      accepts = "a string",
+      doc = "Copilot only: where the GitHub token is exchanged for a Copilot token (default: https://api.github.com/copilot_internal/v2/token).",
     },
     {
       key = "provider.thinking",
