@@ -322,3 +322,47 @@ async fn a_model_not_enabled_is_named_and_a_quota_error_is_one_sentence() {
     assert!(r.stderr.contains("your Copilot quota for this model is used up"), "{}", r.stderr);
     assert!(!r.stderr.contains("visit https://github.com"), "{}", r.stderr);
 }
+
+/// The `:checkhealth handoff` buffer's text.
+async fn checkhealth(ed: &common::nvim::Editor) -> String {
+    ed.command("checkhealth handoff").await;
+    let text = ed.eval("table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')").await;
+    ed.command("bwipeout!").await;
+    text.as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_neovim_requests_name_the_editor_and_checkhealth_says_where_the_token_was_found() {
+    use common::nvim::{bounded, Editor};
+    bounded(async {
+        let ed = Editor::start().await;
+        let provider = json!({ "api": "copilot", "model": "gpt-4.1", "copilot_token_url": ed.mock.copilot_token_url(), "max_retries": 0, "timeout": 10 });
+        ed.lua("require('handoff').setup(...)", json!([{ "bin": common::nvim::HOST_BIN, "provider": provider }])).await;
+        // The login is read when the first request needs it.
+        let copilot = ed.dir.path().join("config/github-copilot");
+        std::fs::create_dir_all(&copilot).unwrap();
+        let hosts = json!({ "github.com": { "user": "someone", "oauth_token": GITHUB_TOKEN } });
+        std::fs::write(copilot.join("hosts.json"), hosts.to_string()).unwrap();
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.converse("hello", "Hi from Copilot.").await;
+
+        let version = ed.eval("tostring(vim.version())").await;
+        let chat = ed.mock.requests().into_iter().find(|r| r.method == "POST").unwrap();
+        assert_eq!(chat.header("editor-version"), Some(format!("Neovim/{}", version.as_str().unwrap()).as_str()));
+        assert_eq!(chat.header("authorization"), Some("Bearer copilot-token-1"));
+        // The meter's window is the model list's (64000 for the mock's gpt-4.1).
+        assert_eq!(ed.status().await["context_window"], json!(64_000));
+
+        let health = checkhealth(&ed).await;
+        assert!(health.contains(&format!("GitHub token from {}", copilot.join("hosts.json").display())), "{health}");
+        assert!(health.contains("/models answered: gpt-4.1 speaks openai-completions"), "{health}");
+        assert_no_token_in(&health, ":checkhealth");
+        let log = std::fs::read_to_string(ed.dir.path().join("state/nvim/handoff.log")).unwrap_or_default();
+        assert_no_token_in(&log, "the host log");
+        for f in ed.session_files() {
+            assert_no_token_in(&std::fs::read_to_string(&f).unwrap(), "a session file");
+        }
+        ed.quit().await;
+    })
+    .await;
+}

@@ -52,7 +52,13 @@ function M.check()
   end
   -- The key itself is never shown: only where it comes from and whether it is set.
   local key = h.key or {}
-  if key.source == "env" then
+  if key.source == "copilot" then
+    if key.present then
+      health.ok(key.detail)
+    else
+      health.error(key.detail, { "Sign in with :Copilot auth (copilot.vim or copilot.lua), or set $COPILOT_GITHUB_TOKEN" })
+    end
+  elseif key.source == "env" then
     if key.present then
       health.ok("API key: " .. key.detail .. " is set")
     else

@@ -381,7 +381,12 @@ impl Host {
     async fn health(&self) -> Reply {
         let settings = lock(&self.inner.settings).clone();
         let config = self.agent().map(|a| a.provider_config()).unwrap_or_else(|| settings.provider_config());
-        let key = if let Some(cmd) = config.api_key_cmd.as_deref().filter(|c| !c.trim().is_empty()) {
+        let key = if config.copilot.is_some() {
+            match crate::core::provider::github_token_from_env() {
+                Ok((_, source)) => protocol::KeyHealth { source: "copilot", detail: format!("GitHub token from {source}"), present: Some(true) },
+                Err(e) => protocol::KeyHealth { source: "copilot", detail: e.to_string(), present: Some(false) },
+            }
+        } else if let Some(cmd) = config.api_key_cmd.as_deref().filter(|c| !c.trim().is_empty()) {
             // Only the program: the rest of the command line may be the key itself.
             let cmd = crate::core::provider::describe_cmd(cmd);
             protocol::KeyHealth { source: "api_key_cmd", detail: format!("command `{cmd}` (not run by the health check)"), present: None }
@@ -391,8 +396,15 @@ impl Host {
         } else {
             protocol::KeyHealth { source: "none", detail: "no key configured (fine for a local server)".into(), present: None }
         };
-        let probe = crate::core::provider::probe(&config).await;
-        let reachable = protocol::Reachable { ok: probe.ok(), detail: probe.detail() };
+        let reachable = if config.copilot.is_some() {
+            match crate::core::provider::copilot_check(&config).await {
+                Ok(detail) => protocol::Reachable { ok: true, detail },
+                Err(e) => protocol::Reachable { ok: false, detail: format!("Copilot's model list: {e}") },
+            }
+        } else {
+            let probe = crate::core::provider::probe(&config).await;
+            protocol::Reachable { ok: probe.ok(), detail: probe.detail() }
+        };
         let session_dir = frontend_paths::session_dir(&settings);
         let writable = std::fs::create_dir_all(&session_dir)
             .and_then(|()| tempfile_probe(&session_dir))

@@ -33,6 +33,7 @@ mod types;
 mod view;
 mod wire;
 
+pub use copilot::{github_token_from_env, TokenSource};
 pub use health::{probe, Reachability, Unreachable, PROBE_TIMEOUT};
 pub use key::describe_cmd;
 pub use types::{
@@ -295,6 +296,27 @@ impl Provider {
             retry::sleep_abortable(delay, cancel).await?;
         }
     }
+}
+
+/// Copilot's part of the health check: whether the token exchange and the model list answered,
+/// and what the list says of the configured model. Never names a token.
+pub async fn copilot_check(config: &ProviderConfig) -> Result<String, ProviderError> {
+    let provider = Provider::new(config.clone());
+    let client = provider.client.as_ref().map_err(|e| ProviderError::Client(e.clone()))?;
+    let (Some(state), Some(settings)) = (&provider.copilot, &config.copilot) else {
+        return Err(ProviderError::Client("not a Copilot provider".into()));
+    };
+    let (info, token) = state.model(client, config, settings, None).await?;
+    let mut model = config.clone();
+    info.apply(&mut model, &token.base, settings);
+    Ok(format!(
+        "{} answered: {} speaks {} at {}, window {} tokens",
+        display_url(&http::join_url(&token.base, "/models")),
+        info.id,
+        model.api.pi_name(),
+        display_url(&model.base_url),
+        model.context_window
+    ))
 }
 
 /// Entry points for the fuzz targets in `fuzz/` and the bounded stable-Rust fuzz run; not an API.
