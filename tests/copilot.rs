@@ -366,3 +366,57 @@ async fn in_neovim_requests_name_the_editor_and_checkhealth_says_where_the_token
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_resumes_a_session_we_wrote_with_copilot() {
+    let Some(pi) = common::pi::pi_bin() else { return };
+    let env = Env::new().await;
+    std::fs::write(env.dir.path().join("project/notes.txt"), "hello\n").unwrap();
+    tool_loop(&env.mock);
+    let r = env.run("claude-sonnet-4.5", &["prompt", "--new", "read notes.txt"]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let file = r.session_file();
+    let ours = std::fs::read(&file).unwrap();
+
+    // pi, with its own provider config for the mock (Anthropic Messages), goes on from our file.
+    common::pi::pi_home(env.dir.path(), "anthropic-messages", &format!("http://{}", env.mock.addr()));
+    env.mock.push(MockReply::text("Pi continues here."));
+    let mut c = Command::new(&pi);
+    common::pi::pi_env(&mut c, env.dir.path())
+        .current_dir(env.dir.path().join("project"))
+        .arg("--session")
+        .arg(&file)
+        .args(["--provider", "mock", "--model", "mock-model"])
+        .args(["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files", "--no-themes"])
+        .args(["--offline", "-p", "and now?"])
+        .env_remove("GH_TOKEN")
+        .env_remove("GITHUB_TOKEN")
+        .env_remove("COPILOT_GITHUB_TOKEN")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(60), c.output()).await.expect("pi hung").unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "pi failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("Pi continues here."), "{stdout}");
+
+    // pi sent our conversation: the prompt, the tool call, its result, the answer, then its own.
+    let last = env.mock.requests().last().cloned().unwrap();
+    assert_eq!(last.path, "/v1/messages");
+    let kinds: Vec<String> = last.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| {
+            let role = m["role"].as_str().unwrap().to_owned();
+            let blocks = match &m["content"] {
+                Value::String(_) => vec!["text".to_owned()],
+                Value::Array(b) => b.iter().map(|b| b["type"].as_str().unwrap_or("?").to_owned()).collect(),
+                _ => Vec::new(),
+            };
+            blocks.into_iter().map(move |b| format!("{role}:{b}"))
+        })
+        .collect();
+    assert_eq!(kinds, ["user:text", "assistant:tool_use", "user:tool_result", "assistant:text", "user:text"]);
+    let after = std::fs::read(&file).unwrap();
+    assert!(after.starts_with(&ours), "pi rewrote our lines");
+}
