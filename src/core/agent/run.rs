@@ -108,6 +108,10 @@ impl AgentSession {
         self.emit(AgentEvent::AgentStart);
         let mut inbox: Vec<Message> = pending;
         inbox.push(prompt);
+        // The wall below reads the model's window: for Copilot it is known once its model list
+        // was read (a no-op after that, and for every other provider).
+        let provider = lock(&self.provider).clone();
+        provider.prepare(cancel).await;
         // One level for the whole run: a change while it runs applies from the next prompt, so
         // a tool loop never switches thinking on halfway (Anthropic refuses a tool-use turn
         // without the thinking that led to it once thinking is on).
