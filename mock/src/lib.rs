@@ -151,12 +151,20 @@ pub enum MockOverflow {
     /// then `response.failed` whose error code is `context_length_exceeded`; any other a 400
     /// with that code and `param: input`.
     Responses,
+    /// llama-cpp-python's server (0.3.x): a streamed request gets 200 and an event stream that
+    /// breaks off before any event (the overflow is raised inside its stream generator); any
+    /// other a 400 with `code: context_length_exceeded`, "This model's maximum context length
+    /// is N tokens. However, you requested M tokens (P in the messages, C in the completion).
+    /// …", C being the request's `max_tokens`.
+    #[serde(rename = "llamacpp_python")]
+    LlamacppPython,
 }
 
 impl MockWindow {
-    /// The status and body this style refuses a request of `prompt` tokens with (a streamed
-    /// Responses refusal carries the body's error in its `response.failed` event).
-    fn refusal(&self, prompt: u64) -> (u16, String) {
+    /// The status and body this style refuses a request of `prompt` tokens and a reply limit of
+    /// `completion` with (a streamed Responses refusal carries the body's error in its
+    /// `response.failed` event).
+    fn refusal(&self, prompt: u64, completion: u64) -> (u16, String) {
         let n = self.tokens;
         let responses_message = "Your input exceeds the context window of this model. Please adjust your input and try again.";
         let body = match self.style {
@@ -168,6 +176,9 @@ impl MockWindow {
             MockOverflow::Llamacpp => json!({ "error": {
                 "code": 400, "message": "the request exceeds the available context size, try increasing it",
                 "type": "exceed_context_size_error", "n_prompt_tokens": prompt, "n_ctx": n } }),
+            MockOverflow::LlamacppPython => json!({ "error": {
+                "message": format!("This model's maximum context length is {n} tokens. However, you requested {} tokens ({prompt} in the messages, {completion} in the completion). Please reduce the length of the messages or completion.", prompt + completion),
+                "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded" } }),
             MockOverflow::Responses => json!({ "error": {
                 "message": responses_message, "type": "invalid_request_error", "param": "input",
                 "code": "context_length_exceeded" } }),
@@ -576,7 +587,10 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
     };
     let reply = match reply {
         Ok(reply) => reply,
-        Err(window) => return refuse(window, &ctx, &mut wr).await,
+        Err(window) => {
+            let completion = body.get("max_tokens").and_then(Value::as_u64).unwrap_or(0);
+            return refuse(window, &ctx, completion, &mut wr).await;
+        }
     };
     let (mut reply, mut ctx) = (reply, ctx);
     while let MockReply::WithUsage { usage, reply: inner } = reply {
@@ -587,11 +601,17 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
     serve(reply, &ctx, &body, &mut rd, &mut wr).await
 }
 
-/// Answers a request larger than `window` with its style's overflow error.
-async fn refuse(window: MockWindow, ctx: &Ctx, wr: &mut OwnedWriteHalf) -> std::io::Result<()> {
-    let (status, body) = window.refusal(ctx.prompt_tokens);
-    if window.style != MockOverflow::Responses || !ctx.stream {
+/// Answers a request larger than `window`, asking for at most `completion` tokens, with its
+/// style's overflow error.
+async fn refuse(window: MockWindow, ctx: &Ctx, completion: u64, wr: &mut OwnedWriteHalf) -> std::io::Result<()> {
+    let (status, body) = window.refusal(ctx.prompt_tokens, completion);
+    if !ctx.stream || !matches!(window.style, MockOverflow::Responses | MockOverflow::LlamacppPython) {
         return respond(wr, status, &body, None).await;
+    }
+    if window.style == MockOverflow::LlamacppPython {
+        // The stream's head, then the socket dropped without the terminating chunk.
+        Sse::start(wr, ctx).await?;
+        return Ok(());
     }
     // The Responses stream: created, in progress, then failed with the same error.
     let error = serde_json::from_str::<Value>(&body).unwrap_or_default()["error"].clone();
