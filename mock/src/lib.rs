@@ -151,11 +151,12 @@ pub enum MockOverflow {
     /// then `response.failed` whose error code is `context_length_exceeded`; any other a 400
     /// with that code and `param: input`.
     Responses,
-    /// llama-cpp-python's server (0.3.x): a streamed request gets 200 and an event stream that
-    /// breaks off before any event (the overflow is raised inside its stream generator); any
-    /// other a 400 with `code: context_length_exceeded`, "This model's maximum context length
-    /// is N tokens. However, you requested M tokens (P in the messages, C in the completion).
-    /// …", C being the request's `max_tokens`.
+    /// llama-cpp-python's server (0.3.x, as measured): a streamed request gets 200 and an event
+    /// stream that ends at once, without any event (the overflow is raised inside its stream
+    /// generator), on a connection kept alive but dead: a request sent over it next is read and
+    /// never answered. Any other request gets a 400 with `code: context_length_exceeded`, "This
+    /// model's maximum context length is N tokens. However, you requested M tokens (P in the
+    /// messages, C in the completion). …", C being the request's `max_tokens`.
     #[serde(rename = "llamacpp_python")]
     LlamacppPython,
 }
@@ -589,7 +590,7 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         Ok(reply) => reply,
         Err(window) => {
             let completion = body.get("max_tokens").and_then(Value::as_u64).unwrap_or(0);
-            return refuse(window, &ctx, completion, &mut wr).await;
+            return refuse(window, &ctx, completion, &mut rd, &mut wr).await;
         }
     };
     let (mut reply, mut ctx) = (reply, ctx);
@@ -603,14 +604,26 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
 
 /// Answers a request larger than `window`, asking for at most `completion` tokens, with its
 /// style's overflow error.
-async fn refuse(window: MockWindow, ctx: &Ctx, completion: u64, wr: &mut OwnedWriteHalf) -> std::io::Result<()> {
+async fn refuse(
+    window: MockWindow,
+    ctx: &Ctx,
+    completion: u64,
+    rd: &mut BufReader<OwnedReadHalf>,
+    wr: &mut OwnedWriteHalf,
+) -> std::io::Result<()> {
     let (status, body) = window.refusal(ctx.prompt_tokens, completion);
     if !ctx.stream || !matches!(window.style, MockOverflow::Responses | MockOverflow::LlamacppPython) {
         return respond(wr, status, &body, None).await;
     }
     if window.style == MockOverflow::LlamacppPython {
-        // The stream's head, then the socket dropped without the terminating chunk.
-        Sse::start(wr, ctx).await?;
+        // uvicorn's head and an empty chunked body, without `Connection: close`: the client
+        // keeps the connection for its next request, which dies with it.
+        wr.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-store\r\n\
+              Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        )
+        .await?;
+        read_request(rd, wr).await?;
         return Ok(());
     }
     // The Responses stream: created, in progress, then failed with the same error.

@@ -147,6 +147,10 @@ pub(super) async fn attempt(
 /// before its first event, whether the server refuses the request. `Ok(Some)`: its refusal, with
 /// a note that the stream had broken; `Ok(None)`: it took the request (or the probe learned
 /// nothing: no answer, or a body that is not JSON). `Err` only when aborted.
+///
+/// A probe that cannot be sent is sent once more: a stream that ended cleanly gave its
+/// connection back to the pool, and llama-cpp-python's server (uvicorn) resets it, so the
+/// first send may die on it; the pool then drops it and the second opens a new one.
 pub(super) async fn probe(
     client: &reqwest::Client,
     config: &ProviderConfig,
@@ -154,21 +158,34 @@ pub(super) async fn probe(
     key: Option<&str>,
     cancel: &CancellationToken,
 ) -> Result<Option<ProviderError>, ProviderError> {
+    const SENDS: u32 = 2;
     let Some(body) = prepared.format.probe_body(&prepared.body) else { return Ok(None) };
+    let body = bytes::Bytes::from(body);
     let idle = config.idle_timeout;
     let headers = request_headers(prepared.format, key, "application/json")?;
     tracing::info!(provider = %config.name, url = %display_url(&prepared.url), model = %config.model, "the stream ended before its first event; asking once without streaming why");
-    let request = client.post(&prepared.url).headers(headers).body(body);
-    let sent = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => return Err(ProviderError::Aborted),
-        sent = tokio::time::timeout(idle, request.send()) => sent,
-    };
-    let response = match sent {
-        Ok(Ok(response)) => response,
-        Err(_) | Ok(Err(_)) => {
-            tracing::info!(provider = %config.name, "the probe got no answer");
-            return Ok(None);
+    let mut sends = 0;
+    let response = loop {
+        sends += 1;
+        let request = client.post(&prepared.url).headers(headers.clone()).body(body.clone());
+        let sent = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(ProviderError::Aborted),
+            sent = tokio::time::timeout(idle, request.send()) => sent,
+        };
+        match sent {
+            Ok(Ok(response)) => break response,
+            Ok(Err(e)) if sends < SENDS => {
+                tracing::debug!(provider = %config.name, error = %error_chain(&e), "the probe could not be sent; sending it again");
+            }
+            Ok(Err(e)) => {
+                tracing::info!(provider = %config.name, error = %error_chain(&e), "the probe got no answer");
+                return Ok(None);
+            }
+            Err(_) => {
+                tracing::info!(provider = %config.name, "the probe got no answer in time");
+                return Ok(None);
+            }
         }
     };
     let status = response.status();
