@@ -231,7 +231,7 @@ async fn success_events_handoff_start_session_switch_handoff_end_and_the_flag_cl
     let mut seen = Vec::new();
     while let Ok(e) = rx.try_recv() {
         match e {
-            AgentEvent::SessionSwitch { old, new, reason } => {
+            AgentEvent::SessionSwitch { old, new, reason, .. } => {
                 assert_eq!(old.as_deref(), Some(s.old.to_str().unwrap()));
                 assert_eq!(new, session_file.to_str().unwrap());
                 assert_eq!(reason, SwitchReason::Handoff);
