@@ -208,12 +208,12 @@ impl AgentSession {
                 .saturating_sub(reply_tokens)
                 .saturating_sub(system_tokens)
                 .saturating_sub(256);
-            let (fitted, elisions) = fit::fit(&self.context_messages(), budget);
+            let (fitted, elisions) = fit::fit_request(self.request_messages(), budget);
             if !elisions.is_empty() {
                 tracing::info!(?elisions, budget, "conversation shortened to fit the context window");
                 result.elisions = Some(elisions);
             }
-            fitted.into_iter().map(ContextMessage::from).collect()
+            fitted
         } else {
             self.request_messages()
         };
