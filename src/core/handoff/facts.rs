@@ -3,7 +3,7 @@
 //! unresolved. They come from the session's current branch and, cumulatively, from the handoff
 //! that started it (its entry's `details`), so a chain of handoffs loses nothing.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -90,7 +90,9 @@ impl Facts {
     fn from_messages(messages: impl Iterator<Item = Message>, inherited: Facts, todos: Vec<Todo>) -> Facts {
         let mut read: BTreeSet<String> = inherited.read_files.into_iter().collect();
         let mut modified: BTreeSet<String> = inherited.modified_files.into_iter().collect();
-        let mut commands = inherited.commands;
+        let mut commands: VecDeque<CommandRun> = inherited.commands.into();
+        // The calls waiting for their result (a call has one: it leaves the map with it, so a
+        // long session holds only the calls in flight).
         let mut calls: HashMap<String, (String, Value)> = HashMap::new();
         // The last error per tool, cleared when the same tool succeeds afterwards (an error
         // handed over stays until then too).
@@ -111,12 +113,12 @@ impl Facts {
                     }
                 }
                 Role::ToolResult => {
-                    let Some((name, args)) = message.extra_str("toolCallId").and_then(|id| calls.get(id)) else {
+                    let Some((name, args)) = message.extra_str("toolCallId").and_then(|id| calls.remove(id)) else {
                         continue;
                     };
                     let is_error = message.extra.get("isError").and_then(Value::as_bool).unwrap_or(false);
                     // Each tool says what its call adds.
-                    match tools::call_fact(name, args, &message) {
+                    match tools::call_fact(&name, &args, &message) {
                         Some(CallFact::Read(path)) => {
                             read.insert(path);
                         }
@@ -124,25 +126,30 @@ impl Facts {
                             modified.insert(path);
                         }
                         Some(CallFact::Command { command, exit_code, ended }) => {
-                            commands.push(CommandRun { command: clip(&command), exit_code, ended: ended.as_deref().map(clip) });
+                            if commands.len() == MAX_COMMANDS {
+                                commands.pop_front();
+                            }
+                            commands.push_back(CommandRun { command: clip(&command), exit_code, ended: ended.as_deref().map(clip) });
                         }
                         None => {}
                     }
-                    errors.retain(|(tool, _)| tool != name);
+                    errors.retain(|(tool, _)| *tool != name);
                     if is_error {
                         let text = message.text();
                         let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("failed");
-                        errors.push((name.clone(), format!("{name}: {}", clip(first))));
+                        let error = format!("{name}: {}", clip(first));
+                        errors.push((name, error));
                     }
                 }
                 _ => {}
             }
         }
         let keep = commands.len().saturating_sub(MAX_COMMANDS);
+        commands.drain(..keep);
         Facts {
             read_files: read.difference(&modified).cloned().collect(),
             modified_files: modified.into_iter().collect(),
-            commands: commands.split_off(keep),
+            commands: commands.into(),
             todos: todos.into_iter().filter(Todo::is_open).collect(),
             last_error: errors.pop().map(|(_, e)| e),
         }
