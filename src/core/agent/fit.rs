@@ -6,6 +6,8 @@
 //! oldest turns after the original task are left out; a note saying what was elided opens the
 //! fitted conversation.
 
+use std::ops::Range;
+
 use crate::core::message::{Content, ContentBlock, ContextMessage, Message, Role};
 
 const CHARS_PER_TOKEN: usize = 4;
@@ -146,43 +148,48 @@ impl Fitting {
         true
     }
 
-    /// Oldest turns: leaves out the messages after the first user message (the original task,
-    /// always kept) until the estimates `tokens` (one per message) fit, then up to the next user
-    /// message, so that a kept stretch starts with the user and no tool result loses its call.
-    /// The last message (the request) is always kept. Without a user message before the last,
-    /// it drops from the front.
-    fn drop_oldest(&mut self, tokens: &[usize]) {
-        let last = self.messages.len().saturating_sub(1);
-        let start = self.messages[..last].iter().position(is_user).map_or(0, |first| first + 1);
-        let mut total: usize = tokens.iter().sum();
-        let mut end = start;
-        while total > self.budget && end < last {
-            total -= tokens[end];
-            end += 1;
-            while end < last && !is_user(&self.messages[end]) {
-                total -= tokens[end];
-                end += 1;
-            }
-        }
-        self.messages.drain(start..end);
-        self.tokens.drain(start..end);
-        self.elisions.dropped_messages += end - start;
+    /// Step 2 of [`fit_request`] on the messages as they are now.
+    fn drop_oldest(&mut self) {
+        let dropped = oldest_to_drop(&self.messages, self.budget, |i| self.tokens[i]);
+        self.messages.drain(dropped.clone());
+        self.tokens.drain(dropped.clone());
+        self.elisions.dropped_messages += dropped.len();
     }
+}
 
-    /// The least a message can be brought down to by shortening (step 1 and 1b), from its size
-    /// alone: what no shortening makes fit is dropped before any message is parsed.
-    fn floor_tokens(&self, i: usize) -> usize {
-        let tokens = self.tokens[i];
-        let message = &self.messages[i];
-        let mut floor = tokens;
-        if size_chars(message) > MIN_TOOL_OUTPUT_CHARS * 2 && message.role() == Some(Role::ToolResult) {
-            floor = floor.min((MIN_TOOL_OUTPUT_CHARS + MARK_CHARS).div_ceil(CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS);
+/// Oldest turns: the messages to leave out, after the first user message (the original task,
+/// always kept), for the rest to fit `budget` counted by `tokens` (of the message at an index),
+/// then up to the next user message, so that a kept stretch starts with the user and no tool
+/// result loses its call. The last message (the request) is always kept. Without a user message
+/// before the last, from the front.
+fn oldest_to_drop(messages: &[ContextMessage], budget: usize, tokens: impl Fn(usize) -> usize) -> Range<usize> {
+    let last = messages.len().saturating_sub(1);
+    let start = messages[..last].iter().position(is_user).map_or(0, |first| first + 1);
+    let mut total: usize = (0..messages.len()).map(&tokens).sum();
+    let mut end = start;
+    while total > budget && end < last {
+        total -= tokens(end);
+        end += 1;
+        while end < last && !is_user(&messages[end]) {
+            total -= tokens(end);
+            end += 1;
         }
-        if tokens > self.budget / 2 {
-            floor = floor.min(self.budget / 4 + MARK_CHARS.div_ceil(CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS);
-        }
-        floor
     }
+    start..end
+}
+
+/// The least `message` can be brought down to by steps 1 and 1b, from its size alone: what no
+/// shortening makes fit is left out before any message is parsed.
+fn floor_tokens(message: &ContextMessage, budget: usize) -> usize {
+    let tokens = estimate_context_tokens(message);
+    let mut floor = tokens;
+    if size_chars(message) > MIN_TOOL_OUTPUT_CHARS * 2 && message.role() == Some(Role::ToolResult) {
+        floor = floor.min((MIN_TOOL_OUTPUT_CHARS + MARK_CHARS).div_ceil(CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS);
+    }
+    if tokens > budget / 2 {
+        floor = floor.min(budget / 4 + MARK_CHARS.div_ceil(CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS);
+    }
+    floor
 }
 
 /// A message's size in characters, at most: its JSON text's length when it is stored (the
@@ -204,15 +211,19 @@ fn size_chars(message: &ContextMessage) -> usize {
 /// result. Messages are counted by [`estimate_context_tokens`] (a stored one by its JSON's
 /// length) and only those shortened are parsed; the turns no shortening could make fit are
 /// left out first, so that a session far larger than the window is not parsed to be dropped.
-pub fn fit_request(messages: Vec<ContextMessage>, budget: usize) -> (Vec<ContextMessage>, Elisions) {
-    let tokens: Vec<usize> = messages.iter().map(estimate_context_tokens).collect();
-    let mut f = Fitting { messages, tokens, budget: budget.saturating_sub(NOTE_TOKENS), elisions: Elisions::default() };
-    if f.messages.is_empty() || f.total() <= f.budget {
-        return (f.messages, f.elisions);
+pub fn fit_request(mut messages: Vec<ContextMessage>, budget: usize) -> (Vec<ContextMessage>, Elisions) {
+    let budget = budget.saturating_sub(NOTE_TOKENS);
+    if messages.iter().map(estimate_context_tokens).sum::<usize>() <= budget {
+        return (messages, Elisions::default());
     }
     // 0. What would not fit with every output shortened as far as steps 1 and 1b go.
-    let floors: Vec<usize> = (0..f.messages.len()).map(|i| f.floor_tokens(i)).collect();
-    f.drop_oldest(&floors);
+    let dropped = oldest_to_drop(&messages, budget, |i| floor_tokens(&messages[i], budget));
+    messages.drain(dropped.clone());
+    // What is left of a large session is small: its list of every message goes now.
+    messages.shrink_to_fit();
+    let tokens = messages.iter().map(estimate_context_tokens).collect();
+    let elisions = Elisions { dropped_messages: dropped.len(), ..Elisions::default() };
+    let mut f = Fitting { messages, tokens, budget, elisions };
     // 1. Largest tool outputs first, each cut once to what is needed (never below the minimum).
     let mut tool_results: Vec<(usize, usize)> = (0..f.messages.len())
         .filter(|&i| f.messages[i].role() == Some(Role::ToolResult))
@@ -245,8 +256,7 @@ pub fn fit_request(messages: Vec<ContextMessage>, budget: usize) -> (Vec<Context
         }
     }
     // 2. Oldest turns.
-    let tokens = f.tokens.clone();
-    f.drop_oldest(&tokens);
+    f.drop_oldest();
     // 3. Whatever is still too long (a single huge message) is cut in the middle.
     let over = f.over();
     if over > 0 {
