@@ -3,7 +3,8 @@
 # `cargo test --workspace` (the host crate and the mock model server, whose binary the
 # benchmark smoke test runs). Extra arguments go to that cargo test (e.g.
 # `scripts/test.sh --test handoff`). Then, unless HANDOFF_SKIP_LOCAL_MODEL=1, the end-to-end
-# handoff against the local model, a test `cargo test` alone reports as ignored.
+# handoff against the local model and the automatic handoff at its real overflow, tests
+# `cargo test` alone reports as ignored.
 # HANDOFF_LAZY_NVIM=/path/to/lazy.nvim also runs the README's lazy.nvim spec under lazy.nvim
 # (tests/first_run.rs; no package registry ships lazy.nvim, so without it that test is skipped).
 set -euo pipefail
@@ -24,5 +25,5 @@ if [ -z "${HANDOFF_LAZY_NVIM:-}" ]; then
 fi
 cargo test --locked --workspace "$@"
 if [ "$local_model" = 1 ]; then
-  cargo test --locked --test nvim_e2e -- --ignored --exact handoff_flow_against_the_local_model
+  cargo test --locked --test nvim_e2e -- --ignored local_model
 fi

@@ -237,7 +237,7 @@ async fn success_events_handoff_start_session_switch_handoff_end_and_the_flag_cl
                 assert_eq!(reason, SwitchReason::Handoff);
                 seen.push("session_switch");
             }
-            AgentEvent::HandoffEnd { outcome } => {
+            AgentEvent::HandoffEnd { outcome, .. } => {
                 assert!(matches!(outcome, HandoffOutcome::Done { .. }));
                 seen.push("handoff_end");
             }
@@ -255,7 +255,7 @@ async fn success_handoff_start_is_emitted_with_the_focus() {
     let mut rx = s.agent.subscribe();
     done(s.controller.handoff(HandoffOptions::focus("  the parser ")).await);
     match rx.try_recv().unwrap() {
-        AgentEvent::HandoffStart { focus } => assert_eq!(focus.as_deref(), Some("the parser")),
+        AgentEvent::HandoffStart { focus, .. } => assert_eq!(focus.as_deref(), Some("the parser")),
         other => panic!("first event {other:?}"),
     }
 }

@@ -183,7 +183,9 @@ async fn usage_with_cached_tokens_errors_mid_stream_torn_streams_and_http_errors
     let (events, result) = common::provider_run(c.clone(), &hello()).await;
     assert_eq!(text_of(&events), "Par");
     match result {
-        Err(ProviderError::Stream { message, .. }) => assert!(message.contains("server_error: The model crashed"), "{message}"),
+        Err(ProviderError::Reported { code, message, .. }) => {
+            assert_eq!((code.as_deref(), message.as_str()), (Some("server_error"), "The model crashed"));
+        }
         other => panic!("{other:?}"),
     }
 

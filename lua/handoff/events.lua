@@ -95,6 +95,8 @@ end
 
 function handlers.handoff_start(r)
   state.generating_handoff = true
+  -- An automatic handoff: its banner (the host's words) stands in the chat and the indicator.
+  state.auto_banner = r.banner
   state.handoff_started = vim.uv.now()
   state.tokens = 0
   -- The buffer the user ran :Handoff from, before the split takes any focus.
@@ -108,13 +110,26 @@ function handlers.handoff_start(r)
     end
   end
   require("handoff.keymaps").install_esc(bufs)
+  if r.banner then
+    c.append_notice(r.banner .. " <Esc> to cancel")
+  end
   c.indicator_update()
-  M.fire("HandoffStart", { focus = r.focus })
+  M.fire("HandoffStart", { focus = r.focus, auto = r.auto ~= nil })
+  if r.auto then
+    M.fire("HandoffAutoStart", {
+      reason = r.auto.reason,
+      boundary = r.auto.boundary,
+      tokens = r.auto.tokens,
+      window = r.auto.window,
+      threshold = r.auto.threshold,
+    })
+  end
 end
 
 --- Leaves the "generating handoff" state: mappings back, indicator off.
 local function end_generation()
   state.generating_handoff = false
+  state.auto_banner = nil
   state.handoff_started = nil
   require("handoff.keymaps").restore_esc()
   chat().indicator_update()
@@ -163,6 +178,17 @@ function handlers.handoff_end(r)
     M.fire("HandoffCancelled", {})
   elseif outcome.kind == "failed" then
     M.fire("HandoffFailed", { message = outcome.message })
+  end
+  if r.auto then
+    M.fire("HandoffAutoEnd", {
+      reason = r.auto.reason,
+      tokens = r.auto.tokens,
+      window = r.auto.window,
+      result = outcome.kind,
+      session_file = outcome.session_file,
+      parent_session = outcome.parent_session,
+      message = outcome.message,
+    })
   end
 end
 

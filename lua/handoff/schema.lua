@@ -69,6 +69,9 @@
 ---@class handoff.Config.handoff
 ---@field review? boolean Open the document for editing before the new session starts (as :Handoff! does).
 ---@field suggest_at? number|false Suggest :Handoff (once per session) when a reply leaves the conversation above this share of the context window; false: never.
+---@field auto? "continue"|"review"|"off" At the wall (the next request would leave no room for a handoff, or the provider refused one as too large): "continue" hands off by itself and goes on in the new session, "review" opens the document first, "off" does nothing. See |handoff-auto|.
+---@field threshold? number Where the wall is: a share of the context window, or a count of tokens (default: the window minus max(16384, 15%) minus handoff.room, at most 90%).
+---@field room? integer Tokens the handoff document is given room for (at most a quarter of the window).
 
 ---@class handoff.Config.context
 ---@field max_bytes? integer Bytes of one attachment at most (a larger file or buffer is named, not attached).
@@ -231,21 +234,21 @@ return {
       key = "layout.width",
       type = { kind = "size" },
       default = 0.4,
-      accepts = "a number > 0 (<= 1: a fraction of the editor)",
+      accepts = "a number > 0 (<= 1: a fraction of the whole)",
       doc = "Width of a left/right chat: columns, or a fraction of the editor.",
     },
     {
       key = "layout.height",
       type = { kind = "size" },
       default = 0.4,
-      accepts = "a number > 0 (<= 1: a fraction of the editor)",
+      accepts = "a number > 0 (<= 1: a fraction of the whole)",
       doc = "Height of a top/bottom chat: lines, or a fraction of the editor.",
     },
     {
       key = "layout.prompt_height",
       type = { kind = "size" },
       default = 5,
-      accepts = "a number > 0 (<= 1: a fraction of the editor)",
+      accepts = "a number > 0 (<= 1: a fraction of the whole)",
       doc = "Lines of the prompt window under the chat.",
     },
     {
@@ -391,6 +394,29 @@ return {
       or_false = true,
       accepts = "a number in (0, 1], or false",
       doc = "Suggest :Handoff (once per session) when a reply leaves the conversation above this share of the context window; false: never.",
+    },
+    {
+      key = "handoff.auto",
+      host = "handoff.auto",
+      type = { kind = "one_of", values = { "continue", "review", "off" } },
+      default = "continue",
+      accepts = "one of \"continue\", \"review\", \"off\"",
+      doc = "At the wall (the next request would leave no room for a handoff, or the provider refused one as too large): \"continue\" hands off by itself and goes on in the new session, \"review\" opens the document first, \"off\" does nothing. See |handoff-auto|.",
+    },
+    {
+      key = "handoff.threshold",
+      host = "handoff.threshold",
+      type = { kind = "size" },
+      accepts = "a number > 0 (<= 1: a fraction of the whole)",
+      doc = "Where the wall is: a share of the context window, or a count of tokens (default: the window minus max(16384, 15%) minus handoff.room, at most 90%).",
+    },
+    {
+      key = "handoff.room",
+      host = "handoff.room",
+      type = { kind = "int", min = 1, max = 4294967295 },
+      default = 8192,
+      accepts = "an integer >= 1",
+      doc = "Tokens the handoff document is given room for (at most a quarter of the window).",
     },
     {
       key = "tool_output_lines",

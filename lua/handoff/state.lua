@@ -18,6 +18,8 @@ local M = {
   thinking = nil,
   busy = false,
   generating_handoff = false,
+  --- The banner of the automatic handoff being generated (the host's words), else nil.
+  auto_banner = nil,
   --- uv.now() when the running response / handoff started
   run_started = nil,
   handoff_started = nil,

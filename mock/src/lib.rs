@@ -7,7 +7,14 @@
 //!
 //! In-process use: [`MockServer::start`], [`MockServer::push`]. Out of process (Lua tests, the
 //! `mock-model-server` binary): `POST /__mock/push` with a [`MockReply`] JSON (or an array),
-//! `POST /__mock/default`, `GET /__mock/requests`, `POST /__mock/reset`.
+//! `POST /__mock/default`, `GET /__mock/requests`, `POST /__mock/reset`,
+//! `POST /__mock/window` with a [`MockWindow`] JSON (`null` clears it).
+//!
+//! A context window ([`MockServer::set_window`]): a request whose token count (the count the
+//! mock reports as input, a quarter of the body's bytes) exceeds `tokens` is refused with the
+//! real overflow error of the window's [`MockOverflow`] style. A refused request is recorded
+//! with `refused: true` and takes no queued reply, so a test scripts replies for the accepted
+//! requests only. The window stays until changed (`reset` keeps it, as it keeps the default).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -116,6 +123,63 @@ pub enum MockReply {
     /// with `prompt_tokens_details.cached_tokens` in the usage chunk (and, for cache writes,
     /// OpenRouter's `cache_write_tokens`, counted in `cached_tokens` as OpenRouter does).
     WithUsage { usage: MockUsage, reply: Box<MockReply> },
+}
+
+/// The mock's context window: requests of more than `tokens` tokens (a quarter of the body's
+/// bytes) are refused the way `style` refuses them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MockWindow {
+    pub tokens: u64,
+    pub style: MockOverflow,
+}
+
+/// Whose overflow error a [`MockWindow`] answers with, each as the real server sends it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MockOverflow {
+    /// Chat Completions: 400, `code: context_length_exceeded`, "This model's maximum context
+    /// length is N tokens. However, your messages resulted in M tokens. …".
+    Openai,
+    /// 400, `invalid_request_error`, "prompt is too long: M tokens > N maximum".
+    Anthropic,
+    /// llama.cpp's server: 400, `type: exceed_context_size_error`, "the request exceeds the
+    /// available context size, try increasing it", with `n_prompt_tokens` and `n_ctx`.
+    Llamacpp,
+    /// 413 with a proxy's HTML page and no JSON at all.
+    Bare413,
+    /// The Responses API: a streamed request gets `response.created`, `response.in_progress`,
+    /// then `response.failed` whose error code is `context_length_exceeded`; any other a 400
+    /// with that code and `param: input`.
+    Responses,
+}
+
+impl MockWindow {
+    /// The status and body this style refuses a request of `prompt` tokens with (a streamed
+    /// Responses refusal carries the body's error in its `response.failed` event).
+    fn refusal(&self, prompt: u64) -> (u16, String) {
+        let n = self.tokens;
+        let responses_message = "Your input exceeds the context window of this model. Please adjust your input and try again.";
+        let body = match self.style {
+            MockOverflow::Openai => json!({ "error": {
+                "message": format!("This model's maximum context length is {n} tokens. However, your messages resulted in {prompt} tokens. Please reduce the length of the messages."),
+                "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded" } }),
+            MockOverflow::Anthropic => json!({ "type": "error", "error": {
+                "type": "invalid_request_error", "message": format!("prompt is too long: {prompt} tokens > {n} maximum") } }),
+            MockOverflow::Llamacpp => json!({ "error": {
+                "code": 400, "message": "the request exceeds the available context size, try increasing it",
+                "type": "exceed_context_size_error", "n_prompt_tokens": prompt, "n_ctx": n } }),
+            MockOverflow::Responses => json!({ "error": {
+                "message": responses_message, "type": "invalid_request_error", "param": "input",
+                "code": "context_length_exceeded" } }),
+            MockOverflow::Bare413 => {
+                let page = "<html>\r\n<head><title>413 Request Entity Too Large</title></head>\r\n<body>\r\n\
+                            <center><h1>413 Request Entity Too Large</h1></center>\r\n<hr><center>nginx</center>\r\n\
+                            </body>\r\n</html>\r\n";
+                return (413, page.to_owned());
+            }
+        };
+        (400, body.to_string())
+    }
 }
 
 /// Token counts a reply reports, in pi's terms (`input` is the prompt not read from or written
@@ -242,6 +306,9 @@ pub struct RecordedRequest {
     /// byte (not part of `/__mock/requests`).
     #[serde(skip)]
     pub raw: Vec<u8>,
+    /// The mock's window refused it (see [`MockServer::set_window`]): it took no queued reply.
+    #[serde(default)]
+    pub refused: bool,
 }
 
 impl RecordedRequest {
@@ -255,6 +322,7 @@ struct State {
     default: MockReply,
     requests: Vec<RecordedRequest>,
     served: u64,
+    window: Option<MockWindow>,
     /// Benchmarks: record only the body's size, neither parse nor keep it, so that the mock's
     /// own work does not grow with the request.
     lean: bool,
@@ -298,6 +366,7 @@ impl MockServer {
                 default: MockReply::text("Hello from the mock server."),
                 requests: Vec::new(),
                 served: 0,
+                window: None,
                 lean: false,
             }),
             recorded: Notify::new(),
@@ -327,6 +396,12 @@ impl MockServer {
     /// Queues a reply; each model request takes the oldest one.
     pub fn push(&self, reply: MockReply) {
         self.inner.state().queue.push_back(reply);
+    }
+
+    /// The context window: requests larger than it are refused with its style's overflow
+    /// error, recorded as refused, and take no queued reply. `None` accepts every request.
+    pub fn set_window(&self, window: Option<MockWindow>) {
+        self.inner.state().window = window;
     }
 
     /// The reply used when the queue is empty.
@@ -467,6 +542,7 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         arrived_unix_ms,
         body: body.clone(),
         raw: if lean { Vec::new() } else { req.body },
+        refused: false,
     };
     let format = if req.path.ends_with("/chat/completions") {
         Format::OpenAi
@@ -480,11 +556,20 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         let msg = json!({ "error": { "message": format!("no endpoint {}", req.path) } });
         return respond(&mut wr, 404, &msg.to_string(), None).await;
     };
+    let prompt_tokens = (raw_len / 4) as u64;
     let (reply, n) = {
         let mut state = inner.state();
+        let refusal = state.window.filter(|w| prompt_tokens > w.tokens);
+        let mut record = record;
+        record.refused = refusal.is_some();
         state.requests.push(record);
-        state.served += 1;
-        let reply = state.queue.pop_front().unwrap_or_else(|| state.default.clone());
+        let reply = match refusal {
+            Some(window) => Err(window),
+            None => {
+                state.served += 1;
+                Ok(state.queue.pop_front().unwrap_or_else(|| state.default.clone()))
+            }
+        };
         (reply, state.served)
     };
     inner.recorded.notify_waiters();
@@ -492,10 +577,14 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         format,
         id: format!("mock-{n}"),
         model: body.get("model").and_then(Value::as_str).unwrap_or("mock").to_owned(),
-        prompt_tokens: (raw_len / 4) as u64,
+        prompt_tokens,
         // Lean mode reads no body: both clients always ask for a stream.
         stream: lean || body.get("stream").and_then(Value::as_bool).unwrap_or(false),
         usage: None,
+    };
+    let reply = match reply {
+        Ok(reply) => reply,
+        Err(window) => return refuse(window, &ctx, &mut wr).await,
     };
     let (mut reply, mut ctx) = (reply, ctx);
     while let MockReply::WithUsage { usage, reply: inner } = reply {
@@ -504,6 +593,22 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         reply = *inner;
     }
     serve(reply, &ctx, &body, &mut rd, &mut wr).await
+}
+
+/// Answers a request larger than `window` with its style's overflow error.
+async fn refuse(window: MockWindow, ctx: &Ctx, wr: &mut OwnedWriteHalf) -> std::io::Result<()> {
+    let (status, body) = window.refusal(ctx.prompt_tokens);
+    if window.style != MockOverflow::Responses || !ctx.stream {
+        return respond(wr, status, &body, None).await;
+    }
+    // The Responses stream: created, in progress, then failed with the same error.
+    let error = serde_json::from_str::<Value>(&body).unwrap_or_default()["error"].clone();
+    let mut sse = Sse::start(wr, ctx).await?;
+    let response = json!({ "id": ctx.id, "object": "response", "status": "failed", "model": ctx.model,
+        "output": [], "error": { "code": error["code"], "message": error["message"] }, "incomplete_details": null });
+    sse.data(&json!({ "type": "response.failed", "response": response })).await?;
+    sse.wr.write_all(b"0\r\n\r\n").await?;
+    sse.wr.shutdown().await
 }
 
 async fn control(
@@ -534,6 +639,13 @@ async fn control(
             }
             Err(e) => respond(wr, 400, &bad(e), None).await,
         },
+        "window" => match serde_json::from_slice::<Option<MockWindow>>(&req.body) {
+            Ok(window) => {
+                inner.state().window = window;
+                respond(wr, 200, &ok, None).await
+            }
+            Err(e) => respond(wr, 400, &bad(e.to_string()), None).await,
+        },
         "requests" => {
             let list = serde_json::to_string(&inner.state().requests).unwrap_or_default();
             respond(wr, 200, &list, None).await
@@ -557,6 +669,8 @@ fn reason(status: u16) -> &'static str {
         401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
+        413 => "Payload Too Large",
+        422 => "Unprocessable Entity",
         429 => "Too Many Requests",
         500 => "Internal Server Error",
         502 => "Bad Gateway",
@@ -572,8 +686,13 @@ async fn respond(
     body: &str,
     retry_after: Option<&str>,
 ) -> std::io::Result<()> {
-    let kind =
-        if serde_json::from_str::<Value>(body).is_ok() { "application/json" } else { "text/plain" };
+    let kind = if serde_json::from_str::<Value>(body).is_ok() {
+        "application/json"
+    } else if body.starts_with('<') {
+        "text/html"
+    } else {
+        "text/plain"
+    };
     let retry = retry_after.map(|r| format!("Retry-After: {r}\r\n")).unwrap_or_default();
     let head = format!(
         "HTTP/1.1 {status} {}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n{retry}Connection: close\r\n\r\n",

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent, RunResult};
 use crate::core::config::Settings;
 use crate::core::controller::{self, Controller, FrontEndTexts, Level, Ran, SessionChoice};
-use crate::core::handoff::{HandoffOptions, HandoffOutcome};
+use crate::core::handoff::{AutoHandoff, HandoffOptions, HandoffOutcome};
 use crate::core::message::StopReason;
 use crate::core::session::SessionManager;
 use crate::frontend_paths;
@@ -129,12 +129,15 @@ fn sigint() -> anyhow::Result<tokio::signal::unix::Signal> {
 /// (a refused command, a refused request field, the turn limit) go to stderr. A handoff's
 /// document is not streamed: its outcome is the new session's path. Stops at the end of the
 /// reply, or once `done` is cancelled and what was sent before is printed.
-fn spawn_stdout_printer(agent: &AgentSession, done: CancellationToken) -> tokio::task::JoinHandle<()> {
+/// Returns the sessions the work switched to, in order (`prompt` names them on stderr once the
+/// work is done, the one it ends in last).
+fn spawn_stdout_printer(agent: &AgentSession, done: CancellationToken) -> tokio::task::JoinHandle<Vec<String>> {
     use tokio::sync::broadcast::error::{RecvError, TryRecvError};
     let mut events = agent.subscribe();
     tokio::spawn(async move {
         let mut out = std::io::stdout();
         let mut in_handoff = false;
+        let mut sessions = Vec::new();
         loop {
             let event = tokio::select! {
                 biased;
@@ -146,8 +149,21 @@ fn spawn_stdout_printer(agent: &AgentSession, done: CancellationToken) -> tokio:
                 },
             };
             match event {
-                Ok(AgentEvent::HandoffStart { .. }) => in_handoff = true,
+                Ok(AgentEvent::HandoffStart { auto, .. }) => {
+                    in_handoff = true;
+                    if let Some(wall) = auto {
+                        eprintln!("{}", controller::text::auto_banner(&wall));
+                    }
+                }
+                Ok(AgentEvent::HandoffEnd { outcome, auto: Some(wall) }) => {
+                    in_handoff = false;
+                    for notice in controller::auto_handoff_notices(&outcome, &wall) {
+                        eprintln!("{}", notice.message);
+                    }
+                }
                 Ok(AgentEvent::HandoffEnd { .. }) => in_handoff = false,
+                // Each session file the work writes is named, the one it ends in last.
+                Ok(AgentEvent::SessionSwitch { new, .. }) => sessions.push(new),
                 Ok(AgentEvent::MessageUpdate {
                     assistant_message_event: AssistantMessageEvent::TextDelta { delta, .. },
                 }) if !in_handoff => {
@@ -165,6 +181,7 @@ fn spawn_stdout_printer(agent: &AgentSession, done: CancellationToken) -> tokio:
                 Err(RecvError::Closed) => break,
             }
         }
+        sessions
     })
 }
 
@@ -205,9 +222,14 @@ async fn prompt(
         (None, false) => SessionChoice::Newest,
         (None, true) => SessionChoice::New,
     };
+    let auto = settings.auto_handoff();
+    if auto == AutoHandoff::Review {
+        anyhow::bail!("--auto-handoff review needs an editor to review the document in: use continue or off");
+    }
     let agent = open_agent(settings, &cwd, &choice)?;
     eprintln!("{}", agent.session().path().display());
     let controller = Controller::new(agent.clone(), FrontEndTexts::default());
+    controller.set_auto_handoff(auto);
     let done = CancellationToken::new();
     let printer = spawn_stdout_printer(&agent, done.clone());
     let ran = {
@@ -216,7 +238,10 @@ async fn prompt(
     };
     // Everything the work sent is printed before its outcome.
     done.cancel();
-    let _ = printer.await;
+    // Each session file the work wrote is named, the one it ends in last.
+    for session in printer.await.unwrap_or_default() {
+        eprintln!("{session}");
+    }
     agent.session().flush()?;
     Ok(match ran? {
         Ran::Prompt(result) => prompt_exit_code(&result?),
@@ -225,7 +250,16 @@ async fn prompt(
     })
 }
 
+/// Whether the task finished: the last reply ended normally, and the work did not stop at the
+/// wall (an automatic handoff cancelled, failed or stopped by its guard).
 fn prompt_exit_code(result: &RunResult) -> u8 {
+    if let Some(wall) = &result.wall {
+        eprintln!(
+            "error: stopped at the context wall ({} of {} tokens) without a new session to go on in",
+            wall.tokens, wall.window
+        );
+        return exit::FAILURE;
+    }
     let Some(reply) = result.last_assistant() else { return exit::FAILURE };
     match reply.stop_reason.unwrap_or_default() {
         StopReason::Aborted => {

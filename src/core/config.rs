@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::agent::{AgentConfig, DEFAULT_MAX_TODO_REMINDERS, DEFAULT_MAX_TURNS};
+use crate::core::agent::{AgentConfig, Threshold, WallSettings, DEFAULT_MAX_TODO_REMINDERS, DEFAULT_MAX_TURNS};
+use crate::core::handoff::AutoHandoff;
 use crate::core::tools::consent::{self, Policy};
 use crate::core::tools::{ToolName, ToolRegistry};
 use crate::core::provider::{Api, ProviderConfig, ThinkingLevel};
@@ -42,6 +43,28 @@ pub struct Settings {
     pub max_turns: Option<u32>,
     pub thinking: Option<ThinkingLevel>,
     pub reasoning_effort: Option<bool>,
+    pub handoff: Option<HandoffSettings>,
+}
+
+/// The automatic handoff's settings (`setup{ handoff = … }`, `--auto-handoff`): the host's part
+/// of `handoff.*` in the schema (`review` and `suggest_at` are the plugin's).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct HandoffSettings {
+    pub auto: Option<AutoHandoff>,
+    /// A share of the window (0 < x ≤ 1) or a count of tokens.
+    pub threshold: Option<f64>,
+    pub room: Option<u64>,
+}
+
+impl HandoffSettings {
+    pub fn wall(&self) -> WallSettings {
+        let default = WallSettings::default();
+        WallSettings {
+            threshold: self.threshold.map_or(Threshold::Auto, Threshold::Set),
+            room: self.room.unwrap_or(default.room),
+        }
+    }
 }
 
 /// The tools' settings (`setup{ tools = … }`, `--tools`, `--yes`): `tools.*` in the schema.
@@ -145,7 +168,13 @@ impl Settings {
             max_turns: self.max_turns.unwrap_or(DEFAULT_MAX_TURNS),
             max_todo_reminders: DEFAULT_MAX_TODO_REMINDERS,
             thinking: self.thinking.unwrap_or_default(),
+            wall: self.handoff.clone().unwrap_or_default().wall(),
         })
+    }
+
+    /// What happens at the wall (`handoff.auto`; default: hand off and continue).
+    pub fn auto_handoff(&self) -> AutoHandoff {
+        self.handoff.as_ref().and_then(|h| h.auto).unwrap_or_default()
     }
 }
 

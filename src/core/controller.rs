@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::core::agent::{AgentConfig, AgentError, AgentEvent, AgentSession, RunOptions, RunResult};
+use crate::core::agent::{AgentConfig, AgentError, AgentEvent, AgentSession, RunOptions, RunResult, Wall, WallReason};
 use crate::core::failure::{Failure, FailureKind};
-use crate::core::handoff::{self, Handoff, HandoffOptions, HandoffOutcome, Refusal};
+use crate::core::handoff::{self, auto, AutoHandoff, Handoff, HandoffOptions, HandoffOutcome, Refusal};
+use crate::core::message::Message;
 use crate::core::provider::ThinkingLevel;
 use crate::core::session::{SessionError, SessionManager};
 
@@ -34,6 +35,48 @@ pub mod text {
     pub const WAITING_FOR_SESSION: &str = "The session is still loading: your input is sent when it is open";
     /// Said when the session could not be opened at all: what waited is dropped.
     pub const NEVER_READY: &str = "No session could be opened: the input sent while it loaded was not run";
+
+    /// Said when input arrives during an automatic handoff: it goes to the new session.
+    pub const QUEUED_FOR_NEW_SESSION: &str = "Queued: sent in the new session once the automatic handoff is done";
+    /// Said when the guard of one prompt stops the automatic handoffs.
+    pub const TOO_MANY_AUTO_HANDOFFS: &str = "Stopped after 3 automatic handoffs in one prompt: send a prompt to go on";
+    /// Said when a request overflows again right after an automatic handoff.
+    pub const OVERFLOW_AGAIN: &str = "The request is still larger than the model's context window after an automatic handoff: shorten the task or raise provider.context_window to the model's real window";
+    /// Said when the new session would start at the wall already.
+    pub const DOCUMENT_AT_THE_WALL: &str = "The handoff document alone nearly fills the context window: not continuing automatically; review it with :Handoff! or /handoff, or raise handoff.threshold";
+
+    /// The share of the window `tokens` fill, in percent.
+    pub fn percent(tokens: u64, window: u64) -> u64 {
+        (tokens * 100).checked_div(window).unwrap_or(0)
+    }
+
+    /// The banner while an automatic handoff is written (the editor adds how to cancel).
+    pub fn auto_banner(wall: &super::Wall) -> String {
+        match wall.reason {
+            super::WallReason::Threshold => {
+                format!("Context {}% full — handing off to a new session…", percent(wall.tokens, wall.window))
+            }
+            super::WallReason::Overflow => "Context overflow — handing off to a new session…".into(),
+        }
+    }
+
+    /// How an automatic handoff that succeeded is told.
+    pub fn auto_done(wall: &super::Wall) -> String {
+        let why = match wall.reason {
+            super::WallReason::Threshold => format!("context {}% full", percent(wall.tokens, wall.window)),
+            super::WallReason::Overflow => "context overflow".into(),
+        };
+        let next = if wall.in_flight { "the work goes on in the new session" } else { "the new session waits for your next prompt" };
+        format!("Handed off automatically ({why}): {next}")
+    }
+
+    /// How a cancelled automatic handoff is told: what may happen now, and what to do.
+    pub fn auto_cancelled(wall: &super::Wall) -> String {
+        match wall.reason {
+            super::WallReason::Threshold => "Automatic handoff cancelled: the next request may not fit the model's context window; hand off by hand with /handoff (:Handoff)".into(),
+            super::WallReason::Overflow => "Automatic handoff cancelled: the request did not fit the model's context window; hand off by hand with /handoff (:Handoff)".into(),
+        }
+    }
 
     /// The one wording of "busy": what could not be done, and why.
     pub fn busy(doing: &str) -> String {
@@ -132,6 +175,38 @@ pub fn handoff_notices(outcome: &HandoffOutcome) -> Vec<Notice> {
     }
 }
 
+/// The messages for the end of a handoff, automatic (at the wall it says) or not.
+pub fn handoff_end_notices(outcome: &HandoffOutcome, auto: Option<&Wall>) -> Vec<Notice> {
+    match auto {
+        Some(wall) => auto_handoff_notices(outcome, wall),
+        None => handoff_notices(outcome),
+    }
+}
+
+/// The messages for an automatic handoff's outcome (at `wall`).
+pub fn auto_handoff_notices(outcome: &HandoffOutcome, wall: &Wall) -> Vec<Notice> {
+    match outcome {
+        HandoffOutcome::Done { missing_sections, document_file, .. } => {
+            let mut notices = vec![
+                Notice::new(Level::Info, text::auto_done(wall)),
+                Notice::new(Level::Info, format!("The handoff document is in {document_file}")),
+            ];
+            if !missing_sections.is_empty() {
+                notices.push(Notice::new(
+                    Level::Warn,
+                    format!("The handoff document is missing sections: {}", missing_sections.join(", ")),
+                ));
+            }
+            notices
+        }
+        HandoffOutcome::Cancelled => vec![Notice::new(Level::Warn, text::auto_cancelled(wall))],
+        HandoffOutcome::Failed { message } => {
+            vec![Notice::new(Level::Error, format!("Automatic handoff failed: {message}"))]
+        }
+        other => handoff_notices(other),
+    }
+}
+
 /// Texts a front end words itself, because they name its own keys.
 #[derive(Clone, Debug)]
 pub struct FrontEndTexts {
@@ -210,9 +285,51 @@ pub struct Controller {
     texts: FrontEndTexts,
     /// The front end's configured review default, for a handoff that does not say.
     review_by_default: AtomicBool,
-    /// Held while a prompt is queued as steering, and while a finished prompt takes what was
-    /// queued too late for its run: "Queued" is always kept.
-    steering: std::sync::Mutex<()>,
+    /// What happens at the wall (`handoff.auto`).
+    auto: std::sync::Mutex<AutoHandoff>,
+    /// The prompt in progress and what waits for it; the lock is held while input is queued and
+    /// while a finished prompt takes what was queued too late for its run: "Queued" is always
+    /// kept.
+    steering: std::sync::Mutex<Sequence>,
+}
+
+/// The prompt in progress: from the user's input until nothing is left to run (its runs, the
+/// automatic handoffs between them, the continuations), and the input typed meanwhile that the
+/// running response cannot take (during a handoff, between runs).
+#[derive(Debug, Default)]
+struct Sequence {
+    active: bool,
+    waiting: std::collections::VecDeque<Queued>,
+    /// An automatic handoff in review: what to send once the document is written.
+    after_review: Option<Queued>,
+}
+
+/// Input waiting to be run.
+#[derive(Clone, Debug)]
+enum Queued {
+    /// What the user typed: templates and skills expand when it runs.
+    Typed(String),
+    /// A message as it goes out (one a run did not send, steering, the host's continuation).
+    Ready(Message),
+}
+
+/// What follows a run that stopped at the wall.
+enum AfterWall {
+    /// Run this in the session now in force.
+    Run(Queued, RunOptions),
+    /// Nothing more: the prompt ends here, at the wall.
+    Stop,
+    /// Nothing more: the handoff is done (after a final answer) or waits for review.
+    HandedOff,
+}
+
+/// The guards of one prompt's automatic handoffs.
+#[derive(Default)]
+struct AutoBudget {
+    handoffs: u32,
+    overflow_recovered: bool,
+    /// The user cancelled one, or one failed: no more for this prompt.
+    given_up: bool,
 }
 
 impl Controller {
@@ -222,7 +339,8 @@ impl Controller {
             handoff: Handoff::new(),
             texts,
             review_by_default: AtomicBool::new(false),
-            steering: std::sync::Mutex::new(()),
+            auto: std::sync::Mutex::new(AutoHandoff::default()),
+            steering: std::sync::Mutex::new(Sequence::default()),
         })
     }
 
@@ -236,13 +354,22 @@ impl Controller {
         self.review_by_default.store(review, Ordering::Relaxed);
     }
 
+    /// What happens at the wall (`handoff.auto`).
+    pub fn set_auto_handoff(&self, mode: AutoHandoff) {
+        *crate::core::agent::lock(&self.auto) = mode;
+    }
+
+    fn auto_handoff(&self) -> AutoHandoff {
+        *crate::core::agent::lock(&self.auto)
+    }
+
     pub fn is_generating_handoff(&self) -> bool {
         self.handoff.is_generating()
     }
 
-    /// A response or a handoff runs.
+    /// A response, a handoff or a prompt's sequence of runs is in progress.
     pub fn is_busy(&self) -> bool {
-        self.agent.is_busy() || self.handoff.is_generating()
+        self.agent.is_busy() || self.handoff.is_generating() || crate::core::agent::lock(&self.steering).active
     }
 
     /// `Ok` when nothing runs; else the busy failure for `doing`.
@@ -273,18 +400,38 @@ impl Controller {
         if self.handoff.is_reviewing() {
             return Err(Refusal::ReviewPending);
         }
-        handoff::preflight(&self.agent, self.handoff.is_generating())
+        let in_sequence = crate::core::agent::lock(&self.steering).active;
+        handoff::preflight(&self.agent, self.handoff.is_generating() || in_sequence)
     }
 
     /// Review mode: the user wrote the document; the new session starts with the text as is.
-    pub fn commit_review(&self, text: &str) -> HandoffOutcome {
+    /// After an automatic handoff in review, the work then goes on (in a task).
+    pub fn commit_review(self: &Arc<Self>, text: &str) -> HandoffOutcome {
         let outcome = self.handoff.commit(&self.agent, text);
         self.report_refusal(&outcome);
+        let next = crate::core::agent::lock(&self.steering).after_review.take();
+        match (&outcome, next) {
+            (HandoffOutcome::Done { .. }, Some(next)) => {
+                let controller = self.clone();
+                tokio::spawn(async move {
+                    if let Ran::Prompt(Err(e)) = controller.run_sequence(next, controller.prompt_options()).await {
+                        controller.notice(Level::Error, format!("The prompt failed: {e}"));
+                    }
+                });
+            }
+            // Kept for another try (a refusal: the review still waits).
+            (HandoffOutcome::Refused { .. }, Some(next)) => {
+                crate::core::agent::lock(&self.steering).after_review = Some(next);
+            }
+            _ => {}
+        }
         outcome
     }
 
-    /// Review mode: the user quit without writing; nothing is created.
+    /// Review mode: the user quit without writing; nothing is created (after an automatic
+    /// handoff, nothing is sent either).
     pub fn discard_review(&self) -> bool {
+        crate::core::agent::lock(&self.steering).after_review = None;
         self.handoff.discard(&self.agent)
     }
 
@@ -318,54 +465,221 @@ impl Controller {
 
     /// What the user typed in a prompt, run to its end: `/handoff [focus]` hands off (with the
     /// front end's review default), anything else is a prompt, or steering when a response
-    /// runs. Refusals also go out as notices; a prompt that could not start is returned.
+    /// runs (input typed during an automatic handoff waits for the new session). Refusals also
+    /// go out as notices; a prompt that could not start is returned.
     pub async fn run_input(&self, text: &str) -> Ran {
         match classify_input(text) {
             Input::Handoff { focus } => {
                 Ran::Handoff(self.handoff(HandoffOptions { focus: Some(focus), review: None }).await)
             }
             Input::Prompt(text) if text.trim().is_empty() => Ran::Nothing,
-            Input::Prompt(_) if self.handoff.is_generating() => {
-                self.notice(Level::Warn, self.texts.prompt_during_handoff.clone());
-                Ran::Nothing
-            }
-            Input::Prompt(text) if self.steer_if_busy(&text) => Ran::Steered,
-            Input::Prompt(mut text) => loop {
-                match self.agent.prompt(&text, RunOptions::default()).await {
-                    // Another prompt won the race: this one waits behind it.
-                    Err(AgentError::Busy) if self.steer_if_busy(&text) => break Ran::Steered,
-                    Err(AgentError::Busy) => continue,
-                    // The caller says it (`submit` as a notice; the CLI on stderr).
-                    Err(e) => break Ran::Prompt(Err(e)),
-                    ran => match self.late_steering() {
-                        // Queued after the run last looked: it is the next prompt.
-                        Some(next) => text = next,
-                        None => break Ran::Prompt(ran),
-                    },
+            Input::Prompt(text) => {
+                if !self.begin_or_queue(&text) {
+                    return Ran::Steered;
                 }
-            },
+                if self.handoff.is_generating() {
+                    // A handoff the user asked for: the prompt is refused, not queued.
+                    self.end_sequence_if_idle();
+                    self.notice(Level::Warn, self.texts.prompt_during_handoff.clone());
+                    return Ran::Nothing;
+                }
+                self.run_sequence(Queued::Typed(text), self.prompt_options()).await
+            }
         }
     }
 
-    /// Queues `text` for the running response's next turn boundary, if one runs.
-    fn steer_if_busy(&self, text: &str) -> bool {
-        let _held = crate::core::agent::lock(&self.steering);
+    /// A user prompt's run options: it watches the wall unless automatic handoffs are off.
+    fn prompt_options(&self) -> RunOptions {
+        RunOptions { watch_wall: self.auto_handoff() != AutoHandoff::Off, ..RunOptions::default() }
+    }
+
+    /// Starts the prompt sequence, or queues `text` when one is in progress: as steering for
+    /// the running response, else (an automatic handoff, the moment between two runs) for the
+    /// sequence to send next. Returns whether the caller starts the sequence.
+    fn begin_or_queue(&self, text: &str) -> bool {
+        let mut sequence = crate::core::agent::lock(&self.steering);
+        if !sequence.active && !self.agent.is_busy() {
+            sequence.active = true;
+            return true;
+        }
+        if self.agent.is_busy() && !self.handoff.is_generating() {
+            self.agent.steer(text);
+            self.notice(Level::Info, text::QUEUED);
+        } else if self.handoff.is_generating() && !sequence.active {
+            // A handoff the user asked for: the caller refuses it.
+            sequence.active = true;
+            return true;
+        } else {
+            sequence.waiting.push_back(Queued::Typed(text.to_string()));
+            let said = if self.handoff.is_generating() { text::QUEUED_FOR_NEW_SESSION } else { text::QUEUED };
+            self.notice(Level::Info, said);
+        }
+        false
+    }
+
+    /// Ends the sequence unless something waits; returns what waits first.
+    fn next_or_end(&self) -> Option<Queued> {
+        let mut sequence = crate::core::agent::lock(&self.steering);
+        if let Some(next) = sequence.waiting.pop_front() {
+            return Some(next);
+        }
+        // Queued as steering after the last run looked for it.
         if !self.agent.is_busy() {
-            return false;
+            if let Some(next) = self.agent.state().steering.pop_front() {
+                return Some(Queued::Ready(next));
+            }
         }
-        self.agent.steer(text);
-        self.notice(Level::Info, text::QUEUED);
-        true
+        sequence.active = false;
+        None
     }
 
-    /// A prompt queued as steering after the last run looked for it, when nothing runs now: the
-    /// first as the next prompt's text (the rest stay queued for that run's first boundary).
-    fn late_steering(&self) -> Option<String> {
-        let _held = crate::core::agent::lock(&self.steering);
-        if self.agent.is_busy() {
-            return None;
+    fn end_sequence_if_idle(&self) {
+        let mut sequence = crate::core::agent::lock(&self.steering);
+        if sequence.waiting.is_empty() {
+            sequence.active = false;
         }
-        self.agent.state().steering.pop_front().map(|m| m.text())
+    }
+
+    /// Runs `first` and what follows it: the runs after each automatic handoff, and what was
+    /// typed meanwhile, until nothing is left. The sequence is active on entry.
+    async fn run_sequence(&self, first: Queued, options: RunOptions) -> Ran {
+        let mut next = Some((first, options));
+        let mut budget = AutoBudget::default();
+        let mut last = None;
+        while let Some((queued, options)) = next.take() {
+            let result = match self.run_queued(&queued, options).await {
+                Ok(result) => result,
+                // A run started elsewhere (not through this controller) holds the agent: this
+                // input is its steering, or waits for the slot.
+                Err(AgentError::Busy) => {
+                    if self.agent.is_busy() {
+                        let text = match &queued {
+                            Queued::Typed(text) => text.clone(),
+                            Queued::Ready(message) => message.text(),
+                        };
+                        self.agent.steer(&text);
+                        self.notice(Level::Info, text::QUEUED);
+                        self.end_sequence_if_idle();
+                        return Ran::Steered;
+                    }
+                    next = Some((queued, options));
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                Err(e) => {
+                    self.end_sequence_if_idle();
+                    return Ran::Prompt(Err(e));
+                }
+            };
+            let mut result = result;
+            if let Some(wall) = result.wall {
+                match self.at_wall(wall, &result, &mut budget).await {
+                    AfterWall::Run(queued, options) => {
+                        last = Some(result);
+                        next = Some((queued, options));
+                        continue;
+                    }
+                    AfterWall::HandedOff => result.wall = None,
+                    AfterWall::Stop => {}
+                }
+            }
+            let options = if budget.given_up { RunOptions::default() } else { self.prompt_options() };
+            last = Some(result);
+            next = self.next_or_end().map(|m| (m, options));
+        }
+        match last {
+            Some(result) => Ran::Prompt(Ok(result)),
+            None => Ran::Nothing,
+        }
+    }
+
+    /// One run of the sequence: typed input goes through template expansion.
+    async fn run_queued(&self, queued: &Queued, options: RunOptions) -> Result<RunResult, AgentError> {
+        match queued {
+            Queued::Typed(text) => self.agent.prompt(text, options).await,
+            Queued::Ready(message) => self.agent.prompt_message(message.clone(), options).await,
+        }
+    }
+
+    /// A run stopped at the wall: hand off (within the prompt's guards) and say what runs
+    /// next — what was queued, else the host's continuation when work was in flight.
+    async fn at_wall(&self, wall: Wall, result: &RunResult, budget: &mut AutoBudget) -> AfterWall {
+        // What the run did not send waits first (it was typed before anything queued now).
+        {
+            let mut sequence = crate::core::agent::lock(&self.steering);
+            let mut unsent: Vec<Message> = result.unsent.clone();
+            // Steering and follow-ups the run left: a session switch would forget them.
+            {
+                let mut state = self.agent.state();
+                unsent.extend(state.steering.drain(..));
+                unsent.extend(state.follow_up.drain(..));
+            }
+            for message in unsent.into_iter().rev() {
+                sequence.waiting.push_front(Queued::Ready(message));
+            }
+        }
+        let send_anyway = RunOptions { send_first: true, ..self.prompt_options() };
+        if budget.given_up {
+            return self.resume_without_handoff(send_anyway);
+        }
+        if wall.reason == WallReason::Overflow && budget.overflow_recovered {
+            self.notice(Level::Error, text::OVERFLOW_AGAIN);
+            return self.resume_without_handoff(RunOptions::default());
+        }
+        if budget.handoffs >= auto::MAX_PER_PROMPT {
+            self.notice(Level::Warn, text::TOO_MANY_AUTO_HANDOFFS);
+            return AfterWall::Stop;
+        }
+        let review = self.auto_handoff() == AutoHandoff::Review;
+        let outcome = self.handoff.run_auto(&self.agent, wall, review).await;
+        match outcome {
+            HandoffOutcome::Done { .. } => {
+                budget.handoffs += 1;
+                budget.overflow_recovered |= wall.reason == WallReason::Overflow;
+                let next = crate::core::agent::lock(&self.steering).waiting.pop_front();
+                let next = next.or_else(|| wall.in_flight.then(|| Queued::Ready(auto::continuation())));
+                let Some(next) = next else { return AfterWall::HandedOff };
+                // A new session that starts at the wall would hand off again at once.
+                let probe = match &next {
+                    Queued::Typed(text) => Message::user(text.as_str()),
+                    Queued::Ready(message) => message.clone(),
+                };
+                let tokens = self.agent.next_request_tokens(std::slice::from_ref(&probe));
+                if tokens > self.agent.wall_threshold() {
+                    crate::core::agent::lock(&self.steering).waiting.push_front(next);
+                    self.notice(Level::Warn, text::DOCUMENT_AT_THE_WALL);
+                    budget.given_up = true;
+                    return self.resume_without_handoff(send_anyway);
+                }
+                AfterWall::Run(next, self.prompt_options())
+            }
+            HandoffOutcome::Review { .. } => {
+                let mut sequence = crate::core::agent::lock(&self.steering);
+                let next = sequence.waiting.pop_front().or_else(|| wall.in_flight.then(|| Queued::Ready(auto::continuation())));
+                sequence.after_review = next;
+                // What else waits is sent after it.
+                AfterWall::HandedOff
+            }
+            HandoffOutcome::Refused { reason: Refusal::NothingToHandOff } => {
+                // Nothing to hand off (a first prompt that alone passes the wall): it is sent.
+                budget.given_up = true;
+                self.resume_without_handoff(send_anyway)
+            }
+            _ => {
+                // Cancelled or failed (its end was told): the old session goes on as it was;
+                // what waits is sent there, without another handoff for this prompt.
+                budget.given_up = true;
+                self.resume_without_handoff(RunOptions { watch_wall: false, ..RunOptions::default() })
+            }
+        }
+    }
+
+    /// After the wall without a (new) handoff: what waits is sent in the session in force.
+    fn resume_without_handoff(&self, options: RunOptions) -> AfterWall {
+        match crate::core::agent::lock(&self.steering).waiting.pop_front() {
+            Some(next) => AfterWall::Run(next, options),
+            None => AfterWall::Stop,
+        }
     }
 
     /// [`Controller::run_input`] in a task, for a front end that hears the outcome as events

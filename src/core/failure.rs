@@ -12,7 +12,8 @@ use crate::core::provider::ProviderError;
 pub enum FailureKind {
     /// The provider refused the key (401, 403) or there is none.
     Auth,
-    /// Too many requests (429).
+    /// Too many requests (429), or a rate limit the provider names on another status or in
+    /// the stream.
     RateLimit,
     /// The request is larger than the model's context window.
     Overflow,
@@ -20,7 +21,8 @@ pub enum FailureKind {
     Network,
     /// The provider sent nothing for too long.
     Timeout,
-    /// Any other answer of the provider's (a 5xx, a 400 that is no overflow).
+    /// Any other answer of the provider's (a 5xx, a 400 that is no overflow, an error it
+    /// reported in the stream).
     Provider,
     /// A response or a handoff runs: the command needs the agent idle.
     Busy,
@@ -57,26 +59,104 @@ impl std::fmt::Display for Failure {
     }
 }
 
-/// What the providers say when a request does not fit the window (OpenAI's
-/// `context_length_exceeded`, Anthropic's "prompt is too long", llama.cpp's and vLLM's wording).
-const OVERFLOW_WORDS: [&str; 5] =
-    ["context_length_exceeded", "context length", "context window", "prompt is too long", "too many tokens"];
+/// Error codes (`error.code`, else `error.type`) that mean the request does not fit the
+/// window: OpenAI's, llama.cpp's, GitHub Copilot's, Anthropic's request-size type, z.ai's.
+const OVERFLOW_CODES: [&str; 5] = [
+    "context_length_exceeded",
+    "exceed_context_size_error",
+    "model_max_prompt_tokens_exceeded",
+    "request_too_large",
+    "model_context_window_exceeded",
+];
+
+/// What providers write when a request does not fit the window, lowercase: each entry's
+/// phrases must all occur (the second is often empty). pi's list (`pi-ai`'s
+/// `utils/overflow.js`) and the local servers' wording.
+const OVERFLOW_WORDS: [(&str, &str); 22] = [
+    ("prompt is too long", ""),                     // Anthropic: "prompt is too long: 213462 tokens > 200000 maximum"
+    ("request_too_large", ""),                      // Anthropic's request-size error
+    ("input is too long for requested model", ""),  // Amazon Bedrock
+    ("exceeds the context window", ""),             // OpenAI: "Your input exceeds the context window of this model"
+    ("maximum context length", ""),                 // OpenAI, OpenRouter, vLLM, Mistral: "This model's maximum context length is N tokens"
+    ("longer than the maximum model length", ""),   // vLLM: "The decoder prompt (length M) is longer than the maximum model length of N"
+    ("input token count", "exceeds the maximum"),   // Gemini: "The input token count (M) exceeds the maximum number of tokens allowed (N)"
+    ("maximum prompt length is", ""),               // xAI: "This model's maximum prompt length is N but the request contains M tokens"
+    ("reduce the length of the messages", ""),      // Groq, OpenAI
+    ("prompt token count of", "exceeds the limit"), // GitHub Copilot: "prompt token count of M exceeds the limit of N"
+    ("exceeds the available context size", ""),     // llama.cpp: "the request exceeds the available context size, try increasing it"
+    ("greater than the context length", ""),        // LM Studio: "tokens to keep from the initial prompt is greater than the context length"
+    ("loaded with context length of only", ""),     // LM Studio: "the model is loaded with context length of only N tokens, which is not enough"
+    ("context window exceeds limit", ""),           // MiniMax
+    ("exceeded model token limit", ""),             // Kimi For Coding
+    ("prompt too long; exceeded", "context length"), // Ollama: "prompt too long; exceeded max context length by M tokens"
+    ("exceeds the context length", ""),             // Ollama: "the input length exceeds the context length"
+    ("context_length_exceeded", ""),                // any code quoted in a message
+    ("context length exceeded", ""),
+    ("model_max_prompt_tokens_exceeded", ""),
+    ("too many tokens", ""),
+    ("token limit exceeded", ""),
+];
+
+/// What rate limits say, lowercase: never an overflow, even on a 400 or 413 (Groq answers a
+/// request larger than its tokens-per-minute limit with 413; Bedrock throttles with "Too many
+/// tokens").
+const RATE_LIMIT_WORDS: [&str; 8] =
+    ["rate limit", "rate_limit", "too many requests", "tokens per minute", "requests per minute", "quota", "throttl", "please wait"];
+
+/// Whether the provider's `code` or `message` names a rate limit.
+fn is_rate_limit(code: Option<&str>, message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    let code = code.map(str::to_ascii_lowercase).unwrap_or_default();
+    RATE_LIMIT_WORDS.iter().any(|w| lower.contains(w) || code.contains(w))
+        || ["TPM", "RPM"].iter().any(|w| has_word(message, w))
+}
+
+/// Whether the provider's `code` or `message` says the request does not fit the window.
+fn is_overflow(code: Option<&str>, message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    code.is_some_and(|c| OVERFLOW_CODES.iter().any(|o| c.eq_ignore_ascii_case(o)))
+        || OVERFLOW_WORDS.iter().any(|(a, b)| lower.contains(a) && lower.contains(b))
+}
+
+/// Whether `word` occurs in `text` with no letter or digit on either side.
+fn has_word(text: &str, word: &str) -> bool {
+    text.match_indices(word).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+    })
+}
+
+/// The kind of a refusal the provider explained (an HTTP error body, or an error it reported
+/// in place of the reply): rate limits first, since their wording can look like an overflow's.
+fn refusal_kind(code: Option<&str>, message: &str, otherwise: FailureKind) -> FailureKind {
+    if is_rate_limit(code, message) {
+        FailureKind::RateLimit
+    } else if is_overflow(code, message) {
+        FailureKind::Overflow
+    } else {
+        otherwise
+    }
+}
 
 impl ProviderError {
     /// The kind of this failure, for a front end to branch on.
+    ///
+    /// An overflow is a 400, 413 or 422 whose code or message says so, or any other 413 (a
+    /// proxy's HTML page included: a request too large in bytes is too large in tokens), or an
+    /// error reported in the stream that says so. Rate-limit wording is never an overflow.
     pub fn kind(&self) -> FailureKind {
         match self {
             ProviderError::Http { status: 401 | 403, .. } | ProviderError::MissingKey(_) => FailureKind::Auth,
             ProviderError::Http { status: 429, .. } => FailureKind::RateLimit,
-            ProviderError::Http { status: 400 | 413 | 422, message, .. } => {
-                let message = message.to_ascii_lowercase();
-                if OVERFLOW_WORDS.iter().any(|w| message.contains(w)) {
-                    FailureKind::Overflow
-                } else {
-                    FailureKind::Provider
-                }
+            ProviderError::Http { status: status @ (400 | 413 | 422), code, message, .. } => {
+                let otherwise = if *status == 413 { FailureKind::Overflow } else { FailureKind::Provider };
+                refusal_kind(code.as_deref(), message, otherwise)
             }
             ProviderError::Http { .. } => FailureKind::Provider,
+            ProviderError::Reported { code, message, .. } => {
+                refusal_kind(code.as_deref(), message, FailureKind::Provider)
+            }
             ProviderError::Connect { .. } | ProviderError::Stream { .. } | ProviderError::Client(_) => {
                 FailureKind::Network
             }
@@ -91,7 +171,11 @@ mod tests {
     use super::*;
 
     fn http(status: u16, message: &str) -> ProviderError {
-        ProviderError::Http { provider: "p".into(), status, message: message.into() }
+        ProviderError::Http { provider: "p".into(), status, code: None, message: message.into() }
+    }
+
+    fn reported(code: Option<&str>, message: &str) -> ProviderError {
+        ProviderError::Reported { provider: "p".into(), code: code.map(str::to_owned), message: message.into() }
     }
 
     #[test]
@@ -103,9 +187,26 @@ mod tests {
         assert_eq!(http(400, "prompt is too long: 210000 tokens > 200000 maximum").kind(), FailureKind::Overflow);
         assert_eq!(http(400, "unknown field").kind(), FailureKind::Provider);
         assert_eq!(http(503, "overloaded").kind(), FailureKind::Provider);
+        assert_eq!(http(413, "Payload Too Large").kind(), FailureKind::Overflow);
+        assert_eq!(http(413, "on tokens per minute (TPM): Limit 6000, Requested 9000").kind(), FailureKind::RateLimit);
+        assert_eq!(http(400, "Too many tokens: rate limit reached").kind(), FailureKind::RateLimit);
+        let stream = ProviderError::Stream { provider: "p".into(), message: "connection closed".into() };
+        assert_eq!(stream.kind(), FailureKind::Network);
+        assert_eq!(reported(Some("context_length_exceeded"), "Your input is long").kind(), FailureKind::Overflow);
+        assert_eq!(reported(Some("invalid_request_error"), "prompt is too long: 9 tokens > 8 maximum").kind(), FailureKind::Overflow);
+        assert_eq!(reported(Some("rate_limit_exceeded"), "Slow down").kind(), FailureKind::RateLimit);
+        assert_eq!(reported(Some("server_error"), "The model crashed").kind(), FailureKind::Provider);
         let connect = ProviderError::Connect { provider: "p".into(), url: "u".into(), message: "refused".into() };
         assert_eq!(connect.kind(), FailureKind::Network);
         assert_eq!(ProviderError::Timeout { provider: "p".into(), seconds: 5 }.kind(), FailureKind::Timeout);
         assert_eq!(ProviderError::Aborted.kind(), FailureKind::Cancelled);
+    }
+
+    #[test]
+    fn rate_limit_abbreviations_count_as_words_only() {
+        assert!(is_rate_limit(None, "Limit 6000 (TPM)"));
+        assert!(is_rate_limit(None, "RPM: 3"));
+        assert!(!is_rate_limit(None, "SIGTPMX"));
+        assert!(!is_rate_limit(None, "the maximum context length is 8192 tokens"));
     }
 }

@@ -223,6 +223,7 @@ impl Host {
         opened.agent.set_file_access(Arc::new(seams::EditorFiles { nvim: self.inner.nvim.clone() }));
         let controller = Controller::new(opened.agent, editor_texts());
         controller.set_review_by_default(*lock(&self.inner.handoff_review));
+        controller.set_auto_handoff(settings.auto_handoff());
         let collector = bridge::spawn_collector(controller.clone(), self.inner.outbox.clone());
         if let Some(old) = lock(&self.inner.collector).replace(collector) {
             old.abort();

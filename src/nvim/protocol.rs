@@ -592,10 +592,18 @@ pub enum Record {
     HandoffStart {
         #[serde(skip_serializing_if = "Option::is_none")]
         focus: Option<String>,
+        /// The host started it at the wall: reason, boundary, tokens, window.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        auto: Option<crate::core::agent::Wall>,
+        /// The chat's banner for an automatic handoff (the editor adds how to cancel).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        banner: Option<String>,
     },
     HandoffEnd {
         outcome: HandoffOutcome,
         notices: Vec<Notice>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        auto: Option<crate::core::agent::Wall>,
     },
     SessionSwitch {
         #[serde(skip_serializing_if = "Option::is_none")]

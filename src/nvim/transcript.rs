@@ -275,10 +275,16 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
                 context_window,
             }
         }
-        AgentEvent::HandoffStart { focus } => Record::HandoffStart { focus: focus.clone() },
-        AgentEvent::HandoffEnd { outcome } => {
-            Record::HandoffEnd { outcome: outcome.clone(), notices: controller::handoff_notices(outcome) }
-        }
+        AgentEvent::HandoffStart { focus, auto } => Record::HandoffStart {
+            focus: focus.clone(),
+            auto: *auto,
+            banner: auto.as_ref().map(controller::text::auto_banner),
+        },
+        AgentEvent::HandoffEnd { outcome, auto } => Record::HandoffEnd {
+            outcome: outcome.clone(),
+            notices: controller::handoff_end_notices(outcome, auto.as_ref()),
+            auto: *auto,
+        },
         AgentEvent::SessionSwitch { old, new, reason } => {
             Record::SessionSwitch { old: old.clone(), new: new.clone(), reason: *reason }
         }

@@ -21,7 +21,9 @@ function M.text()
   local elapsed = (vim.uv.now() - started) / 1000
   local stop = config.options.keymaps.stop
   local what
-  if state.generating_handoff then
+  if state.generating_handoff and state.auto_banner then
+    what = state.auto_banner .. " <Esc> to cancel ·"
+  elseif state.generating_handoff then
     what = "Generating handoff… <Esc> to cancel ·"
   else
     what = "Generating…" .. (stop and (" (" .. stop .. " to stop)") or "")

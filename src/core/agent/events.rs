@@ -136,8 +136,17 @@ pub enum AgentEvent {
     ToolExecutionEnd { tool_call_id: String, tool_name: String, args: serde_json::Value, is_error: bool, result: Message },
     /// A successful `todo_write` changed the todo list (its result is stored): the whole list.
     TodosChanged { todos: Vec<Todo> },
-    HandoffStart { focus: Option<String> },
-    HandoffEnd { outcome: HandoffOutcome },
+    /// A handoff starts; `auto`: the host started it at the wall (where, and the figures).
+    HandoffStart {
+        focus: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        auto: Option<super::Wall>,
+    },
+    HandoffEnd {
+        outcome: HandoffOutcome,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        auto: Option<super::Wall>,
+    },
     /// The session file changed.
     SessionSwitch { old: Option<String>, new: String, reason: SwitchReason },
     /// Something the user must be told that is no part of a message: refusals included, so

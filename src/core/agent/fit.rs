@@ -23,12 +23,17 @@ pub fn estimate_text_tokens(text: &str) -> usize {
     text.chars().count().div_ceil(CHARS_PER_TOKEN)
 }
 
+/// The estimate of `len` bytes of text (JSON counted unparsed).
+pub fn estimate_text_tokens_of_len(len: usize) -> usize {
+    len.div_ceil(CHARS_PER_TOKEN)
+}
+
 /// The estimate of a message on its way to the model. A stored message is counted from its JSON
 /// text without parsing it (bytes / 4: the keys and escapes make it err on the generous side),
 /// so estimating a large session's context costs a sum of lengths.
 pub fn estimate_context_tokens(message: &ContextMessage) -> usize {
     match message {
-        ContextMessage::Stored(stored) => stored.json().len().div_ceil(CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS,
+        ContextMessage::Stored(stored) => estimate_text_tokens_of_len(stored.json().len()) + MESSAGE_OVERHEAD_TOKENS,
         ContextMessage::Made(message) => estimate_tokens(message),
     }
 }

@@ -10,6 +10,7 @@ pub mod fit;
 pub mod system_prompt;
 pub mod templates;
 mod tool_loop;
+pub mod wall;
 
 mod run;
 mod state;
@@ -25,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use assembler::{Assembled, MessageAssembler};
 pub use events::{AgentEvent, AssistantMessageEvent, Level, Notice, SwitchReason};
 
+use crate::core::failure::FailureKind;
 use crate::core::message::{ContextMessage, Message, StopReason};
 use crate::core::provider::{
     ChatRequest, Provider, ProviderConfig, ProviderError, StreamEvent, ThinkingLevel, ToolCall, ToolChoice,
@@ -36,6 +38,7 @@ use crate::core::tools::{todo, DiskFileAccess, EnvPolicy, FileAccess, Todo, Tool
 pub use system_prompt::{PromptSources, SystemPrompt};
 pub use state::{AgentConfig, AgentState, RunClaim, RunOptions, RunResult, SessionSwitched};
 pub use tool_loop::ToolsOutcome;
+pub use wall::{Boundary, Threshold, Wall, WallReason, WallSettings};
 
 /// Turns of one prompt at most (each tool round is a turn), unless configured otherwise.
 pub const DEFAULT_MAX_TURNS: u32 = 50;
@@ -81,6 +84,8 @@ pub struct AgentSession {
     files: Mutex<Arc<dyn FileAccess>>,
     /// Variables that never reach a tool's environment (the provider's key among them).
     tool_env: EnvPolicy,
+    /// Where the wall is.
+    wall: WallSettings,
 }
 
 /// Locks a mutex, recovering the data if a panicking thread poisoned it (the state is still
@@ -115,6 +120,7 @@ impl AgentSession {
             consent: Mutex::new(no_one_to_ask()),
             files: Mutex::new(Arc::new(DiskFileAccess)),
             tool_env,
+            wall: config.wall,
         }
     }
 

@@ -26,6 +26,13 @@ impl AgentSession {
         self.run_claimed(claim, text, options).await
     }
 
+    /// Sends `message` as it is (no template expansion: the host's own message, or one a run
+    /// did not send) and runs the agent until it stops.
+    pub async fn prompt_message(&self, message: Message, options: RunOptions) -> Result<RunResult, AgentError> {
+        let claim = self.claim_run(&CancellationToken::new())?;
+        self.run_claimed_message(claim, message, options).await
+    }
+
     /// Takes the run slot (one response at a time), or `Busy`. The run stops when `cancel` (a
     /// token of the caller's: the handoff's own) or `abort()` fires. The handoff takes the slot
     /// before it announces itself, so that a prompt racing it is refused instead of the handoff.
@@ -61,18 +68,33 @@ impl AgentSession {
     }
 
     /// Appends a message to the in-memory context and to the session file (pi persists at
-    /// `message_end`).
+    /// `message_end`); with `record` off (a detached run), to the run's result only.
     /// The file comes first: a message that could not be written (full disk) does not enter
     /// the in-memory context either, so the next request matches what a reload would see.
-    /// Returns the id of the message's entry.
-    pub(super) fn commit_message(&self, message: &Message, result: &mut RunResult) -> Result<String, AgentError> {
+    /// Returns the id of the message's entry (empty when not recorded).
+    pub(super) fn commit_message(&self, message: &Message, result: &mut RunResult, record: bool) -> Result<String, AgentError> {
         self.emit(AgentEvent::MessageEnd { message: message.clone() });
         result.messages.push(message.clone());
+        if !record {
+            return Ok(String::new());
+        }
         let id = self.session().append_message(message)?;
         if let Some(replaced) = self.state().messages.as_mut() {
             replaced.push(message.clone());
         }
         Ok(id)
+    }
+
+    /// Records the messages of a detached run (`RunOptions::record` off) in the session, as a
+    /// recorded run would have, once the caller keeps them.
+    pub fn record_messages(&self, messages: &[Message]) -> Result<(), AgentError> {
+        for message in messages {
+            self.session().append_message(message)?;
+            if let Some(replaced) = self.state().messages.as_mut() {
+                replaced.push(message.clone());
+            }
+        }
+        Ok(())
     }
 
     async fn run(
@@ -91,11 +113,23 @@ impl AgentSession {
         // without the thinking that led to it once thinking is on).
         let thinking = self.thinking_level();
         let mut turns = 0u32;
+        // The last turn ran tools: the task is in flight.
+        let mut after_tools = false;
         let outcome = 'turns: loop {
+            // The wall, before anything new goes out (every call of the last turn has its
+            // result by now): what would have been sent stays unsent, for the next session.
+            if !(turns == 0 && options.send_first) {
+                let boundary = if after_tools { wall::Boundary::AfterTools } else { wall::Boundary::BeforePrompt };
+                if let Some(wall) = self.wall_at(boundary, after_tools, &inbox, options) {
+                    result.unsent = std::mem::take(&mut inbox);
+                    result.wall = Some(wall);
+                    break Ok(());
+                }
+            }
             self.emit(AgentEvent::TurnStart);
             for message in std::mem::take(&mut inbox) {
                 self.emit(AgentEvent::MessageStart { message: message.clone() });
-                if let Err(e) = self.commit_message(&message, &mut result) {
+                if let Err(e) = self.commit_message(&message, &mut result, options.record) {
                     break 'turns Err(e);
                 }
             }
@@ -104,13 +138,13 @@ impl AgentSession {
             // already holds them as `toolCall` blocks).
             let (assistant, tool_calls) = self.stream_turn(options, thinking, cancel, &mut result).await;
             let stop = assistant.stop_reason.unwrap_or_default();
-            if let Err(e) = self.commit_message(&assistant, &mut result) {
+            if let Err(e) = self.commit_message(&assistant, &mut result, options.record) {
                 break Err(e);
             }
             // A failed or stopped reply runs none of its calls (the wire layer answers them).
             let failed = matches!(stop, StopReason::Error | StopReason::Aborted);
             let start = result.messages.len();
-            let tools = if failed || tool_calls.is_empty() || !options.use_tools {
+            let tools = if failed || tool_calls.is_empty() || !options.use_tools || !options.record {
                 None
             } else {
                 match self.run_tool_calls(tool_calls, cancel, &mut result).await {
@@ -119,7 +153,16 @@ impl AgentSession {
                 }
             };
             let tool_results = result.messages[start..].to_vec();
-            self.emit(AgentEvent::TurnEnd { message: assistant, tool_results });
+            self.emit(AgentEvent::TurnEnd { message: assistant.clone(), tool_results });
+            after_tools = tools.is_some();
+            // A request refused as too large, or a reply that counted more input than the
+            // window holds, is the wall (once the batch it asked for has run).
+            if stop != StopReason::Aborted && tools != Some(ToolsOutcome::Stop) {
+                if let Some(wall) = self.overflow_wall(&assistant, result.failure, failed || after_tools, options) {
+                    result.wall = Some(wall);
+                    break Ok(());
+                }
+            }
             if failed || tools == Some(ToolsOutcome::Stop) {
                 break Ok(());
             }
@@ -147,8 +190,15 @@ impl AgentSession {
                     continue;
                 }
             }
-            // The model would stop: with open items on its list, it is reminded of them.
-            match self.todo_reminder(stop, options, cancel) {
+            // The model would stop: with open items on its list, it is reminded of them; the
+            // wall after the final reply comes first (with open items the work is in flight,
+            // and the next session is told to go on instead).
+            let reminder = self.todo_reminder(stop, options, cancel);
+            if let Some(wall) = self.wall_at(wall::Boundary::AfterReply, reminder.is_some(), reminder.as_slice(), options) {
+                result.wall = Some(wall);
+                break Ok(());
+            }
+            match reminder {
                 Some(reminder) => inbox.push(reminder),
                 None => break Ok(()),
             }
@@ -198,24 +248,28 @@ impl AgentSession {
         let provider = lock(&self.provider).clone();
         let config = provider.config();
         let system = self.system_prompt();
+        // The session's context as it is stored (unparsed), and the run's messages when they are
+        // not recorded.
+        let mut context = self.request_messages();
+        if !options.record {
+            context.extend(result.messages.iter().cloned().map(ContextMessage::from));
+        }
         let messages = if options.fit_to_window {
-            let system_tokens = fit::estimate_text_tokens(&system.text);
             // Room for the reply: max_tokens, but at most a quarter of the window. A small local
             // model configured with its window only keeps the default max_tokens, which alone
             // would fill the window and leave the request nothing but a truncated instruction.
-            let reply_tokens = (config.max_tokens as usize).min(config.context_window as usize / 4);
-            let budget = (config.context_window as usize)
-                .saturating_sub(reply_tokens)
-                .saturating_sub(system_tokens)
-                .saturating_sub(256);
-            let (fitted, elisions) = fit::fit_request(self.request_messages(), budget);
+            let reply_tokens = (config.max_tokens as u64).min(config.context_window / 4);
+            let room = config.context_window.saturating_sub(reply_tokens);
+            let budget = options.fit_limit.map_or(room, |limit| limit.min(room));
+            let budget = budget.saturating_sub(self.fixed_request_tokens()).saturating_sub(256) as usize;
+            let (fitted, elisions) = fit::fit_request(context, budget);
             if !elisions.is_empty() {
                 tracing::info!(?elisions, budget, "conversation shortened to fit the context window");
                 result.elisions = Some(elisions);
             }
             fitted
         } else {
-            self.request_messages()
+            context
         };
         // Without tools (the handoff) the definitions still go along, for a prompt-cache hit.
         let tool_choice = if options.use_tools { ToolChoice::Auto } else { ToolChoice::None };

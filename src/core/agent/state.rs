@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{fit, SwitchReason, DEFAULT_MAX_TODO_REMINDERS, DEFAULT_MAX_TURNS};
+use super::{fit, wall, SwitchReason, DEFAULT_MAX_TODO_REMINDERS, DEFAULT_MAX_TURNS};
 use crate::core::failure::FailureKind;
 use crate::core::message::Message;
 use crate::core::provider::{ProviderConfig, ThinkingLevel};
@@ -27,11 +27,33 @@ pub struct RunOptions {
     /// Let the model call tools. Off (the handoff), the request still carries the tool
     /// definitions, so a provider's prompt cache still hits, with tool choice "none".
     pub use_tools: bool,
+    /// Stop at the wall (see `wall`): before a prompt, after a tool batch, after the final
+    /// reply, at an overflow. Off for the handoff's own run and when automatic handoffs are off.
+    pub watch_wall: bool,
+    /// Do not stop at the wall before the run's first request (its prompt is sent whatever the
+    /// estimate: a handoff was refused or cancelled for it).
+    pub send_first: bool,
+    /// Write the run's messages to the session as they come (pi persists at `message_end`).
+    /// Off (the automatic handoff), they are only in the result, for the caller to record
+    /// ([`AgentSession::record_messages`]) or drop; such a run runs no tools.
+    pub record: bool,
+    /// With `fit_to_window`: the whole request's estimate at most (system prompt and tool
+    /// definitions included), below what the window leaves.
+    pub fit_limit: Option<u64>,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        Self { expand_prompt_templates: true, fit_to_window: false, single_turn: false, use_tools: true }
+        Self {
+            expand_prompt_templates: true,
+            fit_to_window: false,
+            single_turn: false,
+            use_tools: true,
+            watch_wall: false,
+            send_first: false,
+            record: true,
+            fit_limit: None,
+        }
     }
 }
 
@@ -53,6 +75,11 @@ pub struct RunResult {
     /// What kind of failure ended the last model request, when one failed (the message says
     /// it in words).
     pub failure: Option<FailureKind>,
+    /// The run stopped at the wall (`RunOptions::watch_wall`).
+    pub wall: Option<wall::Wall>,
+    /// Messages the run did not send because the wall came first (a prompt, steering or a
+    /// follow-up typed by the user), in order: they belong to the session after a handoff.
+    pub unsent: Vec<Message>,
 }
 
 impl RunResult {
@@ -110,6 +137,8 @@ pub struct AgentConfig {
     pub max_todo_reminders: u32,
     /// The thinking level of a session that has none recorded (a new one).
     pub thinking: ThinkingLevel,
+    /// Where the wall is (`handoff.threshold`, `handoff.room`).
+    pub wall: wall::WallSettings,
 }
 
 impl AgentConfig {
@@ -127,6 +156,7 @@ impl AgentConfig {
             max_turns: DEFAULT_MAX_TURNS,
             max_todo_reminders: DEFAULT_MAX_TODO_REMINDERS,
             thinking: ThinkingLevel::Off,
+            wall: wall::WallSettings::default(),
         }
     }
 }

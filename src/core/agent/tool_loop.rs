@@ -214,7 +214,7 @@ impl AgentSession {
             result: message.clone(),
         });
         self.emit(AgentEvent::MessageStart { message: message.clone() });
-        let entry_id = self.commit_message(&message, result)?;
+        let entry_id = self.commit_message(&message, result, true)?;
         if let Some(capture) = capture.filter(|_| !is_error) {
             self.keep_original(capture, &entry_id);
         }

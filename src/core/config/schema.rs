@@ -138,7 +138,7 @@ impl Type {
             Type::Int { min, max } if *max == MAX_U32 || *max == MAX_EXACT => format!("an integer >= {min}"),
             Type::Int { min, max } => format!("an integer from {min} to {max}"),
             Type::Fraction => "a number in (0, 1]".into(),
-            Type::Size => "a number > 0 (<= 1: a fraction of the editor)".into(),
+            Type::Size => "a number > 0 (<= 1: a fraction of the whole)".into(),
             Type::Text => "a string".into(),
             Type::Path => "a path".into(),
             Type::OneOf(names) => format!("one of {}", quoted(&names())),
@@ -180,6 +180,11 @@ pub fn rule_names() -> Vec<&'static str> {
 /// Where the chat opens.
 pub fn position_names() -> Vec<&'static str> {
     vec!["right", "left", "bottom", "top", "tab"]
+}
+
+/// What `handoff.auto` takes.
+fn auto_handoff_names() -> Vec<&'static str> {
+    crate::core::handoff::AutoHandoff::ALL.iter().map(|m| m.as_str()).collect()
 }
 
 /// The actions `keymaps.global` maps (`lua/handoff/keymaps.lua` binds them).
@@ -295,6 +300,15 @@ pub const SETTINGS: &[Setting] = &[
     Setting::lua("handoff.suggest_at", Type::Fraction, DefaultValue::Number(0.8),
         "Suggest :Handoff (once per session) when a reply leaves the conversation above this share of the context window; false: never.")
         .or_false(),
+    Setting::host("handoff.auto", "handoff.auto", Type::OneOf(auto_handoff_names), DefaultValue::Text("continue"),
+        "At the wall (the next request would leave no room for a handoff, or the provider refused one as too large): \"continue\" hands off by itself and goes on in the new session, \"review\" opens the document first, \"off\" does nothing. See |handoff-auto|.")
+        .flag("auto-handoff", Some("HANDOFF_AUTO")),
+    Setting::host("handoff.threshold", "handoff.threshold", Type::Size, DefaultValue::Unset,
+        "Where the wall is: a share of the context window, or a count of tokens (default: the window minus max(16384, 15%) minus handoff.room, at most 90%).")
+        .flag("handoff-threshold", None),
+    Setting::host("handoff.room", "handoff.room", COUNT, DefaultValue::Int(crate::core::agent::wall::DEFAULT_HANDOFF_ROOM as i64),
+        "Tokens the handoff document is given room for (at most a quarter of the window).")
+        .flag("handoff-room", None),
     Setting::lua("tool_output_lines", COUNT, DefaultValue::Int(DEFAULT_TOOL_OUTPUT_LINES as i64),
         "Lines of a tool's output shown in the chat (the rest is in the session)."),
     Setting::lua("context.max_bytes", BIG_COUNT, DefaultValue::Int(256 * 1024),
@@ -581,7 +595,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::core::config::{Settings, ToolSettings};
+    use crate::core::config::{HandoffSettings, Settings, ToolSettings};
     use crate::core::provider::Api;
     use crate::core::tools::consent::{Level, Rule};
 
@@ -620,7 +634,7 @@ mod tests {
     fn leaves(prefix: &str, value: &serde_json::Value, out: &mut Vec<String>) {
         for (k, v) in value.as_object().unwrap() {
             let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-            if k == "tools" {
+            if k == "tools" || k == "handoff" {
                 leaves(&path, v, out);
             } else {
                 out.push(path);
@@ -630,7 +644,11 @@ mod tests {
 
     #[test]
     fn the_host_settings_are_the_fields_of_settings() {
-        let all = Settings { tools: Some(ToolSettings::default()), ..Settings::default() };
+        let all = Settings {
+            tools: Some(ToolSettings::default()),
+            handoff: Some(HandoffSettings::default()),
+            ..Settings::default()
+        };
         let mut fields = Vec::new();
         leaves("", &serde_json::to_value(&all).unwrap(), &mut fields);
         let mut host: Vec<String> = SETTINGS.iter().filter_map(|s| s.host.map(str::to_string)).collect();

@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
 use crate::core::agent::{
-    lock, AgentError, AgentEvent, AgentSession, RunClaim, RunOptions, RunResult, SwitchReason,
+    lock, AgentError, AgentEvent, AgentSession, RunClaim, RunOptions, RunResult, SwitchReason, Wall,
 };
+use crate::core::failure::FailureKind;
 /// How a handoff ended, and why one did nothing: event payloads, so they live with the events
 /// (the agent layer imports nothing from here).
 pub use crate::core::agent::events::{HandoffOutcome, Refusal};
@@ -37,8 +38,10 @@ pub const CUSTOM_TYPE: &str = crate::core::session::todos::HANDOFF_CUSTOM_TYPE;
 const CONTEXT_SENTENCE: &str =
     "The above is a handoff document from a previous session. Use this context to continue the work seamlessly.";
 
+pub mod auto;
 pub mod facts;
 
+pub use auto::{AutoHandoff, UserWords};
 pub use facts::Facts;
 
 /// What the user asked of a handoff: the one options value of every entry point (`:Handoff`,
@@ -63,8 +66,16 @@ impl HandoffOptions {
 /// still go along with tool choice "none", so a provider's prompt cache hits). Public so that
 /// tests can check the expansion setting, which a handoff alone cannot show (its prompt never
 /// starts with `/name`).
-pub const RUN_OPTIONS: RunOptions =
-    RunOptions { expand_prompt_templates: false, fit_to_window: true, single_turn: true, use_tools: false };
+pub const RUN_OPTIONS: RunOptions = RunOptions {
+    expand_prompt_templates: false,
+    fit_to_window: true,
+    single_turn: true,
+    use_tools: false,
+    watch_wall: false,
+    send_first: true,
+    record: true,
+    fit_limit: None,
+};
 
 /// Trigger: exactly `/handoff`, or `/handoff ` followed by focus instructions.
 /// Returns the focus (possibly empty) when `input` is a handoff command.
@@ -87,12 +98,55 @@ pub fn build_prompt(focus: Option<&str>) -> String {
     prompt
 }
 
-/// The document with the facts after it: what the new session is handed.
-pub fn with_facts(document: &str, facts: &Facts) -> String {
-    if facts.is_empty() {
+/// What the host hands over beside the document: the facts and, after an automatic handoff,
+/// the user's own words and why it happened.
+#[derive(Clone, Debug, Default)]
+pub struct Carried {
+    pub facts: Facts,
+    pub words: UserWords,
+    pub auto: Option<Wall>,
+}
+
+impl Carried {
+    /// The facts of the session's current branch; with `auto`, the user's words too.
+    pub fn gather(agent: &AgentSession, auto: Option<Wall>) -> Carried {
+        let session = agent.session();
+        let branch = session.get_branch(None);
+        let words = if auto.is_some() { UserWords::of_branch(&branch) } else { UserWords::default() };
+        Carried { facts: Facts::gather(&branch), words, auto }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.facts.is_empty() && self.words.is_empty()
+    }
+
+    /// The text after the document, as the new session reads it.
+    pub fn render(&self) -> String {
+        [self.facts.render(), self.words.render()].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join("\n\n")
+    }
+
+    /// The new session's entry's details: the facts (pi's readFiles/modifiedFiles and ours),
+    /// the user's words, and why an automatic handoff happened.
+    pub fn details(&self) -> serde_json::Value {
+        let mut details = self.facts.details();
+        if let Some(map) = details.as_object_mut() {
+            if !self.words.is_empty() {
+                map.insert("userWords".into(), serde_json::to_value(&self.words).unwrap_or_default());
+            }
+            if let Some(wall) = &self.auto {
+                map.insert("auto".into(), auto::details(wall));
+            }
+        }
+        details
+    }
+}
+
+/// The document with what the host carries after it: what the new session is handed.
+pub fn with_facts(document: &str, carried: &Carried) -> String {
+    if carried.is_empty() {
         document.to_string()
     } else {
-        format!("{document}\n\n{}", facts.render())
+        format!("{document}\n\n{}", carried.render())
     }
 }
 
@@ -221,7 +275,7 @@ fn write_document_file(session_file: &Path, document: &str) -> Result<PathBuf, S
 /// A document waiting for the user's review.
 #[derive(Clone, Debug)]
 struct Draft {
-    facts: Facts,
+    carried: Carried,
 }
 
 /// The handoff of one agent session: at most one runs at a time, and it can be cancelled.
@@ -261,6 +315,18 @@ impl Handoff {
     /// `review`, the document is not used at once: the outcome is `Review`, and the new session
     /// starts when the user writes the text ([`Handoff::commit`]).
     pub async fn run(&self, agent: &AgentSession, focus: Option<&str>, review: bool) -> HandoffOutcome {
+        let focus = focus.map(str::trim).filter(|f| !f.is_empty()).map(str::to_string);
+        self.run_with(agent, focus, review, None).await
+    }
+
+    /// The automatic handoff of a run that stopped at `wall` (`auto`): the same pipeline, with
+    /// a focus naming the step in flight; nothing reaches the old session unless it succeeds.
+    pub async fn run_auto(&self, agent: &AgentSession, wall: Wall, review: bool) -> HandoffOutcome {
+        let focus = auto::focus(&wall, &auto::last_tools(&agent.session().get_branch(None)));
+        self.run_with(agent, Some(focus), review, Some(wall)).await
+    }
+
+    async fn run_with(&self, agent: &AgentSession, focus: Option<String>, review: bool, auto: Option<Wall>) -> HandoffOutcome {
         // 1. Start: guard, abort controller, prompt.
         let token = CancellationToken::new();
         let claim = {
@@ -280,22 +346,21 @@ impl Handoff {
             claim
         };
         let _clear = AbortControllerGuard(self);
-        let focus = focus.map(str::trim).filter(|f| !f.is_empty()).map(str::to_string);
-        agent.emit(AgentEvent::HandoffStart { focus: focus.clone() });
-        let outcome = match generate(agent, focus.as_deref(), &token, claim).await {
+        agent.emit(AgentEvent::HandoffStart { focus: focus.clone(), auto });
+        let outcome = match generate(agent, focus.as_deref(), &token, claim, auto).await {
             Err(reason) => reason.into(),
-            Ok((document, facts, elided)) if review => {
-                let text = with_facts(&document, &facts);
-                let facts_at = (!facts.is_empty()).then_some(document.len() + 2);
-                *lock(&self.draft) = Some(Draft { facts });
+            Ok((document, carried, elided)) if review => {
+                let text = with_facts(&document, &carried);
+                let facts_at = (!carried.is_empty()).then_some(document.len() + 2);
+                *lock(&self.draft) = Some(Draft { carried });
                 HandoffOutcome::Review { missing_sections: missing_sections(&document), text, facts_at, elided }
             }
-            Ok((document, facts, elided)) => match start_new_session(agent, &with_facts(&document, &facts), &facts) {
-                Ok(new) => done(document, &facts, new, elided),
+            Ok((document, carried, elided)) => match start_new_session(agent, &with_facts(&document, &carried), &carried) {
+                Ok(new) => done(document, &carried, new, elided),
                 Err(reason) => reason.into(),
             },
         };
-        agent.emit(AgentEvent::HandoffEnd { outcome: outcome.clone() });
+        agent.emit(AgentEvent::HandoffEnd { outcome: outcome.clone(), auto });
         outcome
     }
 
@@ -305,6 +370,7 @@ impl Handoff {
         let Some(draft) = lock(&self.draft).take() else {
             return HandoffOutcome::Refused { reason: Refusal::NoReview };
         };
+        let draft_auto = draft.carried.auto;
         let text = text.trim();
         let outcome = if text.is_empty() {
             HandoffOutcome::Failed { message: "the reviewed document is empty; nothing was created".into() }
@@ -315,26 +381,24 @@ impl Handoff {
         } else {
             // The text already holds the facts as the user left them; the entry's details keep
             // what the host knows, for the handoffs after this one.
-            match start_new_session(agent, text, &draft.facts) {
-                Ok(new) => done(text.to_string(), &Facts::default(), new, None),
+            match start_new_session(agent, text, &draft.carried) {
+                Ok(new) => done(text.to_string(), &Carried::default(), new, None),
                 Err(reason) => reason.into(),
             }
         };
-        agent.emit(AgentEvent::HandoffEnd { outcome: outcome.clone() });
+        agent.emit(AgentEvent::HandoffEnd { outcome: outcome.clone(), auto: draft_auto });
         outcome
     }
 
     /// Review mode: the user quit without writing. Nothing is created.
     pub fn discard(&self, agent: &AgentSession) -> bool {
-        let had = lock(&self.draft).take().is_some();
-        if had {
-            agent.emit(AgentEvent::HandoffEnd { outcome: HandoffOutcome::Discarded });
-        }
-        had
+        let Some(draft) = lock(&self.draft).take() else { return false };
+        agent.emit(AgentEvent::HandoffEnd { outcome: HandoffOutcome::Discarded, auto: draft.carried.auto });
+        true
     }
 }
 
-fn done(document: String, facts: &Facts, new: NewSession, elided: Option<String>) -> HandoffOutcome {
+fn done(document: String, carried: &Carried, new: NewSession, elided: Option<String>) -> HandoffOutcome {
     HandoffOutcome::Done {
         missing_sections: missing_sections(&document),
         document,
@@ -342,32 +406,63 @@ fn done(document: String, facts: &Facts, new: NewSession, elided: Option<String>
         parent_session: new.parent_session.to_string_lossy().into_owned(),
         document_file: new.document_file.to_string_lossy().into_owned(),
         elided,
-        facts: (!facts.is_empty()).then(|| facts.render()),
+        facts: (!carried.is_empty()).then(|| carried.render()),
     }
 }
 
-/// Steps 1–3 after the start: the run and the capture. Returns the document, the facts of the
-/// session handed off, and what had to be left out of the request.
+/// Steps 1–3 after the start: the run and the capture. Returns the document, what the host
+/// carries over, and what had to be left out of the request.
 async fn generate(
     agent: &AgentSession,
     focus: Option<&str>,
     token: &CancellationToken,
     claim: RunClaim,
-) -> Result<(String, Facts, Option<String>), NoDocument> {
+    auto: Option<Wall>,
+) -> Result<(String, Carried, Option<String>), NoDocument> {
     // The request is marked as one where it is written: the chat shows it as the handoff's
     // request from the mark, whatever the instruction's text is now.
     let mut prompt = Message::user(build_prompt(focus));
     mark_handoff_request(&mut prompt, focus);
     // 2. Capture: the run's own messages are the payload of `agent_end`.
-    let result = agent.run_claimed_message(claim, prompt, RUN_OPTIONS).await?;
+    let result = match auto {
+        None => agent.run_claimed_message(claim, prompt, RUN_OPTIONS).await?,
+        Some(_) => run_fitted(agent, prompt, token, claim).await?,
+    };
     // 3. Cancellation check.
     if token.is_cancelled() {
         return Err(NoDocument::Cancelled);
     }
     let document = capture(&result)?;
+    if auto.is_some() {
+        // Kept now that it succeeded: the old session shows the handoff as `:Handoff` does.
+        agent.record_messages(&result.messages)?;
+    }
     // What the host knows for certain, whatever the document says.
-    let facts = Facts::gather(&agent.session().get_branch(None));
-    Ok((document, facts, result.elisions.map(|e| e.note())))
+    let carried = Carried::gather(agent, auto);
+    Ok((document, carried, result.elisions.map(|e| e.note())))
+}
+
+/// The automatic handoff's run: detached (nothing reaches the old session until it succeeds),
+/// its request fitted to `W − H`, and trimmed further and sent again while the provider still
+/// refuses it as too large, a bounded number of times.
+async fn run_fitted(agent: &AgentSession, prompt: Message, token: &CancellationToken, claim: RunClaim) -> Result<RunResult, AgentError> {
+    let window = agent.provider_config().context_window;
+    let limit = window.saturating_sub(agent.wall_settings().room_in(window));
+    let mut claim = Some(claim);
+    let mut result = RunResult::default();
+    for (attempt, share) in auto::FIT_ATTEMPTS.into_iter().enumerate() {
+        let claim = match claim.take() {
+            Some(claim) => claim,
+            None => agent.claim_run(token)?,
+        };
+        let options = RunOptions { record: false, fit_limit: Some(limit * share / 100), ..RUN_OPTIONS };
+        result = agent.run_claimed_message(claim, prompt.clone(), options).await?;
+        if result.failure != Some(FailureKind::Overflow) || token.is_cancelled() {
+            break;
+        }
+        tracing::info!(attempt, share, "the handoff request was refused as too large: trimming it");
+    }
+    Ok(result)
 }
 
 /// Steps 4–6: flush the old session, start a new one that records its parent and the current
@@ -375,7 +470,7 @@ async fn generate(
 /// onto it. `facts` go into the entry's details.
 /// The new session is built beside the old one and switched to only once it is complete on
 /// disk, so a write error (full disk, read-only folder) leaves the agent on the old session.
-fn start_new_session(agent: &AgentSession, text: &str, facts: &Facts) -> Result<NewSession, NoDocument> {
+fn start_new_session(agent: &AgentSession, text: &str, carried: &Carried) -> Result<NewSession, NoDocument> {
     let (mut next, parent_session) = {
         let mut session = agent.session();
         session.flush()?;
@@ -389,7 +484,7 @@ fn start_new_session(agent: &AgentSession, text: &str, facts: &Facts) -> Result<
         agent.carry_settings(&mut next)?;
         // The facts are kept as the entry's details too (pi's readFiles/modifiedFiles), for the
         // handoffs after this one.
-        next.append_custom_message_with_details(CUSTOM_TYPE, &wrap_document(text), true, Some(facts.details()))?;
+        next.append_custom_message_with_details(CUSTOM_TYPE, &wrap_document(text), true, Some(carried.details()))?;
         // Gap (new session not on disk): fsync before success is announced.
         next.flush()?;
         // Gap (document only inside sessions): also a markdown file beside the new session.

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::retry::{self, Failure};
 use super::types::{ChatRequest, ProviderConfig, ProviderError, StreamEnd, StreamEvent};
-use super::wire::{truncate, Decoder, Flow, SseEvent, WireFormat};
+use super::wire::{self, truncate, DecodeError, Decoder, Flow, SseEvent, WireFormat};
 
 /// Longest error body read from a failed response: enough for any provider's JSON error, small
 /// enough that a misconfigured base URL answering with a web page costs nothing.
@@ -84,19 +84,7 @@ pub(super) async fn attempt(
     if !status.is_success() {
         let retry_after = retry::retry_after(response.headers());
         let body = read_body(response, idle, cancel).await?;
-        let message = if body.trim().is_empty() {
-            status.canonical_reason().unwrap_or("no message").to_owned()
-        } else {
-            error_message(&body)
-        };
-        return Err(Failure {
-            error: ProviderError::Http {
-                provider: config.name.clone(),
-                status: status.as_u16(),
-                message,
-            },
-            retry_after,
-        });
+        return Err(Failure { error: http_error(config, status, &body), retry_after });
     }
 
     let is_json = response
@@ -107,11 +95,11 @@ pub(super) async fn attempt(
     if is_json {
         // A proxy or server that ignored `stream: true`, or reported an error with status 200.
         let body = read_body(response, idle, cancel).await?;
-        return Err(stream_error(
-            config,
-            format!("expected an event stream, got JSON: {}", error_message(&body)),
-        )
-        .into());
+        let reported = serde_json::from_str::<Value>(&body).ok().and_then(|v| wire::reported_error(&v));
+        let error = reported.unwrap_or_else(|| {
+            DecodeError::Broken(format!("expected an event stream, got JSON: {}", truncate(body.trim(), 300)))
+        });
+        return Err(decode_error(config, error).into());
     }
 
     let mut events = Box::pin(timed_chunks(response, idle).eventsource());
@@ -142,7 +130,7 @@ pub(super) async fn attempt(
             }
         };
         let sse = SseEvent { name: &event.event, data: &event.data };
-        match decoder.on_event(sse, emit).map_err(|m| stream_error(config, m))? {
+        match decoder.on_event(sse, emit).map_err(|e| decode_error(config, e))? {
             Flow::Continue => {}
             Flow::Done => break,
         }
@@ -156,7 +144,7 @@ pub(super) async fn attempt(
 pub(super) fn decode_body(
     format: &dyn WireFormat,
     chunks: Vec<bytes::Bytes>,
-) -> Result<(Vec<StreamEvent>, StreamEnd), String> {
+) -> Result<(Vec<StreamEvent>, StreamEnd), DecodeError> {
     let mut decoder: Box<dyn Decoder> = format.decoder();
     let body = futures::stream::iter(chunks.into_iter().map(Ok::<_, std::convert::Infallible>));
     let mut events = Box::pin(body.eventsource());
@@ -170,7 +158,7 @@ pub(super) fn decode_body(
                 break;
             }
         }
-        Ok::<_, String>(())
+        Ok::<_, DecodeError>(())
     })?;
     let end = decoder.finish(&mut emit)?;
     Ok((out, end))
@@ -229,20 +217,38 @@ async fn read_body(
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
-/// The provider's own words from an error body: `error.message` (OpenAI, Anthropic), an
-/// `error` string (Ollama, llama.cpp) or `message`; otherwise the start of the raw body.
-pub(super) fn error_message(body: &str) -> String {
-    if let Ok(v) = serde_json::from_str::<Value>(body) {
-        let found = v
-            .pointer("/error/message")
-            .and_then(Value::as_str)
-            .or_else(|| v.get("error").and_then(Value::as_str))
-            .or_else(|| v.get("message").and_then(Value::as_str));
-        if let Some(m) = found {
-            return truncate(m.trim(), 1000);
-        }
+/// A failed response's error: the provider's code and words from its body; the title of an
+/// HTML page (a proxy's, or a web server's at a wrong base URL); the status's reason when the
+/// body says nothing.
+fn http_error(config: &ProviderConfig, status: reqwest::StatusCode, body: &str) -> ProviderError {
+    let reason = || status.canonical_reason().unwrap_or("no message").to_owned();
+    let (code, message) = if body.trim().is_empty() {
+        (None, reason())
+    } else if body.trim_start().starts_with('<') {
+        (None, html_title(body).unwrap_or_else(|| format!("{} (an HTML page)", reason())))
+    } else {
+        error_body(body)
+    };
+    ProviderError::Http { provider: config.name.clone(), status: status.as_u16(), code, message }
+}
+
+/// The text of an HTML page's `<title>`, when it has one.
+fn html_title(page: &str) -> Option<String> {
+    let lower = page.to_ascii_lowercase();
+    let start = lower.find("<title>")? + "<title>".len();
+    let end = start + lower[start..].find("</title>")?;
+    let title = page.get(start..end)?.trim();
+    (!title.is_empty()).then(|| truncate(title, 200))
+}
+
+/// The provider's code and own words from an error body (see [`wire::reported_error`]);
+/// otherwise no code and the start of the raw body.
+pub(super) fn error_body(body: &str) -> (Option<String>, String) {
+    let reported = serde_json::from_str::<Value>(body).ok().and_then(|v| wire::reported_error(&v));
+    match reported {
+        Some(DecodeError::Reported { code, message }) => (code, message),
+        _ => (None, truncate(body.trim(), 300)),
     }
-    truncate(body.trim(), 300)
 }
 
 fn timeout(config: &ProviderConfig) -> ProviderError {
@@ -254,6 +260,15 @@ fn timeout(config: &ProviderConfig) -> ProviderError {
 
 fn stream_error(config: &ProviderConfig, message: String) -> ProviderError {
     ProviderError::Stream { provider: config.name.clone(), message }
+}
+
+fn decode_error(config: &ProviderConfig, error: DecodeError) -> ProviderError {
+    match error {
+        DecodeError::Broken(message) => stream_error(config, message),
+        DecodeError::Reported { code, message } => {
+            ProviderError::Reported { provider: config.name.clone(), code, message }
+        }
+    }
 }
 
 fn send_error(config: &ProviderConfig, url: &str, e: reqwest::Error) -> ProviderError {
@@ -319,12 +334,116 @@ mod tests {
     use super::*;
 
     #[test]
-    fn error_message_prefers_the_providers_words() {
-        assert_eq!(error_message(r#"{"error":{"message":"bad key","type":"x"}}"#), "bad key");
-        assert_eq!(error_message(r#"{"error":"model not found"}"#), "model not found");
-        assert_eq!(error_message(r#"{"message":"nope"}"#), "nope");
+    fn error_bodies_give_the_providers_code_and_words() {
+        let body = |code: Option<&str>, message: &str| (code.map(str::to_owned), message.to_owned());
+        assert_eq!(error_body(r#"{"error":{"message":"bad key","type":"x"}}"#), body(Some("x"), "bad key"));
+        assert_eq!(error_body(r#"{"error":"model not found"}"#), body(None, "model not found"));
+        assert_eq!(error_body(r#"{"message":"nope"}"#), body(None, "nope"));
+        let llama = r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}}"#;
+        assert_eq!(error_body(llama).0.as_deref(), Some("exceed_context_size_error"));
+        let openai = r#"{"error":{"message":"m","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
+        assert_eq!(error_body(openai).0.as_deref(), Some("context_length_exceeded"));
         let long = "x".repeat(1000);
-        assert!(error_message(&long).chars().count() <= 301);
+        assert!(error_body(&long).1.chars().count() <= 301);
+        assert_eq!(error_body("<html><body>413 Request Entity Too Large</body></html>").0, None);
+    }
+
+    use crate::core::failure::FailureKind;
+    use crate::core::provider::{format_for, Api};
+
+    /// The error a response with `status` and `body` fails with.
+    fn refused(status: u16, body: &str) -> ProviderError {
+        let config = ProviderConfig::new(Api::Openai, "http://127.0.0.1:9/v1", "m");
+        http_error(&config, reqwest::StatusCode::from_u16(status).unwrap(), body)
+    }
+
+    /// The error a streamed `body` of `api` fails with.
+    fn broken_off(api: Api, body: &str) -> ProviderError {
+        let config = ProviderConfig::new(api, "http://127.0.0.1:9/v1", "m");
+        let error = decode_body(format_for(api), vec![bytes::Bytes::copy_from_slice(body.as_bytes())]).unwrap_err();
+        decode_error(&config, error)
+    }
+
+    /// Each provider's real answer to a request larger than the window.
+    #[test]
+    fn each_providers_overflow_body_is_an_overflow_and_is_not_retried() {
+        let bodies = [
+            ("OpenAI Chat Completions", 400, r#"{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#),
+            ("OpenAI Responses", 400, r#"{"error":{"message":"Your input exceeds the context window of this model. Please adjust your input and try again.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}"#),
+            ("Anthropic", 400, r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 213462 tokens > 200000 maximum"},"request_id":"req_011CV5Hs2"}"#),
+            ("Anthropic, by size", 413, r#"{"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum allowed number of bytes."}}"#),
+            ("llama.cpp", 400, r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5120,"n_ctx":4096}}"#),
+            ("Ollama", 400, r#"{"error":"prompt too long; exceeded max context length by 1480 tokens"}"#),
+            ("Ollama, OpenAI-compatible", 400, r#"{"error":{"message":"prompt too long; exceeded max context length by 1480 tokens","type":"invalid_request_error","param":null,"code":null}}"#),
+            ("vLLM", 400, r#"{"object":"error","message":"This model's maximum context length is 32768 tokens. However, you requested 40000 tokens (39000 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}"#),
+            ("vLLM, prompt only", 400, r#"{"error":{"message":"The decoder prompt (length 40000) is longer than the maximum model length of 32768. Make sure that `max_model_len` is no smaller than the number of text tokens.","type":"BadRequestError","param":null,"code":400}}"#),
+            ("LM Studio", 400, r#"{"error":"Trying to keep the first 5190 tokens when context the overflows. However, the model is loaded with context length of only 4096 tokens, which is not enough. Try to load the model with a larger context length, or provide a shorter input"}"#),
+            ("Gemini", 400, r#"{"error":{"code":400,"message":"The input token count (1196265) exceeds the maximum number of tokens allowed (1048575).","status":"INVALID_ARGUMENT"}}"#),
+            ("Gemini, OpenAI-compatible", 400, r#"[{"error":{"code":400,"message":"The input token count (1196265) exceeds the maximum number of tokens allowed (1048575).","status":"INVALID_ARGUMENT"}}]"#),
+            ("GitHub Copilot", 400, r#"{"error":{"message":"prompt token count of 140025 exceeds the limit of 128000","code":"model_max_prompt_tokens_exceeded"}}"#),
+            ("OpenRouter", 400, r#"{"error":{"message":"This endpoint's maximum context length is 200000 tokens. However, you requested about 251234 tokens (251234 of text input). Please reduce the length of either one, or use the \"middle-out\" transform to compress your prompt automatically.","code":400,"metadata":{"provider_name":null}}}"#),
+            ("Mistral", 400, r#"{"object":"error","message":"Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum context length","type":"invalid_request_error","param":null,"code":null}"#),
+            ("xAI", 400, r#"{"code":"Client specified an invalid argument","error":"This model's maximum prompt length is 131072 but the request contains 537812 tokens."}"#),
+            ("a proxy's page", 413, "<html>\r\n<head><title>413 Request Entity Too Large</title></head>\r\n<body>\r\n<center><h1>413 Request Entity Too Large</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"),
+            ("Cerebras, no body", 413, ""),
+        ];
+        let page = bodies.iter().find(|(provider, ..)| *provider == "a proxy's page").unwrap().2;
+        assert_eq!(refused(413, page).to_string(), "the request did not fit the model's context window: openai returned HTTP 413: 413 Request Entity Too Large");
+        assert_eq!(refused(502, "<html><body>bad</body></html>").to_string(), "openai returned HTTP 502: Bad Gateway (an HTML page)");
+        for (provider, status, body) in bodies {
+            let error = refused(status, body);
+            assert_eq!(error.kind(), FailureKind::Overflow, "{provider}: {error:?}");
+            assert!(!error.is_retryable(), "{provider}");
+            let text = error.to_string();
+            assert!(text.starts_with("the request did not fit the model's context window: openai returned HTTP"), "{provider}: {text}");
+        }
+        let openai = refused(400, bodies[0].2).to_string();
+        assert!(openai.ends_with("This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 tokens. Please reduce the length of the messages."), "{openai}");
+    }
+
+    #[test]
+    fn rate_limits_and_other_refusals_are_no_overflow() {
+        let openai_tpm = r#"{"error":{"message":"Rate limit reached for gpt-4o in organization org-x on tokens per minute (TPM): Limit 30000, Used 29000, Requested 5000. Please try again in 8s.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}"#;
+        let groq_413 = r#"{"error":{"message":"Request too large for model `llama-3.3-70b-versatile` in organization `org_01` service tier `on_demand` on tokens per minute (TPM): Limit 12000, Requested 20000, please reduce your message size and try again.","type":"tokens","code":"rate_limit_exceeded"}}"#;
+        let bedrock = r#"{"message":"ThrottlingException: Too many tokens, please wait before trying again."}"#;
+        let quota = r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#;
+        for (status, body) in [(429, openai_tpm), (413, groq_413), (400, bedrock), (400, quota)] {
+            let error = refused(status, body);
+            assert_eq!(error.kind(), FailureKind::RateLimit, "{status} {body}");
+            assert!(!error.to_string().contains("context window"), "{error}");
+        }
+        assert!(refused(429, openai_tpm).is_retryable());
+        let unknown = r#"{"error":{"message":"Unknown parameter: 'foo'.","type":"invalid_request_error","param":"foo","code":"unknown_parameter"}}"#;
+        assert_eq!(refused(400, unknown).kind(), FailureKind::Provider);
+        assert_eq!(refused(400, "").kind(), FailureKind::Provider);
+        assert_eq!(refused(422, r#"{"detail":[{"msg":"field required"}]}"#).kind(), FailureKind::Provider);
+        // The words of an overflow on a status that is no refusal of the request's size.
+        assert_eq!(refused(500, r#"{"error":"context length exceeded? internal error"}"#).kind(), FailureKind::Provider);
+    }
+
+    /// An overflow reported inside the stream, in each format's shape.
+    #[test]
+    fn an_overflow_reported_in_the_stream_is_an_overflow() {
+        let cases = [
+            (Api::Openai, "data: {\"id\":\"gen-1\",\"object\":\"chat.completion.chunk\",\"error\":{\"code\":\"context_length_exceeded\",\"message\":\"This model's maximum context length is 8192 tokens.\"},\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"error\"}]}\n\n"),
+            (Api::OpenaiResponses, "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\"}}\n\nevent: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":2,\"response\":{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"failed\",\"error\":{\"code\":\"context_length_exceeded\",\"message\":\"Your input exceeds the context window of this model. Please adjust your input and try again.\"},\"incomplete_details\":null}}\n\n"),
+            (Api::OpenaiResponses, "event: error\ndata: {\"type\":\"error\",\"code\":\"context_length_exceeded\",\"message\":\"Your input exceeds the context window of this model.\",\"param\":\"input\",\"sequence_number\":1}\n\n"),
+            (Api::Anthropic, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"prompt is too long: 201000 tokens > 200000 maximum\"}}\n\n"),
+        ];
+        for (api, body) in cases {
+            let error = broken_off(api, body);
+            assert!(matches!(error, ProviderError::Reported { .. }), "{api:?}: {error:?}");
+            assert_eq!(error.kind(), FailureKind::Overflow, "{api:?}: {error:?}");
+            assert!(!error.is_retryable());
+            assert!(error.to_string().starts_with("the request did not fit the model's context window: "), "{error}");
+        }
+        let overloaded = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
+        let error = broken_off(Api::Anthropic, overloaded);
+        assert_eq!(error.kind(), FailureKind::Provider);
+        assert_eq!(error.to_string(), "anthropic reported an error: overloaded_error: Overloaded");
+        let limited = "event: error\ndata: {\"type\":\"error\",\"code\":\"rate_limit_exceeded\",\"message\":\"Rate limit reached\"}\n\n";
+        assert_eq!(broken_off(Api::OpenaiResponses, limited).kind(), FailureKind::RateLimit);
+        assert_eq!(broken_off(Api::Openai, "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n").kind(), FailureKind::Network);
     }
 
     #[test]

@@ -92,14 +92,17 @@ pub(super) fn redact_str(text: &str, key: Option<&str>) -> String {
 pub(super) fn redact_error(error: ProviderError, key: Option<&str>) -> ProviderError {
     let scrub = |s: String| redact_str(&s, key);
     match error {
-        ProviderError::Http { provider, status, message } => {
-            ProviderError::Http { provider, status, message: scrub(message) }
+        ProviderError::Http { provider, status, code, message } => {
+            ProviderError::Http { provider, status, code, message: scrub(message) }
         }
         ProviderError::Connect { provider, url, message } => {
             ProviderError::Connect { provider, url: scrub(url), message: scrub(message) }
         }
         ProviderError::Stream { provider, message } => {
             ProviderError::Stream { provider, message: scrub(message) }
+        }
+        ProviderError::Reported { provider, code, message } => {
+            ProviderError::Reported { provider, code, message: scrub(message) }
         }
         ProviderError::MissingKey(message) => ProviderError::MissingKey(scrub(message)),
         other @ (ProviderError::Timeout { .. } | ProviderError::Client(_) | ProviderError::Aborted) => other,
@@ -123,6 +126,7 @@ mod tests {
         let e = ProviderError::Http {
             provider: "p".into(),
             status: 401,
+            code: Some("invalid_api_key".into()),
             message: "Incorrect API key provided: sk-secret-1234".into(),
         };
         let text = redact_error(e, Some("sk-secret-1234")).to_string();

@@ -211,7 +211,7 @@ pub mod fuzzing {
         api: Api,
         chunks: Vec<bytes::Bytes>,
     ) -> Result<(Vec<StreamEvent>, StreamEnd), String> {
-        super::http::decode_body(format_for(api), chunks)
+        super::http::decode_body(format_for(api), chunks).map_err(|e| e.to_string())
     }
 
     /// The property both the fuzz targets and the seeded test check: `body` decodes the same

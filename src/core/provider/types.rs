@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use crate::core::failure::FailureKind;
 use crate::core::message::{ContextMessage, StopReason, Usage};
 use crate::core::tools::ToolDefinition;
 
@@ -327,29 +328,64 @@ pub struct StreamEnd {
 }
 
 /// Provider failures. Messages name what failed and never contain the key.
-#[derive(Debug, thiserror::Error)]
+///
+/// `code` is the provider's own name for the failure, when its JSON gave one (`error.code`,
+/// else `error.type`: `context_length_exceeded`, `exceed_context_size_error`,
+/// `rate_limit_error`): [`ProviderError::kind`] reads it beside the status and the message.
+#[derive(Debug)]
 pub enum ProviderError {
-    #[error("{provider} returned HTTP {status}: {message}")]
-    Http { provider: String, status: u16, message: String },
-    #[error("cannot reach {provider} at {url}: {message}")]
+    Http { provider: String, status: u16, code: Option<String>, message: String },
     Connect { provider: String, url: String, message: String },
-    #[error("{provider} sent nothing for {seconds} s")]
     Timeout { provider: String, seconds: u64 },
-    #[error("{provider} stream broke: {message}")]
+    /// The stream broke: cut off, or unreadable.
     Stream { provider: String, message: String },
-    #[error("no API key: {0}")]
+    /// The server reported a failure instead of the reply: inside the stream (an OpenAI
+    /// `error` chunk, a Responses `error` or `response.failed` event, Anthropic's `event:
+    /// error`) or as a JSON body with status 200.
+    Reported { provider: String, code: Option<String>, message: String },
     MissingKey(String),
     /// The HTTP client could not be built (TLS setup failed): no request can be sent.
-    #[error("cannot set up the HTTP client: {0}")]
     Client(String),
-    #[error("request aborted")]
     Aborted,
 }
 
+impl std::error::Error for ProviderError {}
+
+impl std::fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The user reads this as the failed turn's text: an overflow says so first, then the
+        // provider's own words (which pi's overflow patterns recognise too).
+        if self.kind() == FailureKind::Overflow {
+            f.write_str("the request did not fit the model's context window: ")?;
+        }
+        match self {
+            ProviderError::Http { provider, status, message, .. } => {
+                write!(f, "{provider} returned HTTP {status}: {message}")
+            }
+            ProviderError::Connect { provider, url, message } => {
+                write!(f, "cannot reach {provider} at {url}: {message}")
+            }
+            ProviderError::Timeout { provider, seconds } => write!(f, "{provider} sent nothing for {seconds} s"),
+            ProviderError::Stream { provider, message } => write!(f, "{provider} stream broke: {message}"),
+            ProviderError::Reported { provider, code: Some(code), message } => {
+                write!(f, "{provider} reported an error: {code}: {message}")
+            }
+            ProviderError::Reported { provider, code: None, message } => {
+                write!(f, "{provider} reported an error: {message}")
+            }
+            ProviderError::MissingKey(message) => write!(f, "no API key: {message}"),
+            ProviderError::Client(message) => write!(f, "cannot set up the HTTP client: {message}"),
+            ProviderError::Aborted => f.write_str("request aborted"),
+        }
+    }
+}
+
 impl ProviderError {
-    /// Whether a new attempt may succeed (429, 5xx, connection trouble, timeouts).
+    /// Whether a new attempt may succeed (429, 5xx, connection trouble, timeouts). An
+    /// overflow never does: the same request is as large the next time.
     pub fn is_retryable(&self) -> bool {
         match self {
+            _ if self.kind() == FailureKind::Overflow => false,
             ProviderError::Http { status, .. } => *status == 429 || *status >= 500,
             ProviderError::Connect { .. } | ProviderError::Timeout { .. } => true,
             _ => false,

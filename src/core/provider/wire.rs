@@ -45,15 +45,63 @@ pub(super) enum Flow {
     Done,
 }
 
+/// Why a decoder stopped reading before the reply was complete.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum DecodeError {
+    /// The server sent something unreadable: the attempt fails with [`ProviderError::Stream`].
+    Broken(String),
+    /// The server reported a failure in place of the reply, with its error code when it gave
+    /// one: the attempt fails with [`ProviderError::Reported`], whose kind the code tells.
+    Reported { code: Option<String>, message: String },
+}
+
+impl From<String> for DecodeError {
+    fn from(message: String) -> Self {
+        DecodeError::Broken(message)
+    }
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::Broken(message) => f.write_str(message),
+            DecodeError::Reported { code: Some(code), message } => {
+                write!(f, "the server reported an error: {code}: {message}")
+            }
+            DecodeError::Reported { code: None, message } => write!(f, "the server reported an error: {message}"),
+        }
+    }
+}
+
+/// A provider's error object as a [`DecodeError::Reported`], or `None` when `v` holds none.
+/// Read: `{"error":{"message":…,"code"|"type"|"status":…}}` (OpenAI, Anthropic, llama.cpp,
+/// Gemini), `{"error":"…"}` (Ollama), and `{"code":…,"message":…}` at the top (a Responses
+/// `error` event). A numeric code (llama.cpp's and Gemini's repeat the status) gives way to
+/// the `type` or `status` beside it.
+pub(super) fn reported_error(v: &Value) -> Option<DecodeError> {
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned);
+    let (code, message) = match v.get("error") {
+        Some(Value::String(message)) => (None, Some(message.clone())),
+        Some(error @ Value::Object(_)) => (
+            text(error, "code").or_else(|| text(error, "type")).or_else(|| text(error, "status")),
+            text(error, "message").or_else(|| text(v, "message")),
+        ),
+        Some(Value::Null) | None => (text(v, "code"), Some(text(v, "message")?)),
+        Some(other) => (None, Some(other.to_string())),
+    };
+    let message = message.unwrap_or_else(|| code.clone().unwrap_or_else(|| "unknown error".into()));
+    Some(DecodeError::Reported { code, message: truncate(message.trim(), 1000) })
+}
+
 /// A state machine turning one reply's events into [`StreamEvent`]s and its [`StreamEnd`].
-/// `Err` is a protocol error (the server reported a failure, or sent something unreadable):
-/// the attempt fails with [`ProviderError::Stream`].
+/// `Err` says why the reply cannot go on: the server reported a failure, or sent something
+/// unreadable.
 pub(super) trait Decoder: Send {
     fn on_event(
         &mut self,
         event: SseEvent<'_>,
         emit: &mut dyn FnMut(StreamEvent),
-    ) -> Result<Flow, String>;
+    ) -> Result<Flow, DecodeError>;
 
     /// The stream is over: `on_event` returned [`Flow::Done`] or the server closed it. Delivers
     /// the tool calls still open and says how the reply ended; `Err` when it had not finished

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::super::types::{StreamEnd, StreamEvent};
-use super::super::wire::{self, Decoder, Flow, SseEvent, ToolCalls};
+use super::super::wire::{self, DecodeError, Decoder, Flow, SseEvent, ToolCalls};
 use crate::core::message::StopReason;
 
 /// Decoder state: what has been seen so far of one reply.
@@ -26,7 +26,7 @@ impl Decoder for AnthropicDecoder {
         &mut self,
         event: SseEvent<'_>,
         emit: &mut dyn FnMut(StreamEvent),
-    ) -> Result<Flow, String> {
+    ) -> Result<Flow, DecodeError> {
         let data: Value = serde_json::from_str(event.data).map_err(|e| {
             format!(
                 "invalid JSON in a `{}` event ({e}): {}",
@@ -146,13 +146,9 @@ impl Decoder for AnthropicDecoder {
                 self.finished = true;
                 return Ok(Flow::Done);
             }
+            // `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`.
             "error" => {
-                let message = data
-                    .pointer("/error/message")
-                    .or_else(|| data.pointer("/error/type"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("unknown error");
-                return Err(format!("the server reported an error: {}", wire::truncate(message, 500)));
+                return Err(wire::reported_error(&data).unwrap_or_else(|| "an empty error event".to_owned().into()));
             }
             "ping" => {}
             other => tracing::debug!(event = other, "ignoring unknown event"),
@@ -207,7 +203,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn feed(d: &mut AnthropicDecoder, name: &str, data: &str) -> (Result<Flow, String>, Vec<StreamEvent>) {
+    fn feed(d: &mut AnthropicDecoder, name: &str, data: &str) -> (Result<Flow, DecodeError>, Vec<StreamEvent>) {
         let mut events = Vec::new();
         let r = d.on_event(SseEvent { name, data }, &mut |e| events.push(e));
         (r, events)
@@ -221,7 +217,7 @@ mod tests {
             "error",
             r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
         );
-        assert!(r.unwrap_err().contains("Overloaded"));
+        assert_eq!(r, Err(DecodeError::Reported { code: Some("overloaded_error".into()), message: "Overloaded".into() }));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::super::types::{StreamEnd, StreamEvent};
-use super::super::wire::{self, Decoder, Flow, SseEvent, ToolCalls};
+use super::super::wire::{self, DecodeError, Decoder, Flow, SseEvent, ToolCalls};
 use crate::core::message::{StopReason, Usage};
 
 /// The fields reasoning streams in, in the order pi reads them (the first non-empty one wins:
@@ -31,7 +31,7 @@ impl Decoder for OpenAiDecoder {
         &mut self,
         event: SseEvent<'_>,
         emit: &mut dyn FnMut(StreamEvent),
-    ) -> Result<Flow, String> {
+    ) -> Result<Flow, DecodeError> {
         let data = event.data.trim();
         if data == "[DONE]" {
             self.finished = true;
@@ -40,8 +40,8 @@ impl Decoder for OpenAiDecoder {
         let chunk: Value = serde_json::from_str(data)
             .map_err(|e| format!("invalid JSON in an event ({e}): {}", wire::truncate(data, 120)))?;
         // OpenRouter, vLLM and others report mid-stream failures as an `error` chunk.
-        if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
-            return Err(format!("the server reported an error: {}", error_text(error)));
+        if chunk.get("error").is_some_and(|e| !e.is_null()) {
+            return Err(wire::reported_error(&chunk).unwrap_or_else(|| "an empty error chunk".to_owned().into()));
         }
         if self.end.response_id.is_none() {
             if let Some(id) = chunk.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()) {
@@ -176,22 +176,13 @@ fn parse_usage(usage: &Value) -> Usage {
     }
 }
 
-fn error_text(error: &Value) -> String {
-    let text = error
-        .as_str()
-        .or_else(|| error.get("message").and_then(Value::as_str))
-        .map(str::to_owned)
-        .unwrap_or_else(|| error.to_string());
-    wire::truncate(&text, 500)
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;
 
-    fn feed(d: &mut OpenAiDecoder, data: &str) -> (Result<Flow, String>, Vec<StreamEvent>) {
+    fn feed(d: &mut OpenAiDecoder, data: &str) -> (Result<Flow, DecodeError>, Vec<StreamEvent>) {
         let mut events = Vec::new();
         let r = d.on_event(SseEvent { name: "message", data }, &mut |e| events.push(e));
         (r, events)
@@ -233,7 +224,7 @@ mod tests {
     fn error_chunks_and_cached_usage() {
         let mut d = OpenAiDecoder::default();
         let (r, _) = feed(&mut d, r#"{"error":{"message":"upstream overloaded"}}"#);
-        assert!(r.unwrap_err().contains("upstream overloaded"));
+        assert_eq!(r, Err(DecodeError::Reported { code: None, message: "upstream overloaded".into() }));
         let mut d = OpenAiDecoder::default();
         let usage = r#"{"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":60}}}"#;
         assert_eq!(feed(&mut d, usage).0, Ok(Flow::Continue));

@@ -10,7 +10,7 @@
 use serde_json::{json, Map, Value};
 
 use super::super::types::{StreamEnd, StreamEvent};
-use super::super::wire::{self, Decoder, Flow, SseEvent, ToolCalls};
+use super::super::wire::{self, DecodeError, Decoder, Flow, SseEvent, ToolCalls};
 use crate::core::message::{StopReason, Usage};
 
 /// Why a call the reply did not finish is not run.
@@ -49,7 +49,7 @@ enum Item {
 }
 
 impl Decoder for ResponsesDecoder {
-    fn on_event(&mut self, event: SseEvent<'_>, emit: &mut dyn FnMut(StreamEvent)) -> Result<Flow, String> {
+    fn on_event(&mut self, event: SseEvent<'_>, emit: &mut dyn FnMut(StreamEvent)) -> Result<Flow, DecodeError> {
         let data = event.data.trim();
         // Not sent by OpenAI, but by some proxies.
         if data == "[DONE]" {
@@ -114,32 +114,21 @@ impl Decoder for ResponsesDecoder {
                 self.finished = true;
                 return Ok(Flow::Done);
             }
+            // `{"response":{"status":"failed","error":{"code":"context_length_exceeded","message":…}}}`.
             "response.failed" => {
                 let response = &v["response"];
-                let message = match (response.get("error").filter(|e| e.is_object()), response.pointer("/incomplete_details/reason")) {
-                    (Some(error), _) => {
-                        let field = |k: &str| error.get(k).and_then(Value::as_str).map(str::to_owned);
-                        format!(
-                            "{}: {}",
-                            field("code").unwrap_or_else(|| "unknown".into()),
-                            field("message").unwrap_or_else(|| "no message".into())
-                        )
-                    }
-                    (None, Some(reason)) => format!("incomplete: {}", reason.as_str().unwrap_or_default()),
-                    (None, None) => "unknown error (no error details in the response)".into(),
-                };
-                return Err(format!("the server reported an error: {}", wire::truncate(&message, 500)));
+                let reported = wire::reported_error(response).unwrap_or_else(|| {
+                    let message = match response.pointer("/incomplete_details/reason").and_then(Value::as_str) {
+                        Some(reason) => format!("incomplete: {reason}"),
+                        None => "unknown error (no error details in the response)".into(),
+                    };
+                    DecodeError::Reported { code: None, message }
+                });
+                return Err(reported);
             }
+            // `{"type":"error","code":…,"message":…}`; some proxies nest it in `error`.
             "error" => {
-                // `{"type":"error","code":…,"message":…}`; some proxies nest it in `error`.
-                let error = v.get("error").filter(|e| e.is_object()).unwrap_or(&v);
-                let field = |k: &str| error.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
-                let message = field("message").unwrap_or("unknown error");
-                let text = match field("code") {
-                    Some(code) => format!("{code}: {message}"),
-                    None => message.to_owned(),
-                };
-                return Err(format!("the server reported an error: {}", wire::truncate(&text, 500)));
+                return Err(wire::reported_error(&v).unwrap_or_else(|| DecodeError::Reported { code: None, message: "unknown error".into() }));
             }
             // content_part.added/done, output_text.done, reasoning_summary_part.added (the
             // separator is written when a part ends), rate limits, and events to come.
@@ -363,7 +352,7 @@ mod tests {
     use super::*;
 
     /// Every event of `lines` (JSON objects), then the end.
-    fn decode(lines: &[Value]) -> (Vec<StreamEvent>, Result<StreamEnd, String>) {
+    fn decode(lines: &[Value]) -> (Vec<StreamEvent>, Result<StreamEnd, DecodeError>) {
         let mut d = Box::<ResponsesDecoder>::default();
         let mut events = Vec::new();
         for line in lines {
@@ -374,7 +363,7 @@ mod tests {
                 Err(e) => return (events, Err(e)),
             }
         }
-        let end = d.finish(&mut |e| events.push(e));
+        let end = d.finish(&mut |e| events.push(e)).map_err(DecodeError::Broken);
         (events, end)
     }
 
@@ -467,11 +456,14 @@ mod tests {
         ]);
         assert_eq!(events, vec![StreamEvent::TextDelta("Hi".into()), StreamEvent::TextEnd { signature: None }]);
         assert_eq!(end.unwrap().stop_reason, StopReason::Stop);
+        let reported = |code: &str, message: &str| DecodeError::Reported { code: Some(code.into()), message: message.into() };
         let (_, end) = decode(&[json!({"type": "error", "code": "rate_limit_exceeded", "message": "Slow down"})]);
-        assert_eq!(end.unwrap_err(), "the server reported an error: rate_limit_exceeded: Slow down");
+        assert_eq!(end.unwrap_err(), reported("rate_limit_exceeded", "Slow down"));
         let (_, end) = decode(&[json!({"type": "response.failed", "response": {"error": {"code": "server_error", "message": "Oops"}}})]);
-        assert_eq!(end.unwrap_err(), "the server reported an error: server_error: Oops");
+        assert_eq!(end.unwrap_err(), reported("server_error", "Oops"));
+        let (_, end) = decode(&[json!({"type": "response.failed", "response": {"incomplete_details": {"reason": "content_filter"}}})]);
+        assert_eq!(end.unwrap_err(), DecodeError::Reported { code: None, message: "incomplete: content_filter".into() });
         let (_, end) = decode(&[json!({"type": "response.output_text.delta", "delta": "Hi"})]);
-        assert_eq!(end.unwrap_err(), "connection closed before the reply finished");
+        assert_eq!(end.unwrap_err(), DecodeError::Broken("connection closed before the reply finished".into()));
     }
 }

@@ -1,0 +1,122 @@
+//! The automatic handoff in a real headless Neovim (issue 21): the banner in the chat, the
+//! document live in its split, `User HandoffAutoStart`/`HandoffAutoEnd`, input typed during it
+//! queued for the new session, and `<Esc>` from a code window cancelling it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::nvim::Editor;
+use handoff_mock::{MockReply, MockToolCall, MockUsage};
+use serde_json::{json, Value};
+
+const DOC: &str = common::DOCUMENT;
+const T: Duration = Duration::from_secs(15);
+
+async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
+    tokio::time::timeout(Duration::from_secs(90), f).await.expect("the test hung");
+}
+
+/// An editor whose model has a 20k window (its wall at half of it), a file open in the code
+/// window, and the chat beside it after one exchange.
+async fn editor() -> (Editor, std::path::PathBuf) {
+    let ed = Editor::start().await;
+    let provider = json!({
+        "api": "openai", "base_url": ed.mock.openai_base_url(), "model": "mock-model",
+        "max_retries": 0, "timeout": 10, "context_window": 20000,
+    });
+    ed.lua(
+        "require('handoff').setup({ bin = require('handoff.config').options.bin, provider = ..., tools = { policy = 'allow_all' } })",
+        json!([provider]),
+    )
+    .await;
+    let file = ed.work_dir().join("notes.txt");
+    std::fs::write(&file, "the secret number is 42\n").unwrap();
+    ed.command(&format!("edit {}", file.display())).await;
+    ed.lua("require('handoff').open_chat()", json!([])).await;
+    ed.converse("first question", "first answer").await;
+    (ed, file)
+}
+
+/// The model reads the file, reporting a usage past the wall; the document then streams slowly.
+fn script_wall_mid_tool_loop(ed: &Editor, file: &std::path::Path, chunk_delay_ms: u64) {
+    let call = MockToolCall::new("read", &json!({ "path": file.to_str().unwrap() }), 1).with_id("call_1");
+    let calls = MockReply::ToolCalls { calls: vec![call], text_before: Vec::new(), chunk_delay_ms: 0, stop: "tool_calls".into(), interleave: false };
+    ed.mock.push(calls.with_usage(MockUsage { input: 15_000, output: Some(50), ..MockUsage::default() }));
+    let chunks: Vec<String> = DOC.split_inclusive('\n').map(str::to_string).collect();
+    ed.mock.push(MockReply::Text { chunks, chunk_delay_ms, first_delay_ms: 0, stop: "stop".into(), thinking: Vec::new() });
+}
+
+fn user_texts(ed: &Editor) -> Vec<String> {
+    let last = ed.mock.requests().last().cloned().unwrap();
+    common::wire_messages(&last).into_iter().filter(|(r, _)| r == "user").map(|(_, t)| t).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_wall_the_chat_shows_the_banner_the_split_the_document_and_queued_input_goes_to_the_new_session() {
+    bounded(async {
+        let (ed, file) = editor().await;
+        let old = ed.session_file().await;
+        script_wall_mid_tool_loop(&ed, &file, 150);
+        ed.mock.push(MockReply::text("Done in the new session."));
+        ed.lua("require('handoff').prompt('read notes.txt and report the number')", json!([])).await;
+        let start = ed.wait_event("HandoffAutoStart", 1).await;
+        assert_eq!(start["reason"], "threshold");
+        assert_eq!(start["boundary"], "after_tools");
+        assert_eq!(start["window"], 20000);
+        assert!(start["tokens"].as_u64().unwrap() > start["threshold"].as_u64().unwrap(), "{start}");
+        // The banner in the chat and the indicator; the document grows in its split.
+        ed.wait_until("table.concat(T.chat(), '\\n'):find('handing off to a new session', 1, true) ~= nil", T).await;
+        let indicator = ed.eval("require('handoff.chat').indicator_text()").await;
+        assert!(indicator.as_str().unwrap().contains("full — handing off to a new session… <Esc> to cancel"), "{indicator}");
+        ed.wait_until(
+            "(function() for _, b in ipairs(vim.api.nvim_list_bufs()) do \
+               if vim.api.nvim_buf_get_name(b):find('handoff', 1, true) and table.concat(vim.api.nvim_buf_get_lines(b, 0, -1, false), '\\n'):find('## Goal', 1, true) then return true end \
+             end return false end)()",
+            T,
+        )
+        .await;
+        // Typed meanwhile: queued for the new session.
+        ed.lua("require('handoff').prompt('and the README too')", json!([])).await;
+        ed.wait_until("T.noted('Queued: sent in the new session') ~= nil", T).await;
+        let end = ed.wait_event("HandoffAutoEnd", 1).await;
+        assert_eq!(end["result"], "done", "{end}");
+        assert_eq!(end["parent_session"], old.as_str());
+        ed.wait_until("T.count('HandoffAgentEnd') >= 3", T).await;
+        let new = ed.session_file().await;
+        assert_ne!(new, old);
+        assert_eq!(end["session_file"], new.as_str());
+        assert_eq!(user_texts(&ed).last().unwrap(), "and the README too", "the queued input replaced the continuation");
+        ed.wait_until("table.concat(T.chat(), '\\n'):find('Handed off automatically', 1, true) ~= nil", T).await;
+        ed.quit().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn esc_in_the_code_window_cancels_the_automatic_handoff_and_nothing_is_created() {
+    bounded(async {
+        let (ed, file) = editor().await;
+        let old = ed.session_file().await;
+        script_wall_mid_tool_loop(&ed, &file, 2_000);
+        ed.lua("require('handoff').prompt('read notes.txt')", json!([])).await;
+        ed.wait_event("HandoffAutoStart", 1).await;
+        ed.wait_until("require('handoff.state').tokens > 0", T).await;
+        let sessions = ed.session_files().len();
+        // Back in the code window, Normal mode: <Esc> cancels there too.
+        ed.command("wincmd t").await;
+        let name: Value = ed.eval("vim.api.nvim_buf_get_name(0)").await;
+        assert!(name.as_str().unwrap().ends_with("notes.txt"), "{name}");
+        ed.input("<Esc>").await;
+        let end = ed.wait_event("HandoffAutoEnd", 1).await;
+        assert_eq!(end["result"], "cancelled", "{end}");
+        ed.wait_until("T.noted('Automatic handoff cancelled') ~= nil", T).await;
+        assert_eq!(ed.session_file().await, old);
+        assert_eq!(ed.session_files().len(), sessions, "no session was created");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(ed.mock.requests().len(), 3, "the exchange, the tool call, the handoff: nothing after");
+        ed.quit().await;
+    })
+    .await;
+}
