@@ -123,6 +123,10 @@ fn is_user(message: &ContextMessage) -> bool {
     message.role() == Some(Role::User)
 }
 
+fn is_tool_result(message: &ContextMessage) -> bool {
+    message.role() == Some(Role::ToolResult)
+}
+
 /// The conversation being fitted: the messages and each one's estimate, kept in step.
 struct Fitting {
     messages: Vec<ContextMessage>,
@@ -164,21 +168,18 @@ impl Fitting {
 
 /// Oldest turns: the messages to leave out, after the first user message (the original task,
 /// always kept), for the rest to fit `budget` counted by `tokens` (of the message at an index),
-/// then up to the next user message, so that a kept stretch starts with the user and no tool
-/// result loses its call. The last message (the request) is always kept. Without a user message
-/// before the last, from the front.
+/// and on past any tool results that follow, so that no tool result loses its call: the kept
+/// stretch starts at a user or an assistant message, the latest tool turns of a long tool loop
+/// included. The last message (the request) is always kept. Without a user message before the
+/// last, from the front.
 fn oldest_to_drop(messages: &[ContextMessage], budget: usize, tokens: impl Fn(usize) -> usize) -> Range<usize> {
     let last = messages.len().saturating_sub(1);
     let start = messages[..last].iter().position(is_user).map_or(0, |first| first + 1);
     let mut total: usize = (0..messages.len()).map(&tokens).sum();
     let mut end = start;
-    while total > budget && end < last {
+    while end < last && (total > budget || (end > start && is_tool_result(&messages[end]))) {
         total -= tokens(end);
         end += 1;
-        while end < last && !is_user(&messages[end]) {
-            total -= tokens(end);
-            end += 1;
-        }
     }
     start..end
 }
@@ -210,9 +211,9 @@ fn size_chars(message: &ContextMessage) -> usize {
 ///
 /// In order: the largest tool outputs are shortened (never below a minimum), then single
 /// messages larger than half the budget are cut in the middle, then the oldest turns are left
-/// out (after the first user message, which is the original task and always kept; a kept
-/// stretch starts at a user message; the last message, the request, is always kept), then
-/// whatever is still too large is cut in the middle; a note saying what was elided opens the
+/// out (after the first user message, which is the original task and always kept; never between
+/// a tool call and its result; the last message, the request, is always kept), then whatever is
+/// still too large is cut in the middle, the largest first; a note saying what was elided opens the
 /// result. Messages are counted by [`estimate_context_tokens`] (a stored one by its JSON's
 /// length) and only those shortened are parsed; the turns no shortening could make fit are
 /// left out first, so that a session far larger than the window is not parsed to be dropped.
@@ -262,12 +263,15 @@ pub fn fit_request(mut messages: Vec<ContextMessage>, budget: usize) -> (Vec<Con
     }
     // 2. Oldest turns.
     f.drop_oldest();
-    // 3. Whatever is still too long (a single huge message) is cut in the middle.
-    let over = f.over();
-    if over > 0 {
-        let largest = (0..f.messages.len()).max_by_key(|&i| f.tokens[i]);
+    // 3. Whatever is still too long (the task and the latest messages) is cut in the middle,
+    // the largest first.
+    let mut cut = vec![false; f.messages.len()];
+    while f.over() > 0 {
+        let Some(i) = (0..f.messages.len()).filter(|&i| !cut[i]).max_by_key(|&i| f.tokens[i]) else { break };
+        cut[i] = true;
+        let over = f.over();
         let keep = |len: usize| len.saturating_sub(over * CHARS_PER_TOKEN + 200).max(MIN_TOOL_OUTPUT_CHARS);
-        if largest.is_some_and(|i| f.shorten(i, keep)) {
+        if f.shorten(i, keep) {
             f.elisions.truncated_messages += 1;
         }
     }
@@ -368,25 +372,48 @@ mod tests {
         let budget = total(&msgs) / 10;
         let (out, el) = fit_request(msgs, budget);
         assert!(total(&out) <= budget, "{} > {budget}", total(&out));
-        // The rest of the first turn, then whole turns.
-        assert!(el.dropped_messages > 3 && (el.dropped_messages - 3) % 4 == 0, "{el:?}");
+        assert!(el.dropped_messages > 0, "{el:?}");
         assert_eq!(el.shortened_tool_outputs, 0, "outputs at the minimum are not shortened");
         let texts: Vec<String> = out.iter().map(text).collect();
         assert!(texts[0].contains("oldest messages were left out"), "{texts:?}");
         assert_eq!(texts[1], "step 0", "the original task");
-        // Then the latest turns, from a user message on, whole.
-        let kept = (out.len() - 3) / 4;
-        assert_eq!(texts[2], format!("step {}", 200 - kept));
+        // Then the latest messages, none of them a result without its call.
+        assert_eq!(out.len() + el.dropped_messages, 801 + 1);
         assert_eq!(texts[out.len() - 2], "answer 199");
         assert_eq!(texts.last().map(String::as_str), Some("write the handoff"));
-        let calls: Vec<String> = out.iter().filter_map(|m| m.to_message()).filter(|m| m.role == Role::ToolResult)
-            .filter_map(|m| m.extra_str("toolCallId").map(str::to_string)).collect();
-        for id in calls {
-            let called = out.iter().filter_map(|m| m.to_message()).any(|m| m.content.blocks().iter().any(|b| b.extra_str("id") == Some(&id)));
-            assert!(called, "{id} lost its call");
-        }
+        assert_every_result_has_its_call(&out);
         // Nothing was changed but the note: every kept message is still its stored text.
         assert!(out[1..].iter().all(|m| matches!(m, ContextMessage::Stored(_))));
+    }
+
+    fn assert_every_result_has_its_call(out: &[ContextMessage]) {
+        let parsed: Vec<Message> = out.iter().filter_map(ContextMessage::to_message).collect();
+        assert!(parsed[1].role != Role::ToolResult || parsed.len() < 2);
+        for (i, result) in parsed.iter().enumerate().filter(|(_, m)| m.role == Role::ToolResult) {
+            let id = result.extra_str("toolCallId").unwrap();
+            let called = parsed[..i].iter().any(|m| m.content.blocks().iter().any(|b| b.extra_str("id") == Some(id)));
+            assert!(called, "{id} lost its call");
+        }
+    }
+
+    /// One prompt that ran a long tool loop (the automatic handoff's case mid-loop): its latest
+    /// calls and results stay, the oldest go, and no result loses its call.
+    #[test]
+    fn a_long_tool_loop_keeps_its_latest_calls_and_results() {
+        let mut messages = vec![Message::user("fix the build")];
+        for n in 0..300 {
+            let mut turn = turn(n, 1_000);
+            messages.extend(turn.drain(1..3));
+        }
+        messages.push(Message::user("write the handoff"));
+        let msgs: Vec<ContextMessage> = messages.iter().map(stored).collect();
+        let (out, el) = fit_request(msgs, 20_000);
+        assert!(total(&out) <= 20_000, "{}", total(&out));
+        assert_eq!(text(&out[1]), "fix the build");
+        assert!(out.len() > 20, "only {} messages kept: {el:?}", out.len());
+        let last_result = out[out.len() - 2].to_message().unwrap();
+        assert_eq!(last_result.extra_str("toolCallId"), Some("call_299"));
+        assert_every_result_has_its_call(&out);
     }
 
     /// A session far larger than the budget: what no shortening makes fit is left out before
