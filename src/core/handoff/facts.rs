@@ -76,9 +76,9 @@ impl Facts {
         // What the last handoff on the branch handed over.
         let inherited = branch
             .iter()
+            .rev()
             .filter_map(|entry| todos::handoff_details(entry))
-            .filter_map(|details| serde_json::from_value::<Facts>(details).ok())
-            .last()
+            .find_map(|details| serde_json::from_value::<Facts>(details).ok())
             .unwrap_or_default();
         let messages = branch.iter().filter(|entry| may_carry_fact(entry)).filter_map(|entry| entry.message());
         let todos = todos::of_branch(branch);
