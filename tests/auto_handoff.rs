@@ -317,7 +317,7 @@ async fn a_real_overflow_against_a_smaller_server_window_is_recovered_by_trimmin
     let requests = env.mock.requests();
     let refused: Vec<bool> = requests.iter().map(|r| r.refused).collect();
     assert_eq!(refused.first(), Some(&false));
-    assert_eq!(refused[1], true, "the request with the tool result did not fit the server's window");
+    assert!(refused[1], "the request with the tool result did not fit the server's window");
     assert!(refused.iter().filter(|r| **r).count() >= 2, "the fitted handoff request was refused too: {refused:?}");
     assert_eq!(refused[refused.len() - 2..], [false, false], "then the trimmed handoff and the continuation fit: {refused:?}");
     let entry = handoff_entry(&env.session_path());
@@ -455,7 +455,7 @@ mod cli {
 
     use super::common::pi::{pi_bin, pi_env, pi_home};
     use super::common::{wire_messages, DOCUMENT};
-    use handoff_mock::{MockOverflow, MockReply, MockServer, MockUsage, MockWindow};
+    use handoff_mock::{MockReply, MockServer, MockUsage};
     use tokio::process::Command;
 
     const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");

@@ -56,10 +56,11 @@ async fn handoff_stop_stops_a_running_reply() {
 
 /// A failed model request reaches Lua with its kind beside its text, for a user's autocmd (or
 /// the plugin) to branch on: a 401 is `auth`, a 429 `rate_limit`, a window overflow `overflow`.
+/// Automatic handoffs are off here: an overflow would otherwise start one (tests/nvim_auto_handoff.rs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_reply_carries_its_kind_to_lua() {
     bounded(async {
-        let ed = Editor::start().await;
+        let ed = Editor::start_with_setup(json!({ "handoff": { "auto": "off" } })).await;
         ed.lua("require('handoff').open_chat()", json!([])).await;
         let cases = [
             (401, r#"{"error":{"message":"invalid api key"}}"#, "auth"),

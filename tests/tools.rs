@@ -66,9 +66,12 @@ fn peak_rss_kib() -> u64 {
 fn the_registry_offers_pis_tools_with_kinds_and_defaults() {
     let defs = ToolRegistry::default().definitions();
     let names: Vec<&str> = defs.iter().map(|d| d.name).collect();
-    assert_eq!(names, ["read", "bash", "edit", "write", "todo_write"]);
+    assert_eq!(names, ["read", "bash", "edit", "write", "todo_write", "session_query"]);
     let all: Vec<&str> = ToolRegistry::all().definitions().iter().map(|d| d.name).collect();
-    assert_eq!(all, ["read", "bash", "edit", "write", "grep", "find", "ls", "todo_write"]);
+    assert_eq!(all, ["read", "bash", "edit", "write", "grep", "find", "ls", "todo_write", "session_query"]);
+    // A session without a parent is offered all but session_query.
+    let alone: Vec<&str> = ToolRegistry::all().offered(false).definitions().iter().map(|d| d.name).collect();
+    assert_eq!(alone, ["read", "bash", "edit", "write", "grep", "find", "ls", "todo_write"]);
     let read = ToolName::Read.definition();
     assert_eq!(read.parameters["required"], json!(["path"]));
     assert_eq!(read.parameters["properties"]["offset"]["type"], "number");

@@ -62,7 +62,7 @@
 ---@field diff? string|false Chat buffer: show the proposed change side by side.
 
 ---@class handoff.Config.tools
----@field enabled? ("read"|"bash"|"edit"|"write"|"grep"|"find"|"ls"|"todo_write")[] The tools the model may call (pi's names); default: read, bash, edit, write, todo_write.
+---@field enabled? ("read"|"bash"|"edit"|"write"|"grep"|"find"|"ls"|"todo_write"|"session_query")[] The tools the model may call (pi's names); default: read, bash, edit, write, todo_write, session_query (offered only to a session handed off from another; a list without it turns it off).
 ---@field policy? "ask"|"allow_edits"|"allow_all" "ask": edits and commands ask; "allow_edits": commands ask; "allow_all": nothing asks (the CLI's --yes).
 ---@field rules? table<string, "allow"|"ask"|"deny"> Per tool, over the policy, e.g. { bash = "deny" }.
 
@@ -352,9 +352,9 @@ return {
     {
       key = "tools.enabled",
       host = "tools.enabled",
-      type = { kind = "list", item = { kind = "one_of", values = { "read", "bash", "edit", "write", "grep", "find", "ls", "todo_write" } } },
-      accepts = "a list, each one of \"read\", \"bash\", \"edit\", \"write\", \"grep\", \"find\", \"ls\", \"todo_write\"",
-      doc = "The tools the model may call (pi's names); default: read, bash, edit, write, todo_write.",
+      type = { kind = "list", item = { kind = "one_of", values = { "read", "bash", "edit", "write", "grep", "find", "ls", "todo_write", "session_query" } } },
+      accepts = "a list, each one of \"read\", \"bash\", \"edit\", \"write\", \"grep\", \"find\", \"ls\", \"todo_write\", \"session_query\"",
+      doc = "The tools the model may call (pi's names); default: read, bash, edit, write, todo_write, session_query (offered only to a session handed off from another; a list without it turns it off).",
     },
     {
       key = "tools.policy",
@@ -367,9 +367,9 @@ return {
     {
       key = "tools.rules",
       host = "tools.rules",
-      type = { kind = "table", keys = { "read", "bash", "edit", "write", "grep", "find", "ls", "todo_write" }, value = { kind = "one_of", values = { "allow", "ask", "deny" } } },
+      type = { kind = "table", keys = { "read", "bash", "edit", "write", "grep", "find", "ls", "todo_write", "session_query" }, value = { kind = "one_of", values = { "allow", "ask", "deny" } } },
       default = {},
-      accepts = "a table from \"read\", \"bash\", \"edit\", \"write\", \"grep\", \"find\", \"ls\", \"todo_write\" to one of \"allow\", \"ask\", \"deny\"",
+      accepts = "a table from \"read\", \"bash\", \"edit\", \"write\", \"grep\", \"find\", \"ls\", \"todo_write\", \"session_query\" to one of \"allow\", \"ask\", \"deny\"",
       doc = "Per tool, over the policy, e.g. { bash = \"deny\" }.",
     },
     {

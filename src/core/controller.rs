@@ -310,7 +310,7 @@ enum Queued {
     /// What the user typed: templates and skills expand when it runs.
     Typed(String),
     /// A message as it goes out (one a run did not send, steering, the host's continuation).
-    Ready(Message),
+    Ready(Box<Message>),
 }
 
 /// What follows a run that stopped at the wall.
@@ -526,7 +526,7 @@ impl Controller {
         // Queued as steering after the last run looked for it.
         if !self.agent.is_busy() {
             if let Some(next) = self.agent.state().steering.pop_front() {
-                return Some(Queued::Ready(next));
+                return Some(Queued::Ready(Box::new(next)));
             }
         }
         sequence.active = false;
@@ -597,7 +597,7 @@ impl Controller {
     async fn run_queued(&self, queued: &Queued, options: RunOptions) -> Result<RunResult, AgentError> {
         match queued {
             Queued::Typed(text) => self.agent.prompt(text, options).await,
-            Queued::Ready(message) => self.agent.prompt_message(message.clone(), options).await,
+            Queued::Ready(message) => self.agent.prompt_message(Message::clone(message), options).await,
         }
     }
 
@@ -615,7 +615,7 @@ impl Controller {
                 unsent.extend(state.follow_up.drain(..));
             }
             for message in unsent.into_iter().rev() {
-                sequence.waiting.push_front(Queued::Ready(message));
+                sequence.waiting.push_front(Queued::Ready(Box::new(message)));
             }
         }
         let send_anyway = RunOptions { send_first: true, ..self.prompt_options() };
@@ -637,12 +637,12 @@ impl Controller {
                 budget.handoffs += 1;
                 budget.overflow_recovered |= wall.reason == WallReason::Overflow;
                 let next = crate::core::agent::lock(&self.steering).waiting.pop_front();
-                let next = next.or_else(|| wall.in_flight.then(|| Queued::Ready(auto::continuation())));
+                let next = next.or_else(|| wall.in_flight.then(|| Queued::Ready(Box::new(auto::continuation()))));
                 let Some(next) = next else { return AfterWall::HandedOff };
                 // A new session that starts at the wall would hand off again at once.
                 let probe = match &next {
                     Queued::Typed(text) => Message::user(text.as_str()),
-                    Queued::Ready(message) => message.clone(),
+                    Queued::Ready(message) => Message::clone(message),
                 };
                 let tokens = self.agent.next_request_tokens(std::slice::from_ref(&probe));
                 if tokens > self.agent.wall_threshold() {
@@ -655,7 +655,7 @@ impl Controller {
             }
             HandoffOutcome::Review { .. } => {
                 let mut sequence = crate::core::agent::lock(&self.steering);
-                let next = sequence.waiting.pop_front().or_else(|| wall.in_flight.then(|| Queued::Ready(auto::continuation())));
+                let next = sequence.waiting.pop_front().or_else(|| wall.in_flight.then(|| Queued::Ready(Box::new(auto::continuation()))));
                 sequence.after_review = next;
                 // What else waits is sent after it.
                 AfterWall::HandedOff

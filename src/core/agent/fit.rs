@@ -23,6 +23,18 @@ pub fn estimate_text_tokens(text: &str) -> usize {
     text.chars().count().div_ceil(CHARS_PER_TOKEN)
 }
 
+/// The characters of text that make `tokens` estimated tokens.
+pub fn chars_of_tokens(tokens: usize) -> usize {
+    tokens * CHARS_PER_TOKEN
+}
+
+/// Tokens a request leaves for the reply: `max_tokens`, but at most a quarter of the window. A
+/// small local model configured with its window only keeps the default max_tokens, which alone
+/// would fill the window and leave the request nothing but a truncated instruction.
+pub fn reply_room(max_tokens: u64, window: u64) -> u64 {
+    max_tokens.min(window / 4)
+}
+
 /// The estimate of `len` bytes of text (JSON counted unparsed).
 pub fn estimate_text_tokens_of_len(len: usize) -> usize {
     len.div_ceil(CHARS_PER_TOKEN)

@@ -4,6 +4,7 @@
 //! One `AgentSession` is shared (`Arc`) by the front end and the tasks it spawns. Locks are held
 //! only for short, non-async work; nothing awaits while holding one.
 
+mod ask;
 mod assembler;
 pub mod events;
 pub mod fit;

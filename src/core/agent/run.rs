@@ -255,10 +255,8 @@ impl AgentSession {
             context.extend(result.messages.iter().cloned().map(ContextMessage::from));
         }
         let messages = if options.fit_to_window {
-            // Room for the reply: max_tokens, but at most a quarter of the window. A small local
-            // model configured with its window only keeps the default max_tokens, which alone
-            // would fill the window and leave the request nothing but a truncated instruction.
-            let reply_tokens = (config.max_tokens as u64).min(config.context_window / 4);
+            // Room for the reply: max_tokens, at most a quarter of the window.
+            let reply_tokens = fit::reply_room(config.max_tokens as u64, config.context_window);
             let room = config.context_window.saturating_sub(reply_tokens);
             let budget = options.fit_limit.map_or(room, |limit| limit.min(room));
             let budget = budget.saturating_sub(self.fixed_request_tokens()).saturating_sub(256) as usize;
@@ -276,7 +274,7 @@ impl AgentSession {
         let request = ChatRequest {
             system: Some(system.text.clone()),
             messages,
-            tools: self.tools.definitions(),
+            tools: self.offered_tools().definitions(),
             tool_choice,
             thinking,
             cache_key: Some(self.session().session_id().to_string()),

@@ -127,7 +127,8 @@ pub struct AgentConfig {
     /// The user's home, for `~/.agents/skills`; `None`: no user-level skills.
     pub home: Option<PathBuf>,
     pub templates_dir: Option<PathBuf>,
-    /// The tools the model may call (pi's defaults: read, bash, edit, write, todo_write).
+    /// The tools the model may call (the defaults: read, bash, edit, write, todo_write,
+    /// session_query).
     pub tools: ToolRegistry,
     /// Which calls run unasked, which ask, which are refused.
     pub policy: Policy,

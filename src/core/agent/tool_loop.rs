@@ -50,11 +50,21 @@ pub enum ToolsOutcome {
 
 impl AgentSession {
     /// The context a tool call runs in: the session's folder, the run's cancellation, the
-    /// front end's file access, and an environment without the provider's keys.
+    /// front end's file access, an environment without the provider's keys, the session's
+    /// parent and its model (`session_query`).
     pub(super) fn tool_context(&self, cancel: &CancellationToken) -> ToolContext {
-        let cwd = self.session().cwd().to_path_buf();
+        let (cwd, parent) = {
+            let session = self.session();
+            (session.cwd().to_path_buf(), session.header().parent_session.as_ref().map(PathBuf::from))
+        };
         let files = lock_arc(&self.files);
-        ToolContext::new(cwd).with_cancel(cancel.child_token()).with_files(files).with_env(self.tool_env.clone())
+        let model = Arc::new(super::ask::SessionModel::new(super::lock(&self.provider).clone(), self.thinking_level()));
+        ToolContext::new(cwd)
+            .with_cancel(cancel.child_token())
+            .with_files(files)
+            .with_env(self.tool_env.clone())
+            .with_parent_session(parent)
+            .with_model(model)
     }
 
     /// Runs `calls` (the tool calls of the assistant message just committed).

@@ -59,6 +59,12 @@ impl AgentSession {
         replaced.unwrap_or_else(|| self.session().build_session_context().messages)
     }
 
+    /// The tools offered to the current session: the enabled ones, `session_query` only when it
+    /// has a parent. Its requests and its system prompt list these.
+    pub fn offered_tools(&self) -> ToolRegistry {
+        self.tools.offered(self.session().header().parent_session.is_some())
+    }
+
     /// The system prompt every request of the current session sends, the handoff's too: built
     /// at the session's first request and kept (the same bytes each time, for the provider's
     /// prompt cache), built again for another session or working directory, or when an
@@ -68,6 +74,7 @@ impl AgentSession {
             let session = self.session();
             (session.session_id().to_string(), session.cwd().to_path_buf())
         };
+        let tools = self.offered_tools();
         let mut kept = lock(&self.system_prompt);
         let same_session = kept.as_ref().filter(|(id, p)| *id == session_id && p.environment.cwd == cwd);
         if let Some((_, prompt)) = same_session {
@@ -79,7 +86,7 @@ impl AgentSession {
             Some((_, prompt)) => prompt.environment.clone(),
             None => system_prompt::Environment::current(&cwd),
         };
-        let built = Arc::new(SystemPrompt::build(&self.prompt_sources, self.tools.tools(), environment));
+        let built = Arc::new(SystemPrompt::build(&self.prompt_sources, tools.tools(), environment));
         *kept = Some((session_id, built.clone()));
         built
     }

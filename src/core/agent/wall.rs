@@ -176,7 +176,7 @@ impl AgentSession {
     /// definitions.
     pub fn fixed_request_tokens(&self) -> u64 {
         let system = fit::estimate_text_tokens(&self.system_prompt().text) as u64;
-        let tools = serde_json::to_string(&self.tools.definitions()).map_or(0, |t| fit::estimate_text_tokens_of_len(t.len()) as u64);
+        let tools = serde_json::to_string(&self.offered_tools().definitions()).map_or(0, |t| fit::estimate_text_tokens_of_len(t.len()) as u64);
         system + tools
     }
 

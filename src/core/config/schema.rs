@@ -286,7 +286,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting::lua("keymaps.approval.diff", Type::Key, DefaultValue::Text("d"),
         "Chat buffer: show the proposed change side by side."),
     Setting::host("tools.enabled", "tools.enabled", Type::List(&Type::OneOf(tool_names)), DefaultValue::Unset,
-        "The tools the model may call (pi's names); default: read, bash, edit, write, todo_write.")
+        "The tools the model may call (pi's names); default: read, bash, edit, write, todo_write, session_query (offered only to a session handed off from another; a list without it turns it off).")
         .flag("tools", None),
     Setting::host("tools.policy", "tools.policy", Type::OneOf(policy_names), DefaultValue::Text("ask"),
         "\"ask\": edits and commands ask; \"allow_edits\": commands ask; \"allow_all\": nothing asks (the CLI's --yes)."),

@@ -1,5 +1,6 @@
 //! The agent's tools: `read`, `bash`, `edit`, `write`, `grep`, `find`, `ls` (names, parameters
-//! and result texts as pi 0.73.1's) and `todo_write`.
+//! and result texts as pi 0.73.1's), `todo_write`, and `session_query` (asks an ancestor
+//! session; offered only to a session that has a parent).
 //!
 //! Each tool is a [`Tool`] in its own module (`tool.rs`): what it is and what one of its calls
 //! means to the front ends and the handoff. This layer only runs tools. It knows no agent loop,
@@ -13,7 +14,8 @@
 //!
 //! Two seams belong to the front ends: [`FileAccess`] (the Neovim host reads and writes through
 //! loaded buffers; [`DiskFileAccess`] is the plain disk) and the progress callback that streams
-//! bash's partial output.
+//! bash's partial output. One belongs to the agent: [`ModelOnce`], one question to the session's
+//! model (`session_query`'s answer).
 
 mod args;
 pub mod consent;
@@ -24,6 +26,7 @@ pub mod grep;
 pub mod ls;
 pub mod paths;
 pub mod read;
+pub mod session_query;
 pub mod todo;
 mod tool;
 pub mod truncate;
@@ -51,7 +54,7 @@ pub use tool::{argument_summary, CallFact, ConsentKey, Tool};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ToolKind {
-    /// Looks, never changes: `read`, `grep`, `find`, `ls`, `todo_write`.
+    /// Looks, never changes: `read`, `grep`, `find`, `ls`, `todo_write`, `session_query`.
     ReadOnly,
     /// Changes files: `edit`, `write`.
     Edit,
@@ -70,10 +73,11 @@ pub enum ToolName {
     Find,
     Ls,
     TodoWrite,
+    SessionQuery,
 }
 
 impl ToolName {
-    pub const ALL: [ToolName; 8] = [
+    pub const ALL: [ToolName; 9] = [
         ToolName::Read,
         ToolName::Bash,
         ToolName::Edit,
@@ -82,6 +86,7 @@ impl ToolName {
         ToolName::Find,
         ToolName::Ls,
         ToolName::TodoWrite,
+        ToolName::SessionQuery,
     ];
 
     /// The name the model calls (and pi stores as `toolName`).
@@ -95,6 +100,7 @@ impl ToolName {
             ToolName::Find => "find",
             ToolName::Ls => "ls",
             ToolName::TodoWrite => "todo_write",
+            ToolName::SessionQuery => "session_query",
         }
     }
 
@@ -109,6 +115,7 @@ impl ToolName {
             ToolName::Find => &find::Find,
             ToolName::Ls => &ls::Ls,
             ToolName::TodoWrite => &todo::TodoWrite,
+            ToolName::SessionQuery => &session_query::SessionQuery,
         }
     }
 
@@ -116,7 +123,8 @@ impl ToolName {
         self.tool().kind()
     }
 
-    /// On without being asked for: read, bash, edit, write, todo_write. grep/find/ls on request.
+    /// On without being asked for: read, bash, edit, write, todo_write, session_query (offered
+    /// only with a parent: [`ToolRegistry::offered`]). grep/find/ls on request.
     pub fn enabled_by_default(self) -> bool {
         !matches!(self, ToolName::Grep | ToolName::Find | ToolName::Ls)
     }
@@ -303,6 +311,18 @@ pub trait FileAccess: Send + Sync {
     async fn write(&self, path: &Path, bytes: &[u8]) -> io::Result<()>;
 }
 
+/// One question to the session's model, outside the conversation: its own system prompt and
+/// one user message, no tools, recorded in no session (the agent implements it with the
+/// session's provider and thinking level). The answer's text, or why there is none.
+#[async_trait]
+pub trait ModelOnce: Send + Sync {
+    async fn ask(&self, system: &str, prompt: &str, cancel: &CancellationToken) -> Result<String, String>;
+
+    /// Characters the system prompt and the prompt may have together, so that the request
+    /// fits the model's window with room for the answer.
+    fn prompt_room(&self) -> usize;
+}
+
 /// [`FileAccess`] on the local disk.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DiskFileAccess;
@@ -364,6 +384,11 @@ pub struct ToolContext {
     pub shell: Option<PathBuf>,
     /// Where bash spills full output; default the system temp folder.
     pub spill_dir: Option<PathBuf>,
+    /// The session file this session was handed off (or forked) from, its header's
+    /// `parentSession`: `session_query` reads it and its ancestors. `None`: no parent.
+    pub parent_session: Option<PathBuf>,
+    /// The session's model, for a tool that asks it one question (`session_query`).
+    pub model: Option<Arc<dyn ModelOnce>>,
 }
 
 impl ToolContext {
@@ -377,6 +402,8 @@ impl ToolContext {
             env: EnvPolicy::default(),
             shell: None,
             spill_dir: None,
+            parent_session: None,
+            model: None,
         }
     }
 
@@ -397,6 +424,16 @@ impl ToolContext {
 
     pub fn with_env(mut self, env: EnvPolicy) -> Self {
         self.env = env;
+        self
+    }
+
+    pub fn with_parent_session(mut self, parent_session: Option<PathBuf>) -> Self {
+        self.parent_session = parent_session;
+        self
+    }
+
+    pub fn with_model(mut self, model: Arc<dyn ModelOnce>) -> Self {
+        self.model = Some(model);
         self
     }
 
@@ -429,19 +466,20 @@ impl fmt::Debug for ToolContext {
             .field("cancelled", &self.cancel.is_cancelled())
             .field("env", &self.env)
             .field("shell", &self.shell)
+            .field("parent_session", &self.parent_session)
             .finish_non_exhaustive()
     }
 }
 
 /// Which tools a session offers the model. Order is pi's (read, bash, edit, write, grep, find,
-/// ls), then todo_write.
+/// ls), then todo_write and session_query.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolRegistry {
     tools: Vec<ToolName>,
 }
 
 impl Default for ToolRegistry {
-    /// read, bash, edit, write, todo_write.
+    /// read, bash, edit, write, todo_write, session_query.
     fn default() -> Self {
         Self::new(ToolName::ALL.into_iter().filter(|t| t.enabled_by_default()))
     }
@@ -481,6 +519,12 @@ impl ToolRegistry {
 
     pub fn definitions(&self) -> Vec<ToolDefinition> {
         self.tools.iter().map(|t| t.definition()).collect()
+    }
+
+    /// The tools offered to a session: the enabled ones, less those that need a parent
+    /// ([`Tool::needs_parent`]) when it has none. Its requests and its system prompt list these.
+    pub fn offered(&self, has_parent: bool) -> ToolRegistry {
+        Self { tools: self.tools.iter().copied().filter(|t| has_parent || !t.tool().needs_parent()).collect() }
     }
 
     /// Runs `name` if it is enabled; a tool that is not is "not found", as pi says.
@@ -536,11 +580,17 @@ mod tests {
     #[test]
     fn defaults_and_kinds() {
         let names: Vec<&str> = ToolRegistry::default().tools().iter().map(|t| t.as_str()).collect();
-        assert_eq!(names, ["read", "bash", "edit", "write", "todo_write"]);
+        assert_eq!(names, ["read", "bash", "edit", "write", "todo_write", "session_query"]);
+        let offered = |has_parent| -> Vec<&str> {
+            ToolRegistry::default().offered(has_parent).tools().iter().map(|t| t.as_str()).collect()
+        };
+        assert_eq!(offered(false), ["read", "bash", "edit", "write", "todo_write"]);
+        assert_eq!(offered(true), names);
         assert_eq!(kind_of("bash"), Some(ToolKind::Execute));
         assert_eq!(kind_of("write"), Some(ToolKind::Edit));
         assert_eq!(kind_of("grep"), Some(ToolKind::ReadOnly));
         assert_eq!(kind_of("todo_write"), Some(ToolKind::ReadOnly));
+        assert_eq!(kind_of("session_query"), Some(ToolKind::ReadOnly));
         assert_eq!(kind_of("nope"), None);
     }
 

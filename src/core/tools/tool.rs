@@ -45,6 +45,12 @@ pub trait Tool: Send + Sync {
 
     async fn run(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
 
+    /// Whether it is offered only to a session that has a parent (`session_query`: without one
+    /// there is nothing to ask). See [`super::ToolRegistry::offered`].
+    fn needs_parent(&self) -> bool {
+        false
+    }
+
     /// The chat's line for a call: the argument that says what it does (by default its path).
     fn summary(&self, args: &Value) -> String {
         argument_summary(args, "path")
@@ -136,7 +142,7 @@ mod tests {
         let cwd = Path::new("/work");
         let path = json!({"path": "src/a.rs", "content": "x", "edits": []});
         type Case<'a> = (&'a str, Value, ToolKind, &'a str, Option<ConsentKey>, Option<&'a str>);
-        let cases: [Case; 8] = [
+        let cases: [Case; 9] = [
             ("read", json!({"path": "src/a.rs"}), ToolKind::ReadOnly, "src/a.rs", Some(ConsentKey::Tool), None),
             ("bash", json!({"command": "cargo test"}), ToolKind::Execute, "cargo test", Some(ConsentKey::Exact("cargo test".into())), None),
             ("edit", path.clone(), ToolKind::Edit, "src/a.rs", Some(ConsentKey::Tool), Some("/work/src/a.rs")),
@@ -145,6 +151,7 @@ mod tests {
             ("find", json!({"pattern": "*.rs"}), ToolKind::ReadOnly, "*.rs", Some(ConsentKey::Tool), None),
             ("ls", json!({"path": "src"}), ToolKind::ReadOnly, "src", Some(ConsentKey::Tool), None),
             ("todo_write", json!({}), ToolKind::ReadOnly, "", Some(ConsentKey::Tool), None),
+            ("session_query", json!({"question": "Why Postgres?"}), ToolKind::ReadOnly, "Why Postgres?", Some(ConsentKey::Tool), None),
         ];
         for (tool, args, kind, summary, key, changed) in cases {
             assert_eq!(kind_of(tool), Some(kind), "{tool}");
@@ -177,7 +184,7 @@ mod tests {
         assert_eq!(ran("ok", false), command(Some(0), None));
         assert_eq!(ran("boom\n\nCommand exited with code 101", true), command(Some(101), None));
         assert_eq!(ran("partial\nCommand timed out after 5 seconds\n", true), command(None, Some("Command timed out after 5 seconds")));
-        for tool in ["grep", "find", "ls", "todo_write", "mcp_thing"] {
+        for tool in ["grep", "find", "ls", "todo_write", "session_query", "mcp_thing"] {
             assert_eq!(call_fact(tool, &read, &result(tool, "x", false)), None, "{tool}");
         }
     }
