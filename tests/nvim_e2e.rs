@@ -902,7 +902,7 @@ async fn the_context_meter_shows_the_providers_count_and_a_full_window_suggests_
         let ed = Editor::start_with(Some(provider.clone())).await;
         // The provider table above has no base_url: point it at this test's mock.
         provider["base_url"] = json!(ed.mock.openai_base_url());
-        ed.lua("require('handoff').setup({ bin = ..., provider = select(2, ...) })", json!([support_bin(), provider.clone()])).await;
+        ed.lua("require('handoff').setup({ bin = ..., provider = select(2, ...), handoff = { auto = 'off' } })", json!([support_bin(), provider.clone()])).await;
         ed.lua("require('handoff').open_chat()", json!([])).await;
         ed.converse("first question", "one two three").await;
         // The mock counts a request's body bytes / 4 as its input tokens, and a chunk per word.
@@ -917,9 +917,11 @@ async fn the_context_meter_shows_the_providers_count_and_a_full_window_suggests_
         let winbar = ed.eval("vim.api.nvim_eval_statusline(vim.wo[vim.fn.win_findbuf(require('handoff.chat').chat_buf)[1]].winbar, { winid = vim.fn.win_findbuf(require('handoff.chat').chat_buf)[1] }).str").await;
         assert_eq!(winbar, line);
         assert_eq!(ed.eval("T.count('HandoffSuggested')").await, json!(0));
-        // A window this small is over 80% full after the next reply: one suggestion, not two.
+        // A window this small is over 80% full after the next reply: one suggestion, not two. It is
+        // past the wall too: automatic handoffs are off, or one would start a new session (and its
+        // own suggestion) while the test converses.
         provider["context_window"] = json!(used + 200);
-        ed.lua("require('handoff').setup({ bin = ..., provider = select(2, ...) })", json!([support_bin(), provider])).await;
+        ed.lua("require('handoff').setup({ bin = ..., provider = select(2, ...), handoff = { auto = 'off' } })", json!([support_bin(), provider])).await;
         ed.wait_until("require('handoff').status().context_window < 100000", Duration::from_secs(5)).await;
         ed.converse("second", "four five").await;
         let note = ed.wait_until("T.noted(':Handoff continues in a fresh session')", Duration::from_secs(5)).await;

@@ -310,6 +310,10 @@ pub struct RecordedRequest {
     /// The body's size in bytes as received (the mock reports a quarter of it as input tokens).
     #[serde(default)]
     pub raw_len: usize,
+    /// When the whole request had arrived, in milliseconds since the Unix epoch (benchmarks time
+    /// a client's work up to its request on the wire against it).
+    #[serde(default)]
+    pub arrived_unix_ms: f64,
     /// The body's bytes as received, for tests that compare what went on the wire byte for
     /// byte (not part of `/__mock/requests`).
     #[serde(skip)]
@@ -523,6 +527,9 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
     let (rd, mut wr) = socket.into_split();
     let mut rd = BufReader::new(rd);
     let Some(req) = read_request(&mut rd, &mut wr).await? else { return Ok(()) };
+    let arrived_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e3);
     if let Some(action) = req.path.strip_prefix("/__mock/") {
         return control(&inner, action, &req, &mut wr).await;
     }
@@ -544,6 +551,7 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         path: req.path.clone(),
         headers: req.headers.clone(),
         raw_len,
+        arrived_unix_ms,
         body: body.clone(),
         raw: if lean { Vec::new() } else { req.body },
         refused: false,
