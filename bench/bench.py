@@ -28,6 +28,9 @@ Sections (doc/benchmarks.md explains each):
   7. tool output: a bash command printing 1 GB (host memory through Neovim and through the CLI),
      and a turn that streams text, runs a command printing steadily, streams text again
      (main-loop latency in Neovim through the whole turn, text-only streaming beside it)
+  8. a large session resumed + one prompt, whole process (ours `prompt --session` vs pi's JSON mode)
+  9. a large session handed off (1k/10k/100k entries): peak RSS against the file and the time to
+     the request on the wire (ours `handoff` vs pi's `compact`, the mock timing the arrival)
 
 bench/compare_builds.py runs §1–5 for two checkouts (a before/after), interleaved.
 """
@@ -826,6 +829,101 @@ def bench_resume_prompt(bin_dir, pi_bin, runs, work, entries, tool_lines):
         rp.close()
 
 
+# --- A large session handed off (§9) -------------------------------------------------------------
+
+class BigHandoff:
+    """§9: the handoff of a large session, against a lean mock (it records each request's size and
+    arrival only) whose reply is the document. Ours: `handoff-nvim handoff COPY`, whole process: peak
+    RSS (/usr/bin/time) and the time from the spawn (so the load is in it) to the request's
+    arrival at the mock. pi has no handoff; its peer operation is its compaction: `compact` in a
+    running `pi --mode rpc` after `switch_session` to the copy, peak = VmHWM, time from `compact`
+    (and from `switch_session`) to the first request's arrival. Each run on a fresh copy; ours must
+    print the new session's path and send one request."""
+
+    def __init__(self, bin_dir, pi_bin, work):
+        self.mock = Mock(bin_dir, lean=True)
+        self.mock.control("default", {"kind": "text", "chunks": [DOCUMENT]})
+        self.work = work
+        self.env = dict(os.environ, HANDOFF_BASE_URL=self.mock.url, HANDOFF_MODEL="mock-model",
+                        HANDOFF_PROVIDER="openai", HANDOFF_SESSION_DIR=os.path.join(work, "s9-sessions"))
+        for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HANDOFF_LOG_FILE"):
+            self.env.pop(k, None)
+        self.pi = Pi(pi_bin, self.mock.url, work, name="pi-agent-s9") if pi_bin else None
+        self.copy = os.path.join(work, "s9-run.jsonl")
+
+    def _fresh(self, src):
+        shutil.copyfile(src, self.copy)
+        self.mock.control("reset")
+
+    def _first_request(self, who):
+        reqs = self.mock.requests()
+        if not reqs:
+            raise RuntimeError(f"§9 {who}: no request reached the mock")
+        first = min(r["arrived_unix_ms"] for r in reqs)
+        return first / 1e3, sum(r["raw_len"] for r in reqs), len(reqs)
+
+    def ours(self, bin_dir, src):
+        self._fresh(src)
+        # Peak RSS from /usr/bin/time (a fork of this script would count its own pages).
+        t0 = time.time()
+        r = subprocess.run(["/usr/bin/time", "-f", "%M", os.path.join(bin_dir, "handoff-nvim"), "handoff", self.copy],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, env=self.env, cwd=self.work)
+        took = time.time() - t0
+        new = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+        if r.returncode != 0 or not os.path.isfile(new):
+            raise RuntimeError(f"§9 ours: exit status {r.returncode}, no new session ({r.stderr[-300:]!r})")
+        arrived, body, n = self._first_request("ours")
+        if n != 1:
+            raise RuntimeError(f"§9 ours: {n} requests (expected the handoff's only)")
+        return dict(to_request=arrived - t0, wall=took, peak=int(r.stderr.strip().splitlines()[-1]), body=body)
+
+    def pi_run(self, src):
+        self._fresh(src)
+        p = self.pi.start(env=dict(self.pi.env, PI_OFFLINE="1"))
+        try:
+            Pi.send(p, {"type": "get_state"})
+            read_until(p, Pi.response_to("get_state"))
+            t_switch = time.time()
+            Pi.send(p, {"type": "switch_session", "sessionPath": self.copy})
+            read_until(p, Pi.response_to("switch_session"), timeout=600)
+            t0 = time.time()
+            Pi.send(p, {"type": "compact"})
+            answer = json.loads(read_until(p, Pi.response_to("compact"), timeout=600))
+            if not answer.get("success"):
+                raise RuntimeError(f"§9 pi: compact failed: {answer.get('error')}")
+            arrived, body, _ = self._first_request("pi")
+            return dict(to_request=arrived - t0, from_switch=arrived - t_switch, peak=rss_kib(p.pid, "VmHWM"), body=body)
+        finally:
+            Pi.stop(p)
+
+    def close(self):
+        self.mock.close()
+
+
+def bench_big_handoff(bin_dir, pi_bin, runs, work, sizes):
+    bh = BigHandoff(bin_dir, pi_bin, work)
+    rows = []
+    try:
+        for n in sizes:
+            src = gen_session(n, os.path.join(work, f"s9-{n}.jsonl"), work)
+            size = os.path.getsize(src)
+            bh.ours(bin_dir, src)  # warm-up: the binary and the session in the page cache
+            ours, pis = [], []
+            for _ in range(runs):
+                ours.append(bh.ours(bin_dir, src))
+                if bh.pi:
+                    pis.append(bh.pi_run(src))
+            med = lambda xs, k: median([x[k] for x in xs]) if xs else None
+            peak = med(ours, "peak")
+            rows.append(dict(entries=n, bytes=size, ours_to_request=med(ours, "to_request"), ours_wall=med(ours, "wall"),
+                             ours_peak=peak, rss_ratio=peak * 1024 / size, ours_body=ours[0]["body"],
+                             pi_to_request=med(pis, "to_request"), pi_from_switch=med(pis, "from_switch"),
+                             pi_peak=med(pis, "peak"), pi_body=pis[0]["body"] if pis else None))
+    finally:
+        bh.close()
+    return rows
+
+
 # --- Report -------------------------------------------------------------------------------------
 
 # --- Tool output (§7) ---------------------------------------------------------------------------
@@ -959,7 +1057,7 @@ def main():
     ap.add_argument("--pi", default=os.environ.get("PI_BIN") or os.path.join(ROOT, ".cache", "pi", "node_modules", ".bin", "pi"))
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="one tiny iteration of each")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8", help="sections to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9", help="sections to run, e.g. 1,4")
     ap.add_argument("--rg", help="ripgrep for §6b (default: .cache/rg-venv/bin/rg, else PATH; `none`: without)")
     ap.add_argument("--json", help="also write the raw figures here")
     ap.add_argument("--doc", help="replace the results part of this markdown file (between the markers)")
@@ -1218,6 +1316,30 @@ def main():
                     f"| peak RSS | {mib(r['ours_peak'])} | {mib(r['pi_peak'])} | {ratio(r['pi_peak'], r['ours_peak'])} |",
                     f"| request body | {r['ours_body'] / 1e6:.2f} MB | "
                     f"{(r['pi_body'] or 0) / 1e6:.2f} MB | |", ""]
+        if "9" in only:
+            log("9. a large session handed off")
+            rows = raw["big_handoff"] = bench_big_handoff(args.bin_dir, pi_bin, runs, work, sizes)
+            out += ["### 9. A large session handed off: memory and time to the request", "",
+                    "`bench/gen_session.py N FILE` (as §2), a fresh copy per run, against a lean mock that records "
+                    "each request's size and arrival time and answers with the document. Ours: `handoff-nvim handoff COPY`, "
+                    "whole process: the time from its spawn (start-up and the session's load included) to the "
+                    "request's arrival at the mock, peak RSS from `/usr/bin/time` against the file's size. The request "
+                    "is fitted to the model's window (128k tokens, the default) without parsing the messages it "
+                    "leaves out. pi has no handoff; its peer operation is its compaction, `compact` in a running "
+                    "`pi --mode rpc` after `switch_session` to the copy (pi summarises everything before its last "
+                    "20k tokens in one request); its time from `compact`, and from `switch_session`, to the first "
+                    "request's arrival; peak = VmHWM of the pi process. *Request*: the bytes of the requests sent "
+                    "(pi's compaction sends one or two: the summary, and a split turn's prefix).", "",
+                    "| entries | file | ours: spawn → request | ours: whole handoff | ours peak RSS (× file) | request | "
+                    "pi: `compact` → request | pi: `switch_session` → request | pi peak RSS | pi's requests | ratio (pi from switch / ours) |",
+                    "|---|---|---|---|---|---|---|---|---|---|---|"]
+            for r in rows:
+                pi_body = f"{r['pi_body'] / 1e6:.2f} MB" if r["pi_body"] else "–"
+                out.append(f"| {r['entries']:,} | {r['bytes'] / 1e6:.1f} MB | **{fmt_ms(r['ours_to_request'])}** | "
+                           f"{fmt_ms(r['ours_wall'])} | **{mib(r['ours_peak'])} ({r['rss_ratio']:.2f}×)** | "
+                           f"{r['ours_body'] / 1e6:.2f} MB | {fmt_ms(r['pi_to_request'])} | {fmt_ms(r['pi_from_switch'])} | "
+                           f"{mib(r['pi_peak'])} | {pi_body} | {ratio(r['pi_from_switch'], r['ours_to_request'])} |")
+            out.append("")
     finally:
         mock.close()
         shutil.rmtree(work, ignore_errors=True)

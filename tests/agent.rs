@@ -448,7 +448,7 @@ async fn new_session_switches_file_records_the_model_and_announces_the_switch() 
     assert_ne!(old, new);
     assert!(!new.exists(), "an unused session leaves no file");
     match rx.try_recv().unwrap() {
-        AgentEvent::SessionSwitch { old: o, new: n, reason } => {
+        AgentEvent::SessionSwitch { old: o, new: n, reason, .. } => {
             assert_eq!(o.as_deref(), Some(old.to_str().unwrap()));
             assert_eq!(n, new.to_str().unwrap());
             assert_eq!(reason, SwitchReason::New);

@@ -324,6 +324,36 @@ async fn a_real_overflow_against_a_smaller_server_window_is_recovered_by_trimmin
     assert_eq!(entry["details"]["auto"]["reason"], "overflow");
 }
 
+/// llama-cpp-python over its window: each streamed request too large gets 200 and a stream that
+/// breaks before any event; the probe without streaming gets its 400 overflow, which starts the
+/// handoff and, for the handoff request itself, trims it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overflow_torn_out_of_the_stream_by_llama_cpp_python_is_probed_and_recovered_by_the_handoff() {
+    let env = Env::build(|c| c, WallSettings { threshold: Threshold::Set(0.9), ..WallSettings::default() }).await;
+    env.mock.set_window(Some(MockWindow { tokens: 8_000, style: MockOverflow::LlamacppPython }));
+    let file = env.file("big.log", &"a log line of a long build output\n".repeat(1_100));
+    env.mock.push(tool_call_reply("read", json!({ "path": file.to_str().unwrap() }), "call_1"));
+    env.mock.push(MockReply::text(DOCUMENT));
+    env.mock.push(MockReply::text("Went on after the overflow."));
+    let ran = run(&env, "summarise big.log").await;
+    let Ran::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
+    assert_eq!(result.last_assistant().unwrap().text(), "Went on after the overflow.");
+    let requests = env.mock.requests();
+    let shape: Vec<(bool, bool)> = requests.iter().map(|r| (r.body["stream"] == Value::Bool(true), r.refused)).collect();
+    assert_eq!(shape[..3], [(true, false), (true, true), (false, true)], "the prompt, its tool result torn, the probe refused: {shape:?}");
+    // Every refused streamed request was probed exactly once, right after it, with one token.
+    for (i, r) in requests.iter().enumerate().filter(|(_, r)| r.refused && r.body["stream"] == Value::Bool(true)) {
+        let probe = &requests[i + 1];
+        assert_eq!((probe.body["stream"].clone(), probe.body["max_tokens"].clone()), (Value::Bool(false), json!(1)), "{i}");
+        assert!(probe.refused);
+        assert_eq!(probe.body["messages"], r.body["messages"]);
+    }
+    assert_eq!(requests.iter().filter(|r| r.body["stream"] == Value::Bool(false)).count(), requests.iter().filter(|r| r.refused).count() / 2);
+    assert_eq!(shape[shape.len() - 2..], [(true, false), (true, false)], "then the trimmed handoff and the continuation fit: {shape:?}");
+    let entry = handoff_entry(&env.session_path());
+    assert_eq!(entry["details"]["auto"]["reason"], "overflow");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_limit_and_an_unrelated_400_are_left_alone() {
     for (status, body) in [

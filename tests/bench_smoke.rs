@@ -33,7 +33,7 @@ fn every_benchmark_runs_once() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "bench.py --smoke failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
-    for section in ["### 1.", "### 2.", "### 3.", "### 4.", "### 5.", "### 6.", "### 7."] {
+    for section in ["### 1.", "### 2.", "### 3.", "### 4.", "### 5.", "### 6.", "### 7.", "### 9."] {
         assert!(stdout.contains(section), "no {section} in\n{stdout}");
     }
     let raw: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(json.path()).unwrap()).unwrap();
@@ -69,5 +69,12 @@ fn every_benchmark_runs_once() {
     let lateness = |k: &str| raw["tool_latency"][k].as_f64().unwrap_or_else(|| panic!("tool_latency.{k}: {}", raw["tool_latency"]));
     assert!(lateness("p50") <= lateness("p99") && lateness("p99") <= lateness("max"), "{}", raw["tool_latency"]);
     assert!(lateness("max") > 0.0, "{}", raw["tool_latency"]);
+    // A large session handed off (§9): bench.py checks the new session and the one request; here,
+    // that the time to the request was measured from the mock's arrival and within the handoff.
+    for row in raw["big_handoff"].as_array().unwrap() {
+        let (to_request, whole) = (row["ours_to_request"].as_f64().unwrap(), row["ours_wall"].as_f64().unwrap());
+        assert!(to_request > 0.0 && to_request < whole, "{row}");
+        assert!(row["rss_ratio"].as_f64().unwrap() > 0.0 && row["ours_body"].as_u64().unwrap() > 0, "{row}");
+    }
     assert!(started.elapsed() < Duration::from_secs(60), "the smoke run took {:?}", started.elapsed());
 }

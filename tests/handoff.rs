@@ -231,7 +231,7 @@ async fn success_events_handoff_start_session_switch_handoff_end_and_the_flag_cl
     let mut seen = Vec::new();
     while let Ok(e) = rx.try_recv() {
         match e {
-            AgentEvent::SessionSwitch { old, new, reason } => {
+            AgentEvent::SessionSwitch { old, new, reason, .. } => {
                 assert_eq!(old.as_deref(), Some(s.old.to_str().unwrap()));
                 assert_eq!(new, session_file.to_str().unwrap());
                 assert_eq!(reason, SwitchReason::Handoff);
@@ -746,10 +746,12 @@ async fn context_fit_long_plain_turns_drop_the_oldest_first_and_keep_the_prompt_
     let sent = wire_messages(&mock.requests()[0]);
     let chars: usize = sent.iter().map(|(_, t)| t.chars().count()).sum();
     assert!(chars.div_ceil(4) + 8 * sent.len() + 1_000 <= 6_000, "~{} tokens", chars / 4);
-    // The newest turns are there, the oldest are gone, and the request says so first.
+    // The newest turns are there, the oldest are gone but the original task (the first user
+    // message, right after the note), and the request says so first.
     assert!(sent[0].1.contains("oldest messages were left out"), "{}", sent[0].1);
+    assert!(sent[1].1.starts_with("OLD-0 "), "{}", sent[1].1);
     assert!(sent.iter().any(|(_, t)| t.starts_with("REPLY-11")));
-    assert!(!sent.iter().any(|(_, t)| t.starts_with("OLD-0 ")));
+    assert!(!sent.iter().any(|(_, t)| t.starts_with("REPLY-0 ") || t.starts_with("OLD-1 ")));
     assert_eq!(sent.last().unwrap(), &("user".to_string(), the_prompt()));
 }
 

@@ -89,6 +89,11 @@ async fn at_the_wall_the_chat_shows_the_banner_the_split_the_document_and_queued
         assert_eq!(end["session_file"], new.as_str());
         assert_eq!(user_texts(&ed).last().unwrap(), "and the README too", "the queued input replaced the continuation");
         ed.wait_until("table.concat(T.chat(), '\\n'):find('Handed off automatically', 1, true) ~= nil", T).await;
+        ed.wait_until("table.concat(T.chat(), '\\n'):find('Done in the new session.', 1, true) ~= nil", T).await;
+        // Drawn once: the new session's transcript stops where it was at the switch, and the run
+        // that started in it at once comes as its events.
+        let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
+        assert_eq!(chat.as_str().unwrap().matches("and the README too").count(), 1, "{chat}");
         ed.quit().await;
     })
     .await;

@@ -115,6 +115,8 @@ async fn the_window_is_set_and_cleared_over_http_and_listed() {
     }
     let bad = client.post(format!("{root}/__mock/window")).body(r#"{"tokens":10,"style":"gemini"}"#).send().await.unwrap();
     assert_eq!(bad.status(), 400, "an unknown style is refused");
+    let python = client.post(format!("{root}/__mock/window")).body(r#"{"tokens":10,"style":"llamacpp_python"}"#).send().await.unwrap();
+    assert_eq!(python.status(), 200, "llama-cpp-python's style by its name");
     let cleared = client.post(format!("{root}/__mock/window")).body("null").send().await.unwrap();
     assert_eq!(cleared.status(), 200);
     let (_, result) = run(config(Api::Openai, &server), &ask("Say hello")).await;
@@ -207,4 +209,111 @@ async fn an_agent_run_against_a_full_window_fails_with_overflow() {
     let text = last.error_message.as_deref().unwrap_or_default();
     assert!(text.starts_with(DID_NOT_FIT) && text.contains("the request exceeds the available context size"), "{text}");
     assert_eq!(server.requests().len(), 1);
+}
+
+/// The probes among `requests`: those sent without streaming.
+fn probes(requests: &[handoff_mock::RecordedRequest]) -> Vec<&handoff_mock::RecordedRequest> {
+    requests.iter().filter(|r| r.body["stream"] == Value::Bool(false)).collect()
+}
+
+/// llama-cpp-python raises its overflow inside the stream: 200, then the stream breaks before
+/// any event. The one probe without streaming gets its 400, which is the error then.
+#[tokio::test]
+async fn a_stream_torn_before_any_event_is_probed_once_and_the_probes_overflow_is_the_error() {
+    let server = MockServer::start().await.unwrap();
+    server.set_window(Some(MockWindow { tokens: 10, style: MockOverflow::LlamacppPython }));
+    let mut c = config(Api::Openai, &server);
+    c.max_tokens = 777;
+    let (events, result) = run(c, &ask("Say hello")).await;
+    let error = result.unwrap_err();
+    assert_eq!(error.kind(), FailureKind::Overflow, "{error:?}");
+    assert!(matches!(error, ProviderError::Http { status: 400, .. }), "{error:?}");
+    let text = error.to_string();
+    assert!(text.starts_with(DID_NOT_FIT), "{text}");
+    assert!(text.contains("This model's maximum context length is 10 tokens. However, you requested"), "{text}");
+    assert!(text.contains("(the stream had ended before its first event; the same request without streaming got this answer)"), "{text}");
+    assert!(text_of(&events).is_empty());
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "the stream, then exactly one probe");
+    let (streamed, probe) = (&requests[0], &requests[1]);
+    assert_eq!(streamed.body["stream"], true);
+    assert_eq!(streamed.body["max_tokens"], 777);
+    assert!(streamed.body.get("stream_options").is_some());
+    assert_eq!(probe.path, streamed.path);
+    assert_eq!(probe.body["stream"], false);
+    assert_eq!(probe.body["max_tokens"], 1);
+    assert!(probe.body.get("stream_options").is_none(), "{}", probe.body);
+    assert_eq!(probe.body["messages"], streamed.body["messages"], "the same conversation");
+    assert_eq!(probe.header("accept"), Some("application/json"));
+    assert!(requests.iter().all(|r| r.refused));
+    // llama-cpp-python's words count the completion asked for: the probe's one token.
+    assert!(text.contains("(") && text.contains(" in the messages, 1 in the completion)"), "{text}");
+}
+
+/// A server that takes the probe took the request: no overflow, the torn stream's error stays.
+#[tokio::test]
+async fn a_stream_torn_before_any_event_whose_probe_is_answered_stays_a_network_error() {
+    let server = MockServer::start().await.unwrap();
+    server.push(MockReply::Torn { chunks: vec![] });
+    server.push(MockReply::text("the probe's reply"));
+    let (events, result) = run(config(Api::Openai, &server), &ask("Say hello")).await;
+    let error = result.unwrap_err();
+    assert!(matches!(error, ProviderError::Stream { .. }), "{error:?}");
+    assert_eq!(error.kind(), FailureKind::Network);
+    assert!(error.to_string().contains("connection closed before the reply finished"), "{error}");
+    assert!(text_of(&events).is_empty(), "the probe's reply is never shown");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(probes(&requests).len(), 1);
+    assert_eq!(requests[1].body["max_tokens"], 1);
+
+    // A probe answered with a server error of no overflow is the error, as any HTTP error is.
+    server.push(MockReply::Torn { chunks: vec![] });
+    server.push(MockReply::Status { status: 400, body: r#"{"error":{"message":"Unknown parameter: 'frobnicate'.","code":"unknown_parameter"}}"#.into(), retry_after: None });
+    let (_, result) = run(config(Api::Openai, &server), &ask("Say hello")).await;
+    let error = result.unwrap_err();
+    assert_eq!(error.kind(), FailureKind::Provider, "{error:?}");
+    assert!(error.to_string().contains("Unknown parameter"), "{error}");
+    assert_eq!(server.requests().len(), 4, "one probe, not retried");
+}
+
+/// Once part of the reply arrived the server took the request: never probed, whatever broke.
+#[tokio::test]
+async fn a_stream_that_broke_after_an_event_or_timed_out_is_never_probed() {
+    for api in ALL {
+        let server = MockServer::start().await.unwrap();
+        server.push(MockReply::Torn { chunks: vec!["Par".into()] });
+        let (events, result) = run(config(api, &server), &ask("Say hello")).await;
+        assert_eq!(text_of(&events), "Par");
+        assert_eq!(result.unwrap_err().kind(), FailureKind::Network, "{api:?}");
+        assert_eq!(server.requests().len(), 1, "{api:?}: no probe after a delta");
+    }
+    // A stall before any event is a timeout: retried, never probed.
+    let server = MockServer::start().await.unwrap();
+    for _ in 0..2 {
+        server.push(MockReply::Stall { chunks: vec![] });
+    }
+    let mut c = config(Api::Openai, &server);
+    c.idle_timeout = Duration::from_millis(200);
+    c.max_retries = 1;
+    let (_, result) = run(c, &ask("Say hello")).await;
+    assert_eq!(result.unwrap_err().kind(), FailureKind::Timeout);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "the try and its retry");
+    assert!(probes(&requests).is_empty());
+
+    // Aborted before any event: never probed.
+    server.push(MockReply::Stall { chunks: vec![] });
+    let provider = handoff_nvim::core::provider::Provider::new(config(Api::Openai, &server));
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let canceller = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        canceller.cancel();
+    });
+    let result = provider.stream(&ask("Say hello"), &cancel, &mut |_| {}).await;
+    assert!(matches!(result, Err(ProviderError::Aborted)), "{result:?}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(server.requests().len(), 3, "no probe after an abort");
 }

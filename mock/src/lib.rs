@@ -151,12 +151,21 @@ pub enum MockOverflow {
     /// then `response.failed` whose error code is `context_length_exceeded`; any other a 400
     /// with that code and `param: input`.
     Responses,
+    /// llama-cpp-python's server (0.3.x, as measured): a streamed request gets 200 and an event
+    /// stream that ends at once, without any event (the overflow is raised inside its stream
+    /// generator), on a connection kept alive but dead: a request sent over it next is read and
+    /// never answered. Any other request gets a 400 with `code: context_length_exceeded`, "This
+    /// model's maximum context length is N tokens. However, you requested M tokens (P in the
+    /// messages, C in the completion). …", C being the request's `max_tokens`.
+    #[serde(rename = "llamacpp_python")]
+    LlamacppPython,
 }
 
 impl MockWindow {
-    /// The status and body this style refuses a request of `prompt` tokens with (a streamed
-    /// Responses refusal carries the body's error in its `response.failed` event).
-    fn refusal(&self, prompt: u64) -> (u16, String) {
+    /// The status and body this style refuses a request of `prompt` tokens and a reply limit of
+    /// `completion` with (a streamed Responses refusal carries the body's error in its
+    /// `response.failed` event).
+    fn refusal(&self, prompt: u64, completion: u64) -> (u16, String) {
         let n = self.tokens;
         let responses_message = "Your input exceeds the context window of this model. Please adjust your input and try again.";
         let body = match self.style {
@@ -168,6 +177,9 @@ impl MockWindow {
             MockOverflow::Llamacpp => json!({ "error": {
                 "code": 400, "message": "the request exceeds the available context size, try increasing it",
                 "type": "exceed_context_size_error", "n_prompt_tokens": prompt, "n_ctx": n } }),
+            MockOverflow::LlamacppPython => json!({ "error": {
+                "message": format!("This model's maximum context length is {n} tokens. However, you requested {} tokens ({prompt} in the messages, {completion} in the completion). Please reduce the length of the messages or completion.", prompt + completion),
+                "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded" } }),
             MockOverflow::Responses => json!({ "error": {
                 "message": responses_message, "type": "invalid_request_error", "param": "input",
                 "code": "context_length_exceeded" } }),
@@ -298,6 +310,10 @@ pub struct RecordedRequest {
     /// The body's size in bytes as received (the mock reports a quarter of it as input tokens).
     #[serde(default)]
     pub raw_len: usize,
+    /// When the whole request had arrived, in milliseconds since the Unix epoch (benchmarks time
+    /// a client's work up to its request on the wire against it).
+    #[serde(default)]
+    pub arrived_unix_ms: f64,
     /// The body's bytes as received, for tests that compare what went on the wire byte for
     /// byte (not part of `/__mock/requests`).
     #[serde(skip)]
@@ -567,6 +583,9 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
     let (rd, mut wr) = socket.into_split();
     let mut rd = BufReader::new(rd);
     let Some(req) = read_request(&mut rd, &mut wr).await? else { return Ok(()) };
+    let arrived_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e3);
     if let Some(action) = req.path.strip_prefix("/__mock/") {
         return control(&inner, action, &req, &mut wr).await;
     }
@@ -588,6 +607,7 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         path: req.path.clone(),
         headers: req.headers.clone(),
         raw_len,
+        arrived_unix_ms,
         body: body.clone(),
         raw: if lean { Vec::new() } else { req.body },
         refused: false,
@@ -641,7 +661,10 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
     };
     let reply = match reply {
         Ok(reply) => reply,
-        Err(window) => return refuse(window, &ctx, &mut wr).await,
+        Err(window) => {
+            let completion = body.get("max_tokens").and_then(Value::as_u64).unwrap_or(0);
+            return refuse(window, &ctx, completion, &mut rd, &mut wr).await;
+        }
     };
     let (mut reply, mut ctx) = (reply, ctx);
     while let MockReply::WithUsage { usage, reply: inner } = reply {
@@ -674,11 +697,29 @@ fn copilot_answer(state: &mut State, path: &str, addr: SocketAddr) -> (u16, Valu
     (200, answer)
 }
 
-/// Answers a request larger than `window` with its style's overflow error.
-async fn refuse(window: MockWindow, ctx: &Ctx, wr: &mut OwnedWriteHalf) -> std::io::Result<()> {
-    let (status, body) = window.refusal(ctx.prompt_tokens);
-    if window.style != MockOverflow::Responses || !ctx.stream {
+/// Answers a request larger than `window`, asking for at most `completion` tokens, with its
+/// style's overflow error.
+async fn refuse(
+    window: MockWindow,
+    ctx: &Ctx,
+    completion: u64,
+    rd: &mut BufReader<OwnedReadHalf>,
+    wr: &mut OwnedWriteHalf,
+) -> std::io::Result<()> {
+    let (status, body) = window.refusal(ctx.prompt_tokens, completion);
+    if !ctx.stream || !matches!(window.style, MockOverflow::Responses | MockOverflow::LlamacppPython) {
         return respond(wr, status, &body, None).await;
+    }
+    if window.style == MockOverflow::LlamacppPython {
+        // uvicorn's head and an empty chunked body, without `Connection: close`: the client
+        // keeps the connection for its next request, which dies with it.
+        wr.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-store\r\n\
+              Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        )
+        .await?;
+        read_request(rd, wr).await?;
+        return Ok(());
     }
     // The Responses stream: created, in progress, then failed with the same error.
     let error = serde_json::from_str::<Value>(&body).unwrap_or_default()["error"].clone();

@@ -329,6 +329,31 @@ impl StoredMessage {
     pub fn json(&self) -> &str {
         self.text.get(self.range.clone()).unwrap_or_default()
     }
+
+    /// The message's role, read off its text (see [`role_of_json`]).
+    pub fn role(&self) -> Option<Role> {
+        role_of_json(self.json())
+    }
+
+    /// The message parsed (`None` when its text does not read as one).
+    pub fn message(&self) -> Option<Message> {
+        serde_json::from_str(self.json()).ok()
+    }
+}
+
+#[derive(Deserialize)]
+struct RoleView {
+    role: Role,
+}
+
+/// The role of a message given as JSON text. Messages written as pi writes them
+/// (`{"role":"…"` first, no escapes) are not parsed: the context of a large session is built,
+/// and fitted, from roles alone.
+pub fn role_of_json(json: &str) -> Option<Role> {
+    match json.strip_prefix(r#"{"role":""#).and_then(|rest| rest.split_once('"')) {
+        Some((role, _)) if !role.contains('\\') => Some(Role::from_name(role)),
+        _ => serde_json::from_str::<RoleView>(json).ok().map(|v| v.role),
+    }
 }
 
 /// A message of the context on its way to the model: stored ones stay JSON text until the
@@ -338,6 +363,24 @@ impl StoredMessage {
 pub enum ContextMessage {
     Stored(StoredMessage),
     Made(Box<Message>),
+}
+
+impl ContextMessage {
+    /// The role, without parsing a stored message written as pi writes them.
+    pub fn role(&self) -> Option<Role> {
+        match self {
+            ContextMessage::Stored(stored) => stored.role(),
+            ContextMessage::Made(message) => Some(message.role.clone()),
+        }
+    }
+
+    /// The message as a struct: a stored one parsed (`None` when it does not read as one).
+    pub fn to_message(&self) -> Option<Message> {
+        match self {
+            ContextMessage::Stored(stored) => stored.message(),
+            ContextMessage::Made(message) => Some(Message::clone(message)),
+        }
+    }
 }
 
 impl From<Message> for ContextMessage {

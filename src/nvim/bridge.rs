@@ -163,7 +163,14 @@ pub fn spawn_collector(controller: Arc<Controller>, outbox: Arc<Outbox>) -> toki
                     }
                     match transcript::event_record(&event, agent) {
                         Some(switch @ Record::SessionSwitch { .. }) => {
-                            let transcript = transcript::opened(&controller).await;
+                            // Drawn as it was at the switch: a run that started in it since
+                            // (the automatic handoff's continuation) comes as the events that
+                            // follow, once.
+                            let leaf = match &event {
+                                crate::core::agent::AgentEvent::SessionSwitch { leaf, .. } => leaf.clone(),
+                                _ => None,
+                            };
+                            let transcript = transcript::opened_upto(&controller, leaf).await;
                             outbox.push_all([switch, Record::Transcript(transcript)]);
                         }
                         Some(record) => outbox.push(record),

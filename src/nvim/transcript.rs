@@ -152,7 +152,12 @@ fn shows(entry: &SessionEntry) -> bool {
 /// The last `limit` display items of the current branch of `session`, root first, and how
 /// many items come before them.
 pub fn items(session: &SessionManager, limit: usize) -> (Vec<Item>, usize) {
-    let branch = session.get_branch(None);
+    items_upto(session, limit, None)
+}
+
+/// [`items`] of the branch that ends at `leaf` (`None`: the current leaf).
+fn items_upto(session: &SessionManager, limit: usize, leaf: Option<&str>) -> (Vec<Item>, usize) {
+    let branch = session.get_branch(leaf.filter(|id| session.get_entry(id).is_some()));
     let mut out = Vec::new();
     let mut rest = branch.len();
     while rest > 0 && out.len() < limit {
@@ -224,15 +229,25 @@ pub fn status(controller: &Controller) -> Status {
 /// The transcript of a session just opened or switched to, built on a blocking thread: a large
 /// session's branch takes milliseconds to walk.
 pub async fn opened(controller: &Arc<Controller>) -> Transcript {
-    let c = controller.clone();
-    let built = tokio::task::spawn_blocking(move || transcript(&c, PAGE)).await;
+    opened_upto(controller, None).await
+}
+
+/// [`opened`] up to `leaf`, the session's last entry when it was switched to: what came after
+/// reaches the chat as events.
+pub async fn opened_upto(controller: &Arc<Controller>, leaf: Option<String>) -> Transcript {
+    let (c, at) = (controller.clone(), leaf.clone());
+    let built = tokio::task::spawn_blocking(move || transcript_upto(&c, PAGE, at.as_deref())).await;
     // The blocking pool only fails while the runtime shuts down: build it here then.
-    built.unwrap_or_else(|_| transcript(controller, PAGE))
+    built.unwrap_or_else(|_| transcript_upto(controller, PAGE, leaf.as_deref()))
 }
 
 /// The last `limit` items with the status: the chat rebuilds from it.
 pub fn transcript(controller: &Controller, limit: usize) -> Transcript {
-    let (items, earlier) = items(&controller.agent().session(), limit);
+    transcript_upto(controller, limit, None)
+}
+
+fn transcript_upto(controller: &Controller, limit: usize, leaf: Option<&str>) -> Transcript {
+    let (items, earlier) = items_upto(&controller.agent().session(), limit, leaf);
     let todos = controller.agent().todos();
     Transcript { status: status(controller), items, earlier, page: PAGE, todos }
 }
@@ -285,7 +300,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
             notices: controller::handoff_end_notices(outcome, auto.as_ref()),
             auto: *auto,
         },
-        AgentEvent::SessionSwitch { old, new, reason } => {
+        AgentEvent::SessionSwitch { old, new, reason, .. } => {
             Record::SessionSwitch { old: old.clone(), new: new.clone(), reason: *reason }
         }
         AgentEvent::Notice(notice) => Record::Notice(notice.clone()),

@@ -148,7 +148,16 @@ pub enum AgentEvent {
         auto: Option<super::Wall>,
     },
     /// The session file changed.
-    SessionSwitch { old: Option<String>, new: String, reason: SwitchReason },
+    SessionSwitch {
+        old: Option<String>,
+        new: String,
+        reason: SwitchReason,
+        /// The new session's last entry at the switch: a front end that draws the session
+        /// later draws it up to here, and what came after from its own events (a run may start
+        /// in it at once: the automatic handoff's continuation).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        leaf: Option<String>,
+    },
     /// Something the user must be told that is no part of a message: refusals included, so
     /// every outcome of a command travels the same route.
     Notice(Notice),

@@ -253,27 +253,25 @@ impl AgentSession {
         provider.prepare(cancel).await;
         let config = &provider.current_config();
         let system = self.system_prompt();
+        // The session's context as it is stored (unparsed), and the run's messages when they are
+        // not recorded.
+        let mut context = self.request_messages();
+        if !options.record {
+            context.extend(result.messages.iter().cloned().map(ContextMessage::from));
+        }
         let messages = if options.fit_to_window {
             // Room for the reply: max_tokens, at most a quarter of the window.
             let reply_tokens = fit::reply_room(config.max_tokens as u64, config.context_window);
             let room = config.context_window.saturating_sub(reply_tokens);
             let budget = options.fit_limit.map_or(room, |limit| limit.min(room));
             let budget = budget.saturating_sub(self.fixed_request_tokens()).saturating_sub(256) as usize;
-            let mut context = self.context_messages();
-            if !options.record {
-                context.extend(result.messages.iter().cloned());
-            }
-            let (fitted, elisions) = fit::fit(&context, budget);
+            let (fitted, elisions) = fit::fit_request(context, budget);
             if !elisions.is_empty() {
                 tracing::info!(?elisions, budget, "conversation shortened to fit the context window");
                 result.elisions = Some(elisions);
             }
-            fitted.into_iter().map(ContextMessage::from).collect()
+            fitted
         } else {
-            let mut context = self.request_messages();
-            if !options.record {
-                context.extend(result.messages.iter().cloned().map(ContextMessage::from));
-            }
             context
         };
         // Without tools (the handoff) the definitions still go along, for a prompt-cache hit.

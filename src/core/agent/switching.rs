@@ -75,6 +75,7 @@ impl AgentSession {
         // The session's id and thinking level come with it (a new or handed-off session recorded
         // the level in force; a resumed one brings its own).
         let in_force = self.thinking_level();
+        let leaf = next.leaf_id().map(str::to_string);
         let old = {
             let mut current = self.session();
             if let Err(e) = current.flush() {
@@ -100,6 +101,7 @@ impl AgentSession {
             old: Some(old.to_string_lossy().into_owned()),
             new: new.to_string_lossy().into_owned(),
             reason,
+            leaf,
         });
         Ok(SessionSwitched { old, new, reason })
     }

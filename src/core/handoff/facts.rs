@@ -3,7 +3,7 @@
 //! unresolved. They come from the session's current branch and, cumulatively, from the handoff
 //! that started it (its entry's `details`), so a chain of handoffs loses nothing.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -46,6 +46,19 @@ pub struct Facts {
     pub last_error: Option<String>,
 }
 
+/// Whether a message entry may hold a fact: a tool result, or an assistant message that may
+/// call a tool (its text names a `toolCall` block). Read off the entry's text: the user's
+/// messages and the model's plain answers are not parsed.
+fn may_carry_fact(entry: &SessionEntry) -> bool {
+    match entry.message_role() {
+        Some(Role::ToolResult) => true,
+        Some(Role::Assistant) => {
+            entry.message_json().is_some_and(|json| memchr::memmem::find(json.as_bytes(), br#""toolCall""#).is_some())
+        }
+        _ => false,
+    }
+}
+
 fn clip(text: &str) -> String {
     let text = text.trim();
     match text.char_indices().nth(MAX_TEXT) {
@@ -57,31 +70,29 @@ fn clip(text: &str) -> String {
 impl Facts {
     /// Gathers the facts of a branch: its entries in order, root first. The todo list is the
     /// session's ([`todos::of_branch`]: a failed `todo_write` leaves the list, a handed-over one
-    /// included, as it was).
+    /// included, as it was). Only the entries that can carry a fact are parsed ([`may_carry_fact`],
+    /// the handoff entry's details), one at a time.
     pub fn gather(branch: &[&SessionEntry]) -> Facts {
-        let mut inherited = Facts::default();
-        let mut messages: Vec<Message> = Vec::new();
-        for entry in branch {
-            if let Some(message) = entry.message() {
-                messages.push(message);
-            } else if entry.custom_message().is_some_and(|c| c.custom_type == super::CUSTOM_TYPE) {
-                if let Some(details) = entry.fields().get("details") {
-                    if let Ok(previous) = serde_json::from_value::<Facts>(details.clone()) {
-                        inherited = previous;
-                    }
-                }
-            }
-        }
+        // What the last handoff on the branch handed over.
+        let inherited = branch
+            .iter()
+            .rev()
+            .filter_map(|entry| todos::handoff_details(entry))
+            .find_map(|details| serde_json::from_value::<Facts>(details).ok())
+            .unwrap_or_default();
+        let messages = branch.iter().filter(|entry| may_carry_fact(entry)).filter_map(|entry| entry.message());
         let todos = todos::of_branch(branch);
-        Self::from_messages(&messages, inherited, todos)
+        Self::from_messages(messages, inherited, todos)
     }
 
     /// The facts of `messages`, on top of what an earlier handoff handed over, with the branch's
     /// todo list.
-    fn from_messages(messages: &[Message], inherited: Facts, todos: Vec<Todo>) -> Facts {
+    fn from_messages(messages: impl Iterator<Item = Message>, inherited: Facts, todos: Vec<Todo>) -> Facts {
         let mut read: BTreeSet<String> = inherited.read_files.into_iter().collect();
         let mut modified: BTreeSet<String> = inherited.modified_files.into_iter().collect();
-        let mut commands = inherited.commands;
+        let mut commands: VecDeque<CommandRun> = inherited.commands.into();
+        // The calls waiting for their result (a call has one: it leaves the map with it, so a
+        // long session holds only the calls in flight).
         let mut calls: HashMap<String, (String, Value)> = HashMap::new();
         // The last error per tool, cleared when the same tool succeeds afterwards (an error
         // handed over stays until then too).
@@ -102,12 +113,12 @@ impl Facts {
                     }
                 }
                 Role::ToolResult => {
-                    let Some((name, args)) = message.extra_str("toolCallId").and_then(|id| calls.get(id)) else {
+                    let Some((name, args)) = message.extra_str("toolCallId").and_then(|id| calls.remove(id)) else {
                         continue;
                     };
                     let is_error = message.extra.get("isError").and_then(Value::as_bool).unwrap_or(false);
                     // Each tool says what its call adds.
-                    match tools::call_fact(name, args, message) {
+                    match tools::call_fact(&name, &args, &message) {
                         Some(CallFact::Read(path)) => {
                             read.insert(path);
                         }
@@ -115,25 +126,30 @@ impl Facts {
                             modified.insert(path);
                         }
                         Some(CallFact::Command { command, exit_code, ended }) => {
-                            commands.push(CommandRun { command: clip(&command), exit_code, ended: ended.as_deref().map(clip) });
+                            if commands.len() == MAX_COMMANDS {
+                                commands.pop_front();
+                            }
+                            commands.push_back(CommandRun { command: clip(&command), exit_code, ended: ended.as_deref().map(clip) });
                         }
                         None => {}
                     }
-                    errors.retain(|(tool, _)| tool != name);
+                    errors.retain(|(tool, _)| *tool != name);
                     if is_error {
                         let text = message.text();
                         let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("failed");
-                        errors.push((name.clone(), format!("{name}: {}", clip(first))));
+                        let error = format!("{name}: {}", clip(first));
+                        errors.push((name, error));
                     }
                 }
                 _ => {}
             }
         }
         let keep = commands.len().saturating_sub(MAX_COMMANDS);
+        commands.drain(..keep);
         Facts {
             read_files: read.difference(&modified).cloned().collect(),
             modified_files: modified.into_iter().collect(),
-            commands: commands.split_off(keep),
+            commands: commands.into(),
             todos: todos.into_iter().filter(Todo::is_open).collect(),
             last_error: errors.pop().map(|(_, e)| e),
         }
@@ -189,5 +205,24 @@ impl Facts {
     /// The entry's `details`: pi's `readFiles` and `modifiedFiles`, and ours beside them.
     pub fn details(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(message: &str) -> SessionEntry {
+        SessionEntry::parse(&format!(r#"{{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{message}}}"#)).unwrap()
+    }
+
+    #[test]
+    fn only_tool_calls_and_their_results_are_read_for_facts() {
+        let call = r#"{"role":"assistant","content":[{"type":"toolCall","id":"c1","name":"bash","arguments":{}}]}"#;
+        assert!(may_carry_fact(&entry(call)));
+        assert!(may_carry_fact(&entry(r#"{"role":"toolResult","toolCallId":"c1","content":[]}"#)));
+        // An answer that only talks about tool calls, and the user's messages, are not.
+        assert!(!may_carry_fact(&entry(r#"{"role":"assistant","content":[{"type":"text","text":"no toolCall here"}]}"#)));
+        assert!(!may_carry_fact(&entry(r#"{"role":"user","content":[{"type":"text","text":"\"toolCall\""}]}"#)));
     }
 }

@@ -68,16 +68,7 @@ pub(super) async fn attempt(
     emit: &mut (dyn FnMut(StreamEvent) + Send),
 ) -> Result<StreamEnd, Failure> {
     let idle = config.idle_timeout;
-    let mut headers = prepared.format.headers(key.filter(|_| prepared.send_key))?;
-    headers.extend(prepared.extra.clone());
-    headers.insert(
-        reqwest::header::ACCEPT,
-        reqwest::header::HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(
-        reqwest::header::CONTENT_TYPE,
-        reqwest::header::HeaderValue::from_static("application/json"),
-    );
+    let headers = request_headers(prepared, key, "text/event-stream")?;
     let request = client.post(&prepared.url).headers(headers).body(prepared.body.clone());
     tracing::debug!(provider = %config.name, url = %display_url(&prepared.url), model = %config.model, "sending request");
 
@@ -96,7 +87,7 @@ pub(super) async fn attempt(
     if !status.is_success() {
         let retry_after = retry::retry_after(response.headers());
         let body = read_body(response, idle, cancel).await?;
-        return Err(Failure { error: http_error(config, status, &body), retry_after });
+        return Err(Failure { error: http_error(config, status, &body), retry_after, before_first_event: false });
     }
 
     let is_json = response
@@ -116,6 +107,15 @@ pub(super) async fn attempt(
 
     let mut events = Box::pin(timed_chunks(response, idle).eventsource());
     let mut decoder = prepared.format.decoder();
+    let mut any_event = false;
+    // The stream ended or broke with `error`: before its first event the probe may say why.
+    let broke = |any_event: bool, error: ProviderError| {
+        if any_event {
+            Failure::from(error)
+        } else {
+            Failure::before_first_event(error)
+        }
+    };
     loop {
         let item = tokio::select! {
             biased;
@@ -125,14 +125,17 @@ pub(super) async fn attempt(
         let event = match item {
             // The server closed the stream: `finish` says whether the reply was complete.
             None => break,
-            Some(Ok(event)) => event,
+            Some(Ok(event)) => {
+                any_event = true;
+                event
+            }
             Some(Err(EventStreamError::Transport(ChunkError::Idle))) => {
                 return Err(timeout(config).into())
             }
             Some(Err(EventStreamError::Transport(ChunkError::Body(e)))) => {
                 let message =
                     format!("connection closed before the reply finished ({})", error_chain(&e));
-                return Err(stream_error(config, message).into());
+                return Err(broke(any_event, stream_error(config, message)));
             }
             Some(Err(EventStreamError::Utf8(e))) => {
                 return Err(stream_error(config, format!("invalid UTF-8 in the stream: {e}")).into())
@@ -147,7 +150,81 @@ pub(super) async fn attempt(
             Flow::Done => break,
         }
     }
-    decoder.finish(emit).map_err(|m| stream_error(config, m).into())
+    decoder.finish(emit).map_err(|m| broke(any_event, stream_error(config, m)))
+}
+
+/// The request once more without streaming and for the shortest reply (the format's
+/// [`WireFormat::probe_body`]), through the same URL and headers: after a stream that ended
+/// before its first event, whether the server refuses the request. `Ok(Some)`: its refusal, with
+/// a note that the stream had broken; `Ok(None)`: it took the request (or the probe learned
+/// nothing: no answer, or a body that is not JSON). `Err` only when aborted.
+///
+/// A probe that cannot be sent is sent once more: a stream that ended cleanly gave its
+/// connection back to the pool, and llama-cpp-python's server (uvicorn) resets it, so the
+/// first send may die on it; the pool then drops it and the second opens a new one.
+pub(super) async fn probe(
+    client: &reqwest::Client,
+    config: &ProviderConfig,
+    prepared: &Prepared<'_>,
+    key: Option<&str>,
+    cancel: &CancellationToken,
+) -> Result<Option<ProviderError>, ProviderError> {
+    const SENDS: u32 = 2;
+    let Some(body) = prepared.format.probe_body(&prepared.body) else { return Ok(None) };
+    let body = bytes::Bytes::from(body);
+    let idle = config.idle_timeout;
+    let headers = request_headers(prepared, key, "application/json")?;
+    tracing::info!(provider = %config.name, url = %display_url(&prepared.url), model = %config.model, "the stream ended before its first event; asking once without streaming why");
+    let mut sends = 0;
+    let response = loop {
+        sends += 1;
+        let request = client.post(&prepared.url).headers(headers.clone()).body(body.clone());
+        let sent = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(ProviderError::Aborted),
+            sent = tokio::time::timeout(idle, request.send()) => sent,
+        };
+        match sent {
+            Ok(Ok(response)) => break response,
+            Ok(Err(e)) if sends < SENDS => {
+                tracing::debug!(provider = %config.name, error = %error_chain(&e), "the probe could not be sent; sending it again");
+            }
+            Ok(Err(e)) => {
+                tracing::info!(provider = %config.name, error = %error_chain(&e), "the probe got no answer");
+                return Ok(None);
+            }
+            Err(_) => {
+                tracing::info!(provider = %config.name, "the probe got no answer in time");
+                return Ok(None);
+            }
+        }
+    };
+    let status = response.status();
+    tracing::info!(provider = %config.name, status = status.as_u16(), "the probe was answered");
+    if status.is_success() {
+        return Ok(None);
+    }
+    let body = read_body(response, idle, cancel).await?;
+    let mut refusal = http_error(config, status, &body);
+    if let ProviderError::Http { message, .. } = &mut refusal {
+        message.push_str(" (the stream had ended before its first event; the same request without streaming got this answer)");
+    }
+    Ok(Some(refusal))
+}
+
+/// The format's headers for `key` (or the prepared ones that carry the auth), with `accept`
+/// and a JSON body.
+fn request_headers(
+    prepared: &Prepared<'_>,
+    key: Option<&str>,
+    accept: &'static str,
+) -> Result<reqwest::header::HeaderMap, ProviderError> {
+    use reqwest::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
+    let mut headers = prepared.format.headers(key.filter(|_| prepared.send_key))?;
+    headers.extend(prepared.extra.clone());
+    headers.insert(ACCEPT, HeaderValue::from_static(accept));
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(headers)
 }
 
 /// A whole response body through the SSE parser and `format`'s decoder, the way `attempt`

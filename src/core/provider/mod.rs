@@ -254,6 +254,11 @@ impl Provider {
 
     /// Runs attempts until one succeeds, fails for good, delivers a delta and then fails, or
     /// the retry budget (`max_retries`) is spent.
+    ///
+    /// A stream that ended or broke before its first event, when no attempt is left, is probed
+    /// once (see [`http::probe`]): a server that raises its overflow inside the stream
+    /// (llama-cpp-python) answers the same request without streaming with a proper 400, and
+    /// that refusal is the error then. A probe the server takes leaves the stream's error.
     async fn with_retries(
         &self,
         client: &reqwest::Client,
@@ -278,6 +283,10 @@ impl Provider {
                 Err(failure) => failure,
             };
             let Some(delay) = retries.next_delay(&failure, delivered) else {
+                if failure.before_first_event && !delivered {
+                    let probed = http::probe(client, config, prepared, api_key, cancel).await?;
+                    return Err(probed.unwrap_or(failure.error));
+                }
                 return Err(failure.error);
             };
             let status = match &failure.error {
@@ -385,6 +394,44 @@ mod tests {
         assert!(matches!(error, ProviderError::Client(_)), "{error:?}");
         assert!(!error.is_retryable());
         assert_eq!(error.to_string(), "cannot set up the HTTP client: no TLS backend");
+    }
+
+    /// The probe of each format's real body: no stream, the API's smallest reply limit, the
+    /// conversation as it was, and nothing the probe would be refused for instead (Anthropic's
+    /// thinking budget above a one-token limit).
+    #[test]
+    fn each_formats_probe_asks_without_streaming_for_the_smallest_reply() {
+        use crate::core::message::{ContextMessage, Message};
+        let request = ChatRequest {
+            messages: vec![ContextMessage::from(Message::user("Say hello"))],
+            thinking: ThinkingLevel::High,
+            ..ChatRequest::default()
+        };
+        let cases = [
+            (Api::Openai, "http://127.0.0.1:8080/v1", "o3", "max_tokens", 1, "messages"),
+            (Api::Openai, "https://api.openai.com/v1", "o3", "max_completion_tokens", 1, "messages"),
+            (Api::Anthropic, "https://api.anthropic.com/v1", "claude-sonnet-4-5", "max_tokens", 1, "messages"),
+            (Api::Anthropic, "https://api.anthropic.com/v1", "claude-opus-4-6", "max_tokens", 1, "messages"),
+            (Api::OpenaiResponses, "https://api.openai.com/v1", "gpt-5", "max_output_tokens", 16, "input"),
+        ];
+        for (api, base, model, limit, value, conversation) in cases {
+            let format = format_for(api);
+            let config = ProviderConfig::new(api, base, model);
+            let body = format.body(&config, &request);
+            let streamed: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let probe: serde_json::Value = serde_json::from_slice(&format.probe_body(&body).unwrap()).unwrap();
+            assert_eq!(streamed["stream"], true, "{api:?}");
+            assert_eq!(probe["stream"], false, "{api:?}");
+            assert_eq!(probe[limit], value, "{api:?} {model}: {probe}");
+            assert_eq!(probe[conversation], streamed[conversation], "{api:?}");
+            assert_eq!(probe["model"], model);
+            for gone in ["stream_options", "thinking", "output_config"] {
+                assert!(probe.get(gone).is_none(), "{api:?} {model}: {gone} in {probe}");
+            }
+        }
+        let anthropic = format_for(Api::Anthropic).body(&ProviderConfig::new(Api::Anthropic, "https://api.anthropic.com/v1", "claude-sonnet-4-5"), &request);
+        assert!(String::from_utf8_lossy(&anthropic).contains("budget_tokens"), "the streamed request thinks");
+        assert_eq!(format_for(Api::Openai).probe_body(b"not json"), None);
     }
 
     #[test]

@@ -13,11 +13,22 @@ use super::types::{ProviderConfig, ProviderError};
 pub(super) struct Failure {
     pub(super) error: ProviderError,
     pub(super) retry_after: Option<Duration>,
+    /// The server answered 200 with an event stream that ended or broke before its first
+    /// event: it may have refused the request without saying why (llama-cpp-python raises its
+    /// overflow inside the stream), which a probe can find out.
+    pub(super) before_first_event: bool,
+}
+
+impl Failure {
+    /// A stream that ended or broke, with `error`, before any event arrived.
+    pub(super) fn before_first_event(error: ProviderError) -> Self {
+        Failure { error, retry_after: None, before_first_event: true }
+    }
 }
 
 impl From<ProviderError> for Failure {
     fn from(error: ProviderError) -> Self {
-        Failure { error, retry_after: None }
+        Failure { error, retry_after: None, before_first_event: false }
     }
 }
 

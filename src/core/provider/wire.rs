@@ -28,6 +28,31 @@ pub(super) trait WireFormat: Debug + Send + Sync {
 
     /// A fresh decoder for one reply.
     fn decoder(&self) -> Box<dyn Decoder>;
+
+    /// `body` (this format's request) asked without streaming and for the shortest reply the
+    /// API takes: the probe sent when a stream closed before its first event, to learn whether
+    /// the server refuses the request (see `Provider::with_retries`). `None` when `body` is no
+    /// JSON object. The default is Chat Completions': `stream_options` gone and the reply
+    /// limit, whichever field carries it, 1.
+    fn probe_body(&self, body: &[u8]) -> Option<Vec<u8>> {
+        unstreamed(body, &[("max_tokens", 1), ("max_completion_tokens", 1)], &["stream_options"])
+    }
+}
+
+/// `body` with `"stream": false`, each of `limits` that it has set to its value, and `drop`
+/// removed.
+pub(super) fn unstreamed(body: &[u8], limits: &[(&str, u32)], drop: &[&str]) -> Option<Vec<u8>> {
+    let mut fields = serde_json::from_slice::<Map<String, Value>>(body).ok()?;
+    fields.insert("stream".into(), Value::Bool(false));
+    for field in drop {
+        fields.remove(*field);
+    }
+    for (field, limit) in limits {
+        if let Some(value) = fields.get_mut(*field) {
+            *value = Value::from(*limit);
+        }
+    }
+    serde_json::to_vec(&fields).ok()
 }
 
 /// One server-sent event: its name (`message` when the stream named none) and its data.

@@ -73,19 +73,23 @@ enum Part<'a> {
     Made(Box<Message>),
 }
 
-fn append_entry<'a>(parts: &mut Vec<Part<'a>>, entry: &'a SessionEntry) {
+fn append_entry<'a>(push: &mut impl FnMut(Part<'a>), entry: &'a SessionEntry) {
     if entry.is_message() {
         match entry.message_role() {
-            Some(Role::User | Role::Assistant | Role::ToolResult) => parts.push(Part::Stored(entry)),
-            Some(Role::Other(_)) => parts.extend(entry.message().and_then(to_llm).map(|m| Part::Made(Box::new(m)))),
+            Some(Role::User | Role::Assistant | Role::ToolResult) => push(Part::Stored(entry)),
+            Some(Role::Other(_)) => {
+                if let Some(message) = entry.message().and_then(to_llm) {
+                    push(Part::Made(Box::new(message)));
+                }
+            }
             None => {}
         }
     } else if let Some(custom) = entry.custom_message() {
         // `display` and `details` are for the UI only: just the content reaches the model.
         let content = Content::Blocks(custom.content.blocks());
-        parts.push(Part::Made(Box::new(Message { content, ..user_text(String::new(), entry_millis(entry)) })));
+        push(Part::Made(Box::new(Message { content, ..user_text(String::new(), entry_millis(entry)) })));
     } else if let Some(summary) = entry.branch_summary().filter(|s| !s.is_empty()) {
-        parts.push(Part::Made(Box::new(user_text(
+        push(Part::Made(Box::new(user_text(
             format!("{BRANCH_SUMMARY_PREFIX}{summary}{BRANCH_SUMMARY_SUFFIX}"),
             entry_millis(entry),
         ))));
@@ -126,16 +130,23 @@ pub fn settings(path: &[&SessionEntry]) -> (Option<(String, String)>, Option<Str
 
 fn plan<'a>(path: &[&'a SessionEntry]) -> Plan<'a> {
     let (model, thinking_level) = settings(path);
-    let mut plan = Plan { parts: Vec::new(), model, thinking_level };
+    Plan { parts: parts_of(path, Some), model, thinking_level }
+}
+
+/// The parts of the context of `path`, in order, each turned into what the caller keeps by
+/// `part` (straight into the result: a large session's context is not listed twice).
+fn parts_of<'a, T>(path: &[&'a SessionEntry], mut part: impl FnMut(Part<'a>) -> Option<T>) -> Vec<T> {
+    let mut parts = Vec::with_capacity(path.len());
+    let mut push = |p: Part<'a>| parts.extend(part(p));
     let compaction_idx = path.iter().rposition(|e| e.compaction().is_some());
     let Some(ci) = compaction_idx else {
         for entry in path {
-            append_entry(&mut plan.parts, entry);
+            append_entry(&mut push, entry);
         }
-        return plan;
+        return parts;
     };
     let (summary, first_kept) = path[ci].compaction().unwrap_or_default();
-    plan.parts.push(Part::Made(Box::new(user_text(
+    push(Part::Made(Box::new(user_text(
         format!("{COMPACTION_SUMMARY_PREFIX}{summary}{COMPACTION_SUMMARY_SUFFIX}"),
         entry_millis(path[ci]),
     ))));
@@ -143,13 +154,13 @@ fn plan<'a>(path: &[&'a SessionEntry]) -> Plan<'a> {
     for entry in &path[..ci] {
         kept |= first_kept.as_deref() == Some(entry.id.as_str());
         if kept {
-            append_entry(&mut plan.parts, entry);
+            append_entry(&mut push, entry);
         }
     }
     for entry in &path[ci + 1..] {
-        append_entry(&mut plan.parts, entry);
+        append_entry(&mut push, entry);
     }
-    plan
+    parts
 }
 
 /// From this many messages on, they are parsed on all cores.
@@ -169,14 +180,10 @@ pub fn build(path: &[&SessionEntry]) -> SessionContext {
 /// The messages of the context of `path` for a request: stored messages as their JSON text,
 /// unparsed (the request is written from it), the others built.
 pub fn request_messages(path: &[&SessionEntry]) -> Vec<ContextMessage> {
-    plan(path)
-        .parts
-        .into_iter()
-        .filter_map(|part| match part {
-            Part::Stored(entry) => entry.stored_message().map(ContextMessage::Stored),
-            Part::Made(message) => Some(ContextMessage::Made(message)),
-        })
-        .collect()
+    parts_of(path, |part| match part {
+        Part::Stored(entry) => entry.stored_message().map(ContextMessage::Stored),
+        Part::Made(message) => Some(ContextMessage::Made(message)),
+    })
 }
 
 /// Writes the messages of the context of `path` as a JSON array. Stored messages are copied

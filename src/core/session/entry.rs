@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::core::message::{Content, Message, Role, StoredMessage};
+use crate::core::message::{role_of_json, Content, Message, Role, StoredMessage};
 
 pub const CURRENT_VERSION: u64 = 3;
 
@@ -154,11 +154,6 @@ struct HeadView<'a> {
     timestamp: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     message: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct RoleView {
-    role: Role,
 }
 
 const HEAD_KEYS: [&str; 4] = ["type", "id", "parentId", "timestamp"];
@@ -338,15 +333,10 @@ impl SessionEntry {
         Some(self.message_at).filter(|at| at.len > 0).and_then(|at| self.raw_json().get(at.range()))
     }
 
-    /// The role of a `message` entry's message. Messages written as pi writes them
-    /// (`{"role":"…"` first, no escapes) are not parsed: the context of a large session is built
-    /// from roles alone.
+    /// The role of a `message` entry's message, read off its text ([`role_of_json`]: pi's
+    /// messages are not parsed).
     pub fn message_role(&self) -> Option<Role> {
-        let json = self.message_json()?;
-        match json.strip_prefix(r#"{"role":""#).and_then(|rest| rest.split_once('"')) {
-            Some((role, _)) if !role.contains('\\') => Some(Role::from_name(role)),
-            _ => serde_json::from_str::<RoleView>(json).ok().map(|v| v.role),
-        }
+        role_of_json(self.message_json()?)
     }
 
     pub fn custom_message(&self) -> Option<CustomMessage> {

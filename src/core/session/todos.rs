@@ -66,14 +66,20 @@ pub fn current_todos<'a>(messages: impl IntoIterator<Item = &'a Message>) -> Vec
     messages.into_iter().filter_map(list_set_by).last().unwrap_or_default()
 }
 
-/// The list a handoff entry carried over (its open items; empty for a handoff written without
-/// any, pi's own included). `None` for any other entry.
-fn carried_by(entry: &SessionEntry) -> Option<Vec<Todo>> {
+/// The `details` of a handoff's injected entry (`Null` when it has none, as pi's own), `None`
+/// for any other entry. Only a `custom_message` that mentions the type is parsed.
+pub fn handoff_details(entry: &SessionEntry) -> Option<Value> {
     if entry.kind != kind::CUSTOM_MESSAGE || !entry.raw_json().contains(HANDOFF_CUSTOM_TYPE) {
         return None;
     }
     entry.custom_message().filter(|c| c.custom_type == HANDOFF_CUSTOM_TYPE)?;
-    Some(entry.fields().get("details").and_then(todos_from_details).unwrap_or_default())
+    Some(entry.fields().shift_remove("details").unwrap_or(Value::Null))
+}
+
+/// The list a handoff entry carried over (its open items; empty for a handoff written without
+/// any, pi's own included). `None` for any other entry.
+fn carried_by(entry: &SessionEntry) -> Option<Vec<Todo>> {
+    Some(todos_from_details(&handoff_details(entry)?).unwrap_or_default())
 }
 
 /// The todo list of a branch (root first): the latest of a successful `todo_write` result and

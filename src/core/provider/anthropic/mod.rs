@@ -42,4 +42,10 @@ impl WireFormat for Anthropic {
     fn decoder(&self) -> Box<dyn Decoder> {
         Box::<decode::AnthropicDecoder>::default()
     }
+
+    /// `max_tokens` 1, without thinking: a thinking budget must stay below `max_tokens`, and
+    /// the API would refuse the probe for that instead of answering whether the prompt fits.
+    fn probe_body(&self, body: &[u8]) -> Option<Vec<u8>> {
+        wire::unstreamed(body, &[("max_tokens", 1)], &["thinking", "output_config"])
+    }
 }

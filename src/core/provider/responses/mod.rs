@@ -42,4 +42,9 @@ impl WireFormat for Responses {
     fn decoder(&self) -> Box<dyn Decoder> {
         Box::<decode::ResponsesDecoder>::default()
     }
+
+    /// `max_output_tokens` 16: the least the API takes.
+    fn probe_body(&self, body: &[u8]) -> Option<Vec<u8>> {
+        wire::unstreamed(body, &[("max_output_tokens", 16)], &[])
+    }
 }
