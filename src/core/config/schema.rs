@@ -151,7 +151,7 @@ impl Type {
     }
 }
 
-/// pi's provider protocols (`Api`'s serde names).
+/// What `provider` takes (`ProviderKind`'s serde names): pi's protocols and Copilot.
 pub fn api_names() -> Vec<&'static str> {
     vec!["openai", "openai-responses", "anthropic", "copilot"]
 }
@@ -609,12 +609,17 @@ mod tests {
     #[test]
     fn the_listed_names_are_the_enums_own() {
         // A match per enum: a new variant fails to compile here until it is listed.
-        for api in [Api::Openai, Api::OpenaiResponses, Api::Anthropic] {
-            match api {
-                Api::Openai | Api::OpenaiResponses | Api::Anthropic => {}
+        use crate::core::config::ProviderKind as K;
+        for kind in [K::Openai, K::OpenaiResponses, K::Anthropic, K::Copilot] {
+            match kind {
+                K::Openai | K::OpenaiResponses | K::Anthropic | K::Copilot => {}
             }
         }
-        assert_eq!(names_of(&[Api::Openai, Api::OpenaiResponses, Api::Anthropic]), api_names());
+        assert_eq!(names_of(&[K::Openai, K::OpenaiResponses, K::Anthropic, K::Copilot]), api_names());
+        // Every wire format is a provider kind of the same name.
+        for api in [Api::Openai, Api::OpenaiResponses, Api::Anthropic] {
+            assert_eq!(names_of(&[api]), names_of(&[K::from(api)]));
+        }
         for level in [Level::Ask, Level::AllowEdits, Level::AllowAll] {
             match level {
                 Level::Ask | Level::AllowEdits | Level::AllowAll => {}

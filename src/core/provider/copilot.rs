@@ -214,7 +214,7 @@ impl Copilot {
             }
         }
         let (github, _) = github_token_from_env()?;
-        let token = exchange(client, config, copilot, &github).await?;
+        let token = exchange(client, config, copilot, &github).await.map_err(|e| super::key::redact_error(e, Some(&github)))?;
         *cached = Some(token.clone());
         Ok(token)
     }
