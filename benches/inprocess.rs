@@ -18,6 +18,10 @@
 //! - `decode_chat_completions`, `decode_responses`: one long reply (the same 20,000 words) as
 //!   each API streams it, through the SSE parser and the format's decoder, in 1,400-byte chunks
 //!   as the network delivers them (no HTTP, no agent).
+//! - `request_plain`, `request_copilot`: one short reply over HTTP from the mock through
+//!   `Provider::stream` (no agent), as a plain Chat Completions provider and as Copilot with its
+//!   token and model list cached (exchanged once before sampling): what Copilot adds per request
+//!   (its headers, finding the model in the cached list; no extra round trip).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -29,7 +33,8 @@ use handoff_nvim::core::agent::{AgentConfig, AgentEvent, AgentSession, RunOption
 use handoff_nvim::core::controller::{Controller, FrontEndTexts};
 use handoff_nvim::core::handoff::HandoffOutcome;
 use handoff_nvim::core::provider::fuzzing::decode_body;
-use handoff_nvim::core::provider::{Api, ProviderConfig};
+use handoff_nvim::core::message::{ContextMessage, Message};
+use handoff_nvim::core::provider::{Api, ChatRequest, CopilotConfig, Provider, ProviderConfig};
 use handoff_nvim::core::session::SessionManager;
 use handoff_nvim::core::tools::{execute, ToolContext};
 
@@ -280,4 +285,33 @@ fn decode_chat_completions(bencher: divan::Bencher) {
 #[divan::bench(sample_count = 20)]
 fn decode_responses(bencher: divan::Bencher) {
     decode(bencher, Api::OpenaiResponses, responses_stream());
+}
+
+fn one_request(provider: &Provider) {
+    let request = ChatRequest { messages: vec![ContextMessage::from(Message::user("hello"))], ..ChatRequest::default() };
+    let cancel = tokio_util::sync::CancellationToken::new();
+    env().rt.block_on(provider.stream(&request, &cancel, &mut |_| {})).unwrap();
+}
+
+#[divan::bench(sample_count = 50)]
+fn request_plain(bencher: divan::Bencher) {
+    let mut config = ProviderConfig::new(Api::Openai, env().mock.openai_base_url(), "gpt-4.1");
+    config.max_retries = 0;
+    let provider = Provider::new(config);
+    one_request(&provider);
+    bencher.bench_local(|| one_request(&provider));
+}
+
+#[divan::bench(sample_count = 50)]
+fn request_copilot(bencher: divan::Bencher) {
+    // The GitHub token the exchange reads (the bench's process only).
+    std::env::set_var("COPILOT_GITHUB_TOKEN", "gho_bench");
+    let mut config = ProviderConfig::new(Api::Openai, "http://127.0.0.1:9", "gpt-4.1");
+    config.name = "github-copilot".into();
+    config.max_retries = 0;
+    config.copilot = Some(CopilotConfig { token_url: env().mock.copilot_token_url(), ..CopilotConfig::default() });
+    let provider = Provider::new(config);
+    // The exchange and the model list, once: every sample after reuses them.
+    one_request(&provider);
+    bencher.bench_local(|| one_request(&provider));
 }
