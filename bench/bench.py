@@ -1057,7 +1057,7 @@ class AtTheWall:
             raise RuntimeError(f"§10b ours: requests {[(r['raw_len'], r['refused'], r['user'][:40]) for r in reqs]} "
                                "(expected the prompt refused, handoff attempts up to one accepted, the continuation)")
         return dict(to_handoff=attempts[0]["t"] - refused["t"], to_accepted=accepted[0]["t"] - refused["t"],
-                    attempts=len(attempts), refused_body=refused["raw_len"],
+                    to_next=after[0]["t"] - refused["t"], attempts=len(attempts), refused_body=refused["raw_len"],
                     attempt_bodies=[r["raw_len"] for r in attempts], next_body=after[0]["raw_len"],
                     from_spawn=refused["t"] - t0, peak=peak)
 
@@ -1104,7 +1104,9 @@ class AtTheWall:
         if not refused["refused"] or refused["user"] != "go on" or not retried:
             raise RuntimeError(f"§10b pi: requests {[(r['raw_len'], r['refused'], r['user'][:40]) for r in reqs]} "
                                "(expected the prompt refused, a compaction, the prompt retried)")
+        accepted = [r for r in comp if not r["refused"]]
         return dict(to_compaction=comp[0]["t"] - refused["t"], to_retry=retried[0]["t"] - refused["t"],
+                    to_accepted=accepted[0]["t"] - refused["t"] if accepted else None,
                     body=sum(r["raw_len"] for r in comp), requests=len(comp),
                     refused_compaction=sum(r["refused"] for r in comp), refused_body=refused["raw_len"],
                     next_body=retried[0]["raw_len"], peak=peak)
@@ -1592,7 +1594,7 @@ def main():
                     "reserve, hence this window for both. *Request*: its bytes (pi's: its compaction's one or two "
                     "requests, sent together); *next*: the prompt's request after it.", "",
                     "| entries | file | ours: spawn → request | ours: loaded → request | ours: banner → request | request | next | ours peak RSS | "
-                    "pi: spawn → request | pi: loaded → request | pi: `compaction_start` → request | pi's request | pi's next | pi peak RSS | ratio (pi / ours, spawn → request) |",
+                    "pi: spawn → request | pi: loaded → request | pi: `compaction_start` → request | pi's request | pi's next | pi peak RSS | ratio (pi / ours): spawn → request; loaded → request |",
                     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
             kb = lambda b: "–" if b is None else f"{b / 1e3:,.1f} kB" if b < 1e6 else f"{b / 1e6:.2f} MB"
             for r in aw["rows"]:
@@ -1601,7 +1603,7 @@ def main():
                            f"{kb(r['ours_next_body'])} | **{mib(r['ours_peak'])}** | {fmt_ms(r.get('pi_to_request'))} | "
                            f"{fmt_ms(r.get('pi_from_open'))} | {fmt_ms(r.get('pi_from_start'))} | {kb(r.get('pi_body'))} | "
                            f"{kb(r.get('pi_next_body'))} | {mib(r.get('pi_peak'))} | "
-                           f"**{ratio(r.get('pi_to_request'), r['ours_to_request'])}** |")
+                           f"**{ratio(r.get('pi_to_request'), r['ours_to_request'])}**; {ratio(r.get('pi_from_open'), r['ours_from_open'])} |")
             ov = aw["overflow"]
             out += ["", f"#### 10b. Overflow mid-run ({ov['entries']:,} entries, the model's real window "
                     f"{aw['mock_window']:,} tokens, configured {aw['overflow_window']:,})", "",
@@ -1615,12 +1617,13 @@ def main():
                     f"| refused request | {kb(ov['ours_refused_body'])} | {kb(ov.get('pi_refused_body'))} | |",
                     f"| boundary → request on the wire | **{fmt_ms(ov['ours_to_handoff'])}** | {fmt_ms(ov.get('pi_to_compaction'))} | "
                     f"**{ratio(ov.get('pi_to_compaction'), ov['ours_to_handoff'])}** |",
-                    f"| boundary → the request the model accepted | {fmt_ms(ov['ours_to_accepted'])} | {fmt_ms(ov.get('pi_to_compaction'))} | "
-                    f"{ratio(ov.get('pi_to_compaction'), ov['ours_to_accepted'])} |",
+                    f"| boundary → the request the model accepted | {fmt_ms(ov['ours_to_accepted'])} | {fmt_ms(ov.get('pi_to_accepted'))} | "
+                    f"{ratio(ov.get('pi_to_accepted'), ov['ours_to_accepted'])} |",
                     f"| attempts (median; most) | {ov['ours_attempts']:.0f}; {ov['ours_attempts_max']} | "
                     f"{ov.get('pi_requests', 0):.0f} request(s), {ov.get('pi_refused_compaction', 0):.0f} refused | |",
                     f"| sizes of the attempts | {', '.join(kb(b) for b in ov['ours_attempt_bodies'])} | {kb(ov.get('pi_body'))} | |",
-                    f"| boundary → the prompt going on (ours: in the new session; pi: retried) | | {fmt_ms(ov.get('pi_to_retry'))} | |",
+                    f"| boundary → the prompt going on (ours: in the new session; pi: retried) | {fmt_ms(ov['ours_to_next'])} | "
+                    f"{fmt_ms(ov.get('pi_to_retry'))} | {ratio(ov.get('pi_to_retry'), ov['ours_to_next'])} |",
                     f"| the request after it | {kb(ov['ours_next_body'])} | {kb(ov.get('pi_next_body'))} | |",
                     f"| peak RSS | {mib(ov['ours_peak'])} | {mib(ov.get('pi_peak'))} | {ratio(ov.get('pi_peak'), ov['ours_peak'])} |", ""]
     finally:
