@@ -90,5 +90,6 @@ fn every_benchmark_runs_once() {
     let (first, accepted) = (overflow["ours_to_handoff"].as_f64().unwrap(), overflow["ours_to_accepted"].as_f64().unwrap());
     assert!(first > 0.0 && first <= accepted && accepted < overflow["ours_to_next"].as_f64().unwrap(), "{overflow}");
     assert!(overflow["ours_attempts"].as_f64().unwrap() >= 1.0, "{overflow}");
-    assert!(started.elapsed() < Duration::from_secs(60), "the smoke run took {:?}", started.elapsed());
+    // 57 s with §10 (10 s of it, two pi runs among them) at load 3.3 on the 2 cores; 16 s before §10, quiet.
+    assert!(started.elapsed() < Duration::from_secs(90), "the smoke run took {:?}", started.elapsed());
 }
