@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use crate::core::agent::{Wall, WallReason};
 use crate::core::message::{Message, Role};
-use crate::core::session::{self, SessionEntry};
+use crate::core::session::{self, todos, SessionEntry};
 
 /// What happens at the wall (`handoff.auto`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,8 +121,7 @@ impl UserWords {
     /// carried, so a chain keeps the first task.
     pub fn of_branch(branch: &[&SessionEntry]) -> UserWords {
         let carried = branch.iter().find_map(|e| {
-            let custom = e.custom_message()?;
-            (custom.custom_type == super::CUSTOM_TYPE).then(|| e.fields())?.get("details")?.get("userWords")?.get("task")?.as_str().map(str::to_string)
+            todos::handoff_details(e)?.get("userWords")?.get("task")?.as_str().map(str::to_string)
         });
         let task = carried.or_else(|| branch.iter().find_map(|e| typed_by_user(e)));
         let latest = branch.iter().rev().find_map(|e| typed_by_user(e));
