@@ -586,3 +586,19 @@ async fn in_review_mode_nothing_is_sent_until_the_document_is_written_then_the_w
     assert_eq!(sent[1].1, auto::CONTINUATION_TEXT);
     wait_until("the reply", T, || texts_of(&env.session_path()).last().is_some_and(|(_, t)| t == "Resumed after the review.")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_session_that_starts_at_the_wall_does_not_continue_and_says_why() {
+    let env = Env::new().await;
+    let file = env.file("a.txt", "alpha\n");
+    env.mock.push(tool_call_reply("read", json!({ "path": file.to_str().unwrap() }), "call_1").with_usage(big_usage()));
+    // A document that alone passes the new session's wall.
+    let huge = format!("{DOCUMENT}\n\n{}", "A very long critical context line.\n".repeat(1_500));
+    env.mock.push(MockReply::text(&huge));
+    env.mock.set_default(MockReply::text("should not be asked"));
+    let ran = run(&env, "read a.txt").await;
+    assert!(matches!(ran, Ran::Prompt(Ok(_))), "{ran:?}");
+    assert_eq!(env.mock.requests().len(), 2, "no continuation: it would hand off again at once");
+    assert_eq!(env.sessions().len(), 2, "the handoff itself happened");
+    env.heard("the warning", |n| n == text::DOCUMENT_AT_THE_WALL).await;
+}

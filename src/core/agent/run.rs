@@ -203,7 +203,11 @@ impl AgentSession {
                 None => break Ok(()),
             }
         };
-        self.emit(AgentEvent::AgentEnd { messages: result.messages.clone(), failure: result.failure });
+        self.emit(AgentEvent::AgentEnd {
+            messages: result.messages.clone(),
+            failure: result.failure,
+            at_wall: result.wall.is_some(),
+        });
         outcome.map(|()| result)
     }
 
