@@ -55,9 +55,12 @@ impl std::str::FromStr for AutoHandoff {
 /// Automatic handoffs of one user prompt at most (each new session may fill up again).
 pub const MAX_PER_PROMPT: u32 = 3;
 
-/// The request's limit on each attempt, as a share of `W − H`: when the provider still refuses
-/// the fitted request (its tokenizer counts more than ours), it is trimmed and sent again.
-pub(super) const FIT_ATTEMPTS: [u64; 3] = [100, 70, 45];
+/// Attempts of the handoff request at most: when the provider still refuses the fitted request
+/// (its tokenizer counts more than ours), it is trimmed and sent again.
+pub(super) const FIT_ATTEMPTS: u32 = 3;
+
+/// Each attempt after a refusal is fitted to this share (percent) of the request refused.
+pub(super) const FIT_SHRINK: u64 = 70;
 
 /// The field that marks the one message the host writes to go on after an automatic handoff:
 /// `"handoffContinuation": true` (pi keeps it and never sends it to a model).
