@@ -31,6 +31,9 @@ Sections (doc/benchmarks.md explains each):
   8. a large session resumed + one prompt, whole process (ours `prompt --session` vs pi's JSON mode)
   9. a large session handed off (1k/10k/100k entries): peak RSS against the file and the time to
      the request on the wire (ours `handoff` vs pi's `compact`, the mock timing the arrival)
+ 10. the automatic handoff at the wall beside pi's compaction: a. threshold at a prompt
+     (1k/10k/100k entries: time to the handoff's request, its size, peak RSS), b. an overflow
+     mid-run (the refused request → the handoff's, attempts, sizes)
 
 bench/compare_builds.py runs §1–5 for two checkouts (a before/after), interleaved.
 """
@@ -93,6 +96,13 @@ class Mock:
     def control(self, action, obj=None):
         data = json.dumps(obj if obj is not None else {}).encode()
         req = urllib.request.Request(f"{self.root}/__mock/{action}", data=data, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            r.read()
+
+    def set_window(self, window):
+        """The mock's context window ({"tokens", "style"}), or None for none."""
+        req = urllib.request.Request(f"{self.root}/__mock/window", data=json.dumps(window).encode(), method="POST",
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=30) as r:
             r.read()
@@ -924,6 +934,229 @@ def bench_big_handoff(bin_dir, pi_bin, runs, work, sizes):
     return rows
 
 
+# --- The automatic handoff at the wall, beside pi's compaction (§10) --------------------------------
+
+def handoff_prompt_head():
+    """The first line of the handoff prompt (src/core/handoff/prompt.md, the prompt's owner)."""
+    with open(os.path.join(ROOT, "src", "core", "handoff", "prompt.md")) as f:
+        return f.readline().strip()
+
+
+def last_user_text(body):
+    """The text of the last user message of a Chat Completions request body ("" when none)."""
+    for m in reversed(body.get("messages", []) if isinstance(body, dict) else []):
+        if m.get("role") == "user":
+            c = m.get("content")
+            if isinstance(c, str):
+                return c
+            return "".join(p.get("text", "") for p in c or [] if isinstance(p, dict))
+    return ""
+
+
+def run_stamped(cmd, env, cwd, stream):
+    """Runs `cmd` under `/usr/bin/time -f %M`, stamping each line of `stream` ("stdout" or
+    "stderr") with the wall clock (time.time(), the mock's clock) as it arrives. Returns (spawn
+    time, exit status, [(time, line)], the other stream's text, peak RSS KiB)."""
+    import threading
+    t0 = time.time()
+    p = subprocess.Popen(["/usr/bin/time", "-f", "%M"] + cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env, cwd=cwd)
+    stamped, other = [], []
+    watched, rest = (p.stdout, p.stderr) if stream == "stdout" else (p.stderr, p.stdout)
+
+    def stamp():
+        for line in watched:
+            stamped.append((time.time(), line.decode(errors="replace").rstrip("\n")))
+
+    def drain():
+        other.append(rest.read().decode(errors="replace"))
+    threads = [threading.Thread(target=stamp), threading.Thread(target=drain)]
+    for t in threads:
+        t.start()
+    code = p.wait(timeout=900)
+    for t in threads:
+        t.join()
+    # /usr/bin/time's figure is the last line of stderr.
+    err_lines = [l for _, l in stamped] if stream == "stderr" else other[0].splitlines()
+    peak = int(err_lines[-1]) if err_lines and err_lines[-1].isdigit() else 0
+    if stream == "stderr":
+        stamped = stamped[:-1] if peak else stamped
+    return t0, code, stamped, other[0], peak
+
+
+class AtTheWall:
+    """§10: the automatic handoff at the wall, whole process, beside pi's compaction on the same
+    mock (not lean: the checks read the bodies; it stamps a request's arrival before parsing it).
+    a. Threshold at a prompt: `handoff-nvim prompt --session COPY --context-window W "go on"` with
+       a window the session is over, so the wall before the prompt hands off first and the prompt
+       goes to the new session; `pi --mode json --session COPY "go on"` with the same window in
+       models.json, so pi compacts before the prompt.
+    b. Overflow mid-run: the mock's window refuses the first request (Chat Completions' overflow
+       error); ours hands off (refitting when still refused) and goes on, pi compacts and retries.
+    Each run on a fresh copy of the session."""
+
+    def __init__(self, bin_dir, pi_bin, work, threshold_window, overflow_window, mock_window):
+        self.mock = Mock(bin_dir)
+        self.mock.control("default", {"kind": "text", "chunks": [DOCUMENT]})
+        self.bin = os.path.join(bin_dir, "handoff-nvim")
+        self.work = work
+        self.head = handoff_prompt_head()
+        self.threshold_window, self.overflow_window, self.mock_window = threshold_window, overflow_window, mock_window
+        self.env = dict(os.environ, HANDOFF_BASE_URL=self.mock.url, HANDOFF_MODEL="mock-model",
+                        HANDOFF_PROVIDER="openai", HANDOFF_SESSION_DIR=os.path.join(work, "s10-sessions"))
+        for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HANDOFF_LOG_FILE", "HANDOFF_AUTO", "HANDOFF_CONTEXT_WINDOW"):
+            self.env.pop(k, None)
+        self.pis = {w: Pi(pi_bin, self.mock.url, work, name=f"pi-agent-s10-{w}", context_window=w)
+                    for w in (threshold_window, overflow_window)} if pi_bin else None
+        self.copy = os.path.join(work, "s10-run.jsonl")
+
+    def _fresh(self, src, window):
+        shutil.copyfile(src, self.copy)
+        self.mock.set_window(window)
+        self.mock.control("reset")
+
+    def _requests(self, who):
+        reqs = sorted(self.mock.requests(), key=lambda r: r["arrived_unix_ms"])
+        if not reqs:
+            raise RuntimeError(f"§10 {who}: no request reached the mock")
+        for r in reqs:
+            r["t"] = r["arrived_unix_ms"] / 1e3
+            r["user"] = last_user_text(r["body"])
+        return reqs
+
+    def _ours(self, src, window, mock_window):
+        self._fresh(src, mock_window)
+        t0, code, lines, _, peak = run_stamped(
+            [self.bin, "prompt", "--session", self.copy, "--context-window", str(window), "go on"],
+            self.env, self.work, "stderr")
+        named = [l for _, l in lines if l.endswith(".jsonl") and os.path.isfile(l)]
+        if code != 0 or len(named) != 2 or named[0] != self.copy:
+            raise RuntimeError(f"§10 ours: exit status {code}, sessions named {named} (expected the copy and the new one): "
+                               f"{[l for _, l in lines][-6:]!r}")
+        banner = next((t for t, l in lines if "handing off to a new session" in l), None)
+        if banner is None:
+            raise RuntimeError(f"§10 ours: no automatic handoff banner on stderr: {[l for _, l in lines]!r}")
+        return t0, lines[0][0], banner, peak, self._requests("ours")
+
+    def ours_threshold(self, src):
+        t0, opened, banner, peak, reqs = self._ours(src, self.threshold_window, None)
+        if len(reqs) != 2 or not reqs[0]["user"].startswith(self.head) or reqs[1]["user"] != "go on":
+            raise RuntimeError(f"§10a ours: requests {[(r['raw_len'], r['user'][:40]) for r in reqs]} "
+                               "(expected the handoff's, then the prompt in the new session)")
+        return dict(to_request=reqs[0]["t"] - t0, from_open=reqs[0]["t"] - opened, from_banner=reqs[0]["t"] - banner,
+                    body=reqs[0]["raw_len"], next_body=reqs[1]["raw_len"], peak=peak)
+
+    def ours_overflow(self, src):
+        t0, opened, banner, peak, reqs = self._ours(src, self.overflow_window, self.mock_window)
+        refused, rest = reqs[0], reqs[1:]
+        attempts = [r for r in rest if r["user"].startswith(self.head)]
+        accepted = [r for r in attempts if not r["refused"]]
+        after = [r for r in rest if not r["user"].startswith(self.head)]
+        if (not refused["refused"] or refused["user"] != "go on" or not accepted or attempts[-1] is not accepted[0]
+                or len(after) != 1 or after[0]["refused"] or rest[:len(attempts)] != attempts):
+            raise RuntimeError(f"§10b ours: requests {[(r['raw_len'], r['refused'], r['user'][:40]) for r in reqs]} "
+                               "(expected the prompt refused, handoff attempts up to one accepted, the continuation)")
+        return dict(to_handoff=attempts[0]["t"] - refused["t"], to_accepted=accepted[0]["t"] - refused["t"],
+                    to_next=after[0]["t"] - refused["t"], attempts=len(attempts), refused_body=refused["raw_len"],
+                    attempt_bodies=[r["raw_len"] for r in attempts], next_body=after[0]["raw_len"],
+                    from_spawn=refused["t"] - t0, peak=peak)
+
+    def _pi(self, src, window, mock_window):
+        self._fresh(src, mock_window)
+        pi = self.pis[window]
+        t0, code, lines, _, peak = run_stamped(pi.args("json", ["--session", self.copy]) + ["go on"],
+                                               dict(pi.env, PI_OFFLINE="1"), self.work, "stdout")
+        events = []
+        for t, l in lines:
+            try:
+                events.append((t, json.loads(l).get("type")))
+            except ValueError:
+                pass
+        if code != 0:
+            raise RuntimeError(f"§10 pi: exit status {code}")
+        reqs = self._requests("pi")
+        # pi's compaction requests: its summary prompt (the conversation serialised in a user
+        # message), one or two (a split turn's prefix) sent together.
+        compaction = [r for r in reqs if r["user"].startswith("<conversation>")]
+        prompt = [r for r in reqs if r["user"] == "go on"]
+        start = next((t for t, e in events if e == "compaction_start"), None)
+        opened = next((t for t, e in events if e == "session"), None)
+        if not compaction or not prompt or start is None:
+            raise RuntimeError(f"§10 pi: requests {[(r['raw_len'], r['refused'], r['user'][:40]) for r in reqs]}, "
+                               f"events {[e for _, e in events][:12]} (expected a compaction and the prompt)")
+        first = [r for r in compaction if r["t"] < min(p["t"] for p in prompt if not p["refused"])] if any(
+            not p["refused"] for p in prompt) else compaction
+        if not first:
+            raise RuntimeError("§10 pi: no compaction before the prompt was answered")
+        return t0, opened, start, peak, reqs, first, prompt
+
+    def pi_threshold(self, src):
+        t0, opened, start, peak, reqs, comp, prompt = self._pi(src, self.threshold_window, None)
+        if reqs[0] is not comp[0]:
+            raise RuntimeError("§10a pi: the first request is not the compaction's")
+        return dict(to_request=comp[0]["t"] - t0, from_open=comp[0]["t"] - opened, from_start=comp[0]["t"] - start,
+                    body=sum(r["raw_len"] for r in comp), requests=len(comp), next_body=prompt[0]["raw_len"], peak=peak)
+
+    def pi_overflow(self, src):
+        t0, opened, start, peak, reqs, comp, prompt = self._pi(src, self.overflow_window, self.mock_window)
+        refused = reqs[0]
+        retried = [p for p in prompt if not p["refused"]]
+        if not refused["refused"] or refused["user"] != "go on" or not retried:
+            raise RuntimeError(f"§10b pi: requests {[(r['raw_len'], r['refused'], r['user'][:40]) for r in reqs]} "
+                               "(expected the prompt refused, a compaction, the prompt retried)")
+        accepted = [r for r in comp if not r["refused"]]
+        return dict(to_compaction=comp[0]["t"] - refused["t"], to_retry=retried[0]["t"] - refused["t"],
+                    to_accepted=accepted[0]["t"] - refused["t"] if accepted else None,
+                    body=sum(r["raw_len"] for r in comp), requests=len(comp),
+                    refused_compaction=sum(r["refused"] for r in comp), refused_body=refused["raw_len"],
+                    next_body=retried[0]["raw_len"], peak=peak)
+
+    def close(self):
+        self.mock.close()
+
+
+def bench_at_the_wall(bin_dir, pi_bin, runs, work, sizes, overflow_entries):
+    """§10 by size (a) and at one size (b); medians, ours and pi's runs interleaved."""
+    # a: a window every size is over (the generated session's replies report 140 tokens of
+    # usage, so pi, which reads the last reply's usage at a prompt, compacts only in a window
+    # under its 16,384-token reserve + 140); b: the model's real window below the session's
+    # request (1k entries: ~50k of the mock's tokens), the configured one the default 128k,
+    # above the session's wall.
+    w = AtTheWall(bin_dir, pi_bin, work, threshold_window=16000, overflow_window=128000,
+                  mock_window={"tokens": 40000, "style": "openai"})
+    med = lambda xs, k: median([x[k] for x in xs]) if xs else None
+    out = dict(threshold_window=w.threshold_window, overflow_window=w.overflow_window,
+               mock_window=w.mock_window["tokens"], rows=[])
+    try:
+        for n in sizes:
+            src = gen_session(n, os.path.join(work, f"s10-{n}.jsonl"), work)
+            w.ours_threshold(src)  # warm-up: the binary and the session in the page cache
+            ours, pis = [], []
+            for _ in range(runs):
+                ours.append(w.ours_threshold(src))
+                if w.pis:
+                    pis.append(w.pi_threshold(src))
+            row = dict(entries=n, bytes=os.path.getsize(src))
+            row.update({f"ours_{k}": med(ours, k) for k in ours[0]})
+            row.update({f"pi_{k}": med(pis, k) for k in (pis[0] if pis else {})})
+            out["rows"].append(row)
+        src = gen_session(overflow_entries, os.path.join(work, f"s10-{overflow_entries}.jsonl"), work)
+        w.ours_overflow(src)
+        ours, pis = [], []
+        for _ in range(runs):
+            ours.append(w.ours_overflow(src))
+            if w.pis:
+                pis.append(w.pi_overflow(src))
+        ov = dict(entries=overflow_entries, bytes=os.path.getsize(src))
+        ov.update({f"ours_{k}": med(ours, k) if k != "attempt_bodies" else ours[0][k] for k in ours[0]})
+        ov["ours_attempts_max"] = max(x["attempts"] for x in ours)
+        ov.update({f"pi_{k}": med(pis, k) for k in (pis[0] if pis else {})})
+        out["overflow"] = ov
+    finally:
+        w.close()
+    return out
+
+
 # --- Report -------------------------------------------------------------------------------------
 
 # --- Tool output (§7) ---------------------------------------------------------------------------
@@ -1057,7 +1290,7 @@ def main():
     ap.add_argument("--pi", default=os.environ.get("PI_BIN") or os.path.join(ROOT, ".cache", "pi", "node_modules", ".bin", "pi"))
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="one tiny iteration of each")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9", help="sections to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10", help="sections to run, e.g. 1,4")
     ap.add_argument("--rg", help="ripgrep for §6b (default: .cache/rg-venv/bin/rg, else PATH; `none`: without)")
     ap.add_argument("--json", help="also write the raw figures here")
     ap.add_argument("--doc", help="replace the results part of this markdown file (between the markers)")
@@ -1340,6 +1573,59 @@ def main():
                            f"{r['ours_body'] / 1e6:.2f} MB | {fmt_ms(r['pi_to_request'])} | {fmt_ms(r['pi_from_switch'])} | "
                            f"{mib(r['pi_peak'])} | {pi_body} | {ratio(r['pi_from_switch'], r['ours_to_request'])} |")
             out.append("")
+        if "10" in only:
+            log("10. the automatic handoff at the wall, beside pi's compaction")
+            aw = raw["at_the_wall"] = bench_at_the_wall(args.bin_dir, pi_bin, runs, work, sizes, 1000)
+            out += ["### 10. The automatic handoff at the wall, beside pi's compaction", "",
+                    "`bench/gen_session.py N FILE` (as §2), a fresh copy per run, against the mock (it stamps each "
+                    "request's arrival before reading its body, and answers with the document). Ours: "
+                    "`handoff-nvim prompt --session COPY --context-window W \"go on\"`, whole process under "
+                    "`/usr/bin/time` (peak RSS), its stderr lines stamped as they arrive (the session's path is "
+                    "printed once it is loaded, just before the prompt is submitted; the banner when the handoff "
+                    "starts). pi: `pi --mode json --session COPY \"go on\"` (`PI_OFFLINE=1`), the same window in "
+                    "its models.json, its events stamped as they arrive (`session` once loaded, `compaction_start`). "
+                    "Each run checks the requests' order and kind from their bodies, our exit status 0 and the two "
+                    "session files named on stderr.", "",
+                    f"#### 10a. Threshold at a prompt (window {aw['threshold_window']:,} tokens)", "",
+                    "Every size is over the window, so the wall before the prompt hands off first: the first "
+                    "request is the handoff's (its last user message is the handoff prompt), the second the prompt "
+                    "in the new session. pi reads the last reply's reported usage at a prompt (140 tokens in the "
+                    "generated sessions): it compacts before the prompt only in a window under its 16,384-token "
+                    "reserve, hence this window for both. *Request*: its bytes (pi's: its compaction's one or two "
+                    "requests, sent together); *next*: the prompt's request after it.", "",
+                    "| entries | file | ours: spawn → request | ours: loaded → request | ours: banner → request | request | next | ours peak RSS | "
+                    "pi: spawn → request | pi: loaded → request | pi: `compaction_start` → request | pi's request | pi's next | pi peak RSS | ratio (pi / ours): spawn → request; loaded → request |",
+                    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            kb = lambda b: "–" if b is None else f"{b / 1e3:,.1f} kB" if b < 1e6 else f"{b / 1e6:.2f} MB"
+            for r in aw["rows"]:
+                out.append(f"| {r['entries']:,} | {r['bytes'] / 1e6:.1f} MB | **{fmt_ms(r['ours_to_request'])}** | "
+                           f"{fmt_ms(r['ours_from_open'])} | {fmt_ms(r['ours_from_banner'])} | {kb(r['ours_body'])} | "
+                           f"{kb(r['ours_next_body'])} | **{mib(r['ours_peak'])}** | {fmt_ms(r.get('pi_to_request'))} | "
+                           f"{fmt_ms(r.get('pi_from_open'))} | {fmt_ms(r.get('pi_from_start'))} | {kb(r.get('pi_body'))} | "
+                           f"{kb(r.get('pi_next_body'))} | {mib(r.get('pi_peak'))} | "
+                           f"**{ratio(r.get('pi_to_request'), r['ours_to_request'])}**; {ratio(r.get('pi_from_open'), r['ours_from_open'])} |")
+            ov = aw["overflow"]
+            out += ["", f"#### 10b. Overflow mid-run ({ov['entries']:,} entries, the model's real window "
+                    f"{aw['mock_window']:,} tokens, configured {aw['overflow_window']:,})", "",
+                    "The configured window is larger than the model's real one (the mock's window, refusing with "
+                    "Chat Completions' `context_length_exceeded` error), and the session is below the configured "
+                    "window's wall, so the prompt's request goes out and is refused. Ours hands off (the request "
+                    "fitted again, smaller, while the model still refuses it) and goes on in the new session; pi "
+                    "compacts on the overflow error and retries the prompt. *Boundary → request*: from the "
+                    "refused request's arrival to the handoff's (or the compaction's) first request's.", "",
+                    "| | ours | pi | ratio (pi / ours) |", "|---|---|---|---|",
+                    f"| refused request | {kb(ov['ours_refused_body'])} | {kb(ov.get('pi_refused_body'))} | |",
+                    f"| boundary → request on the wire | **{fmt_ms(ov['ours_to_handoff'])}** | {fmt_ms(ov.get('pi_to_compaction'))} | "
+                    f"**{ratio(ov.get('pi_to_compaction'), ov['ours_to_handoff'])}** |",
+                    f"| boundary → the request the model accepted | {fmt_ms(ov['ours_to_accepted'])} | {fmt_ms(ov.get('pi_to_accepted'))} | "
+                    f"{ratio(ov.get('pi_to_accepted'), ov['ours_to_accepted'])} |",
+                    f"| attempts (median; most) | {ov['ours_attempts']:.0f}; {ov['ours_attempts_max']} | "
+                    f"{ov.get('pi_requests', 0):.0f} request(s), {ov.get('pi_refused_compaction', 0):.0f} refused | |",
+                    f"| sizes of the attempts | {', '.join(kb(b) for b in ov['ours_attempt_bodies'])} | {kb(ov.get('pi_body'))} | |",
+                    f"| boundary → the prompt going on (ours: in the new session; pi: retried) | {fmt_ms(ov['ours_to_next'])} | "
+                    f"{fmt_ms(ov.get('pi_to_retry'))} | {ratio(ov.get('pi_to_retry'), ov['ours_to_next'])} |",
+                    f"| the request after it | {kb(ov['ours_next_body'])} | {kb(ov.get('pi_next_body'))} | |",
+                    f"| peak RSS | {mib(ov['ours_peak'])} | {mib(ov.get('pi_peak'))} | {ratio(ov.get('pi_peak'), ov['ours_peak'])} |", ""]
     finally:
         mock.close()
         shutil.rmtree(work, ignore_errors=True)

@@ -301,10 +301,11 @@ async fn a_handoff_request_refused_as_too_large_is_trimmed_and_sent_again() {
 }
 
 /// The window configured is larger than the server's real one (8k): the request after a large
-/// tool result is refused by the server's own count, the handoff request too until it is
-/// trimmed below the real window, and the task goes on in the new session.
+/// tool result is refused by the server's own count; the handoff request is fitted below the
+/// request refused (not just below the configured window, which it fitted already), so the
+/// server takes it at the first attempt, and the task goes on in the new session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_real_overflow_against_a_smaller_server_window_is_recovered_by_trimming_the_handoff_request() {
+async fn a_real_overflow_against_a_smaller_server_window_is_recovered_with_a_request_below_the_refused_one() {
     let env = Env::build(|c| c, WallSettings { threshold: Threshold::Set(0.9), ..WallSettings::default() }).await;
     env.mock.set_window(Some(MockWindow { tokens: 8_000, style: MockOverflow::Llamacpp }));
     let file = env.file("big.log", &"a log line of a long build output\n".repeat(1_100));
@@ -316,17 +317,13 @@ async fn a_real_overflow_against_a_smaller_server_window_is_recovered_by_trimmin
     assert_eq!(result.last_assistant().unwrap().text(), "Went on after the overflow.");
     let requests = env.mock.requests();
     let refused: Vec<bool> = requests.iter().map(|r| r.refused).collect();
-    assert_eq!(refused.first(), Some(&false));
-    assert!(refused[1], "the request with the tool result did not fit the server's window");
-    assert!(refused.iter().filter(|r| **r).count() >= 2, "the fitted handoff request was refused too: {refused:?}");
-    assert_eq!(refused[refused.len() - 2..], [false, false], "then the trimmed handoff and the continuation fit: {refused:?}");
+    assert_eq!(refused, [false, true, false, false], "the prompt, the refused request, the handoff, the continuation");
+    assert!(is_handoff_request(&requests[2]));
+    assert!(requests[2].raw_len < requests[1].raw_len * 3 / 4, "{} vs {}", requests[2].raw_len, requests[1].raw_len);
     let entry = handoff_entry(&env.session_path());
     assert_eq!(entry["details"]["auto"]["reason"], "overflow");
 }
 
-/// llama-cpp-python over its window: each streamed request too large gets 200 and a stream that
-/// breaks before any event; the probe without streaming gets its 400 overflow, which starts the
-/// handoff and, for the handoff request itself, trims it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_overflow_torn_out_of_the_stream_by_llama_cpp_python_is_probed_and_recovered_by_the_handoff() {
     let env = Env::build(|c| c, WallSettings { threshold: Threshold::Set(0.9), ..WallSettings::default() }).await;
@@ -585,4 +582,20 @@ async fn in_review_mode_nothing_is_sent_until_the_document_is_written_then_the_w
     assert!(sent[0].1.contains("then the docs"), "the document as written: {sent:?}");
     assert_eq!(sent[1].1, auto::CONTINUATION_TEXT);
     wait_until("the reply", T, || texts_of(&env.session_path()).last().is_some_and(|(_, t)| t == "Resumed after the review.")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_session_that_starts_at_the_wall_does_not_continue_and_says_why() {
+    let env = Env::new().await;
+    let file = env.file("a.txt", "alpha\n");
+    env.mock.push(tool_call_reply("read", json!({ "path": file.to_str().unwrap() }), "call_1").with_usage(big_usage()));
+    // A document that alone passes the new session's wall.
+    let huge = format!("{DOCUMENT}\n\n{}", "A very long critical context line.\n".repeat(1_500));
+    env.mock.push(MockReply::text(&huge));
+    env.mock.set_default(MockReply::text("should not be asked"));
+    let ran = run(&env, "read a.txt").await;
+    assert!(matches!(ran, Ran::Prompt(Ok(_))), "{ran:?}");
+    assert_eq!(env.mock.requests().len(), 2, "no continuation: it would hand off again at once");
+    assert_eq!(env.sessions().len(), 2, "the handoff itself happened");
+    env.heard("the warning", |n| n == text::DOCUMENT_AT_THE_WALL).await;
 }

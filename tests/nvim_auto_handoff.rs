@@ -125,3 +125,25 @@ async fn esc_in_the_code_window_cancels_the_automatic_handoff_and_nothing_is_cre
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_final_answer_at_the_wall_it_hands_off_without_continuing_or_suggesting_a_handoff() {
+    bounded(async {
+        let (ed, _) = editor().await;
+        let before = ed.mock.requests().len();
+        // 85% of the window: above both the wall (50%) and handoff.suggest_at (80%).
+        ed.mock.push(MockReply::text("The answer.").with_usage(MockUsage { input: 17_000, output: Some(10), ..MockUsage::default() }));
+        ed.mock.push(MockReply::text(DOC));
+        ed.lua("require('handoff').prompt('one more question')", json!([])).await;
+        let start = ed.wait_event("HandoffAutoStart", 1).await;
+        assert_eq!(start["boundary"], "after_reply", "{start}");
+        let end = ed.wait_event("HandoffAutoEnd", 1).await;
+        assert_eq!(end["result"], "done", "{end}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(ed.mock.requests().len(), before + 2, "the prompt and the handoff: no continuation");
+        assert_eq!(ed.eval("T.count('HandoffSuggested')").await, json!(0), "the host handed off: no suggestion");
+        ed.wait_until("table.concat(T.chat(), '\\n'):find('the new session waits for your next prompt', 1, true) ~= nil", T).await;
+        ed.quit().await;
+    })
+    .await;
+}

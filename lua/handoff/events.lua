@@ -82,7 +82,8 @@ function handlers.agent_end(r)
   chat().indicator_update()
   local meter = require("handoff.meter")
   meter.update(r)
-  if r.stop_reason == "stop" and not state.generating_handoff then
+  -- At the wall the host hands off by itself: no suggestion to do it by hand.
+  if r.stop_reason == "stop" and not state.generating_handoff and not r.at_wall then
     meter.maybe_suggest()
   end
   M.fire("HandoffAgentEnd", {

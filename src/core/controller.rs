@@ -636,17 +636,21 @@ impl Controller {
             HandoffOutcome::Done { .. } => {
                 budget.handoffs += 1;
                 budget.overflow_recovered |= wall.reason == WallReason::Overflow;
-                let next = crate::core::agent::lock(&self.steering).waiting.pop_front();
-                let next = next.or_else(|| wall.in_flight.then(|| Queued::Ready(Box::new(auto::continuation()))));
+                let queued = crate::core::agent::lock(&self.steering).waiting.pop_front();
+                let typed = queued.is_some();
+                let next = queued.or_else(|| wall.in_flight.then(|| Queued::Ready(Box::new(auto::continuation()))));
                 let Some(next) = next else { return AfterWall::HandedOff };
-                // A new session that starts at the wall would hand off again at once.
+                // A new session that starts at the wall would hand off again at once: the host
+                // does not go on (what the user typed is still sent, as they asked).
                 let probe = match &next {
                     Queued::Typed(text) => Message::user(text.as_str()),
                     Queued::Ready(message) => Message::clone(message),
                 };
                 let tokens = self.agent.next_request_tokens(std::slice::from_ref(&probe));
                 if tokens > self.agent.wall_threshold() {
-                    crate::core::agent::lock(&self.steering).waiting.push_front(next);
+                    if typed {
+                        crate::core::agent::lock(&self.steering).waiting.push_front(next);
+                    }
                     self.notice(Level::Warn, text::DOCUMENT_AT_THE_WALL);
                     budget.given_up = true;
                     return self.resume_without_handoff(send_anyway);

@@ -590,6 +590,9 @@ pub enum Record {
         session_file: String,
         context_tokens: u64,
         context_window: u64,
+        /// The run stopped at the wall: an automatic handoff follows (no suggestion then).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        at_wall: bool,
     },
     HandoffStart {
         #[serde(skip_serializing_if = "Option::is_none")]

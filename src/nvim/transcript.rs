@@ -278,7 +278,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
         AgentEvent::MessageEnd { message } if message.is_assistant() => {
             Record::MessageEnd(without_text(message_item(message), true))
         }
-        AgentEvent::AgentEnd { messages, failure } => {
+        AgentEvent::AgentEnd { messages, failure, at_wall } => {
             let last = messages.iter().rev().find(|m| m.is_assistant());
             let (context_tokens, context_window) = agent.context_usage();
             Record::AgentEnd {
@@ -288,6 +288,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
                 session_file: agent.session().path().to_string_lossy().into_owned(),
                 context_tokens,
                 context_window,
+                at_wall: *at_wall,
             }
         }
         AgentEvent::HandoffStart { focus, auto } => Record::HandoffStart {

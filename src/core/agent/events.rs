@@ -123,6 +123,10 @@ pub enum AgentEvent {
         /// The kind of the model request's failure, when one ended the run (not in pi's shape).
         #[serde(skip_serializing_if = "Option::is_none")]
         failure: Option<FailureKind>,
+        /// The run stopped at the wall (`RunOptions::watch_wall`): an automatic handoff follows
+        /// unless it is off (not in pi's shape).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        at_wall: bool,
     },
     /// A tool call starts (after consent).
     #[serde(rename_all = "camelCase")]

@@ -207,7 +207,11 @@ impl AgentSession {
                 None => break Ok(()),
             }
         };
-        self.emit(AgentEvent::AgentEnd { messages: result.messages.clone(), failure: result.failure });
+        self.emit(AgentEvent::AgentEnd {
+            messages: result.messages.clone(),
+            failure: result.failure,
+            at_wall: result.wall.is_some(),
+        });
         outcome.map(|()| result)
     }
 
@@ -274,6 +278,10 @@ impl AgentSession {
         } else {
             context
         };
+        // What the request weighs by the estimate, for a caller that trims it again when the
+        // provider refuses it (the automatic handoff).
+        let sent: u64 = messages.iter().map(|m| fit::estimate_context_tokens(m) as u64).sum();
+        result.request_tokens = Some(sent + self.fixed_request_tokens());
         // Without tools (the handoff) the definitions still go along, for a prompt-cache hit.
         let tool_choice = if options.use_tools { ToolChoice::Auto } else { ToolChoice::None };
         let request = ChatRequest {

@@ -75,6 +75,8 @@ pub struct RunResult {
     /// What kind of failure ended the last model request, when one failed (the message says
     /// it in words).
     pub failure: Option<FailureKind>,
+    /// The estimate of the last request sent (system prompt and tool definitions included).
+    pub request_tokens: Option<u64>,
     /// The run stopped at the wall (`RunOptions::watch_wall`).
     pub wall: Option<wall::Wall>,
     /// Messages the run did not send because the wall came first (a prompt, steering or a

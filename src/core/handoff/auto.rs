@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use crate::core::agent::{Wall, WallReason};
 use crate::core::message::{Message, Role};
-use crate::core::session::{self, SessionEntry};
+use crate::core::session::{self, todos, SessionEntry};
 
 /// What happens at the wall (`handoff.auto`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,9 +55,12 @@ impl std::str::FromStr for AutoHandoff {
 /// Automatic handoffs of one user prompt at most (each new session may fill up again).
 pub const MAX_PER_PROMPT: u32 = 3;
 
-/// The request's limit on each attempt, as a share of `W − H`: when the provider still refuses
-/// the fitted request (its tokenizer counts more than ours), it is trimmed and sent again.
-pub(super) const FIT_ATTEMPTS: [u64; 3] = [100, 70, 45];
+/// Attempts of the handoff request at most: when the provider still refuses the fitted request
+/// (its tokenizer counts more than ours), it is trimmed and sent again.
+pub(super) const FIT_ATTEMPTS: u32 = 3;
+
+/// Each attempt after a refusal is fitted to this share (percent) of the request refused.
+pub(super) const FIT_SHRINK: u64 = 70;
 
 /// The field that marks the one message the host writes to go on after an automatic handoff:
 /// `"handoffContinuation": true` (pi keeps it and never sends it to a model).
@@ -121,8 +124,7 @@ impl UserWords {
     /// carried, so a chain keeps the first task.
     pub fn of_branch(branch: &[&SessionEntry]) -> UserWords {
         let carried = branch.iter().find_map(|e| {
-            let custom = e.custom_message()?;
-            (custom.custom_type == super::CUSTOM_TYPE).then(|| e.fields())?.get("details")?.get("userWords")?.get("task")?.as_str().map(str::to_string)
+            todos::handoff_details(e)?.get("userWords")?.get("task")?.as_str().map(str::to_string)
         });
         let task = carried.or_else(|| branch.iter().find_map(|e| typed_by_user(e)));
         let latest = branch.iter().rev().find_map(|e| typed_by_user(e));

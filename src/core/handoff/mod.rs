@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
 use crate::core::agent::{
-    lock, AgentError, AgentEvent, AgentSession, RunClaim, RunOptions, RunResult, SwitchReason, Wall,
+    lock, AgentError, AgentEvent, AgentSession, RunClaim, RunOptions, RunResult, SwitchReason, Wall, WallReason,
 };
 use crate::core::failure::FailureKind;
 /// How a handoff ended, and why one did nothing: event payloads, so they live with the events
@@ -426,7 +426,7 @@ async fn generate(
     // 2. Capture: the run's own messages are the payload of `agent_end`.
     let result = match auto {
         None => agent.run_claimed_message(claim, prompt, RUN_OPTIONS).await?,
-        Some(_) => run_fitted(agent, prompt, token, claim).await?,
+        Some(wall) => run_fitted(agent, prompt, token, claim, &wall).await?,
     };
     // 3. Cancellation check.
     if token.is_cancelled() {
@@ -445,22 +445,37 @@ async fn generate(
 /// The automatic handoff's run: detached (nothing reaches the old session until it succeeds),
 /// its request fitted to `W − H`, and trimmed further and sent again while the provider still
 /// refuses it as too large, a bounded number of times.
-async fn run_fitted(agent: &AgentSession, prompt: Message, token: &CancellationToken, claim: RunClaim) -> Result<RunResult, AgentError> {
+async fn run_fitted(
+    agent: &AgentSession,
+    prompt: Message,
+    token: &CancellationToken,
+    claim: RunClaim,
+    wall: &Wall,
+) -> Result<RunResult, AgentError> {
     let window = agent.provider_config().context_window;
-    let limit = window.saturating_sub(agent.wall_settings().room_in(window));
+    let room = window.saturating_sub(agent.wall_settings().room_in(window));
+    // After an overflow the request just refused was too large, whatever the window says:
+    // the first attempt is already below it.
+    let mut limit = match wall.reason {
+        WallReason::Overflow => room.min(wall.tokens * auto::FIT_SHRINK / 100),
+        WallReason::Threshold => room,
+    };
     let mut claim = Some(claim);
     let mut result = RunResult::default();
-    for (attempt, share) in auto::FIT_ATTEMPTS.into_iter().enumerate() {
+    for attempt in 0..auto::FIT_ATTEMPTS {
         let claim = match claim.take() {
             Some(claim) => claim,
             None => agent.claim_run(token)?,
         };
-        let options = RunOptions { record: false, fit_limit: Some(limit * share / 100), ..RUN_OPTIONS };
+        let options = RunOptions { record: false, fit_limit: Some(limit), ..RUN_OPTIONS };
         result = agent.run_claimed_message(claim, prompt.clone(), options).await?;
         if result.failure != Some(FailureKind::Overflow) || token.is_cancelled() {
             break;
         }
-        tracing::info!(attempt, share, "the handoff request was refused as too large: trimming it");
+        // Below what was refused (a request that fitted whole was smaller than its limit).
+        let sent = result.request_tokens.unwrap_or(limit).min(limit);
+        tracing::info!(attempt, sent, "the handoff request was refused as too large: trimming it");
+        limit = sent * auto::FIT_SHRINK / 100;
     }
     Ok(result)
 }
