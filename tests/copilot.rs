@@ -181,8 +181,11 @@ async fn each_model_is_sent_to_the_endpoint_the_model_list_names() {
         ("claude-sonnet-4.5", "/v1/messages", "anthropic-messages"),
         ("gpt-5-mini", "/responses", "openai-responses"),
         ("gpt-4.1", "/chat/completions", "openai-completions"),
+        // A name that says nothing: the list decides.
+        ("house-model", "/responses", "openai-responses"),
     ] {
         let env = Env::new().await;
+        env.mock.copilot(|c| c.models.push(MockCopilot::model("house-model", &["/chat/completions", "/responses"], 32_000, 4_000)));
         env.mock.push(MockReply::text("Hi."));
         let r = env.run(model, &["prompt", "--new", "hello"]).await;
         assert_eq!(r.code, Some(0), "{model}: {}", r.stderr);
