@@ -23,7 +23,7 @@
 ---@field context? handoff.Config.context
 
 ---@class handoff.Config.provider
----@field api? "openai"|"openai-responses"|"anthropic"|"copilot" Wire protocol: "openai" (the default; any Chat Completions server), "openai-responses" (OpenAI's Responses API: its reasoning and codex models), "anthropic", or "copilot" (GitHub Copilot: the login of copilot.vim/copilot.lua, each model's protocol from Copilot's model list; see |handoff-copilot|).
+---@field api? "openai"|"openai-responses"|"anthropic"|"copilot"|"openrouter"|"ollama"|"gemini"|"deepseek"|"groq"|"xai"|"mistral" Wire protocol: "openai" (the default; any Chat Completions server), "openai-responses" (OpenAI's Responses API: its reasoning and codex models), "anthropic", "copilot" (GitHub Copilot: the login of copilot.vim/copilot.lua, each model's protocol from Copilot's model list; see |handoff-copilot|), or a preset: "openrouter", "ollama", "gemini", "deepseek", "groq", "xai", "mistral" (its base URL, key variable and a default model; see |handoff-presets|).
 ---@field base_url? string Base URL of the API, e.g. "http://127.0.0.1:8080/v1" (default: the provider's public API).
 ---@field model? string Model id (default: "gpt-4.1-mini" / "claude-sonnet-4-5").
 ---@field api_key_env? string Environment variable that holds the API key (default: OPENAI_API_KEY / ANTHROPIC_API_KEY when set).
@@ -93,9 +93,9 @@ return {
     {
       key = "provider.api",
       host = "api",
-      type = { kind = "one_of", values = { "openai", "openai-responses", "anthropic", "copilot" } },
-      accepts = "one of \"openai\", \"openai-responses\", \"anthropic\", \"copilot\"",
-      doc = "Wire protocol: \"openai\" (the default; any Chat Completions server), \"openai-responses\" (OpenAI's Responses API: its reasoning and codex models), \"anthropic\", or \"copilot\" (GitHub Copilot: the login of copilot.vim/copilot.lua, each model's protocol from Copilot's model list; see |handoff-copilot|).",
+      type = { kind = "one_of", values = { "openai", "openai-responses", "anthropic", "copilot", "openrouter", "ollama", "gemini", "deepseek", "groq", "xai", "mistral" } },
+      accepts = "one of \"openai\", \"openai-responses\", \"anthropic\", \"copilot\", \"openrouter\", \"ollama\", \"gemini\", \"deepseek\", \"groq\", \"xai\", \"mistral\"",
+      doc = "Wire protocol: \"openai\" (the default; any Chat Completions server), \"openai-responses\" (OpenAI's Responses API: its reasoning and codex models), \"anthropic\", \"copilot\" (GitHub Copilot: the login of copilot.vim/copilot.lua, each model's protocol from Copilot's model list; see |handoff-copilot|), or a preset: \"openrouter\", \"ollama\", \"gemini\", \"deepseek\", \"groq\", \"xai\", \"mistral\" (its base URL, key variable and a default model; see |handoff-presets|).",
     },
     {
       key = "provider.base_url",

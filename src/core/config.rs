@@ -61,6 +61,65 @@ pub enum ProviderKind {
     #[serde(rename = "openai-responses")]
     OpenaiResponses,
     Copilot,
+    // Presets: a service's base URL, key variable, wire format and a default model.
+    Openrouter,
+    Ollama,
+    Gemini,
+    Deepseek,
+    Groq,
+    Xai,
+    Mistral,
+}
+
+/// What a preset fills in when the user does not: all speak Chat Completions (Gemini through
+/// Google's OpenAI-compatible endpoint, Mistral and DeepSeek through theirs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Preset {
+    pub base_url: &'static str,
+    /// The variable holding the key (`None`: the service takes none, as a local Ollama).
+    pub key_env: Option<&'static str>,
+    pub model: &'static str,
+    /// The provider's name in sessions: pi's id for it, so pi resumes with its own provider.
+    pub name: &'static str,
+}
+
+impl ProviderKind {
+    /// Every kind, in the order the help lists them.
+    pub const ALL: [ProviderKind; 11] = [
+        ProviderKind::Openai,
+        ProviderKind::OpenaiResponses,
+        ProviderKind::Anthropic,
+        ProviderKind::Copilot,
+        ProviderKind::Openrouter,
+        ProviderKind::Ollama,
+        ProviderKind::Gemini,
+        ProviderKind::Deepseek,
+        ProviderKind::Groq,
+        ProviderKind::Xai,
+        ProviderKind::Mistral,
+    ];
+
+    /// The preset of a service (`None`: a wire format, or Copilot).
+    pub fn preset(self) -> Option<Preset> {
+        let (base_url, key_env, model, name) = match self {
+            ProviderKind::Openai | ProviderKind::OpenaiResponses | ProviderKind::Anthropic | ProviderKind::Copilot => {
+                return None
+            }
+            ProviderKind::Openrouter => ("https://openrouter.ai/api/v1", Some("OPENROUTER_API_KEY"), "openai/gpt-4.1-mini", "openrouter"),
+            ProviderKind::Ollama => ("http://127.0.0.1:11434/v1", None, "llama3.2", "ollama"),
+            ProviderKind::Gemini => (
+                "https://generativelanguage.googleapis.com/v1beta/openai",
+                Some("GEMINI_API_KEY"),
+                "gemini-2.5-flash",
+                "google",
+            ),
+            ProviderKind::Deepseek => ("https://api.deepseek.com/v1", Some("DEEPSEEK_API_KEY"), "deepseek-chat", "deepseek"),
+            ProviderKind::Groq => ("https://api.groq.com/openai/v1", Some("GROQ_API_KEY"), "llama-3.3-70b-versatile", "groq"),
+            ProviderKind::Xai => ("https://api.x.ai/v1", Some("XAI_API_KEY"), "grok-4", "xai"),
+            ProviderKind::Mistral => ("https://api.mistral.ai/v1", Some("MISTRAL_API_KEY"), "mistral-large-latest", "mistral"),
+        };
+        Some(Preset { base_url, key_env, model, name })
+    }
 }
 
 impl From<Api> for ProviderKind {
@@ -145,16 +204,21 @@ impl Settings {
             Some(ProviderKind::Anthropic) => Api::Anthropic,
             Some(ProviderKind::OpenaiResponses) => Api::OpenaiResponses,
             Some(ProviderKind::Copilot) => copilot::guess_api(&self.model()),
+            Some(_) => Api::Openai,
         }
     }
 
     fn model(&self) -> String {
         self.model.clone().unwrap_or_else(|| {
+            if let Some(preset) = self.api.and_then(ProviderKind::preset) {
+                return preset.model.to_string();
+            }
             match self.api {
                 None | Some(ProviderKind::Openai) => "gpt-4.1-mini",
                 Some(ProviderKind::OpenaiResponses) => "gpt-5-mini",
                 Some(ProviderKind::Anthropic) => "claude-sonnet-4-5",
                 Some(ProviderKind::Copilot) => "gpt-4.1",
+                Some(_) => "gpt-4.1-mini",
             }
             .to_string()
         })
@@ -163,12 +227,17 @@ impl Settings {
     pub fn provider_config(&self) -> ProviderConfig {
         let api = self.api();
         let is_copilot = self.api == Some(ProviderKind::Copilot);
-        let base_url = match &self.base_url {
-            Some(url) => url.clone(),
-            None if is_copilot => copilot::DEFAULT_CHAT_BASE.to_string(),
-            None => api.default_base_url().to_string(),
+        let preset = self.api.and_then(ProviderKind::preset);
+        let base_url = match (&self.base_url, preset) {
+            (Some(url), _) => url.clone(),
+            (None, Some(preset)) => preset.base_url.to_string(),
+            (None, None) if is_copilot => copilot::DEFAULT_CHAT_BASE.to_string(),
+            (None, None) => api.default_base_url().to_string(),
         };
         let mut config = ProviderConfig::new(api, base_url.trim_end_matches('/'), self.model());
+        if let Some(preset) = preset {
+            config.name = preset.name.into();
+        }
         if is_copilot {
             config.name = copilot::PROVIDER_NAME.into();
             let token_url = self.copilot_token_url.clone().filter(|u| !u.trim().is_empty());
@@ -185,6 +254,10 @@ impl Settings {
         // An explicit variable is required; the provider's usual one is used when it is set
         // (Copilot's token is its own: see `provider::copilot`).
         config.api_key_env = self.api_key_env.clone().or_else(|| {
+            // A preset names its service's variable, which it needs set (a local Ollama needs none).
+            if let Some(preset) = preset {
+                return preset.key_env.map(str::to_string);
+            }
             let default = api.default_key_env();
             let set = !is_copilot && std::env::var_os(default).is_some_and(|v| !v.is_empty());
             set.then(|| default.to_string())

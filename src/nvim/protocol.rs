@@ -769,10 +769,10 @@ mod tests {
         assert_eq!(parsed.settings.model.as_deref(), Some("claude"));
         let bad = rmpv::Value::Map(vec![(
             rmpv::Value::from("settings"),
-            rmpv::Value::Map(vec![(rmpv::Value::from("api"), rmpv::Value::from("gemini"))]),
+            rmpv::Value::Map(vec![(rmpv::Value::from("api"), rmpv::Value::from("bedrock"))]),
         )]);
         let err = decode::<ConfigureArgs>("configure", &bad).unwrap_err().to_string();
-        assert!(err.contains("gemini"), "{err}");
+        assert!(err.contains("bedrock"), "{err}");
         let empty: ConfigureArgs = decode("configure", &rmpv::Value::Nil).unwrap();
         assert_eq!(empty.resume, Resume::New);
     }

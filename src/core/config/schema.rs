@@ -153,7 +153,7 @@ impl Type {
 
 /// What `provider` takes (`ProviderKind`'s serde names): pi's protocols and Copilot.
 pub fn api_names() -> Vec<&'static str> {
-    vec!["openai", "openai-responses", "anthropic", "copilot"]
+    vec!["openai", "openai-responses", "anthropic", "copilot", "openrouter", "ollama", "gemini", "deepseek", "groq", "xai", "mistral"]
 }
 
 /// Every thinking level `Settings` takes: pi's five and its `xhigh` (read as `high`).
@@ -200,7 +200,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting::lua("bin", Type::Path, DefaultValue::Unset,
         "Path of the `handoff-nvim` binary; nil: the plugin's target/release, then target/debug, then $PATH."),
     Setting::host("provider.api", "api", Type::OneOf(api_names), DefaultValue::Unset,
-        "Wire protocol: \"openai\" (the default; any Chat Completions server), \"openai-responses\" (OpenAI's Responses API: its reasoning and codex models), \"anthropic\", or \"copilot\" (GitHub Copilot: the login of copilot.vim/copilot.lua, each model's protocol from Copilot's model list; see |handoff-copilot|).")
+        "Wire protocol: \"openai\" (the default; any Chat Completions server), \"openai-responses\" (OpenAI's Responses API: its reasoning and codex models), \"anthropic\", \"copilot\" (GitHub Copilot: the login of copilot.vim/copilot.lua, each model's protocol from Copilot's model list; see |handoff-copilot|), or a preset: \"openrouter\", \"ollama\", \"gemini\", \"deepseek\", \"groq\", \"xai\", \"mistral\" (its base URL, key variable and a default model; see |handoff-presets|).")
         .flag("provider", Some("HANDOFF_PROVIDER"))
         .alias("api"),
     Setting::host("provider.base_url", "base_url", Type::Text, DefaultValue::Unset,
@@ -610,12 +610,13 @@ mod tests {
     fn the_listed_names_are_the_enums_own() {
         // A match per enum: a new variant fails to compile here until it is listed.
         use crate::core::config::ProviderKind as K;
-        for kind in [K::Openai, K::OpenaiResponses, K::Anthropic, K::Copilot] {
+        for kind in K::ALL {
             match kind {
                 K::Openai | K::OpenaiResponses | K::Anthropic | K::Copilot => {}
+                K::Openrouter | K::Ollama | K::Gemini | K::Deepseek | K::Groq | K::Xai | K::Mistral => {}
             }
         }
-        assert_eq!(names_of(&[K::Openai, K::OpenaiResponses, K::Anthropic, K::Copilot]), api_names());
+        assert_eq!(names_of(&K::ALL), api_names());
         // Every wire format is a provider kind of the same name.
         for api in [Api::Openai, Api::OpenaiResponses, Api::Anthropic] {
             assert_eq!(names_of(&[api]), names_of(&[K::from(api)]));
