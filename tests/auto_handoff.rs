@@ -106,7 +106,7 @@ impl Env {
             .unwrap()
             .iter()
             .filter_map(|e| match e {
-                AgentEvent::HandoffEnd { outcome, auto: Some(wall) } => Some((outcome.clone(), *wall)),
+                AgentEvent::HandoffEnd { outcome, auto: Some(wall), .. } => Some((outcome.clone(), *wall)),
                 _ => None,
             })
             .collect()

@@ -117,6 +117,11 @@ async fn esc_in_the_code_window_cancels_the_automatic_handoff_and_nothing_is_cre
         let end = ed.wait_event("HandoffAutoEnd", 1).await;
         assert_eq!(end["result"], "cancelled", "{end}");
         ed.wait_until("T.noted('Automatic handoff cancelled') ~= nil", T).await;
+        // The chat is the session again: the handoff's request and partial document, shown as
+        // they streamed, were never written to it.
+        ed.wait_until("table.concat(T.chat(), '\\n'):find('Handoff requested', 1, true) == nil", T).await;
+        let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
+        assert!(chat.as_str().unwrap().contains("read notes.txt"), "{chat}");
         assert_eq!(ed.session_file().await, old);
         assert_eq!(ed.session_files().len(), sessions, "no session was created");
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -155,7 +155,7 @@ fn spawn_stdout_printer(agent: &AgentSession, done: CancellationToken) -> tokio:
                         eprintln!("{}", controller::text::auto_banner(&wall));
                     }
                 }
-                Ok(AgentEvent::HandoffEnd { outcome, auto: Some(wall) }) => {
+                Ok(AgentEvent::HandoffEnd { outcome, auto: Some(wall), .. }) => {
                     in_handoff = false;
                     for notice in controller::auto_handoff_notices(&outcome, &wall) {
                         eprintln!("{}", notice.message);

@@ -173,6 +173,21 @@ pub fn spawn_collector(controller: Arc<Controller>, outbox: Arc<Outbox>) -> toki
                             let transcript = transcript::opened_upto(&controller, leaf).await;
                             outbox.push_all([switch, Record::Transcript(transcript)]);
                         }
+                        Some(end @ Record::HandoffEnd { .. }) => {
+                            let redraw = match &event {
+                                crate::core::agent::AgentEvent::HandoffEnd { redraw_upto, .. } => redraw_upto.clone(),
+                                _ => None,
+                            };
+                            match redraw {
+                                // An automatic handoff that created nothing: its request and
+                                // reply were drawn as they streamed but are in no session.
+                                Some(leaf) => {
+                                    let transcript = transcript::opened_upto(&controller, Some(leaf)).await;
+                                    outbox.push_all([end, Record::Transcript(transcript)]);
+                                }
+                                None => outbox.push(end),
+                            }
+                        }
                         Some(record) => outbox.push(record),
                         None => {}
                     }

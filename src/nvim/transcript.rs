@@ -296,7 +296,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
             auto: *auto,
             banner: auto.as_ref().map(controller::text::auto_banner),
         },
-        AgentEvent::HandoffEnd { outcome, auto } => Record::HandoffEnd {
+        AgentEvent::HandoffEnd { outcome, auto, .. } => Record::HandoffEnd {
             outcome: outcome.clone(),
             notices: controller::handoff_end_notices(outcome, auto.as_ref()),
             auto: *auto,

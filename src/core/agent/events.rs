@@ -150,6 +150,11 @@ pub enum AgentEvent {
         outcome: HandoffOutcome,
         #[serde(skip_serializing_if = "Option::is_none")]
         auto: Option<super::Wall>,
+        /// An automatic handoff that created nothing wrote nothing to the session either, but
+        /// its request and reply were shown as they streamed: a front end draws the session
+        /// again, as it is up to this entry (what runs in it next comes as events).
+        #[serde(skip)]
+        redraw_upto: Option<String>,
     },
     /// The session file changed.
     SessionSwitch {

@@ -360,7 +360,10 @@ impl Handoff {
                 Err(reason) => reason.into(),
             },
         };
-        agent.emit(AgentEvent::HandoffEnd { outcome: outcome.clone(), auto });
+        // Nothing of a detached run that created nothing is in the session: it is drawn again.
+        let created = matches!(outcome, HandoffOutcome::Done { .. } | HandoffOutcome::Review { .. });
+        let redraw_upto = if auto.is_some() && !created { agent.session().leaf_id().map(str::to_string) } else { None };
+        agent.emit(AgentEvent::HandoffEnd { outcome: outcome.clone(), auto, redraw_upto });
         outcome
     }
 
@@ -386,14 +389,14 @@ impl Handoff {
                 Err(reason) => reason.into(),
             }
         };
-        agent.emit(AgentEvent::HandoffEnd { outcome: outcome.clone(), auto: draft_auto });
+        agent.emit(AgentEvent::HandoffEnd { outcome: outcome.clone(), auto: draft_auto, redraw_upto: None });
         outcome
     }
 
     /// Review mode: the user quit without writing. Nothing is created.
     pub fn discard(&self, agent: &AgentSession) -> bool {
         let Some(draft) = lock(&self.draft).take() else { return false };
-        agent.emit(AgentEvent::HandoffEnd { outcome: HandoffOutcome::Discarded, auto: draft.carried.auto });
+        agent.emit(AgentEvent::HandoffEnd { outcome: HandoffOutcome::Discarded, auto: draft.carried.auto, redraw_upto: None });
         true
     }
 }
