@@ -300,14 +300,12 @@ async fn a_handoff_request_refused_as_too_large_is_trimmed_and_sent_again() {
     assert_eq!(env.sessions().len(), 2);
 }
 
-/// The window configured is larger than the server's real one (8k): the request after a large
-/// tool result is refused by the server's own count; the handoff request is fitted below the
-/// request refused (not just below the configured window, which it fitted already), so the
-/// server takes it at the first attempt, and the task goes on in the new session.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_real_overflow_against_a_smaller_server_window_is_recovered_with_a_request_below_the_refused_one() {
+/// A tool loop whose request with the tool result is over the server's real window (8k, smaller
+/// than the configured one, so the wall lets it go out), refused in `style`; returns once the
+/// task went on after the handoff.
+async fn overflowing_tool_loop(style: MockOverflow) -> Env {
     let env = Env::build(|c| c, WallSettings { threshold: Threshold::Set(0.9), ..WallSettings::default() }).await;
-    env.mock.set_window(Some(MockWindow { tokens: 8_000, style: MockOverflow::Llamacpp }));
+    env.mock.set_window(Some(MockWindow { tokens: 8_000, style }));
     let file = env.file("big.log", &"a log line of a long build output\n".repeat(1_100));
     env.mock.push(tool_call_reply("read", json!({ "path": file.to_str().unwrap() }), "call_1"));
     env.mock.push(MockReply::text(DOCUMENT));
@@ -315,6 +313,16 @@ async fn a_real_overflow_against_a_smaller_server_window_is_recovered_with_a_req
     let ran = run(&env, "summarise big.log").await;
     let Ran::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
     assert_eq!(result.last_assistant().unwrap().text(), "Went on after the overflow.");
+    env
+}
+
+/// The window configured is larger than the server's real one (8k): the request after a large
+/// tool result is refused by the server's own count; the handoff request is fitted below the
+/// request refused (not just below the configured window, which it fitted already), so the
+/// server takes it at the first attempt, and the task goes on in the new session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_overflow_against_a_smaller_server_window_is_recovered_with_a_request_below_the_refused_one() {
+    let env = overflowing_tool_loop(MockOverflow::Llamacpp).await;
     let requests = env.mock.requests();
     let refused: Vec<bool> = requests.iter().map(|r| r.refused).collect();
     assert_eq!(refused, [false, true, false, false], "the prompt, the refused request, the handoff, the continuation");
@@ -326,15 +334,7 @@ async fn a_real_overflow_against_a_smaller_server_window_is_recovered_with_a_req
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_overflow_torn_out_of_the_stream_by_llama_cpp_python_is_probed_and_recovered_by_the_handoff() {
-    let env = Env::build(|c| c, WallSettings { threshold: Threshold::Set(0.9), ..WallSettings::default() }).await;
-    env.mock.set_window(Some(MockWindow { tokens: 8_000, style: MockOverflow::LlamacppPython }));
-    let file = env.file("big.log", &"a log line of a long build output\n".repeat(1_100));
-    env.mock.push(tool_call_reply("read", json!({ "path": file.to_str().unwrap() }), "call_1"));
-    env.mock.push(MockReply::text(DOCUMENT));
-    env.mock.push(MockReply::text("Went on after the overflow."));
-    let ran = run(&env, "summarise big.log").await;
-    let Ran::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
-    assert_eq!(result.last_assistant().unwrap().text(), "Went on after the overflow.");
+    let env = overflowing_tool_loop(MockOverflow::LlamacppPython).await;
     let requests = env.mock.requests();
     let shape: Vec<(bool, bool)> = requests.iter().map(|r| (r.body["stream"] == Value::Bool(true), r.refused)).collect();
     assert_eq!(shape[..3], [(true, false), (true, true), (false, true)], "the prompt, its tool result torn, the probe refused: {shape:?}");

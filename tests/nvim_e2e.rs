@@ -354,6 +354,32 @@ async fn the_editor_stays_responsive_while_the_model_streams_at_full_speed() {
 }
 
 
+/// The local SmolLM2 server (`scripts/local-model.sh start`), killed when dropped.
+struct LocalModel(String);
+
+impl LocalModel {
+    /// Starts it; returns it and its base URL. A model that cannot start fails the test.
+    fn start() -> (LocalModel, String) {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let portfile = tempfile::NamedTempFile::new().unwrap();
+        let started = std::process::Command::new(format!("{root}/scripts/local-model.sh"))
+            .arg("start")
+            .arg(portfile.path())
+            .status()
+            .unwrap();
+        assert!(started.success(), "scripts/local-model.sh start failed");
+        let line = std::fs::read_to_string(portfile.path()).unwrap();
+        let (pid, url) = line.trim().split_once(' ').unwrap();
+        (LocalModel(pid.to_string()), url.to_string())
+    }
+}
+
+impl Drop for LocalModel {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill").arg(&self.0).status();
+    }
+}
+
 /// The whole `:Handoff` flow against the real local SmolLM2 server (`scripts/local-model.sh`);
 /// checks structure, never wording: the 135M model is far too small to write a good document.
 /// Ignored by a plain `cargo test`, so that it is either run or reported as ignored, never
@@ -363,23 +389,8 @@ async fn the_editor_stays_responsive_while_the_model_streams_at_full_speed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the local SmolLM2 server: scripts/test.sh runs it (--ignored) unless HANDOFF_SKIP_LOCAL_MODEL=1"]
 async fn handoff_flow_against_the_local_model() {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let portfile = tempfile::NamedTempFile::new().unwrap();
-    let started = std::process::Command::new(format!("{root}/scripts/local-model.sh"))
-        .arg("start")
-        .arg(portfile.path())
-        .status()
-        .unwrap();
-    assert!(started.success(), "scripts/local-model.sh start failed");
-    let line = std::fs::read_to_string(portfile.path()).unwrap();
-    let (pid, url) = line.trim().split_once(' ').unwrap();
-    struct Kill(String);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("kill").arg(&self.0).status();
-        }
-    }
-    let _server = Kill(pid.to_string());
+    let (_server, url) = LocalModel::start();
+    let url = url.as_str();
     tokio::time::timeout(Duration::from_secs(240), async {
         // Room for a whole document (a reply cut at max_tokens is a failed handoff).
         let ed = Editor::start_with(Some(json!({
@@ -424,23 +435,8 @@ async fn handoff_flow_against_the_local_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the local SmolLM2 server: scripts/test.sh runs it (--ignored) unless HANDOFF_SKIP_LOCAL_MODEL=1"]
 async fn automatic_handoff_at_a_real_overflow_of_the_local_model() {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let portfile = tempfile::NamedTempFile::new().unwrap();
-    let started = std::process::Command::new(format!("{root}/scripts/local-model.sh"))
-        .arg("start")
-        .arg(portfile.path())
-        .status()
-        .unwrap();
-    assert!(started.success(), "scripts/local-model.sh start failed");
-    let line = std::fs::read_to_string(portfile.path()).unwrap();
-    let (pid, url) = line.trim().split_once(' ').unwrap();
-    struct Kill(String);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("kill").arg(&self.0).status();
-        }
-    }
-    let _server = Kill(pid.to_string());
+    let (_server, url) = LocalModel::start();
+    let url = url.as_str();
     // Each reply of the model takes up to two minutes on a busy 2-core machine.
     tokio::time::timeout(Duration::from_secs(540), async {
         let ed = Editor::start_with(Some(json!({

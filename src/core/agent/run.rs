@@ -257,6 +257,8 @@ impl AgentSession {
         provider.prepare(cancel).await;
         let config = &provider.current_config();
         let system = self.system_prompt();
+        // The system prompt and tool definitions, estimated once for the fit and the request.
+        let fixed = self.fixed_request_tokens();
         // The session's context as it is stored (unparsed), and the run's messages when they are
         // not recorded.
         let mut context = self.request_messages();
@@ -268,7 +270,7 @@ impl AgentSession {
             let reply_tokens = fit::reply_room(config.max_tokens as u64, config.context_window);
             let room = config.context_window.saturating_sub(reply_tokens);
             let budget = options.fit_limit.map_or(room, |limit| limit.min(room));
-            let budget = budget.saturating_sub(self.fixed_request_tokens()).saturating_sub(256) as usize;
+            let budget = budget.saturating_sub(fixed).saturating_sub(256) as usize;
             let (fitted, elisions) = fit::fit_request(context, budget);
             if !elisions.is_empty() {
                 tracing::info!(?elisions, budget, "conversation shortened to fit the context window");
@@ -281,7 +283,7 @@ impl AgentSession {
         // What the request weighs by the estimate, for a caller that trims it again when the
         // provider refuses it (the automatic handoff).
         let sent: u64 = messages.iter().map(|m| fit::estimate_context_tokens(m) as u64).sum();
-        result.request_tokens = Some(sent + self.fixed_request_tokens());
+        result.request_tokens = Some(sent + fixed);
         // Without tools (the handoff) the definitions still go along, for a prompt-cache hit.
         let tool_choice = if options.use_tools { ToolChoice::Auto } else { ToolChoice::None };
         let request = ChatRequest {
