@@ -10,6 +10,7 @@ pub mod config;
 pub mod controller;
 pub mod failure;
 pub mod handoff;
+pub mod mcp;
 pub mod message;
 mod parallel;
 pub mod provider;

@@ -112,6 +112,12 @@ impl AgentSession {
         // was read (a no-op after that, and for every other provider).
         let provider = lock(&self.provider).clone();
         provider.prepare(cancel).await;
+        // MCP servers start on the first prompt, all at once, each within its start-up timeout;
+        // after that this returns at once.
+        tokio::select! {
+            () = self.tools.ready() => {}
+            () = cancel.cancelled() => {}
+        }
         // One level for the whole run: a change while it runs applies from the next prompt, so
         // a tool loop never switches thinking on halfway (Anthropic refuses a tool-use turn
         // without the thinking that led to it once thinking is on).

@@ -21,7 +21,7 @@ use crate::core::message::{now_millis, Message};
 use crate::core::provider::ToolCall;
 use crate::core::session::{todos, Before};
 use crate::core::tools::consent::{self, ApprovalRequest, Verdict};
-use crate::core::tools::{self, ToolContext, ToolKind, ToolOutput};
+use crate::core::tools::{self, ToolContext, ToolOutput};
 
 /// pi's text for calls skipped because the user typed meanwhile.
 const SKIPPED_FOR_STEERING: &str = "Skipped due to queued user message.";
@@ -114,9 +114,10 @@ impl AgentSession {
             }
         };
         let ctx = self.tool_context(cancel);
-        let enabled = self.tools.get(&call.name).is_some();
-        let kind = tools::kind_of(&call.name).unwrap_or(ToolKind::Execute);
-        if enabled {
+        let tool = self.tools.find(&call.name);
+        let enabled = tool.is_some();
+        if let Some(tool) = &tool {
+            let kind = tool.kind();
             let consent = lock_arc(&self.consent);
             // What the tool says of the call: the front ends show it as it is.
             let request = async {
@@ -125,12 +126,13 @@ impl AgentSession {
                     tool: call.name.clone(),
                     kind,
                     args: args.clone(),
-                    summary: tools::call_summary(&call.name, &args),
-                    path: tools::changed_path(&call.name, &args, &ctx.cwd).map(|p| p.to_string_lossy().into_owned()),
-                    preview: tools::preview(&call.name, &args, &ctx).await.map(Box::new),
+                    summary: tool.summary(&args),
+                    path: tool.changed_path(&args, &ctx.cwd).map(|p| p.to_string_lossy().into_owned()),
+                    preview: tool.preview(&args, &ctx).await.map(Box::new),
+                    origin: tool.origin(),
                 }
             };
-            let key = tools::consent_key(&call.name, &args);
+            let key = tool.consent_key(&args);
             let verdict = tokio::select! {
                 verdict = consent::decide(&self.policy, &self.grants, consent.as_ref(), request, &call.name, kind, key) => verdict,
                 () = cancel.cancelled() => Verdict::Cancel,

@@ -36,6 +36,8 @@ mod wire;
 pub use copilot::{github_token_from_env, TokenSource};
 pub use health::{probe, Reachability, Unreachable, PROBE_TIMEOUT};
 pub use key::describe_cmd;
+/// The HTTP clients' builder (lazily verifying TLS), for the other clients of the host (MCP).
+pub(crate) use tls::client_builder as http_client_builder;
 pub use types::{
     Api, ChatRequest, CopilotConfig, MalformedArguments, ProviderConfig, ProviderError, StreamEnd, StreamEvent,
     ThinkingLevel, ToolCall, ToolChoice,

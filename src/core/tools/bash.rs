@@ -29,7 +29,7 @@ const READ_CHUNK: usize = 64 * 1024;
 
 pub(crate) fn definition() -> ToolDefinition {
     ToolDefinition {
-        name: "bash",
+        name: "bash".into(),
         description: format!(
             "Execute a bash command in the current working directory. Returns stdout and stderr. Output is truncated to last {DEFAULT_MAX_LINES} lines or {}KB (whichever is hit first). If truncated, full output is saved to a temp file. Optionally provide a timeout in seconds.",
             DEFAULT_MAX_BYTES / 1024
@@ -445,10 +445,6 @@ pub struct Bash;
 
 #[async_trait::async_trait]
 impl super::Tool for Bash {
-    fn name(&self) -> super::ToolName {
-        super::ToolName::Bash
-    }
-
     fn kind(&self) -> super::ToolKind {
         super::ToolKind::Execute
     }

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{ConsentKey, Preview, ToolKind};
+use super::{ConsentKey, Preview, ToolKind, ToolOrigin};
 
 /// What a policy says about one tool call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,7 +39,8 @@ pub enum Level {
 #[serde(default)]
 pub struct Policy {
     pub level: Level,
-    /// Per tool name: `allow`, `ask` or `deny`.
+    /// Per tool name: `allow`, `ask` or `deny`. An MCP tool's rule may name the tool
+    /// (`mcp__server__tool`) or its server (`mcp__server`).
     pub tools: HashMap<String, Rule>,
 }
 
@@ -50,7 +51,7 @@ impl Policy {
 
     /// The rule for a call of `tool` (of `kind`).
     pub fn rule(&self, tool: &str, kind: ToolKind) -> Rule {
-        if let Some(rule) = self.tools.get(tool) {
+        if let Some(rule) = rule_names(tool).find_map(|name| self.tools.get(name)) {
             return *rule;
         }
         match (self.level, kind) {
@@ -58,6 +59,17 @@ impl Policy {
             _ => Rule::Ask,
         }
     }
+}
+
+/// The names a rule for `tool` may be under, the closest first: the tool's, then for an MCP
+/// tool (`mcp__server__tool`) each shorter `mcp__…` prefix that ends before a `__`, down to
+/// `mcp__server`.
+fn rule_names(tool: &str) -> impl Iterator<Item = &str> {
+    let mcp = tool.starts_with("mcp__");
+    let cuts = tool.match_indices("__").map(|(at, _)| at).filter(move |&at| mcp && at > "mcp".len());
+    let mut prefixes: Vec<&str> = cuts.map(|at| &tool[..at]).collect();
+    prefixes.reverse();
+    std::iter::once(tool).chain(prefixes)
 }
 
 /// The user's answer to one request.
@@ -93,6 +105,9 @@ pub struct ApprovalRequest {
     /// before and after, to open side by side, and the diff; sent as `before`, `after`, `diff`.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub preview: Option<Box<Preview>>,
+    /// The MCP server the tool comes from, its name there and its hints (shown, not trusted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<ToolOrigin>,
 }
 
 /// The front end's seam: ask about one tool call and wait for the answer. An implementation
@@ -211,6 +226,28 @@ mod tests {
         assert_eq!(custom.rule("edit", ToolKind::Edit), Rule::Allow);
     }
 
+    #[test]
+    fn mcp_tools_ask_by_default_and_take_rules_per_server_and_tool() {
+        let p = Policy::default();
+        assert_eq!(p.rule("mcp__docs__search", ToolKind::Mcp), Rule::Ask);
+        assert_eq!(Policy { level: Level::AllowEdits, ..Policy::default() }.rule("mcp__docs__search", ToolKind::Mcp), Rule::Ask);
+        assert_eq!(Policy::allow_all().rule("mcp__docs__search", ToolKind::Mcp), Rule::Allow);
+        let mut rules = Policy::default();
+        rules.tools.insert("mcp__docs".into(), Rule::Allow);
+        rules.tools.insert("mcp__docs__delete".into(), Rule::Deny);
+        rules.tools.insert("mcp__a__b".into(), Rule::Deny);
+        assert_eq!(rules.rule("mcp__docs__search", ToolKind::Mcp), Rule::Allow, "the server's rule");
+        assert_eq!(rules.rule("mcp__docs__delete", ToolKind::Mcp), Rule::Deny, "the tool's rule wins");
+        assert_eq!(rules.rule("mcp__docsx__search", ToolKind::Mcp), Rule::Ask, "another server");
+        // A server whose name holds `__`: its longest prefix rule counts.
+        assert_eq!(rules.rule("mcp__a__b__c", ToolKind::Mcp), Rule::Deny);
+        assert_eq!(rules.rule("mcp__a__c", ToolKind::Mcp), Rule::Ask);
+        let names: Vec<&str> = rule_names("mcp__a__b__c").collect();
+        assert_eq!(names, ["mcp__a__b__c", "mcp__a__b", "mcp__a"]);
+        assert_eq!(rule_names("bash").collect::<Vec<_>>(), ["bash"]);
+        assert_eq!(rule_names("my__tool").collect::<Vec<_>>(), ["my__tool"], "only MCP names have prefixes");
+    }
+
     #[tokio::test]
     async fn always_remembers_what_the_tool_says_it_covers() {
         use crate::core::tools::consent_key;
@@ -224,6 +261,7 @@ mod tests {
             summary: String::new(),
             path: None,
             preview: None,
+            origin: None,
         };
         let ls = json!({ "command": "ls" });
         let rm = json!({ "command": "rm -rf build" });

@@ -24,7 +24,7 @@ use super::{ToolContext, ToolDefinition, ToolError, ToolOutput};
 
 pub(crate) fn definition() -> ToolDefinition {
     ToolDefinition {
-        name: "edit",
+        name: "edit".into(),
         description: "Edit a single file using exact text replacement. Every edits[].oldText must match a unique, non-overlapping region of the original file. If two changes affect the same block or nearby lines, merge them into one edit instead of emitting overlapping edits. Do not include large unchanged regions just to connect distant changes.".into(),
         parameters: json!({
             "type": "object",
@@ -401,10 +401,6 @@ pub struct Edit;
 
 #[async_trait::async_trait]
 impl super::Tool for Edit {
-    fn name(&self) -> super::ToolName {
-        super::ToolName::Edit
-    }
-
     fn kind(&self) -> super::ToolKind {
         super::ToolKind::Edit
     }

@@ -24,7 +24,7 @@ const RESULTS: Counted =
 
 pub(crate) fn definition() -> ToolDefinition {
     ToolDefinition {
-        name: "find",
+        name: "find".into(),
         description: format!(
             "Search for files by glob pattern. Returns matching file paths relative to the search directory. Respects .gitignore. Output is truncated to {DEFAULT_LIMIT} results or {}KB (whichever is hit first).",
             DEFAULT_MAX_BYTES / 1024
@@ -113,10 +113,6 @@ pub struct Find;
 
 #[async_trait::async_trait]
 impl super::Tool for Find {
-    fn name(&self) -> super::ToolName {
-        super::ToolName::Find
-    }
-
     fn kind(&self) -> super::ToolKind {
         super::ToolKind::ReadOnly
     }

@@ -35,7 +35,7 @@ const MATCHES: Counted =
 
 pub(crate) fn definition() -> ToolDefinition {
     ToolDefinition {
-        name: "grep",
+        name: "grep".into(),
         description: format!(
             "Search file contents for a pattern. Returns matching lines with file paths and line numbers. Respects .gitignore. Output is truncated to {DEFAULT_LIMIT} matches or {}KB (whichever is hit first). Long lines are truncated to {GREP_MAX_LINE_LENGTH} chars.",
             DEFAULT_MAX_BYTES / 1024
@@ -341,10 +341,6 @@ pub struct Grep;
 
 #[async_trait::async_trait]
 impl super::Tool for Grep {
-    fn name(&self) -> super::ToolName {
-        super::ToolName::Grep
-    }
-
     fn kind(&self) -> super::ToolKind {
         super::ToolKind::ReadOnly
     }

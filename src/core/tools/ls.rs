@@ -16,7 +16,7 @@ const ENTRIES: Counted = Counted { noun: "entries", key: "entryLimitReached", hi
 
 pub(crate) fn definition() -> ToolDefinition {
     ToolDefinition {
-        name: "ls",
+        name: "ls".into(),
         description: format!(
             "List directory contents. Returns entries sorted alphabetically, with '/' suffix for directories. Includes dotfiles. Output is truncated to {DEFAULT_LIMIT} entries or {}KB (whichever is hit first).",
             DEFAULT_MAX_BYTES / 1024
@@ -81,10 +81,6 @@ pub struct Ls;
 
 #[async_trait::async_trait]
 impl super::Tool for Ls {
-    fn name(&self) -> super::ToolName {
-        super::ToolName::Ls
-    }
-
     fn kind(&self) -> super::ToolKind {
         super::ToolKind::ReadOnly
     }

@@ -33,6 +33,7 @@ pub mod truncate;
 mod walk;
 pub mod write;
 
+use std::borrow::Cow;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -48,7 +49,7 @@ use tokio_util::sync::CancellationToken;
 use crate::core::message::{now_millis, Content, ContentBlock, Message, Role};
 
 pub use todo::{current_todos, Todo, TodoStatus};
-pub use tool::{argument_summary, CallFact, ConsentKey, Tool};
+pub use tool::{argument_summary, CallFact, ConsentKey, Tool, ToolOrigin};
 
 /// What a tool may do, the basis of the consent policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -60,6 +61,8 @@ pub enum ToolKind {
     Edit,
     /// Runs commands: `bash`.
     Execute,
+    /// An MCP server's tool: it may do anything, whatever it says of itself.
+    Mcp,
 }
 
 /// The tools this layer provides, in pi's order.
@@ -191,7 +194,7 @@ pub fn call_fact(name: &str, args: &Value, result: &Message) -> Option<CallFact>
 /// A tool as the model sees it: name, description and JSON Schema parameters (pi's texts).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ToolDefinition {
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     pub description: String,
     pub parameters: Value,
 }
@@ -471,12 +474,57 @@ impl fmt::Debug for ToolContext {
     }
 }
 
+/// Tools that come and go while the host runs (an MCP server's): the registry asks a source for
+/// its tools at each request, and runs a call of one of them through it.
+#[async_trait]
+pub trait ToolSource: Send + Sync + fmt::Debug {
+    /// Waits until the source knows its tools (the first prompt starts its servers), for at
+    /// most its own start-up timeout; once started, at once.
+    async fn ready(&self);
+
+    /// Its tools now.
+    fn tools(&self) -> Vec<Arc<dyn Tool>>;
+
+    /// Its tool called `name`.
+    fn find(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools().into_iter().find(|t| t.definition().name == name)
+    }
+}
+
+/// A tool the registry found: one of the host's own, or a source's.
+#[derive(Clone)]
+pub enum ToolRef {
+    Builtin(&'static dyn Tool),
+    Source(Arc<dyn Tool>),
+}
+
+impl std::ops::Deref for ToolRef {
+    type Target = dyn Tool;
+    fn deref(&self) -> &Self::Target {
+        match self {
+            ToolRef::Builtin(tool) => *tool,
+            ToolRef::Source(tool) => tool.as_ref(),
+        }
+    }
+}
+
 /// Which tools a session offers the model. Order is pi's (read, bash, edit, write, grep, find,
-/// ls), then todo_write and session_query.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// ls), then todo_write and session_query, then the sources' tools (MCP servers).
+#[derive(Clone, Debug)]
 pub struct ToolRegistry {
     tools: Vec<ToolName>,
+    sources: Vec<Arc<dyn ToolSource>>,
 }
+
+impl PartialEq for ToolRegistry {
+    fn eq(&self, other: &Self) -> bool {
+        self.tools == other.tools
+            && self.sources.len() == other.sources.len()
+            && self.sources.iter().zip(&other.sources).all(|(a, b)| Arc::ptr_eq(a, b))
+    }
+}
+
+impl Eq for ToolRegistry {}
 
 impl Default for ToolRegistry {
     /// read, bash, edit, write, todo_write, session_query.
@@ -490,7 +538,25 @@ impl ToolRegistry {
         let mut tools: Vec<ToolName> = tools.into_iter().collect();
         tools.sort();
         tools.dedup();
-        Self { tools }
+        Self { tools, sources: Vec::new() }
+    }
+
+    /// Offers the tools of `source` too (MCP servers).
+    pub fn add_source(&mut self, source: Arc<dyn ToolSource>) {
+        self.sources.push(source);
+    }
+
+    /// Waits for the sources' tools (see [`ToolSource::ready`]), all at once.
+    pub async fn ready(&self) {
+        futures::future::join_all(self.sources.iter().map(|s| s.ready())).await;
+    }
+
+    /// The tool called `name`, the host's own if it is enabled, else a source's.
+    pub fn find(&self, name: &str) -> Option<ToolRef> {
+        if let Some(tool) = self.get(name) {
+            return Some(ToolRef::Builtin(tool.tool()));
+        }
+        self.sources.iter().find_map(|s| s.find(name)).map(ToolRef::Source)
     }
 
     pub fn all() -> Self {
@@ -518,19 +584,23 @@ impl ToolRegistry {
     }
 
     pub fn definitions(&self) -> Vec<ToolDefinition> {
-        self.tools.iter().map(|t| t.definition()).collect()
+        let own = self.tools.iter().map(|t| t.definition());
+        own.chain(self.sources.iter().flat_map(|s| s.tools()).map(|t| t.definition())).collect()
     }
 
     /// The tools offered to a session: the enabled ones, less those that need a parent
     /// ([`Tool::needs_parent`]) when it has none. Its requests and its system prompt list these.
     pub fn offered(&self, has_parent: bool) -> ToolRegistry {
-        Self { tools: self.tools.iter().copied().filter(|t| has_parent || !t.tool().needs_parent()).collect() }
+        Self {
+            tools: self.tools.iter().copied().filter(|t| has_parent || !t.tool().needs_parent()).collect(),
+            sources: self.sources.clone(),
+        }
     }
 
     /// Runs `name` if it is enabled; a tool that is not is "not found", as pi says.
     pub async fn execute(&self, name: &str, arguments: Value, ctx: &ToolContext) -> ToolOutput {
-        match self.get(name) {
-            Some(tool) => execute_tool(tool, arguments, ctx).await,
+        match self.find(name) {
+            Some(tool) => run_tool(&*tool, arguments, ctx).await,
             None => ToolOutput::error(ToolError::UnknownTool(name.to_owned()).to_string()),
         }
     }
@@ -565,10 +635,14 @@ pub fn changed_path(name: &str, arguments: &Value, cwd: &Path) -> Option<PathBuf
 }
 
 async fn execute_tool(tool: ToolName, arguments: Value, ctx: &ToolContext) -> ToolOutput {
+    run_tool(tool.tool(), arguments, ctx).await
+}
+
+async fn run_tool(tool: &dyn Tool, arguments: Value, ctx: &ToolContext) -> ToolOutput {
     if ctx.cancel.is_cancelled() {
         return ToolOutput::error(ToolError::Aborted.to_string());
     }
-    let result = tool.tool().run(arguments, ctx).await;
+    let result = tool.run(arguments, ctx).await;
     result.unwrap_or_else(|e| ToolOutput::error(e.to_string()))
 }
 

@@ -27,7 +27,7 @@ const SNIFF_BYTES: usize = 8 * 1024;
 
 pub(crate) fn definition() -> ToolDefinition {
     ToolDefinition {
-        name: "read",
+        name: "read".into(),
         description: format!(
             "Read the contents of a file. Supports text files and images (jpg, png, gif, webp). Images are sent as attachments. For text files, output is truncated to {DEFAULT_MAX_LINES} lines or {}KB (whichever is hit first). Use offset/limit for large files. When you need the full file, continue with offset until complete.",
             DEFAULT_MAX_BYTES / 1024
@@ -415,10 +415,6 @@ pub struct Read;
 
 #[async_trait::async_trait]
 impl super::Tool for Read {
-    fn name(&self) -> super::ToolName {
-        super::ToolName::Read
-    }
-
     fn kind(&self) -> super::ToolKind {
         super::ToolKind::ReadOnly
     }

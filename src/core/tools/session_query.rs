@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{args, paths, ToolContext, ToolDefinition, ToolError, ToolKind, ToolName, ToolOutput};
+use super::{args, paths, ToolContext, ToolDefinition, ToolError, ToolKind, ToolOutput};
 use crate::core::message::{Message, Role};
 use crate::core::session::entry::kind;
 use crate::core::session::{scan, SessionEntry, SessionError, SessionHeader};
@@ -63,7 +63,7 @@ Rules:
 
 pub(crate) fn definition() -> ToolDefinition {
     ToolDefinition {
-        name: TOOL_NAME,
+        name: TOOL_NAME.into(),
         description: "Ask the session this one was handed off from (or an older ancestor) about what happened there: decisions, errors, file contents, commands and their results. It searches that session's file for the question's words and answers from the matching entries, citing their ids; mode \"search\" returns the matching entries themselves, without an answer. Use it when the handoff document leaves out a detail you need.".into(),
         parameters: json!({
             "type": "object",
@@ -106,10 +106,6 @@ pub struct SessionQuery;
 
 #[async_trait::async_trait]
 impl super::Tool for SessionQuery {
-    fn name(&self) -> ToolName {
-        ToolName::SessionQuery
-    }
-
     fn kind(&self) -> ToolKind {
         ToolKind::ReadOnly
     }

@@ -18,7 +18,7 @@ pub use crate::core::session::todos::{current_todos, todos_from_details, Todo, T
 
 pub(crate) fn definition() -> ToolDefinition {
     ToolDefinition {
-        name: TOOL_NAME,
+        name: TOOL_NAME.into(),
         description: "Create and update a todo list for the current task. Each call replaces the whole list, so always send every item. Use it for work with several steps: plan the steps as pending items, mark one item in_progress before starting on it (at most one at a time), and mark it completed as soon as it is done. Skip it for a single trivial step.".into(),
         parameters: json!({
             "type": "object",
@@ -110,10 +110,6 @@ pub struct TodoWrite;
 
 #[async_trait::async_trait]
 impl super::Tool for TodoWrite {
-    fn name(&self) -> super::ToolName {
-        super::ToolName::TodoWrite
-    }
-
     fn kind(&self) -> super::ToolKind {
         super::ToolKind::ReadOnly
     }

@@ -2,14 +2,16 @@
 //! its calls means — the chat's line for it, the file it changes, what an "always" answer
 //! covers, its preview for an approval, and its part of a handoff's facts. Each tool's module
 //! implements [`Tool`] (codex's per-tool handler is the model); [`super::ToolName::tool`] is the
-//! registry's table. Adding a tool is its own file and one line there.
+//! registry's table. Adding a tool is its own file and one line there. Tools that come and go
+//! while the host runs (an MCP server's) implement it too and reach the registry through a
+//! [`super::ToolSource`].
 
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::{Preview, ToolContext, ToolDefinition, ToolError, ToolKind, ToolName, ToolOutput};
+use super::{Preview, ToolContext, ToolDefinition, ToolError, ToolKind, ToolOutput};
 use crate::core::message::Message;
 
 /// What an "always" answer to a call covers for the rest of the session.
@@ -33,10 +35,22 @@ pub enum CallFact {
     Command { command: String, exit_code: Option<i32>, ended: Option<String> },
 }
 
+/// Where a tool comes from when it is not the host's own: an MCP server's tool, for its
+/// approval (the server's hints are shown, never trusted).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolOrigin {
+    pub server: String,
+    /// The tool's name on its server.
+    pub tool: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only_hint: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destructive_hint: Option<bool>,
+}
+
 #[async_trait]
 pub trait Tool: Send + Sync {
-    fn name(&self) -> ToolName;
-
     /// What it may do: the basis of the consent policy.
     fn kind(&self) -> ToolKind;
 
@@ -75,6 +89,11 @@ pub trait Tool: Send + Sync {
 
     /// The call's part of a handoff's facts, from its arguments and its stored result.
     fn fact(&self, _args: &Value, _result: &Message) -> Option<CallFact> {
+        None
+    }
+
+    /// The server a tool comes from (`None`: the host's own).
+    fn origin(&self) -> Option<ToolOrigin> {
         None
     }
 
@@ -121,6 +140,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::core::tools::ToolName;
     use crate::core::tools::{call_fact, call_summary, changed_path, consent_key, kind_of, preview, ToolContext};
 
     /// A stored result of a call of `tool`: `text`, failed or not.
@@ -132,7 +152,6 @@ mod tests {
     #[test]
     fn the_registry_table_names_each_tool_by_its_own_name() {
         for name in ToolName::ALL {
-            assert_eq!(name.tool().name(), name);
             assert_eq!(name.tool().definition().name, name.as_str());
         }
     }

@@ -9,7 +9,7 @@ use super::{ToolContext, ToolDefinition, ToolError, ToolOutput};
 
 pub(crate) fn definition() -> ToolDefinition {
     ToolDefinition {
-        name: "write",
+        name: "write".into(),
         description: "Write content to a file. Creates the file if it doesn't exist, overwrites if it does. Automatically creates parent directories.".into(),
         parameters: json!({
             "type": "object",
@@ -50,10 +50,6 @@ pub struct Write;
 
 #[async_trait::async_trait]
 impl super::Tool for Write {
-    fn name(&self) -> super::ToolName {
-        super::ToolName::Write
-    }
-
     fn kind(&self) -> super::ToolKind {
         super::ToolKind::Edit
     }

@@ -529,7 +529,7 @@ mod tests {
 
     #[test]
     fn fields_tools_and_reasoning_as_pi_sends_them() {
-        let tool = ToolDefinition { name: "ls", description: "List.".into(), parameters: json!({"type": "object"}) };
+        let tool = ToolDefinition { name: "ls".into(), description: "List.".into(), parameters: json!({"type": "object"}) };
         let request = ChatRequest {
             messages: vec![Message::user("hi").into()],
             tools: vec![tool],

@@ -1,0 +1,304 @@
+//! The session's MCP servers: started together on the first prompt (each within the start-up
+//! timeout), their tools offered through the [`ToolSource`] seam, a dead one started again by the
+//! next call of its tool, and all of them ended with the hub (or [`super::end_all`] at exit).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::client::{self, Connection};
+use super::config::{McpConfig, Origin, ServerConfig, TrustStore};
+use super::tool::{exposed_name, hashed, McpTool};
+use super::McpError;
+use crate::core::tools::{EnvPolicy, Tool, ToolError, ToolSource};
+
+/// Where a server is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Configured; starts on the first prompt.
+    Idle,
+    Starting,
+    Running,
+    /// It failed to start, or died: the next call starts it again.
+    Failed,
+    /// Stopped by the user: nothing starts it but the user.
+    Stopped,
+    /// The project's file is not trusted: it never starts.
+    Untrusted,
+}
+
+/// One server as the server list shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ServerStatus {
+    pub name: String,
+    pub state: State,
+    /// Where it is configured.
+    pub origin: String,
+    /// `stdio: command args…` or `http: url`.
+    pub transport: String,
+    /// The names the model calls its tools by.
+    pub tools: Vec<String>,
+    pub error: Option<String>,
+}
+
+pub(crate) struct Server {
+    config: ServerConfig,
+    cwd: PathBuf,
+    env: EnvPolicy,
+    startup_timeout: Duration,
+    me: Weak<Server>,
+    /// The connection; its lock is held while one starts, so a start happens once.
+    connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    status: Mutex<(State, Option<String>)>,
+    trusted: std::sync::atomic::AtomicBool,
+    tools: Mutex<Vec<Arc<McpTool>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Server {
+    pub(crate) fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    fn set_state(&self, state: State, error: Option<String>) {
+        *lock(&self.status) = (state, error);
+    }
+
+    fn may_start(&self) -> bool {
+        self.config.origin.may_start() || self.trusted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Takes the server's `tools/list` (as JSON) as its tools.
+    pub(crate) fn set_tools(&self, listed: &[Value]) {
+        let mut tools: Vec<Arc<McpTool>> = Vec::new();
+        for item in listed {
+            let Some(remote) = item.get("name").and_then(Value::as_str) else { continue };
+            let mut name = exposed_name(self.name(), remote);
+            if tools.iter().any(|t| t.definition.name == name) {
+                name = hashed(&format!("{name}{remote}"));
+            }
+            if let Some(tool) = McpTool::new(self.me.clone(), self.name(), name, item) {
+                tools.push(Arc::new(tool));
+            }
+        }
+        tracing::info!(server = self.name(), "{} tools", tools.len());
+        *lock(&self.tools) = tools;
+    }
+
+    /// The live connection, starting the server when it has none (or its one died).
+    async fn connection(&self) -> Result<Arc<Connection>, McpError> {
+        let mut slot = self.connection.lock().await;
+        if let Some(connection) = slot.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(connection.clone());
+        }
+        slot.take();
+        let state = lock(&self.status).0;
+        if state == State::Stopped {
+            return Err(McpError::Stopped);
+        }
+        if !self.may_start() {
+            self.set_state(State::Untrusted, None);
+            return Err(McpError::Untrusted);
+        }
+        let transport = match &self.config.transport {
+            Ok(t) => t,
+            Err(e) => {
+                self.set_state(State::Failed, Some(e.clone()));
+                return Err(McpError::Config(e.clone()));
+            }
+        };
+        self.set_state(State::Starting, None);
+        let started = async {
+            let connection = client::connect(self.me.clone(), self.name(), transport, &self.cwd, &self.env).await?;
+            let tools = connection.list_tools().await?;
+            Ok::<_, McpError>((connection, tools))
+        };
+        match tokio::time::timeout(self.startup_timeout, started).await {
+            Ok(Ok((connection, tools))) => {
+                self.set_tools(&tools);
+                self.set_state(State::Running, None);
+                let connection = Arc::new(connection);
+                *slot = Some(connection.clone());
+                Ok(connection)
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(server = self.name(), "cannot start: {e}");
+                self.set_state(State::Failed, Some(e.to_string()));
+                Err(e)
+            }
+            Err(_) => {
+                let e = McpError::Timeout(self.startup_timeout.as_secs());
+                tracing::warn!(server = self.name(), "{e}");
+                self.set_state(State::Failed, Some(e.to_string()));
+                Err(e)
+            }
+        }
+    }
+
+    /// One call of the server's tool `tool`; a server that died meanwhile gives an error (and
+    /// starts again on the next call).
+    pub(crate) async fn call(&self, tool: &str, arguments: Value) -> Result<Value, ToolError> {
+        let failed = |e: McpError| ToolError::Failed(format!("MCP server {}: {e}", self.name()));
+        let connection = self.connection().await.map_err(failed)?;
+        match connection.call(tool, arguments).await {
+            Ok(result) => Ok(result),
+            Err(McpError::Closed) => {
+                let why = "the server stopped during the call; it is started again on the next call".to_string();
+                tracing::warn!(server = self.name(), "{why}");
+                self.set_state(State::Failed, Some(why.clone()));
+                Err(ToolError::Failed(format!("MCP server {}: {why}", self.name())))
+            }
+            Err(e) => Err(failed(e)),
+        }
+    }
+
+    async fn stop(&self) {
+        let connection = self.connection.lock().await.take();
+        self.set_state(State::Stopped, None);
+        lock(&self.tools).clear();
+        if let Some(connection) = connection.and_then(|c| Arc::try_unwrap(c).ok()) {
+            connection.close().await;
+        }
+    }
+
+    fn status(&self) -> ServerStatus {
+        let (mut state, error) = lock(&self.status).clone();
+        if state == State::Untrusted && self.may_start() {
+            state = State::Idle;
+        }
+        let error = error.or_else(|| self.config.transport.as_ref().err().cloned());
+        let transport = match &self.config.transport {
+            Ok(super::config::Transport::Stdio { command, args, .. }) => format!("stdio: {command} {}", args.join(" ")).trim_end().to_string(),
+            Ok(super::config::Transport::Http { url, .. }) => format!("http: {url}"),
+            Err(_) => "invalid".into(),
+        };
+        let origin = match (&self.config.origin, self.may_start()) {
+            (Origin::Project { file, .. }, true) => Origin::Project { file: file.clone(), trusted: true }.describe(),
+            (origin, _) => origin.describe(),
+        };
+        let tools = lock(&self.tools).iter().map(|t| t.definition.name.to_string()).collect();
+        ServerStatus { name: self.config.name.clone(), state, origin, transport, tools, error }
+    }
+}
+
+/// The MCP servers of a session (of the editor: a handoff's new session keeps them).
+pub struct McpHub {
+    servers: Vec<Arc<Server>>,
+    trust: TrustStore,
+    project_file: Option<PathBuf>,
+    /// Set once the first prompt has started the servers.
+    started: tokio::sync::OnceCell<()>,
+    /// What could not be read of the configuration.
+    errors: Vec<String>,
+}
+
+impl std::fmt::Debug for McpHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpHub").field("servers", &self.servers.len()).finish_non_exhaustive()
+    }
+}
+
+impl McpHub {
+    /// The servers of `config`; stdio servers run in `cwd` without the variables `env` removes.
+    pub fn new(config: McpConfig, cwd: impl Into<PathBuf>, env: EnvPolicy, trust: TrustStore) -> Arc<McpHub> {
+        let cwd = cwd.into();
+        let timeout = Duration::from_secs(config.startup_timeout.max(1));
+        let servers = config
+            .servers
+            .into_iter()
+            .map(|server| {
+                let untrusted = !server.origin.may_start();
+                Arc::new_cyclic(|me| Server {
+                    cwd: cwd.clone(),
+                    env: env.clone(),
+                    startup_timeout: timeout,
+                    me: me.clone(),
+                    connection: tokio::sync::Mutex::new(None),
+                    status: Mutex::new((if untrusted { State::Untrusted } else { State::Idle }, None)),
+                    trusted: std::sync::atomic::AtomicBool::new(false),
+                    tools: Mutex::new(Vec::new()),
+                    config: server,
+                })
+            })
+            .collect();
+        Arc::new(McpHub { servers, trust, project_file: config.project_file, started: Default::default(), errors: config.errors })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// Every server as the list shows it, in configuration order.
+    pub fn statuses(&self) -> Vec<ServerStatus> {
+        self.servers.iter().map(|s| s.status()).collect()
+    }
+
+    /// What could not be read of the configuration.
+    pub fn errors(&self) -> &[String] {
+        &self.errors
+    }
+
+    /// The project's `.mcp.json`, if there is one.
+    pub fn project_file(&self) -> Option<&std::path::Path> {
+        self.project_file.as_deref()
+    }
+
+    fn server(&self, name: &str) -> Result<&Arc<Server>, String> {
+        self.servers.iter().find(|s| s.name() == name).ok_or_else(|| format!("no MCP server {name:?}"))
+    }
+
+    /// Starts every server that may start and is not running, all at once.
+    pub async fn start_all(&self) {
+        let servers = self.servers.iter().filter(|s| s.may_start() && lock(&s.status).0 != State::Stopped);
+        futures::future::join_all(servers.map(|s| s.connection())).await;
+    }
+
+    /// Starts one server (after the user stopped it, too): its error, if it does not start.
+    pub async fn start(&self, name: &str) -> Result<(), String> {
+        let server = self.server(name)?;
+        if lock(&server.status).0 == State::Stopped {
+            server.set_state(State::Idle, None);
+        }
+        server.connection().await.map(|_| ()).map_err(|e| e.to_string())
+    }
+
+    pub async fn stop(&self, name: &str) -> Result<(), String> {
+        self.server(name)?.stop().await;
+        Ok(())
+    }
+
+    /// Trusts the project file's content now: its servers may start (from the next prompt).
+    pub fn trust_project(&self) -> Result<PathBuf, String> {
+        let file = self.project_file.clone().ok_or("this project has no .mcp.json")?;
+        self.trust.trust(&file).map_err(|e| format!("cannot keep the trust of {}: {e}", file.display()))?;
+        for server in &self.servers {
+            if matches!(&server.config.origin, Origin::Project { file: f, .. } if *f == file) {
+                server.trusted.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        Ok(file)
+    }
+}
+
+#[async_trait]
+impl ToolSource for McpHub {
+    async fn ready(&self) {
+        self.started.get_or_init(|| self.start_all()).await;
+    }
+
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        let mut out: Vec<Arc<dyn Tool>> = Vec::new();
+        for server in &self.servers {
+            out.extend(lock(&server.tools).iter().map(|t| t.clone() as Arc<dyn Tool>));
+        }
+        out
+    }
+}

@@ -1,0 +1,35 @@
+//! Tools from MCP servers, configured as Claude Code configures them (`config`), reached over
+//! rmcp (`client`, the only file that knows it besides `hub`), offered to the model as one more
+//! kind of [`Tool`](crate::core::tools::Tool) (`tool`) through the registry's
+//! [`ToolSource`](crate::core::tools::ToolSource) seam (`hub`). Consent is the tools' own: an MCP
+//! tool's kind is `mcp`, which asks unless the user's rules say otherwise.
+
+mod client;
+pub mod config;
+mod hub;
+pub mod tool;
+
+pub use client::end_all;
+pub use config::{McpConfig, McpSettings, ServerConfig, Transport, TrustStore};
+pub use hub::{McpHub, ServerStatus, State};
+
+/// Why a server cannot be reached or did not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    #[error("{0}")]
+    Config(String),
+    #[error("cannot start: {0}")]
+    Spawn(String),
+    #[error("the handshake failed: {0}")]
+    Handshake(String),
+    #[error("did not start within {0} s")]
+    Timeout(u64),
+    #[error("{0}")]
+    Protocol(String),
+    #[error("the connection is closed")]
+    Closed,
+    #[error("stopped by the user (:HandoffMcp start starts it)")]
+    Stopped,
+    #[error("the project's .mcp.json is not trusted (:HandoffMcp trust)")]
+    Untrusted,
+}
