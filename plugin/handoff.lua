@@ -83,6 +83,16 @@ end, {
   end,
 })
 
+vim.api.nvim_create_user_command("HandoffMcp", function(o)
+  require("handoff.mcp").run(o.fargs[1], o.fargs[2])
+end, {
+  nargs = "*",
+  desc = "handoff.nvim: MCP servers [list|start|stop|trust] [server]",
+  complete = function(arg_lead, cmd_line)
+    return require("handoff.mcp").complete(arg_lead, cmd_line)
+  end,
+})
+
 vim.api.nvim_create_user_command("HandoffThinking", function(o)
   api().select_thinking(o.args ~= "" and o.args or nil)
 end, {

@@ -42,6 +42,23 @@ fn nvim_dir(xdg_var: &str, home_default: &str, windows_suffix: &str) -> PathBuf 
     home.join(home_default).join(app)
 }
 
+/// Neovim's `stdpath("state")`: `$XDG_STATE_HOME` (else `~/.local/state`) and the application's
+/// name.
+pub fn nvim_state_dir() -> PathBuf {
+    nvim_dir("XDG_STATE_HOME", ".local/state", "-data")
+}
+
+/// Where the trust of projects' `.mcp.json` files is kept (`stdpath("state")/handoff/…`).
+pub fn mcp_trust_store() -> crate::core::mcp::TrustStore {
+    crate::core::mcp::TrustStore::new(nvim_state_dir().join(crate::core::mcp::config::TRUST_FILE))
+}
+
+/// The user's MCP file, `stdpath("config")/handoff/mcp.json` (the CLI's default; the plugin
+/// passes its own).
+pub fn default_mcp_user_file() -> PathBuf {
+    nvim_config_dir().join(crate::core::mcp::config::USER_FILE)
+}
+
 /// The plugin's user-level folder, `stdpath("config")/handoff`: its `AGENTS.md` (else
 /// `CLAUDE.md`) is the user's instructions, first in the system prompt.
 pub fn default_instructions_dir() -> PathBuf {

@@ -37,8 +37,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let is_rpc = cli.command.as_ref().map_or(true, |c| matches!(c, Command::Rpc));
     init_logging(&cli, is_rpc);
-    let Cli { settings, command, .. } = cli;
-    let settings = Settings::from(settings);
+    let Cli { settings, command, trust_project_mcp, .. } = cli;
+    let mut settings = Settings::from(settings);
+    if trust_project_mcp {
+        settings.mcp.get_or_insert_with(Default::default).trust_project = true;
+    }
     let command = command.unwrap_or(Command::Rpc);
     if let Some(result) = handoff_nvim::cli::run_local(&command, &settings) {
         return exit_code(result);
@@ -52,6 +55,8 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(handoff_nvim::cli::run(command, settings));
+    // MCP servers end with the process.
+    handoff_nvim::core::mcp::end_all();
     // tokio's stdin reader would keep the runtime alive: do not wait for blocking tasks.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     exit_code(result)

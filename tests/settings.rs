@@ -80,8 +80,10 @@ fn the_cli_has_a_flag_for_each_setting_that_names_one_and_no_other() {
         .iter()
         .filter_map(|s| s.cli.map(|f| (f.long.to_string(), f.env.map(str::to_string))))
         .collect();
-    // Not settings: the policy shortcut and the CLI's own log file.
+    // Not settings: the policy shortcut, the trust of the project's MCP file and the CLI's own
+    // log file.
     want.push(("yes".into(), None));
+    want.push(("trust-project-mcp".into(), None));
     want.push(("log-file".into(), Some("HANDOFF_LOG_FILE".into())));
     let mut got = cli_flags();
     got.sort();

@@ -2,7 +2,7 @@
 --- says). Each request shows in the chat with what it will do (the command, or the diff of the
 --- file) and the keys that answer it; several may wait at once, and nothing blocks the editor.
 --- `require("handoff").approve(id, decision, reason?)` is the one way to answer (the keys use it
---- too); `User HandoffToolApproval` fires with `{ id, tool, kind, args, summary, path?, diff? }`
+--- too); `User HandoffToolApproval` fires with `{ id, tool, kind, args, summary, path?, diff?, origin? }`
 --- for your own UI. What a call does (its summary, the file it changes, its preview) is what the
 --- host sends, as the tool says it: nothing here reads the tool's arguments.
 local state = require("handoff.state")
@@ -14,13 +14,14 @@ local api = vim.api
 ---@class handoff.ApprovalRequest
 ---@field id string
 ---@field tool string
----@field kind "readOnly"|"edit"|"execute"
+---@field kind "readOnly"|"edit"|"execute"|"mcp"
 ---@field args table
 ---@field summary string what the call does, as the tool says it (the command, the path, …)
 ---@field path? string the file it changes (absolute)
 ---@field diff? string
 ---@field before? string
 ---@field after? string
+---@field origin? { server: string, tool: string, readOnlyHint?: boolean, destructiveHint?: boolean } an MCP tool's server
 
 ---@type table<string, handoff.ApprovalRequest> requests waiting for an answer, by id
 local pending = {}
@@ -52,6 +53,19 @@ end
 function M.lines(r)
   local keys = require("handoff.config").options.keymaps.approval or {}
   local lines = { ("### Allow `%s`?"):format(r.tool), "" }
+  if r.origin then
+    -- The server's own hints, shown as its words: they decide nothing.
+    local hints = {}
+    if r.origin.readOnlyHint ~= nil then
+      table.insert(hints, "readOnlyHint " .. tostring(r.origin.readOnlyHint))
+    end
+    if r.origin.destructiveHint ~= nil then
+      table.insert(hints, "destructiveHint " .. tostring(r.origin.destructiveHint))
+    end
+    local said = #hints > 0 and (" (the server says: %s)"):format(table.concat(hints, ", ")) or ""
+    table.insert(lines, ("MCP server `%s`, tool `%s`%s"):format(r.origin.server, r.origin.tool, said))
+    table.insert(lines, "")
+  end
   if r.kind == "execute" then
     vim.list_extend(lines, { "```sh" })
     vim.list_extend(lines, vim.split(r.summary or "", "\n", { plain = true }))
@@ -102,6 +116,7 @@ function M.request(r)
     summary = r.summary,
     path = r.path,
     diff = r.diff,
+    origin = r.origin,
   })
 end
 

@@ -98,11 +98,14 @@ local function conforms(ty, value)
       return false
     end
     for k, v in pairs(value) do
-      if not vim.tbl_contains(ty.keys, k) or not conforms(ty.value, v) then
+      local known = vim.tbl_contains(ty.keys, k) or (ty.prefix and type(k) == "string" and vim.startswith(k, ty.prefix))
+      if not known or not conforms(ty.value, v) then
         return false
       end
     end
     return true
+  elseif kind == "object" then
+    return type(value) == "table"
   end
   return false
 end

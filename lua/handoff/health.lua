@@ -87,6 +87,8 @@ function M.check()
     health.info(("%d characters, dated %s; :HandoffContext shows it"):format(vim.fn.strchars(sp.text), sp.date))
   end
 
+  require("handoff.mcp").check(health)
+
   health.start("Sessions")
   if h.session_dir_writable then
     health.ok("session dir writable: " .. tostring(h.session_dir))

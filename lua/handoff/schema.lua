@@ -17,6 +17,7 @@
 ---@field layout? handoff.Config.layout
 ---@field keymaps? handoff.Config.keymaps
 ---@field tools? handoff.Config.tools
+---@field mcp? handoff.Config.mcp
 ---@field max_turns? integer Turns of one prompt at most (each round of tool calls is a turn).
 ---@field handoff? handoff.Config.handoff
 ---@field tool_output_lines? integer Lines of a tool's output shown in the chat (the rest is in the session).
@@ -65,7 +66,14 @@
 ---@class handoff.Config.tools
 ---@field enabled? ("read"|"bash"|"edit"|"write"|"grep"|"find"|"ls"|"todo_write"|"session_query")[] The tools the model may call (pi's names); default: read, bash, edit, write, todo_write, session_query (offered only to a session handed off from another; a list without it turns it off).
 ---@field policy? "ask"|"allow_edits"|"allow_all" "ask": edits and commands ask; "allow_edits": commands ask; "allow_all": nothing asks (the CLI's --yes).
----@field rules? table<string, "allow"|"ask"|"deny"> Per tool, over the policy, e.g. { bash = "deny" }.
+---@field rules? table<string, "allow"|"ask"|"deny"> Per tool, over the policy, e.g. { bash = "deny" }; an MCP server's tools by server or by tool, e.g. { mcp__github = "allow", mcp__github__delete_repo = "deny" }. See |handoff-mcp|.
+
+---@class handoff.Config.mcp
+---@field servers? table<string, table> MCP servers by name, each as Claude Code's .mcp.json writes one: { command = "npx", args = { … }, env = { … } } or { type = "http", url = "…", headers = { … } }; ${VAR} and ${VAR:-default} are expanded. See |handoff-mcp|.
+---@field user_file? string The user's MCP servers (Claude Code's format; its servers need no trust).
+---@field config_files? string[] More files of MCP servers (Claude Code's format).
+---@field project? boolean Read the project's .mcp.json (its servers start only once you trust the file's content: :HandoffMcp trust).
+---@field startup_timeout? integer Seconds an MCP server has to start and list its tools (the first prompt waits for them at most this long).
 
 ---@class handoff.Config.handoff
 ---@field review? boolean Open the document for editing before the new session starts (as :Handoff! does).
@@ -375,10 +383,49 @@ return {
     {
       key = "tools.rules",
       host = "tools.rules",
-      type = { kind = "table", keys = { "read", "bash", "edit", "write", "grep", "find", "ls", "todo_write", "session_query" }, value = { kind = "one_of", values = { "allow", "ask", "deny" } } },
+      type = { kind = "table", keys = { "read", "bash", "edit", "write", "grep", "find", "ls", "todo_write", "session_query" }, prefix = "mcp__", value = { kind = "one_of", values = { "allow", "ask", "deny" } } },
       default = {},
-      accepts = "a table from \"read\", \"bash\", \"edit\", \"write\", \"grep\", \"find\", \"ls\", \"todo_write\", \"session_query\" to one of \"allow\", \"ask\", \"deny\"",
-      doc = "Per tool, over the policy, e.g. { bash = \"deny\" }.",
+      accepts = "a table from \"read\", \"bash\", \"edit\", \"write\", \"grep\", \"find\", \"ls\", \"todo_write\", \"session_query\" (or names starting with \"mcp__\") to one of \"allow\", \"ask\", \"deny\"",
+      doc = "Per tool, over the policy, e.g. { bash = \"deny\" }; an MCP server's tools by server or by tool, e.g. { mcp__github = \"allow\", mcp__github__delete_repo = \"deny\" }. See |handoff-mcp|.",
+    },
+    {
+      key = "mcp.servers",
+      host = "mcp.servers",
+      type = { kind = "table", keys = {  }, prefix = "", value = { kind = "object" } },
+      default = {},
+      accepts = "a table from names to a table",
+      doc = "MCP servers by name, each as Claude Code's .mcp.json writes one: { command = \"npx\", args = { … }, env = { … } } or { type = \"http\", url = \"…\", headers = { … } }; ${VAR} and ${VAR:-default} are expanded. See |handoff-mcp|.",
+    },
+    {
+      key = "mcp.user_file",
+      host = "mcp.user_file",
+      type = { kind = "path" },
+      default = vim.fn.stdpath("config") .. "/handoff/mcp.json",
+      accepts = "a path",
+      doc = "The user's MCP servers (Claude Code's format; its servers need no trust).",
+    },
+    {
+      key = "mcp.config_files",
+      host = "mcp.config_files",
+      type = { kind = "list", item = { kind = "path" } },
+      accepts = "a list, each a path",
+      doc = "More files of MCP servers (Claude Code's format).",
+    },
+    {
+      key = "mcp.project",
+      host = "mcp.project",
+      type = { kind = "bool" },
+      default = true,
+      accepts = "true or false",
+      doc = "Read the project's .mcp.json (its servers start only once you trust the file's content: :HandoffMcp trust).",
+    },
+    {
+      key = "mcp.startup_timeout",
+      host = "mcp.startup_timeout",
+      type = { kind = "int", min = 1, max = 4294967295 },
+      default = 30,
+      accepts = "an integer >= 1",
+      doc = "Seconds an MCP server has to start and list its tools (the first prompt waits for them at most this long).",
     },
     {
       key = "max_turns",

@@ -14,6 +14,7 @@ use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent, RunRes
 use crate::core::config::Settings;
 use crate::core::controller::{self, Controller, FrontEndTexts, Level, Ran, SessionChoice};
 use crate::core::handoff::{AutoHandoff, HandoffOptions, HandoffOutcome};
+use crate::core::mcp::{McpHub, State};
 use crate::core::message::StopReason;
 use crate::core::session::SessionManager;
 use crate::frontend_paths;
@@ -39,6 +40,10 @@ pub struct Cli {
     /// Write logs to this file (default: none for the CLI, warnings on stderr).
     #[arg(long, env = "HANDOFF_LOG_FILE", global = true)]
     pub log_file: Option<PathBuf>,
+    /// Trust the project's .mcp.json as it is now (remembered for this content of it): its
+    /// servers may start.
+    #[arg(long, global = true)]
+    pub trust_project_mcp: bool,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -98,6 +103,18 @@ fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice) -> anyhow
     let mut config = settings.agent_config().map_err(anyhow::Error::msg)?;
     // The plugin's folder: the CLI reads the same AGENTS.md as the editor.
     config.instructions_dir = Some(frontend_paths::default_instructions_dir());
+    let mut settings = settings.clone();
+    let mcp = settings.mcp.get_or_insert_with(Default::default);
+    mcp.user_file.get_or_insert_with(frontend_paths::default_mcp_user_file);
+    if let Some(hub) = McpHub::attach(&settings, &mut config, cwd, frontend_paths::mcp_trust_store()) {
+        for status in hub.statuses().iter().filter(|s| s.state == State::Untrusted) {
+            eprintln!("warning: MCP server {} of {} does not start: the file is not trusted (--trust-project-mcp)", status.name, status.origin);
+        }
+        for error in hub.errors() {
+            eprintln!("warning: MCP configuration: {error}");
+        }
+    }
+    let settings = &settings;
     let opened = controller::open_session(config, &frontend_paths::session_dir(settings), cwd, choice)?;
     for warning in &opened.warnings {
         eprintln!("warning: {warning}");

@@ -49,6 +49,7 @@ pub struct Settings {
     #[serde(skip)]
     pub editor_version: Option<String>,
     pub handoff: Option<HandoffSettings>,
+    pub mcp: Option<crate::core::mcp::McpSettings>,
 }
 
 /// What `provider` (`api`) names: one of pi's wire formats, or GitHub Copilot, whose wire

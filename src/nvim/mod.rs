@@ -22,6 +22,7 @@
 //! | `set_thinking`  | request      | `level`                      | status (the change is recorded in the session) |
 //! | `health`        | request      | —                            | provider reachability, key presence (never the key) |
 //! | `system_prompt` | request      | —                            | [`protocol::SystemPromptInfo`]: the system prompt as sent, its files and skills |
+//! | `mcp`           | request      | `action?`, `server?`         | [`protocol::McpList`] after `list` (default), `trust`, or `start`/`stop` (which go on in the background, a notice tells how they ended) |
 //! | `prompt`        | notification | `text`                       | what the user typed: the controller classifies it (`/handoff …` too) |
 //! | `handoff`       | notification | `focus?`, `{review?}`        | runs the handoff in a task (no `review`: the configured default) |
 //! | `handoff_commit`| notification | `text`                       | review mode: start the new session with the text as written |
@@ -58,6 +59,7 @@ use crate::core::agent::{lock, AgentConfig, AgentSession};
 use crate::core::config::Settings;
 use crate::core::controller::{self, text, Controller, FrontEndTexts, Level, Notice, SessionChoice};
 use crate::core::failure::{Failure, FailureKind};
+use crate::core::mcp::McpHub;
 use crate::core::handoff::HandoffOptions;
 use crate::core::provider::ThinkingLevel;
 use crate::core::session::SessionManager;
@@ -93,6 +95,8 @@ struct Inner {
     approvals: Arc<seams::Approvals>,
     /// The connection to Neovim, for tools that write through its buffers.
     nvim: Arc<OnceLock<Neovim<Writer>>>,
+    /// The MCP servers of the configured sessions (`None`: none configured).
+    mcp: Mutex<Option<Arc<McpHub>>>,
 }
 
 /// The `Handler` nvim-rs calls; clones share one host.
@@ -130,6 +134,7 @@ impl Host {
                 shutdown: tokio::sync::Notify::new(),
                 approvals: Arc::new(seams::Approvals::default()),
                 nvim: Arc::new(OnceLock::new()),
+                mcp: Mutex::new(None),
             }),
         }
     }
@@ -170,6 +175,8 @@ impl Host {
         // `stdpath("config")/handoff`, as the plugin says (else the CLI's folder).
         config.instructions_dir = Some(parsed.config_dir.clone().unwrap_or_else(frontend_paths::default_instructions_dir));
         let cwd = parsed.cwd.unwrap_or_else(|| lock(&self.inner.cwd).clone());
+        // The servers of this configuration; the old ones end with the session they served.
+        *lock(&self.inner.mcp) = McpHub::attach(&settings, &mut config, &cwd, frontend_paths::mcp_trust_store());
         let choice = match (parsed.session_file, parsed.resume) {
             (Some(path), _) if path.exists() => SessionChoice::File(path),
             (_, Resume::Newest) => SessionChoice::Newest,
@@ -378,6 +385,38 @@ impl Host {
         reply("the status", &transcript::status(&controller))
     }
 
+    /// `:HandoffMcp`: the servers after the action; a start or stop goes on in a task and a
+    /// notice says how it ended.
+    fn mcp(&self, action: Option<&str>, server: Option<String>) -> Reply {
+        let hub = lock(&self.inner.mcp).clone();
+        let list = |hub: Option<&McpHub>| protocol::McpList {
+            servers: hub.map(McpHub::statuses).unwrap_or_default(),
+            errors: hub.map(|h| h.errors().to_vec()).unwrap_or_default(),
+            project_file: hub.and_then(McpHub::project_file).map(|p| p.display().to_string()),
+        };
+        match (action.unwrap_or("list"), hub) {
+            ("list", _) => {}
+            ("trust", Some(hub)) => {
+                let file = hub.trust_project().map_err(Failure::invalid)?;
+                self.notice(Level::Info, format!("handoff.nvim: {} is trusted; its servers start with the next prompt", file.display()));
+            }
+            (action @ ("start" | "stop"), Some(hub)) => {
+                let name = server.ok_or_else(|| Failure::invalid(format!(":HandoffMcp {action} needs a server's name")))?;
+                let (host, action) = (self.clone(), action.to_string());
+                tokio::spawn(async move {
+                    let done = if action == "start" { hub.start(&name).await } else { hub.stop(&name).await };
+                    match done {
+                        Ok(()) => host.notice(Level::Info, format!("handoff.nvim: MCP server {name}: {action} done")),
+                        Err(e) => host.notice(Level::Error, format!("handoff.nvim: MCP server {name}: {e}")),
+                    }
+                });
+            }
+            ("trust" | "start" | "stop", None) => return Err(Failure::invalid("handoff.nvim: no MCP servers are configured")),
+            (other, _) => return Err(Failure::invalid(format!("unknown :HandoffMcp action {other:?} (list, start, stop, trust)"))),
+        }
+        reply("the MCP servers", &list(lock(&self.inner.mcp).as_deref()))
+    }
+
     async fn health(&self) -> Reply {
         let settings = lock(&self.inner.settings).clone();
         let config = self.agent().map(|a| a.provider_config()).unwrap_or_else(|| settings.provider_config());
@@ -489,6 +528,7 @@ impl Host {
             Request::SetThinking { level } => self.set_thinking(&level),
             Request::Health => self.health().await,
             Request::SystemPrompt => self.system_prompt().await,
+            Request::Mcp { action, server } => self.mcp(action.as_deref(), server),
         }
     }
 
@@ -627,5 +667,6 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     }
     host.finish().await;
     tracing::info!("host exits");
+    crate::core::mcp::end_all();
     std::process::exit(0)
 }

@@ -121,6 +121,8 @@ pub enum Request {
     Health,
     /// The system prompt as the session's requests send it (`:HandoffContext`).
     SystemPrompt,
+    /// `:HandoffMcp [list|start|stop|trust] [server]`: [`McpList`] after the action.
+    Mcp { action: Option<String>, server: Option<String> },
 }
 
 /// A notification from Lua (long work, or an abort), its arguments decoded.
@@ -191,6 +193,10 @@ impl Request {
             }
             "health" => Request::Health,
             "system_prompt" => Request::SystemPrompt,
+            "mcp" => {
+                let (action, server) = args(method, a, 2)?;
+                Request::Mcp { action, server }
+            }
             other => return Err(Failure::invalid(format!("unknown request {other}"))),
         })
     }
@@ -526,6 +532,16 @@ pub struct ChangedFileItem {
 pub struct TemplateItem {
     pub name: String,
     pub description: String,
+}
+
+/// The MCP servers of the session (`mcp`): `:HandoffMcp` and `:checkhealth` show them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct McpList {
+    pub servers: Vec<crate::core::mcp::ServerStatus>,
+    /// What could not be read of the configuration.
+    pub errors: Vec<String>,
+    /// The project's `.mcp.json`, if there is one.
+    pub project_file: Option<String>,
 }
 
 /// Where the key comes from and whether it is set (never the key).

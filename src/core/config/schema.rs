@@ -39,8 +39,11 @@ pub enum Type {
     OneOf(fn() -> Vec<&'static str>),
     /// A list of values of the inner type.
     List(&'static Type),
-    /// A table whose keys are among `keys` and whose values are of the inner type.
-    Table { keys: fn() -> Vec<&'static str>, values: &'static Type },
+    /// A table whose keys are among `keys`, or start with `prefix` (`""`: any key), and whose
+    /// values are of the inner type.
+    Table { keys: fn() -> Vec<&'static str>, prefix: Option<&'static str>, values: &'static Type },
+    /// Any table (an MCP server's entry: Claude Code's format, read by the host).
+    Object,
     /// A key sequence (`"<leader>h"`), or `false` for none.
     Key,
 }
@@ -143,9 +146,12 @@ impl Type {
             Type::Path => "a path".into(),
             Type::OneOf(names) => format!("one of {}", quoted(&names())),
             Type::List(inner) => format!("a list, each {}", inner.describe()),
-            Type::Table { keys, values } => {
-                format!("a table from {} to {}", quoted(&keys()), values.describe())
+            Type::Table { prefix: Some(""), values, .. } => format!("a table from names to {}", values.describe()),
+            Type::Table { keys, prefix, values } => {
+                let also = prefix.map(|p| format!(" (or names starting with \"{p}\")")).unwrap_or_default();
+                format!("a table from {}{also} to {}", quoted(&keys()), values.describe())
             }
+            Type::Object => "a table".into(),
             Type::Key => "a key (a string), or false for none".into(),
         }
     }
@@ -175,6 +181,11 @@ pub fn policy_names() -> Vec<&'static str> {
 /// `consent::Rule`'s serde names.
 pub fn rule_names() -> Vec<&'static str> {
     vec!["allow", "ask", "deny"]
+}
+
+/// No names of their own: a table of any names (with `prefix: Some("")`).
+fn no_names() -> Vec<&'static str> {
+    Vec::new()
 }
 
 /// Where the chat opens.
@@ -267,7 +278,7 @@ pub const SETTINGS: &[Setting] = &[
         "Lines of the prompt window under the chat."),
     Setting::lua("layout.document_height", COUNT, DefaultValue::Int(15),
         "Height of the split that shows a handoff document."),
-    Setting::lua("keymaps.global", Type::Table { keys: global_actions, values: &Type::Text }, DefaultValue::Empty,
+    Setting::lua("keymaps.global", Type::Table { keys: global_actions, prefix: None, values: &Type::Text }, DefaultValue::Empty,
         "Global Normal-mode mappings, none by default, e.g. { chat = \"<leader>hc\", handoff = \"<leader>hh\" }."),
     Setting::lua("keymaps.add_selection", Type::Key, DefaultValue::Off,
         "Visual mode, global: put the selection into the prompt (as :'<,'>HandoffChat), e.g. \"<leader>ha\"."),
@@ -293,8 +304,19 @@ pub const SETTINGS: &[Setting] = &[
         .flag("tools", None),
     Setting::host("tools.policy", "tools.policy", Type::OneOf(policy_names), DefaultValue::Text("ask"),
         "\"ask\": edits and commands ask; \"allow_edits\": commands ask; \"allow_all\": nothing asks (the CLI's --yes)."),
-    Setting::host("tools.rules", "tools.rules", Type::Table { keys: tool_names, values: &Type::OneOf(rule_names) }, DefaultValue::Empty,
-        "Per tool, over the policy, e.g. { bash = \"deny\" }."),
+    Setting::host("tools.rules", "tools.rules", Type::Table { keys: tool_names, prefix: Some("mcp__"), values: &Type::OneOf(rule_names) }, DefaultValue::Empty,
+        "Per tool, over the policy, e.g. { bash = \"deny\" }; an MCP server's tools by server or by tool, e.g. { mcp__github = \"allow\", mcp__github__delete_repo = \"deny\" }. See |handoff-mcp|."),
+    Setting::host("mcp.servers", "mcp.servers", Type::Table { keys: no_names, prefix: Some(""), values: &Type::Object }, DefaultValue::Empty,
+        "MCP servers by name, each as Claude Code's .mcp.json writes one: { command = \"npx\", args = { … }, env = { … } } or { type = \"http\", url = \"…\", headers = { … } }; ${VAR} and ${VAR:-default} are expanded. See |handoff-mcp|."),
+    Setting::host("mcp.user_file", "mcp.user_file", Type::Path, DefaultValue::ConfigDir(crate::core::mcp::config::USER_FILE),
+        "The user's MCP servers (Claude Code's format; its servers need no trust)."),
+    Setting::host("mcp.config_files", "mcp.config_files", Type::List(&Type::Path), DefaultValue::Unset,
+        "More files of MCP servers (Claude Code's format).")
+        .flag("mcp-config", None),
+    Setting::host("mcp.project", "mcp.project", Type::Bool, DefaultValue::Bool(true),
+        "Read the project's .mcp.json (its servers start only once you trust the file's content: :HandoffMcp trust)."),
+    Setting::host("mcp.startup_timeout", "mcp.startup_timeout", COUNT, DefaultValue::Int(crate::core::mcp::config::DEFAULT_STARTUP_TIMEOUT as i64),
+        "Seconds an MCP server has to start and list its tools (the first prompt waits for them at most this long)."),
     Setting::host("max_turns", "max_turns", COUNT, DefaultValue::Int(DEFAULT_MAX_TURNS as i64),
         "Turns of one prompt at most (each round of tool calls is a turn).")
         .flag("max-turns", None),
@@ -335,10 +357,12 @@ impl Type {
             (Type::Key, V::Bool(false)) => true,
             (Type::OneOf(names), V::String(s)) => names().contains(&s.as_str()),
             (Type::List(inner), V::Array(items)) => items.iter().all(|i| inner.admits(i)),
-            (Type::Table { keys, values }, V::Object(map)) => {
+            (Type::Table { keys, prefix, values }, V::Object(map)) => {
                 let keys = keys();
-                map.iter().all(|(k, v)| keys.contains(&k.as_str()) && values.admits(v))
+                let known = |k: &str| keys.contains(&k) || prefix.is_some_and(|p| k.starts_with(p));
+                map.iter().all(|(k, v)| known(k) && values.admits(v))
             }
+            (Type::Object, V::Object(_)) => true,
             _ => false,
         }
     }
@@ -420,9 +444,11 @@ impl Type {
             Type::Path => "{ kind = \"path\" }".into(),
             Type::OneOf(names) => format!("{{ kind = \"one_of\", values = {} }}", lua_list(&names())),
             Type::List(inner) => format!("{{ kind = \"list\", item = {} }}", inner.lua()),
-            Type::Table { keys, values } => {
-                format!("{{ kind = \"table\", keys = {}, value = {} }}", lua_list(&keys()), values.lua())
+            Type::Table { keys, prefix, values } => {
+                let prefix = prefix.map(|p| format!(", prefix = {}", lua_string(p))).unwrap_or_default();
+                format!("{{ kind = \"table\", keys = {}{prefix}, value = {} }}", lua_list(&keys()), values.lua())
             }
+            Type::Object => "{ kind = \"object\" }".into(),
             Type::Key => "{ kind = \"key\" }".into(),
         }
     }
@@ -442,6 +468,7 @@ impl Type {
                 _ => format!("{}[]", inner.annotation()),
             },
             Type::Table { values, .. } => format!("table<string, {}>", values.annotation()),
+            Type::Object => "table".into(),
             Type::Key => "string|false".into(),
         }
     }
@@ -643,7 +670,7 @@ mod tests {
     fn leaves(prefix: &str, value: &serde_json::Value, out: &mut Vec<String>) {
         for (k, v) in value.as_object().unwrap() {
             let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-            if k == "tools" || k == "handoff" {
+            if k == "tools" || k == "handoff" || k == "mcp" {
                 leaves(&path, v, out);
             } else {
                 out.push(path);
@@ -656,6 +683,7 @@ mod tests {
         let all = Settings {
             tools: Some(ToolSettings::default()),
             handoff: Some(HandoffSettings::default()),
+            mcp: Some(crate::core::mcp::McpSettings::default()),
             ..Settings::default()
         };
         let mut fields = Vec::new();

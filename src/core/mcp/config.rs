@@ -35,6 +35,9 @@ pub struct McpSettings {
     /// Whether the project's `.mcp.json` is read at all (it still needs the user's trust).
     pub project: Option<bool>,
     pub startup_timeout: Option<u64>,
+    /// Trust the project's file as it is now (the CLI's `--trust-project-mcp`); not a setting.
+    #[serde(skip)]
+    pub trust_project: bool,
 }
 
 /// How the host talks to a server.
@@ -173,7 +176,9 @@ fn server_entry(entry: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<T
     };
     let table = |key: &str| -> Result<BTreeMap<String, String>, String> {
         match entry.get(key) {
+            // An empty Lua table reaches the host as an empty list.
             None | Some(Value::Null) => Ok(BTreeMap::new()),
+            Some(Value::Array(items)) if items.is_empty() => Ok(BTreeMap::new()),
             Some(Value::Object(map)) => map
                 .iter()
                 .map(|(k, v)| match v {

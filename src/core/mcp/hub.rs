@@ -207,6 +207,33 @@ impl std::fmt::Debug for McpHub {
 }
 
 impl McpHub {
+    /// The servers `settings` configure for a session in `cwd` (`None`: there are none), added
+    /// to `config`'s tools. Their processes go without the provider's key variables.
+    pub fn attach(
+        settings: &crate::core::config::Settings,
+        config: &mut crate::core::agent::AgentConfig,
+        cwd: &std::path::Path,
+        trust: TrustStore,
+    ) -> Option<Arc<McpHub>> {
+        let settings = settings.mcp.clone().unwrap_or_default();
+        let project_file = cwd.join(super::config::PROJECT_FILE);
+        if settings.trust_project && settings.project != Some(false) && project_file.exists() {
+            if let Err(e) = trust.trust(&project_file) {
+                tracing::warn!("cannot keep the trust of {}: {e}", project_file.display());
+            }
+        }
+        let mcp = McpConfig::load(&settings, cwd, &trust);
+        if mcp.servers.is_empty() && mcp.errors.is_empty() {
+            return None;
+        }
+        for error in &mcp.errors {
+            tracing::warn!("MCP configuration: {error}");
+        }
+        let hub = McpHub::new(mcp, cwd, EnvPolicy::new(config.provider.secret_vars()), trust);
+        config.tools.add_source(hub.clone());
+        Some(hub)
+    }
+
     /// The servers of `config`; stdio servers run in `cwd` without the variables `env` removes.
     pub fn new(config: McpConfig, cwd: impl Into<PathBuf>, env: EnvPolicy, trust: TrustStore) -> Arc<McpHub> {
         let cwd = cwd.into();
