@@ -188,6 +188,16 @@ pub(crate) async fn connect(
     }
 }
 
+/// A connection over any byte stream (the in-process servers of the tests).
+#[cfg(test)]
+pub(crate) async fn connect_stream<S>(server: Weak<Server>, stream: S) -> Result<Connection, McpError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let service = Handler { server }.serve(stream).await.map_err(|e| McpError::Handshake(e.to_string()))?;
+    Ok(Connection { service: Some(service), group: None })
+}
+
 /// Kills a process group when dropped (a handshake that failed or timed out).
 struct GroupGuard(Option<i32>);
 

@@ -57,10 +57,22 @@ pub(crate) struct Server {
     status: Mutex<(State, Option<String>)>,
     trusted: std::sync::atomic::AtomicBool,
     tools: Mutex<Vec<Arc<McpTool>>>,
+    /// The tests' in-process server: each start takes a new stream from it.
+    #[cfg(test)]
+    pub(crate) link: Mutex<Option<Link>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The tests' seam: the in-process server a start connects to.
+#[cfg(test)]
+pub(crate) type Link = Box<dyn Fn() -> tokio::io::DuplexStream + Send + Sync>;
+
+#[cfg(test)]
+pub(crate) fn lock_link(server: &Server) -> std::sync::MutexGuard<'_, Option<Link>> {
+    lock(&server.link)
 }
 
 impl Server {
@@ -116,7 +128,15 @@ impl Server {
             }
         };
         self.set_state(State::Starting, None);
+        #[cfg(test)]
+        let linked = lock(&self.link).as_ref().map(|link| link());
         let started = async {
+            #[cfg(test)]
+            if let Some(stream) = linked {
+                let connection = client::connect_stream(self.me.clone(), stream).await?;
+                let tools = connection.list_tools().await?;
+                return Ok((connection, tools));
+            }
             let connection = client::connect(self.me.clone(), self.name(), transport, &self.cwd, &self.env).await?;
             let tools = connection.list_tools().await?;
             Ok::<_, McpError>((connection, tools))
@@ -252,11 +272,19 @@ impl McpHub {
                     status: Mutex::new((if untrusted { State::Untrusted } else { State::Idle }, None)),
                     trusted: std::sync::atomic::AtomicBool::new(false),
                     tools: Mutex::new(Vec::new()),
+                    #[cfg(test)]
+                    link: Mutex::new(None),
                     config: server,
                 })
             })
             .collect();
         Arc::new(McpHub { servers, trust, project_file: config.project_file, started: Default::default(), errors: config.errors })
+    }
+
+    /// The server called `name` (the tests link an in-process server to it).
+    #[cfg(test)]
+    pub(crate) fn server_named(&self, name: &str) -> &Arc<Server> {
+        self.server(name).unwrap_or_else(|e| panic!("{e}"))
     }
 
     pub fn is_empty(&self) -> bool {

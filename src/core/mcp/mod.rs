@@ -8,6 +8,8 @@ mod client;
 pub mod config;
 mod hub;
 pub mod tool;
+#[cfg(test)]
+mod tests;
 
 pub use client::end_all;
 pub use config::{McpConfig, McpSettings, ServerConfig, Transport, TrustStore};
