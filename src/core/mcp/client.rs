@@ -24,6 +24,8 @@ pub(crate) struct Connection {
     service: Option<RunningService<RoleClient, Handler>>,
     /// The stdio server's process group (its pid: it leads one of its own).
     group: Option<i32>,
+    /// Ends the watch on the server's process.
+    _watch: Option<tokio_util::sync::DropGuard>,
 }
 
 impl Drop for Connection {
@@ -32,6 +34,45 @@ impl Drop for Connection {
             kill_group(group);
         }
     }
+}
+
+/// Ends the server's group once the server's own process has exited: a child it left running
+/// may hold its stdout open, and the connection would wait for an answer that never comes.
+fn watch_exit(name: &str, group: i32) -> tokio_util::sync::DropGuard {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let (watching, name) = (cancel.clone(), name.to_string());
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = watching.cancelled() => return,
+                () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+            }
+            if has_exited(group) {
+                tracing::warn!(server = %name, "the server's process exited");
+                kill_group(group);
+                return;
+            }
+        }
+    });
+    cancel.drop_guard()
+}
+
+/// Whether our child `pid` has exited, without reaping it (its handle does that).
+#[cfg(unix)]
+fn has_exited(pid: i32) -> bool {
+    let Ok(id) = libc::id_t::try_from(pid) else { return true };
+    // SAFETY: waitid writes only into `info`, which is ours and zeroed; WNOWAIT leaves the
+    // child to be reaped by its owner.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let done = libc::waitid(libc::P_PID, id, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
+        done == 0 && info.si_pid() != 0
+    }
+}
+
+#[cfg(not(unix))]
+fn has_exited(_pid: i32) -> bool {
+    false
 }
 
 /// The process groups of the stdio servers running now: [`end_all`] kills them when the host
@@ -163,10 +204,11 @@ pub(crate) async fn connect(
                 });
             }
             // Until the handshake is done, the group is killed on failure by this guard.
-            let guard = GroupGuard(group);
+            let mut guard = GroupGuard(group);
             let service = handler.serve(process).await.map_err(|e| McpError::Handshake(e.to_string()))?;
-            std::mem::forget(guard);
-            Ok(Connection { service: Some(service), group })
+            guard.0 = None;
+            let watch = group.map(|g| watch_exit(name, g));
+            Ok(Connection { service: Some(service), group, _watch: watch })
         }
         Transport::Http { url, headers } => {
             let client = crate::core::provider::http_client_builder()
@@ -183,7 +225,7 @@ pub(crate) async fn connect(
             let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
             let transport = StreamableHttpClientTransport::with_client(client, config);
             let service = handler.serve(transport).await.map_err(|e| McpError::Handshake(e.to_string()))?;
-            Ok(Connection { service: Some(service), group: None })
+            Ok(Connection { service: Some(service), group: None, _watch: None })
         }
     }
 }
@@ -195,7 +237,7 @@ where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     let service = Handler { server }.serve(stream).await.map_err(|e| McpError::Handshake(e.to_string()))?;
-    Ok(Connection { service: Some(service), group: None })
+    Ok(Connection { service: Some(service), group: None, _watch: None })
 }
 
 /// Kills a process group when dropped (a handshake that failed or timed out).

@@ -1,0 +1,186 @@
+//! MCP servers as real processes: a small stdio server of our own (tests/fixtures/mcp/
+//! stdio_server.py) started by the hub — its tools, its stderr in the log, a start-up that takes
+//! too long, a crash in the middle of a call, a cancelled call, the process group ended with the
+//! hub, and a project file that starts nothing until it is trusted.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use handoff_nvim::core::mcp::{McpConfig, McpHub, McpSettings, State, TrustStore};
+use handoff_nvim::core::tools::{EnvPolicy, ToolContext, ToolRegistry, ToolSource};
+use serde_json::{json, Value};
+
+fn server_script() -> PathBuf {
+    common::fixtures_dir().join("mcp/stdio_server.py")
+}
+
+/// The entry of the test server with these variables.
+fn entry(env: Value) -> Value {
+    json!({"command": "python3", "args": [server_script()], "env": env})
+}
+
+fn hub(dir: &Path, servers: Value, startup_timeout: u64) -> (Arc<McpHub>, ToolRegistry) {
+    let settings = McpSettings {
+        servers: Some(servers.as_object().unwrap().clone()),
+        startup_timeout: Some(startup_timeout),
+        ..McpSettings::default()
+    };
+    let trust = TrustStore::new(dir.join("state/trust.json"));
+    let config = McpConfig::load(&settings, dir, &trust);
+    let hub = McpHub::new(config, dir, EnvPolicy::default(), trust);
+    let mut registry = ToolRegistry::new([]);
+    registry.add_source(hub.clone());
+    (hub, registry)
+}
+
+/// The log lines written while the guard lives (this thread's: the tests run on one).
+#[derive(Clone, Default)]
+struct Log(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Log {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Log {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+    fn install(&self) -> tracing::subscriber::DefaultGuard {
+        let log = self.clone();
+        let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || log.clone()).finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+}
+
+fn pids(out: &str) -> (u32, u32) {
+    let v: Value = serde_json::from_str(out).unwrap();
+    (v["pid"].as_u64().unwrap() as u32, v["child"].as_u64().unwrap() as u32)
+}
+
+#[tokio::test]
+async fn a_stdio_server_runs_its_tools_logs_its_stderr_and_ends_with_its_hub() {
+    let log = Log::default();
+    let _guard = log.install();
+    let dir = tempfile::tempdir().unwrap();
+    let (hub, registry) = hub(dir.path(), json!({"py": entry(json!({}))}), 20);
+    registry.ready().await;
+    let status = &hub.statuses()[0];
+    assert_eq!(status.state, State::Running, "{status:?}");
+    assert_eq!(status.tools, ["mcp__py__echo", "mcp__py__pids", "mcp__py__sleep", "mcp__py__crash"]);
+    let ctx = ToolContext::new(dir.path());
+    let out = registry.execute("mcp__py__echo", json!({"text": "over stdio"}), &ctx).await;
+    assert_eq!(out.joined_text(), "echo: over stdio");
+    let (pid, child) = pids(&registry.execute("mcp__py__pids", json!({}), &ctx).await.joined_text());
+    assert!(common::process_alive(pid) && common::process_alive(child));
+    common::wait_until("the server's stderr in the log", Duration::from_secs(5), || log.text().contains("test server starting")).await;
+    assert!(log.text().contains("server=py"), "{}", log.text());
+
+    // The hub (and the registry holding it) gone, the server and its child are gone.
+    drop(registry);
+    drop(hub);
+    common::wait_until("the server's process group to end", Duration::from_secs(5), || {
+        !common::process_alive(pid) && !common::process_alive(child)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_server_that_does_not_start_in_time_fails_with_the_timeout_and_the_prompt_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    let slow = entry(json!({"MCP_TEST_STARTUP_DELAY": "30", "MCP_TEST_MARKER": marker}));
+    let (hub, registry) = hub(dir.path(), json!({"slow": slow, "fast": entry(json!({}))}), 1);
+    let started = Instant::now();
+    registry.ready().await;
+    assert!(started.elapsed() < Duration::from_secs(10), "ready took {:?}", started.elapsed());
+    let statuses = hub.statuses();
+    assert_eq!(statuses[0].state, State::Failed);
+    assert_eq!(statuses[0].error.as_deref(), Some("did not start within 1 s"));
+    assert_eq!(statuses[1].state, State::Running, "the other server started beside it");
+    let pid: u32 = std::fs::read_to_string(&marker).unwrap().parse().unwrap();
+    common::wait_until("the timed-out server to be killed", Duration::from_secs(5), || !common::process_alive(pid)).await;
+    // Ready once: a later prompt does not wait again.
+    let again = Instant::now();
+    registry.ready().await;
+    assert!(again.elapsed() < Duration::from_millis(100));
+}
+
+#[tokio::test]
+async fn a_crash_in_the_middle_of_a_call_is_an_error_result_and_the_next_call_starts_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (hub, registry) = hub(dir.path(), json!({"py": entry(json!({}))}), 20);
+    registry.ready().await;
+    let ctx = ToolContext::new(dir.path());
+    let (first, _) = pids(&registry.execute("mcp__py__pids", json!({}), &ctx).await.joined_text());
+    let started = Instant::now();
+    let out = registry.execute("mcp__py__crash", json!({}), &ctx).await;
+    assert!(out.is_error);
+    assert!(started.elapsed() < Duration::from_secs(5), "the pending call waited {:?}", started.elapsed());
+    assert!(out.joined_text().starts_with("MCP server py: "), "{}", out.joined_text());
+    assert_eq!(hub.statuses()[0].state, State::Failed);
+    // Its tools stay offered; the next call starts it again.
+    let out = registry.execute("mcp__py__pids", json!({}), &ctx).await;
+    assert!(!out.is_error, "{}", out.joined_text());
+    let (second, _) = pids(&out.joined_text());
+    assert_ne!(first, second);
+    assert_eq!(hub.statuses()[0].state, State::Running);
+}
+
+#[tokio::test]
+async fn a_cancelled_call_ends_at_once_and_the_server_stays_usable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_hub, registry) = hub(dir.path(), json!({"py": entry(json!({}))}), 20);
+    registry.ready().await;
+    let ctx = ToolContext::new(dir.path());
+    let cancel = ctx.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        cancel.cancel();
+    });
+    let started = Instant::now();
+    let out = registry.execute("mcp__py__sleep", json!({"seconds": 3}), &ctx).await;
+    assert!(out.is_error);
+    assert_eq!(out.joined_text(), "Operation aborted");
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    // The server answers the next call once its sleep is over.
+    let ctx = ToolContext::new(dir.path());
+    let out = registry.execute("mcp__py__echo", json!({"text": "still here"}), &ctx).await;
+    assert_eq!(out.joined_text(), "echo: still here");
+}
+
+#[tokio::test]
+async fn an_untrusted_project_file_starts_nothing_until_the_user_trusts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("repo");
+    std::fs::create_dir(&project).unwrap();
+    let marker = dir.path().join("started");
+    let file = json!({"mcpServers": {"proj": entry(json!({"MCP_TEST_MARKER": marker}))}});
+    std::fs::write(project.join(".mcp.json"), file.to_string()).unwrap();
+    let trust = TrustStore::new(dir.path().join("state/trust.json"));
+    let load = |trust: &TrustStore| McpConfig::load(&McpSettings::default(), &project, trust);
+    let hub = McpHub::new(load(&trust), &project, EnvPolicy::default(), trust.clone());
+    hub.ready().await;
+    assert_eq!(hub.statuses()[0].state, State::Untrusted);
+    assert!(hub.tools().is_empty());
+    assert!(hub.start("proj").await.unwrap_err().contains("not trusted"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!marker.exists(), "an untrusted server ran");
+
+    hub.trust_project().unwrap();
+    hub.start("proj").await.unwrap();
+    assert!(marker.exists());
+    assert_eq!(hub.statuses()[0].state, State::Running);
+    // Remembered: a new session's hub may start it.
+    let again = McpHub::new(load(&trust), &project, EnvPolicy::default(), trust.clone());
+    assert_eq!(again.statuses()[0].state, State::Idle);
+}
