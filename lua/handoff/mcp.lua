@@ -5,6 +5,14 @@ local host = require("handoff.host")
 
 local M = {}
 
+--- A field of the host's answer: nil for msgpack's nil too (`vim.NIL`).
+local function given(v)
+  if v == vim.NIL then
+    return nil
+  end
+  return v
+end
+
 M.actions = { "list", "start", "stop", "trust" }
 
 --- The lines of the server list.
@@ -17,7 +25,7 @@ function M.lines(list)
   end
   for _, s in ipairs(list.servers) do
     table.insert(lines, ("%s: %s, %d tools (%s; %s)"):format(s.name, s.state, #s.tools, s.transport, s.origin))
-    if s.error then
+    if given(s.error) then
       table.insert(lines, "  error: " .. s.error)
     end
     for _, tool in ipairs(s.tools) do
@@ -78,7 +86,7 @@ function M.check(health)
   end
   for _, s in ipairs(list.servers) do
     local line = ("%s: %s, %d tools (%s; %s)"):format(s.name, s.state, #s.tools, s.transport, s.origin)
-    if s.state == "failed" or s.error then
+    if s.state == "failed" or given(s.error) then
       health.error(line .. ": " .. tostring(s.error))
     elseif s.state == "untrusted" then
       health.warn(line, { ":HandoffMcp trust starts the project's servers" })
