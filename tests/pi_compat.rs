@@ -281,3 +281,32 @@ async fn pi_resumes_a_thinking_session_at_its_level_and_sends_our_signed_thinkin
     assert_eq!(assistant[3], serde_json::json!({ "type": "thinking", "thinking": "Pi ponders.", "signature": "cGktc2ln" }));
     assert_eq!(assistant[4], serde_json::json!({ "type": "text", "text": "Pi says five." }));
 }
+
+/// A session with MCP calls (our CLI, `--mcp-config`, `--yes`): pi resumes it and sends the
+/// calls and results of tools it does not have; we read what pi appended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_resumes_a_session_with_mcp_calls() {
+    let Some(pi) = pi() else { return };
+    let env = Env::new().await;
+    let script = common::fixtures_dir().join("mcp/stdio_server.py");
+    let config = env.dir.path().join("mcp.json");
+    let servers = serde_json::json!({"mcpServers": {"py": {"command": "python3", "args": [script]}}});
+    std::fs::write(&config, servers.to_string()).unwrap();
+    env.mock.push(common::tool_call_reply("mcp__py__echo", serde_json::json!({"text": "hi"}), "call_mcp1"));
+    env.mock.push(MockReply::text("The server said hi."));
+    let (stdout, stderr) = env.ours(&["--yes", "--mcp-config", config.to_str().unwrap(), "prompt", "--new", "ask the server"]).await;
+    assert!(stdout.contains("The server said hi."), "{stdout}");
+    let file = PathBuf::from(stderr.lines().find(|l| l.ends_with(".jsonl")).unwrap_or_else(|| panic!("no session path: {stderr}")));
+    let stored: Vec<serde_json::Value> = entry_lines(&file).into_iter().filter(|e| e["message"]["role"] == "toolResult").collect();
+    assert_eq!(stored[0]["message"]["toolName"], "mcp__py__echo");
+    assert_eq!(stored[0]["message"]["content"][0]["text"], "echo: hi", "{stderr}");
+
+    env.mock.push(MockReply::text("Pi goes on."));
+    let out = env.pi(&pi, &file, "and now?").await;
+    assert!(out.contains("Pi goes on."), "{out}");
+    let body = last_request(&env.mock).body.to_string();
+    assert!(body.contains("mcp__py__echo") && body.contains("echo: hi"), "pi left out the MCP call: {body}");
+    let session = SessionManager::open(&file, &env.dir.path().join("sessions")).unwrap();
+    assert!(session.warnings().is_empty(), "{:?}", session.warnings());
+    assert_eq!(session.build_session_context().messages.len(), 6);
+}

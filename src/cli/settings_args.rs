@@ -65,7 +65,7 @@ fn arg(setting: &Setting, flag: schema::Flag) -> Arg {
         Type::List(_) => (clap::value_parser!(String), true),
         Type::Text | Type::Path | Type::Table { .. } | Type::Object | Type::Key => (clap::value_parser!(String), false),
     };
-    arg = arg.value_parser(parser).ignore_case(matches!(setting.ty, Type::OneOf(_) | Type::List(_)));
+    arg = arg.value_parser(parser).ignore_case(names_any_case(setting.ty));
     if list {
         arg.value_delimiter(',').action(ArgAction::Append)
     } else {
@@ -73,12 +73,17 @@ fn arg(setting: &Setting, flag: schema::Flag) -> Arg {
     }
 }
 
+/// Whether the flag takes names of the schema's, in any case (not a list of paths).
+fn names_any_case(ty: Type) -> bool {
+    matches!(ty, Type::OneOf(_) | Type::List(Type::OneOf(_)))
+}
+
 /// The flag's value as JSON, as the setting's type parsed it; `None` when it is not given.
 fn value(matches: &ArgMatches, setting: &Setting, id: &str) -> Option<Value> {
-    let text = |s: &String| match setting.ty {
+    let text = |s: &String| match names_any_case(setting.ty) {
         // Accepted in any case, spelled as the schema does.
-        Type::OneOf(_) | Type::List(_) => Value::from(s.to_ascii_lowercase()),
-        _ => Value::from(s.clone()),
+        true => Value::from(s.to_ascii_lowercase()),
+        false => Value::from(s.clone()),
     };
     match setting.ty {
         Type::Bool => matches.get_one::<bool>(id).map(|b| Value::from(*b)),
@@ -150,5 +155,27 @@ impl clap::Args for SettingsArgs {
 
     fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
         Self::augment_args(cmd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use clap::{Args, FromArgMatches};
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Settings {
+        let cmd = SettingsArgs::augment_args(clap::Command::new("t"));
+        let matches = cmd.try_get_matches_from(args).unwrap();
+        SettingsArgs::from_arg_matches(&matches).unwrap().settings
+    }
+
+    #[test]
+    fn names_are_taken_in_any_case_and_paths_as_written() {
+        let s = parse(&["t", "--tools", "READ,Bash", "--mcp-config", "/Tmp/A.json,/tmp/b.json"]);
+        assert_eq!(s.tools.unwrap().enabled.unwrap(), ["read", "bash"]);
+        let files = s.mcp.unwrap().config_files.unwrap();
+        assert_eq!(files, [std::path::PathBuf::from("/Tmp/A.json"), "/tmp/b.json".into()]);
     }
 }
