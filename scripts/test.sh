@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 source scripts/deps.sh
 ensure_nvim
 ensure_pi
+ensure_mcp_everything
 ensure_rg || echo "deps: ripgrep not installed; the benchmark smoke run skips its rg comparison" >&2   # optional
 local_model=1
 if [ "${HANDOFF_SKIP_LOCAL_MODEL:-0}" = 1 ]; then
