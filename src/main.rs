@@ -35,7 +35,7 @@ fn init_logging(cli: &Cli, is_rpc: bool) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let is_rpc = cli.command.as_ref().map_or(true, |c| matches!(c, Command::Rpc));
+    let is_rpc = cli.command.as_ref().is_none_or(|c| matches!(c, Command::Rpc));
     init_logging(&cli, is_rpc);
     let Cli { settings, command, trust_project_mcp, .. } = cli;
     let mut settings = Settings::from(settings);

@@ -75,7 +75,7 @@ fn tags_and_links(text: &str) -> (BTreeSet<String>, BTreeSet<String>) {
             let inner: String = chars[i + 1..close].iter().collect();
             if delim == '|' {
                 links.insert(inner);
-            } else if (i == 0 || chars[i - 1].is_whitespace()) && chars.get(close + 1).map_or(true, |c| c.is_whitespace()) {
+            } else if (i == 0 || chars[i - 1].is_whitespace()) && chars.get(close + 1).is_none_or(|c| c.is_whitespace()) {
                 tags.insert(inner);
             }
             i = close + 1;

@@ -99,7 +99,7 @@ async fn both_formats_send_tool_definitions_and_tool_choice_auto() {
     let tools = anthropic["tools"].as_array().unwrap();
     assert_eq!(tools.len(), 4);
     for (tool, def) in tools.iter().zip(defs) {
-        assert_eq!(tool["name"], def.name);
+        assert_eq!(tool["name"], def.name.as_ref());
         assert_eq!(tool["description"], def.description.as_str());
         assert_eq!(tool["input_schema"]["type"], "object");
         assert_eq!(tool["input_schema"]["properties"], def.parameters["properties"]);

@@ -65,12 +65,12 @@ fn peak_rss_kib() -> u64 {
 #[test]
 fn the_registry_offers_pis_tools_with_kinds_and_defaults() {
     let defs = ToolRegistry::default().definitions();
-    let names: Vec<&str> = defs.iter().map(|d| d.name).collect();
+    let names: Vec<&str> = defs.iter().map(|d| d.name.as_ref()).collect();
     assert_eq!(names, ["read", "bash", "edit", "write", "todo_write", "session_query"]);
-    let all: Vec<&str> = ToolRegistry::all().definitions().iter().map(|d| d.name).collect();
+    let all: Vec<String> = ToolRegistry::all().definitions().iter().map(|d| d.name.to_string()).collect();
     assert_eq!(all, ["read", "bash", "edit", "write", "grep", "find", "ls", "todo_write", "session_query"]);
     // A session without a parent is offered all but session_query.
-    let alone: Vec<&str> = ToolRegistry::all().offered(false).definitions().iter().map(|d| d.name).collect();
+    let alone: Vec<String> = ToolRegistry::all().offered(false).definitions().iter().map(|d| d.name.to_string()).collect();
     assert_eq!(alone, ["read", "bash", "edit", "write", "grep", "find", "ls", "todo_write"]);
     let read = ToolName::Read.definition();
     assert_eq!(read.parameters["required"], json!(["path"]));
