@@ -380,7 +380,10 @@ impl Host {
 
     async fn health(&self) -> Reply {
         let settings = lock(&self.inner.settings).clone();
-        let config = self.agent().map(|a| a.provider_config()).unwrap_or_else(|| settings.provider_config());
+        let config = match self.agent().map(|a| a.provider_config()) {
+            Some(config) => config,
+            None => settings.provider_config().map_err(Failure::invalid)?,
+        };
         let key = if config.copilot.is_some() {
             match crate::core::provider::github_token_from_env() {
                 Ok((_, source)) => protocol::KeyHealth { source: "copilot", detail: format!("GitHub token from {source}"), present: Some(true) },
