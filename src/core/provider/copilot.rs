@@ -250,7 +250,7 @@ impl Copilot {
         if let Some(state) = &info.disabled {
             return Err(ProviderError::Reported {
                 provider: config.name.clone(),
-                code: Some("model_not_enabled".into()),
+                code: Some(crate::core::failure::MODEL_NOT_ENABLED.into()),
                 message: format!(
                     "the Copilot model {} is not enabled for this account (policy: {state}): enable it with `:HandoffModel! {}` (it accepts the model's terms for this account) or in GitHub's Copilot settings, then try again",
                     info.id, info.id
@@ -283,6 +283,11 @@ impl Copilot {
         *self.models.lock().await = None;
         *super::lock(&self.known) = None;
         Ok(())
+    }
+
+    /// The last model list.
+    pub(super) fn known_list(&self) -> Option<Arc<Vec<ModelInfo>>> {
+        super::lock(&self.known).as_ref().map(|(list, _)| list.clone())
     }
 
     /// What the last model list said of `model`, and the base it is served from.

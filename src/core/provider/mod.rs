@@ -209,11 +209,13 @@ impl Provider {
 
     /// Every model a picker offers: the provider's own list (each with what the tables add),
     /// then the tables' models it does not list. The second value is why the provider's list
-    /// is missing, when it is.
-    pub async fn catalogue(&self) -> (Vec<ModelInfo>, Option<ProviderError>) {
-        let listed = match &self.client {
-            Ok(client) => self.fetch_list(client).await,
-            Err(e) => Err(ProviderError::Client(e.clone())),
+    /// is missing, when it is. `fetch`: read the list now if it was not (else only what is
+    /// known already, at once: for completion).
+    pub async fn catalogue(&self, fetch: bool) -> (Vec<ModelInfo>, Option<ProviderError>) {
+        let listed = match (&self.client, fetch) {
+            (Ok(client), true) => self.fetch_list(client).await,
+            (Err(e), true) => Err(ProviderError::Client(e.clone())),
+            (_, false) => self.known_list().ok_or_else(|| ProviderError::Client("the model list was not read yet".into())),
         };
         let table = &self.config.table;
         let (mut out, error): (Vec<ModelInfo>, _) = match listed {
@@ -226,6 +228,14 @@ impl Provider {
             }
         }
         (out, error)
+    }
+
+    /// The provider's list as far as it was read.
+    fn known_list(&self) -> Option<Arc<Vec<ModelInfo>>> {
+        match &self.copilot {
+            Some(state) => state.known_list(),
+            None => self.listing.known(),
+        }
     }
 
     /// Enables a Copilot model for the account, after the user said so.

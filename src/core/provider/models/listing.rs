@@ -107,6 +107,11 @@ impl Listing {
         }
     }
 
+    /// The list, once fetched.
+    pub(crate) fn known(&self) -> Option<Arc<Vec<ModelInfo>>> {
+        crate::core::provider::lock(&self.known).clone()
+    }
+
     /// What the fetched list says of `id` (`None` before it was fetched).
     pub(crate) fn listed(&self, id: &str) -> Option<ModelInfo> {
         let known = crate::core::provider::lock(&self.known);
