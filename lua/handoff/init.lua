@@ -188,7 +188,13 @@ function M.select_model(name, opts)
     end, "set_model", model)
     if reply then
       state.model = reply.model
-      vim.notify("Model: " .. reply.model, vim.log.levels.INFO, { title = "handoff.nvim" })
+      -- The meter shows the new model's window at once, not after the next reply.
+      state.context_window = reply.context_window or state.context_window
+      state.context_tokens = reply.context_tokens or state.context_tokens
+      vim.cmd("redrawstatus")
+      local window = require("handoff.models").tokens(reply.context_window)
+      vim.notify("Model: " .. reply.model .. (window and (" (" .. window .. " window)") or ""), vim.log.levels.INFO,
+        { title = "handoff.nvim" })
     end
   end
   local name_given = name and vim.trim(name) ~= "" and vim.trim(name) or nil

@@ -93,7 +93,7 @@ pub enum Command {
 /// the catalogue.
 async fn print_models(settings: &Settings) -> anyhow::Result<u8> {
     let provider = crate::core::provider::Provider::new(settings.provider_config().map_err(anyhow::Error::msg)?);
-    let (models, error) = provider.catalogue(true).await;
+    let crate::core::provider::Catalogue { models, error, .. } = provider.catalogue(true).await;
     let config = provider.current_config();
     let mut out = std::io::stdout().lock();
     let mut current = serde_json::to_value(provider.model_info())?;

@@ -394,7 +394,7 @@ impl Host {
 
     async fn models(&self, fetch: bool) -> Reply {
         let provider = self.provider()?;
-        let (models, error) = provider.catalogue(fetch).await;
+        let catalogue = provider.catalogue(fetch).await;
         let config = provider.current_config();
         reply(
             "the model list",
@@ -402,8 +402,8 @@ impl Host {
                 provider: config.name.clone(),
                 current: provider.model_info(),
                 context_window: config.context_window,
-                models,
-                error: error.filter(|_| fetch).map(|e| e.to_string()),
+                models: catalogue.models,
+                error: catalogue.error.filter(|_| fetch).map(|e| e.to_string()),
             },
         )
     }
@@ -449,12 +449,12 @@ impl Host {
         };
         let models = match self.provider() {
             Ok(provider) => {
-                let (list, error) = provider.catalogue(true).await;
+                let catalogue = provider.catalogue(true).await;
                 let info = provider.model_info();
                 let window = provider.current_config().context_window;
                 let said = format!("{}: window {window} tokens (from {})", info.id, info.source.describe());
-                match error {
-                    None => protocol::Reachable { ok: true, detail: format!("the model list answered ({} models); {said}", list.len()) },
+                match catalogue.error {
+                    None => protocol::Reachable { ok: true, detail: format!("the model list answered ({} models); {said}", catalogue.listed) },
                     Some(e) => protocol::Reachable { ok: false, detail: format!("no model list ({e}); {said}") },
                 }
             }

@@ -65,6 +65,17 @@ pub fn display_url(url: &str) -> String {
     http::display_url(url)
 }
 
+/// The models a picker offers ([`Provider::catalogue`]).
+#[derive(Debug)]
+pub struct Catalogue {
+    /// The provider's list first, then the tables' other models.
+    pub models: Vec<ModelInfo>,
+    /// How many of `models` the provider's list named.
+    pub listed: usize,
+    /// Why the provider's list is missing, when it is.
+    pub error: Option<ProviderError>,
+}
+
 /// A configured provider with its HTTP client (connection pool shared across requests).
 #[derive(Clone, Debug)]
 pub struct Provider {
@@ -211,23 +222,24 @@ impl Provider {
     /// then the tables' models it does not list. The second value is why the provider's list
     /// is missing, when it is. `fetch`: read the list now if it was not (else only what is
     /// known already, at once: for completion).
-    pub async fn catalogue(&self, fetch: bool) -> (Vec<ModelInfo>, Option<ProviderError>) {
+    pub async fn catalogue(&self, fetch: bool) -> Catalogue {
         let listed = match (&self.client, fetch) {
             (Ok(client), true) => self.fetch_list(client).await,
             (Err(e), true) => Err(ProviderError::Client(e.clone())),
             (_, false) => self.known_list().ok_or_else(|| ProviderError::Client("the model list was not read yet".into())),
         };
         let table = &self.config.table;
-        let (mut out, error): (Vec<ModelInfo>, _) = match listed {
+        let (mut models, error): (Vec<ModelInfo>, _) = match listed {
             Ok(list) => (list.iter().map(|m| table.facts(&m.id, Some(m)).unwrap_or_else(|| m.clone())).collect(), None),
             Err(e) => (Vec::new(), Some(e)),
         };
+        let listed = models.len();
         for info in table.models() {
-            if !out.iter().any(|m| m.id == info.id) {
-                out.push(info);
+            if !models.iter().any(|m| m.id == info.id) {
+                models.push(info);
             }
         }
-        (out, error)
+        Catalogue { models, listed, error }
     }
 
     /// The provider's list as far as it was read.
