@@ -96,7 +96,8 @@ async fn a_servers_model_list_gives_the_window_and_the_reply_bound_the_requests_
     let sent = chats(&mock);
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].body["max_tokens"], json!(2_000), "min(4096, the model's 2000)");
-    assert_eq!(mock.listing_requests(), vec!["/v1/models", "/v1/models"], "one for `models`, one for the prompt");
+    let paths: Vec<String> = mock.listing_requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths, vec!["/v1/models", "/v1/models"], "one for `models`, one for the prompt");
 
     // The user's window wins, and then the list is not asked at all.
     let out = run(cli(dir.path(), &["--base-url", &base, "--model", "vendor/big", "--context-window", "9000", "prompt", "--new", "again"])).await;
@@ -135,7 +136,7 @@ async fn ollama_says_the_window_it_serves_from_its_own_api() {
     assert_eq!(models[0]["context_window"], json!(8_192), "the loaded model's window (/api/ps), not its 131072");
     let qwen = models.iter().find(|m| m["id"] == "qwen3:8b").unwrap();
     assert_eq!(qwen["context_window"], json!(40_960), "not loaded: the model's own (/api/show)");
-    let served = mock.listing_requests();
+    let served: Vec<String> = mock.listing_requests().into_iter().map(|r| r.path).collect();
     assert!(served.contains(&"/api/tags".to_string()) && served.contains(&"/api/show".to_string()), "{served:?}");
 }
 

@@ -744,7 +744,8 @@ fn stream_future_is_send(p: &Provider, r: &ChatRequest, c: &CancellationToken) {
 async fn the_health_probe_reports_any_answer_as_reachable_and_never_shows_credentials() {
     use handoff_nvim::core::provider::{probe, Unreachable};
     let server = MockServer::start().await.unwrap();
-    // The mock has no /models: a 404 still proves the server is there.
+    // A server without /models: a 404 still proves the server is there.
+    server.listing(|l| l.status = 404);
     let with_credentials = format!("http://user:s3cret@{}/v1", server.addr());
     let c = ProviderConfig::new(Api::Openai, with_credentials, "m");
     let reach = probe(&c).await;
@@ -752,7 +753,7 @@ async fn the_health_probe_reports_any_answer_as_reachable_and_never_shows_creden
     assert_eq!(reach.outcome, Ok(404));
     assert_eq!(reach.detail(), format!("http://{}/v1/models answered HTTP 404", server.addr()));
     assert!(!format!("{reach:?}").contains("s3cret"));
-    let req = server.requests().remove(0);
+    let req = server.listing_requests().remove(0);
     assert_eq!((req.method.as_str(), req.path.as_str()), ("GET", "/v1/models"));
     // The URL's user and password go as Basic auth (a proxy may want them); no API key is sent.
     assert!(req.header("authorization").is_some_and(|a| a.starts_with("Basic ")), "{req:?}");

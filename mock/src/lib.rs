@@ -345,7 +345,7 @@ struct State {
 /// The model lists of servers other than Copilot: an OpenAI-style `GET …/models` below the
 /// root (`/v1/models`), and Ollama's native `/api/tags`, `/api/show` and `/api/ps`. Requests to
 /// them are counted here, not recorded among the chat requests.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct MockListing {
     /// The `data` of `/v1/models` (empty: a server that names no limits, as llama.cpp's).
     pub models: Vec<Value>,
@@ -353,8 +353,8 @@ pub struct MockListing {
     pub ollama: Vec<(String, u64, Option<u64>)>,
     /// `/v1/models` answers this status with an error body (0: 200 with `models`).
     pub status: u16,
-    /// How many list requests came, and the paths, oldest first.
-    pub served: Vec<String>,
+    /// The list requests that came, oldest first.
+    pub served: Vec<RecordedRequest>,
 }
 
 /// GitHub Copilot's side: the token exchange (`GET /copilot_internal/v2/token`) and the model
@@ -495,8 +495,8 @@ impl MockServer {
         change(&mut self.inner.state().listing);
     }
 
-    /// The paths of the list requests served so far.
-    pub fn listing_requests(&self) -> Vec<String> {
+    /// The list requests served so far, oldest first.
+    pub fn listing_requests(&self) -> Vec<RecordedRequest> {
         self.inner.state().listing.served.clone()
     }
 
@@ -670,7 +670,7 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         || (req.method == "GET" && (req.path == "/api/tags" || req.path == "/api/ps"))
         || (req.method == "POST" && req.path == "/api/show");
     if listing {
-        let (status, answer) = listing_answer(&mut inner.state().listing, &req.path, &body);
+        let (status, answer) = listing_answer(&mut inner.state().listing, record);
         return respond(&mut wr, status, &answer.to_string(), None).await;
     }
     let format = if req.path.ends_with("/chat/completions") {
@@ -728,9 +728,10 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
 }
 
 /// A model list's answer (see [`MockListing`]).
-fn listing_answer(listing: &mut MockListing, path: &str, body: &Value) -> (u16, Value) {
-    listing.served.push(path.to_owned());
-    match path {
+fn listing_answer(listing: &mut MockListing, request: RecordedRequest) -> (u16, Value) {
+    let (path, body) = (request.path.clone(), request.body.clone());
+    listing.served.push(request);
+    match path.as_str() {
         "/api/tags" => {
             let models: Vec<Value> = listing.ollama.iter().map(|(name, _, _)| json!({ "name": name, "model": name })).collect();
             (200, json!({ "models": models }))
