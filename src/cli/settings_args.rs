@@ -63,7 +63,9 @@ fn arg(setting: &Setting, flag: schema::Flag) -> Arg {
         Type::OneOf(names) => (PossibleValuesParser::new(names()).into(), false),
         Type::List(Type::OneOf(names)) => (PossibleValuesParser::new(names()).into(), true),
         Type::List(_) => (clap::value_parser!(String), true),
-        Type::Text | Type::Path | Type::Table { .. } | Type::Object | Type::Key => (clap::value_parser!(String), false),
+        Type::Text | Type::Path | Type::Table { .. } | Type::Map(_) | Type::Record(_) | Type::Object | Type::Key => {
+            (clap::value_parser!(String), false)
+        }
     };
     arg = arg.value_parser(parser).ignore_case(names_any_case(setting.ty));
     if list {

@@ -39,11 +39,15 @@ pub enum Type {
     OneOf(fn() -> Vec<&'static str>),
     /// A list of values of the inner type.
     List(&'static Type),
-    /// A table whose keys are among `keys`, or start with `prefix` (`""`: any key), and whose
-    /// values are of the inner type.
+    /// A table whose keys are among `keys` or start with `prefix`, and whose values are of the
+    /// inner type.
     Table { keys: fn() -> Vec<&'static str>, prefix: Option<&'static str>, values: &'static Type },
     /// Any table (an MCP server's entry: Claude Code's format, read by the host).
     Object,
+    /// A table from any name (a model id) to values of the inner type.
+    Map(&'static Type),
+    /// A table of these fields, each optional.
+    Record(&'static [(&'static str, Type)]),
     /// A key sequence (`"<leader>h"`), or `false` for none.
     Key,
 }
@@ -146,12 +150,16 @@ impl Type {
             Type::Path => "a path".into(),
             Type::OneOf(names) => format!("one of {}", quoted(&names())),
             Type::List(inner) => format!("a list, each {}", inner.describe()),
-            Type::Table { prefix: Some(""), values, .. } => format!("a table from names to {}", values.describe()),
             Type::Table { keys, prefix, values } => {
                 let also = prefix.map(|p| format!(" (or names starting with \"{p}\")")).unwrap_or_default();
                 format!("a table from {}{also} to {}", quoted(&keys()), values.describe())
             }
             Type::Object => "a table".into(),
+            Type::Map(values) => format!("a table from names to {}", values.describe()),
+            Type::Record(fields) => {
+                let fields: Vec<String> = fields.iter().map(|(name, ty)| format!("{name} ({})", ty.describe())).collect();
+                format!("a table of {}", fields.join(", "))
+            }
             Type::Key => "a key (a string), or false for none".into(),
         }
     }
@@ -183,11 +191,6 @@ pub fn rule_names() -> Vec<&'static str> {
     vec!["allow", "ask", "deny"]
 }
 
-/// No names of their own: a table of any names (with `prefix: Some("")`).
-fn no_names() -> Vec<&'static str> {
-    Vec::new()
-}
-
 /// Where the chat opens.
 pub fn position_names() -> Vec<&'static str> {
     vec!["right", "left", "bottom", "top", "tab"]
@@ -205,6 +208,14 @@ pub fn global_actions() -> Vec<&'static str> {
 
 const COUNT: Type = Type::Int { min: 1, max: MAX_U32 };
 const BIG_COUNT: Type = Type::Int { min: 1, max: MAX_EXACT };
+
+/// One model's facts in `provider.model_info` (`ModelFacts`).
+const MODEL_FACTS: Type = Type::Record(&[
+    ("context_window", BIG_COUNT),
+    ("max_tokens", COUNT),
+    ("reasoning", Type::Bool),
+    ("images", Type::Bool),
+]);
 
 /// Every setting, in the order the help lists them (the members of a table together).
 pub const SETTINGS: &[Setting] = &[
@@ -244,6 +255,11 @@ pub const SETTINGS: &[Setting] = &[
     Setting::host("provider.copilot_token_url", "copilot_token_url", Type::Text, DefaultValue::Unset,
         "Copilot only: where the GitHub token is exchanged for a Copilot token (default: https://api.github.com/copilot_internal/v2/token).")
         .flag("copilot-token-url", Some("HANDOFF_COPILOT_TOKEN_URL")),
+    Setting::host("provider.model_info", "model_info", Type::Map(&MODEL_FACTS), DefaultValue::Empty,
+        "What is known of models, by id, e.g. { [\"qwen3-coder\"] = { context_window = 65536, max_tokens = 8192 } }: it wins over the provider's model list, pi's models.json and the built-in table (see |handoff-models|); the models named here are offered by :HandoffModel."),
+    Setting::host("provider.pi_provider", "pi_provider", Type::Text, DefaultValue::Unset,
+        "A provider of pi's models.json (~/.pi/agent/models.json) by name: its baseUrl, api, apiKey, headers and models; what you set here wins (see |handoff-models|).")
+        .flag("pi-provider", Some("HANDOFF_PI_PROVIDER")),
     Setting::host("provider.thinking", "thinking", Type::OneOf(thinking_names), DefaultValue::Unset,
         "Thinking level of new sessions (default \"off\"; \"xhigh\" is pi's name for \"high\"); a continued session keeps its own. See |handoff-thinking|.")
         .flag("thinking", Some("HANDOFF_THINKING")),
@@ -306,7 +322,7 @@ pub const SETTINGS: &[Setting] = &[
         "\"ask\": edits and commands ask; \"allow_edits\": commands ask; \"allow_all\": nothing asks (the CLI's --yes)."),
     Setting::host("tools.rules", "tools.rules", Type::Table { keys: tool_names, prefix: Some("mcp__"), values: &Type::OneOf(rule_names) }, DefaultValue::Empty,
         "Per tool, over the policy, e.g. { bash = \"deny\" }; an MCP server's tools by server or by tool, e.g. { mcp__github = \"allow\", mcp__github__delete_repo = \"deny\" }. See |handoff-mcp|."),
-    Setting::host("mcp.servers", "mcp.servers", Type::Table { keys: no_names, prefix: Some(""), values: &Type::Object }, DefaultValue::Empty,
+    Setting::host("mcp.servers", "mcp.servers", Type::Map(&Type::Object), DefaultValue::Empty,
         "MCP servers by name, each as Claude Code's .mcp.json writes one: { command = \"npx\", args = { … }, env = { … } } or { type = \"http\", url = \"…\", headers = { … } }; ${VAR} and ${VAR:-default} are expanded. See |handoff-mcp|."),
     Setting::host("mcp.user_file", "mcp.user_file", Type::Path, DefaultValue::ConfigDir(crate::core::mcp::config::USER_FILE),
         "The user's MCP servers (Claude Code's format; its servers need no trust)."),
@@ -363,6 +379,10 @@ impl Type {
                 map.iter().all(|(k, v)| known(k) && values.admits(v))
             }
             (Type::Object, V::Object(_)) => true,
+            (Type::Map(values), V::Object(map)) => map.values().all(|v| values.admits(v)),
+            (Type::Record(fields), V::Object(map)) => map.iter().all(|(k, v)| {
+                v.is_null() || fields.iter().any(|(name, ty)| name == k && ty.admits(v))
+            }),
             _ => false,
         }
     }
@@ -448,6 +468,11 @@ impl Type {
                 let prefix = prefix.map(|p| format!(", prefix = {}", lua_string(p))).unwrap_or_default();
                 format!("{{ kind = \"table\", keys = {}{prefix}, value = {} }}", lua_list(&keys()), values.lua())
             }
+            Type::Map(values) => format!("{{ kind = \"map\", value = {} }}", values.lua()),
+            Type::Record(fields) => {
+                let fields: Vec<String> = fields.iter().map(|(name, ty)| format!("{name} = {}", ty.lua())).collect();
+                format!("{{ kind = \"record\", fields = {{ {} }} }}", fields.join(", "))
+            }
             Type::Object => "{ kind = \"object\" }".into(),
             Type::Key => "{ kind = \"key\" }".into(),
         }
@@ -467,8 +492,12 @@ impl Type {
                 Type::OneOf(_) => format!("({})[]", inner.annotation()),
                 _ => format!("{}[]", inner.annotation()),
             },
-            Type::Table { values, .. } => format!("table<string, {}>", values.annotation()),
             Type::Object => "table".into(),
+            Type::Table { values, .. } | Type::Map(values) => format!("table<string, {}>", values.annotation()),
+            Type::Record(fields) => {
+                let fields: Vec<String> = fields.iter().map(|(name, ty)| format!("{name}?: {}", ty.annotation())).collect();
+                format!("{{ {} }}", fields.join(", "))
+            }
             Type::Key => "string|false".into(),
         }
     }
