@@ -34,6 +34,10 @@ Sections (doc/benchmarks.md explains each):
  10. the automatic handoff at the wall beside pi's compaction: a. threshold at a prompt
      (1k/10k/100k entries: time to the handoff's request, its size, peak RSS), b. an overflow
      mid-run (the refused request → the handoff's, attempts, sizes)
+ 11. MCP (the reference server-everything): a. one tool call's round trip through the host
+     (model asks → server answers → result stored → next request) over the server's own round
+     trip, stdio and streamable HTTP; b. start-up to the first prompt with three servers
+     configured (the host's start, and the first prompt, which starts them at once)
 
 bench/compare_builds.py runs §1–5 for two checkouts (a before/after), interleaved.
 """
@@ -1250,6 +1254,162 @@ def bench_tool_latency(nvim, bin_dir, mock, runs, work, tokens, chunks, lines, p
     return out
 
 
+# §11 ------------------------------------------------------------------------------------------
+
+class McpDirect:
+    """The reference server spoken to directly (no host): its own round trip for `tools/call`.
+    stdio: newline-delimited JSON-RPC on pipes; http: POSTs to /mcp with its session header."""
+
+    def __init__(self, binary, transport, port=None):
+        self.transport, self.next_id = transport, 0
+        if transport == "stdio":
+            self.proc = subprocess.Popen([binary, "stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, text=True)
+        self.url, self.session = (f"http://127.0.0.1:{port}/mcp", None) if port else (None, None)
+        self.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                 "clientInfo": {"name": "bench", "version": "1"}})
+        self.notify("notifications/initialized")
+
+    def _post(self, message):
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        if self.session:
+            headers["Mcp-Session-Id"] = self.session
+        req = urllib.request.Request(self.url, data=json.dumps(message).encode(), headers=headers, method="POST")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            self.session = r.headers.get("Mcp-Session-Id") or self.session
+            body = r.read().decode()
+        for line in body.splitlines():  # an SSE reply: its data line
+            if line.startswith("data:"):
+                return json.loads(line[5:])
+        return json.loads(body) if body.strip() else None
+
+    def notify(self, method):
+        message = {"jsonrpc": "2.0", "method": method}
+        if self.transport == "stdio":
+            self.proc.stdin.write(json.dumps(message) + "\n")
+            self.proc.stdin.flush()
+        else:
+            self._post(message)
+
+    def call(self, method, params):
+        self.next_id += 1
+        message = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        if self.transport != "stdio":
+            return self._post(message)
+        self.proc.stdin.write(json.dumps(message) + "\n")
+        self.proc.stdin.flush()
+        while True:
+            reply = json.loads(self.proc.stdout.readline())
+            if reply.get("id") == self.next_id:
+                return reply
+
+    def close(self):
+        if self.transport == "stdio":
+            self.proc.kill()
+            self.proc.wait()
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_http_everything(binary):
+    port = free_port()
+    proc = subprocess.Popen([binary, "streamableHttp"], env=dict(os.environ, PORT=str(port)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 30
+    import socket
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc, port
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("server-everything (streamableHttp) did not listen")
+
+
+def mcp_turn_gap(bin_dir, env, mock, work, config, calls):
+    """One prompt whose reply calls `calls` MCP echo tools, then answers: the time between the
+    model's first request and the one carrying the results (the mock's arrival times)."""
+    script_turn(mock, [("mcp__everything__echo", {"message": f"m{i}"}) for i in range(calls)])
+    d = tempfile.mkdtemp(dir=work)
+    cmd = [os.path.join(bin_dir, "handoff-nvim"), "--mcp-config", config] + ours_turn_cmd(bin_dir, d)[1:]
+    timed(cmd, env, d)
+    reqs = mock.requests()
+    results = tool_results(mock)
+    if len(results) != calls or any(f"m{i}" not in results[i] for i in range(calls)):
+        raise RuntimeError(f"MCP turn: results {results}")
+    return (reqs[1]["arrived_unix_ms"] - reqs[0]["arrived_unix_ms"]) / 1000
+
+
+def bench_mcp(bin_dir, env, mock, runs, work, binary, calls):
+    """§11a: per call, the turn with `calls` echo calls less the turn with one, over calls - 1
+    (the model's reply and the request after the tools cancel out), beside the server's own
+    round trip for the same call; §11b: the host's start (ping) and the first prompt (start →
+    the answer printed) with three servers configured, beside none."""
+    out = {}
+    http, port = start_http_everything(binary)
+    try:
+        for transport in ("stdio", "http"):
+            entry = {"command": binary, "args": ["stdio"]} if transport == "stdio" else \
+                {"type": "http", "url": f"http://127.0.0.1:{port}/mcp"}
+            config = os.path.join(work, f"mcp-{transport}.json")
+            with open(config, "w") as f:
+                json.dump({"mcpServers": {"everything": entry}}, f)
+            direct = McpDirect(binary, transport, port if transport == "http" else None)
+            own = []
+            for _ in range(max(20, runs * 4)):
+                t0 = time.perf_counter()
+                direct.call("tools/call", {"name": "echo", "arguments": {"message": "x"}})
+                own.append(time.perf_counter() - t0)
+            direct.close()
+            per_call = []
+            for _ in range(runs):
+                one = mcp_turn_gap(bin_dir, env, mock, work, config, 1)
+                many = mcp_turn_gap(bin_dir, env, mock, work, config, calls)
+                per_call.append((many - one) / (calls - 1))
+            out[transport] = dict(own=median(own), host=median(per_call))
+        three = os.path.join(work, "mcp-three.json")
+        with open(three, "w") as f:
+            json.dump({"mcpServers": {name: {"command": binary, "args": ["stdio"]} for name in ("a", "b", "c")}}, f)
+        none = os.path.join(work, "mcp-none.json")
+        with open(none, "w") as f:
+            json.dump({"mcpServers": {}}, f)
+        start = {"none": [], "three": []}
+        prompt = {"none": [], "three": []}
+        alone = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            McpDirect(binary, "stdio").close()
+            alone.append(time.perf_counter() - t0)
+            for which, config in (("none", none), ("three", three)):
+                t0 = time.perf_counter()
+                p = subprocess.Popen([os.path.join(bin_dir, "handoff-nvim"), "--mcp-config", config, "rpc"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+                p.stdin.write(msgpack_request(1, "ping"))
+                p.stdin.flush()
+                read_pong(p.stdout.fileno())
+                start[which].append(time.perf_counter() - t0)
+                p.stdin.close()
+                p.wait()
+                mock.control("reset")
+                mock.control("push", [{"kind": "text", "chunks": ["hi"]}])
+                d = tempfile.mkdtemp(dir=work)
+                cmd = [os.path.join(bin_dir, "handoff-nvim"), "--mcp-config", config, "prompt", "--new", "--cwd", d, "hello"]
+                prompt[which].append(timed(cmd, env, d))
+        out["start"] = {k: median(v) for k, v in start.items()}
+        out["prompt"] = {k: median(v) for k, v in prompt.items()}
+        out["alone"] = median(alone)
+    finally:
+        os.killpg(http.pid, 9)
+        http.wait()
+    return out
+
+
 def fmt_ms(s):
     return "–" if s is None else (f"{s*1e3:.2f} ms" if s < 0.01 else f"{s*1e3:.1f} ms" if s < 1 else f"{s*1e3:.0f} ms")
 
@@ -1290,7 +1450,9 @@ def main():
     ap.add_argument("--pi", default=os.environ.get("PI_BIN") or os.path.join(ROOT, ".cache", "pi", "node_modules", ".bin", "pi"))
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="one tiny iteration of each")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10", help="sections to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11", help="sections to run, e.g. 1,4")
+    ap.add_argument("--mcp-everything", default=os.environ.get("MCP_EVERYTHING_BIN") or os.path.join(
+        ROOT, ".cache", "mcp-everything", "node_modules", ".bin", "mcp-server-everything"))
     ap.add_argument("--rg", help="ripgrep for §6b (default: .cache/rg-venv/bin/rg, else PATH; `none`: without)")
     ap.add_argument("--json", help="also write the raw figures here")
     ap.add_argument("--doc", help="replace the results part of this markdown file (between the markers)")
@@ -1328,6 +1490,10 @@ def main():
            f"Generated by `bench/run.sh` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", ""]
     out += machine_notes(nvim, pi_bin) + [""]
 
+    mcp_bin = args.mcp_everything if os.access(args.mcp_everything, os.X_OK) else None
+    if "11" in only and not mcp_bin:
+        print(f"server-everything not found at {args.mcp_everything}: §11 is skipped (scripts/deps.sh ensure_mcp_everything)",
+              file=sys.stderr)
     try:
         if "1" in only:
             log("1. cold start")
@@ -1626,6 +1792,29 @@ def main():
                     f"{fmt_ms(ov.get('pi_to_retry'))} | {ratio(ov.get('pi_to_retry'), ov['ours_to_next'])} |",
                     f"| the request after it | {kb(ov['ours_next_body'])} | {kb(ov.get('pi_next_body'))} | |",
                     f"| peak RSS | {mib(ov['ours_peak'])} | {mib(ov.get('pi_peak'))} | {ratio(ov.get('pi_peak'), ov['ours_peak'])} |", ""]
+        if "11" in only and mcp_bin:
+            log("11. MCP")
+            calls = 3 if args.smoke else 20
+            m = raw["mcp"] = bench_mcp(args.bin_dir, env, mock, runs, work, mcp_bin, calls)
+            out += ["### 11. MCP: the reference server-everything", "",
+                    f"a. One `echo` call's round trip through the host: a turn whose reply makes {calls} calls less the "
+                    f"same turn with one, over {calls - 1} (the mock's arrival times of the request before and after the "
+                    "tools: consent under `--yes`, the JSON-RPC call, the result mapped and stored, the next request "
+                    "built), beside the server's own round trip for the same call from a bare client (Python, no host).", "",
+                    "| transport | through the host, per call | the server's own round trip | host's part |",
+                    "|---|---|---|---|"]
+            for t in ("stdio", "http"):
+                r = m[t]
+                out.append(f"| {t} | **{fmt_ms(r['host'])}** | {fmt_ms(r['own'])} | {fmt_ms(max(0.0, r['host'] - r['own']))} |")
+            out += ["", "b. Three stdio servers configured (`--mcp-config`, server-everything each) beside none: the "
+                    "host's start (spawn → `ping` answered; servers start only with a prompt) and the CLI's first prompt "
+                    "(spawn → the answer printed; the three start at once on its path).", "",
+                    "| | no servers | three servers | difference |", "|---|---|---|---|",
+                    f"| host start → ping | {fmt_ms(m['start']['none'])} | {fmt_ms(m['start']['three'])} | "
+                    f"{fmt_ms(m['start']['three'] - m['start']['none'])} |",
+                    f"| first prompt, whole process | {fmt_ms(m['prompt']['none'])} | {fmt_ms(m['prompt']['three'])} | "
+                    f"{fmt_ms(m['prompt']['three'] - m['prompt']['none'])} |",
+                    f"| one server's own start (bare client: spawn → `initialize` answered) | | {fmt_ms(m['alone'])} | |", ""]
     finally:
         mock.close()
         shutil.rmtree(work, ignore_errors=True)
