@@ -104,3 +104,35 @@ async fn the_reference_server_over_streamable_http_on_loopback() {
     drop(hub);
     server.kill().await.unwrap();
 }
+
+/// The server's tools reach the model in Anthropic's format too (name, description,
+/// `input_schema`), and a call the model makes goes through the agent: consent (here a rule per
+/// server), the server, and the result in the next request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_servers_tools_in_anthropics_format_through_the_agent() {
+    use handoff_nvim::core::agent::{AgentConfig, AgentSession, RunOptions};
+    use handoff_nvim::core::provider::{Api, ProviderConfig};
+    use handoff_nvim::core::tools::consent::Rule;
+    let Some(bin) = server_bin() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mock = handoff_mock::MockServer::start().await.unwrap();
+    mock.push(common::tool_call_reply("mcp__everything__echo", json!({ "message": "to anthropic" }), "toolu_1"));
+    mock.push(handoff_mock::MockReply::text("Echoed."));
+    let mut provider = ProviderConfig::new(Api::Anthropic, mock.anthropic_base_url(), "mock-model");
+    provider.max_retries = 0;
+    let (hub, _) = hub(dir.path(), json!({ "command": bin, "args": ["stdio"] }));
+    let mut config = AgentConfig::new(provider);
+    config.tools.add_source(hub);
+    config.policy.tools.insert("mcp__everything".into(), Rule::Allow);
+    let agent = std::sync::Arc::new(AgentSession::new(config, common::new_session(dir.path())));
+    agent.prompt("echo it", RunOptions::default()).await.unwrap();
+    let requests = mock.requests();
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    let echo = tools.iter().find(|t| t["name"] == "mcp__everything__echo").expect("the server's echo offered");
+    assert!(echo["description"].as_str().unwrap().to_lowercase().contains("echo"), "{echo}");
+    assert_eq!(echo["input_schema"]["type"], "object");
+    assert!(echo["input_schema"]["properties"]["message"].is_object(), "{echo}");
+    assert!(tools.iter().any(|t| t["name"] == "read"), "beside our own tools");
+    let second = requests[1].body.to_string();
+    assert!(second.contains("Echo: to anthropic"), "{second}");
+}

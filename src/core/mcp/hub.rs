@@ -356,4 +356,11 @@ impl ToolSource for McpHub {
         }
         out
     }
+
+    fn find(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.servers.iter().find_map(|server| {
+            let tools = lock(&server.tools);
+            tools.iter().find(|t| t.definition.name == name).map(|t| t.clone() as Arc<dyn Tool>)
+        })
+    }
 }
