@@ -1,7 +1,8 @@
 //! The whole-process benchmarks, one tiny iteration of each, so they cannot rot: runs
 //! `bench/bench.py --smoke` against the binaries of this build (debug), the checkout's Neovim
 //! and pi (`$PI_BIN`, else `.cache/pi`; pi's columns stay empty when it is not installed), and
-//! rg for §6b (`.cache/rg-venv`, else PATH; its column and pi's grep stay empty without it).
+//! rg for §6b (`.cache/rg-venv`, else PATH; its column and pi's grep stay empty without it),
+//! and server-everything for §11 (`.cache/mcp-everything`; the section is skipped without it).
 //! The in-process benchmarks (benches/inprocess.rs) run once each under `cargo test` as well.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -90,6 +91,17 @@ fn every_benchmark_runs_once() {
     let (first, accepted) = (overflow["ours_to_handoff"].as_f64().unwrap(), overflow["ours_to_accepted"].as_f64().unwrap());
     assert!(first > 0.0 && first <= accepted && accepted < overflow["ours_to_next"].as_f64().unwrap(), "{overflow}");
     assert!(overflow["ours_attempts"].as_f64().unwrap() >= 1.0, "{overflow}");
+    // MCP (§11): the call's round trip through the host and the server's own, both measured;
+    // the first prompt with three servers, and one server's own start.
+    let everything = root.join(".cache/mcp-everything/node_modules/.bin/mcp-server-everything");
+    if everything.exists() || std::env::var_os("MCP_EVERYTHING_BIN").is_some() {
+        assert!(stdout.contains("### 11."), "no ### 11. in\n{stdout}");
+        let mcp = &raw["mcp"];
+        for transport in ["stdio", "http"] {
+            assert!(mcp[transport]["host"].as_f64().unwrap() > 0.0 && mcp[transport]["own"].as_f64().unwrap() > 0.0, "{mcp}");
+        }
+        assert!(mcp["prompt"]["three"].as_f64().unwrap() > 0.0 && mcp["alone"].as_f64().unwrap() > 0.0, "{mcp}");
+    }
     // 57 s with §10 (10 s of it, two pi runs among them) at load 3.3 on the 2 cores; 16 s before §10, quiet.
     assert!(started.elapsed() < Duration::from_secs(90), "the smoke run took {:?}", started.elapsed());
 }
