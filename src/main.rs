@@ -8,7 +8,8 @@ use handoff_nvim::core::config::Settings;
 
 fn init_logging(cli: &Cli, is_rpc: bool) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("HANDOFF_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    // rmcp logs each server's whole handshake at info: its warnings are what the log needs.
+    let filter = EnvFilter::try_from_env("HANDOFF_LOG").unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
     if let Some(path) = &cli.log_file {
         let mut options = std::fs::OpenOptions::new();
         options.create(true).append(true);
