@@ -1367,12 +1367,15 @@ def bench_mcp(bin_dir, env, mock, runs, work, binary, calls):
                 direct.call("tools/call", {"name": "echo", "arguments": {"message": "x"}})
                 own.append(time.perf_counter() - t0)
             direct.close()
-            per_call = []
+            per_call, ones, manys = [], [], []
             for _ in range(runs):
                 one = mcp_turn_gap(bin_dir, env, mock, work, config, 1)
                 many = mcp_turn_gap(bin_dir, env, mock, work, config, calls)
                 per_call.append((many - one) / (calls - 1))
-            out[transport] = dict(own=median(own), host=median(per_call))
+                ones.append(one)
+                manys.append(many)
+            # The gaps themselves too: with one run (the smoke run) their difference is noise.
+            out[transport] = dict(own=median(own), host=median(per_call), gap_one=median(ones), gap_many=median(manys))
         three = os.path.join(work, "mcp-three.json")
         with open(three, "w") as f:
             json.dump({"mcpServers": {name: {"command": binary, "args": ["stdio"]} for name in ("a", "b", "c")}}, f)
