@@ -82,6 +82,21 @@ pub enum Command {
         #[arg(long)]
         focus: Option<String>,
     },
+    /// Run a command in the sandbox (`--sandbox workspace-write|read-only`, `--network`): the
+    /// host runs bash commands through this. Restricts itself (no_new_privs, Landlock, seccomp)
+    /// and execs the command; refuses to run it when the sandbox cannot be enforced.
+    #[command(name = "sandbox-exec")]
+    SandboxExec {
+        /// A folder the command may write besides its temp folder (repeatable).
+        #[arg(long)]
+        writable: Vec<PathBuf>,
+        /// The command's temp folder (its TMPDIR), writable.
+        #[arg(long)]
+        tmpdir: PathBuf,
+        /// The program and its arguments.
+        #[arg(required = true, num_args = 1.., last = true)]
+        command: Vec<std::ffi::OsString>,
+    },
 }
 
 fn current_dir(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
@@ -226,6 +241,7 @@ async fn prompt(
     if auto == AutoHandoff::Review {
         anyhow::bail!("--auto-handoff review needs an editor to review the document in: use continue or off");
     }
+    refuse_unenforceable_sandbox(settings)?;
     let agent = open_agent(settings, &cwd, &choice)?;
     eprintln!("{}", agent.session().path().display());
     let controller = Controller::new(agent.clone(), FrontEndTexts::default());
@@ -324,8 +340,55 @@ pub fn run_local(command: &Command, settings: &Settings) -> Option<anyhow::Resul
         Command::Context { file } => Some(print_context(file, settings)),
         Command::Todos { file } => Some(print_todos(file, settings)),
         Command::Sessions { cwd } => Some(print_sessions(cwd.clone(), settings)),
+        Command::SandboxExec { writable, tmpdir, command } => Some(sandbox_exec(settings, writable, tmpdir, command)),
         Command::Rpc | Command::Prompt { .. } | Command::Handoff { .. } => None,
     }
+}
+
+/// `sandbox-exec`: restricts this process as the settings say and execs `command`; returns only
+/// when it cannot (the command did not run).
+fn sandbox_exec(settings: &Settings, writable: &[PathBuf], tmpdir: &Path, command: &[std::ffi::OsString]) -> anyhow::Result<ExitCode> {
+    let sandbox = settings.sandbox();
+    if !sandbox.is_on() {
+        anyhow::bail!("sandbox-exec needs --sandbox workspace-write or --sandbox read-only");
+    }
+    let Some((program, args)) = command.split_first() else { anyhow::bail!("sandbox-exec: no command") };
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        let restriction = crate::core::sandbox::linux::Restriction {
+            settings: sandbox,
+            writable: writable.to_vec(),
+            tmpdir: tmpdir.to_path_buf(),
+        };
+        crate::core::sandbox::linux::restrict_self(&restriction)
+            .map_err(|e| anyhow::anyhow!("{e}: the command was not run (--sandbox off runs commands outside the sandbox)"))?;
+        let error = std::process::Command::new(program).args(args).env("TMPDIR", tmpdir).exec();
+        anyhow::bail!("cannot run {}: {error}", Path::new(program).display())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (writable, tmpdir, program, args);
+        let why = crate::core::sandbox::Support::probe().enforceable().err().unwrap_or_default();
+        anyhow::bail!("the sandbox cannot be enforced: {why}: the command was not run (--sandbox off runs commands outside the sandbox)")
+    }
+}
+
+/// The CLI refuses to start a prompt whose commands would have to run outside a sandbox that was
+/// asked for (no one is asked: `--yes` never lifts it); the error names the flag.
+fn refuse_unenforceable_sandbox(settings: &Settings) -> anyhow::Result<()> {
+    let sandbox = settings.sandbox();
+    let bash = settings.tools.clone().unwrap_or_default().registry().ok().and_then(|r| r.get("bash"));
+    if !sandbox.is_on() || bash.is_none() {
+        return Ok(());
+    }
+    if let Err(why) = crate::core::sandbox::Support::probe().enforceable() {
+        anyhow::bail!(
+            "the sandbox (--sandbox {}) cannot be enforced: {why}; bash commands would run outside it: pass --sandbox off to allow that",
+            sandbox.mode.as_str()
+        );
+    }
+    Ok(())
 }
 
 fn print_context(file: &Path, settings: &Settings) -> anyhow::Result<ExitCode> {
@@ -375,6 +438,7 @@ pub async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCod
         Command::Todos { file } => return print_todos(&file, &settings),
         Command::Sessions { cwd } => return print_sessions(cwd, &settings),
         Command::Handoff { file, focus } => handoff(&settings, &file, focus.as_deref()).await?,
+        Command::SandboxExec { writable, tmpdir, command } => return sandbox_exec(&settings, &writable, &tmpdir, &command),
     };
     Ok(ExitCode::from(code))
 }
