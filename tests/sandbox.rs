@@ -433,3 +433,75 @@ async fn under_the_default_policy_the_approval_says_the_command_runs_sandboxed()
     let wire = serde_json::to_value(&asked[0]).unwrap();
     assert_eq!(wire["sandbox"], "workspace-write, no network", "the front ends receive it");
 }
+
+// ---------------------------------------------------------------------------------------------
+// In headless Neovim
+
+mod in_neovim {
+    use super::*;
+    use common::nvim::{bounded, Editor};
+
+    async fn chat(ed: &Editor) -> String {
+        ed.eval("table.concat(T.chat(), '\\n')").await.as_str().unwrap().to_string()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_scripted_turn_shows_the_sandboxed_run_and_the_escalation() {
+        if !enforced("a_scripted_turn_shows_the_sandboxed_run_and_the_escalation") {
+            return;
+        }
+        bounded(async {
+            let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_sandboxed" } })).await;
+            let outside = ed.dir.path().join("outside");
+            std::fs::create_dir_all(&outside).unwrap();
+            let target = outside.join("out.txt");
+            ed.lua("require('handoff').open_chat()", json!([])).await;
+            ed.mock.push(tool_calls_reply(vec![
+                bash_call("n1", "echo in > inside.txt"),
+                bash_call("n2", &format!("echo out > {}", target.display())),
+            ]));
+            ed.mock.push(MockReply::text("Both written."));
+            ed.lua("require('handoff').prompt('write both')", json!([])).await;
+            // n1 ran unasked in the sandbox; n2 was blocked by it and asks to run outside.
+            let req = ed.wait_event("HandoffToolApproval", 1).await;
+            assert_eq!(req["id"], "n2/unsandboxed", "{req}");
+            assert!(req["unsandboxed"].as_str().unwrap().contains("out.txt: Permission denied"), "{req}");
+            assert!(ed.work_dir().join("inside.txt").exists());
+            assert!(!target.exists());
+            let text = chat(&ed).await;
+            assert!(text.contains("*sandboxed: workspace-write, no network*"), "{text}");
+            assert!(text.contains("### Run `bash` outside the sandbox?"), "{text}");
+            assert!(text.contains("*Why:* the sandboxed run looks blocked by the sandbox: "), "{text}");
+            ed.lua("require('handoff').approve(...)", json!([req["id"], "allow"])).await;
+            ed.wait_event("HandoffAgentEnd", 1).await;
+            assert_eq!(std::fs::read_to_string(&target).unwrap(), "out\n");
+            let text = chat(&ed).await;
+            assert!(text.contains("*re-run outside the sandbox (it looked blocked: "), "{text}");
+            ed.quit().await;
+        })
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unenforceable_sandbox_asks_before_each_command_and_says_why() {
+        bounded(async {
+            let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_all" } })).await;
+            // Before the host starts: it reports the Landlock ABI as 0, as a kernel without it.
+            ed.lua("vim.env[...] = '0'", json!([SIMULATED_ABI_VAR])).await;
+            ed.lua("require('handoff').open_chat()", json!([])).await;
+            ed.mock.push(tool_calls_reply(vec![bash_call("u1", "echo ran > ran.txt")]));
+            ed.mock.push(MockReply::text("ok"));
+            ed.lua("require('handoff').prompt('run it')", json!([])).await;
+            let req = ed.wait_event("HandoffToolApproval", 1).await;
+            assert_eq!(req["id"], "u1", "allow_all still asks: {req}");
+            assert!(req["unsandboxed"].as_str().unwrap().contains("cannot be enforced: this kernel has no Landlock"), "{req}");
+            let text = chat(&ed).await;
+            assert!(text.contains("### Run `bash` outside the sandbox?"), "{text}");
+            ed.lua("require('handoff').approve(...)", json!([req["id"], "reject", "not without the sandbox"])).await;
+            ed.wait_event("HandoffAgentEnd", 1).await;
+            assert!(!ed.work_dir().join("ran.txt").exists());
+            ed.quit().await;
+        })
+        .await;
+    }
+}
