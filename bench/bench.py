@@ -1157,6 +1157,53 @@ def bench_at_the_wall(bin_dir, pi_bin, runs, work, sizes, overflow_entries):
     return out
 
 
+# --- The sandbox for bash (§11) --------------------------------------------------------------------
+
+def sandbox_exec_cmd(bin_dir, project, tmp, cmd):
+    """The helper the host runs a sandboxed command through (src/core/sandbox)."""
+    return ([os.path.join(bin_dir, "handoff-nvim"), "sandbox-exec", "--sandbox", "workspace-write", "--network", "false",
+             "--writable", project, "--tmpdir", tmp, "--"] + cmd)
+
+
+def bench_sandbox(bin_dir, env, mock, runs, work, smoke):
+    """§11: a trivial command (`bash -c true`) spawned as is and through the helper, interleaved;
+    then the four-tool turn of §6a with --sandbox off and workspace-write, interleaved. Checks
+    that the helper enforces (a write outside the project refused, NoNewPrivs 1) and that both
+    turns leave the expected files."""
+    project, tmp, outside = (os.path.join(work, "sandbox", d) for d in ("project", "tmp", "outside"))
+    for d in (project, tmp, outside):
+        os.makedirs(d)
+    probe = subprocess.run(sandbox_exec_cmd(bin_dir, project, tmp, ["/bin/bash", "-c",
+                           f"grep -q 'NoNewPrivs:.1' /proc/self/status && ! echo x 2>/dev/null > {outside}/x"]),
+                           env=env, cwd=project, capture_output=True, text=True)
+    if probe.returncode != 0 or os.path.exists(os.path.join(outside, "x")):
+        raise RuntimeError(f"sandbox: the helper does not enforce here: {probe.stderr.strip()}")
+    plain = ["/bin/bash", "-c", "true"]
+    boxed = sandbox_exec_cmd(bin_dir, project, tmp, plain)
+    spawns = 20 if smoke else 400
+    off, on = [], []
+    for _ in range(spawns):
+        off.append(timed(plain, env, project))
+        on.append(timed(boxed, env, project))
+    n = [0]
+    turn = {"off": [], "workspace-write": []}
+    for _ in range(runs * 3):
+        for mode in turn:
+            n[0] += 1
+            d = os.path.join(work, "sandbox", "turn", str(n[0]))
+            os.makedirs(d)
+            for name, text in TURN_SEED.items():
+                with open(os.path.join(d, name), "w") as f:
+                    f.write(text)
+            script_turn(mock, TURN_CALLS)
+            cmd = ours_turn_cmd(bin_dir, d)
+            turn[mode].append(timed(cmd[:1] + ["--sandbox", mode] + cmd[1:], env, d))
+            if snapshot(d) != TURN_EXPECTED:
+                raise RuntimeError(f"sandbox: the tool turn with --sandbox {mode} left other files: {sorted(snapshot(d))}")
+    return dict(spawns=spawns, cmd_off=median(off), cmd_on=median(on), cmd_off_p90=pct(off, 0.9), cmd_on_p90=pct(on, 0.9),
+                turn_off=median(turn["off"]), turn_on=median(turn["workspace-write"]))
+
+
 # --- Report -------------------------------------------------------------------------------------
 
 # --- Tool output (§7) ---------------------------------------------------------------------------
@@ -1290,7 +1337,7 @@ def main():
     ap.add_argument("--pi", default=os.environ.get("PI_BIN") or os.path.join(ROOT, ".cache", "pi", "node_modules", ".bin", "pi"))
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="one tiny iteration of each")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10", help="sections to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11", help="sections to run, e.g. 1,4")
     ap.add_argument("--rg", help="ripgrep for §6b (default: .cache/rg-venv/bin/rg, else PATH; `none`: without)")
     ap.add_argument("--json", help="also write the raw figures here")
     ap.add_argument("--doc", help="replace the results part of this markdown file (between the markers)")
@@ -1626,6 +1673,22 @@ def main():
                     f"{fmt_ms(ov.get('pi_to_retry'))} | {ratio(ov.get('pi_to_retry'), ov['ours_to_next'])} |",
                     f"| the request after it | {kb(ov['ours_next_body'])} | {kb(ov.get('pi_next_body'))} | |",
                     f"| peak RSS | {mib(ov['ours_peak'])} | {mib(ov.get('pi_peak'))} | {ratio(ov.get('pi_peak'), ov['ours_peak'])} |", ""]
+        if "11" in only:
+            log("11. the sandbox for bash")
+            sb = raw["sandbox"] = bench_sandbox(args.bin_dir, env, mock, runs, work, args.smoke)
+            d_cmd, d_turn = sb["cmd_on"] - sb["cmd_off"], sb["turn_on"] - sb["turn_off"]
+            out += ["### 11. The sandbox for bash", "",
+                    f"A trivial command, `bash -c true`, spawned {sb['spawns']} times as is and as many through the "
+                    "helper the host runs sandboxed commands with (`handoff-nvim sandbox-exec --sandbox workspace-write "
+                    "--network false --writable DIR --tmpdir DIR -- bash -c true`: no_new_privs, Landlock, seccomp, "
+                    "exec), interleaved; then §6a's four-tool turn (`prompt --new --yes`, its bash call among them) with "
+                    "`--sandbox off` and `--sandbox workspace-write`, interleaved, each in a fresh folder and checked "
+                    "against the expected files. Before that the helper is checked to enforce (NoNewPrivs 1, a write "
+                    "outside the project refused).", "",
+                    "| | unsandboxed | sandboxed | overhead |", "|---|---|---|---|",
+                    f"| `bash -c true`, spawn → exit, median | {fmt_ms(sb['cmd_off'])} | {fmt_ms(sb['cmd_on'])} | **{fmt_ms(d_cmd)}** |",
+                    f"| … p90 | {fmt_ms(sb['cmd_off_p90'])} | {fmt_ms(sb['cmd_on_p90'])} | |",
+                    f"| four-tool turn, prompt → exit, median | {fmt_ms(sb['turn_off'])} | {fmt_ms(sb['turn_on'])} | **{fmt_ms(d_turn)}** |", ""]
     finally:
         mock.close()
         shutil.rmtree(work, ignore_errors=True)
