@@ -264,18 +264,15 @@ impl AgentSession {
         }
     }
 
-    /// Why a sandboxed result looks blocked by the sandbox (see [`sandbox::looks_blocked`]).
+    /// Why a sandboxed result looks blocked by the sandbox (see [`sandbox::looks_blocked`]); a
+    /// stopped command is not offered a re-run.
     fn blocked(&self, output: &ToolOutput, sandboxed: &Sandboxed, ctx: &ToolContext) -> Option<String> {
         if !output.is_error || ctx.cancel.is_cancelled() {
             return None;
         }
         let text = output.joined_text();
         let code = text.rsplit_once("Command exited with code ").and_then(|(_, c)| c.trim().parse().ok());
-        let writable: Vec<&std::path::Path> = match sandboxed.settings.mode {
-            sandbox::SandboxMode::WorkspaceWrite => vec![&ctx.cwd, &sandboxed.tmpdir],
-            _ => vec![&sandboxed.tmpdir],
-        };
-        sandbox::looks_blocked(code, &text, &writable, sandboxed.settings.network)
+        sandboxed.blocked(code, &text, &ctx.cwd)
     }
 
     /// What the file an edit or write call changes holds now, through the front end's file

@@ -162,15 +162,30 @@ pub struct Sandboxed {
 }
 
 impl Sandboxed {
+    /// The folders a command run in `cwd` may write: its temp folder, and the project in
+    /// `workspace-write` (`/dev/null` besides).
+    pub fn writable<'a>(&'a self, cwd: &'a Path) -> Vec<&'a Path> {
+        match self.settings.mode {
+            SandboxMode::WorkspaceWrite => vec![cwd, &self.tmpdir],
+            SandboxMode::ReadOnly | SandboxMode::Off => vec![&self.tmpdir],
+        }
+    }
+
+    /// Why a result of a command run in `cwd` looks blocked by this sandbox (see
+    /// [`looks_blocked`]).
+    pub fn blocked(&self, exit_code: Option<i32>, output: &str, cwd: &Path) -> Option<String> {
+        looks_blocked(exit_code, output, &self.writable(cwd), self.settings.network)
+    }
+
     /// The helper's arguments that run `program args…` in `cwd` under this sandbox (the project
     /// folder is writable in `workspace-write`).
     pub fn helper_args(&self, cwd: &Path, program: &Path, args: &[&str]) -> Vec<OsString> {
         let network = if self.settings.network { "true" } else { "false" };
         let mut out: Vec<OsString> =
             vec![HELPER_COMMAND.into(), "--sandbox".into(), self.settings.mode.as_str().into(), "--network".into(), network.into()];
-        if self.settings.mode == SandboxMode::WorkspaceWrite {
+        for dir in self.writable(cwd).into_iter().filter(|d| *d != self.tmpdir) {
             out.push("--writable".into());
-            out.push(cwd.into());
+            out.push(dir.into());
         }
         out.push("--tmpdir".into());
         out.push(self.tmpdir.clone().into());
