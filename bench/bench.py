@@ -1159,9 +1159,10 @@ def bench_at_the_wall(bin_dir, pi_bin, runs, work, sizes, overflow_entries):
 
 # --- The sandbox for bash (§11) --------------------------------------------------------------------
 
-def sandbox_exec_cmd(bin_dir, project, tmp, cmd):
-    """The helper the host runs a sandboxed command through (src/core/sandbox)."""
-    return ([os.path.join(bin_dir, "handoff-nvim"), "sandbox-exec", "--sandbox", "workspace-write", "--network", "false",
+def sandbox_exec_cmd(bin_dir, project, tmp, cmd, helper="handoff-sandbox"):
+    """The helper the host runs a sandboxed command through (src/core/sandbox): handoff-sandbox,
+    or the host binary's own `sandbox-exec`."""
+    return ([os.path.join(bin_dir, helper), "sandbox-exec", "--sandbox", "workspace-write", "--network", "false",
              "--writable", project, "--tmpdir", tmp, "--"] + cmd)
 
 
@@ -1181,10 +1182,12 @@ def bench_sandbox(bin_dir, env, mock, runs, work, smoke):
     plain = ["/bin/bash", "-c", "true"]
     boxed = sandbox_exec_cmd(bin_dir, project, tmp, plain)
     spawns = 20 if smoke else 400
-    off, on = [], []
+    boxed_host = sandbox_exec_cmd(bin_dir, project, tmp, plain, helper="handoff-nvim")
+    off, on, on_host = [], [], []
     for _ in range(spawns):
         off.append(timed(plain, env, project))
         on.append(timed(boxed, env, project))
+        on_host.append(timed(boxed_host, env, project))
     n = [0]
     turn = {"off": [], "workspace-write": []}
     for _ in range(runs * 3):
@@ -1200,7 +1203,7 @@ def bench_sandbox(bin_dir, env, mock, runs, work, smoke):
             turn[mode].append(timed(cmd[:1] + ["--sandbox", mode] + cmd[1:], env, d))
             if snapshot(d) != TURN_EXPECTED:
                 raise RuntimeError(f"sandbox: the tool turn with --sandbox {mode} left other files: {sorted(snapshot(d))}")
-    return dict(spawns=spawns, cmd_off=median(off), cmd_on=median(on), cmd_off_p90=pct(off, 0.9), cmd_on_p90=pct(on, 0.9),
+    return dict(spawns=spawns, cmd_off=median(off), cmd_on=median(on), cmd_on_host=median(on_host), cmd_off_p90=pct(off, 0.9), cmd_on_p90=pct(on, 0.9),
                 turn_off=median(turn["off"]), turn_on=median(turn["workspace-write"]))
 
 
@@ -1679,15 +1682,16 @@ def main():
             d_cmd, d_turn = sb["cmd_on"] - sb["cmd_off"], sb["turn_on"] - sb["turn_off"]
             out += ["### 11. The sandbox for bash", "",
                     f"A trivial command, `bash -c true`, spawned {sb['spawns']} times as is and as many through the "
-                    "helper the host runs sandboxed commands with (`handoff-nvim sandbox-exec --sandbox workspace-write "
+                    "helper the host runs sandboxed commands with (`handoff-sandbox sandbox-exec --sandbox workspace-write "
                     "--network false --writable DIR --tmpdir DIR -- bash -c true`: no_new_privs, Landlock, seccomp, "
-                    "exec), interleaved; then §6a's four-tool turn (`prompt --new --yes`, its bash call among them) with "
+                    "exec) and through the host binary's own `handoff-nvim sandbox-exec`, interleaved; then §6a's four-tool turn (`prompt --new --yes`, its bash call among them) with "
                     "`--sandbox off` and `--sandbox workspace-write`, interleaved, each in a fresh folder and checked "
                     "against the expected files. Before that the helper is checked to enforce (NoNewPrivs 1, a write "
                     "outside the project refused).", "",
                     "| | unsandboxed | sandboxed | overhead |", "|---|---|---|---|",
                     f"| `bash -c true`, spawn → exit, median | {fmt_ms(sb['cmd_off'])} | {fmt_ms(sb['cmd_on'])} | **{fmt_ms(d_cmd)}** |",
                     f"| … p90 | {fmt_ms(sb['cmd_off_p90'])} | {fmt_ms(sb['cmd_on_p90'])} | |",
+                    f"| … through `handoff-nvim sandbox-exec` instead (the host binary as the helper) | | {fmt_ms(sb['cmd_on_host'])} | {fmt_ms(sb['cmd_on_host'] - sb['cmd_off'])} |",
                     f"| four-tool turn, prompt → exit, median | {fmt_ms(sb['turn_off'])} | {fmt_ms(sb['turn_on'])} | **{fmt_ms(d_turn)}** |", ""]
     finally:
         mock.close()

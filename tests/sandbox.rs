@@ -28,6 +28,8 @@ use handoff_nvim::core::tools::{execute, ToolContext, ToolOutput};
 use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
+/// The helper the host runs commands through (`handoff-nvim sandbox-exec` is the same).
+const HELPER: &str = env!("CARGO_BIN_EXE_handoff-sandbox");
 
 /// Whether the sandbox can be enforced here; if not, says the test is skipped (or fails, when
 /// CI requires the sandbox).
@@ -62,7 +64,7 @@ fn dirs() -> Dirs {
 }
 
 fn sandboxed(d: &Dirs, mode: SandboxMode, network: bool) -> Sandboxed {
-    Sandboxed { helper: BIN.into(), settings: SandboxSettings { mode, network }, tmpdir: d.tmp.clone() }
+    Sandboxed { helper: HELPER.into(), settings: SandboxSettings { mode, network }, tmpdir: d.tmp.clone() }
 }
 
 /// `command` through the bash tool, in the project, in `sandbox`.
@@ -236,31 +238,37 @@ async fn a_grandchild_inherits_the_limits_and_no_new_privs() {
         "grep NoNewPrivs /proc/self/status; bash -c '(echo g > {}/g; grep NoNewPrivs /proc/self/status) & wait'",
         d.outside.display()
     );
-    let out = bash_in(&d, Some(sandboxed(&d, SandboxMode::WorkspaceWrite, false)), &command).await;
-    let text = out.joined_text();
-    assert_eq!(text.matches("NoNewPrivs:\t1").count(), 2, "{text}");
-    assert!(text.contains("/g: Permission denied"), "{text}");
-    assert!(!d.outside.join("g").exists());
+    // Through either helper: handoff-sandbox (the host's) and handoff-nvim sandbox-exec.
+    for helper in [HELPER, BIN] {
+        let sandbox = Sandboxed { helper: helper.into(), ..sandboxed(&d, SandboxMode::WorkspaceWrite, false) };
+        let out = bash_in(&d, Some(sandbox), &command).await;
+        let text = out.joined_text();
+        assert_eq!(text.matches("NoNewPrivs:\t1").count(), 2, "{helper}: {text}");
+        assert!(text.contains("/g: Permission denied"), "{helper}: {text}");
+        assert!(!d.outside.join("g").exists());
+    }
 }
 
 #[test]
 fn an_unenforceable_sandbox_is_refused_by_the_helper_and_the_cli() {
     let d = dirs();
     let marker = d.project.join("ran");
-    // The helper, told (as a kernel without Landlock would) that the ABI is 0: nothing runs.
-    let out = std::process::Command::new(BIN)
-        .args(["sandbox-exec", "--sandbox", "workspace-write", "--network", "false", "--tmpdir"])
-        .arg(&d.tmp)
-        .args(["--", "touch"])
-        .arg(&marker)
-        .env(SIMULATED_ABI_VAR, "0")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("the sandbox cannot be enforced: this kernel has no Landlock"), "{stderr}");
-    assert!(stderr.contains("--sandbox off"), "{stderr}");
-    assert!(!marker.exists(), "the command ran unsandboxed");
+    // Either helper, told (as a kernel without Landlock would) that the ABI is 0: nothing runs.
+    for helper in [HELPER, BIN] {
+        let out = std::process::Command::new(helper)
+            .args(["sandbox-exec", "--sandbox", "workspace-write", "--network", "false", "--tmpdir"])
+            .arg(&d.tmp)
+            .args(["--", "touch"])
+            .arg(&marker)
+            .env(SIMULATED_ABI_VAR, "0")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{helper}: {stderr}");
+        assert!(stderr.contains("the sandbox cannot be enforced: this kernel has no Landlock"), "{helper}: {stderr}");
+        assert!(stderr.contains("--sandbox off"), "{helper}: {stderr}");
+        assert!(!marker.exists(), "{helper}: the command ran unsandboxed");
+    }
 
     // The CLI refuses the prompt before any request, naming the flag; `--yes` does not change it.
     let out = std::process::Command::new(BIN)

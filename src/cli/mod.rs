@@ -82,21 +82,6 @@ pub enum Command {
         #[arg(long)]
         focus: Option<String>,
     },
-    /// Run a command in the sandbox (`--sandbox workspace-write|read-only`, `--network`): the
-    /// host runs bash commands through this. Restricts itself (no_new_privs, Landlock, seccomp)
-    /// and execs the command; refuses to run it when the sandbox cannot be enforced.
-    #[command(name = "sandbox-exec")]
-    SandboxExec {
-        /// A folder the command may write besides its temp folder (repeatable).
-        #[arg(long)]
-        writable: Vec<PathBuf>,
-        /// The command's temp folder (its TMPDIR), writable.
-        #[arg(long)]
-        tmpdir: PathBuf,
-        /// The program and its arguments.
-        #[arg(required = true, num_args = 1.., last = true)]
-        command: Vec<std::ffi::OsString>,
-    },
 }
 
 fn current_dir(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
@@ -340,38 +325,27 @@ pub fn run_local(command: &Command, settings: &Settings) -> Option<anyhow::Resul
         Command::Context { file } => Some(print_context(file, settings)),
         Command::Todos { file } => Some(print_todos(file, settings)),
         Command::Sessions { cwd } => Some(print_sessions(cwd.clone(), settings)),
-        Command::SandboxExec { writable, tmpdir, command } => Some(sandbox_exec(settings, writable, tmpdir, command)),
         Command::Rpc | Command::Prompt { .. } | Command::Handoff { .. } => None,
     }
 }
 
-/// `sandbox-exec`: restricts this process as the settings say and execs `command`; returns only
-/// when it cannot (the command did not run).
-fn sandbox_exec(settings: &Settings, writable: &[PathBuf], tmpdir: &Path, command: &[std::ffi::OsString]) -> anyhow::Result<ExitCode> {
-    let sandbox = settings.sandbox();
-    if !sandbox.is_on() {
-        anyhow::bail!("sandbox-exec needs --sandbox workspace-write or --sandbox read-only");
-    }
-    let Some((program, args)) = command.split_first() else { anyhow::bail!("sandbox-exec: no command") };
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::unix::process::CommandExt;
-        let restriction = crate::core::sandbox::linux::Restriction {
-            settings: sandbox,
-            writable: writable.to_vec(),
-            tmpdir: tmpdir.to_path_buf(),
-        };
-        crate::core::sandbox::linux::restrict_self(&restriction)
-            .map_err(|e| anyhow::anyhow!("{e}: the command was not run (--sandbox off runs commands outside the sandbox)"))?;
-        let error = std::process::Command::new(program).args(args).env("TMPDIR", tmpdir).exec();
-        anyhow::bail!("cannot run {}: {error}", Path::new(program).display())
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = (writable, tmpdir, program, args);
-        let why = crate::core::sandbox::Support::probe().enforceable().err().unwrap_or_default();
-        anyhow::bail!("the sandbox cannot be enforced: {why}: the command was not run (--sandbox off runs commands outside the sandbox)")
-    }
+/// `handoff-nvim sandbox-exec …` (and `handoff-sandbox sandbox-exec …`): the helper bash runs a
+/// sandboxed command through. Restricts this process and execs the command; returns only when
+/// it cannot (the command did not run). Read before anything else (no settings, no logging):
+/// it runs once per command. `args`: the line after the program's name.
+pub fn sandbox_exec_main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
+    let why = match crate::core::sandbox::HelperArgs::parse(args) {
+        Err(usage) => usage,
+        #[cfg(target_os = "linux")]
+        Ok(args) => crate::core::sandbox::linux::exec(&args),
+        #[cfg(not(target_os = "linux"))]
+        Ok(_) => format!(
+            "the sandbox cannot be enforced: {}: the command was not run (--sandbox off runs commands outside the sandbox)",
+            crate::core::sandbox::Support::probe().enforceable().err().unwrap_or_default()
+        ),
+    };
+    eprintln!("error: {why}");
+    ExitCode::from(exit::FAILURE)
 }
 
 /// The CLI refuses to start a prompt whose commands would have to run outside a sandbox that was
@@ -438,7 +412,6 @@ pub async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCod
         Command::Todos { file } => return print_todos(&file, &settings),
         Command::Sessions { cwd } => return print_sessions(cwd, &settings),
         Command::Handoff { file, focus } => handoff(&settings, &file, focus.as_deref()).await?,
-        Command::SandboxExec { writable, tmpdir, command } => return sandbox_exec(&settings, &writable, &tmpdir, &command),
     };
     Ok(ExitCode::from(code))
 }

@@ -12,15 +12,19 @@ use landlock::{
 };
 use seccompiler::{BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule};
 
-use super::{SandboxMode, SandboxSettings, Support};
+use super::{HelperArgs, SandboxMode, Support};
 
-/// What the helper is told: the settings, the folders it may write, its temp folder.
-#[derive(Clone, Debug)]
-pub struct Restriction {
-    pub settings: SandboxSettings,
-    /// Writable besides `tmpdir` and `/dev/null` (the project, in `workspace-write`).
-    pub writable: Vec<PathBuf>,
-    pub tmpdir: PathBuf,
+
+/// Restricts this process as `args` say and execs the command with `TMPDIR` set to the
+/// sandbox's temp folder; returns only when the command did not run, saying why.
+pub fn exec(args: &HelperArgs) -> String {
+    use std::os::unix::process::CommandExt;
+    if let Err(e) = restrict_self(args) {
+        return format!("{e}: the command was not run (--sandbox off runs commands outside the sandbox)");
+    }
+    let Some((program, rest)) = args.command.split_first() else { return super::HELPER_USAGE.into() };
+    let error = std::process::Command::new(program).args(rest).env("TMPDIR", &args.tmpdir).exec();
+    format!("cannot run {}: {error}", Path::new(program).display())
 }
 
 /// Why the sandbox could not be put in place (the helper refuses to run the command).
@@ -47,7 +51,7 @@ const FS_ABI: ABI = ABI::V3;
 
 /// Restricts this process for good: no_new_privs, Landlock, seccomp. The process must be
 /// single-threaded (Landlock and seccomp bind the calling thread, and its later children).
-pub fn restrict_self(r: &Restriction) -> Result<(), RestrictError> {
+pub fn restrict_self(r: &HelperArgs) -> Result<(), RestrictError> {
     let support = Support::probe();
     support.enforceable().map_err(RestrictError::Unsupported)?;
     no_new_privs()?;
@@ -69,7 +73,7 @@ fn path_fd(path: &Path) -> Result<PathFd, RestrictError> {
     PathFd::new(path).map_err(|source| RestrictError::Path { path: path.to_path_buf(), source })
 }
 
-fn landlock(r: &Restriction, support: Support) -> Result<(), RestrictError> {
+fn landlock(r: &HelperArgs, support: Support) -> Result<(), RestrictError> {
     let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement).handle_access(AccessFs::from_all(FS_ABI))?;
     if !r.settings.network {
         // No port is allowed: every TCP bind and connect is refused.

@@ -1,7 +1,8 @@
 //! The sandbox for `bash`: what a command may do once consent let it run.
 //!
 //! The host never restricts itself (it is multi-threaded and must keep writing sessions and
-//! reaching the provider). It re-runs its own binary as a helper, `handoff-nvim sandbox-exec
+//! reaching the provider). It runs a helper ([`helper_binary`]: `handoff-sandbox`, else its own
+//! binary), `handoff-nvim sandbox-exec
 //! --sandbox MODE --network BOOL [--writable DIR]… --tmpdir DIR -- PROGRAM ARGS…` (the settings'
 //! own flags say the policy), which restricts
 //! itself ([`linux::restrict_self`]: no_new_privs, Landlock, a seccomp filter) and execs the
@@ -196,18 +197,73 @@ impl Sandboxed {
     }
 }
 
-/// The binary that runs as the helper: this one, unless this is a test binary of the crate
-/// (`target/<profile>/deps/<test>-<hash>`), whose host binary is `target/<profile>/handoff-nvim`.
+/// What the helper is told, as [`Sandboxed::helper_args`] writes it and [`HelperArgs::parse`]
+/// reads it (`sandbox-exec` first; both binaries take the same line).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HelperArgs {
+    pub settings: SandboxSettings,
+    pub writable: Vec<PathBuf>,
+    pub tmpdir: PathBuf,
+    /// The program and its arguments.
+    pub command: Vec<OsString>,
+}
+
+/// The helper's usage, for its errors.
+pub const HELPER_USAGE: &str =
+    "usage: handoff-nvim sandbox-exec --sandbox workspace-write|read-only --network true|false [--writable DIR]... --tmpdir DIR -- PROGRAM [ARGS]...";
+
+impl HelperArgs {
+    pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<HelperArgs, String> {
+        let mut args = args.into_iter();
+        if args.next().is_none_or(|a| a != HELPER_COMMAND) {
+            return Err(HELPER_USAGE.into());
+        }
+        let (mut mode, mut network, mut writable, mut tmpdir) = (None, None, Vec::new(), None);
+        loop {
+            let Some(flag) = args.next() else { return Err(HELPER_USAGE.into()) };
+            if flag == "--" {
+                break;
+            }
+            let value = args.next().ok_or_else(|| format!("{} needs a value; {HELPER_USAGE}", flag.to_string_lossy()))?;
+            let text = value.to_string_lossy();
+            match flag.to_str() {
+                Some("--sandbox") => mode = Some(SandboxMode::parse(&text).ok_or_else(|| format!("unknown sandbox {text:?}"))?),
+                Some("--network") => network = Some(text.parse::<bool>().map_err(|_| format!("--network takes true or false, not {text:?}"))?),
+                Some("--writable") => writable.push(PathBuf::from(value)),
+                Some("--tmpdir") => tmpdir = Some(PathBuf::from(value)),
+                _ => return Err(format!("unknown option {}; {HELPER_USAGE}", flag.to_string_lossy())),
+            }
+        }
+        let command: Vec<OsString> = args.collect();
+        match (mode, network, tmpdir) {
+            (Some(SandboxMode::Off), ..) => Err("sandbox-exec needs --sandbox workspace-write or read-only".into()),
+            (Some(mode), Some(network), Some(tmpdir)) if !command.is_empty() => {
+                Ok(HelperArgs { settings: SandboxSettings { mode, network }, writable, tmpdir, command })
+            }
+            _ => Err(HELPER_USAGE.into()),
+        }
+    }
+}
+
+/// The small helper binary (`src/bin/handoff-sandbox.rs`): it starts faster than the host's
+/// (no relocations of the whole host to do), and takes the same `sandbox-exec …` line.
+pub const HELPER_BINARY: &str = "handoff-sandbox";
+
+/// The binary that runs as the helper: `handoff-sandbox` beside this binary, else this one
+/// (`handoff-nvim sandbox-exec`). A test binary of the crate (`target/<profile>/deps/…`) looks
+/// in `target/<profile>`, where cargo puts the crate's binaries.
 pub fn helper_binary() -> std::io::Result<PathBuf> {
     let exe = std::env::current_exe()?;
-    if exe.file_name().is_some_and(|n| n == "handoff-nvim") {
-        return Ok(exe);
+    let Some(dir) = exe.parent() else { return Ok(exe) };
+    let is_ours = exe.file_name().is_some_and(|n| n == "handoff-nvim" || n == HELPER_BINARY);
+    let dir = if is_ours { dir } else { dir.parent().unwrap_or(dir) };
+    for name in [HELPER_BINARY, "handoff-nvim"] {
+        let candidate = dir.join(name);
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
     }
-    let beside = exe.parent().and_then(Path::parent).map(|profile| profile.join("handoff-nvim"));
-    match beside.filter(|p| p.is_file()) {
-        Some(host) => Ok(host),
-        None => Ok(exe),
-    }
+    Ok(exe)
 }
 
 /// The sandbox's temp folder for this process: `$TMPDIR/handoff-sandbox-<pid>`, mode 0700,
@@ -304,6 +360,26 @@ mod tests {
         assert!(looks_blocked(Some(1), "bash: connect: Operation not permitted\nbash: line 1: /dev/tcp/127.0.0.1/80: Operation not permitted", &w, false).is_some());
         assert!(looks_blocked(Some(6), "curl: (6) Could not resolve host: example.com", &w, false).is_some());
         assert!(looks_blocked(None, "PermissionError: [Errno 1] Operation not permitted", &w, false).is_some());
+    }
+
+    #[test]
+    fn the_helper_reads_back_what_the_host_writes() {
+        let s = Sandboxed {
+            helper: "/bin/handoff-sandbox".into(),
+            settings: SandboxSettings { mode: SandboxMode::WorkspaceWrite, network: true },
+            tmpdir: "/tmp/t".into(),
+        };
+        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "echo -- --x"]);
+        let parsed = HelperArgs::parse(args).unwrap();
+        assert_eq!(parsed.settings, s.settings);
+        assert_eq!(parsed.writable, [PathBuf::from("/p")]);
+        assert_eq!(parsed.tmpdir, PathBuf::from("/tmp/t"));
+        assert_eq!(parsed.command, ["/bin/bash", "-c", "echo -- --x"].map(OsString::from));
+        let line = |a: &[&str]| HelperArgs::parse(a.iter().map(OsString::from));
+        assert!(line(&["sandbox-exec", "--sandbox", "off", "--network", "false", "--tmpdir", "/t", "--", "true"]).is_err());
+        assert!(line(&["sandbox-exec", "--sandbox", "read-only", "--network", "false", "--tmpdir", "/t", "--"]).is_err());
+        assert!(line(&["sandbox-exec", "--sandbox", "read-only", "--network", "maybe", "--tmpdir", "/t", "--", "true"]).is_err());
+        assert!(line(&["sandbox-exec", "--sandbox", "read-only", "--tmpdir", "/t", "--", "true"]).is_err(), "--network is required");
     }
 
     #[test]
