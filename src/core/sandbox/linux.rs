@@ -109,12 +109,8 @@ fn seccomp(network: bool) -> Result<(), RestrictError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     if !network {
         let not_unix = || -> Result<SeccompRule, seccompiler::BackendError> {
-            Ok(SeccompRule::new(vec![SeccompCondition::new(
-                0,
-                SeccompCmpArgLen::Dword,
-                SeccompCmpOp::Ne,
-                libc::AF_UNIX as u64,
-            )?])?)
+            let domain = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?;
+            SeccompRule::new(vec![domain])
         };
         rules.insert(libc::SYS_socket, vec![not_unix()?]);
         rules.insert(libc::SYS_socketpair, vec![not_unix()?]);
