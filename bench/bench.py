@@ -34,7 +34,9 @@ Sections (doc/benchmarks.md explains each):
  10. the automatic handoff at the wall beside pi's compaction: a. threshold at a prompt
      (1k/10k/100k entries: time to the handoff's request, its size, peak RSS), b. an overflow
      mid-run (the refused request → the handoff's, attempts, sizes)
- 11. MCP (the reference server-everything): a. one tool call's round trip through the host
+ 11. the sandbox for bash: a trivial command through the sandbox helper beside as is, and the
+     four-tool turn with the sandbox off and on
+ 12. MCP (the reference server-everything): a. one tool call's round trip through the host
      (model asks → server answers → result stored → next request) over the server's own round
      trip, stdio and streamable HTTP; b. start-up to the first prompt with three servers
      configured (the host's start, and the first prompt, which starts them at once)
@@ -1161,6 +1163,56 @@ def bench_at_the_wall(bin_dir, pi_bin, runs, work, sizes, overflow_entries):
     return out
 
 
+# --- The sandbox for bash (§11) --------------------------------------------------------------------
+
+def sandbox_exec_cmd(bin_dir, project, tmp, cmd, helper="handoff-sandbox"):
+    """The helper the host runs a sandboxed command through (src/core/sandbox): handoff-sandbox,
+    or the host binary's own `sandbox-exec`."""
+    return ([os.path.join(bin_dir, helper), "sandbox-exec", "--sandbox", "workspace-write", "--network", "false",
+             "--writable", project, "--tmpdir", tmp, "--"] + cmd)
+
+
+def bench_sandbox(bin_dir, env, mock, runs, work, smoke):
+    """§11: a trivial command (`bash -c true`) spawned as is and through the helper, interleaved;
+    then the four-tool turn of §6a with --sandbox off and workspace-write, interleaved. Checks
+    that the helper enforces (a write outside the project refused, NoNewPrivs 1) and that both
+    turns leave the expected files."""
+    project, tmp, outside = (os.path.join(work, "sandbox", d) for d in ("project", "tmp", "outside"))
+    for d in (project, tmp, outside):
+        os.makedirs(d)
+    probe = subprocess.run(sandbox_exec_cmd(bin_dir, project, tmp, ["/bin/bash", "-c",
+                           f"grep -q 'NoNewPrivs:.1' /proc/self/status && ! echo x 2>/dev/null > {outside}/x"]),
+                           env=env, cwd=project, capture_output=True, text=True)
+    if probe.returncode != 0 or os.path.exists(os.path.join(outside, "x")):
+        raise RuntimeError(f"sandbox: the helper does not enforce here: {probe.stderr.strip()}")
+    plain = ["/bin/bash", "-c", "true"]
+    boxed = sandbox_exec_cmd(bin_dir, project, tmp, plain)
+    spawns = 20 if smoke else 400
+    boxed_host = sandbox_exec_cmd(bin_dir, project, tmp, plain, helper="handoff-nvim")
+    off, on, on_host = [], [], []
+    for _ in range(spawns):
+        off.append(timed(plain, env, project))
+        on.append(timed(boxed, env, project))
+        on_host.append(timed(boxed_host, env, project))
+    n = [0]
+    turn = {"off": [], "workspace-write": []}
+    for _ in range(runs * 3):
+        for mode in turn:
+            n[0] += 1
+            d = os.path.join(work, "sandbox", "turn", str(n[0]))
+            os.makedirs(d)
+            for name, text in TURN_SEED.items():
+                with open(os.path.join(d, name), "w") as f:
+                    f.write(text)
+            script_turn(mock, TURN_CALLS)
+            cmd = ours_turn_cmd(bin_dir, d)
+            turn[mode].append(timed(cmd[:1] + ["--sandbox", mode] + cmd[1:], env, d))
+            if snapshot(d) != TURN_EXPECTED:
+                raise RuntimeError(f"sandbox: the tool turn with --sandbox {mode} left other files: {sorted(snapshot(d))}")
+    return dict(spawns=spawns, cmd_off=median(off), cmd_on=median(on), cmd_on_host=median(on_host), cmd_off_p90=pct(off, 0.9), cmd_on_p90=pct(on, 0.9),
+                turn_off=median(turn["off"]), turn_on=median(turn["workspace-write"]))
+
+
 # --- Report -------------------------------------------------------------------------------------
 
 # --- Tool output (§7) ---------------------------------------------------------------------------
@@ -1453,7 +1505,7 @@ def main():
     ap.add_argument("--pi", default=os.environ.get("PI_BIN") or os.path.join(ROOT, ".cache", "pi", "node_modules", ".bin", "pi"))
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="one tiny iteration of each")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11", help="sections to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12", help="sections to run, e.g. 1,4")
     ap.add_argument("--mcp-everything", default=os.environ.get("MCP_EVERYTHING_BIN") or os.path.join(
         ROOT, ".cache", "mcp-everything", "node_modules", ".bin", "mcp-server-everything"))
     ap.add_argument("--rg", help="ripgrep for §6b (default: .cache/rg-venv/bin/rg, else PATH; `none`: without)")
@@ -1494,8 +1546,8 @@ def main():
     out += machine_notes(nvim, pi_bin) + [""]
 
     mcp_bin = args.mcp_everything if os.access(args.mcp_everything, os.X_OK) else None
-    if "11" in only and not mcp_bin:
-        print(f"server-everything not found at {args.mcp_everything}: §11 is skipped (scripts/deps.sh ensure_mcp_everything)",
+    if "12" in only and not mcp_bin:
+        print(f"server-everything not found at {args.mcp_everything}: §12 is skipped (scripts/deps.sh ensure_mcp_everything)",
               file=sys.stderr)
     try:
         if "1" in only:
@@ -1795,11 +1847,28 @@ def main():
                     f"{fmt_ms(ov.get('pi_to_retry'))} | {ratio(ov.get('pi_to_retry'), ov['ours_to_next'])} |",
                     f"| the request after it | {kb(ov['ours_next_body'])} | {kb(ov.get('pi_next_body'))} | |",
                     f"| peak RSS | {mib(ov['ours_peak'])} | {mib(ov.get('pi_peak'))} | {ratio(ov.get('pi_peak'), ov['ours_peak'])} |", ""]
-        if "11" in only and mcp_bin:
-            log("11. MCP")
+        if "11" in only:
+            log("11. the sandbox for bash")
+            sb = raw["sandbox"] = bench_sandbox(args.bin_dir, env, mock, runs, work, args.smoke)
+            d_cmd, d_turn = sb["cmd_on"] - sb["cmd_off"], sb["turn_on"] - sb["turn_off"]
+            out += ["### 11. The sandbox for bash", "",
+                    f"A trivial command, `bash -c true`, spawned {sb['spawns']} times as is and as many through the "
+                    "helper the host runs sandboxed commands with (`handoff-sandbox sandbox-exec --sandbox workspace-write "
+                    "--network false --writable DIR --tmpdir DIR -- bash -c true`: no_new_privs, Landlock, seccomp, "
+                    "exec) and through the host binary's own `handoff-nvim sandbox-exec`, interleaved; then §6a's four-tool turn (`prompt --new --yes`, its bash call among them) with "
+                    "`--sandbox off` and `--sandbox workspace-write`, interleaved, each in a fresh folder and checked "
+                    "against the expected files. Before that the helper is checked to enforce (NoNewPrivs 1, a write "
+                    "outside the project refused).", "",
+                    "| | unsandboxed | sandboxed | overhead |", "|---|---|---|---|",
+                    f"| `bash -c true`, spawn → exit, median | {fmt_ms(sb['cmd_off'])} | {fmt_ms(sb['cmd_on'])} | **{fmt_ms(d_cmd)}** |",
+                    f"| … p90 | {fmt_ms(sb['cmd_off_p90'])} | {fmt_ms(sb['cmd_on_p90'])} | |",
+                    f"| … through `handoff-nvim sandbox-exec` instead (the host binary as the helper) | | {fmt_ms(sb['cmd_on_host'])} | {fmt_ms(sb['cmd_on_host'] - sb['cmd_off'])} |",
+                    f"| four-tool turn, prompt → exit, median | {fmt_ms(sb['turn_off'])} | {fmt_ms(sb['turn_on'])} | **{fmt_ms(d_turn)}** |", ""]
+        if "12" in only and mcp_bin:
+            log("12. MCP")
             calls = 3 if args.smoke else 20
             m = raw["mcp"] = bench_mcp(args.bin_dir, env, mock, runs, work, mcp_bin, calls)
-            out += ["### 11. MCP: the reference server-everything", "",
+            out += ["### 12. MCP: the reference server-everything", "",
                     f"a. One `echo` call's round trip through the host: a turn whose reply makes {calls} calls less the "
                     f"same turn with one, over {calls - 1} (the mock's arrival times of the request before and after the "
                     "tools: consent under `--yes`, the JSON-RPC call, the result mapped and stored, the next request "

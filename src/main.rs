@@ -35,6 +35,10 @@ fn init_logging(cli: &Cli, is_rpc: bool) {
 }
 
 fn main() -> ExitCode {
+    // The sandbox's helper, once per bash command: nothing else is set up for it.
+    if std::env::args_os().nth(1).is_some_and(|a| a == handoff_nvim::core::sandbox::HELPER_COMMAND) {
+        return handoff_nvim::cli::sandbox_exec_main(std::env::args_os().skip(1));
+    }
     let cli = Cli::parse();
     let is_rpc = cli.command.as_ref().is_none_or(|c| matches!(c, Command::Rpc));
     init_logging(&cli, is_rpc);

@@ -2,7 +2,7 @@
 //! `bench/bench.py --smoke` against the binaries of this build (debug), the checkout's Neovim
 //! and pi (`$PI_BIN`, else `.cache/pi`; pi's columns stay empty when it is not installed), and
 //! rg for §6b (`.cache/rg-venv`, else PATH; its column and pi's grep stay empty without it),
-//! and server-everything for §11 (`.cache/mcp-everything`; the section is skipped without it).
+//! and server-everything for §12 (`.cache/mcp-everything`; the section is skipped without it).
 //! The in-process benchmarks (benches/inprocess.rs) run once each under `cargo test` as well.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -34,7 +34,7 @@ fn every_benchmark_runs_once() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "bench.py --smoke failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
-    for section in ["### 1.", "### 2.", "### 3.", "### 4.", "### 5.", "### 6.", "### 7.", "### 9.", "### 10."] {
+    for section in ["### 1.", "### 2.", "### 3.", "### 4.", "### 5.", "### 6.", "### 7.", "### 9.", "### 10.", "### 11."] {
         assert!(stdout.contains(section), "no {section} in\n{stdout}");
     }
     let raw: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(json.path()).unwrap()).unwrap();
@@ -58,6 +58,8 @@ fn every_benchmark_runs_once() {
     // The tools (§6): bench.py itself checks the files the turn leaves, the grep matches against
     // rg's and pi's (when installed) and the read's first line; here, that they ran.
     assert!(raw["tool_turn"]["ours"].as_f64().unwrap() > 0.0);
+    // The sandbox (§11): bench.py checks that the helper enforces and both turns' files.
+    assert!(raw["sandbox"]["cmd_on"].as_f64().unwrap() > 0.0 && raw["sandbox"]["turn_on"].as_f64().unwrap() > 0.0);
     assert!(raw["grep"]["ours"].as_f64().unwrap() > 0.0);
     assert!(raw["grep"]["matches"].as_u64().unwrap() > 0);
     assert!(raw["read"][1]["ours_peak"].as_f64().unwrap() > 0.0);
@@ -91,11 +93,11 @@ fn every_benchmark_runs_once() {
     let (first, accepted) = (overflow["ours_to_handoff"].as_f64().unwrap(), overflow["ours_to_accepted"].as_f64().unwrap());
     assert!(first > 0.0 && first <= accepted && accepted < overflow["ours_to_next"].as_f64().unwrap(), "{overflow}");
     assert!(overflow["ours_attempts"].as_f64().unwrap() >= 1.0, "{overflow}");
-    // MCP (§11): the call's round trip through the host and the server's own, both measured;
+    // MCP (§12): the call's round trip through the host and the server's own, both measured;
     // the first prompt with three servers, and one server's own start.
     let everything = root.join(".cache/mcp-everything/node_modules/.bin/mcp-server-everything");
     if everything.exists() || std::env::var_os("MCP_EVERYTHING_BIN").is_some() {
-        assert!(stdout.contains("### 11."), "no ### 11. in\n{stdout}");
+        assert!(stdout.contains("### 12."), "no ### 12. in\n{stdout}");
         let mcp = &raw["mcp"];
         for transport in ["stdio", "http"] {
             // One smoke run: the per-call figure (a difference of two turns) may be noise, the

@@ -14,5 +14,6 @@ pub mod mcp;
 pub mod message;
 mod parallel;
 pub mod provider;
+pub mod sandbox;
 pub mod session;
 pub mod tools;
