@@ -215,7 +215,7 @@ pub const HELPER_USAGE: &str =
 impl HelperArgs {
     pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<HelperArgs, String> {
         let mut args = args.into_iter();
-        if !args.next().is_some_and(|a| a == HELPER_COMMAND) {
+        if args.next().is_none_or(|a| a != HELPER_COMMAND) {
             return Err(HELPER_USAGE.into());
         }
         let (mut mode, mut network, mut writable, mut tmpdir) = (None, None, Vec::new(), None);
