@@ -273,6 +273,8 @@ struct PendingCall {
     arguments: String,
     /// Arguments the server sent whole when the call started (Anthropic's `input`).
     initial: Option<Map<String, Value>>,
+    /// The call's signature (see [`ToolCall::signature`]).
+    signature: Option<String>,
     done: bool,
 }
 
@@ -295,6 +297,7 @@ impl ToolCalls {
             made_up_id: given.is_none(),
             arguments: String::new(),
             initial: None,
+            signature: None,
             done: false,
         });
         index
@@ -341,6 +344,14 @@ impl ToolCalls {
         }
     }
 
+    /// The call's signature; a later empty one keeps it (servers may send it with the first
+    /// piece only, as pi's `retainThoughtSignature` expects).
+    pub(super) fn set_signature(&mut self, index: usize, signature: &str) {
+        if let Some(call) = self.calls.get_mut(index).filter(|c| !c.done && !signature.is_empty()) {
+            call.signature = Some(signature.to_owned());
+        }
+    }
+
     pub(super) fn append(&mut self, index: usize, delta: &str, emit: &mut dyn FnMut(StreamEvent)) {
         let Some(call) = self.calls.get_mut(index).filter(|c| !c.done) else { return };
         if delta.is_empty() {
@@ -363,6 +374,7 @@ impl ToolCalls {
             id: call.id.clone(),
             name: call.name.clone(),
             arguments,
+            signature: call.signature.clone(),
         }));
     }
 
@@ -372,7 +384,8 @@ impl ToolCalls {
         let Some(call) = self.calls.get_mut(index).filter(|c| !c.done) else { return };
         call.done = true;
         let arguments = Err(MalformedArguments { raw: call.arguments.clone(), error: why.to_owned() });
-        emit(StreamEvent::ToolCall(ToolCall { index, id: call.id.clone(), name: call.name.clone(), arguments }));
+        let signature = call.signature.clone();
+        emit(StreamEvent::ToolCall(ToolCall { index, id: call.id.clone(), name: call.name.clone(), arguments, signature }));
     }
 
     /// Whether the call was completed.

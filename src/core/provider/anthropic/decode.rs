@@ -1,6 +1,6 @@
 //! The Messages SSE stream: content blocks (text, thinking, tool use) and usage in pieces.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -19,6 +19,9 @@ pub(super) struct AnthropicDecoder {
     by_block: HashMap<u64, usize>,
     /// The open `thinking` blocks by content block `index`, with their signature so far.
     thinking: HashMap<u64, String>,
+    /// The open `text` blocks by content block `index`: each ends as its own block, as pi
+    /// keeps them (two texts around a server tool's blocks, which are dropped, stay two).
+    text: HashSet<u64>,
 }
 
 impl Decoder for AnthropicDecoder {
@@ -77,6 +80,9 @@ impl Decoder for AnthropicDecoder {
                     }
                     return Ok(Flow::Continue);
                 }
+                if field("type") == Some("text") {
+                    self.text.insert(block_index.unwrap_or(u64::MAX));
+                }
                 if let Some(t) = field("thinking") {
                     emit(StreamEvent::ThinkingDelta(t.to_owned()));
                 }
@@ -120,6 +126,9 @@ impl Decoder for AnthropicDecoder {
                 if let Some(signature) = self.thinking.remove(&block_index.unwrap_or(u64::MAX)) {
                     emit(thinking_end(signature));
                 }
+                if self.text.remove(&block_index.unwrap_or(u64::MAX)) {
+                    emit(StreamEvent::TextEnd { signature: None });
+                }
             }
             "message_delta" => {
                 if let Some(reason) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
@@ -127,7 +136,7 @@ impl Decoder for AnthropicDecoder {
                         "end_turn" | "stop_sequence" | "pause_turn" => StopReason::Stop,
                         "max_tokens" | "model_context_window_exceeded" => StopReason::Length,
                         "tool_use" => StopReason::ToolUse,
-                        "refusal" => StopReason::Error,
+                        "refusal" | "sensitive" => StopReason::Error,
                         other => {
                             tracing::debug!(
                                 stop_reason = other,

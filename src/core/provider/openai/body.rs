@@ -232,7 +232,15 @@ fn tool_call(out: &mut JsonOut, block: &BlockView<'_>) {
     out.str(block.name.as_ref().unwrap_or(&Str::plain("")));
     out.raw(r#","arguments":"#);
     out.text(&arguments);
-    out.raw("}}");
+    out.raw("}");
+    // Gemini's signature, where its stream carried it (`decode::GEMINI_SIGNATURE`); only the
+    // model that signed the call still has it here (`view::prepare`).
+    if let Some(signature) = &block.thought_signature {
+        out.raw(r#","extra_content":{"google":{"thought_signature":"#);
+        out.str(signature);
+        out.raw("}}");
+    }
+    out.raw("}");
 }
 
 
