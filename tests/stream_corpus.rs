@@ -256,3 +256,38 @@ async fn every_stream_is_stored_as_pi_stores_it_whatever_the_slices() {
         }
     }
 }
+
+/// A call cut mid-JSON by the output limit is never run as if whole, end to end: the agent
+/// answers it with an error result that says nothing was run (the file it would have written
+/// is not there), and the model gets that answer on the next request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cut_by_the_output_limit_is_answered_and_never_run() {
+    for name in ["chat/tool_call_cut_by_length", "anthropic/tool_call_cut_by_max_tokens"] {
+        let case = corpus().into_iter().find(|c| c.name == name).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("project");
+        std::fs::create_dir_all(&project).unwrap();
+        let mock = MockServer::start().await.unwrap();
+        mock.push(MockReply::Raw { bytes: case.body.clone(), slices: Vec::new() });
+        mock.push(MockReply::text("I will write it in smaller pieces."));
+        let session = handoff_nvim::core::session::SessionManager::create(&dir.path().join("sessions"), &project, None).unwrap();
+        let path = session.path().to_path_buf();
+        let agent = Arc::new(AgentSession::new(AgentConfig::new(provider(&mock, case.api)), session));
+        agent.prompt("Write the notes.", RunOptions::default()).await.unwrap();
+
+        assert!(!project.join("notes.md").exists(), "{name}: the cut write ran");
+        let messages: Vec<Value> =
+            entry_lines(&path).into_iter().filter(|e| e["type"] == "message").map(|e| e["message"].clone()).collect();
+        let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant", "toolResult", "assistant"], "{name}");
+        assert_eq!(messages[1]["stopReason"], "length", "{name}");
+        let result = &messages[2];
+        assert_eq!(result["isError"], true, "{name}");
+        assert_eq!(result["toolName"], "write", "{name}");
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("nothing was run") && text.contains("First li"), "{name}: {text}");
+        // The model reads the answer on the next request.
+        let second = mock.requests().into_iter().filter(|r| r.method == "POST").nth(1).unwrap();
+        assert!(second.body.to_string().contains("nothing was run"), "{name}: {}", second.body);
+    }
+}
