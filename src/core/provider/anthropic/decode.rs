@@ -284,7 +284,9 @@ mod tests {
             vec![(0, "toolu_1", "read", Ok(json!({"path": "a.txt"}))), (1, "toolu_2", "ls", Ok(json!({"path": "."})))]
         );
         assert_eq!(events[0], StreamEvent::TextDelta("Looking.".into()));
-        assert_eq!(events[1], StreamEvent::ToolCallStart { index: 0, id: "toolu_1".into(), name: "read".into() });
+        // The text block's stop ends it: a text after the calls would be a block of its own.
+        assert_eq!(events[1], StreamEvent::TextEnd { signature: None });
+        assert_eq!(events[2], StreamEvent::ToolCallStart { index: 0, id: "toolu_1".into(), name: "read".into() });
         assert_eq!(events.iter().filter(|e| matches!(e, StreamEvent::ToolCallDelta { .. })).count(), 2, "empty pieces are not events");
     }
 
