@@ -8,12 +8,11 @@
 mod common;
 
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::entry_lines;
-use common::pi::{pi_bin, pi_env};
+use common::pi::{pi_bin, pi_home_with, pi_resume};
 use handoff_mock::{MockReply, MockServer, RecordedRequest};
 use handoff_nvim::core::agent::{AgentConfig, AgentSession, RunOptions};
 use handoff_nvim::core::config::{ProviderKind, Settings};
@@ -125,27 +124,12 @@ async fn pi_resumes_our_gemini_session_with_its_signed_calls() {
     agent.prompt("Read README.md and Cargo.toml.", RunOptions::default()).await.unwrap();
     drop(agent);
 
-    for d in ["home", "pi-agent"] {
-        std::fs::create_dir_all(root.join(d)).unwrap();
-    }
     // pi's built-in `google` provider, its model defined for the mock's Chat Completions.
-    let models = json!({ "providers": { "google": {
+    pi_home_with(root, json!({ "google": {
         "baseUrl": mock.openai_base_url(), "api": "openai-completions", "apiKey": "x",
-        "models": [{ "id": MODEL, "contextWindow": 1048576, "maxTokens": 8192, "reasoning": true }] } } });
-    std::fs::write(root.join("pi-agent/models.json"), models.to_string()).unwrap();
+        "models": [{ "id": MODEL, "contextWindow": 1048576, "maxTokens": 8192, "reasoning": true }] } }));
     mock.push(MockReply::text("Pi goes on."));
-    let mut c = tokio::process::Command::new(&pi);
-    pi_env(&mut c, root)
-        .current_dir(root.join("project"))
-        .arg("--session")
-        .arg(&path)
-        .args(["--provider", "google", "--model", MODEL])
-        .args(["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files", "--no-themes"])
-        .args(["--offline", "-p", "What did they say?"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+    let mut c = pi_resume(&pi, root, &path, "google", MODEL, "What did they say?");
     let out = tokio::time::timeout(Duration::from_secs(60), c.output()).await.expect("pi hung").unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "pi failed:\nstdout: {stdout}\nstderr: {stderr}");

@@ -15,7 +15,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use common::{entry_lines, new_session};
+use common::{entry_lines, new_session, Rng};
 use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::agent::{AgentConfig, AgentSession, RunOptions};
 use handoff_nvim::core::failure::FailureKind;
@@ -60,24 +60,9 @@ fn corpus() -> Vec<Case> {
     cases
 }
 
-/// xorshift64: small, seeded, enough to pick cuts.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
+/// The generator of one seed's cuts (neighbouring seeds start far apart).
+fn rng_of(seed: u64) -> Rng {
+    Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
 }
 
 /// Piece lengths that cut `body` at `cuts` (positions, any order; out of range ones ignored).
@@ -103,7 +88,7 @@ fn positions(body: &[u8], needle: &[u8]) -> Vec<usize> {
 /// The cuts of one seed: random pieces, or cuts near every `\n\n`, inside every `data:`, or
 /// between the bytes of multi-byte characters (each kind by turns, with random picks).
 fn slicing(body: &[u8], seed: u64) -> Vec<usize> {
-    let mut rng = Rng::new(seed);
+    let mut rng = rng_of(seed);
     match seed % 5 {
         0 => {
             let mut lengths = Vec::new();
