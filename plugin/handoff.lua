@@ -74,12 +74,13 @@ end, {
 })
 
 vim.api.nvim_create_user_command("HandoffModel", function(o)
-  api().select_model(o.args ~= "" and o.args or nil)
+  api().select_model(o.args ~= "" and o.args or nil, { enable = o.bang })
 end, {
   nargs = "?",
-  desc = "handoff.nvim: switch the model",
-  complete = function()
-    return require("handoff.config").options.models or {}
+  bang = true,
+  desc = "handoff.nvim: switch the model (each listed with its window); ! enables a Copilot model first",
+  complete = function(arg_lead)
+    return require("handoff.models").complete(arg_lead)
   end,
 })
 

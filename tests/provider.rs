@@ -750,7 +750,8 @@ fn stream_future_is_send(p: &Provider, r: &ChatRequest, c: &CancellationToken) {
 async fn the_health_probe_reports_any_answer_as_reachable_and_never_shows_credentials() {
     use handoff_nvim::core::provider::{probe, Unreachable};
     let server = MockServer::start().await.unwrap();
-    // The mock has no /models: a 404 still proves the server is there.
+    // A server without /models: a 404 still proves the server is there.
+    server.listing(|l| l.status = 404);
     let with_credentials = format!("http://user:s3cret@{}/v1", server.addr());
     let c = ProviderConfig::new(Api::Openai, with_credentials, "m");
     let reach = probe(&c).await;
@@ -758,7 +759,7 @@ async fn the_health_probe_reports_any_answer_as_reachable_and_never_shows_creden
     assert_eq!(reach.outcome, Ok(404));
     assert_eq!(reach.detail(), format!("http://{}/v1/models answered HTTP 404", server.addr()));
     assert!(!format!("{reach:?}").contains("s3cret"));
-    let req = server.requests().remove(0);
+    let req = server.listing_requests().remove(0);
     assert_eq!((req.method.as_str(), req.path.as_str()), ("GET", "/v1/models"));
     // The URL's user and password go as Basic auth (a proxy may want them); no API key is sent.
     assert!(req.header("authorization").is_some_and(|a| a.starts_with("Basic ")), "{req:?}");
@@ -798,16 +799,16 @@ async fn the_health_probe_reports_any_answer_as_reachable_and_never_shows_creden
 #[tokio::test]
 async fn a_preset_names_its_service_and_its_key_and_what_the_user_sets_wins() {
     use handoff_nvim::core::config::{ProviderKind, Settings};
-    let groq = Settings { api: Some(ProviderKind::Groq), ..Settings::default() }.provider_config();
+    let groq = Settings { api: Some(ProviderKind::Groq), ..Settings::default() }.provider_config().unwrap();
     assert_eq!(groq.base_url, "https://api.groq.com/openai/v1");
     assert_eq!(groq.api_key_env.as_deref(), Some("GROQ_API_KEY"));
     assert_eq!(groq.model, "llama-3.3-70b-versatile");
     assert_eq!(groq.name, "groq");
     assert_eq!(groq.api, Api::Openai);
-    let gemini = Settings { api: Some(ProviderKind::Gemini), ..Settings::default() }.provider_config();
+    let gemini = Settings { api: Some(ProviderKind::Gemini), ..Settings::default() }.provider_config().unwrap();
     assert_eq!(gemini.base_url, "https://generativelanguage.googleapis.com/v1beta/openai");
     assert_eq!(gemini.name, "google", "pi's provider id");
-    let ollama = Settings { api: Some(ProviderKind::Ollama), ..Settings::default() }.provider_config();
+    let ollama = Settings { api: Some(ProviderKind::Ollama), ..Settings::default() }.provider_config().unwrap();
     assert_eq!(ollama.api_key_env, None, "a local Ollama takes no key");
     for kind in ProviderKind::ALL {
         if let Some(preset) = kind.preset() {
@@ -823,12 +824,12 @@ async fn a_preset_names_its_service_and_its_key_and_what_the_user_sets_wins() {
         model: Some("anthropic/claude-sonnet-4.5".into()),
         ..Settings::default()
     };
-    let config = settings.provider_config();
+    let config = settings.provider_config().unwrap();
     assert_eq!(config.api_key_env.as_deref(), Some("OPENROUTER_API_KEY"));
     assert_eq!(config.name, "openrouter");
     // The tests set no real service's variable: this one names the tests' own for the key.
     settings.api_key_env = Some(CANARY_VAR.into());
-    let mut config = settings.provider_config();
+    let mut config = settings.provider_config().unwrap();
     config.max_retries = 0;
     let (_, end) = run(config, &hello()).await;
     end.unwrap();

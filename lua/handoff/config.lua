@@ -103,6 +103,26 @@ local function conforms(ty, value)
       end
     end
     return true
+  elseif kind == "map" then
+    if type(value) ~= "table" then
+      return false
+    end
+    for k, v in pairs(value) do
+      if type(k) ~= "string" or not conforms(ty.value, v) then
+        return false
+      end
+    end
+    return true
+  elseif kind == "record" then
+    if type(value) ~= "table" then
+      return false
+    end
+    for k, v in pairs(value) do
+      if not ty.fields[k] or not conforms(ty.fields[k], v) then
+        return false
+      end
+    end
+    return true
   end
   return false
 end
@@ -193,7 +213,7 @@ function M.host_settings()
     if value ~= nil then
       if setting.type.kind == "path" then
         value = vim.fn.fnamemodify(value, ":p")
-      elseif setting.type.kind == "table" and next(value) == nil then
+      elseif (setting.type.kind == "table" or setting.type.kind == "map") and next(value) == nil then
         -- An empty Lua table goes out as an array; the host wants a map.
         value = vim.empty_dict()
       end

@@ -86,6 +86,9 @@ function handlers.agent_end(r)
   if r.stop_reason == "stop" and not state.generating_handoff and not r.at_wall then
     meter.maybe_suggest()
   end
+  if r.error_kind == "model_not_enabled" then
+    require("handoff.models").offer_enable(r.error_message)
+  end
   M.fire("HandoffAgentEnd", {
     session_file = r.session_file,
     stop_reason = r.stop_reason,

@@ -50,6 +50,16 @@ function M.check()
     health.error((h.reachable and h.reachable.detail) or "the provider is not reachable",
       { "Check provider.base_url, the network, or that the local server runs" })
   end
+  -- What the model list said, and where the window in force comes from.
+  if h.models then
+    if h.models.ok then
+      health.ok(h.models.detail)
+    else
+      health.warn(h.models.detail, {
+        "The window comes from provider.model_info, pi's models.json or the built-in table instead; set provider.context_window to be sure",
+      })
+    end
+  end
   -- The key itself is never shown: only where it comes from and whether it is set.
   local key = h.key or {}
   if key.source == "copilot" then

@@ -176,29 +176,29 @@ function M.resume(path)
   return host.notify("resume", path)
 end
 
---- Switches the model (`name`, or chosen from `models` / typed).
+--- Switches the model (`name`, or chosen from the provider's list, `models` and the tables,
+--- each shown with its window; see `handoff.models`). `opts.enable`: enable a Copilot model
+--- for the account first (:HandoffModel!).
 ---@param name? string
-function M.select_model(name)
+---@param opts? { enable?: boolean }
+function M.select_model(name, opts)
   local function apply(model)
-    if model and vim.trim(model) ~= "" then
-      local reply = command(function()
-        apply(model)
-      end, "set_model", vim.trim(model))
-      if reply then
-        state.model = reply.model
-        vim.notify("Model: " .. reply.model, vim.log.levels.INFO, { title = "handoff.nvim" })
-      end
+    local reply = command(function()
+      apply(model)
+    end, "set_model", model)
+    if reply then
+      state.model = reply.model
+      -- The meter shows the new model's window at once, not after the next reply.
+      state.context_window = reply.context_window or state.context_window
+      state.context_tokens = reply.context_tokens or state.context_tokens
+      vim.cmd("redrawstatus")
+      local window = require("handoff.models").tokens(reply.context_window)
+      vim.notify("Model: " .. reply.model .. (window and (" (" .. window .. " window)") or ""), vim.log.levels.INFO,
+        { title = "handoff.nvim" })
     end
   end
-  if name then
-    return apply(name)
-  end
-  local models = config.options.models or {}
-  if #models > 0 then
-    vim.ui.select(models, { prompt = "Model" }, apply)
-  else
-    vim.ui.input({ prompt = "Model: ", default = state.model }, apply)
-  end
+  local name_given = name and vim.trim(name) ~= "" and vim.trim(name) or nil
+  require("handoff.models").pick(name_given, { enable = opts and opts.enable, apply = apply })
 end
 
 --- Sets the session's thinking level ("off", "minimal", "low", "medium", "high"): sent from

@@ -34,6 +34,8 @@
 ---@field max_retries? integer Retries on 429/5xx/connection errors.
 ---@field timeout? integer Seconds without data before a request is given up.
 ---@field copilot_token_url? string Copilot only: where the GitHub token is exchanged for a Copilot token (default: https://api.github.com/copilot_internal/v2/token).
+---@field model_info? table<string, { context_window?: integer, max_tokens?: integer, reasoning?: boolean, images?: boolean }> What is known of models, by id, e.g. { ["qwen3-coder"] = { context_window = 65536, max_tokens = 8192 } }: it wins over the provider's model list, pi's models.json and the built-in table (see |handoff-models|); the models named here are offered by :HandoffModel.
+---@field pi_provider? string A provider of pi's models.json (~/.pi/agent/models.json) by name: its baseUrl, api, apiKey, headers and models; what you set here wins (see |handoff-models|).
 ---@field thinking? "off"|"minimal"|"low"|"medium"|"high"|"xhigh" Thinking level of new sessions (default "off"; "xhigh" is pi's name for "high"); a continued session keeps its own. See |handoff-thinking|.
 ---@field reasoning_effort? boolean Whether the model takes `reasoning_effort` (OpenAI-compatible servers; over openai-responses: whether the model reasons); default: on for OpenAI's o-series and gpt-5, off elsewhere.
 
@@ -166,6 +168,21 @@ return {
       type = { kind = "string" },
       accepts = "a string",
       doc = "Copilot only: where the GitHub token is exchanged for a Copilot token (default: https://api.github.com/copilot_internal/v2/token).",
+    },
+    {
+      key = "provider.model_info",
+      host = "model_info",
+      type = { kind = "map", value = { kind = "record", fields = { context_window = { kind = "int", min = 1, max = 9007199254740991 }, max_tokens = { kind = "int", min = 1, max = 4294967295 }, reasoning = { kind = "bool" }, images = { kind = "bool" } } } },
+      default = {},
+      accepts = "a table from names to a table of context_window (an integer >= 1), max_tokens (an integer >= 1), reasoning (true or false), images (true or false)",
+      doc = "What is known of models, by id, e.g. { [\"qwen3-coder\"] = { context_window = 65536, max_tokens = 8192 } }: it wins over the provider's model list, pi's models.json and the built-in table (see |handoff-models|); the models named here are offered by :HandoffModel.",
+    },
+    {
+      key = "provider.pi_provider",
+      host = "pi_provider",
+      type = { kind = "string" },
+      accepts = "a string",
+      doc = "A provider of pi's models.json (~/.pi/agent/models.json) by name: its baseUrl, api, apiKey, headers and models; what you set here wins (see |handoff-models|).",
     },
     {
       key = "provider.thinking",

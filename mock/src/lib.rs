@@ -348,6 +348,22 @@ struct State {
     /// own work does not grow with the request.
     lean: bool,
     copilot: MockCopilot,
+    listing: MockListing,
+}
+
+/// The model lists of servers other than Copilot: an OpenAI-style `GET …/models` below the
+/// root (`/v1/models`), and Ollama's native `/api/tags`, `/api/show` and `/api/ps`. Requests to
+/// them are counted here, not recorded among the chat requests.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct MockListing {
+    /// The `data` of `/v1/models` (empty: a server that names no limits, as llama.cpp's).
+    pub models: Vec<Value>,
+    /// Ollama: `(name, context_length of /api/show, context_length of /api/ps when loaded)`.
+    pub ollama: Vec<(String, u64, Option<u64>)>,
+    /// `/v1/models` answers this status with an error body (0: 200 with `models`).
+    pub status: u16,
+    /// The list requests that came, oldest first.
+    pub served: Vec<RecordedRequest>,
 }
 
 /// GitHub Copilot's side: the token exchange (`GET /copilot_internal/v2/token`) and the model
@@ -435,6 +451,7 @@ impl MockServer {
                 window: None,
                 lean: false,
                 copilot: MockCopilot::default(),
+                listing: MockListing::default(),
             }),
             recorded: Notify::new(),
             stop: stop.clone(),
@@ -482,6 +499,16 @@ impl MockServer {
     }
 
     /// The reply used when the queue is empty.
+    /// Changes the model lists (`/v1/models`, Ollama's API) the mock answers.
+    pub fn listing(&self, change: impl FnOnce(&mut MockListing)) {
+        change(&mut self.inner.state().listing);
+    }
+
+    /// The list requests served so far, oldest first.
+    pub fn listing_requests(&self) -> Vec<RecordedRequest> {
+        self.inner.state().listing.served.clone()
+    }
+
     pub fn set_default(&self, reply: MockReply) {
         self.inner.state().default = reply;
     }
@@ -630,6 +657,31 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         inner.recorded.notify_waiters();
         return respond(&mut wr, status, &answer.to_string(), None).await;
     }
+    if req.method == "POST" && req.path.starts_with("/models/") && req.path.ends_with("/policy") {
+        let (status, answer) = {
+            let mut state = inner.state();
+            state.requests.push(record);
+            let id = req.path.trim_start_matches("/models/").trim_end_matches("/policy");
+            let enabled = body.get("state").and_then(Value::as_str) == Some("enabled");
+            match state.copilot.models.iter_mut().find(|m| m["id"] == id) {
+                Some(model) if enabled => {
+                    model["policy"]["state"] = json!("enabled");
+                    (200, json!({ "state": "enabled" }))
+                }
+                Some(_) => (400, json!({ "message": "state must be enabled" })),
+                None => (404, json!({ "message": format!("no model {id}") })),
+            }
+        };
+        inner.recorded.notify_waiters();
+        return respond(&mut wr, status, &answer.to_string(), None).await;
+    }
+    let listing = (req.method == "GET" && req.path.ends_with("/models"))
+        || (req.method == "GET" && (req.path == "/api/tags" || req.path == "/api/ps"))
+        || (req.method == "POST" && req.path == "/api/show");
+    if listing {
+        let (status, answer) = listing_answer(&mut inner.state().listing, record);
+        return respond(&mut wr, status, &answer.to_string(), None).await;
+    }
     let format = if req.path.ends_with("/chat/completions") {
         Format::OpenAi
     } else if req.path.ends_with("/responses") {
@@ -682,6 +734,38 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         reply = *inner;
     }
     serve(reply, &ctx, &body, &mut rd, &mut wr).await
+}
+
+/// A model list's answer (see [`MockListing`]).
+fn listing_answer(listing: &mut MockListing, request: RecordedRequest) -> (u16, Value) {
+    let (path, body) = (request.path.clone(), request.body.clone());
+    listing.served.push(request);
+    match path.as_str() {
+        "/api/tags" => {
+            let models: Vec<Value> = listing.ollama.iter().map(|(name, _, _)| json!({ "name": name, "model": name })).collect();
+            (200, json!({ "models": models }))
+        }
+        "/api/ps" => {
+            let models: Vec<Value> = listing
+                .ollama
+                .iter()
+                .filter_map(|(name, _, loaded)| Some(json!({ "name": name, "model": name, "context_length": (*loaded)? })))
+                .collect();
+            (200, json!({ "models": models }))
+        }
+        "/api/show" => {
+            let wanted = body.get("model").and_then(Value::as_str).unwrap_or_default();
+            match listing.ollama.iter().find(|(name, _, _)| name == wanted) {
+                Some((_, own, _)) => (200, json!({ "model_info": { "general.architecture": "llama", "llama.context_length": own },
+                    "capabilities": ["completion", "tools"] })),
+                None => (404, json!({ "error": format!("model '{wanted}' not found") })),
+            }
+        }
+        _ if listing.status != 0 && listing.status != 200 => {
+            (listing.status, json!({ "error": { "message": "the model list is not available", "type": "server_error" } }))
+        }
+        _ => (200, json!({ "object": "list", "data": listing.models })),
+    }
 }
 
 /// The token exchange's or the model list's answer.

@@ -82,6 +82,35 @@ pub enum Command {
         #[arg(long)]
         focus: Option<String>,
     },
+    /// List the provider's models with what is known of each (JSON lines: id, context_window,
+    /// max_output, reasoning, images, source); the first line is the configured model, with
+    /// the window in force. Exit 1 when the provider's own list did not answer (the tables'
+    /// models are still printed).
+    Models,
+}
+
+/// `models`: the configured model first (`"current": true`, with the window in force), then
+/// the catalogue.
+async fn print_models(settings: &Settings) -> anyhow::Result<u8> {
+    let provider = crate::core::provider::Provider::new(settings.provider_config().map_err(anyhow::Error::msg)?);
+    let crate::core::provider::Catalogue { models, error, .. } = provider.catalogue(true).await;
+    let config = provider.current_config();
+    let mut out = std::io::stdout().lock();
+    let mut current = serde_json::to_value(provider.model_info())?;
+    current["current"] = serde_json::Value::Bool(true);
+    current["context_window"] = config.context_window.into();
+    current["provider"] = config.name.clone().into();
+    writeln!(out, "{current}")?;
+    for model in models {
+        writeln!(out, "{}", serde_json::to_string(&model)?)?;
+    }
+    match error {
+        Some(e) => {
+            eprintln!("the provider's model list: {e}");
+            Ok(exit::FAILURE)
+        }
+        None => Ok(exit::OK),
+    }
 }
 
 fn current_dir(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
@@ -324,7 +353,7 @@ pub fn run_local(command: &Command, settings: &Settings) -> Option<anyhow::Resul
         Command::Context { file } => Some(print_context(file, settings)),
         Command::Todos { file } => Some(print_todos(file, settings)),
         Command::Sessions { cwd } => Some(print_sessions(cwd.clone(), settings)),
-        Command::Rpc | Command::Prompt { .. } | Command::Handoff { .. } => None,
+        Command::Rpc | Command::Prompt { .. } | Command::Handoff { .. } | Command::Models => None,
     }
 }
 
@@ -375,6 +404,7 @@ pub async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCod
         Command::Todos { file } => return print_todos(&file, &settings),
         Command::Sessions { cwd } => return print_sessions(cwd, &settings),
         Command::Handoff { file, focus } => handoff(&settings, &file, focus.as_deref()).await?,
+        Command::Models => print_models(&settings).await?,
     };
     Ok(ExitCode::from(code))
 }

@@ -63,7 +63,9 @@ fn arg(setting: &Setting, flag: schema::Flag) -> Arg {
         Type::OneOf(names) => (PossibleValuesParser::new(names()).into(), false),
         Type::List(Type::OneOf(names)) => (PossibleValuesParser::new(names()).into(), true),
         Type::List(_) => (clap::value_parser!(String), true),
-        Type::Text | Type::Path | Type::Table { .. } | Type::Key => (clap::value_parser!(String), false),
+        Type::Text | Type::Path | Type::Table { .. } | Type::Map(_) | Type::Record(_) | Type::Key => {
+            (clap::value_parser!(String), false)
+        }
     };
     arg = arg.value_parser(parser).ignore_case(matches!(setting.ty, Type::OneOf(_) | Type::List(_)));
     if list {

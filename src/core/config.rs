@@ -5,6 +5,7 @@
 
 pub mod schema;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -14,7 +15,8 @@ use crate::core::agent::{AgentConfig, Threshold, WallSettings, DEFAULT_MAX_TODO_
 use crate::core::handoff::AutoHandoff;
 use crate::core::tools::consent::{self, Policy};
 use crate::core::tools::{ToolName, ToolRegistry};
-use crate::core::provider::{copilot, Api, CopilotConfig, ProviderConfig, ThinkingLevel};
+use crate::core::provider::{copilot, Api, CopilotConfig, ModelFacts, ModelTable, PiModels, PiProvider, ProviderConfig};
+use crate::core::provider::{Secret, SetLimits, ThinkingLevel};
 
 /// Provider and storage settings. Every field is optional: defaults come from the provider, and
 /// the session folder's default from the front end, which knows its folder layout. What each
@@ -44,6 +46,10 @@ pub struct Settings {
     pub thinking: Option<ThinkingLevel>,
     pub reasoning_effort: Option<bool>,
     pub copilot_token_url: Option<String>,
+    /// What is known of models, by id, over the provider's list and the tables.
+    pub model_info: Option<BTreeMap<String, ModelFacts>>,
+    /// A provider of pi's `models.json`, by name.
+    pub pi_provider: Option<String>,
     /// `Editor-Version` as Copilot hears it: the editor's own (`Neovim/0.11.2`), which the
     /// plugin sends beside its settings; not a setting.
     #[serde(skip)]
@@ -197,7 +203,8 @@ impl Settings {
         Ok(serde_json::from_value(merged)?)
     }
 
-    /// The wire format: as set, for Copilot the model's likely one (its model list decides).
+    /// The wire format: as set, for Copilot the model's likely one (its model list decides),
+    /// for a pi provider its `api`.
     pub fn api(&self) -> Api {
         match self.api {
             None | Some(ProviderKind::Openai) => Api::Openai,
@@ -224,19 +231,53 @@ impl Settings {
         })
     }
 
-    pub fn provider_config(&self) -> ProviderConfig {
-        let api = self.api();
+    /// pi's `models.json` (`$PI_CODING_AGENT_DIR` or `~/.pi/agent`), when there is one. A
+    /// broken file is an error only for the provider taken from it (`pi_provider`); otherwise it
+    /// is logged and left out, as pi keeps its built-in models then.
+    fn pi_models(&self) -> Result<Option<PiModels>, String> {
+        let Some(path) = PiModels::default_path(&|var| std::env::var(var).ok()) else { return Ok(None) };
+        match PiModels::load(&path) {
+            Ok(models) => Ok(models),
+            Err(e) if self.pi_provider.is_some() => Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, "pi's models.json is left out");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Everything a provider needs: the preset, Copilot's or pi's provider filled in, what the
+    /// user set over them, and what is known of the model's limits. Fails on a `pi_provider`
+    /// that pi's file does not have or speaks a format handoff.nvim does not.
+    pub fn provider_config(&self) -> Result<ProviderConfig, String> {
+        let pi_models = self.pi_models()?;
+        let pi = match &self.pi_provider {
+            Some(name) => Some(pi_provider(pi_models.as_ref(), name)?),
+            None => None,
+        };
+        let api = match (&self.api, pi) {
+            (None, Some(pi)) => pi_api(pi)?,
+            _ => self.api(),
+        };
+        let model = match (&self.model, pi) {
+            (None, Some(pi)) => pi.models.first().map_or_else(|| self.model(), |m| m.id.clone()),
+            _ => self.model(),
+        };
         let is_copilot = self.api == Some(ProviderKind::Copilot);
         let preset = self.api.and_then(ProviderKind::preset);
-        let base_url = match (&self.base_url, preset) {
-            (Some(url), _) => url.clone(),
-            (None, Some(preset)) => preset.base_url.to_string(),
-            (None, None) if is_copilot => copilot::DEFAULT_CHAT_BASE.to_string(),
-            (None, None) => api.default_base_url().to_string(),
+        let base_url = match (&self.base_url, pi.and_then(|p| p.base_url.clone()), preset) {
+            (Some(url), _, _) => url.clone(),
+            (None, Some(url), _) => url,
+            (None, None, Some(preset)) => preset.base_url.to_string(),
+            (None, None, None) if is_copilot => copilot::DEFAULT_CHAT_BASE.to_string(),
+            (None, None, None) => api.default_base_url().to_string(),
         };
-        let mut config = ProviderConfig::new(api, base_url.trim_end_matches('/'), self.model());
+        let mut config = ProviderConfig::new(api, base_url.trim_end_matches('/'), model);
         if let Some(preset) = preset {
             config.name = preset.name.into();
+        }
+        if let Some(pi) = pi {
+            config.name = pi.name.clone();
         }
         if is_copilot {
             config.name = copilot::PROVIDER_NAME.into();
@@ -245,7 +286,6 @@ impl Settings {
             config.copilot = Some(CopilotConfig {
                 token_url: token_url.unwrap_or(default.token_url),
                 editor_version: self.editor_version.clone().unwrap_or(default.editor_version),
-                window_set: self.context_window.is_some(),
             });
         }
         if let Some(name) = &self.name {
@@ -259,16 +299,18 @@ impl Settings {
                 return preset.key_env.map(str::to_string);
             }
             let default = api.default_key_env();
-            let set = !is_copilot && std::env::var_os(default).is_some_and(|v| !v.is_empty());
+            let set = pi.is_none() && !is_copilot && std::env::var_os(default).is_some_and(|v| !v.is_empty());
             set.then(|| default.to_string())
         });
         config.api_key_cmd = self.api_key_cmd.clone();
-        if let Some(w) = self.context_window {
-            config.context_window = w;
+        if let Some(pi) = pi {
+            apply_pi_auth(&mut config, pi, self.api_key_env.is_none() && self.api_key_cmd.is_none())?;
         }
-        if let Some(t) = self.max_tokens {
-            config.max_tokens = t;
-        }
+        config.limits = SetLimits { context_window: self.context_window, max_tokens: self.max_tokens };
+        let pi_table = pi_models.as_ref().map(|m| m.models_of(&config.name)).unwrap_or_default();
+        config.table = ModelTable::new(&config.name, &self.model_info.clone().unwrap_or_default(), pi_table);
+        let facts = config.table.facts(&config.model, None);
+        config.apply_limits(facts.as_ref());
         if let Some(r) = self.max_retries {
             config.max_retries = r;
         }
@@ -276,14 +318,14 @@ impl Settings {
             config.idle_timeout = Duration::from_secs(t.max(1));
         }
         config.reasoning_effort = self.reasoning_effort;
-        config
+        Ok(config)
     }
 
     /// What an `AgentSession` is built from; fails on an unknown tool name.
     pub fn agent_config(&self) -> Result<AgentConfig, String> {
         let tools = self.tools.clone().unwrap_or_default();
         Ok(AgentConfig {
-            provider: self.provider_config(),
+            provider: self.provider_config()?,
             system_prompt: self.system_prompt.clone(),
             append_system_prompt: self.append_system_prompt.clone(),
             // The front end's folder: it knows where its configuration lives.
@@ -303,6 +345,65 @@ impl Settings {
     pub fn auto_handoff(&self) -> AutoHandoff {
         self.handoff.as_ref().and_then(|h| h.auto).unwrap_or_default()
     }
+}
+
+/// `name`'s entry of pi's file, or an error that lists the file's providers.
+fn pi_provider<'a>(file: Option<&'a PiModels>, name: &str) -> Result<&'a PiProvider, String> {
+    let Some(file) = file else {
+        return Err(format!("provider.pi_provider = {name:?}, but there is no pi models.json (~/.pi/agent/models.json, or $PI_CODING_AGENT_DIR/models.json)"));
+    };
+    file.provider(name).ok_or_else(|| {
+        let names: Vec<&str> = file.providers.iter().map(|p| p.name.as_str()).collect();
+        format!("pi's {} has no provider {name:?} (it has: {})", file.path.display(), names.join(", "))
+    })
+}
+
+/// The wire format of a pi provider's `api` (its models' first `api` otherwise).
+fn pi_api(pi: &PiProvider) -> Result<Api, String> {
+    let name = pi.api.as_deref().unwrap_or("openai-completions");
+    match name {
+        "openai-completions" => Ok(Api::Openai),
+        "openai-responses" => Ok(Api::OpenaiResponses),
+        "anthropic-messages" => Ok(Api::Anthropic),
+        other => Err(format!(
+            "pi's provider {:?} speaks {other:?}, which handoff.nvim does not speak (it speaks openai-completions, openai-responses and anthropic-messages)",
+            pi.name
+        )),
+    }
+}
+
+/// Whether `value` reads as an environment variable's name (`MY_KEY`), as pi tries it first.
+fn names_a_variable(value: &str) -> bool {
+    let mut chars = value.chars();
+    chars.next().is_some_and(|c| c.is_ascii_uppercase() || c == '_')
+        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// A pi provider's `apiKey` (unless the user set a key of their own: `key`) and `headers`, read
+/// as pi reads them: `!command`, a variable's name, or the value itself.
+fn apply_pi_auth(config: &mut ProviderConfig, pi: &PiProvider, key: bool) -> Result<(), String> {
+    if let Some(value) = pi.api_key.as_deref().filter(|_| key) {
+        match value.strip_prefix('!') {
+            Some(cmd) => config.api_key_cmd = Some(cmd.to_owned()),
+            None if names_a_variable(value) => config.api_key_env = Some(value.to_owned()),
+            None => config.api_key_value = Some(Secret::new(value)),
+        }
+    }
+    for (header, value) in &pi.headers {
+        let value = if value.starts_with('!') {
+            return Err(format!(
+                "pi's provider {:?}: the header {header} is a command, which handoff.nvim does not run for headers: put its value in a variable",
+                pi.name
+            ));
+        } else if names_a_variable(value) && std::env::var_os(value).is_some() {
+            config.secret_env.push(value.clone());
+            std::env::var(value).map_err(|_| format!("${value} (header {header}) is not UTF-8"))?
+        } else {
+            value.clone()
+        };
+        config.headers.push((header.clone(), Secret::new(value)));
+    }
+    config.extra_headers().map(drop).map_err(|e| format!("pi's provider {:?}: {e}", pi.name))
 }
 
 #[cfg(test)]

@@ -723,8 +723,7 @@ impl Controller {
             return Err(Failure::invalid("a model name is required"));
         }
         self.ensure_idle(text::doing::SET_MODEL)?;
-        let mut config = self.agent.provider_config();
-        config.model = model.to_string();
+        let config = self.agent.provider_config().for_model(model);
         self.agent.set_model(config).map_err(|e| failure_of(e, text::doing::SET_MODEL))
     }
 

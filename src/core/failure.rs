@@ -34,6 +34,9 @@ pub enum FailureKind {
     Io,
     /// The work was stopped on request.
     Cancelled,
+    /// The model must be enabled for the account first (a Copilot model whose policy is not
+    /// `enabled`): a front end offers to enable it.
+    ModelNotEnabled,
 }
 
 /// A failure as a front end receives it.
@@ -139,6 +142,9 @@ fn refusal_kind(code: Option<&str>, message: &str, otherwise: FailureKind) -> Fa
     }
 }
 
+/// The code of a model the account has not enabled (`provider::copilot`).
+pub const MODEL_NOT_ENABLED: &str = "model_not_enabled";
+
 impl ProviderError {
     /// The kind of this failure, for a front end to branch on.
     ///
@@ -154,6 +160,7 @@ impl ProviderError {
                 refusal_kind(code.as_deref(), message, otherwise)
             }
             ProviderError::Http { .. } => FailureKind::Provider,
+            ProviderError::Reported { code: Some(code), .. } if code == MODEL_NOT_ENABLED => FailureKind::ModelNotEnabled,
             ProviderError::Reported { code, message, .. } => {
                 refusal_kind(code.as_deref(), message, FailureKind::Provider)
             }

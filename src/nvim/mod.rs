@@ -22,6 +22,8 @@
 //! | `set_thinking`  | request      | `level`                      | status (the change is recorded in the session) |
 //! | `health`        | request      | —                            | provider reachability, key presence (never the key) |
 //! | `system_prompt` | request      | —                            | [`protocol::SystemPromptInfo`]: the system prompt as sent, its files and skills |
+//! | `models`        | request      | `fetch?`                     | [`protocol::ModelList`]: the models `:HandoffModel` offers, with their windows |
+//! | `enable_model`  | request      | `model`                      | enables a Copilot model for the account (after the user said yes) |
 //! | `prompt`        | notification | `text`                       | what the user typed: the controller classifies it (`/handoff …` too) |
 //! | `handoff`       | notification | `focus?`, `{review?}`        | runs the handoff in a task (no `review`: the configured default) |
 //! | `handoff_commit`| notification | `text`                       | review mode: start the new session with the text as written |
@@ -59,7 +61,7 @@ use crate::core::config::Settings;
 use crate::core::controller::{self, text, Controller, FrontEndTexts, Level, Notice, SessionChoice};
 use crate::core::failure::{Failure, FailureKind};
 use crate::core::handoff::HandoffOptions;
-use crate::core::provider::ThinkingLevel;
+use crate::core::provider::{Provider, ThinkingLevel};
 use crate::core::session::SessionManager;
 use crate::core::tools::consent::Decision;
 use crate::frontend_paths;
@@ -222,6 +224,9 @@ impl Host {
             outbox: self.inner.outbox.clone(),
         }));
         opened.agent.set_file_access(Arc::new(seams::EditorFiles { nvim: self.inner.nvim.clone() }));
+        // The model list is read now, off the first prompt's path (a Copilot token with it).
+        let provider = opened.agent.provider();
+        tokio::spawn(async move { drop(provider.catalogue(true).await) });
         let controller = Controller::new(opened.agent, editor_texts());
         controller.set_review_by_default(*lock(&self.inner.handoff_review));
         controller.set_auto_handoff(settings.auto_handoff());
@@ -378,9 +383,46 @@ impl Host {
         reply("the status", &transcript::status(&controller))
     }
 
+    /// The provider in use, or the configured one before a session is open.
+    fn provider(&self) -> Result<Provider, Failure> {
+        if let Some(agent) = self.agent() {
+            return Ok(agent.provider());
+        }
+        let settings = lock(&self.inner.settings).clone();
+        Ok(Provider::new(settings.provider_config().map_err(Failure::invalid)?))
+    }
+
+    async fn models(&self, fetch: bool) -> Reply {
+        let provider = self.provider()?;
+        let catalogue = provider.catalogue(fetch).await;
+        let config = provider.current_config();
+        reply(
+            "the model list",
+            &protocol::ModelList {
+                provider: config.name.clone(),
+                current: provider.model_info(),
+                context_window: config.context_window,
+                models: catalogue.models,
+                error: catalogue.error.filter(|_| fetch).map(|e| e.to_string()),
+            },
+        )
+    }
+
+    async fn enable_model(&self, model: &str) -> Reply {
+        let model = model.trim();
+        if model.is_empty() {
+            return Err(Failure::invalid("a model name is required"));
+        }
+        self.provider()?.enable_model(model).await.map_err(|e| Failure::new(e.kind(), e.to_string()))?;
+        Ok(Value::Boolean(true))
+    }
+
     async fn health(&self) -> Reply {
         let settings = lock(&self.inner.settings).clone();
-        let config = self.agent().map(|a| a.provider_config()).unwrap_or_else(|| settings.provider_config());
+        let config = match self.agent().map(|a| a.provider_config()) {
+            Some(config) => config,
+            None => settings.provider_config().map_err(Failure::invalid)?,
+        };
         let key = if config.copilot.is_some() {
             match crate::core::provider::github_token_from_env() {
                 Ok((_, source)) => protocol::KeyHealth { source: "copilot", detail: format!("GitHub token from {source}"), present: Some(true) },
@@ -405,6 +447,19 @@ impl Host {
             let probe = crate::core::provider::probe(&config).await;
             protocol::Reachable { ok: probe.ok(), detail: probe.detail() }
         };
+        let models = match self.provider() {
+            Ok(provider) => {
+                let catalogue = provider.catalogue(true).await;
+                let info = provider.model_info();
+                let window = provider.current_config().context_window;
+                let said = format!("{}: window {window} tokens (from {})", info.id, info.source.describe());
+                match catalogue.error {
+                    None => protocol::Reachable { ok: true, detail: format!("the model list answered ({} models); {said}", catalogue.listed) },
+                    Some(e) => protocol::Reachable { ok: false, detail: format!("no model list ({e}); {said}") },
+                }
+            }
+            Err(e) => protocol::Reachable { ok: false, detail: e.message },
+        };
         let session_dir = frontend_paths::session_dir(&settings);
         let writable = std::fs::create_dir_all(&session_dir)
             .and_then(|()| tempfile_probe(&session_dir))
@@ -419,6 +474,7 @@ impl Host {
                 model: config.model,
                 key,
                 reachable,
+                models,
                 session_dir,
                 session_dir_writable: writable.is_ok(),
                 session_dir_error: writable.err(),
@@ -489,6 +545,8 @@ impl Host {
             Request::SetThinking { level } => self.set_thinking(&level),
             Request::Health => self.health().await,
             Request::SystemPrompt => self.system_prompt().await,
+            Request::Models { fetch } => self.models(fetch).await,
+            Request::EnableModel { model } => self.enable_model(&model).await,
         }
     }
 

@@ -121,6 +121,11 @@ pub enum Request {
     Health,
     /// The system prompt as the session's requests send it (`:HandoffContext`).
     SystemPrompt,
+    /// The models `:HandoffModel` offers; `fetch`: read the provider's list if it was not yet
+    /// (waits for it, ten seconds at most), else only what is known at once (completion).
+    Models { fetch: bool },
+    /// Enables a Copilot model for the account (the user said yes).
+    EnableModel { model: String },
 }
 
 /// A notification from Lua (long work, or an abort), its arguments decoded.
@@ -191,6 +196,14 @@ impl Request {
             }
             "health" => Request::Health,
             "system_prompt" => Request::SystemPrompt,
+            "models" => {
+                let (fetch,): (Option<bool>,) = args(method, a, 1)?;
+                Request::Models { fetch: fetch.unwrap_or(true) }
+            }
+            "enable_model" => {
+                let (model,): (Option<String>,) = args(method, a, 1)?;
+                Request::EnableModel { model: model.unwrap_or_default() }
+            }
             other => return Err(Failure::invalid(format!("unknown request {other}"))),
         })
     }
@@ -544,6 +557,20 @@ pub struct Reachable {
     pub detail: String,
 }
 
+/// The models `:HandoffModel` offers (`models`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModelList {
+    pub provider: String,
+    /// What is known of the model in use, with the source of its window.
+    pub current: crate::core::provider::ModelInfo,
+    /// The window in force (the user's `context_window` included).
+    pub context_window: u64,
+    pub models: Vec<crate::core::provider::ModelInfo>,
+    /// Why the provider's own list is missing, when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// `:checkhealth handoff`'s facts (`health`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Health {
@@ -554,6 +581,8 @@ pub struct Health {
     pub model: String,
     pub key: KeyHealth,
     pub reachable: Reachable,
+    /// Whether the provider's model list answered, and what is known of the model.
+    pub models: Reachable,
     pub session_dir: PathBuf,
     pub session_dir_writable: bool,
     #[serde(skip_serializing_if = "Option::is_none")]

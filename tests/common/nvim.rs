@@ -143,6 +143,8 @@ impl Editor {
             .env("XDG_DATA_HOME", dir.path().join("data"))
             .env("XDG_STATE_HOME", dir.path().join("state"))
             .env("XDG_CACHE_HOME", dir.path().join("cache"))
+            // No pi models.json of the machine's user: a test writes its own there.
+            .env("PI_CODING_AGENT_DIR", dir.path().join("pi"))
             .env_remove("OPENAI_API_KEY")
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("HANDOFF_LOG_FILE")

@@ -160,6 +160,11 @@ impl AgentSession {
         lock(&self.provider).current_config()
     }
 
+    /// The provider in use (a clone shares its client, token and model list).
+    pub fn provider(&self) -> crate::core::provider::Provider {
+        lock(&self.provider).clone()
+    }
+
     pub fn templates_dir(&self) -> Option<&std::path::Path> {
         self.templates_dir.as_deref()
     }

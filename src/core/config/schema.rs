@@ -41,6 +41,10 @@ pub enum Type {
     List(&'static Type),
     /// A table whose keys are among `keys` and whose values are of the inner type.
     Table { keys: fn() -> Vec<&'static str>, values: &'static Type },
+    /// A table from any name (a model id) to values of the inner type.
+    Map(&'static Type),
+    /// A table of these fields, each optional.
+    Record(&'static [(&'static str, Type)]),
     /// A key sequence (`"<leader>h"`), or `false` for none.
     Key,
 }
@@ -146,6 +150,11 @@ impl Type {
             Type::Table { keys, values } => {
                 format!("a table from {} to {}", quoted(&keys()), values.describe())
             }
+            Type::Map(values) => format!("a table from names to {}", values.describe()),
+            Type::Record(fields) => {
+                let fields: Vec<String> = fields.iter().map(|(name, ty)| format!("{name} ({})", ty.describe())).collect();
+                format!("a table of {}", fields.join(", "))
+            }
             Type::Key => "a key (a string), or false for none".into(),
         }
     }
@@ -195,6 +204,14 @@ pub fn global_actions() -> Vec<&'static str> {
 const COUNT: Type = Type::Int { min: 1, max: MAX_U32 };
 const BIG_COUNT: Type = Type::Int { min: 1, max: MAX_EXACT };
 
+/// One model's facts in `provider.model_info` (`ModelFacts`).
+const MODEL_FACTS: Type = Type::Record(&[
+    ("context_window", BIG_COUNT),
+    ("max_tokens", COUNT),
+    ("reasoning", Type::Bool),
+    ("images", Type::Bool),
+]);
+
 /// Every setting, in the order the help lists them (the members of a table together).
 pub const SETTINGS: &[Setting] = &[
     Setting::lua("bin", Type::Path, DefaultValue::Unset,
@@ -233,6 +250,11 @@ pub const SETTINGS: &[Setting] = &[
     Setting::host("provider.copilot_token_url", "copilot_token_url", Type::Text, DefaultValue::Unset,
         "Copilot only: where the GitHub token is exchanged for a Copilot token (default: https://api.github.com/copilot_internal/v2/token).")
         .flag("copilot-token-url", Some("HANDOFF_COPILOT_TOKEN_URL")),
+    Setting::host("provider.model_info", "model_info", Type::Map(&MODEL_FACTS), DefaultValue::Empty,
+        "What is known of models, by id, e.g. { [\"qwen3-coder\"] = { context_window = 65536, max_tokens = 8192 } }: it wins over the provider's model list, pi's models.json and the built-in table (see |handoff-models|); the models named here are offered by :HandoffModel."),
+    Setting::host("provider.pi_provider", "pi_provider", Type::Text, DefaultValue::Unset,
+        "A provider of pi's models.json (~/.pi/agent/models.json) by name: its baseUrl, api, apiKey, headers and models; what you set here wins (see |handoff-models|).")
+        .flag("pi-provider", Some("HANDOFF_PI_PROVIDER")),
     Setting::host("provider.thinking", "thinking", Type::OneOf(thinking_names), DefaultValue::Unset,
         "Thinking level of new sessions (default \"off\"; \"xhigh\" is pi's name for \"high\"); a continued session keeps its own. See |handoff-thinking|.")
         .flag("thinking", Some("HANDOFF_THINKING")),
@@ -339,6 +361,10 @@ impl Type {
                 let keys = keys();
                 map.iter().all(|(k, v)| keys.contains(&k.as_str()) && values.admits(v))
             }
+            (Type::Map(values), V::Object(map)) => map.values().all(|v| values.admits(v)),
+            (Type::Record(fields), V::Object(map)) => map.iter().all(|(k, v)| {
+                v.is_null() || fields.iter().any(|(name, ty)| name == k && ty.admits(v))
+            }),
             _ => false,
         }
     }
@@ -423,6 +449,11 @@ impl Type {
             Type::Table { keys, values } => {
                 format!("{{ kind = \"table\", keys = {}, value = {} }}", lua_list(&keys()), values.lua())
             }
+            Type::Map(values) => format!("{{ kind = \"map\", value = {} }}", values.lua()),
+            Type::Record(fields) => {
+                let fields: Vec<String> = fields.iter().map(|(name, ty)| format!("{name} = {}", ty.lua())).collect();
+                format!("{{ kind = \"record\", fields = {{ {} }} }}", fields.join(", "))
+            }
             Type::Key => "{ kind = \"key\" }".into(),
         }
     }
@@ -441,7 +472,11 @@ impl Type {
                 Type::OneOf(_) => format!("({})[]", inner.annotation()),
                 _ => format!("{}[]", inner.annotation()),
             },
-            Type::Table { values, .. } => format!("table<string, {}>", values.annotation()),
+            Type::Table { values, .. } | Type::Map(values) => format!("table<string, {}>", values.annotation()),
+            Type::Record(fields) => {
+                let fields: Vec<String> = fields.iter().map(|(name, ty)| format!("{name}?: {}", ty.annotation())).collect();
+                format!("{{ {} }}", fields.join(", "))
+            }
             Type::Key => "string|false".into(),
         }
     }

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use super::http::{error_body, join_url};
+use super::http::join_url;
+use super::models::{ModelInfo, Source};
 use super::types::{Api, CopilotConfig, ProviderConfig, ProviderError};
 use super::wire::secret_header;
 use crate::core::message::{ContextMessage, Role};
@@ -121,68 +122,58 @@ impl std::fmt::Debug for Token {
     }
 }
 
-/// What `/models` says of one model.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ModelInfo {
-    pub id: String,
-    pub api: Api,
-    pub context_window: Option<u64>,
-    pub max_output: Option<u32>,
-    /// `policy.state` when it is not `enabled` (a model the user must enable first).
-    pub disabled: Option<String>,
+/// One entry of Copilot's `/models`: its wire format (from `supported_endpoints`), limits
+/// (`capabilities.limits`), vision support and policy.
+fn model_entry(model: &Value) -> Option<ModelInfo> {
+    let id = model.get("id")?.as_str()?.to_owned();
+    let endpoints: Vec<&str> = model
+        .get("supported_endpoints")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let api = if endpoints.contains(&"/v1/messages") {
+        Api::Anthropic
+    } else if endpoints.contains(&"/responses") {
+        Api::OpenaiResponses
+    } else {
+        Api::Openai
+    };
+    let limits = &model["capabilities"]["limits"];
+    let limit = |k: &str| limits.get(k).and_then(Value::as_u64).filter(|n| *n > 0);
+    let max_output = limit("max_output_tokens");
+    let context_window = limit("max_context_window_tokens")
+        .or_else(|| Some(limit("max_prompt_tokens")? + max_output.unwrap_or(0)));
+    let disabled = model
+        .get("policy")
+        .and_then(|p| p.get("state"))
+        .and_then(Value::as_str)
+        .filter(|s| *s != "enabled")
+        .map(str::to_owned);
+    let supports = &model["capabilities"]["supports"];
+    Some(ModelInfo {
+        id,
+        api: Some(api),
+        context_window,
+        max_output: max_output.map(|n| n.min(u32::MAX as u64) as u32),
+        images: supports.get("vision").and_then(Value::as_bool),
+        reasoning: supports.get("reasoning_effort").map(|v| !v.is_null()),
+        disabled,
+        source: Source::Listed,
+    })
 }
 
-impl ModelInfo {
-    fn parse(model: &Value) -> Option<ModelInfo> {
-        let id = model.get("id")?.as_str()?.to_owned();
-        let endpoints: Vec<&str> = model
-            .get("supported_endpoints")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        let api = if endpoints.contains(&"/v1/messages") {
-            Api::Anthropic
-        } else if endpoints.contains(&"/responses") {
-            Api::OpenaiResponses
-        } else {
-            Api::Openai
-        };
-        let limits = &model["capabilities"]["limits"];
-        let limit = |k: &str| limits.get(k).and_then(Value::as_u64).filter(|n| *n > 0);
-        let max_output = limit("max_output_tokens");
-        let context_window = limit("max_context_window_tokens")
-            .or_else(|| Some(limit("max_prompt_tokens")? + max_output.unwrap_or(0)));
-        let disabled = model
-            .get("policy")
-            .and_then(|p| p.get("state"))
-            .and_then(Value::as_str)
-            .filter(|s| *s != "enabled")
-            .map(str::to_owned);
-        Some(ModelInfo {
-            id,
-            api,
-            context_window,
-            max_output: max_output.map(|n| n.min(u32::MAX as u64) as u32),
-            disabled,
-        })
-    }
-
-    /// `config` for this model: its wire format, the chat base (`/v1` under it for Anthropic
-    /// Messages, whose path is `/messages`), its window unless the user set one, and a reply
-    /// bound no larger than the model allows.
-    pub(super) fn apply(&self, config: &mut ProviderConfig, base: &str, copilot: &CopilotConfig) {
-        config.api = self.api;
-        config.base_url = match self.api {
-            Api::Anthropic => join_url(base, "/v1"),
-            _ => base.trim_end_matches('/').to_owned(),
-        };
-        if let (Some(window), false) = (self.context_window, copilot.window_set) {
-            config.context_window = window;
-        }
-        if let Some(out) = self.max_output {
-            config.max_tokens = config.max_tokens.min(out);
-        }
-    }
+/// `config` for the model `info` describes: its wire format, the chat base (`/v1` under it for
+/// Anthropic Messages, whose path is `/messages`), and its limits as the catalogue resolves
+/// them (the user's first, then this list's).
+pub(super) fn apply(info: &ModelInfo, config: &mut ProviderConfig, base: &str) {
+    let api = info.api.unwrap_or_else(|| guess_api(&info.id));
+    config.api = api;
+    config.base_url = match api {
+        Api::Anthropic => join_url(base, "/v1"),
+        _ => base.trim_end_matches('/').to_owned(),
+    };
+    let facts = config.table.facts(&config.model, Some(info));
+    config.apply_limits(facts.as_ref());
 }
 
 /// The shared state of one Copilot login: the token and the model list, each fetched once.
@@ -259,14 +250,44 @@ impl Copilot {
         if let Some(state) = &info.disabled {
             return Err(ProviderError::Reported {
                 provider: config.name.clone(),
-                code: Some("model_not_enabled".into()),
+                code: Some(crate::core::failure::MODEL_NOT_ENABLED.into()),
                 message: format!(
-                    "the Copilot model {} is not enabled for this account (policy: {state}): enable it in GitHub's Copilot settings (or in Copilot Chat's model picker), then try again",
-                    info.id
+                    "the Copilot model {} is not enabled for this account (policy: {state}): enable it with `:HandoffModel! {}` (it accepts the model's terms for this account) or in GitHub's Copilot settings, then try again",
+                    info.id, info.id
                 ),
             });
         }
         Ok((info.clone(), token))
+    }
+
+    /// Enables `model` for the account (`POST {base}/models/{id}/policy {"state":"enabled"}`,
+    /// what Copilot Chat does when the user accepts a model's terms), and forgets the model list
+    /// so that the next request reads the new policy. Only when the user asked for it.
+    pub(super) async fn enable(
+        &self,
+        client: &reqwest::Client,
+        config: &ProviderConfig,
+        copilot: &CopilotConfig,
+        model: &str,
+    ) -> Result<(), ProviderError> {
+        let token = self.token(client, config, copilot, None).await?;
+        let mut headers = base_headers(copilot, &token.value)?;
+        headers.insert(reqwest::header::ACCEPT, HeaderValue::from_static("application/json"));
+        let id: String = url_segment(model);
+        let url = join_url(&token.base, &format!("/models/{id}/policy"));
+        let request = client.post(&url).headers(headers).json(&serde_json::json!({ "state": "enabled" }));
+        super::models::listing::json_request(request, config, &url, "enabling the Copilot model")
+            .await
+            .map_err(|e| super::key::redact_error(e, Some(&token.value)))?;
+        tracing::info!(provider = %config.name, model, "enabled the Copilot model for this account");
+        *self.models.lock().await = None;
+        *super::lock(&self.known) = None;
+        Ok(())
+    }
+
+    /// The last model list.
+    pub(super) fn known_list(&self) -> Option<Arc<Vec<ModelInfo>>> {
+        super::lock(&self.known).as_ref().map(|(list, _)| list.clone())
     }
 
     /// What the last model list said of `model`, and the base it is served from.
@@ -275,6 +296,17 @@ impl Copilot {
         let (list, base) = known.as_ref()?;
         Some((list.iter().find(|m| m.id == model)?.clone(), base.clone()))
     }
+}
+
+/// `model` as one path segment (ids are `[a-z0-9.-]`; anything else is percent-encoded).
+fn url_segment(model: &str) -> String {
+    model
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' => (b as char).to_string(),
+            b => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// The headers every Copilot request carries: the Copilot token, the editor and plugin, the
@@ -371,10 +403,10 @@ async fn fetch_models(
     let url = join_url(&token.base, "/models");
     let body = get_json(client, config, &url, headers, "Copilot's model list").await?;
     let list = body.get("data").and_then(Value::as_array).cloned().unwrap_or_default();
-    Ok(list.iter().filter_map(ModelInfo::parse).collect())
+    Ok(list.iter().filter_map(model_entry).collect())
 }
 
-/// A JSON `GET` bounded by the idle timeout. Errors name `what` and the status, never a header.
+/// A JSON `GET`; a refused GitHub token says how to sign in again.
 async fn get_json(
     client: &reqwest::Client,
     config: &ProviderConfig,
@@ -382,36 +414,18 @@ async fn get_json(
     headers: HeaderMap,
     what: &str,
 ) -> Result<Value, ProviderError> {
-    let sent = tokio::time::timeout(config.idle_timeout, client.get(url).headers(headers).send()).await;
-    let response = match sent {
-        Err(_) => return Err(ProviderError::Timeout { provider: config.name.clone(), seconds: config.idle_timeout.as_secs() }),
-        Ok(Err(e)) => {
-            return Err(ProviderError::Connect {
-                provider: config.name.clone(),
-                url: super::http::display_url(url),
-                message: super::http::error_chain(&e),
-            })
-        }
-        Ok(Ok(response)) => response,
-    };
-    let status = response.status();
-    let text = tokio::time::timeout(config.idle_timeout, response.text()).await.ok().and_then(Result::ok).unwrap_or_default();
-    if !status.is_success() {
-        let (code, said) = error_body(&text);
-        let hint = match status.as_u16() {
-            401 | 403 if url.contains("copilot_internal") => {
-                " (the GitHub token was refused: sign in again with `:Copilot auth`, or check that this account has Copilot)"
+    let answer = super::models::listing::json_request(client.get(url).headers(headers), config, url, what).await;
+    answer.map_err(|e| match e {
+        ProviderError::Http { provider, status: status @ (401 | 403), code, message } if url.contains("copilot_internal") => {
+            ProviderError::Http {
+                provider,
+                status,
+                code,
+                message: format!("{message} (the GitHub token was refused: sign in again with `:Copilot auth`, or check that this account has Copilot)"),
             }
-            _ => "",
-        };
-        return Err(ProviderError::Http {
-            provider: config.name.clone(),
-            status: status.as_u16(),
-            code,
-            message: format!("{what} failed: {said}{hint}"),
-        });
-    }
-    serde_json::from_str(&text).map_err(|e| exchange_error(config, &format!("{what} answered with invalid JSON: {e}")))
+        }
+        e => e,
+    })
 }
 
 fn exchange_error(config: &ProviderConfig, message: &str) -> ProviderError {
@@ -483,17 +497,17 @@ mod tests {
     #[test]
     fn the_wire_format_and_limits_come_from_the_model_list() {
         let model = |endpoints: Value| {
-            ModelInfo::parse(&serde_json::json!({ "id": "m", "supported_endpoints": endpoints,
+            model_entry(&serde_json::json!({ "id": "m", "supported_endpoints": endpoints,
                 "capabilities": { "limits": { "max_context_window_tokens": 200000, "max_output_tokens": 16000 } } }))
             .unwrap()
         };
-        assert_eq!(model(serde_json::json!(["/chat/completions", "/v1/messages"])).api, Api::Anthropic);
-        assert_eq!(model(serde_json::json!(["/chat/completions", "/responses"])).api, Api::OpenaiResponses);
-        assert_eq!(model(serde_json::json!(["/chat/completions"])).api, Api::Openai);
-        assert_eq!(ModelInfo::parse(&serde_json::json!({ "id": "old" })).unwrap().api, Api::Openai);
+        assert_eq!(model(serde_json::json!(["/chat/completions", "/v1/messages"])).api, Some(Api::Anthropic));
+        assert_eq!(model(serde_json::json!(["/chat/completions", "/responses"])).api, Some(Api::OpenaiResponses));
+        assert_eq!(model(serde_json::json!(["/chat/completions"])).api, Some(Api::Openai));
+        assert_eq!(model_entry(&serde_json::json!({ "id": "old" })).unwrap().api, Some(Api::Openai));
         let info = model(serde_json::json!([]));
         assert_eq!((info.context_window, info.max_output, info.disabled), (Some(200000), Some(16000), None));
-        let off = ModelInfo::parse(&serde_json::json!({ "id": "x", "policy": { "state": "unconfigured" } })).unwrap();
+        let off = model_entry(&serde_json::json!({ "id": "x", "policy": { "state": "unconfigured" } })).unwrap();
         assert_eq!(off.disabled.as_deref(), Some("unconfigured"));
         assert_eq!(guess_api("claude-sonnet-4.5"), Api::Anthropic);
         assert_eq!(guess_api("gpt-5-mini"), Api::OpenaiResponses);

@@ -32,7 +32,9 @@ pub(super) struct Prepared<'f> {
 impl<'f> Prepared<'f> {
     pub(super) fn new(format: &'f dyn WireFormat, config: &ProviderConfig, request: &ChatRequest) -> Self {
         let url = join_url(&config.base_url, format.path());
-        Prepared { format, url, body: format.body(config, request).into(), extra: Default::default(), send_key: true }
+        // The headers were checked when the config was made (`Settings::provider_config`).
+        let extra = config.extra_headers().unwrap_or_default();
+        Prepared { format, url, body: format.body(config, request).into(), extra, send_key: true }
     }
 
     /// These headers in place of the format's key headers (the auth is among them).

@@ -25,7 +25,7 @@ pub(super) async fn resolve(config: &ProviderConfig) -> Result<Option<String>, P
             ))),
         };
     }
-    Ok(None)
+    Ok(config.api_key_value.as_ref().map(|v| v.expose().to_owned()))
 }
 
 /// How errors and the health check name a key command: its program only. The rest of the line

@@ -25,6 +25,7 @@ pub mod copilot;
 mod health;
 mod http;
 mod key;
+pub mod models;
 mod openai;
 mod responses;
 mod retry;
@@ -36,9 +37,10 @@ mod wire;
 pub use copilot::{github_token_from_env, TokenSource};
 pub use health::{probe, Reachability, Unreachable, PROBE_TIMEOUT};
 pub use key::describe_cmd;
+pub use models::{ModelFacts, ModelInfo, ModelTable, PiModels, PiProvider, Source};
 pub use types::{
-    Api, ChatRequest, CopilotConfig, MalformedArguments, ProviderConfig, ProviderError, StreamEnd, StreamEvent,
-    ThinkingLevel, ToolCall, ToolChoice,
+    Api, ChatRequest, CopilotConfig, MalformedArguments, ProviderConfig, ProviderError, Secret, SetLimits, StreamEnd,
+    StreamEvent, ThinkingLevel, ToolCall, ToolChoice, DEFAULT_MAX_TOKENS,
 };
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,6 +65,17 @@ pub fn display_url(url: &str) -> String {
     http::display_url(url)
 }
 
+/// The models a picker offers ([`Provider::catalogue`]).
+#[derive(Debug)]
+pub struct Catalogue {
+    /// The provider's list first, then the tables' other models.
+    pub models: Vec<ModelInfo>,
+    /// How many of `models` the provider's list named.
+    pub listed: usize,
+    /// Why the provider's list is missing, when it is.
+    pub error: Option<ProviderError>,
+}
+
 /// A configured provider with its HTTP client (connection pool shared across requests).
 #[derive(Clone, Debug)]
 pub struct Provider {
@@ -76,6 +89,8 @@ pub struct Provider {
     reasoning_effort_refused: Arc<AtomicBool>,
     /// Copilot's token and model list, when the provider is Copilot.
     copilot: Option<Arc<copilot::Copilot>>,
+    /// Any other provider's model list (`GET /models`), fetched once.
+    listing: Arc<models::Listing>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -102,19 +117,31 @@ impl Provider {
             });
         let format = format_for(config.api);
         let copilot = config.copilot.as_ref().map(|_| Arc::default());
-        Self { config, client, format, reasoning_effort_refused: Arc::new(AtomicBool::new(false)), copilot }
+        Self {
+            config,
+            client,
+            format,
+            reasoning_effort_refused: Arc::new(AtomicBool::new(false)),
+            copilot,
+            listing: Arc::default(),
+        }
     }
 
     /// A provider for `config` (another model, `/model`) that keeps this one's Copilot token
-    /// and model list when both are Copilot's with the same token URL: no new exchange.
+    /// and model list when both are Copilot's with the same token URL (no new exchange), and
+    /// any other provider's model list when the base URL is the same.
     pub fn switched(&self, config: ProviderConfig) -> Provider {
         let same_login = match (&self.config.copilot, &config.copilot) {
             (Some(a), Some(b)) => a.token_url == b.token_url,
             _ => false,
         };
+        let same_server = self.config.base_url == config.base_url && self.config.name == config.name;
         let mut next = Provider::new(config);
         if same_login {
             next.copilot = self.copilot.clone();
+        }
+        if same_server {
+            next.listing = self.listing.clone();
         }
         next
     }
@@ -130,32 +157,105 @@ impl Provider {
     /// recorded messages use.
     pub fn current_config(&self) -> ProviderConfig {
         let mut config = self.config.clone();
-        if let (Some(state), Some(settings)) = (&self.copilot, &self.config.copilot) {
+        if let Some(state) = &self.copilot {
             if let Some((info, base)) = state.known(&self.config.model) {
-                info.apply(&mut config, &base, settings);
+                copilot::apply(&info, &mut config, &base);
             }
+        } else if let Some(listed) = self.listing.listed(&self.config.model) {
+            let facts = config.table.facts(&config.model, Some(&listed));
+            config.apply_limits(facts.as_ref());
         }
         config
     }
 
-    /// Reads what a request needs to know beforehand (Copilot's token and model list, once), so
-    /// that [`Provider::current_config`] is the one the request will use. A failure is left to
-    /// the request, which reports it.
+    /// What is known of the configured model now (see [`Provider::current_config`]).
+    pub fn model_info(&self) -> ModelInfo {
+        match &self.copilot {
+            Some(state) => self.config.model_info(state.known(&self.config.model).map(|(info, _)| info).as_ref()),
+            None => self.config.model_info(self.listing.listed(&self.config.model).as_ref()),
+        }
+    }
+
+    /// Reads what a request needs to know beforehand, so that [`Provider::current_config`] is
+    /// the one the request will use: Copilot's token and model list, or another provider's
+    /// list when it is the best source of the model's window (once). A failure is left to the
+    /// request, which reports it, or to the table.
     pub async fn prepare(&self, cancel: &CancellationToken) {
-        let (Some(state), Some(settings), Ok(client)) = (&self.copilot, &self.config.copilot, &self.client) else {
+        let Ok(client) = &self.client else { return };
+        if let (Some(state), Some(settings)) = (&self.copilot, &self.config.copilot) {
+            if state.known(&self.config.model).is_some() {
+                return;
+            }
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => {}
+                result = state.model(client, &self.config, settings, None) => {
+                    if let Err(e) = result {
+                        tracing::debug!(provider = %self.config.name, error = %e, "Copilot's model list is not available yet");
+                    }
+                }
+            }
             return;
-        };
-        if state.known(&self.config.model).is_some() {
+        }
+        if !models::listing::worth_asking(&self.config) || self.listing.listed(&self.config.model).is_some() {
             return;
         }
         tokio::select! {
             biased;
             _ = cancel.cancelled() => {}
-            result = state.model(client, &self.config, settings, None) => {
-                if let Err(e) = result {
-                    tracing::debug!(provider = %self.config.name, error = %e, "Copilot's model list is not available yet");
-                }
+            _ = self.fetch_list(client) => {}
+        }
+    }
+
+    /// The provider's own list (`Err` when it has none or it failed), fetched once.
+    async fn fetch_list(&self, client: &reqwest::Client) -> Result<Arc<Vec<ModelInfo>>, ProviderError> {
+        if let (Some(state), Some(settings)) = (&self.copilot, &self.config.copilot) {
+            let token = state.token(client, &self.config, settings, None).await?;
+            return state.models(client, &self.config, settings, &token).await;
+        }
+        let key = key::resolve(&self.config).await?;
+        let list = self.listing.fetch(client, &self.config, key.as_deref()).await;
+        list.map_err(|e| key::redact_error(e, key.as_deref()))
+    }
+
+    /// Every model a picker offers: the provider's own list (each with what the tables add),
+    /// then the tables' models it does not list. The second value is why the provider's list
+    /// is missing, when it is. `fetch`: read the list now if it was not (else only what is
+    /// known already, at once: for completion).
+    pub async fn catalogue(&self, fetch: bool) -> Catalogue {
+        let listed = match (&self.client, fetch) {
+            (Ok(client), true) => self.fetch_list(client).await,
+            (Err(e), true) => Err(ProviderError::Client(e.clone())),
+            (_, false) => self.known_list().ok_or_else(|| ProviderError::Client("the model list was not read yet".into())),
+        };
+        let table = &self.config.table;
+        let (mut models, error): (Vec<ModelInfo>, _) = match listed {
+            Ok(list) => (list.iter().map(|m| table.facts(&m.id, Some(m)).unwrap_or_else(|| m.clone())).collect(), None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        let listed = models.len();
+        for info in table.models() {
+            if !models.iter().any(|m| m.id == info.id) {
+                models.push(info);
             }
+        }
+        Catalogue { models, listed, error }
+    }
+
+    /// The provider's list as far as it was read.
+    fn known_list(&self) -> Option<Arc<Vec<ModelInfo>>> {
+        match &self.copilot {
+            Some(state) => state.known_list(),
+            None => self.listing.known(),
+        }
+    }
+
+    /// Enables a Copilot model for the account, after the user said so.
+    pub async fn enable_model(&self, model: &str) -> Result<(), ProviderError> {
+        let client = self.client.as_ref().map_err(|e| ProviderError::Client(e.clone()))?;
+        match (&self.copilot, &self.config.copilot) {
+            (Some(state), Some(settings)) => state.enable(client, &self.config, settings, model).await,
+            _ => Err(ProviderError::Client("only a Copilot model is enabled for an account".into())),
         }
     }
 
@@ -201,7 +301,7 @@ impl Provider {
                 "{} ({}) does not take reasoning_effort: the thinking level is not sent to it for the rest of the session (set reasoning_effort = false to skip the first try)",
                 config.name, config.model
             )));
-            config.to_mut().reasoning_effort = Some(false);
+            config.reasoning_effort = Some(false);
             let prepared = http::Prepared::new(self.format, &config, request);
             result = self.with_retries(client, &prepared, key.as_deref(), cancel, on_event).await;
         }
@@ -224,7 +324,7 @@ impl Provider {
         loop {
             let (info, token) = state.model(client, &self.config, settings, refused.as_deref()).await?;
             let mut config = self.config.clone();
-            info.apply(&mut config, &token.base, settings);
+            copilot::apply(&info, &mut config, &token.base);
             let format = format_for(config.api);
             let headers = copilot::chat_headers(settings, &token.value, &request.messages)?;
             let prepared = http::Prepared::new(format, &config, request).with_headers(headers);
@@ -241,15 +341,14 @@ impl Provider {
         }
     }
 
-    /// The config requests are built from: `reasoning_effort` off once the server refused it.
-    fn effective_config(&self) -> std::borrow::Cow<'_, ProviderConfig> {
-        if self.reasoning_effort_refused.load(Ordering::Relaxed) && self.config.sends_reasoning_effort() {
-            let mut config = self.config.clone();
+    /// The config requests are built from: [`Provider::current_config`], with
+    /// `reasoning_effort` off once the server refused it.
+    fn effective_config(&self) -> ProviderConfig {
+        let mut config = self.current_config();
+        if self.reasoning_effort_refused.load(Ordering::Relaxed) && config.sends_reasoning_effort() {
             config.reasoning_effort = Some(false);
-            std::borrow::Cow::Owned(config)
-        } else {
-            std::borrow::Cow::Borrowed(&self.config)
         }
+        config
     }
 
     /// Runs attempts until one succeeds, fails for good, delivers a delta and then fails, or
@@ -317,7 +416,7 @@ pub async fn copilot_check(config: &ProviderConfig) -> Result<String, ProviderEr
     };
     let (info, token) = state.model(client, config, settings, None).await?;
     let mut model = config.clone();
-    info.apply(&mut model, &token.base, settings);
+    copilot::apply(&info, &mut model, &token.base);
     Ok(format!(
         "{} answered: {} speaks {} at {}, window {} tokens",
         display_url(&http::join_url(&token.base, "/models")),

@@ -3,10 +3,12 @@
 //! layer (the wire formats, the HTTP attempt, retries) can depend on them without depending on
 //! each other.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::models::{ModelInfo, ModelTable, Source};
 use crate::core::failure::FailureKind;
 use crate::core::message::{ContextMessage, StopReason, Usage};
 use crate::core::tools::ToolDefinition;
@@ -90,6 +92,49 @@ pub struct ProviderConfig {
     /// base and window come from its model list (see `copilot.rs`); `api` and `base_url` are
     /// then only the guess before the list was read.
     pub copilot: Option<CopilotConfig>,
+    /// What the user set of the limits; `context_window` and `max_tokens` above are what is in
+    /// force, learnt again for each model ([`ProviderConfig::apply_limits`]).
+    pub limits: SetLimits,
+    /// What is known of the provider's models without asking it (see `models`).
+    pub table: Arc<ModelTable>,
+    /// A key given as a value, not a variable or a command: a pi provider's literal `apiKey`.
+    pub api_key_value: Option<Secret>,
+    /// Headers every request of this provider carries (a pi provider's `headers`).
+    pub headers: Vec<(String, Secret)>,
+    /// Variables besides `api_key_env` that hold this provider's secrets (a pi provider's
+    /// header values): no tool sees them.
+    pub secret_env: Vec<String>,
+}
+
+/// The limits the user set (`context_window`, `max_tokens`): these win over what any model list
+/// or table says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetLimits {
+    pub context_window: Option<u64>,
+    pub max_tokens: Option<u32>,
+}
+
+/// The reply bound when neither the user nor the model says one.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// A value never shown: its `Debug` says it is hidden.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(hidden)")
+    }
 }
 
 /// Copilot's settings (the rest of [`ProviderConfig`] applies as for any provider).
@@ -99,8 +144,6 @@ pub struct CopilotConfig {
     pub token_url: String,
     /// `Editor-Version`: `Neovim/0.11.2` from the plugin, the CLI's own name otherwise.
     pub editor_version: String,
-    /// The user set `context_window`: the model list's limit does not replace it.
-    pub window_set: bool,
 }
 
 impl Default for CopilotConfig {
@@ -108,7 +151,6 @@ impl Default for CopilotConfig {
         Self {
             token_url: super::copilot::DEFAULT_TOKEN_URL.into(),
             editor_version: format!("handoff-nvim/{}", env!("CARGO_PKG_VERSION")),
-            window_set: false,
         }
     }
 }
@@ -126,20 +168,79 @@ impl ProviderConfig {
             api_key_env: None,
             api_key_cmd: None,
             context_window: api.default_context_window(),
-            max_tokens: 4096,
+            max_tokens: DEFAULT_MAX_TOKENS,
             max_retries: 3,
             retry_base_delay: Duration::from_millis(500),
             max_retry_delay: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(120),
             reasoning_effort: None,
             copilot: None,
+            limits: SetLimits::default(),
+            table: Arc::default(),
+            api_key_value: None,
+            headers: Vec::new(),
+            secret_env: Vec::new(),
         }
+    }
+
+    /// The window and reply bound for this model: what the user set, else what `info` (the
+    /// catalogue's facts, [`ProviderConfig::model_info`]) says, else the wire format's default.
+    pub fn apply_limits(&mut self, info: Option<&ModelInfo>) {
+        self.context_window = self
+            .limits
+            .context_window
+            .or_else(|| info.and_then(|i| i.context_window))
+            .unwrap_or_else(|| self.api.default_context_window());
+        let bound = self.limits.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+        self.max_tokens = info.and_then(|i| i.max_output).map_or(bound, |out| bound.min(out));
+    }
+
+    /// Everything known of this config's model, with `listed` (the provider's list) in its
+    /// place among the sources; the window's source is `Default` when nobody knows it.
+    pub fn model_info(&self, listed: Option<&ModelInfo>) -> ModelInfo {
+        let mut info = self
+            .table
+            .facts(&self.model, listed)
+            .unwrap_or_else(|| ModelInfo { id: self.model.clone(), source: Source::Default, ..ModelInfo::default() });
+        if self.limits.context_window.is_some() {
+            info.context_window = self.limits.context_window;
+            info.source = Source::Settings;
+        }
+        if info.context_window.is_none() {
+            info.source = Source::Default;
+        }
+        info
+    }
+
+    /// This config for another model of the same provider: its limits learnt again (the
+    /// provider's list, when it has one, is applied by the provider).
+    pub fn for_model(&self, model: &str) -> ProviderConfig {
+        let mut config = self.clone();
+        config.model = model.to_owned();
+        let facts = config.table.facts(model, None);
+        config.apply_limits(facts.as_ref());
+        config
+    }
+
+    /// The headers of [`ProviderConfig::headers`], marked sensitive.
+    pub fn extra_headers(&self) -> Result<reqwest::header::HeaderMap, ProviderError> {
+        let mut map = reqwest::header::HeaderMap::new();
+        for (name, value) in &self.headers {
+            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| ProviderError::Client(format!("the header name {name:?} is not valid")))?;
+            let mut value = reqwest::header::HeaderValue::from_str(value.expose())
+                .map_err(|_| ProviderError::Client(format!("the value of the header {name} is not valid in HTTP")))?;
+            value.set_sensitive(true);
+            map.insert(name, value);
+        }
+        Ok(map)
     }
 
     /// The environment variables holding this provider's secrets, which no tool may see: the
     /// key's, and for Copilot the GitHub token's.
     pub fn secret_vars(&self) -> Vec<String> {
         let mut vars: Vec<String> = self.api_key_env.iter().cloned().collect();
+        vars.extend(self.secret_env.iter().cloned());
         if self.copilot.is_some() {
             vars.extend(super::copilot::TOKEN_VARS.iter().map(|v| v.to_string()));
         }
