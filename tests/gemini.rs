@@ -39,7 +39,7 @@ fn gemini(mock: &MockServer, model: &str) -> ProviderConfig {
         model: Some(model.into()),
         ..Settings::default()
     };
-    let mut config = settings.provider_config();
+    let mut config = settings.provider_config().unwrap();
     // The tests set no real service's variable: no key goes out.
     config.api_key_env = None;
     config.max_retries = 0;
