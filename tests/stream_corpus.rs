@@ -271,6 +271,8 @@ async fn a_call_cut_by_the_output_limit_is_answered_and_never_run() {
         assert_eq!(result["toolName"], "write", "{name}");
         let text = result["content"][0]["text"].as_str().unwrap();
         assert!(text.contains("nothing was run") && text.contains("First li"), "{name}: {text}");
+        // The model is told why: the limit, not just broken JSON.
+        assert!(text.contains("the reply reached its output limit (max_tokens) before the call was complete"), "{name}: {text}");
         // The model reads the answer on the next request.
         let second = mock.requests().into_iter().filter(|r| r.method == "POST").nth(1).unwrap();
         assert!(second.body.to_string().contains("nothing was run"), "{name}: {}", second.body);

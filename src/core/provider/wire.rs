@@ -388,6 +388,24 @@ impl ToolCalls {
         emit(StreamEvent::ToolCall(ToolCall { index, id: call.id.clone(), name: call.name.clone(), arguments, signature }));
     }
 
+    /// Whether the call's arguments so far make an object: its JSON closed (or it has none).
+    pub(super) fn parses(&self, index: usize) -> bool {
+        self.calls.get(index).is_some_and(|c| c.initial.is_some() || parse_arguments(&c.arguments).is_ok())
+    }
+
+    /// Completes every call still open at the end of a reply that hit its output limit: one
+    /// whose arguments parse is whole and completes as usual; the others were cut there and are
+    /// malformed with `why` (see [`cut_call`]), so they are never run as if whole.
+    pub(super) fn finish_all_at_limit(&mut self, why: &str, emit: &mut dyn FnMut(StreamEvent)) {
+        for index in 0..self.calls.len() {
+            if self.parses(index) {
+                self.finish(index, emit);
+            } else {
+                self.cut(index, why, emit);
+            }
+        }
+    }
+
     /// Whether the call was completed.
     pub(super) fn is_done(&self, index: usize) -> bool {
         self.calls.get(index).is_some_and(|c| c.done)
@@ -399,6 +417,12 @@ impl ToolCalls {
             self.finish(index, emit);
         }
     }
+}
+
+/// Why a call the reply did not finish is not run (what the model reads in its error result):
+/// `limit` names the API's output limit.
+pub(super) fn cut_call(limit: &str) -> String {
+    format!("the reply reached its output limit ({limit}) before the call was complete")
 }
 
 /// An id for a call the server sent without one: unique within the reply, and very likely

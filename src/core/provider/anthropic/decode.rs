@@ -120,8 +120,13 @@ impl Decoder for AnthropicDecoder {
                 }
             }
             "content_block_stop" => {
+                // A call whose JSON did not close waits for the stop reason (cut by `max_tokens`,
+                // it is said so when the reply ends), and the calls after it wait with it, so
+                // that they complete in order.
                 if let Some(call) = block_index.and_then(|b| self.by_block.get(&b).copied()) {
-                    self.calls.finish(call, emit);
+                    if self.calls.parses(call) && (0..call).all(|earlier| self.calls.is_done(earlier)) {
+                        self.calls.finish(call, emit);
+                    }
                 }
                 if let Some(signature) = self.thinking.remove(&block_index.unwrap_or(u64::MAX)) {
                     emit(thinking_end(signature));
@@ -175,7 +180,11 @@ impl Decoder for AnthropicDecoder {
         for (_, signature) in open {
             emit(thinking_end(signature));
         }
-        self.calls.finish_all(emit);
+        if self.end.stop_reason == StopReason::Length {
+            self.calls.finish_all_at_limit(&wire::cut_call("max_tokens"), emit);
+        } else {
+            self.calls.finish_all(emit);
+        }
         Ok(self.end)
     }
 }

@@ -117,7 +117,11 @@ impl Decoder for OpenAiDecoder {
         }
         self.end_thinking(emit);
         // Calls may interleave until the end: they are complete only now.
-        self.calls.finish_all(emit);
+        if self.end.stop_reason == StopReason::Length {
+            self.calls.finish_all_at_limit(&wire::cut_call("max_tokens"), emit);
+        } else {
+            self.calls.finish_all(emit);
+        }
         Ok(self.end)
     }
 }
