@@ -182,9 +182,9 @@ async fn stored_reply(mock: &MockServer, api: Api, dir: &Path, body: &[u8], leng
     let result = agent.prompt("Go on.", RunOptions { use_tools: false, ..RunOptions::default() }).await.unwrap();
     let reply = entry_lines(&path)
         .into_iter()
-        .filter(|e| e["type"] == "message" && e["message"]["role"] == "assistant")
+        .rev()
+        .find(|e| e["type"] == "message" && e["message"]["role"] == "assistant")
         .map(|e| e["message"].clone())
-        .last()
         .expect("an assistant message was stored");
     (reply, result.failure)
 }
