@@ -279,3 +279,60 @@ async fn in_neovim_a_copilot_model_not_enabled_is_enabled_after_asking() {
     })
     .await;
 }
+
+/// Each preset against the mock (its base URL overridden): a conversation with thinking and a
+/// tool loop, the preset's key variable sent as the key (none for Ollama), pi's provider name
+/// recorded, the second request carrying the tool result.
+#[tokio::test]
+async fn every_preset_holds_a_conversation_with_thinking_and_a_tool_loop() {
+    use handoff_mock::MockToolCall;
+    use handoff_nvim::core::config::ProviderKind;
+    for kind in ProviderKind::ALL {
+        let Some(preset) = kind.preset() else { continue };
+        let name = serde_json::to_value(kind).unwrap().as_str().unwrap().to_string();
+        let mock = MockServer::start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "the number is 42\n").unwrap();
+        let call = MockToolCall::new("read", &json!({ "path": "notes.txt" }), 2).with_id("call_1");
+        mock.push(MockReply::Reasoning {
+            thinking: vec!["Reading ".into(), "the notes.".into()],
+            signature: None,
+            redacted: None,
+            field: None,
+            chunks: Vec::new(),
+            calls: vec![call],
+        });
+        mock.push(MockReply::Reasoning {
+            thinking: vec!["It says 42.".into()],
+            signature: None,
+            redacted: None,
+            field: None,
+            chunks: vec!["The number is 42.".into()],
+            calls: Vec::new(),
+        });
+        let base = mock.openai_base_url();
+        let mut c = cli(dir.path(), &["--provider", &name, "--base-url", &base, "--thinking", "medium", "--yes", "prompt", "--new", "read notes.txt"]);
+        if let Some(var) = preset.key_env {
+            c.env(var, format!("key-of-{name}"));
+        }
+        let out = run(c).await;
+        assert_eq!(out.code, Some(0), "{name}: {}", out.stderr);
+        assert!(out.stdout.contains("The number is 42."), "{name}: {}", out.stdout);
+        let sent = chats(&mock);
+        assert_eq!(sent.len(), 2, "{name}: the tool loop's two requests");
+        let auth = sent[0].header("authorization");
+        match preset.key_env {
+            Some(_) => assert_eq!(auth, Some(format!("Bearer key-of-{name}").as_str()), "{name}"),
+            None => assert_eq!(auth, None, "{name}: no key"),
+        }
+        assert_eq!(sent[0].body["model"], json!(preset.model), "{name}");
+        let second = sent[1].body.to_string();
+        assert!(second.contains("the number is 42"), "{name}: the tool result goes back: {second}");
+        let sessions = dir.path().join("sessions");
+        let file = std::fs::read_dir(&sessions).unwrap().flatten().flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten()).next().unwrap();
+        let session = std::fs::read_to_string(file.path()).unwrap();
+        assert!(session.contains(&format!(r#""provider":"{}""#, preset.name)), "{name}: pi's provider id");
+        assert!(session.contains(r#""type":"thinking""#), "{name}: the thinking is stored");
+        assert!(!session.contains(&format!("key-of-{name}")), "{name}: the key is in the session");
+    }
+}

@@ -152,3 +152,29 @@ async fn after_a_final_answer_at_the_wall_it_hands_off_without_continuing_or_sug
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hosts_continuation_shows_as_the_hosts_not_under_the_users_heading() {
+    bounded(async {
+        let (ed, file) = editor().await;
+        script_wall_mid_tool_loop(&ed, &file, 0);
+        ed.mock.push(MockReply::text("Went on in the new session."));
+        ed.lua("require('handoff').prompt('read notes.txt and report the number')", json!([])).await;
+        ed.wait_event("HandoffAutoEnd", 1).await;
+        ed.wait_until("table.concat(T.chat(), '\\n'):find('Went on in the new session.', 1, true) ~= nil", T).await;
+        let shown = |chat: &str| {
+            assert!(chat.contains("## handoff.nvim · continuing after the handoff\n\n> [Written by handoff.nvim"), "{chat}");
+            assert!(!chat.contains("## You\n\n[Written by handoff.nvim"), "{chat}");
+        };
+        shown(ed.eval("table.concat(T.chat(), '\\n')").await.as_str().unwrap());
+        // Drawn again from the session file (a resume), the same.
+        let file = ed.session_file().await;
+        let switches = ed.eval("T.count('HandoffSessionSwitch')").await.as_u64().unwrap() as usize;
+        ed.lua("require('handoff').resume(...)", json!([file])).await;
+        ed.wait_event("HandoffSessionSwitch", switches + 1).await;
+        ed.wait_until("table.concat(T.chat(), '\\n'):find('Went on in the new session.', 1, true) ~= nil", T).await;
+        shown(ed.eval("table.concat(T.chat(), '\\n')").await.as_str().unwrap());
+        ed.quit().await;
+    })
+    .await;
+}

@@ -317,3 +317,38 @@ async fn a_stream_that_broke_after_an_event_or_timed_out_is_never_probed() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(server.requests().len(), 3, "no probe after an abort");
 }
+
+#[tokio::test]
+async fn the_window_an_overflow_error_names_is_the_window_from_then_on() {
+    use handoff_nvim::core::provider::{Provider, Source};
+    let styles = [
+        (MockOverflow::Openai, Api::Openai),
+        (MockOverflow::Anthropic, Api::Anthropic),
+        (MockOverflow::Llamacpp, Api::Openai),
+        (MockOverflow::LlamacppPython, Api::Openai),
+    ];
+    for (style, api) in styles {
+        let server = MockServer::start().await.unwrap();
+        server.set_window(Some(MockWindow { tokens: 300, style }));
+        let provider = Provider::new(config(api, &server));
+        let configured = provider.current_config().context_window;
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let mut events = Vec::new();
+        let big = "word ".repeat(2_000);
+        let result = provider.stream(&ask(&big), &cancel, &mut |e| events.push(e)).await;
+        assert_eq!(result.unwrap_err().kind(), FailureKind::Overflow, "{style:?}");
+        assert_eq!(provider.current_config().context_window, 300, "{style:?}: was {configured}");
+        assert_eq!(provider.clone().current_config().context_window, 300, "{style:?}: clones share it");
+        assert_eq!((provider.model_info().context_window, provider.model_info().source), (Some(300), Source::Refused));
+        let notice: Vec<&String> = events.iter().filter_map(|e| if let StreamEvent::Notice(n) = e { Some(n) } else { None }).collect();
+        assert_eq!(notice.len(), 1, "{style:?}: said once: {events:?}");
+        assert!(notice[0].contains(&format!("context window is 300 tokens, not {configured}")), "{notice:?}");
+    }
+    // A 413 with no number leaves the window as it was.
+    let server = MockServer::start().await.unwrap();
+    server.set_window(Some(MockWindow { tokens: 300, style: MockOverflow::Bare413 }));
+    let provider = Provider::new(config(Api::Openai, &server));
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let _ = provider.stream(&ask(&"word ".repeat(2_000)), &cancel, &mut |_| {}).await;
+    assert_eq!(provider.current_config().context_window, 128_000);
+}

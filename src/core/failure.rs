@@ -142,10 +142,54 @@ fn refusal_kind(code: Option<&str>, message: &str, otherwise: FailureKind) -> Fa
     }
 }
 
+/// The model's window as an overflow error names it ("maximum context length is 8192
+/// tokens", "prompt is too long: 210000 tokens > 200000 maximum", "exceeds the limit of
+/// 128000", llama.cpp's context size…): what the provider itself says of the model, which no
+/// table knows better. `None` when the message names none.
+pub fn window_named(message: &str) -> Option<u64> {
+    let m = message.to_ascii_lowercase();
+    let number_after = |phrase: &str| -> Option<u64> {
+        m.match_indices(phrase).find_map(|(at, _)| {
+            let rest = m[at + phrase.len()..].trim_start_matches(|c: char| c == ' ' || c == '(' || c == ':');
+            let digits: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == ',').filter(|c| *c != ',').collect();
+            digits.parse().ok().filter(|n| *n > 0)
+        })
+    };
+    let number_before = |phrase: &str| -> Option<u64> {
+        let head = m[..m.find(phrase)?].trim_end();
+        let digits: String = head.chars().rev().take_while(|c| c.is_ascii_digit()).collect();
+        digits.chars().rev().collect::<String>().parse().ok().filter(|n| *n > 0)
+    };
+    const AFTER: &[&str] = &[
+        "maximum context length is",
+        "context window of",
+        "context size",
+        "maximum number of tokens allowed",
+        "exceeds the limit of",
+        "context length of",
+    ];
+    AFTER
+        .iter()
+        .find_map(|p| number_after(p))
+        .or_else(|| number_before(" maximum context length"))
+        .or_else(|| number_before(" maximum"))
+}
+
 /// The code of a model the account has not enabled (`provider::copilot`).
 pub const MODEL_NOT_ENABLED: &str = "model_not_enabled";
 
 impl ProviderError {
+    /// The window an overflow error names (see [`window_named`]); `None` for any other error.
+    pub fn window_named(&self) -> Option<u64> {
+        if self.kind() != FailureKind::Overflow {
+            return None;
+        }
+        match self {
+            ProviderError::Http { message, .. } | ProviderError::Reported { message, .. } => window_named(message),
+            _ => None,
+        }
+    }
+
     /// The kind of this failure, for a front end to branch on.
     ///
     /// An overflow is a 400, 413 or 422 whose code or message says so, or any other 413 (a
@@ -176,6 +220,24 @@ impl ProviderError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_overflow_error_says_the_window_in_each_providers_words() {
+        let said = [
+            ("This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.", 128_000),
+            ("prompt is too long: 210000 tokens > 200000 maximum", 200_000),
+            ("the request exceeds the available context size, try increasing it (context size 8192 tokens)", 8_192),
+            ("Requested tokens (9000) exceed context window of 8192", 8_192),
+            ("The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).", 1_048_576),
+            ("prompt token count of 140000 exceeds the limit of 128000", 128_000),
+            ("Prompt contains 40000 tokens, too large for model with 32768 maximum context length", 32_768),
+        ];
+        for (message, window) in said {
+            assert_eq!(window_named(message), Some(window), "{message}");
+        }
+        assert_eq!(window_named("Your input exceeds the context window of this model."), None);
+        assert_eq!(window_named("rate limit reached"), None);
+    }
 
     fn http(status: u16, message: &str) -> ProviderError {
         ProviderError::Http { provider: "p".into(), status, code: None, message: message.into() }

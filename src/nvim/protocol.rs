@@ -305,6 +305,11 @@ pub enum Item {
     User {
         text: String,
     },
+    /// The message the host sends to go on after an automatic handoff: the host's words, not
+    /// the user's, and shown so.
+    Continuation {
+        text: String,
+    },
     /// The handoff's internal prompt, shown as what the user asked for.
     HandoffRequest {
         focus: String,

@@ -75,6 +75,7 @@ pub fn message_item(message: &Message) -> Item {
     match &message.role {
         Role::User => match session::handoff_request(message) {
             Some(focus) => Item::HandoffRequest { focus },
+            None if crate::core::handoff::auto::is_continuation(message) => Item::Continuation { text },
             None => Item::User { text },
         },
         Role::Assistant => {

@@ -46,6 +46,10 @@ local function push_item(out, item)
     else
       push_lines(out, text)
     end
+  elseif k == "continuation" then
+    -- The host's own message after an automatic handoff: not the user's words.
+    out[base + 1], out[base + 2] = "## handoff.nvim · continuing after the handoff", ""
+    push_lines(out, item.text, "> ")
   elseif k == "handoff_request" then
     out[base + 1], out[base + 2] = "## You", ""
     out[base + 3] = "*Handoff requested*" .. ((item.focus and item.focus ~= "") and (" — focus: " .. item.focus) or "")

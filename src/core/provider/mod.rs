@@ -43,7 +43,7 @@ pub use types::{
     StreamEvent, ThinkingLevel, ToolCall, ToolChoice, DEFAULT_MAX_TOKENS,
 };
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -91,6 +91,9 @@ pub struct Provider {
     copilot: Option<Arc<copilot::Copilot>>,
     /// Any other provider's model list (`GET /models`), fetched once.
     listing: Arc<models::Listing>,
+    /// The window an overflow error of this model named (0: none yet): the provider's own
+    /// word, below whatever was configured or listed.
+    refused_window: Arc<AtomicU64>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -124,6 +127,7 @@ impl Provider {
             reasoning_effort_refused: Arc::new(AtomicBool::new(false)),
             copilot,
             listing: Arc::default(),
+            refused_window: Arc::default(),
         }
     }
 
@@ -165,15 +169,43 @@ impl Provider {
             let facts = config.table.facts(&config.model, Some(&listed));
             config.apply_limits(facts.as_ref());
         }
+        if let Some(window) = self.refused_window() {
+            config.context_window = config.context_window.min(window);
+        }
         config
+    }
+
+    /// The window the provider named when it refused a request as too large, if it did.
+    fn refused_window(&self) -> Option<u64> {
+        Some(self.refused_window.load(Ordering::Relaxed)).filter(|w| *w > 0)
+    }
+
+    /// Remembers the window an overflow error names, and says so once when it is below the
+    /// one in force (a configured or default window the model does not have).
+    fn learn_from(&self, error: &ProviderError, on_event: &mut (dyn FnMut(StreamEvent) + Send)) {
+        let Some(named) = error.window_named() else { return };
+        let before = self.current_config().context_window;
+        self.refused_window.store(named, Ordering::Relaxed);
+        if named < before {
+            tracing::info!(provider = %self.config.name, model = %self.config.model, named, before, "the provider named a smaller window");
+            on_event(StreamEvent::Notice(format!(
+                "{} says {}'s context window is {named} tokens, not {before}: the meter and the automatic handoff go by {named} from now on (set provider.context_window to say it up front)",
+                self.config.name, self.config.model
+            )));
+        }
     }
 
     /// What is known of the configured model now (see [`Provider::current_config`]).
     pub fn model_info(&self) -> ModelInfo {
-        match &self.copilot {
+        let mut info = match &self.copilot {
             Some(state) => self.config.model_info(state.known(&self.config.model).map(|(info, _)| info).as_ref()),
             None => self.config.model_info(self.listing.listed(&self.config.model).as_ref()),
+        };
+        if let Some(window) = self.refused_window().filter(|w| info.context_window.is_none_or(|known| *w < known)) {
+            info.context_window = Some(window);
+            info.source = Source::Refused;
         }
+        info
     }
 
     /// Reads what a request needs to know beforehand, so that [`Provider::current_config`] is
@@ -277,11 +309,15 @@ impl Provider {
     ) -> Result<StreamEnd, ProviderError> {
         let client = self.client.as_ref().map_err(|e| ProviderError::Client(e.clone()))?;
         if let (Some(state), Some(settings)) = (&self.copilot, &self.config.copilot) {
-            return tokio::select! {
+            let result = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => Err(ProviderError::Aborted),
                 result = self.stream_copilot(client, state, settings, request, cancel, on_event) => result,
             };
+            if let Err(e) = &result {
+                self.learn_from(e, on_event);
+            }
+            return result;
         }
         let key = tokio::select! {
             biased;
@@ -304,6 +340,9 @@ impl Provider {
             config.reasoning_effort = Some(false);
             let prepared = http::Prepared::new(self.format, &config, request);
             result = self.with_retries(client, &prepared, key.as_deref(), cancel, on_event).await;
+        }
+        if let Err(e) = &result {
+            self.learn_from(e, on_event);
         }
         result.map_err(|e| key::redact_error(e, key.as_deref()))
     }

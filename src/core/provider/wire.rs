@@ -114,7 +114,12 @@ pub(super) fn reported_error(v: &Value) -> Option<DecodeError> {
         Some(Value::Null) | None => (text(v, "code"), Some(text(v, "message")?)),
         Some(other) => (None, Some(other.to_string())),
     };
-    let message = message.unwrap_or_else(|| code.clone().unwrap_or_else(|| "unknown error".into()));
+    let mut message = message.unwrap_or_else(|| code.clone().unwrap_or_else(|| "unknown error".into()));
+    // llama.cpp names its window beside the message only: said, so the user and the window
+    // reader (`failure::window_named`) both see it.
+    if let Some(n_ctx) = v.get("error").and_then(|e| e.get("n_ctx")).and_then(Value::as_u64) {
+        message = format!("{} (context size {n_ctx} tokens)", message.trim());
+    }
     Some(DecodeError::Reported { code, message: truncate(message.trim(), 1000) })
 }
 

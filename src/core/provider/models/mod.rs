@@ -56,6 +56,8 @@ pub enum Source {
     /// handoff.nvim's own table.
     #[default]
     BuiltIn,
+    /// The provider's own overflow error, which named the window.
+    Refused,
     /// Nobody said: the wire format's default.
     Default,
 }
@@ -68,6 +70,7 @@ impl Source {
             Source::Listed => "the provider's model list",
             Source::Pi => "pi's models.json",
             Source::BuiltIn => "handoff.nvim's table",
+            Source::Refused => "the provider's overflow error",
             Source::Default => "a default: set provider.context_window",
         }
     }
