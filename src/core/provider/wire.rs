@@ -393,20 +393,25 @@ impl ToolCalls {
         emit(StreamEvent::ToolCall(ToolCall { index, id: call.id.clone(), name: call.name.clone(), arguments, signature }));
     }
 
-    /// Whether the call's arguments so far make an object: its JSON closed (or it has none).
-    pub(super) fn parses(&self, index: usize) -> bool {
-        self.calls.get(index).is_some_and(|c| c.initial.is_some() || parse_arguments(&c.arguments).is_ok())
+    /// Whether the call's arguments end before their JSON does (a reply cut there), as opposed
+    /// to whole JSON, none, or text that is no JSON at all.
+    pub(super) fn ends_early(&self, index: usize) -> bool {
+        self.calls.get(index).is_some_and(|c| {
+            c.initial.is_none()
+                && !c.arguments.trim().is_empty()
+                && serde_json::from_str::<serde::de::IgnoredAny>(&c.arguments).is_err_and(|e| e.is_eof())
+        })
     }
 
     /// Completes every call still open at the end of a reply that hit its output limit: one
-    /// whose arguments parse is whole and completes as usual; the others were cut there and are
-    /// malformed with `why` (see [`cut_call`]), so they are never run as if whole.
+    /// whose JSON ended early was cut there and is malformed with `why` (see [`cut_call`]), so
+    /// it is never run as if whole; the others complete as usual.
     pub(super) fn finish_all_at_limit(&mut self, why: &str, emit: &mut dyn FnMut(StreamEvent)) {
         for index in 0..self.calls.len() {
-            if self.parses(index) {
-                self.finish(index, emit);
-            } else {
+            if self.ends_early(index) {
                 self.cut(index, why, emit);
+            } else {
+                self.finish(index, emit);
             }
         }
     }

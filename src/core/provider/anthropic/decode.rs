@@ -120,11 +120,11 @@ impl Decoder for AnthropicDecoder {
                 }
             }
             "content_block_stop" => {
-                // A call whose JSON did not close waits for the stop reason (cut by `max_tokens`,
+                // A call whose JSON ended early waits for the stop reason (cut by `max_tokens`,
                 // it is said so when the reply ends), and the calls after it wait with it, so
                 // that they complete in order.
                 if let Some(call) = block_index.and_then(|b| self.by_block.get(&b).copied()) {
-                    if self.calls.parses(call) && (0..call).all(|earlier| self.calls.is_done(earlier)) {
+                    if !self.calls.ends_early(call) && (0..call).all(|earlier| self.calls.is_done(earlier)) {
                         self.calls.finish(call, emit);
                     }
                 }
