@@ -58,6 +58,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(handoff_nvim::cli::run(command, settings));
     // tokio's stdin reader would keep the runtime alive: do not wait for blocking tasks.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    handoff_nvim::core::sandbox::remove_private_tmpdir();
     exit_code(result)
 }
 
