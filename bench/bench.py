@@ -34,9 +34,11 @@ Sections (doc/benchmarks.md explains each):
  10. the automatic handoff at the wall beside pi's compaction: a. threshold at a prompt
      (1k/10k/100k entries: time to the handoff's request, its size, peak RSS), b. an overflow
      mid-run (the refused request → the handoff's, attempts, sizes)
- 11. a long reply through the host (our CLI against the mock): the Responses API beside Chat
+ 11. the sandbox for bash: a trivial command spawned as is and through the helper, and §6a's
+     four-tool turn with `--sandbox off` and `workspace-write`
+ 12. a long reply through the host (our CLI against the mock): the Responses API beside Chat
      Completions, the same words: MB/s and events/s above the floor of a one-word reply
- 12. a Copilot request beside a plain one, the token cached: a tool loop in one CLI process,
+ 13. a Copilot request beside a plain one, the token cached: a tool loop in one CLI process,
      the mock counting the token exchanges and model-list reads
 
 bench/compare_builds.py runs §1–5 for two checkouts (a before/after), interleaved.
@@ -1161,7 +1163,55 @@ def bench_at_the_wall(bin_dir, pi_bin, runs, work, sizes, overflow_entries):
     return out
 
 
-# --- Decoding a long reply through the host: Responses beside Chat Completions (§11) -------------
+# --- The sandbox for bash (§11) --------------------------------------------------------------------
+
+def sandbox_exec_cmd(bin_dir, project, tmp, cmd, helper="handoff-sandbox"):
+    """The helper the host runs a sandboxed command through (src/core/sandbox): handoff-sandbox,
+    or the host binary's own `sandbox-exec`."""
+    return ([os.path.join(bin_dir, helper), "sandbox-exec", "--sandbox", "workspace-write", "--network", "false",
+             "--writable", project, "--tmpdir", tmp, "--"] + cmd)
+
+
+def bench_sandbox(bin_dir, env, mock, runs, work, smoke):
+    """§11: a trivial command (`bash -c true`) spawned as is and through the helper, interleaved;
+    then the four-tool turn of §6a with --sandbox off and workspace-write, interleaved. Checks
+    that the helper enforces (a write outside the project refused, NoNewPrivs 1) and that both
+    turns leave the expected files."""
+    project, tmp, outside = (os.path.join(work, "sandbox", d) for d in ("project", "tmp", "outside"))
+    for d in (project, tmp, outside):
+        os.makedirs(d)
+    probe = subprocess.run(sandbox_exec_cmd(bin_dir, project, tmp, ["/bin/bash", "-c",
+                           f"grep -q 'NoNewPrivs:.1' /proc/self/status && ! echo x 2>/dev/null > {outside}/x"]),
+                           env=env, cwd=project, capture_output=True, text=True)
+    if probe.returncode != 0 or os.path.exists(os.path.join(outside, "x")):
+        raise RuntimeError(f"sandbox: the helper does not enforce here: {probe.stderr.strip()}")
+    plain = ["/bin/bash", "-c", "true"]
+    boxed = sandbox_exec_cmd(bin_dir, project, tmp, plain)
+    spawns = 20 if smoke else 400
+    boxed_host = sandbox_exec_cmd(bin_dir, project, tmp, plain, helper="handoff-nvim")
+    off, on, on_host = [], [], []
+    for _ in range(spawns):
+        off.append(timed(plain, env, project))
+        on.append(timed(boxed, env, project))
+        on_host.append(timed(boxed_host, env, project))
+    n = [0]
+    turn = {"off": [], "workspace-write": []}
+    for _ in range(runs * 3):
+        for mode in turn:
+            n[0] += 1
+            d = os.path.join(work, "sandbox", "turn", str(n[0]))
+            os.makedirs(d)
+            for name, text in TURN_SEED.items():
+                with open(os.path.join(d, name), "w") as f:
+                    f.write(text)
+            script_turn(mock, TURN_CALLS)
+            cmd = ours_turn_cmd(bin_dir, d)
+            turn[mode].append(timed(cmd[:1] + ["--sandbox", mode] + cmd[1:], env, d))
+            if snapshot(d) != TURN_EXPECTED:
+                raise RuntimeError(f"sandbox: the tool turn with --sandbox {mode} left other files: {sorted(snapshot(d))}")
+    return dict(spawns=spawns, cmd_off=median(off), cmd_on=median(on), cmd_on_host=median(on_host), cmd_off_p90=pct(off, 0.9), cmd_on_p90=pct(on, 0.9),
+                turn_off=median(turn["off"]), turn_on=median(turn["workspace-write"]))
+# --- Decoding a long reply through the host: Responses beside Chat Completions (§12) -------------
 
 def sse_stream(mock, path, reply):
     """`reply` as the mock streams it at `path`: its bytes, read here once."""
@@ -1204,7 +1254,7 @@ def bench_decode(bin_dir, mock, runs, work, words):
                 into[k].append(timed(cmd, env, work))
                 sent = [r["path"] for r in mock.requests() if r["method"] == "POST"]
                 if len(sent) != 1 or not sent[0].endswith(path):
-                    raise RuntimeError(f"§11 {k}: expected one request to {path}, got {sent}")
+                    raise RuntimeError(f"§12 {k}: expected one request to {path}, got {sent}")
     out = {"words": words}
     for k in apis:
         body = bodies[k][0]
@@ -1217,7 +1267,7 @@ def bench_decode(bin_dir, mock, runs, work, words):
     return out
 
 
-# --- A Copilot request beside a plain one, the token cached (§12) ---------------------------------
+# --- A Copilot request beside a plain one, the token cached (§13) ---------------------------------
 
 def bench_copilot_requests(bin_dir, mock, runs, work, turns):
     """Our CLI (`prompt --new --yes`) through a tool loop of `turns` `read` calls (one a reply)
@@ -1252,7 +1302,7 @@ def bench_copilot_requests(bin_dir, mock, runs, work, turns):
             exchanges = [r for r in reqs if r["path"].endswith("/copilot_internal/v2/token")]
             lists = [r for r in reqs if r["method"] == "GET" and r["path"].endswith("/models")]
             if len(chats) != turns + 1:
-                raise RuntimeError(f"§12 {k}: {len(chats)} chat requests, expected {turns + 1}")
+                raise RuntimeError(f"§13 {k}: {len(chats)} chat requests, expected {turns + 1}")
             counts[k] = {"chats": len(chats), "exchanges": len(exchanges), "model_lists": len(lists),
                          "editor_headers": all("editor-version" in {h.lower() for h in r["headers"]} for r in chats)}
     out = {"turns": turns, "counts": counts}
@@ -1395,7 +1445,7 @@ def main():
     ap.add_argument("--pi", default=os.environ.get("PI_BIN") or os.path.join(ROOT, ".cache", "pi", "node_modules", ".bin", "pi"))
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="one tiny iteration of each")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12", help="sections to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12,13", help="sections to run, e.g. 1,4")
     ap.add_argument("--rg", help="ripgrep for §6b (default: .cache/rg-venv/bin/rg, else PATH; `none`: without)")
     ap.add_argument("--json", help="also write the raw figures here")
     ap.add_argument("--doc", help="replace the results part of this markdown file (between the markers)")
@@ -1732,9 +1782,26 @@ def main():
                     f"| the request after it | {kb(ov['ours_next_body'])} | {kb(ov.get('pi_next_body'))} | |",
                     f"| peak RSS | {mib(ov['ours_peak'])} | {mib(ov.get('pi_peak'))} | {ratio(ov.get('pi_peak'), ov['ours_peak'])} |", ""]
         if "11" in only:
-            log("11. a long reply: Responses beside Chat Completions")
+            log("11. the sandbox for bash")
+            sb = raw["sandbox"] = bench_sandbox(args.bin_dir, env, mock, runs, work, args.smoke)
+            d_cmd, d_turn = sb["cmd_on"] - sb["cmd_off"], sb["turn_on"] - sb["turn_off"]
+            out += ["### 11. The sandbox for bash", "",
+                    f"A trivial command, `bash -c true`, spawned {sb['spawns']} times as is and as many through the "
+                    "helper the host runs sandboxed commands with (`handoff-sandbox sandbox-exec --sandbox workspace-write "
+                    "--network false --writable DIR --tmpdir DIR -- bash -c true`: no_new_privs, Landlock, seccomp, "
+                    "exec) and through the host binary's own `handoff-nvim sandbox-exec`, interleaved; then §6a's four-tool turn (`prompt --new --yes`, its bash call among them) with "
+                    "`--sandbox off` and `--sandbox workspace-write`, interleaved, each in a fresh folder and checked "
+                    "against the expected files. Before that the helper is checked to enforce (NoNewPrivs 1, a write "
+                    "outside the project refused).", "",
+                    "| | unsandboxed | sandboxed | overhead |", "|---|---|---|---|",
+                    f"| `bash -c true`, spawn → exit, median | {fmt_ms(sb['cmd_off'])} | {fmt_ms(sb['cmd_on'])} | **{fmt_ms(d_cmd)}** |",
+                    f"| … p90 | {fmt_ms(sb['cmd_off_p90'])} | {fmt_ms(sb['cmd_on_p90'])} | |",
+                    f"| … through `handoff-nvim sandbox-exec` instead (the host binary as the helper) | | {fmt_ms(sb['cmd_on_host'])} | {fmt_ms(sb['cmd_on_host'] - sb['cmd_off'])} |",
+                    f"| four-tool turn, prompt → exit, median | {fmt_ms(sb['turn_off'])} | {fmt_ms(sb['turn_on'])} | **{fmt_ms(d_turn)}** |", ""]
+        if "12" in only:
+            log("12. a long reply: Responses beside Chat Completions")
             d = raw["decode"] = bench_decode(args.bin_dir, mock, runs, work, 2000 if args.smoke else 20000)
-            out += ["### 11. A long reply through the host: the Responses API beside Chat Completions", "",
+            out += ["### 12. A long reply through the host: the Responses API beside Chat Completions", "",
                     f"Our CLI, `handoff-nvim prompt --new go`, answered with {d['words']:,} words (one text delta a word, "
                     "a line break every 16), once as Chat Completions and once as the Responses API "
                     "(`HANDOFF_PROVIDER=openai-responses`: named events, item ids, the whole text again in the `done` "
@@ -1750,11 +1817,11 @@ def main():
                 out.append(f"| {name} | {r['bytes'] / 1e6:.2f} MB | {r['events']:,} | {fmt_ms(r['time'])} | {fmt_ms(r['floor'])} | "
                            f"**{fmt_ms(r['decode'])}** | {r['mb_s'] or 0:.1f} | {r['events_s'] or 0:,.0f} |")
             out += ["", f"Responses / Chat Completions, decode time: **{ratio(d['responses']['decode'], d['chat']['decode'])}**.", ""]
-        if "12" in only:
-            log("12. a Copilot request beside a plain one")
+        if "13" in only:
+            log("13. a Copilot request beside a plain one")
             cp = raw["copilot"] = bench_copilot_requests(args.bin_dir, mock, runs, work, 2 if args.smoke else 20)
             c = cp["counts"]
-            out += ["### 12. A Copilot request beside a plain one, the token cached", "",
+            out += ["### 13. A Copilot request beside a plain one, the token cached", "",
                     f"Our CLI, `handoff-nvim prompt --new --yes --tools read`, through a tool loop of {cp['turns']} `read` "
                     f"calls and the answer: {cp['turns'] + 1} requests in one process. Plain: Chat Completions at the mock. "
                     "Copilot: `HANDOFF_PROVIDER=copilot`, `gpt-4.1` (Chat Completions in the mock's model list), a "

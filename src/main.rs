@@ -34,6 +34,10 @@ fn init_logging(cli: &Cli, is_rpc: bool) {
 }
 
 fn main() -> ExitCode {
+    // The sandbox's helper, once per bash command: nothing else is set up for it.
+    if std::env::args_os().nth(1).is_some_and(|a| a == handoff_nvim::core::sandbox::HELPER_COMMAND) {
+        return handoff_nvim::cli::sandbox_exec_main(std::env::args_os().skip(1));
+    }
     let cli = Cli::parse();
     let is_rpc = cli.command.as_ref().map_or(true, |c| matches!(c, Command::Rpc));
     init_logging(&cli, is_rpc);
@@ -54,6 +58,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(handoff_nvim::cli::run(command, settings));
     // tokio's stdin reader would keep the runtime alive: do not wait for blocking tasks.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    handoff_nvim::core::sandbox::remove_private_tmpdir();
     exit_code(result)
 }
 

@@ -33,7 +33,7 @@ fn every_benchmark_runs_once() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "bench.py --smoke failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
-    for section in ["### 1.", "### 2.", "### 3.", "### 4.", "### 5.", "### 6.", "### 7.", "### 9.", "### 10."] {
+    for section in ["### 1.", "### 2.", "### 3.", "### 4.", "### 5.", "### 6.", "### 7.", "### 9.", "### 10.", "### 11."] {
         assert!(stdout.contains(section), "no {section} in\n{stdout}");
     }
     let raw: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(json.path()).unwrap()).unwrap();
@@ -57,6 +57,8 @@ fn every_benchmark_runs_once() {
     // The tools (§6): bench.py itself checks the files the turn leaves, the grep matches against
     // rg's and pi's (when installed) and the read's first line; here, that they ran.
     assert!(raw["tool_turn"]["ours"].as_f64().unwrap() > 0.0);
+    // The sandbox (§11): bench.py checks that the helper enforces and both turns' files.
+    assert!(raw["sandbox"]["cmd_on"].as_f64().unwrap() > 0.0 && raw["sandbox"]["turn_on"].as_f64().unwrap() > 0.0);
     assert!(raw["grep"]["ours"].as_f64().unwrap() > 0.0);
     assert!(raw["grep"]["matches"].as_u64().unwrap() > 0);
     assert!(raw["read"][1]["ours_peak"].as_f64().unwrap() > 0.0);

@@ -3,7 +3,8 @@
 --- file) and the keys that answer it; several may wait at once, and nothing blocks the editor.
 --- `require("handoff").approve(id, decision, reason?)` is the one way to answer (the keys use it
 --- too); `User HandoffToolApproval` fires with `{ id, tool, kind, args, summary, path?, diff? }`
---- for your own UI. What a call does (its summary, the file it changes, its preview) is what the
+--- for your own UI (and `sandbox`: the sandbox the command runs in; `unsandboxed`: why allowing
+--- it runs the command outside the sandbox). What a call does (its summary, the file it changes, its preview) is what the
 --- host sends, as the tool says it: nothing here reads the tool's arguments.
 local state = require("handoff.state")
 
@@ -21,6 +22,8 @@ local api = vim.api
 ---@field diff? string
 ---@field before? string
 ---@field after? string
+---@field sandbox? string the sandbox the command runs in (`workspace-write, no network`)
+---@field unsandboxed? string why this approval would run the command outside the sandbox
 
 ---@type table<string, handoff.ApprovalRequest> requests waiting for an answer, by id
 local pending = {}
@@ -51,11 +54,17 @@ end
 --- Lines of the chat for a request.
 function M.lines(r)
   local keys = require("handoff.config").options.keymaps.approval or {}
-  local lines = { ("### Allow `%s`?"):format(r.tool), "" }
+  local title = r.unsandboxed and "### Run `%s` outside the sandbox?" or "### Allow `%s`?"
+  local lines = { title:format(r.tool), "" }
   if r.kind == "execute" then
     vim.list_extend(lines, { "```sh" })
     vim.list_extend(lines, vim.split(r.summary or "", "\n", { plain = true }))
     vim.list_extend(lines, { "```" })
+    if r.unsandboxed then
+      vim.list_extend(lines, { "", "*Why:* " .. r.unsandboxed })
+    elseif r.sandbox then
+      vim.list_extend(lines, { "", "*Runs in the sandbox: " .. r.sandbox .. "*" })
+    end
   elseif r.diff then
     table.insert(lines, "`" .. (r.summary or "") .. "`")
     table.insert(lines, "")
@@ -102,6 +111,8 @@ function M.request(r)
     summary = r.summary,
     path = r.path,
     diff = r.diff,
+    sandbox = r.sandbox,
+    unsandboxed = r.unsandboxed,
   })
 end
 

@@ -80,6 +80,17 @@ function M.check()
     health.info("API key: " .. (key.detail or "none"))
   end
 
+  health.start("Sandbox")
+  local sb = h.sandbox or {}
+  if not sb.on then
+    health.warn("off: bash commands run with your rights", { "sandbox = \"workspace-write\" (see :help handoff-sandbox)" })
+  elseif sb.enforceable then
+    health.ok(("%s; %s"):format(sb.mode, sb.detail))
+  else
+    health.error(("%s asked for; %s"):format(sb.mode, sb.detail),
+      { "Each command asks before it runs outside the sandbox; sandbox = \"off\" runs them unasked by it (see :help handoff-sandbox)" })
+  end
+
   health.start("System prompt")
   local sp_ok, sp = host.try_request("system_prompt")
   if not sp_ok or type(sp) ~= "table" then

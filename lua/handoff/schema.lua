@@ -17,6 +17,8 @@
 ---@field layout? handoff.Config.layout
 ---@field keymaps? handoff.Config.keymaps
 ---@field tools? handoff.Config.tools
+---@field sandbox? "workspace-write"|"read-only"|"off" Where bash commands may write: "workspace-write" (the project folder, a temp folder of their own and /dev/null), "read-only" (only that temp folder), "off" (anywhere the user can). A command that looks blocked is offered a re-run outside. See |handoff-sandbox|.
+---@field network? boolean Whether sandboxed bash commands may use the network (sockets other than AF_UNIX). See |handoff-sandbox|.
 ---@field max_turns? integer Turns of one prompt at most (each round of tool calls is a turn).
 ---@field handoff? handoff.Config.handoff
 ---@field tool_output_lines? integer Lines of a tool's output shown in the chat (the rest is in the session).
@@ -66,7 +68,7 @@
 
 ---@class handoff.Config.tools
 ---@field enabled? ("read"|"bash"|"edit"|"write"|"grep"|"find"|"ls"|"todo_write"|"session_query")[] The tools the model may call (pi's names); default: read, bash, edit, write, todo_write, session_query (offered only to a session handed off from another; a list without it turns it off).
----@field policy? "ask"|"allow_edits"|"allow_all" "ask": edits and commands ask; "allow_edits": commands ask; "allow_all": nothing asks (the CLI's --yes).
+---@field policy? "ask"|"allow_edits"|"allow_sandboxed"|"allow_all" "ask": edits and commands ask; "allow_edits": commands ask; "allow_sandboxed": commands that run in the sandbox run unasked, edits and unsandboxed commands ask; "allow_all": nothing asks (the CLI's --yes; it never lifts the sandbox).
 ---@field rules? table<string, "allow"|"ask"|"deny"> Per tool, over the policy, e.g. { bash = "deny" }.
 
 ---@class handoff.Config.handoff
@@ -384,10 +386,10 @@ return {
     {
       key = "tools.policy",
       host = "tools.policy",
-      type = { kind = "one_of", values = { "ask", "allow_edits", "allow_all" } },
+      type = { kind = "one_of", values = { "ask", "allow_edits", "allow_sandboxed", "allow_all" } },
       default = "ask",
-      accepts = "one of \"ask\", \"allow_edits\", \"allow_all\"",
-      doc = "\"ask\": edits and commands ask; \"allow_edits\": commands ask; \"allow_all\": nothing asks (the CLI's --yes).",
+      accepts = "one of \"ask\", \"allow_edits\", \"allow_sandboxed\", \"allow_all\"",
+      doc = "\"ask\": edits and commands ask; \"allow_edits\": commands ask; \"allow_sandboxed\": commands that run in the sandbox run unasked, edits and unsandboxed commands ask; \"allow_all\": nothing asks (the CLI's --yes; it never lifts the sandbox).",
     },
     {
       key = "tools.rules",
@@ -396,6 +398,22 @@ return {
       default = {},
       accepts = "a table from \"read\", \"bash\", \"edit\", \"write\", \"grep\", \"find\", \"ls\", \"todo_write\", \"session_query\" to one of \"allow\", \"ask\", \"deny\"",
       doc = "Per tool, over the policy, e.g. { bash = \"deny\" }.",
+    },
+    {
+      key = "sandbox",
+      host = "sandbox",
+      type = { kind = "one_of", values = { "workspace-write", "read-only", "off" } },
+      default = "workspace-write",
+      accepts = "one of \"workspace-write\", \"read-only\", \"off\"",
+      doc = "Where bash commands may write: \"workspace-write\" (the project folder, a temp folder of their own and /dev/null), \"read-only\" (only that temp folder), \"off\" (anywhere the user can). A command that looks blocked is offered a re-run outside. See |handoff-sandbox|.",
+    },
+    {
+      key = "network",
+      host = "network",
+      type = { kind = "bool" },
+      default = false,
+      accepts = "true or false",
+      doc = "Whether sandboxed bash commands may use the network (sockets other than AF_UNIX). See |handoff-sandbox|.",
     },
     {
       key = "max_turns",

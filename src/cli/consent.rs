@@ -12,6 +12,21 @@ use crate::core::tools::ToolKind;
 pub const NO_TERMINAL: &str =
     "handoff-nvim was run without --yes and without a terminal to ask on: pass --yes to allow edits and commands";
 
+/// The result text of a request to run outside the sandbox when nobody can be asked.
+pub const NO_TERMINAL_TO_LIFT: &str =
+    "handoff-nvim has no terminal to ask on whether to run this outside the sandbox (--yes never lifts it): pass --sandbox off to run commands outside it";
+
+/// Nobody to ask (no terminal): a refusal, naming the flag that would have allowed the call.
+struct NoTerminal;
+
+#[async_trait]
+impl Consent for NoTerminal {
+    async fn ask(&self, request: ApprovalRequest) -> Decision {
+        let reason = if request.unsandboxed.is_some() { NO_TERMINAL_TO_LIFT } else { NO_TERMINAL };
+        Decision::Reject { reason: Some(reason.into()) }
+    }
+}
+
 /// Asks on the controlling terminal (`/dev/tty`), whatever stdin and stdout are.
 pub struct TerminalConsent;
 
@@ -21,13 +36,19 @@ pub fn for_this_process() -> std::sync::Arc<dyn Consent> {
     if tty && std::fs::File::open("/dev/tty").is_ok() {
         std::sync::Arc::new(TerminalConsent)
     } else {
-        std::sync::Arc::new(crate::core::tools::consent::Always(Decision::Reject { reason: Some(NO_TERMINAL.into()) }))
+        std::sync::Arc::new(NoTerminal)
     }
 }
 
 /// What the question shows of a call, as the tool said it: the command, or the file and the
 /// diff of the change, or the arguments.
 fn describe(request: &ApprovalRequest) -> String {
+    if let Some(why) = &request.unsandboxed {
+        return format!("$ {}\nOutside the sandbox: {why}", request.summary);
+    }
+    if let Some(sandbox) = &request.sandbox {
+        return format!("$ {}\n(in the sandbox: {sandbox})", request.summary);
+    }
     match (request.preview.as_ref().map(|p| &p.diff), request.kind) {
         (_, ToolKind::Execute) => format!("$ {}", request.summary),
         (Some(diff), _) => format!("{}\n{diff}", request.summary),
@@ -40,7 +61,8 @@ fn ask_blocking(request: &ApprovalRequest) -> std::io::Result<Decision> {
     let tty = std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty")?;
     let mut out = tty.try_clone()?;
     let mut input = std::io::BufReader::new(tty);
-    write!(out, "\n{}\nAllow {}? [y]es / [a]lways / [n]o / [c]ancel the turn: ", describe(request), request.tool)?;
+    let what = if request.unsandboxed.is_some() { format!("{} outside the sandbox", request.tool) } else { request.tool.clone() };
+    write!(out, "\n{}\nAllow {what}? [y]es / [a]lways / [n]o / [c]ancel the turn: ", describe(request))?;
     out.flush()?;
     let mut line = String::new();
     input.read_line(&mut line)?;

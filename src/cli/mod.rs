@@ -255,6 +255,7 @@ async fn prompt(
     if auto == AutoHandoff::Review {
         anyhow::bail!("--auto-handoff review needs an editor to review the document in: use continue or off");
     }
+    refuse_unenforceable_sandbox(settings)?;
     let agent = open_agent(settings, &cwd, &choice)?;
     eprintln!("{}", agent.session().path().display());
     let controller = Controller::new(agent.clone(), FrontEndTexts::default());
@@ -355,6 +356,42 @@ pub fn run_local(command: &Command, settings: &Settings) -> Option<anyhow::Resul
         Command::Sessions { cwd } => Some(print_sessions(cwd.clone(), settings)),
         Command::Rpc | Command::Prompt { .. } | Command::Handoff { .. } | Command::Models => None,
     }
+}
+
+/// `handoff-nvim sandbox-exec …` (and `handoff-sandbox sandbox-exec …`): the helper bash runs a
+/// sandboxed command through. Restricts this process and execs the command; returns only when
+/// it cannot (the command did not run). Read before anything else (no settings, no logging):
+/// it runs once per command. `args`: the line after the program's name.
+pub fn sandbox_exec_main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
+    let why = match crate::core::sandbox::HelperArgs::parse(args) {
+        Err(usage) => usage,
+        #[cfg(target_os = "linux")]
+        Ok(args) => crate::core::sandbox::linux::exec(&args),
+        #[cfg(not(target_os = "linux"))]
+        Ok(_) => format!(
+            "the sandbox cannot be enforced: {}: the command was not run (--sandbox off runs commands outside the sandbox)",
+            crate::core::sandbox::Support::probe().enforceable().err().unwrap_or_default()
+        ),
+    };
+    eprintln!("error: {why}");
+    ExitCode::from(exit::FAILURE)
+}
+
+/// The CLI refuses to start a prompt whose commands would have to run outside a sandbox that was
+/// asked for (no one is asked: `--yes` never lifts it); the error names the flag.
+fn refuse_unenforceable_sandbox(settings: &Settings) -> anyhow::Result<()> {
+    let sandbox = settings.sandbox();
+    let bash = settings.tools.clone().unwrap_or_default().registry().ok().and_then(|r| r.get("bash"));
+    if !sandbox.is_on() || bash.is_none() {
+        return Ok(());
+    }
+    if let Err(why) = crate::core::sandbox::Support::probe().enforceable() {
+        anyhow::bail!(
+            "the sandbox (--sandbox {}) cannot be enforced: {why}; bash commands would run outside it: pass --sandbox off to allow that",
+            sandbox.mode.as_str()
+        );
+    }
+    Ok(())
 }
 
 fn print_context(file: &Path, settings: &Settings) -> anyhow::Result<ExitCode> {

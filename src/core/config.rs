@@ -17,6 +17,7 @@ use crate::core::tools::consent::{self, Policy};
 use crate::core::tools::{ToolName, ToolRegistry};
 use crate::core::provider::{copilot, Api, CopilotConfig, ModelFacts, ModelTable, PiModels, PiProvider, ProviderConfig};
 use crate::core::provider::{Secret, SetLimits, ThinkingLevel};
+use crate::core::sandbox::{SandboxMode, SandboxSettings};
 
 /// Provider and storage settings. Every field is optional: defaults come from the provider, and
 /// the session folder's default from the front end, which knows its folder layout. What each
@@ -55,6 +56,8 @@ pub struct Settings {
     #[serde(skip)]
     pub editor_version: Option<String>,
     pub handoff: Option<HandoffSettings>,
+    pub sandbox: Option<SandboxMode>,
+    pub network: Option<bool>,
 }
 
 /// What `provider` (`api`) names: one of pi's wire formats, or GitHub Copilot, whose wire
@@ -338,7 +341,13 @@ impl Settings {
             max_todo_reminders: DEFAULT_MAX_TODO_REMINDERS,
             thinking: self.thinking.unwrap_or_default(),
             wall: self.handoff.clone().unwrap_or_default().wall(),
+            sandbox: self.sandbox(),
         })
+    }
+
+    /// The sandbox for bash (default: `workspace-write` without network).
+    pub fn sandbox(&self) -> SandboxSettings {
+        SandboxSettings { mode: self.sandbox.unwrap_or_default(), network: self.network.unwrap_or(false) }
     }
 
     /// What happens at the wall (`handoff.auto`; default: hand off and continue).

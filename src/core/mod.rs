@@ -13,5 +13,6 @@ pub mod handoff;
 pub mod message;
 mod parallel;
 pub mod provider;
+pub mod sandbox;
 pub mod session;
 pub mod tools;

@@ -478,6 +478,7 @@ impl Host {
                 session_dir,
                 session_dir_writable: writable.is_ok(),
                 session_dir_error: writable.err(),
+                sandbox: sandbox_health(settings.sandbox()),
             },
         )
     }
@@ -686,4 +687,16 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     host.finish().await;
     tracing::info!("host exits");
     std::process::exit(0)
+}
+
+/// The sandbox's part of the health report: the mode, and what this kernel enforces.
+fn sandbox_health(settings: crate::core::sandbox::SandboxSettings) -> protocol::SandboxHealth {
+    let support = crate::core::sandbox::Support::probe();
+    protocol::SandboxHealth {
+        mode: if settings.is_on() { settings.describe() } else { "off".into() },
+        on: settings.is_on(),
+        abi: support.abi,
+        enforceable: support.enforceable().is_ok(),
+        detail: support.summary(),
+    }
 }

@@ -592,6 +592,20 @@ pub struct Health {
     pub session_dir_writable: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_dir_error: Option<String>,
+    pub sandbox: SandboxHealth,
+}
+
+/// The sandbox for bash, as `:checkhealth` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SandboxHealth {
+    /// `workspace-write, no network`, or `off`.
+    pub mode: String,
+    pub on: bool,
+    /// The kernel's Landlock ABI (0: none).
+    pub abi: u32,
+    /// Whether this system enforces it (all of it: see `detail`).
+    pub enforceable: bool,
+    pub detail: String,
 }
 
 /// Everything the host pushes to Lua.
@@ -690,6 +704,10 @@ pub enum Record {
         text: String,
         /// As for [`Item::Tool`].
         earlier: u64,
+        /// How the command ran, when it was sandboxed or re-run outside the sandbox (the
+        /// result's `details.sandbox` / `details.unsandboxed`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        sandbox: Option<String>,
     },
 }
 

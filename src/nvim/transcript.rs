@@ -325,12 +325,22 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
             is_error: *is_error,
             text: result.text(),
             earlier: tools::lines_not_kept(result),
+            sandbox: sandbox_note(result),
         },
         AgentEvent::MessageUpdate { .. }
         | AgentEvent::TurnStart
         | AgentEvent::TurnEnd { .. }
         | AgentEvent::MessageEnd { .. } => return None,
     })
+}
+
+/// The chat's note on how a command ran: in the sandbox, or again outside it (and why).
+fn sandbox_note(result: &crate::core::message::Message) -> Option<String> {
+    let details = result.extra.get("details")?;
+    if let Some(why) = details.get("unsandboxed").and_then(serde_json::Value::as_str) {
+        return Some(format!("re-run outside the sandbox (it looked blocked: {why})"));
+    }
+    details.get("sandbox").and_then(serde_json::Value::as_str).map(|mode| format!("sandboxed: {mode}"))
 }
 
 /// A streamed piece of text: `(is_thinking, delta)`.

@@ -45,7 +45,7 @@ it("values out of range are refused with the option, the value and what is accep
   refused({ handoff = { suggest_at = 1.5 } }, "handoff.suggest_at must be a number in (0, 1], or false, got 1.5")
   refused({ context = { max_bytes = 0 } }, "context.max_bytes must be an integer >= 1, got 0")
   refused({ provider = { api = "bedrock" } }, 'provider.api must be one of "openai", "openai-responses", "anthropic", "copilot", "openrouter", "ollama", "gemini", "deepseek", "groq", "xai", "mistral", got "bedrock"')
-  refused({ tools = { policy = "sometimes" } }, 'tools.policy must be one of "ask", "allow_edits", "allow_all", got "sometimes"')
+  refused({ tools = { policy = "sometimes" } }, 'tools.policy must be one of "ask", "allow_edits", "allow_sandboxed", "allow_all", got "sometimes"')
   refused({ tools = { enabled = { "read", "nope" } } }, 'tools.enabled must be a list, each one of "read", "bash"')
   refused({ tools = { rules = { bahs = "deny" } } }, "tools.rules must be a table from")
   refused({ keymaps = { global = { nothing = "x" } } }, 'keymaps.global must be a table from "chat", "handoff"')

@@ -38,6 +38,10 @@ end
 --- A tool call ended: its result replaces the live output (or follows the call's line).
 function M.tool_end(r)
   local lines = lines_of.result_lines(r.tool, r.text, r.is_error, false, r.earlier)
+  if r.sandbox then
+    -- How the command ran: in the sandbox, or again outside it after the user allowed that.
+    table.insert(lines, "*" .. r.sandbox .. "*")
+  end
   table.insert(lines, "")
   if live and live.id == r.id and live.start <= api.nvim_buf_line_count(chat_buf()) then
     replace_live(lines)

@@ -87,6 +87,8 @@ pub struct AgentSession {
     tool_env: EnvPolicy,
     /// Where the wall is.
     wall: WallSettings,
+    /// How bash commands are confined.
+    sandbox: crate::core::sandbox::SandboxSettings,
 }
 
 /// Locks a mutex, recovering the data if a panicking thread poisoned it (the state is still
@@ -122,6 +124,7 @@ impl AgentSession {
             files: Mutex::new(Arc::new(DiskFileAccess)),
             tool_env,
             wall: config.wall,
+            sandbox: config.sandbox,
         }
     }
 

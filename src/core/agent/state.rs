@@ -142,6 +142,8 @@ pub struct AgentConfig {
     pub thinking: ThinkingLevel,
     /// Where the wall is (`handoff.threshold`, `handoff.room`).
     pub wall: wall::WallSettings,
+    /// How bash commands are confined (`sandbox`, `network`).
+    pub sandbox: crate::core::sandbox::SandboxSettings,
 }
 
 impl AgentConfig {
@@ -160,6 +162,7 @@ impl AgentConfig {
             max_todo_reminders: DEFAULT_MAX_TODO_REMINDERS,
             thinking: ThinkingLevel::Off,
             wall: wall::WallSettings::default(),
+            sandbox: crate::core::sandbox::SandboxSettings::default(),
         }
     }
 }

@@ -20,8 +20,9 @@ use super::{AgentError, AgentEvent, AgentSession, Level, Notice, RunResult};
 use crate::core::message::{now_millis, Message};
 use crate::core::provider::ToolCall;
 use crate::core::session::{todos, Before};
-use crate::core::tools::consent::{self, ApprovalRequest, Verdict};
-use crate::core::tools::{self, ToolContext, ToolKind, ToolOutput};
+use crate::core::sandbox::{self, Sandboxed, Support};
+use crate::core::tools::consent::{self, ApprovalRequest, Decision, Verdict};
+use crate::core::tools::{self, ConsentKey, ToolContext, ToolKind, ToolName, ToolOutput};
 
 /// pi's text for calls skipped because the user typed meanwhile.
 const SKIPPED_FOR_STEERING: &str = "Skipped due to queued user message.";
@@ -29,6 +30,19 @@ const SKIPPED_FOR_STEERING: &str = "Skipped due to queued user message.";
 const SKIPPED_FOR_ABORT: &str = "Skipped: the user stopped the run before this tool call.";
 /// The result of a call the user cancelled (the turn stops there).
 const CANCELLED: &str = "The user cancelled this tool call and stopped the turn.";
+
+/// The grants' name for "this exact command may run outside the sandbox" (an "always" answer to
+/// an approval that lifts it).
+const OUTSIDE_THE_SANDBOX: &str = "bash outside the sandbox";
+
+/// Where a bash call runs.
+enum Confinement {
+    /// With the user's rights: the sandbox is off (or lifted for this command), or another tool.
+    Unconfined,
+    Sandboxed(Sandboxed),
+    /// The sandbox is asked for but cannot be enforced, for this reason: the user decides.
+    Unavailable(String),
+}
 
 /// A file an `edit` or `write` call is about to change, as it was before the call.
 struct Capture {
@@ -116,8 +130,10 @@ impl AgentSession {
         let ctx = self.tool_context(cancel);
         let enabled = self.tools.get(&call.name).is_some();
         let kind = tools::kind_of(&call.name).unwrap_or(ToolKind::Execute);
+        let key = tools::consent_key(&call.name, &args);
+        let confinement = if enabled { self.confinement(&call.name, key.as_ref()) } else { Confinement::Unconfined };
+        let consent = lock_arc(&self.consent);
         if enabled {
-            let consent = lock_arc(&self.consent);
             // What the tool says of the call: the front ends show it as it is.
             let request = async {
                 ApprovalRequest {
@@ -128,11 +144,15 @@ impl AgentSession {
                     summary: tools::call_summary(&call.name, &args),
                     path: tools::changed_path(&call.name, &args, &ctx.cwd).map(|p| p.to_string_lossy().into_owned()),
                     preview: tools::preview(&call.name, &args, &ctx).await.map(Box::new),
+                    sandbox: matches!(confinement, Confinement::Sandboxed(_)).then(|| self.sandbox.describe()),
+                    unsandboxed: match &confinement {
+                        Confinement::Unavailable(why) => Some(why.clone()),
+                        _ => None,
+                    },
                 }
             };
-            let key = tools::consent_key(&call.name, &args);
             let verdict = tokio::select! {
-                verdict = consent::decide(&self.policy, &self.grants, consent.as_ref(), request, &call.name, kind, key) => verdict,
+                verdict = self.decide(&confinement, consent.as_ref(), request, call, kind, key.clone()) => verdict,
                 () = cancel.cancelled() => Verdict::Cancel,
             };
             match verdict {
@@ -161,8 +181,98 @@ impl AgentSession {
         };
         let ctx = ctx.with_progress(progress);
         let capture = if enabled { self.capture_before(&call.name, &args, &ctx).await } else { None };
-        let output = self.tools.execute(&call.name, args.clone(), &ctx).await;
-        (args, Some(output), capture)
+        let Confinement::Sandboxed(sandboxed) = confinement else {
+            let output = self.tools.execute(&call.name, args.clone(), &ctx).await;
+            return (args, Some(output), capture);
+        };
+        let inside = ctx.clone().with_sandbox(Some(sandboxed.clone()));
+        let mut output = self.tools.execute(&call.name, args.clone(), &inside).await;
+        mark(&mut output, "sandbox", self.sandbox.describe());
+        let Some(why) = self.blocked(&output, &sandboxed, &ctx) else { return (args, Some(output), capture) };
+        // The escalation: this exact command again, outside, if the user says so.
+        let request = ApprovalRequest {
+            id: format!("{}/unsandboxed", call.id),
+            tool: call.name.clone(),
+            kind,
+            args: args.clone(),
+            summary: tools::call_summary(&call.name, &args),
+            path: None,
+            preview: None,
+            sandbox: None,
+            unsandboxed: Some(format!("the sandboxed run looks blocked by the sandbox: {why}")),
+        };
+        let decision = tokio::select! {
+            decision = consent.ask(request) => decision,
+            () = cancel.cancelled() => Decision::Cancel,
+        };
+        match decision {
+            Decision::Allow | Decision::Always => {
+                if decision == Decision::Always {
+                    self.grants.remember(OUTSIDE_THE_SANDBOX, key);
+                }
+                let mut outside = self.tools.execute(&call.name, args.clone(), &ctx).await;
+                mark(&mut outside, "unsandboxed", why);
+                (args, Some(outside), capture)
+            }
+            Decision::Reject { .. } => (args, Some(output), capture),
+            Decision::Cancel => (args, None, capture),
+        }
+    }
+
+    /// Where a call of `name` runs: bash in the sandbox when it is on, can be enforced, and was
+    /// not lifted for this command (`key`) for the session.
+    fn confinement(&self, name: &str, key: Option<&ConsentKey>) -> Confinement {
+        if name != ToolName::Bash.as_str() || !self.sandbox.is_on() || self.grants.covers(OUTSIDE_THE_SANDBOX, key) {
+            return Confinement::Unconfined;
+        }
+        if let Err(why) = Support::probe().enforceable() {
+            return Confinement::Unavailable(format!("the sandbox cannot be enforced: {why}"));
+        }
+        match (sandbox::helper_binary(), sandbox::private_tmpdir()) {
+            (Ok(helper), Ok(tmpdir)) => Confinement::Sandboxed(Sandboxed { helper, settings: self.sandbox, tmpdir }),
+            (Err(e), _) | (_, Err(e)) => Confinement::Unavailable(format!("the sandbox cannot be set up: {e}")),
+        }
+    }
+
+    /// The consent for one call: the policy (which may let a sandboxed command run unasked), the
+    /// session's grants, the user. A command the sandbox cannot confine is always asked about
+    /// (no policy lifts the sandbox), unless the tool is denied.
+    async fn decide(
+        &self,
+        confinement: &Confinement,
+        consent: &dyn consent::Consent,
+        request: impl std::future::Future<Output = ApprovalRequest>,
+        call: &ToolCall,
+        kind: ToolKind,
+        key: Option<ConsentKey>,
+    ) -> Verdict {
+        let Confinement::Unavailable(_) = confinement else {
+            let sandboxed = matches!(confinement, Confinement::Sandboxed(_));
+            return consent::decide(&self.policy, &self.grants, consent, request, &call.name, kind, key, sandboxed).await;
+        };
+        if self.policy.rule(&call.name, kind) == consent::Rule::Deny {
+            return consent::decide(&self.policy, &self.grants, consent, request, &call.name, kind, key, false).await;
+        }
+        match consent.ask(request.await).await {
+            Decision::Allow => Verdict::Run,
+            Decision::Always => {
+                self.grants.remember(OUTSIDE_THE_SANDBOX, key);
+                Verdict::Run
+            }
+            Decision::Reject { reason } => Verdict::Refuse(consent::rejected_text(reason.as_deref())),
+            Decision::Cancel => Verdict::Cancel,
+        }
+    }
+
+    /// Why a sandboxed result looks blocked by the sandbox (see [`sandbox::looks_blocked`]); a
+    /// stopped command is not offered a re-run.
+    fn blocked(&self, output: &ToolOutput, sandboxed: &Sandboxed, ctx: &ToolContext) -> Option<String> {
+        if !output.is_error || ctx.cancel.is_cancelled() {
+            return None;
+        }
+        let text = output.joined_text();
+        let code = text.rsplit_once("Command exited with code ").and_then(|(_, c)| c.trim().parse().ok());
+        sandboxed.blocked(code, &text, &ctx.cwd)
     }
 
     /// What the file an edit or write call changes holds now, through the front end's file
@@ -234,6 +344,17 @@ impl AgentSession {
             self.emit(AgentEvent::TodosChanged { todos });
         }
         Ok(())
+    }
+}
+
+/// Notes in the result's details how the command ran (`sandbox`: the sandbox it ran in;
+/// `unsandboxed`: why it was run again outside): the chat shows it, the session keeps it.
+fn mark(output: &mut ToolOutput, key: &str, note: String) {
+    if !output.details.is_object() {
+        output.details = Value::Object(Default::default());
+    }
+    if let Value::Object(details) = &mut output.details {
+        details.insert(key.into(), Value::String(note));
     }
 }
 

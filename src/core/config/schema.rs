@@ -178,7 +178,12 @@ pub fn tool_names() -> Vec<&'static str> {
 
 /// `consent::Level`'s serde names.
 pub fn policy_names() -> Vec<&'static str> {
-    vec!["ask", "allow_edits", "allow_all"]
+    vec!["ask", "allow_edits", "allow_sandboxed", "allow_all"]
+}
+
+/// `SandboxMode`'s names.
+pub fn sandbox_names() -> Vec<&'static str> {
+    crate::core::sandbox::SandboxMode::ALL.iter().map(|m| m.as_str()).collect()
 }
 
 /// `consent::Rule`'s serde names.
@@ -314,9 +319,15 @@ pub const SETTINGS: &[Setting] = &[
         "The tools the model may call (pi's names); default: read, bash, edit, write, todo_write, session_query (offered only to a session handed off from another; a list without it turns it off).")
         .flag("tools", None),
     Setting::host("tools.policy", "tools.policy", Type::OneOf(policy_names), DefaultValue::Text("ask"),
-        "\"ask\": edits and commands ask; \"allow_edits\": commands ask; \"allow_all\": nothing asks (the CLI's --yes)."),
+        "\"ask\": edits and commands ask; \"allow_edits\": commands ask; \"allow_sandboxed\": commands that run in the sandbox run unasked, edits and unsandboxed commands ask; \"allow_all\": nothing asks (the CLI's --yes; it never lifts the sandbox)."),
     Setting::host("tools.rules", "tools.rules", Type::Table { keys: tool_names, values: &Type::OneOf(rule_names) }, DefaultValue::Empty,
         "Per tool, over the policy, e.g. { bash = \"deny\" }."),
+    Setting::host("sandbox", "sandbox", Type::OneOf(sandbox_names), DefaultValue::Text("workspace-write"),
+        "Where bash commands may write: \"workspace-write\" (the project folder, a temp folder of their own and /dev/null), \"read-only\" (only that temp folder), \"off\" (anywhere the user can). A command that looks blocked is offered a re-run outside. See |handoff-sandbox|.")
+        .flag("sandbox", Some("HANDOFF_SANDBOX")),
+    Setting::host("network", "network", Type::Bool, DefaultValue::Bool(false),
+        "Whether sandboxed bash commands may use the network (sockets other than AF_UNIX). See |handoff-sandbox|.")
+        .flag("network", Some("HANDOFF_NETWORK")),
     Setting::host("max_turns", "max_turns", COUNT, DefaultValue::Int(DEFAULT_MAX_TURNS as i64),
         "Turns of one prompt at most (each round of tool calls is a turn).")
         .flag("max-turns", None),
@@ -656,12 +667,14 @@ mod tests {
         for api in [Api::Openai, Api::OpenaiResponses, Api::Anthropic] {
             assert_eq!(names_of(&[api]), names_of(&[K::from(api)]));
         }
-        for level in [Level::Ask, Level::AllowEdits, Level::AllowAll] {
+        let levels = [Level::Ask, Level::AllowEdits, Level::AllowSandboxed, Level::AllowAll];
+        for level in levels {
             match level {
-                Level::Ask | Level::AllowEdits | Level::AllowAll => {}
+                Level::Ask | Level::AllowEdits | Level::AllowSandboxed | Level::AllowAll => {}
             }
         }
-        assert_eq!(names_of(&[Level::Ask, Level::AllowEdits, Level::AllowAll]), policy_names());
+        assert_eq!(names_of(&levels), policy_names());
+        assert_eq!(names_of(&crate::core::sandbox::SandboxMode::ALL), sandbox_names());
         for rule in [Rule::Allow, Rule::Ask, Rule::Deny] {
             match rule {
                 Rule::Allow | Rule::Ask | Rule::Deny => {}

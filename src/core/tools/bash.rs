@@ -132,10 +132,20 @@ pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutpu
         tokio::net::unix::pipe::pipe().map_err(|e| ToolError::io("Could not create a pipe", e))?;
     let out_fd = tx.into_blocking_fd().map_err(|e| ToolError::io("Could not create a pipe", e))?;
     let err_fd = out_fd.try_clone().map_err(|e| ToolError::io("Could not create a pipe", e))?;
-    let mut cmd = tokio::process::Command::new(&shell);
-    cmd.arg("-c")
-        .arg(&a.command)
-        .current_dir(&ctx.cwd)
+    // In the sandbox, the helper restricts itself and execs the shell (see `core::sandbox`).
+    let (program, mut cmd) = match &ctx.sandbox {
+        Some(sandbox) => {
+            let mut cmd = tokio::process::Command::new(&sandbox.helper);
+            cmd.args(sandbox.helper_args(&ctx.cwd, &shell, &["-c", &a.command]));
+            (sandbox.helper.clone(), cmd)
+        }
+        None => {
+            let mut cmd = tokio::process::Command::new(&shell);
+            cmd.arg("-c").arg(&a.command);
+            (shell, cmd)
+        }
+    };
+    cmd.current_dir(&ctx.cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::from(out_fd))
         .stderr(Stdio::from(err_fd))
@@ -149,7 +159,7 @@ pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutpu
     // never reaches end of file.
     drop(cmd);
     let mut child =
-        spawned.map_err(|e| ToolError::io(format!("Could not run {}", shell.display()), e))?;
+        spawned.map_err(|e| ToolError::io(format!("Could not run {}", program.display()), e))?;
     let mut group = GroupKill { pgid: child.id().and_then(|p| i32::try_from(p).ok()) };
 
     let spill_dir = ctx.spill_dir.clone().unwrap_or_else(std::env::temp_dir);

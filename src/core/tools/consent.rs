@@ -30,6 +30,9 @@ pub enum Level {
     Ask,
     /// Read-only tools and edits run; commands ask.
     AllowEdits,
+    /// Read-only tools run, and so do commands that run in the sandbox; edits, and commands
+    /// that would run outside it, ask.
+    AllowSandboxed,
     /// Everything runs unasked.
     AllowAll,
 }
@@ -48,12 +51,18 @@ impl Policy {
         Self { level: Level::AllowAll, tools: HashMap::new() }
     }
 
-    /// The rule for a call of `tool` (of `kind`).
+    /// The rule for a call of `tool` (of `kind`) that runs outside the sandbox.
     pub fn rule(&self, tool: &str, kind: ToolKind) -> Rule {
+        self.rule_for(tool, kind, false)
+    }
+
+    /// The rule for a call of `tool` (of `kind`); `sandboxed`: it runs in the sandbox.
+    pub fn rule_for(&self, tool: &str, kind: ToolKind, sandboxed: bool) -> Rule {
         if let Some(rule) = self.tools.get(tool) {
             return *rule;
         }
         match (self.level, kind) {
+            (Level::AllowSandboxed, ToolKind::Execute) if sandboxed => Rule::Allow,
             (_, ToolKind::ReadOnly) | (Level::AllowAll, _) | (Level::AllowEdits, ToolKind::Edit) => Rule::Allow,
             _ => Rule::Ask,
         }
@@ -93,6 +102,13 @@ pub struct ApprovalRequest {
     /// before and after, to open side by side, and the diff; sent as `before`, `after`, `diff`.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub preview: Option<Box<Preview>>,
+    /// The command runs in the sandbox, as this says (`workspace-write, no network`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// The command would run outside the sandbox, for this reason (it cannot be enforced here,
+    /// or the sandboxed run looks blocked by it): answering allows that.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsandboxed: Option<String>,
 }
 
 /// The front end's seam: ask about one tool call and wait for the answer. An implementation
@@ -159,9 +175,10 @@ pub fn rejected_text(reason: Option<&str>) -> String {
     }
 }
 
-/// Decides about one call of `tool` (an "always" covers what `key` says): the policy, the
-/// session's grants, then the user. `request` (which may read the file and diff it) is only
-/// worked out when the user is asked.
+/// Decides about one call of `tool` (an "always" covers what `key` says; `sandboxed`: it runs in
+/// the sandbox): the policy, the session's grants, then the user. `request` (which may read the
+/// file and diff it) is only worked out when the user is asked.
+#[allow(clippy::too_many_arguments)]
 pub async fn decide(
     policy: &Policy,
     grants: &Grants,
@@ -170,8 +187,9 @@ pub async fn decide(
     tool: &str,
     kind: ToolKind,
     key: Option<ConsentKey>,
+    sandboxed: bool,
 ) -> Verdict {
-    match policy.rule(tool, kind) {
+    match policy.rule_for(tool, kind, sandboxed) {
         Rule::Allow => return Verdict::Run,
         Rule::Deny => return Verdict::Refuse(format!("The tool {tool} is not allowed by the user's settings.")),
         Rule::Ask if grants.covers(tool, key.as_ref()) => return Verdict::Run,
@@ -209,6 +227,10 @@ mod tests {
         assert_eq!(custom.rule("bash", ToolKind::Execute), Rule::Deny);
         assert_eq!(custom.rule("read", ToolKind::ReadOnly), Rule::Ask);
         assert_eq!(custom.rule("edit", ToolKind::Edit), Rule::Allow);
+        let sandboxed = Policy { level: Level::AllowSandboxed, ..Policy::default() };
+        assert_eq!(sandboxed.rule_for("bash", ToolKind::Execute, true), Rule::Allow);
+        assert_eq!(sandboxed.rule_for("bash", ToolKind::Execute, false), Rule::Ask, "outside the sandbox it asks");
+        assert_eq!(sandboxed.rule_for("edit", ToolKind::Edit, true), Rule::Ask, "edits still ask");
     }
 
     #[tokio::test]
@@ -224,25 +246,27 @@ mod tests {
             summary: String::new(),
             path: None,
             preview: None,
+            sandbox: None,
+            unsandboxed: None,
         };
         let ls = json!({ "command": "ls" });
         let rm = json!({ "command": "rm -rf build" });
         let key = |tool: &str, args: &Value| consent_key(tool, args);
         let covers = |tool: &str, args: &Value| grants.covers(tool, key(tool, args).as_ref());
-        let v = decide(&policy, &grants, &Always(Decision::Always), async { req("bash", &ls) }, "bash", ToolKind::Execute, key("bash", &ls)).await;
+        let v = decide(&policy, &grants, &Always(Decision::Always), async { req("bash", &ls) }, "bash", ToolKind::Execute, key("bash", &ls), false).await;
         assert_eq!(v, Verdict::Run);
         assert!(covers("bash", &ls));
         assert!(!covers("bash", &rm), "always for one command must not cover another");
-        let v = decide(&policy, &grants, &Always(Decision::Cancel), async { req("bash", &ls) }, "bash", ToolKind::Execute, key("bash", &ls)).await;
+        let v = decide(&policy, &grants, &Always(Decision::Cancel), async { req("bash", &ls) }, "bash", ToolKind::Execute, key("bash", &ls), false).await;
         assert_eq!(v, Verdict::Run, "a granted command is not asked again");
-        let v = decide(&policy, &grants, &Always(Decision::Reject { reason: Some(" too risky ".into()) }), async { req("bash", &rm) }, "bash", ToolKind::Execute, key("bash", &rm)).await;
+        let v = decide(&policy, &grants, &Always(Decision::Reject { reason: Some(" too risky ".into()) }), async { req("bash", &rm) }, "bash", ToolKind::Execute, key("bash", &rm), false).await;
         assert_eq!(v, Verdict::Refuse("The user rejected this tool call. Reason: too risky".into()));
         // A call without the argument its key is made of cannot be granted.
         let none = json!({});
-        decide(&policy, &grants, &Always(Decision::Always), async { req("bash", &none) }, "bash", ToolKind::Execute, key("bash", &none)).await;
+        decide(&policy, &grants, &Always(Decision::Always), async { req("bash", &none) }, "bash", ToolKind::Execute, key("bash", &none), false).await;
         assert!(!covers("bash", &none));
         let edit = json!({ "path": "a.rs" });
-        decide(&policy, &grants, &Always(Decision::Always), async { req("edit", &edit) }, "edit", ToolKind::Edit, key("edit", &edit)).await;
+        decide(&policy, &grants, &Always(Decision::Always), async { req("edit", &edit) }, "edit", ToolKind::Edit, key("edit", &edit), false).await;
         assert!(covers("edit", &json!({ "path": "other.rs" })), "for edit, the tool");
         assert!(!covers("write", &edit));
         grants.clear();

@@ -389,6 +389,8 @@ pub struct ToolContext {
     pub parent_session: Option<PathBuf>,
     /// The session's model, for a tool that asks it one question (`session_query`).
     pub model: Option<Arc<dyn ModelOnce>>,
+    /// bash runs its command in this sandbox (`None`: with the user's rights).
+    pub sandbox: Option<crate::core::sandbox::Sandboxed>,
 }
 
 impl ToolContext {
@@ -404,6 +406,7 @@ impl ToolContext {
             spill_dir: None,
             parent_session: None,
             model: None,
+            sandbox: None,
         }
     }
 
@@ -437,6 +440,11 @@ impl ToolContext {
         self
     }
 
+    pub fn with_sandbox(mut self, sandbox: Option<crate::core::sandbox::Sandboxed>) -> Self {
+        self.sandbox = sandbox;
+        self
+    }
+
     pub(crate) fn progress(&self, output: ToolOutput) {
         if let Some(f) = &self.on_progress {
             f(output);
@@ -467,6 +475,7 @@ impl fmt::Debug for ToolContext {
             .field("env", &self.env)
             .field("shell", &self.shell)
             .field("parent_session", &self.parent_session)
+            .field("sandbox", &self.sandbox)
             .finish_non_exhaustive()
     }
 }

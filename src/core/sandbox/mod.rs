@@ -1,0 +1,415 @@
+//! The sandbox for `bash`: what a command may do once consent let it run.
+//!
+//! The host never restricts itself (it is multi-threaded and must keep writing sessions and
+//! reaching the provider). It runs a helper ([`helper_binary`]: `handoff-sandbox`, else its own
+//! binary), `handoff-nvim sandbox-exec
+//! --sandbox MODE --network BOOL [--writable DIR]… --tmpdir DIR -- PROGRAM ARGS…` (the settings'
+//! own flags say the policy), which restricts
+//! itself ([`linux::restrict_self`]: no_new_privs, Landlock, a seccomp filter) and execs the
+//! command; the command's children inherit the limits.
+//!
+//! What the engine knows here: the modes ([`SandboxMode`], [`SandboxSettings`]), whether this
+//! system can enforce them ([`Support`]), how bash spawns through the helper ([`Sandboxed`]), and
+//! whether a result looks blocked by the sandbox ([`looks_blocked`]), which leads to the offer to
+//! re-run the command outside it.
+
+#[cfg(target_os = "linux")]
+pub mod linux;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+
+/// What a sandboxed command may write (`sandbox = …`, `--sandbox`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// The project folder (the session's cwd), the sandbox's temp folder and `/dev/null`.
+    #[default]
+    WorkspaceWrite,
+    /// Only the sandbox's temp folder and `/dev/null`.
+    ReadOnly,
+    /// No sandbox: commands run with the user's rights.
+    Off,
+}
+
+impl SandboxMode {
+    pub const ALL: [SandboxMode; 3] = [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly, SandboxMode::Off];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::ReadOnly => "read-only",
+            SandboxMode::Off => "off",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<SandboxMode> {
+        SandboxMode::ALL.into_iter().find(|m| m.as_str() == name)
+    }
+}
+
+/// The sandbox as the user set it: the mode and whether commands may reach the network.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SandboxSettings {
+    pub mode: SandboxMode,
+    pub network: bool,
+}
+
+impl SandboxSettings {
+    pub fn is_on(&self) -> bool {
+        self.mode != SandboxMode::Off
+    }
+
+    /// How the chat and the approvals name it: `workspace-write, no network`.
+    pub fn describe(&self) -> String {
+        let net = if self.network { "network allowed" } else { "no network" };
+        format!("{}, {net}", self.mode.as_str())
+    }
+}
+
+/// The Landlock ABI that enforces everything the sandbox needs but signal scoping: file
+/// access (1–3) and TCP bind/connect (4).
+pub const REQUIRED_ABI: u32 = 4;
+/// The ABI from which signals to processes outside the sandbox are refused.
+pub const SIGNALS_ABI: u32 = 6;
+/// Set to a number, the Landlock ABI this process reports instead of the kernel's (tests
+/// simulate a system that cannot enforce the sandbox with `0`). Not a setting.
+pub const SIMULATED_ABI_VAR: &str = "HANDOFF_SANDBOX_SIMULATE_ABI";
+
+/// What this system can enforce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Support {
+    /// The kernel's Landlock ABI (0: none); always 0 off Linux.
+    pub abi: u32,
+}
+
+impl Support {
+    /// This system's, asked once per process (the kernel's answer does not change).
+    pub fn probe() -> Support {
+        static PROBED: OnceLock<Support> = OnceLock::new();
+        *PROBED.get_or_init(|| {
+            let simulated = std::env::var(SIMULATED_ABI_VAR).ok().and_then(|v| v.trim().parse().ok());
+            Support { abi: simulated.unwrap_or_else(kernel_abi) }
+        })
+    }
+
+    /// `Ok` when the sandbox can be enforced as asked; else why not, in words for the user.
+    pub fn enforceable(&self) -> Result<(), String> {
+        if !cfg!(target_os = "linux") {
+            return Err(format!(
+                "commands cannot be sandboxed on {} yet (only Linux, with Landlock)",
+                std::env::consts::OS
+            ));
+        }
+        match self.abi {
+            0 => Err("this kernel has no Landlock (Linux 5.13 or later, with landlock among its LSMs)".into()),
+            abi if abi < REQUIRED_ABI => Err(format!(
+                "this kernel's Landlock ABI is {abi}: writes could be limited but not TCP (ABI {REQUIRED_ABI}, Linux 6.7)"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether a sandboxed command is kept from signalling processes outside it.
+    pub fn signals_scoped(&self) -> bool {
+        self.abi >= SIGNALS_ABI
+    }
+
+    /// One line for `:checkhealth`: the ABI and how much of the sandbox it enforces.
+    pub fn summary(&self) -> String {
+        match self.enforceable() {
+            Err(why) => format!("Landlock ABI {}: not enforceable ({why})", self.abi),
+            Ok(()) if self.signals_scoped() => format!("Landlock ABI {}: fully enforced", self.abi),
+            Ok(()) => format!(
+                "Landlock ABI {}: enforced, except signals to processes outside the sandbox (ABI {SIGNALS_ABI})",
+                self.abi
+            ),
+        }
+    }
+}
+
+/// `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`: the kernel's ABI, 0
+/// when it has no Landlock (ENOSYS) or it is off (EOPNOTSUPP).
+#[cfg(target_os = "linux")]
+fn kernel_abi() -> u32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attribute and the VERSION flag the call reads nothing and only
+    // returns a number (or -1 and errno).
+    let v = unsafe {
+        libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<libc::c_void>(), 0usize, LANDLOCK_CREATE_RULESET_VERSION)
+    };
+    u32::try_from(v).unwrap_or(0)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn kernel_abi() -> u32 {
+    0
+}
+
+/// The helper's subcommand.
+pub const HELPER_COMMAND: &str = "sandbox-exec";
+
+/// How `bash` runs a command inside the sandbox: the helper binary and what it is told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sandboxed {
+    /// `handoff-nvim` itself (see [`helper_binary`]).
+    pub helper: PathBuf,
+    pub settings: SandboxSettings,
+    /// The sandbox's own temp folder (the command's `TMPDIR`), writable in every mode.
+    pub tmpdir: PathBuf,
+}
+
+impl Sandboxed {
+    /// The folders a command run in `cwd` may write: its temp folder, and the project in
+    /// `workspace-write` (`/dev/null` besides).
+    pub fn writable<'a>(&'a self, cwd: &'a Path) -> Vec<&'a Path> {
+        match self.settings.mode {
+            SandboxMode::WorkspaceWrite => vec![cwd, &self.tmpdir],
+            SandboxMode::ReadOnly | SandboxMode::Off => vec![&self.tmpdir],
+        }
+    }
+
+    /// Why a result of a command run in `cwd` looks blocked by this sandbox (see
+    /// [`looks_blocked`]).
+    pub fn blocked(&self, exit_code: Option<i32>, output: &str, cwd: &Path) -> Option<String> {
+        looks_blocked(exit_code, output, &self.writable(cwd), self.settings.network)
+    }
+
+    /// The helper's arguments that run `program args…` in `cwd` under this sandbox (the project
+    /// folder is writable in `workspace-write`).
+    pub fn helper_args(&self, cwd: &Path, program: &Path, args: &[&str]) -> Vec<OsString> {
+        let network = if self.settings.network { "true" } else { "false" };
+        let mut out: Vec<OsString> =
+            vec![HELPER_COMMAND.into(), "--sandbox".into(), self.settings.mode.as_str().into(), "--network".into(), network.into()];
+        for dir in self.writable(cwd).into_iter().filter(|d| *d != self.tmpdir) {
+            out.push("--writable".into());
+            out.push(dir.into());
+        }
+        out.push("--tmpdir".into());
+        out.push(self.tmpdir.clone().into());
+        out.push("--".into());
+        out.push(program.into());
+        out.extend(args.iter().map(OsString::from));
+        out
+    }
+}
+
+/// What the helper is told, as [`Sandboxed::helper_args`] writes it and [`HelperArgs::parse`]
+/// reads it (`sandbox-exec` first; both binaries take the same line).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HelperArgs {
+    pub settings: SandboxSettings,
+    pub writable: Vec<PathBuf>,
+    pub tmpdir: PathBuf,
+    /// The program and its arguments.
+    pub command: Vec<OsString>,
+}
+
+/// The helper's usage, for its errors.
+pub const HELPER_USAGE: &str =
+    "usage: handoff-nvim sandbox-exec --sandbox workspace-write|read-only --network true|false [--writable DIR]... --tmpdir DIR -- PROGRAM [ARGS]...";
+
+impl HelperArgs {
+    pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<HelperArgs, String> {
+        let mut args = args.into_iter();
+        if !args.next().is_some_and(|a| a == HELPER_COMMAND) {
+            return Err(HELPER_USAGE.into());
+        }
+        let (mut mode, mut network, mut writable, mut tmpdir) = (None, None, Vec::new(), None);
+        loop {
+            let Some(flag) = args.next() else { return Err(HELPER_USAGE.into()) };
+            if flag == "--" {
+                break;
+            }
+            let value = args.next().ok_or_else(|| format!("{} needs a value; {HELPER_USAGE}", flag.to_string_lossy()))?;
+            let text = value.to_string_lossy();
+            match flag.to_str() {
+                Some("--sandbox") => mode = Some(SandboxMode::parse(&text).ok_or_else(|| format!("unknown sandbox {text:?}"))?),
+                Some("--network") => network = Some(text.parse::<bool>().map_err(|_| format!("--network takes true or false, not {text:?}"))?),
+                Some("--writable") => writable.push(PathBuf::from(value)),
+                Some("--tmpdir") => tmpdir = Some(PathBuf::from(value)),
+                _ => return Err(format!("unknown option {}; {HELPER_USAGE}", flag.to_string_lossy())),
+            }
+        }
+        let command: Vec<OsString> = args.collect();
+        match (mode, network, tmpdir) {
+            (Some(SandboxMode::Off), ..) => Err("sandbox-exec needs --sandbox workspace-write or read-only".into()),
+            (Some(mode), Some(network), Some(tmpdir)) if !command.is_empty() => {
+                Ok(HelperArgs { settings: SandboxSettings { mode, network }, writable, tmpdir, command })
+            }
+            _ => Err(HELPER_USAGE.into()),
+        }
+    }
+}
+
+/// The small helper binary (`src/bin/handoff-sandbox.rs`): it starts faster than the host's
+/// (no relocations of the whole host to do), and takes the same `sandbox-exec …` line.
+pub const HELPER_BINARY: &str = "handoff-sandbox";
+
+/// The binary that runs as the helper: `handoff-sandbox` beside this binary, else this one
+/// (`handoff-nvim sandbox-exec`). A test binary of the crate (`target/<profile>/deps/…`) looks
+/// in `target/<profile>`, where cargo puts the crate's binaries.
+pub fn helper_binary() -> std::io::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let Some(dir) = exe.parent() else { return Ok(exe) };
+    let is_ours = exe.file_name().is_some_and(|n| n == "handoff-nvim" || n == HELPER_BINARY);
+    let dir = if is_ours { dir } else { dir.parent().unwrap_or(dir) };
+    for name in [HELPER_BINARY, "handoff-nvim"] {
+        let candidate = dir.join(name);
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+    }
+    Ok(exe)
+}
+
+/// The folder [`private_tmpdir`] made, once it did.
+static MADE: OnceLock<PathBuf> = OnceLock::new();
+
+/// The sandbox's temp folder for this process: `$TMPDIR/handoff-sandbox-<pid>`, mode 0700,
+/// made on first use.
+pub fn private_tmpdir() -> std::io::Result<PathBuf> {
+    if let Some(dir) = MADE.get() {
+        return Ok(dir.clone());
+    }
+    let dir = std::env::temp_dir().join(format!("handoff-sandbox-{}", std::process::id()));
+    let mut builder = std::fs::DirBuilder::new();
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    match builder.create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => {}
+        Err(e) => return Err(e),
+    }
+    Ok(MADE.get_or_init(|| dir).clone())
+}
+
+/// Removes this process's temp folder ([`private_tmpdir`]) and what commands left in it, if it
+/// was made: called as the host exits, so that no folder per editor session piles up.
+pub fn remove_private_tmpdir() {
+    if let Some(dir) = MADE.get() {
+        if let Err(e) = std::fs::remove_dir_all(dir) {
+            tracing::debug!(dir = %dir.display(), error = %e, "cannot remove the sandbox's temp folder");
+        }
+    }
+}
+
+/// Why a sandboxed command's result looks blocked by the sandbox (its failing line), or `None`.
+///
+/// A failure (`exit_code` not 0) whose output says "Permission denied", "Operation not
+/// permitted" or "Read-only file system" about a path outside the writable folders, or that a
+/// connection was refused by the network rules (`network`: they allow it, so a network error is
+/// the network's). A denial inside the project is the file's own
+/// permissions, not the sandbox: it is not offered a re-run.
+pub fn looks_blocked(exit_code: Option<i32>, output: &str, writable: &[&Path], network: bool) -> Option<String> {
+    if exit_code == Some(0) {
+        return None;
+    }
+    const DENIALS: [&str; 4] = ["permission denied", "operation not permitted", "read-only file system", "eacces"];
+    const NETWORK: [&str; 6] = [
+        "network is unreachable",
+        "could not resolve host",
+        "temporary failure in name resolution",
+        "name or service not known",
+        "failed to establish a new connection",
+        "/dev/tcp/",
+    ];
+    for line in output.lines() {
+        let lower = line.to_ascii_lowercase();
+        if !network && NETWORK.iter().any(|n| lower.contains(n)) {
+            return Some(line.trim().to_string());
+        }
+        if !DENIALS.iter().any(|d| lower.contains(d)) {
+            continue;
+        }
+        let paths = paths_in(line);
+        // A denial that names no path (a socket, a signal) is the sandbox's as likely as not.
+        if paths.is_empty() || paths.iter().any(|p| !writable.iter().any(|w| p.starts_with(w))) {
+            return Some(line.trim().to_string());
+        }
+    }
+    None
+}
+
+/// The absolute paths a line of error output names (`touch: cannot touch '/etc/x': …`,
+/// `bash: /etc/x: Permission denied`).
+fn paths_in(line: &str) -> Vec<PathBuf> {
+    line.split(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`' | '‘' | '’' | '(' | ')' | ','))
+        .map(|w| w.trim_end_matches(':'))
+        .filter(|w| w.starts_with('/') && w.len() > 1)
+        .map(PathBuf::from)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enforceable_needs_landlock_with_tcp_rules() {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        assert!(Support { abi: 0 }.enforceable().unwrap_err().contains("no Landlock"));
+        assert!(Support { abi: 3 }.enforceable().unwrap_err().contains("ABI is 3"));
+        assert!(Support { abi: 4 }.enforceable().is_ok());
+        assert!(Support { abi: 5 }.summary().contains("except signals"));
+        assert_eq!(Support { abi: 7 }.summary(), "Landlock ABI 7: fully enforced");
+    }
+
+    #[test]
+    fn a_denial_outside_the_project_looks_blocked_and_one_inside_does_not() {
+        let project = Path::new("/work/p");
+        let w = [project, Path::new("/tmp/handoff-sandbox-1")];
+        let blocked = looks_blocked(Some(1), "touch: cannot touch '/etc/x': Permission denied\n", &w, false);
+        assert_eq!(blocked.as_deref(), Some("touch: cannot touch '/etc/x': Permission denied"));
+        assert!(looks_blocked(Some(1), "bash: line 1: /home/u/.bashrc: Read-only file system", &w, false).is_some());
+        assert_eq!(looks_blocked(Some(1), "bash: /work/p/locked: Permission denied", &w, false), None);
+        assert_eq!(looks_blocked(Some(0), "touch: cannot touch '/etc/x': Permission denied", &w, false), None);
+        assert_eq!(looks_blocked(Some(2), "error: no such file", &w, false), None);
+        assert!(looks_blocked(Some(1), "bash: connect: Operation not permitted\nbash: line 1: /dev/tcp/127.0.0.1/80: Operation not permitted", &w, false).is_some());
+        assert!(looks_blocked(Some(6), "curl: (6) Could not resolve host: example.com", &w, false).is_some());
+        assert!(looks_blocked(None, "PermissionError: [Errno 1] Operation not permitted", &w, false).is_some());
+    }
+
+    #[test]
+    fn the_helper_reads_back_what_the_host_writes() {
+        let s = Sandboxed {
+            helper: "/bin/handoff-sandbox".into(),
+            settings: SandboxSettings { mode: SandboxMode::WorkspaceWrite, network: true },
+            tmpdir: "/tmp/t".into(),
+        };
+        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "echo -- --x"]);
+        let parsed = HelperArgs::parse(args).unwrap();
+        assert_eq!(parsed.settings, s.settings);
+        assert_eq!(parsed.writable, [PathBuf::from("/p")]);
+        assert_eq!(parsed.tmpdir, PathBuf::from("/tmp/t"));
+        assert_eq!(parsed.command, ["/bin/bash", "-c", "echo -- --x"].map(OsString::from));
+        let line = |a: &[&str]| HelperArgs::parse(a.iter().map(OsString::from));
+        assert!(line(&["sandbox-exec", "--sandbox", "off", "--network", "false", "--tmpdir", "/t", "--", "true"]).is_err());
+        assert!(line(&["sandbox-exec", "--sandbox", "read-only", "--network", "false", "--tmpdir", "/t", "--"]).is_err());
+        assert!(line(&["sandbox-exec", "--sandbox", "read-only", "--network", "maybe", "--tmpdir", "/t", "--", "true"]).is_err());
+        assert!(line(&["sandbox-exec", "--sandbox", "read-only", "--tmpdir", "/t", "--", "true"]).is_err(), "--network is required");
+    }
+
+    #[test]
+    fn helper_args_name_the_mode_the_project_and_the_tmpdir() {
+        let s = Sandboxed {
+            helper: "/bin/handoff-nvim".into(),
+            settings: SandboxSettings { mode: SandboxMode::WorkspaceWrite, network: false },
+            tmpdir: "/tmp/t".into(),
+        };
+        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"]);
+        let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
+        assert_eq!(
+            args,
+            ["sandbox-exec", "--sandbox", "workspace-write", "--network", "false", "--writable", "/p", "--tmpdir", "/tmp/t", "--", "/bin/bash", "-c", "ls"]
+        );
+        let ro = Sandboxed { settings: SandboxSettings { mode: SandboxMode::ReadOnly, network: true }, ..s };
+        let args = ro.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"]);
+        let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
+        assert_eq!(&args[..6], ["sandbox-exec", "--sandbox", "read-only", "--network", "true", "--tmpdir"]);
+    }
+}
