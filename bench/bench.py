@@ -34,9 +34,13 @@ Sections (doc/benchmarks.md explains each):
  10. the automatic handoff at the wall beside pi's compaction: a. threshold at a prompt
      (1k/10k/100k entries: time to the handoff's request, its size, peak RSS), b. an overflow
      mid-run (the refused request → the handoff's, attempts, sizes)
- 11. the sandbox for bash: a trivial command through the sandbox helper beside as is, and the
-     four-tool turn with the sandbox off and on
- 12. MCP (the reference server-everything): a. one tool call's round trip through the host
+ 11. the sandbox for bash: a trivial command spawned as is and through the helper, and §6a's
+     four-tool turn with `--sandbox off` and `workspace-write`
+ 12. a long reply through the host (our CLI against the mock): the Responses API beside Chat
+     Completions, the same words: MB/s and events/s above the floor of a one-word reply
+ 13. a Copilot request beside a plain one, the token cached: a tool loop in one CLI process,
+     the mock counting the token exchanges and model-list reads
+ 14. MCP (the reference server-everything): a. one tool call's round trip through the host
      (model asks → server answers → result stored → next request) over the server's own round
      trip, stdio and streamable HTTP; b. start-up to the first prompt with three servers
      configured (the host's start, and the first prompt, which starts them at once)
@@ -1211,6 +1215,105 @@ def bench_sandbox(bin_dir, env, mock, runs, work, smoke):
                 raise RuntimeError(f"sandbox: the tool turn with --sandbox {mode} left other files: {sorted(snapshot(d))}")
     return dict(spawns=spawns, cmd_off=median(off), cmd_on=median(on), cmd_on_host=median(on_host), cmd_off_p90=pct(off, 0.9), cmd_on_p90=pct(on, 0.9),
                 turn_off=median(turn["off"]), turn_on=median(turn["workspace-write"]))
+# --- Decoding a long reply through the host: Responses beside Chat Completions (§12) -------------
+
+def sse_stream(mock, path, reply):
+    """`reply` as the mock streams it at `path`: its bytes, read here once."""
+    mock.control("reset")
+    mock.control("push", reply)
+    req = urllib.request.Request(f"{mock.url}{path}", method="POST", headers={"Content-Type": "application/json"},
+                                 data=json.dumps({"model": "mock-model", "stream": True, "input": "go",
+                                                  "messages": [{"role": "user", "content": "go"}]}).encode())
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return r.read()
+
+
+def raw_reply(body):
+    """`body` served as it is, in 1,400-byte pieces (a network's packets): the mock's own work
+    is then one write a piece, and the time is the client's."""
+    return {"kind": "raw", "bytes": list(body), "slices": [1400] * (len(body) // 1400 + 1)}
+
+
+def bench_decode(bin_dir, mock, runs, work, words):
+    """Our CLI (`prompt --new`) answered by a reply of `words` words, one delta a word, as Chat
+    Completions and as the Responses API: the mock's own stream of each, recorded once and then
+    served raw; the floor is the same prompt answered by one word. *Decode* = time − floor: the
+    stream through HTTP, the SSE parser, the format's decoder, the agent and stdout."""
+    long = {"kind": "text", "chunks": [f"w{i}" + ("\n" if i % 16 == 15 else " ") for i in range(words)]}
+    short = {"kind": "text", "chunks": ["w0"]}
+    apis = {"chat": ("openai", "/chat/completions"), "responses": ("openai-responses", "/responses")}
+    bodies = {k: (sse_stream(mock, path, long), sse_stream(mock, path, short)) for k, (_, path) in apis.items()}
+    cmd = [os.path.join(bin_dir, "handoff-nvim"), "prompt", "--new", "go"]
+    times = {k: [] for k in apis}
+    floors = {k: [] for k in apis}
+    for _ in range(runs):
+        for k, (provider, path) in apis.items():
+            env = dict(os.environ, HANDOFF_BASE_URL=mock.url, HANDOFF_MODEL="mock-model", HANDOFF_PROVIDER=provider,
+                       HANDOFF_SESSION_DIR=os.path.join(work, "decode-sessions"))
+            for k2 in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HANDOFF_LOG_FILE"):
+                env.pop(k2, None)
+            for body, into in zip(bodies[k], (times, floors)):
+                mock.control("reset")
+                mock.control("push", raw_reply(body))
+                into[k].append(timed(cmd, env, work))
+                sent = [r["path"] for r in mock.requests() if r["method"] == "POST"]
+                if len(sent) != 1 or not sent[0].endswith(path):
+                    raise RuntimeError(f"§12 {k}: expected one request to {path}, got {sent}")
+    out = {"words": words}
+    for k in apis:
+        body = bodies[k][0]
+        t, f = median(times[k]), median(floors[k])
+        decode = t - f
+        events = body.count(b"\ndata:") + body.startswith(b"data:")
+        out[k] = {"bytes": len(body), "events": events, "time": t, "floor": f, "decode": decode,
+                  "mb_s": len(body) / 1e6 / decode if decode > 0 else None,
+                  "events_s": events / decode if decode > 0 else None}
+    return out
+
+
+# --- A Copilot request beside a plain one, the token cached (§13) ---------------------------------
+
+def bench_copilot_requests(bin_dir, mock, runs, work, turns):
+    """Our CLI (`prompt --new --yes`) through a tool loop of `turns` `read` calls (one a reply)
+    and the final answer: `turns + 1` requests in one process, as a plain Chat Completions
+    provider and as Copilot (`gpt-4.1` from the mock's model list, a made-up GitHub token, the
+    exchange at the mock). Counts the mock's token exchanges and model-list reads per process."""
+    folder = os.path.join(work, "copilot-project")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "notes.txt"), "w") as f:
+        f.write("one line\n")
+    script = [{"kind": "tool_calls", "calls": [{"name": "read", "arguments": json.dumps({"path": "notes.txt"})}]}
+              for _ in range(turns)] + [{"kind": "text", "chunks": ["Done."]}]
+    cmd = ours_turn_cmd(bin_dir, folder, "read")
+    base = dict(os.environ, HANDOFF_SESSION_DIR=os.path.join(work, "copilot-sessions"),
+                XDG_CONFIG_HOME=os.path.join(work, "copilot-config"))
+    for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HANDOFF_LOG_FILE", "HANDOFF_BASE_URL", "HANDOFF_MODEL",
+              "HANDOFF_PROVIDER", "GH_TOKEN", "GITHUB_TOKEN", "COPILOT_GITHUB_TOKEN"):
+        base.pop(k, None)
+    envs = {"plain": dict(base, HANDOFF_PROVIDER="openai", HANDOFF_BASE_URL=mock.url, HANDOFF_MODEL="gpt-4.1"),
+            "copilot": dict(base, HANDOFF_PROVIDER="copilot", HANDOFF_MODEL="gpt-4.1",
+                            HANDOFF_COPILOT_TOKEN_URL=f"{mock.root}/copilot_internal/v2/token",
+                            COPILOT_GITHUB_TOKEN="ghu_bench_not_a_real_token")}
+    times = {k: [] for k in envs}
+    counts = {}
+    for _ in range(runs):
+        for k, env in envs.items():
+            mock.control("reset")
+            mock.control("push", script)
+            times[k].append(timed(cmd, env, folder))
+            reqs = mock.requests()
+            chats = [r for r in reqs if r["method"] == "POST"]
+            exchanges = [r for r in reqs if r["path"].endswith("/copilot_internal/v2/token")]
+            lists = [r for r in reqs if r["method"] == "GET" and r["path"].endswith("/models")]
+            if len(chats) != turns + 1:
+                raise RuntimeError(f"§13 {k}: {len(chats)} chat requests, expected {turns + 1}")
+            counts[k] = {"chats": len(chats), "exchanges": len(exchanges), "model_lists": len(lists),
+                         "editor_headers": all("editor-version" in {h.lower() for h in r["headers"]} for r in chats)}
+    out = {"turns": turns, "counts": counts}
+    for k in envs:
+        out[k] = median(times[k])
+    out["per_request"] = (out["copilot"] - out["plain"]) / (turns + 1)
+    return out
 
 
 # --- Report -------------------------------------------------------------------------------------
@@ -1505,7 +1608,7 @@ def main():
     ap.add_argument("--pi", default=os.environ.get("PI_BIN") or os.path.join(ROOT, ".cache", "pi", "node_modules", ".bin", "pi"))
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="one tiny iteration of each")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12", help="sections to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12,13,14", help="sections to run, e.g. 1,4")
     ap.add_argument("--mcp-everything", default=os.environ.get("MCP_EVERYTHING_BIN") or os.path.join(
         ROOT, ".cache", "mcp-everything", "node_modules", ".bin", "mcp-server-everything"))
     ap.add_argument("--rg", help="ripgrep for §6b (default: .cache/rg-venv/bin/rg, else PATH; `none`: without)")
@@ -1546,8 +1649,8 @@ def main():
     out += machine_notes(nvim, pi_bin) + [""]
 
     mcp_bin = args.mcp_everything if os.access(args.mcp_everything, os.X_OK) else None
-    if "12" in only and not mcp_bin:
-        print(f"server-everything not found at {args.mcp_everything}: §12 is skipped (scripts/deps.sh ensure_mcp_everything)",
+    if "14" in only and not mcp_bin:
+        print(f"server-everything not found at {args.mcp_everything}: §14 is skipped (scripts/deps.sh ensure_mcp_everything)",
               file=sys.stderr)
     try:
         if "1" in only:
@@ -1864,11 +1967,47 @@ def main():
                     f"| … p90 | {fmt_ms(sb['cmd_off_p90'])} | {fmt_ms(sb['cmd_on_p90'])} | |",
                     f"| … through `handoff-nvim sandbox-exec` instead (the host binary as the helper) | | {fmt_ms(sb['cmd_on_host'])} | {fmt_ms(sb['cmd_on_host'] - sb['cmd_off'])} |",
                     f"| four-tool turn, prompt → exit, median | {fmt_ms(sb['turn_off'])} | {fmt_ms(sb['turn_on'])} | **{fmt_ms(d_turn)}** |", ""]
-        if "12" in only and mcp_bin:
-            log("12. MCP")
+        if "12" in only:
+            log("12. a long reply: Responses beside Chat Completions")
+            d = raw["decode"] = bench_decode(args.bin_dir, mock, runs, work, 2000 if args.smoke else 20000)
+            out += ["### 12. A long reply through the host: the Responses API beside Chat Completions", "",
+                    f"Our CLI, `handoff-nvim prompt --new go`, answered with {d['words']:,} words (one text delta a word, "
+                    "a line break every 16), once as Chat Completions and once as the Responses API "
+                    "(`HANDOFF_PROVIDER=openai-responses`: named events, item ids, the whole text again in the `done` "
+                    "events and `response.completed`, as the real API sends it). Each stream is the mock's own, "
+                    "recorded once by this script and then served as raw bytes in 1,400-byte pieces, so the time is "
+                    "the host's. *Floor*: the same prompt answered by one word; *decode* = time − floor: the stream "
+                    "through HTTP, the SSE parser, the format's decoder, the agent (the message, the session file) "
+                    "and stdout. Runs interleaved.", "",
+                    "| wire format | stream | events | whole process | floor | decode | MB/s | events/s |",
+                    "|---|---|---|---|---|---|---|---|"]
+            for k, name in (("chat", "Chat Completions"), ("responses", "Responses")):
+                r = d[k]
+                out.append(f"| {name} | {r['bytes'] / 1e6:.2f} MB | {r['events']:,} | {fmt_ms(r['time'])} | {fmt_ms(r['floor'])} | "
+                           f"**{fmt_ms(r['decode'])}** | {r['mb_s'] or 0:.1f} | {r['events_s'] or 0:,.0f} |")
+            out += ["", f"Responses / Chat Completions, decode time: **{ratio(d['responses']['decode'], d['chat']['decode'])}**.", ""]
+        if "13" in only:
+            log("13. a Copilot request beside a plain one")
+            cp = raw["copilot"] = bench_copilot_requests(args.bin_dir, mock, runs, work, 2 if args.smoke else 20)
+            c = cp["counts"]
+            out += ["### 13. A Copilot request beside a plain one, the token cached", "",
+                    f"Our CLI, `handoff-nvim prompt --new --yes --tools read`, through a tool loop of {cp['turns']} `read` "
+                    f"calls and the answer: {cp['turns'] + 1} requests in one process. Plain: Chat Completions at the mock. "
+                    "Copilot: `HANDOFF_PROVIDER=copilot`, `gpt-4.1` (Chat Completions in the mock's model list), a "
+                    "made-up `COPILOT_GITHUB_TOKEN` exchanged at the mock (`HANDOFF_COPILOT_TOKEN_URL`), the chat at "
+                    "the base the exchange names (the mock). The mock counts each process's requests. Runs interleaved.", "",
+                    "| | plain | Copilot |", "|---|---|---|",
+                    f"| whole process, median | {fmt_ms(cp['plain'])} | {fmt_ms(cp['copilot'])} |",
+                    f"| chat requests | {c['plain']['chats']} | {c['copilot']['chats']} |",
+                    f"| token exchanges / model-list reads | {c['plain']['exchanges']} / {c['plain']['model_lists']} | "
+                    f"**{c['copilot']['exchanges']} / {c['copilot']['model_lists']}** |",
+                    f"| Copilot's editor headers on every chat request | | {'yes' if c['copilot']['editor_headers'] else 'no'} |",
+                    f"| Copilot − plain, per request (exchange and list included) | | {cp['per_request'] * 1e3:+.2f} ms |", ""]
+        if "14" in only and mcp_bin:
+            log("14. MCP")
             calls = 3 if args.smoke else 20
             m = raw["mcp"] = bench_mcp(args.bin_dir, env, mock, runs, work, mcp_bin, calls)
-            out += ["### 12. MCP: the reference server-everything", "",
+            out += ["### 14. MCP: the reference server-everything", "",
                     f"a. One `echo` call's round trip through the host: a turn whose reply makes {calls} calls less the "
                     f"same turn with one, over {calls - 1} (the mock's arrival times of the request before and after the "
                     "tools: consent under `--yes`, the JSON-RPC call, the result mapped and stored, the next request "

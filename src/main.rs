@@ -64,6 +64,7 @@ fn main() -> ExitCode {
     handoff_nvim::core::mcp::end_all();
     // tokio's stdin reader would keep the runtime alive: do not wait for blocking tasks.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    handoff_nvim::core::sandbox::remove_private_tmpdir();
     exit_code(result)
 }
 

@@ -2,7 +2,7 @@
 //! `bench/bench.py --smoke` against the binaries of this build (debug), the checkout's Neovim
 //! and pi (`$PI_BIN`, else `.cache/pi`; pi's columns stay empty when it is not installed), and
 //! rg for §6b (`.cache/rg-venv`, else PATH; its column and pi's grep stay empty without it),
-//! and server-everything for §12 (`.cache/mcp-everything`; the section is skipped without it).
+//! and server-everything for §14 (`.cache/mcp-everything`; the section is skipped without it).
 //! The in-process benchmarks (benches/inprocess.rs) run once each under `cargo test` as well.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -93,11 +93,11 @@ fn every_benchmark_runs_once() {
     let (first, accepted) = (overflow["ours_to_handoff"].as_f64().unwrap(), overflow["ours_to_accepted"].as_f64().unwrap());
     assert!(first > 0.0 && first <= accepted && accepted < overflow["ours_to_next"].as_f64().unwrap(), "{overflow}");
     assert!(overflow["ours_attempts"].as_f64().unwrap() >= 1.0, "{overflow}");
-    // MCP (§12): the call's round trip through the host and the server's own, both measured;
+    // MCP (§14): the call's round trip through the host and the server's own, both measured;
     // the first prompt with three servers, and one server's own start.
     let everything = root.join(".cache/mcp-everything/node_modules/.bin/mcp-server-everything");
     if everything.exists() || std::env::var_os("MCP_EVERYTHING_BIN").is_some() {
-        assert!(stdout.contains("### 12."), "no ### 12. in\n{stdout}");
+        assert!(stdout.contains("### 14."), "no ### 14. in\n{stdout}");
         let mcp = &raw["mcp"];
         for transport in ["stdio", "http"] {
             // One smoke run: the per-call figure (a difference of two turns) may be noise, the

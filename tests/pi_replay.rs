@@ -9,17 +9,15 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::pi::{pi_bin, pi_env};
+use common::pi::{pi_bin, pi_resume};
 use handoff_mock::{MockReply, MockServer, RecordedRequest};
 use handoff_nvim::core::agent::{AgentConfig, AgentSession, RunOptions};
 use handoff_nvim::core::provider::Api;
 use handoff_nvim::core::session::SessionManager;
 use serde_json::{json, Value};
-use tokio::process::Command;
 
 const FIXTURE: &str = "pimono-0.73.1-history.jsonl";
 const T: Duration = Duration::from_secs(60);
@@ -73,18 +71,7 @@ fn blocks(request: &RecordedRequest) -> Vec<Value> {
 
 async fn pi_resumes(pi: &Path, mock: &MockServer, root: &Path, session: &Path, model: &str) -> RecordedRequest {
     mock.push(MockReply::text("pi answers."));
-    let mut c = Command::new(pi);
-    pi_env(&mut c, root)
-        .current_dir(root.join("project"))
-        .arg("--session")
-        .arg(session)
-        .args(["--provider", "mock", "--model", model])
-        .args(["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files", "--no-themes"])
-        .args(["--offline", "-p", "One more question."])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+    let mut c = pi_resume(pi, root, session, "mock", model, "One more question.");
     let out = tokio::time::timeout(T, c.output()).await.expect("pi hung").unwrap();
     assert_eq!(out.status.code(), Some(0), "pi failed: {}", String::from_utf8_lossy(&out.stderr));
     mock.requests().last().cloned().unwrap()

@@ -16,7 +16,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{agent, config, entry_lines, seeded_session, session_files, slow, DOCUMENT};
+use common::{agent, config, entry_lines, seeded_session, session_files, slow, Rng, DOCUMENT};
 use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::agent::{AgentError, AgentEvent, AgentSession, RunOptions};
 use handoff_nvim::core::controller::{self, Controller, FrontEndTexts, Level};
@@ -1070,24 +1070,11 @@ async fn secrets_a_failing_key_command_is_named_but_its_output_never_shown() {
 // mutated by a small PRNG, so every `cargo test` run explores a little (the long runs are
 // `scripts/fuzz.sh`, on nightly).
 
-struct Rng(u64);
-
 impl Rng {
     fn seeded() -> Rng {
         let seed = std::env::var("HANDOFF_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| random_below(u64::MAX) | 1);
         eprintln!("HANDOFF_FUZZ_SEED={seed}");
         Rng(seed)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
     }
 
     /// `seed` with a few random edits: flips, insertions of interesting bytes, cuts, splices.

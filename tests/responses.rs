@@ -1,8 +1,8 @@
 //! The OpenAI Responses wire format (`api = "openai-responses"`) against the loopback mock, over
 //! real HTTP: a conversation with reasoning and a tool loop, the reasoning item sent back byte for
 //! byte to the model that wrote it and to no other, the shapes pi stores, `incomplete` as a
-//! length stop, mid-stream errors and torn streams, and a corpus of Responses streams fed in
-//! random slices.
+//! length stop, mid-stream errors and torn streams. The corpus of real-looking Responses streams
+//! is tests/stream_corpus.rs's.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -15,7 +15,6 @@ use common::{entry_lines, new_session};
 use handoff_mock::{MockReply, MockServer, MockToolCall};
 use handoff_nvim::core::agent::{AgentConfig, AgentSession, RunOptions};
 use handoff_nvim::core::message::StopReason;
-use handoff_nvim::core::provider::fuzzing::decode_body;
 use handoff_nvim::core::provider::{Api, ChatRequest, ProviderConfig, ProviderError, StreamEvent, ThinkingLevel};
 use serde_json::{json, Value};
 
@@ -228,109 +227,4 @@ fn hello() -> ChatRequest {
 
 fn text_of(events: &[StreamEvent]) -> String {
     events.iter().filter_map(|e| if let StreamEvent::TextDelta(t) = e { Some(t.as_str()) } else { None }).collect()
-}
-
-// ---------------------------------------------------------------------------------------------
-// A corpus of Responses streams, each fed whole and in random slices (cutting `\n\n`, `data:`,
-// and multi-byte characters): the events and the end never depend on where the network cut.
-
-/// Each stream of the corpus: its file under tests/fixtures/responses/, what it must decode to
-/// (the text, the thinking, the stop reason or the error's words).
-const CORPUS: &[(&str, &str, &str, &str)] = &[
-    ("reasoning_tool_call.sse", "Let me check.", "**Planning**\n\nRead the file first.", "ToolUse"),
-    ("text_before_part.sse", "Hello, wörld 👋!", "", "Stop"),
-    ("refusal.sse", "I can’t help with that.", "", "Stop"),
-    ("incomplete.sse", "This answer is cut", "", "Length"),
-    ("unknown_events_padded_crlf.sse", "Fine.", "", "Stop"),
-    ("only_done_items_and_proxy_done.sse", "From the item.", "Summary only at the end.", "ToolUse"),
-    ("error_event.sse", "Partial", "", "error: rate_limit_exceeded: Rate limit reached"),
-    ("failed.sse", "", "", "error: server_error: The server had an error"),
-];
-
-fn corpus(name: &str) -> Vec<u8> {
-    std::fs::read(common::fixtures_dir().join("responses").join(name)).unwrap()
-}
-
-/// A small PRNG, seeded per run (printed, and settable with `HANDOFF_FUZZ_SEED`).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-fn slices(body: &[u8], rng: &mut Rng) -> Vec<bytes::Bytes> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < body.len() {
-        let len = 1 + (rng.next() % 40) as usize;
-        let end = (at + len).min(body.len());
-        out.push(bytes::Bytes::copy_from_slice(&body[at..end]));
-        at = end;
-    }
-    out
-}
-
-fn verdict(result: &Result<(Vec<StreamEvent>, handoff_nvim::core::provider::StreamEnd), String>) -> (String, String, String) {
-    match result {
-        Ok((events, end)) => {
-            let thinking: String =
-                events.iter().filter_map(|e| if let StreamEvent::ThinkingDelta(t) = e { Some(t.as_str()) } else { None }).collect();
-            (text_of(events), thinking, format!("{:?}", end.stop_reason))
-        }
-        Err(e) => {
-            let text = String::new();
-            (text, String::new(), format!("error: {e}"))
-        }
-    }
-}
-
-#[test]
-fn a_corpus_of_responses_streams_decodes_the_same_in_random_slices() {
-    let seed = std::env::var("HANDOFF_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
-    });
-    eprintln!("HANDOFF_FUZZ_SEED={seed}");
-    let mut rng = Rng(seed);
-    for (name, text, thinking, end) in CORPUS {
-        let body = corpus(name);
-        let whole = decode_body(Api::OpenaiResponses, vec![bytes::Bytes::from(body.clone())]);
-        let (got_text, got_thinking, got_end) = verdict(&whole);
-        if end.starts_with("error") {
-            assert!(got_end.contains(&end["error: ".len()..]), "{name}: {got_end}");
-            // The text shown before the error is in the events, which an error drops here.
-        } else {
-            assert_eq!((got_text.as_str(), got_thinking.as_str(), got_end.as_str()), (*text, *thinking, *end), "{name}");
-        }
-        for _ in 0..200 {
-            let sliced = decode_body(Api::OpenaiResponses, slices(&body, &mut rng));
-            match (&whole, &sliced) {
-                (Ok(a), Ok(b)) => assert_eq!(a, b, "{name}: slices changed the events"),
-                (Err(a), Err(b)) => assert_eq!(a, b, "{name}"),
-                _ => panic!("{name}: slices changed the verdict: {whole:?} vs {sliced:?}"),
-            }
-        }
-    }
-}
-
-#[test]
-fn the_corpus_keeps_what_pi_stores() {
-    let (events, _) = decode_body(Api::OpenaiResponses, vec![bytes::Bytes::from(corpus("reasoning_tool_call.sse"))]).unwrap();
-    let signature = events
-        .iter()
-        .find_map(|e| if let StreamEvent::ThinkingEnd { signature } = e { signature.clone() } else { None })
-        .unwrap();
-    let item: Value = serde_json::from_str(&signature).unwrap();
-    assert_eq!(item["type"], "reasoning");
-    assert_eq!(item["encrypted_content"], "gAAAAABo-real-looking-encrypted==");
-    // Keys in the server's order.
-    assert!(signature.starts_with(r#"{"id":"rs_68a1","type":"reasoning","summary":"#), "{signature}");
-    assert!(events.contains(&StreamEvent::TextEnd { signature: Some(r#"{"v":1,"id":"msg_68a2","phase":"commentary"}"#.into()) }));
-    let call = events.iter().find_map(|e| if let StreamEvent::ToolCall(c) = e { Some(c.clone()) } else { None }).unwrap();
-    assert_eq!(call.id, "call_Xy12|fc_68a3");
-    assert_eq!(Value::Object(call.arguments.unwrap()), json!({ "path": "src/main.rs" }));
 }

@@ -513,3 +513,35 @@ mod in_neovim {
         .await;
     }
 }
+
+/// The host's sandbox temp folder (`$TMPDIR/handoff-sandbox-<pid>`) goes with the host: a CLI
+/// prompt whose command wrote into it leaves nothing in `$TMPDIR`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sandboxs_temp_folder_goes_when_the_host_exits() {
+    if !enforced("the_sandboxs_temp_folder_goes_when_the_host_exits") {
+        return;
+    }
+    let d = dirs();
+    let mock = MockServer::start().await.unwrap();
+    mock.push(tool_calls_reply(vec![bash_call("call_1", "echo kept > \"$TMPDIR/left\" && ls \"$TMPDIR\"")]));
+    mock.push(MockReply::text("done"));
+    let tmp = d.tmp.join("host-tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let out = tokio::process::Command::new(BIN)
+        .args(["prompt", "--yes", "--new", "--max-retries", "0", "--base-url", &mock.openai_base_url(), "--session-dir"])
+        .arg(d.tmp.join("sessions"))
+        .arg("--cwd")
+        .arg(&d.project)
+        .arg("write a temp file")
+        .current_dir(&d.project)
+        .env("TMPDIR", &tmp)
+        .env_remove("HANDOFF_SANDBOX")
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let result = mock.requests().last().unwrap().body.to_string();
+    assert!(result.contains("left"), "the command wrote into its temp folder: {result}");
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(left.is_empty(), "left in $TMPDIR after the host exited: {left:?}");
+}

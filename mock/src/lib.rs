@@ -123,6 +123,15 @@ pub enum MockReply {
     /// with `prompt_tokens_details.cached_tokens` in the usage chunk (and, for cache writes,
     /// OpenRouter's `cache_write_tokens`, counted in `cached_tokens` as OpenRouter does).
     WithUsage { usage: MockUsage, reply: Box<MockReply> },
+    /// These bytes as the body of a `200 text/event-stream` reply, exactly as given (a recorded
+    /// or hand-written stream of any API), written in pieces of the `slices` lengths (the rest,
+    /// if they add up to less, in one piece; none: all at once), each its own HTTP chunk,
+    /// flushed apart, so the client reads the cuts where the test put them.
+    Raw {
+        bytes: Vec<u8>,
+        #[serde(default)]
+        slices: Vec<usize>,
+    },
 }
 
 /// The mock's context window: requests of more than `tokens` tokens (a quarter of the body's
@@ -1000,6 +1009,7 @@ async fn serve(
             return respond(wr, status, &body, retry_after.as_deref()).await
         }
         MockReply::NoAnswer => return hold(rd).await,
+        MockReply::Raw { bytes, slices } => return serve_raw(&bytes, &slices, wr).await,
         MockReply::ToolCalls { calls, text_before, chunk_delay_ms, stop, interleave } => {
             let reply = ToolCallReply {
                 calls,
@@ -1078,6 +1088,29 @@ async fn serve(
     sse.finish(&stop, usage).await?;
     sse.wr.write_all(b"0\r\n\r\n").await?;
     sse.wr.shutdown().await
+}
+
+/// [`MockReply::Raw`]: `bytes` in pieces of the `slices` lengths, then the end of the body.
+async fn serve_raw(bytes: &[u8], slices: &[usize], wr: &mut OwnedWriteHalf) -> std::io::Result<()> {
+    wr.write_all(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
+          Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+    )
+    .await?;
+    let mut rest = bytes;
+    for &len in slices.iter().chain(std::iter::once(&usize::MAX)) {
+        if rest.is_empty() {
+            break;
+        }
+        let (piece, after) = rest.split_at(len.clamp(1, rest.len()));
+        wr.write_all(format!("{:x}\r\n", piece.len()).as_bytes()).await?;
+        wr.write_all(piece).await?;
+        wr.write_all(b"\r\n").await?;
+        wr.flush().await?;
+        rest = after;
+    }
+    wr.write_all(b"0\r\n\r\n").await?;
+    wr.shutdown().await
 }
 
 async fn serve_broken(

@@ -343,3 +343,21 @@ pub fn mock_server_bin() -> PathBuf {
         })
         .clone()
 }
+
+/// xorshift64: a small seeded PRNG for the tests that explore (the stable fuzzing, random
+/// slices of streams), so that a printed seed replays a failure.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}

@@ -33,13 +33,37 @@ pub fn pi_bin() -> Option<PathBuf> {
 /// tests/fixtures/pi-sessions/README.md): provider `mock` at `base_url` speaking pi's `api`
 /// (`openai-completions`, `anthropic-messages`), model `mock-model`.
 pub fn pi_home(root: &Path, api: &str, base_url: &str) {
+    let mock = serde_json::json!({ "baseUrl": base_url, "api": api, "apiKey": "x",
+        "models": [{ "id": "mock-model", "contextWindow": 32000, "maxTokens": 4096 }] });
+    pi_home_with(root, serde_json::json!({ "mock": mock }));
+}
+
+/// [`pi_home`] with these `providers` in pi's models.json (a built-in provider's name
+/// redefines its models and base URL).
+pub fn pi_home_with(root: &Path, providers: serde_json::Value) {
     for d in ["home", "pi-agent"] {
         std::fs::create_dir_all(root.join(d)).unwrap();
     }
-    let models = serde_json::json!({ "providers": { "mock": {
-        "baseUrl": base_url, "api": api, "apiKey": "x",
-        "models": [{ "id": "mock-model", "contextWindow": 32000, "maxTokens": 4096 }] } } });
+    let models = serde_json::json!({ "providers": providers });
     std::fs::write(root.join("pi-agent/models.json"), models.to_string()).unwrap();
+}
+
+/// pi resuming `session` in `<root>/project` (the home [`pi_home`] made) with `provider` and
+/// `model`, printing its answer to `prompt`: offline, nothing of the machine's loaded.
+pub fn pi_resume(pi: &Path, root: &Path, session: &Path, provider: &str, model: &str, prompt: &str) -> Command {
+    let mut c = Command::new(pi);
+    pi_env(&mut c, root)
+        .current_dir(root.join("project"))
+        .arg("--session")
+        .arg(session)
+        .args(["--provider", provider, "--model", model])
+        .args(["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files", "--no-themes"])
+        .args(["--offline", "-p", prompt])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    c
 }
 
 /// `c` in the home [`pi_home`] made under `root`: offline, without the provider keys of the

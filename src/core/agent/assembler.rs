@@ -125,7 +125,10 @@ impl MessageAssembler {
                     Ok(map) => serde_json::Value::Object(map.clone()),
                     Err(_) => serde_json::json!({}),
                 };
-                let block = ContentBlock::tool_call(call.id.clone(), call.name.clone(), arguments);
+                let mut block = ContentBlock::tool_call(call.id.clone(), call.name.clone(), arguments);
+                if let Some(signature) = &call.signature {
+                    block.extra.insert("thoughtSignature".into(), signature.clone().into());
+                }
                 if let Some(slot) = self.call_blocks.get(call.index).copied().and_then(|at| self.block_mut(at)) {
                     *slot = block;
                 }
@@ -188,6 +191,7 @@ mod tests {
                 Ok(other) => panic!("not an object: {other}"),
                 Err(text) => Err(crate::core::provider::MalformedArguments { raw: text.into(), error: "EOF".into() }),
             },
+            signature: None,
         })
     }
 

@@ -487,14 +487,39 @@ pub mod fuzzing {
     /// (events, end, or failure) whether it arrives whole or in chunks of `chunk_size` bytes.
     /// `Ok(true)` when it decoded, `Ok(false)` when both failed, `Err` saying how they differ.
     pub fn chunking_keeps_the_verdict(api: Api, body: &[u8], chunk_size: usize) -> Result<bool, String> {
-        let chunked = body.chunks(chunk_size.max(1)).map(bytes::Bytes::copy_from_slice).collect();
-        let a = decode_body(api, chunked);
+        let lengths = vec![chunk_size.max(1); body.len().div_ceil(chunk_size.max(1))];
+        slicing_keeps_the_verdict(api, body, &lengths).map_err(|e| format!("chunks of {chunk_size}: {e}"))
+    }
+
+    /// The same property for any cuts: `body` in pieces of the `lengths` (the rest, if they
+    /// add up to less, in one piece) decodes as it does whole: the same events and end, or
+    /// the same failure.
+    pub fn slicing_keeps_the_verdict(api: Api, body: &[u8], lengths: &[usize]) -> Result<bool, String> {
+        let a = decode_body(api, slices(body, lengths));
         let b = decode_body(api, vec![bytes::Bytes::copy_from_slice(body)]);
         match (&a, &b) {
             (Ok(x), Ok(y)) if same(x, y) => Ok(true),
-            (Err(_), Err(_)) => Ok(false),
-            _ => Err(format!("chunks of {chunk_size} changed the verdict: {a:?} vs {b:?}")),
+            (Err(x), Err(y)) if x == y => Ok(false),
+            _ => Err(format!("the slices changed the verdict: {a:?} vs {b:?}")),
         }
+    }
+
+    /// `body` cut into pieces of the `lengths`, the rest in one.
+    fn slices(body: &[u8], lengths: &[usize]) -> Vec<bytes::Bytes> {
+        let mut out = Vec::new();
+        let mut rest = body;
+        for &len in lengths {
+            if rest.is_empty() {
+                break;
+            }
+            let (piece, after) = rest.split_at(len.clamp(1, rest.len()));
+            out.push(bytes::Bytes::copy_from_slice(piece));
+            rest = after;
+        }
+        if !rest.is_empty() {
+            out.push(bytes::Bytes::copy_from_slice(rest));
+        }
+        out
     }
 
     /// Equal, except for the ids made up for calls without one (they carry the time).

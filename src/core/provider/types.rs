@@ -398,7 +398,9 @@ pub enum StreamEvent {
     /// A piece of text. Consecutive pieces belong to one text block until a
     /// [`StreamEvent::TextEnd`].
     TextDelta(String),
-    /// The text block streaming ends (OpenAI Responses: its `message` item is done). `signature`:
+    /// The text block streaming ends (OpenAI Responses: its `message` item is done; Anthropic:
+    /// its `text` block stopped, so a text after the server's own tool blocks is another block,
+    /// as pi keeps it). `signature`:
     /// what pi keeps as the block's `textSignature` (`{"v":1,"id":…}`, the item's id and phase),
     /// sent back with the text to the same model. The next text starts a new block. A block may
     /// end without any delta (an empty message item).
@@ -433,6 +435,9 @@ pub struct ToolCall {
     /// The arguments object, or what the model sent when it is not a JSON object. A malformed
     /// call never fails the stream: the agent answers it with an error result the model reads.
     pub arguments: Result<Map<String, Value>, MalformedArguments>,
+    /// What the model signed the call with and wants back with it (Gemini 3's thought
+    /// signature): kept as the `toolCall` block's `thoughtSignature`, as pi keeps Gemini's.
+    pub signature: Option<String>,
 }
 
 /// Tool-call arguments that are not a JSON object: cut off (`max_tokens` hit mid-call), broken

@@ -278,6 +278,8 @@ struct PendingCall {
     arguments: String,
     /// Arguments the server sent whole when the call started (Anthropic's `input`).
     initial: Option<Map<String, Value>>,
+    /// The call's signature (see [`ToolCall::signature`]).
+    signature: Option<String>,
     done: bool,
 }
 
@@ -300,6 +302,7 @@ impl ToolCalls {
             made_up_id: given.is_none(),
             arguments: String::new(),
             initial: None,
+            signature: None,
             done: false,
         });
         index
@@ -346,6 +349,14 @@ impl ToolCalls {
         }
     }
 
+    /// The call's signature; a later empty one keeps it (servers may send it with the first
+    /// piece only, as pi's `retainThoughtSignature` expects).
+    pub(super) fn set_signature(&mut self, index: usize, signature: &str) {
+        if let Some(call) = self.calls.get_mut(index).filter(|c| !c.done && !signature.is_empty()) {
+            call.signature = Some(signature.to_owned());
+        }
+    }
+
     pub(super) fn append(&mut self, index: usize, delta: &str, emit: &mut dyn FnMut(StreamEvent)) {
         let Some(call) = self.calls.get_mut(index).filter(|c| !c.done) else { return };
         if delta.is_empty() {
@@ -368,6 +379,7 @@ impl ToolCalls {
             id: call.id.clone(),
             name: call.name.clone(),
             arguments,
+            signature: call.signature.clone(),
         }));
     }
 
@@ -377,7 +389,31 @@ impl ToolCalls {
         let Some(call) = self.calls.get_mut(index).filter(|c| !c.done) else { return };
         call.done = true;
         let arguments = Err(MalformedArguments { raw: call.arguments.clone(), error: why.to_owned() });
-        emit(StreamEvent::ToolCall(ToolCall { index, id: call.id.clone(), name: call.name.clone(), arguments }));
+        let signature = call.signature.clone();
+        emit(StreamEvent::ToolCall(ToolCall { index, id: call.id.clone(), name: call.name.clone(), arguments, signature }));
+    }
+
+    /// Whether the call's arguments end before their JSON does (a reply cut there), as opposed
+    /// to whole JSON, none, or text that is no JSON at all.
+    pub(super) fn ends_early(&self, index: usize) -> bool {
+        self.calls.get(index).is_some_and(|c| {
+            c.initial.is_none()
+                && !c.arguments.trim().is_empty()
+                && serde_json::from_str::<serde::de::IgnoredAny>(&c.arguments).is_err_and(|e| e.is_eof())
+        })
+    }
+
+    /// Completes every call still open at the end of a reply that hit its output limit: one
+    /// whose JSON ended early was cut there and is malformed with `why` (see [`cut_call`]), so
+    /// it is never run as if whole; the others complete as usual.
+    pub(super) fn finish_all_at_limit(&mut self, why: &str, emit: &mut dyn FnMut(StreamEvent)) {
+        for index in 0..self.calls.len() {
+            if self.ends_early(index) {
+                self.cut(index, why, emit);
+            } else {
+                self.finish(index, emit);
+            }
+        }
     }
 
     /// Whether the call was completed.
@@ -391,6 +427,12 @@ impl ToolCalls {
             self.finish(index, emit);
         }
     }
+}
+
+/// Why a call the reply did not finish is not run (what the model reads in its error result):
+/// `limit` names the API's output limit.
+pub(super) fn cut_call(limit: &str) -> String {
+    format!("the reply reached its output limit ({limit}) before the call was complete")
 }
 
 /// An id for a call the server sent without one: unique within the reply, and very likely

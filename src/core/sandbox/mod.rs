@@ -266,10 +266,12 @@ pub fn helper_binary() -> std::io::Result<PathBuf> {
     Ok(exe)
 }
 
+/// The folder [`private_tmpdir`] made, once it did.
+static MADE: OnceLock<PathBuf> = OnceLock::new();
+
 /// The sandbox's temp folder for this process: `$TMPDIR/handoff-sandbox-<pid>`, mode 0700,
 /// made on first use.
 pub fn private_tmpdir() -> std::io::Result<PathBuf> {
-    static MADE: OnceLock<PathBuf> = OnceLock::new();
     if let Some(dir) = MADE.get() {
         return Ok(dir.clone());
     }
@@ -282,6 +284,16 @@ pub fn private_tmpdir() -> std::io::Result<PathBuf> {
         Err(e) => return Err(e),
     }
     Ok(MADE.get_or_init(|| dir).clone())
+}
+
+/// Removes this process's temp folder ([`private_tmpdir`]) and what commands left in it, if it
+/// was made: called as the host exits, so that no folder per editor session piles up.
+pub fn remove_private_tmpdir() {
+    if let Some(dir) = MADE.get() {
+        if let Err(e) = std::fs::remove_dir_all(dir) {
+            tracing::debug!(dir = %dir.display(), error = %e, "cannot remove the sandbox's temp folder");
+        }
+    }
 }
 
 /// Why a sandboxed command's result looks blocked by the sandbox (its failing line), or `None`.

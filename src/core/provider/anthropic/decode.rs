@@ -1,6 +1,6 @@
 //! The Messages SSE stream: content blocks (text, thinking, tool use) and usage in pieces.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -19,6 +19,9 @@ pub(super) struct AnthropicDecoder {
     by_block: HashMap<u64, usize>,
     /// The open `thinking` blocks by content block `index`, with their signature so far.
     thinking: HashMap<u64, String>,
+    /// The open `text` blocks by content block `index`: each ends as its own block, as pi
+    /// keeps them (two texts around a server tool's blocks, which are dropped, stay two).
+    text: HashSet<u64>,
 }
 
 impl Decoder for AnthropicDecoder {
@@ -77,6 +80,9 @@ impl Decoder for AnthropicDecoder {
                     }
                     return Ok(Flow::Continue);
                 }
+                if field("type") == Some("text") {
+                    self.text.insert(block_index.unwrap_or(u64::MAX));
+                }
                 if let Some(t) = field("thinking") {
                     emit(StreamEvent::ThinkingDelta(t.to_owned()));
                 }
@@ -114,11 +120,19 @@ impl Decoder for AnthropicDecoder {
                 }
             }
             "content_block_stop" => {
+                // A call whose JSON ended early waits for the stop reason (cut by `max_tokens`,
+                // it is said so when the reply ends), and the calls after it wait with it, so
+                // that they complete in order.
                 if let Some(call) = block_index.and_then(|b| self.by_block.get(&b).copied()) {
-                    self.calls.finish(call, emit);
+                    if !self.calls.ends_early(call) && (0..call).all(|earlier| self.calls.is_done(earlier)) {
+                        self.calls.finish(call, emit);
+                    }
                 }
                 if let Some(signature) = self.thinking.remove(&block_index.unwrap_or(u64::MAX)) {
                     emit(thinking_end(signature));
+                }
+                if self.text.remove(&block_index.unwrap_or(u64::MAX)) {
+                    emit(StreamEvent::TextEnd { signature: None });
                 }
             }
             "message_delta" => {
@@ -127,7 +141,7 @@ impl Decoder for AnthropicDecoder {
                         "end_turn" | "stop_sequence" | "pause_turn" => StopReason::Stop,
                         "max_tokens" | "model_context_window_exceeded" => StopReason::Length,
                         "tool_use" => StopReason::ToolUse,
-                        "refusal" => StopReason::Error,
+                        "refusal" | "sensitive" => StopReason::Error,
                         other => {
                             tracing::debug!(
                                 stop_reason = other,
@@ -166,7 +180,11 @@ impl Decoder for AnthropicDecoder {
         for (_, signature) in open {
             emit(thinking_end(signature));
         }
-        self.calls.finish_all(emit);
+        if self.end.stop_reason == StopReason::Length {
+            self.calls.finish_all_at_limit(&wire::cut_call("max_tokens"), emit);
+        } else {
+            self.calls.finish_all(emit);
+        }
         Ok(self.end)
     }
 }
@@ -275,7 +293,9 @@ mod tests {
             vec![(0, "toolu_1", "read", Ok(json!({"path": "a.txt"}))), (1, "toolu_2", "ls", Ok(json!({"path": "."})))]
         );
         assert_eq!(events[0], StreamEvent::TextDelta("Looking.".into()));
-        assert_eq!(events[1], StreamEvent::ToolCallStart { index: 0, id: "toolu_1".into(), name: "read".into() });
+        // The text block's stop ends it: a text after the calls would be a block of its own.
+        assert_eq!(events[1], StreamEvent::TextEnd { signature: None });
+        assert_eq!(events[2], StreamEvent::ToolCallStart { index: 0, id: "toolu_1".into(), name: "read".into() });
         assert_eq!(events.iter().filter(|e| matches!(e, StreamEvent::ToolCallDelta { .. })).count(), 2, "empty pieces are not events");
     }
 

@@ -113,6 +113,14 @@ fn write_messages(out: &mut JsonOut, config: &ProviderConfig, request: &ChatRequ
                         tool_call(out, call);
                     }
                     out.raw("]");
+                    // pi's OpenRouter signatures go back as pi sends them.
+                    let details: Vec<Value> =
+                        calls.iter().filter_map(|c| c.thought_signature.as_ref()).filter_map(|s| reasoning_detail(&s.text())).collect();
+                    if !details.is_empty() {
+                        out.raw(",");
+                        out.key("reasoning_details");
+                        out.value(&details);
+                    }
                 }
                 if msg.same_model(config) {
                     if let Some((field, thinking)) = reasoning_of(msg) {
@@ -218,6 +226,13 @@ fn image_part(out: &mut JsonOut, block: &BlockView<'_>) {
     out.raw(r#""}}"#);
 }
 
+/// A call's `thoughtSignature` when it is pi's record of an OpenRouter `reasoning_details`
+/// entry (the entry's JSON, which pi sends back in the message's `reasoning_details`), not a
+/// Gemini signature (base64, sent back on the call).
+fn reasoning_detail(signature: &str) -> Option<Value> {
+    serde_json::from_str::<Value>(signature).ok().filter(Value::is_object)
+}
+
 /// pi `toolCall` block → Chat Completions tool call (arguments as a JSON string).
 fn tool_call(out: &mut JsonOut, block: &BlockView<'_>) {
     let arguments = block.arguments.as_ref().map(|a| a.value());
@@ -232,7 +247,15 @@ fn tool_call(out: &mut JsonOut, block: &BlockView<'_>) {
     out.str(block.name.as_ref().unwrap_or(&Str::plain("")));
     out.raw(r#","arguments":"#);
     out.text(&arguments);
-    out.raw("}}");
+    out.raw("}");
+    // Gemini's signature, where its stream carried it (`decode::GEMINI_SIGNATURE`); only the
+    // model that signed the call still has it here (`view::prepare`).
+    if let Some(signature) = block.thought_signature.as_ref().filter(|s| reasoning_detail(&s.text()).is_none()) {
+        out.raw(r#","extra_content":{"google":{"thought_signature":"#);
+        out.str(signature);
+        out.raw("}}");
+    }
+    out.raw("}");
 }
 
 
@@ -354,5 +377,27 @@ mod tests {
         tool_call(&mut out, &BlockView::of(&b));
         let call: Value = serde_json::from_slice(&out.into_bytes()).unwrap();
         assert_eq!(call["function"]["arguments"], "{\"a\":1}");
+    }
+
+    /// A call's signature goes back where it came from: Gemini's on the call
+    /// (`extra_content.google`), pi's OpenRouter record in the message's `reasoning_details`.
+    #[test]
+    fn call_signatures_go_back_in_the_shape_their_server_sent_them() {
+        use crate::core::provider::Api;
+        let config = ProviderConfig::new(Api::Openai, "http://127.0.0.1:8080/v1", "m");
+        let detail = json!({ "type": "reasoning.encrypted", "id": "c2", "data": "ZW5j", "format": "google-gemini-v1", "index": 0 });
+        let mut gemini = ContentBlock::tool_call("c1", "read", json!({ "path": "a" }));
+        gemini.extra.insert("thoughtSignature".into(), json!("CiQBc2ln"));
+        let mut openrouter = ContentBlock::tool_call("c2", "read", json!({ "path": "b" }));
+        openrouter.extra.insert("thoughtSignature".into(), json!(detail.to_string()));
+        let mut assistant = Message::assistant("openai-completions", &config.name, "m");
+        assistant.content = Content::Blocks(vec![gemini, openrouter, ContentBlock::tool_call("c3", "ls", json!({}))]);
+        let request = ChatRequest { messages: vec![Message::user("hi").into(), assistant.into()], ..ChatRequest::default() };
+        let body = request_body(&config, &request);
+        let message = &body["messages"][1];
+        let calls = message["tool_calls"].as_array().unwrap();
+        assert_eq!(calls[0]["extra_content"], json!({ "google": { "thought_signature": "CiQBc2ln" } }));
+        assert!(calls[1].get("extra_content").is_none() && calls[2].get("extra_content").is_none(), "{message}");
+        assert_eq!(message["reasoning_details"], json!([detail]));
     }
 }

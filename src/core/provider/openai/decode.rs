@@ -13,6 +13,10 @@ use crate::core::message::{StopReason, Usage};
 pub(super) const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "reasoning", "reasoning_text"];
 
 
+/// Where a tool call of the Chat Completions stream carries Gemini's thought signature (and
+/// where the request sends it back: `view`'s tool call).
+pub(super) const GEMINI_SIGNATURE: &str = "/extra_content/google/thought_signature";
+
 /// Decoder state: what has been seen so far of one reply.
 #[derive(Default)]
 pub(super) struct OpenAiDecoder {
@@ -24,6 +28,10 @@ pub(super) struct OpenAiDecoder {
     by_wire_index: HashMap<u64, usize>,
     /// The field the thinking streaming now comes in (until text or a call follows it).
     thinking: Option<&'static str>,
+    /// The `index` of the choice this reply is: the first one seen. We never ask for more than
+    /// one (`n`), but a server that sends several interleaves them; pi reads whichever is first
+    /// in each chunk and so mixes their text. We keep to one.
+    choice: Option<u64>,
 }
 
 impl Decoder for OpenAiDecoder {
@@ -36,6 +44,10 @@ impl Decoder for OpenAiDecoder {
         if data == "[DONE]" {
             self.finished = true;
             return Ok(Flow::Done);
+        }
+        // A named `error` event (proxies, vLLM): whatever its data, the reply ends with it.
+        if event.name == "error" {
+            return Err(named_error(data));
         }
         let chunk: Value = serde_json::from_str(data)
             .map_err(|e| format!("invalid JSON in an event ({e}): {}", wire::truncate(data, 120)))?;
@@ -52,7 +64,7 @@ impl Decoder for OpenAiDecoder {
         if let Some(usage) = usage {
             self.end.usage = parse_usage(usage);
         }
-        let Some(choice) = chunk.pointer("/choices/0") else { return Ok(Flow::Continue) };
+        let Some(choice) = self.our_choice(&chunk) else { return Ok(Flow::Continue) };
         // Some servers (Moonshot) put the usage in the choice instead.
         if let Some(usage) = choice.get("usage").filter(|u| usage.is_none() && u.is_object()) {
             self.end.usage = parse_usage(usage);
@@ -65,7 +77,11 @@ impl Decoder for OpenAiDecoder {
                 self.thinking.get_or_insert(field);
                 emit(StreamEvent::ThinkingDelta(t.to_owned()));
             }
-            let text = delta.get("content").and_then(Value::as_str).filter(|s| !s.is_empty());
+            // A refusal (`content` null beside it) is the reply's text, as the Responses
+            // format's refusal part is: the user reads why there is no answer.
+            let text = ["content", "refusal"]
+                .iter()
+                .find_map(|k| delta.get(*k).and_then(Value::as_str).filter(|s| !s.is_empty()));
             let calls = delta.get("tool_calls").and_then(Value::as_array).filter(|c| !c.is_empty());
             if text.is_some() || calls.is_some() {
                 self.end_thinking(emit);
@@ -101,12 +117,29 @@ impl Decoder for OpenAiDecoder {
         }
         self.end_thinking(emit);
         // Calls may interleave until the end: they are complete only now.
-        self.calls.finish_all(emit);
+        if self.end.stop_reason == StopReason::Length {
+            self.calls.finish_all_at_limit(&wire::cut_call("max_tokens"), emit);
+        } else {
+            self.calls.finish_all(emit);
+        }
         Ok(self.end)
     }
 }
 
 impl OpenAiDecoder {
+    /// The chunk's choice of this reply: the one at the `index` of the first choice seen (a
+    /// choice without `index` counts as 0). Chunks of other choices are skipped.
+    fn our_choice<'c>(&mut self, chunk: &'c Value) -> Option<&'c Value> {
+        let index_of = |c: &Value| c.get("index").and_then(Value::as_u64).unwrap_or(0);
+        let choices = chunk.get("choices").and_then(Value::as_array)?;
+        let ours = *self.choice.get_or_insert(index_of(choices.first()?));
+        let choice = choices.iter().find(|c| index_of(c) == ours);
+        if choice.is_none() {
+            tracing::debug!(choice = ours, "skipping a chunk of another choice");
+        }
+        choice
+    }
+
     /// The thinking streaming so far is a block: its signature is its field, as pi records it.
     fn end_thinking(&mut self, emit: &mut dyn FnMut(StreamEvent)) {
         if let Some(field) = self.thinking.take() {
@@ -144,6 +177,11 @@ impl OpenAiDecoder {
                 i
             }
         };
+        // Gemini 3 (its OpenAI-compatible endpoint) signs a call; it refuses the call back
+        // without the signature.
+        if let Some(signature) = call.pointer(GEMINI_SIGNATURE).and_then(Value::as_str) {
+            self.calls.set_signature(index, signature);
+        }
         match call.pointer("/function/arguments") {
             Some(Value::String(piece)) => self.calls.append(index, piece, emit),
             // A few servers send the arguments as an object rather than JSON text.
@@ -151,6 +189,16 @@ impl OpenAiDecoder {
             _ => {}
         }
     }
+}
+
+/// The error a named `error` event reports: its error object when the data holds one, else
+/// the data itself as the message (some servers send plain text).
+fn named_error(data: &str) -> DecodeError {
+    let reported = serde_json::from_str::<Value>(data).ok().and_then(|v| wire::reported_error(&v));
+    reported.unwrap_or_else(|| DecodeError::Reported {
+        code: None,
+        message: if data.is_empty() { "an empty error event".into() } else { wire::truncate(data, 1000) },
+    })
 }
 
 /// `usage` in pi's terms (its `parseChunkUsage`): prompt tokens read from the cache count as

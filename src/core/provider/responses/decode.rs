@@ -13,9 +13,6 @@ use super::super::types::{StreamEnd, StreamEvent};
 use super::super::wire::{self, DecodeError, Decoder, Flow, SseEvent, ToolCalls};
 use crate::core::message::{StopReason, Usage};
 
-/// Why a call the reply did not finish is not run.
-const CUT_CALL: &str = "the reply reached its output limit (max_output_tokens) before the call was complete";
-
 /// Decoder state: what has been seen so far of one reply.
 #[derive(Default)]
 pub(super) struct ResponsesDecoder {
@@ -142,10 +139,10 @@ impl Decoder for ResponsesDecoder {
             return Err("connection closed before the reply finished".into());
         }
         self.close_current(emit);
-        let cut = self.end.stop_reason == StopReason::Length;
+        let cut = (self.end.stop_reason == StopReason::Length).then(|| wire::cut_call("max_output_tokens"));
         for index in 0..self.calls.len() {
-            if cut {
-                self.calls.cut(index, CUT_CALL, emit);
+            if let Some(why) = &cut {
+                self.calls.cut(index, why, emit);
             } else {
                 self.calls.finish(index, emit);
             }

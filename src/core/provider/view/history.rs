@@ -10,7 +10,8 @@ use crate::core::provider::types::ProviderConfig;
 /// - an assistant turn that ended in an error or was aborted is not sent (it may hold partial
 ///   content: a half-written call, reasoning without its answer), nor results for its calls;
 /// - thinking written by another model (`config` is the model spoken to) goes as text, its
-///   redacted thinking not at all (it is only valid for the model that wrote it);
+///   redacted thinking and its calls' thought signatures not at all (they are only valid for
+///   the model that wrote them);
 /// - a call without its result gets pi's synthetic one, an error "No result provided", before
 ///   the next user or assistant message (a failed turn skipped in between does not count: a
 ///   result after it still answers the call, where pi would send both);
@@ -38,6 +39,7 @@ pub(in crate::core::provider) fn prepare<'a>(messages: Vec<MessageView<'a>>, con
                 if msg.is_assistant() {
                     if !msg.same_model(config) {
                         foreign_thinking_as_text(&mut msg.content);
+                        foreign_signatures_dropped(&mut msg.content);
                     }
                     let calls = msg.content.blocks_of("toolCall");
                     pending = calls.iter().map(|b| b.id.clone().unwrap_or(Str::plain(""))).collect();
@@ -62,6 +64,14 @@ fn foreign_thinking_as_text(content: &mut ContentView<'_>) {
     blocks.retain(|b| !b.is("thinking") || (b.redacted != Some(true) && b.thinking.as_ref().is_some_and(|t| !t.is_blank())));
     for block in blocks.iter_mut().filter(|b| b.is("thinking")) {
         *block = BlockView::text(block.thinking.take().unwrap_or(Str::plain("")));
+    }
+}
+
+/// Another model's call signatures, dropped as pi drops them (`transformMessages`).
+fn foreign_signatures_dropped(content: &mut ContentView<'_>) {
+    let ContentView::Blocks(blocks) = content else { return };
+    for block in blocks.iter_mut() {
+        block.thought_signature = None;
     }
 }
 

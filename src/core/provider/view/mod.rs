@@ -60,6 +60,8 @@ pub(super) struct BlockView<'a> {
     pub(super) id: Option<Str<'a>>,
     pub(super) name: Option<Str<'a>>,
     pub(super) arguments: Option<Args<'a>>,
+    /// A tool call's `thoughtSignature` (Gemini's), for the model that signed it only.
+    pub(super) thought_signature: Option<Str<'a>>,
     pub(super) data: Option<Str<'a>>,
     pub(super) mime_type: Option<Str<'a>>,
 }
@@ -77,6 +79,7 @@ impl<'a> BlockView<'a> {
             id: extra("id"),
             name: extra("name"),
             arguments: block.extra.get("arguments").map(Args::Value),
+            thought_signature: extra("thoughtSignature"),
             data: extra("data"),
             mime_type: extra("mimeType"),
         }
@@ -268,6 +271,7 @@ impl<'de> Deserialize<'de> for BlockView<'de> {
                         "id" => b.id = Str::from_raw(extra_value(&mut map)?),
                         "name" => b.name = Str::from_raw(extra_value(&mut map)?),
                         "arguments" => b.arguments = Some(Args::Json(extra_value(&mut map)?)),
+                        "thoughtSignature" => b.thought_signature = Str::from_raw(extra_value(&mut map)?),
                         "data" => b.data = Str::from_raw(extra_value(&mut map)?),
                         "mimeType" => b.mime_type = Str::from_raw(extra_value(&mut map)?),
                         _ => {
