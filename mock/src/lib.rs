@@ -675,9 +675,11 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         inner.recorded.notify_waiters();
         return respond(&mut wr, status, &answer.to_string(), None).await;
     }
-    let listing = (req.method == "GET" && req.path.ends_with("/models"))
-        || (req.method == "GET" && (req.path == "/api/tags" || req.path == "/api/ps"))
-        || (req.method == "POST" && req.path == "/api/show");
+    let listing = match req.method.as_str() {
+        "GET" => req.path.ends_with("/models") || req.path == "/api/tags" || req.path == "/api/ps",
+        "POST" => req.path == "/api/show",
+        _ => false,
+    };
     if listing {
         let (status, answer) = listing_answer(&mut inner.state().listing, record);
         return respond(&mut wr, status, &answer.to_string(), None).await;

@@ -150,7 +150,7 @@ pub fn window_named(message: &str) -> Option<u64> {
     let m = message.to_ascii_lowercase();
     let number_after = |phrase: &str| -> Option<u64> {
         m.match_indices(phrase).find_map(|(at, _)| {
-            let rest = m[at + phrase.len()..].trim_start_matches(|c: char| c == ' ' || c == '(' || c == ':');
+            let rest = m[at + phrase.len()..].trim_start_matches([' ', '(', ':']);
             let digits: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == ',').filter(|c| *c != ',').collect();
             digits.parse().ok().filter(|n| *n > 0)
         })
