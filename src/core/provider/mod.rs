@@ -203,7 +203,7 @@ impl Provider {
             Some(state) => self.config.model_info(state.known(&self.config.model).map(|(info, _)| info).as_ref()),
             None => self.config.model_info(self.listing.listed(&self.config.model).as_ref()),
         };
-        if let Some(window) = self.refused_window().filter(|w| info.context_window.map_or(true, |known| *w < known)) {
+        if let Some(window) = self.refused_window().filter(|w| info.context_window.is_none_or(|known| *w < known)) {
             info.context_window = Some(window);
             info.source = Source::Refused;
         }
