@@ -599,3 +599,26 @@ async fn a_new_session_that_starts_at_the_wall_does_not_continue_and_says_why() 
     assert_eq!(env.sessions().len(), 2, "the handoff itself happened");
     env.heard("the warning", |n| n == text::DOCUMENT_AT_THE_WALL).await;
 }
+
+/// At the wall there is no going on where the session is: a document cut off at the output
+/// limit is kept, marked where it stops, and the work goes on (`:Handoff` refuses it:
+/// tests/handoff.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_document_cut_off_at_the_output_limit_is_kept_at_the_wall_marked_where_it_stops() {
+    let env = Env::new().await;
+    let old = env.session_path();
+    let file = env.file("notes.txt", "the secret number is 42\n");
+    env.mock.push(tool_call_reply("read", json!({ "path": file.to_str().unwrap() }), "call_1").with_usage(big_usage()));
+    env.mock.push(common::with_stop("## Goal\nRead notes.txt and report the number.\n\n## Progress\nRead the fi", "length"));
+    env.mock.push(MockReply::text("The number is 42."));
+    let ran = run(&env, "read notes.txt and tell me the number").await;
+    let Ran::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
+    assert_eq!(result.last_assistant().unwrap().text(), "The number is 42.");
+    let (outcome, _) = env.auto_ends_heard().await.pop().unwrap();
+    assert!(matches!(outcome, handoff::HandoffOutcome::Done { .. }), "{outcome:?}");
+    let new = env.session_path();
+    assert_ne!(new, old);
+    let entry = handoff_entry(&new).to_string();
+    assert!(entry.contains(&format!("Read the fi\\n\\n{}", handoff::CUT_OFF_MARK)), "{entry}");
+    assert!(entry.contains("<user-task>"), "the user's words follow the cut document: {entry}");
+}

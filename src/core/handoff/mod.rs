@@ -198,10 +198,16 @@ impl Drop for AbortControllerGuard<'_> {
     }
 }
 
+/// What ends a document the model wrote up to its output limit, at the wall.
+pub const CUT_OFF_MARK: &str = "[The document was cut off here at the model's output limit.]";
+
 /// Capture: the document, or why there is none.
 /// Gap (stale or partial replies): only the assistant message of *this* run counts, and only
-/// with a normal stop; an aborted turn is a cancellation, an errored or cut-off one a failure.
-fn capture(result: &RunResult) -> Result<String, NoDocument> {
+/// with a normal stop; an aborted turn is a cancellation, an errored one a failure. A document
+/// cut off at the output limit fails `:Handoff` (the user can add a focus and run it again);
+/// at the wall (`at_wall`) it is kept, marked where it stops: the session cannot go on where
+/// it is, and the facts and the user's words follow the document whole.
+fn capture(result: &RunResult, at_wall: bool) -> Result<String, NoDocument> {
     let Some(reply) = result.last_assistant() else {
         return Err(NoDocument::NoText);
     };
@@ -211,14 +217,18 @@ fn capture(result: &RunResult) -> Result<String, NoDocument> {
             let message = reply.error_message.as_deref().unwrap_or("the model request failed");
             return Err(NoDocument::ModelError(message.to_string()));
         }
-        StopReason::Length => return Err(NoDocument::CutOff),
+        StopReason::Length if !at_wall => return Err(NoDocument::CutOff),
         StopReason::ToolUse => return Err(NoDocument::ToolUse),
-        StopReason::Stop => {}
+        StopReason::Length | StopReason::Stop => {}
     }
     // Gap (no text = cancelled): no text is a failure with its own message.
     let document = reply.text();
     if !reply.content.has_text_block() || document.trim().is_empty() {
         return Err(NoDocument::NoText);
+    }
+    if reply.stop_reason == Some(StopReason::Length) {
+        tracing::warn!("the automatic handoff's document was cut off at the output limit: kept as written");
+        return Ok(format!("{}\n\n{CUT_OFF_MARK}", document.trim()));
     }
     Ok(document.trim().to_string())
 }
@@ -435,7 +445,7 @@ async fn generate(
     if token.is_cancelled() {
         return Err(NoDocument::Cancelled);
     }
-    let document = capture(&result)?;
+    let document = capture(&result, auto.is_some())?;
     if auto.is_some() {
         // Kept now that it succeeded: the old session shows the handoff as `:Handoff` does.
         agent.record_messages(&result.messages)?;
