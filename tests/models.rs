@@ -171,8 +171,8 @@ async fn a_pi_provider_works_unchanged_with_its_key_headers_and_models() {
     assert_eq!(sent[0].header("x-team"), Some("team-7"));
     assert_eq!(sent[0].body["model"], json!("qwen3-coder"), "the provider's first model");
     assert_eq!(sent[0].body["max_tokens"], json!(1_000));
-    let session = std::fs::read_dir(dir.path().join("sessions")).unwrap().flatten().flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten()).next().unwrap();
-    let text = std::fs::read_to_string(session.path()).unwrap();
+    let session = common::session_files(&dir.path().join("sessions")).remove(0);
+    let text = std::fs::read_to_string(session).unwrap();
     assert!(text.contains(r#""provider":"local""#), "pi's provider name is recorded: pi resumes with it");
     let log = std::fs::read_to_string(dir.path().join("handoff.log")).unwrap_or_default();
     for (what, text) in [("the session", &text), ("the log", &log), ("stderr", &out.stderr)] {
@@ -328,9 +328,8 @@ async fn every_preset_holds_a_conversation_with_thinking_and_a_tool_loop() {
         assert_eq!(sent[0].body["model"], json!(preset.model), "{name}");
         let second = sent[1].body.to_string();
         assert!(second.contains("the number is 42"), "{name}: the tool result goes back: {second}");
-        let sessions = dir.path().join("sessions");
-        let file = std::fs::read_dir(&sessions).unwrap().flatten().flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten()).next().unwrap();
-        let session = std::fs::read_to_string(file.path()).unwrap();
+        let file = common::session_files(&dir.path().join("sessions")).remove(0);
+        let session = std::fs::read_to_string(file).unwrap();
         assert!(session.contains(&format!(r#""provider":"{}""#, preset.name)), "{name}: pi's provider id");
         assert!(session.contains(r#""type":"thinking""#), "{name}: the thinking is stored");
         assert!(!session.contains(&format!("key-of-{name}")), "{name}: the key is in the session");

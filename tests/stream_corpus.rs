@@ -1,7 +1,7 @@
 //! A corpus of real-looking provider streams (tests/fixtures/streams/{chat,anthropic,responses}/:
 //! each `.sse` the raw bytes a server sends, its `.json` the assistant message as pi stores it
-//! and how the reply ends), with the quirks real APIs show (../shared/spec/providers.md, "Real
-//! streams are messier than the docs").
+//! and how the reply ends), with the quirks real APIs show (listed in doc/reliability.md,
+//! "Real streams").
 //!
 //! Each stream goes through the mock ([`MockReply::Raw`]) and the real provider and agent, whole
 //! and in slices, and the stored message must be the expected one; the decoder alone gets many

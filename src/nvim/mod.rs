@@ -442,7 +442,7 @@ impl Host {
                 current: provider.model_info(),
                 context_window: config.context_window,
                 models: catalogue.models,
-                error: catalogue.error.filter(|_| fetch).map(|e| e.to_string()),
+                error: catalogue.error.map(|e| e.to_string()),
             },
         )
     }

@@ -257,10 +257,11 @@ impl Provider {
     /// is missing, when it is. `fetch`: read the list now if it was not (else only what is
     /// known already, at once: for completion).
     pub async fn catalogue(&self, fetch: bool) -> Catalogue {
+        // Without `fetch` a list not read yet is no error: there is just nothing listed yet.
         let listed = match (&self.client, fetch) {
             (Ok(client), true) => self.fetch_list(client).await,
             (Err(e), true) => Err(ProviderError::Client(e.clone())),
-            (_, false) => self.known_list().ok_or_else(|| ProviderError::Client("the model list was not read yet".into())),
+            (_, false) => Ok(self.known_list().unwrap_or_default()),
         };
         let table = &self.config.table;
         let (mut models, error): (Vec<ModelInfo>, _) = match listed {
