@@ -15,6 +15,7 @@
 
 #[cfg(target_os = "linux")]
 pub mod linux;
+pub mod protected;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -2,16 +2,14 @@
 //! home folder, a leading `@` (how users mention files) dropped, odd Unicode spaces made plain.
 //! `read` also tries the spellings macOS uses in screenshot names.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use crate::core::sandbox::protected::{home as home_dir, normalize_lexically};
 
 use unicode_normalization::UnicodeNormalization;
 
 fn is_unicode_space(c: char) -> bool {
     matches!(c, '\u{00A0}' | '\u{2000}'..='\u{200A}' | '\u{202F}' | '\u{205F}' | '\u{3000}')
-}
-
-fn home_dir() -> Option<PathBuf> {
-    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from)
 }
 
 /// `@foo` → `foo`, `~` and `~/…` → the home folder, Unicode spaces → ` `.
@@ -28,23 +26,6 @@ pub fn expand_path(path: &str) -> PathBuf {
         }
     }
     PathBuf::from(normalized)
-}
-
-/// Removes `.` and resolves `..` without touching the file system (as Node's `path.resolve`).
-fn normalize_lexically(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    out.push(component);
-                }
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// The absolute path a tool argument names.

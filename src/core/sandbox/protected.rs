@@ -1,0 +1,269 @@
+//! What no tool reaches silently, sandbox or not: the project's files that make *other*
+//! programs run code (git hooks and config, the editor's project-local config, MCP server
+//! lists), the user's credentials, and anything whose real location is outside the project.
+//!
+//! One owner for these lists: the sandbox helper makes them read-only (or hides them) for
+//! commands, and the host tools (`read`, `edit`, `write`) ask before touching them under every
+//! policy. See `:help handoff-sandbox`.
+
+use std::path::{Component, Path, PathBuf};
+
+/// Paths relative to the project root that other programs run code from, with why. Read-only
+/// to sandboxed commands (where they exist; see [`PLANTED_CODE_NAMES`] for host tools).
+pub const PLANTED_CODE: [(&str, &str); 7] = [
+    (".git/hooks", "git runs the hooks in it"),
+    (".git/config", "git runs commands it names (core.fsmonitor, core.hooksPath, filters, aliases)"),
+    (".gitmodules", "git submodule commands follow it"),
+    (".mcp.json", "MCP clients start the servers it lists"),
+    (".nvim.lua", "Neovim runs it ('exrc')"),
+    (".exrc", "Neovim and Vim run it ('exrc')"),
+    (".lazy.lua", "lazy.nvim runs it"),
+];
+
+/// File names that run code wherever they are in the project, for the host tools (Neovim's
+/// 'exrc' also looks in parent folders; `.nvimrc` is its other name).
+const PLANTED_CODE_NAMES: [(&str, &str); 6] = [
+    (".gitmodules", "git submodule commands follow it"),
+    (".mcp.json", "MCP clients start the servers it lists"),
+    (".nvim.lua", "Neovim runs it ('exrc')"),
+    (".nvimrc", "Neovim runs it ('exrc')"),
+    (".exrc", "Neovim and Vim run it ('exrc')"),
+    (".lazy.lua", "lazy.nvim runs it"),
+];
+
+/// Credential folders and files under the home folder (`~/…`). Hidden from sandboxed commands;
+/// `read` asks for them under every policy.
+pub const CREDENTIALS_IN_HOME: [&str; 20] = [
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".docker/config.json",
+    ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".password-store",
+    ".local/share/keyrings",
+    ".pi/agent/auth.json",
+    ".config/gh",
+    ".config/github-copilot",
+    ".config/gcloud",
+    ".config/hub",
+    ".config/op",
+];
+
+/// Credential folders under `$XDG_CONFIG_HOME` when it is not `~/.config`.
+const CREDENTIALS_IN_CONFIG: [&str; 5] = ["gh", "github-copilot", "gcloud", "hub", "op"];
+
+/// The home folder (`$HOME`), if set.
+pub fn home() -> Option<PathBuf> {
+    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from)
+}
+
+/// Every credential location of this user, as absolute paths (existing or not): the home
+/// folder's ([`CREDENTIALS_IN_HOME`]) and `$XDG_CONFIG_HOME`'s.
+pub fn credential_paths() -> Vec<PathBuf> {
+    credential_paths_for(home().as_deref(), std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from).as_deref())
+}
+
+fn credential_paths_for(home: Option<&Path>, xdg_config: Option<&Path>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = match home {
+        Some(home) => CREDENTIALS_IN_HOME.iter().map(|p| home.join(p)).collect(),
+        None => Vec::new(),
+    };
+    if let Some(config) = xdg_config.filter(|c| c.is_absolute()) {
+        for name in CREDENTIALS_IN_CONFIG {
+            let path = config.join(name);
+            if !out.contains(&path) {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// Removes `.` and resolves `..` without touching the file system.
+pub fn normalize_lexically(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push(component);
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Where `path` (absolute) really lands: every symlink of the part that exists resolved, `..`
+/// taken after that (as the kernel does), the part that does not exist yet appended. A symlink
+/// planted at the end (dangling, say) is followed as the write would follow it.
+pub fn real_path(path: &Path) -> PathBuf {
+    let path = if path.is_absolute() { path.to_path_buf() } else { Path::new("/").join(path) };
+    real_path_bounded(&path, 40)
+}
+
+/// [`real_path`], following at most `depth` dangling links (a loop of them ends there).
+fn real_path_bounded(path: &Path, depth: u32) -> PathBuf {
+    if depth == 0 {
+        return normalize_lexically(path);
+    }
+    let mut missing: Vec<std::ffi::OsString> = Vec::new();
+    let mut prefix = path;
+    loop {
+        if let Ok(real) = std::fs::canonicalize(prefix) {
+            let mut out = real;
+            for part in missing.iter().rev() {
+                out.push(part);
+            }
+            return normalize_lexically(&out);
+        }
+        if let Ok(target) = std::fs::read_link(prefix) {
+            let base = prefix.parent().unwrap_or(Path::new("/"));
+            let mut next = normalize_lexically(&base.join(target));
+            for part in missing.iter().rev() {
+                next.push(part);
+            }
+            return real_path_bounded(&next, depth - 1);
+        }
+        match (prefix.parent(), prefix.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name.to_os_string());
+                prefix = parent;
+            }
+            _ => return normalize_lexically(path),
+        }
+    }
+}
+
+/// Why a host tool must ask before touching a path, whatever the policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Protected {
+    /// Its real location is outside the project (shown: it may differ from the path asked).
+    Outside { real: PathBuf },
+    /// Inside the project, a file other programs run code from (the reason says which).
+    PlantedCode { real: PathBuf, why: &'static str },
+    /// One of the user's credential files or folders.
+    Credential { real: PathBuf },
+}
+
+impl Protected {
+    /// Where the call really lands.
+    pub fn real(&self) -> &Path {
+        match self {
+            Protected::Outside { real } | Protected::PlantedCode { real, .. } | Protected::Credential { real } => real,
+        }
+    }
+
+    /// One sentence for the approval and for a refusal: what and why.
+    pub fn describe(&self) -> String {
+        match self {
+            Protected::Outside { real } => format!("{} is outside the project", real.display()),
+            Protected::PlantedCode { real, why } => format!("{} runs code outside the sandbox: {why}", real.display()),
+            Protected::Credential { real } => format!("{} holds credentials", real.display()),
+        }
+    }
+}
+
+/// What the project folder is for these checks: its real location.
+pub fn real_project(project: &Path) -> PathBuf {
+    real_path(project)
+}
+
+/// Whether a host tool that *reads* `path` (absolute) must ask first: a credential location
+/// (reading elsewhere is what a sandboxed command may do too).
+pub fn check_read(path: &Path) -> Option<Protected> {
+    let real = real_path(path);
+    is_credential(&real).then_some(Protected::Credential { real })
+}
+
+/// Whether a host tool that *writes* `path` (absolute) in a session whose project is `project`
+/// must ask first: outside the project (real locations compared), a credential, or code other
+/// programs run.
+pub fn check_write(path: &Path, project: &Path) -> Option<Protected> {
+    let real = real_path(path);
+    if is_credential(&real) {
+        return Some(Protected::Credential { real });
+    }
+    let project = real_project(project);
+    let Ok(inside) = real.strip_prefix(&project) else { return Some(Protected::Outside { real }) };
+    if let Some(why) = planted_code_reason(inside) {
+        return Some(Protected::PlantedCode { real, why });
+    }
+    None
+}
+
+/// Why `relative` (a path inside the project) runs code elsewhere: anything in a `.git` folder
+/// (or the `.git` file of a worktree), or one of [`PLANTED_CODE_NAMES`] at any depth.
+pub fn planted_code_reason(relative: &Path) -> Option<&'static str> {
+    let mut parts = relative.components().filter_map(|c| match c {
+        Component::Normal(name) => Some(name),
+        _ => None,
+    });
+    if parts.any(|p| p == ".git") {
+        return Some("git reads what is in .git (hooks and config run commands)");
+    }
+    let name = relative.file_name()?;
+    PLANTED_CODE_NAMES.iter().find(|(n, _)| name == *n).map(|(_, why)| *why)
+}
+
+/// Whether `real` (a real path) is one of the credential locations or inside one.
+pub fn is_credential(real: &Path) -> bool {
+    credential_paths().iter().any(|c| real.starts_with(c) || real.starts_with(real_path(c)))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn real_path_follows_links_and_appends_what_does_not_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let project = root.join("p");
+        let outside = root.join("outside");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, project.join("link")).unwrap();
+        assert_eq!(real_path(&project.join("link/new/file")), outside.join("new/file"));
+        assert_eq!(real_path(&project.join("a/../b")), project.join("b"));
+        // `..` after a link is taken from where the link lands, as the kernel does.
+        assert_eq!(real_path(&project.join("link/../x")), root.join("x"));
+        // A dangling link: the write would create its target.
+        std::os::unix::fs::symlink(outside.join("target.txt"), project.join("dangling")).unwrap();
+        assert_eq!(real_path(&project.join("dangling")), outside.join("target.txt"));
+        assert_eq!(check_write(&project.join("link/f"), &project), Some(Protected::Outside { real: outside.join("f") }));
+        assert_eq!(check_write(&project.join("src/f.rs"), &project), None);
+    }
+
+    #[test]
+    fn planted_code_is_anything_in_git_and_the_editor_and_mcp_files() {
+        assert!(planted_code_reason(Path::new(".git/hooks/pre-commit")).is_some());
+        assert!(planted_code_reason(Path::new(".git/config")).is_some());
+        assert!(planted_code_reason(Path::new("sub/.git/config")).is_some());
+        assert!(planted_code_reason(Path::new(".nvim.lua")).is_some());
+        assert!(planted_code_reason(Path::new("deep/dir/.exrc")).is_some());
+        assert!(planted_code_reason(Path::new(".mcp.json")).is_some());
+        assert!(planted_code_reason(Path::new("src/main.rs")).is_none());
+        assert!(planted_code_reason(Path::new(".github/workflows/ci.yml")).is_none());
+        assert!(planted_code_reason(Path::new(".gitignore")).is_none());
+    }
+
+    #[test]
+    fn credentials_are_found_in_home_and_in_the_config_folder() {
+        let paths = credential_paths_for(Some(Path::new("/home/u")), Some(Path::new("/cfg")));
+        assert!(paths.contains(&PathBuf::from("/home/u/.ssh")));
+        assert!(paths.contains(&PathBuf::from("/home/u/.pi/agent/auth.json")));
+        assert!(paths.contains(&PathBuf::from("/cfg/github-copilot")));
+        assert!(credential_paths_for(None, Some(Path::new("relative"))).is_empty());
+    }
+}
