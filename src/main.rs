@@ -36,7 +36,8 @@ fn init_logging(cli: &Cli, is_rpc: bool) {
 
 fn main() -> ExitCode {
     // The sandbox's helper, once per bash command: nothing else is set up for it.
-    if std::env::args_os().nth(1).is_some_and(|a| a == handoff_nvim::core::sandbox::HELPER_COMMAND) {
+    let helper = [handoff_nvim::core::sandbox::HELPER_COMMAND, handoff_nvim::core::sandbox::PROBE_COMMAND];
+    if std::env::args_os().nth(1).is_some_and(|a| helper.iter().any(|h| a == *h)) {
         return handoff_nvim::cli::sandbox_exec_main(std::env::args_os().skip(1));
     }
     let cli = Cli::parse();

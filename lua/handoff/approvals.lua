@@ -25,6 +25,7 @@ local api = vim.api
 ---@field origin? { server: string, tool: string, readOnlyHint?: boolean, destructiveHint?: boolean } an MCP tool's server
 ---@field sandbox? string the sandbox the command runs in (`workspace-write, no network`)
 ---@field unsandboxed? string why this approval would run the command outside the sandbox
+---@field holes? string what the sandbox cannot protect for this command here, and why
 
 ---@type table<string, handoff.ApprovalRequest> requests waiting for an answer, by id
 local pending = {}
@@ -76,6 +77,8 @@ function M.lines(r)
     vim.list_extend(lines, { "```" })
     if r.unsandboxed then
       vim.list_extend(lines, { "", "*Why:* " .. r.unsandboxed })
+    elseif r.holes then
+      vim.list_extend(lines, { "", "*Runs in the sandbox, but " .. r.holes .. "*" })
     elseif r.sandbox then
       vim.list_extend(lines, { "", "*Runs in the sandbox: " .. r.sandbox .. "*" })
     end
@@ -128,6 +131,7 @@ function M.request(r)
     origin = r.origin,
     sandbox = r.sandbox,
     unsandboxed = r.unsandboxed,
+    holes = r.holes,
   })
 end
 

@@ -16,13 +16,21 @@ pub const NO_TERMINAL: &str =
 pub const NO_TERMINAL_TO_LIFT: &str =
     "handoff-nvim has no terminal to ask on whether to run this outside the sandbox (--yes never lifts it): pass --sandbox off to run commands outside it";
 
+/// The result text of a command whose sandbox has holes here when nobody can be asked.
+pub const NO_TERMINAL_FOR_HOLES: &str =
+    "handoff-nvim has no terminal to ask on whether to run this in a sandbox that cannot protect everything here (--yes never answers that): pass --sandbox off to run commands without the sandbox";
+
 /// Nobody to ask (no terminal): a refusal, naming the flag that would have allowed the call.
 struct NoTerminal;
 
 #[async_trait]
 impl Consent for NoTerminal {
     async fn ask(&self, request: ApprovalRequest) -> Decision {
-        let reason = if request.unsandboxed.is_some() { NO_TERMINAL_TO_LIFT } else { NO_TERMINAL };
+        let reason = match (&request.unsandboxed, &request.holes) {
+            (Some(_), _) => NO_TERMINAL_TO_LIFT,
+            (None, Some(_)) => NO_TERMINAL_FOR_HOLES,
+            (None, None) => NO_TERMINAL,
+        };
         Decision::Reject { reason: Some(reason.into()) }
     }
 }
@@ -45,6 +53,9 @@ pub fn for_this_process() -> std::sync::Arc<dyn Consent> {
 fn describe(request: &ApprovalRequest) -> String {
     if let Some(why) = &request.unsandboxed {
         return format!("$ {}\nOutside the sandbox: {why}", request.summary);
+    }
+    if let Some(holes) = &request.holes {
+        return format!("$ {}\nIn the sandbox, but {holes}", request.summary);
     }
     if let Some(sandbox) = &request.sandbox {
         return format!("$ {}\n(in the sandbox: {sandbox})", request.summary);

@@ -380,6 +380,20 @@ pub fn run_local(command: &Command, settings: &Settings) -> Option<anyhow::Resul
 /// it cannot (the command did not run). Read before anything else (no settings, no logging):
 /// it runs once per command. `args`: the line after the program's name.
 pub fn sandbox_exec_main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
+    let mut args = args.into_iter().peekable();
+    if args.peek().is_some_and(|a| a == crate::core::sandbox::PROBE_COMMAND) {
+        #[cfg(target_os = "linux")]
+        let probed = crate::core::sandbox::linux::probe_mounts();
+        #[cfg(not(target_os = "linux"))]
+        let probed: Result<(), String> = Err("no mount namespaces off Linux".into());
+        return match probed {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(why) => {
+                eprintln!("error: {why}");
+                ExitCode::from(exit::FAILURE)
+            }
+        };
+    }
     let why = match crate::core::sandbox::HelperArgs::parse(args) {
         Err(usage) => usage,
         #[cfg(target_os = "linux")]

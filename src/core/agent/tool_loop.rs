@@ -152,6 +152,10 @@ impl AgentSession {
                         Confinement::Unavailable(why) => Some(why.clone()),
                         _ => None,
                     },
+                    holes: match &confinement {
+                        Confinement::Sandboxed(s) => s.holes(&ctx.cwd),
+                        _ => None,
+                    },
                 }
             };
             let verdict = tokio::select! {
@@ -204,6 +208,7 @@ impl AgentSession {
             origin: None,
             sandbox: None,
             unsandboxed: Some(format!("the sandboxed run looks blocked by the sandbox: {why}")),
+            holes: None,
         };
         let decision = tokio::select! {
             decision = consent.ask(request) => decision,
@@ -233,7 +238,10 @@ impl AgentSession {
             return Confinement::Unavailable(format!("the sandbox cannot be enforced: {why}"));
         }
         match (sandbox::helper_binary(), sandbox::private_tmpdir()) {
-            (Ok(helper), Ok(tmpdir)) => Confinement::Sandboxed(Sandboxed { helper, settings: self.sandbox, tmpdir }),
+            (Ok(helper), Ok(tmpdir)) => {
+                let mounts = sandbox::mount_namespaces().is_ok();
+                Confinement::Sandboxed(Sandboxed { helper, settings: self.sandbox, tmpdir, mounts })
+            }
             (Err(e), _) | (_, Err(e)) => Confinement::Unavailable(format!("the sandbox cannot be set up: {e}")),
         }
     }
@@ -250,15 +258,20 @@ impl AgentSession {
         kind: ToolKind,
         key: Option<ConsentKey>,
     ) -> Verdict {
-        let Confinement::Unavailable(_) = confinement else {
-            let sandboxed = matches!(confinement, Confinement::Sandboxed(_));
-            return consent::decide(&self.policy, &self.grants, consent, request, &call.name, kind, key, sandboxed).await;
-        };
+        let holed = matches!(confinement, Confinement::Sandboxed(s) if s.holes(&self.session().cwd().to_path_buf()).is_some());
+        if !holed {
+            let Confinement::Unavailable(_) = confinement else {
+                let sandboxed = matches!(confinement, Confinement::Sandboxed(_));
+                return consent::decide(&self.policy, &self.grants, consent, request, &call.name, kind, key, sandboxed).await;
+            };
+        }
         if self.policy.rule(&call.name, kind) == consent::Rule::Deny {
             return consent::decide(&self.policy, &self.grants, consent, request, &call.name, kind, key, false).await;
         }
         match consent.ask(request.await).await {
             Decision::Allow => Verdict::Run,
+            // A sandbox with holes is asked about per command: "always" is this once.
+            Decision::Always if holed => Verdict::Run,
             Decision::Always => {
                 self.grants.remember(OUTSIDE_THE_SANDBOX, key);
                 Verdict::Run

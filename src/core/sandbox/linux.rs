@@ -1,7 +1,14 @@
 //! The helper's side on Linux: restrict this (single-threaded) process, then exec the command.
-//! Landlock limits writes and TCP; a seccomp filter allows sockets only for `AF_UNIX` (Landlock
-//! does not stop UDP below ABI 10) and denies `ptrace` and `io_uring`. Neither needs user
-//! namespaces; both are inherited by every child of the command.
+//!
+//! In order: a mount namespace of its own (in a user namespace, when the host found that this
+//! system allows one), where the project's planted-code paths are bound read-only, its `.git`
+//! pinned, credential folders covered by an empty read-only tmpfs and credential files and the
+//! editor's socket by `/dev/null` — what Landlock cannot do, since it cannot take a sub-folder
+//! back from a writable one; then no_new_privs; Landlock (writes only where allowed, no TCP,
+//! no signals or abstract sockets outside the sandbox from ABI 6); a seccomp filter (with the
+//! network off: no socket but `AF_UNIX` stream ones, and no `connect`, `bind`, `listen`,
+//! `accept` or addressed send at all, so only socketpairs talk; always: no `ptrace`, no
+//! `io_uring`, no mount changes). Every child of the command inherits all of it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,6 +29,8 @@ pub fn exec(args: &HelperArgs) -> String {
     if let Err(e) = restrict_self(args) {
         return format!("{e}: the command was not run (--sandbox off runs commands outside the sandbox)");
     }
+    // Descriptors the host (or the editor before it) left open do not reach the command.
+    close_inherited();
     let Some((program, rest)) = args.command.split_first() else { return super::HELPER_USAGE.into() };
     let error = std::process::Command::new(program).args(rest).env("TMPDIR", &args.tmpdir).exec();
     format!("cannot run {}: {error}", Path::new(program).display())
@@ -44,6 +53,8 @@ pub enum RestrictError {
     SeccompFilter(#[from] seccompiler::BackendError),
     #[error("cannot set no_new_privs: {0}")]
     NoNewPrivs(std::io::Error),
+    #[error("cannot make the sandbox's mount namespace ({step}): {source}")]
+    Mount { step: String, source: std::io::Error },
 }
 
 /// The file rights Landlock must enforce (ABI 3: writes, renames across folders, truncation).
@@ -54,6 +65,9 @@ const FS_ABI: ABI = ABI::V3;
 pub fn restrict_self(r: &HelperArgs) -> Result<(), RestrictError> {
     let support = Support::probe();
     support.enforceable().map_err(RestrictError::Unsupported)?;
+    if !r.mounts.is_empty() {
+        mount_namespace(&r.mounts)?;
+    }
     no_new_privs()?;
     landlock(r, support)?;
     seccomp(r.settings.network)?;
@@ -80,7 +94,9 @@ fn landlock(r: &HelperArgs, support: Support) -> Result<(), RestrictError> {
         ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
     }
     if support.signals_scoped() {
-        ruleset = ruleset.scope(Scope::Signal)?;
+        // Signals, and abstract AF_UNIX sockets (which have no file Landlock could guard), only
+        // within the sandbox.
+        ruleset = ruleset.scope(Scope::Signal | Scope::AbstractUnixSocket)?;
     }
     let mut created = ruleset.create()?;
     // Read (and run) everything; write only where allowed.
@@ -103,19 +119,49 @@ fn landlock(r: &HelperArgs, support: Support) -> Result<(), RestrictError> {
     }
 }
 
-/// Denied with EPERM: sockets of any family but `AF_UNIX` (unless `network`), `ptrace`, and
-/// `io_uring` (its requests would bypass the socket rule).
+/// Denied with EPERM. With the network off: sockets of any family but `AF_UNIX`, `AF_UNIX`
+/// datagram sockets (a datagram may carry its own address), and `connect`, `bind`, `listen`,
+/// `accept`, `accept4` on any socket, and `sendto` with an address: a command's sockets are
+/// the socketpairs it makes, and nothing it did not make (the editor's RPC socket, D-Bus,
+/// an SSH or Docker agent) can be reached. Always: `ptrace`, `io_uring` (its requests would
+/// bypass these rules), and changes to the mounts (Landlock refuses them too).
 fn seccomp(network: bool) -> Result<(), RestrictError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     if !network {
+        let arg = |index: u8, op: SeccompCmpOp, value: u64| SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value);
         let not_unix = || -> Result<SeccompRule, seccompiler::BackendError> {
-            let domain = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?;
-            SeccompRule::new(vec![domain])
+            SeccompRule::new(vec![arg(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?])
         };
-        rules.insert(libc::SYS_socket, vec![not_unix()?]);
+        // The type's low bits, without SOCK_NONBLOCK and SOCK_CLOEXEC.
+        let unix_datagram = || -> Result<SeccompRule, seccompiler::BackendError> {
+            SeccompRule::new(vec![
+                arg(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?,
+                arg(1, SeccompCmpOp::MaskedEq(0xf), libc::SOCK_DGRAM as u64)?,
+            ])
+        };
+        rules.insert(libc::SYS_socket, vec![not_unix()?, unix_datagram()?]);
         rules.insert(libc::SYS_socketpair, vec![not_unix()?]);
+        for always in [libc::SYS_connect, libc::SYS_bind, libc::SYS_listen, libc::SYS_accept, libc::SYS_accept4] {
+            rules.insert(always, Vec::new());
+        }
+        // `send` is `sendto` without an address: only an addressed one is refused.
+        let addressed = SeccompCondition::new(4, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)?;
+        rules.insert(libc::SYS_sendto, vec![SeccompRule::new(vec![addressed])?]);
     }
-    for always in [libc::SYS_ptrace, libc::SYS_io_uring_setup, libc::SYS_io_uring_enter, libc::SYS_io_uring_register] {
+    for always in [
+        libc::SYS_ptrace,
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_move_mount,
+        libc::SYS_open_tree,
+        libc::SYS_fsopen,
+        libc::SYS_fsmount,
+        libc::SYS_mount_setattr,
+    ] {
         // No condition: every call matches.
         rules.insert(always, Vec::new());
     }
@@ -124,4 +170,125 @@ fn seccomp(network: bool) -> Result<(), RestrictError> {
     let program: BpfProgram = filter.try_into()?;
     seccompiler::apply_filter(&program)?;
     Ok(())
+}
+
+/// Marks every descriptor from 3 on close-on-exec (`close_range`, Linux 5.11): the command
+/// gets stdin, stdout and stderr only. On an older kernel nothing changes (Rust's own
+/// descriptors are close-on-exec already).
+fn close_inherited() {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range takes two numbers and flags, no pointers; with CLOEXEC it closes
+    // nothing now, so no descriptor this process still uses goes away before the exec.
+    unsafe { libc::syscall(libc::SYS_close_range, 3 as libc::c_uint, libc::c_uint::MAX, CLOSE_RANGE_CLOEXEC) };
+}
+
+fn mount_error(step: impl Into<String>) -> impl FnOnce(std::io::Error) -> RestrictError {
+    let step = step.into();
+    move |source| RestrictError::Mount { step, source }
+}
+
+fn os_result(rc: libc::c_int) -> std::io::Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn cstring(path: &Path) -> std::io::Result<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+}
+
+/// `mount(source, target, fstype, flags, data)` with paths.
+fn mount(source: Option<&Path>, target: &Path, fstype: Option<&str>, flags: libc::c_ulong, data: Option<&str>) -> std::io::Result<()> {
+    let source = source.map(cstring).transpose()?;
+    let target = cstring(target)?;
+    let fstype = fstype.map(std::ffi::CString::new).transpose().map_err(std::io::Error::other)?;
+    let data = data.map(std::ffi::CString::new).transpose().map_err(std::io::Error::other)?;
+    let ptr = |c: &Option<std::ffi::CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+    // SAFETY: every pointer is a NUL-terminated string that lives across the call, or null.
+    os_result(unsafe { libc::mount(ptr(&source), target.as_ptr(), ptr(&fstype), flags, ptr(&data).cast()) })
+}
+
+/// The flags a read-only remount must keep (a user namespace may not drop them: EPERM).
+fn locked_flags(path: &Path) -> std::io::Result<libc::c_ulong> {
+    let c = cstring(path)?;
+    // SAFETY: statvfs fills the zeroed struct we own; the path is NUL-terminated.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    os_result(unsafe { libc::statvfs(c.as_ptr(), &mut st) })?;
+    let mut flags = 0;
+    for (st_flag, ms_flag) in [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ] {
+        if st.f_flag & st_flag != 0 {
+            flags |= ms_flag;
+        }
+    }
+    Ok(flags)
+}
+
+/// `path` bound onto itself, then made read-only (keeping the flags it must keep).
+fn bind_read_only(source: &Path, target: &Path) -> std::io::Result<()> {
+    mount(Some(source), target, None, libc::MS_BIND | libc::MS_REC, None)?;
+    let keep = locked_flags(target)?;
+    mount(None, target, None, libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | keep, None)
+}
+
+/// Enters a user namespace (mapping this user to itself) and a mount namespace, and there
+/// carries out `mounts`. Nothing of it propagates back to the system's mounts.
+fn mount_namespace(mounts: &super::protected::SandboxMounts) -> Result<(), RestrictError> {
+    enter_namespaces().map_err(mount_error("unshare"))?;
+    // Our changes stay ours (as root without a user namespace, "/" may be shared).
+    mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None).map_err(mount_error("make / private"))?;
+    for path in &mounts.pinned {
+        mount(Some(path), path, None, libc::MS_BIND | libc::MS_REC, None).map_err(mount_error(format!("pin {}", path.display())))?;
+    }
+    for path in &mounts.read_only {
+        bind_read_only(path, path).map_err(mount_error(format!("make {} read-only", path.display())))?;
+    }
+    for path in &mounts.hidden {
+        let hide = if path.is_dir() {
+            mount(None, path, Some("tmpfs"), libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, Some("size=4k,mode=0500"))
+        } else {
+            bind_read_only(Path::new("/dev/null"), path)
+        };
+        hide.map_err(mount_error(format!("hide {}", path.display())))?;
+    }
+    Ok(())
+}
+
+/// `unshare(CLONE_NEWUSER | CLONE_NEWNS)` with this user and group mapped to themselves (the
+/// files keep their owners); as root without user namespaces, a mount namespace alone.
+fn enter_namespaces() -> std::io::Result<()> {
+    if std::env::var(super::SIMULATED_NO_MOUNTS_VAR).is_ok_and(|v| v == "1") {
+        return Err(std::io::Error::other(format!("simulated: no user namespaces ({})", super::SIMULATED_NO_MOUNTS_VAR)));
+    }
+    // SAFETY: getuid/getgid/unshare take no pointers.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    if os_result(unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) }).is_ok() {
+        std::fs::write("/proc/self/setgroups", "deny")?;
+        std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
+        std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
+        return Ok(());
+    }
+    let user_ns = std::io::Error::last_os_error();
+    if uid == 0 && os_result(unsafe { libc::unshare(libc::CLONE_NEWNS) }).is_ok() {
+        return Ok(());
+    }
+    Err(user_ns)
+}
+
+/// `handoff-nvim sandbox-probe`: whether this system lets the helper make its mount
+/// namespace, read-only binds included (an AppArmor-restricted user namespace has no rights to
+/// mount). `Err`: why not.
+pub fn probe_mounts() -> Result<(), String> {
+    let dir = std::env::temp_dir();
+    let mounts = super::protected::SandboxMounts { read_only: vec![dir], ..Default::default() };
+    mount_namespace(&mounts).map_err(|e| e.to_string())
 }

@@ -150,6 +150,38 @@ fn kernel_abi() -> u32 {
     0
 }
 
+/// Set to `1`, the helper behaves as on a system without unprivileged user namespaces (tests
+/// simulate one): it cannot make the mount namespace, so the probe says so. Not a setting.
+pub const SIMULATED_NO_MOUNTS_VAR: &str = "HANDOFF_SANDBOX_SIMULATE_NO_MOUNTS";
+
+/// The helper's subcommand that only tries the mount namespace (see [`mount_namespaces`]).
+pub const PROBE_COMMAND: &str = "sandbox-probe";
+
+/// Whether sandboxed commands can get their mount namespace (read-only planted code, hidden
+/// credentials, the editor's socket hidden) on this system, else why not. Asked once per
+/// process, by running the helper's probe: the same code that would make it.
+pub fn mount_namespaces() -> &'static Result<(), String> {
+    static PROBED: OnceLock<Result<(), String>> = OnceLock::new();
+    PROBED.get_or_init(|| {
+        let helper = helper_binary().map_err(|e| format!("cannot find the sandbox's helper: {e}"))?;
+        let ours = helper.file_name().is_some_and(|n| n == "handoff-nvim" || n == HELPER_BINARY);
+        if !ours {
+            return Err(format!("{} is not the sandbox's helper", helper.display()));
+        }
+        let out = std::process::Command::new(&helper)
+            .arg(PROBE_COMMAND)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", helper.display()))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let why = String::from_utf8_lossy(&out.stderr);
+        Err(why.trim().trim_start_matches("error: ").to_string())
+    })
+}
+
 /// The helper's subcommand.
 pub const HELPER_COMMAND: &str = "sandbox-exec";
 
@@ -161,6 +193,9 @@ pub struct Sandboxed {
     pub settings: SandboxSettings,
     /// The sandbox's own temp folder (the command's `TMPDIR`), writable in every mode.
     pub tmpdir: PathBuf,
+    /// Whether the helper sets up the mount namespace ([`protected::sandbox_mounts`]): false
+    /// where this system cannot (then the approval says what is not protected).
+    pub mounts: bool,
 }
 
 impl Sandboxed {
@@ -171,6 +206,32 @@ impl Sandboxed {
             SandboxMode::WorkspaceWrite => vec![cwd, &self.tmpdir],
             SandboxMode::ReadOnly | SandboxMode::Off => vec![&self.tmpdir],
         }
+    }
+
+    /// What this sandbox cannot protect for a command run in `cwd`, and why, when it has no
+    /// mount namespace ([`mount_namespaces`]) and there is something to protect: the command
+    /// must then be asked about, whatever the policy (never silently weaker).
+    pub fn holes(&self, cwd: &Path) -> Option<String> {
+        if self.mounts {
+            return None;
+        }
+        let mounts = protected::sandbox_mounts(cwd, self.settings.mode == SandboxMode::WorkspaceWrite);
+        if mounts.is_empty() {
+            return None;
+        }
+        let name = |p: &PathBuf| p.strip_prefix(cwd).map_or_else(|_| p.display().to_string(), |r| r.display().to_string());
+        let mut open = Vec::new();
+        if !mounts.read_only.is_empty() {
+            open.push(format!("{} stay writable", mounts.read_only.iter().map(name).collect::<Vec<_>>().join(", ")));
+        }
+        if !mounts.hidden.is_empty() {
+            open.push(format!("{} stay readable", mounts.hidden.iter().map(name).collect::<Vec<_>>().join(", ")));
+        }
+        let why = match mount_namespaces() {
+            Err(why) => why.clone(),
+            Ok(()) => "the mount namespace is off for this sandbox".into(),
+        };
+        Some(format!("the sandbox cannot fully protect this command ({why}): {}", open.join("; ")))
     }
 
     /// Why a result of a command run in `cwd` looks blocked by this sandbox (see
@@ -189,6 +250,15 @@ impl Sandboxed {
             out.push("--writable".into());
             out.push(dir.into());
         }
+        if self.mounts {
+            let mounts = protected::sandbox_mounts(cwd, self.settings.mode == SandboxMode::WorkspaceWrite);
+            for (flag, paths) in [("--pin", &mounts.pinned), ("--read-only", &mounts.read_only), ("--hide", &mounts.hidden)] {
+                for path in paths {
+                    out.push(flag.into());
+                    out.push(path.into());
+                }
+            }
+        }
         out.push("--tmpdir".into());
         out.push(self.tmpdir.clone().into());
         out.push("--".into());
@@ -204,6 +274,8 @@ impl Sandboxed {
 pub struct HelperArgs {
     pub settings: SandboxSettings,
     pub writable: Vec<PathBuf>,
+    /// The mount namespace's changes (none: no namespace is made).
+    pub mounts: protected::SandboxMounts,
     pub tmpdir: PathBuf,
     /// The program and its arguments.
     pub command: Vec<OsString>,
@@ -211,7 +283,7 @@ pub struct HelperArgs {
 
 /// The helper's usage, for its errors.
 pub const HELPER_USAGE: &str =
-    "usage: handoff-nvim sandbox-exec --sandbox workspace-write|read-only --network true|false [--writable DIR]... --tmpdir DIR -- PROGRAM [ARGS]...";
+    "usage: handoff-nvim sandbox-exec --sandbox workspace-write|read-only --network true|false [--writable DIR]... [--pin DIR]... [--read-only PATH]... [--hide PATH]... --tmpdir DIR -- PROGRAM [ARGS]...";
 
 impl HelperArgs {
     pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<HelperArgs, String> {
@@ -220,6 +292,7 @@ impl HelperArgs {
             return Err(HELPER_USAGE.into());
         }
         let (mut mode, mut network, mut writable, mut tmpdir) = (None, None, Vec::new(), None);
+        let mut mounts = protected::SandboxMounts::default();
         loop {
             let Some(flag) = args.next() else { return Err(HELPER_USAGE.into()) };
             if flag == "--" {
@@ -231,6 +304,9 @@ impl HelperArgs {
                 Some("--sandbox") => mode = Some(SandboxMode::parse(&text).ok_or_else(|| format!("unknown sandbox {text:?}"))?),
                 Some("--network") => network = Some(text.parse::<bool>().map_err(|_| format!("--network takes true or false, not {text:?}"))?),
                 Some("--writable") => writable.push(PathBuf::from(value)),
+                Some("--pin") => mounts.pinned.push(PathBuf::from(value)),
+                Some("--read-only") => mounts.read_only.push(PathBuf::from(value)),
+                Some("--hide") => mounts.hidden.push(PathBuf::from(value)),
                 Some("--tmpdir") => tmpdir = Some(PathBuf::from(value)),
                 _ => return Err(format!("unknown option {}; {HELPER_USAGE}", flag.to_string_lossy())),
             }
@@ -239,7 +315,7 @@ impl HelperArgs {
         match (mode, network, tmpdir) {
             (Some(SandboxMode::Off), ..) => Err("sandbox-exec needs --sandbox workspace-write or read-only".into()),
             (Some(mode), Some(network), Some(tmpdir)) if !command.is_empty() => {
-                Ok(HelperArgs { settings: SandboxSettings { mode, network }, writable, tmpdir, command })
+                Ok(HelperArgs { settings: SandboxSettings { mode, network }, writable, mounts, tmpdir, command })
             }
             _ => Err(HELPER_USAGE.into()),
         }
@@ -270,20 +346,16 @@ pub fn helper_binary() -> std::io::Result<PathBuf> {
 /// The folder [`private_tmpdir`] made, once it did.
 static MADE: OnceLock<PathBuf> = OnceLock::new();
 
-/// The sandbox's temp folder for this process: `$TMPDIR/handoff-sandbox-<pid>`, mode 0700,
-/// made on first use.
+/// The sandbox's temp folder for this process: a new folder `$TMPDIR/handoff-sandbox-XXXXXX`
+/// (an unpredictable name, mode 0700, made with `mkdir`, which never follows a symlink another
+/// user planted), made on first use and removed as the host exits ([`remove_private_tmpdir`]).
 pub fn private_tmpdir() -> std::io::Result<PathBuf> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(dir) = MADE.get() {
         return Ok(dir.clone());
     }
-    let dir = std::env::temp_dir().join(format!("handoff-sandbox-{}", std::process::id()));
-    let mut builder = std::fs::DirBuilder::new();
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    match builder.create(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => {}
-        Err(e) => return Err(e),
-    }
+    let dir = tempfile::Builder::new().prefix("handoff-sandbox-").permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700)).tempdir()?.keep();
     Ok(MADE.get_or_init(|| dir).clone())
 }
 
@@ -381,6 +453,7 @@ mod tests {
             helper: "/bin/handoff-sandbox".into(),
             settings: SandboxSettings { mode: SandboxMode::WorkspaceWrite, network: true },
             tmpdir: "/tmp/t".into(),
+            mounts: false,
         };
         let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "echo -- --x"]);
         let parsed = HelperArgs::parse(args).unwrap();
@@ -393,6 +466,10 @@ mod tests {
         assert!(line(&["sandbox-exec", "--sandbox", "read-only", "--network", "false", "--tmpdir", "/t", "--"]).is_err());
         assert!(line(&["sandbox-exec", "--sandbox", "read-only", "--network", "maybe", "--tmpdir", "/t", "--", "true"]).is_err());
         assert!(line(&["sandbox-exec", "--sandbox", "read-only", "--tmpdir", "/t", "--", "true"]).is_err(), "--network is required");
+        let mounted = line(&["sandbox-exec", "--sandbox", "read-only", "--network", "false", "--pin", "/p/.git", "--read-only", "/p/.git/config", "--hide", "/h/.ssh", "--tmpdir", "/t", "--", "true"]).unwrap();
+        assert_eq!(mounted.mounts.pinned, [PathBuf::from("/p/.git")]);
+        assert_eq!(mounted.mounts.read_only, [PathBuf::from("/p/.git/config")]);
+        assert_eq!(mounted.mounts.hidden, [PathBuf::from("/h/.ssh")]);
     }
 
     #[test]
@@ -401,6 +478,7 @@ mod tests {
             helper: "/bin/handoff-nvim".into(),
             settings: SandboxSettings { mode: SandboxMode::WorkspaceWrite, network: false },
             tmpdir: "/tmp/t".into(),
+            mounts: false,
         };
         let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"]);
         let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();

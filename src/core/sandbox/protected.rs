@@ -220,6 +220,103 @@ pub fn is_credential(real: &Path) -> bool {
     credential_paths().iter().any(|c| real.starts_with(c) || real.starts_with(real_path(c)))
 }
 
+/// What a sandboxed command's mount namespace changes, worked out by the host for one command
+/// (the helper only carries it out): each list holds real, existing paths.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SandboxMounts {
+    /// Bound onto themselves, writable: a mount point cannot be renamed or removed, so the
+    /// project's `.git` stays the one git reads (no `mv .git x && mkdir .git`).
+    pub pinned: Vec<PathBuf>,
+    /// Read-only inside a writable folder: the project's planted-code paths.
+    pub read_only: Vec<PathBuf>,
+    /// Hidden: an empty read-only folder over a credential folder, `/dev/null` over a file or
+    /// socket (credentials, the editor's RPC socket).
+    pub hidden: Vec<PathBuf>,
+}
+
+impl SandboxMounts {
+    pub fn is_empty(&self) -> bool {
+        self.pinned.is_empty() && self.read_only.is_empty() && self.hidden.is_empty()
+    }
+}
+
+/// Variables that name the editor's RPC socket (Neovim sets `NVIM` for its jobs).
+pub const EDITOR_SOCKET_VARS: [&str; 2] = ["NVIM", "NVIM_LISTEN_ADDRESS"];
+
+/// The mounts for a command run in `project`, `writable`: whether the project is writable
+/// (`workspace-write`). Only what exists is listed; a repository without `.git/hooks` gets an
+/// empty one first (as `git init` makes), so a hook cannot be planted by creating the folder.
+pub fn sandbox_mounts(project: &Path, writable: bool) -> SandboxMounts {
+    let mut mounts = SandboxMounts::default();
+    let project = real_path(project);
+    if writable {
+        let git = project.join(".git");
+        if git.is_dir() && !git.is_symlink() {
+            mounts.pinned.push(git.clone());
+            let hooks = git.join("hooks");
+            if !hooks.exists() && !hooks.is_symlink() {
+                if let Err(e) = std::fs::create_dir(&hooks) {
+                    tracing::debug!(path = %hooks.display(), error = %e, "cannot make an empty .git/hooks");
+                }
+            }
+        }
+        for (relative, _) in PLANTED_CODE {
+            push_existing(&mut mounts.read_only, &project.join(relative));
+        }
+        // Hooks git runs from elsewhere in the project (husky's `core.hooksPath = .husky/_`).
+        if let Some(hooks) = hooks_path(&git, &project) {
+            if hooks.starts_with(&project) {
+                push_existing(&mut mounts.read_only, &hooks);
+            }
+        }
+    }
+    for credential in credential_paths() {
+        push_existing(&mut mounts.hidden, &credential);
+    }
+    for var in EDITOR_SOCKET_VARS {
+        if let Some(socket) = std::env::var_os(var).map(PathBuf::from).filter(|p| p.is_absolute()) {
+            push_existing(&mut mounts.hidden, &socket);
+        }
+    }
+    mounts
+}
+
+/// Adds `path`'s real location if something is there and it is not listed yet.
+fn push_existing(list: &mut Vec<PathBuf>, path: &Path) {
+    if std::fs::symlink_metadata(path).is_err() {
+        return;
+    }
+    let real = real_path(path);
+    if real.exists() && !list.contains(&real) {
+        list.push(real);
+    }
+}
+
+/// `core.hooksPath` of the repository whose folder is `git`, read from its config (relative
+/// to the work tree, `project`), when it is set there.
+fn hooks_path(git: &Path, project: &Path) -> Option<PathBuf> {
+    let config = std::fs::read_to_string(git.join("config")).ok()?;
+    let mut in_core = false;
+    let mut found = None;
+    for line in config.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_core = line.trim_start_matches('[').trim_start().to_ascii_lowercase().starts_with("core");
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else { continue };
+        if in_core && key.trim().eq_ignore_ascii_case("hookspath") {
+            let value = value.trim().trim_matches('"');
+            let path = match (value.strip_prefix("~/"), home()) {
+                (Some(rest), Some(home)) => home.join(rest),
+                _ => PathBuf::from(value),
+            };
+            found = Some(if path.is_absolute() { path } else { project.join(path) });
+        }
+    }
+    found.map(|p| normalize_lexically(&p))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -265,5 +362,24 @@ mod tests {
         assert!(paths.contains(&PathBuf::from("/home/u/.pi/agent/auth.json")));
         assert!(paths.contains(&PathBuf::from("/cfg/github-copilot")));
         assert!(credential_paths_for(None, Some(Path::new("relative"))).is_empty());
+    }
+
+    #[test]
+    fn the_mounts_pin_git_make_its_hooks_and_config_read_only_and_follow_hooks_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(project.join(".git")).unwrap();
+        std::fs::write(project.join(".git/config"), "[core]\n\thooksPath = .husky/_\n").unwrap();
+        std::fs::create_dir_all(project.join(".husky/_")).unwrap();
+        std::fs::write(project.join(".nvim.lua"), "").unwrap();
+        let m = sandbox_mounts(&project, true);
+        assert_eq!(m.pinned, [project.join(".git")]);
+        assert!(project.join(".git/hooks").is_dir(), "an empty hooks folder is made");
+        for p in [".git/hooks", ".git/config", ".nvim.lua", ".husky/_"] {
+            assert!(m.read_only.contains(&project.join(p)), "{p}: {m:?}");
+        }
+        assert!(!m.read_only.contains(&project.join(".mcp.json")), "only what exists");
+        let ro = sandbox_mounts(&project, false);
+        assert!(ro.pinned.is_empty() && ro.read_only.is_empty(), "a read-only project needs no holes");
     }
 }

@@ -124,6 +124,10 @@ pub struct ApprovalRequest {
     /// or the sandboxed run looks blocked by it): answering allows that.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unsandboxed: Option<String>,
+    /// The command runs in a sandbox that cannot protect everything here (no mount namespace),
+    /// as this says: asked whatever the policy, answered for this call only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holes: Option<String>,
 }
 
 /// The front end's seam: ask about one tool call and wait for the answer. An implementation
@@ -286,6 +290,7 @@ mod tests {
             origin: None,
             sandbox: None,
             unsandboxed: None,
+            holes: None,
         };
         let ls = json!({ "command": "ls" });
         let rm = json!({ "command": "rm -rf build" });
