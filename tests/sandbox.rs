@@ -64,7 +64,7 @@ fn dirs() -> Dirs {
 }
 
 fn sandboxed(d: &Dirs, mode: SandboxMode, network: bool) -> Sandboxed {
-    Sandboxed { helper: HELPER.into(), settings: SandboxSettings { mode, network }, tmpdir: d.tmp.clone() }
+    Sandboxed { helper: HELPER.into(), settings: SandboxSettings { mode, network }, tmpdir: d.tmp.clone(), mounts: true }
 }
 
 /// `command` through the bash tool, in the project, in `sandbox`.
@@ -509,6 +509,38 @@ mod in_neovim {
             ed.wait_event("HandoffAgentEnd", 1).await;
             assert!(!ed.work_dir().join("ran.txt").exists());
             ed.quit().await;
+        })
+        .await;
+    }
+
+    /// The editor's host makes its sandbox temp folder fresh (an unpredictable name, 0700) and
+    /// removes it, with what commands left there, when Neovim quits.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_temp_folder_is_fresh_and_goes_when_neovim_quits() {
+        use std::os::unix::fs::PermissionsExt;
+        if !enforced("the_temp_folder_is_fresh_and_goes_when_neovim_quits") {
+            return;
+        }
+        bounded(async {
+            let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_sandboxed" } })).await;
+            let tmp = ed.dir.path().join("host-tmp");
+            std::fs::create_dir_all(&tmp).unwrap();
+            // Before the host starts: its temp folder goes there.
+            ed.lua("vim.env.TMPDIR = ...", json!([tmp])).await;
+            ed.lua("require('handoff').open_chat()", json!([])).await;
+            ed.mock.push(tool_calls_reply(vec![bash_call("t1", "echo left > \"$TMPDIR/left\" && echo \"$TMPDIR\"")]));
+            ed.mock.push(MockReply::text("ok"));
+            ed.lua("require('handoff').prompt('use the temp folder')", json!([])).await;
+            ed.wait_event("HandoffAgentEnd", 1).await;
+            let made: Vec<PathBuf> = std::fs::read_dir(&tmp).unwrap().flatten().map(|e| e.path()).collect();
+            assert_eq!(made.len(), 1, "{made:?}");
+            let name = made[0].file_name().unwrap().to_string_lossy().into_owned();
+            let suffix = name.strip_prefix("handoff-sandbox-").unwrap_or_else(|| panic!("{name}"));
+            assert!(suffix.parse::<u32>().is_err() && suffix.len() >= 6, "a predictable name: {name}");
+            assert_eq!(std::fs::metadata(&made[0]).unwrap().permissions().mode() & 0o777, 0o700);
+            assert!(made[0].join("left").exists());
+            let _dir = ed.quit().await;
+            common::wait_until("the temp folder to go", Duration::from_secs(10), || !made[0].exists()).await;
         })
         .await;
     }

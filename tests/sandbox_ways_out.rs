@@ -1,0 +1,396 @@
+//! The ways out of the sandbox that a prompt injection would try (`:help handoff-sandbox`),
+//! each through the real CLI and a scripted model turn, with the default sandbox
+//! (`workspace-write`, network off) and `--yes`: the editor's RPC socket, an AF_UNIX path
+//! socket and an abstract one, `core.fsmonitor`, a hook written by bash, a credential read by
+//! `cat`. Each has its control: with `--sandbox off` the same call does reach, so the test can
+//! fail. Then what must keep working in the sandbox (git, a socketpair, a build, the temp
+//! folder), and a system without user namespaces (simulated), where every command asks.
+//!
+//! Where this kernel cannot enforce the sandbox, a test prints `SKIPPED <name>: <why>` and
+//! passes; with `HANDOFF_REQUIRE_SANDBOX=1` (CI) that is a failure instead.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::ErrorKind;
+use std::os::unix::net::{UnixDatagram, UnixListener};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::tool_calls_reply;
+use handoff_mock::{MockReply, MockServer, MockToolCall};
+use handoff_nvim::core::sandbox::{mount_namespaces, Support, SIMULATED_NO_MOUNTS_VAR};
+use serde_json::json;
+
+const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
+
+fn required() -> bool {
+    std::env::var("HANDOFF_REQUIRE_SANDBOX").is_ok_and(|v| v == "1")
+}
+
+/// Whether the whole sandbox, mount namespace included, holds here; if not, says the test is
+/// skipped (or fails, when CI requires the sandbox).
+fn enforced(test: &str) -> bool {
+    let why = match (Support::probe().enforceable(), mount_namespaces()) {
+        (Ok(()), Ok(())) => return true,
+        (Err(why), _) => why,
+        (_, Err(why)) => format!("no mount namespace for sandboxed commands: {why}"),
+    };
+    assert!(!required(), "{test}: HANDOFF_REQUIRE_SANDBOX=1 but the sandbox cannot be enforced: {why}");
+    eprintln!("SKIPPED {test}: {why}");
+    false
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths).map(|d| d.join(program)).find(|p| p.is_file())
+}
+
+/// python3, which the socket tests speak through; without it they are skipped (CI has it).
+fn python(test: &str) -> Option<PathBuf> {
+    let found = which("python3");
+    if found.is_none() {
+        assert!(!required(), "{test}: python3 is needed");
+        eprintln!("SKIPPED {test}: no python3");
+    }
+    found
+}
+
+/// A user's machine in a temp folder: a home with a key in `~/.ssh`, a project (a git
+/// repository), a folder outside both, and the host's `$TMPDIR`.
+struct Machine {
+    _root: tempfile::TempDir,
+    home: PathBuf,
+    project: PathBuf,
+    outside: PathBuf,
+    tmp: PathBuf,
+}
+
+const KEY: &str = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUtdGhlLXNlY3JldA\n-----END OPENSSH PRIVATE KEY-----\n";
+
+fn machine() -> Machine {
+    let root = tempfile::tempdir().unwrap();
+    let root_path = std::fs::canonicalize(root.path()).unwrap();
+    let [home, project, outside, tmp] = ["home", "home/project", "outside", "tmp"].map(|d| root_path.join(d));
+    for d in [&home, &project, &outside, &tmp] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), KEY).unwrap();
+    git(&project, &["init", "-q"]);
+    std::fs::write(project.join("README.md"), "# project\n").unwrap();
+    git(&project, &["add", "README.md"]);
+    git(&project, &["commit", "-q", "-m", "first"]);
+    Machine { _root: root, home, project, outside, tmp }
+}
+
+/// git as the user's editor runs it: outside any sandbox (gitsigns does so all the time).
+fn git(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", dir)
+        .env_remove("GIT_DIR")
+        .output()
+        .unwrap()
+}
+
+/// One scripted turn through `handoff-nvim prompt --yes`: the model calls bash with each of
+/// `commands`, then says "done". Returns the text of each tool result, and the requests' bodies.
+/// The CLI's environment is built from nothing: PATH, HOME, TMPDIR and `env`.
+async fn turn(m: &Machine, commands: &[&str], flags: &[&str], env: &[(&str, &str)]) -> (Vec<String>, String) {
+    let mock = MockServer::start().await.unwrap();
+    let calls: Vec<MockToolCall> = commands
+        .iter()
+        .enumerate()
+        .map(|(i, c)| MockToolCall::new("bash", &json!({ "command": c }), 2).with_id(&format!("call_{i}")))
+        .collect();
+    mock.push(tool_calls_reply(calls));
+    mock.push(MockReply::text("done"));
+    let sessions = m.tmp.join("sessions");
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.args(["prompt", "--yes", "--new", "--max-retries", "0", "--base-url", &mock.openai_base_url(), "--session-dir"])
+        .arg(&sessions)
+        .arg("--cwd")
+        .arg(&m.project)
+        .args(flags)
+        .arg("do it")
+        .current_dir(&m.project)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &m.home)
+        .env("TMPDIR", &m.tmp)
+        .env("OPENAI_API_KEY", "sk-test");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let file = common::session_files(&sessions).pop().expect("a session file");
+    let results = common::entry_lines(&file)
+        .into_iter()
+        .filter(|e| e["type"] == "message" && e["message"]["role"] == "toolResult")
+        .map(|e| {
+            let blocks = e["message"]["content"].as_array().cloned().unwrap_or_default();
+            blocks.iter().filter_map(|b| b["text"].as_str().map(String::from)).collect::<Vec<_>>().join("\n")
+        })
+        .collect();
+    let bodies = mock.requests().iter().map(|r| r.body.to_string()).collect::<Vec<_>>().join("\n");
+    std::fs::remove_dir_all(&sessions).unwrap();
+    (results, bodies)
+}
+
+const OFF: &[&str] = &["--sandbox", "off"];
+
+// ---------------------------------------------------------------------------------------------
+// Sockets
+
+/// 1. `nvim --server $NVIM --remote-expr 'writefile(…)'`: the editor's socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_editors_socket_is_out_of_reach() {
+    if !enforced("the_editors_socket_is_out_of_reach") {
+        return;
+    }
+    let m = machine();
+    let nvim = common::nvim::nvim_bin();
+    let socket = m.outside.join("nvim.sock");
+    let mut editor = Command::new(&nvim)
+        .args(["--headless", "--clean", "--listen"])
+        .arg(&socket)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    common::wait_until("Neovim's socket", std::time::Duration::from_secs(10), || socket.exists()).await;
+    let pwned = m.outside.join("pwned");
+    // The socket is named outright, as an injection that found it would (the variable may be
+    // cleared from the command's environment, the socket is still there).
+    let command = format!(
+        "{} --server \"${{NVIM:-{}}}\" --remote-expr 'writefile([\"x\"], \"{}\")'",
+        nvim.display(),
+        socket.display(),
+        pwned.display()
+    );
+    let env = [("NVIM", socket.to_str().unwrap())];
+    let (results, _) = turn(&m, &[&command], &[], &env).await;
+    assert!(!pwned.exists(), "the editor wrote for a sandboxed command: {results:?}");
+    // Control: outside the sandbox the same call reaches the editor.
+    let (results, _) = turn(&m, &[&command], OFF, &env).await;
+    assert!(pwned.exists(), "the control did not reach the editor: {results:?}");
+    editor.kill().unwrap();
+    editor.wait().unwrap();
+}
+
+/// 2. A path socket outside the project (D-Bus, Docker, an SSH agent), stream and datagram.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_socket_outside_the_project_is_out_of_reach() {
+    if !enforced("a_path_socket_outside_the_project_is_out_of_reach") {
+        return;
+    }
+    let Some(_) = python("a_path_socket_outside_the_project_is_out_of_reach") else { return };
+    let m = machine();
+    let stream = m.outside.join("agent.sock");
+    let datagram = m.outside.join("log.sock");
+    let listener = UnixListener::bind(&stream).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let log = UnixDatagram::bind(&datagram).unwrap();
+    log.set_nonblocking(true).unwrap();
+    let connect = format!(
+        "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"{}\"); s.send(b\"in\"); print(\"connected\")'",
+        stream.display()
+    );
+    let send = format!(
+        "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.sendto(b\"in\", \"{}\"); print(\"sent\")'",
+        datagram.display()
+    );
+    let seen = |listener: &UnixListener, log: &UnixDatagram| {
+        let accepted = match listener.accept() {
+            Ok(_) => true,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => false,
+            Err(e) => panic!("{e}"),
+        };
+        let mut buf = [0u8; 8];
+        let received = log.recv(&mut buf).is_ok();
+        (accepted, received)
+    };
+    let (results, _) = turn(&m, &[&connect, &send], &[], &[]).await;
+    assert_eq!(seen(&listener, &log), (false, false), "{results:?}");
+    assert!(results[0].contains("Operation not permitted"), "{results:?}");
+    // Control.
+    let (results, _) = turn(&m, &[&connect, &send], OFF, &[]).await;
+    assert_eq!(seen(&listener, &log), (true, true), "{results:?}");
+}
+
+/// 3. An abstract socket (no file: Landlock's scope and the filter keep it out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abstract_socket_is_out_of_reach() {
+    use std::os::linux::net::SocketAddrExt;
+    if !enforced("an_abstract_socket_is_out_of_reach") {
+        return;
+    }
+    let Some(_) = python("an_abstract_socket_is_out_of_reach") else { return };
+    let m = machine();
+    let name = format!("handoff-test-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = UnixListener::bind_addr(&addr).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let connect = format!(
+        "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"\\0{name}\"); s.send(b\"in\"); print(\"connected\")'"
+    );
+    let accepted = |l: &UnixListener| l.accept().is_ok();
+    let (results, _) = turn(&m, &[&connect], &[], &[]).await;
+    assert!(!accepted(&listener), "{results:?}");
+    let (results, _) = turn(&m, &[&connect], OFF, &[]).await;
+    assert!(accepted(&listener), "the control did not connect: {results:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Planted code
+
+/// 4. `git config core.fsmonitor …`: git runs it later, outside the sandbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn core_fsmonitor_cannot_be_planted() {
+    if !enforced("core_fsmonitor_cannot_be_planted") {
+        return;
+    }
+    let m = machine();
+    let ran = m.outside.join("fsmonitor-ran");
+    let hook = m.project.join("monitor.sh");
+    let command = format!(
+        "printf '#!/bin/sh\\ntouch {}\\n' > monitor.sh && chmod +x monitor.sh && git config core.fsmonitor {}",
+        ran.display(),
+        hook.display()
+    );
+    let (results, _) = turn(&m, &[&command], &[], &[]).await;
+    assert!(results[0].contains(".git/config"), "{results:?}");
+    git(&m.project, &["status", "--short"]);
+    assert!(!ran.exists(), "git ran a planted fsmonitor: {results:?}");
+    let (results, _) = turn(&m, &[&command], OFF, &[]).await;
+    git(&m.project, &["status", "--short"]);
+    assert!(ran.exists(), "the control's fsmonitor did not run: {results:?}");
+}
+
+/// 5. A pre-commit hook written by bash (and the folder swapped for another).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_git_hook_cannot_be_planted_by_a_command() {
+    if !enforced("a_git_hook_cannot_be_planted_by_a_command") {
+        return;
+    }
+    let m = machine();
+    let ran = m.outside.join("hook-ran");
+    let plant = format!("printf '#!/bin/sh\\ntouch {}\\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit", ran.display());
+    // The same through a new .git, or the hooks folder renamed away.
+    let swap = "mv .git/hooks .git/old-hooks; mv .git .git-old";
+    let (results, _) = turn(&m, &[&plant, swap], &[], &[]).await;
+    assert!(m.project.join(".git/HEAD").exists(), "the repository was moved away: {results:?}");
+    std::fs::write(m.project.join("change.txt"), "x").unwrap();
+    git(&m.project, &["add", "change.txt"]);
+    git(&m.project, &["commit", "-q", "-m", "second"]);
+    assert!(!ran.exists(), "git ran a planted hook: {results:?}");
+    assert!(results[0].contains("Read-only file system"), "{results:?}");
+    let (results, _) = turn(&m, &[&plant], OFF, &[]).await;
+    std::fs::write(m.project.join("change.txt"), "y").unwrap();
+    git(&m.project, &["commit", "-q", "-am", "third"]);
+    assert!(ran.exists(), "the control's hook did not run: {results:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Credentials
+
+/// 8. `cat ~/.ssh/id_ed25519`: the key never reaches the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_file_cannot_be_read_by_a_command() {
+    if !enforced("a_credential_file_cannot_be_read_by_a_command") {
+        return;
+    }
+    let m = machine();
+    let secret = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUtdGhlLXNlY3JldA";
+    let (results, bodies) = turn(&m, &["cat ~/.ssh/id_ed25519; ls -a ~/.ssh"], &[], &[]).await;
+    assert!(!bodies.contains(secret), "the key reached the provider: {results:?}");
+    assert!(!results[0].contains("id_ed25519\n"), "the folder's names are hidden too: {results:?}");
+    let (results, bodies) = turn(&m, &["cat ~/.ssh/id_ed25519"], OFF, &[]).await;
+    assert!(bodies.contains(secret), "the control did not read the key: {results:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// What keeps working
+
+/// Writes and deletes in the project, git add/commit/checkout -b/stash, a socketpair, a build
+/// writing its output in the project, the temp folder: all in one sandboxed turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_work_still_works_in_the_sandbox() {
+    if !enforced("the_work_still_works_in_the_sandbox") {
+        return;
+    }
+    let m = machine();
+    let mut commands = vec![
+        "echo a > a.txt && mkdir -p d/e && echo b > d/e/b.txt && rm a.txt && echo files-ok".to_string(),
+        "git add d && git -c user.name=t -c user.email=t@t commit -q -m work && git checkout -q -b feature && echo c > c.txt && git add c.txt && git stash -q && git stash list | grep -c stash && git log --format=%s | head -1".to_string(),
+        "echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"".to_string(),
+        "printf 'all:\\n\\tmkdir -p build && echo built > build/out\\n' > Makefile && make -s && cat build/out".to_string(),
+    ];
+    if which("python3").is_some() {
+        commands.push("python3 -c 'import socket; a, b = socket.socketpair(); a.send(b\"pair-ok\"); print(b.recv(16).decode())'".into());
+    }
+    let refs: Vec<&str> = commands.iter().map(String::as_str).collect();
+    let (results, _) = turn(&m, &refs, &[], &[]).await;
+    assert!(results[0].contains("files-ok"), "{results:?}");
+    assert!(results[1].contains("1\nwork"), "{results:?}");
+    assert!(results[2].starts_with("t"), "{results:?}");
+    if which("make").is_some() {
+        assert!(results[3].contains("built"), "{results:?}");
+    }
+    if commands.len() > 4 {
+        assert!(results[4].contains("pair-ok"), "{results:?}");
+    }
+    assert_eq!(git(&m.project, &["branch", "--show-current"]).stdout, b"feature\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fail loud
+
+/// Without user namespaces (simulated) the planted-code and credential protections cannot
+/// hold: the command is asked about whatever the policy, and the CLI without a terminal
+/// refuses it under `--yes`, saying what is not protected and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_mount_namespace_each_command_asks_and_says_why() {
+    if !enforced("without_a_mount_namespace_each_command_asks_and_says_why") {
+        return;
+    }
+    let m = machine();
+    let marker = m.project.join("ran.txt");
+    let (results, _) = turn(&m, &["echo ran > ran.txt"], &[], &[(SIMULATED_NO_MOUNTS_VAR, "1")]).await;
+    assert!(!marker.exists(), "ran without asking: {results:?}");
+    let text = &results[0];
+    assert!(text.contains("--yes never answers that"), "{text}");
+    // Control: with the namespace, the same turn runs.
+    let (results, _) = turn(&m, &["echo ran > ran.txt"], &[], &[]).await;
+    assert!(marker.exists(), "{results:?}");
+}
+
+/// The helper itself refuses to run a command with a mount it cannot make (it never runs one
+/// with a hole it was told to close).
+#[test]
+fn the_helper_refuses_mounts_it_cannot_make() {
+    let m = machine();
+    let out = Command::new(BIN)
+        .args(["sandbox-exec", "--sandbox", "workspace-write", "--network", "false", "--writable"])
+        .arg(&m.project)
+        .arg("--read-only")
+        .arg(m.project.join(".git/config"))
+        .arg("--tmpdir")
+        .arg(&m.tmp)
+        .args(["--", "touch"])
+        .arg(m.project.join("ran"))
+        .env(SIMULATED_NO_MOUNTS_VAR, "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(!m.project.join("ran").exists());
+    assert!(stderr.contains("mount namespace") || stderr.contains("cannot be enforced"), "{stderr}");
+    let probe = Command::new(BIN).arg("sandbox-probe").env(SIMULATED_NO_MOUNTS_VAR, "1").output().unwrap();
+    assert!(!probe.status.success());
+}
