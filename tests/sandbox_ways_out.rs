@@ -394,3 +394,18 @@ fn the_helper_refuses_mounts_it_cannot_make() {
     let probe = Command::new(BIN).arg("sandbox-probe").env(SIMULATED_NO_MOUNTS_VAR, "1").output().unwrap();
     assert!(!probe.status.success());
 }
+
+/// A planted-code file that did not exist (nothing to mount over) and that a command creates is
+/// reported in the result, for the model and the user; one that existed stays read-only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_project_config_file_is_reported_and_an_existing_one_is_read_only() {
+    if !enforced("a_new_project_config_file_is_reported_and_an_existing_one_is_read_only") {
+        return;
+    }
+    let m = machine();
+    std::fs::write(m.project.join(".lazy.lua"), "return {}\n").unwrap();
+    let (results, _) = turn(&m, &["echo 'os.execute(\"touch /tmp/x\")' > .nvim.lua; echo 'evil' >> .lazy.lua"], &[], &[]).await;
+    assert!(results[0].contains("This command created .nvim.lua (Neovim runs it ('exrc'))"), "{results:?}");
+    assert!(results[0].contains(".lazy.lua: Read-only file system"), "{results:?}");
+    assert_eq!(std::fs::read_to_string(m.project.join(".lazy.lua")).unwrap(), "return {}\n");
+}

@@ -84,8 +84,12 @@ function M.check()
   local sb = h.sandbox or {}
   if not sb.on then
     health.warn("off: bash commands run with your rights", { "sandbox = \"workspace-write\" (see :help handoff-sandbox)" })
+  elseif sb.enforceable and sb.mounts_error ~= nil and sb.mounts_error ~= vim.NIL then
+    health.warn(("%s; %s; but no mount namespace: %s"):format(sb.mode, sb.detail, sb.mounts_error), {
+      "Without it the project's .git hooks and config stay writable to commands and credential folders readable: each command asks before it runs, whatever the policy (see :help handoff-sandbox)",
+    })
   elseif sb.enforceable then
-    health.ok(("%s; %s"):format(sb.mode, sb.detail))
+    health.ok(("%s; %s; mount namespace: .git hooks and config read-only, credentials and the editor's socket hidden"):format(sb.mode, sb.detail))
   else
     health.error(("%s asked for; %s"):format(sb.mode, sb.detail),
       { "Each command asks before it runs outside the sandbox; sandbox = \"off\" runs them unasked by it (see :help handoff-sandbox)" })

@@ -422,6 +422,11 @@ fn refuse_unenforceable_sandbox(settings: &Settings) -> anyhow::Result<()> {
             sandbox.mode.as_str()
         );
     }
+    if let Err(why) = crate::core::sandbox::mount_namespaces() {
+        eprintln!(
+            "warning: the sandbox has no mount namespace here ({why}): the project's .git hooks and config stay writable to commands and credential folders readable, so each command asks (--yes does not answer that)"
+        );
+    }
     Ok(())
 }
 

@@ -740,5 +740,6 @@ fn sandbox_health(settings: crate::core::sandbox::SandboxSettings) -> protocol::
         abi: support.abi,
         enforceable: support.enforceable().is_ok(),
         detail: support.summary(),
+        mounts_error: crate::core::sandbox::mount_namespaces().clone().err(),
     }
 }

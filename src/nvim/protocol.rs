@@ -622,6 +622,9 @@ pub struct SandboxHealth {
     /// Whether this system enforces it (all of it: see `detail`).
     pub enforceable: bool,
     pub detail: String,
+    /// Why sandboxed commands get no mount namespace here (planted code writable, credentials
+    /// readable: each command asks), or `None` when they do.
+    pub mounts_error: Option<String>,
 }
 
 /// Everything the host pushes to Lua.

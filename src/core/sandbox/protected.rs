@@ -281,6 +281,29 @@ pub fn sandbox_mounts(project: &Path, writable: bool) -> SandboxMounts {
     mounts
 }
 
+/// The planted-code paths ([`PLANTED_CODE`]) that do not exist in `project`: a sandboxed
+/// command can create one (nothing is there to mount over), which [`created_planted_code`]
+/// then reports.
+pub fn absent_planted_code(project: &Path) -> Vec<&'static str> {
+    PLANTED_CODE.iter().map(|(p, _)| *p).filter(|p| std::fs::symlink_metadata(project.join(p)).is_err()).collect()
+}
+
+/// Which of `absent` (from [`absent_planted_code`]) now exist in `project`, with why each
+/// matters: one sentence for the command's result, or `None`.
+pub fn created_planted_code(project: &Path, absent: &[&'static str]) -> Option<String> {
+    let created: Vec<String> = PLANTED_CODE
+        .iter()
+        .filter(|(p, _)| absent.contains(p) && std::fs::symlink_metadata(project.join(p)).is_ok())
+        .map(|(p, why)| format!("{p} ({why})"))
+        .collect();
+    (!created.is_empty()).then(|| {
+        format!(
+            "This command created {}: the sandbox cannot make a file read-only before it exists, so programs outside it may run what it holds; the user should review it.",
+            created.join(", ")
+        )
+    })
+}
+
 /// Adds `path`'s real location if something is there and it is not listed yet.
 fn push_existing(list: &mut Vec<PathBuf>, path: &Path) {
     if std::fs::symlink_metadata(path).is_err() {
@@ -379,6 +402,11 @@ mod tests {
             assert!(m.read_only.contains(&project.join(p)), "{p}: {m:?}");
         }
         assert!(!m.read_only.contains(&project.join(".mcp.json")), "only what exists");
+        assert_eq!(absent_planted_code(&project), [".gitmodules", ".mcp.json", ".exrc", ".lazy.lua"]);
+        let absent = absent_planted_code(&project);
+        assert_eq!(created_planted_code(&project, &absent), None);
+        std::fs::write(project.join(".exrc"), "").unwrap();
+        assert!(created_planted_code(&project, &absent).unwrap().contains(".exrc (Neovim and Vim run it ('exrc'))"));
         let ro = sandbox_mounts(&project, false);
         assert!(ro.pinned.is_empty() && ro.read_only.is_empty(), "a read-only project needs no holes");
     }

@@ -464,7 +464,20 @@ impl super::Tool for Bash {
     }
 
     async fn run(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        run(arguments, ctx).await
+        use crate::core::sandbox::protected;
+        // What the sandbox could not mount over, since it did not exist: said if it appears.
+        let absent = ctx.sandbox.as_ref().map(|_| protected::absent_planted_code(&ctx.cwd));
+        let mut output = run(arguments, ctx).await?;
+        if let Some(note) = absent.and_then(|absent| protected::created_planted_code(&ctx.cwd, &absent)) {
+            output.content.push(super::ContentBlock::text(format!("\n{note}")));
+            if !output.details.is_object() {
+                output.details = Value::Object(Map::new());
+            }
+            if let Value::Object(details) = &mut output.details {
+                details.insert("plantedCode".into(), Value::String(note));
+            }
+        }
+        Ok(output)
     }
 
     fn summary(&self, args: &Value) -> String {
