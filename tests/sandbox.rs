@@ -513,6 +513,35 @@ mod in_neovim {
         .await;
     }
 
+    /// `:checkhealth handoff` says what the sandbox protects here: with the mount namespace, the
+    /// read-only planted code and hidden credentials; without one (simulated), a warning that
+    /// says so and that each command asks.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn checkhealth_says_whether_the_mount_namespace_holds() {
+        if !enforced("checkhealth_says_whether_the_mount_namespace_holds") {
+            return;
+        }
+        bounded(async {
+            for simulate in [false, true] {
+                let ed = Editor::start().await;
+                if simulate {
+                    ed.lua("vim.env[...] = '1'", json!([handoff_nvim::core::sandbox::SIMULATED_NO_MOUNTS_VAR])).await;
+                }
+                ed.command("checkhealth handoff").await;
+                let text = ed.eval("table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')").await;
+                let text = text.as_str().unwrap().to_string();
+                if simulate {
+                    assert!(text.contains("but no mount namespace: ") && text.contains("simulated: no user namespaces"), "{text}");
+                    assert!(text.contains("each command asks before it runs, whatever the policy"), "{text}");
+                } else {
+                    assert!(text.contains("mount namespace: .git hooks and config read-only, credentials and the editor's socket hidden"), "{text}");
+                }
+                ed.quit().await;
+            }
+        })
+        .await;
+    }
+
     /// The editor's host makes its sandbox temp folder fresh (an unpredictable name, 0700) and
     /// removes it, with what commands left there, when Neovim quits.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
