@@ -1169,52 +1169,91 @@ def bench_at_the_wall(bin_dir, pi_bin, runs, work, sizes, overflow_entries):
 
 # --- The sandbox for bash (§11) --------------------------------------------------------------------
 
-def sandbox_exec_cmd(bin_dir, project, tmp, cmd, helper="handoff-sandbox"):
+def sandbox_exec_cmd(bin_dir, project, tmp, cmd, helper="handoff-sandbox", mounts=()):
     """The helper the host runs a sandboxed command through (src/core/sandbox): handoff-sandbox,
-    or the host binary's own `sandbox-exec`."""
+    or the host binary's own `sandbox-exec`; `mounts`: the mount namespace's flags
+    (`--pin`/`--read-only`/`--hide PATH`), as the host passes them."""
     return ([os.path.join(bin_dir, helper), "sandbox-exec", "--sandbox", "workspace-write", "--network", "false",
-             "--writable", project, "--tmpdir", tmp, "--"] + cmd)
+             "--writable", project] + list(mounts) + ["--tmpdir", tmp, "--"] + cmd)
 
 
-def bench_sandbox(bin_dir, env, mock, runs, work, smoke):
-    """§11: a trivial command (`bash -c true`) spawned as is and through the helper, interleaved;
-    then the four-tool turn of §6a with --sandbox off and workspace-write, interleaved. Checks
-    that the helper enforces (a write outside the project refused, NoNewPrivs 1) and that both
-    turns leave the expected files."""
-    project, tmp, outside = (os.path.join(work, "sandbox", d) for d in ("project", "tmp", "outside"))
+def sandbox_home(root):
+    """A home with what the sandbox hides (as on a developer's machine): ~/.ssh with a key,
+    ~/.aws, ~/.config/gh, ~/.netrc."""
+    home = os.path.join(root, "home")
+    for d in (".ssh", ".aws", os.path.join(".config", "gh")):
+        os.makedirs(os.path.join(home, d))
+    for f in (os.path.join(".ssh", "id_ed25519"), ".netrc"):
+        with open(os.path.join(home, f), "w") as fh:
+            fh.write("secret\n")
+    return home
+
+
+def git_init(d):
+    subprocess.run(["git", "init", "-q", d], check=True)
+
+
+def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg):
+    """§11: a trivial command (`bash -c true`) spawned as is, through the helper with Landlock
+    and seccomp only, and with the mount namespace as the host sets it up for a git project
+    (.git pinned, hooks and config read-only, four credential paths hidden), interleaved; then
+    the four-tool turn of §6a (in a git repository, with that home) with --sandbox off,
+    workspace-write, and pi, interleaved. Checks that the helper enforces (a write outside the
+    project refused, NoNewPrivs 1, a hook read-only) and that every turn leaves the expected files."""
+    root = os.path.join(work, "sandbox")
+    project, tmp, outside = (os.path.join(root, d) for d in ("project", "tmp", "outside"))
     for d in (project, tmp, outside):
         os.makedirs(d)
+    git_init(project)
+    home = sandbox_home(root)
+    env = dict(env, HOME=home)
+    git = os.path.join(project, ".git")
+    mounts = ["--pin", git, "--read-only", os.path.join(git, "hooks"), "--read-only", os.path.join(git, "config")]
+    for p in (".ssh", ".aws", os.path.join(".config", "gh"), ".netrc"):
+        mounts += ["--hide", os.path.join(home, p)]
     probe = subprocess.run(sandbox_exec_cmd(bin_dir, project, tmp, ["/bin/bash", "-c",
-                           f"grep -q 'NoNewPrivs:.1' /proc/self/status && ! echo x 2>/dev/null > {outside}/x"]),
+                           f"grep -q 'NoNewPrivs:.1' /proc/self/status && ! echo x 2>/dev/null > {outside}/x"
+                           f" && ! echo x 2>/dev/null > {git}/hooks/pre-commit && ! test -s {home}/.ssh/id_ed25519"], mounts=mounts),
                            env=env, cwd=project, capture_output=True, text=True)
     if probe.returncode != 0 or os.path.exists(os.path.join(outside, "x")):
         raise RuntimeError(f"sandbox: the helper does not enforce here: {probe.stderr.strip()}")
     plain = ["/bin/bash", "-c", "true"]
     boxed = sandbox_exec_cmd(bin_dir, project, tmp, plain)
+    boxed_full = sandbox_exec_cmd(bin_dir, project, tmp, plain, mounts=mounts)
     spawns = 20 if smoke else 400
-    boxed_host = sandbox_exec_cmd(bin_dir, project, tmp, plain, helper="handoff-nvim")
-    off, on, on_host = [], [], []
+    boxed_host = sandbox_exec_cmd(bin_dir, project, tmp, plain, helper="handoff-nvim", mounts=mounts)
+    off, on, on_full, on_host = [], [], [], []
     for _ in range(spawns):
         off.append(timed(plain, env, project))
         on.append(timed(boxed, env, project))
+        on_full.append(timed(boxed_full, env, project))
         on_host.append(timed(boxed_host, env, project))
     n = [0]
-    turn = {"off": [], "workspace-write": []}
+    turn = {"off": [], "workspace-write": [], "pi": []}
+    pi_env = dict(pi_tool_env(pi, rg), HOME=home) if pi else None
     for _ in range(runs * 3):
         for mode in turn:
+            if mode == "pi" and not pi:
+                continue
             n[0] += 1
-            d = os.path.join(work, "sandbox", "turn", str(n[0]))
+            d = os.path.join(root, "turn", str(n[0]))
             os.makedirs(d)
+            git_init(d)
             for name, text in TURN_SEED.items():
                 with open(os.path.join(d, name), "w") as f:
                     f.write(text)
             script_turn(mock, TURN_CALLS)
-            cmd = ours_turn_cmd(bin_dir, d)
-            turn[mode].append(timed(cmd[:1] + ["--sandbox", mode] + cmd[1:], env, d))
+            if mode == "pi":
+                turn[mode].append(timed(pi_turn_cmd(pi), pi_env, d))
+            else:
+                cmd = ours_turn_cmd(bin_dir, d)
+                turn[mode].append(timed(cmd[:1] + ["--sandbox", mode] + cmd[1:], env, d))
+            shutil.rmtree(os.path.join(d, ".git"))
             if snapshot(d) != TURN_EXPECTED:
-                raise RuntimeError(f"sandbox: the tool turn with --sandbox {mode} left other files: {sorted(snapshot(d))}")
-    return dict(spawns=spawns, cmd_off=median(off), cmd_on=median(on), cmd_on_host=median(on_host), cmd_off_p90=pct(off, 0.9), cmd_on_p90=pct(on, 0.9),
-                turn_off=median(turn["off"]), turn_on=median(turn["workspace-write"]))
+                raise RuntimeError(f"sandbox: the tool turn with {mode} left other files: {sorted(snapshot(d))}")
+    return dict(spawns=spawns, cmd_off=median(off), cmd_on=median(on), cmd_on_full=median(on_full), cmd_on_host=median(on_host),
+                cmd_off_p90=pct(off, 0.9), cmd_on_p90=pct(on, 0.9), cmd_on_full_p90=pct(on_full, 0.9),
+                turn_off=median(turn["off"]), turn_on=median(turn["workspace-write"]), turn_pi=median(turn["pi"]) if turn["pi"] else None)
 # --- Decoding a long reply through the host: Responses beside Chat Completions (§12) -------------
 
 def sse_stream(mock, path, reply):
@@ -1952,21 +1991,26 @@ def main():
                     f"| peak RSS | {mib(ov['ours_peak'])} | {mib(ov.get('pi_peak'))} | {ratio(ov.get('pi_peak'), ov['ours_peak'])} |", ""]
         if "11" in only:
             log("11. the sandbox for bash")
-            sb = raw["sandbox"] = bench_sandbox(args.bin_dir, env, mock, runs, work, args.smoke)
-            d_cmd, d_turn = sb["cmd_on"] - sb["cmd_off"], sb["turn_on"] - sb["turn_off"]
+            sb = raw["sandbox"] = bench_sandbox(args.bin_dir, pi, env, mock, runs, work, args.smoke, rg)
+            d_cmd, d_full, d_turn = sb["cmd_on"] - sb["cmd_off"], sb["cmd_on_full"] - sb["cmd_off"], sb["turn_on"] - sb["turn_off"]
             out += ["### 11. The sandbox for bash", "",
-                    f"A trivial command, `bash -c true`, spawned {sb['spawns']} times as is and as many through the "
-                    "helper the host runs sandboxed commands with (`handoff-sandbox sandbox-exec --sandbox workspace-write "
-                    "--network false --writable DIR --tmpdir DIR -- bash -c true`: no_new_privs, Landlock, seccomp, "
-                    "exec) and through the host binary's own `handoff-nvim sandbox-exec`, interleaved; then §6a's four-tool turn (`prompt --new --yes`, its bash call among them) with "
-                    "`--sandbox off` and `--sandbox workspace-write`, interleaved, each in a fresh folder and checked "
-                    "against the expected files. Before that the helper is checked to enforce (NoNewPrivs 1, a write "
-                    "outside the project refused).", "",
+                    f"A trivial command, `bash -c true`, spawned {sb['spawns']} times as is, through the helper with "
+                    "Landlock and seccomp only (`handoff-sandbox sandbox-exec --sandbox workspace-write --network false "
+                    "--writable DIR --tmpdir DIR -- bash -c true`), and with the mount namespace as the host sets it up "
+                    "for a git project (user and mount namespace, `.git` pinned, its hooks and config read-only, "
+                    "`~/.ssh`, `~/.aws`, `~/.config/gh`, `~/.netrc` hidden), and the latter through the host binary's "
+                    "own `handoff-nvim sandbox-exec`, interleaved; then §6a's four-tool turn (`prompt --new --yes`, its bash call "
+                    "among them, in a git repository, with that home) with `--sandbox off`, `--sandbox workspace-write` and pi "
+                    "(which has no sandbox), interleaved, each in a fresh folder and checked against the expected files. "
+                    "Before that the helper is checked to enforce (NoNewPrivs 1, a write outside the project and a hook "
+                    "refused, the key hidden).", "",
                     "| | unsandboxed | sandboxed | overhead |", "|---|---|---|---|",
-                    f"| `bash -c true`, spawn → exit, median | {fmt_ms(sb['cmd_off'])} | {fmt_ms(sb['cmd_on'])} | **{fmt_ms(d_cmd)}** |",
-                    f"| … p90 | {fmt_ms(sb['cmd_off_p90'])} | {fmt_ms(sb['cmd_on_p90'])} | |",
+                    f"| `bash -c true`, Landlock and seccomp only, median | {fmt_ms(sb['cmd_off'])} | {fmt_ms(sb['cmd_on'])} | {fmt_ms(d_cmd)} |",
+                    f"| `bash -c true`, with the mount namespace (what the host runs), median | {fmt_ms(sb['cmd_off'])} | {fmt_ms(sb['cmd_on_full'])} | **{fmt_ms(d_full)}** |",
+                    f"| … p90 | {fmt_ms(sb['cmd_off_p90'])} | {fmt_ms(sb['cmd_on_full_p90'])} | |",
                     f"| … through `handoff-nvim sandbox-exec` instead (the host binary as the helper) | | {fmt_ms(sb['cmd_on_host'])} | {fmt_ms(sb['cmd_on_host'] - sb['cmd_off'])} |",
-                    f"| four-tool turn, prompt → exit, median | {fmt_ms(sb['turn_off'])} | {fmt_ms(sb['turn_on'])} | **{fmt_ms(d_turn)}** |", ""]
+                    f"| four-tool turn, prompt → exit, median | {fmt_ms(sb['turn_off'])} | {fmt_ms(sb['turn_on'])} | **{fmt_ms(d_turn)}** |",
+                    f"| pi's four-tool turn (no sandbox), median | {fmt_ms(sb.get('turn_pi'))} | | pi takes {ratio(sb.get('turn_pi'), sb['turn_on'])} the time of our sandboxed turn |", ""]
         if "12" in only:
             log("12. a long reply: Responses beside Chat Completions")
             d = raw["decode"] = bench_decode(args.bin_dir, mock, runs, work, 2000 if args.smoke else 20000)
