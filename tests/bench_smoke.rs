@@ -60,6 +60,7 @@ fn every_benchmark_runs_once() {
     assert!(raw["tool_turn"]["ours"].as_f64().unwrap() > 0.0);
     // The sandbox (§11): bench.py checks that the helper enforces and both turns' files.
     assert!(raw["sandbox"]["cmd_on"].as_f64().unwrap() > 0.0 && raw["sandbox"]["turn_on"].as_f64().unwrap() > 0.0);
+    assert!(raw["sandbox"]["cmd_on_full"].as_f64().unwrap() > 0.0, "the helper with the mount namespace was timed");
     assert!(raw["grep"]["ours"].as_f64().unwrap() > 0.0);
     assert!(raw["grep"]["matches"].as_u64().unwrap() > 0);
     assert!(raw["read"][1]["ours_peak"].as_f64().unwrap() > 0.0);

@@ -513,6 +513,47 @@ mod in_neovim {
         .await;
     }
 
+    /// Without a mount namespace (simulated), `allow_all` still asks before a command in a git
+    /// project, saying what stays open; "always" is this once only; approved, the command runs
+    /// sandboxed (Landlock and seccomp hold).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn without_a_mount_namespace_each_command_asks_in_the_chat() {
+        if !enforced("without_a_mount_namespace_each_command_asks_in_the_chat") {
+            return;
+        }
+        bounded(async {
+            let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_all" } })).await;
+            std::fs::create_dir_all(ed.work_dir().join(".git/hooks")).unwrap();
+            std::fs::write(ed.work_dir().join(".git/config"), "[core]\n").unwrap();
+            ed.lua("vim.env[...] = '1'", json!([handoff_nvim::core::sandbox::SIMULATED_NO_MOUNTS_VAR])).await;
+            ed.lua("require('handoff').open_chat()", json!([])).await;
+            let outside = ed.dir.path().join("outside-h");
+            std::fs::create_dir_all(&outside).unwrap();
+            let command = format!("echo in > in.txt; echo out > {}/x", outside.display());
+            ed.mock.push(tool_calls_reply(vec![bash_call("h1", &command), bash_call("h2", "echo again > again.txt")]));
+            ed.mock.push(MockReply::text("ok"));
+            ed.lua("require('handoff').prompt('run it')", json!([])).await;
+            let req = ed.wait_event("HandoffToolApproval", 1).await;
+            assert_eq!(req["id"], "h1", "{req}");
+            let holes = req["holes"].as_str().unwrap();
+            assert!(holes.contains(".git/config") && holes.contains("stay writable") && holes.contains("simulated"), "{holes}");
+            assert!(chat(&ed).await.contains("*Runs in the sandbox, but the sandbox cannot fully protect this command"), "{}", chat(&ed).await);
+            ed.lua("require('handoff').approve(...)", json!([req["id"], "always"])).await;
+            // Sandboxed, the write outside was refused: the re-run outside is offered, and refused.
+            let req = ed.wait_event("HandoffToolApproval", 2).await;
+            assert_eq!(req["id"], "h1/unsandboxed", "{req}");
+            ed.lua("require('handoff').approve(...)", json!([req["id"], "reject"])).await;
+            let req = ed.wait_event("HandoffToolApproval", 3).await;
+            assert_eq!(req["id"], "h2", "always was this once: {req}");
+            ed.lua("require('handoff').approve(...)", json!([req["id"], "reject"])).await;
+            ed.wait_event("HandoffAgentEnd", 1).await;
+            assert!(ed.work_dir().join("in.txt").exists());
+            assert!(!outside.join("x").exists(), "approved, it still ran sandboxed");
+            ed.quit().await;
+        })
+        .await;
+    }
+
     /// `:checkhealth handoff` says what the sandbox protects here: with the mount namespace, the
     /// read-only planted code and hidden credentials; without one (simulated), a warning that
     /// says so and that each command asks.
