@@ -314,6 +314,25 @@ async fn a_credential_file_cannot_be_read_by_a_command() {
     assert!(bodies.contains(secret), "the control did not read the key: {results:?}");
 }
 
+/// 10. `/proc/$PPID/environ`: the host's (and the editor's) environment holds the provider's
+/// key; a command sees no process outside its own pid namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_processes_environments_are_out_of_reach() {
+    if !enforced("other_processes_environments_are_out_of_reach") {
+        return;
+    }
+    let m = machine();
+    let key = "sk-canary-environ-7d3f";
+    let command = "tr '\\0' '\\n' < /proc/$PPID/environ; for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done 2>/dev/null | grep -a canary; ls -d /proc/[0-9]* | wc -l";
+    let env = [("OPENAI_API_KEY", key)];
+    let (results, bodies) = turn(&m, &[command], &[], &env).await;
+    assert!(!bodies.contains(key), "a process's environment reached the provider: {results:?}");
+    let processes: usize = results[0].lines().last().unwrap().trim().parse().unwrap_or(usize::MAX);
+    assert!(processes <= 4, "the command sees processes outside its namespace: {results:?}");
+    let (results, bodies) = turn(&m, &[command], OFF, &env).await;
+    assert!(bodies.contains(key), "the control did not read the host's environment: {results:?}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // What keeps working
 
@@ -330,6 +349,9 @@ async fn the_work_still_works_in_the_sandbox() {
         "git add d && git -c user.name=t -c user.email=t@t commit -q -m work && git checkout -q -b feature && echo c > c.txt && git add c.txt && git stash -q && git stash list | grep -c stash && git log --format=%s | head -1".to_string(),
         "echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"".to_string(),
         "printf 'all:\\n\\tmkdir -p build && echo built > build/out\\n' > Makefile && make -s && cat build/out".to_string(),
+        // A background process outlives the command's shell (as without the sandbox), and the
+        // exit code comes through.
+        "(sleep 0.3; echo later > later.txt) & echo started; exit 3".to_string(),
     ];
     if which("python3").is_some() {
         commands.push("python3 -c 'import socket; a, b = socket.socketpair(); a.send(b\"pair-ok\"); print(b.recv(16).decode())'".into());
@@ -342,9 +364,11 @@ async fn the_work_still_works_in_the_sandbox() {
     if which("make").is_some() {
         assert!(results[3].contains("built"), "{results:?}");
     }
-    if commands.len() > 4 {
-        assert!(results[4].contains("pair-ok"), "{results:?}");
+    assert!(results[4].contains("started") && results[4].contains("Command exited with code 3"), "{results:?}");
+    if commands.len() > 5 {
+        assert!(results[5].contains("pair-ok"), "{results:?}");
     }
+    common::wait_until("the background process", std::time::Duration::from_secs(10), || m.project.join("later.txt").exists()).await;
     assert_eq!(git(&m.project, &["branch", "--show-current"]).stdout, b"feature\n");
 }
 

@@ -65,12 +65,18 @@ const FS_ABI: ABI = ABI::V3;
 pub fn restrict_self(r: &HelperArgs) -> Result<(), RestrictError> {
     let support = Support::probe();
     support.enforceable().map_err(RestrictError::Unsupported)?;
-    if !r.mounts.is_empty() {
+    if r.isolate || !r.mounts.is_empty() {
         mount_namespace(&r.mounts)?;
+        // From here on this process is pid 1 of the command's own pid namespace.
+        pid_namespace()?;
     }
     no_new_privs()?;
     landlock(r, support)?;
     seccomp(r.settings.network)?;
+    if r.isolate || !r.mounts.is_empty() {
+        // This process stays as the namespace's init; the command runs in a child of it.
+        init_and_fork();
+    }
     Ok(())
 }
 
@@ -284,11 +290,136 @@ fn enter_namespaces() -> std::io::Result<()> {
     Err(user_ns)
 }
 
-/// `handoff-nvim sandbox-probe`: whether this system lets the helper make its mount
-/// namespace, read-only binds included (an AppArmor-restricted user namespace has no rights to
-/// mount). `Err`: why not.
+/// The pid namespace: `unshare(CLONE_NEWPID)`, then a fork. The parent (still in the host's
+/// namespace) waits for the command's status from the child and exits with it, never
+/// returning; the child, pid 1 of the new namespace, mounts a `/proc` of its own (the command
+/// sees no process outside: not the editor's or the host's environment, which hold keys) and
+/// returns. Background processes a command leaves keep running under that pid 1, as without
+/// the sandbox.
+fn pid_namespace() -> Result<(), RestrictError> {
+    // SAFETY: unshare takes flags only.
+    os_result(unsafe { libc::unshare(libc::CLONE_NEWPID) }).map_err(mount_error("unshare the pid namespace"))?;
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 fills the two-int array we own.
+    os_result(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }).map_err(mount_error("pipe"))?;
+    let [read_end, write_end] = fds;
+    // SAFETY: the helper is single-threaded (it runs nothing else before this), so the child
+    // may go on running Rust code after the fork.
+    let pid = unsafe { libc::fork() };
+    match pid {
+        -1 => Err(mount_error("fork")(std::io::Error::last_os_error())),
+        0 => {
+            // SAFETY: closing our copy of the read end.
+            unsafe { libc::close(read_end) };
+            STATUS_PIPE.with(|p| p.set(write_end));
+            let proc_flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+            mount(None, Path::new("/proc"), Some("proc"), proc_flags, None).map_err(mount_error("mount /proc"))
+        }
+        child => {
+            // SAFETY: closing our copy of the write end.
+            unsafe { libc::close(write_end) };
+            let mut status = [0u8; 4];
+            // SAFETY: reads at most 4 bytes into the array we own.
+            let n = unsafe { libc::read(read_end, status.as_mut_ptr().cast(), 4) };
+            let status = if n == 4 {
+                i32::from_ne_bytes(status)
+            } else {
+                // pid 1 ended without a word (it could not start the command): its own status.
+                let mut raw = 0;
+                // SAFETY: waits for our own child, writing its status into `raw`.
+                unsafe { libc::waitpid(child, &mut raw, 0) };
+                raw
+            };
+            exit_like(status)
+        }
+    }
+}
+
+std::thread_local! {
+    /// In pid 1 of the namespace: where the command's wait status goes to the helper outside.
+    static STATUS_PIPE: std::cell::Cell<libc::c_int> = const { std::cell::Cell::new(-1) };
+}
+
+/// In pid 1 of the namespace, restricted already: forks the command's process (which returns
+/// from here and execs it), then waits for it, tells the helper outside how it ended, and
+/// reaps whatever the command left behind until nothing is left.
+fn init_and_fork() {
+    let status_pipe = STATUS_PIPE.with(std::cell::Cell::get);
+    // SAFETY: still single-threaded; see pid_namespace.
+    let command = unsafe { libc::fork() };
+    if command == 0 {
+        // SAFETY: the command does not keep the status pipe.
+        unsafe { libc::close(status_pipe) };
+        return;
+    }
+    if command > 0 {
+        // pid 1 does not hold the command's output open: the host sees it end with the command.
+        // SAFETY: open/dup2/close on descriptors we own.
+        unsafe {
+            let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+            for fd in 0..3 {
+                libc::dup2(null, fd);
+            }
+            libc::close(null);
+        }
+        let mut raw = 0;
+        // SAFETY: waits for the child just forked.
+        let waited = unsafe { libc::waitpid(command, &mut raw, 0) };
+        if waited == command {
+            let bytes = raw.to_ne_bytes();
+            // SAFETY: writes the 4 bytes of the array we own.
+            unsafe { libc::write(status_pipe, bytes.as_ptr().cast(), 4) };
+        }
+        // SAFETY: closing the pipe; then reaping until ECHILD, taking every status.
+        unsafe {
+            libc::close(status_pipe);
+            while libc::waitpid(-1, std::ptr::null_mut(), 0) > 0 {}
+        }
+    }
+    // SAFETY: ends pid 1 (and so the namespace) without running Rust's exit handlers twice.
+    unsafe { libc::_exit(if command > 0 { 0 } else { 127 }) }
+}
+
+/// Ends this process as the wait status `status` says: the same exit code, or the same signal.
+fn exit_like(status: i32) -> ! {
+    if libc::WIFSIGNALED(status) {
+        let signal = libc::WTERMSIG(status);
+        // SAFETY: back to the default action for that signal, then raise it on ourselves.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+        }
+        std::process::exit(128 + signal);
+    }
+    std::process::exit(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 1 })
+}
+
+/// `handoff-nvim sandbox-probe`: whether this system lets the helper make its namespaces —
+/// read-only binds (an AppArmor-restricted user namespace has no rights to mount), a pid
+/// namespace and its `/proc` (refused where `/proc` is partly covered, as in some containers).
+/// `Err`: why not.
 pub fn probe_mounts() -> Result<(), String> {
     let dir = std::env::temp_dir();
     let mounts = super::protected::SandboxMounts { read_only: vec![dir], ..Default::default() };
-    mount_namespace(&mounts).map_err(|e| e.to_string())
+    mount_namespace(&mounts).map_err(|e| e.to_string())?;
+    // SAFETY: unshare takes flags only; fork in this single-threaded process.
+    os_result(unsafe { libc::unshare(libc::CLONE_NEWPID) }).map_err(|e| format!("cannot make a pid namespace: {e}"))?;
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let proc_flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        let code = if mount(None, Path::new("/proc"), Some("proc"), proc_flags, None).is_ok() { 0 } else { 1 };
+        // SAFETY: ends the probe's child at once.
+        unsafe { libc::_exit(code) };
+    }
+    if pid < 0 {
+        return Err(format!("cannot fork: {}", std::io::Error::last_os_error()));
+    }
+    let mut raw = 0;
+    // SAFETY: waits for the child just forked.
+    unsafe { libc::waitpid(pid, &mut raw, 0) };
+    if libc::WIFEXITED(raw) && libc::WEXITSTATUS(raw) == 0 {
+        Ok(())
+    } else {
+        Err("cannot mount a /proc of its own in a pid namespace (is /proc partly covered, as in a container?)".into())
+    }
 }

@@ -216,9 +216,6 @@ impl Sandboxed {
             return None;
         }
         let mounts = protected::sandbox_mounts(cwd, self.settings.mode == SandboxMode::WorkspaceWrite);
-        if mounts.is_empty() {
-            return None;
-        }
         let name = |p: &PathBuf| p.strip_prefix(cwd).map_or_else(|_| p.display().to_string(), |r| r.display().to_string());
         let mut open = Vec::new();
         if !mounts.read_only.is_empty() {
@@ -227,9 +224,10 @@ impl Sandboxed {
         if !mounts.hidden.is_empty() {
             open.push(format!("{} stay readable", mounts.hidden.iter().map(name).collect::<Vec<_>>().join(", ")));
         }
+        open.push("other processes' environments (/proc/PID/environ: the editor's may hold keys) stay readable".into());
         let why = match mount_namespaces() {
             Err(why) => why.clone(),
-            Ok(()) => "the mount namespace is off for this sandbox".into(),
+            Ok(()) => "the namespaces are off for this sandbox".into(),
         };
         Some(format!("the sandbox cannot fully protect this command ({why}): {}", open.join("; ")))
     }
@@ -251,6 +249,8 @@ impl Sandboxed {
             out.push(dir.into());
         }
         if self.mounts {
+            out.push("--isolate".into());
+            out.push("true".into());
             let mounts = protected::sandbox_mounts(cwd, self.settings.mode == SandboxMode::WorkspaceWrite);
             for (flag, paths) in [("--pin", &mounts.pinned), ("--read-only", &mounts.read_only), ("--hide", &mounts.hidden)] {
                 for path in paths {
@@ -274,8 +274,11 @@ impl Sandboxed {
 pub struct HelperArgs {
     pub settings: SandboxSettings,
     pub writable: Vec<PathBuf>,
-    /// The mount namespace's changes (none: no namespace is made).
+    /// The mount namespace's changes.
     pub mounts: protected::SandboxMounts,
+    /// Whether the command gets its own user, mount and pid namespaces (and `/proc`): set by
+    /// the host where [`mount_namespaces`] holds, even with nothing to mount.
+    pub isolate: bool,
     pub tmpdir: PathBuf,
     /// The program and its arguments.
     pub command: Vec<OsString>,
@@ -283,7 +286,7 @@ pub struct HelperArgs {
 
 /// The helper's usage, for its errors.
 pub const HELPER_USAGE: &str =
-    "usage: handoff-nvim sandbox-exec --sandbox workspace-write|read-only --network true|false [--writable DIR]... [--pin DIR]... [--read-only PATH]... [--hide PATH]... --tmpdir DIR -- PROGRAM [ARGS]...";
+    "usage: handoff-nvim sandbox-exec --sandbox workspace-write|read-only --network true|false [--writable DIR]... [--isolate true|false] [--pin DIR]... [--read-only PATH]... [--hide PATH]... --tmpdir DIR -- PROGRAM [ARGS]...";
 
 impl HelperArgs {
     pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<HelperArgs, String> {
@@ -293,6 +296,7 @@ impl HelperArgs {
         }
         let (mut mode, mut network, mut writable, mut tmpdir) = (None, None, Vec::new(), None);
         let mut mounts = protected::SandboxMounts::default();
+        let mut isolate = false;
         loop {
             let Some(flag) = args.next() else { return Err(HELPER_USAGE.into()) };
             if flag == "--" {
@@ -307,6 +311,7 @@ impl HelperArgs {
                 Some("--pin") => mounts.pinned.push(PathBuf::from(value)),
                 Some("--read-only") => mounts.read_only.push(PathBuf::from(value)),
                 Some("--hide") => mounts.hidden.push(PathBuf::from(value)),
+                Some("--isolate") => isolate = text.parse::<bool>().map_err(|_| format!("--isolate takes true or false, not {text:?}"))?,
                 Some("--tmpdir") => tmpdir = Some(PathBuf::from(value)),
                 _ => return Err(format!("unknown option {}; {HELPER_USAGE}", flag.to_string_lossy())),
             }
@@ -315,7 +320,7 @@ impl HelperArgs {
         match (mode, network, tmpdir) {
             (Some(SandboxMode::Off), ..) => Err("sandbox-exec needs --sandbox workspace-write or read-only".into()),
             (Some(mode), Some(network), Some(tmpdir)) if !command.is_empty() => {
-                Ok(HelperArgs { settings: SandboxSettings { mode, network }, writable, mounts, tmpdir, command })
+                Ok(HelperArgs { settings: SandboxSettings { mode, network }, writable, mounts, isolate, tmpdir, command })
             }
             _ => Err(HELPER_USAGE.into()),
         }
