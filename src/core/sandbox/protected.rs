@@ -263,6 +263,18 @@ pub fn sandbox_mounts(project: &Path, writable: bool) -> SandboxMounts {
         for (relative, _) in PLANTED_CODE {
             push_existing(&mut mounts.read_only, &project.join(relative));
         }
+        // Submodules keep their repositories in .git/modules/<name>[/modules/<name>…]: their
+        // hooks and config run as the project's do.
+        let mut modules = vec![git.join("modules")];
+        while let Some(dir) = modules.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            for entry in entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
+                let repo = entry.path();
+                push_existing(&mut mounts.read_only, &repo.join("hooks"));
+                push_existing(&mut mounts.read_only, &repo.join("config"));
+                modules.push(repo.join("modules"));
+            }
+        }
         // Hooks git runs from elsewhere in the project (husky's `core.hooksPath = .husky/_`).
         if let Some(hooks) = hooks_path(&git, &project) {
             if hooks.starts_with(&project) {
@@ -395,10 +407,12 @@ mod tests {
         std::fs::write(project.join(".git/config"), "[core]\n\thooksPath = .husky/_\n").unwrap();
         std::fs::create_dir_all(project.join(".husky/_")).unwrap();
         std::fs::write(project.join(".nvim.lua"), "").unwrap();
+        std::fs::create_dir_all(project.join(".git/modules/lib/hooks")).unwrap();
+        std::fs::write(project.join(".git/modules/lib/config"), "").unwrap();
         let m = sandbox_mounts(&project, true);
         assert_eq!(m.pinned, [project.join(".git")]);
         assert!(project.join(".git/hooks").is_dir(), "an empty hooks folder is made");
-        for p in [".git/hooks", ".git/config", ".nvim.lua", ".husky/_"] {
+        for p in [".git/hooks", ".git/config", ".nvim.lua", ".husky/_", ".git/modules/lib/hooks", ".git/modules/lib/config"] {
             assert!(m.read_only.contains(&project.join(p)), "{p}: {m:?}");
         }
         assert!(!m.read_only.contains(&project.join(".mcp.json")), "only what exists");
