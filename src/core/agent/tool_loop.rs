@@ -258,7 +258,7 @@ impl AgentSession {
         kind: ToolKind,
         key: Option<ConsentKey>,
     ) -> Verdict {
-        let holed = matches!(confinement, Confinement::Sandboxed(s) if s.holes(&self.session().cwd().to_path_buf()).is_some());
+        let holed = matches!(confinement, Confinement::Sandboxed(s) if s.holes(self.session().cwd()).is_some());
         if !holed {
             let Confinement::Unavailable(_) = confinement else {
                 let sandboxed = matches!(confinement, Confinement::Sandboxed(_));
