@@ -102,6 +102,9 @@ impl AgentSession {
         let (events, _) = broadcast::channel(4096);
         let state = AgentState { unrecorded_thinking: config.thinking, ..AgentState::default() };
         let tool_env = EnvPolicy::new(config.provider.secret_vars());
+        if config.sandbox.is_on() {
+            crate::core::sandbox::probe_in_background();
+        }
         Self {
             provider: Mutex::new(Provider::new(config.provider)),
             session: Mutex::new(session),

@@ -182,6 +182,17 @@ pub fn mount_namespaces() -> &'static Result<(), String> {
     })
 }
 
+/// Starts [`mount_namespaces`]'s probe on a thread of its own (a few ms: it runs the helper),
+/// so that the first command does not wait for it; a later call waits for that answer.
+pub fn probe_in_background() {
+    let spawned = std::thread::Builder::new().name("sandbox-probe".into()).spawn(|| {
+        let _ = mount_namespaces();
+    });
+    if let Err(e) = spawned {
+        tracing::debug!("cannot probe the sandbox in the background: {e}");
+    }
+}
+
 /// The helper's subcommand.
 pub const HELPER_COMMAND: &str = "sandbox-exec";
 
