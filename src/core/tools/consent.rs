@@ -124,6 +124,11 @@ pub struct ApprovalRequest {
     /// or the sandboxed run looks blocked by it): answering allows that.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unsandboxed: Option<String>,
+    /// The call reaches a protected path (the sandbox is on), as this says: where it really
+    /// lands and why (`path` is that real path). No policy answers it, and "always" counts
+    /// this once (`sandbox::protected`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protected: Option<String>,
 }
 
 /// The front end's seam: ask about one tool call and wait for the answer. An implementation
@@ -286,6 +291,7 @@ mod tests {
             origin: None,
             sandbox: None,
             unsandboxed: None,
+            protected: None,
         };
         let ls = json!({ "command": "ls" });
         let rm = json!({ "command": "rm -rf build" });

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::{Preview, ToolContext, ToolDefinition, ToolError, ToolKind, ToolOutput};
 use crate::core::message::Message;
+use crate::core::sandbox::protected::{self, Protected};
 
 /// What an "always" answer to a call covers for the rest of the session.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -33,6 +34,34 @@ pub enum CallFact {
     /// A command run and how it ended: its exit code, or else how it stopped ("aborted", the
     /// last line of a failure).
     Command { command: String, exit_code: Option<i32>, ended: Option<String> },
+}
+
+/// The file or folder a call reaches and how, resolved as the tool resolves it: what the
+/// sandbox's rules for host tools check (`sandbox::protected`) when the sandbox is on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// It reads there (`read`; `grep` searches there).
+    Read(PathBuf),
+    /// It writes there (`edit`, `write`).
+    Write(PathBuf),
+}
+
+impl Reach {
+    /// Where the call really lands (links resolved), and why it must ask first under every
+    /// policy, if it must; `project`: the session's folder. The call then acts on that real
+    /// path (`ToolContext::checked`), so what was checked is what it touches.
+    pub fn check(&self, project: &Path) -> (PathBuf, Option<Protected>) {
+        match self {
+            Reach::Read(path) => {
+                let real = protected::real_path(path);
+                (real.clone(), protected::read_protection(real))
+            }
+            Reach::Write(path) => {
+                let real = protected::real_path(path);
+                (real.clone(), protected::write_protection(real, project))
+            }
+        }
+    }
 }
 
 /// Where a tool comes from when it is not the host's own: an MCP server's tool, for its
@@ -79,6 +108,12 @@ pub trait Tool: Send + Sync {
     /// The file a call changes (absolute, resolved as the tool resolves it), if it changes one.
     fn changed_path(&self, _args: &Value, _cwd: &Path) -> Option<PathBuf> {
         None
+    }
+
+    /// The path a call reads or writes, resolved as the call will resolve it (by default the
+    /// changed path, written); `None`: it reaches no one path (bash, find, ls, MCP tools).
+    fn reach(&self, args: &Value, cwd: &Path) -> Option<Reach> {
+        self.changed_path(args, cwd).map(Reach::Write)
     }
 
     /// What the call would change, for its approval (`None`: nothing to show, or the call

@@ -30,7 +30,7 @@ struct Args {
 
 pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let a: Args = args::parse("write", &definition().parameters, arguments)?;
-    let abs = resolve_to_cwd(&a.path, &ctx.cwd);
+    let abs = ctx.target(|| resolve_to_cwd(&a.path, &ctx.cwd));
     if ctx.cancel.is_cancelled() {
         return Err(ToolError::Aborted);
     }
@@ -68,7 +68,8 @@ impl super::Tool for Write {
 
     /// The file now (empty when it does not exist yet), the content, and their diff.
     async fn preview(&self, args: &Value, ctx: &ToolContext) -> Option<super::Preview> {
-        let abs = self.changed_path(args, &ctx.cwd)?;
+        let resolved = self.changed_path(args, &ctx.cwd)?;
+        let abs = ctx.target(|| resolved);
         let after = args.get("content")?.as_str()?.to_string();
         let before = match ctx.files.read(&abs).await {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
