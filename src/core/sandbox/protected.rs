@@ -288,6 +288,21 @@ mod tests {
     }
 
     #[test]
+    fn protections_of_a_real_path_are_those_of_the_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = std::fs::canonicalize(dir.path()).unwrap();
+        let hook = project.join(".git/hooks/pre-commit");
+        assert!(matches!(write_protection(hook.clone(), &project), Some(Protected::PlantedCode { .. })));
+        assert_eq!(write_protection(hook.clone(), &project), check_write(&hook, &project));
+        assert_eq!(write_protection(project.join("src/a.rs"), &project), None);
+        assert_eq!(read_protection(project.join("src/a.rs")), None);
+        let locations = [PathBuf::from("/home/u/.ssh"), PathBuf::from("/data/u/.ssh")];
+        assert!(in_credentials(Path::new("/data/u/.ssh/id_ed25519"), &locations));
+        assert!(in_credentials(Path::new("/home/u/.ssh"), &locations));
+        assert!(!in_credentials(Path::new("/home/u/.sshx/key"), &locations), "components, not text");
+    }
+
+    #[test]
     fn credentials_are_found_in_home_and_in_the_config_folder() {
         let paths = credential_paths_for(Some(Path::new("/home/u")), Some(Path::new("/cfg")));
         assert!(paths.contains(&PathBuf::from("/home/u/.ssh")));

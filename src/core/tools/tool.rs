@@ -222,6 +222,23 @@ mod tests {
     }
 
     #[test]
+    fn each_host_tool_says_the_path_it_reaches_as_it_resolves_it() {
+        use crate::core::tools::lookup;
+        let cwd = Path::new("/work");
+        let reach = |tool: &str, args: Value| lookup(tool).unwrap().reach(&args, cwd);
+        let read = |p: &str| Some(Reach::Read(PathBuf::from(p)));
+        assert_eq!(reach("read", json!({"path": "src/a.rs"})), read("/work/src/a.rs"));
+        assert_eq!(reach("grep", json!({"pattern": "x", "path": "../up"})), read("/up"));
+        assert_eq!(reach("grep", json!({"pattern": "x"})), read("/work"), "no path: the cwd");
+        assert_eq!(reach("edit", json!({"path": "a/../.git/config"})), Some(Reach::Write("/work/.git/config".into())));
+        assert_eq!(reach("write", json!({"path": "/etc/x"})), Some(Reach::Write("/etc/x".into())));
+        for tool in ["bash", "find", "ls", "todo_write", "session_query"] {
+            assert_eq!(reach(tool, json!({"path": "x", "command": "cat x"})), None, "{tool}");
+        }
+        assert_eq!(reach("read", json!({})), None);
+    }
+
+    #[test]
     fn each_tool_says_its_part_of_the_facts() {
         let read = json!({"path": "src/a.rs"});
         assert_eq!(call_fact("read", &read, &result("read", "fn a", false)), Some(CallFact::Read("src/a.rs".into())));

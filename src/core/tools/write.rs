@@ -103,6 +103,18 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn writes_to_the_path_the_agent_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let checked = dir.path().join("real.txt");
+        let ctx = ToolContext::new(dir.path()).with_checked(Some(checked.clone()));
+        let out = execute("write", json!({"path": "named.txt", "content": "x"}), &ctx).await;
+        assert!(!out.is_error, "{}", out.joined_text());
+        assert_eq!(out.joined_text(), "Successfully wrote 1 bytes to named.txt", "the model's words stay its own");
+        assert_eq!(std::fs::read_to_string(&checked).unwrap(), "x");
+        assert!(!dir.path().join("named.txt").exists());
+    }
+
+    #[tokio::test]
     async fn missing_content_is_an_argument_error() {
         let dir = tempfile::tempdir().unwrap();
         let out = execute("write", json!({"path": "a.txt"}), &ToolContext::new(dir.path())).await;
