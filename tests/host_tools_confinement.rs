@@ -453,4 +453,31 @@ mod in_neovim {
         })
         .await;
     }
+
+    /// The host writes to the real path it checked; a buffer opened by a link's name is still the
+    /// file's buffer: the change goes through it (shown at once, written, one undo step).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_buffer_opened_through_a_link_gets_the_write() {
+        bounded(async {
+            let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_all" } })).await;
+            let real = ed.work_dir().join("real.txt");
+            std::fs::write(&real, "one\n").unwrap();
+            std::os::unix::fs::symlink(&real, ed.work_dir().join("alias.txt")).unwrap();
+            ed.command("edit alias.txt").await;
+            let buf = ed.eval("vim.api.nvim_get_current_buf()").await;
+            ed.mock.push(tool_calls_reply(vec![call("b1", "write", json!({ "path": "alias.txt", "content": "two\n" }))]));
+            ed.mock.push(MockReply::text("ok"));
+            ed.lua("require('handoff').prompt('change it')", json!([])).await;
+            ed.wait_event("HandoffAgentEnd", 1).await;
+            assert_eq!(std::fs::read_to_string(&real).unwrap(), "two\n");
+            let lines = ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf])).await;
+            assert_eq!(lines, json!(["two"]), "the buffer did not get the write");
+            assert_eq!(ed.lua("return vim.bo[...].modified", json!([buf])).await, json!(false));
+            ed.lua("vim.api.nvim_buf_call(..., function() vim.cmd('silent undo') end)", json!([buf])).await;
+            let lines = ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf])).await;
+            assert_eq!(lines, json!(["one"]), "one undo step");
+            ed.quit().await;
+        })
+        .await;
+    }
 }
