@@ -4,7 +4,8 @@
 --- `require("handoff").approve(id, decision, reason?)` is the one way to answer (the keys use it
 --- too); `User HandoffToolApproval` fires with `{ id, tool, kind, args, summary, path?, diff?, origin? }`
 --- for your own UI (and `sandbox`: the sandbox the command runs in; `unsandboxed`: why allowing
---- it runs the command outside the sandbox). What a call does (its summary, the file it changes, its preview) is what the
+--- it runs the command outside the sandbox; `protected`: why the path the call really reaches,
+--- `path`, is protected: allowed per call, "always" counts once). What a call does (its summary, the file it changes, its preview) is what the
 --- host sends, as the tool says it: nothing here reads the tool's arguments.
 local state = require("handoff.state")
 
@@ -26,6 +27,7 @@ local api = vim.api
 ---@field sandbox? string the sandbox the command runs in (`workspace-write, no network`)
 ---@field unsandboxed? string why this approval would run the command outside the sandbox
 ---@field holes? string what the sandbox cannot protect for this command here, and why
+---@field protected? string the real path a host tool reaches and why it is protected (asked per call)
 
 ---@type table<string, handoff.ApprovalRequest> requests waiting for an answer, by id
 local pending = {}
@@ -56,8 +58,14 @@ end
 --- Lines of the chat for a request.
 function M.lines(r)
   local keys = require("handoff.config").options.keymaps.approval or {}
-  local title = r.unsandboxed and "### Run `%s` outside the sandbox?" or "### Allow `%s`?"
+  local title = r.unsandboxed and "### Run `%s` outside the sandbox?"
+    or r.protected and "### Allow `%s` on a protected path?"
+    or "### Allow `%s`?"
   local lines = { title:format(r.tool), "" }
+  if r.protected then
+    -- Where the call really lands (links resolved), which may differ from what it names.
+    vim.list_extend(lines, { "*Protected:* " .. r.protected, "*Real path:* `" .. (r.path or "") .. "`", "" })
+  end
   if r.origin then
     -- The server's own hints, shown as its words: they decide nothing.
     local hints = {}
@@ -102,7 +110,9 @@ function M.lines(r)
     { "diff", "diff" },
   }) do
     local key = keys[pair[1]]
-    if key and (pair[1] ~= "diff" or r.before or r.after) then
+    -- A protected path, or a sandbox with holes, is allowed per call: "always" would count once, so it is not offered.
+    local offered = (pair[1] ~= "diff" or r.before or r.after) and (pair[1] ~= "always" or not (r.protected or r.holes))
+    if key and offered then
       table.insert(hint, ("`%s` %s"):format(key, pair[2]))
     end
   end
@@ -132,6 +142,7 @@ function M.request(r)
     sandbox = r.sandbox,
     unsandboxed = r.unsandboxed,
     holes = r.holes,
+    protected = r.protected,
   })
 end
 

@@ -6,13 +6,21 @@ local M = {}
 
 local api = vim.api
 
---- The loaded buffer of `path` (an absolute path), if any.
+--- Where `path` really is (links resolved) when it exists, else `path` normalized.
+local function real(path)
+  return vim.uv.fs_realpath(path) or vim.fs.normalize(path)
+end
+
+--- The loaded buffer of `path` (an absolute path), if any: a buffer named by another path to
+--- the same file counts (the host writes to the real path it checked; `:e` keeps a link's name).
 function M.buffer_of(path)
   local want = vim.fs.normalize(path)
+  local want_real = real(path)
   for _, buf in ipairs(api.nvim_list_bufs()) do
     if api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == "" then
       local name = api.nvim_buf_get_name(buf)
-      if name ~= "" and vim.fs.normalize(vim.fn.fnamemodify(name, ":p")) == want then
+      local full = name ~= "" and vim.fs.normalize(vim.fn.fnamemodify(name, ":p"))
+      if full and (full == want or real(full) == want_real) then
         return buf
       end
     end

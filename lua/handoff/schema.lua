@@ -69,7 +69,7 @@
 
 ---@class handoff.Config.tools
 ---@field enabled? ("read"|"bash"|"edit"|"write"|"grep"|"find"|"ls"|"todo_write"|"session_query")[] The tools the model may call (pi's names); default: read, bash, edit, write, todo_write, session_query (offered only to a session handed off from another; a list without it turns it off).
----@field policy? "ask"|"allow_edits"|"allow_sandboxed"|"allow_all" "ask": edits and commands ask; "allow_edits": commands ask; "allow_sandboxed": commands that run in the sandbox run unasked, edits and unsandboxed commands ask; "allow_all": nothing asks (the CLI's --yes; it never lifts the sandbox).
+---@field policy? "ask"|"allow_edits"|"allow_sandboxed"|"allow_all" "ask": edits and commands ask; "allow_edits": commands ask; "allow_sandboxed": commands that run in the sandbox run unasked, edits and unsandboxed commands ask; "allow_all": nothing asks (the CLI's --yes; it never lifts the sandbox, nor lets read, edit or write reach a protected path: |handoff-sandbox|).
 ---@field rules? table<string, "allow"|"ask"|"deny"> Per tool, over the policy, e.g. { bash = "deny" }; an MCP server's tools by server or by tool, e.g. { mcp__github = "allow", mcp__github__delete_repo = "deny" }. See |handoff-mcp|.
 
 ---@class handoff.Config.mcp
@@ -397,7 +397,7 @@ return {
       type = { kind = "one_of", values = { "ask", "allow_edits", "allow_sandboxed", "allow_all" } },
       default = "ask",
       accepts = "one of \"ask\", \"allow_edits\", \"allow_sandboxed\", \"allow_all\"",
-      doc = "\"ask\": edits and commands ask; \"allow_edits\": commands ask; \"allow_sandboxed\": commands that run in the sandbox run unasked, edits and unsandboxed commands ask; \"allow_all\": nothing asks (the CLI's --yes; it never lifts the sandbox).",
+      doc = "\"ask\": edits and commands ask; \"allow_edits\": commands ask; \"allow_sandboxed\": commands that run in the sandbox run unasked, edits and unsandboxed commands ask; \"allow_all\": nothing asks (the CLI's --yes; it never lifts the sandbox, nor lets read, edit or write reach a protected path: |handoff-sandbox|).",
     },
     {
       key = "tools.rules",

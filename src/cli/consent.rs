@@ -20,18 +20,24 @@ pub const NO_TERMINAL_TO_LIFT: &str =
 pub const NO_TERMINAL_FOR_HOLES: &str =
     "handoff-nvim has no terminal to ask on whether to run this in a sandbox that cannot protect everything here (--yes never answers that): pass --sandbox off to run commands without the sandbox";
 
+/// The start of the result text of a call that reaches a protected path when nobody can be
+/// asked; what the path is and why follows.
+pub const NO_TERMINAL_FOR_PROTECTED: &str =
+    "handoff-nvim has no terminal to ask on whether to let this call reach a protected path (--yes never allows that; --sandbox off leaves it to consent)";
+
 /// Nobody to ask (no terminal): a refusal, naming the flag that would have allowed the call.
 struct NoTerminal;
 
 #[async_trait]
 impl Consent for NoTerminal {
     async fn ask(&self, request: ApprovalRequest) -> Decision {
-        let reason = match (&request.unsandboxed, &request.holes) {
-            (Some(_), _) => NO_TERMINAL_TO_LIFT,
-            (None, Some(_)) => NO_TERMINAL_FOR_HOLES,
-            (None, None) => NO_TERMINAL,
+        let reason = match (&request.protected, &request.unsandboxed, &request.holes) {
+            (Some(why), _, _) => format!("{NO_TERMINAL_FOR_PROTECTED}: {why}"),
+            (None, Some(_), _) => NO_TERMINAL_TO_LIFT.into(),
+            (None, None, Some(_)) => NO_TERMINAL_FOR_HOLES.into(),
+            (None, None, None) => NO_TERMINAL.into(),
         };
-        Decision::Reject { reason: Some(reason.into()) }
+        Decision::Reject { reason: Some(reason) }
     }
 }
 
@@ -51,6 +57,10 @@ pub fn for_this_process() -> std::sync::Arc<dyn Consent> {
 /// What the question shows of a call, as the tool said it: the command, or the file and the
 /// diff of the change, or the arguments.
 fn describe(request: &ApprovalRequest) -> String {
+    if let Some(why) = &request.protected {
+        let diff = request.preview.as_ref().map(|p| format!("\n{}", p.diff)).unwrap_or_default();
+        return format!("{}: {}{diff}\nProtected path: {why}", request.tool, request.summary);
+    }
     if let Some(why) = &request.unsandboxed {
         return format!("$ {}\nOutside the sandbox: {why}", request.summary);
     }
@@ -72,8 +82,13 @@ fn ask_blocking(request: &ApprovalRequest) -> std::io::Result<Decision> {
     let tty = std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty")?;
     let mut out = tty.try_clone()?;
     let mut input = std::io::BufReader::new(tty);
-    let what = if request.unsandboxed.is_some() { format!("{} outside the sandbox", request.tool) } else { request.tool.clone() };
-    write!(out, "\n{}\nAllow {what}? [y]es / [a]lways / [n]o / [c]ancel the turn: ", describe(request))?;
+    let (what, answers) = match (&request.path, &request.protected, &request.unsandboxed) {
+        // Approved per call: "always" counts as this once.
+        (Some(path), Some(_), _) => (format!("{} on {path}", request.tool), "[y]es this once"),
+        (_, _, Some(_)) => (format!("{} outside the sandbox", request.tool), "[y]es / [a]lways"),
+        _ => (request.tool.clone(), "[y]es / [a]lways"),
+    };
+    write!(out, "\n{}\nAllow {what}? {answers} / [n]o / [c]ancel the turn: ", describe(request))?;
     out.flush()?;
     let mut line = String::new();
     input.read_line(&mut line)?;

@@ -688,8 +688,8 @@ pub enum Record {
     Todos {
         todos: Vec<Todo>,
     },
-    /// A tool call waits for the user's answer (`approve`).
-    ToolApproval(ApprovalRequest),
+    /// A tool call waits for the user's answer (`approve`); boxed: by far the largest record.
+    ToolApproval(Box<ApprovalRequest>),
     /// A waiting request ended without an answer from the chat (the run was stopped).
     ToolApprovalEnd {
         id: String,

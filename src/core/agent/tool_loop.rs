@@ -4,6 +4,12 @@
 //! does); an abort stops the running tool and skips the rest. Every call gets a result, so the
 //! conversation stays valid for both APIs (each tool call must be answered).
 //!
+//! With the sandbox on, `read`, `grep`, `edit` and `write` obey its confinement: the real path a
+//! call reaches is checked (`sandbox::protected`), a protected one asks under every policy (an
+//! "always" counts once), and the tool acts on the real path checked. What remains open: a
+//! folder on that path swapped for a link after the check (by a process an earlier command
+//! left running) is followed by the write.
+//!
 //! Before an `edit` or `write` runs, the file's content is read (unless the session keeps its
 //! original already); when the call succeeds, that content is kept beside the session as the
 //! file's original (see `session::changes`), which the session's changes are shown against.
@@ -20,9 +26,10 @@ use super::{AgentError, AgentEvent, AgentSession, Level, Notice, RunResult};
 use crate::core::message::{now_millis, Message};
 use crate::core::provider::ToolCall;
 use crate::core::session::{todos, Before};
+use crate::core::sandbox::protected::Protected;
 use crate::core::sandbox::{self, Sandboxed, Support};
 use crate::core::tools::consent::{self, ApprovalRequest, Decision, Verdict};
-use crate::core::tools::{self, ConsentKey, ToolContext, ToolKind, ToolName, ToolOutput};
+use crate::core::tools::{self, ConsentKey, ToolContext, ToolKind, ToolName, ToolOutput, ToolRef};
 
 /// pi's text for calls skipped because the user typed meanwhile.
 const SKIPPED_FOR_STEERING: &str = "Skipped due to queued user message.";
@@ -42,6 +49,14 @@ enum Confinement {
     Sandboxed(Sandboxed),
     /// The sandbox is asked for but cannot be enforced, for this reason: the user decides.
     Unavailable(String),
+}
+
+/// What makes a call ask whatever the policy says: where bash runs, and whether a host tool's
+/// call reaches a protected path or a command's sandbox has holes here (`protected`: asked per
+/// call, "always" counting once).
+struct Asks<'a> {
+    confinement: &'a Confinement,
+    protected: bool,
 }
 
 /// A file an `edit` or `write` call is about to change, as it was before the call.
@@ -130,11 +145,18 @@ impl AgentSession {
         let ctx = self.tool_context(cancel);
         // The registry's tool (ours, or an MCP server's) says what the call is.
         let tool = self.tools.find(&call.name);
+        let (checked, protected) = self.reach(tool.as_ref(), &args, &ctx.cwd);
+        let ctx = ctx.with_checked(checked).with_credentials_hidden(self.sandbox.is_on() && protected.is_none());
         let enabled = tool.is_some();
         let kind = tool.as_ref().map_or(ToolKind::Execute, |t| t.kind());
         let key = tool.as_ref().map_or_else(|| tools::consent_key(&call.name, &args), |t| t.consent_key(&args));
         let confinement = if enabled { self.confinement(&call.name, key.as_ref()) } else { Confinement::Unconfined };
         let consent = lock_arc(&self.consent);
+        // What a sandbox without its namespaces cannot protect here: asked about, as a protected path is.
+        let holes = match &confinement {
+            Confinement::Sandboxed(s) => s.holes(&ctx.cwd),
+            _ => None,
+        };
         if let Some(tool) = &tool {
             // What the tool says of the call: the front ends show it as it is.
             let request = async {
@@ -144,7 +166,10 @@ impl AgentSession {
                     kind,
                     args: args.clone(),
                     summary: tool.summary(&args),
-                    path: tool.changed_path(&args, &ctx.cwd).map(|p| p.to_string_lossy().into_owned()),
+                    path: match &protected {
+                        Some(p) => Some(p.real().to_string_lossy().into_owned()),
+                        None => tool.changed_path(&args, &ctx.cwd).map(|p| p.to_string_lossy().into_owned()),
+                    },
                     preview: tool.preview(&args, &ctx).await.map(Box::new),
                     origin: tool.origin(),
                     sandbox: matches!(confinement, Confinement::Sandboxed(_)).then(|| self.sandbox.describe()),
@@ -152,14 +177,13 @@ impl AgentSession {
                         Confinement::Unavailable(why) => Some(why.clone()),
                         _ => None,
                     },
-                    holes: match &confinement {
-                        Confinement::Sandboxed(s) => s.holes(&ctx.cwd),
-                        _ => None,
-                    },
+                    holes: holes.clone(),
+                    protected: protected.as_ref().map(Protected::describe),
                 }
             };
+            let asks = Asks { confinement: &confinement, protected: protected.is_some() || holes.is_some() };
             let verdict = tokio::select! {
-                verdict = self.decide(&confinement, consent.as_ref(), request, call, kind, key.clone()) => verdict,
+                verdict = self.decide(asks, consent.as_ref(), request, call, kind, key.clone()) => verdict,
                 () = cancel.cancelled() => Verdict::Cancel,
             };
             match verdict {
@@ -209,6 +233,7 @@ impl AgentSession {
             sandbox: None,
             unsandboxed: Some(format!("the sandboxed run looks blocked by the sandbox: {why}")),
             holes: None,
+            protected: None,
         };
         let decision = tokio::select! {
             decision = consent.ask(request) => decision,
@@ -246,32 +271,46 @@ impl AgentSession {
         }
     }
 
+    /// Where a host tool's call really lands and why it must ask first, when the sandbox is on
+    /// (`Tool::reach`, checked by `sandbox::protected`); with it off only consent applies.
+    fn reach(&self, tool: Option<&ToolRef>, args: &Value, cwd: &std::path::Path) -> (Option<PathBuf>, Option<Protected>) {
+        if !self.sandbox.is_on() {
+            return (None, None);
+        }
+        match tool.and_then(|t| t.reach(args, cwd)) {
+            Some(reach) => {
+                let (real, protected) = reach.check(cwd);
+                (Some(real), protected)
+            }
+            None => (None, None),
+        }
+    }
+
     /// The consent for one call: the policy (which may let a sandboxed command run unasked), the
-    /// session's grants, the user. A command the sandbox cannot confine is always asked about
-    /// (no policy lifts the sandbox), unless the tool is denied.
+    /// session's grants, the user. A command the sandbox cannot confine, and a host tool's call
+    /// that reaches a protected path, are always asked about (no policy or grant lifts the
+    /// sandbox), unless the tool is denied; for a protected path "always" counts this once.
     async fn decide(
         &self,
-        confinement: &Confinement,
+        asks: Asks<'_>,
         consent: &dyn consent::Consent,
         request: impl std::future::Future<Output = ApprovalRequest>,
         call: &ToolCall,
         kind: ToolKind,
         key: Option<ConsentKey>,
     ) -> Verdict {
-        let holed = matches!(confinement, Confinement::Sandboxed(s) if s.holes(self.session().cwd()).is_some());
-        if !holed {
-            let Confinement::Unavailable(_) = confinement else {
-                let sandboxed = matches!(confinement, Confinement::Sandboxed(_));
-                return consent::decide(&self.policy, &self.grants, consent, request, &call.name, kind, key, sandboxed).await;
-            };
+        let unavailable = matches!(asks.confinement, Confinement::Unavailable(_));
+        if !unavailable && !asks.protected {
+            let sandboxed = matches!(asks.confinement, Confinement::Sandboxed(_));
+            return consent::decide(&self.policy, &self.grants, consent, request, &call.name, kind, key, sandboxed).await;
         }
         if self.policy.rule(&call.name, kind) == consent::Rule::Deny {
             return consent::decide(&self.policy, &self.grants, consent, request, &call.name, kind, key, false).await;
         }
         match consent.ask(request.await).await {
             Decision::Allow => Verdict::Run,
-            // A sandbox with holes is asked about per command: "always" is this once.
-            Decision::Always if holed => Verdict::Run,
+            // Asked whatever the policy (a protected path, a sandbox with holes): "always" is this once.
+            Decision::Always if asks.protected => Verdict::Run,
             Decision::Always => {
                 self.grants.remember(OUTSIDE_THE_SANDBOX, key);
                 Verdict::Run

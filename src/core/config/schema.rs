@@ -324,7 +324,7 @@ pub const SETTINGS: &[Setting] = &[
         "The tools the model may call (pi's names); default: read, bash, edit, write, todo_write, session_query (offered only to a session handed off from another; a list without it turns it off).")
         .flag("tools", None),
     Setting::host("tools.policy", "tools.policy", Type::OneOf(policy_names), DefaultValue::Text("ask"),
-        "\"ask\": edits and commands ask; \"allow_edits\": commands ask; \"allow_sandboxed\": commands that run in the sandbox run unasked, edits and unsandboxed commands ask; \"allow_all\": nothing asks (the CLI's --yes; it never lifts the sandbox)."),
+        "\"ask\": edits and commands ask; \"allow_edits\": commands ask; \"allow_sandboxed\": commands that run in the sandbox run unasked, edits and unsandboxed commands ask; \"allow_all\": nothing asks (the CLI's --yes; it never lifts the sandbox, nor lets read, edit or write reach a protected path: |handoff-sandbox|)."),
     Setting::host("tools.rules", "tools.rules", Type::Table { keys: tool_names, prefix: Some("mcp__"), values: &Type::OneOf(rule_names) }, DefaultValue::Empty,
         "Per tool, over the policy, e.g. { bash = \"deny\" }; an MCP server's tools by server or by tool, e.g. { mcp__github = \"allow\", mcp__github__delete_repo = \"deny\" }. See |handoff-mcp|."),
     Setting::host("mcp.servers", "mcp.servers", Type::Map(&Type::Object), DefaultValue::Empty,

@@ -181,15 +181,25 @@ pub fn real_project(project: &Path) -> PathBuf {
 /// Whether a host tool that *reads* `path` (absolute) must ask first: a credential location
 /// (reading elsewhere is what a sandboxed command may do too).
 pub fn check_read(path: &Path) -> Option<Protected> {
-    let real = real_path(path);
-    is_credential(&real).then_some(Protected::Credential { real })
+    read_protection(real_path(path))
 }
 
 /// Whether a host tool that *writes* `path` (absolute) in a session whose project is `project`
 /// must ask first: outside the project (real locations compared), a credential, or code other
 /// programs run.
 pub fn check_write(path: &Path, project: &Path) -> Option<Protected> {
-    let real = real_path(path);
+    write_protection(real_path(path), project)
+}
+
+/// [`check_read`] of a path already made real ([`real_path`]): a caller that acts on `real`
+/// afterwards checks exactly what it acts on (resolving twice could see a link swapped in
+/// between).
+pub fn read_protection(real: PathBuf) -> Option<Protected> {
+    is_credential(&real).then_some(Protected::Credential { real })
+}
+
+/// [`check_write`] of a path already made real ([`real_path`]), as [`read_protection`].
+pub fn write_protection(real: PathBuf, project: &Path) -> Option<Protected> {
     if is_credential(&real) {
         return Some(Protected::Credential { real });
     }
@@ -217,7 +227,26 @@ pub fn planted_code_reason(relative: &Path) -> Option<&'static str> {
 
 /// Whether `real` (a real path) is one of the credential locations or inside one.
 pub fn is_credential(real: &Path) -> bool {
-    credential_paths().iter().any(|c| real.starts_with(c) || real.starts_with(real_path(c)))
+    in_credentials(real, &credential_locations())
+}
+
+/// Every credential location as named ([`credential_paths`]) and where it really is, for a
+/// check made many times (a walk over a folder) without resolving them each time.
+pub fn credential_locations() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for named in credential_paths() {
+        let real = real_path(&named);
+        if real != named {
+            out.push(real);
+        }
+        out.push(named);
+    }
+    out
+}
+
+/// Whether `path` is one of `locations` ([`credential_locations`]) or inside one.
+pub fn in_credentials(path: &Path, locations: &[PathBuf]) -> bool {
+    locations.iter().any(|c| path.starts_with(c))
 }
 
 /// What a sandboxed command's mount namespace changes, worked out by the host for one command
@@ -388,6 +417,21 @@ mod tests {
         assert!(planted_code_reason(Path::new("src/main.rs")).is_none());
         assert!(planted_code_reason(Path::new(".github/workflows/ci.yml")).is_none());
         assert!(planted_code_reason(Path::new(".gitignore")).is_none());
+    }
+
+    #[test]
+    fn protections_of_a_real_path_are_those_of_the_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = std::fs::canonicalize(dir.path()).unwrap();
+        let hook = project.join(".git/hooks/pre-commit");
+        assert!(matches!(write_protection(hook.clone(), &project), Some(Protected::PlantedCode { .. })));
+        assert_eq!(write_protection(hook.clone(), &project), check_write(&hook, &project));
+        assert_eq!(write_protection(project.join("src/a.rs"), &project), None);
+        assert_eq!(read_protection(project.join("src/a.rs")), None);
+        let locations = [PathBuf::from("/home/u/.ssh"), PathBuf::from("/data/u/.ssh")];
+        assert!(in_credentials(Path::new("/data/u/.ssh/id_ed25519"), &locations));
+        assert!(in_credentials(Path::new("/home/u/.ssh"), &locations));
+        assert!(!in_credentials(Path::new("/home/u/.sshx/key"), &locations), "components, not text");
     }
 
     #[test]

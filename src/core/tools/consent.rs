@@ -128,6 +128,11 @@ pub struct ApprovalRequest {
     /// as this says: asked whatever the policy, answered for this call only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub holes: Option<String>,
+    /// The call reaches a protected path (the sandbox is on), as this says: where it really
+    /// lands and why (`path` is that real path). No policy answers it, and "always" counts
+    /// this once (`sandbox::protected`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protected: Option<String>,
 }
 
 /// The front end's seam: ask about one tool call and wait for the answer. An implementation
@@ -291,6 +296,7 @@ mod tests {
             sandbox: None,
             unsandboxed: None,
             holes: None,
+            protected: None,
         };
         let ls = json!({ "command": "ls" });
         let rm = json!({ "command": "rm -rf build" });

@@ -130,7 +130,7 @@ pub(crate) async fn plan(arguments: Value, ctx: &ToolContext) -> Result<Planned,
             "Edit tool input is invalid. edits must contain at least one replacement.".into(),
         ));
     }
-    let abs = resolve_to_cwd(&a.path, &ctx.cwd);
+    let abs = ctx.target(|| resolve_to_cwd(&a.path, &ctx.cwd));
     let path = a.path.as_str();
     let raw = ctx
         .abortable(async {

@@ -28,6 +28,7 @@ use super::args;
 use super::truncate::{truncate_line, DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH};
 use super::walk::{listing, relative, run_blocking, search_root, walker, Counted};
 use super::{ToolContext, ToolDefinition, ToolError, ToolOutput};
+use crate::core::sandbox::protected;
 
 const DEFAULT_LIMIT: usize = 100;
 const MATCHES: Counted =
@@ -70,8 +71,9 @@ struct Args {
 
 pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let a: Args = args::parse("grep", &definition().parameters, arguments)?;
-    let root = search_root(a.path.as_deref(), &ctx.cwd);
-    run_blocking("grep", ctx, move |cancel| search(a, root, cancel)).await
+    let root = ctx.target(|| search_root(a.path.as_deref(), &ctx.cwd));
+    let hidden = if ctx.credentials_hidden { protected::credential_locations() } else { Vec::new() };
+    run_blocking("grep", ctx, move |cancel| search(a, root, &hidden, cancel)).await
 }
 
 struct Hit {
@@ -192,7 +194,9 @@ fn search_batch(
     }
 }
 
-fn search(a: Args, root: PathBuf, cancel: &CancellationToken) -> Result<ToolOutput, ToolError> {
+/// `hidden`: locations whose files are left out of the walk (credentials, see
+/// [`ToolContext::credentials_hidden`]).
+fn search(a: Args, root: PathBuf, hidden: &[PathBuf], cancel: &CancellationToken) -> Result<ToolOutput, ToolError> {
     let meta = std::fs::metadata(&root)
         .map_err(|_| ToolError::Failed(format!("Path not found: {}", root.display())))?;
     let is_dir = meta.is_dir();
@@ -241,7 +245,7 @@ fn search(a: Args, root: PathBuf, cancel: &CancellationToken) -> Result<ToolOutp
                 break;
             }
             let Ok(entry) = entry else { continue };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
+            if !entry.file_type().is_some_and(|t| t.is_file()) || protected::in_credentials(entry.path(), hidden) {
                 continue;
             }
             batch.push((index, entry.into_path()));
@@ -355,6 +359,11 @@ impl super::Tool for Grep {
 
     fn summary(&self, args: &Value) -> String {
         super::argument_summary(args, "pattern")
+    }
+
+    /// The folder or file it searches: its contents reach the model.
+    fn reach(&self, args: &Value, cwd: &Path) -> Option<super::Reach> {
+        Some(super::Reach::Read(search_root(args.get("path").and_then(Value::as_str), cwd)))
     }
 }
 

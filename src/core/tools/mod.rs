@@ -49,7 +49,7 @@ use tokio_util::sync::CancellationToken;
 use crate::core::message::{now_millis, Content, ContentBlock, Message, Role};
 
 pub use todo::{current_todos, Todo, TodoStatus};
-pub use tool::{argument_summary, CallFact, ConsentKey, Tool, ToolOrigin};
+pub use tool::{argument_summary, CallFact, ConsentKey, Reach, Tool, ToolOrigin};
 
 /// What a tool may do, the basis of the consent policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -394,6 +394,13 @@ pub struct ToolContext {
     pub model: Option<Arc<dyn ModelOnce>>,
     /// bash runs its command in this sandbox (`None`: with the user's rights).
     pub sandbox: Option<crate::core::sandbox::Sandboxed>,
+    /// The real location the agent checked for this call ([`Reach::check`], the sandbox on):
+    /// `read`, `grep`, `edit` and `write` act on it instead of resolving their argument again,
+    /// so a link planted after the check is not followed. `None`: they resolve the argument.
+    pub checked: Option<PathBuf>,
+    /// `grep` leaves the user's credential locations out of a folder it walks (the sandbox is
+    /// on and the folder itself was not approved as one).
+    pub credentials_hidden: bool,
 }
 
 impl ToolContext {
@@ -410,6 +417,8 @@ impl ToolContext {
             parent_session: None,
             model: None,
             sandbox: None,
+            checked: None,
+            credentials_hidden: false,
         }
     }
 
@@ -448,6 +457,22 @@ impl ToolContext {
         self
     }
 
+    pub fn with_checked(mut self, checked: Option<PathBuf>) -> Self {
+        self.checked = checked;
+        self
+    }
+
+    pub fn with_credentials_hidden(mut self, hidden: bool) -> Self {
+        self.credentials_hidden = hidden;
+        self
+    }
+
+    /// The path a call acts on: the one the agent checked ([`Self::checked`]), else `resolve()`
+    /// (the argument resolved as the tool resolves it).
+    pub(crate) fn target(&self, resolve: impl FnOnce() -> PathBuf) -> PathBuf {
+        self.checked.clone().unwrap_or_else(resolve)
+    }
+
     pub(crate) fn progress(&self, output: ToolOutput) {
         if let Some(f) = &self.on_progress {
             f(output);
@@ -479,6 +504,8 @@ impl fmt::Debug for ToolContext {
             .field("shell", &self.shell)
             .field("parent_session", &self.parent_session)
             .field("sandbox", &self.sandbox)
+            .field("checked", &self.checked)
+            .field("credentials_hidden", &self.credentials_hidden)
             .finish_non_exhaustive()
     }
 }

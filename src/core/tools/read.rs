@@ -53,7 +53,7 @@ struct Args {
 
 pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let a: Args = args::parse("read", &definition().parameters, arguments)?;
-    let abs = resolve_read_path(&a.path, &ctx.cwd);
+    let abs = ctx.target(|| resolve_read_path(&a.path, &ctx.cwd));
     ctx.abortable(read_file(ctx, &a.path, &abs, args::count(a.offset), args::count(a.limit))).await
 }
 
@@ -425,6 +425,10 @@ impl super::Tool for Read {
 
     async fn run(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         run(arguments, ctx).await
+    }
+
+    fn reach(&self, args: &Value, cwd: &Path) -> Option<super::Reach> {
+        Some(super::Reach::Read(resolve_read_path(args.get("path")?.as_str()?, cwd)))
     }
 
     fn fact(&self, args: &Value, result: &crate::core::message::Message) -> Option<super::CallFact> {

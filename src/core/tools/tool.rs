@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::{Preview, ToolContext, ToolDefinition, ToolError, ToolKind, ToolOutput};
 use crate::core::message::Message;
+use crate::core::sandbox::protected::{self, Protected};
 
 /// What an "always" answer to a call covers for the rest of the session.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -33,6 +34,34 @@ pub enum CallFact {
     /// A command run and how it ended: its exit code, or else how it stopped ("aborted", the
     /// last line of a failure).
     Command { command: String, exit_code: Option<i32>, ended: Option<String> },
+}
+
+/// The file or folder a call reaches and how, resolved as the tool resolves it: what the
+/// sandbox's rules for host tools check (`sandbox::protected`) when the sandbox is on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// It reads there (`read`; `grep` searches there).
+    Read(PathBuf),
+    /// It writes there (`edit`, `write`).
+    Write(PathBuf),
+}
+
+impl Reach {
+    /// Where the call really lands (links resolved), and why it must ask first under every
+    /// policy, if it must; `project`: the session's folder. The call then acts on that real
+    /// path (`ToolContext::checked`), so what was checked is what it touches.
+    pub fn check(&self, project: &Path) -> (PathBuf, Option<Protected>) {
+        match self {
+            Reach::Read(path) => {
+                let real = protected::real_path(path);
+                (real.clone(), protected::read_protection(real))
+            }
+            Reach::Write(path) => {
+                let real = protected::real_path(path);
+                (real.clone(), protected::write_protection(real, project))
+            }
+        }
+    }
 }
 
 /// Where a tool comes from when it is not the host's own: an MCP server's tool, for its
@@ -79,6 +108,12 @@ pub trait Tool: Send + Sync {
     /// The file a call changes (absolute, resolved as the tool resolves it), if it changes one.
     fn changed_path(&self, _args: &Value, _cwd: &Path) -> Option<PathBuf> {
         None
+    }
+
+    /// The path a call reads or writes, resolved as the call will resolve it (by default the
+    /// changed path, written); `None`: it reaches no one path (bash, find, ls, MCP tools).
+    fn reach(&self, args: &Value, cwd: &Path) -> Option<Reach> {
+        self.changed_path(args, cwd).map(Reach::Write)
     }
 
     /// What the call would change, for its approval (`None`: nothing to show, or the call
@@ -184,6 +219,23 @@ mod tests {
         assert_eq!(call_summary("mcp_thing", &json!({"path": "x"})), "x");
         assert_eq!(call_summary("mcp_thing", &json!({"q": 1})), r#"{"q":1}"#);
         assert_eq!(kind_of("mcp_thing"), None);
+    }
+
+    #[test]
+    fn each_host_tool_says_the_path_it_reaches_as_it_resolves_it() {
+        use crate::core::tools::lookup;
+        let cwd = Path::new("/work");
+        let reach = |tool: &str, args: Value| lookup(tool).unwrap().reach(&args, cwd);
+        let read = |p: &str| Some(Reach::Read(PathBuf::from(p)));
+        assert_eq!(reach("read", json!({"path": "src/a.rs"})), read("/work/src/a.rs"));
+        assert_eq!(reach("grep", json!({"pattern": "x", "path": "../up"})), read("/up"));
+        assert_eq!(reach("grep", json!({"pattern": "x"})), read("/work"), "no path: the cwd");
+        assert_eq!(reach("edit", json!({"path": "a/../.git/config"})), Some(Reach::Write("/work/.git/config".into())));
+        assert_eq!(reach("write", json!({"path": "/etc/x"})), Some(Reach::Write("/etc/x".into())));
+        for tool in ["bash", "find", "ls", "todo_write", "session_query"] {
+            assert_eq!(reach(tool, json!({"path": "x", "command": "cat x"})), None, "{tool}");
+        }
+        assert_eq!(reach("read", json!({})), None);
     }
 
     #[test]

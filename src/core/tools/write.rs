@@ -30,7 +30,7 @@ struct Args {
 
 pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let a: Args = args::parse("write", &definition().parameters, arguments)?;
-    let abs = resolve_to_cwd(&a.path, &ctx.cwd);
+    let abs = ctx.target(|| resolve_to_cwd(&a.path, &ctx.cwd));
     if ctx.cancel.is_cancelled() {
         return Err(ToolError::Aborted);
     }
@@ -68,7 +68,8 @@ impl super::Tool for Write {
 
     /// The file now (empty when it does not exist yet), the content, and their diff.
     async fn preview(&self, args: &Value, ctx: &ToolContext) -> Option<super::Preview> {
-        let abs = self.changed_path(args, &ctx.cwd)?;
+        let resolved = self.changed_path(args, &ctx.cwd)?;
+        let abs = ctx.target(|| resolved);
         let after = args.get("content")?.as_str()?.to_string();
         let before = match ctx.files.read(&abs).await {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
@@ -99,6 +100,18 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "héllo");
         execute("write", json!({"path": "a/b/c.txt", "content": "x"}), &ctx).await;
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "x");
+    }
+
+    #[tokio::test]
+    async fn writes_to_the_path_the_agent_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let checked = dir.path().join("real.txt");
+        let ctx = ToolContext::new(dir.path()).with_checked(Some(checked.clone()));
+        let out = execute("write", json!({"path": "named.txt", "content": "x"}), &ctx).await;
+        assert!(!out.is_error, "{}", out.joined_text());
+        assert_eq!(out.joined_text(), "Successfully wrote 1 bytes to named.txt", "the model's words stay its own");
+        assert_eq!(std::fs::read_to_string(&checked).unwrap(), "x");
+        assert!(!dir.path().join("named.txt").exists());
     }
 
     #[tokio::test]
