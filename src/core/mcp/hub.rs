@@ -249,12 +249,13 @@ impl McpHub {
         for error in &mcp.errors {
             tracing::warn!("MCP configuration: {error}");
         }
-        let hub = McpHub::new(mcp, cwd, EnvPolicy::new(config.provider.secret_vars()), trust);
+        let hub = McpHub::new(mcp, cwd, config.command_env(), trust);
         config.tools.add_source(hub.clone());
         Some(hub)
     }
 
-    /// The servers of `config`; stdio servers run in `cwd` without the variables `env` removes.
+    /// The servers of `config`; stdio servers run in `cwd` with the environment `env` builds
+    /// (unsandboxed) and their entry's own `env` over it.
     pub fn new(config: McpConfig, cwd: impl Into<PathBuf>, env: EnvPolicy, trust: TrustStore) -> Arc<McpHub> {
         let cwd = cwd.into();
         let timeout = Duration::from_secs(config.startup_timeout.max(1));
