@@ -21,7 +21,7 @@ use handoff_nvim::core::mcp::{McpConfig, McpHub, McpSettings, TrustStore};
 use handoff_nvim::core::sandbox::{SandboxMode, SandboxSettings, Support};
 use handoff_nvim::core::session::SessionManager;
 use handoff_nvim::core::tools::consent::Policy;
-use handoff_nvim::core::tools::{EnvPolicy, EnvSettings, Inherit, ToolRegistry, ToolSource as _};
+use handoff_nvim::core::tools::{EnvPolicy, EnvSettings, Inherit, ToolRegistry};
 use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
