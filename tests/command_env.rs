@@ -4,8 +4,9 @@
 //! editor's and agents' sockets. None of their values may reach the tool result, the requests
 //! the mock receives, the session file or the terminal; the controls (`--env-include-only`
 //! naming one, `--sandbox off`) show that the same run does carry a value when the policy lets
-//! it through, so the checks can fail. `set` and `inherit = "none"` through the agent, and an
-//! MCP stdio server's environment through the hub.
+//! it through, so the checks can fail. `set` and `inherit = "none"` through the agent, an MCP
+//! stdio server's environment through the hub, and in headless Neovim the editor's own `$NVIM`
+//! kept from a sandboxed command while `setup{ tools = { env = … } }` applies.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -283,4 +284,37 @@ async fn an_mcp_stdio_server_gets_no_secret_but_what_its_entry_names() {
     assert_eq!(env.get("GIVEN_TOKEN").map(String::as_str), Some("given-by-the-entry"));
     let env = server_env(json!({ "MCP_CANARY_TOKEN": "${MCP_CANARY_TOKEN}" }), EnvPolicy::default()).await;
     assert_eq!(env.get("MCP_CANARY_TOKEN").map(String::as_str), Some("canary-mcp-token-6160"), "{env:?}");
+}
+
+/// In the editor: Neovim hands its RPC socket to the host (`$NVIM`), the host's sandboxed bash
+/// does not pass it on; `setup{ tools = { env = … } }` reaches the host through the plugin's
+/// schema (`set` given, `exclude` applied).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_the_editor_a_sandboxed_command_gets_no_nvim_socket_and_setups_env_applies() {
+    if !enforced("in_the_editor_a_sandboxed_command_gets_no_nvim_socket_and_setups_env_applies") {
+        return;
+    }
+    common::nvim::bounded(async {
+        let setup = json!({ "tools": { "policy": "allow_all", "env": { "set": { "FROM_SETUP": "yes" }, "exclude": ["FOO_*"] } } });
+        let ed = common::nvim::Editor::start_with_setup(setup).await;
+        // Before the host starts, so that it inherits them.
+        ed.lua("vim.env.GH_TOKEN = 'canary-editor-gh-9190' vim.env.FOO_HIDDEN = 'hidden-9191' vim.env.BAR_SHOWN = 'shown-9192'", json!([])).await;
+        ed.mock.push(tool_calls_reply(vec![MockToolCall::new("bash", &json!({ "command": "env" }), 2).with_id("call_env")]));
+        ed.mock.push(MockReply::text("done"));
+        ed.lua("require('handoff').prompt('print the environment')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 1).await;
+        let host_env = std::fs::read(format!("/proc/{}/environ", ed.host_pid().await)).unwrap();
+        let host_env = String::from_utf8_lossy(&host_env);
+        assert!(host_env.split('\0').any(|v| v.starts_with("NVIM=")), "the host has the editor's socket (the control)");
+        assert!(host_env.contains("canary-editor-gh-9190"));
+        let file = ed.session_file().await;
+        let result = tool_result(Path::new(&file));
+        assert!(!result.lines().any(|l| l.starts_with("NVIM=")), "{result}");
+        assert!(!std::fs::read_to_string(&file).unwrap().contains("canary-editor-gh-9190"));
+        assert!(!ed.mock.requests().iter().any(|r| r.body.to_string().contains("canary-editor-gh-9190")));
+        assert!(result.contains("FROM_SETUP=yes") && result.contains("BAR_SHOWN=shown-9192"), "{result}");
+        assert!(!result.contains("hidden-9191"), "{result}");
+        ed.quit().await;
+    })
+    .await;
 }
