@@ -37,7 +37,8 @@ pub struct McpSettings {
     /// Whether the project's `.mcp.json` is read at all (it still needs the user's trust).
     pub project: Option<bool>,
     pub startup_timeout: Option<u64>,
-    /// Trust the project's file as it is now (the CLI's `--trust-project-mcp`); not a setting.
+    /// The CLI's `--trust-project-mcp`: once the file is read, list its servers and trust those
+    /// bytes (`cli::trust_project_mcp`); not a setting.
     #[serde(skip)]
     pub trust_project: bool,
 }
