@@ -535,3 +535,53 @@ async fn prompt_with_a_missing_session_file_exits_1_with_one_line() {
     assert!(lines[0].starts_with("error: ") && lines[0].contains("/no/such/session.jsonl"), "{}", lines[0]);
     assert_eq!(env.mock.requests().len(), 0);
 }
+
+// ---------------------------------------------------------------------------------------------
+// MCP
+
+/// `--trust-project-mcp` says what it trusts: each server of the project's `.mcp.json` as the
+/// file writes it (a `${VAR}` unexpanded), and that trusted servers run unsandboxed; then the
+/// server starts. Without the flag the file stays untrusted and nothing is listed.
+#[tokio::test]
+async fn trust_project_mcp_lists_each_server_as_written_on_stderr_then_trusts_it() {
+    let env = Env::new().await;
+    let script = common::fixtures_dir().join("mcp/stdio_server.py");
+    let marker = env.dir.path().join("server-started");
+    let file = serde_json::json!({ "mcpServers": { "proj": {
+        "command": "python3",
+        "args": [script, "--token=${CLI_MCP_CANARY}"],
+        "env": { "MCP_TEST_MARKER": marker },
+    } } });
+    std::fs::write(env.project().join(".mcp.json"), file.to_string()).unwrap();
+    let run = |trust: bool| {
+        let mut args = vec!["prompt", "--new", "hi"];
+        if trust {
+            args.insert(0, "--trust-project-mcp");
+        }
+        let mut c = env.command(&args);
+        c.env("CLI_MCP_CANARY", "canary-cli-mcp-8180").env("XDG_STATE_HOME", env.dir.path().join("state"));
+        c
+    };
+    env.mock.push(MockReply::text("untrusted"));
+    let out = tokio::time::timeout(T, run(false).output()).await.unwrap().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("does not start: the file is not trusted (--trust-project-mcp)"), "{stderr}");
+    assert!(!marker.exists(), "an untrusted server ran");
+
+    env.mock.push(MockReply::text("trusted"));
+    let out = tokio::time::timeout(T, run(true).output()).await.unwrap().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let file_path = env.project().join(".mcp.json");
+    let listing = [
+        format!("{} starts these MCP servers:", file_path.display()),
+        format!("  proj: stdio: python3 {} --token=${{CLI_MCP_CANARY}} (env MCP_TEST_MARKER)", script.display()),
+        "A trusted server runs the project's files unsandboxed, with your rights.".to_string(),
+        format!("{} is trusted", file_path.display()),
+    ];
+    assert!(stderr.contains(&listing.join("\n")), "{stderr}");
+    assert!(!stderr.contains("canary-cli-mcp-8180"), "an expanded value is shown: {stderr}");
+    assert!(!stderr.contains("not trusted"), "{stderr}");
+    assert!(marker.exists(), "the trusted server did not start");
+}

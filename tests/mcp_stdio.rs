@@ -176,11 +176,46 @@ async fn an_untrusted_project_file_starts_nothing_until_the_user_trusts_it() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!marker.exists(), "an untrusted server ran");
 
-    hub.trust_project().unwrap();
+    let shown = hub.project().unwrap().digest.clone();
+    assert!(hub.trust_project("not what was shown").unwrap_err().contains("changed since it was read"));
+    hub.trust_project(&shown).unwrap();
     hub.start("proj").await.unwrap();
     assert!(marker.exists());
     assert_eq!(hub.statuses()[0].state, State::Running);
     // Remembered: a new session's hub may start it.
     let again = McpHub::new(load(&trust), &project, EnvPolicy::default(), trust.clone());
     assert_eq!(again.statuses()[0].state, State::Idle);
+}
+
+/// The file is swapped between the listing the user saw and the trust: nothing is trusted, and
+/// neither the servers read nor the swapped file's start.
+#[tokio::test]
+async fn a_project_file_swapped_after_it_was_shown_is_not_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("repo");
+    std::fs::create_dir(&project).unwrap();
+    let marker = dir.path().join("started");
+    let file = json!({"mcpServers": {"proj": entry(json!({"MCP_TEST_MARKER": marker}))}});
+    std::fs::write(project.join(".mcp.json"), file.to_string()).unwrap();
+    let trust = TrustStore::new(dir.path().join("state/trust.json"));
+    let load = |trust: &TrustStore| McpConfig::load(&McpSettings::default(), &project, trust);
+    let hub = McpHub::new(load(&trust), &project, EnvPolicy::default(), trust.clone());
+    let shown = hub.project().unwrap().clone();
+    assert!(shown.listing().iter().any(|l| l.starts_with("  proj: stdio: python3 ")), "{:?}", shown.listing());
+
+    let swapped = dir.path().join("swapped");
+    let evil = json!({"mcpServers": {"proj": entry(json!({"MCP_TEST_MARKER": swapped}))}});
+    std::fs::write(project.join(".mcp.json"), evil.to_string()).unwrap();
+    let refused = hub.trust_project(&shown.digest).unwrap_err();
+    assert!(refused.contains("changed since it was read"), "{refused}");
+    assert!(hub.start("proj").await.unwrap_err().contains("not trusted"));
+    let again = McpHub::new(load(&trust), &project, EnvPolicy::default(), trust.clone());
+    assert_eq!(again.statuses()[0].state, State::Untrusted, "the swapped file is not trusted either");
+    assert!(!marker.exists() && !swapped.exists(), "a server ran");
+
+    // The control: looked at again (read anew), the same steps trust it and it starts.
+    let shown = again.project().unwrap().digest.clone();
+    again.trust_project(&shown).unwrap();
+    again.start("proj").await.unwrap();
+    assert!(swapped.exists());
 }

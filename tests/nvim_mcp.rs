@@ -1,7 +1,10 @@
 //! MCP in real headless Neovim: a server from `setup{ mcp = … }` (our small stdio server), a
 //! scripted turn whose MCP call is approved in the chat (it shows the server, the tool and its
 //! arguments), a per-tool rule that lets another call run unasked, `:HandoffMcp`, the health
-//! check's lines, and no server process left after `:qa`.
+//! check's lines, and no server process left after `:qa`. `:HandoffMcp trust` of a project's
+//! `.mcp.json`: the confirmation lists each server as the file writes it (never an expanded
+//! `${VAR}`), a "no" trusts nothing, a file swapped while the confirmation is open is refused,
+//! and a "yes" trusts what was shown.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -95,3 +98,74 @@ async fn an_mcp_call_is_approved_in_the_chat_and_no_server_is_left_after_qa() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trusting_the_project_file_confirms_what_it_runs_and_refuses_a_swapped_file() {
+    bounded(async {
+        let script = common::fixtures_dir().join("mcp/stdio_server.py");
+        let ed = Editor::start_bare().await;
+        let project_file = ed.work_dir().join(".mcp.json");
+        let marker = ed.dir.path().join("server-started");
+        let file = json!({ "mcpServers": { "proj": {
+            "command": "python3",
+            "args": [script, "--token=${MCP_NVIM_CANARY}"],
+            "env": { "MCP_TEST_MARKER": marker, "SERVICE_TOKEN": "${MCP_NVIM_CANARY}" },
+        } } });
+        std::fs::write(&project_file, file.to_string()).unwrap();
+        // The variable is the editor's, so the host (its job) expands it.
+        ed.lua(
+            "vim.env.MCP_NVIM_CANARY = 'canary-nvim-mcp-7170'
+             vim.opt.rtp:prepend(select(1, ...)) vim.cmd('runtime plugin/handoff.lua')
+             require('handoff').setup(select(2, ...))",
+            json!([env!("CARGO_MANIFEST_DIR"), ed.default_setup()]),
+        )
+        .await;
+        let stub = "T.asked = {} vim.fn.confirm = function(msg, choices, default, kind)
+                      table.insert(T.asked, { msg = msg, choices = choices, default = default, kind = kind })
+                      if T.during_confirm then T.during_confirm() end
+                      return T.answer
+                    end";
+        ed.lua(stub, json!([])).await;
+
+        // "Cancel": nothing is trusted.
+        ed.lua("T.answer = 2 return require('handoff.mcp').run('trust')", json!([])).await;
+        let asked = ed.eval("T.asked[1]").await;
+        let msg = asked["msg"].as_str().unwrap();
+        assert!(msg.contains(&format!("{} starts these MCP servers:", project_file.display())), "{msg}");
+        assert!(msg.contains(&format!("proj: stdio: python3 {} --token=${{MCP_NVIM_CANARY}} (env MCP_TEST_MARKER, SERVICE_TOKEN)", script.display())), "{msg}");
+        assert!(msg.contains("A trusted server runs the project's files unsandboxed, with your rights."), "{msg}");
+        assert!(!msg.contains("canary-nvim-mcp-7170"), "an expanded value is shown: {msg}");
+        assert_eq!(asked["default"], json!(2), "the default answer is no");
+        let list = ed.lua("return require('handoff.mcp').run('list')", json!([])).await;
+        assert_eq!(list["servers"][0]["state"], "untrusted");
+        let transport = list["servers"][0]["transport"].as_str().unwrap();
+        assert!(transport.contains("--token=${MCP_NVIM_CANARY}") && !transport.contains("canary-nvim-mcp-7170"), "{transport}");
+
+        // The file is swapped while the confirmation is open: "yes" to what was shown is refused.
+        let swapped = json!({ "mcpServers": { "proj": { "command": "sh", "args": ["-c", "touch owned"] } } });
+        ed.lua(
+            "T.answer = 1 local path, text = ...
+             T.during_confirm = function() local f = io.open(path, 'w') f:write(text) f:close() end
+             return require('handoff.mcp').run('trust')",
+            json!([project_file, swapped.to_string()]),
+        )
+        .await;
+        let refused = ed.eval("T.noted('changed since it was read') ~= nil").await;
+        assert_eq!(refused, json!(true), "notes: {}", ed.eval("vim.inspect(T.notes)").await);
+        let list = ed.lua("return require('handoff.mcp').run('list')", json!([])).await;
+        assert_eq!(list["servers"][0]["state"], "untrusted", "{list}");
+        let store = ed.dir.path().join("state/nvim/handoff/mcp-trust.json");
+        assert!(!store.exists() || !std::fs::read_to_string(&store).unwrap().contains(".mcp.json"), "something was trusted");
+
+        // Put back: the same "yes" trusts what was shown, and the server may start.
+        std::fs::write(&project_file, file.to_string()).unwrap();
+        ed.lua("T.during_confirm = nil return require('handoff.mcp').run('trust')", json!([])).await;
+        let list = ed.lua("return require('handoff.mcp').run('list')", json!([])).await;
+        assert_eq!(list["servers"][0]["state"], "idle", "{list}");
+        assert!(std::fs::read_to_string(&store).unwrap().contains(".mcp.json"));
+        assert_eq!(ed.eval("#T.asked").await, json!(3));
+        ed.quit().await;
+    })
+    .await;
+}
+

@@ -376,16 +376,17 @@ async fn bash_does_not_see_the_key_variables() {
     // SAFETY-free on edition 2021; the variables are unique to this test.
     std::env::set_var("OPENAI_API_KEY", "sk-test-openai");
     std::env::set_var("ANTHROPIC_API_KEY", "sk-test-anthropic");
-    std::env::set_var("HANDOFF_TEST_PROVIDER_KEY", "sk-test-provider");
+    // A configured provider's variable that no default pattern catches.
+    std::env::set_var("HANDOFF_TEST_PROVIDER_CRED", "sk-test-provider");
     std::env::set_var("HANDOFF_TEST_KEEP", "kept");
-    let c = ctx(dir.path()).with_env(EnvPolicy::new(["HANDOFF_TEST_PROVIDER_KEY"]));
+    let c = ctx(dir.path()).with_env(EnvPolicy::default().with_secrets(["HANDOFF_TEST_PROVIDER_CRED"]));
     let out = execute("bash", json!({"command": "env"}), &c).await;
     let env = out.joined_text();
     assert!(env.contains("HANDOFF_TEST_KEEP=kept"), "{env}");
     assert!(!env.contains("sk-test"), "{env}");
     assert!(!env.contains("OPENAI_API_KEY"));
     assert!(!env.contains("ANTHROPIC_API_KEY"));
-    assert!(!env.contains("HANDOFF_TEST_PROVIDER_KEY"));
+    assert!(!env.contains("HANDOFF_TEST_PROVIDER_CRED"));
 }
 
 // ---------------------------------------------------------------- edit and write

@@ -38,11 +38,38 @@ function M.lines(list)
   return lines
 end
 
---- Runs the command: the action's answer (the list), echoed.
+--- `:HandoffMcp trust`: shows each server of the project's `.mcp.json` as the host read it
+--- (command and arguments, or URL, `${VAR}` unexpanded) and that a trusted server runs the
+--- project's files unsandboxed, then, on yes, trusts exactly those bytes (their digest: a file
+--- changed since is refused by the host).
+---@return table|nil list
+function M.trust()
+  local list, failure = host.request("mcp", "list")
+  if failure or type(list) ~= "table" then
+    return nil
+  end
+  local project = given(list.project)
+  if not project then
+    vim.notify("handoff.nvim: this project has no .mcp.json", vim.log.levels.WARN)
+    return nil
+  end
+  local message = table.concat(project.lines, "\n") .. "\n\nTrust this file?"
+  if vim.fn.confirm(message, "&Trust\n&Cancel", 2, "Warning") ~= 1 then
+    vim.notify("handoff.nvim: " .. project.file .. " is not trusted", vim.log.levels.INFO)
+    return nil
+  end
+  return M.run("trust", project.digest)
+end
+
+--- Runs the command: the action's answer (the list), echoed. `trust` without the digest of a
+--- listing asks first (|M.trust|).
 ---@param action? string
----@param server? string
+---@param server? string for `trust`: the digest of the listing the user confirmed
 ---@return table|nil list
 function M.run(action, server)
+  if action == "trust" and server == nil then
+    return M.trust()
+  end
   local list, failure = host.request("mcp", action or "list", server)
   if failure or type(list) ~= "table" then
     return nil

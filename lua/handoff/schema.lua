@@ -71,6 +71,13 @@
 ---@field enabled? ("read"|"bash"|"edit"|"write"|"grep"|"find"|"ls"|"todo_write"|"session_query")[] The tools the model may call (pi's names); default: read, bash, edit, write, todo_write, session_query (offered only to a session handed off from another; a list without it turns it off).
 ---@field policy? "ask"|"allow_edits"|"allow_sandboxed"|"allow_all" "ask": edits and commands ask; "allow_edits": commands ask; "allow_sandboxed": commands that run in the sandbox run unasked, edits and unsandboxed commands ask; "allow_all": nothing asks (the CLI's --yes; it never lifts the sandbox, nor lets read, edit or write reach a protected path: |handoff-sandbox|).
 ---@field rules? table<string, "allow"|"ask"|"deny"> Per tool, over the policy, e.g. { bash = "deny" }; an MCP server's tools by server or by tool, e.g. { mcp__github = "allow", mcp__github__delete_repo = "deny" }. See |handoff-mcp|.
+---@field env? handoff.Config.tools.env
+
+---@class handoff.Config.tools.env
+---@field inherit? "all"|"core"|"none" What environment bash commands and MCP stdio servers start from: "all" (the editor's), "core" (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, TMPDIR, TZ and the like), "none" (only tools.env.set). Either way no variable named like *KEY*, *TOKEN*, *SECRET* or *PASSWORD*, no provider's key, and for sandboxed commands no NVIM, SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS and the like. See |handoff-env|.
+---@field exclude? string[] More variables commands do not get: names or globs (* and ?, any case), e.g. { "AWS_*" }.
+---@field include_only? string[] When given, only these variables (names or globs) pass. A name written out here passes even the default exclusions, so its value reaches the model's tools and whatever they print reaches the provider.
+---@field set? table<string, string> Variables every command gets with these values, e.g. { GH_TOKEN = "…" }, whatever the rest says (the value then reaches the model's tools).
 
 ---@class handoff.Config.mcp
 ---@field servers? table<string, table> MCP servers by name, each as Claude Code's .mcp.json writes one: { command = "npx", args = { … }, env = { … } } or { type = "http", url = "…", headers = { … } }; ${VAR} and ${VAR:-default} are expanded. See |handoff-mcp|.
@@ -406,6 +413,38 @@ return {
       default = {},
       accepts = "a table from \"read\", \"bash\", \"edit\", \"write\", \"grep\", \"find\", \"ls\", \"todo_write\", \"session_query\" (or names starting with \"mcp__\") to one of \"allow\", \"ask\", \"deny\"",
       doc = "Per tool, over the policy, e.g. { bash = \"deny\" }; an MCP server's tools by server or by tool, e.g. { mcp__github = \"allow\", mcp__github__delete_repo = \"deny\" }. See |handoff-mcp|.",
+    },
+    {
+      key = "tools.env.inherit",
+      host = "tools.env.inherit",
+      type = { kind = "one_of", values = { "all", "core", "none" } },
+      default = "all",
+      accepts = "one of \"all\", \"core\", \"none\"",
+      doc = "What environment bash commands and MCP stdio servers start from: \"all\" (the editor's), \"core\" (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, TMPDIR, TZ and the like), \"none\" (only tools.env.set). Either way no variable named like *KEY*, *TOKEN*, *SECRET* or *PASSWORD*, no provider's key, and for sandboxed commands no NVIM, SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS and the like. See |handoff-env|.",
+    },
+    {
+      key = "tools.env.exclude",
+      host = "tools.env.exclude",
+      type = { kind = "list", item = { kind = "string" } },
+      default = {},
+      accepts = "a list, each a string",
+      doc = "More variables commands do not get: names or globs (* and ?, any case), e.g. { \"AWS_*\" }.",
+    },
+    {
+      key = "tools.env.include_only",
+      host = "tools.env.include_only",
+      type = { kind = "list", item = { kind = "string" } },
+      default = {},
+      accepts = "a list, each a string",
+      doc = "When given, only these variables (names or globs) pass. A name written out here passes even the default exclusions, so its value reaches the model's tools and whatever they print reaches the provider.",
+    },
+    {
+      key = "tools.env.set",
+      host = "tools.env.set",
+      type = { kind = "map", value = { kind = "string" } },
+      default = {},
+      accepts = "a table from names to a string",
+      doc = "Variables every command gets with these values, e.g. { GH_TOKEN = \"…\" }, whatever the rest says (the value then reaches the model's tools).",
     },
     {
       key = "mcp.servers",

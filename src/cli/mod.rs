@@ -40,8 +40,8 @@ pub struct Cli {
     /// Write logs to this file (default: none for the CLI, warnings on stderr).
     #[arg(long, env = "HANDOFF_LOG_FILE", global = true)]
     pub log_file: Option<PathBuf>,
-    /// Trust the project's .mcp.json as it is now (remembered for this content of it): its
-    /// servers may start.
+    /// Trust the project's .mcp.json as it is read now (its servers are listed on stderr;
+    /// remembered for this content of it): its servers may start, unsandboxed.
     #[arg(long, global = true)]
     pub trust_project_mcp: bool,
     #[command(subcommand)]
@@ -136,6 +136,9 @@ fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice) -> anyhow
     let mcp = settings.mcp.get_or_insert_with(Default::default);
     mcp.user_file.get_or_insert_with(frontend_paths::default_mcp_user_file);
     if let Some(hub) = McpHub::attach(&settings, &mut config, cwd, frontend_paths::mcp_trust_store()) {
+        if settings.mcp.as_ref().is_some_and(|m| m.trust_project) {
+            trust_project_mcp(&hub)?;
+        }
         for status in hub.statuses().iter().filter(|s| s.state == State::Untrusted) {
             eprintln!("warning: MCP server {} of {} does not start: the file is not trusted (--trust-project-mcp)", status.name, status.origin);
         }
@@ -154,6 +157,21 @@ fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice) -> anyhow
     }
     opened.agent.set_consent(consent::for_this_process());
     Ok(opened.agent)
+}
+
+/// `--trust-project-mcp`: says on stderr what is trusted (each server of the project's file as
+/// it was read, and that they run unsandboxed), then trusts those bytes.
+fn trust_project_mcp(hub: &McpHub) -> anyhow::Result<()> {
+    let Some(project) = hub.project() else {
+        eprintln!("warning: --trust-project-mcp: this project has no .mcp.json");
+        return Ok(());
+    };
+    for line in project.listing() {
+        eprintln!("{line}");
+    }
+    let file = hub.trust_project(&project.digest).map_err(anyhow::Error::msg)?;
+    eprintln!("{} is trusted", file.display());
+    Ok(())
 }
 
 fn open_session(path: &Path, settings: &Settings) -> anyhow::Result<SessionManager> {

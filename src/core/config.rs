@@ -132,6 +132,30 @@ impl ProviderKind {
     }
 }
 
+impl ProviderKind {
+    /// Every variable a provider of ours takes a key or token from unless told otherwise: each
+    /// wire format's, each preset's, Copilot's GitHub token's. No command's environment gets
+    /// them (`tools::env`), whichever provider is configured.
+    pub fn key_vars() -> Vec<&'static str> {
+        let mut vars = Vec::new();
+        for kind in ProviderKind::ALL {
+            let found: Vec<&'static str> = match kind {
+                ProviderKind::Openai => vec![Api::Openai.default_key_env()],
+                ProviderKind::OpenaiResponses => vec![Api::OpenaiResponses.default_key_env()],
+                ProviderKind::Anthropic => vec![Api::Anthropic.default_key_env()],
+                ProviderKind::Copilot => copilot::TOKEN_VARS.to_vec(),
+                preset => preset.preset().and_then(|p| p.key_env).into_iter().collect(),
+            };
+            for var in found {
+                if !vars.contains(&var) {
+                    vars.push(var);
+                }
+            }
+        }
+        vars
+    }
+}
+
 impl From<Api> for ProviderKind {
     fn from(api: Api) -> Self {
         match api {
@@ -170,6 +194,8 @@ pub struct ToolSettings {
     pub enabled: Option<Vec<String>>,
     pub policy: Option<consent::Level>,
     pub rules: std::collections::HashMap<String, consent::Rule>,
+    /// The environment of commands (`tools.env.*`).
+    pub env: Option<crate::core::tools::EnvSettings>,
 }
 
 impl ToolSettings {
@@ -343,6 +369,7 @@ impl Settings {
             thinking: self.thinking.unwrap_or_default(),
             wall: self.handoff.clone().unwrap_or_default().wall(),
             sandbox: self.sandbox(),
+            env: tools.env.clone().unwrap_or_default(),
         })
     }
 

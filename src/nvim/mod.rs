@@ -22,7 +22,7 @@
 //! | `set_thinking`  | request      | `level`                      | status (the change is recorded in the session) |
 //! | `health`        | request      | —                            | provider reachability, key presence (never the key) |
 //! | `system_prompt` | request      | —                            | [`protocol::SystemPromptInfo`]: the system prompt as sent, its files and skills |
-//! | `mcp`           | request      | `action?`, `server?`         | [`protocol::McpList`] after `list` (default), `trust`, or `start`/`stop` (which go on in the background, a notice tells how they ended) |
+//! | `mcp`           | request      | `action?`, `server?`         | [`protocol::McpList`] after `list` (default), `trust` (its second argument: the `project.digest` of the listing the user confirmed), or `start`/`stop` (which go on in the background, a notice tells how they ended) |
 //! | `models`        | request      | `fetch?`                     | [`protocol::ModelList`]: the models `:HandoffModel` offers, with their windows |
 //! | `enable_model`  | request      | `model`                      | enables a Copilot model for the account (after the user said yes) |
 //! | `prompt`        | notification | `text`                       | what the user typed: the controller classifies it (`/handoff …` too) |
@@ -397,12 +397,21 @@ impl Host {
         let list = |hub: Option<&McpHub>| protocol::McpList {
             servers: hub.map(McpHub::statuses).unwrap_or_default(),
             errors: hub.map(|h| h.errors().to_vec()).unwrap_or_default(),
-            project_file: hub.and_then(McpHub::project_file).map(|p| p.display().to_string()),
+            project_file: hub.and_then(McpHub::project).map(|p| p.path.display().to_string()),
+            project: hub.and_then(McpHub::project).map(|p| protocol::McpProject {
+                file: p.path.display().to_string(),
+                digest: p.digest.clone(),
+                lines: p.listing(),
+            }),
         };
         match (action.unwrap_or("list"), hub) {
             ("list", _) => {}
             ("trust", Some(hub)) => {
-                let file = hub.trust_project().map_err(Failure::invalid)?;
+                // The digest of the listing the user confirmed (`project.digest` of a list).
+                let shown = server.ok_or_else(|| {
+                    Failure::invalid("handoff.nvim: trusting needs the digest of the listing you were shown (:HandoffMcp trust shows it)")
+                })?;
+                let file = hub.trust_project(&shown).map_err(|e| Failure::invalid(format!("handoff.nvim: {e}")))?;
                 self.notice(Level::Info, format!("handoff.nvim: {} is trusted; its servers start with the next prompt", file.display()));
             }
             (action @ ("start" | "stop"), Some(hub)) => {

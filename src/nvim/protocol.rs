@@ -560,6 +560,17 @@ pub struct McpList {
     pub errors: Vec<String>,
     /// The project's `.mcp.json`, if there is one.
     pub project_file: Option<String>,
+    /// What `:HandoffMcp trust` shows and then trusts: the project file as it was read.
+    pub project: Option<McpProject>,
+}
+
+/// The project's `.mcp.json` as read: the confirmation's lines and the digest of those bytes,
+/// which the `trust` action sends back (a file changed since is refused).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct McpProject {
+    pub file: String,
+    pub digest: String,
+    pub lines: Vec<String>,
 }
 
 /// Where the key comes from and whether it is set (never the key).

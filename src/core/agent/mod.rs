@@ -83,7 +83,7 @@ pub struct AgentSession {
     consent: Mutex<Arc<dyn Consent>>,
     /// How tools read and write files (`set_file_access`: the editor goes through its buffers).
     files: Mutex<Arc<dyn FileAccess>>,
-    /// Variables that never reach a tool's environment (the provider's key among them).
+    /// The environment policy of bash's commands (no secret, the provider's key never).
     tool_env: EnvPolicy,
     /// Where the wall is.
     wall: WallSettings,
@@ -101,7 +101,7 @@ impl AgentSession {
     pub fn new(config: AgentConfig, session: SessionManager) -> Self {
         let (events, _) = broadcast::channel(4096);
         let state = AgentState { unrecorded_thinking: config.thinking, ..AgentState::default() };
-        let tool_env = EnvPolicy::new(config.provider.secret_vars());
+        let tool_env = config.command_env();
         if config.sandbox.is_on() {
             crate::core::sandbox::probe_in_background();
         }

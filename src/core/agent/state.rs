@@ -144,6 +144,8 @@ pub struct AgentConfig {
     pub wall: wall::WallSettings,
     /// How bash commands are confined (`sandbox`, `network`).
     pub sandbox: crate::core::sandbox::SandboxSettings,
+    /// What environment commands get (`tools.env`).
+    pub env: crate::core::tools::EnvSettings,
 }
 
 impl AgentConfig {
@@ -163,7 +165,14 @@ impl AgentConfig {
             thinking: ThinkingLevel::Off,
             wall: wall::WallSettings::default(),
             sandbox: crate::core::sandbox::SandboxSettings::default(),
+            env: crate::core::tools::EnvSettings::default(),
         }
+    }
+
+    /// The environment policy of bash and of MCP stdio servers: `tools.env`, and the configured
+    /// provider's secret variables never passed on.
+    pub fn command_env(&self) -> crate::core::tools::EnvPolicy {
+        crate::core::tools::EnvPolicy::new(&self.env).with_secrets(self.provider.secret_vars())
     }
 }
 

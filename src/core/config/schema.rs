@@ -191,6 +191,11 @@ pub fn sandbox_names() -> Vec<&'static str> {
     crate::core::sandbox::SandboxMode::ALL.iter().map(|m| m.as_str()).collect()
 }
 
+/// `tools::Inherit`'s names.
+pub fn inherit_names() -> Vec<&'static str> {
+    crate::core::tools::Inherit::ALL.iter().map(|i| i.as_str()).collect()
+}
+
 /// `consent::Rule`'s serde names.
 pub fn rule_names() -> Vec<&'static str> {
     vec!["allow", "ask", "deny"]
@@ -327,6 +332,17 @@ pub const SETTINGS: &[Setting] = &[
         "\"ask\": edits and commands ask; \"allow_edits\": commands ask; \"allow_sandboxed\": commands that run in the sandbox run unasked, edits and unsandboxed commands ask; \"allow_all\": nothing asks (the CLI's --yes; it never lifts the sandbox, nor lets read, edit or write reach a protected path: |handoff-sandbox|)."),
     Setting::host("tools.rules", "tools.rules", Type::Table { keys: tool_names, prefix: Some("mcp__"), values: &Type::OneOf(rule_names) }, DefaultValue::Empty,
         "Per tool, over the policy, e.g. { bash = \"deny\" }; an MCP server's tools by server or by tool, e.g. { mcp__github = \"allow\", mcp__github__delete_repo = \"deny\" }. See |handoff-mcp|."),
+    Setting::host("tools.env.inherit", "tools.env.inherit", Type::OneOf(inherit_names), DefaultValue::Text(crate::core::tools::Inherit::DEFAULT.as_str()),
+        "What environment bash commands and MCP stdio servers start from: \"all\" (the editor's), \"core\" (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, TMPDIR, TZ and the like), \"none\" (only tools.env.set). Either way no variable named like *KEY*, *TOKEN*, *SECRET* or *PASSWORD*, no provider's key, and for sandboxed commands no NVIM, SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS and the like. See |handoff-env|.")
+        .flag("env-inherit", None),
+    Setting::host("tools.env.exclude", "tools.env.exclude", Type::List(&Type::Text), DefaultValue::Empty,
+        "More variables commands do not get: names or globs (* and ?, any case), e.g. { \"AWS_*\" }.")
+        .flag("env-exclude", None),
+    Setting::host("tools.env.include_only", "tools.env.include_only", Type::List(&Type::Text), DefaultValue::Empty,
+        "When given, only these variables (names or globs) pass. A name written out here passes even the default exclusions, so its value reaches the model's tools and whatever they print reaches the provider.")
+        .flag("env-include-only", None),
+    Setting::host("tools.env.set", "tools.env.set", Type::Map(&Type::Text), DefaultValue::Empty,
+        "Variables every command gets with these values, e.g. { GH_TOKEN = \"…\" }, whatever the rest says (the value then reaches the model's tools)."),
     Setting::host("mcp.servers", "mcp.servers", Type::Map(&Type::Object), DefaultValue::Empty,
         "MCP servers by name, each as Claude Code's .mcp.json writes one: { command = \"npx\", args = { … }, env = { … } } or { type = \"http\", url = \"…\", headers = { … } }; ${VAR} and ${VAR:-default} are expanded. See |handoff-mcp|."),
     Setting::host("mcp.user_file", "mcp.user_file", Type::Path, DefaultValue::ConfigDir(crate::core::mcp::config::USER_FILE),
@@ -696,6 +712,7 @@ mod tests {
         }
         assert_eq!(names_of(&levels), policy_names());
         assert_eq!(names_of(&crate::core::sandbox::SandboxMode::ALL), sandbox_names());
+        assert_eq!(names_of(&crate::core::tools::Inherit::ALL), inherit_names());
         for rule in [Rule::Allow, Rule::Ask, Rule::Deny] {
             match rule {
                 Rule::Allow | Rule::Ask | Rule::Deny => {}
@@ -712,7 +729,7 @@ mod tests {
     fn leaves(prefix: &str, value: &serde_json::Value, out: &mut Vec<String>) {
         for (k, v) in value.as_object().unwrap() {
             let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-            if k == "tools" || k == "handoff" || k == "mcp" {
+            if k == "tools" || k == "handoff" || k == "mcp" || (k == "env" && prefix == "tools") {
                 leaves(&path, v, out);
             } else {
                 out.push(path);
@@ -723,7 +740,7 @@ mod tests {
     #[test]
     fn the_host_settings_are_the_fields_of_settings() {
         let all = Settings {
-            tools: Some(ToolSettings::default()),
+            tools: Some(ToolSettings { env: Some(crate::core::tools::EnvSettings::default()), ..ToolSettings::default() }),
             handoff: Some(HandoffSettings::default()),
             mcp: Some(crate::core::mcp::McpSettings::default()),
             ..Settings::default()

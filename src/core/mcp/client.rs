@@ -180,9 +180,9 @@ pub(crate) async fn connect(
         Transport::Stdio { command, args, env } => {
             let mut cmd = tokio::process::Command::new(command);
             cmd.args(args).current_dir(cwd).kill_on_drop(true);
-            for removed in env_policy.removed() {
-                cmd.env_remove(removed);
-            }
+            // Servers run unsandboxed (they keep NVIM and the agents' sockets) but get no
+            // secret the entry does not give them itself: its `env` is explicit and wins.
+            env_policy.apply(&mut cmd, false);
             cmd.envs(env);
             #[cfg(unix)]
             cmd.process_group(0);

