@@ -481,3 +481,25 @@ mod in_neovim {
         .await;
     }
 }
+
+/// In the `read-only` sandbox, where commands cannot write the project, no write of a host
+/// tool runs unasked either (allow_all included); in `workspace-write` the same write does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_read_only_sandbox_asks_for_every_write() {
+    for (mode, asks) in [(SandboxMode::ReadOnly, true), (SandboxMode::WorkspaceWrite, false)] {
+        let d = dirs();
+        let mock = MockServer::start().await.unwrap();
+        mock.push(tool_calls_reply(vec![call("w1", "write", json!({ "path": "notes.txt", "content": "x\n" }))]));
+        mock.push(MockReply::text("ok"));
+        let consent = Recorder::new(vec![Decision::Reject { reason: None }]);
+        let agent = agent(&mock, &d, Policy::allow_all(), mode);
+        agent.set_consent(consent.clone());
+        agent.prompt("go", RunOptions::default()).await.unwrap();
+        let asked = consent.asked();
+        assert_eq!(asked.len(), usize::from(asks), "{mode:?}: {asked:#?}");
+        assert_eq!(d.project.join("notes.txt").exists(), !asks, "{mode:?}");
+        if asks {
+            assert!(asked[0].protected.as_deref().unwrap().contains("the sandbox is read-only"), "{asked:#?}");
+        }
+    }
+}

@@ -185,16 +185,23 @@ async fn bash_output_streams_into_the_chat_and_the_stop_key_kills_the_command() 
         ed.mock.push(tool_call_reply("bash", json!({ "command": command }), "call_s1"));
         ed.mock.set_default(MockReply::text("after the stop"));
         ed.lua("require('handoff').prompt('run it')", json!([])).await;
-        let pid = wait_pid(&pidfile).await;
+        wait_pid(&pidfile).await;
+        // The command's processes (the sandbox's helper, its pid 1, the shell), found by what
+        // they run: the shell's `$$` is a pid of its own namespace.
+        let marker = pidfile.display().to_string();
+        let pids = common::pids_with(&marker);
+        assert!(!pids.is_empty(), "no process runs {marker}");
         // The output shows while the command still runs.
         ed.wait_until("table.concat(T.chat(), '\\n'):find('line5', 1, true) ~= nil", Duration::from_secs(10)).await;
-        assert!(process_alive(pid));
+        assert!(pids.iter().all(|p| process_alive(*p)));
         // The stop key (<C-c> in the chat) stops the run and the command's process group.
         ed.lua("vim.api.nvim_set_current_win(vim.fn.win_findbuf(require('handoff.chat').chat_buf)[1])", json!([])).await;
         // The command sleeps 30 s: the run ending and the shell gone well before is the stop.
         ed.input("<C-c>").await;
         ed.wait_event("HandoffAgentEnd", 1).await;
-        wait_gone(pid, Duration::from_secs(10)).await;
+        for pid in pids {
+            wait_gone(pid, Duration::from_secs(10)).await;
+        }
         let results = tool_results(&ed).await;
         assert_eq!(results.len(), 1);
         assert_eq!(results[0]["isError"], true);
@@ -211,9 +218,13 @@ async fn quitting_during_a_command_leaves_no_process_behind() {
         let command = format!("echo $$ > {}; sleep 60", pidfile.display());
         ed.mock.push(tool_call_reply("bash", json!({ "command": command }), "call_q1"));
         ed.lua("require('handoff').prompt('run it')", json!([])).await;
-        let pid = wait_pid(&pidfile).await;
+        wait_pid(&pidfile).await;
+        let pids = common::pids_with(&pidfile.display().to_string());
+        assert!(!pids.is_empty());
         let dir = ed.quit().await;
-        wait_gone(pid, Duration::from_secs(3)).await;
+        for pid in pids {
+            wait_gone(pid, Duration::from_secs(3)).await;
+        }
         drop(dir);
     })
     .await;

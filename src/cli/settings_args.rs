@@ -151,7 +151,7 @@ impl clap::Args for SettingsArgs {
                 .long(YES)
                 .global(true)
                 .action(ArgAction::SetTrue)
-                .help("Run every tool call without asking, edits and commands included (tools.policy \"allow_all\")."),
+                .help("Run edits and commands without asking (tools.policy \"allow_all\"); never lifts the sandbox nor answers a protected path or a sandbox with holes (see --sandbox)."),
         )
     }
 

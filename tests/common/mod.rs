@@ -190,6 +190,22 @@ pub fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// The pids, as this process sees them, of the live processes whose command line holds
+/// `marker`. A sandboxed command runs in a pid namespace of its own: the `$$` it prints is a pid
+/// of that namespace, so tests find its processes by what they run.
+pub fn pids_with(marker: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != std::process::id() && process_alive(*pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").contains(marker))
+        })
+        .collect()
+}
+
 /// A streamed reply with delays (ms) before the first chunk and between chunks.
 pub fn slow(chunks: &[&str], first_delay_ms: u64, chunk_delay_ms: u64) -> MockReply {
     MockReply::Text {

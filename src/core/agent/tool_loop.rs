@@ -280,6 +280,12 @@ impl AgentSession {
         match tool.and_then(|t| t.reach(args, cwd)) {
             Some(reach) => {
                 let (real, protected) = reach.check(cwd);
+                // In the read-only sandbox no write runs unasked: commands cannot write either.
+                let read_only = self.sandbox.mode == crate::core::sandbox::SandboxMode::ReadOnly;
+                let protected = match (&reach, protected) {
+                    (tools::Reach::Write(_), None) if read_only => Some(Protected::ReadOnlySandbox { real: real.clone() }),
+                    (_, protected) => protected,
+                };
                 (Some(real), protected)
             }
             None => (None, None),

@@ -153,13 +153,18 @@ pub enum Protected {
     PlantedCode { real: PathBuf, why: &'static str },
     /// One of the user's credential files or folders.
     Credential { real: PathBuf },
+    /// A write in the `read-only` sandbox, where commands cannot write the project either.
+    ReadOnlySandbox { real: PathBuf },
 }
 
 impl Protected {
     /// Where the call really lands.
     pub fn real(&self) -> &Path {
         match self {
-            Protected::Outside { real } | Protected::PlantedCode { real, .. } | Protected::Credential { real } => real,
+            Protected::Outside { real }
+            | Protected::PlantedCode { real, .. }
+            | Protected::Credential { real }
+            | Protected::ReadOnlySandbox { real } => real,
         }
     }
 
@@ -169,6 +174,9 @@ impl Protected {
             Protected::Outside { real } => format!("{} is outside the project", real.display()),
             Protected::PlantedCode { real, why } => format!("{} runs code outside the sandbox: {why}", real.display()),
             Protected::Credential { real } => format!("{} holds credentials", real.display()),
+            Protected::ReadOnlySandbox { real } => {
+                format!("{}: the sandbox is read-only (commands cannot write there either)", real.display())
+            }
         }
     }
 }
