@@ -488,10 +488,9 @@ mod cli {
     const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
 
     async fn ours(mock: &MockServer, root: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-        let mut c = Command::new(BIN);
+        let mut c = super::common::clean_command_async(BIN);
         pi_env(&mut c, root)
             .current_dir(root.join("project"))
-            .env_remove("HANDOFF_LOG_FILE")
             .stdin(Stdio::null())
             .args(["--provider", "openai", "--provider-name", "mock", "--model", "mock-model", "--context-window", "20000"])
             .arg("--base-url")

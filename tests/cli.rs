@@ -52,7 +52,7 @@ impl Env {
 
     /// The binary with a clean environment pointing at the mock.
     fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
+        let mut c = common::clean_command_async(BIN);
         c.args(args)
             .current_dir(self.project())
             .env("HOME", self.dir.path())
@@ -61,11 +61,6 @@ impl Env {
             .env("HANDOFF_BASE_URL", self.mock.openai_base_url())
             .env("HANDOFF_MODEL", "mock-model")
             .env("HANDOFF_SESSION_DIR", self.session_dir())
-            .env_remove("HANDOFF_TEMPLATES_DIR")
-            .env_remove("HANDOFF_THINKING")
-            .env_remove("HANDOFF_CONTEXT_WINDOW")
-            .env_remove("HANDOFF_LOG")
-            .env_remove("HANDOFF_LOG_FILE")
             .env_remove("RUST_LOG")
             .env_remove("OPENAI_API_KEY")
             .env_remove("ANTHROPIC_API_KEY")

@@ -54,7 +54,7 @@ impl Env {
     }
 
     fn command(&self, model: &str, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
+        let mut c = common::clean_command_async(BIN);
         c.args(["--provider", "copilot", "--model", model, "--max-retries", "0"])
             .args(args)
             .current_dir(self.dir.path().join("project"))
@@ -65,11 +65,6 @@ impl Env {
             .env("HANDOFF_SESSION_DIR", self.dir.path().join("sessions"))
             .env("HANDOFF_LOG", "debug")
             .env("HANDOFF_LOG_FILE", self.log_file())
-            .env_remove("HANDOFF_PROVIDER")
-            .env_remove("HANDOFF_BASE_URL")
-            .env_remove("HANDOFF_MODEL")
-            .env_remove("HANDOFF_CONTEXT_WINDOW")
-            .env_remove("HANDOFF_THINKING")
             .env_remove("RUST_LOG")
             .env_remove("OPENAI_API_KEY")
             .env_remove("ANTHROPIC_API_KEY")

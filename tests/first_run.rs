@@ -41,7 +41,7 @@ fn isolated(cmd: &mut Command, dir: &Path) {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
         cmd.env(var, dir.join(sub));
     }
-    cmd.env_remove("ANTHROPIC_API_KEY").env_remove("OPENAI_API_KEY").env_remove("HANDOFF_LOG_FILE");
+    cmd.env_remove("ANTHROPIC_API_KEY").env_remove("OPENAI_API_KEY");
 }
 
 /// The user commands plugin/handoff.lua defines, read from its source.
@@ -108,7 +108,7 @@ fn run_sh_keeps_the_callers_folder_and_builds_in_the_checkout() {
              r.files[vim.api.nvim_buf_get_name(b)] = vim.api.nvim_buf_get_lines(b, 0, -1, false) end end \
          vim.fn.writefile({{ vim.json.encode(r) }}, {out_file:?})"
     );
-    let mut cmd = Command::new(root().join("scripts/run.sh"));
+    let mut cmd = common::clean_command(root().join("scripts/run.sh"));
     isolated(&mut cmd, dir.path());
     cmd.current_dir(&project)
         .env("PATH", format!("{}:{}", shims.display(), std::env::var("PATH").unwrap_or_default()))
@@ -138,7 +138,7 @@ fn every_command_exists_at_start_up_before_setup_and_nothing_else_loads() {
     let dir = tempfile::tempdir().unwrap();
     let out_file = dir.path().join("probe.json");
     let names = plugin_commands();
-    let mut cmd = Command::new(common::nvim::nvim_bin());
+    let mut cmd = common::clean_command(common::nvim::nvim_bin());
     isolated(&mut cmd, dir.path());
     cmd.current_dir(dir.path())
         .args(["--clean", "--headless", "-n", "--cmd"])
@@ -194,7 +194,7 @@ fn readme_lazy_spec_defines_every_command_at_start_up() {
     );
     let init_file = dir.path().join("init.lua");
     std::fs::write(&init_file, init).unwrap();
-    let mut cmd = Command::new(common::nvim::nvim_bin());
+    let mut cmd = common::clean_command(common::nvim::nvim_bin());
     isolated(&mut cmd, dir.path());
     cmd.current_dir(dir.path())
         .args(["--headless", "-n", "-i", "NONE", "-u"])

@@ -94,7 +94,7 @@ async fn cli(d: &Dirs, sandbox_off: bool, calls: Vec<MockToolCall>) -> Run {
     let mock = MockServer::start().await.unwrap();
     mock.push(tool_calls_reply(calls));
     mock.push(MockReply::text("done"));
-    let mut cmd = tokio::process::Command::new(BIN);
+    let mut cmd = common::clean_command_async(BIN);
     cmd.args(["prompt", "--yes", "--new", "--max-retries", "0", "--tools", "read,grep,edit,write"])
         .args(["--base-url", &mock.openai_base_url()])
         .arg("--session-dir")
@@ -109,7 +109,6 @@ async fn cli(d: &Dirs, sandbox_off: bool, calls: Vec<MockToolCall>) -> Run {
         .current_dir(&d.project)
         .env("HOME", &d.home)
         .env("XDG_CONFIG_HOME", d.home.join(".config"))
-        .env_remove("HANDOFF_SANDBOX")
         .env_remove("OPENAI_API_KEY")
         .stdin(std::process::Stdio::null())
         .output()

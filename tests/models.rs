@@ -18,7 +18,7 @@ const T: Duration = Duration::from_secs(20);
 
 /// The CLI with a clean environment: no key, no pi file but the test's, sessions in `dir`.
 fn cli(dir: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(BIN);
+    let mut c = common::clean_command_async(BIN);
     c.args(["--max-retries", "0"])
         .args(args)
         .current_dir(dir)
@@ -27,11 +27,6 @@ fn cli(dir: &Path, args: &[&str]) -> Command {
         .env("HANDOFF_SESSION_DIR", dir.join("sessions"))
         .env("HANDOFF_LOG_FILE", dir.join("handoff.log"))
         .env("HANDOFF_LOG", "debug")
-        .env_remove("HANDOFF_PROVIDER")
-        .env_remove("HANDOFF_BASE_URL")
-        .env_remove("HANDOFF_MODEL")
-        .env_remove("HANDOFF_CONTEXT_WINDOW")
-        .env_remove("HANDOFF_PI_PROVIDER")
         .env_remove("OPENAI_API_KEY")
         .env_remove("ANTHROPIC_API_KEY")
         .stdin(Stdio::null())

@@ -37,10 +37,9 @@ impl Env {
     }
 
     fn base(&self, program: &Path) -> Command {
-        let mut c = Command::new(program);
+        let mut c = common::clean_command_async(program);
         pi_env(&mut c, self.dir.path())
             .current_dir(self.dir.path().join("project"))
-            .env_remove("HANDOFF_LOG_FILE")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

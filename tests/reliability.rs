@@ -474,7 +474,6 @@ async fn full_disk_cli_prompt_past_the_file_size_limit_exits_1_with_one_line_and
         .env("HANDOFF_MODEL", "mock-model")
         .env("HANDOFF_SESSION_DIR", dir.path().join("sessions"))
         .env_remove("OPENAI_API_KEY")
-        .env_remove("HANDOFF_LOG_FILE")
         .stdin(Stdio::null())
         .output();
     let out = tokio::time::timeout(T, out).await.unwrap().unwrap();
@@ -499,7 +498,7 @@ async fn read_only_folder_cli_prompt_and_handoff_fail_with_one_line_and_change_n
     let folder = path.parent().unwrap().to_path_buf();
     let Some(_ro) = ReadOnly::on(&folder) else { return };
     let cli = |args: &[&str]| {
-        let mut c = tokio::process::Command::new(BIN);
+        let mut c = common::clean_command_async(BIN);
         c.args(args)
             .current_dir(dir.path())
             .env("HANDOFF_BASE_URL", mock.openai_base_url())
@@ -508,7 +507,6 @@ async fn read_only_folder_cli_prompt_and_handoff_fail_with_one_line_and_change_n
             .env("HANDOFF_SESSION_DIR", dir.path().join("sessions"))
             .env("HANDOFF_CWD_UNUSED", "1")
             .env_remove("OPENAI_API_KEY")
-            .env_remove("HANDOFF_LOG_FILE")
             .stdin(Stdio::null());
         c
     };
@@ -765,7 +763,7 @@ async fn provider_retries_and_waits_are_abortable_a_handoff_cancels_out_of_each(
 // Crashes: kill -9 the process while it streams a reply or writes the handoff's new session
 
 fn cli(mock: &MockServer, dir: &Path, args: &[&str]) -> tokio::process::Command {
-    let mut c = tokio::process::Command::new(BIN);
+    let mut c = common::clean_command_async(BIN);
     c.args(args)
         .current_dir(dir)
         .env("HANDOFF_BASE_URL", mock.openai_base_url())
@@ -773,8 +771,6 @@ fn cli(mock: &MockServer, dir: &Path, args: &[&str]) -> tokio::process::Command 
         .env("HANDOFF_MODEL", "mock-model")
         .env("HANDOFF_SESSION_DIR", dir.join("sessions"))
         .env_remove("OPENAI_API_KEY")
-        .env_remove("HANDOFF_LOG_FILE")
-        .env_remove("HANDOFF_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

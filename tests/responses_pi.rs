@@ -56,10 +56,9 @@ async fn pi_resumes_our_responses_session_with_our_reasoning_items_and_we_resume
         "models": [{ "id": "mock-model", "contextWindow": 32000, "maxTokens": 4096, "reasoning": true }] } } });
     std::fs::write(root.join("pi-agent/models.json"), models.to_string()).unwrap();
     let command = |program: &Path| {
-        let mut c = Command::new(program);
+        let mut c = common::clean_command_async(program);
         pi_env(&mut c, root)
             .current_dir(root.join("project"))
-            .env_remove("HANDOFF_LOG_FILE")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

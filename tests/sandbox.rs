@@ -271,14 +271,13 @@ fn an_unenforceable_sandbox_is_refused_by_the_helper_and_the_cli() {
     }
 
     // The CLI refuses the prompt before any request, naming the flag; `--yes` does not change it.
-    let out = std::process::Command::new(BIN)
+    let out = common::clean_command(BIN)
         .args(["prompt", "--yes", "--new", "--base-url", "http://127.0.0.1:9/v1", "--session-dir"])
         .arg(d.tmp.join("sessions"))
         .arg("--cwd")
         .arg(&d.project)
         .arg("hello")
         .env(SIMULATED_ABI_VAR, "0")
-        .env_remove("HANDOFF_SANDBOX")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -286,7 +285,7 @@ fn an_unenforceable_sandbox_is_refused_by_the_helper_and_the_cli() {
     assert!(stderr.contains("the sandbox (--sandbox workspace-write) cannot be enforced"), "{stderr}");
     assert!(stderr.contains("pass --sandbox off"), "{stderr}");
     // Off, it goes on to the request (which fails here: nothing listens on port 9).
-    let out = std::process::Command::new(BIN)
+    let out = common::clean_command(BIN)
         .args(["prompt", "--yes", "--new", "--sandbox", "off", "--max-retries", "0", "--base-url", "http://127.0.0.1:9/v1", "--session-dir"])
         .arg(d.tmp.join("sessions"))
         .arg("--cwd")
@@ -629,7 +628,7 @@ async fn the_sandboxs_temp_folder_goes_when_the_host_exits() {
     mock.push(MockReply::text("done"));
     let tmp = d.tmp.join("host-tmp");
     std::fs::create_dir_all(&tmp).unwrap();
-    let out = tokio::process::Command::new(BIN)
+    let out = common::clean_command_async(BIN)
         .args(["prompt", "--yes", "--new", "--max-retries", "0", "--base-url", &mock.openai_base_url(), "--session-dir"])
         .arg(d.tmp.join("sessions"))
         .arg("--cwd")
@@ -637,7 +636,6 @@ async fn the_sandboxs_temp_folder_goes_when_the_host_exits() {
         .arg("write a temp file")
         .current_dir(&d.project)
         .env("TMPDIR", &tmp)
-        .env_remove("HANDOFF_SANDBOX")
         .output()
         .await
         .unwrap();

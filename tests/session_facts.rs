@@ -51,13 +51,12 @@ async fn hand_off(agent: &AgentSession, mock: &MockServer, document: &str) -> St
 
 /// `handoff-nvim todos FILE`, parsed.
 fn cli_todos(file: &str, dir: &Path) -> Value {
-    let out = std::process::Command::new(BIN)
+    let out = common::clean_command(BIN)
         .args(["todos", file])
         .current_dir(dir)
         .env("HOME", dir)
         .env("XDG_DATA_HOME", dir.join("data"))
         .env("HANDOFF_SESSION_DIR", dir.join("sessions"))
-        .env_remove("HANDOFF_LOG")
         .env_remove("RUST_LOG")
         .output()
         .unwrap();

@@ -10,7 +10,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use clap::CommandFactory;
@@ -145,12 +144,12 @@ fn nvim_lua(dir: &Path, env: &[(&str, &str)], code: &str) -> String {
     let script = dir.join("script.lua");
     std::fs::write(&script, format!("vim.opt.rtp:prepend({:?})\n{code}\nio.stdout:write('\\n')\nos.exit(0)\n", root().display().to_string()))
         .unwrap();
-    let mut cmd = Command::new(common::nvim::nvim_bin());
+    let mut cmd = common::clean_command(common::nvim::nvim_bin());
     cmd.args(["--clean", "--headless", "-l"]).arg(&script).current_dir(dir);
     for sub in ["config", "data", "state", "cache"] {
         cmd.env(format!("XDG_{}_HOME", sub.to_uppercase()), dir.join(sub));
     }
-    cmd.env("HOME", dir).env_remove("NVIM_APPNAME").env_remove("HANDOFF_SESSION_DIR");
+    cmd.env("HOME", dir).env_remove("NVIM_APPNAME");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -187,9 +186,9 @@ fn setup_takes_every_thinking_level_the_host_takes() {
 
 /// The CLI's `sessions` for `cwd`, with `env`: the session files it lists.
 fn cli_sessions(cwd: &Path, env: &[(&str, &str)], xdg_data: &Path, home: &Path) -> Vec<PathBuf> {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_handoff-nvim"));
+    let mut cmd = common::clean_command(env!("CARGO_BIN_EXE_handoff-nvim"));
     cmd.args(["sessions", "--cwd"]).arg(cwd);
-    cmd.env("XDG_DATA_HOME", xdg_data).env("HOME", home).env_remove("HANDOFF_SESSION_DIR").env_remove("NVIM_APPNAME");
+    cmd.env("XDG_DATA_HOME", xdg_data).env("HOME", home).env_remove("NVIM_APPNAME");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -253,4 +252,32 @@ async fn the_cli_finds_the_plugins_sessions_under_nvim_appname() {
     assert_eq!(listed, vec![session.clone()], "the CLI under the same NVIM_APPNAME lists the plugin's session");
     // Without NVIM_APPNAME both use `nvim`: the CLI does not see this one there.
     assert!(cli_sessions(&work, &[], &dir.path().join("data"), dir.path()).is_empty());
+}
+
+/// Every `HANDOFF_*` variable the source reads is in `schema::variables()` (which the tests'
+/// `common::clean_command` removes), but the sandbox's test switches, which the tests remove
+/// by name.
+#[test]
+fn every_variable_the_binary_reads_is_in_the_schemas_list() {
+    use handoff_nvim::core::sandbox::{SIMULATED_ABI_VAR, SIMULATED_NO_MOUNTS_VAR};
+    let listed = handoff_nvim::core::config::schema::variables();
+    let mut missing = Vec::new();
+    let mut stack = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            for (at, _) in text.match_indices("\"HANDOFF_") {
+                let name: String = text[at + 1..].chars().take_while(|c| c.is_ascii_uppercase() || *c == '_').collect();
+                if !listed.contains(&name.as_str()) && name != SIMULATED_ABI_VAR && name != SIMULATED_NO_MOUNTS_VAR {
+                    missing.push(format!("{}: {name}", path.display()));
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "read but not in schema::variables(): {missing:?}");
 }

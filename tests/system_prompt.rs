@@ -270,11 +270,10 @@ async fn the_cli_reads_the_plugins_user_folder_and_takes_both_flags() {
     std::fs::create_dir_all(config_home.join("nvim/handoff")).unwrap();
     std::fs::write(config_home.join("nvim/handoff/AGENTS.md"), "From the plugin's folder.\n").unwrap();
     mock.push(MockReply::text("ok"));
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_handoff-nvim"))
+    let out = common::clean_command_async(env!("CARGO_BIN_EXE_handoff-nvim"))
         .current_dir(&tree.cwd)
         .env("XDG_CONFIG_HOME", &config_home)
         .env("HOME", tree.root.join("home"))
-        .env_remove("HANDOFF_LOG_FILE")
         .args(["--provider", "openai", "--model", "mock-model", "--base-url", &mock.openai_base_url()])
         .arg("--session-dir")
         .arg(tree.root.join("sessions"))

@@ -206,6 +206,33 @@ pub fn pids_with(marker: &str) -> Vec<u32> {
         .collect()
 }
 
+/// `program` (our binary, or Neovim or pi starting it) without any variable the binary reads
+/// as a setting or for its log (`schema::variables()`) nor the sandbox's test switches: what a
+/// developer exported cannot change a test's result. The test sets what it needs after.
+pub fn clean_command(program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut c = std::process::Command::new(program);
+    for var in handoff_variables() {
+        c.env_remove(var);
+    }
+    c
+}
+
+/// [`clean_command`] for tokio.
+pub fn clean_command_async(program: impl AsRef<std::ffi::OsStr>) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(program);
+    for var in handoff_variables() {
+        c.env_remove(var);
+    }
+    c
+}
+
+fn handoff_variables() -> Vec<&'static str> {
+    use handoff_nvim::core::sandbox::{SIMULATED_ABI_VAR, SIMULATED_NO_MOUNTS_VAR};
+    let mut vars = handoff_nvim::core::config::schema::variables();
+    vars.extend([SIMULATED_ABI_VAR, SIMULATED_NO_MOUNTS_VAR]);
+    vars
+}
+
 /// A streamed reply with delays (ms) before the first chunk and between chunks.
 pub fn slow(chunks: &[&str], first_delay_ms: u64, chunk_delay_ms: u64) -> MockReply {
     MockReply::Text {

@@ -133,7 +133,7 @@ impl Editor {
         for sub in ["config", "data", "state", "cache", "work"] {
             std::fs::create_dir_all(dir.path().join(sub)).unwrap();
         }
-        let mut cmd = tokio::process::Command::new(nvim_bin());
+        let mut cmd = super::clean_command_async(nvim_bin());
         cmd.args(["--clean", "-n", "--headless", "--embed"]);
         if with_plugin {
             cmd.arg("--cmd").arg(format!("set rtp^={root}"));
@@ -147,7 +147,6 @@ impl Editor {
             .env("PI_CODING_AGENT_DIR", dir.path().join("pi"))
             .env_remove("OPENAI_API_KEY")
             .env_remove("ANTHROPIC_API_KEY")
-            .env_remove("HANDOFF_LOG_FILE")
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true);
         let (nvim, io, child) =

@@ -228,6 +228,16 @@ const MODEL_FACTS: Type = Type::Record(&[
 ]);
 
 /// Every setting, in the order the help lists them (the members of a table together).
+/// Variables the binary reads outside the settings: its log's filter and file.
+pub const PROCESS_VARS: [&str; 2] = ["HANDOFF_LOG", "HANDOFF_LOG_FILE"];
+
+/// Every `HANDOFF_*` variable the binary reads: each setting's ([`SETTINGS`]) and
+/// [`PROCESS_VARS`]. Tests start the CLI without them, whatever a developer exported.
+pub fn variables() -> Vec<&'static str> {
+    let settings = SETTINGS.iter().filter_map(|s| s.cli.and_then(|f| f.env));
+    settings.chain(PROCESS_VARS).collect()
+}
+
 pub const SETTINGS: &[Setting] = &[
     Setting::lua("bin", Type::Path, DefaultValue::Unset,
         "Path of the `handoff-nvim` binary; nil: the plugin's target/release, then target/debug, then $PATH."),
