@@ -1,6 +1,6 @@
 //! The first run as a new user makes it: `scripts/run.sh` started from a project, the plugin
 //! loaded by lazy.nvim with the README's spec, every command there from start-up, and the
-//! README's layout table naming paths that exist.
+//! layout table (doc/design.md) naming paths that exist.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -207,12 +207,12 @@ fn readme_lazy_spec_defines_every_command_at_start_up() {
     assert!(r["loaded"].as_array().unwrap().iter().any(|m| m == "handoff.config"), "setup() did not run: {r}");
 }
 
-/// The README's layout table names only paths that exist, and every folder of the checkout and
-/// every module of `src/` and `src/core/` (each file or folder there) has its row.
+/// The layout table (`doc/design.md`) names only paths that exist, and every folder of the
+/// checkout and every module of `src/` and `src/core/` (each file or folder there) has its row.
 #[test]
-fn readme_layout_matches_the_tree() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let section = &readme[readme.find("\n## Layout").expect("a Layout section")..];
+fn the_layout_table_matches_the_tree() {
+    let design = std::fs::read_to_string(root().join("doc/design.md")).unwrap();
+    let section = &design[design.find("\n## Layout").expect("a Layout section in doc/design.md")..];
     let section = &section[..section[1..].find("\n## ").map_or(section.len(), |i| i + 1)];
     let mut checked = 0;
     let mut missing = Vec::new();
@@ -226,7 +226,7 @@ fn readme_layout_matches_the_tree() {
         }
     }
     assert!(checked >= 10, "only {checked} paths in the layout table");
-    assert!(missing.is_empty(), "the README's layout names paths that do not exist: {missing:?}");
+    assert!(missing.is_empty(), "doc/design.md's layout names paths that do not exist: {missing:?}");
     let named: Vec<String> = section
         .lines()
         .filter(|l| l.starts_with("| `"))
@@ -260,5 +260,5 @@ fn readme_layout_matches_the_tree() {
             }
         }
     }
-    assert!(unnamed.is_empty(), "the README's layout has no row for {unnamed:?}");
+    assert!(unnamed.is_empty(), "doc/design.md's layout has no row for {unnamed:?}");
 }
