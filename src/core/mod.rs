@@ -16,4 +16,5 @@ mod parallel;
 pub mod provider;
 pub mod sandbox;
 pub mod session;
+pub mod sync;
 pub mod tools;

@@ -91,11 +91,7 @@ pub struct AgentSession {
     sandbox: crate::core::sandbox::SandboxSettings,
 }
 
-/// Locks a mutex, recovering the data if a panicking thread poisoned it (the state is still
-/// consistent: every critical section is a handful of assignments).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+pub(crate) use crate::core::sync::lock;
 
 impl AgentSession {
     pub fn new(config: AgentConfig, session: SessionManager) -> Self {

@@ -80,7 +80,7 @@ fn has_exited(_pid: i32) -> bool {
 static GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
 
 fn groups() -> std::sync::MutexGuard<'static, Vec<i32>> {
-    GROUPS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    crate::core::sync::lock(&GROUPS)
 }
 
 /// Kills every stdio server's process group.

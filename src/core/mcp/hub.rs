@@ -62,9 +62,7 @@ pub(crate) struct Server {
     pub(crate) link: Mutex<Option<Link>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use crate::core::sync::lock;
 
 /// The tests' seam: the in-process server a start connects to.
 #[cfg(test)]

@@ -46,7 +46,7 @@ pub use types::{
 };
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -98,9 +98,7 @@ pub struct Provider {
     refused_window: Arc<AtomicU64>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::core::sync::lock;
 
 /// The request field some OpenAI-compatible servers refuse.
 const REASONING_EFFORT: &str = "reasoning_effort";

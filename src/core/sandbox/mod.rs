@@ -367,7 +367,7 @@ static MADE: OnceLock<PathBuf> = OnceLock::new();
 /// user planted), made on first use and removed as the host exits ([`remove_private_tmpdir`]).
 pub fn private_tmpdir() -> std::io::Result<PathBuf> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one_at_a_time = LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one_at_a_time = crate::core::sync::lock(&LOCK);
     if let Some(dir) = MADE.get() {
         return Ok(dir.clone());
     }

@@ -159,9 +159,7 @@ pub struct Grants {
     granted: Mutex<HashSet<(String, ConsentKey)>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use crate::core::sync::lock;
 
 impl Grants {
     /// Whether an earlier "always" covers a call of `tool` with `key` (none: it cannot be).

@@ -124,7 +124,7 @@ impl Found {
 
     fn add(&self, index: usize, path: PathBuf, lines: Vec<Line>) {
         // A panicking thread leaves whole entries behind: the map is still consistent.
-        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut inner = crate::core::sync::lock(&self.inner);
         if self.is_past(index) {
             return;
         }
@@ -231,7 +231,7 @@ fn search(a: Args, root: PathBuf, hidden: &[PathBuf], cancel: &CancellationToken
             let mut searcher = searcher.build();
             let matcher = matcher.clone();
             loop {
-                let next = rx.lock().unwrap_or_else(PoisonError::into_inner).recv();
+                let next = crate::core::sync::lock(&rx).recv();
                 let Ok(batch) = next else { return };
                 search_batch(batch, &mut searcher, &matcher, &found, cancel);
             }
