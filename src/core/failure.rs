@@ -1,10 +1,10 @@
 //! What kind of failure the user is told about, beside its text: a front end branches on the
 //! kind (retry once the session is open, offer `:checkhealth` for a key) and shows the text.
-//! Each layer's error enum says its own kind (`ProviderError::kind`, `controller::failure_of`).
+//! Each layer's error enum says its own kind (`ProviderError::kind` in `provider::types`, `controller::failure_of`);
+//! this module knows no layer above `message`.
 
 use serde::Serialize;
 
-use crate::core::provider::ProviderError;
 
 /// The kinds a front end can branch on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -132,7 +132,7 @@ fn has_word(text: &str, word: &str) -> bool {
 
 /// The kind of a refusal the provider explained (an HTTP error body, or an error it reported
 /// in place of the reply): rate limits first, since their wording can look like an overflow's.
-fn refusal_kind(code: Option<&str>, message: &str, otherwise: FailureKind) -> FailureKind {
+pub(crate) fn refusal_kind(code: Option<&str>, message: &str, otherwise: FailureKind) -> FailureKind {
     if is_rate_limit(code, message) {
         FailureKind::RateLimit
     } else if is_overflow(code, message) {
@@ -178,45 +178,6 @@ pub fn window_named(message: &str) -> Option<u64> {
 /// The code of a model the account has not enabled (`provider::copilot`).
 pub const MODEL_NOT_ENABLED: &str = "model_not_enabled";
 
-impl ProviderError {
-    /// The window an overflow error names (see [`window_named`]); `None` for any other error.
-    pub fn window_named(&self) -> Option<u64> {
-        if self.kind() != FailureKind::Overflow {
-            return None;
-        }
-        match self {
-            ProviderError::Http { message, .. } | ProviderError::Reported { message, .. } => window_named(message),
-            _ => None,
-        }
-    }
-
-    /// The kind of this failure, for a front end to branch on.
-    ///
-    /// An overflow is a 400, 413 or 422 whose code or message says so, or any other 413 (a
-    /// proxy's HTML page included: a request too large in bytes is too large in tokens), or an
-    /// error reported in the stream that says so. Rate-limit wording is never an overflow.
-    pub fn kind(&self) -> FailureKind {
-        match self {
-            ProviderError::Http { status: 401 | 403, .. } | ProviderError::MissingKey(_) => FailureKind::Auth,
-            ProviderError::Http { status: 429, .. } => FailureKind::RateLimit,
-            ProviderError::Http { status: status @ (400 | 413 | 422), code, message, .. } => {
-                let otherwise = if *status == 413 { FailureKind::Overflow } else { FailureKind::Provider };
-                refusal_kind(code.as_deref(), message, otherwise)
-            }
-            ProviderError::Http { .. } => FailureKind::Provider,
-            ProviderError::Reported { code: Some(code), .. } if code == MODEL_NOT_ENABLED => FailureKind::ModelNotEnabled,
-            ProviderError::Reported { code, message, .. } => {
-                refusal_kind(code.as_deref(), message, FailureKind::Provider)
-            }
-            ProviderError::Connect { .. } | ProviderError::Stream { .. } | ProviderError::Client(_) => {
-                FailureKind::Network
-            }
-            ProviderError::Timeout { .. } => FailureKind::Timeout,
-            ProviderError::Aborted => FailureKind::Cancelled,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,38 +198,6 @@ mod tests {
         }
         assert_eq!(window_named("Your input exceeds the context window of this model."), None);
         assert_eq!(window_named("rate limit reached"), None);
-    }
-
-    fn http(status: u16, message: &str) -> ProviderError {
-        ProviderError::Http { provider: "p".into(), status, code: None, message: message.into() }
-    }
-
-    fn reported(code: Option<&str>, message: &str) -> ProviderError {
-        ProviderError::Reported { provider: "p".into(), code: code.map(str::to_owned), message: message.into() }
-    }
-
-    #[test]
-    fn provider_errors_have_the_kind_a_user_acts_on() {
-        assert_eq!(http(401, "bad key").kind(), FailureKind::Auth);
-        assert_eq!(ProviderError::MissingKey("$X is not set".into()).kind(), FailureKind::Auth);
-        assert_eq!(http(429, "slow down").kind(), FailureKind::RateLimit);
-        assert_eq!(http(400, "This model's maximum context length is 8192 tokens").kind(), FailureKind::Overflow);
-        assert_eq!(http(400, "prompt is too long: 210000 tokens > 200000 maximum").kind(), FailureKind::Overflow);
-        assert_eq!(http(400, "unknown field").kind(), FailureKind::Provider);
-        assert_eq!(http(503, "overloaded").kind(), FailureKind::Provider);
-        assert_eq!(http(413, "Payload Too Large").kind(), FailureKind::Overflow);
-        assert_eq!(http(413, "on tokens per minute (TPM): Limit 6000, Requested 9000").kind(), FailureKind::RateLimit);
-        assert_eq!(http(400, "Too many tokens: rate limit reached").kind(), FailureKind::RateLimit);
-        let stream = ProviderError::Stream { provider: "p".into(), message: "connection closed".into() };
-        assert_eq!(stream.kind(), FailureKind::Network);
-        assert_eq!(reported(Some("context_length_exceeded"), "Your input is long").kind(), FailureKind::Overflow);
-        assert_eq!(reported(Some("invalid_request_error"), "prompt is too long: 9 tokens > 8 maximum").kind(), FailureKind::Overflow);
-        assert_eq!(reported(Some("rate_limit_exceeded"), "Slow down").kind(), FailureKind::RateLimit);
-        assert_eq!(reported(Some("server_error"), "The model crashed").kind(), FailureKind::Provider);
-        let connect = ProviderError::Connect { provider: "p".into(), url: "u".into(), message: "refused".into() };
-        assert_eq!(connect.kind(), FailureKind::Network);
-        assert_eq!(ProviderError::Timeout { provider: "p".into(), seconds: 5 }.kind(), FailureKind::Timeout);
-        assert_eq!(ProviderError::Aborted.kind(), FailureKind::Cancelled);
     }
 
     #[test]

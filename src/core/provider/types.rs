@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::models::{ModelInfo, ModelTable, Source};
-use crate::core::failure::FailureKind;
+use crate::core::failure::{self, FailureKind};
 use crate::core::message::{ContextMessage, StopReason, Usage};
 use crate::core::tools::ToolDefinition;
 
@@ -491,6 +491,45 @@ pub enum ProviderError {
     Aborted,
 }
 
+impl ProviderError {
+    /// The window an overflow error names (see [`failure::window_named`]); `None` for any other error.
+    pub fn window_named(&self) -> Option<u64> {
+        if self.kind() != FailureKind::Overflow {
+            return None;
+        }
+        match self {
+            ProviderError::Http { message, .. } | ProviderError::Reported { message, .. } => failure::window_named(message),
+            _ => None,
+        }
+    }
+
+    /// The kind of this failure, for a front end to branch on.
+    ///
+    /// An overflow is a 400, 413 or 422 whose code or message says so, or any other 413 (a
+    /// proxy's HTML page included: a request too large in bytes is too large in tokens), or an
+    /// error reported in the stream that says so. Rate-limit wording is never an overflow.
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            ProviderError::Http { status: 401 | 403, .. } | ProviderError::MissingKey(_) => FailureKind::Auth,
+            ProviderError::Http { status: 429, .. } => FailureKind::RateLimit,
+            ProviderError::Http { status: status @ (400 | 413 | 422), code, message, .. } => {
+                let otherwise = if *status == 413 { FailureKind::Overflow } else { FailureKind::Provider };
+                failure::refusal_kind(code.as_deref(), message, otherwise)
+            }
+            ProviderError::Http { .. } => FailureKind::Provider,
+            ProviderError::Reported { code: Some(code), .. } if code == failure::MODEL_NOT_ENABLED => FailureKind::ModelNotEnabled,
+            ProviderError::Reported { code, message, .. } => {
+                failure::refusal_kind(code.as_deref(), message, FailureKind::Provider)
+            }
+            ProviderError::Connect { .. } | ProviderError::Stream { .. } | ProviderError::Client(_) => {
+                FailureKind::Network
+            }
+            ProviderError::Timeout { .. } => FailureKind::Timeout,
+            ProviderError::Aborted => FailureKind::Cancelled,
+        }
+    }
+}
+
 impl std::error::Error for ProviderError {}
 
 impl std::fmt::Display for ProviderError {
@@ -537,6 +576,38 @@ impl ProviderError {
 
 #[cfg(test)]
 mod tests {
+    fn http(status: u16, message: &str) -> ProviderError {
+        ProviderError::Http { provider: "p".into(), status, code: None, message: message.into() }
+    }
+
+    fn reported(code: Option<&str>, message: &str) -> ProviderError {
+        ProviderError::Reported { provider: "p".into(), code: code.map(str::to_owned), message: message.into() }
+    }
+
+    #[test]
+    fn provider_errors_have_the_kind_a_user_acts_on() {
+        assert_eq!(http(401, "bad key").kind(), FailureKind::Auth);
+        assert_eq!(ProviderError::MissingKey("$X is not set".into()).kind(), FailureKind::Auth);
+        assert_eq!(http(429, "slow down").kind(), FailureKind::RateLimit);
+        assert_eq!(http(400, "This model's maximum context length is 8192 tokens").kind(), FailureKind::Overflow);
+        assert_eq!(http(400, "prompt is too long: 210000 tokens > 200000 maximum").kind(), FailureKind::Overflow);
+        assert_eq!(http(400, "unknown field").kind(), FailureKind::Provider);
+        assert_eq!(http(503, "overloaded").kind(), FailureKind::Provider);
+        assert_eq!(http(413, "Payload Too Large").kind(), FailureKind::Overflow);
+        assert_eq!(http(413, "on tokens per minute (TPM): Limit 6000, Requested 9000").kind(), FailureKind::RateLimit);
+        assert_eq!(http(400, "Too many tokens: rate limit reached").kind(), FailureKind::RateLimit);
+        let stream = ProviderError::Stream { provider: "p".into(), message: "connection closed".into() };
+        assert_eq!(stream.kind(), FailureKind::Network);
+        assert_eq!(reported(Some("context_length_exceeded"), "Your input is long").kind(), FailureKind::Overflow);
+        assert_eq!(reported(Some("invalid_request_error"), "prompt is too long: 9 tokens > 8 maximum").kind(), FailureKind::Overflow);
+        assert_eq!(reported(Some("rate_limit_exceeded"), "Slow down").kind(), FailureKind::RateLimit);
+        assert_eq!(reported(Some("server_error"), "The model crashed").kind(), FailureKind::Provider);
+        let connect = ProviderError::Connect { provider: "p".into(), url: "u".into(), message: "refused".into() };
+        assert_eq!(connect.kind(), FailureKind::Network);
+        assert_eq!(ProviderError::Timeout { provider: "p".into(), seconds: 5 }.kind(), FailureKind::Timeout);
+        assert_eq!(ProviderError::Aborted.kind(), FailureKind::Cancelled);
+    }
+
     use super::*;
 
     #[test]
