@@ -124,7 +124,7 @@ async fn esc_in_the_code_window_cancels_the_automatic_handoff_and_nothing_is_cre
         assert!(chat.as_str().unwrap().contains("read notes.txt"), "{chat}");
         assert_eq!(ed.session_file().await, old);
         assert_eq!(ed.session_files().len(), sessions, "no session was created");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        ed.settle().await;
         assert_eq!(ed.mock.requests().len(), 3, "the exchange, the tool call, the handoff: nothing after");
         ed.quit().await;
     })
@@ -144,7 +144,7 @@ async fn after_a_final_answer_at_the_wall_it_hands_off_without_continuing_or_sug
         assert_eq!(start["boundary"], "after_reply", "{start}");
         let end = ed.wait_event("HandoffAutoEnd", 1).await;
         assert_eq!(end["result"], "done", "{end}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        ed.settle().await;
         assert_eq!(ed.mock.requests().len(), before + 2, "the prompt and the handoff: no continuation");
         assert_eq!(ed.eval("T.count('HandoffSuggested')").await, json!(0), "the host handed off: no suggestion");
         ed.wait_until("table.concat(T.chat(), '\\n'):find('the new session waits for your next prompt', 1, true) ~= nil", T).await;
