@@ -688,6 +688,11 @@ pub enum Record {
         #[serde(skip_serializing_if = "Option::is_none")]
         auto: Option<crate::core::agent::Wall>,
     },
+    /// The prompt's lifecycle changed phase: `busy` is what the chat shows as running.
+    Lifecycle {
+        phase: &'static str,
+        busy: bool,
+    },
     SessionSwitch {
         #[serde(skip_serializing_if = "Option::is_none")]
         old: Option<String>,

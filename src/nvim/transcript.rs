@@ -215,7 +215,7 @@ pub fn status(controller: &Controller) -> Status {
         session_file,
         session_id,
         parent_session,
-        busy: agent.is_busy(),
+        busy: controller.is_busy(),
         generating_handoff: controller.is_generating_handoff(),
         provider: config.name,
         api: config.api,
@@ -302,6 +302,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
             notices: controller::handoff_end_notices(outcome, auto.as_ref()),
             auto: *auto,
         },
+        AgentEvent::Lifecycle { phase, busy } => Record::Lifecycle { phase, busy: *busy },
         AgentEvent::SessionSwitch { old, new, reason, .. } => {
             Record::SessionSwitch { old: old.clone(), new: new.clone(), reason: *reason }
         }
