@@ -316,6 +316,10 @@ pub enum Item {
     Continuation {
         text: String,
     },
+    /// The host's reminder of open todo items: its words, not the user's, and shown so.
+    Reminder {
+        text: String,
+    },
     /// The handoff's internal prompt, shown as what the user asked for.
     HandoffRequest {
         focus: String,

@@ -73,10 +73,11 @@ fn tail(text: String, keep: usize) -> (String, usize) {
 pub fn message_item(message: &Message) -> Item {
     let text = message.text();
     match &message.role {
-        Role::User => match session::handoff_request(message) {
-            Some(focus) => Item::HandoffRequest { focus },
-            None if crate::core::handoff::auto::is_continuation(message) => Item::Continuation { text },
-            None => Item::User { text },
+        Role::User => match session::author(message) {
+            session::Author::HandoffRequest { focus } => Item::HandoffRequest { focus },
+            session::Author::Continuation => Item::Continuation { text },
+            session::Author::TodoReminder => Item::Reminder { text },
+            session::Author::User | session::Author::NotUser => Item::User { text },
         },
         Role::Assistant => {
             let usage = message.usage.as_ref();

@@ -243,7 +243,10 @@ impl AgentSession {
             return None;
         }
         state.todo_reminder_counter += 1;
-        Some(Message::user(todo::reminder_text(&todos)))
+        // Marked as the host's: never carried or shown as the user's words.
+        let mut reminder = Message::user(todo::reminder_text(&todos));
+        crate::core::session::mark_host(&mut reminder, crate::core::session::HostMessage::TodoReminder);
+        Some(reminder)
     }
 
     /// Streams one assistant message. Provider failures end up in the message
