@@ -29,11 +29,14 @@ pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("no message")
 }
 
-/// Logs every panic (message, place, thread) at error level through `tracing`.
+/// Logs every panic (message, place, thread) at error level through `tracing`, then reports it
+/// as before (the host's stderr is the log file too: `RUST_BACKTRACE` still works there).
 pub fn install_panic_hook() {
-    std::panic::set_hook(Box::new(|info| {
+    let before = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
         let place = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
         let thread = std::thread::current().name().unwrap_or("unnamed").to_string();
         tracing::error!(%place, %thread, "panicked: {}", panic_text(info.payload()));
+        before(info);
     }));
 }
