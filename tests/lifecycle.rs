@@ -134,8 +134,18 @@ async fn a_prompt_racing_a_review_commit_is_sent_in_the_new_session_and_no_orpha
     env.mock.push(MockReply::text(DOCUMENT));
     let review = env.controller.handoff(HandoffOptions { focus: None, review: Some(true) }).await;
     let HandoffOutcome::Review { text, .. } = review else { panic!("{review:?}") };
-    // The commit is held inside, where it writes the new session (the session's lock is ours).
-    let held = env.agent.session();
+    // The commit is held inside, where it writes the new session: a thread of the test holds the
+    // session's lock until told to let go.
+    let (locked, release) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+    let holder = {
+        let (agent, locked, release) = (env.agent.clone(), locked.0, release.1);
+        std::thread::spawn(move || {
+            let _held = agent.session();
+            locked.send(()).unwrap();
+            let _ = release.recv();
+        })
+    };
+    locked.1.recv().unwrap();
     let committing = {
         let (controller, runtime) = (env.controller.clone(), tokio::runtime::Handle::current());
         std::thread::spawn(move || {
@@ -147,7 +157,8 @@ async fn a_prompt_racing_a_review_commit_is_sent_in_the_new_session_and_no_orpha
     env.mock.push(MockReply::text("answered in the new session"));
     env.controller.submit("typed during the commit");
     wait_until("the prompt queued", T, || env.heard(text::QUEUED_FOR_NEW_SESSION)).await;
-    drop(held);
+    release.0.send(()).unwrap();
+    holder.join().unwrap();
     let done = committing.join().unwrap();
     let HandoffOutcome::Done { session_file, .. } = done else { panic!("{done:?}") };
     wait_until("the queued prompt answered", T, || !env.controller.is_busy() && env.mock.requests().len() == 2).await;
