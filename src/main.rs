@@ -16,7 +16,16 @@ fn init_logging(cli: &Cli, is_rpc: bool) {
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
         if let Ok(file) = options.open(path) {
+            // The host's stderr goes to the log too: Neovim drops it, and a panic's default
+            // report or a library's complaint written there would be lost.
+            #[cfg(unix)]
+            if is_rpc {
+                use std::os::fd::AsRawFd;
+                // SAFETY: dup2 on two descriptors this process owns; nothing else writes yet.
+                unsafe { libc::dup2(file.as_raw_fd(), libc::STDERR_FILENO) };
+            }
             tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(file).init();
+            handoff_nvim::core::task::install_panic_hook();
             return;
         }
     }

@@ -220,8 +220,8 @@ async fn mid_tool_loop_the_batch_completes_then_the_handoff_then_the_task_finish
     assert_eq!(sent[1].1, auto::CONTINUATION_TEXT);
     let new_entries = entry_lines(&new);
     let continuation = new_entries.iter().find(|e| e["message"]["role"] == "user").unwrap();
-    assert_eq!(continuation["message"]["handoffContinuation"], true);
-    assert!(!requests[2].body.to_string().contains("handoffContinuation"), "the mark reached the model");
+    assert_eq!(continuation["message"]["handoffAuthor"], "continuation");
+    assert!(!requests[2].body.to_string().contains("handoffAuthor"), "the mark reached the model");
     assert_eq!(texts_of(&new).last().unwrap().1, "The number is 42: finished.");
     let entry = handoff_entry(&new);
     assert_eq!(entry["details"]["auto"]["boundary"], "after_tools");

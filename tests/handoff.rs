@@ -254,9 +254,11 @@ async fn success_handoff_start_is_emitted_with_the_focus() {
     s.mock.push(MockReply::text(DOCUMENT));
     let mut rx = s.agent.subscribe();
     done(s.controller.handoff(HandoffOptions::focus("  the parser ")).await);
+    // The lifecycle entering its handoff phase comes first; then the pipeline's start.
+    assert_eq!(rx.try_recv().unwrap(), AgentEvent::Lifecycle { phase: "handoff", busy: true });
     match rx.try_recv().unwrap() {
         AgentEvent::HandoffStart { focus, .. } => assert_eq!(focus.as_deref(), Some("the parser")),
-        other => panic!("first event {other:?}"),
+        other => panic!("first event after the lifecycle's {other:?}"),
     }
 }
 

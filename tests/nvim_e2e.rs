@@ -470,7 +470,7 @@ async fn automatic_handoff_at_a_real_overflow_of_the_local_model() {
         assert_eq!(lines[0]["parentSession"], old.as_str());
         let handoff = lines.iter().find(|l| l["customType"] == "handoff").expect("no handoff entry");
         assert_eq!(handoff["details"]["auto"]["reason"], "overflow");
-        assert!(lines.iter().any(|l| l["message"]["handoffContinuation"] == true), "no continuation");
+        assert!(lines.iter().any(|l| l["message"]["handoffAuthor"] == "continuation"), "no continuation");
         let last = lines.iter().rev().find(|l| l["message"]["role"] == "assistant").expect("no reply in the new session");
         assert_ne!(last["message"]["stopReason"], "error", "{last}");
         ed.quit().await;

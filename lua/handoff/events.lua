@@ -77,7 +77,8 @@ function handlers.message_end(r)
 end
 
 function handlers.agent_end(r)
-  state.busy = false
+  -- The run ended; the prompt may go on (the host's `lifecycle` record says when it is idle).
+  state.busy = state.phase ~= nil and state.phase ~= "idle"
   state.session_file = r.session_file or state.session_file
   chat().indicator_update()
   local meter = require("handoff.meter")
@@ -196,6 +197,13 @@ function handlers.handoff_end(r)
   end
 end
 
+--- The prompt's lifecycle changed phase: the host's one "busy", which the chat shows.
+function handlers.lifecycle(r)
+  state.phase = r.phase
+  state.busy = r.busy
+  chat().indicator_update()
+end
+
 function handlers.session_switch(r)
   state.session_file = r.new
   M.fire("HandoffSessionSwitch", { old = r.old, new = r.new, reason = r.reason })
@@ -261,6 +269,7 @@ end
 ---@param message string
 function M.host_lost(message)
   require("handoff.approvals").clear(message)
+  state.phase = nil
   if state.generating_handoff then
     end_generation()
     require("handoff.handoff_view").fail(message)

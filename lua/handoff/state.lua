@@ -17,6 +17,8 @@ local M = {
   ---@type string? the session's thinking level ("off", "minimal", "low", "medium", "high")
   thinking = nil,
   busy = false,
+  -- The host's lifecycle phase (`idle`, `prompting`, `auto_handoff`, `handoff`, `committing`, `switching`).
+  phase = nil,
   generating_handoff = false,
   --- The banner of the automatic handoff being generated (the host's words), else nil.
   auto_banner = nil,

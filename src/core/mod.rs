@@ -3,7 +3,8 @@
 //! ends pass in what is theirs, such as the session folder, and word their own key hints.
 //!
 //! Layers, bottom up: `message` → `session` and `provider` (with `failure`, the kinds a front
-//! end branches on) → `agent` → `handoff` → `controller`.
+//! end branches on) → `agent` → `handoff` → `controller` (its `lifecycle`: the prompt's states). `task` spawns
+//! tasks whose panics are logged and release what they hold.
 
 pub mod agent;
 pub mod config;
@@ -17,4 +18,5 @@ pub mod provider;
 pub mod sandbox;
 pub mod session;
 pub mod sync;
+pub mod task;
 pub mod tools;

@@ -152,7 +152,7 @@ impl Outbox {
 /// Moves the agent's events into the outbox until its channel closes.
 pub fn spawn_collector(controller: Arc<Controller>, outbox: Arc<Outbox>) -> tokio::task::JoinHandle<()> {
     let mut events = controller.agent().subscribe();
-    tokio::spawn(async move {
+    crate::core::task::spawn("the event collector", async move {
         let agent: &AgentSession = controller.agent();
         loop {
             match events.recv().await {
@@ -205,7 +205,7 @@ pub fn spawn_collector(controller: Arc<Controller>, outbox: Arc<Outbox>) -> toki
 
 /// Sends batches to Neovim until the connection breaks.
 pub fn spawn_flusher(nvim: nvim_rs::Neovim<Writer>, outbox: Arc<Outbox>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
+    crate::core::task::spawn("the event flusher", async move {
         let mut last = Instant::now() - FRAME;
         loop {
             if outbox.is_empty() {

@@ -188,7 +188,7 @@ impl Host {
         *lock(&self.inner.cwd) = cwd.clone();
         *lock(&self.inner.handoff_review) = parsed.handoff_review.unwrap_or(false);
         let host = self.clone();
-        tokio::spawn(async move { host.open(settings, config, cwd, choice).await });
+        crate::core::task::spawn("opening the session", async move { host.open(settings, config, cwd, choice).await });
         Ok(Value::Boolean(true))
     }
 
@@ -233,7 +233,7 @@ impl Host {
         opened.agent.set_file_access(Arc::new(seams::EditorFiles { nvim: self.inner.nvim.clone() }));
         // The model list is read now, off the first prompt's path (a Copilot token with it).
         let provider = opened.agent.provider();
-        tokio::spawn(async move { drop(provider.catalogue(true).await) });
+        crate::core::task::spawn("reading the model list", async move { drop(provider.catalogue(true).await) });
         let controller = Controller::new(opened.agent, editor_texts());
         controller.set_review_by_default(*lock(&self.inner.handoff_review));
         controller.set_auto_handoff(settings.auto_handoff());
@@ -261,7 +261,7 @@ impl Host {
             // In the order they were sent, each to its end: a prompt typed twice while the
             // session loaded is two prompts, one after the other.
             let host = self.clone();
-            tokio::spawn(async move {
+            crate::core::task::spawn("input that waited for the session", async move {
                 for input in waiting {
                     match input {
                         Notification::Prompt { text } => controller.input(&text).await,
@@ -335,7 +335,7 @@ impl Host {
     /// `session_switch` and a `transcript` record.
     fn resume(&self, controller: Arc<Controller>, path: PathBuf) {
         let host = self.clone();
-        tokio::spawn(async move {
+        crate::core::task::spawn("resuming a session", async move {
             if let Err(failure) = controller.ensure_idle(text::doing::RESUME) {
                 return host.notice(Level::Warn, failure.message);
             }
@@ -358,7 +358,7 @@ impl Host {
     /// `session_view` record. The agent's session stays as it is, whatever runs.
     fn view_session(&self, file: PathBuf, limit: usize) {
         let host = self.clone();
-        tokio::spawn(async move {
+        crate::core::task::spawn("viewing a session", async move {
             let session_dir = frontend_paths::session_dir(&lock(&host.inner.settings));
             let path = file.to_string_lossy().into_owned();
             let view = tokio::task::spawn_blocking(move || transcript::view(&file, &session_dir, limit)).await;
@@ -417,7 +417,7 @@ impl Host {
             (action @ ("start" | "stop"), Some(hub)) => {
                 let name = server.ok_or_else(|| Failure::invalid(format!(":HandoffMcp {action} needs a server's name")))?;
                 let (host, action) = (self.clone(), action.to_string());
-                tokio::spawn(async move {
+                crate::core::task::spawn("an MCP command", async move {
                     let done = if action == "start" { hub.start(&name).await } else { hub.stop(&name).await };
                     match done {
                         Ok(()) => host.notice(Level::Info, format!("handoff.nvim: MCP server {name}: {action} done")),

@@ -316,6 +316,10 @@ pub enum Item {
     Continuation {
         text: String,
     },
+    /// The host's reminder of open todo items: its words, not the user's, and shown so.
+    Reminder {
+        text: String,
+    },
     /// The handoff's internal prompt, shown as what the user asked for.
     HandoffRequest {
         focus: String,
@@ -687,6 +691,11 @@ pub enum Record {
         notices: Vec<Notice>,
         #[serde(skip_serializing_if = "Option::is_none")]
         auto: Option<crate::core::agent::Wall>,
+    },
+    /// The prompt's lifecycle changed phase: `busy` is what the chat shows as running.
+    Lifecycle {
+        phase: &'static str,
+        busy: bool,
     },
     SessionSwitch {
         #[serde(skip_serializing_if = "Option::is_none")]

@@ -73,10 +73,11 @@ fn tail(text: String, keep: usize) -> (String, usize) {
 pub fn message_item(message: &Message) -> Item {
     let text = message.text();
     match &message.role {
-        Role::User => match session::handoff_request(message) {
-            Some(focus) => Item::HandoffRequest { focus },
-            None if crate::core::handoff::auto::is_continuation(message) => Item::Continuation { text },
-            None => Item::User { text },
+        Role::User => match session::author(message) {
+            session::Author::HandoffRequest { focus } => Item::HandoffRequest { focus },
+            session::Author::Continuation => Item::Continuation { text },
+            session::Author::TodoReminder => Item::Reminder { text },
+            session::Author::User | session::Author::NotUser => Item::User { text },
         },
         Role::Assistant => {
             let usage = message.usage.as_ref();
@@ -215,7 +216,7 @@ pub fn status(controller: &Controller) -> Status {
         session_file,
         session_id,
         parent_session,
-        busy: agent.is_busy(),
+        busy: controller.is_busy(),
         generating_handoff: controller.is_generating_handoff(),
         provider: config.name,
         api: config.api,
@@ -302,6 +303,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
             notices: controller::handoff_end_notices(outcome, auto.as_ref()),
             auto: *auto,
         },
+        AgentEvent::Lifecycle { phase, busy } => Record::Lifecycle { phase, busy: *busy },
         AgentEvent::SessionSwitch { old, new, reason, .. } => {
             Record::SessionSwitch { old: old.clone(), new: new.clone(), reason: *reason }
         }

@@ -50,6 +50,10 @@ local function push_item(out, item)
     -- The host's own message after an automatic handoff: not the user's words.
     out[base + 1], out[base + 2] = "## handoff.nvim · continuing after the handoff", ""
     push_lines(out, item.text, "> ")
+  elseif k == "reminder" then
+    -- The host's reminder of open todo items: not the user's words.
+    out[base + 1], out[base + 2] = "## handoff.nvim · todo reminder", ""
+    push_lines(out, item.text, "> ")
   elseif k == "handoff_request" then
     out[base + 1], out[base + 2] = "## You", ""
     out[base + 3] = "*Handoff requested*" .. ((item.focus and item.focus ~= "") and (" — focus: " .. item.focus) or "")

@@ -156,6 +156,9 @@ pub enum AgentEvent {
         #[serde(skip)]
         redraw_upto: Option<String>,
     },
+    /// The prompt's lifecycle entered `phase` (`core::controller::lifecycle::Phase`'s name);
+    /// `busy` is the one "busy" every front end shows and the host refuses by.
+    Lifecycle { phase: &'static str, busy: bool },
     /// The session file changed.
     SessionSwitch {
         old: Option<String>,

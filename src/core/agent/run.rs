@@ -36,18 +36,18 @@ impl AgentSession {
     /// Takes the run slot (one response at a time), or `Busy`. The run stops when `cancel` (a
     /// token of the caller's: the handoff's own) or `abort()` fires. The handoff takes the slot
     /// before it announces itself, so that a prompt racing it is refused instead of the handoff.
-    pub fn claim_run(&self, cancel: &CancellationToken) -> Result<RunClaim, AgentError> {
+    pub fn claim_run(&self, cancel: &CancellationToken) -> Result<RunClaim<'_>, AgentError> {
         let mut state = self.state();
         if state.run.is_some() {
             return Err(AgentError::Busy);
         }
         let token = cancel.child_token();
         state.run = Some(token.clone());
-        Ok(RunClaim { token, pending: std::mem::take(&mut state.pending_next_turn) })
+        Ok(RunClaim { slot: &self.state, token, pending: std::mem::take(&mut state.pending_next_turn) })
     }
 
     /// Runs `text` in the slot `claim` holds, and frees the slot.
-    pub async fn run_claimed(&self, claim: RunClaim, text: &str, options: RunOptions) -> Result<RunResult, AgentError> {
+    pub async fn run_claimed(&self, claim: RunClaim<'_>, text: &str, options: RunOptions) -> Result<RunResult, AgentError> {
         let text = if options.expand_prompt_templates {
             // `/skill:name args` first, then `/template args` (pi's order).
             let skill = system_prompt::skills::expand_command(text, &self.system_prompt().skills);
@@ -60,11 +60,11 @@ impl AgentSession {
 
     /// Runs `prompt` as it is (a caller's own message: the handoff marks its request) in the
     /// slot `claim` holds, and frees the slot.
-    pub async fn run_claimed_message(&self, claim: RunClaim, prompt: Message, options: RunOptions) -> Result<RunResult, AgentError> {
-        let RunClaim { token, pending } = claim;
-        let result = self.run(pending, prompt, options, &token).await;
-        self.state().run = None;
-        result
+    pub async fn run_claimed_message(&self, mut claim: RunClaim<'_>, prompt: Message, options: RunOptions) -> Result<RunResult, AgentError> {
+        let pending = std::mem::take(&mut claim.pending);
+        // The claim lives across the run and frees the slot when dropped: on return, and also
+        // when this future panics or is dropped.
+        self.run(pending, prompt, options, &claim.token).await
     }
 
     /// Appends a message to the in-memory context and to the session file (pi persists at
@@ -243,7 +243,10 @@ impl AgentSession {
             return None;
         }
         state.todo_reminder_counter += 1;
-        Some(Message::user(todo::reminder_text(&todos)))
+        // Marked as the host's: never carried or shown as the user's words.
+        let mut reminder = Message::user(todo::reminder_text(&todos));
+        crate::core::session::mark_host(&mut reminder, crate::core::session::HostMessage::TodoReminder);
+        Some(reminder)
     }
 
     /// Streams one assistant message. Provider failures end up in the message

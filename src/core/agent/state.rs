@@ -177,8 +177,16 @@ impl AgentConfig {
 }
 
 /// The run slot, taken (`claim_run`) and not yet run: the run's token and the messages queued
-/// for its first turn.
-pub struct RunClaim {
+/// for its first turn. A guard: dropping it frees the slot, so a run whose future panicked or
+/// was dropped never leaves the agent busy (it was freed only when `run()` returned).
+pub struct RunClaim<'a> {
+    pub(super) slot: &'a std::sync::Mutex<AgentState>,
     pub(super) token: CancellationToken,
     pub(super) pending: Vec<Message>,
+}
+
+impl Drop for RunClaim<'_> {
+    fn drop(&mut self) {
+        super::lock(self.slot).run = None;
+    }
 }

@@ -62,10 +62,6 @@ pub(super) const FIT_ATTEMPTS: u32 = 3;
 /// Each attempt after a refusal is fitted to this share (percent) of the request refused.
 pub(super) const FIT_SHRINK: u64 = 70;
 
-/// The field that marks the one message the host writes to go on after an automatic handoff:
-/// `"handoffContinuation": true` (pi keeps it and never sends it to a model).
-pub const CONTINUATION_MARK: &str = "handoffContinuation";
-
 /// What the continuation says. Written by the host, and it says so: the model must not take it
 /// for a new request of the user's.
 pub const CONTINUATION_TEXT: &str = "[Written by handoff.nvim, not by the user.] The previous session was handed off automatically because its context window was full; the handoff document above says where the work stood. Resume the user's latest request from where it stopped. If nothing remains to be done, say so briefly.";
@@ -73,13 +69,8 @@ pub const CONTINUATION_TEXT: &str = "[Written by handoff.nvim, not by the user.]
 /// The host's continuation message, marked as the host's.
 pub fn continuation() -> Message {
     let mut message = Message::user(CONTINUATION_TEXT);
-    message.extra.insert(CONTINUATION_MARK.into(), Value::Bool(true));
+    session::mark_host(&mut message, session::HostMessage::Continuation);
     message
-}
-
-/// Whether `message` is the host's continuation.
-pub fn is_continuation(message: &Message) -> bool {
-    message.extra.get(CONTINUATION_MARK).and_then(Value::as_bool) == Some(true)
 }
 
 /// Characters of a user's message quoted at most (the middle of a longer one is left out).
@@ -95,13 +86,13 @@ pub struct UserWords {
     pub latest: Option<String>,
 }
 
-/// A user message the user typed: not a handoff's request, not the host's continuation.
+/// A user message the user typed ([`session::author`]: not a message the host wrote).
 fn typed_by_user(entry: &SessionEntry) -> Option<String> {
     if entry.message_role() != Some(Role::User) {
         return None;
     }
     let message = entry.message()?;
-    if session::handoff_request(&message).is_some() || is_continuation(&message) {
+    if !session::author(&message).is_user() {
         return None;
     }
     let text = message.text();
@@ -228,8 +219,8 @@ mod tests {
     #[test]
     fn the_continuation_is_marked_as_the_hosts() {
         let c = continuation();
-        assert!(is_continuation(&c));
-        assert!(!is_continuation(&Message::user(CONTINUATION_TEXT)));
+        assert_eq!(session::author(&c), session::Author::Continuation);
+        assert!(session::author(&Message::user(CONTINUATION_TEXT)).is_user());
         assert!(c.text().starts_with("[Written by handoff.nvim, not by the user.]"));
     }
 

@@ -429,7 +429,7 @@ async fn generate(
     agent: &AgentSession,
     focus: Option<&str>,
     token: &CancellationToken,
-    claim: RunClaim,
+    claim: RunClaim<'_>,
     auto: Option<Wall>,
 ) -> Result<(String, Carried, Option<String>), NoDocument> {
     // The request is marked as one where it is written: the chat shows it as the handoff's
@@ -462,7 +462,7 @@ async fn run_fitted(
     agent: &AgentSession,
     prompt: Message,
     token: &CancellationToken,
-    claim: RunClaim,
+    claim: RunClaim<'_>,
     wall: &Wall,
 ) -> Result<RunResult, AgentError> {
     let window = agent.provider_config().context_window;

@@ -41,7 +41,7 @@ impl Drop for Connection {
 fn watch_exit(name: &str, group: i32) -> tokio_util::sync::DropGuard {
     let cancel = tokio_util::sync::CancellationToken::new();
     let (watching, name) = (cancel.clone(), name.to_string());
-    tokio::spawn(async move {
+    crate::core::task::spawn("watching an MCP server's exit", async move {
         loop {
             tokio::select! {
                 () = watching.cancelled() => return,
@@ -196,7 +196,7 @@ pub(crate) async fn connect(
             }
             if let Some(stderr) = stderr {
                 let name = name.to_string();
-                tokio::spawn(async move {
+                crate::core::task::spawn("an MCP server's stderr", async move {
                     let mut lines = BufReader::new(stderr).lines();
                     while let Ok(Some(line)) = lines.next_line().await {
                         tracing::info!(target: "handoff::mcp", server = %name, "stderr: {line}");

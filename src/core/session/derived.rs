@@ -20,6 +20,86 @@ const LEGACY_REQUEST_OPENING: &str = "Write a handoff document for this session 
 /// How legacy requests named their focus (after the instruction).
 const LEGACY_FOCUS: &str = "\n\nAdditional focus:";
 
+/// The one mark of a user-role message the host wrote, with what it is:
+/// `"handoffAuthor": "handoff_request" | "continuation" | "todo_reminder"`. Like the marks before
+/// it, a field pi 0.73.1 keeps in the file and never sends to a model.
+pub const AUTHOR_MARK: &str = "handoffAuthor";
+
+/// The mark of the host's continuation before [`AUTHOR_MARK`] (still read).
+const LEGACY_CONTINUATION: &str = "handoffContinuation";
+
+/// What the host writes in the user's role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostMessage {
+    /// The handoff's instruction.
+    HandoffRequest,
+    /// The message that goes on after an automatic handoff.
+    Continuation,
+    /// The reminder of open todo items when the model would stop.
+    TodoReminder,
+}
+
+impl HostMessage {
+    fn as_str(self) -> &'static str {
+        match self {
+            HostMessage::HandoffRequest => "handoff_request",
+            HostMessage::Continuation => "continuation",
+            HostMessage::TodoReminder => "todo_reminder",
+        }
+    }
+}
+
+/// Who wrote a user message: the one answer the facts, the chat's transcript, session_query,
+/// the session list and the automatic handoff's carried words all read ([`author`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Author {
+    /// Not a user message.
+    NotUser,
+    /// The user typed it.
+    User,
+    /// A handoff's request, with the focus asked for (empty for none).
+    HandoffRequest { focus: String },
+    /// The host's continuation after an automatic handoff.
+    Continuation,
+    /// The host's todo reminder.
+    TodoReminder,
+}
+
+impl Author {
+    /// The user's own words (not the host's, not another role's).
+    pub fn is_user(&self) -> bool {
+        matches!(self, Author::User)
+    }
+}
+
+/// Marks `message` as the host's `kind` of message (every host-written user message is marked
+/// so, where it is written).
+pub fn mark_host(message: &mut Message, kind: HostMessage) {
+    message.extra.insert(AUTHOR_MARK.into(), Value::String(kind.as_str().into()));
+}
+
+/// Who wrote `message`: the mark, else the marks of older sessions (the handoff request's own
+/// field, `handoffContinuation`), else a legacy handoff request's opening; else the user.
+pub fn author(message: &Message) -> Author {
+    if message.role != Role::User {
+        return Author::NotUser;
+    }
+    if let Some(focus) = handoff_request(message) {
+        return Author::HandoffRequest { focus };
+    }
+    match message.extra.get(AUTHOR_MARK).and_then(Value::as_str) {
+        Some("continuation") => return Author::Continuation,
+        Some("todo_reminder") => return Author::TodoReminder,
+        // A kind written by a later version: the host's anyway, never the user's words.
+        Some(_) => return Author::Continuation,
+        None => {}
+    }
+    if message.extra.get(LEGACY_CONTINUATION).and_then(Value::as_bool) == Some(true) {
+        return Author::Continuation;
+    }
+    Author::User
+}
+
 /// The messages of a branch: the count the session picker shows and the handoff's guard checks.
 pub fn message_count(branch: &[&SessionEntry]) -> usize {
     branch.iter().filter(|e| e.is_message()).count()
@@ -27,12 +107,14 @@ pub fn message_count(branch: &[&SessionEntry]) -> usize {
 
 /// Marks `message` (the handoff's prompt) as a handoff request for `focus`.
 pub fn mark_handoff_request(message: &mut Message, focus: Option<&str>) {
+    mark_host(message, HostMessage::HandoffRequest);
     let focus = focus.map(str::trim).unwrap_or_default();
     let mark = Map::from_iter([("focus".to_string(), Value::String(focus.to_string()))]);
     message.extra.insert(HANDOFF_REQUEST.into(), Value::Object(mark));
 }
 
-/// The focus of a handoff request (empty for none); `None` when `message` is not one. A marked
+/// The focus of a handoff request (empty for none); `None` when `message` is not one (what
+/// [`author`] reads). A marked
 /// message is one; an unmarked user message is one only when it has the legacy opening (sessions
 /// written before the mark).
 pub fn handoff_request(message: &Message) -> Option<String> {
@@ -63,6 +145,21 @@ mod tests {
         let mut none = Message::user("x");
         mark_handoff_request(&mut none, None);
         assert_eq!(handoff_request(&none).as_deref(), Some(""));
+    }
+
+    #[test]
+    fn the_host_s_messages_are_never_the_user_s() {
+        let mut reminder = Message::user("You have open todo items");
+        assert_eq!(author(&reminder), Author::User);
+        mark_host(&mut reminder, HostMessage::TodoReminder);
+        let stored: Message = serde_json::from_str(&serde_json::to_string(&reminder).unwrap()).unwrap();
+        assert_eq!(author(&stored), Author::TodoReminder);
+        let mut old = Message::user("go on");
+        old.extra.insert(LEGACY_CONTINUATION.into(), Value::Bool(true));
+        assert_eq!(author(&old), Author::Continuation);
+        let mut request = Message::user("write it");
+        mark_handoff_request(&mut request, Some("x"));
+        assert_eq!(author(&request), Author::HandoffRequest { focus: "x".into() });
     }
 
     #[test]

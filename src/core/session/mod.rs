@@ -14,7 +14,7 @@ use std::path::PathBuf;
 pub use changes::{Before, ChangedFile, Originals};
 pub use context::SessionContext;
 pub use entry::{SessionEntry, SessionHeader};
-pub use derived::{handoff_request, mark_handoff_request, message_count};
+pub use derived::{author, handoff_request, mark_handoff_request, mark_host, message_count, Author, HostMessage};
 pub use store::{SessionInfo, SessionManager};
 pub use todos::{Todo, TodoStatus};
 /// The store's private-file rules, for files kept beside a session (the handoff document).

@@ -371,7 +371,11 @@ fn readable(entry: &SessionEntry) -> (String, String) {
 
 fn message_text(message: &Message) -> (String, String) {
     match &message.role {
-        Role::User => ("user".into(), message.text()),
+        Role::User => match crate::core::session::author(message) {
+            crate::core::session::Author::User | crate::core::session::Author::NotUser => ("user".into(), message.text()),
+            // The host's words in the user's role: never quoted as the user's.
+            _ => ("user (written by handoff.nvim)".into(), message.text()),
+        },
         Role::Assistant => {
             let mut parts: Vec<String> = Vec::new();
             for block in message.content.blocks() {

@@ -58,7 +58,8 @@ fn summarize(path: &Path) -> Result<SessionInfo, SessionError> {
     let first_message = branch
         .iter()
         .filter(|e| e.message_role() == Some(Role::User))
-        .find_map(|e| e.message())
+        .filter_map(|e| e.message())
+        .find(|m| derived::author(m).is_user())
         .map(|m| m.text().lines().next().unwrap_or_default().trim().to_string())
         .unwrap_or_default();
     let message_count = derived::message_count(&branch);

@@ -4,14 +4,15 @@
 //! a command's outcome is written here, once. Texts that name a front end's own keys (how to
 //! cancel in the editor) come from that front end ([`FrontEndTexts`]).
 
+pub mod lifecycle;
+
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::core::agent::{AgentConfig, AgentError, AgentEvent, AgentSession, RunOptions, RunResult, Wall, WallReason};
+use crate::core::agent::{AgentConfig, AgentError, AgentEvent, AgentSession, RunResult, Wall, WallReason};
 use crate::core::failure::{Failure, FailureKind};
-use crate::core::handoff::{self, auto, AutoHandoff, Handoff, HandoffOptions, HandoffOutcome, Refusal};
-use crate::core::message::Message;
+use crate::core::handoff::{self, AutoHandoff, HandoffOptions, HandoffOutcome, Refusal};
+pub use lifecycle::{Held, Lifecycle, Phase};
 use crate::core::provider::ThinkingLevel;
 use crate::core::session::{SessionError, SessionManager};
 
@@ -91,6 +92,7 @@ pub mod text {
         pub const SET_MODEL: &str = "switch the model";
         pub const SET_THINKING: &str = "change the thinking level";
         pub const RECONFIGURE: &str = "reconfigure";
+        pub const SEND_PROMPT: &str = "send a prompt";
     }
 }
 
@@ -278,98 +280,44 @@ pub enum Ran {
     Nothing,
 }
 
-/// One agent session driven by one front end.
+/// One agent session driven by one front end: input classification and the session commands;
+/// the prompt's life (runs, handoffs, reviews, what waits) is its [`Lifecycle`]'s.
 pub struct Controller {
-    agent: Arc<AgentSession>,
-    handoff: Handoff,
-    texts: FrontEndTexts,
-    /// The front end's configured review default, for a handoff that does not say.
-    review_by_default: AtomicBool,
-    /// What happens at the wall (`handoff.auto`).
-    auto: std::sync::Mutex<AutoHandoff>,
-    /// The prompt in progress and what waits for it; the lock is held while input is queued and
-    /// while a finished prompt takes what was queued too late for its run: "Queued" is always
-    /// kept.
-    steering: std::sync::Mutex<Sequence>,
-}
-
-/// The prompt in progress: from the user's input until nothing is left to run (its runs, the
-/// automatic handoffs between them, the continuations), and the input typed meanwhile that the
-/// running response cannot take (during a handoff, between runs).
-#[derive(Debug, Default)]
-struct Sequence {
-    active: bool,
-    waiting: std::collections::VecDeque<Queued>,
-    /// An automatic handoff in review: what to send once the document is written.
-    after_review: Option<Queued>,
-}
-
-/// Input waiting to be run.
-#[derive(Clone, Debug)]
-enum Queued {
-    /// What the user typed: templates and skills expand when it runs.
-    Typed(String),
-    /// A message as it goes out (one a run did not send, steering, the host's continuation).
-    Ready(Box<Message>),
-}
-
-/// What follows a run that stopped at the wall.
-enum AfterWall {
-    /// Run this in the session now in force.
-    Run(Queued, RunOptions),
-    /// Nothing more: the prompt ends here, at the wall.
-    Stop,
-    /// Nothing more: the handoff is done (after a final answer) or waits for review.
-    HandedOff,
-}
-
-/// The guards of one prompt's automatic handoffs.
-#[derive(Default)]
-struct AutoBudget {
-    handoffs: u32,
-    overflow_recovered: bool,
-    /// The user cancelled one, or one failed: no more for this prompt.
-    given_up: bool,
+    lifecycle: Arc<Lifecycle>,
 }
 
 impl Controller {
     pub fn new(agent: Arc<AgentSession>, texts: FrontEndTexts) -> Arc<Self> {
-        Arc::new(Self {
-            agent,
-            handoff: Handoff::new(),
-            texts,
-            review_by_default: AtomicBool::new(false),
-            auto: std::sync::Mutex::new(AutoHandoff::default()),
-            steering: std::sync::Mutex::new(Sequence::default()),
-        })
+        Arc::new(Self { lifecycle: Arc::new(Lifecycle::new(agent, texts)) })
     }
 
     pub fn agent(&self) -> &Arc<AgentSession> {
-        &self.agent
+        self.lifecycle.agent()
+    }
+
+    /// The prompt's lifecycle (its phase, the one "busy").
+    pub fn lifecycle(&self) -> &Arc<Lifecycle> {
+        &self.lifecycle
     }
 
     /// Whether a handoff that does not say reviews its document (`setup{ handoff = { review } }`):
     /// `:Handoff` and `/handoff` typed in a prompt then behave the same.
     pub fn set_review_by_default(&self, review: bool) {
-        self.review_by_default.store(review, Ordering::Relaxed);
+        self.lifecycle.set_review_by_default(review);
     }
 
     /// What happens at the wall (`handoff.auto`).
     pub fn set_auto_handoff(&self, mode: AutoHandoff) {
-        *crate::core::agent::lock(&self.auto) = mode;
-    }
-
-    fn auto_handoff(&self) -> AutoHandoff {
-        *crate::core::agent::lock(&self.auto)
+        self.lifecycle.set_auto_handoff(mode);
     }
 
     pub fn is_generating_handoff(&self) -> bool {
-        self.handoff.is_generating()
+        self.lifecycle.is_generating_handoff()
     }
 
-    /// A response, a handoff or a prompt's sequence of runs is in progress.
+    /// The one "busy" ([`Lifecycle::is_busy`]).
     pub fn is_busy(&self) -> bool {
-        self.agent.is_busy() || self.handoff.is_generating() || crate::core::agent::lock(&self.steering).active
+        self.lifecycle.is_busy()
     }
 
     /// `Ok` when nothing runs; else the busy failure for `doing`.
@@ -380,59 +328,43 @@ impl Controller {
         Ok(())
     }
 
+    /// Takes [`Phase::Switching`] for a session command, or the busy failure for `doing`.
+    fn switching(&self, doing: &str) -> Result<Held, Failure> {
+        self.lifecycle.take(Phase::Switching).map_err(|_| Failure::new(FailureKind::Busy, text::busy(doing)))
+    }
+
     /// Cancels the handoff being generated, if any.
     pub fn abort_handoff(&self) {
-        self.handoff.abort();
+        self.lifecycle.abort_handoff();
     }
 
     /// Stops what runs: the handoff being generated and the response.
     pub fn abort(&self) {
-        self.handoff.abort();
-        self.agent.abort();
+        self.lifecycle.abort();
     }
 
     fn notice(&self, level: Level, message: impl Into<String>) {
-        self.agent.emit(AgentEvent::Notice(Notice::new(level, message)));
+        self.agent().emit(AgentEvent::Notice(Notice::new(level, message)));
     }
 
     /// The pre-flight guard at the UI layer (the pipeline applies the same rule again).
     pub fn preflight(&self) -> Result<(), Refusal> {
-        if self.handoff.is_reviewing() {
-            return Err(Refusal::ReviewPending);
-        }
-        let in_sequence = crate::core::agent::lock(&self.steering).active;
-        handoff::preflight(&self.agent, self.handoff.is_generating() || in_sequence)
+        self.lifecycle.preflight()
     }
 
     /// Review mode: the user wrote the document; the new session starts with the text as is.
-    /// After an automatic handoff in review, the work then goes on (in a task).
-    pub fn commit_review(self: &Arc<Self>, text: &str) -> HandoffOutcome {
-        let outcome = self.handoff.commit(&self.agent, text);
+    /// After an automatic handoff in review, or with a prompt typed during the commit, the
+    /// work then goes on there (in a task).
+    pub fn commit_review(&self, text: &str) -> HandoffOutcome {
+        let outcome = self.lifecycle.commit_review(text);
         self.report_refusal(&outcome);
-        let next = crate::core::agent::lock(&self.steering).after_review.take();
-        match (&outcome, next) {
-            (HandoffOutcome::Done { .. }, Some(next)) => {
-                let controller = self.clone();
-                tokio::spawn(async move {
-                    if let Ran::Prompt(Err(e)) = controller.run_sequence(next, controller.prompt_options()).await {
-                        controller.notice(Level::Error, format!("The prompt failed: {e}"));
-                    }
-                });
-            }
-            // Kept for another try (a refusal: the review still waits).
-            (HandoffOutcome::Refused { .. }, Some(next)) => {
-                crate::core::agent::lock(&self.steering).after_review = Some(next);
-            }
-            _ => {}
-        }
         outcome
     }
 
     /// Review mode: the user quit without writing; nothing is created (after an automatic
     /// handoff, nothing is sent either).
     pub fn discard_review(&self) -> bool {
-        crate::core::agent::lock(&self.steering).after_review = None;
-        self.handoff.discard(&self.agent)
+        self.lifecycle.discard_review()
     }
 
     fn report_refusal(&self, outcome: &HandoffOutcome) {
@@ -446,11 +378,7 @@ impl Controller {
     /// `review` (or, when it does not say, the front end's default) the document waits for the
     /// user (`commit_review` or `discard_review`) before a new session starts.
     pub async fn handoff(&self, options: HandoffOptions) -> HandoffOutcome {
-        let review = options.review.unwrap_or_else(|| self.review_by_default.load(Ordering::Relaxed));
-        let outcome = match self.preflight() {
-            Err(reason) => HandoffOutcome::Refused { reason },
-            Ok(()) => self.handoff.run(&self.agent, options.focus.as_deref(), review).await,
-        };
+        let outcome = self.lifecycle.handoff(options).await;
         self.report_refusal(&outcome);
         outcome
     }
@@ -458,231 +386,22 @@ impl Controller {
     /// Starts the handoff in a task (its outcome arrives as events).
     pub fn start_handoff(self: &Arc<Self>, options: HandoffOptions) {
         let controller = self.clone();
-        tokio::spawn(async move {
+        crate::core::task::spawn("a handoff", async move {
             controller.handoff(options).await;
         });
     }
 
     /// What the user typed in a prompt, run to its end: `/handoff [focus]` hands off (with the
     /// front end's review default), anything else is a prompt, or steering when a response
-    /// runs (input typed during an automatic handoff waits for the new session). Refusals also
-    /// go out as notices; a prompt that could not start is returned.
+    /// runs (input typed during an automatic handoff or a commit waits for the new session).
+    /// Refusals also go out as notices; a prompt that could not start is returned.
     pub async fn run_input(&self, text: &str) -> Ran {
         match classify_input(text) {
             Input::Handoff { focus } => {
                 Ran::Handoff(self.handoff(HandoffOptions { focus: Some(focus), review: None }).await)
             }
             Input::Prompt(text) if text.trim().is_empty() => Ran::Nothing,
-            Input::Prompt(text) => {
-                if !self.begin_or_queue(&text) {
-                    return Ran::Steered;
-                }
-                if self.handoff.is_generating() {
-                    // A handoff the user asked for: the prompt is refused, not queued.
-                    self.end_sequence_if_idle();
-                    self.notice(Level::Warn, self.texts.prompt_during_handoff.clone());
-                    return Ran::Nothing;
-                }
-                self.run_sequence(Queued::Typed(text), self.prompt_options()).await
-            }
-        }
-    }
-
-    /// A user prompt's run options: it watches the wall unless automatic handoffs are off.
-    fn prompt_options(&self) -> RunOptions {
-        RunOptions { watch_wall: self.auto_handoff() != AutoHandoff::Off, ..RunOptions::default() }
-    }
-
-    /// Starts the prompt sequence, or queues `text` when one is in progress: as steering for
-    /// the running response, else (an automatic handoff, the moment between two runs) for the
-    /// sequence to send next. Returns whether the caller starts the sequence.
-    fn begin_or_queue(&self, text: &str) -> bool {
-        let mut sequence = crate::core::agent::lock(&self.steering);
-        if !sequence.active && !self.agent.is_busy() {
-            sequence.active = true;
-            return true;
-        }
-        if self.agent.is_busy() && !self.handoff.is_generating() {
-            self.agent.steer(text);
-            self.notice(Level::Info, text::QUEUED);
-        } else if self.handoff.is_generating() && !sequence.active {
-            // A handoff the user asked for: the caller refuses it.
-            sequence.active = true;
-            return true;
-        } else {
-            sequence.waiting.push_back(Queued::Typed(text.to_string()));
-            let said = if self.handoff.is_generating() { text::QUEUED_FOR_NEW_SESSION } else { text::QUEUED };
-            self.notice(Level::Info, said);
-        }
-        false
-    }
-
-    /// Ends the sequence unless something waits; returns what waits first.
-    fn next_or_end(&self) -> Option<Queued> {
-        let mut sequence = crate::core::agent::lock(&self.steering);
-        if let Some(next) = sequence.waiting.pop_front() {
-            return Some(next);
-        }
-        // Queued as steering after the last run looked for it.
-        if !self.agent.is_busy() {
-            if let Some(next) = self.agent.state().steering.pop_front() {
-                return Some(Queued::Ready(Box::new(next)));
-            }
-        }
-        sequence.active = false;
-        None
-    }
-
-    fn end_sequence_if_idle(&self) {
-        let mut sequence = crate::core::agent::lock(&self.steering);
-        if sequence.waiting.is_empty() {
-            sequence.active = false;
-        }
-    }
-
-    /// Runs `first` and what follows it: the runs after each automatic handoff, and what was
-    /// typed meanwhile, until nothing is left. The sequence is active on entry.
-    async fn run_sequence(&self, first: Queued, options: RunOptions) -> Ran {
-        let mut next = Some((first, options));
-        let mut budget = AutoBudget::default();
-        let mut last = None;
-        while let Some((queued, options)) = next.take() {
-            let result = match self.run_queued(&queued, options).await {
-                Ok(result) => result,
-                // A run started elsewhere (not through this controller) holds the agent: this
-                // input is its steering, or waits for the slot.
-                Err(AgentError::Busy) => {
-                    if self.agent.is_busy() {
-                        let text = match &queued {
-                            Queued::Typed(text) => text.clone(),
-                            Queued::Ready(message) => message.text(),
-                        };
-                        self.agent.steer(&text);
-                        self.notice(Level::Info, text::QUEUED);
-                        self.end_sequence_if_idle();
-                        return Ran::Steered;
-                    }
-                    next = Some((queued, options));
-                    tokio::task::yield_now().await;
-                    continue;
-                }
-                Err(e) => {
-                    self.end_sequence_if_idle();
-                    return Ran::Prompt(Err(e));
-                }
-            };
-            let mut result = result;
-            if let Some(wall) = result.wall {
-                match self.at_wall(wall, &result, &mut budget).await {
-                    AfterWall::Run(queued, options) => {
-                        last = Some(result);
-                        next = Some((queued, options));
-                        continue;
-                    }
-                    AfterWall::HandedOff => result.wall = None,
-                    AfterWall::Stop => {}
-                }
-            }
-            let options = if budget.given_up { RunOptions::default() } else { self.prompt_options() };
-            last = Some(result);
-            next = self.next_or_end().map(|m| (m, options));
-        }
-        match last {
-            Some(result) => Ran::Prompt(Ok(result)),
-            None => Ran::Nothing,
-        }
-    }
-
-    /// One run of the sequence: typed input goes through template expansion.
-    async fn run_queued(&self, queued: &Queued, options: RunOptions) -> Result<RunResult, AgentError> {
-        match queued {
-            Queued::Typed(text) => self.agent.prompt(text, options).await,
-            Queued::Ready(message) => self.agent.prompt_message(Message::clone(message), options).await,
-        }
-    }
-
-    /// A run stopped at the wall: hand off (within the prompt's guards) and say what runs
-    /// next — what was queued, else the host's continuation when work was in flight.
-    async fn at_wall(&self, wall: Wall, result: &RunResult, budget: &mut AutoBudget) -> AfterWall {
-        // What the run did not send waits first (it was typed before anything queued now).
-        {
-            let mut sequence = crate::core::agent::lock(&self.steering);
-            let mut unsent: Vec<Message> = result.unsent.clone();
-            // Steering and follow-ups the run left: a session switch would forget them.
-            {
-                let mut state = self.agent.state();
-                unsent.extend(state.steering.drain(..));
-                unsent.extend(state.follow_up.drain(..));
-            }
-            for message in unsent.into_iter().rev() {
-                sequence.waiting.push_front(Queued::Ready(Box::new(message)));
-            }
-        }
-        let send_anyway = RunOptions { send_first: true, ..self.prompt_options() };
-        if budget.given_up {
-            return self.resume_without_handoff(send_anyway);
-        }
-        if wall.reason == WallReason::Overflow && budget.overflow_recovered {
-            self.notice(Level::Error, text::OVERFLOW_AGAIN);
-            return self.resume_without_handoff(RunOptions::default());
-        }
-        if budget.handoffs >= auto::MAX_PER_PROMPT {
-            self.notice(Level::Warn, text::TOO_MANY_AUTO_HANDOFFS);
-            return AfterWall::Stop;
-        }
-        let review = self.auto_handoff() == AutoHandoff::Review;
-        let outcome = self.handoff.run_auto(&self.agent, wall, review).await;
-        match outcome {
-            HandoffOutcome::Done { .. } => {
-                budget.handoffs += 1;
-                budget.overflow_recovered |= wall.reason == WallReason::Overflow;
-                let queued = crate::core::agent::lock(&self.steering).waiting.pop_front();
-                let typed = queued.is_some();
-                let next = queued.or_else(|| wall.in_flight.then(|| Queued::Ready(Box::new(auto::continuation()))));
-                let Some(next) = next else { return AfterWall::HandedOff };
-                // A new session that starts at the wall would hand off again at once: the host
-                // does not go on (what the user typed is still sent, as they asked).
-                let probe = match &next {
-                    Queued::Typed(text) => Message::user(text.as_str()),
-                    Queued::Ready(message) => Message::clone(message),
-                };
-                let tokens = self.agent.next_request_tokens(std::slice::from_ref(&probe));
-                if tokens > self.agent.wall_threshold() {
-                    if typed {
-                        crate::core::agent::lock(&self.steering).waiting.push_front(next);
-                    }
-                    self.notice(Level::Warn, text::DOCUMENT_AT_THE_WALL);
-                    budget.given_up = true;
-                    return self.resume_without_handoff(send_anyway);
-                }
-                AfterWall::Run(next, self.prompt_options())
-            }
-            HandoffOutcome::Review { .. } => {
-                let mut sequence = crate::core::agent::lock(&self.steering);
-                let next = sequence.waiting.pop_front().or_else(|| wall.in_flight.then(|| Queued::Ready(Box::new(auto::continuation()))));
-                sequence.after_review = next;
-                // What else waits is sent after it.
-                AfterWall::HandedOff
-            }
-            HandoffOutcome::Refused { reason: Refusal::NothingToHandOff } => {
-                // Nothing to hand off (a first prompt that alone passes the wall): it is sent.
-                budget.given_up = true;
-                self.resume_without_handoff(send_anyway)
-            }
-            _ => {
-                // Cancelled or failed (its end was told): the old session goes on as it was;
-                // what waits is sent there, without another handoff for this prompt.
-                budget.given_up = true;
-                self.resume_without_handoff(RunOptions { watch_wall: false, ..RunOptions::default() })
-            }
-        }
-    }
-
-    /// After the wall without a (new) handoff: what waits is sent in the session in force.
-    fn resume_without_handoff(&self, options: RunOptions) -> AfterWall {
-        match crate::core::agent::lock(&self.steering).waiting.pop_front() {
-            Some(next) => AfterWall::Run(next, options),
-            None => AfterWall::Stop,
+            Input::Prompt(text) => self.lifecycle.prompt(&text).await,
         }
     }
 
@@ -690,7 +409,7 @@ impl Controller {
     /// (a prompt that could not start too). Call from within a tokio runtime.
     pub fn submit(self: &Arc<Self>, text: &str) {
         let (controller, text) = (self.clone(), text.to_string());
-        tokio::spawn(async move { controller.input(&text).await });
+        crate::core::task::spawn("a prompt", async move { controller.input(&text).await });
     }
 
     /// [`Controller::run_input`], every outcome told as events (a prompt that could not start
@@ -703,14 +422,14 @@ impl Controller {
 
     /// `/new`: a new, empty session.
     pub fn new_session(&self) -> Result<(), Failure> {
-        self.ensure_idle(text::doing::NEW_SESSION)?;
-        self.agent.new_session().map(drop).map_err(|e| failure_of(e, text::doing::NEW_SESSION))
+        let _held = self.switching(text::doing::NEW_SESSION)?;
+        self.agent().new_session().map(drop).map_err(|e| failure_of(e, text::doing::NEW_SESSION))
     }
 
     /// Continues in `session` (loaded by the caller, off the runtime's threads).
     pub fn resume(&self, session: SessionManager) -> Result<(), Failure> {
-        self.ensure_idle(text::doing::RESUME)?;
-        self.agent
+        let _held = self.switching(text::doing::RESUME)?;
+        self.agent()
             .switch_to(session, crate::core::agent::SwitchReason::Resume)
             .map(drop)
             .map_err(|e| failure_of(e, text::doing::RESUME))
@@ -722,17 +441,17 @@ impl Controller {
         if model.is_empty() {
             return Err(Failure::invalid("a model name is required"));
         }
-        self.ensure_idle(text::doing::SET_MODEL)?;
-        let config = self.agent.provider_config().for_model(model);
-        self.agent.set_model(config).map_err(|e| failure_of(e, text::doing::SET_MODEL))
+        let _held = self.switching(text::doing::SET_MODEL)?;
+        let config = self.agent().provider_config().for_model(model);
+        self.agent().set_model(config).map_err(|e| failure_of(e, text::doing::SET_MODEL))
     }
 
     /// The thinking level from the next prompt on (a reply that runs goes on with its own; a
     /// handoff being generated is not changed under it).
     pub fn set_thinking(&self, level: ThinkingLevel) -> Result<(), Failure> {
-        if self.handoff.is_generating() {
+        if self.is_generating_handoff() {
             return Err(Failure::new(FailureKind::Busy, text::busy(text::doing::SET_THINKING)));
         }
-        self.agent.set_thinking_level(level).map(drop).map_err(|e| failure_of(e, text::doing::SET_THINKING))
+        self.agent().set_thinking_level(level).map(drop).map_err(|e| failure_of(e, text::doing::SET_THINKING))
     }
 }
