@@ -123,10 +123,11 @@ pub enum Request {
     SystemPrompt,
     /// `:HandoffMcp [list|start|stop|trust] [server]`: [`McpList`] after the action.
     Mcp { action: Option<String>, server: Option<String> },
-    /// The models `:HandoffModel` offers; `fetch`: read the provider's list if it was not yet
-    /// (waits for it, ten seconds at most), else only what is known at once (completion).
+    /// The models known at once; `fetch`: and the provider's list, read in a task when it was
+    /// not yet (the answer says `pending`, a `models` record brings the list).
     Models { fetch: bool },
-    /// Enables a Copilot model for the account (the user said yes).
+    /// Enables a Copilot model for the account (the user said yes), in a task: a
+    /// `model_enabled` record says how it ended.
     EnableModel { model: String },
 }
 
@@ -438,6 +439,9 @@ pub struct Status {
     /// Tokens of the model's window the conversation fills (the provider's last count).
     pub context_tokens: u64,
     pub context_window: u64,
+    /// How full the window is, in percent, as every text says it (the meter, the banner):
+    /// `controller::text::percent`, the one place it is computed.
+    pub context_percent: u64,
     /// The instruction files (`AGENTS.md`, `CLAUDE.md`) the system prompt holds, in order.
     pub instruction_files: Vec<String>,
 }
@@ -589,9 +593,12 @@ pub struct Reachable {
     pub detail: String,
 }
 
-/// The models `:HandoffModel` offers (`models`).
+/// The models `:HandoffModel` offers (`models`, and the `models` record).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ModelList {
+    /// The provider's list is being read: a `models` record with it follows.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub pending: bool,
     pub provider: String,
     /// What is known of the model in use, with the source of its window.
     pub current: crate::core::provider::ModelInfo,
@@ -612,14 +619,26 @@ pub struct Health {
     pub base_url: String,
     pub model: String,
     pub key: KeyHealth,
-    pub reachable: Reachable,
-    /// Whether the provider's model list answered, and what is known of the model.
-    pub models: Reachable,
+    /// What the provider's probes said last for this provider and model, if they did: the
+    /// `health` request never waits for the network (see [`HealthProbes`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probes: Option<HealthProbes>,
     pub session_dir: PathBuf,
     pub session_dir_writable: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_dir_error: Option<String>,
     pub sandbox: SandboxHealth,
+}
+
+/// The health check's network half, run in a task that each `health` request starts; its
+/// result comes as a `health_probes` record and is kept for the next request.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HealthProbes {
+    pub reachable: Reachable,
+    /// Whether the provider's model list answered, and what is known of the model.
+    pub models: Reachable,
+    /// How long ago the probes ran (0 in the record that brings them).
+    pub age_secs: u64,
 }
 
 /// The sandbox for bash, as `:checkhealth` shows it.
@@ -668,6 +687,8 @@ pub enum Record {
         session_file: String,
         context_tokens: u64,
         context_window: u64,
+        /// As [`Status::context_percent`].
+        context_percent: u64,
         /// The run stopped at the wall: an automatic handoff follows (no suggestion then).
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         at_wall: bool,
@@ -723,6 +744,18 @@ pub enum Record {
     },
     /// A session file read for `view_session`.
     SessionView(SessionView),
+    /// The provider's model list, read for a `models` request that answered `pending`.
+    Models(ModelList),
+    /// How an `enable_model` ended: `error` absent when the model is enabled.
+    ModelEnabled {
+        model: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error_kind: Option<crate::core::failure::FailureKind>,
+    },
+    /// The health check's probes, run for a `health` request.
+    HealthProbes(HealthProbes),
     /// A tool call ended (run, refused or skipped); `text` is what the model reads.
     ToolEnd {
         id: String,
@@ -803,6 +836,7 @@ mod tests {
                 thinking: ThinkingLevel::High,
                 context_tokens: 0,
                 context_window: 128_000,
+                context_percent: 0,
                 instruction_files: vec!["/w/AGENTS.md".into()],
             },
             items: vec![Item::User { text: "hi".into() }],
