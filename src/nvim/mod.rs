@@ -560,28 +560,34 @@ impl Host {
     /// The health check's network half: is the provider reachable, did its model list answer.
     /// Kept for the next `health` request and sent as a `health_probes` record.
     async fn probe(&self, config: crate::core::provider::ProviderConfig, probe_key: ProbeKey) {
-        let reachable = if config.copilot.is_some() {
-            match crate::core::provider::copilot_check(&config).await {
-                Ok(detail) => protocol::Reachable { ok: true, detail },
-                Err(e) => protocol::Reachable { ok: false, detail: format!("Copilot's model list: {e}") },
-            }
-        } else {
-            let probe = crate::core::provider::probe(&config).await;
-            protocol::Reachable { ok: probe.ok(), detail: probe.detail() }
-        };
-        let models = match self.provider() {
-            Ok(provider) => {
-                let catalogue = provider.catalogue(true).await;
-                let info = provider.model_info();
-                let window = provider.current_config().context_window;
-                let said = format!("{}: window {window} tokens (from {})", info.id, info.source.describe());
-                match catalogue.error {
-                    None => protocol::Reachable { ok: true, detail: format!("the model list answered ({} models); {said}", catalogue.listed) },
-                    Some(e) => protocol::Reachable { ok: false, detail: format!("no model list ({e}); {said}") },
+        // The two at once: the check's wait is the slower of them, not their sum.
+        let reachable = async {
+            if config.copilot.is_some() {
+                match crate::core::provider::copilot_check(&config).await {
+                    Ok(detail) => protocol::Reachable { ok: true, detail },
+                    Err(e) => protocol::Reachable { ok: false, detail: format!("Copilot's model list: {e}") },
                 }
+            } else {
+                let probe = crate::core::provider::probe(&config).await;
+                protocol::Reachable { ok: probe.ok(), detail: probe.detail() }
             }
-            Err(e) => protocol::Reachable { ok: false, detail: e.message },
         };
+        let models = async {
+            match self.provider() {
+                Ok(provider) => {
+                    let catalogue = provider.catalogue(true).await;
+                    let info = provider.model_info();
+                    let window = provider.current_config().context_window;
+                    let said = format!("{}: window {window} tokens (from {})", info.id, info.source.describe());
+                    match catalogue.error {
+                        None => protocol::Reachable { ok: true, detail: format!("the model list answered ({} models); {said}", catalogue.listed) },
+                        Some(e) => protocol::Reachable { ok: false, detail: format!("no model list ({e}); {said}") },
+                    }
+                }
+                Err(e) => protocol::Reachable { ok: false, detail: e.message },
+            }
+        };
+        let (reachable, models) = tokio::join!(reachable, models);
         let probes = protocol::HealthProbes { reachable, models, age_secs: 0 };
         {
             let mut cache = lock(&self.inner.probes);
