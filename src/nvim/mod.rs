@@ -4,8 +4,10 @@
 //!
 //! Every request answers at once with `{ ok = value }` or `{ error = { kind, message } }`
 //! ([`Failure`]): none waits for a session being loaded, which is a `not_ready` failure (Lua
-//! retries when the session's `transcript` record arrives). Input sent as a notification before
-//! the session is open is kept, in order, and runs once it is.
+//! retries when the session's `transcript` record arrives), nor for the network or a key
+//! command: what needs the provider (its model list, enabling a model, the health probes) runs
+//! in a task and reports through a record (`models`, `model_enabled`, `health_probes`). Input
+//! sent as a notification before the session is open is kept, in order, and runs once it is.
 //!
 //! | name            | kind         | args                         | result / effect                      |
 //! |-----------------|--------------|------------------------------|--------------------------------------|
@@ -20,11 +22,11 @@
 //! | `new_session`   | request      | —                            | status (a `session_switch` record follows) |
 //! | `set_model`     | request      | `model`                      | status                               |
 //! | `set_thinking`  | request      | `level`                      | status (the change is recorded in the session) |
-//! | `health`        | request      | —                            | provider reachability, key presence (never the key) |
+//! | `health`        | request      | —                            | [`protocol::Health`]: the local facts, key presence (never the key), the probes' last result for this model; starts the probes, a `health_probes` record brings them |
 //! | `system_prompt` | request      | —                            | [`protocol::SystemPromptInfo`]: the system prompt as sent, its files and skills |
 //! | `mcp`           | request      | `action?`, `server?`         | [`protocol::McpList`] after `list` (default), `trust` (its second argument: the `project.digest` of the listing the user confirmed), or `start`/`stop` (which go on in the background, a notice tells how they ended) |
-//! | `models`        | request      | `fetch?`                     | [`protocol::ModelList`]: the models `:HandoffModel` offers, with their windows |
-//! | `enable_model`  | request      | `model`                      | enables a Copilot model for the account (after the user said yes) |
+//! | `models`        | request      | `fetch?`                     | [`protocol::ModelList`]: the models known now, with their windows; with `fetch` and the provider's list unread, `pending` and a `models` record brings the list |
+//! | `enable_model`  | request      | `model`                      | `true` at once; enables a Copilot model for the account in a task (after the user said yes), a `model_enabled` record says how it ended |
 //! | `prompt`        | notification | `text`                       | what the user typed: the controller classifies it (`/handoff …` too) |
 //! | `handoff`       | notification | `focus?`, `{review?}`        | runs the handoff in a task (no `review`: the configured default) |
 //! | `handoff_commit`| notification | `text`                       | review mode: start the new session with the text as written |
@@ -261,7 +263,7 @@ impl Host {
             let mut waiting = lock(&self.inner.waiting);
             (self.inner.controller.send_replace(Some(controller.clone())), std::mem::take(&mut *waiting))
         };
-        self.inner.outbox.push(Record::Transcript(transcript));
+        self.inner.outbox.push(Record::Transcript(Box::new(transcript)));
         tracing::info!(session = %controller.agent().session().path().display(), "configured");
         if let Some(old) = old {
             let flushed = old.agent().session().flush();
@@ -464,7 +466,7 @@ impl Host {
             let (host, provider) = (self.clone(), provider.clone());
             tokio::spawn(async move {
                 let catalogue = provider.catalogue(true).await;
-                host.inner.outbox.push(Record::Models(model_list(&provider, catalogue, false)));
+                host.inner.outbox.push(Record::Models(Box::new(model_list(&provider, catalogue, false))));
             });
         }
         reply("the model list", &model_list(&provider, provider.catalogue(false).await, pending))

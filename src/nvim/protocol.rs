@@ -661,7 +661,8 @@ pub struct SandboxHealth {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Record {
-    Transcript(Transcript),
+    /// Boxed: the largest record, and a rare one (a bridge batch holds many small ones).
+    Transcript(Box<Transcript>),
     AgentStart,
     /// A message starts: a user prompt whole, an assistant message empty.
     MessageStart(Item),
@@ -744,8 +745,9 @@ pub enum Record {
     },
     /// A session file read for `view_session`.
     SessionView(SessionView),
-    /// The provider's model list, read for a `models` request that answered `pending`.
-    Models(ModelList),
+    /// The provider's model list, read for a `models` request that answered `pending`
+    /// (boxed: as large as an approval).
+    Models(Box<ModelList>),
     /// How an `enable_model` ended: `error` absent when the model is enabled.
     ModelEnabled {
         model: String,
@@ -848,7 +850,7 @@ mod tests {
                 active_form: "Running the tests".into(),
             }],
         };
-        let v = encode("transcript", &Record::Transcript(t)).unwrap();
+        let v = encode("transcript", &Record::Transcript(Box::new(t))).unwrap();
         assert_eq!(get(&v, "type").unwrap().as_str(), Some("transcript"));
         assert_eq!(get(&v, "api").unwrap().as_str(), Some("anthropic"));
         assert_eq!(get(&v, "session_id").unwrap().as_str(), Some("id"));
