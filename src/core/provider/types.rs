@@ -68,9 +68,8 @@ pub struct ProviderConfig {
     pub api_key_cmd: Option<String>,
     pub context_window: u64,
     pub max_tokens: u32,
-    /// The longest reply the model takes, as the catalogue says (else what is assumed of the
-    /// wire format): the cap Anthropic's thinking budget is added under. Set with the window
-    /// by [`ProviderConfig::apply_limits`].
+    /// The longest reply the model takes, as the catalogue says (`None`: nobody said; see
+    /// [`ProviderConfig::reply_cap`]). Set with the window by [`ProviderConfig::apply_limits`].
     pub max_output: Option<u32>,
     /// Retries on 429/5xx/connection errors before the first delta.
     pub max_retries: u32,
@@ -166,7 +165,7 @@ impl ProviderConfig {
             api_key_cmd: None,
             context_window: models::assumed_window(api),
             max_tokens: DEFAULT_MAX_TOKENS,
-            max_output: models::assumed_max_output(api),
+            max_output: None,
             max_retries: 3,
             retry_base_delay: Duration::from_millis(500),
             max_retry_delay: Duration::from_secs(30),
@@ -193,7 +192,14 @@ impl ProviderConfig {
         let bound = self.limits.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
         let max_output = info.and_then(|i| i.max_output);
         self.max_tokens = max_output.map_or(bound, |out| bound.min(out));
-        self.max_output = max_output.or_else(|| models::assumed_max_output(self.api));
+        self.max_output = max_output;
+    }
+
+    /// The cap of a request's `max_tokens` (Anthropic's thinking budget is added under it):
+    /// the catalogue's reply limit of the model, else what is assumed of the wire format (read
+    /// now: Copilot decides the format only once its list is read).
+    pub fn reply_cap(&self) -> Option<u32> {
+        self.max_output.or_else(|| models::assumed_max_output(self.api))
     }
 
     /// Everything known of this config's model, with `listed` (the provider's list) in its

@@ -1,5 +1,5 @@
 //! What one Anthropic model takes: thinking as a budget or adaptive. Its output limit is the
-//! catalogue's (`config.max_output`, `provider/models`). Kept apart from the body writer so that
+//! catalogue's (`ProviderConfig::reply_cap`, `provider/models`). Kept apart from the body writer so that
 //! a new model's rule is one function here.
 
 use serde_json::{json, Value};
@@ -40,7 +40,7 @@ pub(super) fn thinking(config: &ProviderConfig, level: ThinkingLevel) -> Thinkin
     }
     const MIN_BUDGET: u32 = 1024;
     let mut budget = level.anthropic_budget();
-    let cap = config.max_output.unwrap_or(config.max_tokens).max(config.max_tokens);
+    let cap = config.reply_cap().unwrap_or(config.max_tokens).max(config.max_tokens);
     let max_tokens = config.max_tokens.saturating_add(budget).min(cap);
     if max_tokens <= budget {
         budget = max_tokens.saturating_sub(1024);
