@@ -239,3 +239,36 @@ fn every_help_topic_the_code_names_exists() {
     assert!(named >= 1, "no `:help handoff…` found: the scan is broken");
     assert!(missing.is_empty(), "help topics that are not tags of doc/handoff.txt: {missing:?}");
 }
+
+/// Issue 31: the help said Anthropic's thinking cap was 64k where the code gave 128k (a table
+/// of model names in the wire format's code). The limits the help states are the catalogue's
+/// (`provider/models`): what is assumed of a model nothing knows, and the built-in table's caps.
+#[test]
+fn the_model_limits_the_help_states_are_the_catalogues() {
+    use handoff_nvim::core::provider::{models, Api, ModelTable};
+    let flat = |text: String| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let help = help();
+    let (limits, thinking) = (flat(section(&help, "handoff-models")), flat(section(&help, "handoff-thinking")));
+    let window = format!(
+        "else {} tokens ({} for Anthropic)",
+        models::assumed_window(Api::Openai),
+        models::assumed_window(Api::Anthropic)
+    );
+    assert!(limits.contains(&window), "the help's window defaults: wanted {window:?}");
+    let assumed = models::assumed_max_output(Api::Anthropic).expect("Anthropic's assumed reply limit");
+    assert_eq!(models::assumed_max_output(Api::Openai), None, "the help says none for the others");
+    let reply = format!("a reply limit of {assumed} for Anthropic");
+    assert!(limits.contains(&reply), "the help's reply-limit default: wanted {reply:?}");
+    let table = ModelTable::new("anthropic", &Default::default(), Vec::new());
+    let cap = |ids: &[&str]| {
+        let caps: BTreeSet<u32> = ids.iter().map(|id| table.facts(id, None).and_then(|m| m.max_output).unwrap()).collect();
+        assert_eq!(caps.len(), 1, "{ids:?} have different caps: {caps:?}");
+        caps.into_iter().next().unwrap() / 1000
+    };
+    let said = format!(
+        "the built-in table says {}k for Opus 4 and 4.1, {}k for Sonnet and Haiku 4.5; {assumed} for a model nothing knows",
+        cap(&["claude-opus-4-0", "claude-opus-4-20250514", "claude-opus-4-1"]),
+        cap(&["claude-sonnet-4-5", "claude-haiku-4-5"]),
+    );
+    assert!(thinking.contains(&said), "the thinking section's caps: wanted {said:?}");
+}

@@ -207,14 +207,18 @@ async fn in_neovim_the_picker_shows_each_window_and_switching_learns_the_new_one
         ed.converse("hello", "Hi.").await;
         assert_eq!(ed.status().await["context_window"], json!(20_000), "the meter's window is the list's");
 
-        let lines = ed
-            .lua("local ms = require('handoff.models').list(true) return vim.tbl_map(require('handoff.models').describe, ms)", json!([]))
-            .await;
+        // The picker of :HandoffModel, as vim.ui.select gets it.
+        ed.lua(
+            "vim.ui.select = function(items, opts) _G.picked = vim.tbl_map(opts.format_item, items) end vim.cmd('HandoffModel')",
+            json!([]),
+        )
+        .await;
+        let lines = ed.wait_until("_G.picked", Duration::from_secs(10)).await;
         let lines: Vec<String> = serde_json::from_value(lines).unwrap();
         assert_eq!(lines[0], "my-favourite", "{lines:?}");
         assert!(lines.contains(&"mock-model  20k window  (in use)".to_string()), "{lines:?}");
         assert!(lines.contains(&"wide  1.5M window".to_string()), "{lines:?}");
-        assert!(lines.contains(&"mine  65.5k window · 8.19k out".to_string()), "{lines:?}");
+        assert!(lines.contains(&"mine  65.5k window · 8.2k out".to_string()), "{lines:?}");
         let completion = ed.eval("vim.fn.getcompletion('HandoffModel w', 'cmdline')").await;
         assert_eq!(completion, json!(["wide"]));
 

@@ -178,3 +178,36 @@ async fn the_hosts_continuation_shows_as_the_hosts_not_under_the_users_heading()
     })
     .await;
 }
+
+/// Issue 31: the banner and the meter computed "how full" each its own way (the host truncated,
+/// the meter rounded), so at 85.55% the chat said 85% above a meter saying 86%. The host's one
+/// function gives both: the same figure, taken at the same moment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_banner_and_the_meter_say_the_same_percentage() {
+    bounded(async {
+        let (ed, _) = editor().await;
+        ed.lua(
+            "vim.api.nvim_create_autocmd('User', { pattern = 'HandoffAutoStart', once = true, callback = function() \
+               _G.at_wall = { meter = require('handoff.meter').text(), banner = require('handoff.state').auto_banner } end })",
+            json!([]),
+        )
+        .await;
+        // 17,100 + 10 of a 20,000 window: 85.55%, 85 truncated and 86 rounded.
+        ed.mock.push(MockReply::text("The answer.").with_usage(MockUsage { input: 17_100, output: Some(10), ..MockUsage::default() }));
+        ed.mock.push(MockReply::text(DOC));
+        ed.lua("require('handoff').prompt('one more question')", json!([])).await;
+        let seen = ed.wait_until("_G.at_wall", T).await;
+        let percent = |text: &str, before: &str| -> u64 {
+            let at = text.find(before).unwrap_or_else(|| panic!("no {before:?} in {text:?}"));
+            let digits: String = text[at + before.len()..].chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().unwrap_or_else(|_| panic!("no percentage after {before:?} in {text:?}"))
+        };
+        let (meter, banner) = (seen["meter"].as_str().unwrap(), seen["banner"].as_str().unwrap());
+        assert!(meter.contains("17.1k/20k"), "the meter shows the reply's usage: {meter}");
+        assert_eq!(percent(meter, "("), percent(banner, "Context "), "meter {meter:?}, banner {banner:?}");
+        assert_eq!(percent(banner, "Context "), 85, "{banner}");
+        ed.wait_event("HandoffAutoEnd", 1).await;
+        ed.quit().await;
+    })
+    .await;
+}

@@ -246,3 +246,150 @@ async fn a_request_while_the_session_loads_answers_at_once_and_nothing_typed_is_
     })
     .await;
 }
+
+/// Starts a 10 ms `vim.uv` timer whose callback runs on the editor's main loop (as any
+/// plugin's or the UI's work does) and keeps the longest gap between two runs in `_G.gap.max`
+/// (ms): a request the editor waits for shows as a gap as long as the wait.
+const GAP_TIMER: &str = "\
+    _G.gap = { max = 0, last = vim.uv.hrtime(), timer = vim.uv.new_timer() } \
+    _G.gap.timer:start(10, 10, vim.schedule_wrap(function() \
+      local now = vim.uv.hrtime() \
+      _G.gap.max = math.max(_G.gap.max, (now - _G.gap.last) / 1e6) \
+      _G.gap.last = now \
+    end))";
+
+/// Stops the timer of [`GAP_TIMER`] and returns its worst gap in ms.
+async fn worst_gap(ed: &Editor) -> f64 {
+    ed.eval("(function() _G.gap.timer:stop() return _G.gap.max end)()").await.as_f64().unwrap()
+}
+
+/// `vim.ui.select` as a test sees it: the items as the picker formats them, in `_G.picked`.
+const CAPTURE_PICKER: &str =
+    "vim.ui.select = function(items, opts) _G.picked = vim.tbl_map(opts.format_item, items) end";
+
+/// Issue 31: `:HandoffModel` right after start-up, with a provider whose model list takes 3 s,
+/// froze the editor for those 3 s (the `models` request waited for the list). Now the host
+/// answers at once and the picker opens when the list arrives, the editor answering meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handoff_model_with_a_slow_model_list_never_freezes_the_editor() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.mock.listing(|l| {
+            l.models = vec![json!({ "id": "mock-model", "context_length": 20_000 }), json!({ "id": "wide", "context_length": 1_500_000 })];
+            l.delay_ms = 3000;
+        });
+        ed.lua(&format!("{GAP_TIMER} {CAPTURE_PICKER}"), json!([])).await;
+        ed.command("HandoffModel").await;
+        let picked = ed.wait_until("_G.picked", Duration::from_secs(15)).await;
+        let gap = worst_gap(&ed).await;
+        assert!(gap < 100.0, "the editor stood still for {gap:.0} ms while the model list was read");
+        let picked: Vec<String> = serde_json::from_value(picked).unwrap();
+        assert!(picked.contains(&"wide  1.5M window".to_string()), "the provider's list: {picked:?}");
+        ed.quit().await;
+    })
+    .await;
+}
+
+/// Issue 31: enabling a Copilot model (`:HandoffModel! id`) waited for Copilot's answer inside
+/// a request. Now it is accepted at once; the model is switched to once Copilot said yes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enabling_a_slow_copilot_model_never_freezes_the_editor() {
+    bounded(async {
+        let ed = Editor::start().await;
+        let copilot = ed.dir.path().join("config/github-copilot");
+        std::fs::create_dir_all(&copilot).unwrap();
+        std::fs::write(copilot.join("hosts.json"), json!({ "github.com": { "oauth_token": "gho_fake" } }).to_string()).unwrap();
+        ed.mock.copilot(|c| {
+            let mut model = handoff_mock::MockCopilot::model("claude-opus-4.5", &["/v1/messages"], 200_000, 32_000);
+            model["policy"]["state"] = json!("unconfigured");
+            c.models.push(model);
+            c.policy_delay_ms = 3000;
+        });
+        let provider = json!({ "api": "copilot", "model": "gpt-4.1", "copilot_token_url": ed.mock.copilot_token_url(), "max_retries": 0, "timeout": 10 });
+        ed.lua("require('handoff').setup({ bin = ..., provider = select(2, ...) })", json!([common::nvim::HOST_BIN, provider])).await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.wait_until("require('handoff').status().session_file ~= nil", Duration::from_secs(10)).await;
+        ed.lua(GAP_TIMER, json!([])).await;
+        ed.command("HandoffModel! claude-opus-4.5").await;
+        ed.wait_until("require('handoff').status().model == 'claude-opus-4.5'", Duration::from_secs(15)).await;
+        let gap = worst_gap(&ed).await;
+        assert!(gap < 100.0, "the editor stood still for {gap:.0} ms while Copilot enabled the model");
+        assert!(ed.eval("T.noted('Enabled the Copilot model claude-opus-4.5') ~= nil").await == json!(true), "{}", ed.dump().await);
+        let posts = ed.mock.requests().into_iter().filter(|r| r.path == "/models/claude-opus-4.5/policy").count();
+        assert_eq!(posts, 1);
+        ed.quit().await;
+    })
+    .await;
+}
+
+/// Issue 31: an `api_key_cmd` that takes seconds (a passphrase prompt, a slow vault) held the
+/// editor as long through every request that needed the key. Now the editor answers meanwhile:
+/// `:HandoffModel`'s picker opens once the key and the list are there, the prompt goes out
+/// with the key, and a command that fails says so clearly in the reply's error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_api_key_cmd_never_freezes_the_editor() {
+    bounded(async {
+        let ed = Editor::start().await;
+        let provider = json!({ "api": "openai", "base_url": ed.mock.openai_base_url(), "model": "mock-model",
+            "api_key_cmd": "sleep 2; echo key-from-cmd", "max_retries": 0, "timeout": 10 });
+        ed.lua("require('handoff').setup({ bin = ..., provider = select(2, ...) })", json!([common::nvim::HOST_BIN, provider])).await;
+        ed.mock.listing(|l| l.models = vec![json!({ "id": "mock-model", "context_length": 20_000 }), json!({ "id": "wide", "context_length": 1_500_000 })]);
+        ed.lua(&format!("{GAP_TIMER} {CAPTURE_PICKER}"), json!([])).await;
+        ed.command("HandoffModel").await;
+        let picked = ed.wait_until("_G.picked", Duration::from_secs(15)).await;
+        assert!(picked.to_string().contains("wide  1.5M window"), "{picked}");
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.mock.push(MockReply::text("Keyed answer."));
+        ed.lua("require('handoff').prompt('hello with a key')", json!([])).await;
+        let end = ed.wait_event_for("HandoffAgentEnd", 1, Duration::from_secs(20)).await;
+        let gap = worst_gap(&ed).await;
+        assert!(gap < 100.0, "the editor stood still for {gap:.0} ms while the key command ran");
+        assert_eq!(end["stop_reason"], "stop", "{end}");
+        let chat = ed.mock.requests().into_iter().find(|r| r.path.ends_with("/chat/completions")).expect("the prompt went out");
+        assert_eq!(chat.header("authorization"), Some("Bearer key-from-cmd"));
+        assert!(ed.mock.listing_requests().iter().all(|r| r.header("authorization") == Some("Bearer key-from-cmd")));
+        ed.quit().await;
+
+        // A command that fails: the reply fails with its program named, never its arguments.
+        let ed = Editor::start().await;
+        let provider = json!({ "api": "openai", "base_url": ed.mock.openai_base_url(), "model": "mock-model",
+            "api_key_cmd": "sleep 1; exit 3", "max_retries": 0, "timeout": 10 });
+        ed.lua("require('handoff').setup({ bin = ..., provider = select(2, ...) })", json!([common::nvim::HOST_BIN, provider])).await;
+        ed.lua(&format!("{GAP_TIMER} require('handoff').open_chat() require('handoff').prompt('hello without a key')"), json!([])).await;
+        let end = ed.wait_event_for("HandoffAgentEnd", 1, Duration::from_secs(20)).await;
+        let gap = worst_gap(&ed).await;
+        assert!(gap < 100.0, "the editor stood still for {gap:.0} ms while the key command ran");
+        assert_eq!(end["stop_reason"], "error", "{end}");
+        let message = end["error_message"].as_str().unwrap();
+        assert!(message.contains("api_key_cmd `sleep …` failed"), "{message}");
+        assert!(!ed.mock.requests().iter().any(|r| r.path.ends_with("/chat/completions")), "no request without a key");
+        ed.quit().await;
+    })
+    .await;
+}
+
+/// Issue 31: `:checkhealth handoff` probed the provider inside the `health` request. The host
+/// now answers at once and probes in a task; the check waits for the probes (at most
+/// `health.wait_ms`) with the editor's loop running, and shows what they found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkhealth_with_a_slow_provider_keeps_the_editor_running() {
+    bounded(async {
+        let ed = Editor::start().await;
+        ed.mock.listing(|l| {
+            l.models = vec![json!({ "id": "mock-model", "context_length": 20_000 })];
+            l.delay_ms = 2000;
+        });
+        ed.lua("require('handoff.host').ensure()", json!([])).await;
+        ed.wait_until("require('handoff').status().session_file ~= nil", Duration::from_secs(10)).await;
+        ed.lua(GAP_TIMER, json!([])).await;
+        ed.command("checkhealth handoff").await;
+        let gap = worst_gap(&ed).await;
+        let health = ed.eval("table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')").await;
+        let health = health.as_str().unwrap();
+        assert!(gap < 100.0, "the editor stood still for {gap:.0} ms during :checkhealth");
+        assert!(health.contains("answered HTTP 200"), "{health}");
+        assert!(health.contains("the model list answered (1 models); mock-model: window 20000 tokens"), "{health}");
+        ed.quit().await;
+    })
+    .await;
+}

@@ -838,3 +838,38 @@ async fn a_preset_names_its_service_and_its_key_and_what_the_user_sets_wins() {
     assert_eq!(sent[0].header("authorization"), Some(format!("Bearer {CANARY}").as_str()));
     assert_eq!(sent[0].body["model"], "anthropic/claude-sonnet-4.5");
 }
+
+/// Issue 31: Anthropic's reply cap (what a thinking budget is added under) came from a table of
+/// model names in the wire format's code, so `provider.model_info` could neither raise nor lower
+/// it. The catalogue owns it now: the request's `max_tokens`, as the server receives it, goes by
+/// the user's `max_tokens` of `model_info`.
+#[tokio::test]
+async fn model_info_sets_anthropics_reply_cap_as_the_request_shows() {
+    use handoff_nvim::core::config::{ProviderKind, Settings};
+    use handoff_nvim::core::provider::{ModelFacts, ThinkingLevel};
+    let sent = |max_tokens: Option<u32>, cap: u32| async move {
+        let server = MockServer::start().await.unwrap();
+        let settings = Settings {
+            api: Some(ProviderKind::Anthropic),
+            base_url: Some(server.anthropic_base_url()),
+            model: Some("claude-sonnet-4-5".into()),
+            max_tokens,
+            model_info: Some(std::collections::BTreeMap::from([(
+                "claude-sonnet-4-5".to_string(),
+                ModelFacts { max_tokens: Some(cap), ..ModelFacts::default() },
+            )])),
+            ..Settings::default()
+        };
+        let request = ChatRequest { thinking: ThinkingLevel::High, ..hello() };
+        let (_, result) = run(settings.provider_config().unwrap(), &request).await;
+        result.unwrap();
+        server.requests()[0].body.clone()
+    };
+    // 90k for the answer and high's 16k budget: up to the 100k model_info gives, above the
+    // built-in table's 64k for this model.
+    let body = sent(Some(90_000), 100_000).await;
+    assert_eq!((body["max_tokens"].clone(), body["thinking"]["budget_tokens"].clone()), (json!(100_000), json!(16_384)), "{body}");
+    // And down: 4096 for the answer and the budget, capped at 20k.
+    let body = sent(None, 20_000).await;
+    assert_eq!((body["max_tokens"].clone(), body["thinking"]["budget_tokens"].clone()), (json!(20_000), json!(16_384)), "{body}");
+}

@@ -218,6 +218,18 @@ function handlers.session_view(r)
   M.fire("HandoffSessionView", { path = r.path, session_id = r.session_id, parent_session = r.parent_session, error = r.error })
 end
 
+function handlers.models(r)
+  require("handoff.models").on_list(r)
+end
+
+function handlers.model_enabled(r)
+  require("handoff.models").on_enabled(r)
+end
+
+function handlers.health_probes(r)
+  require("handoff.health").on_probes(r)
+end
+
 function handlers.notice(r)
   notify(r.message, r.level)
 end

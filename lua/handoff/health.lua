@@ -1,5 +1,22 @@
---- :checkhealth handoff
+--- :checkhealth handoff. Neovim's health checks are synchronous; the host's `health` answers at
+--- once with what it knows (and the probes' last result), and runs the network probes in a
+--- task whose result comes as a `health_probes` record. The check waits for that record at most
+--- `M.wait_ms`, in `vim.wait`: timers, RPC and redraws go on meanwhile (typed keys wait; Ctrl-C
+--- ends the wait), and a probe still running is reported as such.
 local M = {}
+
+--- How long the check waits for the provider's probes (they give up after 3 s, the model
+--- list after 10 s).
+M.wait_ms = 5000
+
+--- Probe results received, and the latest.
+local received, latest = 0, nil
+
+--- The `health_probes` record.
+function M.on_probes(r)
+  received = received + 1
+  latest = r
+end
 
 function M.check()
   local health = vim.health
@@ -38,24 +55,39 @@ function M.check()
     health.error("the host does not start", { "See the log: " .. config.log_file() })
     return
   end
+  local before = received
   local ok, h = host.try_request("health")
   if not ok then
     health.error("the host's health check failed: " .. tostring(h))
     return
   end
   health.info(("%s (%s) at %s, model %s"):format(h.provider or "?", h.api or "?", h.base_url or "?", h.model or "?"))
-  if h.reachable and h.reachable.ok then
-    health.ok(h.reachable.detail)
-  else
-    health.error((h.reachable and h.reachable.detail) or "the provider is not reachable",
-      { "Check provider.base_url, the network, or that the local server runs" })
+  local waited = vim.wait(M.wait_ms, function()
+    return received > before
+  end, 10)
+  local probes, age = h.probes, nil
+  if waited then
+    probes = latest
+  elseif probes then
+    age = ("(%d s ago: the new probes did not answer within %.0f s)"):format(probes.age_secs or 0, M.wait_ms / 1000)
   end
-  -- What the model list said, and where the window in force comes from.
-  if h.models then
-    if h.models.ok then
-      health.ok(h.models.detail)
+  if not probes then
+    health.warn(("the provider did not answer within %.0f s; the probes go on in the background"):format(M.wait_ms / 1000),
+      { "Run :checkhealth handoff again to see what they found" })
+  else
+    local function said(detail)
+      return age and (detail .. " " .. age) or detail
+    end
+    if probes.reachable.ok then
+      health.ok(said(probes.reachable.detail))
     else
-      health.warn(h.models.detail, {
+      health.error(said(probes.reachable.detail), { "Check provider.base_url, the network, or that the local server runs" })
+    end
+    -- What the model list said, and where the window in force comes from.
+    if probes.models.ok then
+      health.ok(said(probes.models.detail))
+    else
+      health.warn(said(probes.models.detail), {
         "The window comes from provider.model_info, pi's models.json or the built-in table instead; set provider.context_window to be sure",
       })
     end

@@ -121,6 +121,7 @@ function M.status()
     host_version = state.host_version,
     context_tokens = state.context_tokens,
     context_window = state.context_window,
+    context_percent = state.context_percent,
   }
 end
 
@@ -191,8 +192,9 @@ function M.select_model(name, opts)
       -- The meter shows the new model's window at once, not after the next reply.
       state.context_window = reply.context_window or state.context_window
       state.context_tokens = reply.context_tokens or state.context_tokens
+      state.context_percent = reply.context_percent
       vim.cmd("redrawstatus")
-      local window = require("handoff.models").tokens(reply.context_window)
+      local window = reply.context_window and require("handoff.chat.lines").tokens(reply.context_window)
       vim.notify("Model: " .. reply.model .. (window and (" (" .. window .. " window)") or ""), vim.log.levels.INFO,
         { title = "handoff.nvim" })
     end

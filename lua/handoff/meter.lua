@@ -25,18 +25,18 @@ function M.ratio()
   return used / window
 end
 
---- "model · high · 12.3k/128k (10%)": the level only when thinking is on, the figures only
---- after the first reply.
+--- "model · high · 12.3k/128k (9%)": the level only when thinking is on, the figures only
+--- after the first reply; the percentage is the host's (it truncates: 9.6% is 9%).
 function M.text()
   local model = state.model or "?"
   if state.thinking and state.thinking ~= "off" then
     model = model .. " · " .. state.thinking
   end
-  local ratio = M.ratio()
-  if not ratio or (state.context_tokens or 0) == 0 then
+  if not M.ratio() or (state.context_tokens or 0) == 0 then
     return model
   end
-  return ("%s · %s/%s (%d%%)"):format(model, short(state.context_tokens), short(state.context_window), math.floor(ratio * 100 + 0.5))
+  local percent = state.context_percent and (" (%d%%)"):format(state.context_percent) or ""
+  return ("%s · %s/%s%s"):format(model, short(state.context_tokens), short(state.context_window), percent)
 end
 
 --- The chat window's winbar expression.
@@ -52,6 +52,9 @@ function M.update(r)
   if r.context_tokens then
     state.context_tokens = r.context_tokens
   end
+  -- The host's figure (`controller::text::percent`), so the meter and the host's texts (the
+  -- automatic handoff's banner) never say two percentages for one state.
+  state.context_percent = r.context_percent
   vim.cmd("redrawstatus")
 end
 
@@ -65,7 +68,7 @@ function M.maybe_suggest()
   end
   suggested[session] = true
   local text = ("The conversation fills %d%% of %s's context window: :Handoff continues in a fresh session with a summary of this one"):format(
-    math.floor(ratio * 100 + 0.5), state.model or "the model")
+    state.context_percent or 0, state.model or "the model")
   vim.notify(text, vim.log.levels.INFO, { title = "handoff.nvim" })
   require("handoff.events").fire("HandoffSuggested", { ratio = ratio, session_file = state.session_file })
 end

@@ -8,31 +8,19 @@ local state = require("handoff.state")
 
 local M = {}
 
---- A token count as people say it: 200k, 1.05M.
----@param n? integer
----@return string?
-function M.tokens(n)
-  if not n then
-    return nil
-  end
-  if n >= 1e6 then
-    return ("%.3gM"):format(n / 1e6)
-  elseif n >= 1e3 then
-    return ("%.3gk"):format(n / 1e3)
-  end
-  return tostring(n)
-end
+--- Token counts as the chat writes them (the one formatter: `handoff.chat.lines`).
+local tokens = require("handoff.chat.lines").tokens
 
---- One line of the picker: `gpt-4.1  1.05M window · 32.8k out · images`.
+--- One line of the picker: `gpt-4.1  1M window · 32.8k out · images`.
 ---@param m table a `ModelInfo` of the host
 ---@return string
 function M.describe(m)
   local facts = {}
   if m.context_window then
-    table.insert(facts, M.tokens(m.context_window) .. " window")
+    table.insert(facts, tokens(m.context_window) .. " window")
   end
   if m.max_output then
-    table.insert(facts, M.tokens(m.max_output) .. " out")
+    table.insert(facts, tokens(m.max_output) .. " out")
   end
   if m.reasoning then
     table.insert(facts, "reasoning")
@@ -50,12 +38,14 @@ function M.describe(m)
   return line
 end
 
---- The host's list (`fetch`: read the provider's list if it was not; else what is known at
---- once), with the names of `models` it does not know added as they are.
----@param fetch boolean
+--- Callbacks waiting for the provider's list (a `models` record), and for an `enable_model`
+--- to end (a `model_enabled` record), by model id.
+local waiting_list, waiting_enable = {}, {}
+
+--- `reply` (a `ModelList` of the host, or nil) with the names of `models` it does not know
+--- added as they are, those first.
 ---@return table[] models, string? error
-function M.list(fetch)
-  local reply = host.request("models", fetch)
+local function merged(reply)
   local out, seen = {}, {}
   for _, name in ipairs(config.options.models or {}) do
     seen[name] = true
@@ -79,12 +69,41 @@ function M.list(fetch)
   return out, reply.error
 end
 
+--- What is known now, without asking the provider (completion).
+---@return table[] models, string? error
+function M.list()
+  return merged((host.request("models", false)))
+end
+
+--- The list with the provider's own: `done(models, error)` at once when the host has read it,
+--- else when it arrives (the host reads it in a task: the editor never waits for it).
+---@param done fun(models: table[], err?: string)
+function M.fetch(done)
+  local reply = host.request("models", true)
+  if reply and reply.pending then
+    table.insert(waiting_list, done)
+    return
+  end
+  done(merged(reply))
+end
+
+--- The `models` record: the provider's list for the callers of `fetch` waiting for it.
+function M.on_list(r)
+  local run = waiting_list
+  waiting_list = {}
+  vim.schedule(function()
+    for _, done in ipairs(run) do
+      done(merged(r))
+    end
+  end)
+end
+
 --- Completion of :HandoffModel: what is known now, without asking the provider.
 ---@param arg_lead string
 ---@return string[]
 function M.complete(arg_lead)
   local names = {}
-  for _, m in ipairs(M.list(false)) do
+  for _, m in ipairs(M.list()) do
     if vim.startswith(m.id, arg_lead) then
       table.insert(names, m.id)
     end
@@ -92,58 +111,88 @@ function M.complete(arg_lead)
   return names
 end
 
---- Enables a Copilot model for the account (it accepts the model's terms), after asking.
+--- Enables a Copilot model for the account (it accepts the model's terms), after asking;
+--- `done(enabled)` once the host says how it went (it enables it in a task).
 ---@param id string
 ---@param ask boolean
----@return boolean enabled
-function M.enable(id, ask)
+---@param done? fun(enabled: boolean)
+function M.enable(id, ask, done)
+  done = done or function() end
   if ask then
     local answer = vim.fn.confirm(
       ("The Copilot model %s is not enabled for your account. Enable it? (this accepts its terms, as Copilot Chat's picker does)"):format(id),
       "&Enable\n&Cancel", 2)
     if answer ~= 1 then
-      return false
+      return done(false)
     end
   end
-  local ok = host.request("enable_model", id)
-  if ok then
-    vim.notify("Enabled the Copilot model " .. id, vim.log.levels.INFO, { title = "handoff.nvim" })
+  if not host.request("enable_model", id) then
+    return done(false)
   end
-  return ok == true
+  waiting_enable[id] = waiting_enable[id] or {}
+  table.insert(waiting_enable[id], done)
+  vim.api.nvim_echo({ { ("handoff.nvim: enabling %s…"):format(id), "Comment" } }, false, {})
+end
+
+--- The `model_enabled` record: says how it went, then runs what waited for it.
+function M.on_enabled(r)
+  local run = waiting_enable[r.model] or {}
+  waiting_enable[r.model] = nil
+  vim.schedule(function()
+    if r.error then
+      vim.notify(("handoff.nvim: cannot enable the Copilot model %s: %s"):format(r.model, r.error), vim.log.levels.ERROR,
+        { title = "handoff.nvim" })
+    else
+      vim.notify("Enabled the Copilot model " .. r.model, vim.log.levels.INFO, { title = "handoff.nvim" })
+    end
+    for _, done in ipairs(run) do
+      done(r.error == nil)
+    end
+  end)
 end
 
 --- Picks a model (vim.ui.select, each with its window), or takes `name`; `enable`: enable it
---- first (:HandoffModel!). `apply` switches to the chosen one.
+--- first (:HandoffModel!). `apply` switches to the chosen one. Returns at once: the picker
+--- opens when the provider's list is there.
 ---@param name? string
 ---@param opts { enable?: boolean, apply: fun(name: string) }
 function M.pick(name, opts)
   if name then
-    if opts.enable and not M.enable(name, false) then
-      return
+    if opts.enable then
+      return M.enable(name, false, function(ok)
+        if ok then
+          opts.apply(name)
+        end
+      end)
     end
     return opts.apply(name)
   end
   vim.api.nvim_echo({ { "handoff.nvim: reading the model list…", "Comment" } }, false, {})
-  local models, err = M.list(true)
-  vim.api.nvim_echo({ { "" } }, false, {})
-  if err then
-    vim.notify("handoff.nvim: the provider's model list: " .. err, vim.log.levels.WARN, { title = "handoff.nvim" })
-  end
-  if #models == 0 then
-    return vim.ui.input({ prompt = "Model: ", default = state.model }, function(typed)
-      if typed and vim.trim(typed) ~= "" then
-        opts.apply(vim.trim(typed))
+  M.fetch(function(models, err)
+    vim.api.nvim_echo({ { "" } }, false, {})
+    if err then
+      vim.notify("handoff.nvim: the provider's model list: " .. err, vim.log.levels.WARN, { title = "handoff.nvim" })
+    end
+    if #models == 0 then
+      return vim.ui.input({ prompt = "Model: ", default = state.model }, function(typed)
+        if typed and vim.trim(typed) ~= "" then
+          opts.apply(vim.trim(typed))
+        end
+      end)
+    end
+    vim.ui.select(models, { prompt = "Model", format_item = M.describe, kind = "handoff.model" }, function(m)
+      if not m then
+        return
       end
+      if m.disabled then
+        return M.enable(m.id, true, function(ok)
+          if ok then
+            opts.apply(m.id)
+          end
+        end)
+      end
+      opts.apply(m.id)
     end)
-  end
-  vim.ui.select(models, { prompt = "Model", format_item = M.describe, kind = "handoff.model" }, function(m)
-    if not m then
-      return
-    end
-    if m.disabled and not M.enable(m.id, true) then
-      return
-    end
-    opts.apply(m.id)
   end)
 end
 
@@ -156,11 +205,13 @@ function M.offer_enable(message)
     return
   end
   vim.schedule(function()
-    if M.enable(id, true) then
-      vim.notify("Send the prompt again to use " .. id, vim.log.levels.INFO, { title = "handoff.nvim" })
-    elseif message then
-      vim.notify(message, vim.log.levels.WARN, { title = "handoff.nvim" })
-    end
+    M.enable(id, true, function(ok)
+      if ok then
+        vim.notify("Send the prompt again to use " .. id, vim.log.levels.INFO, { title = "handoff.nvim" })
+      elseif message then
+        vim.notify(message, vim.log.levels.WARN, { title = "handoff.nvim" })
+      end
+    end)
   end)
 end
 

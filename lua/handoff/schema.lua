@@ -30,7 +30,7 @@
 ---@field base_url? string Base URL of the API, e.g. "http://127.0.0.1:8080/v1" (default: the provider's public API).
 ---@field model? string Model id (default: "gpt-4.1-mini" / "claude-sonnet-4-5").
 ---@field api_key_env? string Environment variable that holds the API key (default: OPENAI_API_KEY / ANTHROPIC_API_KEY when set).
----@field api_key_cmd? string Shell command that prints the API key (wins over api_key_env), e.g. "pass show openai".
+---@field api_key_cmd? string Shell command that prints the API key (wins over api_key_env), e.g. "pass show openai"; run for each request that needs the key, never while the editor waits (at most 120 s).
 ---@field context_window? integer The model's context window in tokens (the handoff request is fitted to it).
 ---@field max_tokens? integer Upper bound of reply tokens (max_completion_tokens for api.openai.com and Azure).
 ---@field provider_name? string Provider name recorded in sessions (pi's provider id).
@@ -142,7 +142,7 @@ return {
       host = "api_key_cmd",
       type = { kind = "string" },
       accepts = "a string",
-      doc = "Shell command that prints the API key (wins over api_key_env), e.g. \"pass show openai\".",
+      doc = "Shell command that prints the API key (wins over api_key_env), e.g. \"pass show openai\"; run for each request that needs the key, never while the editor waits (at most 120 s).",
     },
     {
       key = "provider.context_window",

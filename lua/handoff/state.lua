@@ -30,6 +30,8 @@ local M = {
   --- tokens of the model's window the conversation fills, and the window (the context meter)
   context_tokens = 0,
   context_window = 0,
+  --- how full the window is, in percent, as the host computes it (nil: not said)
+  context_percent = nil,
   --- the model's todo list on the current branch: `{ content, status, activeForm }` items
   ---@type table[]
   todos = {},

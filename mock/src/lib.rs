@@ -362,6 +362,9 @@ pub struct MockListing {
     pub ollama: Vec<(String, u64, Option<u64>)>,
     /// `/v1/models` answers this status with an error body (0: 200 with `models`).
     pub status: u16,
+    /// Every list answer waits this long first: a slow provider (the editor must not wait).
+    #[serde(default)]
+    pub delay_ms: u64,
     /// The list requests that came, oldest first.
     pub served: Vec<RecordedRequest>,
 }
@@ -381,6 +384,9 @@ pub struct MockCopilot {
     pub api: Option<String>,
     /// The `data` of `/models`.
     pub models: Vec<Value>,
+    /// Enabling a model (`POST /models/{id}/policy`) answers after this long.
+    #[serde(default)]
+    pub policy_delay_ms: u64,
 }
 
 impl Default for MockCopilot {
@@ -395,6 +401,7 @@ impl Default for MockCopilot {
                 MockCopilot::model("gpt-5-mini", &["/chat/completions", "/responses"], 264_000, 64_000),
                 MockCopilot::model("gpt-4.1", &["/chat/completions"], 64_000, 8_192),
             ],
+            policy_delay_ms: 0,
         }
     }
 }
@@ -658,6 +665,10 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         return respond(&mut wr, status, &answer.to_string(), None).await;
     }
     if req.method == "POST" && req.path.starts_with("/models/") && req.path.ends_with("/policy") {
+        let delay = inner.state().copilot.policy_delay_ms;
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
         let (status, answer) = {
             let mut state = inner.state();
             state.requests.push(record);
@@ -681,6 +692,10 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         _ => false,
     };
     if listing {
+        let delay = inner.state().listing.delay_ms;
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
         let (status, answer) = listing_answer(&mut inner.state().listing, record);
         return respond(&mut wr, status, &answer.to_string(), None).await;
     }

@@ -171,7 +171,7 @@ pub fn spawn_collector(controller: Arc<Controller>, outbox: Arc<Outbox>) -> toki
                                 _ => None,
                             };
                             let transcript = transcript::opened_upto(&controller, leaf).await;
-                            outbox.push_all([switch, Record::Transcript(transcript)]);
+                            outbox.push_all([switch, Record::Transcript(Box::new(transcript))]);
                         }
                         Some(end @ Record::HandoffEnd { .. }) => {
                             let redraw = match &event {
@@ -183,7 +183,7 @@ pub fn spawn_collector(controller: Arc<Controller>, outbox: Arc<Outbox>) -> toki
                                 // reply were drawn as they streamed but are in no session.
                                 Some(leaf) => {
                                     let transcript = transcript::opened_upto(&controller, Some(leaf)).await;
-                                    outbox.push_all([end, Record::Transcript(transcript)]);
+                                    outbox.push_all([end, Record::Transcript(Box::new(transcript))]);
                                 }
                                 None => outbox.push(end),
                             }
@@ -195,7 +195,7 @@ pub fn spawn_collector(controller: Arc<Controller>, outbox: Arc<Outbox>) -> toki
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     // Cannot happen at this channel size unless the machine stalls: resync.
                     tracing::warn!(missed = n, "event collector lagged; sending the whole transcript");
-                    outbox.push(Record::Transcript(transcript::transcript(&controller, transcript::PAGE)));
+                    outbox.push(Record::Transcript(Box::new(transcript::transcript(&controller, transcript::PAGE))));
                 }
                 Err(broadcast::error::RecvError::Closed) => break,
             }

@@ -4,8 +4,10 @@
 //!
 //! Every request answers at once with `{ ok = value }` or `{ error = { kind, message } }`
 //! ([`Failure`]): none waits for a session being loaded, which is a `not_ready` failure (Lua
-//! retries when the session's `transcript` record arrives). Input sent as a notification before
-//! the session is open is kept, in order, and runs once it is.
+//! retries when the session's `transcript` record arrives), nor for the network or a key
+//! command: what needs the provider (its model list, enabling a model, the health probes) runs
+//! in a task and reports through a record (`models`, `model_enabled`, `health_probes`). Input
+//! sent as a notification before the session is open is kept, in order, and runs once it is.
 //!
 //! | name            | kind         | args                         | result / effect                      |
 //! |-----------------|--------------|------------------------------|--------------------------------------|
@@ -20,11 +22,11 @@
 //! | `new_session`   | request      | —                            | status (a `session_switch` record follows) |
 //! | `set_model`     | request      | `model`                      | status                               |
 //! | `set_thinking`  | request      | `level`                      | status (the change is recorded in the session) |
-//! | `health`        | request      | —                            | provider reachability, key presence (never the key) |
+//! | `health`        | request      | —                            | [`protocol::Health`]: the local facts, key presence (never the key), the probes' last result for this model; starts the probes, a `health_probes` record brings them |
 //! | `system_prompt` | request      | —                            | [`protocol::SystemPromptInfo`]: the system prompt as sent, its files and skills |
 //! | `mcp`           | request      | `action?`, `server?`         | [`protocol::McpList`] after `list` (default), `trust` (its second argument: the `project.digest` of the listing the user confirmed), or `start`/`stop` (which go on in the background, a notice tells how they ended) |
-//! | `models`        | request      | `fetch?`                     | [`protocol::ModelList`]: the models `:HandoffModel` offers, with their windows |
-//! | `enable_model`  | request      | `model`                      | enables a Copilot model for the account (after the user said yes) |
+//! | `models`        | request      | `fetch?`                     | [`protocol::ModelList`]: the models known now, with their windows; with `fetch` and the provider's list unread, `pending` and a `models` record brings the list |
+//! | `enable_model`  | request      | `model`                      | `true` at once; enables a Copilot model for the account in a task (after the user said yes), a `model_enabled` record says how it ended |
 //! | `prompt`        | notification | `text`                       | what the user typed: the controller classifies it (`/handoff …` too) |
 //! | `handoff`       | notification | `focus?`, `{review?}`        | runs the handoff in a task (no `review`: the configured default) |
 //! | `handoff_commit`| notification | `text`                       | review mode: start the new session with the text as written |
@@ -99,6 +101,18 @@ struct Inner {
     nvim: Arc<OnceLock<Neovim<Writer>>>,
     /// The MCP servers of the configured sessions (`None`: none configured).
     mcp: Mutex<Option<Arc<McpHub>>>,
+    /// The health check's last probes and the one running (see [`Host::health`]).
+    probes: Mutex<ProbeCache>,
+}
+
+/// Which provider and model a health probe was for: a probe of another is never shown.
+type ProbeKey = (String, String, String);
+
+/// The health check's network half: the last result and whether a refresh runs.
+#[derive(Default)]
+struct ProbeCache {
+    last: Option<(ProbeKey, std::time::Instant, protocol::HealthProbes)>,
+    running: Option<ProbeKey>,
 }
 
 /// The `Handler` nvim-rs calls; clones share one host.
@@ -137,6 +151,7 @@ impl Host {
                 approvals: Arc::new(seams::Approvals::default()),
                 nvim: Arc::new(OnceLock::new()),
                 mcp: Mutex::new(None),
+                probes: Mutex::new(ProbeCache::default()),
             }),
         }
     }
@@ -248,7 +263,7 @@ impl Host {
             let mut waiting = lock(&self.inner.waiting);
             (self.inner.controller.send_replace(Some(controller.clone())), std::mem::take(&mut *waiting))
         };
-        self.inner.outbox.push(Record::Transcript(transcript));
+        self.inner.outbox.push(Record::Transcript(Box::new(transcript)));
         tracing::info!(session = %controller.agent().session().path().display(), "configured");
         if let Some(old) = old {
             let flushed = old.agent().session().flush();
@@ -440,31 +455,45 @@ impl Host {
         Ok(Provider::new(settings.provider_config().map_err(Failure::invalid)?))
     }
 
+    /// `models(fetch)`: what is known at once. With `fetch` and the provider's list not read
+    /// yet, the answer says `pending` and the list comes as a `models` record: a provider that
+    /// takes seconds to list its models (or an `api_key_cmd` that waits for a passphrase) never
+    /// holds the editor.
     async fn models(&self, fetch: bool) -> Reply {
         let provider = self.provider()?;
-        let catalogue = provider.catalogue(fetch).await;
-        let config = provider.current_config();
-        reply(
-            "the model list",
-            &protocol::ModelList {
-                provider: config.name.clone(),
-                current: provider.model_info(),
-                context_window: config.context_window,
-                models: catalogue.models,
-                error: catalogue.error.map(|e| e.to_string()),
-            },
-        )
+        let pending = fetch && !provider.list_read();
+        if pending {
+            let (host, provider) = (self.clone(), provider.clone());
+            tokio::spawn(async move {
+                let catalogue = provider.catalogue(true).await;
+                host.inner.outbox.push(Record::Models(Box::new(model_list(&provider, catalogue, false))));
+            });
+        }
+        reply("the model list", &model_list(&provider, provider.catalogue(false).await, pending))
     }
 
-    async fn enable_model(&self, model: &str) -> Reply {
-        let model = model.trim();
+    /// `enable_model`: accepted at once, enabled in a task; a `model_enabled` record says how
+    /// it ended.
+    fn enable_model(&self, model: &str) -> Reply {
+        let model = model.trim().to_string();
         if model.is_empty() {
             return Err(Failure::invalid("a model name is required"));
         }
-        self.provider()?.enable_model(model).await.map_err(|e| Failure::new(e.kind(), e.to_string()))?;
+        let (host, provider) = (self.clone(), self.provider()?);
+        tokio::spawn(async move {
+            let (error, error_kind) = match provider.enable_model(&model).await {
+                Ok(()) => (None, None),
+                Err(e) => (Some(e.to_string()), Some(e.kind())),
+            };
+            host.inner.outbox.push(Record::ModelEnabled { model, error, error_kind });
+        });
         Ok(Value::Boolean(true))
     }
 
+    /// `health`: the local facts at once, with the probes' last result for this provider and
+    /// model (`probes`, absent before the first). Every request starts the probes again in a
+    /// task (unless they run), whose result comes as a `health_probes` record: `:checkhealth`
+    /// waits a bounded time for it with the editor's loop running (`lua/handoff/health.lua`).
     async fn health(&self) -> Reply {
         let settings = lock(&self.inner.settings).clone();
         let config = match self.agent().map(|a| a.provider_config()) {
@@ -486,32 +515,32 @@ impl Host {
         } else {
             protocol::KeyHealth { source: "none", detail: "no key configured (fine for a local server)".into(), present: None }
         };
-        let reachable = if config.copilot.is_some() {
-            match crate::core::provider::copilot_check(&config).await {
-                Ok(detail) => protocol::Reachable { ok: true, detail },
-                Err(e) => protocol::Reachable { ok: false, detail: format!("Copilot's model list: {e}") },
+        let probe_key: ProbeKey = (config.name.clone(), config.base_url.clone(), config.model.clone());
+        let probes = {
+            let mut cache = lock(&self.inner.probes);
+            if cache.running.as_ref() != Some(&probe_key) {
+                cache.running = Some(probe_key.clone());
+                let (host, config, probe_key) = (self.clone(), config.clone(), probe_key.clone());
+                tokio::spawn(async move { host.probe(config, probe_key).await });
             }
-        } else {
-            let probe = crate::core::provider::probe(&config).await;
-            protocol::Reachable { ok: probe.ok(), detail: probe.detail() }
-        };
-        let models = match self.provider() {
-            Ok(provider) => {
-                let catalogue = provider.catalogue(true).await;
-                let info = provider.model_info();
-                let window = provider.current_config().context_window;
-                let said = format!("{}: window {window} tokens (from {})", info.id, info.source.describe());
-                match catalogue.error {
-                    None => protocol::Reachable { ok: true, detail: format!("the model list answered ({} models); {said}", catalogue.listed) },
-                    Some(e) => protocol::Reachable { ok: false, detail: format!("no model list ({e}); {said}") },
-                }
-            }
-            Err(e) => protocol::Reachable { ok: false, detail: e.message },
+            cache.last.as_ref().filter(|(k, _, _)| *k == probe_key).map(|(_, at, p)| protocol::HealthProbes {
+                age_secs: at.elapsed().as_secs(),
+                ..p.clone()
+            })
         };
         let session_dir = frontend_paths::session_dir(&settings);
-        let writable = std::fs::create_dir_all(&session_dir)
-            .and_then(|()| tempfile_probe(&session_dir))
-            .map_err(|e| e.to_string());
+        let sandbox_settings = settings.sandbox();
+        // A file written and the sandbox's probe (a process, once): a blocking thread's work.
+        let local = {
+            let session_dir = session_dir.clone();
+            tokio::task::spawn_blocking(move || {
+                let writable = std::fs::create_dir_all(&session_dir)
+                    .and_then(|()| tempfile_probe(&session_dir))
+                    .map_err(|e| e.to_string());
+                (writable, sandbox_health(sandbox_settings))
+            })
+        };
+        let (writable, sandbox) = local.await.map_err(stopped)?;
         reply(
             "the health report",
             &protocol::Health {
@@ -521,14 +550,55 @@ impl Host {
                 base_url: crate::core::provider::display_url(&config.base_url),
                 model: config.model,
                 key,
-                reachable,
-                models,
+                probes,
                 session_dir,
                 session_dir_writable: writable.is_ok(),
                 session_dir_error: writable.err(),
-                sandbox: sandbox_health(settings.sandbox()),
+                sandbox,
             },
         )
+    }
+
+    /// The health check's network half: is the provider reachable, did its model list answer.
+    /// Kept for the next `health` request and sent as a `health_probes` record.
+    async fn probe(&self, config: crate::core::provider::ProviderConfig, probe_key: ProbeKey) {
+        // The two at once: the check's wait is the slower of them, not their sum.
+        let reachable = async {
+            if config.copilot.is_some() {
+                match crate::core::provider::copilot_check(&config).await {
+                    Ok(detail) => protocol::Reachable { ok: true, detail },
+                    Err(e) => protocol::Reachable { ok: false, detail: format!("Copilot's model list: {e}") },
+                }
+            } else {
+                let probe = crate::core::provider::probe(&config).await;
+                protocol::Reachable { ok: probe.ok(), detail: probe.detail() }
+            }
+        };
+        let models = async {
+            match self.provider() {
+                Ok(provider) => {
+                    let catalogue = provider.catalogue(true).await;
+                    let info = provider.model_info();
+                    let window = provider.current_config().context_window;
+                    let said = format!("{}: window {window} tokens (from {})", info.id, info.source.describe());
+                    match catalogue.error {
+                        None => protocol::Reachable { ok: true, detail: format!("the model list answered ({} models); {said}", catalogue.listed) },
+                        Some(e) => protocol::Reachable { ok: false, detail: format!("no model list ({e}); {said}") },
+                    }
+                }
+                Err(e) => protocol::Reachable { ok: false, detail: e.message },
+            }
+        };
+        let (reachable, models) = tokio::join!(reachable, models);
+        let probes = protocol::HealthProbes { reachable, models, age_secs: 0 };
+        {
+            let mut cache = lock(&self.inner.probes);
+            cache.last = Some((probe_key.clone(), std::time::Instant::now(), probes.clone()));
+            if cache.running.as_ref() == Some(&probe_key) {
+                cache.running = None;
+            }
+        }
+        self.inner.outbox.push(Record::HealthProbes(probes));
     }
 
     /// `system_prompt`: the text the session's requests send (built now if no request has yet),
@@ -596,7 +666,7 @@ impl Host {
             Request::SystemPrompt => self.system_prompt().await,
             Request::Mcp { action, server } => self.mcp(action.as_deref(), server),
             Request::Models { fetch } => self.models(fetch).await,
-            Request::EnableModel { model } => self.enable_model(&model).await,
+            Request::EnableModel { model } => self.enable_model(&model),
         }
     }
 
@@ -668,6 +738,20 @@ impl Host {
             Notification::Resume { path } => self.resume(controller.clone(), path),
             other => self.notified(other),
         }
+    }
+}
+
+/// The `models` answer or record for `catalogue`.
+fn model_list(provider: &Provider, catalogue: crate::core::provider::Catalogue, pending: bool) -> protocol::ModelList {
+    let config = provider.current_config();
+    protocol::ModelList {
+        pending,
+        provider: config.name.clone(),
+        current: provider.model_info(),
+        context_window: config.context_window,
+        models: catalogue.models,
+        // Without the list yet, its absence is no error: it is on its way.
+        error: catalogue.error.filter(|_| !pending).map(|e| e.to_string()),
     }
 }
 

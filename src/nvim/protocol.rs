@@ -123,10 +123,11 @@ pub enum Request {
     SystemPrompt,
     /// `:HandoffMcp [list|start|stop|trust] [server]`: [`McpList`] after the action.
     Mcp { action: Option<String>, server: Option<String> },
-    /// The models `:HandoffModel` offers; `fetch`: read the provider's list if it was not yet
-    /// (waits for it, ten seconds at most), else only what is known at once (completion).
+    /// The models known at once; `fetch`: and the provider's list, read in a task when it was
+    /// not yet (the answer says `pending`, a `models` record brings the list).
     Models { fetch: bool },
-    /// Enables a Copilot model for the account (the user said yes).
+    /// Enables a Copilot model for the account (the user said yes), in a task: a
+    /// `model_enabled` record says how it ended.
     EnableModel { model: String },
 }
 
@@ -442,6 +443,9 @@ pub struct Status {
     /// Tokens of the model's window the conversation fills (the provider's last count).
     pub context_tokens: u64,
     pub context_window: u64,
+    /// How full the window is, in percent, as every text says it (the meter, the banner):
+    /// `controller::text::percent`, the one place it is computed.
+    pub context_percent: u64,
     /// The instruction files (`AGENTS.md`, `CLAUDE.md`) the system prompt holds, in order.
     pub instruction_files: Vec<String>,
 }
@@ -593,9 +597,12 @@ pub struct Reachable {
     pub detail: String,
 }
 
-/// The models `:HandoffModel` offers (`models`).
+/// The models `:HandoffModel` offers (`models`, and the `models` record).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ModelList {
+    /// The provider's list is being read: a `models` record with it follows.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub pending: bool,
     pub provider: String,
     /// What is known of the model in use, with the source of its window.
     pub current: crate::core::provider::ModelInfo,
@@ -616,14 +623,26 @@ pub struct Health {
     pub base_url: String,
     pub model: String,
     pub key: KeyHealth,
-    pub reachable: Reachable,
-    /// Whether the provider's model list answered, and what is known of the model.
-    pub models: Reachable,
+    /// What the provider's probes said last for this provider and model, if they did: the
+    /// `health` request never waits for the network (see [`HealthProbes`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probes: Option<HealthProbes>,
     pub session_dir: PathBuf,
     pub session_dir_writable: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_dir_error: Option<String>,
     pub sandbox: SandboxHealth,
+}
+
+/// The health check's network half, run in a task that each `health` request starts; its
+/// result comes as a `health_probes` record and is kept for the next request.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HealthProbes {
+    pub reachable: Reachable,
+    /// Whether the provider's model list answered, and what is known of the model.
+    pub models: Reachable,
+    /// How long ago the probes ran (0 in the record that brings them).
+    pub age_secs: u64,
 }
 
 /// The sandbox for bash, as `:checkhealth` shows it.
@@ -646,7 +665,8 @@ pub struct SandboxHealth {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Record {
-    Transcript(Transcript),
+    /// Boxed: the largest record, and a rare one (a bridge batch holds many small ones).
+    Transcript(Box<Transcript>),
     AgentStart,
     /// A message starts: a user prompt whole, an assistant message empty.
     MessageStart(Item),
@@ -672,6 +692,8 @@ pub enum Record {
         session_file: String,
         context_tokens: u64,
         context_window: u64,
+        /// As [`Status::context_percent`].
+        context_percent: u64,
         /// The run stopped at the wall: an automatic handoff follows (no suggestion then).
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         at_wall: bool,
@@ -732,6 +754,19 @@ pub enum Record {
     },
     /// A session file read for `view_session`.
     SessionView(SessionView),
+    /// The provider's model list, read for a `models` request that answered `pending`
+    /// (boxed: as large as an approval).
+    Models(Box<ModelList>),
+    /// How an `enable_model` ended: `error` absent when the model is enabled.
+    ModelEnabled {
+        model: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error_kind: Option<crate::core::failure::FailureKind>,
+    },
+    /// The health check's probes, run for a `health` request.
+    HealthProbes(HealthProbes),
     /// A tool call ended (run, refused or skipped); `text` is what the model reads.
     ToolEnd {
         id: String,
@@ -812,6 +847,7 @@ mod tests {
                 thinking: ThinkingLevel::High,
                 context_tokens: 0,
                 context_window: 128_000,
+                context_percent: 0,
                 instruction_files: vec!["/w/AGENTS.md".into()],
             },
             items: vec![Item::User { text: "hi".into() }],
@@ -823,7 +859,7 @@ mod tests {
                 active_form: "Running the tests".into(),
             }],
         };
-        let v = encode("transcript", &Record::Transcript(t)).unwrap();
+        let v = encode("transcript", &Record::Transcript(Box::new(t))).unwrap();
         assert_eq!(get(&v, "type").unwrap().as_str(), Some("transcript"));
         assert_eq!(get(&v, "api").unwrap().as_str(), Some("anthropic"));
         assert_eq!(get(&v, "session_id").unwrap().as_str(), Some("id"));

@@ -224,6 +224,7 @@ pub fn status(controller: &Controller) -> Status {
         thinking: agent.thinking_level(),
         context_tokens,
         context_window,
+        context_percent: controller::text::percent(context_tokens, context_window),
         instruction_files,
     }
 }
@@ -290,6 +291,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
                 session_file: agent.session().path().to_string_lossy().into_owned(),
                 context_tokens,
                 context_window,
+                context_percent: controller::text::percent(context_tokens, context_window),
                 at_wall: *at_wall,
             }
         }

@@ -62,7 +62,7 @@ it("/thinking high in the prompt asks the host and the meter shows the level", f
   eq(0, #fake.calls_of("prompt"), "nothing went to the model")
   eq("high", require("handoff").status().thinking, "status().thinking")
   eq("mock-model · high", meter.text(), "meter before any reply")
-  fake.emit({ { type = "agent_end", stop_reason = "stop", context_tokens = 12000, context_window = 128000 } })
+  fake.emit({ { type = "agent_end", stop_reason = "stop", context_tokens = 12000, context_window = 128000, context_percent = 9 } })
   eq("mock-model · high · 12k/128k (9%)", meter.text(), "meter after a reply")
   -- An unknown level never reaches the host.
   api.nvim_buf_set_lines(chat.prompt_buf, 0, -1, false, { "/thinking lots" })

@@ -255,7 +255,7 @@ pub const SETTINGS: &[Setting] = &[
         "Environment variable that holds the API key (default: OPENAI_API_KEY / ANTHROPIC_API_KEY when set).")
         .flag("api-key-env", None),
     Setting::host("provider.api_key_cmd", "api_key_cmd", Type::Text, DefaultValue::Unset,
-        "Shell command that prints the API key (wins over api_key_env), e.g. \"pass show openai\".")
+        "Shell command that prints the API key (wins over api_key_env), e.g. \"pass show openai\"; run for each request that needs the key, never while the editor waits (at most 120 s).")
         .flag("api-key-cmd", None),
     Setting::host("provider.context_window", "context_window", BIG_COUNT, DefaultValue::Unset,
         "The model's context window in tokens (the handoff request is fitted to it).")

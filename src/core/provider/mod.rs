@@ -241,6 +241,10 @@ impl Provider {
 
     /// The provider's own list (`Err` when it has none or it failed), fetched once.
     async fn fetch_list(&self, client: &reqwest::Client) -> Result<Arc<Vec<ModelInfo>>, ProviderError> {
+        // A list read is not asked for again: nor is the key (an `api_key_cmd` may take seconds).
+        if let Some(list) = self.known_list() {
+            return Ok(list);
+        }
         if let (Some(state), Some(settings)) = (&self.copilot, &self.config.copilot) {
             let token = state.token(client, &self.config, settings, None).await?;
             return state.models(client, &self.config, settings, &token).await;
@@ -273,6 +277,12 @@ impl Provider {
             }
         }
         Catalogue { models, listed, error }
+    }
+
+    /// Whether the provider's own list was read: then [`Provider::catalogue`] answers at once,
+    /// fetching or not.
+    pub fn list_read(&self) -> bool {
+        self.known_list().is_some()
     }
 
     /// The provider's list as far as it was read.

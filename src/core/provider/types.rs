@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::models::{ModelInfo, ModelTable, Source};
+use super::models::{self, ModelInfo, ModelTable, Source};
 use crate::core::failure::{self, FailureKind};
 use crate::core::message::{ContextMessage, StopReason, Usage};
 use crate::core::tools::ToolDefinition;
@@ -50,13 +50,6 @@ impl Api {
         }
     }
 
-    /// A context window to assume when the user configured none.
-    pub fn default_context_window(self) -> u64 {
-        match self {
-            Api::Openai | Api::OpenaiResponses => 128_000,
-            Api::Anthropic => 200_000,
-        }
-    }
 }
 
 /// Everything needed to talk to one model. Keys are resolved at request time and never stored
@@ -75,6 +68,9 @@ pub struct ProviderConfig {
     pub api_key_cmd: Option<String>,
     pub context_window: u64,
     pub max_tokens: u32,
+    /// The longest reply the model takes, as the catalogue says (`None`: nobody said; see
+    /// [`ProviderConfig::reply_cap`]). Set with the window by [`ProviderConfig::apply_limits`].
+    pub max_output: Option<u32>,
     /// Retries on 429/5xx/connection errors before the first delta.
     pub max_retries: u32,
     /// First retry delay; doubles each time, capped by `max_retry_delay`.
@@ -167,8 +163,9 @@ impl ProviderConfig {
             model: model.into(),
             api_key_env: None,
             api_key_cmd: None,
-            context_window: api.default_context_window(),
+            context_window: models::assumed_window(api),
             max_tokens: DEFAULT_MAX_TOKENS,
+            max_output: None,
             max_retries: 3,
             retry_base_delay: Duration::from_millis(500),
             max_retry_delay: Duration::from_secs(30),
@@ -183,16 +180,26 @@ impl ProviderConfig {
         }
     }
 
-    /// The window and reply bound for this model: what the user set, else what `info` (the
-    /// catalogue's facts, [`ProviderConfig::model_info`]) says, else the wire format's default.
+    /// The window, the reply bound and the model's reply cap for this model: what the user set,
+    /// else what `info` (the catalogue's facts, [`ProviderConfig::model_info`]) says, else what
+    /// is assumed of the wire format. The one place a request's limits are decided.
     pub fn apply_limits(&mut self, info: Option<&ModelInfo>) {
         self.context_window = self
             .limits
             .context_window
             .or_else(|| info.and_then(|i| i.context_window))
-            .unwrap_or_else(|| self.api.default_context_window());
+            .unwrap_or_else(|| models::assumed_window(self.api));
         let bound = self.limits.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
-        self.max_tokens = info.and_then(|i| i.max_output).map_or(bound, |out| bound.min(out));
+        let max_output = info.and_then(|i| i.max_output);
+        self.max_tokens = max_output.map_or(bound, |out| bound.min(out));
+        self.max_output = max_output;
+    }
+
+    /// The cap of a request's `max_tokens` (Anthropic's thinking budget is added under it):
+    /// the catalogue's reply limit of the model, else what is assumed of the wire format (read
+    /// now: Copilot decides the format only once its list is read).
+    pub fn reply_cap(&self) -> Option<u32> {
+        self.max_output.or_else(|| models::assumed_max_output(self.api))
     }
 
     /// Everything known of this config's model, with `listed` (the provider's list) in its

@@ -1,5 +1,6 @@
-//! What one Anthropic model takes: thinking as a budget or adaptive, and its output limit (pi's
-//! registry). Kept apart from the body writer so that a new model's rule is one function here.
+//! What one Anthropic model takes: thinking as a budget or adaptive. Its output limit is the
+//! catalogue's (`ProviderConfig::reply_cap`, `provider/models`). Kept apart from the body writer so that
+//! a new model's rule is one function here.
 
 use serde_json::{json, Value};
 
@@ -16,7 +17,7 @@ pub(super) struct Thinking {
 /// "adaptive"}` and an effort; the others budget-based thinking, `thinking: {type: "enabled",
 /// budget_tokens}` with pi's budgets (minimal 1024, low 2048, medium 8192, high 16384). The
 /// budget is added to `max_tokens` (the room for the answer), capped at the model's output
-/// limit; what does not fit comes off the budget, keeping 1024 tokens for the answer. A budget
+/// limit as the catalogue gives it (the user's `model_info` first); what does not fit comes off the budget, keeping 1024 tokens for the answer. A budget
 /// under the API's minimum of 1024 sends no thinking at all.
 pub(super) fn thinking(config: &ProviderConfig, level: ThinkingLevel) -> Thinking {
     let off = Thinking { max_tokens: config.max_tokens, fields: Vec::new() };
@@ -39,7 +40,8 @@ pub(super) fn thinking(config: &ProviderConfig, level: ThinkingLevel) -> Thinkin
     }
     const MIN_BUDGET: u32 = 1024;
     let mut budget = level.anthropic_budget();
-    let max_tokens = config.max_tokens.saturating_add(budget).min(output_limit(&config.model).max(config.max_tokens));
+    let cap = config.reply_cap().unwrap_or(config.max_tokens).max(config.max_tokens);
+    let max_tokens = config.max_tokens.saturating_add(budget).min(cap);
     if max_tokens <= budget {
         budget = max_tokens.saturating_sub(1024);
     }
@@ -52,18 +54,6 @@ pub(super) fn thinking(config: &ProviderConfig, level: ThinkingLevel) -> Thinkin
 /// pi's `supportsAdaptiveThinking`: the models that decide themselves how long to think.
 fn adaptive_thinking(model: &str) -> bool {
     ["opus-4-6", "opus-4.6", "opus-4-7", "opus-4.7", "sonnet-4-6", "sonnet-4.6"].iter().any(|m| model.contains(m))
-}
-
-/// The most output tokens a model takes (pi's registry): 32k for Opus 4 and 4.1, 128k for the
-/// adaptive Opus models, 64k for the other thinking models (and any model we do not know).
-fn output_limit(model: &str) -> u32 {
-    if ["opus-4-0", "opus-4-1", "opus-4-2025"].iter().any(|m| model.contains(m)) {
-        32_000
-    } else if ["opus-4-6", "opus-4.6", "opus-4-7", "opus-4.7"].iter().any(|m| model.contains(m)) {
-        128_000
-    } else {
-        64_000
-    }
 }
 
 #[cfg(test)]
@@ -88,9 +78,10 @@ mod tests {
             assert_eq!(t.max_tokens, 4096 + budget, "{level}");
             assert_eq!(t.fields, vec![("thinking", json!({"type": "enabled", "budget_tokens": budget}))], "{level}");
         }
-        // Capped at the model's output limit: the budget still fits below it.
+        // Capped at the model's output limit (the catalogue's): the budget still fits below it.
         config.model = "claude-opus-4-1-20250805".into();
         config.max_tokens = 30_000;
+        config.max_output = Some(32_000);
         let t = thinking(&config, ThinkingLevel::High);
         assert_eq!(t.max_tokens, 32_000);
         assert_eq!(t.fields[0].1["budget_tokens"], 16384);

@@ -31,6 +31,8 @@ const TABLE: &[Entry] = &[
     ("anthropic", "claude-sonnet-4-5", 200_000, 64_000, true, true),
     ("anthropic", "claude-haiku-4-5", 200_000, 64_000, true, true),
     ("anthropic", "claude-opus-4-1", 200_000, 32_000, true, true),
+    ("anthropic", "claude-opus-4-0", 200_000, 32_000, true, true),
+    ("anthropic", "claude-opus-4-20250514", 200_000, 32_000, true, true),
     ("anthropic", "claude-sonnet-4-0", 200_000, 64_000, true, true),
     ("anthropic", "claude-3-5-haiku-latest", 200_000, 8_192, false, true),
     ("google", "gemini-3-pro-preview", 1_000_000, 64_000, true, true),

@@ -2,8 +2,11 @@
 //! whether it takes images — and where that was learnt. Four sources, the first that knows a fact
 //! wins, fact by fact: the user's `model_info`, the provider's own model list (`GET /models`:
 //! Copilot, OpenRouter, Ollama, Groq, Mistral, vLLM…), pi's `models.json`, and a small built-in
-//! table. The meter, the request fitting and the wall read the window from here, through
-//! [`ProviderConfig::apply_limits`](super::ProviderConfig::apply_limits).
+//! table (then what is assumed of the wire format: [`assumed_window`], [`assumed_max_output`]).
+//! The meter, the request fitting, the wall and the reply limits of every request (Anthropic's
+//! thinking cap too) read them from here, through
+//! [`ProviderConfig::apply_limits`](super::ProviderConfig::apply_limits): no other table of
+//! model limits exists.
 
 mod builtin;
 pub(super) mod listing;
@@ -18,6 +21,24 @@ use super::types::Api;
 
 pub use listing::Listing;
 pub use pi::{PiProvider, PiModels};
+
+/// The window assumed of a model no source knows, by wire format.
+pub fn assumed_window(api: Api) -> u64 {
+    match api {
+        Api::Openai | Api::OpenaiResponses => 128_000,
+        Api::Anthropic => 200_000,
+    }
+}
+
+/// The reply cap assumed of a model no source knows: Anthropic's 64k (its current models'),
+/// under which a thinking budget is added to `max_tokens`; none elsewhere (no budget is added
+/// there).
+pub fn assumed_max_output(api: Api) -> Option<u32> {
+    match api {
+        Api::Anthropic => Some(64_000),
+        Api::Openai | Api::OpenaiResponses => None,
+    }
+}
 
 /// What one source says of one model. Every fact is optional: a source says what it knows.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
