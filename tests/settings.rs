@@ -113,27 +113,28 @@ fn the_cli_has_a_flag_for_each_setting_that_names_one_and_no_other() {
 }
 
 #[test]
-fn the_readme_names_every_flag_and_variable_as_the_cli_has_them() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let start = readme.find("Options on every command").expect("the README's options paragraph");
+fn the_help_names_every_flag_and_variable_as_the_cli_has_them() {
+    // `:help handoff-cli`'s options paragraph (the README points there).
+    let readme = std::fs::read_to_string(root().join("doc/handoff.txt")).unwrap();
+    let start = readme.find("Options on every command").expect("the help's options paragraph (:help handoff-cli)");
     let paragraph = &readme[start..start + readme[start..].find("\n\n").unwrap_or(readme.len() - start)];
     let flags = cli_flags();
     for (long, env) in &flags {
         if long == "help" || long == "version" {
             continue;
         }
-        assert!(paragraph.contains(&format!("`--{long}")), "the README's options paragraph leaves out --{long}");
+        assert!(paragraph.contains(&format!("`--{long}")), "the help's options paragraph leaves out --{long}");
         if let Some(env) = env {
-            assert!(paragraph.contains(env.as_str()), "the README's options paragraph leaves out {env}");
+            assert!(paragraph.contains(env.as_str()), "the help's options paragraph leaves out {env}");
         }
     }
     let words = paragraph.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'));
     for word in words {
         if let Some(long) = word.strip_prefix("--") {
             let alias = Cli::command().get_arguments().any(|a| a.get_visible_aliases().is_some_and(|v| v.contains(&long)));
-            assert!(alias || flags.iter().any(|(l, _)| l == long), "the README names --{long}, which the CLI does not have");
+            assert!(alias || flags.iter().any(|(l, _)| l == long), "the help names --{long}, which the CLI does not have");
         } else if word.starts_with("HANDOFF_") {
-            assert!(flags.iter().any(|(_, e)| e.as_deref() == Some(word)), "the README names {word}, which no flag reads");
+            assert!(flags.iter().any(|(_, e)| e.as_deref() == Some(word)), "the help names {word}, which no flag reads");
         }
     }
 }
