@@ -76,7 +76,7 @@ async fn a_stdio_server_runs_its_tools_logs_its_stderr_and_ends_with_its_hub() {
     registry.ready().await;
     let status = &hub.statuses()[0];
     assert_eq!(status.state, State::Running, "{status:?}");
-    assert_eq!(status.tools, ["mcp__py__echo", "mcp__py__pids", "mcp__py__sleep", "mcp__py__crash"]);
+    assert_eq!(status.tools, ["mcp__py__echo", "mcp__py__pids", "mcp__py__sleep", "mcp__py__crash", "mcp__py__write"]);
     let ctx = ToolContext::new(dir.path());
     let out = registry.execute("mcp__py__echo", json!({"text": "over stdio"}), &ctx).await;
     assert_eq!(out.joined_text(), "echo: over stdio");

@@ -78,7 +78,7 @@ async fn an_mcp_call_is_approved_in_the_chat_and_no_server_is_left_after_qa() {
         let list = ed.lua("return require('handoff.mcp').run('list')", json!([])).await;
         assert_eq!(list["servers"][0]["name"], "py");
         assert_eq!(list["servers"][0]["state"], "running");
-        assert_eq!(list["servers"][0]["tools"].as_array().unwrap().len(), 4);
+        assert_eq!(list["servers"][0]["tools"].as_array().unwrap().len(), 5);
         let health = ed
             .lua(
                 "local out = {} local function add(kind) return function(s) table.insert(out, kind .. ' ' .. s) end end
@@ -89,7 +89,7 @@ async fn an_mcp_call_is_approved_in_the_chat_and_no_server_is_left_after_qa() {
             .await;
         let health: Vec<&str> = health.as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
         assert_eq!(health[0], "start MCP servers");
-        assert!(health[1].starts_with("ok py: running, 4 tools (stdio: python3 "), "{health:?}");
+        assert!(health[1].starts_with("ok py: running, 5 tools (stdio: python3 "), "{health:?}");
         assert_eq!(std::fs::read_to_string(&marker).unwrap().trim(), pid.to_string());
 
         drop(ed.quit().await);
@@ -169,3 +169,31 @@ async fn trusting_the_project_file_confirms_what_it_runs_and_refuses_a_swapped_f
     .await;
 }
 
+
+/// An MCP server's tool may change files a buffer shows, as a command may: after it the editor
+/// reloads them (the tool's end carries the kind `mcp`, which the chat reloads after).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_an_mcp_tool_changed_is_reloaded_in_its_buffer() {
+    bounded(async {
+        let script = common::fixtures_dir().join("mcp/stdio_server.py");
+        let ed = Editor::start_with_setup(json!({
+            "mcp": { "servers": { "py": { "command": "python3", "args": [script] } } },
+            "tools": { "rules": { "mcp__py__write": "allow" } },
+        }))
+        .await;
+        let file = ed.work_dir().join("notes.txt");
+        std::fs::write(&file, "old\n").unwrap();
+        ed.command("edit notes.txt").await;
+        let buf = ed.eval("vim.api.nvim_get_current_buf()").await;
+        ed.mock.push(tool_call_reply("mcp__py__write", json!({ "path": file, "text": "new\n" }), "call_w1"));
+        ed.mock.push(MockReply::text("Written."));
+        ed.lua("require('handoff').prompt('write it through the server')", json!([])).await;
+        let end = ed.wait_event_for("HandoffToolEnd", 1, Duration::from_secs(20)).await;
+        assert_eq!(end["kind"], "mcp", "{end}");
+        ed.wait_event_for("HandoffAgentEnd", 1, Duration::from_secs(20)).await;
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "new\n");
+        ed.wait_until(&format!("vim.api.nvim_buf_get_lines({buf}, 0, -1, false)[1] == 'new'"), Duration::from_secs(5)).await;
+        ed.quit().await;
+    })
+    .await;
+}

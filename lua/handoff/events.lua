@@ -253,9 +253,9 @@ end
 
 function handlers.tool_end(r)
   chat().tool_end(r)
-  if r.kind == "execute" then
-    -- A command may have changed files that buffers show: reload the ones not modified here
-    -- (the tool says what it may do; edits go through the buffers themselves).
+  if r.kind == "execute" or r.kind == "mcp" then
+    -- A command or an MCP server's tool may have changed files that buffers show: reload the
+    -- ones not modified here (the tool says what it may do; edits go through the buffers).
     vim.cmd("silent! checktime")
   end
   M.fire("HandoffToolEnd", { id = r.id, tool = r.tool, kind = r.kind, is_error = r.is_error })

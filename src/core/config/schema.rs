@@ -340,7 +340,7 @@ pub const SETTINGS: &[Setting] = &[
         .flag("tools", None),
     Setting::host("tools.policy", "tools.policy", Type::OneOf(policy_names), DefaultValue::Text("ask"),
         "\"ask\": edits and commands ask; \"allow_edits\": commands ask; \"allow_sandboxed\": commands that run in the sandbox run unasked, edits and unsandboxed commands ask; \"allow_all\": nothing asks (the CLI's --yes; it never lifts the sandbox, nor lets read, edit or write reach a protected path: |handoff-sandbox|)."),
-    Setting::host("tools.rules", "tools.rules", Type::Table { keys: tool_names, prefix: Some("mcp__"), values: &Type::OneOf(rule_names) }, DefaultValue::Empty,
+    Setting::host("tools.rules", "tools.rules", Type::Table { keys: tool_names, prefix: Some(crate::core::tools::MCP_PREFIX), values: &Type::OneOf(rule_names) }, DefaultValue::Empty,
         "Per tool, over the policy, e.g. { bash = \"deny\" }; an MCP server's tools by server or by tool, e.g. { mcp__github = \"allow\", mcp__github__delete_repo = \"deny\" }. See |handoff-mcp|."),
     Setting::host("tools.env.inherit", "tools.env.inherit", Type::OneOf(inherit_names), DefaultValue::Text(crate::core::tools::Inherit::DEFAULT.as_str()),
         "What environment bash commands and MCP stdio servers start from: \"all\" (the editor's), \"core\" (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, TMPDIR, TZ and the like), \"none\" (only tools.env.set). Either way no variable named like *KEY*, *TOKEN*, *SECRET* or *PASSWORD*, no provider's key, and for sandboxed commands no NVIM, SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS and the like. See |handoff-env|.")

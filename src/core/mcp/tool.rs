@@ -27,7 +27,7 @@ pub fn sanitise(s: &str) -> String {
 /// The name the model calls a server's tool by: `mcp__<server>__<tool>`, sanitised; a longer
 /// one than [`MAX_NAME`] is cut and ends with `_` and 8 hex digits of its whole name's hash.
 pub fn exposed_name(server: &str, tool: &str) -> String {
-    let full = format!("mcp__{}__{}", sanitise(server), sanitise(tool));
+    let full = format!("{}{}__{}", crate::core::tools::MCP_PREFIX, sanitise(server), sanitise(tool));
     if full.len() <= MAX_NAME {
         return full;
     }

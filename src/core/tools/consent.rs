@@ -74,7 +74,7 @@ impl Policy {
 /// tool (`mcp__server__tool`) each shorter `mcp__…` prefix that ends before a `__`, down to
 /// `mcp__server`.
 fn rule_names(tool: &str) -> impl Iterator<Item = &str> {
-    let mcp = tool.starts_with("mcp__");
+    let mcp = tool.starts_with(super::MCP_PREFIX);
     let cuts = tool.match_indices("__").map(|(at, _)| at).filter(move |&at| mcp && at > "mcp".len());
     let mut prefixes: Vec<&str> = cuts.map(|at| &tool[..at]).collect();
     prefixes.reverse();

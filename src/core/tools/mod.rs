@@ -162,9 +162,17 @@ pub fn lookup(name: &str) -> Option<&'static dyn Tool> {
 }
 
 /// The kind of a tool by its called name; `None` for a name this layer does not know.
+/// An MCP server's tool (`mcp__<server>__<tool>`) is [`ToolKind::Mcp`] by its name alone.
 pub fn kind_of(name: &str) -> Option<ToolKind> {
-    lookup(name).map(|t| t.kind())
+    match lookup(name) {
+        Some(tool) => Some(tool.kind()),
+        None => name.starts_with(MCP_PREFIX).then_some(ToolKind::Mcp),
+    }
 }
+
+/// How the name of every MCP server's tool starts (`mcp::tool::exposed_name` writes it; consent
+/// rules and [`kind_of`] read it).
+pub const MCP_PREFIX: &str = "mcp__";
 
 /// The chat's line for a call of `name` (see [`Tool::summary`]); for a tool this layer does not
 /// know, its `path` argument or its arguments.
@@ -685,6 +693,7 @@ mod tests {
         assert_eq!(kind_of("todo_write"), Some(ToolKind::ReadOnly));
         assert_eq!(kind_of("session_query"), Some(ToolKind::ReadOnly));
         assert_eq!(kind_of("nope"), None);
+        assert_eq!(kind_of("mcp__docs__search"), Some(ToolKind::Mcp), "an MCP tool by its name");
     }
 
     #[test]
