@@ -38,6 +38,15 @@ vim.api.nvim_create_user_command("HandoffPrompt", function(o)
   api().prompt(o.args)
 end, { nargs = "+", desc = "handoff.nvim: send a prompt" })
 
+vim.api.nvim_create_user_command("HandoffPin", function(o)
+  -- `:HandoffPin text` pins the text; without one, the line (a chat line) or the range.
+  if o.args ~= "" then
+    api().pin(o.args)
+  else
+    api().pin_lines(o.line1, o.line2)
+  end
+end, { nargs = "*", range = true, desc = "handoff.nvim: pin the text, the line or the selection for the whole task (kept across handoffs)" })
+
 vim.api.nvim_create_user_command("HandoffStop", function()
   api().abort()
 end, { desc = "handoff.nvim: stop the response or cancel the handoff" })

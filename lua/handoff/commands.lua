@@ -1,4 +1,5 @@
---- Slash commands of the prompt buffer: `/handoff [focus instructions]`, `/new`, `/sessions`,
+--- Slash commands of the prompt buffer: `/handoff [focus instructions]`, `/pin {text}`, `/pins`,
+--- `/unpin {number}`, `/new`, `/sessions`,
 --- `/model [name]`, `/thinking [level]`, and the user's prompt templates (`/name args`, expanded
 --- by the host). Completion (omnifunc, opened by typing `/` at the start, or `#`/`@` for context,
 --- see `handoff.completion`; after a command with `complete`, its argument) and inline hints for
@@ -22,6 +23,22 @@ M.builtin = {
     hint = "[focus instructions]",
     description = "Hand off to a new session with a structured summary of this one",
     -- No `run`: the text goes to the host as typed, and its one parser intercepts it.
+  },
+  {
+    name = "pin",
+    hint = "{text}",
+    description = "Pin a text for the whole task: sent with every request, carried whole by every handoff",
+    -- No `run`: the host's one parser intercepts it (never a model request).
+  },
+  {
+    name = "pins",
+    hint = "",
+    description = "List the pins, numbered",
+  },
+  {
+    name = "unpin",
+    hint = "{number}",
+    description = "Remove a pin (its number in /pins)",
   },
   {
     name = "new",

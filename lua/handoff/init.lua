@@ -38,6 +38,23 @@ function M.prompt(text, opts)
   return host.notify("prompt", text)
 end
 
+--- Pins `text` (`:HandoffPin`): sent as `/pin TEXT`, which the host's one parser intercepts
+--- (never a model request); the text is never expanded, so it is kept as written.
+---@param text string
+function M.pin(text)
+  if type(text) ~= "string" or vim.trim(text) == "" then
+    vim.notify("handoff.nvim: nothing to pin", vim.log.levels.WARN)
+    return
+  end
+  return M.prompt("/pin " .. text, { expand = false })
+end
+
+--- Pins lines `line1`..`line2` of the current buffer (a chat line, a Visual selection), joined
+--- by line breaks.
+function M.pin_lines(line1, line2)
+  M.pin(table.concat(vim.api.nvim_buf_get_lines(0, line1 - 1, line2, false), "\n"))
+end
+
 --- Puts lines `line1`..`line2` of `buf` (default: the current buffer) into the chat's prompt
 --- as a fenced block headed by the path and line range, and focuses the prompt
 --- (`:'<,'>HandoffChat`, `keymaps.add_selection`).

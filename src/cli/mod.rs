@@ -312,6 +312,12 @@ async fn prompt(
         Ran::Prompt(result) => prompt_exit_code(&result?),
         Ran::Handoff(outcome) => handoff_exit_code(outcome)?,
         Ran::Steered | Ran::Nothing => exit::REFUSED,
+        // The list after the command, on stdout; a refusal was told on stderr (its notice).
+        Ran::Pins(Ok(pins)) => {
+            println!("{}", controller::text::pins(&pins));
+            exit::OK
+        }
+        Ran::Pins(Err(_)) => exit::FAILURE,
     })
 }
 

@@ -68,17 +68,17 @@ impl AgentSession {
     /// The system prompt every request of the current session sends, the handoff's too: built
     /// at the session's first request and kept (the same bytes each time, for the provider's
     /// prompt cache), built again for another session or working directory, or when an
-    /// instruction or skill file changed (then with the same date).
+    /// instruction or skill file changed or the pins did (then with the same date).
     pub fn system_prompt(&self) -> Arc<SystemPrompt> {
-        let (session_id, cwd) = {
+        let (session_id, cwd, pins) = {
             let session = self.session();
-            (session.session_id().to_string(), session.cwd().to_path_buf())
+            (session.session_id().to_string(), session.cwd().to_path_buf(), session.pins())
         };
         let tools = self.offered_tools();
         let mut kept = lock(&self.system_prompt);
         let same_session = kept.as_ref().filter(|(id, p)| *id == session_id && p.environment.cwd == cwd);
         if let Some((_, prompt)) = same_session {
-            if prompt.is_current() {
+            if prompt.is_current() && prompt.pins == pins {
                 return prompt.clone();
             }
         }
@@ -86,7 +86,7 @@ impl AgentSession {
             Some((_, prompt)) => prompt.environment.clone(),
             None => system_prompt::Environment::current(&cwd),
         };
-        let built = Arc::new(SystemPrompt::build(&self.prompt_sources, tools.tools(), environment));
+        let built = Arc::new(SystemPrompt::build(&self.prompt_sources, tools.tools(), environment, pins));
         *kept = Some((session_id, built.clone()));
         built
     }

@@ -93,7 +93,20 @@ pub mod text {
         pub const SET_THINKING: &str = "change the thinking level";
         pub const RECONFIGURE: &str = "reconfigure";
         pub const SEND_PROMPT: &str = "send a prompt";
+        pub const PIN: &str = "change the pins";
     }
+
+    /// How the pins are listed (`/pins`, and after a change): numbered as `/unpin` takes them.
+    pub fn pins(pins: &[String]) -> String {
+        if pins.is_empty() {
+            return NO_PINS.into();
+        }
+        let listed: Vec<String> = pins.iter().enumerate().map(|(n, p)| format!("{}. {p}", n + 1)).collect();
+        format!("Pins:\n{}", listed.join("\n"))
+    }
+
+    pub const NO_PINS: &str = "No pins (/pin TEXT pins one)";
+    pub const NOTHING_TO_PIN: &str = "Nothing to pin: /pin TEXT";
 }
 
 /// What the prompt input means.
@@ -101,14 +114,44 @@ pub mod text {
 pub enum Input {
     /// `/handoff [focus]`: intercepted, never sent to the model.
     Handoff { focus: String },
+    /// `/pin TEXT`, `/pins`, `/unpin N`: intercepted, never sent to the model.
+    Pin(PinCommand),
     /// Anything else is a prompt (templates expand later, in the agent).
     Prompt(String),
 }
 
-/// The input controller's interception, before normal prompt submission.
+/// What a pin command asks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PinCommand {
+    /// `/pin TEXT`: the text as typed, only the whitespace around it dropped.
+    Add(String),
+    /// `/pins`.
+    List,
+    /// `/unpin N`: the argument as typed (checked when it runs).
+    Remove(String),
+}
+
+/// `/pin TEXT`, `/pins` or `/unpin N` (the name then whitespace or the end; `/pins` alone).
+pub fn pin_command(input: &str) -> Option<PinCommand> {
+    let input = input.trim_start();
+    let (name, rest) = input.split_once(char::is_whitespace).unwrap_or((input, ""));
+    let rest = rest.trim();
+    match name {
+        "/pin" => Some(PinCommand::Add(rest.to_string())),
+        "/pins" if rest.is_empty() => Some(PinCommand::List),
+        "/unpin" => Some(PinCommand::Remove(rest.to_string())),
+        _ => None,
+    }
+}
+
+/// The input controller's interception, before normal prompt submission: the one parser of
+/// the commands the host runs, for the editor and the CLI alike.
 pub fn classify_input(text: &str) -> Input {
-    match handoff::is_handoff_command(text) {
-        Some(focus) => Input::Handoff { focus: focus.to_string() },
+    if let Some(focus) = handoff::is_handoff_command(text) {
+        return Input::Handoff { focus: focus.to_string() };
+    }
+    match pin_command(text) {
+        Some(command) => Input::Pin(command),
         None => Input::Prompt(text.to_string()),
     }
 }
@@ -278,6 +321,8 @@ pub enum Ran {
     Steered,
     /// Nothing was sent (empty input, or refused: the reason went out as a notice).
     Nothing,
+    /// A pin command: the pins after it, or why it did nothing (told as a notice too).
+    Pins(Result<Vec<String>, Failure>),
 }
 
 /// One agent session driven by one front end: input classification and the session commands;
@@ -400,6 +445,14 @@ impl Controller {
             Input::Handoff { focus } => {
                 Ran::Handoff(self.handoff(HandoffOptions { focus: Some(focus), review: None }).await)
             }
+            Input::Pin(command) => {
+                let result = self.pin(command);
+                match &result {
+                    Ok(pins) => self.notice(Level::Info, text::pins(pins)),
+                    Err(failure) => self.notice(Level::Warn, failure.message.clone()),
+                }
+                Ran::Pins(result)
+            }
             Input::Prompt(text) if text.trim().is_empty() => Ran::Nothing,
             Input::Prompt(text) => self.lifecycle.prompt(&text).await,
         }
@@ -418,6 +471,27 @@ impl Controller {
         if let Ran::Prompt(Err(e)) = self.run_input(text).await {
             self.notice(Level::Error, format!("The prompt failed: {e}"));
         }
+    }
+
+    /// Runs a pin command on the session's current branch and returns the pins after it. A
+    /// change waits for no reply: it is refused while one runs (its entry would land among the
+    /// reply's), and reaches the model from the next request on.
+    pub fn pin(&self, command: PinCommand) -> Result<Vec<String>, Failure> {
+        let mut pins = self.agent().session().pins();
+        match command {
+            PinCommand::List => return Ok(pins),
+            PinCommand::Add(pin) if pin.is_empty() => return Err(Failure::invalid(text::NOTHING_TO_PIN)),
+            PinCommand::Add(pin) => pins.push(pin),
+            PinCommand::Remove(n) => {
+                let at = n.parse::<usize>().ok().filter(|n| (1..=pins.len()).contains(n)).ok_or_else(|| {
+                    Failure::invalid(format!("/unpin takes the number of a pin (1 to {}), not {n:?}", pins.len()))
+                })?;
+                pins.remove(at - 1);
+            }
+        }
+        let _held = self.switching(text::doing::PIN)?;
+        self.agent().session().set_pins(&pins).map_err(session_failure)?;
+        Ok(pins)
     }
 
     /// `/new`: a new, empty session.

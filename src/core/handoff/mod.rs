@@ -493,23 +493,29 @@ async fn run_fitted(
     Ok(result)
 }
 
-/// Steps 4–6: flush the old session, start a new one that records its parent and the current
-/// model, inject `text` (the document and the facts), make it durable, then switch the agent
+/// Steps 4–6: flush the old session, start a new one that records its parent, the current
+/// model and the pins, inject `text` (the document and the facts), make it durable, then switch the agent
 /// onto it. `facts` go into the entry's details.
 /// The new session is built beside the old one and switched to only once it is complete on
 /// disk, so a write error (full disk, read-only folder) leaves the agent on the old session.
 fn start_new_session(agent: &AgentSession, text: &str, carried: &Carried) -> Result<NewSession, NoDocument> {
-    let (mut next, parent_session) = {
+    let (mut next, parent_session, pins) = {
         let mut session = agent.session();
         session.flush()?;
+        let pins = session.pins();
         // Gap (no lineage): the header names the parent session file.
         let old = std::path::absolute(session.path()).unwrap_or_else(|_| session.path().to_path_buf());
         let next = SessionManager::create(session.session_dir(), session.cwd(), Some(old.to_string_lossy().into_owned()))?;
-        (next, old)
+        (next, old, pins)
     };
     let written = (|| {
         // Gap (no model entries): carry the model and thinking level over.
         agent.carry_settings(&mut next)?;
+        // The user's pins, as they are: every handoff of the chain carries them whole, the
+        // document never has to.
+        if !pins.is_empty() {
+            next.set_pins(&pins)?;
+        }
         // The facts are kept as the entry's details too (pi's readFiles/modifiedFiles), for the
         // handoffs after this one.
         next.append_custom_message_with_details(CUSTOM_TYPE, &wrap_document(text), true, Some(carried.details()))?;

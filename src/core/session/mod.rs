@@ -5,6 +5,7 @@ pub mod context;
 pub mod derived;
 pub mod entry;
 pub mod paths;
+pub mod pins;
 pub mod scan;
 mod store;
 pub mod todos;

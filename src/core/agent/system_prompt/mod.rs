@@ -1,6 +1,6 @@
 //! The system prompt: our words (`prompt.md`) for the tools enabled, or the user's own
 //! (`system_prompt`), then `append_system_prompt`, the instruction files (`instructions`), the
-//! skills (`skills`) and where the agent works, in pi's order.
+//! skills (`skills`) and where the agent works, in pi's order; then the user's pins.
 //!
 //! It is built once per session and kept: every request of the session, the handoff's too,
 //! sends the same bytes, so a provider's prompt cache keeps hitting. The instruction files are
@@ -99,13 +99,17 @@ pub struct SystemPrompt {
     /// The skills it lists (none without the read tool, which the model needs to load one).
     pub skills: Vec<Skill>,
     pub environment: Environment,
+    /// The session's pins it ends with (the session's list when it was built).
+    pub pins: Vec<String>,
     /// Every instruction file it could hold and the skill files it lists, as they were.
     stamps: Vec<Stamp>,
 }
 
 impl SystemPrompt {
-    /// Reads the instruction files and skills and writes the prompt.
-    pub fn build(sources: &PromptSources, tools: &[ToolName], environment: Environment) -> Self {
+    /// Reads the instruction files and skills and writes the prompt, ending with the session's
+    /// `pins`: a section of the prompt reaches the model once per request, however many
+    /// handoffs the session's chain holds.
+    pub fn build(sources: &PromptSources, tools: &[ToolName], environment: Environment, pins: Vec<String>) -> Self {
         let cwd = environment.cwd.as_path();
         let candidates: Vec<PathBuf> = instructions::folders(sources.user_dir.as_deref(), cwd)
             .iter()
@@ -119,12 +123,20 @@ impl SystemPrompt {
             Vec::new()
         };
         stamps.extend(skills.iter().map(|s| Stamp::of(s.path.clone())));
-        let text = write(sources, tools, &files, &skills, &environment);
+        let mut text = write(sources, tools, &files, &skills, &environment);
+        let pinned = crate::core::session::pins::prompt_section(&pins);
+        if !pinned.is_empty() {
+            // Last, after the environment: the prefix a provider caches stays the same when
+            // the pins change.
+            text.push_str("\n\n");
+            text.push_str(&pinned);
+        }
         SystemPrompt {
             text,
             instruction_files: files.into_iter().map(|f| f.path).collect(),
             skills,
             environment,
+            pins,
             stamps,
         }
     }

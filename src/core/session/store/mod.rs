@@ -317,6 +317,24 @@ impl SessionManager {
         self.append(kind::CUSTOM_MESSAGE, fields)
     }
 
+    /// pi's extension entry (`"type":"custom"`): kept and resumed past, never sent to a model.
+    pub fn append_custom_entry(&mut self, custom_type: &str, data: Value) -> Result<String, SessionError> {
+        self.append(
+            kind::CUSTOM,
+            Map::from_iter([("customType".to_string(), Value::String(custom_type.into())), ("data".to_string(), data)]),
+        )
+    }
+
+    /// The pins of the current branch ([`super::pins`]).
+    pub fn pins(&self) -> Vec<String> {
+        super::pins::of_branch(&self.get_branch(None))
+    }
+
+    /// Makes `pins` the branch's list from here on.
+    pub fn set_pins(&mut self, pins: &[String]) -> Result<String, SessionError> {
+        self.append_custom_entry(super::pins::CUSTOM_TYPE, super::pins::data(pins))
+    }
+
     pub fn append_model_change(&mut self, provider: &str, model_id: &str) -> Result<String, SessionError> {
         self.append(
             kind::MODEL_CHANGE,
