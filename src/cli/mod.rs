@@ -314,7 +314,7 @@ async fn prompt(
         Ran::Steered | Ran::Nothing => exit::REFUSED,
         // The list after the command, on stdout; a refusal was told on stderr (its notice).
         Ran::Pins(Ok(pins)) => {
-            println!("{}", controller::text::pins(&pins));
+            writeln!(std::io::stdout(), "{}", controller::text::pins(&pins))?;
             exit::OK
         }
         Ran::Pins(Err(_)) => exit::FAILURE,
