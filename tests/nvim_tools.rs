@@ -193,7 +193,8 @@ async fn bash_output_streams_into_the_chat_and_the_stop_key_kills_the_command() 
         assert!(!pids.is_empty(), "no process runs {marker}");
         // The output shows while the command still runs.
         ed.wait_until("table.concat(T.chat(), '\\n'):find('line5', 1, true) ~= nil", Duration::from_secs(10)).await;
-        assert!(pids.iter().all(|p| process_alive(*p)));
+        // (A child bash forked for `sleep 0.1` holds the marker until its exec: it may be gone.)
+        assert!(pids.iter().any(|p| process_alive(*p)), "the command runs");
         // The stop key (<C-c> in the chat) stops the run and the command's process group.
         ed.lua("vim.api.nvim_set_current_win(vim.fn.win_findbuf(require('handoff.chat').chat_buf)[1])", json!([])).await;
         // The command sleeps 30 s: the run ending and the shell gone well before is the stop.
