@@ -220,7 +220,7 @@ mod tests {
         assert!(doc.contains("(the last tool results are from: read)"), "{doc}");
         // The budget leaves the long old question out; the host's reminder is never quoted.
         assert!(!doc.contains("old question") && !doc.contains("reminder"), "{doc}");
-        assert!(doc.contains("3 earlier messages left out"), "{doc}");
+        assert!(doc.contains("(1 earlier messages left out)"), "{doc}");
         // Deterministic: the same branch gives the same document.
         assert_eq!(doc, document(&refs, &carried, &wall(), "HTTP 500", 100));
     }
