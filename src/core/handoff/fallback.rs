@@ -194,10 +194,10 @@ mod tests {
         vec![
             entry("1", json!({ "role": "user", "content": "old question ".repeat(200) })),
             entry("2", json!({ "role": "assistant", "content": [{ "type": "text", "text": "old answer" }] })),
+            entry("6", json!({ "role": "user", "content": "reminder", "handoffAuthor": "todo_reminder" })),
             entry("3", json!({ "role": "user", "content": "read notes.txt" })),
             entry("4", json!({ "role": "assistant", "content": [{ "type": "toolCall", "id": "c1", "name": "read", "arguments": { "path": "notes.txt" } }] })),
             entry("5", json!({ "role": "toolResult", "toolCallId": "c1", "toolName": "read", "content": [{ "type": "text", "text": "the number is 42" }] })),
-            entry("6", json!({ "role": "user", "content": "reminder", "handoffAuthor": "todo_reminder" })),
         ]
     }
 
