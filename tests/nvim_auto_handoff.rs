@@ -211,3 +211,29 @@ async fn the_banner_and_the_meter_say_the_same_percentage() {
     })
     .await;
 }
+
+/// Never die at the wall: the handoff request fails (a server error), the chat says the work goes
+/// on from the host's own document, and the task finishes in the new session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_handoff_request_at_the_wall_goes_on_from_the_hosts_document_and_the_chat_says_so() {
+    bounded(async {
+        let (ed, file) = editor().await;
+        let old = ed.session_file().await;
+        let call = MockToolCall::new("read", &json!({ "path": file.to_str().unwrap() }), 1).with_id("call_1");
+        let calls = MockReply::ToolCalls { calls: vec![call], text_before: Vec::new(), chunk_delay_ms: 0, stop: "tool_calls".into(), interleave: false };
+        ed.mock.push(calls.with_usage(MockUsage { input: 15_000, output: Some(50), ..MockUsage::default() }));
+        ed.mock.push(MockReply::Status { status: 500, body: "internal error".into(), retry_after: None });
+        ed.mock.push(MockReply::text("Done in the new session."));
+        ed.lua("require('handoff').prompt('read notes.txt and report the number')", json!([])).await;
+        let end = ed.wait_event("HandoffAutoEnd", 1).await;
+        assert_eq!(end["result"], "done", "{end}");
+        ed.wait_until("table.concat(T.chat(), '\\n'):find('continuing from a handoff written without the model (', 1, true) ~= nil", T).await;
+        ed.wait_until("table.concat(T.chat(), '\\n'):find('Done in the new session.', 1, true) ~= nil", T).await;
+        assert_ne!(ed.session_file().await, old, "the new session is in force");
+        let users = user_texts(&ed);
+        assert!(users[0].contains("# Handoff written by handoff.nvim without the model"), "{users:?}");
+        assert!(users[0].contains("read notes.txt and report the number"), "{users:?}");
+        ed.quit().await;
+    })
+    .await;
+}

@@ -36,7 +36,9 @@ const DISPATCH: &str = "return require('handoff.events').dispatch(...)";
 
 enum Item {
     Delta { thinking: bool, text: String, tokens: u64 },
-    Record(Record),
+    /// Boxed: a record (a handoff's outcome with its document and paths) is many times a
+    /// delta's size, and the queue holds mostly deltas.
+    Record(Box<Record>),
 }
 
 #[derive(Default)]
@@ -75,13 +77,13 @@ impl Outbox {
                     .items
                     .iter_mut()
                     .rev()
-                    .find(|item| matches!(item, Item::Record(Record::ToolUpdate { id: w, .. }) if w == id));
+                    .find(|item| matches!(item, Item::Record(r) if matches!(&**r, Record::ToolUpdate { id: w, .. } if w == id)));
                 if let Some(waiting) = waiting {
-                    *waiting = Item::Record(record);
+                    *waiting = Item::Record(Box::new(record));
                     continue;
                 }
             }
-            pending.items.push_back(Item::Record(record));
+            pending.items.push_back(Item::Record(Box::new(record)));
         }
         drop(pending);
         self.ready.notify_one();
@@ -137,7 +139,7 @@ impl Outbox {
             }
             match pending.items.pop_front() {
                 Some(Item::Delta { thinking, text, tokens }) => out.push(delta(thinking, text, tokens)),
-                Some(Item::Record(v)) => out.push(v),
+                Some(Item::Record(v)) => out.push(*v),
                 None => break,
             }
         }

@@ -50,6 +50,10 @@ pub enum HandoffOutcome {
         /// The facts the host appended after the document (rendered; absent when none).
         #[serde(skip_serializing_if = "Option::is_none")]
         facts: Option<String>,
+        /// Why the document is the host's own, written without the model (an automatic
+        /// handoff whose request failed: `core::handoff::fallback`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        fallback: Option<String>,
     },
     /// Review mode: the document (and the facts after it) waits for the user to edit and
     /// write it (`Handoff::commit`) or to discard it (`Handoff::discard`).

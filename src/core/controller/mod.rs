@@ -63,12 +63,27 @@ pub mod text {
 
     /// How an automatic handoff that succeeded is told.
     pub fn auto_done(wall: &super::Wall) -> String {
-        let why = match wall.reason {
+        format!("Handed off automatically ({}): {}", auto_why(wall), auto_next(wall))
+    }
+
+    /// How an automatic handoff whose document the host wrote is told (the model wrote none).
+    pub fn auto_fallback(wall: &super::Wall, reason: &str) -> String {
+        format!(
+            "Handed off automatically ({}), continuing from a handoff written without the model ({reason}): {}",
+            auto_why(wall),
+            auto_next(wall)
+        )
+    }
+
+    fn auto_why(wall: &super::Wall) -> String {
+        match wall.reason {
             super::WallReason::Threshold => format!("context {}% full", percent(wall.tokens, wall.window)),
             super::WallReason::Overflow => "context overflow".into(),
-        };
-        let next = if wall.in_flight { "the work goes on in the new session" } else { "the new session waits for your next prompt" };
-        format!("Handed off automatically ({why}): {next}")
+        }
+    }
+
+    fn auto_next(wall: &super::Wall) -> &'static str {
+        if wall.in_flight { "the work goes on in the new session" } else { "the new session waits for your next prompt" }
     }
 
     /// How a cancelled automatic handoff is told: what may happen now, and what to do.
@@ -231,9 +246,13 @@ pub fn handoff_end_notices(outcome: &HandoffOutcome, auto: Option<&Wall>) -> Vec
 /// The messages for an automatic handoff's outcome (at `wall`).
 pub fn auto_handoff_notices(outcome: &HandoffOutcome, wall: &Wall) -> Vec<Notice> {
     match outcome {
-        HandoffOutcome::Done { missing_sections, document_file, .. } => {
+        HandoffOutcome::Done { missing_sections, document_file, fallback, .. } => {
+            let first = match fallback {
+                Some(reason) => Notice::new(Level::Warn, text::auto_fallback(wall, reason)),
+                None => Notice::new(Level::Info, text::auto_done(wall)),
+            };
             let mut notices = vec![
-                Notice::new(Level::Info, text::auto_done(wall)),
+                first,
                 Notice::new(Level::Info, format!("The handoff document is in {document_file}")),
             ];
             if !missing_sections.is_empty() {

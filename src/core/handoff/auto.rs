@@ -99,14 +99,16 @@ fn typed_by_user(entry: &SessionEntry) -> Option<String> {
     (!text.trim().is_empty()).then_some(text)
 }
 
-fn clip_middle(text: &str) -> String {
+/// `text` with its middle left out when longer than `max` characters (its start and end are
+/// what a reader needs: the ask and the last lines of an output).
+pub(super) fn clip_middle(text: &str, max: usize) -> String {
     let chars: Vec<char> = text.chars().collect();
-    if chars.len() <= MAX_QUOTED {
+    if chars.len() <= max {
         return text.to_string();
     }
-    let head: String = chars[..MAX_QUOTED / 2].iter().collect();
-    let tail: String = chars[chars.len() - MAX_QUOTED / 2..].iter().collect();
-    format!("{head}\n[… {} characters left out …]\n{tail}", chars.len() - MAX_QUOTED)
+    let head: String = chars[..max / 2].iter().collect();
+    let tail: String = chars[chars.len() - max / 2..].iter().collect();
+    format!("{head}\n[… {} characters left out …]\n{tail}", chars.len() - max)
 }
 
 impl UserWords {
@@ -120,7 +122,7 @@ impl UserWords {
         let task = carried.or_else(|| branch.iter().find_map(|e| typed_by_user(e)));
         let latest = branch.iter().rev().find_map(|e| typed_by_user(e));
         let latest = latest.filter(|l| Some(l) != task.as_ref());
-        UserWords { task: task.map(|t| clip_middle(&t)), latest: latest.map(|l| clip_middle(&l)) }
+        UserWords { task: task.map(|t| clip_middle(&t, MAX_QUOTED)), latest: latest.map(|l| clip_middle(&l, MAX_QUOTED)) }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -143,13 +145,7 @@ impl UserWords {
 /// The focus of an automatic handoff: why it happens, and the step in flight, so the document's
 /// Next Steps name the task's very next action.
 pub fn focus(wall: &Wall, last_tools: &[String]) -> String {
-    let why = match wall.reason {
-        WallReason::Threshold => format!(
-            "This handoff is automatic: the conversation reached about {} of the model's {} tokens.",
-            wall.tokens, wall.window
-        ),
-        WallReason::Overflow => "This handoff is automatic: the model refused the last request as larger than its context window.".to_string(),
-    };
+    let why = why(wall);
     let step = if wall.in_flight {
         let tools = if last_tools.is_empty() {
             String::new()
@@ -163,6 +159,17 @@ pub fn focus(wall: &Wall, last_tools: &[String]) -> String {
         "The last reply answered the user: the new session waits for the user's next request.".to_string()
     };
     format!("{why} {step} Never list writing a handoff as a step.")
+}
+
+/// Why an automatic handoff happens, in one sentence (the focus and the fallback document).
+pub fn why(wall: &Wall) -> String {
+    match wall.reason {
+        WallReason::Threshold => format!(
+            "This handoff is automatic: the conversation reached about {} of the model's {} tokens.",
+            wall.tokens, wall.window
+        ),
+        WallReason::Overflow => "This handoff is automatic: the model refused the last request as larger than its context window.".to_string(),
+    }
 }
 
 /// The tools of the last turn that ran any, newest call last (for the focus).
@@ -227,8 +234,8 @@ mod tests {
     #[test]
     fn a_long_message_is_quoted_with_its_middle_left_out() {
         let long = format!("{}{}", "a".repeat(5000), "z");
-        let clipped = clip_middle(&long);
+        let clipped = clip_middle(&long, MAX_QUOTED);
         assert!(clipped.starts_with("aaa") && clipped.ends_with('z') && clipped.contains("left out"));
-        assert_eq!(clip_middle("short"), "short");
+        assert_eq!(clip_middle("short", MAX_QUOTED), "short");
     }
 }

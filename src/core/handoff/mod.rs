@@ -40,6 +40,7 @@ const CONTEXT_SENTENCE: &str =
 
 pub mod auto;
 pub mod facts;
+pub mod fallback;
 
 pub use auto::{AutoHandoff, UserWords};
 pub use facts::Facts;
@@ -105,6 +106,8 @@ pub struct Carried {
     pub facts: Facts,
     pub words: UserWords,
     pub auto: Option<Wall>,
+    /// Why the document is the host's (`fallback`): the model wrote none.
+    pub fallback: Option<String>,
 }
 
 impl Carried {
@@ -113,7 +116,7 @@ impl Carried {
         let session = agent.session();
         let branch = session.get_branch(None);
         let words = if auto.is_some() { UserWords::of_branch(&branch) } else { UserWords::default() };
-        Carried { facts: Facts::gather(&branch), words, auto }
+        Carried { facts: Facts::gather(&branch), words, auto, fallback: None }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -135,6 +138,9 @@ impl Carried {
             }
             if let Some(wall) = &self.auto {
                 map.insert("auto".into(), auto::details(wall));
+            }
+            if let Some(reason) = &self.fallback {
+                map.insert("fallback".into(), fallback::details(reason));
             }
         }
         details
@@ -357,7 +363,14 @@ impl Handoff {
         };
         let _clear = AbortControllerGuard(self);
         agent.emit(AgentEvent::HandoffStart { focus: focus.clone(), auto });
-        let outcome = match generate(agent, focus.as_deref(), &token, claim, auto).await {
+        let generated = match (generate(agent, focus.as_deref(), &token, claim, auto).await, auto) {
+            // At the wall the work must go on: the host writes the document the model did not.
+            (Err(reason), Some(wall)) if fallback::applies(&reason) && !token.is_cancelled() => {
+                Ok(host_document(agent, wall, &reason))
+            }
+            (generated, _) => generated,
+        };
+        let outcome = match generated {
             Err(reason) => reason.into(),
             Ok((document, carried, elided)) if review => {
                 let text = with_facts(&document, &carried);
@@ -395,7 +408,10 @@ impl Handoff {
             // The text already holds the facts as the user left them; the entry's details keep
             // what the host knows, for the handoffs after this one.
             match start_new_session(agent, text, &draft.carried) {
-                Ok(new) => done(text.to_string(), &Carried::default(), new, None),
+                Ok(new) => {
+                    let fallback = Carried { fallback: draft.carried.fallback.clone(), ..Carried::default() };
+                    done(text.to_string(), &fallback, new, None)
+                }
                 Err(reason) => reason.into(),
             }
         };
@@ -420,7 +436,24 @@ fn done(document: String, carried: &Carried, new: NewSession, elided: Option<Str
         document_file: new.document_file.to_string_lossy().into_owned(),
         elided,
         facts: (!carried.is_empty()).then(|| carried.render()),
+        fallback: carried.fallback.clone(),
     }
+}
+
+/// The host's document for an automatic handoff at `wall` the model could not write
+/// ([`fallback`]), with what is carried after it and why, in the entry's details. Nothing of the
+/// failed attempts reaches the old session (they ran detached).
+fn host_document(agent: &AgentSession, wall: Wall, reason: &NoDocument) -> (String, Carried, Option<String>) {
+    let why = fallback::reason_text(reason);
+    tracing::warn!(reason = %why, "the automatic handoff's document could not be written: the host writes it");
+    let mut carried = Carried::gather(agent, Some(wall));
+    let budget = fallback::turns_budget(agent.provider_config().context_window);
+    let document = {
+        let session = agent.session();
+        fallback::document(&session.get_branch(None), &carried, &wall, &why, budget)
+    };
+    carried.fallback = Some(why);
+    (document, carried, None)
 }
 
 /// Steps 1–3 after the start: the run and the capture. Returns the document, what the host
