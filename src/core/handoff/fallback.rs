@@ -79,11 +79,13 @@ pub fn document(branch: &[&SessionEntry], carried: &Carried, wall: &Wall, reason
 
     out.push("## Progress".into());
     let mut progress = Vec::new();
-    let count = |n: usize, what: &str, tag: &str| (n > 0).then(|| format!("- {n} {what} (<{tag}>)."));
-    progress.extend(count(facts.modified_files.len(), "files modified", "modified-files"));
-    progress.extend(count(facts.read_files.len(), "files read only", "read-files"));
-    progress.extend(count(facts.commands.len(), "recent commands, with their exit codes", "commands-run"));
-    progress.extend(count(facts.todos.len(), "todos still open", "open-todos"));
+    let count = |n: usize, (one, many): (&str, &str), tag: &str| {
+        (n > 0).then(|| format!("- {n} {} (<{tag}>).", if n == 1 { one } else { many }))
+    };
+    progress.extend(count(facts.modified_files.len(), ("file modified", "files modified"), "modified-files"));
+    progress.extend(count(facts.read_files.len(), ("file read only", "files read only"), "read-files"));
+    progress.extend(count(facts.commands.len(), ("recent command, with its exit code", "recent commands, with their exit codes"), "commands-run"));
+    progress.extend(count(facts.todos.len(), ("todo still open", "todos still open"), "open-todos"));
     if progress.is_empty() {
         progress.push("- Nothing recorded: see the last turns below.".into());
     }
@@ -214,7 +216,7 @@ mod tests {
         let doc = document(&refs, &carried, &wall(), "HTTP 500", 100);
         assert!(doc.starts_with(TITLE), "{doc}");
         assert!(missing_sections(&doc).is_empty(), "{doc}");
-        assert!(doc.contains("(HTTP 500)") && doc.contains("1 files read only (<read-files>)"), "{doc}");
+        assert!(doc.contains("(HTTP 500)") && doc.contains("1 file read only (<read-files>)"), "{doc}");
         assert!(doc.contains("[read result]\nthe number is 42"), "{doc}");
         assert!(doc.contains(r#"(calls read {"path":"notes.txt"})"#), "{doc}");
         assert!(doc.contains("(the last tool results are from: read)"), "{doc}");
