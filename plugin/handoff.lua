@@ -51,6 +51,11 @@ vim.api.nvim_create_user_command("HandoffStop", function()
   api().abort()
 end, { desc = "handoff.nvim: stop the response or cancel the handoff" })
 
+vim.api.nvim_create_user_command("HandoffBack", function()
+  -- Through the host's one parser, as `/back` typed in the prompt.
+  api().prompt("/back", { expand = false })
+end, { desc = "handoff.nvim: go back to the session this one was handed off from" })
+
 vim.api.nvim_create_user_command("HandoffNew", function()
   api().new_session()
 end, { desc = "handoff.nvim: start a new session" })

@@ -1,5 +1,5 @@
 --- Slash commands of the prompt buffer: `/handoff [focus instructions]`, `/pin {text}`, `/pins`,
---- `/unpin {number}`, `/new`, `/sessions`,
+--- `/unpin {number}`, `/back`, `/new`, `/sessions`,
 --- `/model [name]`, `/thinking [level]`, and the user's prompt templates (`/name args`, expanded
 --- by the host). Completion (omnifunc, opened by typing `/` at the start, or `#`/`@` for context,
 --- see `handoff.completion`; after a command with `complete`, its argument) and inline hints for
@@ -39,6 +39,12 @@ M.builtin = {
     name = "unpin",
     hint = "{number}",
     description = "Remove a pin (its number in /pins)",
+  },
+  {
+    name = "back",
+    hint = "",
+    description = "Go back to the session this one was handed off from",
+    -- No `run`: the host's one parser intercepts it.
   },
   {
     name = "new",

@@ -318,6 +318,12 @@ async fn prompt(
             exit::OK
         }
         Ran::Pins(Err(_)) => exit::FAILURE,
+        // The parent's file, now the current session, on stdout (as a handoff names its new one).
+        Ran::Back(Ok(parent)) => {
+            writeln!(std::io::stdout(), "{}", parent.display())?;
+            exit::OK
+        }
+        Ran::Back(Err(_)) => exit::FAILURE,
     })
 }
 

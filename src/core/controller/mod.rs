@@ -100,6 +100,14 @@ pub mod text {
     }
 
     /// What each command is called in [`busy`].
+    /// `/back` in a session that was not handed off from another.
+    pub const NO_PARENT: &str = "This session was not handed off from another: there is nothing to go back to.";
+
+    /// `/back` done.
+    pub fn back(parent: &std::path::Path) -> String {
+        format!("Back in the session this one was handed off from ({}); the next prompt goes there.", parent.display())
+    }
+
     pub mod doing {
         pub const HAND_OFF: &str = "hand off";
         pub const NEW_SESSION: &str = "start a new session";
@@ -131,6 +139,8 @@ pub enum Input {
     Handoff { focus: String },
     /// `/pin TEXT`, `/pins`, `/unpin N`: intercepted, never sent to the model.
     Pin(PinCommand),
+    /// `/back`: back to the session this one was handed off from.
+    Back,
     /// Anything else is a prompt (templates expand later, in the agent).
     Prompt(String),
 }
@@ -164,6 +174,9 @@ pub fn pin_command(input: &str) -> Option<PinCommand> {
 pub fn classify_input(text: &str) -> Input {
     if let Some(focus) = handoff::is_handoff_command(text) {
         return Input::Handoff { focus: focus.to_string() };
+    }
+    if text.trim() == "/back" {
+        return Input::Back;
     }
     match pin_command(text) {
         Some(command) => Input::Pin(command),
@@ -342,6 +355,8 @@ pub enum Ran {
     Nothing,
     /// A pin command: the pins after it, or why it did nothing (told as a notice too).
     Pins(Result<Vec<String>, Failure>),
+    /// `/back`: the parent session's file, now the current one, or why not (told as a notice too).
+    Back(Result<std::path::PathBuf, Failure>),
 }
 
 /// One agent session driven by one front end: input classification and the session commands;
@@ -472,6 +487,14 @@ impl Controller {
                 }
                 Ran::Pins(result)
             }
+            Input::Back => {
+                let result = self.back().await;
+                match &result {
+                    Ok(parent) => self.notice(Level::Info, text::back(parent)),
+                    Err(failure) => self.notice(Level::Warn, failure.message.clone()),
+                }
+                Ran::Back(result)
+            }
             Input::Prompt(text) if text.trim().is_empty() => Ran::Nothing,
             Input::Prompt(text) => self.lifecycle.prompt(&text).await,
         }
@@ -526,6 +549,24 @@ impl Controller {
             .switch_to(session, crate::core::agent::SwitchReason::Resume)
             .map(drop)
             .map_err(|e| failure_of(e, text::doing::RESUME))
+    }
+
+    /// `/back`: continues in the session this one was handed off (or forked) from, as that file
+    /// holds it; this one stays in the session list. Refused in a session without a parent.
+    pub async fn back(&self) -> Result<std::path::PathBuf, Failure> {
+        let (parent, dir) = {
+            let session = self.agent().session();
+            (session.header().parent_session.clone(), session.session_dir().to_path_buf())
+        };
+        let Some(parent) = parent.map(std::path::PathBuf::from) else {
+            return Err(Failure::invalid(text::NO_PARENT));
+        };
+        let file = parent.clone();
+        let loaded = tokio::task::spawn_blocking(move || SessionManager::open(&file, &dir))
+            .await
+            .map_err(|e| Failure::invalid(format!("cannot open the parent session: {e}")))?;
+        self.resume(loaded.map_err(session_failure)?)?;
+        Ok(parent)
     }
 
     /// Switches the model of this session (recorded as pi records it).
