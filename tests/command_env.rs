@@ -11,6 +11,8 @@
 
 mod common;
 
+use common::sandbox::enforced;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -19,7 +21,7 @@ use common::tool_calls_reply;
 use handoff_mock::{MockReply, MockServer, MockToolCall};
 use handoff_nvim::core::agent::{AgentConfig, AgentSession, RunOptions};
 use handoff_nvim::core::mcp::{McpConfig, McpHub, McpSettings, TrustStore};
-use handoff_nvim::core::sandbox::{SandboxMode, SandboxSettings, Support};
+use handoff_nvim::core::sandbox::{SandboxMode, SandboxSettings};
 use handoff_nvim::core::session::SessionManager;
 use handoff_nvim::core::tools::consent::Policy;
 use handoff_nvim::core::tools::{EnvPolicy, EnvSettings, Inherit, ToolRegistry};
@@ -43,20 +45,6 @@ const SOCKETS: [(&str, &str); 3] = [
     ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/tmp/canary-dbus-5156"),
 ];
 
-/// Whether the sandbox can be enforced here (else the sandboxed runs are skipped, as in
-/// tests/sandbox.rs; CI requires it with `HANDOFF_REQUIRE_SANDBOX=1`).
-fn enforced(test: &str) -> bool {
-    match Support::probe().enforceable() {
-        Ok(()) => true,
-        Err(why) if std::env::var("HANDOFF_REQUIRE_SANDBOX").is_ok_and(|v| v == "1") => {
-            panic!("{test}: HANDOFF_REQUIRE_SANDBOX=1 but the sandbox cannot be enforced: {why}")
-        }
-        Err(why) => {
-            eprintln!("SKIPPED {test}: {why}");
-            false
-        }
-    }
-}
 
 /// Everything one CLI run left: its output, what the mock received, the session file, and the
 /// text of bash's result.

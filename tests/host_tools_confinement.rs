@@ -11,7 +11,8 @@
 
 mod common;
 
-use std::collections::VecDeque;
+use common::sandbox::Recorder;
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -265,29 +266,8 @@ async fn ordinary_calls_inside_the_project_run_unasked() {
 // ---------------------------------------------------------------------------------------------
 // The agent: what the approval says, "always" once, a deny rule first
 
-/// Answers from a list and records what it was asked.
-struct Recorder {
-    answers: Mutex<VecDeque<Decision>>,
-    asked: Mutex<Vec<ApprovalRequest>>,
-}
 
-impl Recorder {
-    fn new(answers: Vec<Decision>) -> Arc<Recorder> {
-        Arc::new(Recorder { answers: Mutex::new(answers.into()), asked: Mutex::new(Vec::new()) })
-    }
 
-    fn asked(&self) -> Vec<ApprovalRequest> {
-        self.asked.lock().unwrap().clone()
-    }
-}
-
-#[async_trait]
-impl Consent for Recorder {
-    async fn ask(&self, request: ApprovalRequest) -> Decision {
-        self.asked.lock().unwrap().push(request);
-        self.answers.lock().unwrap().pop_front().unwrap_or(Decision::Reject { reason: Some("not scripted".into()) })
-    }
-}
 
 fn agent(mock: &MockServer, d: &Dirs, policy: Policy, mode: SandboxMode) -> Arc<AgentSession> {
     let config = AgentConfig {

@@ -10,20 +10,22 @@
 
 mod common;
 
-use std::collections::VecDeque;
+use common::sandbox::Recorder;
+
+use common::sandbox::enforced;
+
 use std::io::{ErrorKind, Read};
 use std::net::{TcpListener, UdpSocket};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use common::tool_calls_reply;
 use handoff_mock::{MockReply, MockServer, MockToolCall};
 use handoff_nvim::core::agent::{AgentConfig, AgentSession, RunOptions};
-use handoff_nvim::core::sandbox::{Sandboxed, SandboxMode, SandboxSettings, Support, SIMULATED_ABI_VAR};
+use handoff_nvim::core::sandbox::{Sandboxed, SandboxMode, SandboxSettings, SIMULATED_ABI_VAR};
 use handoff_nvim::core::session::SessionManager;
-use handoff_nvim::core::tools::consent::{ApprovalRequest, Consent, Decision, Level, Policy};
+use handoff_nvim::core::tools::consent::{Decision, Level, Policy};
 use handoff_nvim::core::tools::{execute, ToolContext, ToolOutput};
 use serde_json::{json, Value};
 
@@ -31,20 +33,6 @@ const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
 /// The helper the host runs commands through (`handoff-nvim sandbox-exec` is the same).
 const HELPER: &str = env!("CARGO_BIN_EXE_handoff-sandbox");
 
-/// Whether the sandbox can be enforced here; if not, says the test is skipped (or fails, when
-/// CI requires the sandbox).
-fn enforced(test: &str) -> bool {
-    match Support::probe().enforceable() {
-        Ok(()) => true,
-        Err(why) if std::env::var("HANDOFF_REQUIRE_SANDBOX").is_ok_and(|v| v == "1") => {
-            panic!("{test}: HANDOFF_REQUIRE_SANDBOX=1 but the sandbox cannot be enforced: {why}")
-        }
-        Err(why) => {
-            eprintln!("SKIPPED {test}: {why}");
-            false
-        }
-    }
-}
 
 /// A project folder, a folder outside it, and the sandbox's temp folder.
 struct Dirs {
@@ -301,29 +289,8 @@ fn an_unenforceable_sandbox_is_refused_by_the_helper_and_the_cli() {
 // ---------------------------------------------------------------------------------------------
 // The agent: the escalation, allow_sandboxed
 
-/// A front end that answers from a list and records what it was asked.
-struct Recorder {
-    answers: Mutex<VecDeque<Decision>>,
-    asked: Mutex<Vec<ApprovalRequest>>,
-}
 
-impl Recorder {
-    fn new(answers: Vec<Decision>) -> Arc<Recorder> {
-        Arc::new(Recorder { answers: Mutex::new(answers.into()), asked: Mutex::new(Vec::new()) })
-    }
 
-    fn asked(&self) -> Vec<ApprovalRequest> {
-        self.asked.lock().unwrap().clone()
-    }
-}
-
-#[async_trait]
-impl Consent for Recorder {
-    async fn ask(&self, request: ApprovalRequest) -> Decision {
-        self.asked.lock().unwrap().push(request);
-        self.answers.lock().unwrap().pop_front().unwrap_or(Decision::Reject { reason: Some("not scripted".into()) })
-    }
-}
 
 fn agent(mock: &MockServer, d: &Dirs, policy: Policy) -> Arc<AgentSession> {
     let config = AgentConfig { policy, ..AgentConfig::new(common::config(mock)) };

@@ -12,6 +12,8 @@
 
 mod common;
 
+use common::sandbox::{required, skipped};
+
 use std::io::ErrorKind;
 use std::os::unix::net::{UnixDatagram, UnixListener};
 use std::path::{Path, PathBuf};
@@ -24,21 +26,15 @@ use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
 
-fn required() -> bool {
-    std::env::var("HANDOFF_REQUIRE_SANDBOX").is_ok_and(|v| v == "1")
-}
 
 /// Whether the whole sandbox, mount namespace included, holds here; if not, says the test is
 /// skipped (or fails, when CI requires the sandbox).
 fn enforced(test: &str) -> bool {
-    let why = match (Support::probe().enforceable(), mount_namespaces()) {
-        (Ok(()), Ok(())) => return true,
-        (Err(why), _) => why,
-        (_, Err(why)) => format!("no mount namespace for sandboxed commands: {why}"),
-    };
-    assert!(!required(), "{test}: HANDOFF_REQUIRE_SANDBOX=1 but the sandbox cannot be enforced: {why}");
-    eprintln!("SKIPPED {test}: {why}");
-    false
+    match (Support::probe().enforceable(), mount_namespaces()) {
+        (Ok(()), Ok(())) => true,
+        (Err(why), _) => skipped(test, &why),
+        (_, Err(why)) => skipped(test, &format!("no mount namespace for sandboxed commands: {why}")),
+    }
 }
 
 fn which(program: &str) -> Option<PathBuf> {

@@ -5,6 +5,7 @@
 
 pub mod nvim;
 pub mod pi;
+pub mod sandbox;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
