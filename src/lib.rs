@@ -1,8 +1,10 @@
-//! handoff.nvim's host crate: the engine (`core`) and the two front ends that drive it, the
-//! Neovim msgpack-RPC host (`nvim`) and the headless command line (`cli`).
+//! handoff.nvim's host crate: the engine (`core`) and the three front ends that drive it, the
+//! Neovim msgpack-RPC host (`nvim`), the headless command line (`cli`) and the Agent Client
+//! Protocol agent (`acp`).
 //!
 //! `core` imports nothing of a front end (a test walks `src/core` to keep it so).
 
+pub mod acp;
 pub mod cli;
 pub mod core;
 pub mod frontend_paths;

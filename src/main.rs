@@ -50,7 +50,8 @@ fn main() -> ExitCode {
         return handoff_nvim::cli::sandbox_exec_main(std::env::args_os().skip(1));
     }
     let cli = Cli::parse();
-    let is_rpc = cli.command.as_ref().is_none_or(|c| matches!(c, Command::Rpc));
+    // The ACP agent's stdout is its JSON-RPC channel too: it logs as the host does.
+    let is_rpc = cli.command.as_ref().is_none_or(|c| matches!(c, Command::Rpc | Command::Acp));
     init_logging(&cli, is_rpc);
     let Cli { settings, command, trust_project_mcp, .. } = cli;
     let mut settings = Settings::from(settings);

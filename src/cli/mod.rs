@@ -52,6 +52,10 @@ pub struct Cli {
 pub enum Command {
     /// Serve Neovim over msgpack-RPC on stdin/stdout (the default).
     Rpc,
+    /// Serve the Agent Client Protocol (v1) on stdin/stdout: this agent, /handoff included, in
+    /// Zed, codecompanion.nvim, avante.nvim and any other ACP client. Takes every settings
+    /// flag; stdout carries JSON-RPC only, logs go to --log-file (`:help handoff-acp`).
+    Acp,
     /// Send one prompt; the reply streams to stdout, the session path goes to stderr.
     /// `/handoff [focus]` hands the session off instead, as in the editor: the new session's
     /// path goes to stdout, with the exit codes of `handoff`.
@@ -401,7 +405,7 @@ pub fn run_local(command: &Command, settings: &Settings) -> Option<anyhow::Resul
         Command::Context { file } => Some(print_context(file, settings)),
         Command::Todos { file } => Some(print_todos(file, settings)),
         Command::Sessions { cwd } => Some(print_sessions(cwd.clone(), settings)),
-        Command::Rpc | Command::Prompt { .. } | Command::Handoff { .. } | Command::Models => None,
+        Command::Rpc | Command::Acp | Command::Prompt { .. } | Command::Handoff { .. } | Command::Models => None,
     }
 }
 
@@ -498,6 +502,10 @@ pub async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCod
     let code = match command {
         Command::Rpc => {
             crate::nvim::serve(settings).await?;
+            exit::OK
+        }
+        Command::Acp => {
+            crate::acp::serve(settings).await?;
             exit::OK
         }
         Command::Prompt { session, new, cwd, text } => {

@@ -1,0 +1,595 @@
+//! `handoff-nvim acp`: the Agent Client Protocol (v1) on stdin/stdout, a third front end beside
+//! the Neovim host and the CLI, so that any ACP client (Zed, codecompanion.nvim, avante.nvim, …)
+//! drives the same controller: prompts, `/handoff` and the automatic handoff, consent, the
+//! sandbox, sessions pi resumes.
+//!
+//! The ACP `sessionId` is the id of the session file `session/new` created. A handoff changes
+//! the file behind it (the controller's agent switches), never the id: `session/load` of the id
+//! in a later process opens the newest session of its chain (the `parentSession` links).
+//! Nothing but JSON-RPC goes to stdout (`rpc.rs` owns it); logs go to `--log-file`.
+
+mod rpc;
+mod seams;
+mod text;
+mod updates;
+pub mod wire;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use crate::core::agent::{AgentEvent, AgentSession};
+use crate::core::config::Settings;
+use crate::core::controller::{self, Controller, FrontEndTexts, Opened, Ran, SessionChoice};
+use crate::core::handoff::{AutoHandoff, HandoffOutcome};
+use crate::core::mcp::McpHub;
+use crate::core::message::StopReason as ReplyStop;
+use crate::core::provider::ThinkingLevel;
+use crate::core::session::{SessionInfo, SessionManager};
+use crate::core::sync::lock;
+use crate::frontend_paths;
+use rpc::{Incoming, Peer};
+use updates::{Translator, Updates};
+use wire::{code, method, RpcError, StopReason};
+
+/// How long after answering `session/new` (or `session/load`) the command list is sent: Zed
+/// drops updates for a session it has not registered yet.
+const COMMANDS_DELAY: Duration = Duration::from_millis(50);
+
+/// Errors of this front end, each answered as a JSON-RPC error.
+#[derive(Debug, thiserror::Error)]
+enum AcpError {
+    #[error("Invalid params: {0}")]
+    InvalidParams(String),
+    #[error("{}", text::unknown_session(.0))]
+    UnknownSession(String),
+    #[error("Method not found: {0}")]
+    UnknownMethod(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl AcpError {
+    fn into_rpc(self) -> RpcError {
+        let code = match &self {
+            AcpError::InvalidParams(_) => code::INVALID_PARAMS,
+            AcpError::UnknownSession(_) => code::RESOURCE_NOT_FOUND,
+            AcpError::UnknownMethod(_) => code::METHOD_NOT_FOUND,
+            AcpError::Failed(_) => code::INTERNAL_ERROR,
+        };
+        let data = match &self {
+            AcpError::UnknownSession(id) => Some(serde_json::json!({ "sessionId": id })),
+            _ => None,
+        };
+        RpcError::new(code, self.to_string()).data(data)
+    }
+}
+
+type Answer = Result<Value, AcpError>;
+
+fn params<T: DeserializeOwned>(params: Value) -> Result<T, AcpError> {
+    serde_json::from_value(params).map_err(|e| AcpError::InvalidParams(e.to_string()))
+}
+
+fn encode(value: impl Serialize) -> Answer {
+    serde_json::to_value(value).map_err(|e| AcpError::Failed(e.to_string()))
+}
+
+/// A flush request to a session's translator: every event emitted so far is sent before the
+/// answer (a prompt's updates go out before its `stopReason`).
+type Flush = oneshot::Sender<()>;
+
+/// One ACP session: the controller behind it and what the prompt in flight needs.
+struct AcpSession {
+    controller: Arc<Controller>,
+    flush: mpsc::UnboundedSender<Flush>,
+    /// `session/cancel` arrived for the prompt in flight.
+    cancelled: AtomicBool,
+    /// One prompt at a time: a second waits for the first's answer.
+    prompt: tokio::sync::Mutex<()>,
+    updates: Updates,
+}
+
+impl AcpSession {
+    /// Waits until every event emitted so far has been sent as an update.
+    async fn flushed(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.flush.send(tx).is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+struct Server {
+    peer: Peer,
+    settings: Settings,
+    client: Mutex<wire::ClientCapabilities>,
+    sessions: Mutex<HashMap<String, Arc<AcpSession>>>,
+}
+
+/// Serves one ACP client on stdin/stdout until it closes stdin; then stops what runs and
+/// flushes every session.
+pub async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let writer = rpc::spawn_writer(rx);
+    let peer = Peer::new(tx);
+    let server = Arc::new(Server {
+        peer: peer.clone(),
+        settings,
+        client: Mutex::new(wire::ClientCapabilities::default()),
+        sessions: Mutex::new(HashMap::new()),
+    });
+    tracing::info!(pid = std::process::id(), "ACP agent started");
+    rpc::read_lines(&peer, |incoming| match incoming {
+        Incoming::Request { id, method, params } => {
+            let server = server.clone();
+            crate::core::task::spawn("an ACP request", async move {
+                tracing::debug!(%method, "request");
+                let answer = server.answer(&method, params).await;
+                server.peer.respond(id, answer.map_err(AcpError::into_rpc));
+            });
+        }
+        Incoming::Notification { method, params } => server.notified(&method, params),
+    })
+    .await;
+    tracing::info!("the client closed stdin");
+    peer.fail_pending();
+    let sessions: Vec<Arc<AcpSession>> = lock(&server.sessions).values().cloned().collect();
+    for session in sessions {
+        session.controller.abort();
+        if let Err(e) = session.controller.agent().session().flush() {
+            tracing::error!("cannot flush a session at exit: {e}");
+        }
+    }
+    drop(server);
+    drop(peer);
+    let _ = tokio::time::timeout(Duration::from_millis(200), writer).await;
+    Ok(())
+}
+
+impl Server {
+    async fn answer(self: &Arc<Self>, name: &str, params_: Value) -> Answer {
+        match name {
+            method::INITIALIZE => self.initialize(params(params_)?),
+            method::AUTHENTICATE => encode(wire::AuthenticateResponse::default()),
+            method::SESSION_NEW => self.new_session(params_).await,
+            method::SESSION_LOAD => self.load_session(params_).await,
+            method::SESSION_LIST => self.list_sessions(params(params_)?).await,
+            method::SESSION_PROMPT => self.prompt(params(params_)?).await,
+            other => Err(AcpError::UnknownMethod(other.to_string())),
+        }
+    }
+
+    fn notified(&self, name: &str, params_: Value) {
+        match name {
+            method::SESSION_CANCEL => match params::<wire::CancelNotification>(params_) {
+                Ok(cancel) => {
+                    let session = lock(&self.sessions).get(cancel.session_id.0.as_ref()).cloned();
+                    match session {
+                        Some(session) => {
+                            session.cancelled.store(true, Ordering::SeqCst);
+                            session.controller.abort();
+                        }
+                        None => tracing::info!(id = %cancel.session_id, "cancel for an unknown session"),
+                    }
+                }
+                Err(e) => tracing::warn!("session/cancel: {e}"),
+            },
+            other => tracing::info!(method = %other, "notification ignored"),
+        }
+    }
+
+    fn session(&self, id: &wire::SessionId) -> Result<Arc<AcpSession>, AcpError> {
+        lock(&self.sessions).get(id.0.as_ref()).cloned().ok_or_else(|| AcpError::UnknownSession(id.0.to_string()))
+    }
+
+    fn initialize(&self, request: wire::InitializeRequest) -> Answer {
+        *lock(&self.client) = request.client_capabilities;
+        let capabilities = wire::AgentCapabilities::new()
+            .load_session(true)
+            .prompt_capabilities(wire::PromptCapabilities::new().embedded_context(true))
+            .mcp_capabilities(wire::McpCapabilities::new().http(true))
+            .session_capabilities(wire::SessionCapabilities::new().list(wire::SessionListCapabilities::new()));
+        let auth = wire::AuthMethod::Agent(wire::AuthMethodAgent::new("environment", text::AUTH_NAME).description(text::AUTH_DESCRIPTION));
+        encode(
+            wire::InitializeResponse::new(wire::ProtocolVersion::V1)
+                .agent_capabilities(capabilities)
+                .auth_methods(vec![auth])
+                .agent_info(wire::Implementation::new("handoff-nvim", env!("CARGO_PKG_VERSION"))),
+        )
+    }
+
+    /// Opens `choice` for `cwd` with the client's MCP servers beside ours, its consent and
+    /// file access through the client, and registers it as `id` (or the new session's own id).
+    async fn open(
+        self: &Arc<Self>,
+        cwd: PathBuf,
+        choice: SessionChoice,
+        client_servers: Vec<Value>,
+        id: Option<String>,
+    ) -> Result<(String, Arc<AcpSession>), AcpError> {
+        let settings = self.settings.clone();
+        let opened = {
+            let cwd = cwd.clone();
+            tokio::task::spawn_blocking(move || open_agent(&settings, &cwd, &choice, &client_servers))
+                .await
+                .map_err(|e| AcpError::Failed(format!("the loader stopped: {e}")))?
+                .map_err(AcpError::Failed)?
+        };
+        for warning in &opened.warnings {
+            tracing::warn!("{warning}");
+        }
+        let agent = opened.agent;
+        let id = id.unwrap_or_else(|| agent.session().session_id().to_string());
+        let client = lock(&self.client).clone();
+        agent.set_consent(seams::ClientConsent::new(self.peer.clone(), id.clone()));
+        agent.set_file_access(Arc::new(seams::ClientFiles {
+            peer: self.peer.clone(),
+            session_id: id.clone(),
+            read: client.fs.read_text_file,
+            write: client.fs.write_text_file,
+        }));
+        let controller = Controller::new(agent.clone(), FrontEndTexts::default());
+        // A review needs an editor buffer to write the document in: ACP has none, so the
+        // handoff at the wall goes on as with `continue`.
+        controller.set_auto_handoff(match self.settings.auto_handoff() {
+            AutoHandoff::Review => AutoHandoff::Continue,
+            mode => mode,
+        });
+        let updates = Updates { peer: self.peer.clone(), session_id: id.clone() };
+        let compaction = client.session.as_ref().is_some_and(|s| s.compaction.is_some());
+        let translator = Translator::new(updates.clone(), compaction, cwd);
+        let (flush, flushes) = mpsc::unbounded_channel();
+        spawn_translator(translator, agent.clone(), agent.subscribe(), flushes);
+        let session = Arc::new(AcpSession {
+            controller,
+            flush,
+            cancelled: AtomicBool::new(false),
+            prompt: tokio::sync::Mutex::new(()),
+            updates,
+        });
+        if let Some(old) = lock(&self.sessions).insert(id.clone(), session.clone()) {
+            old.controller.abort();
+        }
+        Ok((id, session))
+    }
+
+    async fn new_session(self: &Arc<Self>, raw: Value) -> Answer {
+        let request: wire::NewSessionRequest = params(raw.clone())?;
+        let cwd = absolute_cwd(&request.cwd)?;
+        let servers = client_servers(&raw);
+        let (id, session) = self.open(cwd, SessionChoice::New, servers, None).await?;
+        send_commands_later(session.updates.clone());
+        encode(wire::NewSessionResponse::new(id))
+    }
+
+    /// `session/load`: the session of this id, open here already or the newest of its chain on
+    /// disk, replayed as updates; then answered.
+    async fn load_session(self: &Arc<Self>, raw: Value) -> Answer {
+        let request: wire::LoadSessionRequest = params(raw.clone())?;
+        let id = request.session_id.0.to_string();
+        let cwd = absolute_cwd(&request.cwd)?;
+        let open = lock(&self.sessions).get(&id).cloned();
+        let session = match open {
+            Some(session) => session,
+            None => {
+                let dir = frontend_paths::session_dir(&self.settings);
+                let (find_id, find_cwd) = (id.clone(), cwd.clone());
+                let newest = tokio::task::spawn_blocking(move || newest_of_chain(&dir, &find_cwd, &find_id))
+                    .await
+                    .map_err(|e| AcpError::Failed(format!("the loader stopped: {e}")))??;
+                let servers = client_servers(&raw);
+                self.open(cwd.clone(), SessionChoice::File(newest), servers, Some(id.clone())).await?.1
+            }
+        };
+        {
+            let agent = session.controller.agent();
+            let manager = agent.session();
+            let branch = manager.get_branch(None);
+            updates::replay(&session.updates, &branch, &cwd, &manager.todos());
+        }
+        session.flushed().await;
+        send_commands_later(session.updates.clone());
+        encode(wire::LoadSessionResponse::new())
+    }
+
+    /// `session/list`: one entry per chain of handoffs (under its first session's id, which is
+    /// the ACP id `session/new` gave it), newest first; chains with nothing said are left out.
+    async fn list_sessions(&self, request: wire::ListSessionsRequest) -> Answer {
+        let cwd = match request.cwd {
+            Some(cwd) => absolute_cwd(&cwd)?,
+            None => std::env::current_dir().map_err(|e| AcpError::Failed(e.to_string()))?,
+        };
+        let dir = frontend_paths::session_dir(&self.settings);
+        let list_cwd = cwd.clone();
+        let listed = tokio::task::spawn_blocking(move || SessionManager::list_sessions(&dir, &list_cwd))
+            .await
+            .map_err(|e| AcpError::Failed(e.to_string()))?
+            .map_err(|e| AcpError::Failed(e.to_string()))?;
+        let sessions = chains(&listed)
+            .into_iter()
+            .map(|(root, newest)| {
+                let title = if root.first_message.is_empty() { newest.first_message.clone() } else { root.first_message.clone() };
+                wire::SessionInfo::new(root.id.clone(), cwd.clone())
+                    .title((!title.is_empty()).then_some(title))
+                    .updated_at(newest.timestamp.clone())
+            })
+            .collect();
+        encode(wire::ListSessionsResponse::new(sessions))
+    }
+
+    /// `session/prompt`: the text through the controller (the session commands first), its
+    /// updates, then the stop reason.
+    async fn prompt(&self, request: wire::PromptRequest) -> Answer {
+        let session = self.session(&request.session_id)?;
+        let _one = session.prompt.lock().await;
+        session.cancelled.store(false, Ordering::SeqCst);
+        let input = prompt_text(&request.prompt);
+        let outcome = run_command(&session, &input).await;
+        session.flushed().await;
+        let stop = match outcome {
+            Some(stop) => stop,
+            None => {
+                let ran = session.controller.run_input(&input).await;
+                session.flushed().await;
+                stop_reason(ran, session.cancelled.load(Ordering::SeqCst)).map_err(AcpError::Failed)?
+            }
+        };
+        encode(wire::PromptResponse::new(stop))
+    }
+}
+
+/// Translates a session's events to updates until its agent goes away; a flush request is
+/// answered once every event emitted before it is sent.
+fn spawn_translator(
+    mut translator: Translator,
+    agent: Arc<AgentSession>,
+    mut events: broadcast::Receiver<AgentEvent>,
+    mut flushes: mpsc::UnboundedReceiver<Flush>,
+) {
+    use broadcast::error::{RecvError, TryRecvError};
+    let agent = Arc::downgrade(&agent);
+    crate::core::task::spawn("the ACP updates", async move {
+        loop {
+            tokio::select! {
+                biased;
+                event = events.recv() => match event {
+                    Ok(event) => {
+                        let window = agent.upgrade().map_or(0, |a| a.provider_config().context_window);
+                        translator.event(event, window).await;
+                    }
+                    Err(RecvError::Lagged(n)) => tracing::warn!("{n} agent events were lost to a slow client"),
+                    Err(RecvError::Closed) => break,
+                },
+                flush = flushes.recv() => {
+                    let Some(done) = flush else { break };
+                    loop {
+                        match events.try_recv() {
+                            Ok(event) => {
+                                let window = agent.upgrade().map_or(0, |a| a.provider_config().context_window);
+                                translator.event(event, window).await;
+                            }
+                            Err(TryRecvError::Lagged(n)) => tracing::warn!("{n} agent events were lost to a slow client"),
+                            Err(_) => break,
+                        }
+                    }
+                    let _ = done.send(());
+                }
+            }
+        }
+    });
+}
+
+/// The command list, a moment after the session is answered.
+fn send_commands_later(updates: Updates) {
+    crate::core::task::spawn("the ACP command list", async move {
+        tokio::time::sleep(COMMANDS_DELAY).await;
+        let commands = text::COMMANDS
+            .iter()
+            .map(|(name, description, hint)| {
+                let command = wire::AvailableCommand::new(*name, *description);
+                match hint {
+                    Some(hint) => command.input(wire::AvailableCommandInput::Unstructured(wire::UnstructuredCommandInput::new(*hint))),
+                    None => command,
+                }
+            })
+            .collect();
+        updates.send(wire::SessionUpdate::AvailableCommandsUpdate(wire::AvailableCommandsUpdate::new(commands)));
+    });
+}
+
+fn absolute_cwd(cwd: &Path) -> Result<PathBuf, AcpError> {
+    if !cwd.is_absolute() {
+        return Err(AcpError::InvalidParams(format!("cwd must be an absolute path, not {}", cwd.display())));
+    }
+    Ok(cwd.to_path_buf())
+}
+
+/// The text a prompt's content blocks say: text as it is, a linked resource as a link, an
+/// embedded text resource as a fenced block headed by its URI.
+fn prompt_text(prompt: &[wire::ContentBlock]) -> String {
+    let mut parts = Vec::new();
+    for block in prompt {
+        match block {
+            wire::ContentBlock::Text(t) => parts.push(t.text.clone()),
+            wire::ContentBlock::ResourceLink(link) => parts.push(format!("[{}]({})", link.name, link.uri)),
+            wire::ContentBlock::Resource(embedded) => {
+                if let wire::EmbeddedResourceResource::TextResourceContents(r) = &embedded.resource {
+                    parts.push(format!("{}\n```\n{}\n```", r.uri, r.text));
+                }
+            }
+            _ => tracing::info!("a prompt block of a kind we do not take was left out"),
+        }
+    }
+    parts.join("\n")
+}
+
+/// `/new`, `/model` and `/thinking`: the session commands the controller's input parser leaves
+/// to the front ends (the editor has `:HandoffNew`, `:HandoffModel`, `:HandoffThinking`).
+/// `None`: the input is for the controller. A client that types commands with `\` (codecompanion)
+/// is understood too.
+async fn run_command(session: &AcpSession, input: &str) -> Option<StopReason> {
+    let trimmed = input.trim();
+    let normalized = trimmed.strip_prefix('\\').map(|rest| format!("/{rest}"));
+    let line = normalized.as_deref().unwrap_or(trimmed);
+    let (name, arg) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    let arg = arg.trim();
+    let controller = &session.controller;
+    let said = match name {
+        "/new" if arg.is_empty() => controller.new_session().map(|()| text::NEW_SESSION.to_string()),
+        "/model" if arg.is_empty() => {
+            let config = controller.agent().provider_config();
+            Ok(text::model_in_use(&config.model, &config.name))
+        }
+        "/model" => controller.set_model(arg).map(|()| text::model_switched(arg)),
+        "/thinking" if arg.is_empty() => Ok(text::thinking(controller.agent().thinking_level().as_str())),
+        "/thinking" => match ThinkingLevel::parse(arg) {
+            Some(level) => controller.set_thinking(level).map(|()| text::thinking(level.as_str())),
+            None => Ok(text::unknown_thinking(arg)),
+        },
+        _ if normalized.is_some() && is_our_command(name) => {
+            // `\handoff focus` and the others the controller parses: as if typed with `/`.
+            return Box::pin(run_normalized(session, line)).await;
+        }
+        _ => return None,
+    };
+    let message = said.unwrap_or_else(|failure| failure.message);
+    session.updates.message(message);
+    Some(StopReason::EndTurn)
+}
+
+fn is_our_command(name: &str) -> bool {
+    text::COMMANDS.iter().any(|(command, _, _)| name.strip_prefix('/') == Some(*command))
+}
+
+/// Runs a command typed with `\` through the controller as `/…`.
+async fn run_normalized(session: &AcpSession, line: &str) -> Option<StopReason> {
+    let ran = session.controller.run_input(line).await;
+    session.flushed().await;
+    stop_reason(ran, session.cancelled.load(Ordering::SeqCst)).ok()
+}
+
+/// The stop reason of what ran, or why the prompt failed (the model request's error).
+fn stop_reason(ran: Ran, cancelled: bool) -> Result<StopReason, String> {
+    if cancelled {
+        return Ok(StopReason::Cancelled);
+    }
+    match ran {
+        Ran::Prompt(Ok(result)) => match result.last_assistant() {
+            Some(reply) => match reply.stop_reason.unwrap_or_default() {
+                ReplyStop::Aborted => Ok(StopReason::Cancelled),
+                ReplyStop::Length => Ok(StopReason::MaxTokens),
+                ReplyStop::Error => Err(text::prompt_failed(reply.error_message.as_deref().unwrap_or("unknown error"))),
+                ReplyStop::Stop | ReplyStop::ToolUse => Ok(StopReason::EndTurn),
+            },
+            None => Ok(StopReason::EndTurn),
+        },
+        Ran::Prompt(Err(e)) => Err(e.to_string()),
+        Ran::Handoff(HandoffOutcome::Cancelled) => Ok(StopReason::Cancelled),
+        Ran::Handoff(_) | Ran::Steered | Ran::Nothing | Ran::Pins(_) | Ran::Back(_) => Ok(StopReason::EndTurn),
+    }
+}
+
+/// The MCP servers the client passed (`mcpServers`), as entries of Claude Code's format.
+fn client_servers(raw: &Value) -> Vec<Value> {
+    raw.get("mcpServers").and_then(Value::as_array).cloned().unwrap_or_default()
+}
+
+/// One client server as `(name, entry)` of Claude Code's format; `None` for a transport we do
+/// not speak (SSE).
+fn mcp_entry(server: &Value) -> Option<(String, Value)> {
+    let name = server.get("name")?.as_str()?.to_string();
+    let pairs = |key: &str| -> Map<String, Value> {
+        let list = server.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
+        list.iter()
+            .filter_map(|p| Some((p.get("name")?.as_str()?.to_string(), p.get("value")?.clone())))
+            .collect()
+    };
+    match server.get("type").and_then(Value::as_str) {
+        None | Some("stdio") => {
+            let command = server.get("command")?.clone();
+            let args = server.get("args").cloned().unwrap_or(Value::Array(Vec::new()));
+            Some((name, serde_json::json!({ "command": command, "args": args, "env": pairs("env") })))
+        }
+        Some("http") => {
+            let url = server.get("url")?.clone();
+            Some((name, serde_json::json!({ "type": "http", "url": url, "headers": pairs("headers") })))
+        }
+        Some(other) => {
+            tracing::warn!(%name, transport = %other, "an MCP server of a transport we do not speak was left out");
+            None
+        }
+    }
+}
+
+/// Opens the chosen session as the CLI does (the same AGENTS.md, MCP files and `--thinking`),
+/// with the client's MCP servers added to the configured ones.
+fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice, client_servers: &[Value]) -> Result<Opened, String> {
+    let mut config = settings.agent_config()?;
+    config.instructions_dir = Some(frontend_paths::default_instructions_dir());
+    let mut settings = settings.clone();
+    let mcp = settings.mcp.get_or_insert_with(Default::default);
+    mcp.user_file.get_or_insert_with(frontend_paths::default_mcp_user_file);
+    let servers = mcp.servers.get_or_insert_with(Map::new);
+    for (name, entry) in client_servers.iter().filter_map(mcp_entry) {
+        servers.insert(name, entry);
+    }
+    let _hub = McpHub::attach(&settings, &mut config, cwd, frontend_paths::mcp_trust_store());
+    let opened = controller::open_session(config, &frontend_paths::session_dir(&settings), cwd, choice)
+        .map_err(|e| e.to_string())?;
+    if let Some(level) = settings.thinking {
+        opened.agent.set_thinking_level(level).map_err(|e| e.to_string())?;
+    }
+    Ok(opened)
+}
+
+/// Each chain of handoffs among `listed` (newest first): its first session and its newest.
+fn chains(listed: &[SessionInfo]) -> Vec<(&SessionInfo, &SessionInfo)> {
+    let by_path: HashMap<&Path, &SessionInfo> = listed.iter().map(|s| (s.path.as_path(), s)).collect();
+    fn root_of<'a>(mut info: &'a SessionInfo, by_path: &HashMap<&Path, &'a SessionInfo>) -> &'a SessionInfo {
+        // A chain is as long as the folder's sessions at most: a loop in the links ends there.
+        for _ in 0..by_path.len() {
+            match info.parent_session.as_deref().and_then(|p| by_path.get(Path::new(p))) {
+                Some(parent) => info = parent,
+                None => break,
+            }
+        }
+        info
+    }
+    let mut chains: Vec<(&SessionInfo, &SessionInfo)> = Vec::new();
+    for info in listed {
+        let root = root_of(info, &by_path);
+        if chains.iter().any(|(r, _)| r.path == root.path) {
+            continue;
+        }
+        // The first met is the newest of its chain: the list is newest first.
+        chains.push((root, info));
+    }
+    chains.retain(|(root, newest)| !(root.empty && newest.empty));
+    chains
+}
+
+/// The newest session of the chain whose first session has `id` (or that holds a session of
+/// `id`): the file `session/load` opens.
+fn newest_of_chain(session_dir: &Path, cwd: &Path, id: &str) -> Result<PathBuf, AcpError> {
+    let listed = SessionManager::list_sessions(session_dir, cwd).map_err(|e| AcpError::Failed(e.to_string()))?;
+    let Some(start) = listed.iter().find(|s| s.id == id) else {
+        return Err(AcpError::UnknownSession(id.to_string()));
+    };
+    let mut newest = start;
+    for _ in 0..listed.len() {
+        let child = listed.iter().find(|s| s.parent_session.as_deref().map(Path::new) == Some(newest.path.as_path()));
+        match child {
+            Some(child) => newest = child,
+            None => break,
+        }
+    }
+    Ok(newest.path.clone())
+}

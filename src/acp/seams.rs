@@ -1,0 +1,175 @@
+//! The client's side of the engine's two seams for tools:
+//! - [`ClientConsent`]: a call that needs the user becomes `session/request_permission` with
+//!   the four kinds of answer; "reject always" is remembered here for the session ("allow
+//!   always" is the engine's own grant). A call that reaches a protected path or runs in a
+//!   sandbox with holes is asked as a question of its own, answered for this call only.
+//! - [`ClientFiles`]: when the client said it can, files are read and written through it
+//!   (`fs/read_text_file`, `fs/write_text_file`), so the editor's buffers see the change; the
+//!   rest goes to the disk.
+
+use std::collections::HashSet;
+use std::io;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::rpc::{CallError, Peer};
+use super::text;
+use super::wire::{
+    self, method, PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionResponse,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+};
+use crate::core::sync::lock;
+use crate::core::tools::consent::{ApprovalRequest, Consent, Decision};
+use crate::core::tools::{consent_key, ConsentKey, DiskFileAccess, FileAccess};
+
+/// The ids of the four answers we offer.
+mod option {
+    pub const ALLOW_ONCE: &str = "allow_once";
+    pub const ALLOW_ALWAYS: &str = "allow_always";
+    pub const REJECT_ONCE: &str = "reject_once";
+    pub const REJECT_ALWAYS: &str = "reject_always";
+}
+
+/// Asks the client.
+pub struct ClientConsent {
+    pub peer: Peer,
+    pub session_id: String,
+    /// Calls the user rejected "always" in this session: the tool and what the answer covers.
+    pub rejected: Mutex<HashSet<(String, Option<ConsentKey>)>>,
+}
+
+impl ClientConsent {
+    pub fn new(peer: Peer, session_id: String) -> Arc<Self> {
+        Arc::new(Self { peer, session_id, rejected: Mutex::new(HashSet::new()) })
+    }
+}
+
+/// The answers offered for `request`: a protected path or a sandbox with holes is answered for
+/// this call only, so neither "always" is offered there.
+fn options(request: &ApprovalRequest) -> Vec<PermissionOption> {
+    let once_only = request.protected.is_some() || request.holes.is_some();
+    let mut options = vec![PermissionOption::new(option::ALLOW_ONCE, text::ALLOW_ONCE, PermissionOptionKind::AllowOnce)];
+    if !once_only {
+        options.push(PermissionOption::new(option::ALLOW_ALWAYS, text::ALLOW_ALWAYS, PermissionOptionKind::AllowAlways));
+    }
+    options.push(PermissionOption::new(option::REJECT_ONCE, text::REJECT_ONCE, PermissionOptionKind::RejectOnce));
+    if !once_only {
+        options.push(PermissionOption::new(option::REJECT_ALWAYS, text::REJECT_ALWAYS, PermissionOptionKind::RejectAlways));
+    }
+    options
+}
+
+/// The tool call as the permission request shows it: its title says why it is asked when the
+/// sandbox is the reason, the diff of an edit, the command's sandbox.
+fn asked_call(request: &ApprovalRequest) -> ToolCallUpdate {
+    let mut content = Vec::new();
+    if let (Some(path), Some(preview)) = (&request.path, &request.preview) {
+        content.push(wire::ToolCallContent::from(wire::Diff::new(path, preview.after.clone()).old_text(preview.before.clone())));
+    }
+    let why = [
+        request.protected.as_ref().map(|w| format!("{}{w}", text::PROTECTED)),
+        request.unsandboxed.as_ref().map(|w| format!("{}{w}", text::OUTSIDE_SANDBOX)),
+        request.holes.as_ref().map(|w| format!("{}{w}", text::SANDBOX_HOLES)),
+        request.sandbox.as_ref().map(|w| format!("{}{w}", text::IN_SANDBOX)),
+    ];
+    for line in why.into_iter().flatten() {
+        content.push(wire::ToolCallContent::from(wire::text(line)));
+    }
+    let mut fields = ToolCallUpdateFields::new()
+        .title(super::updates::title(&request.tool, &request.summary))
+        .kind(super::updates::kind(&request.tool))
+        .status(ToolCallStatus::Pending)
+        .raw_input(request.args.clone());
+    if !content.is_empty() {
+        fields = fields.content(content);
+    }
+    if let Some(path) = &request.path {
+        fields = fields.locations(vec![wire::ToolCallLocation::new(path)]);
+    }
+    ToolCallUpdate::new(request.id.clone(), fields)
+}
+
+#[async_trait]
+impl Consent for ClientConsent {
+    async fn ask(&self, request: ApprovalRequest) -> Decision {
+        let key = consent_key(&request.tool, &request.args);
+        let once_only = request.protected.is_some() || request.holes.is_some();
+        if !once_only && lock(&self.rejected).contains(&(request.tool.clone(), key.clone())) {
+            return Decision::Reject { reason: Some(text::REJECTED_BEFORE.into()) };
+        }
+        let params = json!({
+            "sessionId": self.session_id,
+            "toolCall": asked_call(&request),
+            "options": options(&request),
+        });
+        let answer = match self.peer.request(method::REQUEST_PERMISSION, params).await {
+            Ok(answer) => answer,
+            Err(CallError::Gone) => return Decision::Reject { reason: Some(text::CLIENT_GONE.into()) },
+            Err(e) => return Decision::Reject { reason: Some(e.to_string()) },
+        };
+        let outcome = match serde_json::from_value::<RequestPermissionResponse>(answer) {
+            Ok(response) => response.outcome,
+            Err(e) => return Decision::Reject { reason: Some(format!("{}: {e}", text::UNREADABLE_ANSWER)) },
+        };
+        let chosen = match outcome {
+            RequestPermissionOutcome::Selected(selected) => selected.option_id.0.to_string(),
+            _ => return Decision::Cancel,
+        };
+        match chosen.as_str() {
+            option::ALLOW_ONCE => Decision::Allow,
+            option::ALLOW_ALWAYS if !once_only => Decision::Always,
+            option::REJECT_ALWAYS if !once_only => {
+                lock(&self.rejected).insert((request.tool.clone(), key));
+                Decision::Reject { reason: None }
+            }
+            option::REJECT_ONCE => Decision::Reject { reason: None },
+            other => Decision::Reject { reason: Some(format!("{}: {other:?}", text::UNREADABLE_ANSWER)) },
+        }
+    }
+}
+
+/// Files through the client, as far as it said it can.
+pub struct ClientFiles {
+    pub peer: Peer,
+    pub session_id: String,
+    pub read: bool,
+    pub write: bool,
+}
+
+impl ClientFiles {
+    async fn read_text(&self, path: &Path) -> io::Result<String> {
+        let params = json!({ "sessionId": self.session_id, "path": path });
+        let answer = self.peer.request(method::READ_TEXT_FILE, params).await.map_err(io::Error::other)?;
+        let answer: wire::ReadTextFileResponse = serde_json::from_value(answer).map_err(io::Error::other)?;
+        Ok(answer.content)
+    }
+}
+
+#[async_trait]
+impl FileAccess for ClientFiles {
+    async fn open(&self, path: &Path) -> io::Result<Box<dyn tokio::io::AsyncRead + Send + Unpin>> {
+        // A file that is not on disk is not asked for: the tools' own "not found" and "is a
+        // folder" answers stay as they are.
+        let on_disk = tokio::fs::metadata(path).await;
+        if !self.read || !on_disk.is_ok_and(|m| m.is_file()) {
+            return DiskFileAccess.open(path).await;
+        }
+        let path = std::path::absolute(path)?;
+        let text = self.read_text(&path).await?;
+        Ok(Box::new(io::Cursor::new(text.into_bytes())))
+    }
+
+    async fn write(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        let Ok(text) = std::str::from_utf8(bytes) else { return DiskFileAccess.write(path, bytes).await };
+        if !self.write {
+            return DiskFileAccess.write(path, bytes).await;
+        }
+        let path = std::path::absolute(path)?;
+        let params = json!({ "sessionId": self.session_id, "path": path, "content": text });
+        let answer: Result<Value, CallError> = self.peer.request(method::WRITE_TEXT_FILE, params).await;
+        answer.map(drop).map_err(io::Error::other)
+    }
+}

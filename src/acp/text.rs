@@ -1,0 +1,89 @@
+//! Every sentence the ACP front end says itself, once. Outcomes of commands are the
+//! controller's (`controller::text`); these are what only an ACP client is told.
+
+use crate::core::agent::Wall;
+use crate::core::controller;
+
+/// The permission answers as a client shows them.
+pub const ALLOW_ONCE: &str = "Allow";
+pub const ALLOW_ALWAYS: &str = "Always allow";
+pub const REJECT_ONCE: &str = "Reject";
+pub const REJECT_ALWAYS: &str = "Always reject";
+
+/// Why a call is asked, shown with it (each followed by the sandbox's own words).
+pub const PROTECTED: &str = "Protected path (answered for this call only): ";
+pub const OUTSIDE_SANDBOX: &str = "Runs outside the sandbox: ";
+pub const SANDBOX_HOLES: &str = "In the sandbox, but it cannot protect everything here (answered for this call only): ";
+pub const IN_SANDBOX: &str = "In the sandbox: ";
+
+/// The result the model gets for a call of a tool the user rejected "always" before.
+pub const REJECTED_BEFORE: &str = "The user rejected calls like this one for the rest of the session.";
+/// The result of a call asked about when the client went away.
+pub const CLIENT_GONE: &str = "The editor went away before answering.";
+/// The client's answer to a permission request could not be read.
+pub const UNREADABLE_ANSWER: &str = "The editor's answer could not be read";
+
+/// The heading before a handoff's document, for a client that does not report compactions.
+pub fn handoff_heading(auto: Option<&Wall>) -> String {
+    match auto {
+        Some(wall) => format!("\n\n---\n**{}**\n\n", controller::text::auto_banner(wall)),
+        None => "\n\n---\n**Handoff: writing the document the new session starts from…**\n\n".into(),
+    }
+}
+
+/// The heading of a handoff's document replayed from a session (`session/load`).
+pub const HANDED_OFF_HEADING: &str = "**Handed off: this session starts from the document below.**\n\n";
+
+/// A line for the user that is no part of a reply (a notice, a command's outcome), set apart.
+pub fn notice_block(message: &str) -> String {
+    format!("\n\n> {}\n\n", message.replace('\n', "\n> "))
+}
+
+/// `authMethods`' one entry: where keys come from.
+pub const AUTH_NAME: &str = "API key from the environment";
+pub const AUTH_DESCRIPTION: &str = "handoff-nvim reads the provider's key from its usual variable ($ANTHROPIC_API_KEY, $OPENAI_API_KEY, …) or from api_key_cmd (--api-key-cmd, HANDOFF_API_KEY_CMD): set one in the environment the editor starts the agent with; nothing is asked here.";
+
+/// The session commands as the client lists them (name, description, hint).
+pub const COMMANDS: &[(&str, &str, Option<&str>)] = &[
+    ("handoff", "Hand off: write a handoff document and continue in a new session that starts from it", Some("focus (optional)")),
+    ("new", "Start a new, empty session", None),
+    ("model", "Switch the model (no name: say which is in use)", Some("model name")),
+    ("thinking", "How hard the model thinks: off, minimal, low, medium, high", Some("level")),
+    ("pin", "Pin a text for the whole task: sent with every request, carried by every handoff", Some("text")),
+    ("pins", "List the pins", None),
+    ("unpin", "Remove a pin by its number", Some("number")),
+    ("back", "Back to the session this one was handed off from", None),
+];
+
+/// `/new` done.
+pub const NEW_SESSION: &str = "New session started.";
+
+/// `/model` without a name: the model in use.
+pub fn model_in_use(model: &str, provider: &str) -> String {
+    format!("Model: {model} ({provider})")
+}
+
+/// `/model NAME` done.
+pub fn model_switched(model: &str) -> String {
+    format!("Model switched to {model}.")
+}
+
+/// `/thinking` with a level that is none.
+pub fn unknown_thinking(level: &str) -> String {
+    format!("Unknown thinking level {level:?}: off, minimal, low, medium or high")
+}
+
+/// `/thinking LEVEL` done (or, without a level, the one in use).
+pub fn thinking(level: &str) -> String {
+    format!("Thinking level: {level}")
+}
+
+/// A prompt's model request failed.
+pub fn prompt_failed(why: &str) -> String {
+    format!("The model request failed: {why}")
+}
+
+/// No session of that id in this process or in the working folder's sessions.
+pub fn unknown_session(id: &str) -> String {
+    format!("Unknown session {id:?}")
+}

@@ -1,0 +1,284 @@
+//! The agent's events as ACP `session/update`s, live ([`Translator`]) and from a session's file
+//! ([`replay`], for `session/load`): text and thinking as message and thought chunks, tool calls
+//! as `tool_call` then `tool_call_update`s (a diff for edits), the todo list as a `plan`, the
+//! context's use as `usage_update`, a handoff as a compaction when the client reports those,
+//! else as a headed agent message.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::rpc::Peer;
+use super::text;
+use super::wire::{
+    self, method, CompactionStatus, CompactionSummaryChunk, CompactionUpdate, Plan, PlanEntry, PlanEntryPriority,
+    PlanEntryStatus, SessionNotification, SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, UsageUpdate,
+};
+use crate::core::agent::{AgentEvent, AssistantMessageEvent};
+use crate::core::controller;
+use crate::core::handoff::HandoffOutcome;
+use crate::core::message::{Content, ContentBlock, Message, Role, Usage};
+use crate::core::session::{self, SessionEntry, TodoStatus};
+use crate::core::tools::{self, Todo, ToolContext};
+
+/// ACP's kind of a tool call of `tool`.
+pub fn kind(tool: &str) -> wire::ToolKind {
+    match tool {
+        "read" | "ls" => wire::ToolKind::Read,
+        "edit" | "write" => wire::ToolKind::Edit,
+        "bash" => wire::ToolKind::Execute,
+        "grep" | "find" | "session_query" => wire::ToolKind::Search,
+        "todo_write" => wire::ToolKind::Think,
+        _ => wire::ToolKind::Other,
+    }
+}
+
+/// The title a client shows for a call: the tool and what it does, as the tool says it.
+pub fn title(tool: &str, summary: &str) -> String {
+    if summary.is_empty() { tool.to_string() } else { format!("{tool}: {summary}") }
+}
+
+/// Where updates for one ACP session go.
+#[derive(Clone)]
+pub struct Updates {
+    pub peer: Peer,
+    pub session_id: String,
+}
+
+impl Updates {
+    pub fn send(&self, update: SessionUpdate) {
+        self.peer.notify(method::SESSION_UPDATE, SessionNotification::new(self.session_id.clone(), update));
+    }
+
+    pub fn message(&self, text: impl Into<String>) {
+        self.send(SessionUpdate::AgentMessageChunk(wire::chunk(text)));
+    }
+
+    pub fn plan(&self, todos: &[Todo]) {
+        let entries = todos
+            .iter()
+            .map(|t| {
+                let status = match t.status {
+                    TodoStatus::Pending => PlanEntryStatus::Pending,
+                    TodoStatus::InProgress => PlanEntryStatus::InProgress,
+                    TodoStatus::Completed => PlanEntryStatus::Completed,
+                };
+                PlanEntry::new(t.content.clone(), PlanEntryPriority::Medium, status)
+            })
+            .collect();
+        self.send(SessionUpdate::Plan(Plan::new(entries)));
+    }
+}
+
+fn blocks(message: &Message) -> &[ContentBlock] {
+    match &message.content {
+        Content::Blocks(blocks) => blocks,
+        Content::Text(_) => &[],
+    }
+}
+
+/// The tool calls an assistant message asks for: id, name, arguments.
+fn calls_of(message: &Message) -> impl Iterator<Item = (&str, &str, &Value)> {
+    blocks(message).iter().filter(|b| b.kind == "toolCall").map(|b| {
+        (
+            b.extra_str("id").unwrap_or_default(),
+            b.extra_str("name").unwrap_or_default(),
+            b.extra.get("arguments").unwrap_or(&Value::Null),
+        )
+    })
+}
+
+/// The `tool_call` announcing a call, without its diff.
+fn announced(id: &str, name: &str, args: &Value, cwd: &Path) -> ToolCall {
+    let mut call = ToolCall::new(id.to_string(), title(name, &tools::call_summary(name, args)))
+        .kind(kind(name))
+        .status(ToolCallStatus::Pending)
+        .raw_input(args.clone());
+    if let Some(path) = tools::changed_path(name, args, cwd) {
+        call = call.locations(vec![wire::ToolCallLocation::new(path)]);
+    }
+    call
+}
+
+/// The end of a call: its status and its result's text (after the diff, for an edit).
+fn finished(id: &str, result: &Message, is_error: bool, diff: Option<ToolCallContent>) -> ToolCallUpdate {
+    let mut content: Vec<ToolCallContent> = diff.into_iter().collect();
+    let output = result.text();
+    if !output.is_empty() {
+        content.push(ToolCallContent::from(wire::text(output)));
+    }
+    let status = if is_error { ToolCallStatus::Failed } else { ToolCallStatus::Completed };
+    ToolCallUpdate::new(id.to_string(), ToolCallUpdateFields::new().status(status).content(content))
+}
+
+/// The context's use after a reply: what the model read and wrote, of the window.
+fn usage(usage: &Usage, window: u64) -> UsageUpdate {
+    UsageUpdate::new(usage.input + usage.cache_read + usage.cache_write + usage.output, window)
+}
+
+/// A handoff being reported.
+struct HandoffReport {
+    compaction_id: String,
+    streamed: bool,
+}
+
+/// Turns one ACP session's agent events into updates, in order.
+pub struct Translator {
+    pub updates: Updates,
+    /// The client reports compactions (`session.compaction`).
+    pub compaction: bool,
+    pub cwd: PathBuf,
+    handoff: Option<HandoffReport>,
+    handoffs: u64,
+    /// The diff shown for each edit announced, shown again with its result.
+    diffs: HashMap<String, ToolCallContent>,
+}
+
+impl Translator {
+    pub fn new(updates: Updates, compaction: bool, cwd: PathBuf) -> Self {
+        Translator { updates, compaction, cwd, handoff: None, handoffs: 0, diffs: HashMap::new() }
+    }
+
+    /// Sends what `event` means to the client; `window`: the model's context window now.
+    pub async fn event(&mut self, event: AgentEvent, window: u64) {
+        match event {
+            AgentEvent::MessageUpdate { assistant_message_event: AssistantMessageEvent::TextDelta { delta, .. } } => {
+                match &mut self.handoff {
+                    Some(report) if self.compaction => {
+                        report.streamed = true;
+                        let chunk = CompactionSummaryChunk::new(report.compaction_id.clone(), wire::text(delta));
+                        self.updates.send(SessionUpdate::CompactionSummaryChunk(chunk));
+                    }
+                    _ => self.updates.message(delta),
+                }
+            }
+            AgentEvent::MessageUpdate { assistant_message_event: AssistantMessageEvent::ThinkingDelta { delta, .. } } => {
+                if self.handoff.is_none() {
+                    self.updates.send(SessionUpdate::AgentThoughtChunk(wire::chunk(delta)));
+                }
+            }
+            AgentEvent::MessageEnd { message } if message.is_assistant() && self.handoff.is_none() => {
+                self.announce_calls(&message).await;
+                if let Some(used) = &message.usage {
+                    self.updates.send(SessionUpdate::UsageUpdate(usage(used, window)));
+                }
+            }
+            AgentEvent::ToolExecutionStart { tool_call_id, .. } => {
+                let fields = ToolCallUpdateFields::new().status(ToolCallStatus::InProgress);
+                self.updates.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(tool_call_id, fields)));
+            }
+            AgentEvent::ToolExecutionUpdate { tool_call_id, tail, .. } => {
+                let fields = ToolCallUpdateFields::new().content(vec![ToolCallContent::from(wire::text(tail))]);
+                self.updates.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(tool_call_id, fields)));
+            }
+            AgentEvent::ToolExecutionEnd { tool_call_id, is_error, result, .. } => {
+                let diff = self.diffs.remove(&tool_call_id).filter(|_| !is_error);
+                self.updates.send(SessionUpdate::ToolCallUpdate(finished(&tool_call_id, &result, is_error, diff)));
+            }
+            AgentEvent::TodosChanged { todos } => self.updates.plan(&todos),
+            AgentEvent::HandoffStart { auto, .. } => {
+                self.handoffs += 1;
+                let compaction_id = format!("handoff-{}", self.handoffs);
+                if self.compaction {
+                    let update = CompactionUpdate::new(compaction_id.clone(), CompactionStatus::InProgress);
+                    self.updates.send(SessionUpdate::CompactionUpdate(update));
+                } else {
+                    self.updates.message(text::handoff_heading(auto.as_ref()));
+                }
+                self.handoff = Some(HandoffReport { compaction_id, streamed: false });
+            }
+            AgentEvent::HandoffEnd { outcome, auto, .. } => {
+                let report = self.handoff.take();
+                if let (Some(report), true) = (&report, self.compaction) {
+                    self.end_compaction(report, &outcome);
+                }
+                let notices = controller::handoff_end_notices(&outcome, auto.as_ref());
+                let lines: Vec<String> = notices.into_iter().map(|n| n.message).collect();
+                if !lines.is_empty() {
+                    self.updates.message(text::notice_block(&lines.join("\n")));
+                }
+            }
+            AgentEvent::Notice(notice) => self.updates.message(text::notice_block(&notice.message)),
+            _ => {}
+        }
+    }
+
+    fn end_compaction(&self, report: &HandoffReport, outcome: &HandoffOutcome) {
+        let status = match outcome {
+            HandoffOutcome::Done { .. } => CompactionStatus::Completed,
+            HandoffOutcome::Cancelled | HandoffOutcome::Discarded => CompactionStatus::Cancelled,
+            _ => CompactionStatus::Failed,
+        };
+        // A document the host wrote (the fallback) was never streamed: it is the summary.
+        if let (HandoffOutcome::Done { document, .. }, false) = (outcome, report.streamed) {
+            let chunk = CompactionSummaryChunk::new(report.compaction_id.clone(), wire::text(document.clone()));
+            self.updates.send(SessionUpdate::CompactionSummaryChunk(chunk));
+        }
+        self.updates.send(SessionUpdate::CompactionUpdate(CompactionUpdate::new(report.compaction_id.clone(), status)));
+    }
+
+    /// Announces each call the reply asks for, an edit with its diff (what the file would become,
+    /// read now, before it runs).
+    async fn announce_calls(&mut self, message: &Message) {
+        for (id, name, args) in calls_of(message) {
+            let mut call = announced(id, name, args, &self.cwd);
+            if kind(name) == wire::ToolKind::Edit {
+                let path = tools::changed_path(name, args, &self.cwd);
+                let preview = tools::preview(name, args, &ToolContext::new(self.cwd.clone())).await;
+                if let (Some(path), Some(preview)) = (path, preview) {
+                    let diff = ToolCallContent::from(wire::Diff::new(path, preview.after).old_text(preview.before));
+                    self.diffs.insert(id.to_string(), diff.clone());
+                    call = call.content(vec![diff]);
+                }
+            }
+            self.updates.send(SessionUpdate::ToolCall(call));
+        }
+    }
+}
+
+/// The conversation of a session's current branch as updates (`session/load`): the user's
+/// messages, the replies and their thinking, each tool call with its result, a handoff's
+/// document; then the todo list.
+pub fn replay(updates: &Updates, branch: &[&SessionEntry], cwd: &Path, todos: &[Todo]) {
+    for entry in branch {
+        if let Some(custom) = entry.custom_message() {
+            if custom.custom_type == crate::core::handoff::CUSTOM_TYPE {
+                updates.message(format!("{}{}", text::HANDED_OFF_HEADING, custom.content.joined_text()));
+            }
+            continue;
+        }
+        let Some(message) = entry.message() else { continue };
+        match &message.role {
+            Role::User => {
+                if session::author(&message) == session::Author::User {
+                    updates.send(SessionUpdate::UserMessageChunk(wire::chunk(message.text())));
+                }
+            }
+            Role::Assistant => {
+                for block in blocks(&message) {
+                    match (block.kind.as_str(), &block.text, &block.thinking) {
+                        ("text", Some(text), _) if !text.is_empty() => updates.message(text.clone()),
+                        ("thinking", _, Some(thinking)) if !thinking.trim().is_empty() => {
+                            updates.send(SessionUpdate::AgentThoughtChunk(wire::chunk(thinking.clone())));
+                        }
+                        _ => {}
+                    }
+                }
+                for (id, name, args) in calls_of(&message) {
+                    updates.send(SessionUpdate::ToolCall(announced(id, name, args, cwd)));
+                }
+            }
+            Role::ToolResult => {
+                let id = message.extra_str("toolCallId").unwrap_or_default().to_string();
+                let is_error = message.extra.get("isError").and_then(Value::as_bool).unwrap_or(false);
+                updates.send(SessionUpdate::ToolCallUpdate(finished(&id, &message, is_error, None)));
+            }
+            Role::Other(_) => {}
+        }
+    }
+    if !todos.is_empty() {
+        updates.plan(todos);
+    }
+}
