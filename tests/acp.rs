@@ -1,0 +1,646 @@
+//! `handoff-nvim acp` (issue 34): the built binary driven over the Agent Client Protocol by a
+//! small JSON-RPC client of ours, against the loopback mock model server. Every line the agent
+//! writes to stdout must be a JSON-RPC 2.0 message ([`Agent::finish`] checks each).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::DOCUMENT;
+use handoff_mock::{MockReply, MockServer};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
+const T: Duration = Duration::from_secs(20);
+
+struct Env {
+    mock: MockServer,
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    async fn new() -> Env {
+        let mock = MockServer::start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("project")).unwrap();
+        Env { mock, dir }
+    }
+
+    fn project(&self) -> PathBuf {
+        self.dir.path().join("project")
+    }
+
+    fn session_dir(&self) -> PathBuf {
+        self.dir.path().join("sessions")
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.path().join("acp.log")
+    }
+
+    /// `handoff-nvim acp` with a clean environment pointing at the mock, plus `args`.
+    fn spawn(&self, args: &[&str]) -> Agent {
+        let mut c = common::clean_command_async(BIN);
+        c.arg("acp")
+            .args(["--log-file", self.log().to_str().unwrap()])
+            .args(args)
+            .current_dir(self.project())
+            .env("HOME", self.dir.path())
+            .env("XDG_DATA_HOME", self.dir.path().join("data"))
+            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
+            .env("HANDOFF_PROVIDER", "openai")
+            .env("HANDOFF_BASE_URL", self.mock.openai_base_url())
+            .env("HANDOFF_MODEL", "mock-model")
+            .env("HANDOFF_SESSION_DIR", self.session_dir())
+            .env("HANDOFF_LOG", "debug")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = c.spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let raw = Arc::new(Mutex::new(Vec::new()));
+        let reader = {
+            let raw = raw.clone();
+            tokio::spawn(async move {
+                let mut lines = tokio::io::BufReader::new(stdout).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    raw.lock().unwrap().push(line.clone());
+                    if let Ok(value) = serde_json::from_str::<Value>(&line) {
+                        let _ = tx.send(value);
+                    }
+                }
+            })
+        };
+        Agent { child, stdin, rx, raw, next_id: 100, log: self.log(), seen: Vec::new(), reader }
+    }
+}
+
+/// The agent process, seen from the client's side.
+struct Agent {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    rx: mpsc::UnboundedReceiver<Value>,
+    /// Every line of stdout, as written.
+    raw: Arc<Mutex<Vec<String>>>,
+    next_id: i64,
+    log: PathBuf,
+    /// Every message received so far, in order.
+    seen: Vec<Value>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+/// How the client answers the agent's requests (`session/request_permission`, `fs/*`); `None`
+/// leaves a request unanswered.
+type OnRequest<'a> = &'a mut dyn FnMut(&Value) -> Option<Value>;
+
+impl Agent {
+    async fn send_line(&mut self, line: &str) {
+        self.stdin.write_all(line.as_bytes()).await.unwrap();
+        self.stdin.write_all(b"\n").await.unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    async fn send(&mut self, message: Value) {
+        self.send_line(&message.to_string()).await;
+    }
+
+    /// Sends a request; returns its id.
+    async fn request(&mut self, method: &str, params: Value) -> i64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })).await;
+        id
+    }
+
+    async fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({ "jsonrpc": "2.0", "method": method, "params": params })).await;
+    }
+
+    /// The next message from the agent.
+    async fn next(&mut self) -> Value {
+        let message = match tokio::time::timeout(T, self.rx.recv()).await {
+            Ok(Some(message)) => message,
+            Ok(None) => panic!("the agent closed stdout; log:\n{}", self.log_tail()),
+            Err(_) => panic!("no message from the agent in {T:?}; seen: {:#?}\nlog:\n{}", self.seen, self.log_tail()),
+        };
+        self.seen.push(message.clone());
+        message
+    }
+
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// Receives until `id`'s answer, answering the agent's requests with `on_request`; returns
+    /// the answer and the `session/update`s received meanwhile.
+    async fn until_answer(&mut self, id: i64, on_request: OnRequest<'_>) -> (Value, Vec<Value>) {
+        let mut updates = Vec::new();
+        loop {
+            let message = self.next().await;
+            if message.get("method").is_some() && message.get("id").is_some() {
+                if let Some(result) = on_request(&message) {
+                    let answer = json!({ "jsonrpc": "2.0", "id": message["id"], "result": result });
+                    self.send(answer).await;
+                }
+            } else if message["method"] == "session/update" {
+                updates.push(message["params"].clone());
+            } else if message["id"] == json!(id) {
+                return (message, updates);
+            } else {
+                panic!("unexpected message {message}");
+            }
+        }
+    }
+
+    /// A request answered, the agent's requests refused (none expected).
+    async fn call(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
+        let id = self.request(method, params).await;
+        self.until_answer(id, &mut |r| panic!("unexpected request from the agent: {r}")).await
+    }
+
+    async fn initialize(&mut self, capabilities: Value) -> Value {
+        let (answer, _) = self
+            .call("initialize", json!({ "protocolVersion": 1, "clientCapabilities": capabilities, "clientInfo": { "name": "test", "version": "1" } }))
+            .await;
+        answer["result"].clone()
+    }
+
+    /// `session/new` in `cwd`; returns the id and the command list that follows it.
+    async fn new_session(&mut self, cwd: &Path) -> (String, Value) {
+        let (answer, _) = self.call("session/new", json!({ "cwd": cwd, "mcpServers": [] })).await;
+        let id = answer["result"]["sessionId"].as_str().unwrap_or_else(|| panic!("{answer}")).to_string();
+        let commands = self.until_update("available_commands_update").await;
+        (id, commands)
+    }
+
+    /// Receives until an update of `kind`.
+    async fn until_update(&mut self, kind: &str) -> Value {
+        loop {
+            let message = self.next().await;
+            if message["method"] == "session/update" && message["params"]["update"]["sessionUpdate"] == kind {
+                return message["params"].clone();
+            }
+        }
+    }
+
+    /// `session/prompt` with `text`, the agent's requests answered by `on_request`.
+    async fn prompt_with(&mut self, session: &str, text: &str, on_request: OnRequest<'_>) -> (Value, Vec<Value>) {
+        let id = self.request("session/prompt", json!({ "sessionId": session, "prompt": [{ "type": "text", "text": text }] })).await;
+        self.until_answer(id, on_request).await
+    }
+
+    async fn prompt(&mut self, session: &str, text: &str) -> (Value, Vec<Value>) {
+        self.prompt_with(session, text, &mut |r| panic!("unexpected request from the agent: {r}")).await
+    }
+
+    /// Closes stdin, waits for the agent to exit, and checks that every line it wrote to stdout
+    /// was JSON-RPC 2.0.
+    async fn finish(mut self) {
+        drop(self.stdin);
+        let status = tokio::time::timeout(T, self.child.wait()).await.expect("the agent did not exit when stdin closed").unwrap();
+        assert!(status.success(), "exit {status:?}; log:\n{}", std::fs::read_to_string(&self.log).unwrap_or_default());
+        let _ = tokio::time::timeout(T, &mut self.reader).await;
+        for line in self.raw.lock().unwrap().iter() {
+            let value: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON on stdout: {line:?}: {e}"));
+            assert_eq!(value["jsonrpc"], "2.0", "not JSON-RPC 2.0 on stdout: {line}");
+        }
+    }
+}
+
+/// The concatenated text of the `kind` chunks among `updates`.
+fn chunks(updates: &[Value], kind: &str) -> String {
+    updates
+        .iter()
+        .filter(|u| u["update"]["sessionUpdate"] == kind)
+        .filter_map(|u| u["update"]["content"]["text"].as_str())
+        .collect()
+}
+
+fn of_kind<'a>(updates: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    updates.iter().filter(|u| u["update"]["sessionUpdate"] == kind).map(|u| &u["update"]).collect()
+}
+
+fn stop_reason(answer: &Value) -> &str {
+    answer["result"]["stopReason"].as_str().unwrap_or_else(|| panic!("no stop reason: {answer}"))
+}
+
+/// A permission answer choosing `option`.
+fn choose(option: &str) -> Value {
+    json!({ "outcome": { "outcome": "selected", "optionId": option } })
+}
+
+/// The text of the user and tool messages of the mock's `n`th request.
+fn request_text(mock: &MockServer, n: usize) -> String {
+    mock.requests()[n].body["messages"].to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initialize_says_version_1_what_is_built_and_where_keys_come_from() {
+    let env = Env::new().await;
+    let mut agent = env.spawn(&[]);
+    let result = agent.initialize(json!({})).await;
+    assert_eq!(result["protocolVersion"], 1, "{result}");
+    let caps = &result["agentCapabilities"];
+    assert_eq!(caps["loadSession"], true, "{result}");
+    assert_eq!(caps["promptCapabilities"]["embeddedContext"], true, "{result}");
+    assert!(caps["sessionCapabilities"]["list"].is_object(), "session/list is built: {result}");
+    assert!(caps["sessionCapabilities"].get("resume").is_none(), "session/resume is not built: {result}");
+    let auth = result["authMethods"].as_array().unwrap();
+    assert!(!auth.is_empty() && auth[0]["description"].as_str().unwrap().contains("api_key_cmd"), "{result}");
+    assert_eq!(result["agentInfo"]["name"], "handoff-nvim");
+    agent.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_session_lists_the_commands_and_streams_a_reply_with_its_thinking() {
+    let env = Env::new().await;
+    let mut agent = env.spawn(&[]);
+    agent.initialize(json!({})).await;
+    let (session, commands) = agent.new_session(&env.project()).await;
+    assert_eq!(commands["sessionId"], session.as_str());
+    let names: Vec<&str> =
+        commands["update"]["availableCommands"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    for name in ["handoff", "new", "model", "thinking", "pin"] {
+        assert!(names.contains(&name), "{name} is not in {names:?}");
+    }
+    env.mock.push(MockReply::Text {
+        chunks: vec!["Hello ".into(), "there.".into()],
+        chunk_delay_ms: 0,
+        first_delay_ms: 0,
+        stop: "stop".into(),
+        thinking: vec!["Let me think.".into()],
+    });
+    let (answer, updates) = agent.prompt(&session, "Say hello").await;
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    assert_eq!(chunks(&updates, "agent_message_chunk"), "Hello there.");
+    assert_eq!(chunks(&updates, "agent_thought_chunk"), "Let me think.");
+    assert!(request_text(&env.mock, 0).contains("Say hello"));
+    agent.finish().await;
+}
+
+/// One `write` call the model asks for, then a closing text.
+fn write_turn(mock: &MockServer, id: &str, path: &str, content: &str, closing: &str) {
+    mock.push(common::tool_call_reply("write", json!({ "path": path, "content": content }), id));
+    mock.push(MockReply::text(closing));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permissions_allow_once_reject_with_the_model_told_and_always_not_asked_again() {
+    let env = Env::new().await;
+    let mut agent = env.spawn(&[]);
+    agent.initialize(json!({})).await;
+    let (session, _) = agent.new_session(&env.project()).await;
+
+    // Allow once: asked with the four kinds and the diff, then the file is written.
+    write_turn(&env.mock, "w1", "a.txt", "one\n", "Wrote a.");
+    let mut asked = Vec::new();
+    let (answer, updates) = agent
+        .prompt_with(&session, "write a", &mut |r| {
+            asked.push(r.clone());
+            Some(choose("allow_once"))
+        })
+        .await;
+    assert_eq!(stop_reason(&answer), "end_turn");
+    assert_eq!(asked.len(), 1, "{asked:#?}");
+    let request = &asked[0];
+    assert_eq!(request["method"], "session/request_permission");
+    let kinds: Vec<&str> = request["params"]["options"].as_array().unwrap().iter().map(|o| o["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["allow_once", "allow_always", "reject_once", "reject_always"]);
+    let call = &request["params"]["toolCall"];
+    assert_eq!(call["toolCallId"], "w1");
+    assert_eq!(call["kind"], "edit");
+    let diff = call["content"].as_array().unwrap().iter().find(|c| c["type"] == "diff").expect("a diff");
+    assert_eq!(diff["newText"], "one\n");
+    assert_eq!(std::fs::read_to_string(env.project().join("a.txt")).unwrap(), "one\n");
+    let announced = of_kind(&updates, "tool_call");
+    assert_eq!(announced.len(), 1, "{updates:#?}");
+    assert_eq!((&announced[0]["toolCallId"], &announced[0]["kind"]), (&json!("w1"), &json!("edit")));
+    let ends: Vec<&Value> = of_kind(&updates, "tool_call_update").into_iter().filter(|u| u["status"] == "completed").collect();
+    assert_eq!(ends.len(), 1, "{updates:#?}");
+
+    // Reject: nothing written, the model is told.
+    write_turn(&env.mock, "w2", "b.txt", "two\n", "Not written.");
+    let (answer, updates) = agent.prompt_with(&session, "write b", &mut |_| Some(choose("reject_once"))).await;
+    assert_eq!(stop_reason(&answer), "end_turn");
+    assert!(!env.project().join("b.txt").exists());
+    let failed: Vec<&Value> = of_kind(&updates, "tool_call_update").into_iter().filter(|u| u["status"] == "failed").collect();
+    assert_eq!(failed.len(), 1, "{updates:#?}");
+    let n = env.mock.requests().len();
+    assert!(request_text(&env.mock, n - 1).contains("The user rejected this tool call."), "{}", request_text(&env.mock, n - 1));
+
+    // Always: asked once, then not again for the tool.
+    write_turn(&env.mock, "w3", "c.txt", "three\n", "Wrote c.");
+    let mut asked = 0;
+    agent
+        .prompt_with(&session, "write c", &mut |_| {
+            asked += 1;
+            Some(choose("allow_always"))
+        })
+        .await;
+    write_turn(&env.mock, "w4", "d.txt", "four\n", "Wrote d.");
+    agent
+        .prompt_with(&session, "write d", &mut |_| {
+            asked += 1;
+            Some(choose("reject_once"))
+        })
+        .await;
+    assert_eq!(asked, 1, "always is remembered for the session");
+    assert_eq!(std::fs::read_to_string(env.project().join("d.txt")).unwrap(), "four\n");
+
+    // Reject always: the next call of the tool is refused unasked.
+    let mut asked = 0;
+    env.mock.push(common::tool_call_reply("bash", json!({ "command": "echo hi" }), "b1"));
+    env.mock.push(MockReply::text("ok"));
+    agent
+        .prompt_with(&session, "run", &mut |_| {
+            asked += 1;
+            Some(choose("reject_always"))
+        })
+        .await;
+    env.mock.push(common::tool_call_reply("bash", json!({ "command": "echo hi" }), "b2"));
+    env.mock.push(MockReply::text("ok"));
+    agent
+        .prompt_with(&session, "run again", &mut |_| {
+            asked += 1;
+            Some(choose("allow_once"))
+        })
+        .await;
+    assert_eq!(asked, 1, "reject always is remembered for the session");
+    let n = env.mock.requests().len();
+    assert!(request_text(&env.mock, n - 1).contains("rejected calls like this one"), "{}", request_text(&env.mock, n - 1));
+    agent.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edits_read_and_write_through_the_client_when_it_says_it_can() {
+    let env = Env::new().await;
+    let file = env.project().join("notes.txt");
+    std::fs::write(&file, "on disk\n").unwrap();
+    let mut agent = env.spawn(&["--yes"]);
+    agent.initialize(json!({ "fs": { "readTextFile": true, "writeTextFile": true } })).await;
+    let (session, _) = agent.new_session(&env.project()).await;
+    // The editor's buffer holds unsaved text the disk does not: the edit must find it.
+    env.mock.push(common::tool_call_reply("edit", json!({ "path": "notes.txt", "edits": [{ "oldText": "in the buffer", "newText": "edited" }] }), "e1"));
+    env.mock.push(MockReply::text("Edited."));
+    let mut reads = Vec::new();
+    let mut writes = Vec::new();
+    let (answer, updates) = agent
+        .prompt_with(&session, "edit the notes", &mut |r| match r["method"].as_str().unwrap() {
+            "fs/read_text_file" => {
+                reads.push(r["params"].clone());
+                Some(json!({ "content": "in the buffer\n" }))
+            }
+            "fs/write_text_file" => {
+                writes.push(r["params"].clone());
+                Some(Value::Null)
+            }
+            other => panic!("unexpected {other}"),
+        })
+        .await;
+    assert_eq!(stop_reason(&answer), "end_turn");
+    assert!(!reads.is_empty(), "the file was read through the client");
+    assert_eq!(reads[0]["path"], file.to_str().unwrap());
+    assert_eq!(writes.len(), 1, "{writes:#?}");
+    assert_eq!((&writes[0]["path"], &writes[0]["content"]), (&json!(file.to_str().unwrap()), &json!("edited\n")));
+    assert_eq!(writes[0]["sessionId"], session.as_str());
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "on disk\n", "the client writes, not the agent");
+    let done = of_kind(&updates, "tool_call_update").into_iter().find(|u| u["status"] == "completed").cloned();
+    assert!(done.is_some(), "{updates:#?}");
+    agent.finish().await;
+}
+
+/// A session with one exchange, over ACP; returns the process, the session id.
+async fn one_exchange(env: &Env, capabilities: Value) -> (Agent, String) {
+    let mut agent = env.spawn(&[]);
+    agent.initialize(capabilities).await;
+    let (session, _) = agent.new_session(&env.project()).await;
+    env.mock.push(MockReply::text("First answer."));
+    let (answer, _) = agent.prompt(&session, "First question").await;
+    assert_eq!(stop_reason(&answer), "end_turn");
+    (agent, session)
+}
+
+fn session_files(env: &Env) -> Vec<PathBuf> {
+    common::session_files(&env.session_dir())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handoff_is_reported_as_a_compaction_the_id_stays_and_the_next_prompt_starts_from_the_document() {
+    let env = Env::new().await;
+    let (mut agent, session) = one_exchange(&env, json!({ "session": { "compaction": {} } })).await;
+    env.mock.push(MockReply::text(DOCUMENT));
+    let (answer, updates) = agent.prompt(&session, "/handoff the parser").await;
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    let compactions = of_kind(&updates, "compaction_update");
+    let statuses: Vec<&str> = compactions.iter().map(|c| c["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["in_progress", "completed"], "{updates:#?}");
+    assert_eq!(compactions[0]["compactionId"], compactions[1]["compactionId"]);
+    let summary: String = of_kind(&updates, "compaction_summary_chunk").iter().filter_map(|c| c["content"]["text"].as_str()).collect();
+    assert_eq!(summary, DOCUMENT);
+    assert!(chunks(&updates, "agent_message_chunk").contains("New session started with handoff context"), "{updates:#?}");
+    assert!(updates.iter().all(|u| u["sessionId"] == session.as_str()));
+    assert!(request_text(&env.mock, 1).contains("Additional focus: the parser"), "{}", request_text(&env.mock, 1));
+    assert_eq!(session_files(&env).len(), 2, "a new file behind the same id");
+
+    env.mock.push(MockReply::text("Going on."));
+    let (answer, updates) = agent.prompt(&session, "Next step").await;
+    assert_eq!(stop_reason(&answer), "end_turn");
+    assert_eq!(chunks(&updates, "agent_message_chunk"), "Going on.");
+    let next = request_text(&env.mock, 2);
+    assert!(next.contains("Ship the parser") && next.contains("Next step"), "{next}");
+    assert!(!next.contains("First question"), "the old transcript is not sent: {next}");
+    agent.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_compaction_the_handoff_is_a_headed_agent_message() {
+    let env = Env::new().await;
+    let (mut agent, session) = one_exchange(&env, json!({})).await;
+    env.mock.push(MockReply::text(DOCUMENT));
+    let (answer, updates) = agent.prompt(&session, "/handoff").await;
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    assert!(of_kind(&updates, "compaction_update").is_empty(), "not advertised: {updates:#?}");
+    let text = chunks(&updates, "agent_message_chunk");
+    let heading = text.find("**Handoff").unwrap_or_else(|| panic!("{text}"));
+    let document = text.find("## Goal").unwrap_or_else(|| panic!("{text}"));
+    assert!(heading < document, "{text}");
+    assert!(text.contains("New session started with handoff context"), "{text}");
+    agent.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_mid_stream_answers_cancelled() {
+    let env = Env::new().await;
+    let mut agent = env.spawn(&[]);
+    agent.initialize(json!({})).await;
+    let (session, _) = agent.new_session(&env.project()).await;
+    let words: Vec<String> = (0..200).map(|i| format!("word{i} ")).collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    env.mock.push(common::slow(&words, 0, 50));
+    let id = agent.request("session/prompt", json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "talk" }] })).await;
+    agent.until_update("agent_message_chunk").await;
+    agent.notify("session/cancel", json!({ "sessionId": session })).await;
+    let (answer, updates) = agent.until_answer(id, &mut |r| panic!("unexpected {r}")).await;
+    assert_eq!(stop_reason(&answer), "cancelled", "{answer}");
+    assert!(!chunks(&updates, "agent_message_chunk").contains("word199"), "stopped before the end");
+    // The session goes on.
+    env.mock.push(MockReply::text("Still here."));
+    let (answer, updates) = agent.prompt(&session, "again").await;
+    assert_eq!(stop_reason(&answer), "end_turn");
+    assert_eq!(chunks(&updates, "agent_message_chunk"), "Still here.");
+    agent.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_while_a_permission_is_asked_answers_cancelled_and_runs_nothing() {
+    let env = Env::new().await;
+    let mut agent = env.spawn(&[]);
+    agent.initialize(json!({})).await;
+    let (session, _) = agent.new_session(&env.project()).await;
+    write_turn(&env.mock, "w1", "never.txt", "no\n", "unreachable");
+    let id = agent.request("session/prompt", json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "write" }] })).await;
+    // The question arrives; the client cancels the turn and never answers it.
+    loop {
+        let message = agent.next().await;
+        if message["method"] == "session/request_permission" {
+            break;
+        }
+    }
+    agent.notify("session/cancel", json!({ "sessionId": session })).await;
+    let (answer, _) = agent.until_answer(id, &mut |r| panic!("unexpected {r}")).await;
+    assert_eq!(stop_reason(&answer), "cancelled", "{answer}");
+    assert!(!env.project().join("never.txt").exists());
+    assert_eq!(env.mock.requests().len(), 1, "nothing went to the model after the cancel");
+    agent.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_in_a_new_process_replays_the_conversation_and_after_a_handoff_opens_the_newest_of_the_chain() {
+    let env = Env::new().await;
+    let (agent, session) = one_exchange(&env, json!({})).await;
+    agent.finish().await;
+
+    let mut agent = env.spawn(&[]);
+    agent.initialize(json!({})).await;
+    let (answer, updates) = agent.call("session/load", json!({ "sessionId": session, "cwd": env.project(), "mcpServers": [] })).await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    assert_eq!(chunks(&updates, "user_message_chunk"), "First question");
+    assert_eq!(chunks(&updates, "agent_message_chunk"), "First answer.");
+    // It goes on: a handoff in this process, the id staying.
+    env.mock.push(MockReply::text(DOCUMENT));
+    let (answer, _) = agent.prompt(&session, "/handoff").await;
+    assert_eq!(stop_reason(&answer), "end_turn");
+    let list = agent.call("session/list", json!({ "cwd": env.project() })).await.0;
+    let listed = list["result"]["sessions"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "one chain: {list}");
+    assert_eq!(listed[0]["sessionId"], session.as_str());
+    agent.finish().await;
+
+    let mut agent = env.spawn(&[]);
+    agent.initialize(json!({})).await;
+    let (answer, updates) = agent.call("session/load", json!({ "sessionId": session, "cwd": env.project(), "mcpServers": [] })).await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    let text = chunks(&updates, "agent_message_chunk");
+    assert!(text.contains("Handed off") && text.contains("Ship the parser"), "the newest of the chain: {text}");
+    assert!(chunks(&updates, "user_message_chunk").is_empty(), "{updates:#?}");
+    env.mock.push(MockReply::text("Continued."));
+    let (answer, _) = agent.prompt(&session, "Continue").await;
+    assert_eq!(stop_reason(&answer), "end_turn");
+    let last = request_text(&env.mock, env.mock.requests().len() - 1);
+    assert!(last.contains("Ship the parser") && last.contains("Continue"), "{last}");
+    agent.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_json_unknown_methods_and_unknown_sessions_are_errors_never_a_crash() {
+    let env = Env::new().await;
+    let mut agent = env.spawn(&[]);
+    agent.send_line("{ this is not json").await;
+    let error = agent.next().await;
+    assert_eq!((&error["id"], &error["error"]["code"]), (&Value::Null, &json!(-32700)), "{error}");
+    let (answer, _) = agent.call("no/such_method", json!({})).await;
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    let (answer, _) = agent.call("session/prompt", json!({ "sessionId": "nope", "prompt": [] })).await;
+    assert_eq!(answer["error"]["code"], -32002, "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains("nope"), "{answer}");
+    let (answer, _) = agent.call("session/load", json!({ "sessionId": "nope", "cwd": env.project(), "mcpServers": [] })).await;
+    assert_eq!(answer["error"]["code"], -32002, "{answer}");
+    let (answer, _) = agent.call("session/new", json!({ "cwd": 42 })).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let (answer, _) = agent.call("session/new", json!({ "cwd": "relative/path", "mcpServers": [] })).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    agent.notify("session/cancel", json!({ "sessionId": "nope" })).await;
+    agent.notify("some/notification", json!({})).await;
+    // Still alive and answering.
+    let result = agent.initialize(json!({})).await;
+    assert_eq!(result["protocolVersion"], 1);
+    agent.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_resumes_a_session_written_over_acp() {
+    let Some(pi) = common::pi::pi_bin() else { return };
+    let env = Env::new().await;
+    let mut agent = env.spawn(&["--yes"]);
+    agent.initialize(json!({})).await;
+    let (session, _) = agent.new_session(&env.project()).await;
+    write_turn(&env.mock, "w1", "a.txt", "one\n", "Wrote it.");
+    let (answer, _) = agent.prompt(&session, "write a").await;
+    assert_eq!(stop_reason(&answer), "end_turn");
+    env.mock.push(MockReply::text(DOCUMENT));
+    agent.prompt(&session, "/handoff").await;
+    agent.finish().await;
+
+    let root = env.dir.path();
+    common::pi::pi_home(root, "openai-completions", &env.mock.openai_base_url());
+    for file in session_files(&env) {
+        env.mock.push(MockReply::text("Pi continues here."));
+        let out = common::pi::pi_resume(&pi, root, &file, "mock", "mock-model", "next").output().await.unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "pi failed on {}: {stdout}\n{}", file.display(), String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains("Pi continues here."), "{stdout}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_automatic_handoff_mid_tool_loop_is_a_compaction_and_the_task_finishes_behind_the_same_id() {
+    let env = Env::new().await;
+    std::fs::write(env.project().join("notes.txt"), "the secret number is 42\n").unwrap();
+    let mut agent = env.spawn(&["--context-window", "20000"]);
+    agent.initialize(json!({ "session": { "compaction": {} } })).await;
+    let (session, _) = agent.new_session(&env.project()).await;
+    let usage = handoff_mock::MockUsage { input: 15_000, output: Some(100), ..Default::default() };
+    env.mock.push(common::tool_call_reply("read", json!({ "path": "notes.txt" }), "r1").with_usage(usage));
+    env.mock.push(MockReply::text(DOCUMENT));
+    env.mock.push(MockReply::text("The number is 42: finished."));
+    let (answer, updates) = agent.prompt(&session, "read notes.txt and tell me the number").await;
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    let kinds: Vec<&str> = updates.iter().map(|u| u["update"]["sessionUpdate"].as_str().unwrap()).collect();
+    let at = |kind: &str| kinds.iter().position(|k| *k == kind).unwrap_or_else(|| panic!("no {kind} in {kinds:?}"));
+    assert!(at("tool_call") < at("compaction_update"), "{kinds:?}");
+    let read_done = updates.iter().position(|u| u["update"]["toolCallId"] == "r1" && u["update"]["status"] == "completed").unwrap();
+    assert!(read_done < at("compaction_update"), "the batch completes first: {kinds:?}");
+    let statuses: Vec<&str> = of_kind(&updates, "compaction_update").iter().map(|c| c["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["in_progress", "completed"]);
+    let usage = of_kind(&updates, "usage_update")[0];
+    assert_eq!((usage["used"].as_u64(), usage["size"].as_u64()), (Some(15_100), Some(20_000)), "{usage}");
+    let text = chunks(&updates, "agent_message_chunk");
+    assert!(text.contains("Handed off automatically") && text.ends_with("The number is 42: finished."), "{text}");
+    assert!(updates.iter().all(|u| u["sessionId"] == session.as_str()));
+    assert_eq!(session_files(&env).len(), 2);
+    assert_eq!(env.mock.requests().len(), 3);
+    agent.finish().await;
+}
