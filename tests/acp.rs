@@ -16,28 +16,21 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
 const T: Duration = Duration::from_secs(20);
 
-struct Env {
-    mock: MockServer,
-    dir: tempfile::TempDir,
+/// The binary against the mock (`common::BinaryEnv`), spawned as an ACP agent.
+struct Env(common::BinaryEnv);
+
+impl std::ops::Deref for Env {
+    type Target = common::BinaryEnv;
+    fn deref(&self) -> &common::BinaryEnv {
+        &self.0
+    }
 }
 
 impl Env {
     async fn new() -> Env {
-        let mock = MockServer::start().await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("project")).unwrap();
-        Env { mock, dir }
-    }
-
-    fn project(&self) -> PathBuf {
-        self.dir.path().join("project")
-    }
-
-    fn session_dir(&self) -> PathBuf {
-        self.dir.path().join("sessions")
+        Env(common::BinaryEnv::new().await)
     }
 
     fn log(&self) -> PathBuf {
@@ -46,25 +39,13 @@ impl Env {
 
     /// `handoff-nvim acp` with a clean environment pointing at the mock, plus `args`.
     fn spawn(&self, args: &[&str]) -> Agent {
-        let mut c = common::clean_command_async(BIN);
-        c.arg("acp")
-            .args(["--log-file", self.log().to_str().unwrap()])
-            .args(args)
-            .current_dir(self.project())
-            .env("HOME", self.dir.path())
-            .env("XDG_DATA_HOME", self.dir.path().join("data"))
+        let mut c = self.command(&["acp", "--log-file", self.log().to_str().unwrap()]);
+        c.args(args)
             .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
-            .env("HANDOFF_PROVIDER", "openai")
-            .env("HANDOFF_BASE_URL", self.mock.openai_base_url())
-            .env("HANDOFF_MODEL", "mock-model")
-            .env("HANDOFF_SESSION_DIR", self.session_dir())
             .env("HANDOFF_LOG", "debug")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            .stderr(Stdio::piped());
         let mut child = c.spawn().unwrap();
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();

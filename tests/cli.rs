@@ -10,11 +10,10 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::{copy_fixture, entry_lines, lines, DOCUMENT};
-use handoff_mock::{MockReply, MockServer};
+use handoff_mock::MockReply;
 use serde_json::Value;
 use tokio::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
 const T: Duration = Duration::from_secs(10);
 
 struct Run {
@@ -29,45 +28,25 @@ impl Run {
     }
 }
 
-struct Env {
-    mock: MockServer,
-    dir: tempfile::TempDir,
+/// The binary against the mock (`common::BinaryEnv`), each run's output collected.
+struct Env(common::BinaryEnv);
+
+impl std::ops::Deref for Env {
+    type Target = common::BinaryEnv;
+    fn deref(&self) -> &common::BinaryEnv {
+        &self.0
+    }
 }
 
 impl Env {
     async fn new() -> Env {
-        let mock = MockServer::start().await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("project")).unwrap();
-        Env { mock, dir }
+        Env(common::BinaryEnv::new().await)
     }
 
-    fn session_dir(&self) -> PathBuf {
-        self.dir.path().join("sessions")
-    }
-
-    fn project(&self) -> PathBuf {
-        self.dir.path().join("project")
-    }
-
-    /// The binary with a clean environment pointing at the mock.
+    /// The binary with a clean environment pointing at the mock, its output collected.
     fn command(&self, args: &[&str]) -> Command {
-        let mut c = common::clean_command_async(BIN);
-        c.args(args)
-            .current_dir(self.project())
-            .env("HOME", self.dir.path())
-            .env("XDG_DATA_HOME", self.dir.path().join("data"))
-            .env("HANDOFF_PROVIDER", "openai")
-            .env("HANDOFF_BASE_URL", self.mock.openai_base_url())
-            .env("HANDOFF_MODEL", "mock-model")
-            .env("HANDOFF_SESSION_DIR", self.session_dir())
-            .env_remove("RUST_LOG")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+        let mut c = self.0.command(args);
+        c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         c
     }
 

@@ -154,10 +154,10 @@ impl Translator {
                     _ => self.updates.message(delta),
                 }
             }
-            AgentEvent::MessageUpdate { assistant_message_event: AssistantMessageEvent::ThinkingDelta { delta, .. } } => {
-                if self.handoff.is_none() {
-                    self.updates.send(SessionUpdate::AgentThoughtChunk(wire::chunk(delta)));
-                }
+            AgentEvent::MessageUpdate { assistant_message_event: AssistantMessageEvent::ThinkingDelta { delta, .. } }
+                if self.handoff.is_none() =>
+            {
+                self.updates.send(SessionUpdate::AgentThoughtChunk(wire::chunk(delta)));
             }
             AgentEvent::MessageEnd { message } if message.is_assistant() && self.handoff.is_none() => {
                 self.announce_calls(&message).await;

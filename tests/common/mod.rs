@@ -405,3 +405,47 @@ impl Rng {
         (self.next() % n.max(1) as u64) as usize
     }
 }
+
+/// Our built binary run against the loopback mock in a temp folder: `project/` is its working
+/// directory, `sessions/` its session folder, the folder itself its `$HOME`. The CLI's tests and
+/// the ACP agent's use it.
+pub struct BinaryEnv {
+    pub mock: MockServer,
+    pub dir: tempfile::TempDir,
+}
+
+impl BinaryEnv {
+    pub async fn new() -> BinaryEnv {
+        let mock = MockServer::start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("project")).unwrap();
+        BinaryEnv { mock, dir }
+    }
+
+    pub fn session_dir(&self) -> PathBuf {
+        self.dir.path().join("sessions")
+    }
+
+    pub fn project(&self) -> PathBuf {
+        self.dir.path().join("project")
+    }
+
+    /// `handoff-nvim args…` with a clean environment pointing at the mock (model `mock-model`
+    /// over the OpenAI format), no key in its environment; stdio is the caller's to set.
+    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut c = clean_command_async(env!("CARGO_BIN_EXE_handoff-nvim"));
+        c.args(args)
+            .current_dir(self.project())
+            .env("HOME", self.dir.path())
+            .env("XDG_DATA_HOME", self.dir.path().join("data"))
+            .env("HANDOFF_PROVIDER", "openai")
+            .env("HANDOFF_BASE_URL", self.mock.openai_base_url())
+            .env("HANDOFF_MODEL", "mock-model")
+            .env("HANDOFF_SESSION_DIR", self.session_dir())
+            .env_remove("RUST_LOG")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .kill_on_drop(true);
+        c
+    }
+}
