@@ -18,21 +18,15 @@ use tokio::sync::mpsc;
 
 const T: Duration = Duration::from_secs(20);
 
-/// The binary against the mock (`common::BinaryEnv`), spawned as an ACP agent.
-struct Env(common::BinaryEnv);
+use common::BinaryEnv as Env;
 
-impl std::ops::Deref for Env {
-    type Target = common::BinaryEnv;
-    fn deref(&self) -> &common::BinaryEnv {
-        &self.0
-    }
+/// The ACP agent of an [`Env`].
+trait AcpAgent {
+    fn log(&self) -> PathBuf;
+    fn spawn(&self, args: &[&str]) -> Agent;
 }
 
-impl Env {
-    async fn new() -> Env {
-        Env(common::BinaryEnv::new().await)
-    }
-
+impl AcpAgent for Env {
     fn log(&self) -> PathBuf {
         self.dir.path().join("acp.log")
     }
@@ -201,6 +195,15 @@ impl Agent {
     }
 }
 
+/// The agent started with `args`, initialized with `capabilities`, and a new session of the
+/// project (its command list received).
+async fn opened(env: &Env, args: &[&str], capabilities: Value) -> (Agent, String) {
+    let mut agent = env.spawn(args);
+    agent.initialize(capabilities).await;
+    let (session, _) = agent.new_session(&env.project()).await;
+    (agent, session)
+}
+
 /// The concatenated text of the `kind` chunks among `updates`.
 fn chunks(updates: &[Value], kind: &str) -> String {
     updates
@@ -281,9 +284,7 @@ fn write_turn(mock: &MockServer, id: &str, path: &str, content: &str, closing: &
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permissions_allow_once_reject_with_the_model_told_and_always_not_asked_again() {
     let env = Env::new().await;
-    let mut agent = env.spawn(&[]);
-    agent.initialize(json!({})).await;
-    let (session, _) = agent.new_session(&env.project()).await;
+    let (mut agent, session) = opened(&env, &[], json!({})).await;
 
     // Allow once: asked with the four kinds and the diff, then the file is written.
     write_turn(&env.mock, "w1", "a.txt", "one\n", "Wrote a.");
@@ -370,9 +371,7 @@ async fn edits_read_and_write_through_the_client_when_it_says_it_can() {
     let env = Env::new().await;
     let file = env.project().join("notes.txt");
     std::fs::write(&file, "on disk\n").unwrap();
-    let mut agent = env.spawn(&["--yes"]);
-    agent.initialize(json!({ "fs": { "readTextFile": true, "writeTextFile": true } })).await;
-    let (session, _) = agent.new_session(&env.project()).await;
+    let (mut agent, session) = opened(&env, &["--yes"], json!({ "fs": { "readTextFile": true, "writeTextFile": true } })).await;
     // The editor's buffer holds unsaved text the disk does not: the edit must find it.
     env.mock.push(common::tool_call_reply("edit", json!({ "path": "notes.txt", "edits": [{ "oldText": "in the buffer", "newText": "edited" }] }), "e1"));
     env.mock.push(MockReply::text("Edited."));
@@ -405,9 +404,7 @@ async fn edits_read_and_write_through_the_client_when_it_says_it_can() {
 
 /// A session with one exchange, over ACP; returns the process, the session id.
 async fn one_exchange(env: &Env, capabilities: Value) -> (Agent, String) {
-    let mut agent = env.spawn(&[]);
-    agent.initialize(capabilities).await;
-    let (session, _) = agent.new_session(&env.project()).await;
+    let (mut agent, session) = opened(env, &[], capabilities).await;
     env.mock.push(MockReply::text("First answer."));
     let (answer, _) = agent.prompt(&session, "First question").await;
     assert_eq!(stop_reason(&answer), "end_turn");
@@ -465,9 +462,7 @@ async fn without_compaction_the_handoff_is_a_headed_agent_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_mid_stream_answers_cancelled() {
     let env = Env::new().await;
-    let mut agent = env.spawn(&[]);
-    agent.initialize(json!({})).await;
-    let (session, _) = agent.new_session(&env.project()).await;
+    let (mut agent, session) = opened(&env, &[], json!({})).await;
     let words: Vec<String> = (0..200).map(|i| format!("word{i} ")).collect();
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
     env.mock.push(common::slow(&words, 0, 50));
@@ -488,9 +483,7 @@ async fn cancel_mid_stream_answers_cancelled() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_while_a_permission_is_asked_answers_cancelled_and_runs_nothing() {
     let env = Env::new().await;
-    let mut agent = env.spawn(&[]);
-    agent.initialize(json!({})).await;
-    let (session, _) = agent.new_session(&env.project()).await;
+    let (mut agent, session) = opened(&env, &[], json!({})).await;
     write_turn(&env.mock, "w1", "never.txt", "no\n", "unreachable");
     let id = agent.request("session/prompt", json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "write" }] })).await;
     // The question arrives; the client cancels the turn and never answers it.
@@ -575,9 +568,7 @@ async fn malformed_json_unknown_methods_and_unknown_sessions_are_errors_never_a_
 async fn pi_resumes_a_session_written_over_acp() {
     let Some(pi) = common::pi::pi_bin() else { return };
     let env = Env::new().await;
-    let mut agent = env.spawn(&["--yes"]);
-    agent.initialize(json!({})).await;
-    let (session, _) = agent.new_session(&env.project()).await;
+    let (mut agent, session) = opened(&env, &["--yes"], json!({})).await;
     write_turn(&env.mock, "w1", "a.txt", "one\n", "Wrote it.");
     let (answer, _) = agent.prompt(&session, "write a").await;
     assert_eq!(stop_reason(&answer), "end_turn");
@@ -600,9 +591,7 @@ async fn pi_resumes_a_session_written_over_acp() {
 async fn the_automatic_handoff_mid_tool_loop_is_a_compaction_and_the_task_finishes_behind_the_same_id() {
     let env = Env::new().await;
     std::fs::write(env.project().join("notes.txt"), "the secret number is 42\n").unwrap();
-    let mut agent = env.spawn(&["--context-window", "20000"]);
-    agent.initialize(json!({ "session": { "compaction": {} } })).await;
-    let (session, _) = agent.new_session(&env.project()).await;
+    let (mut agent, session) = opened(&env, &["--context-window", "20000"], json!({ "session": { "compaction": {} } })).await;
     let usage = handoff_mock::MockUsage { input: 15_000, output: Some(100), ..Default::default() };
     env.mock.push(common::tool_call_reply("read", json!({ "path": "notes.txt" }), "r1").with_usage(usage));
     env.mock.push(MockReply::text(DOCUMENT));
