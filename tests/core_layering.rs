@@ -14,6 +14,8 @@ const FORBIDDEN: &[(&str, &str)] = &[
     ("clap", "command-line parsing belongs to src/cli"),
     ("crate::nvim", "the engine cannot call the Neovim host"),
     ("crate::cli", "the engine cannot call the CLI"),
+    ("agent_client_protocol_schema", "the ACP wire types belong to src/acp/wire.rs"),
+    ("crate::acp", "the engine cannot call the ACP agent"),
     ("crate::frontend_paths", "the front ends pass the session folder in"),
 ];
 
