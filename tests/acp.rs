@@ -614,3 +614,40 @@ async fn the_automatic_handoff_mid_tool_loop_is_a_compaction_and_the_task_finish
     assert_eq!(env.mock.requests().len(), 3);
     agent.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clients_mcp_servers_are_added_to_ours() {
+    let env = Env::new().await;
+    let script = common::fixtures_dir().join("mcp/stdio_server.py");
+    let marker = env.dir.path().join("server-started");
+    let mut agent = env.spawn(&["--yes"]);
+    agent.initialize(json!({})).await;
+    let server = json!({ "name": "fx", "command": "python3", "args": [script], "env": [{ "name": "MCP_TEST_MARKER", "value": marker }] });
+    let (answer, _) = agent.call("session/new", json!({ "cwd": env.project(), "mcpServers": [server] })).await;
+    let session = answer["result"]["sessionId"].as_str().unwrap_or_else(|| panic!("{answer}")).to_string();
+    env.mock.push(common::tool_call_reply("mcp__fx__echo", json!({ "text": "echoed by the client's server" }), "m1"));
+    env.mock.push(MockReply::text("Echoed."));
+    let (answer, updates) = agent.prompt(&session, "echo it").await;
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    assert!(marker.exists(), "the client's server did not start");
+    let tools = env.mock.requests()[0].body["tools"].to_string();
+    assert!(tools.contains("mcp__fx__echo"), "{tools}");
+    assert!(request_text(&env.mock, 1).contains("echoed by the client's server"), "{}", request_text(&env.mock, 1));
+    let done = of_kind(&updates, "tool_call_update").into_iter().any(|u| u["toolCallId"] == "m1" && u["status"] == "completed");
+    assert!(done, "{updates:#?}");
+    agent.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_model_request_is_a_json_rpc_error_that_says_why() {
+    let env = Env::new().await;
+    let (mut agent, session) = opened(&env, &["--max-retries", "0"], json!({})).await;
+    env.mock.push(MockReply::Status { status: 500, body: "the mock is down".into(), retry_after: None });
+    let (answer, _) = agent.prompt(&session, "hello").await;
+    let message = answer["error"]["message"].as_str().unwrap_or_else(|| panic!("{answer}"));
+    assert!(message.contains("The model request failed") && message.contains("500"), "{message}");
+    env.mock.push(MockReply::text("Back."));
+    let (answer, _) = agent.prompt(&session, "again").await;
+    assert_eq!(stop_reason(&answer), "end_turn");
+    agent.finish().await;
+}
