@@ -40,6 +40,8 @@ Sections (doc/benchmarks.md explains each):
      Completions, the same words: MB/s and events/s above the floor of a one-word reply
  13. a Copilot request beside a plain one, the token cached: a tool loop in one CLI process,
      the mock counting the token exchanges and model-list reads
+ 15. the ACP agent beside the CLI: spawn → the first agent_message_chunk of a one-line reply, and the
+     per-update overhead while streaming 20k deltas
  14. MCP (the reference server-everything): a. one tool call's round trip through the host
      (model asks → server answers → result stored → next request) over the server's own round
      trip, stdio and streamable HTTP; b. start-up to the first prompt with three servers
@@ -1607,6 +1609,119 @@ def bench_mcp(bin_dir, env, mock, runs, work, binary, calls):
     return out
 
 
+# --- The ACP agent (§15) --------------------------------------------------------------------------
+
+class AcpClient:
+    """`handoff-nvim acp` driven over its stdin/stdout, one JSON-RPC line at a time."""
+
+    def __init__(self, bin_dir, env, cwd):
+        self.proc = subprocess.Popen([os.path.join(bin_dir, "handoff-nvim"), "acp"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
+        self.next_id = 0
+
+    def send(self, method, params):
+        self.next_id += 1
+        line = json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
+        return self.next_id
+
+    def until(self, predicate):
+        """Reads messages until `predicate(message)` holds; returns it and how many came before."""
+        seen = 0
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("§15: the ACP agent closed its stdout")
+            message = json.loads(line)
+            if predicate(message):
+                return message, seen
+            seen += 1
+
+    def answer(self, id_):
+        message, seen = self.until(lambda m: m.get("id") == id_ and "method" not in m)
+        if "error" in message:
+            raise RuntimeError(f"§15: {message['error']}")
+        return message["result"], seen
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def is_chunk(message):
+    return message.get("method") == "session/update" and \
+        message["params"]["update"].get("sessionUpdate") == "agent_message_chunk"
+
+
+def bench_acp(bin_dir, env, mock, runs, work, tokens):
+    """a. Spawn → `initialize` → `session/new` → `session/prompt` → the first `agent_message_chunk` of
+    a one-line reply, beside our CLI's spawn → the reply's first byte on stdout (`prompt --new`).
+    b. Per-update overhead: a reply of `tokens` deltas through one ACP session (prompt sent → its
+    answer, every update read) less a one-word reply, over `tokens`; the CLI's same difference beside
+    it (spawn → exit, printing to a pipe)."""
+    cwd = os.path.join(work, "acp-project")
+    os.makedirs(cwd, exist_ok=True)
+    env = dict(env, HANDOFF_SESSION_DIR=os.path.join(work, "acp-sessions"))
+    one_line = {"kind": "text", "chunks": ["Hello from the mock."]}
+    first_acp, first_cli, init_acp = [], [], []
+    for _ in range(runs):
+        mock.control("reset")
+        mock.control("push", one_line)
+        t0 = time.perf_counter()
+        agent = AcpClient(bin_dir, env, cwd)
+        agent.answer(agent.send("initialize", {"protocolVersion": 1, "clientCapabilities": {}}))
+        t_init = time.perf_counter()
+        session = agent.answer(agent.send("session/new", {"cwd": cwd, "mcpServers": []}))[0]["sessionId"]
+        prompt = agent.send("session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]})
+        agent.until(is_chunk)
+        t1 = time.perf_counter()
+        agent.answer(prompt)
+        agent.close()
+        first_acp.append(t1 - t0)
+        init_acp.append(t1 - t_init)
+        mock.control("reset")
+        mock.control("push", one_line)
+        t0 = time.perf_counter()
+        cli = subprocess.Popen([os.path.join(bin_dir, "handoff-nvim"), "prompt", "--new", "go"], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
+        cli.stdout.read(1)
+        first_cli.append(time.perf_counter() - t0)
+        cli.stdout.read()
+        cli.wait()
+    long = {"kind": "text", "chunks": [f"w{i}" + ("\n" if i % 16 == 15 else " ") for i in range(tokens)]}
+    short = {"kind": "text", "chunks": ["w0"]}
+    acp_long, acp_short, cli_long, cli_short, updates = [], [], [], [], 0
+    cli_cmd = [os.path.join(bin_dir, "handoff-nvim"), "prompt", "--new", "go"]
+    for _ in range(runs):
+        agent = AcpClient(bin_dir, env, cwd)
+        agent.answer(agent.send("initialize", {"protocolVersion": 1, "clientCapabilities": {}}))
+        session = agent.answer(agent.send("session/new", {"cwd": cwd, "mcpServers": []}))[0]["sessionId"]
+        for reply, into in ((long, acp_long), (short, acp_short)):
+            mock.control("reset")
+            mock.control("push", reply)
+            t0 = time.perf_counter()
+            _, seen = agent.answer(agent.send("session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}))
+            into.append(time.perf_counter() - t0)
+            if reply is long:
+                updates = seen
+        agent.close()
+        for reply, into in ((long, cli_long), (short, cli_short)):
+            mock.control("reset")
+            mock.control("push", reply)
+            t0 = time.perf_counter()
+            subprocess.run(cli_cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           env=env, cwd=cwd, check=True)
+            into.append(time.perf_counter() - t0)
+    if updates < tokens:
+        raise RuntimeError(f"§15: {updates} updates for {tokens} deltas")
+    acp_extra, cli_extra = median(acp_long) - median(acp_short), median(cli_long) - median(cli_short)
+    return {"first_acp": median(first_acp), "first_after_init": median(init_acp), "first_cli": median(first_cli),
+            "tokens": tokens, "updates": updates, "acp_long": median(acp_long), "acp_short": median(acp_short),
+            "cli_long": median(cli_long), "cli_short": median(cli_short),
+            "acp_per_update": acp_extra / tokens, "cli_per_delta": cli_extra / tokens}
+
+
 def fmt_ms(s):
     return "–" if s is None else (f"{s*1e3:.2f} ms" if s < 0.01 else f"{s*1e3:.1f} ms" if s < 1 else f"{s*1e3:.0f} ms")
 
@@ -1647,7 +1762,7 @@ def main():
     ap.add_argument("--pi", default=os.environ.get("PI_BIN") or os.path.join(ROOT, ".cache", "pi", "node_modules", ".bin", "pi"))
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="one tiny iteration of each")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12,13,14", help="sections to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12,13,14,15", help="sections to run, e.g. 1,4")
     ap.add_argument("--mcp-everything", default=os.environ.get("MCP_EVERYTHING_BIN") or os.path.join(
         ROOT, ".cache", "mcp-everything", "node_modules", ".bin", "mcp-server-everything"))
     ap.add_argument("--rg", help="ripgrep for §6b (default: .cache/rg-venv/bin/rg, else PATH; `none`: without)")
@@ -2070,6 +2185,23 @@ def main():
                     f"| first prompt, whole process | {fmt_ms(m['prompt']['none'])} | {fmt_ms(m['prompt']['three'])} | "
                     f"{fmt_ms(m['prompt']['three'] - m['prompt']['none'])} |",
                     f"| one server's own start (bare client: spawn → `initialize` answered) | | {fmt_ms(m['alone'])} | |", ""]
+        if "15" in only:
+            log("15. ACP")
+            tokens = 500 if args.smoke else 20000
+            a = raw["acp"] = bench_acp(args.bin_dir, env, mock, runs, work, tokens)
+            out += ["### 15. The ACP agent (`handoff-nvim acp`) beside our CLI", "",
+                    "a. A one-line reply: spawn → `initialize` → `session/new` → `session/prompt` → its first "
+                    "`agent_message_chunk` read, against our CLI's spawn → the reply's first byte on stdout "
+                    "(`prompt --new`), same mock, interleaved. pi's ACP bridge is not installable here.", "",
+                    "| | ACP agent | CLI | ratio (ACP / CLI) |", "|---|---|---|---|",
+                    f"| spawn → first text | **{fmt_ms(a['first_acp'])}** | {fmt_ms(a['first_cli'])} | {ratio(a['first_acp'], a['first_cli'])} |",
+                    f"| `initialize` answered → first text | {fmt_ms(a['first_after_init'])} | | |", "",
+                    f"b. Streaming {a['tokens']} deltas at full speed: one ACP session's prompt → answer with every update "
+                    f"read ({a['updates']} messages), less a one-word reply; the CLI's whole process likewise "
+                    "(printing to a pipe).", "",
+                    "| | {0} deltas | one word | per delta |".format(a['tokens']), "|---|---|---|---|",
+                    f"| ACP agent (prompt → answer) | {fmt_ms(a['acp_long'])} | {fmt_ms(a['acp_short'])} | **{a['acp_per_update']*1e6:.1f} µs** |",
+                    f"| CLI (whole process) | {fmt_ms(a['cli_long'])} | {fmt_ms(a['cli_short'])} | {a['cli_per_delta']*1e6:.1f} µs |", ""]
     finally:
         mock.close()
         shutil.rmtree(work, ignore_errors=True)

@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use crate::core::agent::{AgentEvent, AgentSession};
+use crate::core::agent::AgentEvent;
 use crate::core::config::Settings;
 use crate::core::controller::{self, Controller, FrontEndTexts, Opened, Ran, SessionChoice};
 use crate::core::handoff::{AutoHandoff, HandoffOutcome};
@@ -245,9 +245,9 @@ impl Server {
         });
         let updates = Updates { peer: self.peer.clone(), session_id: id.clone() };
         let compaction = client.session.as_ref().is_some_and(|s| s.compaction.is_some());
-        let translator = Translator::new(updates.clone(), compaction, cwd);
+        let translator = Translator::new(updates.clone(), compaction, cwd, &agent);
         let (flush, flushes) = mpsc::unbounded_channel();
-        spawn_translator(translator, agent.clone(), agent.subscribe(), flushes);
+        spawn_translator(translator, agent.subscribe(), flushes);
         let session = Arc::new(AcpSession {
             controller,
             flush,
@@ -350,21 +350,16 @@ impl Server {
 /// answered once every event emitted before it is sent.
 fn spawn_translator(
     mut translator: Translator,
-    agent: Arc<AgentSession>,
     mut events: broadcast::Receiver<AgentEvent>,
     mut flushes: mpsc::UnboundedReceiver<Flush>,
 ) {
     use broadcast::error::{RecvError, TryRecvError};
-    let agent = Arc::downgrade(&agent);
     crate::core::task::spawn("the ACP updates", async move {
         loop {
             tokio::select! {
                 biased;
                 event = events.recv() => match event {
-                    Ok(event) => {
-                        let window = agent.upgrade().map_or(0, |a| a.provider_config().context_window);
-                        translator.event(event, window).await;
-                    }
+                    Ok(event) => translator.event(event).await,
                     Err(RecvError::Lagged(n)) => tracing::warn!("{n} agent events were lost to a slow client"),
                     Err(RecvError::Closed) => break,
                 },
@@ -372,10 +367,7 @@ fn spawn_translator(
                     let Some(done) = flush else { break };
                     loop {
                         match events.try_recv() {
-                            Ok(event) => {
-                                let window = agent.upgrade().map_or(0, |a| a.provider_config().context_window);
-                                translator.event(event, window).await;
-                            }
+                            Ok(event) => translator.event(event).await,
                             Err(TryRecvError::Lagged(n)) => tracing::warn!("{n} agent events were lost to a slow client"),
                             Err(_) => break,
                         }

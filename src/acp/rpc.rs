@@ -60,10 +60,19 @@ impl Peer {
         }
     }
 
-    /// A notification to the client.
+    /// A notification to the client, encoded once, straight to its line (a streamed reply is
+    /// one per delta).
     pub fn notify(&self, method: &str, params: impl Serialize) {
-        match serde_json::to_value(params) {
-            Ok(params) => self.send(&json!({ "jsonrpc": "2.0", "method": method, "params": params })),
+        #[derive(Serialize)]
+        struct Notification<'a, P> {
+            jsonrpc: &'static str,
+            method: &'a str,
+            params: P,
+        }
+        match serde_json::to_string(&Notification { jsonrpc: "2.0", method, params }) {
+            Ok(line) => {
+                let _ = self.inner.out.send(line);
+            }
             Err(e) => tracing::error!(%method, "cannot encode a notification: {e}"),
         }
     }

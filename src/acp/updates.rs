@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
 
 use serde_json::Value;
 
@@ -16,7 +17,7 @@ use super::wire::{
     PlanEntryStatus, SessionNotification, SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, UsageUpdate,
 };
-use crate::core::agent::{AgentEvent, AssistantMessageEvent};
+use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent};
 use crate::core::controller;
 use crate::core::handoff::HandoffOutcome;
 use crate::core::message::{Content, ContentBlock, Message, Role, Usage};
@@ -130,6 +131,8 @@ pub struct Translator {
     /// The client reports compactions (`session.compaction`).
     pub compaction: bool,
     pub cwd: PathBuf,
+    /// The agent, for its model's context window when a reply reports its usage.
+    agent: Weak<AgentSession>,
     handoff: Option<HandoffReport>,
     handoffs: u64,
     /// The diff shown for each edit announced, shown again with its result.
@@ -137,12 +140,13 @@ pub struct Translator {
 }
 
 impl Translator {
-    pub fn new(updates: Updates, compaction: bool, cwd: PathBuf) -> Self {
-        Translator { updates, compaction, cwd, handoff: None, handoffs: 0, diffs: HashMap::new() }
+    pub fn new(updates: Updates, compaction: bool, cwd: PathBuf, agent: &Arc<AgentSession>) -> Self {
+        let agent = Arc::downgrade(agent);
+        Translator { updates, compaction, cwd, agent, handoff: None, handoffs: 0, diffs: HashMap::new() }
     }
 
-    /// Sends what `event` means to the client; `window`: the model's context window now.
-    pub async fn event(&mut self, event: AgentEvent, window: u64) {
+    /// Sends what `event` means to the client.
+    pub async fn event(&mut self, event: AgentEvent) {
         match event {
             AgentEvent::MessageUpdate { assistant_message_event: AssistantMessageEvent::TextDelta { delta, .. } } => {
                 match &mut self.handoff {
@@ -161,7 +165,8 @@ impl Translator {
             }
             AgentEvent::MessageEnd { message } if message.is_assistant() && self.handoff.is_none() => {
                 self.announce_calls(&message).await;
-                if let Some(used) = &message.usage {
+                let window = self.agent.upgrade().map(|agent| agent.provider_config().context_window);
+                if let (Some(used), Some(window)) = (&message.usage, window) {
                     self.updates.send(SessionUpdate::UsageUpdate(usage(used, window)));
                 }
             }
