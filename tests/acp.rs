@@ -651,3 +651,21 @@ async fn a_failed_model_request_is_a_json_rpc_error_that_says_why() {
     assert_eq!(stop_reason(&answer), "end_turn");
     agent.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_turn_limit_is_max_turn_requests_and_a_question_answered_cancelled_is_cancelled() {
+    let env = Env::new().await;
+    let (mut agent, session) = opened(&env, &["--max-turns", "1", "--yes"], json!({})).await;
+    env.mock.push(common::tool_call_reply("read", json!({ "path": "missing.txt" }), "r1"));
+    let (answer, updates) = agent.prompt(&session, "read").await;
+    assert_eq!(stop_reason(&answer), "max_turn_requests", "{answer}");
+    assert!(chunks(&updates, "agent_message_chunk").contains("turn limit"), "{updates:#?}");
+    agent.finish().await;
+
+    let (mut agent, session) = opened(&env, &[], json!({})).await;
+    write_turn(&env.mock, "w1", "never.txt", "no\n", "unreachable");
+    let (answer, _) = agent.prompt_with(&session, "write", &mut |_| Some(json!({ "outcome": { "outcome": "cancelled" } }))).await;
+    assert_eq!(stop_reason(&answer), "cancelled", "{answer}");
+    assert!(!env.project().join("never.txt").exists());
+    agent.finish().await;
+}

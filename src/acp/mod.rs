@@ -90,8 +90,9 @@ type Flush = oneshot::Sender<()>;
 struct AcpSession {
     controller: Arc<Controller>,
     flush: mpsc::UnboundedSender<Flush>,
-    /// `session/cancel` arrived for the prompt in flight.
-    cancelled: AtomicBool,
+    /// `session/cancel` arrived for the prompt in flight (or a question was answered
+    /// `cancelled`).
+    cancelled: Arc<AtomicBool>,
     /// One prompt at a time: a second waits for the first's answer.
     prompt: tokio::sync::Mutex<()>,
     updates: Updates,
@@ -229,7 +230,8 @@ impl Server {
         let agent = opened.agent;
         let id = id.unwrap_or_else(|| agent.session().session_id().to_string());
         let client = lock(&self.client).clone();
-        agent.set_consent(seams::ClientConsent::new(self.peer.clone(), id.clone()));
+        let cancelled = Arc::new(AtomicBool::new(false));
+        agent.set_consent(seams::ClientConsent::new(self.peer.clone(), id.clone(), cancelled.clone()));
         agent.set_file_access(Arc::new(seams::ClientFiles {
             peer: self.peer.clone(),
             session_id: id.clone(),
@@ -251,7 +253,7 @@ impl Server {
         let session = Arc::new(AcpSession {
             controller,
             flush,
-            cancelled: AtomicBool::new(false),
+            cancelled,
             prompt: tokio::sync::Mutex::new(()),
             updates,
         });
@@ -479,6 +481,9 @@ fn stop_reason(ran: Ran, cancelled: bool) -> Result<StopReason, String> {
                 ReplyStop::Aborted => Ok(StopReason::Cancelled),
                 ReplyStop::Length => Ok(StopReason::MaxTokens),
                 ReplyStop::Error => Err(text::prompt_failed(reply.error_message.as_deref().unwrap_or("unknown error"))),
+                // A run that ends on tool results without a reply after them stopped at the
+                // turn limit (a wall with nothing to go on in ends there too: said as a notice).
+                ReplyStop::ToolUse if result.wall.is_none() => Ok(StopReason::MaxTurnRequests),
                 ReplyStop::Stop | ReplyStop::ToolUse => Ok(StopReason::EndTurn),
             },
             None => Ok(StopReason::EndTurn),

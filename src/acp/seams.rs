@@ -10,6 +10,7 @@
 use std::collections::HashSet;
 use std::io;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -39,11 +40,14 @@ pub struct ClientConsent {
     pub session_id: String,
     /// Calls the user rejected "always" in this session: the tool and what the answer covers.
     pub rejected: Mutex<HashSet<(String, Option<ConsentKey>)>>,
+    /// The session's "the turn was cancelled": a question answered `cancelled` stops the turn
+    /// as `session/cancel` does, and the prompt's stop reason says so.
+    pub cancelled: Arc<AtomicBool>,
 }
 
 impl ClientConsent {
-    pub fn new(peer: Peer, session_id: String) -> Arc<Self> {
-        Arc::new(Self { peer, session_id, rejected: Mutex::new(HashSet::new()) })
+    pub fn new(peer: Peer, session_id: String, cancelled: Arc<AtomicBool>) -> Arc<Self> {
+        Arc::new(Self { peer, session_id, rejected: Mutex::new(HashSet::new()), cancelled })
     }
 }
 
@@ -116,7 +120,10 @@ impl Consent for ClientConsent {
         };
         let chosen = match outcome {
             RequestPermissionOutcome::Selected(selected) => selected.option_id.0.to_string(),
-            _ => return Decision::Cancel,
+            _ => {
+                self.cancelled.store(true, Ordering::SeqCst);
+                return Decision::Cancel;
+            }
         };
         match chosen.as_str() {
             option::ALLOW_ONCE => Decision::Allow,
