@@ -251,13 +251,16 @@ async fn initialize_says_version_1_what_is_built_and_where_keys_come_from() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_session_lists_the_commands_and_streams_a_reply_with_its_thinking() {
     let env = Env::new().await;
-    let mut agent = env.spawn(&[]);
+    let templates = env.dir.path().join("templates");
+    std::fs::create_dir_all(&templates).unwrap();
+    std::fs::write(templates.join("review.md"), "---\ndescription: Review the change\n---\nReview $1").unwrap();
+    let mut agent = env.spawn(&["--templates-dir", templates.to_str().unwrap()]);
     agent.initialize(json!({})).await;
     let (session, commands) = agent.new_session(&env.project()).await;
     assert_eq!(commands["sessionId"], session.as_str());
     let names: Vec<&str> =
         commands["update"]["availableCommands"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    for name in ["handoff", "new", "model", "thinking", "pin"] {
+    for name in ["handoff", "new", "model", "thinking", "pin", "review"] {
         assert!(names.contains(&name), "{name} is not in {names:?}");
     }
     env.mock.push(MockReply::Text {
@@ -667,5 +670,33 @@ async fn the_turn_limit_is_max_turn_requests_and_a_question_answered_cancelled_i
     let (answer, _) = agent.prompt_with(&session, "write", &mut |_| Some(json!({ "outcome": { "outcome": "cancelled" } }))).await;
     assert_eq!(stop_reason(&answer), "cancelled", "{answer}");
     assert!(!env.project().join("never.txt").exists());
+    agent.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_commands_run_in_the_host_and_never_reach_the_model() {
+    let env = Env::new().await;
+    let (mut agent, session) = opened(&env, &[], json!({})).await;
+    let said = |updates: &[Value]| chunks(updates, "agent_message_chunk");
+    let (answer, updates) = agent.prompt(&session, "/model").await;
+    assert_eq!(stop_reason(&answer), "end_turn");
+    assert!(said(&updates).contains("mock-model"), "{updates:#?}");
+    let (_, updates) = agent.prompt(&session, "/thinking high").await;
+    assert!(said(&updates).contains("Thinking level: high"), "{updates:#?}");
+    let (_, updates) = agent.prompt(&session, "/thinking loud").await;
+    assert!(said(&updates).contains("Unknown thinking level"), "{updates:#?}");
+    let (_, updates) = agent.prompt(&session, "/pin keep the tests green").await;
+    assert!(said(&updates).contains("1. keep the tests green"), "{updates:#?}");
+    // codecompanion types commands with a backslash.
+    let (_, updates) = agent.prompt(&session, "\\pins").await;
+    assert!(said(&updates).contains("1. keep the tests green"), "{updates:#?}");
+    let (_, updates) = agent.prompt(&session, "/new").await;
+    assert!(said(&updates).contains("New session started."), "{updates:#?}");
+    assert_eq!(env.mock.requests().len(), 0, "a command reached the model");
+    env.mock.push(MockReply::text("Fresh."));
+    let (answer, _) = agent.prompt(&session, "hello").await;
+    assert_eq!(stop_reason(&answer), "end_turn");
+    let sent = request_text(&env.mock, 0);
+    assert!(!sent.contains("keep the tests green"), "the new session has no pins: {sent}");
     agent.finish().await;
 }

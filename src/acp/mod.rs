@@ -268,7 +268,7 @@ impl Server {
         let cwd = absolute_cwd(&request.cwd)?;
         let servers = client_servers(&raw);
         let (id, session) = self.open(cwd, SessionChoice::New, servers, None).await?;
-        send_commands_later(session.updates.clone());
+        send_commands_later(session.updates.clone(), self.settings.templates_dir.clone());
         encode(wire::NewSessionResponse::new(id))
     }
 
@@ -298,7 +298,7 @@ impl Server {
             updates::replay(&session.updates, &branch, &cwd, &manager.todos());
         }
         session.flushed().await;
-        send_commands_later(session.updates.clone());
+        send_commands_later(session.updates.clone(), self.settings.templates_dir.clone());
         encode(wire::LoadSessionResponse::new())
     }
 
@@ -381,11 +381,16 @@ fn spawn_translator(
     });
 }
 
-/// The command list, a moment after the session is answered.
-fn send_commands_later(updates: Updates) {
+/// The command list, a moment after the session is answered: the session commands, then the
+/// prompt templates of `templates_dir` (`/name args` expands one).
+fn send_commands_later(updates: Updates, templates_dir: Option<PathBuf>) {
     crate::core::task::spawn("the ACP command list", async move {
+        let templates = match templates_dir {
+            Some(dir) => tokio::task::spawn_blocking(move || crate::core::agent::templates::list(&dir)).await.unwrap_or_default(),
+            None => Vec::new(),
+        };
         tokio::time::sleep(COMMANDS_DELAY).await;
-        let commands = text::COMMANDS
+        let mut commands: Vec<wire::AvailableCommand> = text::COMMANDS
             .iter()
             .map(|(name, description, hint)| {
                 let command = wire::AvailableCommand::new(*name, *description);
@@ -395,6 +400,11 @@ fn send_commands_later(updates: Updates) {
                 }
             })
             .collect();
+        for template in templates {
+            if !commands.iter().any(|c| c.name == template.name) {
+                commands.push(wire::AvailableCommand::new(template.name, template.description));
+            }
+        }
         updates.send(wire::SessionUpdate::AvailableCommandsUpdate(wire::AvailableCommandsUpdate::new(commands)));
     });
 }
