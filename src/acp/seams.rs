@@ -138,6 +138,10 @@ impl Consent for ClientConsent {
     }
 }
 
+/// Files larger than this are read from the disk: the client would send the whole text in one
+/// message, where `read` pulls only the lines it shows.
+const CLIENT_READ_LIMIT: u64 = 4 << 20;
+
 /// Files through the client, as far as it said it can.
 pub struct ClientFiles {
     pub peer: Peer,
@@ -161,7 +165,8 @@ impl FileAccess for ClientFiles {
         // A file that is not on disk is not asked for: the tools' own "not found" and "is a
         // folder" answers stay as they are.
         let on_disk = tokio::fs::metadata(path).await;
-        if !self.read || !on_disk.is_ok_and(|m| m.is_file()) {
+        let through_client = on_disk.is_ok_and(|m| m.is_file() && m.len() <= CLIENT_READ_LIMIT);
+        if !self.read || !through_client {
             return DiskFileAccess.open(path).await;
         }
         let path = std::path::absolute(path)?;
@@ -175,6 +180,10 @@ impl FileAccess for ClientFiles {
             return DiskFileAccess.write(path, bytes).await;
         }
         let path = std::path::absolute(path)?;
+        // The tools' promise (missing folders are made) does not depend on the client's.
+        if let Some(parent) = path.parent() {
+            tokio::fs::create_dir_all(parent).await?;
+        }
         let params = json!({ "sessionId": self.session_id, "path": path, "content": text });
         let answer: Result<Value, CallError> = self.peer.request(method::WRITE_TEXT_FILE, params).await;
         answer.map(drop).map_err(io::Error::other)
