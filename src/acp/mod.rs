@@ -600,3 +600,47 @@ fn newest_of_chain(session_dir: &Path, cwd: &Path, id: &str) -> Result<PathBuf, 
     }
     Ok(newest.path.clone())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn client_mcp_servers_become_entries_of_claude_codes_format() {
+        let stdio = json!({ "name": "fs", "command": "/bin/srv", "args": ["-v"], "env": [{ "name": "A", "value": "1" }] });
+        assert_eq!(mcp_entry(&stdio), Some(("fs".into(), json!({ "command": "/bin/srv", "args": ["-v"], "env": { "A": "1" } }))));
+        let http = json!({ "type": "http", "name": "web", "url": "http://127.0.0.1:1/mcp", "headers": [{ "name": "X", "value": "y" }] });
+        assert_eq!(
+            mcp_entry(&http),
+            Some(("web".into(), json!({ "type": "http", "url": "http://127.0.0.1:1/mcp", "headers": { "X": "y" } })))
+        );
+        assert_eq!(mcp_entry(&json!({ "type": "sse", "name": "old", "url": "http://x" })), None);
+        assert_eq!(mcp_entry(&json!({ "command": "no name" })), None);
+    }
+
+    fn info(id: &str, parent: Option<&str>, empty: bool) -> SessionInfo {
+        SessionInfo {
+            id: id.into(),
+            path: PathBuf::from(format!("/s/{id}.jsonl")),
+            cwd: "/p".into(),
+            timestamp: format!("t-{id}"),
+            parent_session: parent.map(|p| format!("/s/{p}.jsonl")),
+            first_message: format!("first of {id}"),
+            message_count: usize::from(!empty),
+            empty,
+        }
+    }
+
+    #[test]
+    fn a_chain_of_handoffs_is_listed_once_under_its_first_session() {
+        // Newest first: c was handed off from b, b from a; d stands alone; e is empty.
+        let listed = vec![info("e", None, true), info("c", Some("b"), false), info("d", None, false), info("b", Some("a"), false), info("a", None, false)];
+        let found: Vec<(&str, &str)> = chains(&listed).into_iter().map(|(root, newest)| (root.id.as_str(), newest.id.as_str())).collect();
+        assert_eq!(found, [("a", "c"), ("d", "d")]);
+        // A loop in the links (files edited by hand) ends instead of hanging; each is listed.
+        let looped = vec![info("x", Some("y"), false), info("y", Some("x"), false)];
+        assert_eq!(chains(&looped).len(), 2);
+    }
+}

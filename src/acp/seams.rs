@@ -189,3 +189,49 @@ impl FileAccess for ClientFiles {
         answer.map(drop).map_err(io::Error::other)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::core::tools::ToolKind;
+
+    fn request(holes: Option<&str>, protected: Option<&str>) -> ApprovalRequest {
+        ApprovalRequest {
+            id: "c1".into(),
+            tool: "bash".into(),
+            kind: ToolKind::Execute,
+            args: json!({ "command": "make" }),
+            summary: "make".into(),
+            path: None,
+            preview: None,
+            origin: None,
+            sandbox: None,
+            unsandboxed: None,
+            holes: holes.map(str::to_string),
+            protected: protected.map(str::to_string),
+        }
+    }
+
+    fn kinds(request: &ApprovalRequest) -> Vec<PermissionOptionKind> {
+        options(request).into_iter().map(|o| o.kind).collect()
+    }
+
+    #[test]
+    fn always_is_offered_only_where_an_answer_may_cover_more_than_this_call() {
+        use PermissionOptionKind::*;
+        assert_eq!(kinds(&request(None, None)), [AllowOnce, AllowAlways, RejectOnce, RejectAlways]);
+        assert_eq!(kinds(&request(Some("no mount namespace"), None)), [AllowOnce, RejectOnce]);
+        assert_eq!(kinds(&request(None, Some("~/.ssh is a credential"))), [AllowOnce, RejectOnce]);
+    }
+
+    #[test]
+    fn the_question_says_why_the_sandbox_asks() {
+        let asked = serde_json::to_value(asked_call(&request(Some("no mount namespace"), None))).unwrap();
+        assert_eq!(asked["toolCallId"], "c1");
+        assert_eq!(asked["kind"], "execute");
+        assert_eq!(asked["status"], "pending");
+        let text = asked["content"][0]["content"]["text"].as_str().unwrap();
+        assert!(text.starts_with(text::SANDBOX_HOLES) && text.ends_with("no mount namespace"), "{text}");
+    }
+}
