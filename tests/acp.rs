@@ -700,3 +700,24 @@ async fn the_session_commands_run_in_the_host_and_never_reach_the_model() {
     assert!(!sent.contains("keep the tests green"), "the new session has no pins: {sent}");
     agent.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_during_a_handoff_leaves_the_session_as_it_was() {
+    let env = Env::new().await;
+    let (mut agent, session) = one_exchange(&env, json!({ "session": { "compaction": {} } })).await;
+    let words: Vec<String> = DOCUMENT.split_inclusive(' ').map(str::to_string).collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    env.mock.push(common::slow(&words, 0, 100));
+    let id = agent.request("session/prompt", json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "/handoff" }] })).await;
+    agent.until_update("compaction_summary_chunk").await;
+    agent.notify("session/cancel", json!({ "sessionId": session })).await;
+    let (answer, updates) = agent.until_answer(id, &mut |r| panic!("unexpected {r}")).await;
+    assert_eq!(stop_reason(&answer), "cancelled", "{answer}");
+    let last = of_kind(&updates, "compaction_update").last().map(|u| u["status"].clone());
+    assert_eq!(last, Some(json!("cancelled")), "{updates:#?}");
+    assert_eq!(session_files(&env).len(), 1, "no new session");
+    env.mock.push(MockReply::text("Same session."));
+    agent.prompt(&session, "go on").await;
+    assert!(request_text(&env.mock, 2).contains("First question"), "the old transcript goes on");
+    agent.finish().await;
+}
