@@ -177,6 +177,17 @@ impl Agent {
         self.until_answer(id, on_request).await
     }
 
+    /// Runs a prompt answering every permission question with `option`; how many were asked.
+    async fn asked_answering(&mut self, session: &str, text: &str, option: &str) -> usize {
+        let mut asked = 0;
+        self.prompt_with(session, text, &mut |_| {
+            asked += 1;
+            Some(choose(option))
+        })
+        .await;
+        asked
+    }
+
     async fn prompt(&mut self, session: &str, text: &str) -> (Value, Vec<Value>) {
         self.prompt_with(session, text, &mut |r| panic!("unexpected request from the agent: {r}")).await
     }
@@ -328,41 +339,19 @@ async fn permissions_allow_once_reject_with_the_model_told_and_always_not_asked_
 
     // Always: asked once, then not again for the tool.
     write_turn(&env.mock, "w3", "c.txt", "three\n", "Wrote c.");
-    let mut asked = 0;
-    agent
-        .prompt_with(&session, "write c", &mut |_| {
-            asked += 1;
-            Some(choose("allow_always"))
-        })
-        .await;
+    let mut asked = agent.asked_answering(&session, "write c", "allow_always").await;
     write_turn(&env.mock, "w4", "d.txt", "four\n", "Wrote d.");
-    agent
-        .prompt_with(&session, "write d", &mut |_| {
-            asked += 1;
-            Some(choose("reject_once"))
-        })
-        .await;
+    asked += agent.asked_answering(&session, "write d", "reject_once").await;
     assert_eq!(asked, 1, "always is remembered for the session");
     assert_eq!(std::fs::read_to_string(env.project().join("d.txt")).unwrap(), "four\n");
 
     // Reject always: the next call of the tool is refused unasked.
-    let mut asked = 0;
     env.mock.push(common::tool_call_reply("bash", json!({ "command": "echo hi" }), "b1"));
     env.mock.push(MockReply::text("ok"));
-    agent
-        .prompt_with(&session, "run", &mut |_| {
-            asked += 1;
-            Some(choose("reject_always"))
-        })
-        .await;
+    let mut asked = agent.asked_answering(&session, "run", "reject_always").await;
     env.mock.push(common::tool_call_reply("bash", json!({ "command": "echo hi" }), "b2"));
     env.mock.push(MockReply::text("ok"));
-    agent
-        .prompt_with(&session, "run again", &mut |_| {
-            asked += 1;
-            Some(choose("allow_once"))
-        })
-        .await;
+    asked += agent.asked_answering(&session, "run again", "allow_once").await;
     assert_eq!(asked, 1, "reject always is remembered for the session");
     let n = env.mock.requests().len();
     assert!(request_text(&env.mock, n - 1).contains("rejected calls like this one"), "{}", request_text(&env.mock, n - 1));
