@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use crate::core::agent::AgentEvent;
+use crate::core::agent::{AgentEvent, AssistantMessageEvent};
 use crate::core::config::Settings;
 use crate::core::controller::{self, Controller, FrontEndTexts, Opened, Ran, SessionChoice};
 use crate::core::handoff::{AutoHandoff, HandoffOutcome};
@@ -355,30 +355,83 @@ fn spawn_translator(
     mut events: broadcast::Receiver<AgentEvent>,
     mut flushes: mpsc::UnboundedReceiver<Flush>,
 ) {
-    use broadcast::error::{RecvError, TryRecvError};
+    use broadcast::error::RecvError;
     crate::core::task::spawn("the ACP updates", async move {
         loop {
             tokio::select! {
                 biased;
                 event = events.recv() => match event {
-                    Ok(event) => translator.event(event).await,
-                    Err(RecvError::Lagged(n)) => tracing::warn!("{n} agent events were lost to a slow client"),
+                    Ok(event) => translate_queued(&mut translator, Some(event), &mut events).await,
+                    Err(RecvError::Lagged(n)) => lost(&translator, n),
                     Err(RecvError::Closed) => break,
                 },
                 flush = flushes.recv() => {
                     let Some(done) = flush else { break };
-                    loop {
-                        match events.try_recv() {
-                            Ok(event) => translator.event(event).await,
-                            Err(TryRecvError::Lagged(n)) => tracing::warn!("{n} agent events were lost to a slow client"),
-                            Err(_) => break,
-                        }
-                    }
+                    translate_queued(&mut translator, None, &mut events).await;
                     let _ = done.send(());
                 }
             }
         }
     });
+}
+
+/// Translates `first` and every event already waiting. Deltas of the same kind that wait one
+/// after another go out as one chunk: a client that reads slower than the model writes gets
+/// fewer, larger chunks instead of falling behind the channel.
+async fn translate_queued(translator: &mut Translator, first: Option<AgentEvent>, events: &mut broadcast::Receiver<AgentEvent>) {
+    use broadcast::error::TryRecvError;
+    let mut next = first;
+    loop {
+        let event = match next.take() {
+            Some(event) => event,
+            None => match events.try_recv() {
+                Ok(event) => event,
+                Err(TryRecvError::Lagged(n)) => {
+                    lost(translator, n);
+                    continue;
+                }
+                Err(_) => return,
+            },
+        };
+        let AgentEvent::MessageUpdate { assistant_message_event: delta } = event else {
+            translator.event(event).await;
+            continue;
+        };
+        let (thinking, mut merged) = match delta {
+            AssistantMessageEvent::TextDelta { delta, .. } => (false, delta),
+            AssistantMessageEvent::ThinkingDelta { delta, .. } => (true, delta),
+        };
+        while let Ok(event) = events.try_recv() {
+            match event {
+                AgentEvent::MessageUpdate { assistant_message_event: AssistantMessageEvent::TextDelta { delta, .. } }
+                    if !thinking =>
+                {
+                    merged.push_str(&delta)
+                }
+                AgentEvent::MessageUpdate { assistant_message_event: AssistantMessageEvent::ThinkingDelta { delta, .. } }
+                    if thinking =>
+                {
+                    merged.push_str(&delta)
+                }
+                other => {
+                    next = Some(other);
+                    break;
+                }
+            }
+        }
+        let delta = match thinking {
+            false => AssistantMessageEvent::TextDelta { content_index: 0, delta: merged },
+            true => AssistantMessageEvent::ThinkingDelta { content_index: 0, delta: merged },
+        };
+        translator.event(AgentEvent::MessageUpdate { assistant_message_event: delta }).await;
+    }
+}
+
+/// Events the channel dropped before they were read (the machine stalled): the client is told
+/// that the session file has what it missed.
+fn lost(translator: &Translator, n: u64) {
+    tracing::warn!("{n} agent events were lost to a slow client");
+    translator.updates.message(text::notice_block(text::EVENTS_LOST));
 }
 
 /// The command list, a moment after the session is answered: the session commands, then the

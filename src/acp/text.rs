@@ -39,6 +39,9 @@ pub fn notice_block(message: &str) -> String {
     format!("\n\n> {}\n\n", message.replace('\n', "\n> "))
 }
 
+/// Said when updates were lost because the agent ran ahead of the channel (a stalled machine).
+pub const EVENTS_LOST: &str = "Some updates of this turn were lost on the way (the machine stalled): the session file has all of them; load the session again to see them.";
+
 /// `authMethods`' one entry: where keys come from.
 pub const AUTH_NAME: &str = "API key from the environment";
 pub const AUTH_DESCRIPTION: &str = "handoff-nvim reads the provider's key from its usual variable ($ANTHROPIC_API_KEY, $OPENAI_API_KEY, …) or from api_key_cmd (--api-key-cmd, HANDOFF_API_KEY_CMD): set one in the environment the editor starts the agent with; nothing is asked here.";
