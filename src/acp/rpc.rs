@@ -131,18 +131,29 @@ impl Drop for Forget<'_> {
     }
 }
 
-/// Writes each line to stdout, in order, flushing after each: the client reads a line as soon
-/// as it is complete.
+/// Writes the lines to stdout, in order, each complete line flushed at once: what waits when
+/// the writer gets to it goes out in one write (a streamed reply is a line per delta, and each
+/// write of tokio's stdout is a trip to its blocking pool).
 pub fn spawn_writer(mut lines: mpsc::UnboundedReceiver<String>) -> tokio::task::JoinHandle<()> {
+    /// Bytes gathered into one write at most.
+    const BATCH: usize = 1 << 20;
     tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
-        while let Some(mut line) = lines.recv().await {
-            line.push('\n');
-            if let Err(e) = stdout.write_all(line.as_bytes()).await {
+        let mut batch = Vec::with_capacity(64 * 1024);
+        while let Some(line) = lines.recv().await {
+            batch.extend_from_slice(line.as_bytes());
+            batch.push(b'\n');
+            while batch.len() < BATCH {
+                let Ok(line) = lines.try_recv() else { break };
+                batch.extend_from_slice(line.as_bytes());
+                batch.push(b'\n');
+            }
+            if let Err(e) = stdout.write_all(&batch).await {
                 tracing::warn!("stdout closed: {e}");
                 break;
             }
             let _ = stdout.flush().await;
+            batch.clear();
         }
     })
 }
