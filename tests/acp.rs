@@ -23,7 +23,10 @@ use common::BinaryEnv as Env;
 /// The ACP agent of an [`Env`].
 trait AcpAgent {
     fn log(&self) -> PathBuf;
-    fn spawn(&self, args: &[&str]) -> Agent;
+    fn spawn(&self, args: &[&str]) -> Agent {
+        self.spawn_logging(true, args)
+    }
+    fn spawn_logging(&self, to_file: bool, args: &[&str]) -> Agent;
 }
 
 impl AcpAgent for Env {
@@ -31,9 +34,14 @@ impl AcpAgent for Env {
         self.dir.path().join("acp.log")
     }
 
-    /// `handoff-nvim acp` with a clean environment pointing at the mock, plus `args`.
-    fn spawn(&self, args: &[&str]) -> Agent {
-        let mut c = self.command(&["acp", "--log-file", self.log().to_str().unwrap()]);
+    /// `handoff-nvim acp` with a clean environment pointing at the mock, plus `args`; its
+    /// debug log in [`AcpAgent::log`], or (`to_file` false) nowhere it was told.
+    fn spawn_logging(&self, to_file: bool, args: &[&str]) -> Agent {
+        let log = self.log();
+        let mut c = match to_file {
+            true => self.command(&["acp", "--log-file", log.to_str().unwrap()]),
+            false => self.command(&["acp"]),
+        };
         c.args(args)
             .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
             .env("HANDOFF_LOG", "debug")
@@ -708,5 +716,21 @@ async fn cancel_during_a_handoff_leaves_the_session_as_it_was() {
     env.mock.push(MockReply::text("Same session."));
     agent.prompt(&session, "go on").await;
     assert!(request_text(&env.mock, 2).contains("First question"), "the old transcript goes on");
+    agent.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_log_file_debug_logging_still_leaves_stdout_to_json_rpc() {
+    let env = Env::new().await;
+    // The sandbox off: this test is about stdout, not about whether this kernel sandboxes.
+    let mut agent = env.spawn_logging(false, &["--yes", "--sandbox", "off"]);
+    agent.initialize(json!({})).await;
+    let (session, _) = agent.new_session(&env.project()).await;
+    env.mock.push(common::tool_call_reply("bash", json!({ "command": "echo printed-by-a-command" }), "b1"));
+    env.mock.push(MockReply::text("Done."));
+    let (answer, _) = agent.prompt(&session, "run it").await;
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    assert!(request_text(&env.mock, 1).contains("printed-by-a-command"), "the command ran: {}", request_text(&env.mock, 1));
+    // `finish` fails on any line of stdout that is not JSON-RPC 2.0.
     agent.finish().await;
 }
