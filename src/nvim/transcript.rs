@@ -98,9 +98,9 @@ pub fn message_item(message: &Message) -> Item {
         Role::ToolResult => {
             let (text, earlier_lines) = tail(text, TOOL_OUTPUT_LINES.load(Ordering::Relaxed));
             Item::Tool {
-                tool: message.extra_str("toolName").map(str::to_string),
+                tool: message.tool_result().and_then(|r| r.tool_name()).map(str::to_string),
                 text,
-                is_error: message.extra.get("isError").and_then(|v| v.as_bool()).unwrap_or(false),
+                is_error: message.tool_result().is_some_and(|r| r.is_error()),
                 earlier: tools::lines_not_kept(message),
                 earlier_lines,
             }
@@ -340,7 +340,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
 
 /// The chat's note on how a command ran: in the sandbox, or again outside it (and why).
 fn sandbox_note(result: &crate::core::message::Message) -> Option<String> {
-    let details = result.extra.get("details")?;
+    let details = result.tool_result()?.details()?;
     if let Some(why) = details.get("unsandboxed").and_then(serde_json::Value::as_str) {
         return Some(format!("re-run outside the sandbox (it looked blocked: {why})"));
     }

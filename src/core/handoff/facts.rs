@@ -113,10 +113,11 @@ impl Facts {
                     }
                 }
                 Role::ToolResult => {
-                    let Some((name, args)) = message.extra_str("toolCallId").and_then(|id| calls.remove(id)) else {
+                    let Some(result) = message.tool_result() else { continue };
+                    let Some((name, args)) = result.call_id().and_then(|id| calls.remove(id)) else {
                         continue;
                     };
-                    let is_error = message.extra.get("isError").and_then(Value::as_bool).unwrap_or(false);
+                    let is_error = result.is_error();
                     // Each tool says what its call adds.
                     match tools::call_fact(&name, &args, &message) {
                         Some(CallFact::Read(path)) => {
