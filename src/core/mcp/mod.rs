@@ -7,6 +7,7 @@
 mod client;
 pub mod config;
 mod hub;
+mod link;
 pub mod tool;
 #[cfg(test)]
 mod tests;
