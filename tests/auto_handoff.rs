@@ -228,6 +228,12 @@ async fn mid_tool_loop_the_batch_completes_then_the_handoff_then_the_task_finish
     assert_eq!(entry["details"]["auto"]["inFlight"], true);
     assert_eq!(entry["details"]["readFiles"], json!([file.to_str().unwrap()]));
     assert_eq!(new_entries.iter().filter(|e| e["type"] == "model_change").count(), 1, "the model is carried");
+    // The automatic handoff's ledger: the read's output left behind, the user's words carried.
+    let ledger = &entry["details"]["ledger"];
+    assert_eq!(ledger["dropped"]["toolResults"]["count"], 1, "{ledger}");
+    assert_eq!(ledger["dropped"]["toolResults"]["tools"], json!({ "read": 1 }), "{ledger}");
+    assert_eq!(ledger["carried"]["userWords"], 2, "{ledger}");
+    assert_eq!(ledger["carried"]["facts"]["readFiles"], 1, "{ledger}");
 }
 
 /// The overflow bodies the providers send, each as the provider sends it.

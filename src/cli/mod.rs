@@ -224,6 +224,9 @@ fn spawn_stdout_printer(agent: &AgentSession, done: CancellationToken) -> tokio:
                     for notice in controller::auto_handoff_notices(&outcome, &wall) {
                         eprintln!("{}", notice.message);
                     }
+                    if let HandoffOutcome::Done { ledger, .. } = &outcome {
+                        eprintln!("{}", ledger.summary());
+                    }
                 }
                 Ok(AgentEvent::HandoffEnd { .. }) => in_handoff = false,
                 // Each session file the work writes is named, the one it ends in last.
@@ -382,7 +385,8 @@ fn handoff_exit_code(outcome: HandoffOutcome) -> anyhow::Result<u8> {
         }
     }
     Ok(match outcome {
-        HandoffOutcome::Done { session_file, .. } => {
+        HandoffOutcome::Done { session_file, ledger, .. } => {
+            eprintln!("{}", ledger.summary());
             writeln!(std::io::stdout(), "{session_file}")?;
             exit::OK
         }

@@ -203,6 +203,21 @@ impl Facts {
         sections.join("\n\n")
     }
 
+    /// How many facts of each kind there are, by their key in [`Facts::details`] (the ledger's).
+    pub fn counts(&self) -> std::collections::BTreeMap<String, usize> {
+        [
+            ("readFiles", self.read_files.len()),
+            ("modifiedFiles", self.modified_files.len()),
+            ("commands", self.commands.len()),
+            ("todos", self.todos.len()),
+            ("lastError", usize::from(self.last_error.is_some())),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(kind, n)| (kind.to_string(), n))
+        .collect()
+    }
+
     /// The entry's `details`: pi's `readFiles` and `modifiedFiles`, and ours beside them.
     pub fn details(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
