@@ -659,6 +659,7 @@ impl Host {
             Request::Sessions => self.sessions().await,
             Request::Changes => self.changes().await,
             Request::Templates => self.templates(),
+            Request::Pins => reply("the pins", &self.agent().map(|a| a.session().pins()).unwrap_or_default()),
             Request::NewSession => self.new_session(),
             Request::SetModel { model } => self.set_model(&model),
             Request::SetThinking { level } => self.set_thinking(&level),

@@ -114,6 +114,8 @@ pub enum Request {
     Sessions,
     Changes,
     Templates,
+    /// The session's pins, in order (`/unpin`'s completion).
+    Pins,
     NewSession,
     SetModel { model: String },
     /// A level name (parsed by the host: case-insensitive, pi's `xhigh` is `high`).
@@ -188,6 +190,7 @@ impl Request {
             "sessions" => Request::Sessions,
             "changes" => Request::Changes,
             "templates" => Request::Templates,
+            "pins" => Request::Pins,
             "new_session" => Request::NewSession,
             "set_model" => {
                 let (model,): (Option<String>,) = args(method, a, 1)?;
