@@ -237,3 +237,28 @@ fn no_import_circle_inside_core() {
     assert!(new.is_empty(), "import circles inside src/core:\n{}", new.iter().map(|c| c.as_str()).collect::<Vec<_>>().join("\n"));
     assert!(gone.is_empty(), "circles broken since: take them out of KNOWN: {gone:?}");
 }
+
+/// The core's sentences name no editor command (`:Handoff!`, `:HandoffModel`, …): the CLI and
+/// the ACP front end print them too. A front end words its own commands (`FrontEndTexts`, or the
+/// editor's Lua beside the host's words). The settings schema is the plugin's help, and exempt.
+#[test]
+fn the_core_s_sentences_name_no_editor_command() {
+    let core = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/core");
+    let mut files = Vec::new();
+    source_files(&core, &mut files);
+    let mut found = Vec::new();
+    for file in files.iter().filter(|f| f.extension().is_some_and(|e| e == "rs") && !f.ends_with("config/schema.rs")) {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            let bytes = line.as_bytes();
+            let named = line.match_indices(":Handoff").any(|(i, _)| i == 0 || bytes[i - 1] != b':');
+            if named {
+                found.push(format!("{}:{}: {}", file.strip_prefix(&core).unwrap().display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "editor commands in the core's texts:\n{}", found.join("\n"));
+}

@@ -74,10 +74,12 @@ use protocol::{ApproveDecision, ConfigureArgs, Notification, Record, Request, Re
 use stdio::Writer;
 
 /// The editor's own wording of texts that name its keys.
-fn editor_texts() -> FrontEndTexts {
+pub(crate) fn editor_texts() -> FrontEndTexts {
     FrontEndTexts {
         prompt_during_handoff:
             "A handoff is being generated: wait for it, or press <Esc> to cancel it, then send the prompt again".into(),
+        hand_off: "/handoff (:Handoff)".into(),
+        review_handoff: ":Handoff! or /handoff".into(),
     }
 }
 

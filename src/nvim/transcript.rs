@@ -305,7 +305,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
         },
         AgentEvent::HandoffEnd { outcome, auto, .. } => Record::HandoffEnd {
             outcome: outcome.clone(),
-            notices: controller::handoff_end_notices(outcome, auto.as_ref()),
+            notices: controller::handoff_end_notices(outcome, auto.as_ref(), &super::editor_texts()),
             ledger: match outcome {
                 HandoffOutcome::Done { ledger, .. } | HandoffOutcome::Review { ledger, .. } => Some(Box::new(LedgerText::from(&**ledger))),
                 _ => None,
