@@ -652,6 +652,7 @@ impl Host {
         match request {
             Request::Ping => Ok(Value::from("pong")),
             Request::Version => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
+            Request::SchemaDigest => Ok(Value::from(crate::core::config::schema::digest())),
             Request::Configure(args) => self.configure(*args),
             Request::Status => reply("the status", &transcript::status(&*self.ready()?)),
             Request::Transcript { limit } => {

@@ -98,6 +98,8 @@ pub struct HandoffFlags {
 pub enum Request {
     Ping,
     Version,
+    /// The settings schema's digest ([`crate::core::config::schema::digest`]).
+    SchemaDigest,
     Configure(Box<ConfigureArgs>),
     Status,
     /// The last `limit` items (a page by default).
@@ -169,6 +171,7 @@ impl Request {
         Ok(match method {
             "ping" => Request::Ping,
             "version" => Request::Version,
+            "schema_digest" => Request::SchemaDigest,
             "configure" => {
                 let (Table(parsed),): (Table<ConfigureArgs>,) = args(method, a, 1)?;
                 Request::Configure(Box::new(parsed))
