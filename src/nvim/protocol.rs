@@ -448,6 +448,8 @@ pub struct Status {
     pub context_percent: u64,
     /// The instruction files (`AGENTS.md`, `CLAUDE.md`) the system prompt holds, in order.
     pub instruction_files: Vec<String>,
+    /// The user's pins, in order.
+    pub pins: Vec<String>,
 }
 
 /// `system_prompt`: the system prompt as the session's requests send it, and its sources.
@@ -761,6 +763,10 @@ pub enum Record {
     Todos {
         todos: Vec<Todo>,
     },
+    /// The pins changed: all of them, in order (the chat shows them under its header).
+    Pins {
+        pins: Vec<String>,
+    },
     /// A tool call waits for the user's answer (`approve`); boxed: by far the largest record.
     ToolApproval(Box<ApprovalRecord>),
     /// A waiting request ended without an answer from the chat (the run was stopped).
@@ -880,6 +886,7 @@ mod tests {
                 context_window: 128_000,
                 context_percent: 0,
                 instruction_files: vec!["/w/AGENTS.md".into()],
+                pins: Vec::new(),
             },
             items: vec![Item::User { text: "hi".into() }],
             earlier: 0,
