@@ -169,7 +169,7 @@ async fn assert_continued_from_the_hosts_document(env: &Env, old: &Path, handoff
     let (outcome, wall) = env.auto_end().await;
     let HandoffOutcome::Done { fallback: Some(told), missing_sections, .. } = &outcome else { panic!("{outcome:?}") };
     assert!(told.contains(reason) && missing_sections.is_empty(), "{outcome:?}");
-    let chat = controller::auto_handoff_notices(&outcome, &wall);
+    let chat = controller::auto_handoff_notices(&outcome, &wall, &FrontEndTexts::default());
     assert!(chat[0].message.contains("continuing from a handoff written without the model"), "{chat:?}");
     assert!(chat[0].message.contains(reason), "{chat:?}");
 }

@@ -91,15 +91,6 @@ pub struct HandoffFlags {
     pub review: Option<bool>,
 }
 
-/// The user's answer to a tool call waiting for approval.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum ApproveDecision {
-    Allow,
-    Always,
-    Reject,
-    Cancel,
-}
 
 /// A request from Lua, its arguments decoded. Every request answers at once: none waits for a
 /// session being loaded (that is a `not_ready` failure, and Lua retries once it is open).
@@ -107,6 +98,8 @@ pub enum ApproveDecision {
 pub enum Request {
     Ping,
     Version,
+    /// The settings schema's digest ([`crate::core::config::schema::digest`]).
+    SchemaDigest,
     Configure(Box<ConfigureArgs>),
     Status,
     /// The last `limit` items (a page by default).
@@ -114,6 +107,8 @@ pub enum Request {
     Sessions,
     Changes,
     Templates,
+    /// The session's pins, in order (`/unpin`'s completion).
+    Pins,
     NewSession,
     SetModel { model: String },
     /// A level name (parsed by the host: case-insensitive, pi's `xhigh` is `high`).
@@ -139,7 +134,7 @@ pub enum Notification {
     Handoff { focus: Option<String>, flags: HandoffFlags },
     HandoffCommit { text: String },
     HandoffDiscard,
-    Approve { id: String, decision: ApproveDecision, reason: Option<String> },
+    Approve { id: String, decision: crate::core::tools::consent::Answer, reason: Option<String> },
     Resume { path: PathBuf },
     ViewSession { path: PathBuf, limit: Option<usize> },
     Abort,
@@ -176,6 +171,7 @@ impl Request {
         Ok(match method {
             "ping" => Request::Ping,
             "version" => Request::Version,
+            "schema_digest" => Request::SchemaDigest,
             "configure" => {
                 let (Table(parsed),): (Table<ConfigureArgs>,) = args(method, a, 1)?;
                 Request::Configure(Box::new(parsed))
@@ -188,6 +184,7 @@ impl Request {
             "sessions" => Request::Sessions,
             "changes" => Request::Changes,
             "templates" => Request::Templates,
+            "pins" => Request::Pins,
             "new_session" => Request::NewSession,
             "set_model" => {
                 let (model,): (Option<String>,) = args(method, a, 1)?;
@@ -375,6 +372,9 @@ pub enum Item {
     /// The injected handoff document of a handed-off session.
     Handoff {
         text: String,
+        /// What the handoff carried and dropped (its entry's `details.ledger`), in words.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ledger: Option<Box<LedgerText>>,
     },
     Compaction {
         text: String,
@@ -448,6 +448,8 @@ pub struct Status {
     pub context_percent: u64,
     /// The instruction files (`AGENTS.md`, `CLAUDE.md`) the system prompt holds, in order.
     pub instruction_files: Vec<String>,
+    /// The user's pins, in order.
+    pub pins: Vec<String>,
 }
 
 /// `system_prompt`: the system prompt as the session's requests send it, and its sources.
@@ -661,6 +663,34 @@ pub struct SandboxHealth {
     pub mounts_error: Option<String>,
 }
 
+/// A tool call waiting for the user's answer, with the answers it offers (the core's list: the
+/// chat's hint shows those, and no other).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ApprovalRecord {
+    #[serde(flatten)]
+    pub request: ApprovalRequest,
+    pub answers: Vec<crate::core::tools::consent::Answer>,
+}
+
+impl From<ApprovalRequest> for ApprovalRecord {
+    fn from(request: ApprovalRequest) -> Self {
+        ApprovalRecord { answers: request.answers(), request }
+    }
+}
+
+/// A handoff's ledger as the chat and the review buffer show it: the one line, and the parts.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LedgerText {
+    pub summary: String,
+    pub lines: Vec<String>,
+}
+
+impl From<&crate::core::session::ledger::Ledger> for LedgerText {
+    fn from(ledger: &crate::core::session::ledger::Ledger) -> Self {
+        LedgerText { summary: ledger.summary(), lines: ledger.lines() }
+    }
+}
+
 /// Everything the host pushes to Lua.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -711,6 +741,9 @@ pub enum Record {
     HandoffEnd {
         outcome: HandoffOutcome,
         notices: Vec<Notice>,
+        /// The outcome's ledger (a new session's, or a review's before it is written), in words.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ledger: Option<Box<LedgerText>>,
         #[serde(skip_serializing_if = "Option::is_none")]
         auto: Option<crate::core::agent::Wall>,
     },
@@ -730,8 +763,12 @@ pub enum Record {
     Todos {
         todos: Vec<Todo>,
     },
+    /// The pins changed: all of them, in order (the chat shows them under its header).
+    Pins {
+        pins: Vec<String>,
+    },
     /// A tool call waits for the user's answer (`approve`); boxed: by far the largest record.
-    ToolApproval(Box<ApprovalRequest>),
+    ToolApproval(Box<ApprovalRecord>),
     /// A waiting request ended without an answer from the chat (the run was stopped).
     ToolApprovalEnd {
         id: String,
@@ -849,6 +886,7 @@ mod tests {
                 context_window: 128_000,
                 context_percent: 0,
                 instruction_files: vec!["/w/AGENTS.md".into()],
+                pins: Vec::new(),
             },
             items: vec![Item::User { text: "hi".into() }],
             earlier: 0,
@@ -929,7 +967,7 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!((decision, reason.as_deref()), (ApproveDecision::Reject, Some("not that file")));
+        assert_eq!((decision, reason.as_deref()), (crate::core::tools::consent::Answer::Reject, Some("not that file")));
         // Wrong arguments are an `invalid` failure that names the call and the problem.
         let typo = rmpv::Value::Map(vec![(s("reviw"), rmpv::Value::Boolean(true))]);
         for (method, args, says) in [

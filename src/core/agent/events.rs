@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::core::failure::FailureKind;
 use crate::core::message::Message;
+use crate::core::session::ledger::Ledger;
 use crate::core::tools::{Todo, ToolOutput};
 
 /// One streamed change to the assistant message being written.
@@ -54,6 +55,8 @@ pub enum HandoffOutcome {
         /// handoff whose request failed: `core::handoff::fallback`).
         #[serde(skip_serializing_if = "Option::is_none")]
         fallback: Option<String>,
+        /// What the new session holds and what it left behind (its entry's `details.ledger`).
+        ledger: Box<Ledger>,
     },
     /// Review mode: the document (and the facts after it) waits for the user to edit and
     /// write it (`Handoff::commit`) or to discard it (`Handoff::discard`).
@@ -66,6 +69,8 @@ pub enum HandoffOutcome {
         facts_at: Option<usize>,
         #[serde(skip_serializing_if = "Option::is_none")]
         elided: Option<String>,
+        /// The ledger of the text as the host wrote it (writing it counts it again as edited).
+        ledger: Box<Ledger>,
     },
     /// A review ended without writing: nothing was created.
     Discarded,
@@ -144,6 +149,8 @@ pub enum AgentEvent {
     ToolExecutionEnd { tool_call_id: String, tool_name: String, args: serde_json::Value, is_error: bool, result: Message },
     /// A successful `todo_write` changed the todo list (its result is stored): the whole list.
     TodosChanged { todos: Vec<Todo> },
+    /// The user's pins changed (`/pin`, `/unpin`): all of them, in order.
+    PinsChanged { pins: Vec<String> },
     /// A handoff starts; `auto`: the host started it at the wall (where, and the figures).
     HandoffStart {
         focus: Option<String>,
