@@ -238,7 +238,9 @@ impl Server {
             read: client.fs.read_text_file,
             write: client.fs.write_text_file,
         }));
-        let controller = Controller::new(agent.clone(), FrontEndTexts::default());
+        // The prompt's own words: an ACP client types `/handoff` as the editor's prompt does.
+        let texts = FrontEndTexts::default();
+        let controller = Controller::new(agent.clone(), texts.clone());
         // A review needs an editor buffer to write the document in: ACP has none, so the
         // handoff at the wall goes on as with `continue`.
         controller.set_auto_handoff(match self.settings.auto_handoff() {
@@ -247,7 +249,7 @@ impl Server {
         });
         let updates = Updates { peer: self.peer.clone(), session_id: id.clone() };
         let compaction = client.session.as_ref().is_some_and(|s| s.compaction.is_some());
-        let translator = Translator::new(updates.clone(), compaction, cwd, &agent);
+        let translator = Translator::new(updates.clone(), compaction, cwd, &agent, texts);
         let (flush, flushes) = mpsc::unbounded_channel();
         spawn_translator(translator, agent.subscribe(), flushes);
         let session = Arc::new(AcpSession {

@@ -51,10 +51,11 @@ impl ClientConsent {
     }
 }
 
-/// The answers offered for `request`: a protected path or a sandbox with holes is answered for
-/// this call only, so neither "always" is offered there.
+/// The answers offered for `request`: where "always" would count for this call only (a
+/// protected path, a sandbox with holes: `ApprovalRequest::always_counts_once`), neither
+/// "always" is offered.
 fn options(request: &ApprovalRequest) -> Vec<PermissionOption> {
-    let once_only = request.protected.is_some() || request.holes.is_some();
+    let once_only = request.always_counts_once();
     let mut options = vec![PermissionOption::new(option::ALLOW_ONCE, text::ALLOW_ONCE, PermissionOptionKind::AllowOnce)];
     if !once_only {
         options.push(PermissionOption::new(option::ALLOW_ALWAYS, text::ALLOW_ALWAYS, PermissionOptionKind::AllowAlways));
@@ -100,7 +101,7 @@ fn asked_call(request: &ApprovalRequest) -> ToolCallUpdate {
 impl Consent for ClientConsent {
     async fn ask(&self, request: ApprovalRequest) -> Decision {
         let key = consent_key(&request.tool, &request.args);
-        let once_only = request.protected.is_some() || request.holes.is_some();
+        let once_only = request.always_counts_once();
         if !once_only && lock(&self.rejected).contains(&(request.tool.clone(), key.clone())) {
             return Decision::Reject { reason: Some(text::REJECTED_BEFORE.into()) };
         }

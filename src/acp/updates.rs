@@ -18,7 +18,7 @@ use super::wire::{
     ToolCallUpdateFields, UsageUpdate,
 };
 use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent};
-use crate::core::controller;
+use crate::core::controller::{self, FrontEndTexts};
 use crate::core::handoff::HandoffOutcome;
 use crate::core::message::{Content, ContentBlock, Message, Role, Usage};
 use crate::core::session::{self, SessionEntry, TodoStatus};
@@ -133,6 +133,8 @@ pub struct Translator {
     pub cwd: PathBuf,
     /// The agent, for its model's context window when a reply reports its usage.
     agent: Weak<AgentSession>,
+    /// The controller's texts of this front end (how to hand off by hand, in a notice).
+    texts: FrontEndTexts,
     handoff: Option<HandoffReport>,
     handoffs: u64,
     /// The diff shown for each edit announced, shown again with its result.
@@ -140,9 +142,9 @@ pub struct Translator {
 }
 
 impl Translator {
-    pub fn new(updates: Updates, compaction: bool, cwd: PathBuf, agent: &Arc<AgentSession>) -> Self {
+    pub fn new(updates: Updates, compaction: bool, cwd: PathBuf, agent: &Arc<AgentSession>, texts: FrontEndTexts) -> Self {
         let agent = Arc::downgrade(agent);
-        Translator { updates, compaction, cwd, agent, handoff: None, handoffs: 0, diffs: HashMap::new() }
+        Translator { updates, compaction, cwd, agent, texts, handoff: None, handoffs: 0, diffs: HashMap::new() }
     }
 
     /// Sends what `event` means to the client.
@@ -199,7 +201,7 @@ impl Translator {
                 if let (Some(report), true) = (&report, self.compaction) {
                     self.end_compaction(report, &outcome);
                 }
-                let notices = controller::handoff_end_notices(&outcome, auto.as_ref());
+                let notices = controller::handoff_end_notices(&outcome, auto.as_ref(), &self.texts);
                 let lines: Vec<String> = notices.into_iter().map(|n| n.message).collect();
                 if !lines.is_empty() {
                     self.updates.message(text::notice_block(&lines.join("\n")));
