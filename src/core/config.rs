@@ -175,6 +175,10 @@ pub struct HandoffSettings {
     /// A share of the window (0 < x ≤ 1) or a count of tokens.
     pub threshold: Option<f64>,
     pub room: Option<u64>,
+    /// Draft the document before the wall (`None`: the provider's default).
+    pub prepare: Option<crate::core::handoff::Prepare>,
+    /// The model that writes handoff documents (`None`: the session's).
+    pub model: Option<String>,
 }
 
 impl HandoffSettings {
@@ -381,6 +385,17 @@ impl Settings {
     /// What happens at the wall (`handoff.auto`; default: hand off and continue).
     pub fn auto_handoff(&self) -> AutoHandoff {
         self.handoff.as_ref().and_then(|h| h.auto).unwrap_or_default()
+    }
+
+    /// Whether the document is drafted before the wall (`handoff.prepare`; `None`: the
+    /// provider's default, `Prepare::default_for`).
+    pub fn handoff_prepare(&self) -> Option<crate::core::handoff::Prepare> {
+        self.handoff.as_ref().and_then(|h| h.prepare)
+    }
+
+    /// The model that writes handoff documents (`handoff.model`; `None`: the session's).
+    pub fn handoff_model(&self) -> Option<String> {
+        self.handoff.as_ref().and_then(|h| h.model.clone())
     }
 }
 

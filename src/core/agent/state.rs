@@ -40,6 +40,9 @@ pub struct RunOptions {
     /// With `fit_to_window`: the whole request's estimate at most (system prompt and tool
     /// definitions included), below what the window leaves.
     pub fit_limit: Option<u64>,
+    /// Requests go to the document model (`AgentSession::set_document_model`, the handoff's
+    /// `handoff.model`) instead of the session's.
+    pub document_model: bool,
 }
 
 impl Default for RunOptions {
@@ -53,6 +56,7 @@ impl Default for RunOptions {
             send_first: false,
             record: true,
             fit_limit: None,
+            document_model: false,
         }
     }
 }

@@ -189,7 +189,14 @@ impl AgentSession {
         let window = self.provider_config().context_window;
         let threshold = self.wall.threshold(window);
         let tokens = self.next_request_tokens(extra);
-        (tokens > threshold).then_some(Wall { reason: WallReason::Threshold, boundary, tokens, window, threshold, in_flight })
+        if tokens > threshold {
+            return Some(Wall { reason: WallReason::Threshold, boundary, tokens, window, threshold, in_flight });
+        }
+        let watcher = lock(&self.estimate_watcher).clone();
+        if let Some(watcher) = watcher {
+            watcher(tokens, threshold);
+        }
+        None
     }
 
     /// The wall of a reply that failed as too large, or that reported more input than the
