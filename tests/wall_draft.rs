@@ -285,10 +285,14 @@ async fn cancelling_the_wall_while_the_draft_is_written_cancels_both_and_leaves_
     let ran = env.three_reads(Some(stall), None).await;
     canceller.await.unwrap();
     assert!(matches!(ran, Ran::Prompt(Ok(_))), "{ran:?}");
-    let outcome = env.events.lock().unwrap().iter().find_map(|e| match e {
-        AgentEvent::HandoffEnd { outcome, auto: Some(_), .. } => Some(outcome.clone()),
-        _ => None,
-    });
+    let outcome = || {
+        env.events.lock().unwrap().iter().find_map(|e| match e {
+            AgentEvent::HandoffEnd { outcome, auto: Some(_), .. } => Some(outcome.clone()),
+            _ => None,
+        })
+    };
+    wait_until("the automatic handoff's end", T, || outcome().is_some()).await;
+    let outcome = outcome();
     assert_eq!(outcome, Some(HandoffOutcome::Cancelled));
     assert_eq!(env.session_path(), old, "no new session");
     assert_eq!(session_files(&env.dir.path().join("sessions")).len(), 1);
@@ -325,10 +329,13 @@ async fn a_model_switch_discards_the_draft() {
     env.controller.set_model("mock-model-2").unwrap();
     assert!(!env.controller.lifecycle().has_draft());
     wait_until("the discard told", T, || env.drafts().contains(&DraftStatus::Discarded)).await;
-    // At the wall the document is written there, by the new model.
-    env.mock.push(MockReply::text("done").with_usage(MockUsage { input: 15_000, output: Some(50), ..MockUsage::default() }));
+    // At the wall the document is written there, by the new model (whose window is the
+    // catalogue's: the usage passes its wall).
+    let window = env.agent.provider_config().context_window;
+    env.mock.push(MockReply::text("done").with_usage(MockUsage { input: window * 95 / 100, output: Some(50), ..MockUsage::default() }));
     env.mock.push(MockReply::text(DOCUMENT));
     tokio::time::timeout(T, env.controller.run_input("go on")).await.unwrap();
+    wait_until("the automatic handoff", T, || !env.prepared_starts().is_empty()).await;
     assert_eq!(env.prepared_starts(), vec![false]);
     let handoffs = env.handoff_requests();
     assert_eq!(handoffs.len(), 2, "the discarded draft's and the wall's");
