@@ -324,6 +324,10 @@ pub struct RecordedRequest {
     /// a client's work up to its request on the wire against it).
     #[serde(default)]
     pub arrived_unix_ms: f64,
+    /// When the mock had written its whole reply to it (0 until then): the end of a paced
+    /// reply, for benchmarks that time what a client does after it.
+    #[serde(default)]
+    pub answered_unix_ms: f64,
     /// The body's bytes as received, for tests that compare what went on the wire byte for
     /// byte (not part of `/__mock/requests`).
     #[serde(skip)]
@@ -671,6 +675,7 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         headers: req.headers.clone(),
         raw_len,
         arrived_unix_ms,
+        answered_unix_ms: 0.0,
         body: body.clone(),
         raw: if lean { Vec::new() } else { req.body },
         refused: false,
@@ -732,11 +737,12 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         return respond(&mut wr, 404, &msg.to_string(), None).await;
     };
     let prompt_tokens = (raw_len / 4) as u64;
-    let (reply, n) = {
+    let (reply, n, index) = {
         let mut state = inner.state();
         let refusal = state.window.filter(|w| prompt_tokens > w.tokens);
         let mut record = record;
         record.refused = refusal.is_some();
+        let index = state.requests.len();
         state.requests.push(record);
         let reply = match refusal {
             Some(window) => Err(window),
@@ -751,7 +757,7 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
                 Ok(routed.or_else(|| state.queue.pop_front()).unwrap_or_else(|| state.default.clone()))
             }
         };
-        (reply, state.served)
+        (reply, state.served, index)
     };
     inner.recorded.notify_waiters();
     let ctx = Ctx {
@@ -776,7 +782,13 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         ctx.usage = ctx.usage.or(Some(usage));
         reply = *inner;
     }
-    serve(reply, &ctx, &body, &mut rd, &mut wr).await
+    let served = serve(reply, &ctx, &body, &mut rd, &mut wr).await;
+    let answered = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64() * 1e3);
+    // The same request still (a reset may have cleared the list meanwhile).
+    if let Some(record) = inner.state().requests.get_mut(index).filter(|r| r.arrived_unix_ms == arrived_unix_ms) {
+        record.answered_unix_ms = answered;
+    }
+    served
 }
 
 /// A model list's answer (see [`MockListing`]).
