@@ -9,101 +9,67 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
 use std::time::Duration;
 
-use common::{config, entry_lines, session_files, tool_call_reply, wait_until, wire_messages, DOCUMENT};
-use handoff_mock::{MockReply, MockServer, MockUsage};
+use common::wall::{WallEnv, T};
+use common::{entry_lines, session_files, tool_call_reply, wait_until, wire_messages, DOCUMENT};
+use handoff_mock::{MockReply, MockUsage};
 use handoff_nvim::core::agent::events::DraftStatus;
-use handoff_nvim::core::agent::{AgentConfig, AgentEvent, AgentSession, WallSettings};
+use handoff_nvim::core::agent::AgentEvent;
 use handoff_nvim::core::config::Settings;
-use handoff_nvim::core::controller::{text, Controller, FrontEndTexts, Ran};
+use handoff_nvim::core::controller::{text, Ran};
 use handoff_nvim::core::handoff::{self, HandoffOptions, HandoffOutcome, Prepare};
 use handoff_nvim::core::provider::ProviderConfig;
-use handoff_nvim::core::tools::consent::{Level, Policy};
 use serde_json::{json, Value};
 
-const T: Duration = Duration::from_secs(20);
-/// The window of these tests: the wall at half of it (10k), the band from 80% of that (8k).
-const WINDOW: u64 = 20_000;
+// The window is `common::wall`'s 20k: the wall at half of it (10k), the band from 80% of that (8k).
 const TASK: &str = "read the three notes and add their numbers";
 /// The draft the mock writes: a document that names what the conversation held when it was
 /// asked (the first note's number).
 const DRAFTED: &str = "## Goal\nAdd the notes' numbers.\n\n## Constraints & Preferences\n- none\n\n## Progress\n- first note: 41\n\n## Key Decisions\n- read each note\n\n## Critical Context\n- notes in the project\n\n## Next Steps\n1. Read the next note";
 
-struct Env {
-    mock: MockServer,
-    dir: tempfile::TempDir,
-    agent: Arc<AgentSession>,
-    controller: Arc<Controller>,
-    events: Arc<Mutex<Vec<AgentEvent>>>,
+type Env = WallEnv;
+
+/// An environment whose controller drafts as `prepare` says (`None`: the provider's default).
+async fn env(prepare: Option<Prepare>) -> Env {
+    env_with(prepare, |_| {}).await
 }
 
-impl Env {
-    async fn new(prepare: Option<Prepare>) -> Env {
-        Self::with(prepare, |_| {}).await
-    }
+async fn env_with(prepare: Option<Prepare>, adjust: impl FnOnce(&mut ProviderConfig)) -> Env {
+    let env = WallEnv::new(adjust).await;
+    env.controller.lifecycle().set_prepare(prepare);
+    env
+}
 
-    async fn with(prepare: Option<Prepare>, adjust: impl FnOnce(&mut ProviderConfig)) -> Env {
-        let mock = MockServer::start().await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let mut provider = config(&mock);
-        provider.context_window = WINDOW;
-        adjust(&mut provider);
-        let agent = Arc::new(AgentSession::new(
-            AgentConfig {
-                policy: Policy { level: Level::AllowAll, ..Policy::default() },
-                wall: WallSettings::default(),
-                ..AgentConfig::new(provider)
-            },
-            seeded(dir.path()),
-        ));
-        let controller = Controller::new(agent.clone(), FrontEndTexts::default());
-        controller.lifecycle().set_prepare(prepare);
-        let events = Arc::new(Mutex::new(Vec::new()));
-        let mut rx = agent.subscribe();
-        let sink = events.clone();
-        tokio::spawn(async move {
-            while let Ok(e) = rx.recv().await {
-                sink.lock().unwrap().push(e);
-            }
-        });
-        Env { mock, dir, agent, controller, events }
-    }
+/// What the tests of the draft read off an environment.
+trait Drafting {
+    fn note(&self, name: &str, number: u32) -> String;
+    fn drafts(&self) -> Vec<DraftStatus>;
+    fn prepared_starts(&self) -> Vec<bool>;
+    fn handoff_requests(&self) -> Vec<handoff_mock::RecordedRequest>;
+    async fn three_reads(&self, draft: Option<MockReply>, at_wall: Option<MockReply>) -> Ran;
+}
 
+impl Drafting for Env {
     fn note(&self, name: &str, number: u32) -> String {
         let path = self.dir.path().join(name);
         std::fs::write(&path, format!("the number in {name} is {number}\n")).unwrap();
         path.to_string_lossy().into_owned()
     }
 
-    fn session_path(&self) -> PathBuf {
-        self.agent.session().path().to_path_buf()
-    }
-
     fn drafts(&self) -> Vec<DraftStatus> {
-        self.events
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|e| match e {
-                AgentEvent::HandoffDraft(d) => Some(d.clone()),
-                _ => None,
-            })
-            .collect()
+        self.heard(|e| match e {
+            AgentEvent::HandoffDraft(d) => Some(d.clone()),
+            _ => None,
+        })
     }
 
     fn prepared_starts(&self) -> Vec<bool> {
-        self.events
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|e| match e {
-                AgentEvent::HandoffStart { auto: Some(_), prepared, .. } => Some(*prepared),
-                _ => None,
-            })
-            .collect()
+        self.heard(|e| match e {
+            AgentEvent::HandoffStart { auto: Some(_), prepared, .. } => Some(*prepared),
+            _ => None,
+        })
     }
 
     /// The handoff requests the mock was sent (the draft's and the wall's alike).
@@ -131,22 +97,6 @@ impl Env {
     }
 }
 
-/// [`common::seeded_session`]'s two exchanges, in a session whose working directory exists
-/// (`<dir>/project`), so pi can resume it.
-fn seeded(dir: &Path) -> handoff_nvim::core::session::SessionManager {
-    let project = dir.join("project");
-    std::fs::create_dir_all(&project).unwrap();
-    let mut s = handoff_nvim::core::session::SessionManager::create(&dir.join("sessions"), &project, None).unwrap();
-    s.append_model_change("mock", "mock-model").unwrap();
-    s.append_thinking_level_change("off").unwrap();
-    for i in 0..2 {
-        s.append_message(&handoff_nvim::core::message::Message::user(format!("question {i}"))).unwrap();
-        s.append_message(&common::assistant(&format!("answer {i}"))).unwrap();
-    }
-    s.flush().unwrap();
-    s
-}
-
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap()
 }
@@ -170,7 +120,7 @@ fn finished(ran: &Ran) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_draft_is_written_once_in_the_band_and_the_wall_continues_from_it_losing_nothing() {
-    let env = Env::new(Some(Prepare::Background)).await;
+    let env = env(Some(Prepare::Background)).await;
     let old = env.session_path();
     let ran = env.three_reads(Some(MockReply::text(DRAFTED)), None).await;
     finished(&ran);
@@ -214,24 +164,14 @@ async fn the_draft_is_written_once_in_the_band_and_the_wall_continues_from_it_lo
     let told = env.drafts();
     assert!(matches!(told[0], DraftStatus::Writing { tokens } if tokens >= 8000 && tokens <= 10_000), "{told:?}");
     assert!(told.iter().any(|d| matches!(d, DraftStatus::Ready { .. })), "{told:?}");
-    let ends: Vec<String> = env
-        .events
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|e| match e {
-            AgentEvent::HandoffEnd { outcome, auto: Some(wall), .. } => {
-                Some(handoff_nvim::core::controller::auto_handoff_notices(outcome, wall)[0].message.clone())
-            }
-            _ => None,
-        })
-        .collect();
-    assert!(ends[0].contains(text::FROM_PREPARED), "{ends:?}");
+    let (outcome, wall) = env.auto_end().await;
+    let told = handoff_nvim::core::controller::auto_handoff_notices(&outcome, &wall);
+    assert!(told[0].message.contains(text::FROM_PREPARED), "{told:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_crossing_of_the_band_drafts_again_in_the_new_session() {
-    let env = Env::new(None).await;
+    let env = env(None).await;
     let first = env.note("a.txt", 41);
     env.mock.push_for(first_line(handoff::PROMPT), MockReply::text(DRAFTED));
     let usage = |input| MockUsage { input, output: Some(50), ..MockUsage::default() };
@@ -252,7 +192,7 @@ async fn the_next_crossing_of_the_band_drafts_again_in_the_new_session() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_draft_not_written_yet_at_the_wall_is_waited_for_not_started_over() {
-    let env = Env::new(Some(Prepare::Background)).await;
+    let env = env(Some(Prepare::Background)).await;
     // The draft streams slowly: the work reaches the wall before it ends.
     let slow = common::slow(&[&DRAFTED[..40], &DRAFTED[40..]], 300, 300);
     let ran = env.three_reads(Some(slow), None).await;
@@ -265,7 +205,7 @@ async fn a_draft_not_written_yet_at_the_wall_is_waited_for_not_started_over() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_the_wall_while_the_draft_is_written_cancels_both_and_leaves_the_session() {
-    let env = Env::new(Some(Prepare::Background)).await;
+    let env = env(Some(Prepare::Background)).await;
     let old = env.session_path();
     let before = std::fs::read_to_string(&old).unwrap();
     // The draft never ends: at the wall the handoff waits for it until cancelled.
@@ -285,15 +225,7 @@ async fn cancelling_the_wall_while_the_draft_is_written_cancels_both_and_leaves_
     let ran = env.three_reads(Some(stall), None).await;
     canceller.await.unwrap();
     assert!(matches!(ran, Ran::Prompt(Ok(_))), "{ran:?}");
-    let outcome = || {
-        env.events.lock().unwrap().iter().find_map(|e| match e {
-            AgentEvent::HandoffEnd { outcome, auto: Some(_), .. } => Some(outcome.clone()),
-            _ => None,
-        })
-    };
-    wait_until("the automatic handoff's end", T, || outcome().is_some()).await;
-    let outcome = outcome();
-    assert_eq!(outcome, Some(HandoffOutcome::Cancelled));
+    assert_eq!(env.auto_end().await.0, HandoffOutcome::Cancelled);
     assert_eq!(env.session_path(), old, "no new session");
     assert_eq!(session_files(&env.dir.path().join("sessions")).len(), 1);
     // The old session has the work's messages and nothing of the handoff.
@@ -304,7 +236,7 @@ async fn cancelling_the_wall_while_the_draft_is_written_cancels_both_and_leaves_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_prepare_off_the_document_is_written_at_the_wall_as_before() {
-    let env = Env::new(Some(Prepare::Off)).await;
+    let env = env(Some(Prepare::Off)).await;
     let ran = env.three_reads(None, Some(MockReply::text(DOCUMENT))).await;
     finished(&ran);
     let requests = env.mock.requests();
@@ -319,7 +251,7 @@ async fn with_prepare_off_the_document_is_written_at_the_wall_as_before() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_switch_discards_the_draft() {
-    let env = Env::new(Some(Prepare::Background)).await;
+    let env = env(Some(Prepare::Background)).await;
     // The draft never ends by itself: it is there (being written) when the model changes.
     env.mock.push_for(first_line(handoff::PROMPT), MockReply::Stall { chunks: Vec::new() });
     env.mock.push(MockReply::text("noted").with_usage(MockUsage { input: 8500, output: Some(50), ..MockUsage::default() }));
@@ -344,7 +276,7 @@ async fn a_model_switch_discards_the_draft() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_handoff_model_writes_the_documents_and_the_work_keeps_the_sessions_model() {
-    let env = Env::new(Some(Prepare::Background)).await;
+    let env = env(Some(Prepare::Background)).await;
     env.agent.set_document_model(Some("mock-writer".into()));
     let ran = env.three_reads(Some(MockReply::text(DRAFTED)), None).await;
     finished(&ran);
@@ -369,9 +301,9 @@ async fn copilot_drafts_nothing_by_default_and_every_other_provider_does() {
     assert!(copilot.copilot.is_some());
     assert_eq!(Prepare::default_for(&copilot), Prepare::Off);
     // Every other provider drafts by default, and the lifecycle goes by the provider's default.
-    let env = Env::new(None).await;
+    let env = env(None).await;
     assert_eq!(Prepare::default_for(&env.agent.provider_config()), Prepare::Background);
-    let copilot_env = Env::with(None, |c| c.copilot = copilot.copilot.clone()).await;
+    let copilot_env = env_with(None, |c| c.copilot = copilot.copilot.clone()).await;
     assert_eq!(copilot_env.controller.lifecycle().prepare(), Prepare::Off);
     assert_eq!(env.controller.lifecycle().prepare(), Prepare::Background);
 }
@@ -379,22 +311,8 @@ async fn copilot_drafts_nothing_by_default_and_every_other_provider_does() {
 /// pi resumes the session started from the draft, and its request holds it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pi_resumes_a_session_started_from_the_draft() {
-    use common::pi::{pi_bin, pi_home, pi_resume};
-    let env = Env::new(Some(Prepare::Background)).await;
+    let env = env(Some(Prepare::Background)).await;
     finished(&env.three_reads(Some(MockReply::text(DRAFTED)), None).await);
-    let new = env.session_path();
-    let Some(pi) = pi_bin() else { return };
-    let root = env.dir.path();
-    pi_home(root, "openai-completions", &env.mock.openai_base_url());
-    env.mock.push(MockReply::text("pi goes on"));
-    let out = tokio::time::timeout(T * 3, pi_resume(&pi, root, &new, "mock", "mock-model", "go on").output())
-        .await
-        .expect("pi hung")
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "pi failed: {stdout} {}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("pi goes on"), "{stdout}");
-    let sent = wire_messages(env.mock.requests().last().unwrap());
+    let Some(sent) = env.pi_resumes().await else { return };
     assert!(sent[0].1.starts_with("<handoff-context>") && sent[0].1.contains("## Since this document was written"), "{sent:?}");
-    assert_eq!(sent.last().unwrap().1, "go on");
 }
