@@ -162,7 +162,7 @@ async fn the_draft_is_written_once_in_the_band_and_the_wall_continues_from_it_lo
     assert!(last["content"][0]["text"].as_str().unwrap().contains("- first note: 41"));
     // Told: written, then used.
     let told = env.drafts();
-    assert!(matches!(told[0], DraftStatus::Writing { tokens } if tokens >= 8000 && tokens <= 10_000), "{told:?}");
+    assert!(matches!(told[0], DraftStatus::Writing { tokens } if (8000..=10_000).contains(&tokens)), "{told:?}");
     assert!(told.iter().any(|d| matches!(d, DraftStatus::Ready { .. })), "{told:?}");
     let (outcome, wall) = env.auto_end().await;
     let told = handoff_nvim::core::controller::auto_handoff_notices(&outcome, &wall);
