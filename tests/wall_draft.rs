@@ -316,3 +316,49 @@ async fn pi_resumes_a_session_started_from_the_draft() {
     let Some(sent) = env.pi_resumes().await else { return };
     assert!(sent[0].1.starts_with("<handoff-context>") && sent[0].1.contains("## Since this document was written"), "{sent:?}");
 }
+
+/// The CLI: `--handoff-prepare background --handoff-model NAME` drafts with that model in the
+/// band and continues from the draft at the wall, saying so on stderr; `--handoff-prepare off`
+/// sends no request before the wall.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_takes_handoff_prepare_and_handoff_model() {
+    for prepare in ["background", "off"] {
+        let mock = handoff_mock::MockServer::start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
+        std::fs::write(&a, "the number in a.txt is 41\n").unwrap();
+        std::fs::write(&b, "the number in b.txt is 42\n").unwrap();
+        let usage = |input| MockUsage { input, output: Some(50), ..MockUsage::default() };
+        mock.push_for(first_line(handoff::PROMPT), MockReply::text(DRAFTED));
+        // The first read puts the next request in the band, the second passes the wall.
+        mock.push(tool_call_reply("read", json!({ "path": a }), "call_a").with_usage(usage(8500)));
+        mock.push(tool_call_reply("read", json!({ "path": b }), "call_b").with_usage(usage(15_000)));
+        mock.push(MockReply::text("41: finished."));
+        let out = common::clean_command_async(env!("CARGO_BIN_EXE_handoff-nvim"))
+            .args(["prompt", "--new", "--yes", "--context-window", "20000", "--handoff-prepare", prepare])
+            .args(["--handoff-model", "mock-writer", "read a.txt and b.txt"])
+            .env("HOME", dir.path())
+            .env("HANDOFF_BASE_URL", mock.openai_base_url())
+            .env("HANDOFF_PROVIDER", "openai")
+            .env("HANDOFF_MODEL", "mock-model")
+            .env("HANDOFF_SESSION_DIR", dir.path().join("sessions"))
+            .env_remove("OPENAI_API_KEY")
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(T, out).await.expect("the CLI hung").unwrap();
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "{prepare}: {stderr}");
+        assert!(stdout.contains("41: finished."), "{prepare}: {stdout}");
+        let requests = mock.requests();
+        let handoffs: Vec<_> = requests.iter().filter(|r| is_handoff_request(r)).collect();
+        assert_eq!(handoffs.len(), 1, "{prepare}");
+        assert_eq!(handoffs[0].body["model"], "mock-writer", "{prepare}: the handoff model writes the document");
+        assert!(requests.iter().filter(|r| !is_handoff_request(r)).all(|r| r.body["model"] == "mock-model"));
+        // The draft was written before the second read; at the wall, after it.
+        let saw_b = wire_messages(handoffs[0]).iter().any(|(_, t)| t.contains("b.txt is 42"));
+        assert_eq!(saw_b, prepare == "off", "{prepare}");
+        assert_eq!(stderr.contains(text::FROM_PREPARED), prepare == "background", "{prepare}: {stderr}");
+    }
+}
