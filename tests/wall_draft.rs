@@ -362,3 +362,45 @@ async fn the_cli_takes_handoff_prepare_and_handoff_model() {
         assert_eq!(stderr.contains(text::FROM_PREPARED), prepare == "background", "{prepare}: {stderr}");
     }
 }
+
+/// `handoff.clear_tool_results`: the oldest tool results reach the model as a placeholder, the
+/// newest whole; the session file keeps every one, and the wall's estimate counts the request as
+/// sent (it stays below the wall that the whole outputs would pass).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_tool_results_are_cleared_from_the_request_and_kept_in_the_file() {
+    use handoff_nvim::core::agent::{AgentConfig, AgentSession};
+    use handoff_nvim::core::tools::consent::{Level, Policy};
+    let mock = handoff_mock::MockServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut provider = common::config(&mock);
+    provider.context_window = 20_000;
+    let config = AgentConfig {
+        policy: Policy { level: Level::AllowAll, ..Policy::default() },
+        clear_tool_results: Some(2000),
+        ..AgentConfig::new(provider)
+    };
+    let agent = std::sync::Arc::new(AgentSession::new(config, common::wall::seeded(dir.path())));
+    // Twelve reads of ~1,000 tokens each: 12k tokens of output, past the wall of 10k whole.
+    for i in 0..12 {
+        let path = dir.path().join(format!("f{i}.txt"));
+        std::fs::write(&path, format!("file {i} says {}\n", format!("{i}").repeat(4000))).unwrap();
+        mock.push(tool_call_reply("read", json!({ "path": path }), &format!("call_{i}")));
+    }
+    mock.push(MockReply::text("read them all"));
+    let options = handoff_nvim::core::agent::RunOptions { watch_wall: true, ..Default::default() };
+    let result = tokio::time::timeout(T, agent.prompt("read the twelve files", options)).await.unwrap().unwrap();
+    assert!(result.wall.is_none(), "the cleared requests stay below the wall");
+    let last = mock.requests().pop().unwrap();
+    let sent = wire_messages(&last);
+    let results: Vec<&String> = sent.iter().filter(|(role, _)| role == "tool").map(|(_, t)| t).collect();
+    assert_eq!(results.len(), 12);
+    assert!(results[0].starts_with("[Cleared from this request") && results[0].contains("read output"), "{}", results[0]);
+    assert!(results[11].contains("file 11 says"), "the newest whole");
+    let cleared = results.iter().filter(|t| t.starts_with("[Cleared")).count();
+    assert!((8..=11).contains(&cleared), "{cleared} cleared");
+    // The file keeps every output.
+    let file = std::fs::read_to_string(agent.session().path()).unwrap();
+    for i in 0..12 {
+        assert!(file.contains(&format!("file {i} says")), "result {i} is in the file");
+    }
+}

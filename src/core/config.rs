@@ -179,6 +179,8 @@ pub struct HandoffSettings {
     pub prepare: Option<crate::core::handoff::Prepare>,
     /// The model that writes handoff documents (`None`: the session's).
     pub model: Option<String>,
+    /// Tool output tokens sent whole, older results cleared from requests (`None`: off).
+    pub clear_tool_results: Option<u64>,
 }
 
 impl HandoffSettings {
@@ -372,6 +374,7 @@ impl Settings {
             max_todo_reminders: DEFAULT_MAX_TODO_REMINDERS,
             thinking: self.thinking.unwrap_or_default(),
             wall: self.handoff.clone().unwrap_or_default().wall(),
+            clear_tool_results: self.handoff.as_ref().and_then(|h| h.clear_tool_results),
             sandbox: self.sandbox(),
             env: tools.env.clone().unwrap_or_default(),
         })

@@ -6,6 +6,7 @@
 
 mod ask;
 mod assembler;
+pub mod clear;
 pub mod events;
 pub mod fit;
 pub mod system_prompt;
@@ -87,6 +88,9 @@ pub struct AgentSession {
     tool_env: EnvPolicy,
     /// Where the wall is.
     wall: WallSettings,
+    /// Tool output tokens sent whole, the older results cleared from the request
+    /// (`handoff.clear_tool_results`; `None`: every result sent).
+    clear_tool_results: Option<u64>,
     /// How bash commands are confined.
     sandbox: crate::core::sandbox::SandboxSettings,
     /// Another model of the same provider for the runs that ask for it
@@ -134,6 +138,7 @@ impl AgentSession {
             files: Mutex::new(Arc::new(DiskFileAccess)),
             tool_env,
             wall: config.wall,
+            clear_tool_results: config.clear_tool_results,
             sandbox: config.sandbox,
             document_model: Mutex::new(None),
             estimate_watcher: Mutex::new(None),

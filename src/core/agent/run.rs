@@ -296,6 +296,15 @@ impl AgentSession {
         result
     }
 
+    /// `context` with old tool results cleared when `handoff.clear_tool_results` says so (every
+    /// request of the session the same way, the handoff's too: one prefix for the prompt cache).
+    pub(super) fn cleared(&self, context: Vec<ContextMessage>) -> Vec<ContextMessage> {
+        match self.clear_tool_results {
+            Some(keep) => clear::clear_old_tool_results(context, keep),
+            None => context,
+        }
+    }
+
     /// The request of a turn over `context`: fitted to the window when `options` say so (its
     /// estimate and what was left out go to `result`), with the system prompt and the tool
     /// definitions (tool choice "none" without tools: the same prefix, for a prompt-cache hit).
@@ -311,6 +320,7 @@ impl AgentSession {
         let system = self.system_prompt();
         // The system prompt and tool definitions, estimated once for the fit and the request.
         let fixed = self.fixed_request_tokens();
+        let context = self.cleared(context);
         let messages = if options.fit_to_window {
             // Room for the reply: max_tokens, at most a quarter of the window.
             let reply_tokens = fit::reply_room(config.max_tokens as u64, config.context_window);

@@ -146,6 +146,9 @@ pub struct AgentConfig {
     pub thinking: ThinkingLevel,
     /// Where the wall is (`handoff.threshold`, `handoff.room`).
     pub wall: wall::WallSettings,
+    /// Tool output tokens sent whole, older results cleared from requests
+    /// (`handoff.clear_tool_results`, see `clear`); `None`: every result sent.
+    pub clear_tool_results: Option<u64>,
     /// How bash commands are confined (`sandbox`, `network`).
     pub sandbox: crate::core::sandbox::SandboxSettings,
     /// What environment commands get (`tools.env`).
@@ -168,6 +171,7 @@ impl AgentConfig {
             max_todo_reminders: DEFAULT_MAX_TODO_REMINDERS,
             thinking: ThinkingLevel::Off,
             wall: wall::WallSettings::default(),
+            clear_tool_results: None,
             sandbox: crate::core::sandbox::SandboxSettings::default(),
             env: crate::core::tools::EnvSettings::default(),
         }

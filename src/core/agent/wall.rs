@@ -164,7 +164,10 @@ impl AgentSession {
                     }
                     appended += entry_tokens(entry);
                 }
-                let whole: u64 = session.request_messages().iter().map(|m| fit::estimate_context_tokens(m) as u64).sum();
+                let messages = session.request_messages();
+                drop(session);
+                // As the request is sent: old tool results cleared, when they are.
+                let whole: u64 = self.cleared(messages).iter().map(|m| fit::estimate_context_tokens(m) as u64).sum();
                 (since, whole)
             }
         };

@@ -398,6 +398,9 @@ pub const SETTINGS: &[Setting] = &[
     Setting::host("handoff.model", "handoff.model", Type::Text, DefaultValue::Unset,
         "Another model of the same provider that writes the handoff documents (the draft, the document at the wall, :Handoff), e.g. a faster or cheaper one; its window and limits come from the model catalogue (|handoff-models|). The work keeps the session's model. The prompt cache is per model: its requests do not read the work's cache. Default: the session's model.")
         .flag("handoff-model", Some("HANDOFF_HANDOFF_MODEL")),
+    Setting::host("handoff.clear_tool_results", "handoff.clear_tool_results", BIG_COUNT, DefaultValue::Unset,
+        "Send only the newest this many tokens of tool output whole: older tool results reach the model as a one-line placeholder naming the tool (the session file keeps them; session_query, the handoff's facts and a resume still read them), which pushes the wall back. Cleared in batches of half of it, so the provider's prompt cache misses once a batch. Default: off (every result sent). See |handoff-prepare|.")
+        .flag("handoff-clear-tool-results", None),
     Setting::lua("tool_output_lines", COUNT, DefaultValue::Int(DEFAULT_TOOL_OUTPUT_LINES as i64),
         "Lines of a tool's output shown in the chat (the rest is in the session)."),
     Setting::lua("context.max_bytes", BIG_COUNT, DefaultValue::Int(256 * 1024),
