@@ -1279,6 +1279,60 @@ def bench_paced_wall(bin_dir, runs, work, smoke):
     return out
 
 
+def bench_clearing(bin_dir, runs, work, smoke):
+    """§15b: a long scripted task of reads (the mock reporting each request's real size), with
+    and without `--handoff-clear-tool-results`: tokens billed and handoffs per task."""
+    mock = Mock(bin_dir)
+    head = handoff_prompt_head()
+    folder = os.path.join(work, "s15b")
+    os.makedirs(folder, exist_ok=True)
+    reads, window, keep = (12, 20_000, 3000) if smoke else (60, 20_000, 3000)
+    files = []
+    for i in range(reads):
+        path = os.path.join(folder, f"f{i:03}.txt")
+        with open(path, "w") as f:
+            f.write(f"file {i}: " + " ".join(f"w{i}_{j}" for j in range(600)) + "\n")  # ~1,000 tokens
+        files.append(path)
+    env = dict(os.environ, HANDOFF_BASE_URL=mock.url, HANDOFF_MODEL="mock-model", HANDOFF_PROVIDER="openai",
+               HANDOFF_SESSION_DIR=os.path.join(folder, "sessions"))
+    for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HANDOFF_LOG_FILE", "HANDOFF_AUTO", "HANDOFF_CONTEXT_WINDOW",
+              "HANDOFF_PREPARE", "HANDOFF_HANDOFF_MODEL"):
+        env.pop(k, None)
+
+    def run(clear):
+        mock.control("reset")
+        for _ in range(reads):
+            mock.control("route", {"when": head, "reply": {"kind": "text", "chunks": [DOCUMENT]}})
+        script = [{"kind": "tool_calls", "calls": [{"name": "read", "arguments": json.dumps({"path": p}), "chunks": 1}]}
+                  for p in files]
+        script.append({"kind": "text", "chunks": ["All read."]})
+        mock.control("push", script)
+        args = [os.path.join(bin_dir, "handoff-nvim"), "prompt", "--new", "--yes", "--context-window", str(window),
+                "--handoff-prepare", "off"] + (["--handoff-clear-tool-results", str(keep)] if clear else [])
+        p = subprocess.run(args + ["Read every file of the folder, one by one."], env=env, cwd=folder,
+                           capture_output=True, text=True, timeout=300)
+        if p.returncode != 0:
+            raise RuntimeError(f"§15b clear={clear}: exit status {p.returncode}: {p.stderr[-600:]!r}")
+        reqs = mock.requests()
+        handoffs = sum(1 for r in reqs if last_user_text(r["body"]).startswith(head))
+        work_reqs = len(reqs) - handoffs
+        if work_reqs < reads + 1:
+            raise RuntimeError(f"§15b clear={clear}: {work_reqs} work requests for {reads} reads")
+        return dict(handoffs=handoffs, requests=len(reqs), input=sum(r["raw_len"] // 4 for r in reqs),
+                    largest=max(r["raw_len"] // 4 for r in reqs))
+
+    try:
+        got = {False: [], True: []}
+        for _ in range(runs):
+            for clear in (False, True):
+                got[clear].append(run(clear))
+    finally:
+        mock.close()
+    med = lambda xs, k: median([x[k] for x in xs])
+    return dict(reads=reads, window=window, keep=keep,
+                whole={k: med(got[False], k) for k in got[False][0]}, cleared={k: med(got[True], k) for k in got[True][0]})
+
+
 # --- The sandbox for bash (§11) --------------------------------------------------------------------
 
 def sandbox_exec_cmd(bin_dir, project, tmp, cmd, helper="handoff-sandbox", mounts=()):
@@ -2209,6 +2263,20 @@ def main():
                     f"| tokens billed per task | {off['billed']:,.0f} | {bg['billed']:,.0f} | "
                     f"{(bg['billed'] / off['billed'] - 1) * 100:+.1f}% |",
                     f"| whole task, median | {off['total']:.2f} s | {bg['total']:.2f} s | |", ""]
+            cl = raw["clearing"] = bench_clearing(args.bin_dir, runs, work, args.smoke)
+            wh, cd = cl["whole"], cl["cleared"]
+            out += [f"#### 15b. Old tool results cleared from the request (`--handoff-clear-tool-results {cl['keep']}`)", "",
+                    f"A task of {cl['reads']} reads of ~1,000-token files (`handoff-nvim prompt --new --yes --context-window "
+                    f"{cl['window']:,} --handoff-prepare off`), the mock answering at once and reporting each request's "
+                    "real size (a quarter of its body) as its input, so the wall comes where the requests really grow. "
+                    "*Tokens billed*: every request's input (the documents' and replies' output is the same few tokens "
+                    "a request in both).", "",
+                    "| | every result sent | cleared | cleared / every |", "|---|---|---|---|",
+                    f"| handoffs per task | {wh['handoffs']:.0f} | **{cd['handoffs']:.0f}** | |",
+                    f"| requests | {wh['requests']:.0f} | {cd['requests']:.0f} | |",
+                    f"| input tokens billed per task | {wh['input']:,.0f} | **{cd['input']:,.0f}** | "
+                    f"{cd['input'] / wh['input']:.2f}× |",
+                    f"| largest request | {wh['largest']:,.0f} | {cd['largest']:,.0f} | |", ""]
     finally:
         mock.close()
         shutil.rmtree(work, ignore_errors=True)
