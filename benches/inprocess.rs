@@ -12,7 +12,7 @@
 //! - `cancel_handoff`: `Controller::abort_handoff` while the document streams (first piece in,
 //!   the rest ~20 s away) until `handoff()` returns `Cancelled`: the cancel's latency, which the
 //!   tests check only against the waits it cuts short (doc/benchmarks.md).
-//! - `grep_tree`: the grep tool (`core::tools::execute("grep", …)`) over bench/gen_tree.py's tree,
+//! - `grep_tree`: the grep tool (`ToolRegistry::execute("grep", …)`) over bench/gen_tree.py's tree,
 //!   24,000 files / ~252 MB under `cargo bench` (generated once per run), 300 files under
 //!   `cargo test` (section 6b, minus process start and the model round trips).
 //! - `decode_chat_completions`, `decode_responses`: one long reply (the same 20,000 words) as
@@ -36,7 +36,7 @@ use handoff_nvim::core::provider::fuzzing::decode_body;
 use handoff_nvim::core::message::{ContextMessage, Message};
 use handoff_nvim::core::provider::{Api, ChatRequest, CopilotConfig, Provider, ProviderConfig};
 use handoff_nvim::core::session::SessionManager;
-use handoff_nvim::core::tools::{execute, ToolContext};
+use handoff_nvim::core::tools::{ToolContext, ToolRegistry};
 
 const DOCUMENT: &str = "## Goal\nShip the parser.\n\n## Constraints & Preferences\n- Rust\n\n## Progress\n- lexer done\n\n## Key Decisions\n- hand-written\n\n## Critical Context\n- src/lex.rs\n\n## Next Steps\n1. parse expressions";
 
@@ -209,10 +209,11 @@ fn grep_tree_dir() -> &'static Path {
 fn grep_tree(bencher: divan::Bencher) {
     let e = env();
     let ctx = ToolContext::new(grep_tree_dir());
+    let tools = ToolRegistry::all();
     // Once outside the samples: the page cache, as for rg in bench.py.
-    let warm = e.rt.block_on(execute("grep", serde_json::json!({"pattern": NEEDLE_RE}), &ctx));
+    let warm = e.rt.block_on(tools.execute("grep", serde_json::json!({"pattern": NEEDLE_RE}), &ctx));
     assert!(!warm.is_error && warm.joined_text().contains("handoff_needle_"), "{}", warm.joined_text());
-    bencher.bench_local(|| e.rt.block_on(execute("grep", serde_json::json!({"pattern": NEEDLE_RE}), &ctx)));
+    bencher.bench_local(|| e.rt.block_on(tools.execute("grep", serde_json::json!({"pattern": NEEDLE_RE}), &ctx)));
 }
 
 /// Words of the long reply the decoding benchmarks stream.

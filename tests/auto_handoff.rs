@@ -184,7 +184,7 @@ async fn the_threshold_after_a_final_answer_hands_off_and_does_not_continue() {
     let (outcome, wall) = env.auto_ends_heard().await.pop().unwrap();
     assert!(matches!(outcome, handoff::HandoffOutcome::Done { .. }));
     assert_eq!((wall.reason, wall.boundary, wall.in_flight), (WallReason::Threshold, Boundary::AfterReply, false));
-    let told = controller::auto_handoff_notices(&outcome, &wall);
+    let told = controller::auto_handoff_notices(&outcome, &wall, &FrontEndTexts::default());
     assert!(told[0].message.contains("the new session waits for your next prompt"), "{told:?}");
     assert!(told[1].message.contains("handoff.md"), "{told:?}");
 }
@@ -228,6 +228,12 @@ async fn mid_tool_loop_the_batch_completes_then_the_handoff_then_the_task_finish
     assert_eq!(entry["details"]["auto"]["inFlight"], true);
     assert_eq!(entry["details"]["readFiles"], json!([file.to_str().unwrap()]));
     assert_eq!(new_entries.iter().filter(|e| e["type"] == "model_change").count(), 1, "the model is carried");
+    // The automatic handoff's ledger: the read's output left behind, the user's words carried.
+    let ledger = &entry["details"]["ledger"];
+    assert_eq!(ledger["dropped"]["toolResults"]["count"], 1, "{ledger}");
+    assert_eq!(ledger["dropped"]["toolResults"]["tools"], json!({ "read": 1 }), "{ledger}");
+    assert_eq!(ledger["carried"]["userWords"], 2, "{ledger}");
+    assert_eq!(ledger["carried"]["facts"]["readFiles"], 1, "{ledger}");
 }
 
 /// The overflow bodies the providers send, each as the provider sends it.
@@ -394,7 +400,7 @@ async fn cancelling_leaves_the_old_session_as_it_was_creates_nothing_and_sends_n
     assert_eq!(env.mock.requests().len(), 2, "nothing more was sent");
     let (outcome, wall) = env.auto_ends_heard().await.pop().unwrap();
     assert_eq!(outcome, handoff::HandoffOutcome::Cancelled);
-    assert_eq!(controller::auto_handoff_notices(&outcome, &wall)[0].message, text::auto_cancelled(&wall));
+    assert_eq!(controller::auto_handoff_notices(&outcome, &wall, &FrontEndTexts::default())[0].message, text::auto_cancelled(&wall, &FrontEndTexts::default()));
     assert!(!env.controller.is_busy());
 }
 
@@ -597,7 +603,7 @@ async fn a_new_session_that_starts_at_the_wall_does_not_continue_and_says_why() 
     assert!(matches!(ran, Ran::Prompt(Ok(_))), "{ran:?}");
     assert_eq!(env.mock.requests().len(), 2, "no continuation: it would hand off again at once");
     assert_eq!(env.sessions().len(), 2, "the handoff itself happened");
-    env.heard("the warning", |n| n == text::DOCUMENT_AT_THE_WALL).await;
+    env.heard("the warning", |n| n == text::document_at_the_wall(&FrontEndTexts::default())).await;
 }
 
 /// At the wall there is no going on where the session is: a document cut off at the output

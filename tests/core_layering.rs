@@ -161,10 +161,10 @@ fn cycles(edges: &std::collections::BTreeMap<String, std::collections::BTreeSet<
 #[test]
 fn no_import_circle_inside_core() {
     use std::collections::{BTreeMap, BTreeSet};
-    // Found when this test was written (provider ↔ failure was broken then). Three knots: `config`
-    // (the settings of every layer, which the layers read back), `provider::types` (the
-    // catalogue's and Copilot's types beside the wire's), `mcp` (client, hub and tool share
-    // `Server`).
+    // Found when this test was written (provider ↔ failure was broken then; the MCP client, hub
+    // and tool since, through `mcp::link`). Two knots left: `config` (the settings of every
+    // layer, which the layers read back), `provider::types` (the catalogue's and Copilot's types
+    // beside the wire's).
     const KNOWN: &[&str] = &[
         "agent → provider → tools → config",
         "agent → provider → tools → config → handoff",
@@ -178,8 +178,6 @@ fn no_import_circle_inside_core() {
         "config → mcp → tools",
         "config → provider → tools",
         "config → tools",
-        "mcp::client → mcp::hub",
-        "mcp::hub → mcp::tool",
         "provider::copilot → provider::http → provider::retry → provider::types",
         "provider::copilot → provider::http → provider::types",
         "provider::copilot → provider::http → provider::wire → provider::types",
@@ -238,4 +236,29 @@ fn no_import_circle_inside_core() {
     let gone: Vec<&&str> = KNOWN.iter().filter(|k| !found.iter().any(|c| c == *k)).collect();
     assert!(new.is_empty(), "import circles inside src/core:\n{}", new.iter().map(|c| c.as_str()).collect::<Vec<_>>().join("\n"));
     assert!(gone.is_empty(), "circles broken since: take them out of KNOWN: {gone:?}");
+}
+
+/// The core's sentences name no editor command (`:Handoff!`, `:HandoffModel`, …): the CLI and
+/// the ACP front end print them too. A front end words its own commands (`FrontEndTexts`, or the
+/// editor's Lua beside the host's words). The settings schema is the plugin's help, and exempt.
+#[test]
+fn the_core_s_sentences_name_no_editor_command() {
+    let core = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/core");
+    let mut files = Vec::new();
+    source_files(&core, &mut files);
+    let mut found = Vec::new();
+    for file in files.iter().filter(|f| f.extension().is_some_and(|e| e == "rs") && !f.ends_with("config/schema.rs")) {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            let bytes = line.as_bytes();
+            let named = line.match_indices(":Handoff").any(|(i, _)| i == 0 || bytes[i - 1] != b':');
+            if named {
+                found.push(format!("{}:{}: {}", file.strip_prefix(&core).unwrap().display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "editor commands in the core's texts:\n{}", found.join("\n"));
 }

@@ -696,6 +696,7 @@ fn controller_notices_map_outcomes_to_the_specs_exact_strings() {
         elided: None,
         facts: None,
         fallback: None,
+        ledger: Default::default(),
         prepared: false,
     };
     let n = |level, m: &str| Notice { level, message: m.to_string() };

@@ -60,6 +60,11 @@ async fn handoff_pin_on_a_chat_line_pins_that_line_and_sends_nothing_to_the_mode
             .unwrap_or_default();
         assert_eq!(words, [json!("/pin"), json!("/pins")]);
         assert_eq!(ed.eval("require('handoff.commands').complete('unp')[1].word").await, json!("/unpin"));
+        // `/unpin`'s argument: each pin's number, its text beside it.
+        let numbers = ed
+            .eval("vim.tbl_map(function(i) return { i.word, i.menu } end, require('handoff.commands').complete_arg('unpin', ''))")
+            .await;
+        assert_eq!(numbers, json!([["1", line], ["2", "second  pin"]]));
         ed.quit().await;
     })
     .await;

@@ -26,8 +26,13 @@ use handoff_nvim::core::agent::{AgentConfig, AgentSession, RunOptions};
 use handoff_nvim::core::sandbox::{Sandboxed, SandboxMode, SandboxSettings, SIMULATED_ABI_VAR};
 use handoff_nvim::core::session::SessionManager;
 use handoff_nvim::core::tools::consent::{Decision, Level, Policy};
-use handoff_nvim::core::tools::{execute, ToolContext, ToolOutput};
+use handoff_nvim::core::tools::{ToolContext, ToolOutput};
 use serde_json::{json, Value};
+
+/// Runs a tool of the host's own, every one enabled (as the agent runs them: the registry).
+async fn execute(name: &str, args: serde_json::Value, ctx: &ToolContext) -> ToolOutput {
+    handoff_nvim::core::tools::ToolRegistry::all().execute(name, args, ctx).await
+}
 
 const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
 /// The helper the host runs commands through (`handoff-nvim sandbox-exec` is the same).

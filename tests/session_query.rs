@@ -308,7 +308,7 @@ async fn only_a_session_with_a_parent_is_offered_the_tool() {
 /// Runs the tool as a session handed off from `parent` would.
 async fn query(env: &Env, parent: Option<&Path>, args: Value) -> ToolOutput {
     let ctx = ToolContext::new(env.project()).with_parent_session(parent.map(Path::to_path_buf));
-    within(tools::execute("session_query", args, &ctx)).await
+    within(tools::ToolRegistry::all().execute("session_query", args, &ctx)).await
 }
 
 fn search(session: &str) -> Value {

@@ -47,7 +47,7 @@ async fn a_large_ancestor_is_searched_without_holding_it() {
     std::fs::write("/proc/self/clear_refs", "5").unwrap();
     let before = peak_kb();
     let ctx = ToolContext::new(dir.path()).with_parent_session(Some(path));
-    let out = tools::execute("session_query", json!({"question": "SQLite or Postgres?", "mode": "search"}), &ctx).await;
+    let out = tools::ToolRegistry::all().execute("session_query", json!({"question": "SQLite or Postgres?", "mode": "search"}), &ctx).await;
     let grown_kb = peak_kb() - before;
     assert!(!out.is_error, "{}", out.joined_text());
     let text = out.joined_text();

@@ -19,12 +19,17 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use common::process_alive;
 use handoff_nvim::core::tools::{
-    current_todos, execute, DiskFileAccess, EnvPolicy, FileAccess, ToolContext, ToolKind, ToolName,
+    current_todos, DiskFileAccess, EnvPolicy, FileAccess, ToolContext, ToolKind, ToolName,
     ToolOutput, ToolRegistry,
 };
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::sync::CancellationToken;
+
+/// Runs a tool of the host's own, every one enabled (as the agent runs them: the registry).
+async fn execute(name: &str, args: serde_json::Value, ctx: &ToolContext) -> ToolOutput {
+    handoff_nvim::core::tools::ToolRegistry::all().execute(name, args, ctx).await
+}
 
 fn ctx(dir: &Path) -> ToolContext {
     ToolContext { spill_dir: Some(dir.join(".spill")), ..ToolContext::new(dir) }

@@ -165,7 +165,7 @@ async fn the_draft_is_written_once_in_the_band_and_the_wall_continues_from_it_lo
     assert!(matches!(told[0], DraftStatus::Writing { tokens } if (8000..=10_000).contains(&tokens)), "{told:?}");
     assert!(told.iter().any(|d| matches!(d, DraftStatus::Ready { .. })), "{told:?}");
     let (outcome, wall) = env.auto_end().await;
-    let told = handoff_nvim::core::controller::auto_handoff_notices(&outcome, &wall);
+    let told = handoff_nvim::core::controller::auto_handoff_notices(&outcome, &wall, &handoff_nvim::core::controller::FrontEndTexts::default());
     assert!(told[0].message.contains(text::FROM_PREPARED), "{told:?}");
 }
 
@@ -299,10 +299,10 @@ async fn copilot_drafts_nothing_by_default_and_every_other_provider_does() {
     assert_eq!(settings.handoff_prepare(), None);
     let copilot = settings.agent_config().expect("a Copilot config").provider;
     assert!(copilot.copilot.is_some());
-    assert_eq!(Prepare::default_for(&copilot), Prepare::Off);
+    assert_eq!(Prepare::default_for(copilot.copilot.is_some()), Prepare::Off);
     // Every other provider drafts by default, and the lifecycle goes by the provider's default.
     let env = env(None).await;
-    assert_eq!(Prepare::default_for(&env.agent.provider_config()), Prepare::Background);
+    assert_eq!(Prepare::default_for(env.agent.provider_config().copilot.is_some()), Prepare::Background);
     let copilot_env = env_with(None, |c| c.copilot = copilot.copilot.clone()).await;
     assert_eq!(copilot_env.controller.lifecycle().prepare(), Prepare::Off);
     assert_eq!(env.controller.lifecycle().prepare(), Prepare::Background);

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use common::wall::{WallEnv, T};
 use common::{entry_lines, tool_call_reply, wire_messages};
 use handoff_mock::{MockReply, MockUsage};
-use handoff_nvim::core::controller::{self, Ran};
+use handoff_nvim::core::controller::{self, FrontEndTexts, Ran};
 use handoff_nvim::core::handoff::{self, fallback, HandoffOptions, HandoffOutcome};
 use serde_json::{json, Value};
 
@@ -87,7 +87,7 @@ async fn assert_continued_from_the_hosts_document(env: &Env, old: &Path, handoff
     let (outcome, wall) = env.auto_end().await;
     let HandoffOutcome::Done { fallback: Some(told), missing_sections, .. } = &outcome else { panic!("{outcome:?}") };
     assert!(told.contains(reason) && missing_sections.is_empty(), "{outcome:?}");
-    let chat = controller::auto_handoff_notices(&outcome, &wall);
+    let chat = controller::auto_handoff_notices(&outcome, &wall, &FrontEndTexts::default());
     assert!(chat[0].message.contains("continuing from a handoff written without the model"), "{chat:?}");
     assert!(chat[0].message.contains(reason), "{chat:?}");
 }

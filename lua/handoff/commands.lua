@@ -14,7 +14,7 @@ local ns_hint = api.nvim_create_namespace("handoff_hint")
 ---@field hint string  shown inline after the command
 ---@field description string
 ---@field run? fun(args: string)  nil: sent to the host as typed (it knows the command)
----@field complete? fun(): string[]  the values its argument takes (completed after the name)
+---@field complete? fun(): (string|{ word: string, menu: string })[]  the values its argument takes (completed after the name), a value or a value with a note
 
 ---@type handoff.SlashCommand[]
 M.builtin = {
@@ -39,6 +39,15 @@ M.builtin = {
     name = "unpin",
     hint = "{number}",
     description = "Remove a pin (its number in /pins)",
+    -- Each pin's number, its text beside it.
+    complete = function()
+      local ok, pins = require("handoff.host").try_request("pins")
+      local items = {}
+      for i, pin in ipairs(ok and pins or {}) do
+        items[i] = { word = tostring(i), menu = pin:gsub("\n", " ") }
+      end
+      return items
+    end,
   },
   {
     name = "back",
@@ -164,8 +173,9 @@ function M.complete_arg(name, prefix)
   end
   local items = {}
   for _, value in ipairs(cmd.complete()) do
-    if vim.startswith(value, prefix) then
-      table.insert(items, { word = value, abbr = value, menu = "/" .. name })
+    local word = type(value) == "table" and value.word or value
+    if vim.startswith(word, prefix) then
+      table.insert(items, { word = word, abbr = word, menu = type(value) == "table" and value.menu or ("/" .. name) })
     end
   end
   return items

@@ -152,7 +152,7 @@ function handlers.handoff_end(r)
       chat().append_notice(notices[1].message)
     end
   elseif outcome.kind == "review" then
-    view.review(outcome)
+    view.review(outcome, r.ledger)
   elseif outcome.kind == "discarded" then
     view.discarded()
   elseif outcome.kind == "cancelled" then
@@ -174,6 +174,7 @@ function handlers.handoff_end(r)
       missing_sections = outcome.missing_sections or {},
       document_file = outcome.document_file,
       facts = outcome.facts,
+      ledger = r.ledger,
     })
   elseif outcome.kind == "review" then
     M.fire("HandoffReview", { text = outcome.text, missing_sections = outcome.missing_sections or {} })

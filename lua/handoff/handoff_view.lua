@@ -210,7 +210,7 @@ end
 
 --- A generated document waits for the user: the split becomes editable; `:w` starts the new
 --- session with the text as written (facts included), quitting without writing discards it.
-function M.review(outcome)
+function M.review(outcome, ledger)
   require("handoff.highlights").define()
   local buf = M.live_buffer()
   live = nil
@@ -235,6 +235,14 @@ function M.review(outcome)
       virt_lines = { { { "── recorded by handoff.nvim from the session (edit or keep) ──", "HandoffFacts" } } },
       virt_lines_above = true,
     })
+  end
+  if ledger then
+    -- What this text carries and what it leaves behind, under it, before `:w` decides.
+    local virt = { { { "", "" } } }
+    for _, line in ipairs(require("handoff.chat.lines").ledger_lines(ledger)) do
+      virt[#virt + 1] = { { line, "HandoffFacts" } }
+    end
+    api.nvim_buf_set_extmark(buf, ns, api.nvim_buf_line_count(buf) - 1, 0, { virt_lines = virt })
   end
   vim.bo[buf].modified = false
   local group = api.nvim_create_augroup("handoff_review_" .. buf, { clear = true })

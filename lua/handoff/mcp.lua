@@ -28,6 +28,12 @@ function M.lines(list)
     if given(s.error) then
       table.insert(lines, "  error: " .. s.error)
     end
+    -- What starts it again, in the editor's own commands (the host's words name none).
+    if s.state == "stopped" then
+      table.insert(lines, "  :HandoffMcp start " .. s.name .. " starts it")
+    elseif s.state == "untrusted" then
+      table.insert(lines, "  :HandoffMcp trust trusts the project's .mcp.json (after showing it)")
+    end
     for _, tool in ipairs(s.tools) do
       table.insert(lines, "  " .. tool)
     end

@@ -226,8 +226,11 @@ fn spawn_stdout_printer(agent: &AgentSession, done: CancellationToken) -> tokio:
                 }
                 Ok(AgentEvent::HandoffEnd { outcome, auto: Some(wall), .. }) => {
                     in_handoff = false;
-                    for notice in controller::auto_handoff_notices(&outcome, &wall) {
+                    for notice in controller::auto_handoff_notices(&outcome, &wall, &cli_texts()) {
                         eprintln!("{}", notice.message);
+                    }
+                    if let HandoffOutcome::Done { ledger, .. } = &outcome {
+                        eprintln!("{}", ledger.summary());
                     }
                 }
                 Ok(AgentEvent::HandoffEnd { .. }) => in_handoff = false,
@@ -298,7 +301,7 @@ async fn prompt(
     refuse_unenforceable_sandbox(settings)?;
     let agent = open_agent(settings, &cwd, &choice)?;
     eprintln!("{}", agent.session().path().display());
-    let controller = Controller::new(agent.clone(), FrontEndTexts::default());
+    let controller = Controller::new(agent.clone(), cli_texts());
     controller.apply_handoff_settings(settings);
     let done = CancellationToken::new();
     let printer = spawn_stdout_printer(&agent, done.clone());
@@ -359,7 +362,7 @@ fn prompt_exit_code(result: &RunResult) -> u8 {
 async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>) -> anyhow::Result<u8> {
     let cwd = current_dir(None)?;
     let agent = open_agent(settings, &cwd, &SessionChoice::File(file.to_path_buf()))?;
-    let controller = Controller::new(agent.clone(), FrontEndTexts::default());
+    let controller = Controller::new(agent.clone(), cli_texts());
     let options = HandoffOptions { focus: focus.map(str::to_string), review: None };
     let done = CancellationToken::new();
     let printer = spawn_stdout_printer(&agent, done.clone());
@@ -370,6 +373,12 @@ async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>) -> anyho
     done.cancel();
     let _ = printer.await;
     handoff_exit_code(outcome?)
+}
+
+/// The command line's wording of texts that name a front end's commands.
+fn cli_texts() -> FrontEndTexts {
+    let hand_off = "`handoff-nvim handoff SESSION_FILE`".to_string();
+    FrontEndTexts { review_handoff: hand_off.clone(), hand_off, ..FrontEndTexts::default() }
 }
 
 /// A handoff's outcome on stderr (the controller's words) and its exit code; the new session's
@@ -387,7 +396,8 @@ fn handoff_exit_code(outcome: HandoffOutcome) -> anyhow::Result<u8> {
         }
     }
     Ok(match outcome {
-        HandoffOutcome::Done { session_file, .. } => {
+        HandoffOutcome::Done { session_file, ledger, .. } => {
+            eprintln!("{}", ledger.summary());
             writeln!(std::io::stdout(), "{session_file}")?;
             exit::OK
         }

@@ -223,6 +223,52 @@ impl Role {
     }
 }
 
+/// The typed view of a stored `toolResult` message: the one reader of the fields pi keeps beside
+/// its content (`toolCallId`, `toolName`, `isError`, `details`), whose names the one writer
+/// (`ToolOutput::into_message`) takes from [`tool_result_keys`].
+#[derive(Clone, Copy, Debug)]
+pub struct ToolResultView<'a> {
+    message: &'a Message,
+}
+
+/// The names of a `toolResult` message's own fields, as pi writes them.
+pub mod tool_result_keys {
+    pub const CALL_ID: &str = "toolCallId";
+    pub const TOOL_NAME: &str = "toolName";
+    pub const IS_ERROR: &str = "isError";
+    pub const DETAILS: &str = "details";
+}
+
+impl<'a> ToolResultView<'a> {
+    /// The call this result answers.
+    pub fn call_id(self) -> Option<&'a str> {
+        self.message.extra_str(tool_result_keys::CALL_ID)
+    }
+
+    pub fn tool_name(self) -> Option<&'a str> {
+        self.message.extra_str(tool_result_keys::TOOL_NAME)
+    }
+
+    /// `isError` as stored, `None` when absent or not a boolean.
+    pub fn is_error_stored(self) -> Option<bool> {
+        self.message.extra.get(tool_result_keys::IS_ERROR).and_then(Value::as_bool)
+    }
+
+    /// Whether the call failed (absent counts as success, as pi reads it).
+    pub fn is_error(self) -> bool {
+        self.is_error_stored().unwrap_or(false)
+    }
+
+    /// The tool's `details`, when it wrote any.
+    pub fn details(self) -> Option<&'a Value> {
+        self.message.extra.get(tool_result_keys::DETAILS)
+    }
+
+    pub fn message(self) -> &'a Message {
+        self.message
+    }
+}
+
 /// One message of the conversation, exactly as pi stores it inside a `message` entry.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -282,6 +328,11 @@ impl Message {
 
     pub fn extra_str(&self, key: &str) -> Option<&str> {
         self.extra.get(key).and_then(Value::as_str)
+    }
+
+    /// This message as a tool's result, if it is one.
+    pub fn tool_result(&self) -> Option<ToolResultView<'_>> {
+        (self.role == Role::ToolResult).then_some(ToolResultView { message: self })
     }
 
     /// Appends a streamed text delta, extending the last text block or opening a new one.

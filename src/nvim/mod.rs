@@ -74,10 +74,12 @@ use protocol::{ApproveDecision, ConfigureArgs, Notification, Record, Request, Re
 use stdio::Writer;
 
 /// The editor's own wording of texts that name its keys.
-fn editor_texts() -> FrontEndTexts {
+pub(crate) fn editor_texts() -> FrontEndTexts {
     FrontEndTexts {
         prompt_during_handoff:
             "A handoff is being generated: wait for it, or press <Esc> to cancel it, then send the prompt again".into(),
+        hand_off: "/handoff (:Handoff)".into(),
+        review_handoff: ":Handoff! or /handoff".into(),
     }
 }
 
@@ -659,6 +661,7 @@ impl Host {
             Request::Sessions => self.sessions().await,
             Request::Changes => self.changes().await,
             Request::Templates => self.templates(),
+            Request::Pins => reply("the pins", &self.agent().map(|a| a.session().pins()).unwrap_or_default()),
             Request::NewSession => self.new_session(),
             Request::SetModel { model } => self.set_model(&model),
             Request::SetThinking { level } => self.set_thinking(&level),

@@ -114,6 +114,8 @@ pub enum Request {
     Sessions,
     Changes,
     Templates,
+    /// The session's pins, in order (`/unpin`'s completion).
+    Pins,
     NewSession,
     SetModel { model: String },
     /// A level name (parsed by the host: case-insensitive, pi's `xhigh` is `high`).
@@ -188,6 +190,7 @@ impl Request {
             "sessions" => Request::Sessions,
             "changes" => Request::Changes,
             "templates" => Request::Templates,
+            "pins" => Request::Pins,
             "new_session" => Request::NewSession,
             "set_model" => {
                 let (model,): (Option<String>,) = args(method, a, 1)?;
@@ -375,6 +378,9 @@ pub enum Item {
     /// The injected handoff document of a handed-off session.
     Handoff {
         text: String,
+        /// What the handoff carried and dropped (its entry's `details.ledger`), in words.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ledger: Option<Box<LedgerText>>,
     },
     Compaction {
         text: String,
@@ -661,6 +667,19 @@ pub struct SandboxHealth {
     pub mounts_error: Option<String>,
 }
 
+/// A handoff's ledger as the chat and the review buffer show it: the one line, and the parts.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LedgerText {
+    pub summary: String,
+    pub lines: Vec<String>,
+}
+
+impl From<&crate::core::session::ledger::Ledger> for LedgerText {
+    fn from(ledger: &crate::core::session::ledger::Ledger) -> Self {
+        LedgerText { summary: ledger.summary(), lines: ledger.lines() }
+    }
+}
+
 /// Everything the host pushes to Lua.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -718,6 +737,9 @@ pub enum Record {
     HandoffEnd {
         outcome: HandoffOutcome,
         notices: Vec<Notice>,
+        /// The outcome's ledger (a new session's, or a review's before it is written), in words.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ledger: Option<Box<LedgerText>>,
         #[serde(skip_serializing_if = "Option::is_none")]
         auto: Option<crate::core::agent::Wall>,
     },

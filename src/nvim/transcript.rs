@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crate::core::agent::events::HandoffOutcome;
 use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent};
 use crate::core::controller::{self, Controller};
 use crate::core::handoff;
@@ -12,7 +13,7 @@ use crate::core::session::entry::kind;
 use crate::core::session::{self, SessionEntry, SessionManager};
 use crate::core::tools;
 
-use super::protocol::{Item, Record, SessionView, Status, ToolCallItem, Transcript};
+use super::protocol::{Item, LedgerText, Record, SessionView, Status, ToolCallItem, Transcript};
 
 /// The content blocks of a message, borrowed (a plain-text content has none of the kinds the
 /// chat looks for; `Content::blocks` would clone every block, text included).
@@ -98,9 +99,9 @@ pub fn message_item(message: &Message) -> Item {
         Role::ToolResult => {
             let (text, earlier_lines) = tail(text, TOOL_OUTPUT_LINES.load(Ordering::Relaxed));
             Item::Tool {
-                tool: message.extra_str("toolName").map(str::to_string),
+                tool: message.tool_result().and_then(|r| r.tool_name()).map(str::to_string),
                 text,
-                is_error: message.extra.get("isError").and_then(|v| v.as_bool()).unwrap_or(false),
+                is_error: message.tool_result().is_some_and(|r| r.is_error()),
                 earlier: tools::lines_not_kept(message),
                 earlier_lines,
             }
@@ -123,7 +124,9 @@ fn entry_item(entry: &SessionEntry) -> Option<Item> {
     } else if let Some(custom) = entry.custom_message().filter(|c| c.display) {
         let text = custom.content.joined_text();
         Some(if custom.custom_type == handoff::CUSTOM_TYPE {
-            Item::Handoff { text }
+            let ledger = crate::core::session::todos::handoff_details(entry)
+                .and_then(|details| crate::core::session::ledger::Ledger::of_details(&details));
+            Item::Handoff { text, ledger: ledger.as_ref().map(|l| Box::new(LedgerText::from(l))) }
         } else {
             Item::Custom { custom_type: custom.custom_type.clone(), text }
         })
@@ -305,7 +308,11 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
         }
         AgentEvent::HandoffEnd { outcome, auto, .. } => Record::HandoffEnd {
             outcome: outcome.clone(),
-            notices: controller::handoff_end_notices(outcome, auto.as_ref()),
+            notices: controller::handoff_end_notices(outcome, auto.as_ref(), &super::editor_texts()),
+            ledger: match outcome {
+                HandoffOutcome::Done { ledger, .. } | HandoffOutcome::Review { ledger, .. } => Some(Box::new(LedgerText::from(&**ledger))),
+                _ => None,
+            },
             auto: *auto,
         },
         AgentEvent::Lifecycle { phase, busy } => Record::Lifecycle { phase, busy: *busy },
@@ -343,7 +350,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
 
 /// The chat's note on how a command ran: in the sandbox, or again outside it (and why).
 fn sandbox_note(result: &crate::core::message::Message) -> Option<String> {
-    let details = result.extra.get("details")?;
+    let details = result.tool_result()?.details()?;
     if let Some(why) = details.get("unsandboxed").and_then(serde_json::Value::as_str) {
         return Some(format!("re-run outside the sandbox (it looked blocked: {why})"));
     }

@@ -76,6 +76,11 @@ end
 
 --- 'foldtext' of the chat's windows: the folded thinking as one line.
 function M.foldtext()
+  -- A fold that opens with its own summary (a handoff's ledger) shows that line.
+  local first = vim.fn.getline(vim.v.foldstart)
+  if first:sub(1, 4) == "▸ " then
+    return first
+  end
   local n = vim.v.foldend - vim.v.foldstart + 1
   return ("▸ Thinking (%d line%s)"):format(n, n == 1 and "" or "s")
 end

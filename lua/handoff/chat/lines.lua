@@ -84,6 +84,13 @@ local function push_item(out, item)
       or (item.custom_type or "custom")
     out[base + 1], out[base + 2] = "## " .. title, ""
     push_lines(out, item.text)
+    if item.ledger then
+      -- What the handoff carried and dropped, folded to its one line like a reply's thinking.
+      out[#out + 1] = ""
+      local first = #out - base
+      vim.list_extend(out, M.ledger_lines(item.ledger))
+      thinking = { first, #out - base - 1 }
+    end
   else
     return false
   end
@@ -105,6 +112,15 @@ end
 M.item_lines = item_lines
 M.push_item = push_item
 M.split = split
+
+--- A handoff's ledger (the host's words): its one line, then its parts indented.
+function M.ledger_lines(ledger)
+  local lines = { "▸ " .. ledger.summary }
+  for _, line in ipairs(ledger.lines or {}) do
+    lines[#lines + 1] = "  " .. line
+  end
+  return lines
+end
 
 --- A token count as the chat shows it: 420, 9.8k, 12.3k, 1.2M.
 function M.tokens(n)

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::core::failure::FailureKind;
 use crate::core::message::Message;
+use crate::core::session::ledger::Ledger;
 use crate::core::tools::{Todo, ToolOutput};
 
 /// One streamed change to the assistant message being written.
@@ -54,6 +55,8 @@ pub enum HandoffOutcome {
         /// handoff whose request failed: `core::handoff::fallback`).
         #[serde(skip_serializing_if = "Option::is_none")]
         fallback: Option<String>,
+        /// What the new session holds and what it left behind (its entry's `details.ledger`).
+        ledger: Box<Ledger>,
         /// The document is the one drafted before the wall (`handoff.prepare`), with the turns
         /// since carried after it.
         #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -70,6 +73,8 @@ pub enum HandoffOutcome {
         facts_at: Option<usize>,
         #[serde(skip_serializing_if = "Option::is_none")]
         elided: Option<String>,
+        /// The ledger of the text as the host wrote it (writing it counts it again as edited).
+        ledger: Box<Ledger>,
     },
     /// A review ended without writing: nothing was created.
     Discarded,

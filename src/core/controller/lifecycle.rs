@@ -507,7 +507,7 @@ impl Lifecycle {
                     if typed {
                         lock(&self.shared.state).waiting.push_front(next);
                     }
-                    self.notice(Level::Warn, text::DOCUMENT_AT_THE_WALL);
+                    self.notice(Level::Warn, text::document_at_the_wall(&self.texts));
                     budget.given_up = true;
                     return self.resume_without_handoff(send_anyway);
                 }

@@ -44,7 +44,12 @@ pub mod text {
     /// Said when a request overflows again right after an automatic handoff.
     pub const OVERFLOW_AGAIN: &str = "The request is still larger than the model's context window after an automatic handoff: shorten the task or raise provider.context_window to the model's real window";
     /// Said when the new session would start at the wall already.
-    pub const DOCUMENT_AT_THE_WALL: &str = "The handoff document alone nearly fills the context window: not continuing automatically; review it with :Handoff! or /handoff, or raise handoff.threshold";
+    pub fn document_at_the_wall(texts: &super::FrontEndTexts) -> String {
+        format!(
+            "The handoff document alone nearly fills the context window: not continuing automatically; review it with {}, or raise handoff.threshold",
+            texts.review_handoff
+        )
+    }
 
     /// The share of the window `tokens` fill, in percent.
     pub fn percent(tokens: u64, window: u64) -> u64 {
@@ -108,11 +113,12 @@ pub mod text {
     }
 
     /// How a cancelled automatic handoff is told: what may happen now, and what to do.
-    pub fn auto_cancelled(wall: &super::Wall) -> String {
-        match wall.reason {
-            super::WallReason::Threshold => "Automatic handoff cancelled: the next request may not fit the model's context window; hand off by hand with /handoff (:Handoff)".into(),
-            super::WallReason::Overflow => "Automatic handoff cancelled: the request did not fit the model's context window; hand off by hand with /handoff (:Handoff)".into(),
-        }
+    pub fn auto_cancelled(wall: &super::Wall, texts: &super::FrontEndTexts) -> String {
+        let what = match wall.reason {
+            super::WallReason::Threshold => "the next request may not fit the model's context window",
+            super::WallReason::Overflow => "the request did not fit the model's context window",
+        };
+        format!("Automatic handoff cancelled: {what}; hand off by hand with {}", texts.hand_off)
     }
 
     /// The one wording of "busy": what could not be done, and why.
@@ -270,15 +276,15 @@ pub fn handoff_notices(outcome: &HandoffOutcome) -> Vec<Notice> {
 }
 
 /// The messages for the end of a handoff, automatic (at the wall it says) or not.
-pub fn handoff_end_notices(outcome: &HandoffOutcome, auto: Option<&Wall>) -> Vec<Notice> {
+pub fn handoff_end_notices(outcome: &HandoffOutcome, auto: Option<&Wall>, texts: &FrontEndTexts) -> Vec<Notice> {
     match auto {
-        Some(wall) => auto_handoff_notices(outcome, wall),
+        Some(wall) => auto_handoff_notices(outcome, wall, texts),
         None => handoff_notices(outcome),
     }
 }
 
 /// The messages for an automatic handoff's outcome (at `wall`).
-pub fn auto_handoff_notices(outcome: &HandoffOutcome, wall: &Wall) -> Vec<Notice> {
+pub fn auto_handoff_notices(outcome: &HandoffOutcome, wall: &Wall, texts: &FrontEndTexts) -> Vec<Notice> {
     match outcome {
         HandoffOutcome::Done { missing_sections, document_file, fallback, prepared, .. } => {
             let first = match fallback {
@@ -297,7 +303,7 @@ pub fn auto_handoff_notices(outcome: &HandoffOutcome, wall: &Wall) -> Vec<Notice
             }
             notices
         }
-        HandoffOutcome::Cancelled => vec![Notice::new(Level::Warn, text::auto_cancelled(wall))],
+        HandoffOutcome::Cancelled => vec![Notice::new(Level::Warn, text::auto_cancelled(wall, texts))],
         HandoffOutcome::Failed { message } => {
             vec![Notice::new(Level::Error, format!("Automatic handoff failed: {message}"))]
         }
@@ -305,16 +311,26 @@ pub fn auto_handoff_notices(outcome: &HandoffOutcome, wall: &Wall) -> Vec<Notice
     }
 }
 
-/// Texts a front end words itself, because they name its own keys.
+/// Texts a front end words itself, because they name its own keys and commands: the core's
+/// sentences name none of the editor's.
 #[derive(Clone, Debug)]
 pub struct FrontEndTexts {
     /// Said when a prompt arrives while a handoff is generated.
     pub prompt_during_handoff: String,
+    /// How the user hands off by hand here (the editor's `/handoff (:Handoff)`).
+    pub hand_off: String,
+    /// How the user hands off reviewing the document first (the editor's `:Handoff!`).
+    pub review_handoff: String,
 }
 
 impl Default for FrontEndTexts {
+    /// The prompt's own words, which every front end that takes prompts understands.
     fn default() -> Self {
-        Self { prompt_during_handoff: "A handoff is being generated: wait for it, then send the prompt again".into() }
+        Self {
+            prompt_during_handoff: "A handoff is being generated: wait for it, then send the prompt again".into(),
+            hand_off: "/handoff".into(),
+            review_handoff: "/handoff".into(),
+        }
     }
 }
 

@@ -178,7 +178,7 @@ pub fn last_tools(branch: &[&SessionEntry]) -> Vec<String> {
     for entry in branch.iter().rev() {
         match entry.message_role() {
             Some(Role::ToolResult) => {
-                if let Some(name) = entry.message().and_then(|m| m.extra_str("toolName").map(str::to_string)) {
+                if let Some(name) = entry.message().and_then(|m| m.tool_result()?.tool_name().map(str::to_string)) {
                     if !names.contains(&name) {
                         names.push(name);
                     }

@@ -23,7 +23,6 @@ use super::{build_prompt, capture, fallback, NoDocument, RUN_OPTIONS};
 use crate::core::agent::events::DraftStatus;
 use crate::core::agent::{fit, lock, AgentEvent, AgentSession, RunOptions};
 use crate::core::message::{ContextMessage, Message, Role};
-use crate::core::provider::ProviderConfig;
 use crate::core::session::{self, mark_handoff_request, SessionEntry};
 
 /// Whether the handoff is drafted before the wall (`handoff.prepare`).
@@ -46,11 +45,11 @@ impl Prepare {
         }
     }
 
-    /// The default for a provider: drafting is cheap where the provider caches prompts (the
-    /// draft's prefix is a cache hit); on GitHub Copilot every request is a premium request,
-    /// so nothing is sent that the user did not cause.
-    pub fn default_for(config: &ProviderConfig) -> Prepare {
-        if config.copilot.is_some() {
+    /// The default for a provider (`copilot`: GitHub Copilot's): drafting is cheap where the
+    /// provider caches prompts (the draft's prefix is a cache hit); on Copilot every request is
+    /// a premium request, so nothing is sent that the user did not cause.
+    pub fn default_for(copilot: bool) -> Prepare {
+        if copilot {
             Prepare::Off
         } else {
             Prepare::Background
@@ -129,7 +128,7 @@ impl Drafts {
     /// The mode in force for the agent's provider.
     pub fn mode(&self, agent: &AgentSession) -> Prepare {
         let set = lock(&self.state).mode;
-        set.unwrap_or_else(|| Prepare::default_for(&agent.provider_config()))
+        set.unwrap_or_else(|| Prepare::default_for(agent.provider_config().copilot.is_some()))
     }
 
     /// The watcher the agent tells each estimate (`AgentSession::set_estimate_watcher`).

@@ -113,10 +113,11 @@ impl Facts {
                     }
                 }
                 Role::ToolResult => {
-                    let Some((name, args)) = message.extra_str("toolCallId").and_then(|id| calls.remove(id)) else {
+                    let Some(result) = message.tool_result() else { continue };
+                    let Some((name, args)) = result.call_id().and_then(|id| calls.remove(id)) else {
                         continue;
                     };
-                    let is_error = message.extra.get("isError").and_then(Value::as_bool).unwrap_or(false);
+                    let is_error = result.is_error();
                     // Each tool says what its call adds.
                     match tools::call_fact(&name, &args, &message) {
                         Some(CallFact::Read(path)) => {
@@ -200,6 +201,21 @@ impl Facts {
             sections.push(format!("<last-error>\n{error}\n</last-error>"));
         }
         sections.join("\n\n")
+    }
+
+    /// How many facts of each kind there are, by their key in [`Facts::details`] (the ledger's).
+    pub fn counts(&self) -> std::collections::BTreeMap<String, usize> {
+        [
+            ("readFiles", self.read_files.len()),
+            ("modifiedFiles", self.modified_files.len()),
+            ("commands", self.commands.len()),
+            ("todos", self.todos.len()),
+            ("lastError", usize::from(self.last_error.is_some())),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(kind, n)| (kind.to_string(), n))
+        .collect()
     }
 
     /// The entry's `details`: pi's `readFiles` and `modifiedFiles`, and ours beside them.

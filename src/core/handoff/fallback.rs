@@ -156,8 +156,9 @@ pub(super) fn quote(message: &Message) -> String {
     match message.role {
         Role::User => format!("[user]\n{}", auto::clip_middle(message.text().trim(), MAX_MESSAGE_CHARS)),
         Role::ToolResult => {
-            let tool = message.extra_str("toolName").unwrap_or("tool");
-            let error = message.extra.get("isError").and_then(Value::as_bool).unwrap_or(false);
+            let result = message.tool_result();
+            let tool = result.and_then(|r| r.tool_name()).unwrap_or("tool");
+            let error = result.is_some_and(|r| r.is_error());
             let label = if error { format!("[{tool} result: error]") } else { format!("[{tool} result]") };
             format!("{label}\n{}", auto::clip_middle(message.text().trim(), MAX_MESSAGE_CHARS))
         }

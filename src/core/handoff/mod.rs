@@ -22,7 +22,7 @@ use crate::core::failure::FailureKind;
 /// (the agent layer imports nothing from here).
 pub use crate::core::agent::events::{HandoffOutcome, Refusal};
 use crate::core::message::{Message, StopReason};
-use crate::core::session::{file, mark_handoff_request, paths, SessionError, SessionManager};
+use crate::core::session::{self, file, mark_handoff_request, paths, SessionError, SessionManager};
 
 /// The instruction sent to the model (our wording; the six sections are the contract).
 pub const PROMPT: &str = include_str!("prompt.md");
@@ -42,6 +42,7 @@ pub mod auto;
 pub mod draft;
 pub mod facts;
 pub mod fallback;
+pub mod ledger;
 
 pub use auto::{AutoHandoff, UserWords};
 pub use draft::{Drafts, Prepare};
@@ -286,6 +287,14 @@ pub struct NewSession {
     pub parent_session: PathBuf,
     /// The document as markdown beside the new session.
     pub document_file: PathBuf,
+    /// What it holds and what it left behind (also its handoff entry's `details.ledger`).
+    pub ledger: Box<session::ledger::Ledger>,
+}
+
+/// The ledger of handing the agent's session over as `text`, with the host's `carried`.
+fn ledger_of(agent: &AgentSession, text: &str, carried: &Carried) -> session::ledger::Ledger {
+    let session = agent.session();
+    ledger::of_handoff(&session.get_branch(None), text, carried, session.pins().len())
 }
 
 /// Writes the document as `handoff.md` beside the new session file (0600 in a 0700 folder, synced
@@ -407,8 +416,9 @@ impl Handoff {
             Ok((document, carried, elided)) if review => {
                 let text = with_facts(&document, &carried);
                 let facts_at = (!carried.is_empty()).then_some(document.len() + 2);
+                let ledger = ledger_of(agent, &text, &carried);
                 *lock(&self.draft) = Some(Draft { carried });
-                HandoffOutcome::Review { missing_sections: missing_sections(&document), text, facts_at, elided }
+                HandoffOutcome::Review { missing_sections: missing_sections(&document), text, facts_at, elided, ledger: Box::new(ledger) }
             }
             Ok((document, carried, elided)) => match start_new_session(agent, &with_facts(&document, &carried), &carried) {
                 Ok(new) => done(document, &carried, new, elided, from_the_draft),
@@ -465,6 +475,7 @@ impl Handoff {
 
 fn done(document: String, carried: &Carried, new: NewSession, elided: Option<String>, prepared: bool) -> HandoffOutcome {
     HandoffOutcome::Done {
+        ledger: new.ledger,
         missing_sections: missing_sections(&document),
         document,
         session_file: new.session_file.to_string_lossy().into_owned(),
@@ -595,14 +606,15 @@ async fn run_fitted(
 /// The new session is built beside the old one and switched to only once it is complete on
 /// disk, so a write error (full disk, read-only folder) leaves the agent on the old session.
 fn start_new_session(agent: &AgentSession, text: &str, carried: &Carried) -> Result<NewSession, NoDocument> {
-    let (mut next, parent_session, pins) = {
+    let (mut next, parent_session, pins, ledger) = {
         let mut session = agent.session();
         session.flush()?;
         let pins = session.pins();
+        let ledger = ledger::of_handoff(&session.get_branch(None), text, carried, pins.len());
         // Gap (no lineage): the header names the parent session file.
         let old = std::path::absolute(session.path()).unwrap_or_else(|_| session.path().to_path_buf());
         let next = SessionManager::create(session.session_dir(), session.cwd(), Some(old.to_string_lossy().into_owned()))?;
-        (next, old, pins)
+        (next, old, pins, ledger)
     };
     let written = (|| {
         // Gap (no model entries): carry the model and thinking level over.
@@ -614,7 +626,11 @@ fn start_new_session(agent: &AgentSession, text: &str, carried: &Carried) -> Res
         }
         // The facts are kept as the entry's details too (pi's readFiles/modifiedFiles), for the
         // handoffs after this one.
-        next.append_custom_message_with_details(CUSTOM_TYPE, &wrap_document(text), true, Some(carried.details()))?;
+        let mut details = carried.details();
+        if let Some(map) = details.as_object_mut() {
+            map.insert(session::ledger::DETAILS_KEY.into(), serde_json::to_value(&ledger).unwrap_or_default());
+        }
+        next.append_custom_message_with_details(CUSTOM_TYPE, &wrap_document(text), true, Some(details))?;
         // Gap (new session not on disk): fsync before success is announced.
         next.flush()?;
         // Gap (document only inside sessions): also a markdown file beside the new session.
@@ -630,7 +646,7 @@ fn start_new_session(agent: &AgentSession, text: &str, carried: &Carried) -> Res
     };
     // Gap (nobody told): the switch is announced with its reason.
     let switched = agent.switch_to(next, SwitchReason::Handoff)?;
-    Ok(NewSession { session_file: switched.new, parent_session, document_file })
+    Ok(NewSession { session_file: switched.new, parent_session, document_file, ledger: Box::new(ledger) })
 }
 
 #[cfg(test)]

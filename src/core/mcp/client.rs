@@ -14,7 +14,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::config::Transport;
-use super::hub::Server;
+use super::link::ServerLink;
 use super::McpError;
 use crate::core::tools::EnvPolicy;
 
@@ -146,7 +146,7 @@ async fn list_tools(peer: &rmcp::Peer<RoleClient>) -> Result<Vec<Value>, McpErro
 
 /// What the host answers a server: its name, and a fresh tool list on `tools/list_changed`.
 pub(crate) struct Handler {
-    server: Weak<Server>,
+    server: Weak<dyn ServerLink>,
 }
 
 impl ClientHandler for Handler {
@@ -169,7 +169,7 @@ impl ClientHandler for Handler {
 /// Connects to a server (spawning it for stdio, in `cwd`, its stderr to the log) and completes
 /// the protocol's handshake.
 pub(crate) async fn connect(
-    server: Weak<Server>,
+    server: Weak<dyn ServerLink>,
     name: &str,
     transport: &Transport,
     cwd: &Path,
@@ -232,7 +232,7 @@ pub(crate) async fn connect(
 
 /// A connection over any byte stream (the in-process servers of the tests).
 #[cfg(test)]
-pub(crate) async fn connect_stream<S>(server: Weak<Server>, stream: S) -> Result<Connection, McpError>
+pub(crate) async fn connect_stream<S>(server: Weak<dyn ServerLink>, stream: S) -> Result<Connection, McpError>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
 {

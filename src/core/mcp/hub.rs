@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::client::{self, Connection};
 use super::config::{McpConfig, Origin, ProjectFile, ServerConfig, TrustStore};
 use super::tool::{exposed_name, hashed, McpTool};
+use super::link::ServerLink;
 use super::McpError;
 use crate::core::tools::{EnvPolicy, Tool, ToolError, ToolSource};
 
@@ -71,6 +72,21 @@ pub(crate) type Link = Box<dyn Fn() -> tokio::io::DuplexStream + Send + Sync>;
 #[cfg(test)]
 pub(crate) fn lock_link(server: &Server) -> std::sync::MutexGuard<'_, Option<Link>> {
     lock(&server.link)
+}
+
+#[async_trait]
+impl ServerLink for Server {
+    fn name(&self) -> &str {
+        Server::name(self)
+    }
+
+    fn set_tools(&self, listed: &[Value]) {
+        Server::set_tools(self, listed)
+    }
+
+    async fn call(&self, tool: &str, arguments: Value) -> Result<Value, ToolError> {
+        Server::call(self, tool, arguments).await
+    }
 }
 
 impl Server {

@@ -7,6 +7,7 @@
 mod client;
 pub mod config;
 mod hub;
+mod link;
 pub mod tool;
 #[cfg(test)]
 mod tests;
@@ -30,9 +31,9 @@ pub enum McpError {
     Protocol(String),
     #[error("the connection is closed")]
     Closed,
-    #[error("stopped by the user (:HandoffMcp start starts it)")]
+    #[error("stopped by the user")]
     Stopped,
-    #[error("the project's .mcp.json is not trusted (:HandoffMcp trust)")]
+    #[error("the project's .mcp.json is not trusted")]
     Untrusted,
     /// The project's file is not what the user was shown: trusting it is refused.
     #[error("{0} changed since it was read: nothing was trusted. Read it again (setup() again or a restart of the editor; the CLI reads it on each run) and look at the servers it names now")]

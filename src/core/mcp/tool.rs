@@ -11,7 +11,7 @@ use std::sync::Weak;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::hub::Server;
+use super::link::ServerLink;
 use crate::core::message::ContentBlock;
 use crate::core::tools::truncate::{format_size, truncate_head, TruncatedBy, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES};
 use crate::core::tools::{image_block, Tool, ToolContext, ToolDefinition, ToolError, ToolKind, ToolOrigin, ToolOutput};
@@ -45,7 +45,7 @@ pub(crate) fn hashed(name: &str) -> String {
 /// One tool of a running server.
 pub struct McpTool {
     /// Its server (weak: the server holds its tools).
-    pub(crate) server: Weak<Server>,
+    pub(crate) server: Weak<dyn ServerLink>,
     pub(crate) server_name: String,
     /// Its name on the server.
     pub(crate) remote: String,
@@ -62,7 +62,7 @@ impl std::fmt::Debug for McpTool {
 
 impl McpTool {
     /// The tool `listed` (one item of the server's `tools/list`, as JSON) as `name`.
-    pub(crate) fn new(server: Weak<Server>, server_name: &str, name: String, listed: &Value) -> Option<McpTool> {
+    pub(crate) fn new(server: Weak<dyn ServerLink>, server_name: &str, name: String, listed: &Value) -> Option<McpTool> {
         let remote = listed.get("name")?.as_str()?.to_string();
         let description = listed.get("description").and_then(Value::as_str).unwrap_or_default();
         let title = listed.get("title").and_then(Value::as_str);

@@ -252,8 +252,8 @@ impl Copilot {
                 provider: config.name.clone(),
                 code: Some(crate::core::failure::MODEL_NOT_ENABLED.into()),
                 message: format!(
-                    "the Copilot model {} is not enabled for this account (policy: {state}): enable it with `:HandoffModel! {}` (it accepts the model's terms for this account) or in GitHub's Copilot settings, then try again",
-                    info.id, info.id
+                    "the Copilot model {} is not enabled for this account (policy: {state}): accept its terms where you are offered to (that enables it), or enable it in GitHub's Copilot settings, then try again",
+                    info.id
                 ),
             });
         }
@@ -444,7 +444,7 @@ pub(super) fn quota_sentence(error: ProviderError) -> ProviderError {
                 provider,
                 status,
                 code,
-                message: "your Copilot quota for this model is used up: wait for it to reset, pick another model (:HandoffModel), or raise the limit in GitHub's Copilot settings".into(),
+                message: "your Copilot quota for this model is used up: wait for it to reset, pick another model, or raise the limit in GitHub's Copilot settings".into(),
             }
         }
         other => other,

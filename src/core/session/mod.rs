@@ -4,6 +4,7 @@ pub mod changes;
 pub mod context;
 pub mod derived;
 pub mod entry;
+pub mod ledger;
 pub mod paths;
 pub mod pins;
 pub mod scan;

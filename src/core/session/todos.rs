@@ -50,13 +50,11 @@ pub fn todos_from_details(details: &Value) -> Option<Vec<Todo>> {
 /// The list a message sets, if it is a successful `todo_write` result. A failed call (refused
 /// arguments, two items in progress) changes nothing: the list before it stands.
 pub fn list_set_by(message: &Message) -> Option<Vec<Todo>> {
-    if message.role != Role::ToolResult
-        || message.extra_str("toolName") != Some(TOOL_NAME)
-        || message.extra.get("isError").and_then(Value::as_bool) == Some(true)
-    {
+    let result = message.tool_result()?;
+    if result.tool_name() != Some(TOOL_NAME) || result.is_error() {
         return None;
     }
-    message.extra.get("details").and_then(todos_from_details)
+    result.details().and_then(todos_from_details)
 }
 
 /// The current list after `messages` (oldest first): the latest successful `todo_write` result

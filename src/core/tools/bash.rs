@@ -244,7 +244,7 @@ pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutpu
         None => ToolOutput::text(text, details),
         Some(status) => {
             let text = if text.is_empty() { status } else { format!("{text}\n\n{status}") };
-            ToolOutput { content: vec![super::ContentBlock::text(text)], details, is_error: true }
+            ToolOutput { content: vec![crate::core::message::ContentBlock::text(text)], details, is_error: true }
         }
     })
 }
@@ -442,7 +442,7 @@ fn ending(result: &crate::core::message::Message) -> (Option<i32>, Option<String
     if let Some((_, rest)) = text.rsplit_once("Command exited with code ") {
         return (rest.split_whitespace().next().and_then(|c| c.parse().ok()), None);
     }
-    if !super::tool::is_error(result) {
+    if !result.tool_result().is_some_and(|r| r.is_error()) {
         return (Some(0), None);
     }
     let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("failed");
@@ -468,7 +468,7 @@ impl super::Tool for Bash {
         let absent = ctx.sandbox.as_ref().map(|_| protected::absent_planted_code(&ctx.cwd));
         let mut output = run(arguments, ctx).await?;
         if let Some(note) = absent.and_then(|absent| protected::created_planted_code(&ctx.cwd, &absent)) {
-            output.content.push(super::ContentBlock::text(format!("\n{note}")));
+            output.content.push(crate::core::message::ContentBlock::text(format!("\n{note}")));
             if !output.details.is_object() {
                 output.details = Value::Object(Map::new());
             }
@@ -490,7 +490,7 @@ impl super::Tool for Bash {
 
     /// Past its limits the result keeps the last lines (pi's `details.truncation`).
     fn lines_not_kept(&self, result: &crate::core::message::Message) -> u64 {
-        let Some(t) = result.extra.get("details").and_then(|d| d.get("truncation")) else { return 0 };
+        let Some(t) = result.tool_result().and_then(|r| r.details()).and_then(|d| d.get("truncation")) else { return 0 };
         if t["truncated"] != true {
             return 0;
         }

@@ -257,7 +257,7 @@ async fn read_image(
     let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
     Ok(ToolOutput {
         content: vec![
-            super::ContentBlock::text(format!("Read image file [{mime}]")),
+            crate::core::message::ContentBlock::text(format!("Read image file [{mime}]")),
             image_block(data, mime),
         ],
         details: Value::Null,

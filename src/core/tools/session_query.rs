@@ -392,8 +392,9 @@ fn message_text(message: &Message) -> (String, String) {
             ("assistant".into(), parts.join("\n"))
         }
         Role::ToolResult => {
-            let tool = message.extra_str("toolName").unwrap_or("?");
-            let failed = if super::tool::is_error(message) { " (error)" } else { "" };
+            let result = message.tool_result();
+            let tool = result.and_then(|r| r.tool_name()).unwrap_or("?");
+            let failed = if result.is_some_and(|r| r.is_error()) { " (error)" } else { "" };
             (format!("toolResult {tool}{failed}"), message.text())
         }
         Role::Other(role) => (role.clone(), message.text()),

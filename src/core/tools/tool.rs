@@ -156,14 +156,9 @@ pub fn path_argument(args: &Value, cwd: &Path) -> Option<PathBuf> {
     Some(super::paths::resolve_to_cwd(args.get("path")?.as_str()?, cwd))
 }
 
-/// Whether a stored tool result is an error.
-pub(crate) fn is_error(result: &Message) -> bool {
-    result.extra.get("isError").and_then(Value::as_bool).unwrap_or(false)
-}
-
 /// The `path` argument of a call, when the call succeeded (the fact of `read`, `edit`, `write`).
 pub(crate) fn path_if_done(args: &Value, result: &Message) -> Option<String> {
-    if is_error(result) {
+    if result.tool_result().is_some_and(|r| r.is_error()) {
         return None;
     }
     args.get("path").and_then(Value::as_str).map(str::to_string)

@@ -23,7 +23,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::types::ProviderConfig;
-use crate::core::message::{Content, ContentBlock, ContextMessage, Message, Role, StopReason};
+use crate::core::message::{tool_result_keys, Content, ContentBlock, ContextMessage, Message, Role, StopReason};
 
 pub(super) use history::prepare;
 pub(super) use json::{body_capacity, JsonOut, List, Str};
@@ -156,8 +156,8 @@ impl<'a> MessageView<'a> {
                 Content::Blocks(blocks) => ContentView::Blocks(blocks.iter().map(BlockView::of).collect()),
             },
             stop_reason: message.stop_reason,
-            tool_call_id: extra("toolCallId"),
-            is_error: message.extra.get("isError").and_then(Value::as_bool),
+            tool_call_id: extra(tool_result_keys::CALL_ID),
+            is_error: message.extra.get(tool_result_keys::IS_ERROR).and_then(Value::as_bool),
             provider: extra("provider"),
             api: extra("api"),
             model: extra("model"),
@@ -377,8 +377,8 @@ impl<'de> Deserialize<'de> for MessageView<'de> {
                         "timestamp" => {
                             map.next_value::<Option<i64>>()?;
                         }
-                        "toolCallId" => m.tool_call_id = Str::from_raw(extra_value(&mut map)?),
-                        "isError" => m.is_error = raw_bool(extra_value(&mut map)?),
+                        tool_result_keys::CALL_ID => m.tool_call_id = Str::from_raw(extra_value(&mut map)?),
+                        tool_result_keys::IS_ERROR => m.is_error = raw_bool(extra_value(&mut map)?),
                         "provider" => m.provider = Str::from_raw(extra_value(&mut map)?),
                         "api" => m.api = Str::from_raw(extra_value(&mut map)?),
                         "model" => m.model = Str::from_raw(extra_value(&mut map)?),

@@ -122,7 +122,7 @@ impl SessionManager {
             .copied()
             .filter(|e| e.message_role() == Some(Role::ToolResult) && e.message_json().is_some_and(|j| may_name_tool(j, tool)))
             .filter_map(SessionEntry::message)
-            .filter(|m| m.extra_str("toolName") == Some(tool))
+            .filter(|m| m.tool_result().and_then(|r| r.tool_name()) == Some(tool))
             .collect()
     }
 
