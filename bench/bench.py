@@ -1216,12 +1216,13 @@ class PacedWall:
                  "chunk_delay_ms": self.turn_ms // 4}
         return {"kind": "with_usage", "usage": {"input": usage, "output": 20}, "reply": reply}
 
-    def run(self, prepare):
+    def run(self, prepare, band_turns=None):
+        band_turns = band_turns or self.BAND_TURNS
         self.mock.control("reset")
         self.mock.control("route", {"when": self.head, "reply": self._document()})
         # The band: 61k → 74k tokens reported, then 80k (past the wall) after the last read.
-        step = (74_000 - 61_000) // (self.BAND_TURNS - 1)
-        script = [self._turn(self.notes[i], 61_000 + i * step) for i in range(self.BAND_TURNS)]
+        step = (74_000 - 61_000) // max(1, band_turns - 1)
+        script = [self._turn(self.notes[i], 61_000 + i * step) for i in range(band_turns)]
         script.append(self._turn(self.notes[-1], 80_000))
         script.append({"kind": "text", "chunks": ["All ", "notes ", "read."], "first_delay_ms": self.turn_ms,
                        "chunk_delay_ms": self.token_ms})
@@ -1266,10 +1267,11 @@ def bench_paced_wall(bin_dir, runs, work, smoke):
     out = dict(turn_ms=w.turn_ms, token_ms=w.token_ms, document_tokens=w.document_tokens, window=w.WINDOW,
                band_turns=w.BAND_TURNS)
     try:
-        got = {"off": [], "background": []}
+        # "short": the wall comes 3 work turns after the draft starts, before it is written.
+        got = {"off": [], "background": [], "short": []}
         for _ in range(runs):
-            for mode in ("off", "background"):
-                got[mode].append(w.run(mode))
+            for mode in ("off", "background", "short"):
+                got[mode].append(w.run("background", 3) if mode == "short" else w.run(mode))
         for mode, xs in got.items():
             out[mode] = {k: median([x[k] for x in xs]) for k in xs[0] if k != "drafted_before"}
             out[mode]["drafted_before"] = all(x["drafted_before"] for x in xs)
@@ -1286,7 +1288,9 @@ def bench_clearing(bin_dir, runs, work, smoke):
     head = handoff_prompt_head()
     folder = os.path.join(work, "s15b")
     os.makedirs(folder, exist_ok=True)
-    reads, window, keep = (12, 20_000, 3000) if smoke else (60, 20_000, 3000)
+    # One prompt hands off three times at most (`auto::MAX_PER_PROMPT`): with every result sent,
+    # a session holds about seven reads, so the task stays within three.
+    reads, window, keep = (12, 20_000, 3000) if smoke else (20, 20_000, 3000)
     files = []
     for i in range(reads):
         path = os.path.join(folder, f"f{i:03}.txt")
@@ -2239,7 +2243,7 @@ def main():
         if "15" in only:
             log("15. the pause at the wall on a paced model: the handoff drafted before it, or not")
             pw = raw["paced_wall"] = bench_paced_wall(args.bin_dir, runs, work, args.smoke)
-            off, bg = pw["off"], pw["background"]
+            off, bg, short = pw["off"], pw["background"], pw["short"]
             out += ["### 15. The pause at the wall on a paced model: the handoff drafted before it, or not", "",
                     f"A task of {pw['band_turns'] + 1} reads (`handoff-nvim prompt --new --yes --context-window "
                     f"{pw['window']:,} --handoff-prepare off|background`) against a paced mock: every reply starts "
@@ -2250,19 +2254,22 @@ def main():
                     "*Tokens billed*: every request's input (the mock's count, a quarter of the body) plus the "
                     "replies' output (the documents' tokens, 20 per work reply). Each run checks one handoff request, "
                     "the new session from the draft (background) or not (off), exit status 0 and two session files.", "",
-                    "| | prepare = off (today) | prepare = background | off / background |", "|---|---|---|---|",
+                    "*Short band*: the same with the wall 3 reads after the band's start, so the draft is "
+                    "still being written at the wall (the pause is its remainder).", "",
+                    "| | prepare = off (today) | prepare = background | off / background | background, short band |",
+                    "|---|---|---|---|---|",
                     f"| pause at the wall, median | {fmt_ms(off['pause'])} | **{fmt_ms(bg['pause'])}** | "
-                    f"**{ratio(off['pause'], bg['pause'])}** |",
+                    f"**{ratio(off['pause'], bg['pause'])}** | {fmt_ms(short['pause'])} |",
                     f"| pauses of the runs | {', '.join(fmt_ms(x) for x in off['pauses'])} | "
-                    f"{', '.join(fmt_ms(x) for x in bg['pauses'])} | |",
+                    f"{', '.join(fmt_ms(x) for x in bg['pauses'])} | | {', '.join(fmt_ms(x) for x in short['pauses'])} |",
                     f"| the handoff's request | at the wall | in the band, {bg['turns_after_draft']:.0f} work requests "
-                    "before the wall | |",
-                    f"| requests | {off['requests']:.0f} | {bg['requests']:.0f} | |",
-                    f"| tokens billed: input | {off['input']:,.0f} | {bg['input']:,.0f} | |",
-                    f"| tokens billed: output | {off['output']:,.0f} | {bg['output']:,.0f} | |",
+                    f"before the wall | | {short['turns_after_draft']:.0f} work requests before the wall |",
+                    f"| requests | {off['requests']:.0f} | {bg['requests']:.0f} | | {short['requests']:.0f} |",
+                    f"| tokens billed: input | {off['input']:,.0f} | {bg['input']:,.0f} | | {short['input']:,.0f} |",
+                    f"| tokens billed: output | {off['output']:,.0f} | {bg['output']:,.0f} | | {short['output']:,.0f} |",
                     f"| tokens billed per task | {off['billed']:,.0f} | {bg['billed']:,.0f} | "
-                    f"{(bg['billed'] / off['billed'] - 1) * 100:+.1f}% |",
-                    f"| whole task, median | {off['total']:.2f} s | {bg['total']:.2f} s | |", ""]
+                    f"{(bg['billed'] / off['billed'] - 1) * 100:+.1f}% | {short['billed']:,.0f} |",
+                    f"| whole task, median | {off['total']:.2f} s | {bg['total']:.2f} s | | {short['total']:.2f} s |", ""]
             cl = raw["clearing"] = bench_clearing(args.bin_dir, runs, work, args.smoke)
             wh, cd = cl["whole"], cl["cleared"]
             out += [f"#### 15b. Old tool results cleared from the request (`--handoff-clear-tool-results {cl['keep']}`)", "",
