@@ -156,6 +156,38 @@ async fn a_host_of_another_version_than_the_sources_is_warned_about() {
     .await;
 }
 
+/// The same version built from other sources (a stale release build: the settings it knows
+/// differ from the plugin's generated schema) is warned about too, before `configure` could
+/// refuse a setting it does not know: here a checkout whose schema has another digest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_built_from_other_sources_of_the_same_version_is_warned_about() {
+    bounded(async {
+        let ed = Editor::start_bare().await;
+        let checkout = ed.dir.path().join("stale-checkout");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        std::fs::create_dir_all(&checkout).unwrap();
+        let copied = std::process::Command::new("cp").arg("-r").arg(root.join("lua")).arg(checkout.join("lua")).status().unwrap();
+        assert!(copied.success());
+        std::os::unix::fs::symlink(root.join("plugin"), checkout.join("plugin")).unwrap();
+        let version = env!("CARGO_PKG_VERSION");
+        std::fs::write(checkout.join("Cargo.toml"), format!("[package]\nname = \"handoff-nvim\"\nversion = \"{version}\"\n")).unwrap();
+        let schema = checkout.join("lua/handoff/schema.lua");
+        let text = std::fs::read_to_string(&schema).unwrap();
+        let digest = handoff_nvim::core::config::schema::digest();
+        assert!(text.contains(&digest));
+        std::fs::write(&schema, text.replace(&digest, "0000000000000000")).unwrap();
+        ed.lua("vim.opt.rtp:prepend(...) vim.cmd('runtime! plugin/handoff.lua')", json!([checkout])).await;
+        ed.lua("require('handoff').setup(...)", json!([ed.default_setup()])).await;
+        assert_eq!(ed.eval("require('handoff.schema').digest").await, json!("0000000000000000"));
+        assert!(ed.eval("require('handoff.host').ensure() ~= nil").await == json!(true));
+        let note = ed.wait_until("T.noted('rebuild it')", Duration::from_secs(5)).await;
+        let msg = note["msg"].as_str().unwrap();
+        assert!(msg.contains("the host binary was built from other sources than the plugin"), "{msg}");
+        ed.quit().await;
+    })
+    .await;
+}
+
 /// A session file that takes the host a while to load (`n` entries that are no part of the
 /// model's context) and ends with one exchange.
 fn write_slow_session(path: &std::path::Path, n: usize) {

@@ -60,11 +60,18 @@ async fn handoff_pin_on_a_chat_line_pins_that_line_and_sends_nothing_to_the_mode
             .unwrap_or_default();
         assert_eq!(words, [json!("/pin"), json!("/pins")]);
         assert_eq!(ed.eval("require('handoff.commands').complete('unp')[1].word").await, json!("/unpin"));
+        // The chat shows the pins under its title, as they change.
+        let shown = "(function() local out = {} for _, m in ipairs(vim.api.nvim_buf_get_extmarks(require('handoff.state').ui.chat_buf, -1, 0, 0, { details = true })) do for _, l in ipairs(m[4].virt_lines or {}) do out[#out + 1] = l[1][1] end end return out end)()";
+        ed.wait_until(&format!("#{shown} == 2"), Duration::from_secs(5)).await;
+        assert_eq!(ed.eval(shown).await, json!([format!("📌 1. {line}"), "📌 2. second  pin"]));
         // `/unpin`'s argument: each pin's number, its text beside it.
         let numbers = ed
             .eval("vim.tbl_map(function(i) return { i.word, i.menu } end, require('handoff.commands').complete_arg('unpin', ''))")
             .await;
         assert_eq!(numbers, json!([["1", line], ["2", "second  pin"]]));
+        ed.lua("require('handoff.commands').run('/unpin 1')", json!([])).await;
+        ed.wait_until(&format!("#{shown} == 1"), Duration::from_secs(5)).await;
+        assert_eq!(ed.eval(shown).await, json!(["📌 1. second  pin"]));
         ed.quit().await;
     })
     .await;

@@ -63,6 +63,8 @@ async fn an_approved_edit_goes_through_the_buffer_and_u_undoes_it_in_one_step() 
         assert!(req["diff"].as_str().unwrap().contains("there"), "{req}");
         let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
         assert!(chat.as_str().unwrap().contains("### Allow `edit`?"), "{chat}");
+        // The hint shows the answers the host offers (all four here), then the diff.
+        assert!(chat.as_str().unwrap().contains("`a` allow · `A` always · `r` reject · `c` cancel · `d` diff"), "{chat}");
         assert_eq!(ed.eval("1 + 1").await, json!(2));
         // `d` opens the change side by side as a real diff.
         ed.lua("vim.api.nvim_set_current_win(vim.fn.win_findbuf(require('handoff.chat').chat_buf)[1])", json!([])).await;

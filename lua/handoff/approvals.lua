@@ -28,6 +28,7 @@ local api = vim.api
 ---@field unsandboxed? string why this approval would run the command outside the sandbox
 ---@field holes? string what the sandbox cannot protect for this command here, and why
 ---@field protected? string the real path a host tool reaches and why it is protected (asked per call)
+---@field answers ("allow"|"always"|"reject"|"cancel")[] the answers the host offers for it, in order
 
 ---@type table<string, handoff.ApprovalRequest> requests waiting for an answer, by id
 local pending = {}
@@ -102,18 +103,16 @@ function M.lines(r)
     vim.list_extend(lines, { "```" })
   end
   local hint = {}
-  for _, pair in ipairs({
-    { "allow", "allow" },
-    { "always", "always" },
-    { "reject", "reject" },
-    { "cancel", "cancel" },
-    { "diff", "diff" },
-  }) do
-    local key = keys[pair[1]]
-    -- A protected path, or a sandbox with holes, is allowed per call: "always" would count once, so it is not offered.
-    local offered = (pair[1] ~= "diff" or r.before or r.after) and (pair[1] ~= "always" or not (r.protected or r.holes))
-    if key and offered then
-      table.insert(hint, ("`%s` %s"):format(key, pair[2]))
+  -- The answers the host offers (a protected path, or a sandbox with holes, is allowed per call:
+  -- no "always"), then the side-by-side view when there is a change to show.
+  local shown = vim.list_extend({}, r.answers or {})
+  if r.before or r.after then
+    shown[#shown + 1] = "diff"
+  end
+  for _, name in ipairs(shown) do
+    local key = keys[name]
+    if key then
+      table.insert(hint, ("`%s` %s"):format(key, name))
     end
   end
   table.insert(lines, "")

@@ -231,6 +231,11 @@ function handlers.todos(r)
   require("handoff.todos").set(r.todos, true)
 end
 
+function handlers.pins(r)
+  state.pins = r.pins
+  require("handoff.chat.render").show_pins()
+end
+
 function handlers.session_view(r)
   require("handoff.sessions").on_view(r)
   M.fire("HandoffSessionView", { path = r.path, session_id = r.session_id, parent_session = r.parent_session, error = r.error })

@@ -19,6 +19,23 @@ function M.root()
   return vim.fn.fnamemodify(source, ":p:h:h:h")
 end
 
+--- Why the host binary does not match the plugin, or nil: another version than the sources, or
+--- the same version built from other sources (its settings' digest differs from the plugin's
+--- generated schema, or it has none: older than the digest).
+---@param version? string the host's `version`
+---@param digest? string the host's `schema_digest`
+---@return string?
+function M.stale_message(version, digest)
+  local wanted = M.source_version()
+  local rebuild = ("rebuild it (cargo build --release in %s)"):format(M.root())
+  if version and wanted and version ~= wanted then
+    return ("handoff.nvim: the host binary is version %s but the sources are %s: %s"):format(version, wanted, rebuild)
+  end
+  if digest ~= require("handoff.schema").digest then
+    return ("handoff.nvim: the host binary was built from other sources than the plugin (its settings differ): %s"):format(rebuild)
+  end
+end
+
 --- The version of the checkout's sources (`version` in its Cargo.toml, the one place it is
 --- written), or nil for a plugin installed without them. A host binary of another version was
 --- built from other sources: it must be rebuilt.
@@ -137,21 +154,20 @@ function M.ensure()
   state.pid = vim.fn.jobpid(chan)
   -- The host opens the session in the background (the same one after a restart, else the
   -- newest of this directory or a new one) and sends it as a `transcript` record.
+  -- Asked before `configure`: a stale binary would refuse settings it does not know, and the
+  -- user must read "rebuild", not that.
+  local okv, version = M.call(chan, "version")
+  state.host_version = okv and version or nil
+  local okd, digest = M.call(chan, "schema_digest")
+  local stale = M.stale_message(okv and version or nil, okd and digest or nil)
+  if stale then
+    notify(stale, vim.log.levels.WARN)
+  end
   local ok2, failure = M.call(chan, "configure", M.configure_args())
   if not ok2 then
     M.stop()
     notify(("handoff.nvim: the host did not start: %s (log: %s)"):format(failure.message, log))
     return nil
-  end
-  local okv, version = M.call(chan, "version")
-  local wanted = M.source_version()
-  state.host_version = okv and version or nil
-  if okv and wanted and version ~= wanted then
-    notify(
-      ("handoff.nvim: the host binary is version %s but the sources are %s: rebuild it (cargo build --release in %s)"):format(
-        tostring(version), wanted, M.root()),
-      vim.log.levels.WARN
-    )
   end
   return chan
 end

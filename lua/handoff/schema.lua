@@ -101,6 +101,8 @@
 ---@field max_files? integer Files `@path` completion lists at most outside a git repository (a folder walk).
 
 return {
+  --- The settings' digest: a host built from other sources answers `schema_digest` with another.
+  digest = "6469786c60c9bccf",
   --- The thinking levels, lowest first (the ones offered).
   thinking_levels = { "off", "minimal", "low", "medium", "high" },
   --- Every name a thinking level is taken by (pi's `xhigh` is `high`).

@@ -38,6 +38,9 @@ local M = {
   --- the model's todo list on the current branch: `{ content, status, activeForm }` items
   ---@type table[]
   todos = {},
+  --- the user's pins, in order (shown under the chat's title)
+  ---@type string[]
+  pins = {},
   --- The editor side's own state, owned here so that every part of the UI reads one place.
   ui = {
     ---@type integer? the chat buffer (markdown)

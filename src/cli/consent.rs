@@ -5,7 +5,7 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use async_trait::async_trait;
 
-use crate::core::tools::consent::{ApprovalRequest, Consent, Decision};
+use crate::core::tools::consent::{Answer, ApprovalRequest, Consent, Decision};
 use crate::core::tools::ToolKind;
 
 /// The result text when nobody can be asked.
@@ -82,12 +82,13 @@ fn ask_blocking(request: &ApprovalRequest) -> std::io::Result<Decision> {
     let tty = std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty")?;
     let mut out = tty.try_clone()?;
     let mut input = std::io::BufReader::new(tty);
-    let (what, answers) = match (&request.path, &request.protected, &request.unsandboxed) {
-        // Approved per call: "always" counts as this once.
-        (Some(path), Some(_), _) => (format!("{} on {path}", request.tool), "[y]es this once"),
-        (_, _, Some(_)) => (format!("{} outside the sandbox", request.tool), "[y]es / [a]lways"),
-        _ => (request.tool.clone(), "[y]es / [a]lways"),
+    let what = match (&request.path, &request.protected, &request.unsandboxed) {
+        (Some(path), Some(_), _) => format!("{} on {path}", request.tool),
+        (_, _, Some(_)) => format!("{} outside the sandbox", request.tool),
+        _ => request.tool.clone(),
     };
+    // The answers the request offers (no "always" where it would count this once only).
+    let answers = if request.answers().contains(&Answer::Always) { "[y]es / [a]lways" } else { "[y]es this once" };
     write!(out, "\n{}\nAllow {what}? {answers} / [n]o / [c]ancel the turn: ", describe(request))?;
     out.flush()?;
     let mut line = String::new();

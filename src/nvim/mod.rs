@@ -67,10 +67,9 @@ use crate::core::mcp::McpHub;
 use crate::core::handoff::HandoffOptions;
 use crate::core::provider::{Provider, ThinkingLevel};
 use crate::core::session::SessionManager;
-use crate::core::tools::consent::Decision;
 use crate::frontend_paths;
 use bridge::Outbox;
-use protocol::{ApproveDecision, ConfigureArgs, Notification, Record, Request, Resume, SessionListItem, TemplateItem};
+use protocol::{ConfigureArgs, Notification, Record, Request, Resume, SessionListItem, TemplateItem};
 use stdio::Writer;
 
 /// The editor's own wording of texts that name its keys.
@@ -653,6 +652,7 @@ impl Host {
         match request {
             Request::Ping => Ok(Value::from("pong")),
             Request::Version => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
+            Request::SchemaDigest => Ok(Value::from(crate::core::config::schema::digest())),
             Request::Configure(args) => self.configure(*args),
             Request::Status => reply("the status", &transcript::status(&*self.ready()?)),
             Request::Transcript { limit } => {
@@ -680,12 +680,7 @@ impl Host {
             Notification::ViewSession { path, limit } => self.view_session(path, limit.unwrap_or(transcript::PAGE)),
             // `approve(id, decision, reason?)`: the answer to a tool call waiting in the chat.
             Notification::Approve { id, decision, reason } => {
-                let decision = match decision {
-                    ApproveDecision::Allow => Decision::Allow,
-                    ApproveDecision::Always => Decision::Always,
-                    ApproveDecision::Reject => Decision::Reject { reason },
-                    ApproveDecision::Cancel => Decision::Cancel,
-                };
+                let decision = decision.decision(reason);
                 if !self.inner.approvals.answer(&id, decision) {
                     tracing::info!(%id, "an answer for no waiting request (answered before, or withdrawn)");
                 }

@@ -91,15 +91,6 @@ pub struct HandoffFlags {
     pub review: Option<bool>,
 }
 
-/// The user's answer to a tool call waiting for approval.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum ApproveDecision {
-    Allow,
-    Always,
-    Reject,
-    Cancel,
-}
 
 /// A request from Lua, its arguments decoded. Every request answers at once: none waits for a
 /// session being loaded (that is a `not_ready` failure, and Lua retries once it is open).
@@ -107,6 +98,8 @@ pub enum ApproveDecision {
 pub enum Request {
     Ping,
     Version,
+    /// The settings schema's digest ([`crate::core::config::schema::digest`]).
+    SchemaDigest,
     Configure(Box<ConfigureArgs>),
     Status,
     /// The last `limit` items (a page by default).
@@ -141,7 +134,7 @@ pub enum Notification {
     Handoff { focus: Option<String>, flags: HandoffFlags },
     HandoffCommit { text: String },
     HandoffDiscard,
-    Approve { id: String, decision: ApproveDecision, reason: Option<String> },
+    Approve { id: String, decision: crate::core::tools::consent::Answer, reason: Option<String> },
     Resume { path: PathBuf },
     ViewSession { path: PathBuf, limit: Option<usize> },
     Abort,
@@ -178,6 +171,7 @@ impl Request {
         Ok(match method {
             "ping" => Request::Ping,
             "version" => Request::Version,
+            "schema_digest" => Request::SchemaDigest,
             "configure" => {
                 let (Table(parsed),): (Table<ConfigureArgs>,) = args(method, a, 1)?;
                 Request::Configure(Box::new(parsed))
@@ -454,6 +448,8 @@ pub struct Status {
     pub context_percent: u64,
     /// The instruction files (`AGENTS.md`, `CLAUDE.md`) the system prompt holds, in order.
     pub instruction_files: Vec<String>,
+    /// The user's pins, in order.
+    pub pins: Vec<String>,
 }
 
 /// `system_prompt`: the system prompt as the session's requests send it, and its sources.
@@ -667,6 +663,21 @@ pub struct SandboxHealth {
     pub mounts_error: Option<String>,
 }
 
+/// A tool call waiting for the user's answer, with the answers it offers (the core's list: the
+/// chat's hint shows those, and no other).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ApprovalRecord {
+    #[serde(flatten)]
+    pub request: ApprovalRequest,
+    pub answers: Vec<crate::core::tools::consent::Answer>,
+}
+
+impl From<ApprovalRequest> for ApprovalRecord {
+    fn from(request: ApprovalRequest) -> Self {
+        ApprovalRecord { answers: request.answers(), request }
+    }
+}
+
 /// A handoff's ledger as the chat and the review buffer show it: the one line, and the parts.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LedgerText {
@@ -759,8 +770,12 @@ pub enum Record {
     Todos {
         todos: Vec<Todo>,
     },
+    /// The pins changed: all of them, in order (the chat shows them under its header).
+    Pins {
+        pins: Vec<String>,
+    },
     /// A tool call waits for the user's answer (`approve`); boxed: by far the largest record.
-    ToolApproval(Box<ApprovalRequest>),
+    ToolApproval(Box<ApprovalRecord>),
     /// A waiting request ended without an answer from the chat (the run was stopped).
     ToolApprovalEnd {
         id: String,
@@ -878,6 +893,7 @@ mod tests {
                 context_window: 128_000,
                 context_percent: 0,
                 instruction_files: vec!["/w/AGENTS.md".into()],
+                pins: Vec::new(),
             },
             items: vec![Item::User { text: "hi".into() }],
             earlier: 0,
@@ -958,7 +974,7 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!((decision, reason.as_deref()), (ApproveDecision::Reject, Some("not that file")));
+        assert_eq!((decision, reason.as_deref()), (crate::core::tools::consent::Answer::Reject, Some("not that file")));
         // Wrong arguments are an `invalid` failure that names the call and the problem.
         let typo = rmpv::Value::Map(vec![(s("reviw"), rmpv::Value::Boolean(true))]);
         for (method, args, says) in [

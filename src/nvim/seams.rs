@@ -66,7 +66,7 @@ impl Consent for EditorConsent {
         let id = request.id.clone();
         lock(&self.approvals.waiting).insert(id.clone(), tx);
         let mut guard = Withdraw { id, consent: self, answered: false };
-        self.outbox.push(Record::ToolApproval(Box::new(request)));
+        self.outbox.push(Record::ToolApproval(Box::new(request.into())));
         let decision = rx.await;
         guard.answered = true;
         decision.unwrap_or(Decision::Reject { reason: Some("the editor went away before answering".into()) })

@@ -204,12 +204,13 @@ pub fn view(path: &std::path::Path, session_dir: &std::path::Path, limit: usize)
 /// Session identity and run state, as `status()` reports it.
 pub fn status(controller: &Controller) -> Status {
     let agent = controller.agent();
-    let (session_file, session_id, parent_session) = {
+    let (session_file, session_id, parent_session, pins) = {
         let session = agent.session();
         (
             session.path().to_string_lossy().into_owned(),
             session.session_id().to_string(),
             session.header().parent_session.clone(),
+            session.pins(),
         )
     };
     let config = agent.provider_config();
@@ -229,6 +230,7 @@ pub fn status(controller: &Controller) -> Status {
         context_window,
         context_percent: controller::text::percent(context_tokens, context_window),
         instruction_files,
+        pins,
     }
 }
 
@@ -321,6 +323,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
         }
         AgentEvent::Notice(notice) => Record::Notice(notice.clone()),
         AgentEvent::TodosChanged { todos } => Record::Todos { todos: todos.clone() },
+        AgentEvent::PinsChanged { pins } => Record::Pins { pins: pins.clone() },
         AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args } => {
             Record::ToolStart {
                 id: tool_call_id.clone(),

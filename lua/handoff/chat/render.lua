@@ -11,6 +11,7 @@ local M = {}
 
 local api = vim.api
 local ns = buffer.ns
+local ns_pins = api.nvim_create_namespace("handoff_pins")
 
 local ui = state.ui
 
@@ -87,6 +88,29 @@ function M.set_parent(buf, path, row)
   vim.b[buf].handoff_parent_row = (path and row) or nil
 end
 
+--- The user's pins under the chat's title, as virtual lines (they take no row of the buffer,
+--- so the rows of the transcript do not move when a pin comes or goes).
+function M.show_pins()
+  local buf = ui.chat_buf
+  if not (buf and api.nvim_buf_is_valid(buf)) then
+    return
+  end
+  api.nvim_buf_clear_namespace(buf, ns_pins, 0, -1)
+  local pins = state.pins or {}
+  if #pins == 0 or api.nvim_buf_line_count(buf) == 0 then
+    return
+  end
+  local virt = {}
+  for i, pin in ipairs(pins) do
+    local text = pin:gsub("\n", " ⏎ ")
+    if vim.fn.strchars(text) > 120 then
+      text = vim.fn.strcharpart(text, 0, 119) .. "…"
+    end
+    virt[i] = { { ("📌 %d. %s"):format(i, text), "HandoffFacts" } }
+  end
+  api.nvim_buf_set_extmark(buf, ns_pins, 0, 0, { virt_lines = virt })
+end
+
 --- Rebuilds the chat from a transcript (`items` of the host's `transcript`).
 function M.render(items, info)
   ui.stream = nil
@@ -113,6 +137,10 @@ function M.render(items, info)
     api.nvim_buf_set_lines(buf, 0, -1, false, lines)
     M.decorate(buf, marks)
   end)
+  if info and info.pins then
+    state.pins = info.pins
+  end
+  M.show_pins()
   for _, win in ipairs(folds.fold_windows()) do
     folds.fold_all(win)
   end

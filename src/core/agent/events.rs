@@ -168,6 +168,8 @@ pub enum AgentEvent {
     ToolExecutionEnd { tool_call_id: String, tool_name: String, args: serde_json::Value, is_error: bool, result: Message },
     /// A successful `todo_write` changed the todo list (its result is stored): the whole list.
     TodosChanged { todos: Vec<Todo> },
+    /// The user's pins changed (`/pin`, `/unpin`): all of them, in order.
+    PinsChanged { pins: Vec<String> },
     /// A handoff starts; `auto`: the host started it at the wall (where, and the figures).
     HandoffStart {
         focus: Option<String>,

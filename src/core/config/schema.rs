@@ -615,6 +615,10 @@ pub fn lua_file() -> String {
     out.push_str("-- `accepts` (what the type takes, in words) and `doc`.\n\n");
     out.push_str(&annotations());
     out.push_str("return {\n");
+    out.push_str(&format!(
+        "  --- The settings' digest: a host built from other sources answers `schema_digest` with another.\n  digest = {},\n",
+        lua_string(&digest())
+    ));
     out.push_str(&format!("  --- The thinking levels, lowest first (the ones offered).\n  thinking_levels = {},\n",
         lua_list(&ThinkingLevel::ALL.iter().map(|l| l.as_str()).collect::<Vec<_>>())));
     out.push_str(&format!("  --- Every name a thinking level is taken by (pi's `xhigh` is `high`).\n  thinking_names = {},\n",
@@ -639,6 +643,20 @@ pub fn lua_file() -> String {
     }
     out.push_str("  },\n}\n");
     out
+}
+
+/// A digest of the settings as the host reads them (names, types, defaults): the plugin's
+/// generated `schema.lua` holds it, and a host binary built from other sources (a stale release
+/// build of the same version) answers another, so the plugin can say "rebuild" instead of
+/// failing on a setting the old host does not know.
+pub fn digest() -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for s in SETTINGS {
+        let line = format!("{}|{}|{}|{}|{}\n", s.key, s.host.unwrap_or(""), s.ty.lua(), s.default.lua(), s.or_false);
+        hash.update(line.as_bytes());
+    }
+    hash.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 // The help's option list -------------------------------------------------------------------

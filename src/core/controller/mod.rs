@@ -578,6 +578,7 @@ impl Controller {
         }
         let _held = self.switching(text::doing::PIN)?;
         self.agent().session().set_pins(&pins).map_err(session_failure)?;
+        self.agent().emit(crate::core::agent::AgentEvent::PinsChanged { pins: pins.clone() });
         Ok(pins)
     }
 

@@ -96,6 +96,40 @@ pub enum Decision {
     Cancel,
 }
 
+/// An answer a user can give to a request, by the one name every front end uses for it (the
+/// editor's `approve` notification and its chat's hint, the CLI's prompt): the list is here only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Answer {
+    Allow,
+    Always,
+    Reject,
+    Cancel,
+}
+
+impl Answer {
+    pub const ALL: [Answer; 4] = [Answer::Allow, Answer::Always, Answer::Reject, Answer::Cancel];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Answer::Allow => "allow",
+            Answer::Always => "always",
+            Answer::Reject => "reject",
+            Answer::Cancel => "cancel",
+        }
+    }
+
+    /// The decision this answer makes; `reason` says why a call is rejected (the model reads it).
+    pub fn decision(self, reason: Option<String>) -> Decision {
+        match self {
+            Answer::Allow => Decision::Allow,
+            Answer::Always => Decision::Always,
+            Answer::Reject => Decision::Reject { reason },
+            Answer::Cancel => Decision::Cancel,
+        }
+    }
+}
+
 /// One tool call waiting for the user.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ApprovalRequest {
@@ -133,6 +167,19 @@ pub struct ApprovalRequest {
     /// this once (`sandbox::protected`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub protected: Option<String>,
+}
+
+impl ApprovalRequest {
+    /// "Always" would count for this call only: it reaches a protected path, or runs in a
+    /// sandbox with holes. It is then not offered.
+    pub fn always_counts_once(&self) -> bool {
+        self.protected.is_some() || self.holes.is_some()
+    }
+
+    /// The answers offered for this request, in the order the front ends show them.
+    pub fn answers(&self) -> Vec<Answer> {
+        Answer::ALL.into_iter().filter(|a| *a != Answer::Always || !self.always_counts_once()).collect()
+    }
 }
 
 /// The front end's seam: ask about one tool call and wait for the answer. An implementation
