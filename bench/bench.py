@@ -801,8 +801,10 @@ class ResumePrompt:
         subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gen_session.py"), str(entries), self.src,
                         "--cwd", work, "--tool-lines", tool_lines], check=True)
         self.size = os.path.getsize(self.src)
+        # The same window as pi's below: the session fits, no automatic handoff comes first.
         self.env = dict(os.environ, HANDOFF_BASE_URL=self.mock.url, HANDOFF_MODEL="mock-model",
-                        HANDOFF_PROVIDER="openai", HANDOFF_SESSION_DIR=os.path.join(work, "s8-sessions"))
+                        HANDOFF_PROVIDER="openai", HANDOFF_SESSION_DIR=os.path.join(work, "s8-sessions"),
+                        HANDOFF_CONTEXT_WINDOW="100000000")
         for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HANDOFF_LOG_FILE"):
             self.env.pop(k, None)
         # A window the session fits in: pi would compact it first otherwise (the mock reports a
