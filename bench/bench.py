@@ -40,12 +40,16 @@ Sections (doc/benchmarks.md explains each):
      Completions, the same words: MB/s and events/s above the floor of a one-word reply
  13. a Copilot request beside a plain one, the token cached: a tool loop in one CLI process,
      the mock counting the token exchanges and model-list reads
- 15. the ACP agent beside the CLI: spawn → the first agent_message_chunk of a one-line reply, and the
-     per-update overhead while streaming 20k deltas
  14. MCP (the reference server-everything): a. one tool call's round trip through the host
      (model asks → server answers → result stored → next request) over the server's own round
      trip, stdio and streamable HTTP; b. start-up to the first prompt with three servers
      configured (the host's start, and the first prompt, which starts them at once)
+ 15. the pause at the wall on a paced model (fixed per-turn latency and tokens/s): a task
+     crossing the wall mid tool loop with `--handoff-prepare off` and `background` (the handoff
+     drafted before the wall): the pause from the old session's last reply to the new
+     session's first request, and the tokens billed per task
+ 16. the ACP agent beside the CLI: spawn → the first agent_message_chunk of a one-line reply, and the
+     per-update overhead while streaming 20k deltas
 
 bench/compare_builds.py runs §1–5 for two checkouts (a before/after), interleaved.
 """
@@ -799,8 +803,10 @@ class ResumePrompt:
         subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gen_session.py"), str(entries), self.src,
                         "--cwd", work, "--tool-lines", tool_lines], check=True)
         self.size = os.path.getsize(self.src)
+        # The same window as pi's below: the session fits, no automatic handoff comes first.
         self.env = dict(os.environ, HANDOFF_BASE_URL=self.mock.url, HANDOFF_MODEL="mock-model",
-                        HANDOFF_PROVIDER="openai", HANDOFF_SESSION_DIR=os.path.join(work, "s8-sessions"))
+                        HANDOFF_PROVIDER="openai", HANDOFF_SESSION_DIR=os.path.join(work, "s8-sessions"),
+                        HANDOFF_CONTEXT_WINDOW="100000000")
         for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HANDOFF_LOG_FILE"):
             self.env.pop(k, None)
         # A window the session fits in: pi would compact it first otherwise (the mock reports a
@@ -1167,6 +1173,172 @@ def bench_at_the_wall(bin_dir, pi_bin, runs, work, sizes, overflow_entries):
     finally:
         w.close()
     return out
+
+
+# --- The pause at the wall on a paced model: the handoff drafted before it, or not (§15) -------------
+
+class PacedWall:
+    """§15: a task that crosses the wall mid tool loop against a paced mock (every reply starts
+    after a fixed per-turn latency and streams at a fixed rate), run with `--handoff-prepare off`
+    and `background`. The pause is from the end of the old session's last reply (the mock stamps
+    when it wrote a reply's last byte) to the new session's first request's arrival. The
+    document, for the draft and for the handoff at the wall alike, is kept for the request whose
+    last user message is the handoff prompt (`/__mock/route`), so both modes run one script."""
+
+    WINDOW = 100_000          # its wall at 75,424 tokens, the band from 80% of that (60,339)
+    BAND_TURNS = 16           # tool turns inside the band before the one that passes the wall
+
+    def __init__(self, bin_dir, work, turn_ms=400, tokens_per_s=100, document_tokens=500):
+        self.mock = Mock(bin_dir)
+        self.bin = os.path.join(bin_dir, "handoff-nvim")
+        self.work = os.path.join(work, "s15")
+        os.makedirs(self.work, exist_ok=True)
+        self.head = handoff_prompt_head()
+        self.turn_ms, self.token_ms, self.document_tokens = turn_ms, 1000 // tokens_per_s, document_tokens
+        self.env = dict(os.environ, HANDOFF_BASE_URL=self.mock.url, HANDOFF_MODEL="mock-model",
+                        HANDOFF_PROVIDER="openai", HANDOFF_SESSION_DIR=os.path.join(self.work, "sessions"))
+        for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HANDOFF_LOG_FILE", "HANDOFF_AUTO", "HANDOFF_CONTEXT_WINDOW",
+                  "HANDOFF_PREPARE", "HANDOFF_HANDOFF_MODEL"):
+            self.env.pop(k, None)
+        self.notes = []
+        for i in range(self.BAND_TURNS + 1):
+            path = os.path.join(self.work, f"note{i}.txt")
+            with open(path, "w") as f:
+                f.write(f"note {i}: the number is {100 + i}\n")
+            self.notes.append(path)
+
+    def _document(self):
+        words = DOCUMENT.replace("\n", "\n ").split(" ")
+        words += ["detail"] * max(0, self.document_tokens - len(words))
+        return {"kind": "text", "chunks": [w + " " for w in words[:self.document_tokens]],
+                "first_delay_ms": self.turn_ms, "chunk_delay_ms": self.token_ms}
+
+    def _turn(self, path, usage):
+        # Four words before the call, one every turn_ms / 4: the turn's latency.
+        call = {"name": "read", "arguments": json.dumps({"path": path}), "chunks": 1}
+        reply = {"kind": "tool_calls", "calls": [call], "text_before": ["Reading ", "the ", "next ", "note."],
+                 "chunk_delay_ms": self.turn_ms // 4}
+        return {"kind": "with_usage", "usage": {"input": usage, "output": 20}, "reply": reply}
+
+    def run(self, prepare, band_turns=None):
+        band_turns = band_turns or self.BAND_TURNS
+        self.mock.control("reset")
+        self.mock.control("route", {"when": self.head, "reply": self._document()})
+        # The band: 61k → 74k tokens reported, then 80k (past the wall) after the last read.
+        step = (74_000 - 61_000) // max(1, band_turns - 1)
+        script = [self._turn(self.notes[i], 61_000 + i * step) for i in range(band_turns)]
+        script.append(self._turn(self.notes[-1], 80_000))
+        script.append({"kind": "text", "chunks": ["All ", "notes ", "read."], "first_delay_ms": self.turn_ms,
+                       "chunk_delay_ms": self.token_ms})
+        self.mock.control("push", script)
+        t0 = time.time()
+        p = subprocess.run([self.bin, "prompt", "--new", "--yes", "--context-window", str(self.WINDOW),
+                            "--handoff-prepare", prepare, "Read the notes one by one and add their numbers."],
+                           env=self.env, cwd=self.work, capture_output=True, text=True, timeout=300)
+        total = time.time() - t0
+        named = [l for l in p.stderr.splitlines() if l.endswith(".jsonl")]
+        if p.returncode != 0 or len(named) != 2:
+            raise RuntimeError(f"§15 {prepare}: exit status {p.returncode}, sessions {named}: {p.stderr[-800:]!r}")
+        reqs = sorted(self.mock.requests(), key=lambda r: r["arrived_unix_ms"])
+        for r in reqs:
+            r["user"] = last_user_text(r["body"])
+            first = next((m for m in r["body"].get("messages", []) if m.get("role") == "user"), None)
+            r["first_user"] = last_user_text({"messages": [first]}) if first else ""
+        handoffs = [r for r in reqs if r["user"].startswith(self.head)]
+        new = [r for r in reqs if r["first_user"].startswith("<handoff-context>")]
+        if len(handoffs) != 1 or not new:
+            raise RuntimeError(f"§15 {prepare}: {len(handoffs)} handoff requests, {len(new)} in the new session")
+        old = [r for r in reqs if r["arrived_unix_ms"] < new[0]["arrived_unix_ms"] and not r["user"].startswith(self.head)]
+        last_reply = max(r["answered_unix_ms"] for r in old) / 1e3
+        since = "## Since this document was written" in new[0]["first_user"]
+        if (prepare == "background") != since:
+            raise RuntimeError(f"§15 {prepare}: the new session {'does not start' if since is False else 'starts'} from a draft")
+        drafted_before = handoffs[0]["arrived_unix_ms"] < old[-1]["arrived_unix_ms"]
+        input_tokens = sum(r["raw_len"] // 4 for r in reqs)
+        output_tokens = self.document_tokens * len(handoffs) + sum(20 for r in reqs if not r["user"].startswith(self.head))
+        turns_before_wall = sum(1 for r in old if r["arrived_unix_ms"] > handoffs[0]["arrived_unix_ms"])
+        return dict(pause=new[0]["arrived_unix_ms"] / 1e3 - last_reply, total=total, requests=len(reqs),
+                    input=input_tokens, output=output_tokens, billed=input_tokens + output_tokens,
+                    drafted_before=drafted_before, turns_after_draft=turns_before_wall if drafted_before else 0)
+
+    def close(self):
+        self.mock.close()
+
+
+def bench_paced_wall(bin_dir, runs, work, smoke):
+    """§15: the pause at the wall and the tokens billed, prepare off and background, interleaved."""
+    w = PacedWall(bin_dir, work, turn_ms=40 if smoke else 400, document_tokens=50 if smoke else 500)
+    out = dict(turn_ms=w.turn_ms, token_ms=w.token_ms, document_tokens=w.document_tokens, window=w.WINDOW,
+               band_turns=w.BAND_TURNS)
+    try:
+        # "short": the wall comes 3 work turns after the draft starts, before it is written.
+        got = {"off": [], "background": [], "short": []}
+        for _ in range(runs):
+            for mode in ("off", "background", "short"):
+                got[mode].append(w.run("background", 3) if mode == "short" else w.run(mode))
+        for mode, xs in got.items():
+            out[mode] = {k: median([x[k] for x in xs]) for k in xs[0] if k != "drafted_before"}
+            out[mode]["drafted_before"] = all(x["drafted_before"] for x in xs)
+            out[mode]["pauses"] = [x["pause"] for x in xs]
+    finally:
+        w.close()
+    return out
+
+
+def bench_clearing(bin_dir, runs, work, smoke):
+    """§15b: a long scripted task of reads (the mock reporting each request's real size), with
+    and without `--handoff-clear-tool-results`: tokens billed and handoffs per task."""
+    mock = Mock(bin_dir)
+    head = handoff_prompt_head()
+    folder = os.path.join(work, "s15b")
+    os.makedirs(folder, exist_ok=True)
+    # One prompt hands off three times at most (`auto::MAX_PER_PROMPT`): with every result sent,
+    # a session holds about seven reads, so the task stays within three.
+    reads, window, keep = (12, 20_000, 3000) if smoke else (20, 20_000, 3000)
+    files = []
+    for i in range(reads):
+        path = os.path.join(folder, f"f{i:03}.txt")
+        with open(path, "w") as f:
+            f.write(f"file {i}: " + " ".join(f"w{i}_{j}" for j in range(600)) + "\n")  # ~1,000 tokens
+        files.append(path)
+    env = dict(os.environ, HANDOFF_BASE_URL=mock.url, HANDOFF_MODEL="mock-model", HANDOFF_PROVIDER="openai",
+               HANDOFF_SESSION_DIR=os.path.join(folder, "sessions"))
+    for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HANDOFF_LOG_FILE", "HANDOFF_AUTO", "HANDOFF_CONTEXT_WINDOW",
+              "HANDOFF_PREPARE", "HANDOFF_HANDOFF_MODEL"):
+        env.pop(k, None)
+
+    def run(clear):
+        mock.control("reset")
+        for _ in range(reads):
+            mock.control("route", {"when": head, "reply": {"kind": "text", "chunks": [DOCUMENT]}})
+        script = [{"kind": "tool_calls", "calls": [{"name": "read", "arguments": json.dumps({"path": p}), "chunks": 1}]}
+                  for p in files]
+        script.append({"kind": "text", "chunks": ["All read."]})
+        mock.control("push", script)
+        args = [os.path.join(bin_dir, "handoff-nvim"), "prompt", "--new", "--yes", "--context-window", str(window),
+                "--handoff-prepare", "off"] + (["--handoff-clear-tool-results", str(keep)] if clear else [])
+        p = subprocess.run(args + ["Read every file of the folder, one by one."], env=env, cwd=folder,
+                           capture_output=True, text=True, timeout=300)
+        if p.returncode != 0:
+            raise RuntimeError(f"§15b clear={clear}: exit status {p.returncode}: {p.stderr[-600:]!r}")
+        reqs = mock.requests()
+        handoffs = sum(1 for r in reqs if last_user_text(r["body"]).startswith(head))
+        work_reqs = len(reqs) - handoffs
+        if work_reqs < reads + 1:
+            raise RuntimeError(f"§15b clear={clear}: {work_reqs} work requests for {reads} reads")
+        return dict(handoffs=handoffs, requests=len(reqs), input=sum(r["raw_len"] // 4 for r in reqs),
+                    largest=max(r["raw_len"] // 4 for r in reqs))
+
+    try:
+        got = {False: [], True: []}
+        for _ in range(runs):
+            for clear in (False, True):
+                got[clear].append(run(clear))
+    finally:
+        mock.close()
+    med = lambda xs, k: median([x[k] for x in xs])
+    return dict(reads=reads, window=window, keep=keep,
+                whole={k: med(got[False], k) for k in got[False][0]}, cleared={k: med(got[True], k) for k in got[True][0]})
 
 
 # --- The sandbox for bash (§11) --------------------------------------------------------------------
@@ -1609,7 +1781,7 @@ def bench_mcp(bin_dir, env, mock, runs, work, binary, calls):
     return out
 
 
-# --- The ACP agent (§15) --------------------------------------------------------------------------
+# --- The ACP agent (§16) --------------------------------------------------------------------------
 
 class AcpClient:
     """`handoff-nvim acp` driven over its stdin/stdout, one JSON-RPC line at a time."""
@@ -1632,7 +1804,7 @@ class AcpClient:
         while True:
             line = self.proc.stdout.readline()
             if not line:
-                raise RuntimeError("§15: the ACP agent closed its stdout")
+                raise RuntimeError("§16: the ACP agent closed its stdout")
             message = json.loads(line)
             if predicate(message):
                 return message, seen
@@ -1641,7 +1813,7 @@ class AcpClient:
     def answer(self, id_):
         message, seen = self.until(lambda m: m.get("id") == id_ and "method" not in m)
         if "error" in message:
-            raise RuntimeError(f"§15: {message['error']}")
+            raise RuntimeError(f"§16: {message['error']}")
         return message["result"], seen
 
     def close(self):
@@ -1711,7 +1883,7 @@ def bench_acp(bin_dir, env, mock, runs, work, tokens):
                 count += 1
             into.append(time.perf_counter() - t0)
             if "".join(text) != "".join(reply["chunks"]):
-                raise RuntimeError(f"§15: the streamed text differs from the reply ({len(''.join(text))} bytes)")
+                raise RuntimeError(f"§16: the streamed text differs from the reply ({len(''.join(text))} bytes)")
             if reply is long:
                 updates = count
         agent.close()
@@ -1769,7 +1941,7 @@ def main():
     ap.add_argument("--pi", default=os.environ.get("PI_BIN") or os.path.join(ROOT, ".cache", "pi", "node_modules", ".bin", "pi"))
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="one tiny iteration of each")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12,13,14,15", help="sections to run, e.g. 1,4")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16", help="sections to run, e.g. 1,4")
     ap.add_argument("--mcp-everything", default=os.environ.get("MCP_EVERYTHING_BIN") or os.path.join(
         ROOT, ".cache", "mcp-everything", "node_modules", ".bin", "mcp-server-everything"))
     ap.add_argument("--rg", help="ripgrep for §6b (default: .cache/rg-venv/bin/rg, else PATH; `none`: without)")
@@ -2193,10 +2365,54 @@ def main():
                     f"{fmt_ms(m['prompt']['three'] - m['prompt']['none'])} |",
                     f"| one server's own start (bare client: spawn → `initialize` answered) | | {fmt_ms(m['alone'])} | |", ""]
         if "15" in only:
-            log("15. ACP")
+            log("15. the pause at the wall on a paced model: the handoff drafted before it, or not")
+            pw = raw["paced_wall"] = bench_paced_wall(args.bin_dir, runs, work, args.smoke)
+            off, bg, short = pw["off"], pw["background"], pw["short"]
+            out += ["### 15. The pause at the wall on a paced model: the handoff drafted before it, or not", "",
+                    f"A task of {pw['band_turns'] + 1} reads (`handoff-nvim prompt --new --yes --context-window "
+                    f"{pw['window']:,} --handoff-prepare off|background`) against a paced mock: every reply starts "
+                    f"after {pw['turn_ms']} ms and streams a token every {pw['token_ms']} ms; the documents are "
+                    f"{pw['document_tokens']} tokens. The replies report usages that put the first read's next request "
+                    f"in the band below the wall and the last read's past it (mid tool loop). *Pause*: the end of the old "
+                    "session's last reply (the mock stamps its last byte) → the new session's first request. "
+                    "*Tokens billed*: every request's input (the mock's count, a quarter of the body) plus the "
+                    "replies' output (the documents' tokens, 20 per work reply). Each run checks one handoff request, "
+                    "the new session from the draft (background) or not (off), exit status 0 and two session files.", "",
+                    "*Short band*: the same with the wall 3 reads after the band's start, so the draft is "
+                    "still being written at the wall (the pause is its remainder).", "",
+                    "| | prepare = off (today) | prepare = background | off / background | background, short band |",
+                    "|---|---|---|---|---|",
+                    f"| pause at the wall, median | {fmt_ms(off['pause'])} | **{fmt_ms(bg['pause'])}** | "
+                    f"**{ratio(off['pause'], bg['pause'])}** | {fmt_ms(short['pause'])} |",
+                    f"| pauses of the runs | {', '.join(fmt_ms(x) for x in off['pauses'])} | "
+                    f"{', '.join(fmt_ms(x) for x in bg['pauses'])} | | {', '.join(fmt_ms(x) for x in short['pauses'])} |",
+                    f"| the handoff's request | at the wall | in the band, {bg['turns_after_draft']:.0f} work requests "
+                    f"before the wall | | {short['turns_after_draft']:.0f} work requests before the wall |",
+                    f"| requests | {off['requests']:.0f} | {bg['requests']:.0f} | | {short['requests']:.0f} |",
+                    f"| tokens billed: input | {off['input']:,.0f} | {bg['input']:,.0f} | | {short['input']:,.0f} |",
+                    f"| tokens billed: output | {off['output']:,.0f} | {bg['output']:,.0f} | | {short['output']:,.0f} |",
+                    f"| tokens billed per task | {off['billed']:,.0f} | {bg['billed']:,.0f} | "
+                    f"{(bg['billed'] / off['billed'] - 1) * 100:+.1f}% | {short['billed']:,.0f} |",
+                    f"| whole task, median | {off['total']:.2f} s | {bg['total']:.2f} s | | {short['total']:.2f} s |", ""]
+            cl = raw["clearing"] = bench_clearing(args.bin_dir, runs, work, args.smoke)
+            wh, cd = cl["whole"], cl["cleared"]
+            out += [f"#### 15b. Old tool results cleared from the request (`--handoff-clear-tool-results {cl['keep']}`)", "",
+                    f"A task of {cl['reads']} reads of ~1,000-token files (`handoff-nvim prompt --new --yes --context-window "
+                    f"{cl['window']:,} --handoff-prepare off`), the mock answering at once and reporting each request's "
+                    "real size (a quarter of its body) as its input, so the wall comes where the requests really grow. "
+                    "*Tokens billed*: every request's input (the documents' and replies' output is the same few tokens "
+                    "a request in both).", "",
+                    "| | every result sent | cleared | cleared / every |", "|---|---|---|---|",
+                    f"| handoffs per task | {wh['handoffs']:.0f} | **{cd['handoffs']:.0f}** | |",
+                    f"| requests | {wh['requests']:.0f} | {cd['requests']:.0f} | |",
+                    f"| input tokens billed per task | {wh['input']:,.0f} | **{cd['input']:,.0f}** | "
+                    f"{cd['input'] / wh['input']:.2f}× |",
+                    f"| largest request | {wh['largest']:,.0f} | {cd['largest']:,.0f} | |", ""]
+        if "16" in only:
+            log("16. ACP")
             tokens = 500 if args.smoke else 20000
             a = raw["acp"] = bench_acp(args.bin_dir, env, mock, runs, work, tokens)
-            out += ["### 15. The ACP agent (`handoff-nvim acp`) beside our CLI", "",
+            out += ["### 16. The ACP agent (`handoff-nvim acp`) beside our CLI", "",
                     "a. A one-line reply: spawn → `initialize` → `session/new` → `session/prompt` → its first "
                     "`agent_message_chunk` read, against our CLI's spawn → the reply's first byte on stdout "
                     "(`prompt --new`), same mock, interleaved. pi's ACP bridge is not installable here.", "",

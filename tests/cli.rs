@@ -407,7 +407,9 @@ async fn handoff_exit_0_prints_the_new_session_path() {
     assert!(new.with_extension("").join("handoff.md").is_file());
     let sent = common::wire_messages(env.mock.requests().last().unwrap());
     assert!(sent.last().unwrap().1.ends_with("Additional focus: the tests"));
-    assert!(r.stderr_lines().is_empty(), "{}", r.stderr);
+    // stderr holds one line: the handoff's ledger (what it carried and dropped), nothing else.
+    let ledger = handoff_nvim::core::session::ledger::Ledger::of_details(&entry_lines(&new)[2]["details"]).unwrap();
+    assert_eq!(r.stderr_lines(), [ledger.summary()], "{}", r.stderr);
 }
 
 /// Bug: `prompt "/handoff x"` sent the text to the model: the CLI's `prompt` skipped the

@@ -697,6 +697,7 @@ fn controller_notices_map_outcomes_to_the_specs_exact_strings() {
         facts: None,
         fallback: None,
         ledger: Default::default(),
+        prepared: false,
     };
     let n = |level, m: &str| Notice { level, message: m.to_string() };
     assert_eq!(controller::handoff_notices(&done), [n(Level::Info, "New session started with handoff context")]);

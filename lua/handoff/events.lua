@@ -205,8 +205,25 @@ function handlers.lifecycle(r)
   chat().indicator_update()
 end
 
+--- The handoff drafted before the wall changed: the meter shows it, the chat says what it cost.
+function handlers.handoff_draft(r)
+  local draft = r.draft or {}
+  if draft.state == "writing" or draft.state == "ready" then
+    state.handoff_draft = draft
+  else
+    state.handoff_draft = nil
+  end
+  if r.text then
+    chat().append_notice(r.text)
+  end
+  vim.cmd("redrawstatus")
+  M.fire("HandoffDraft", draft)
+end
+
 function handlers.session_switch(r)
   state.session_file = r.new
+  -- A draft belongs to the session it was written in.
+  state.handoff_draft = nil
   M.fire("HandoffSessionSwitch", { old = r.old, new = r.new, reason = r.reason })
 end
 

@@ -25,18 +25,31 @@ function M.ratio()
   return used / window
 end
 
+--- The handoff drafted before the wall, as the meter shows it: being written, or written and
+--- what it cost (the document's tokens).
+local function draft_text()
+  local draft = state.handoff_draft
+  if not draft then
+    return ""
+  elseif draft.state == "ready" then
+    return (" · handoff prepared (%s out)"):format(short(draft.output or 0))
+  end
+  return " · preparing handoff…"
+end
+
 --- "model · high · 12.3k/128k (9%)": the level only when thinking is on, the figures only
---- after the first reply; the percentage is the host's (it truncates: 9.6% is 9%).
+--- after the first reply; the percentage is the host's (it truncates: 9.6% is 9%); then the
+--- handoff drafted before the wall, when there is one.
 function M.text()
   local model = state.model or "?"
   if state.thinking and state.thinking ~= "off" then
     model = model .. " · " .. state.thinking
   end
   if not M.ratio() or (state.context_tokens or 0) == 0 then
-    return model
+    return model .. draft_text()
   end
   local percent = state.context_percent and (" (%d%%)"):format(state.context_percent) or ""
-  return ("%s · %s/%s%s"):format(model, short(state.context_tokens), short(state.context_window), percent)
+  return ("%s · %s/%s%s%s"):format(model, short(state.context_tokens), short(state.context_window), percent, draft_text())
 end
 
 --- The chat window's winbar expression.

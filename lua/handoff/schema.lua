@@ -92,6 +92,9 @@
 ---@field auto? "continue"|"review"|"off" At the wall (the next request would leave no room for a handoff, or the provider refused one as too large): "continue" hands off by itself and goes on in the new session, "review" opens the document first, "off" does nothing. See |handoff-auto|.
 ---@field threshold? number Where the wall is: a share of the context window, or a count of tokens (default: the window minus max(16384, 15%) minus handoff.room, at most 90%).
 ---@field room? integer Tokens the handoff document is given room for (at most a quarter of the window).
+---@field prepare? "background"|"off" Draft the handoff document before the wall: "background" writes it with a detached request once the conversation nears the wall (the same prefix as the work's requests, so a provider that caches prompts reads it from its cache), while the work goes on; at the wall the new session starts from it and the turns since, without waiting for a document; "off" writes it at the wall. Default: "background", but "off" for GitHub Copilot, where every request, this one too, is a premium request. See |handoff-auto|.
+---@field model? string Another model of the same provider that writes the handoff documents (the draft, the document at the wall, :Handoff), e.g. a faster or cheaper one; its window and limits come from the model catalogue (|handoff-models|). The work keeps the session's model. The prompt cache is per model: its requests do not read the work's cache. Default: the session's model.
+---@field clear_tool_results? integer Send only the newest this many tokens of tool output whole: older tool results reach the model as a one-line placeholder naming the tool (the session file keeps them; session_query, the handoff's facts and a resume still read them), which pushes the wall back. Cleared in batches of half of it, so the provider's prompt cache misses once a batch. Default: off (every result sent). See |handoff-prepare|.
 
 ---@class handoff.Config.context
 ---@field max_bytes? integer Bytes of one attachment at most (a larger file or buffer is named, not attached).
@@ -99,7 +102,7 @@
 
 return {
   --- The settings' digest: a host built from other sources answers `schema_digest` with another.
-  digest = "6469786c60c9bccf",
+  digest = "e7aafe66126249f1",
   --- The thinking levels, lowest first (the ones offered).
   thinking_levels = { "off", "minimal", "low", "medium", "high" },
   --- Every name a thinking level is taken by (pi's `xhigh` is `high`).
@@ -548,6 +551,27 @@ return {
       default = 8192,
       accepts = "an integer >= 1",
       doc = "Tokens the handoff document is given room for (at most a quarter of the window).",
+    },
+    {
+      key = "handoff.prepare",
+      host = "handoff.prepare",
+      type = { kind = "one_of", values = { "background", "off" } },
+      accepts = "one of \"background\", \"off\"",
+      doc = "Draft the handoff document before the wall: \"background\" writes it with a detached request once the conversation nears the wall (the same prefix as the work's requests, so a provider that caches prompts reads it from its cache), while the work goes on; at the wall the new session starts from it and the turns since, without waiting for a document; \"off\" writes it at the wall. Default: \"background\", but \"off\" for GitHub Copilot, where every request, this one too, is a premium request. See |handoff-auto|.",
+    },
+    {
+      key = "handoff.model",
+      host = "handoff.model",
+      type = { kind = "string" },
+      accepts = "a string",
+      doc = "Another model of the same provider that writes the handoff documents (the draft, the document at the wall, :Handoff), e.g. a faster or cheaper one; its window and limits come from the model catalogue (|handoff-models|). The work keeps the session's model. The prompt cache is per model: its requests do not read the work's cache. Default: the session's model.",
+    },
+    {
+      key = "handoff.clear_tool_results",
+      host = "handoff.clear_tool_results",
+      type = { kind = "int", min = 1, max = 9007199254740991 },
+      accepts = "an integer >= 1",
+      doc = "Send only the newest this many tokens of tool output whole: older tool results reach the model as a one-line placeholder naming the tool (the session file keeps them; session_query, the handoff's facts and a resume still read them), which pushes the wall back. Cleared in batches of half of it, so the provider's prompt cache misses once a batch. Default: off (every result sent). See |handoff-prepare|.",
     },
     {
       key = "tool_output_lines",

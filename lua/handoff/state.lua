@@ -22,6 +22,9 @@ local M = {
   generating_handoff = false,
   --- The banner of the automatic handoff being generated (the host's words), else nil.
   auto_banner = nil,
+  --- The handoff drafted before the wall (`handoff.prepare`): the host's `draft` record
+  --- (`{ state = "writing", tokens }` or `{ state = "ready", input, cached, output }`), else nil.
+  handoff_draft = nil,
   --- uv.now() when the running response / handoff started
   run_started = nil,
   handoff_started = nil,

@@ -7,7 +7,8 @@
 //!
 //! In-process use: [`MockServer::start`], [`MockServer::push`]. Out of process (Lua tests, the
 //! `mock-model-server` binary): `POST /__mock/push` with a [`MockReply`] JSON (or an array),
-//! `POST /__mock/default`, `GET /__mock/requests`, `POST /__mock/reset`,
+//! `POST /__mock/route` with a [`MockRoute`] (a reply for the first request whose last user
+//! message contains a text), `POST /__mock/default`, `GET /__mock/requests`, `POST /__mock/reset`,
 //! `POST /__mock/window` with a [`MockWindow`] JSON (`null` clears it).
 //!
 //! A context window ([`MockServer::set_window`]): a request whose token count (the count the
@@ -323,6 +324,10 @@ pub struct RecordedRequest {
     /// a client's work up to its request on the wire against it).
     #[serde(default)]
     pub arrived_unix_ms: f64,
+    /// When the mock had written its whole reply to it (0 until then): the end of a paced
+    /// reply, for benchmarks that time what a client does after it.
+    #[serde(default)]
+    pub answered_unix_ms: f64,
     /// The body's bytes as received, for tests that compare what went on the wire byte for
     /// byte (not part of `/__mock/requests`).
     #[serde(skip)]
@@ -340,6 +345,10 @@ impl RecordedRequest {
 
 struct State {
     queue: VecDeque<MockReply>,
+    /// Replies kept for the first request whose last user message contains the text
+    /// ([`MockServer::push_for`]), before the queue: requests that race (a detached one beside
+    /// the conversation's) each get theirs, whatever order they arrive in.
+    routed: Vec<MockRoute>,
     default: MockReply,
     requests: Vec<RecordedRequest>,
     served: u64,
@@ -349,6 +358,14 @@ struct State {
     lean: bool,
     copilot: MockCopilot,
     listing: MockListing,
+}
+
+/// A reply for the first request whose last user message (`last_user_text`) contains `when`
+/// (`POST /__mock/route`, [`MockServer::push_for`]).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MockRoute {
+    pub when: String,
+    pub reply: MockReply,
 }
 
 /// The model lists of servers other than Copilot: an OpenAI-style `GET …/models` below the
@@ -452,6 +469,7 @@ impl MockServer {
             addr: listener.local_addr()?,
             state: Mutex::new(State {
                 queue: VecDeque::new(),
+                routed: Vec::new(),
                 default: MockReply::text("Hello from the mock server."),
                 requests: Vec::new(),
                 served: 0,
@@ -487,6 +505,12 @@ impl MockServer {
     /// Queues a reply; each model request takes the oldest one.
     pub fn push(&self, reply: MockReply) {
         self.inner.state().queue.push_back(reply);
+    }
+
+    /// Keeps `reply` for the first request whose last user message contains `when` (it takes
+    /// it before the queue's oldest).
+    pub fn push_for(&self, when: &str, reply: MockReply) {
+        self.inner.state().routed.push(MockRoute { when: when.to_string(), reply });
     }
 
     /// The context window: requests larger than it are refused with its style's overflow
@@ -651,6 +675,7 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         headers: req.headers.clone(),
         raw_len,
         arrived_unix_ms,
+        answered_unix_ms: 0.0,
         body: body.clone(),
         raw: if lean { Vec::new() } else { req.body },
         refused: false,
@@ -712,20 +737,27 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         return respond(&mut wr, 404, &msg.to_string(), None).await;
     };
     let prompt_tokens = (raw_len / 4) as u64;
-    let (reply, n) = {
+    let (reply, n, index) = {
         let mut state = inner.state();
         let refusal = state.window.filter(|w| prompt_tokens > w.tokens);
         let mut record = record;
         record.refused = refusal.is_some();
+        let index = state.requests.len();
         state.requests.push(record);
         let reply = match refusal {
             Some(window) => Err(window),
             None => {
                 state.served += 1;
-                Ok(state.queue.pop_front().unwrap_or_else(|| state.default.clone()))
+                let routed = if state.routed.is_empty() {
+                    None
+                } else {
+                    let text = last_user_text(&body);
+                    state.routed.iter().position(|r| text.contains(&r.when)).map(|at| state.routed.remove(at).reply)
+                };
+                Ok(routed.or_else(|| state.queue.pop_front()).unwrap_or_else(|| state.default.clone()))
             }
         };
-        (reply, state.served)
+        (reply, state.served, index)
     };
     inner.recorded.notify_waiters();
     let ctx = Ctx {
@@ -750,7 +782,13 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         ctx.usage = ctx.usage.or(Some(usage));
         reply = *inner;
     }
-    serve(reply, &ctx, &body, &mut rd, &mut wr).await
+    let served = serve(reply, &ctx, &body, &mut rd, &mut wr).await;
+    let answered = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64() * 1e3);
+    // The same request still (a reset may have cleared the list meanwhile).
+    if let Some(record) = inner.state().requests.get_mut(index).filter(|r| r.arrived_unix_ms == arrived_unix_ms) {
+        record.answered_unix_ms = answered;
+    }
+    served
 }
 
 /// A model list's answer (see [`MockListing`]).
@@ -869,6 +907,13 @@ async fn control(
             }
             Err(e) => respond(wr, 400, &bad(e), None).await,
         },
+        "route" => match serde_json::from_slice::<MockRoute>(&req.body) {
+            Ok(route) => {
+                inner.state().routed.push(route);
+                respond(wr, 200, &ok, None).await
+            }
+            Err(e) => respond(wr, 400, &bad(e.to_string()), None).await,
+        },
         "window" => match serde_json::from_slice::<Option<MockWindow>>(&req.body) {
             Ok(window) => {
                 inner.state().window = window;
@@ -884,6 +929,7 @@ async fn control(
             {
                 let mut state = inner.state();
                 state.queue.clear();
+                state.routed.clear();
                 state.requests.clear();
             }
             respond(wr, 200, &ok, None).await

@@ -23,10 +23,11 @@ pub const CLIENT_GONE: &str = "The editor went away before answering.";
 /// The client's answer to a permission request could not be read.
 pub const UNREADABLE_ANSWER: &str = "The editor's answer could not be read";
 
-/// The heading before a handoff's document, for a client that does not report compactions.
-pub fn handoff_heading(auto: Option<&Wall>) -> String {
+/// The heading before a handoff's document, for a client that does not report compactions
+/// (`prepared`: an automatic one continues from the draft written before the wall).
+pub fn handoff_heading(auto: Option<&Wall>, prepared: bool) -> String {
     match auto {
-        Some(wall) => format!("\n\n---\n**{}**\n\n", controller::text::auto_banner(wall)),
+        Some(wall) => format!("\n\n---\n**{}**\n\n", controller::text::auto_banner(wall, prepared)),
         None => "\n\n---\n**Handoff: writing the document the new session starts from…**\n\n".into(),
     }
 }

@@ -185,14 +185,14 @@ impl Translator {
                 self.updates.send(SessionUpdate::ToolCallUpdate(finished(&tool_call_id, &result, is_error, diff)));
             }
             AgentEvent::TodosChanged { todos } => self.updates.plan(&todos),
-            AgentEvent::HandoffStart { auto, .. } => {
+            AgentEvent::HandoffStart { auto, prepared, .. } => {
                 self.handoffs += 1;
                 let compaction_id = format!("handoff-{}", self.handoffs);
                 if self.compaction {
                     let update = CompactionUpdate::new(compaction_id.clone(), CompactionStatus::InProgress);
                     self.updates.send(SessionUpdate::CompactionUpdate(update));
                 } else {
-                    self.updates.message(text::handoff_heading(auto.as_ref()));
+                    self.updates.message(text::handoff_heading(auto.as_ref(), prepared));
                 }
                 self.handoff = Some(HandoffReport { compaction_id, streamed: false });
             }

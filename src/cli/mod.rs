@@ -217,10 +217,15 @@ fn spawn_stdout_printer(agent: &AgentSession, done: CancellationToken) -> tokio:
                 },
             };
             match event {
-                Ok(AgentEvent::HandoffStart { auto, .. }) => {
+                Ok(AgentEvent::HandoffStart { auto, prepared, .. }) => {
                     in_handoff = true;
                     if let Some(wall) = auto {
-                        eprintln!("{}", controller::text::auto_banner(&wall));
+                        eprintln!("{}", controller::text::auto_banner(&wall, prepared));
+                    }
+                }
+                Ok(AgentEvent::HandoffDraft(draft)) => {
+                    if let Some(text) = controller::text::draft_status(&draft) {
+                        eprintln!("{text}");
                     }
                 }
                 Ok(AgentEvent::HandoffEnd { outcome, auto: Some(wall), .. }) => {
@@ -301,7 +306,7 @@ async fn prompt(
     let agent = open_agent(settings, &cwd, &choice)?;
     eprintln!("{}", agent.session().path().display());
     let controller = Controller::new(agent.clone(), cli_texts());
-    controller.set_auto_handoff(auto);
+    controller.apply_handoff_settings(settings);
     let done = CancellationToken::new();
     let printer = spawn_stdout_printer(&agent, done.clone());
     let ran = {

@@ -175,6 +175,12 @@ pub struct HandoffSettings {
     /// A share of the window (0 < x ≤ 1) or a count of tokens.
     pub threshold: Option<f64>,
     pub room: Option<u64>,
+    /// Draft the document before the wall (`None`: the provider's default).
+    pub prepare: Option<crate::core::handoff::Prepare>,
+    /// The model that writes handoff documents (`None`: the session's).
+    pub model: Option<String>,
+    /// Tool output tokens sent whole, older results cleared from requests (`None`: off).
+    pub clear_tool_results: Option<u64>,
 }
 
 impl HandoffSettings {
@@ -368,6 +374,7 @@ impl Settings {
             max_todo_reminders: DEFAULT_MAX_TODO_REMINDERS,
             thinking: self.thinking.unwrap_or_default(),
             wall: self.handoff.clone().unwrap_or_default().wall(),
+            clear_tool_results: self.handoff.as_ref().and_then(|h| h.clear_tool_results),
             sandbox: self.sandbox(),
             env: tools.env.clone().unwrap_or_default(),
         })
@@ -381,6 +388,17 @@ impl Settings {
     /// What happens at the wall (`handoff.auto`; default: hand off and continue).
     pub fn auto_handoff(&self) -> AutoHandoff {
         self.handoff.as_ref().and_then(|h| h.auto).unwrap_or_default()
+    }
+
+    /// Whether the document is drafted before the wall (`handoff.prepare`; `None`: the
+    /// provider's default, `Prepare::default_for`).
+    pub fn handoff_prepare(&self) -> Option<crate::core::handoff::Prepare> {
+        self.handoff.as_ref().and_then(|h| h.prepare)
+    }
+
+    /// The model that writes handoff documents (`handoff.model`; `None`: the session's).
+    pub fn handoff_model(&self) -> Option<String> {
+        self.handoff.as_ref().and_then(|h| h.model.clone())
     }
 }
 

@@ -252,7 +252,7 @@ impl Host {
         crate::core::task::spawn("reading the model list", async move { drop(provider.catalogue(true).await) });
         let controller = Controller::new(opened.agent, editor_texts());
         controller.set_review_by_default(*lock(&self.inner.handoff_review));
-        controller.set_auto_handoff(settings.auto_handoff());
+        controller.apply_handoff_settings(&settings);
         let collector = bridge::spawn_collector(controller.clone(), self.inner.outbox.clone());
         if let Some(old) = lock(&self.inner.collector).replace(collector) {
             old.abort();

@@ -738,6 +738,13 @@ pub enum Record {
         #[serde(skip_serializing_if = "Option::is_none")]
         banner: Option<String>,
     },
+    /// The handoff drafted before the wall changed (`handoff.prepare`); `text`: the host's
+    /// words for it, when there are any (its cost once written).
+    HandoffDraft {
+        draft: crate::core::agent::events::DraftStatus,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+    },
     HandoffEnd {
         outcome: HandoffOutcome,
         notices: Vec<Notice>,

@@ -300,11 +300,14 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
                 at_wall: *at_wall,
             }
         }
-        AgentEvent::HandoffStart { focus, auto } => Record::HandoffStart {
+        AgentEvent::HandoffStart { focus, auto, prepared } => Record::HandoffStart {
             focus: focus.clone(),
             auto: *auto,
-            banner: auto.as_ref().map(controller::text::auto_banner),
+            banner: auto.as_ref().map(|wall| controller::text::auto_banner(wall, *prepared)),
         },
+        AgentEvent::HandoffDraft(draft) => {
+            Record::HandoffDraft { draft: draft.clone(), text: controller::text::draft_status(draft) }
+        }
         AgentEvent::HandoffEnd { outcome, auto, .. } => Record::HandoffEnd {
             outcome: outcome.clone(),
             notices: controller::handoff_end_notices(outcome, auto.as_ref(), &super::editor_texts()),

@@ -6,6 +6,7 @@
 pub mod nvim;
 pub mod pi;
 pub mod sandbox;
+pub mod wall;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -57,6 +57,10 @@ pub enum HandoffOutcome {
         fallback: Option<String>,
         /// What the new session holds and what it left behind (its entry's `details.ledger`).
         ledger: Box<Ledger>,
+        /// The document is the one drafted before the wall (`handoff.prepare`), with the turns
+        /// since carried after it.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        prepared: bool,
     },
     /// Review mode: the document (and the facts after it) waits for the user to edit and
     /// write it (`Handoff::commit`) or to discard it (`Handoff::discard`).
@@ -80,6 +84,21 @@ pub enum HandoffOutcome {
     Refused { reason: Refusal },
 }
 
+/// Where the handoff drafted before the wall stands (`handoff.prepare`), with what it cost.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum DraftStatus {
+    /// The next request's estimate entered the band below the wall (`tokens`): the draft is
+    /// being written, detached, while the work goes on.
+    Writing { tokens: u64 },
+    /// Written: what its request cost (input tokens, of which read from the prompt cache, and
+    /// the document's tokens).
+    Ready { input: u64, cached: u64, output: u64 },
+    /// Not written (the automatic handoff then writes the document at the wall).
+    Failed { message: String },
+    /// Thrown away: the model or the session changed.
+    Discarded,
+}
 
 /// Why the session file changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -156,6 +175,9 @@ pub enum AgentEvent {
         focus: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         auto: Option<super::Wall>,
+        /// It continues from the draft written before the wall (`handoff.prepare`).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        prepared: bool,
     },
     HandoffEnd {
         outcome: HandoffOutcome,
@@ -167,6 +189,8 @@ pub enum AgentEvent {
         #[serde(skip)]
         redraw_upto: Option<String>,
     },
+    /// The handoff drafted before the wall changed (`handoff.prepare`).
+    HandoffDraft(DraftStatus),
     /// The prompt's lifecycle entered `phase` (`core::controller::lifecycle::Phase`'s name);
     /// `busy` is the one "busy" every front end shows and the host refuses by.
     Lifecycle { phase: &'static str, busy: bool },

@@ -6,6 +6,7 @@
 
 mod ask;
 mod assembler;
+pub mod clear;
 pub mod events;
 pub mod fit;
 pub mod system_prompt;
@@ -87,9 +88,23 @@ pub struct AgentSession {
     tool_env: EnvPolicy,
     /// Where the wall is.
     wall: WallSettings,
+    /// Tool output tokens sent whole, the older results cleared from the request
+    /// (`handoff.clear_tool_results`; `None`: every result sent).
+    clear_tool_results: Option<u64>,
     /// How bash commands are confined.
     sandbox: crate::core::sandbox::SandboxSettings,
+    /// Another model of the same provider for the runs that ask for it
+    /// (`RunOptions::document_model`); `None`: the session's.
+    document_model: Mutex<Option<String>>,
+    /// Told the next request's estimate wherever the run loop looks for the wall and does not
+    /// meet it (see [`EstimateWatcher`]).
+    estimate_watcher: Mutex<Option<EstimateWatcher>>,
 }
+
+/// Called with the next request's estimate and the wall's threshold at each boundary where a
+/// run watches the wall and does not stop: whoever prepares for the wall (the handoff's
+/// draft) learns it is near without the agent knowing what is prepared. It must return at once.
+pub type EstimateWatcher = Arc<dyn Fn(u64, u64) + Send + Sync>;
 
 pub(crate) use crate::core::sync::lock;
 
@@ -123,7 +138,10 @@ impl AgentSession {
             files: Mutex::new(Arc::new(DiskFileAccess)),
             tool_env,
             wall: config.wall,
+            clear_tool_results: config.clear_tool_results,
             sandbox: config.sandbox,
+            document_model: Mutex::new(None),
+            estimate_watcher: Mutex::new(None),
         }
     }
 
@@ -135,6 +153,31 @@ impl AgentSession {
     /// How tools read and write files (the editor's goes through loaded buffers).
     pub fn set_file_access(&self, files: Arc<dyn FileAccess>) {
         *lock(&self.files) = files;
+    }
+
+    /// Who hears the next request's estimate at each boundary (see [`EstimateWatcher`]).
+    pub fn set_estimate_watcher(&self, watcher: Option<EstimateWatcher>) {
+        *lock(&self.estimate_watcher) = watcher;
+    }
+
+    /// The model of the runs that ask for the document model (`None` or the session's own
+    /// model: the session's).
+    pub fn set_document_model(&self, model: Option<String>) {
+        *lock(&self.document_model) = model.map(|m| m.trim().to_string()).filter(|m| !m.is_empty());
+    }
+
+    /// The provider of the document model: the session's, switched to that model (its window
+    /// and limits from the model catalogue, its client, token and model list shared), or the
+    /// session's own when none is set.
+    pub fn document_provider(&self) -> Provider {
+        let provider = lock(&self.provider).clone();
+        match lock(&self.document_model).clone() {
+            Some(model) if model != provider.config().model => {
+                let config = provider.config().for_model(&model);
+                provider.switched(config)
+            }
+            _ => provider,
+        }
     }
 
     pub fn tools(&self) -> &ToolRegistry {

@@ -262,18 +262,65 @@ impl AgentSession {
         cancel: &CancellationToken,
         result: &mut RunResult,
     ) -> (Message, Vec<ToolCall>) {
-        let provider = lock(&self.provider).clone();
+        let provider = if options.document_model { self.document_provider() } else { lock(&self.provider).clone() };
         provider.prepare(cancel).await;
-        let config = &provider.current_config();
-        let system = self.system_prompt();
-        // The system prompt and tool definitions, estimated once for the fit and the request.
-        let fixed = self.fixed_request_tokens();
         // The session's context as it is stored (unparsed), and the run's messages when they are
         // not recorded.
         let mut context = self.request_messages();
         if !options.record {
             context.extend(result.messages.iter().cloned().map(ContextMessage::from));
         }
+        let request = self.request_of(&provider, context, options, thinking, result);
+        self.stream_request(&provider, &request, cancel, true, result).await
+    }
+
+    /// One reply to `prompt` after `context` (the session's, as read by the caller), outside the conversation: the run
+    /// slot is not taken (a response may be running), no event is sent and nothing is recorded.
+    /// The request is built as a run's is (`options`: the system prompt, the same context, the
+    /// tool definitions, the session's thinking level), so it shares their prompt-cache prefix.
+    /// The result holds the prompt and the reply.
+    pub async fn reply_detached(
+        &self,
+        mut context: Vec<ContextMessage>,
+        prompt: Message,
+        options: RunOptions,
+        cancel: &CancellationToken,
+    ) -> RunResult {
+        let mut result = RunResult { messages: vec![prompt.clone()], ..RunResult::default() };
+        let provider = if options.document_model { self.document_provider() } else { lock(&self.provider).clone() };
+        provider.prepare(cancel).await;
+        context.push(ContextMessage::from(prompt));
+        let request = self.request_of(&provider, context, options, self.thinking_level(), &mut result);
+        let (reply, _) = self.stream_request(&provider, &request, cancel, false, &mut result).await;
+        result.messages.push(reply);
+        result
+    }
+
+    /// `context` with old tool results cleared when `handoff.clear_tool_results` says so (every
+    /// request of the session the same way, the handoff's too: one prefix for the prompt cache).
+    pub(super) fn cleared(&self, context: Vec<ContextMessage>) -> Vec<ContextMessage> {
+        match self.clear_tool_results {
+            Some(keep) => clear::clear_old_tool_results(context, keep),
+            None => context,
+        }
+    }
+
+    /// The request of a turn over `context`: fitted to the window when `options` say so (its
+    /// estimate and what was left out go to `result`), with the system prompt and the tool
+    /// definitions (tool choice "none" without tools: the same prefix, for a prompt-cache hit).
+    fn request_of(
+        &self,
+        provider: &Provider,
+        context: Vec<ContextMessage>,
+        options: RunOptions,
+        thinking: ThinkingLevel,
+        result: &mut RunResult,
+    ) -> ChatRequest {
+        let config = &provider.current_config();
+        let system = self.system_prompt();
+        // The system prompt and tool definitions, estimated once for the fit and the request.
+        let fixed = self.fixed_request_tokens();
+        let context = self.cleared(context);
         let messages = if options.fit_to_window {
             // Room for the reply: max_tokens, at most a quarter of the window.
             let reply_tokens = fit::reply_room(config.max_tokens as u64, config.context_window);
@@ -295,26 +342,46 @@ impl AgentSession {
         result.request_tokens = Some(sent + fixed);
         // Without tools (the handoff) the definitions still go along, for a prompt-cache hit.
         let tool_choice = if options.use_tools { ToolChoice::Auto } else { ToolChoice::None };
-        let request = ChatRequest {
+        ChatRequest {
             system: Some(system.text.clone()),
             messages,
             tools: self.offered_tools().definitions(),
             tool_choice,
             thinking,
             cache_key: Some(self.session().session_id().to_string()),
-        };
+        }
+    }
+
+    /// Streams `request`'s reply into a message, telling subscribers as it streams when `emit`.
+    /// Provider failures end up in the message (`stopReason: error|aborted`, `errorMessage`),
+    /// as pi records them.
+    async fn stream_request(
+        &self,
+        provider: &Provider,
+        request: &ChatRequest,
+        cancel: &CancellationToken,
+        emit: bool,
+        result: &mut RunResult,
+    ) -> (Message, Vec<ToolCall>) {
+        let config = &provider.current_config();
         let mut assembler = MessageAssembler::new(Message::assistant(config.api.pi_name(), &config.name, &config.model));
-        self.emit(AgentEvent::MessageStart { message: assembler.message().clone() });
+        if emit {
+            self.emit(AgentEvent::MessageStart { message: assembler.message().clone() });
+        }
         let events = self.events.clone();
         let mut on_event = |event: StreamEvent| {
-            let event = match assembler.push(event) {
+            let pushed = assembler.push(event);
+            if !emit {
+                return;
+            }
+            let event = match pushed {
                 Assembled::Nothing => return,
                 Assembled::Update(event) => AgentEvent::MessageUpdate { assistant_message_event: event },
                 Assembled::Notice(text) => AgentEvent::Notice(Notice::new(Level::Warn, text)),
             };
             let _ = events.send(event);
         };
-        let outcome = provider.stream(&request, cancel, &mut on_event).await;
+        let outcome = provider.stream(request, cancel, &mut on_event).await;
         let (mut message, tool_calls) = assembler.finish();
         match outcome {
             Ok(end) => {

@@ -40,6 +40,9 @@ pub struct RunOptions {
     /// With `fit_to_window`: the whole request's estimate at most (system prompt and tool
     /// definitions included), below what the window leaves.
     pub fit_limit: Option<u64>,
+    /// Requests go to the document model (`AgentSession::set_document_model`, the handoff's
+    /// `handoff.model`) instead of the session's.
+    pub document_model: bool,
 }
 
 impl Default for RunOptions {
@@ -53,6 +56,7 @@ impl Default for RunOptions {
             send_first: false,
             record: true,
             fit_limit: None,
+            document_model: false,
         }
     }
 }
@@ -142,6 +146,9 @@ pub struct AgentConfig {
     pub thinking: ThinkingLevel,
     /// Where the wall is (`handoff.threshold`, `handoff.room`).
     pub wall: wall::WallSettings,
+    /// Tool output tokens sent whole, older results cleared from requests
+    /// (`handoff.clear_tool_results`, see `clear`); `None`: every result sent.
+    pub clear_tool_results: Option<u64>,
     /// How bash commands are confined (`sandbox`, `network`).
     pub sandbox: crate::core::sandbox::SandboxSettings,
     /// What environment commands get (`tools.env`).
@@ -164,6 +171,7 @@ impl AgentConfig {
             max_todo_reminders: DEFAULT_MAX_TODO_REMINDERS,
             thinking: ThinkingLevel::Off,
             wall: wall::WallSettings::default(),
+            clear_tool_results: None,
             sandbox: crate::core::sandbox::SandboxSettings::default(),
             env: crate::core::tools::EnvSettings::default(),
         }

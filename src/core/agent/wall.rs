@@ -164,7 +164,10 @@ impl AgentSession {
                     }
                     appended += entry_tokens(entry);
                 }
-                let whole: u64 = session.request_messages().iter().map(|m| fit::estimate_context_tokens(m) as u64).sum();
+                let messages = session.request_messages();
+                drop(session);
+                // As the request is sent: old tool results cleared, when they are.
+                let whole: u64 = self.cleared(messages).iter().map(|m| fit::estimate_context_tokens(m) as u64).sum();
                 (since, whole)
             }
         };
@@ -189,7 +192,14 @@ impl AgentSession {
         let window = self.provider_config().context_window;
         let threshold = self.wall.threshold(window);
         let tokens = self.next_request_tokens(extra);
-        (tokens > threshold).then_some(Wall { reason: WallReason::Threshold, boundary, tokens, window, threshold, in_flight })
+        if tokens > threshold {
+            return Some(Wall { reason: WallReason::Threshold, boundary, tokens, window, threshold, in_flight });
+        }
+        let watcher = lock(&self.estimate_watcher).clone();
+        if let Some(watcher) = watcher {
+            watcher(tokens, threshold);
+        }
+        None
     }
 
     /// The wall of a reply that failed as too large, or that reported more input than the

@@ -211,6 +211,11 @@ fn auto_handoff_names() -> Vec<&'static str> {
     crate::core::handoff::AutoHandoff::ALL.iter().map(|m| m.as_str()).collect()
 }
 
+/// What `handoff.prepare` takes.
+fn prepare_names() -> Vec<&'static str> {
+    crate::core::handoff::Prepare::ALL.iter().map(|m| m.as_str()).collect()
+}
+
 /// The actions `keymaps.global` maps (`lua/handoff/keymaps.lua` binds them).
 pub fn global_actions() -> Vec<&'static str> {
     vec!["chat", "handoff", "stop", "sessions", "new", "model", "thinking", "todos"]
@@ -387,6 +392,15 @@ pub const SETTINGS: &[Setting] = &[
     Setting::host("handoff.room", "handoff.room", COUNT, DefaultValue::Int(crate::core::agent::wall::DEFAULT_HANDOFF_ROOM as i64),
         "Tokens the handoff document is given room for (at most a quarter of the window).")
         .flag("handoff-room", None),
+    Setting::host("handoff.prepare", "handoff.prepare", Type::OneOf(prepare_names), DefaultValue::Unset,
+        "Draft the handoff document before the wall: \"background\" writes it with a detached request once the conversation nears the wall (the same prefix as the work's requests, so a provider that caches prompts reads it from its cache), while the work goes on; at the wall the new session starts from it and the turns since, without waiting for a document; \"off\" writes it at the wall. Default: \"background\", but \"off\" for GitHub Copilot, where every request, this one too, is a premium request. See |handoff-auto|.")
+        .flag("handoff-prepare", Some("HANDOFF_PREPARE")),
+    Setting::host("handoff.model", "handoff.model", Type::Text, DefaultValue::Unset,
+        "Another model of the same provider that writes the handoff documents (the draft, the document at the wall, :Handoff), e.g. a faster or cheaper one; its window and limits come from the model catalogue (|handoff-models|). The work keeps the session's model. The prompt cache is per model: its requests do not read the work's cache. Default: the session's model.")
+        .flag("handoff-model", Some("HANDOFF_HANDOFF_MODEL")),
+    Setting::host("handoff.clear_tool_results", "handoff.clear_tool_results", BIG_COUNT, DefaultValue::Unset,
+        "Send only the newest this many tokens of tool output whole: older tool results reach the model as a one-line placeholder naming the tool (the session file keeps them; session_query, the handoff's facts and a resume still read them), which pushes the wall back. Cleared in batches of half of it, so the provider's prompt cache misses once a batch. Default: off (every result sent). See |handoff-prepare|.")
+        .flag("handoff-clear-tool-results", None),
     Setting::lua("tool_output_lines", COUNT, DefaultValue::Int(DEFAULT_TOOL_OUTPUT_LINES as i64),
         "Lines of a tool's output shown in the chat (the rest is in the session)."),
     Setting::lua("context.max_bytes", BIG_COUNT, DefaultValue::Int(256 * 1024),

@@ -188,9 +188,12 @@ pub struct Lifecycle {
 impl Lifecycle {
     pub fn new(agent: Arc<AgentSession>, texts: FrontEndTexts) -> Self {
         let state = State { phase: Phase::Idle, waiting: VecDeque::new(), review: Review::default() };
+        let handoff = Handoff::new();
+        // The agent tells the drafts how near the wall each request is (`handoff.prepare`).
+        agent.set_estimate_watcher(Some(handoff.drafts().watcher(&agent)));
         Self {
             shared: Arc::new(Shared { state: Mutex::new(state), agent }),
-            handoff: Handoff::new(),
+            handoff,
             texts,
             review_by_default: AtomicBool::new(false),
             auto: Mutex::new(AutoHandoff::default()),
@@ -207,6 +210,26 @@ impl Lifecycle {
 
     pub fn set_auto_handoff(&self, mode: AutoHandoff) {
         *lock(&self.auto) = mode;
+    }
+
+    /// Whether the handoff is drafted before the wall (`None`: the provider's default).
+    pub fn set_prepare(&self, mode: Option<handoff::Prepare>) {
+        self.handoff.drafts().set_mode(mode);
+    }
+
+    /// Whether the handoff is drafted before the wall, for the provider in force.
+    pub fn prepare(&self) -> handoff::Prepare {
+        self.handoff.drafts().mode(&self.shared.agent)
+    }
+
+    /// Throws the draft written before the wall away (the model or the session changed).
+    pub fn discard_draft(&self) {
+        self.handoff.drafts().discard(&self.shared.agent);
+    }
+
+    /// Whether a draft of the session and model in force exists (written or being written).
+    pub fn has_draft(&self) -> bool {
+        self.handoff.drafts().exists(&self.shared.agent)
     }
 
     fn auto_handoff(&self) -> AutoHandoff {

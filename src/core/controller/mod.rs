@@ -56,19 +56,40 @@ pub mod text {
         (tokens * 100).checked_div(window).unwrap_or(0)
     }
 
-    /// The banner while an automatic handoff is written (the editor adds how to cancel).
-    pub fn auto_banner(wall: &super::Wall) -> String {
+    /// How the new session is reached when the handoff was drafted before the wall.
+    pub const FROM_PREPARED: &str = "continuing from the prepared handoff";
+
+    /// The banner while an automatic handoff is written (the editor adds how to cancel);
+    /// `prepared`: it continues from the draft written before the wall.
+    pub fn auto_banner(wall: &super::Wall, prepared: bool) -> String {
+        let doing = if prepared { format!("{FROM_PREPARED}…") } else { "handing off to a new session…".to_string() };
         match wall.reason {
-            super::WallReason::Threshold => {
-                format!("Context {}% full — handing off to a new session…", percent(wall.tokens, wall.window))
-            }
-            super::WallReason::Overflow => "Context overflow — handing off to a new session…".into(),
+            super::WallReason::Threshold => format!("Context {}% full — {doing}", percent(wall.tokens, wall.window)),
+            super::WallReason::Overflow => format!("Context overflow — {doing}"),
         }
     }
 
-    /// How an automatic handoff that succeeded is told.
-    pub fn auto_done(wall: &super::Wall) -> String {
-        format!("Handed off automatically ({}): {}", auto_why(wall), auto_next(wall))
+    /// The draft written before the wall, as the chat and the CLI tell it: what it cost, or
+    /// what became of it (`None`: nothing to say, it is being written).
+    pub fn draft_status(draft: &crate::core::agent::events::DraftStatus) -> Option<String> {
+        use crate::core::agent::events::DraftStatus;
+        match draft {
+            DraftStatus::Writing { .. } => None,
+            DraftStatus::Ready { input, cached, output } => Some(format!(
+                "Handoff prepared in the background ({input} tokens in, {cached} of them cached; {output} out): the wall will not wait for a document"
+            )),
+            DraftStatus::Failed { message } => {
+                Some(format!("The handoff could not be prepared in the background ({message}): it is written at the wall"))
+            }
+            DraftStatus::Discarded => Some("The prepared handoff was discarded (the model or the session changed)".into()),
+        }
+    }
+
+    /// How an automatic handoff that succeeded is told (`prepared`: from the draft written
+    /// before the wall).
+    pub fn auto_done(wall: &super::Wall, prepared: bool) -> String {
+        let from = if prepared { format!(", {FROM_PREPARED}") } else { String::new() };
+        format!("Handed off automatically ({}){from}: {}", auto_why(wall), auto_next(wall))
     }
 
     /// How an automatic handoff whose document the host wrote is told (the model wrote none).
@@ -265,10 +286,10 @@ pub fn handoff_end_notices(outcome: &HandoffOutcome, auto: Option<&Wall>, texts:
 /// The messages for an automatic handoff's outcome (at `wall`).
 pub fn auto_handoff_notices(outcome: &HandoffOutcome, wall: &Wall, texts: &FrontEndTexts) -> Vec<Notice> {
     match outcome {
-        HandoffOutcome::Done { missing_sections, document_file, fallback, .. } => {
+        HandoffOutcome::Done { missing_sections, document_file, fallback, prepared, .. } => {
             let first = match fallback {
                 Some(reason) => Notice::new(Level::Warn, text::auto_fallback(wall, reason)),
-                None => Notice::new(Level::Info, text::auto_done(wall)),
+                None => Notice::new(Level::Info, text::auto_done(wall, *prepared)),
             };
             let mut notices = vec![
                 first,
@@ -404,6 +425,14 @@ impl Controller {
     /// What happens at the wall (`handoff.auto`).
     pub fn set_auto_handoff(&self, mode: AutoHandoff) {
         self.lifecycle.set_auto_handoff(mode);
+    }
+
+    /// What happens before and at the wall: `handoff.auto`, `handoff.prepare` and
+    /// `handoff.model` (the model that writes the documents).
+    pub fn apply_handoff_settings(&self, settings: &crate::core::config::Settings) {
+        self.lifecycle.set_auto_handoff(settings.auto_handoff());
+        self.lifecycle.set_prepare(settings.handoff_prepare());
+        self.agent().set_document_model(settings.handoff_model());
     }
 
     pub fn is_generating_handoff(&self) -> bool {
@@ -556,12 +585,14 @@ impl Controller {
     /// `/new`: a new, empty session.
     pub fn new_session(&self) -> Result<(), Failure> {
         let _held = self.switching(text::doing::NEW_SESSION)?;
+        self.lifecycle.discard_draft();
         self.agent().new_session().map(drop).map_err(|e| failure_of(e, text::doing::NEW_SESSION))
     }
 
     /// Continues in `session` (loaded by the caller, off the runtime's threads).
     pub fn resume(&self, session: SessionManager) -> Result<(), Failure> {
         let _held = self.switching(text::doing::RESUME)?;
+        self.lifecycle.discard_draft();
         self.agent()
             .switch_to(session, crate::core::agent::SwitchReason::Resume)
             .map(drop)
@@ -594,6 +625,7 @@ impl Controller {
         }
         let _held = self.switching(text::doing::SET_MODEL)?;
         let config = self.agent().provider_config().for_model(model);
+        self.lifecycle.discard_draft();
         self.agent().set_model(config).map_err(|e| failure_of(e, text::doing::SET_MODEL))
     }
 

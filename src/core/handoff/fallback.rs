@@ -152,7 +152,7 @@ fn last_turns(branch: &[&SessionEntry], budget: usize) -> (String, usize) {
 
 /// One message as the last turns quote it: who, then the text, the tool calls and their
 /// arguments, or the tool's output.
-fn quote(message: &Message) -> String {
+pub(super) fn quote(message: &Message) -> String {
     match message.role {
         Role::User => format!("[user]\n{}", auto::clip_middle(message.text().trim(), MAX_MESSAGE_CHARS)),
         Role::ToolResult => {
@@ -213,6 +213,7 @@ mod tests {
             words: UserWords { task: Some("read notes.txt".into()), latest: None },
             auto: Some(wall()),
             fallback: None,
+            prepared: None,
         };
         let doc = document(&refs, &carried, &wall(), "HTTP 500", 100);
         assert!(doc.starts_with(TITLE), "{doc}");

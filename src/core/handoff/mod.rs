@@ -39,11 +39,13 @@ const CONTEXT_SENTENCE: &str =
     "The above is a handoff document from a previous session. Use this context to continue the work seamlessly.";
 
 pub mod auto;
+pub mod draft;
 pub mod facts;
 pub mod fallback;
 pub mod ledger;
 
 pub use auto::{AutoHandoff, UserWords};
+pub use draft::{Drafts, Prepare};
 pub use facts::Facts;
 
 /// What the user asked of a handoff: the one options value of every entry point (`:Handoff`,
@@ -65,7 +67,8 @@ impl HandoffOptions {
 
 /// How the handoff's run goes: one turn, the instruction never expanded as a template,
 /// (gap: request too large) fitted to the model's window, and no tool calls (the definitions
-/// still go along with tool choice "none", so a provider's prompt cache hits). Public so that
+/// still go along with tool choice "none", so a provider's prompt cache hits), written by the
+/// document model (`handoff.model`) when one is set. Public so that
 /// tests can check the expansion setting, which a handoff alone cannot show (its prompt never
 /// starts with `/name`).
 pub const RUN_OPTIONS: RunOptions = RunOptions {
@@ -77,6 +80,7 @@ pub const RUN_OPTIONS: RunOptions = RunOptions {
     send_first: true,
     record: true,
     fit_limit: None,
+    document_model: true,
 };
 
 /// Trigger: exactly `/handoff`, or `/handoff ` followed by focus instructions.
@@ -109,6 +113,9 @@ pub struct Carried {
     pub auto: Option<Wall>,
     /// Why the document is the host's (`fallback`): the model wrote none.
     pub fallback: Option<String>,
+    /// The document was drafted before the wall: how many messages came after it (carried
+    /// verbatim after the draft).
+    pub prepared: Option<usize>,
 }
 
 impl Carried {
@@ -117,7 +124,7 @@ impl Carried {
         let session = agent.session();
         let branch = session.get_branch(None);
         let words = if auto.is_some() { UserWords::of_branch(&branch) } else { UserWords::default() };
-        Carried { facts: Facts::gather(&branch), words, auto, fallback: None }
+        Carried { facts: Facts::gather(&branch), words, auto, fallback: None, prepared: None }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -142,6 +149,9 @@ impl Carried {
             }
             if let Some(reason) = &self.fallback {
                 map.insert("fallback".into(), fallback::details(reason));
+            }
+            if let Some(since) = self.prepared {
+                map.insert("prepared".into(), serde_json::json!({ "turnsSince": since }));
             }
         }
         details
@@ -310,11 +320,18 @@ pub struct Handoff {
     abort: std::sync::Mutex<Option<CancellationToken>>,
     /// Review mode: the document generated and not yet written or discarded.
     draft: std::sync::Mutex<Option<Draft>>,
+    /// The document drafted before the wall (`handoff.prepare`), if any.
+    drafts: std::sync::Arc<Drafts>,
 }
 
 impl Handoff {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The drafts written before the wall (the lifecycle gives the agent their watcher).
+    pub fn drafts(&self) -> &std::sync::Arc<Drafts> {
+        &self.drafts
     }
 
     /// `isGeneratingHandoff`: true while the abort controller exists.
@@ -371,8 +388,23 @@ impl Handoff {
             claim
         };
         let _clear = AbortControllerGuard(self);
-        agent.emit(AgentEvent::HandoffStart { focus: focus.clone(), auto });
-        let generated = match (generate(agent, focus.as_deref(), &token, claim, auto).await, auto) {
+        // At the wall, the draft written before it (if any) is continued from.
+        let prepared = auto.and_then(|_| self.drafts.take(agent));
+        agent.emit(AgentEvent::HandoffStart { focus: focus.clone(), auto, prepared: prepared.is_some() });
+        let drafted = match (prepared, auto) {
+            (Some(taken), Some(wall)) => from_draft(agent, taken, &token, wall).await,
+            _ => Ok(None),
+        };
+        let from_the_draft = matches!(drafted, Ok(Some(_)));
+        let generated = match drafted {
+            Ok(Some(generated)) => {
+                drop(claim);
+                Ok(generated)
+            }
+            Ok(None) => generate(agent, focus.as_deref(), &token, claim, auto).await,
+            Err(reason) => Err(reason),
+        };
+        let generated = match (generated, auto) {
             // At the wall the work must go on: the host writes the document the model did not.
             (Err(reason), Some(wall)) if fallback::applies(&reason) && !token.is_cancelled() => {
                 Ok(host_document(agent, wall, &reason))
@@ -389,12 +421,16 @@ impl Handoff {
                 HandoffOutcome::Review { missing_sections: missing_sections(&document), text, facts_at, elided, ledger: Box::new(ledger) }
             }
             Ok((document, carried, elided)) => match start_new_session(agent, &with_facts(&document, &carried), &carried) {
-                Ok(new) => done(document, &carried, new, elided),
+                Ok(new) => done(document, &carried, new, elided, from_the_draft),
                 Err(reason) => reason.into(),
             },
         };
         // Nothing of a detached run that created nothing is in the session: it is drawn again.
         let created = matches!(outcome, HandoffOutcome::Done { .. } | HandoffOutcome::Review { .. });
+        if created {
+            // A draft of the session handed off is of no use any more.
+            self.drafts.discard(agent);
+        }
         let redraw_upto = if auto.is_some() && !created { agent.session().leaf_id().map(str::to_string) } else { None };
         agent.emit(AgentEvent::HandoffEnd { outcome: outcome.clone(), auto, redraw_upto });
         outcome
@@ -420,7 +456,7 @@ impl Handoff {
             match start_new_session(agent, text, &draft.carried) {
                 Ok(new) => {
                     let fallback = Carried { fallback: draft.carried.fallback.clone(), ..Carried::default() };
-                    done(text.to_string(), &fallback, new, None)
+                    done(text.to_string(), &fallback, new, None, false)
                 }
                 Err(reason) => reason.into(),
             }
@@ -437,7 +473,7 @@ impl Handoff {
     }
 }
 
-fn done(document: String, carried: &Carried, new: NewSession, elided: Option<String>) -> HandoffOutcome {
+fn done(document: String, carried: &Carried, new: NewSession, elided: Option<String>, prepared: bool) -> HandoffOutcome {
     HandoffOutcome::Done {
         ledger: new.ledger,
         missing_sections: missing_sections(&document),
@@ -448,7 +484,34 @@ fn done(document: String, carried: &Carried, new: NewSession, elided: Option<Str
         elided,
         facts: (!carried.is_empty()).then(|| carried.render()),
         fallback: carried.fallback.clone(),
+        prepared,
     }
+}
+
+/// The automatic handoff continued from the draft written before the wall: its document (the
+/// remainder waited for; `token` cancels both), then the turns since, verbatim. `None`: no
+/// draft was written, or the turns since are more than the budget of verbatim turns; the
+/// document is then written at the wall. The old session records the draft's request and reply
+/// as it records the handoff's own.
+async fn from_draft(
+    agent: &AgentSession,
+    mut taken: draft::Taken,
+    token: &CancellationToken,
+    wall: Wall,
+) -> Result<Option<(String, Carried, Option<String>)>, NoDocument> {
+    let Some(drafted) = taken.document(token).await? else { return Ok(None) };
+    let budget = fallback::turns_budget(agent.provider_config().context_window);
+    let since = {
+        let session = agent.session();
+        taken.since(&session.get_branch(None), budget)
+    };
+    let Some((since, count)) = since else {
+        tracing::info!(budget, "the turns since the handoff's draft are more than the verbatim budget: the document is written at the wall");
+        return Ok(None);
+    };
+    agent.record_messages(&[drafted.request, drafted.reply])?;
+    let carried = Carried { prepared: Some(count), ..Carried::gather(agent, Some(wall)) };
+    Ok(Some((draft::with_turns_since(&drafted.document, &since, count), carried, None)))
 }
 
 /// The host's document for an automatic handoff at `wall` the model could not write
@@ -509,7 +572,7 @@ async fn run_fitted(
     claim: RunClaim<'_>,
     wall: &Wall,
 ) -> Result<RunResult, AgentError> {
-    let window = agent.provider_config().context_window;
+    let window = agent.document_provider().current_config().context_window;
     let room = window.saturating_sub(agent.wall_settings().room_in(window));
     // After an overflow the request just refused was too large, whatever the window says:
     // the first attempt is already below it.
