@@ -295,6 +295,15 @@ async fn worst_gap(ed: &Editor) -> f64 {
     ed.eval("(function() _G.gap.timer:stop() return _G.gap.max end)()").await.as_f64().unwrap()
 }
 
+/// Fails when the editor stood still for the slow operation: a request the editor waits for
+/// shows as a gap as long as the operation (`wait_ms`, seconds here). The bound is half of it,
+/// not a figure of the editor's responsiveness: on a loaded 2-core machine the scheduler alone
+/// makes gaps of 100+ ms (127 ms was seen in CI), and how short the gaps are is measured in a
+/// benchmark, not asserted in a test.
+fn assert_not_frozen(gap: f64, wait_ms: f64, what: &str) {
+    assert!(gap < wait_ms / 2.0, "the editor stood still for {gap:.0} ms while {what} (it takes {wait_ms:.0} ms)");
+}
+
 /// `vim.ui.select` as a test sees it: the items as the picker formats them, in `_G.picked`.
 const CAPTURE_PICKER: &str =
     "vim.ui.select = function(items, opts) _G.picked = vim.tbl_map(opts.format_item, items) end";
@@ -314,7 +323,7 @@ async fn handoff_model_with_a_slow_model_list_never_freezes_the_editor() {
         ed.command("HandoffModel").await;
         let picked = ed.wait_until("_G.picked", Duration::from_secs(15)).await;
         let gap = worst_gap(&ed).await;
-        assert!(gap < 100.0, "the editor stood still for {gap:.0} ms while the model list was read");
+        assert_not_frozen(gap, 3000.0, "the model list was read");
         let picked: Vec<String> = serde_json::from_value(picked).unwrap();
         assert!(picked.contains(&"wide  1.5M window".to_string()), "the provider's list: {picked:?}");
         ed.quit().await;
@@ -345,7 +354,7 @@ async fn enabling_a_slow_copilot_model_never_freezes_the_editor() {
         ed.command("HandoffModel! claude-opus-4.5").await;
         ed.wait_until("require('handoff').status().model == 'claude-opus-4.5'", Duration::from_secs(15)).await;
         let gap = worst_gap(&ed).await;
-        assert!(gap < 100.0, "the editor stood still for {gap:.0} ms while Copilot enabled the model");
+        assert_not_frozen(gap, 3000.0, "Copilot enabled the model");
         assert!(ed.eval("T.noted('Enabled the Copilot model claude-opus-4.5') ~= nil").await == json!(true), "{}", ed.dump().await);
         let posts = ed.mock.requests().into_iter().filter(|r| r.path == "/models/claude-opus-4.5/policy").count();
         assert_eq!(posts, 1);
@@ -375,7 +384,7 @@ async fn a_slow_api_key_cmd_never_freezes_the_editor() {
         ed.lua("require('handoff').prompt('hello with a key')", json!([])).await;
         let end = ed.wait_event_for("HandoffAgentEnd", 1, Duration::from_secs(20)).await;
         let gap = worst_gap(&ed).await;
-        assert!(gap < 100.0, "the editor stood still for {gap:.0} ms while the key command ran");
+        assert_not_frozen(gap, 2000.0, "the key command ran");
         assert_eq!(end["stop_reason"], "stop", "{end}");
         let chat = ed.mock.requests().into_iter().find(|r| r.path.ends_with("/chat/completions")).expect("the prompt went out");
         assert_eq!(chat.header("authorization"), Some("Bearer key-from-cmd"));
@@ -390,7 +399,7 @@ async fn a_slow_api_key_cmd_never_freezes_the_editor() {
         ed.lua(&format!("{GAP_TIMER} require('handoff').open_chat() require('handoff').prompt('hello without a key')"), json!([])).await;
         let end = ed.wait_event_for("HandoffAgentEnd", 1, Duration::from_secs(20)).await;
         let gap = worst_gap(&ed).await;
-        assert!(gap < 100.0, "the editor stood still for {gap:.0} ms while the key command ran");
+        assert_not_frozen(gap, 1000.0, "the failing key command ran");
         assert_eq!(end["stop_reason"], "error", "{end}");
         let message = end["error_message"].as_str().unwrap();
         assert!(message.contains("api_key_cmd `sleep …` failed"), "{message}");
@@ -418,7 +427,7 @@ async fn checkhealth_with_a_slow_provider_keeps_the_editor_running() {
         let gap = worst_gap(&ed).await;
         let health = ed.eval("table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')").await;
         let health = health.as_str().unwrap();
-        assert!(gap < 100.0, "the editor stood still for {gap:.0} ms during :checkhealth");
+        assert_not_frozen(gap, 2000.0, ":checkhealth probed the provider");
         assert!(health.contains("answered HTTP 200"), "{health}");
         assert!(health.contains("the model list answered (1 models); mock-model: window 20000 tokens"), "{health}");
         ed.quit().await;

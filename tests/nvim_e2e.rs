@@ -41,6 +41,8 @@ async fn prompt_streams_the_reply_into_the_chat() {
         assert!(text.contains("Hello world\nsecond line"), "{text}");
         // Thinking is shown as a quote before the answer.
         assert!(text.contains("> Pondering deeply\n> still\n\nHello world"), "{text}");
+        // Idle once the host's lifecycle record says so (it follows the run's end record).
+        ed.wait_until("require('handoff').status().busy == false", std::time::Duration::from_secs(5)).await;
         let status = ed.status().await;
         assert_eq!(status["busy"], json!(false));
         assert_eq!(ed.eval("require('handoff.chat').indicator_text()").await, Value::Null);
