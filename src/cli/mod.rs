@@ -206,6 +206,8 @@ fn spawn_stdout_printer(agent: &AgentSession, done: CancellationToken) -> tokio:
         let mut out = std::io::stdout();
         let mut in_handoff = false;
         let mut sessions = Vec::new();
+        // Bytes of the current reply's text already printed.
+        let mut printed = 0usize;
         loop {
             let event = tokio::select! {
                 biased;
@@ -240,11 +242,25 @@ fn spawn_stdout_printer(agent: &AgentSession, done: CancellationToken) -> tokio:
                 Ok(AgentEvent::HandoffEnd { .. }) => in_handoff = false,
                 // Each session file the work writes is named, the one it ends in last.
                 Ok(AgentEvent::SessionSwitch { new, .. }) => sessions.push(new),
+                Ok(AgentEvent::MessageStart { message }) if message.is_assistant() => printed = 0,
                 Ok(AgentEvent::MessageUpdate {
                     assistant_message_event: AssistantMessageEvent::TextDelta { delta, .. },
                 }) if !in_handoff => {
                     let _ = out.write_all(delta.as_bytes());
                     let _ = out.flush();
+                    printed += delta.len();
+                }
+                // The events channel drops what a slow reader missed (a loaded machine, a slow
+                // pipe): the reply's end carries its whole text, so what was missed is printed
+                // from it, never lost.
+                Ok(AgentEvent::MessageEnd { message }) if message.is_assistant() && !in_handoff => {
+                    // As streamed: the text blocks one after the other, no separator between.
+                    let text: String = message.content.blocks().iter().filter(|b| b.is_text()).filter_map(|b| b.text.clone()).collect();
+                    if let Some(missed) = text.get(printed..).filter(|m| !m.is_empty()) {
+                        let _ = out.write_all(missed.as_bytes());
+                        let _ = out.flush();
+                    }
+                    printed = 0;
                 }
                 Ok(AgentEvent::Notice(notice)) if notice.level != Level::Info => {
                     eprintln!("warning: {}", notice.message);
