@@ -10,10 +10,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
-use common::pi::{pi_bin as pi, pi_env, pi_home};
+use common::pi::{pi_bin as pi, PiAndOurs};
 use common::{entry_lines, wire_messages, DOCUMENT};
 use handoff_mock::{MockReply, MockServer, RecordedRequest};
 use handoff_nvim::core::session::SessionManager;
@@ -21,62 +20,6 @@ use tokio::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
 const T: Duration = Duration::from_secs(60);
-
-struct Env {
-    mock: MockServer,
-    dir: tempfile::TempDir,
-}
-
-impl Env {
-    async fn new() -> Env {
-        let mock = MockServer::start().await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("project")).unwrap();
-        pi_home(dir.path(), "openai-completions", &mock.openai_base_url());
-        Env { mock, dir }
-    }
-
-    fn base(&self, program: &Path) -> Command {
-        let mut c = common::clean_command_async(program);
-        pi_env(&mut c, self.dir.path())
-            .current_dir(self.dir.path().join("project"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        c
-    }
-
-    /// Our CLI, recording the provider under pi's name for it (`mock`).
-    async fn ours(&self, args: &[&str]) -> (String, String) {
-        let mut c = self.base(Path::new(BIN));
-        c.args(["--provider", "openai", "--provider-name", "mock", "--model", "mock-model"])
-            .arg("--base-url")
-            .arg(self.mock.openai_base_url())
-            .arg("--session-dir")
-            .arg(self.dir.path().join("sessions"))
-            .args(args);
-        let out = tokio::time::timeout(T, c.output()).await.expect("our CLI hung").unwrap();
-        let (stdout, stderr) = (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap());
-        assert_eq!(out.status.code(), Some(0), "our CLI {args:?} failed: {stderr}");
-        (stdout, stderr)
-    }
-
-    /// `pi --session FILE -p TEXT` against the mock.
-    async fn pi(&self, pi: &Path, session: &Path, text: &str) -> String {
-        let mut c = self.base(pi);
-        c.arg("--session")
-            .arg(session)
-            .args(["--provider", "mock", "--model", "mock-model"])
-            .args(["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files", "--no-themes"])
-            .args(["--offline", "-p", text]);
-        let out = tokio::time::timeout(T, c.output()).await.expect("pi hung").unwrap();
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        let stderr = String::from_utf8(out.stderr).unwrap();
-        assert_eq!(out.status.code(), Some(0), "pi failed:\nstdout: {stdout}\nstderr: {stderr}");
-        stdout
-    }
-}
 
 fn last_request(mock: &MockServer) -> RecordedRequest {
     mock.requests().last().cloned().unwrap()
@@ -97,7 +40,7 @@ async fn pi_0_73_1_is_the_installed_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pi_resumes_a_session_written_by_our_cli_and_the_mock_sees_our_messages() {
     let Some(pi) = pi() else { return };
-    let env = Env::new().await;
+    let env = PiAndOurs::new().await;
     env.mock.push(MockReply::text("The answer is four."));
     let (stdout, stderr) = env.ours(&["prompt", "--new", "What is 2+2?"]).await;
     assert_eq!(stdout.trim(), "The answer is four.");
@@ -142,7 +85,7 @@ async fn pi_resumes_a_session_written_by_our_cli_and_the_mock_sees_our_messages(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pi_resumes_a_handoff_session_and_sends_the_document_first() {
     let Some(pi) = pi() else { return };
-    let env = Env::new().await;
+    let env = PiAndOurs::new().await;
     env.mock.push(MockReply::text("Sure."));
     let (_, stderr) = env.ours(&["prompt", "--new", "Plan the parser"]).await;
     let old = PathBuf::from(stderr.lines().next().unwrap());
@@ -170,7 +113,7 @@ async fn pi_resumes_a_handoff_session_and_sends_the_document_first() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pi_resumes_a_session_whose_handoff_request_is_marked() {
     let Some(pi) = pi() else { return };
-    let env = Env::new().await;
+    let env = PiAndOurs::new().await;
     env.mock.push(MockReply::text("Sure."));
     let (_, stderr) = env.ours(&["prompt", "--new", "Plan the parser"]).await;
     let old = PathBuf::from(stderr.lines().next().unwrap());
@@ -208,7 +151,7 @@ fn anthropic_blocks(request: &RecordedRequest, role: &str) -> Vec<serde_json::Va
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pi_resumes_a_thinking_session_at_its_level_and_sends_our_signed_thinking_back_and_we_send_pis() {
     let Some(pi) = pi() else { return };
-    let env = Env::new().await;
+    let env = PiAndOurs::new().await;
     // pi's Anthropic provider for the same mock, a reasoning model (pi thinks only with those).
     let base = format!("http://{}", env.mock.addr());
     let models = serde_json::json!({ "providers": { "mock": {
@@ -290,7 +233,7 @@ async fn pi_resumes_a_thinking_session_at_its_level_and_sends_our_signed_thinkin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pi_resumes_a_session_with_mcp_calls() {
     let Some(pi) = pi() else { return };
-    let env = Env::new().await;
+    let env = PiAndOurs::new().await;
     let script = common::fixtures_dir().join("mcp/stdio_server.py");
     let config = env.dir.path().join("mcp.json");
     let servers = serde_json::json!({"mcpServers": {"py": {"command": "python3", "args": [script]}}});

@@ -7,11 +7,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::pi::{pi_bin as pi, pi_env, pi_home};
+use common::pi::{pi_bin as pi, PiAndOurs};
 use common::{config, entry_lines, seeded_session, wire_messages, DOCUMENT};
 use handoff_mock::{MockReply, MockServer, MockUsage, RecordedRequest};
 use handoff_nvim::core::agent::{AgentConfig, AgentSession};
@@ -21,7 +20,6 @@ use handoff_nvim::core::session::{pins, SessionManager};
 use handoff_nvim::core::tools::consent::{Level, Policy};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
 const T: Duration = Duration::from_secs(60);
 /// A small window, so that a reply reporting a large usage meets the wall.
 const WINDOW: u64 = 20_000;
@@ -193,50 +191,9 @@ async fn unpin_removes_it_from_the_next_request_and_the_next_handoff() {
     assert_eq!(times_sent(&env.mock.requests().pop().unwrap(), "second pin"), 0);
 }
 
-/// Our CLI and pi, as a user runs them.
-struct Cli {
-    mock: MockServer,
-    dir: tempfile::TempDir,
-}
-
-impl Cli {
-    async fn new() -> Cli {
-        let mock = MockServer::start().await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("project")).unwrap();
-        pi_home(dir.path(), "openai-completions", &mock.openai_base_url());
-        Cli { mock, dir }
-    }
-
-    fn base(&self, program: &Path) -> tokio::process::Command {
-        let mut c = common::clean_command_async(program);
-        pi_env(&mut c, self.dir.path())
-            .current_dir(self.dir.path().join("project"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        c
-    }
-
-    async fn ours(&self, args: &[&str]) -> (String, String) {
-        let mut c = self.base(Path::new(BIN));
-        c.args(["--provider", "openai", "--provider-name", "mock", "--model", "mock-model"])
-            .arg("--base-url")
-            .arg(self.mock.openai_base_url())
-            .arg("--session-dir")
-            .arg(self.dir.path().join("sessions"))
-            .args(args);
-        let out = tokio::time::timeout(T, c.output()).await.expect("our CLI hung").unwrap();
-        let (stdout, stderr) = (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap());
-        assert_eq!(out.status.code(), Some(0), "our CLI {args:?} failed: {stderr}");
-        (stdout, stderr)
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_s_prompt_pins_without_a_model_request_and_pi_resumes_the_handed_off_session() {
-    let cli = Cli::new().await;
+    let cli = PiAndOurs::new().await;
     cli.mock.push(MockReply::text("Sure."));
     let (_, stderr) = cli.ours(&["prompt", "--new", "Plan the parser"]).await;
     let old = PathBuf::from(stderr.lines().next().unwrap());
@@ -252,14 +209,7 @@ async fn the_cli_s_prompt_pins_without_a_model_request_and_pi_resumes_the_handed
     let Some(pi) = pi() else { return };
     let bytes = std::fs::read(&new).unwrap();
     cli.mock.push(MockReply::text("Pi goes on."));
-    let mut c = cli.base(&pi);
-    c.arg("--session")
-        .arg(&new)
-        .args(["--provider", "mock", "--model", "mock-model"])
-        .args(["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files", "--no-themes"])
-        .args(["--offline", "-p", "go on"]);
-    let out = tokio::time::timeout(T, c.output()).await.expect("pi hung").unwrap();
-    assert_eq!(out.status.code(), Some(0), "pi failed: {}", String::from_utf8_lossy(&out.stderr));
+    cli.pi(&pi, &new, "go on").await;
     // pi sent the document and its prompt (a custom entry is no message), and kept our lines.
     let sent = wire_messages(&cli.mock.requests()[2]);
     assert_eq!(sent.len(), 2, "{sent:?}");

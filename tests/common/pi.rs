@@ -6,6 +6,10 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use handoff_mock::MockServer;
 
 use tokio::process::Command;
 
@@ -75,4 +79,65 @@ pub fn pi_env<'a>(c: &'a mut Command, root: &Path) -> &'a mut Command {
         .env("PI_OFFLINE", "1")
         .env_remove("OPENAI_API_KEY")
         .env_remove("ANTHROPIC_API_KEY")
+}
+
+const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
+const T: Duration = Duration::from_secs(60);
+
+/// A temp home for pi (its provider `mock` the loopback mock) and our CLI beside it, each run as a
+/// user runs it: the tests that hand a session from one to the other.
+pub struct PiAndOurs {
+    pub mock: MockServer,
+    pub dir: tempfile::TempDir,
+}
+
+impl PiAndOurs {
+    pub async fn new() -> PiAndOurs {
+        let mock = MockServer::start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("project")).unwrap();
+        pi_home(dir.path(), "openai-completions", &mock.openai_base_url());
+        PiAndOurs { mock, dir }
+    }
+
+    pub fn base(&self, program: &Path) -> Command {
+        let mut c = super::clean_command_async(program);
+        pi_env(&mut c, self.dir.path())
+            .current_dir(self.dir.path().join("project"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        c
+    }
+
+    /// Our CLI, recording the provider under pi's name for it (`mock`).
+    pub async fn ours(&self, args: &[&str]) -> (String, String) {
+        let mut c = self.base(Path::new(BIN));
+        c.args(["--provider", "openai", "--provider-name", "mock", "--model", "mock-model"])
+            .arg("--base-url")
+            .arg(self.mock.openai_base_url())
+            .arg("--session-dir")
+            .arg(self.dir.path().join("sessions"))
+            .args(args);
+        let out = tokio::time::timeout(T, c.output()).await.expect("our CLI hung").unwrap();
+        let (stdout, stderr) = (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap());
+        assert_eq!(out.status.code(), Some(0), "our CLI {args:?} failed: {stderr}");
+        (stdout, stderr)
+    }
+
+    /// `pi --session FILE -p TEXT` against the mock.
+    pub async fn pi(&self, pi: &Path, session: &Path, text: &str) -> String {
+        let mut c = self.base(pi);
+        c.arg("--session")
+            .arg(session)
+            .args(["--provider", "mock", "--model", "mock-model"])
+            .args(["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files", "--no-themes"])
+            .args(["--offline", "-p", text]);
+        let out = tokio::time::timeout(T, c.output()).await.expect("pi hung").unwrap();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(0), "pi failed:\nstdout: {stdout}\nstderr: {stderr}");
+        stdout
+    }
 }

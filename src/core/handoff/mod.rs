@@ -291,9 +291,9 @@ pub struct NewSession {
     pub ledger: Box<session::ledger::Ledger>,
 }
 
-/// The ledger of handing the agent's session over as `text`, with the host's `carried`.
-fn ledger_of(agent: &AgentSession, text: &str, carried: &Carried) -> session::ledger::Ledger {
-    let session = agent.session();
+/// The ledger of handing `session` (its current branch and pins) over as `text`, with the
+/// host's `carried`: the review's and the new session's alike.
+fn ledger_of(session: &SessionManager, text: &str, carried: &Carried) -> session::ledger::Ledger {
     ledger::of_handoff(&session.get_branch(None), text, carried, session.pins().len())
 }
 
@@ -416,7 +416,7 @@ impl Handoff {
             Ok((document, carried, elided)) if review => {
                 let text = with_facts(&document, &carried);
                 let facts_at = (!carried.is_empty()).then_some(document.len() + 2);
-                let ledger = ledger_of(agent, &text, &carried);
+                let ledger = ledger_of(&agent.session(), &text, &carried);
                 *lock(&self.draft) = Some(Draft { carried });
                 HandoffOutcome::Review { missing_sections: missing_sections(&document), text, facts_at, elided, ledger: Box::new(ledger) }
             }
@@ -610,7 +610,7 @@ fn start_new_session(agent: &AgentSession, text: &str, carried: &Carried) -> Res
         let mut session = agent.session();
         session.flush()?;
         let pins = session.pins();
-        let ledger = ledger::of_handoff(&session.get_branch(None), text, carried, pins.len());
+        let ledger = ledger_of(&session, text, carried);
         // Gap (no lineage): the header names the parent session file.
         let old = std::path::absolute(session.path()).unwrap_or_else(|_| session.path().to_path_buf());
         let next = SessionManager::create(session.session_dir(), session.cwd(), Some(old.to_string_lossy().into_owned()))?;
