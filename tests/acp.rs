@@ -366,6 +366,38 @@ async fn permissions_allow_once_reject_with_the_model_told_and_always_not_asked_
     agent.finish().await;
 }
 
+/// A way out tried as a prompt injection would, through a client that approves everything with
+/// the widest allow it is offered: the model writes outside the project, then again. With the
+/// sandbox on, a path outside the project is asked about per call ("always" is not offered, and
+/// the second write is asked too). The control (`--sandbox off`: no protected path) offers
+/// "always", takes it, and is asked once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_approving_everything_is_asked_per_write_outside_the_project_with_the_sandbox_on() {
+    async fn asked_for_two_writes_outside(args: &[&str]) -> usize {
+        let env = Env::new().await;
+        let outside = env.dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        let (mut agent, session) = opened(&env, args, json!({})).await;
+        let mut asked = 0;
+        let mut approve_all = |r: &Value| {
+            asked += 1;
+            let offered: Vec<&str> = r["params"]["options"].as_array().unwrap().iter().map(|o| o["kind"].as_str().unwrap()).collect();
+            Some(choose(if offered.contains(&"allow_always") { "allow_always" } else { "allow_once" }))
+        };
+        let (first, second) = (outside.join("first.sh"), outside.join("second.sh"));
+        write_turn(&env.mock, "o1", first.to_str().unwrap(), "echo one\n", "Wrote it.");
+        agent.prompt_with(&session, "set things up", &mut approve_all).await;
+        write_turn(&env.mock, "o2", second.to_str().unwrap(), "echo two\n", "Wrote it too.");
+        agent.prompt_with(&session, "and the other one", &mut approve_all).await;
+        assert_eq!(std::fs::read_to_string(&first).unwrap(), "echo one\n");
+        assert_eq!(std::fs::read_to_string(&second).unwrap(), "echo two\n");
+        agent.finish().await;
+        asked
+    }
+    assert_eq!(asked_for_two_writes_outside(&[]).await, 2, "an approval of a write outside the project held for the next one");
+    assert_eq!(asked_for_two_writes_outside(&["--sandbox", "off"]).await, 1, "control: without the sandbox 'always' covers the tool");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edits_read_and_write_through_the_client_when_it_says_it_can() {
     let env = Env::new().await;
