@@ -434,6 +434,41 @@ async fn edits_read_and_write_through_the_client_when_it_says_it_can() {
     agent.finish().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_is_read_back_from_the_client_and_a_format_on_save_is_what_the_model_is_told() {
+    let env = Env::new().await;
+    let file = env.project().join("conf.py");
+    std::fs::write(&file, "x = 0\n").unwrap();
+    let (mut agent, session) = opened(&env, &["--yes"], json!({ "fs": { "readTextFile": true, "writeTextFile": true } })).await;
+    env.mock.push(common::tool_call_reply("write", json!({ "path": "conf.py", "content": "x=1\ny=2\n" }), "w1"));
+    env.mock.push(MockReply::text("Written."));
+    // The client's buffer, formatted on save as an editor with a formatter does.
+    let mut buffer = String::from("x = 0\n");
+    let mut order = Vec::new();
+    let (answer, updates) = agent
+        .prompt_with(&session, "write the config", &mut |r| match r["method"].as_str().unwrap() {
+            "fs/read_text_file" => {
+                order.push("read");
+                Some(json!({ "content": buffer }))
+            }
+            "fs/write_text_file" => {
+                order.push("write");
+                buffer = r["params"]["content"].as_str().unwrap().replace('=', " = ");
+                Some(Value::Null)
+            }
+            other => panic!("unexpected {other}"),
+        })
+        .await;
+    assert_eq!(stop_reason(&answer), "end_turn");
+    assert_eq!(order.last(), Some(&"read"), "the file is read back after the write: {order:?}");
+    assert!(order.contains(&"write"), "{order:?}");
+    let told = request_text(&env.mock, 1);
+    assert!(told.contains("The file changed as the editor saved it") && told.contains("+1 x = 1"), "{told}");
+    let done = of_kind(&updates, "tool_call_update").into_iter().find(|u| u["status"] == "completed").cloned().unwrap();
+    assert!(done.to_string().contains("The file changed as the editor saved it"), "the client sees it too: {done}");
+    agent.finish().await;
+}
+
 /// A session with one exchange, over ACP; returns the process, the session id.
 async fn one_exchange(env: &Env, capabilities: Value) -> (Agent, String) {
     let (mut agent, session) = opened(env, &[], capabilities).await;

@@ -123,6 +123,31 @@ async fn a_buffer_with_unsaved_changes_is_never_overwritten() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_a_formatter_changes_on_save_is_read_back_and_the_model_is_told() {
+    bounded(async {
+        let ed = Editor::start().await;
+        let file = ed.work_dir().join("conf.py");
+        std::fs::write(&file, "x = 0\ny = 0\n").unwrap();
+        ed.command("edit conf.py").await;
+        // A format-on-save, as conform.nvim's: `a=b` becomes `a = b` as the buffer is written.
+        ed.command("autocmd BufWritePre conf.py silent! keepjumps %s/\\(\\S\\)=\\(\\S\\)/\\1 = \\2/g").await;
+        ed.mock.push(tool_call_reply("edit", json!({ "path": "conf.py", "edits": [{ "oldText": "y = 0", "newText": "y=2" }] }), "call_e1"));
+        ed.mock.push(MockReply::text("ok"));
+        ed.lua("require('handoff').prompt('set y to 2')", json!([])).await;
+        let req = ed.wait_event("HandoffToolApproval", 1).await;
+        ed.lua("require('handoff').approve(...)", json!([req["id"], "allow"])).await;
+        ed.wait_event("HandoffAgentEnd", 1).await;
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "x = 0\ny = 2\n", "the formatter ran on the agent's write");
+        let results = tool_results(&ed).await;
+        let text = results[0]["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("The file changed as the editor saved it") && text.contains("+2 y = 2"), "{text}");
+        assert!(results[0]["details"]["diff"].as_str().unwrap().contains("+2 y = 2"), "{results:?}");
+        ed.quit().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reject_with_a_reason_always_for_one_command_and_cancel() {
     bounded(async {
         let ed = Editor::start().await;

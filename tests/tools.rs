@@ -523,6 +523,49 @@ async fn read_edit_and_write_go_through_the_file_access_seam() {
     assert_eq!(stored, b"one\n2\n");
 }
 
+/// A `FileAccess` whose saves format the text, as an editor with format-on-save does: `x=1`
+/// becomes `x = 1`.
+#[derive(Default)]
+struct FormattingFiles {
+    memory: MemoryFiles,
+}
+
+#[async_trait]
+impl FileAccess for FormattingFiles {
+    async fn open(&self, path: &Path) -> io::Result<Box<dyn AsyncRead + Send + Unpin>> {
+        self.memory.open(path).await
+    }
+
+    async fn write(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        let formatted = String::from_utf8_lossy(bytes).replace("=", " = ");
+        self.memory.write(path, formatted.as_bytes()).await
+    }
+}
+
+#[tokio::test]
+async fn a_file_changed_as_it_was_saved_is_read_back_and_the_model_told_what_it_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = ctx(dir.path()).with_files(Arc::new(FormattingFiles::default()));
+    let out = execute("write", json!({"path": "conf.py", "content": "x=1\ny=2\n"}), &c).await;
+    let text = out.joined_text();
+    assert!(!out.is_error, "{text}");
+    assert!(text.starts_with("Successfully wrote 8 bytes to conf.py\n\nThe file changed as the editor saved it"), "{text}");
+    assert!(text.contains("-1 x=1") && text.contains("+1 x = 1") && text.contains("+2 y = 2"), "{text}");
+
+    // The model edits the file as it now is; the edit's own save changes it again.
+    let out = execute("edit", json!({"path": "conf.py", "edits": [{"oldText": "y = 2", "newText": "y=3"}]}), &c).await;
+    let text = out.joined_text();
+    assert!(!out.is_error, "{text}");
+    assert!(text.contains("+2 y = 3"), "{text}");
+    let diff = out.details["diff"].as_str().unwrap();
+    assert!(diff.contains("-2 y = 2") && diff.contains("+2 y = 3"), "the diff shown ends at what the file holds: {diff}");
+
+    // Control: a save that keeps the text adds nothing.
+    let c = ctx(dir.path()).with_files(Arc::new(MemoryFiles::default()));
+    let out = execute("write", json!({"path": "conf.py", "content": "x = 1\n"}), &c).await;
+    assert_eq!(out.joined_text(), "Successfully wrote 6 bytes to conf.py");
+}
+
 #[tokio::test]
 async fn write_creates_folders_and_overwrites() {
     let dir = tempfile::tempdir().unwrap();

@@ -32,6 +32,21 @@ pub trait FileAccess: Send + Sync {
 
     /// Replaces the file's bytes, creating the file and any missing parent folders.
     async fn write(&self, path: &Path, bytes: &[u8]) -> io::Result<()>;
+
+    /// Writes, then reads the file back: an editor that writes through its buffer may format
+    /// on save, and what the file holds after the write is what the model must be told.
+    /// `Some` with the file's bytes when they differ from `bytes`. A file that cannot be read
+    /// back counts as written (the write itself succeeded).
+    async fn write_and_read_back(&self, path: &Path, bytes: &[u8]) -> io::Result<Option<Vec<u8>>> {
+        self.write(path, bytes).await?;
+        match self.read(path).await {
+            Ok(now) => Ok((now != bytes).then_some(now)),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), "cannot read a file back after writing it: {e}");
+                Ok(None)
+            }
+        }
+    }
 }
 
 /// One question to the session's model, outside the conversation: its own system prompt and
@@ -65,6 +80,11 @@ impl FileAccess for DiskFileAccess {
             tokio::fs::create_dir_all(parent).await?;
         }
         tokio::fs::write(path, bytes).await
+    }
+
+    /// The disk keeps what it is given: nothing to read back.
+    async fn write_and_read_back(&self, path: &Path, bytes: &[u8]) -> io::Result<Option<Vec<u8>>> {
+        self.write(path, bytes).await.map(|()| None)
     }
 }
 

@@ -164,15 +164,21 @@ pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutpu
     }
     let path = planned.path.as_str();
     // Once started, the write is not interrupted: a half-written file is worse than a late abort.
-    ctx.files
-        .write(&planned.abs, &planned.bytes)
+    let saved = ctx
+        .files
+        .write_and_read_back(&planned.abs, &planned.bytes)
         .await
         .map_err(|e| ToolError::Failed(format!("Could not edit file: {path}. {e}.")))?;
-    let (diff, first_changed_line) = diff_string(&planned.base, &planned.new, 4);
-    Ok(ToolOutput::text(
-        format!("Successfully replaced {} block(s) in {path}.", planned.count),
-        json!({"diff": diff, "firstChangedLine": first_changed_line}),
-    ))
+    let mut text = format!("Successfully replaced {} block(s) in {path}.", planned.count);
+    // The diff shown is the one the file went through: to what it holds after the save.
+    let (diff, first_changed_line) = match &saved {
+        Some(now) => {
+            text.push_str(&changed_on_save(&planned.bytes, now));
+            diff_string(&planned.base, &comparable(now), 4)
+        }
+        None => diff_string(&planned.base, &planned.new, 4),
+    };
+    Ok(ToolOutput::text(text, json!({"diff": diff, "firstChangedLine": first_changed_line})))
 }
 
 /// `\r\n` when the first line break is one, else `\n`.
@@ -299,6 +305,32 @@ pub fn apply_edits(
         }));
     }
     Ok((base, new))
+}
+
+/// Lines of a change made on save that a tool's result shows at most.
+const SAVED_CHANGE_LINES: usize = 120;
+
+/// The file's text as the diffs compare it: no BOM, LF line endings.
+fn comparable(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    normalize_to_lf(text.strip_prefix('\u{FEFF}').unwrap_or(&text))
+}
+
+/// What a tool's result adds when the file changed as the editor saved it
+/// ([`super::FileAccess::write_and_read_back`]): the change from what the tool wrote to what
+/// the file holds, so that the model's next edit matches the file as it is.
+pub(crate) fn changed_on_save(written: &[u8], now: &[u8]) -> String {
+    const HEAD: &str = "The file changed as the editor saved it (formatting on save, most likely)";
+    let (diff, _) = diff_string(&comparable(written), &comparable(now), 2);
+    if diff.is_empty() {
+        return format!("\n\n{HEAD}: only its line endings or byte order mark differ from what was written.");
+    }
+    let lines: Vec<&str> = diff.lines().collect();
+    let mut shown = lines[..lines.len().min(SAVED_CHANGE_LINES)].join("\n");
+    if lines.len() > SAVED_CHANGE_LINES {
+        shown.push_str(&format!("\n... {} more lines of the change; read the file to see it whole.", lines.len() - SAVED_CHANGE_LINES));
+    }
+    format!("\n\n{HEAD}. From what was written to what the file holds now (edit the file as it is now):\n{shown}")
 }
 
 /// pi's `generateDiffString`: changed lines as `+N text` / `-N text`, up to `context` unchanged

@@ -35,14 +35,16 @@ pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutpu
         return Err(ToolError::Aborted);
     }
     // Not interrupted once started (a half-written file is worse than a late abort).
-    ctx.files
-        .write(&abs, a.content.as_bytes())
+    let saved = ctx
+        .files
+        .write_and_read_back(&abs, a.content.as_bytes())
         .await
         .map_err(|e| ToolError::io(format!("Could not write {}", a.path), e))?;
-    Ok(ToolOutput::text(
-        format!("Successfully wrote {} bytes to {}", a.content.len(), a.path),
-        Value::Null,
-    ))
+    let mut text = format!("Successfully wrote {} bytes to {}", a.content.len(), a.path);
+    if let Some(now) = saved {
+        text.push_str(&super::edit::changed_on_save(a.content.as_bytes(), &now));
+    }
+    Ok(ToolOutput::text(text, Value::Null))
 }
 
 /// The `write` tool (see [`super::Tool`]).
