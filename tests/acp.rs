@@ -260,7 +260,8 @@ async fn initialize_says_version_1_what_is_built_and_where_keys_come_from() {
     assert_eq!(caps["loadSession"], true, "{result}");
     assert_eq!(caps["promptCapabilities"]["embeddedContext"], true, "{result}");
     assert!(caps["sessionCapabilities"]["list"].is_object(), "session/list is built: {result}");
-    assert!(caps["sessionCapabilities"].get("resume").is_none(), "session/resume is not built: {result}");
+    assert!(caps["sessionCapabilities"]["resume"].is_object() && caps["sessionCapabilities"]["close"].is_object(), "{result}");
+    assert_eq!(caps["promptCapabilities"]["image"], false, "images are not taken: {result}");
     let auth = result["authMethods"].as_array().unwrap();
     assert!(!auth.is_empty() && auth[0]["description"].as_str().unwrap().contains("api_key_cmd"), "{result}");
     assert_eq!(result["agentInfo"]["name"], "handoff-nvim");
@@ -602,6 +603,93 @@ async fn load_in_a_new_process_replays_the_conversation_and_after_a_handoff_open
     assert_eq!(stop_reason(&answer), "end_turn");
     let last = request_text(&env.mock, env.mock.requests().len() - 1);
     assert!(last.contains("Ship the parser") && last.contains("Continue"), "{last}");
+    agent.finish().await;
+}
+
+/// `session/load` of `session` in a new process: the text of its replayed agent messages, and
+/// the process.
+async fn loaded(env: &Env, session: &str, method: &str) -> (Agent, String) {
+    let mut agent = env.spawn(&[]);
+    agent.initialize(json!({})).await;
+    let (answer, updates) = agent.call(method, json!({ "sessionId": session, "cwd": env.project(), "mcpServers": [] })).await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    (agent, chunks(&updates, "user_message_chunk") + "|" + &chunks(&updates, "agent_message_chunk"))
+}
+
+/// The `session/list` entries of the project: (id, title).
+async fn listed(agent: &mut Agent, env: &Env) -> Vec<(String, String)> {
+    let list = agent.call("session/list", json!({ "cwd": env.project() })).await.0;
+    let entries = list["result"]["sessions"].as_array().unwrap_or_else(|| panic!("{list}"));
+    entries.iter().map(|e| (e["sessionId"].as_str().unwrap().to_string(), e["title"].as_str().unwrap_or("").to_string())).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_new_the_id_loads_the_new_session_and_the_one_left_keeps_an_id_of_its_own() {
+    let env = Env::new().await;
+    let (mut agent, session) = one_exchange(&env, json!({})).await;
+    agent.prompt(&session, "/new").await;
+    env.mock.push(MockReply::text("Second answer."));
+    agent.prompt(&session, "Second question").await;
+    agent.finish().await;
+
+    let (mut agent, replayed) = loaded(&env, &session, "session/load").await;
+    assert_eq!(replayed, "Second question|Second answer.", "the id goes on where /new left it");
+    let list = listed(&mut agent, &env).await;
+    assert_eq!(list.len(), 2, "{list:?}");
+    assert!(list.contains(&(session.clone(), "Second question".into())), "{list:?}");
+    let (left, _) = list.iter().find(|(id, _)| *id != session).unwrap_or_else(|| panic!("{list:?}"));
+    assert_eq!(list.iter().find(|(id, _)| id == left).unwrap().1, "First question");
+    agent.finish().await;
+
+    let (agent, replayed) = loaded(&env, left, "session/load").await;
+    assert_eq!(replayed, "First question|First answer.", "the session left by /new is loadable under its listed id");
+    agent.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_back_the_id_loads_the_session_gone_back_to() {
+    let env = Env::new().await;
+    let (mut agent, session) = one_exchange(&env, json!({})).await;
+    env.mock.push(MockReply::text(DOCUMENT));
+    agent.prompt(&session, "/handoff").await;
+    let (answer, _) = agent.prompt(&session, "/back").await;
+    assert_eq!(stop_reason(&answer), "end_turn");
+    agent.finish().await;
+    assert_eq!(session_files(&env).len(), 2);
+
+    let (mut agent, replayed) = loaded(&env, &session, "session/load").await;
+    // The parent holds the first exchange (and the document it wrote); the newest of the
+    // chain would start from the handoff, with no user message.
+    assert!(replayed.starts_with("First question|First answer."), "the parent, not the newest of the chain: {replayed}");
+    assert!(!replayed.contains("Handed off"), "{replayed}");
+    assert_eq!(listed(&mut agent, &env).await.len(), 1, "one chain");
+    agent.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_goes_on_without_a_replay_and_close_forgets_the_id_until_it_is_loaded() {
+    let env = Env::new().await;
+    let (agent, session) = one_exchange(&env, json!({})).await;
+    agent.finish().await;
+
+    let (mut agent, replayed) = loaded(&env, &session, "session/resume").await;
+    assert_eq!(replayed, "|", "resume replays nothing");
+    env.mock.push(MockReply::text("Resumed."));
+    let (answer, _) = agent.prompt(&session, "Go on").await;
+    assert_eq!(stop_reason(&answer), "end_turn");
+    let sent = request_text(&env.mock, 1);
+    assert!(sent.contains("First question") && sent.contains("Go on"), "the conversation goes on: {sent}");
+
+    let (answer, _) = agent.call("session/close", json!({ "sessionId": session })).await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    let id = agent.request("session/prompt", json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "x" }] })).await;
+    let (answer, _) = agent.until_answer(id, &mut |r| panic!("unexpected {r}")).await;
+    assert_eq!(answer["error"]["code"], -32002, "a closed id is unknown: {answer}");
+    let (answer, _) = agent.call("session/close", json!({ "sessionId": session })).await;
+    assert_eq!(answer["error"]["code"], -32002, "{answer}");
+    let (answer, updates) = agent.call("session/load", json!({ "sessionId": session, "cwd": env.project(), "mcpServers": [] })).await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    assert!(chunks(&updates, "agent_message_chunk").contains("Resumed."), "the files stay: {updates:#?}");
     agent.finish().await;
 }
 

@@ -3,18 +3,20 @@
 //! drives the same controller: prompts, `/handoff` and the automatic handoff, consent, the
 //! sandbox, sessions pi resumes.
 //!
-//! The ACP `sessionId` is the id of the session file `session/new` created. A handoff changes
-//! the file behind it (the controller's agent switches), never the id: `session/load` of the id
-//! in a later process opens the newest session of its chain (the `parentSession` links).
+//! The ACP `sessionId` is the id of the session file `session/new` created. A handoff, `/new`
+//! or `/back` changes the file behind it (the controller's agent switches), never the id:
+//! `session/load` of the id in a later process opens the file the id went on in
+//! ([`record::Record`]), else the newest session of its chain (the `parentSession` links).
 //! Nothing but JSON-RPC goes to stdout (`rpc.rs` owns it); logs go to `--log-file`.
 
+mod record;
 mod rpc;
 mod seams;
 mod text;
 mod updates;
 pub mod wire;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,6 +37,7 @@ use crate::core::provider::ThinkingLevel;
 use crate::core::session::{SessionInfo, SessionManager};
 use crate::core::sync::lock;
 use crate::frontend_paths;
+use record::Record;
 use rpc::{Incoming, Peer};
 use updates::{Translator, Updates};
 use wire::{code, method, RpcError, StopReason};
@@ -96,9 +99,30 @@ struct AcpSession {
     /// One prompt at a time: a second waits for the first's answer.
     prompt: tokio::sync::Mutex<()>,
     updates: Updates,
+    /// Where the file behind the id is recorded, and that file when last recorded.
+    record: Record,
+    file: Mutex<PathBuf>,
 }
 
 impl AcpSession {
+    /// Records the file behind the id when it changed since (a handoff, `/new`, `/back`): a
+    /// later `session/load` of the id opens it.
+    async fn record_file(&self) {
+        let now = self.controller.agent().session().path().to_path_buf();
+        let left = std::mem::replace(&mut *lock(&self.file), now.clone());
+        if left == now {
+            return;
+        }
+        let (record, id) = (self.record.clone(), self.updates.session_id.clone());
+        let written = tokio::task::spawn_blocking(move || record.switched(&id, Some(&left), &now)).await;
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!("cannot record the session file behind an ACP id: {e}"),
+            Err(e) => tracing::error!("the session record stopped: {e}"),
+        }
+    }
+
+
     /// Waits until every event emitted so far has been sent as an update.
     async fn flushed(&self) {
         let (tx, rx) = oneshot::channel();
@@ -162,6 +186,8 @@ impl Server {
             method::AUTHENTICATE => encode(wire::AuthenticateResponse::default()),
             method::SESSION_NEW => self.new_session(params_).await,
             method::SESSION_LOAD => self.load_session(params_).await,
+            method::SESSION_RESUME => self.resume_session(params_).await,
+            method::SESSION_CLOSE => self.close_session(params(params_)?).await,
             method::SESSION_LIST => self.list_sessions(params(params_)?).await,
             method::SESSION_PROMPT => self.prompt(params(params_)?).await,
             other => Err(AcpError::UnknownMethod(other.to_string())),
@@ -197,7 +223,12 @@ impl Server {
             .load_session(true)
             .prompt_capabilities(wire::PromptCapabilities::new().embedded_context(true))
             .mcp_capabilities(wire::McpCapabilities::new().http(true))
-            .session_capabilities(wire::SessionCapabilities::new().list(wire::SessionListCapabilities::new()));
+            .session_capabilities(
+                wire::SessionCapabilities::new()
+                    .list(wire::SessionListCapabilities::new())
+                    .resume(wire::SessionResumeCapabilities::new())
+                    .close(wire::SessionCloseCapabilities::new()),
+            );
         let auth = wire::AuthMethod::Agent(wire::AuthMethodAgent::new("environment", text::AUTH_NAME).description(text::AUTH_DESCRIPTION));
         encode(
             wire::InitializeResponse::new(wire::ProtocolVersion::V1)
@@ -249,6 +280,7 @@ impl Server {
         });
         let updates = Updates { peer: self.peer.clone(), session_id: id.clone() };
         let compaction = client.session.as_ref().is_some_and(|s| s.compaction.is_some());
+        let cwd_recorded = cwd.clone();
         let translator = Translator::new(updates.clone(), compaction, cwd, &agent, texts);
         let (flush, flushes) = mpsc::unbounded_channel();
         spawn_translator(translator, agent.subscribe(), flushes);
@@ -258,6 +290,8 @@ impl Server {
             cancelled,
             prompt: tokio::sync::Mutex::new(()),
             updates,
+            record: Record::of(&frontend_paths::session_dir(&self.settings), &cwd_recorded),
+            file: Mutex::new(agent.session().path().to_path_buf()),
         });
         if let Some(old) = lock(&self.sessions).insert(id.clone(), session.clone()) {
             old.controller.abort();
@@ -274,25 +308,29 @@ impl Server {
         encode(wire::NewSessionResponse::new(id))
     }
 
-    /// `session/load`: the session of this id, open here already or the newest of its chain on
-    /// disk, replayed as updates; then answered.
+    /// The session of `id` for `session/load` and `session/resume`: open here already, else the
+    /// file the record says it goes on in, else the newest of its chain on disk.
+    async fn reopen(self: &Arc<Self>, id: &str, cwd: &Path, raw: &Value) -> Result<Arc<AcpSession>, AcpError> {
+        if let Some(session) = lock(&self.sessions).get(id).cloned() {
+            return Ok(session);
+        }
+        let dir = frontend_paths::session_dir(&self.settings);
+        let (find_id, find_cwd) = (id.to_string(), cwd.to_path_buf());
+        let file = tokio::task::spawn_blocking(move || match Record::of(&dir, &find_cwd).file_of(&find_id) {
+            Some(file) => Ok(file),
+            None => newest_of_chain(&dir, &find_cwd, &find_id),
+        })
+        .await
+        .map_err(|e| AcpError::Failed(format!("the loader stopped: {e}")))??;
+        let servers = client_servers(raw);
+        Ok(self.open(cwd.to_path_buf(), SessionChoice::File(file), servers, Some(id.to_string())).await?.1)
+    }
+
+    /// `session/load`: the session of this id replayed as updates; then answered.
     async fn load_session(self: &Arc<Self>, raw: Value) -> Answer {
         let request: wire::LoadSessionRequest = params(raw.clone())?;
-        let id = request.session_id.0.to_string();
         let cwd = absolute_cwd(&request.cwd)?;
-        let open = lock(&self.sessions).get(&id).cloned();
-        let session = match open {
-            Some(session) => session,
-            None => {
-                let dir = frontend_paths::session_dir(&self.settings);
-                let (find_id, find_cwd) = (id.clone(), cwd.clone());
-                let newest = tokio::task::spawn_blocking(move || newest_of_chain(&dir, &find_cwd, &find_id))
-                    .await
-                    .map_err(|e| AcpError::Failed(format!("the loader stopped: {e}")))??;
-                let servers = client_servers(&raw);
-                self.open(cwd.clone(), SessionChoice::File(newest), servers, Some(id.clone())).await?.1
-            }
-        };
+        let session = self.reopen(&request.session_id.0, &cwd, &raw).await?;
         {
             let agent = session.controller.agent();
             let manager = agent.session();
@@ -304,6 +342,35 @@ impl Server {
         encode(wire::LoadSessionResponse::new())
     }
 
+    /// `session/resume`: as `session/load`, without the replay (the client shows the
+    /// conversation it kept).
+    async fn resume_session(self: &Arc<Self>, raw: Value) -> Answer {
+        let request: wire::ResumeSessionRequest = params(raw.clone())?;
+        let cwd = absolute_cwd(&request.cwd)?;
+        let session = self.reopen(&request.session_id.0, &cwd, &raw).await?;
+        send_commands_later(session.updates.clone(), self.settings.templates_dir.clone());
+        encode(wire::ResumeSessionResponse::new())
+    }
+
+    /// `session/close`: stops what the session runs, answers its pending questions as
+    /// cancelled, writes what it holds, and forgets the id in this process (the files stay:
+    /// `session/load` opens it again).
+    async fn close_session(&self, request: wire::CloseSessionRequest) -> Answer {
+        let id = request.session_id.0.to_string();
+        let Some(session) = lock(&self.sessions).remove(&id) else {
+            return Err(AcpError::UnknownSession(id));
+        };
+        session.cancelled.store(true, Ordering::SeqCst);
+        session.controller.abort();
+        // The prompt in flight ends (and records its file) before the session is written.
+        let _ = session.prompt.lock().await;
+        let agent = session.controller.agent();
+        if let Err(e) = agent.session().flush() {
+            tracing::error!("cannot flush a closed session: {e}");
+        }
+        encode(wire::CloseSessionResponse::new())
+    }
+
     /// `session/list`: one entry per chain of handoffs (under its first session's id, which is
     /// the ACP id `session/new` gave it), newest first; chains with nothing said are left out.
     async fn list_sessions(&self, request: wire::ListSessionsRequest) -> Answer {
@@ -313,17 +380,24 @@ impl Server {
         };
         let dir = frontend_paths::session_dir(&self.settings);
         let list_cwd = cwd.clone();
-        let listed = tokio::task::spawn_blocking(move || SessionManager::list_sessions(&dir, &list_cwd))
-            .await
-            .map_err(|e| AcpError::Failed(e.to_string()))?
-            .map_err(|e| AcpError::Failed(e.to_string()))?;
+        let (listed, recorded) = tokio::task::spawn_blocking(move || {
+            let recorded = Record::of(&dir, &list_cwd).entries();
+            SessionManager::list_sessions(&dir, &list_cwd).map(|listed| (listed, recorded))
+        })
+        .await
+        .map_err(|e| AcpError::Failed(e.to_string()))?
+        .map_err(|e| AcpError::Failed(e.to_string()))?;
         let sessions = chains(&listed)
             .into_iter()
-            .map(|(root, newest)| {
+            .filter_map(|chain| {
+                let id = listed_id(&chain, &recorded)?;
+                let Chain { root, newest, .. } = chain;
                 let title = if root.first_message.is_empty() { newest.first_message.clone() } else { root.first_message.clone() };
-                wire::SessionInfo::new(root.id.clone(), cwd.clone())
-                    .title((!title.is_empty()).then_some(title))
-                    .updated_at(newest.timestamp.clone())
+                Some(
+                    wire::SessionInfo::new(id, cwd.clone())
+                        .title((!title.is_empty()).then_some(title))
+                        .updated_at(newest.timestamp.clone()),
+                )
             })
             .collect();
         encode(wire::ListSessionsResponse::new(sessions))
@@ -339,14 +413,15 @@ impl Server {
         let outcome = run_command(&session, &input).await;
         session.flushed().await;
         let stop = match outcome {
-            Some(stop) => stop,
+            Some(stop) => Ok(stop),
             None => {
                 let ran = session.controller.run_input(&input).await;
                 session.flushed().await;
-                stop_reason(ran, session.cancelled.load(Ordering::SeqCst)).map_err(AcpError::Failed)?
+                stop_reason(ran, session.cancelled.load(Ordering::SeqCst)).map_err(AcpError::Failed)
             }
         };
-        encode(wire::PromptResponse::new(stop))
+        session.record_file().await;
+        encode(wire::PromptResponse::new(stop?))
     }
 }
 
@@ -612,8 +687,16 @@ fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice, client_se
     Ok(opened)
 }
 
-/// Each chain of handoffs among `listed` (newest first): its first session and its newest.
-fn chains(listed: &[SessionInfo]) -> Vec<(&SessionInfo, &SessionInfo)> {
+/// A chain of handoffs among the listed sessions.
+struct Chain<'a> {
+    root: &'a SessionInfo,
+    newest: &'a SessionInfo,
+    /// Its files, newest first.
+    members: Vec<&'a Path>,
+}
+
+/// Each chain of handoffs among `listed` (newest first), newest first.
+fn chains(listed: &[SessionInfo]) -> Vec<Chain<'_>> {
     let by_path: HashMap<&Path, &SessionInfo> = listed.iter().map(|s| (s.path.as_path(), s)).collect();
     fn root_of<'a>(mut info: &'a SessionInfo, by_path: &HashMap<&Path, &'a SessionInfo>) -> &'a SessionInfo {
         // A chain is as long as the folder's sessions at most: a loop in the links ends there.
@@ -625,17 +708,28 @@ fn chains(listed: &[SessionInfo]) -> Vec<(&SessionInfo, &SessionInfo)> {
         }
         info
     }
-    let mut chains: Vec<(&SessionInfo, &SessionInfo)> = Vec::new();
+    let mut chains: Vec<Chain<'_>> = Vec::new();
     for info in listed {
         let root = root_of(info, &by_path);
-        if chains.iter().any(|(r, _)| r.path == root.path) {
-            continue;
+        match chains.iter_mut().find(|c| c.root.path == root.path) {
+            Some(chain) => chain.members.push(&info.path),
+            // The first met is the newest of its chain: the list is newest first.
+            None => chains.push(Chain { root, newest: info, members: vec![&info.path] }),
         }
-        // The first met is the newest of its chain: the list is newest first.
-        chains.push((root, info));
     }
-    chains.retain(|(root, newest)| !(root.empty && newest.empty));
+    chains.retain(|c| !(c.root.empty && c.newest.empty));
     chains
+}
+
+/// The id `session/list` shows `chain` under: an id recorded as going on in one of its files
+/// (the newest such file's), else its first session's id, unless the record sends that id to
+/// another chain (it went on elsewhere after `/new`); then its newest session's id.
+fn listed_id(chain: &Chain<'_>, recorded: &BTreeMap<String, PathBuf>) -> Option<String> {
+    let going_on = chain.members.iter().find_map(|file| recorded.iter().find(|(_, f)| f.as_path() == *file).map(|(id, _)| id));
+    if let Some(id) = going_on {
+        return Some(id.clone());
+    }
+    [&chain.root.id, &chain.newest.id].into_iter().find(|id| !recorded.contains_key(id.as_str())).cloned()
 }
 
 /// The newest session of the chain whose first session has `id` (or that holds a session of
@@ -692,8 +786,15 @@ mod tests {
     fn a_chain_of_handoffs_is_listed_once_under_its_first_session() {
         // Newest first: c was handed off from b, b from a; d stands alone; e is empty.
         let listed = vec![info("e", None, true), info("c", Some("b"), false), info("d", None, false), info("b", Some("a"), false), info("a", None, false)];
-        let found: Vec<(&str, &str)> = chains(&listed).into_iter().map(|(root, newest)| (root.id.as_str(), newest.id.as_str())).collect();
+        let found: Vec<(&str, &str)> = chains(&listed).into_iter().map(|c| (c.root.id.as_str(), c.newest.id.as_str())).collect();
         assert_eq!(found, [("a", "c"), ("d", "d")]);
+        let none = BTreeMap::new();
+        let ids: Vec<Option<String>> = chains(&listed).iter().map(|c| listed_id(c, &none)).collect();
+        assert_eq!(ids, [Some("a".into()), Some("d".into())]);
+        // `a`'s id went on in `d` after `/new`; `a`'s chain kept an id of its own.
+        let recorded = BTreeMap::from([("a".to_string(), PathBuf::from("/s/d.jsonl")), ("kept".to_string(), PathBuf::from("/s/a.jsonl"))]);
+        let ids: Vec<Option<String>> = chains(&listed).iter().map(|c| listed_id(c, &recorded)).collect();
+        assert_eq!(ids, [Some("kept".into()), Some("a".into())]);
         // A loop in the links (files edited by hand) ends instead of hanging; each is listed.
         let looped = vec![info("x", Some("y"), false), info("y", Some("x"), false)];
         assert_eq!(chains(&looped).len(), 2);

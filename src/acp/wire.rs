@@ -7,10 +7,10 @@ pub use agent_client_protocol_schema::v1::{
     AvailableCommandsUpdate, CancelNotification, ClientCapabilities, CompactionStatus, CompactionSummaryChunk,
     CompactionUpdate, ContentBlock, ContentChunk, Diff, EmbeddedResourceResource, Error as RpcError,
     Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse,
-    LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse,
+    CloseSessionRequest, CloseSessionResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse,
     PermissionOption, PermissionOptionKind, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus, PromptCapabilities,
     PromptRequest, PromptResponse, ReadTextFileRequest, ReadTextFileResponse, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SessionCapabilities, SessionId, SessionInfo,
+    RequestPermissionRequest, RequestPermissionResponse, ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionResumeCapabilities, SessionId, SessionInfo,
     SessionListCapabilities, SessionNotification, SessionUpdate, StopReason, TextContent, ToolCall, ToolCallContent,
     ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, UnstructuredCommandInput,
     UsageUpdate, WriteTextFileRequest,
@@ -24,6 +24,8 @@ pub mod method {
     pub const SESSION_NEW: &str = "session/new";
     pub const SESSION_LOAD: &str = "session/load";
     pub const SESSION_LIST: &str = "session/list";
+    pub const SESSION_RESUME: &str = "session/resume";
+    pub const SESSION_CLOSE: &str = "session/close";
     pub const SESSION_PROMPT: &str = "session/prompt";
     pub const SESSION_CANCEL: &str = "session/cancel";
     pub const SESSION_UPDATE: &str = "session/update";

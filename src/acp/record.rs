@@ -1,0 +1,130 @@
+//! Which session file each ACP session id goes on in. The client keeps its id for good, while
+//! the file behind it changes: a handoff's chain can be followed through the files' parent
+//! links, but `/new` and `/back` leave no such link. So every change of file is written here,
+//! one small JSON object per project folder (`acp-sessions.json` beside the session files:
+//! pi and our session list read only `*.jsonl`), and `session/load` and `session/list` read it
+//! before following links.
+//!
+//! A session left by `/new` keeps a way back: it gets an id of its own here, under which
+//! `session/list` shows it and `session/load` opens it.
+//!
+//! Two agents writing at the same moment may lose one's change (the last rename wins); the
+//! links are then the fallback, as they are for a file this record does not know.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::core::session::file;
+use crate::core::session::paths::cwd_folder_name;
+use crate::core::session::scan::read_header;
+
+/// The record's file name in a project's session folder.
+pub const FILE: &str = "acp-sessions.json";
+
+/// The record of one project's folder.
+#[derive(Clone, Debug)]
+pub struct Record {
+    path: PathBuf,
+}
+
+impl Record {
+    /// The record of the sessions of `cwd` under `session_dir`.
+    pub fn of(session_dir: &Path, cwd: &Path) -> Self {
+        Record { path: session_dir.join(cwd_folder_name(cwd)).join(FILE) }
+    }
+
+    /// Every id and its file, as recorded (an unreadable record is empty: the links remain).
+    pub fn entries(&self) -> BTreeMap<String, PathBuf> {
+        let Ok(bytes) = std::fs::read(&self.path) else { return BTreeMap::new() };
+        serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            tracing::warn!(path = %self.path.display(), "an unreadable ACP session record is ignored: {e}");
+            BTreeMap::new()
+        })
+    }
+
+    /// The file `id` goes on in, when recorded and still there.
+    pub fn file_of(&self, id: &str) -> Option<PathBuf> {
+        self.entries().remove(id).filter(|file| file.is_file())
+    }
+
+    /// Records that `id` goes on in `now`, having left `left`. A file left for one of another
+    /// chain (`/new`) gets an id of its own, so that it stays listed and loadable. Entries
+    /// whose files are gone are dropped.
+    pub fn switched(&self, id: &str, left: Option<&Path>, now: &Path) -> io::Result<()> {
+        let mut entries = self.entries();
+        entries.insert(id.to_string(), now.to_path_buf());
+        if let Some(left) = left.filter(|left| left.is_file() && root_of(left) != root_of(now)) {
+            if !entries.values().any(|file| file == left) {
+                entries.insert(uuid::Uuid::now_v7().to_string(), left.to_path_buf());
+            }
+        }
+        // The file of a session not yet written stays: it appears with the first prompt.
+        entries.retain(|key, file| key == id || file.is_file());
+        self.write(&entries)
+    }
+
+    fn write(&self, entries: &BTreeMap<String, PathBuf>) -> io::Result<()> {
+        let Some(dir) = self.path.parent() else { return Err(io::Error::other("no folder for the record")) };
+        file::create_private_dir(dir).map_err(io::Error::other)?;
+        let text = serde_json::to_vec_pretty(entries).map_err(io::Error::other)?;
+        // A name of this process's own: two agents never write the same staging file.
+        let staging = dir.join(format!(".{FILE}.{}.tmp", std::process::id()));
+        file::write_private_file(&staging, &text).map_err(io::Error::other)?;
+        std::fs::rename(&staging, &self.path)
+    }
+}
+
+/// The first session of the chain `file` belongs to, following the headers' parent links (a
+/// chain is at most a few hundred handoffs long: a loop in the links ends there).
+fn root_of(file: &Path) -> PathBuf {
+    let mut root = file.to_path_buf();
+    for _ in 0..1024 {
+        match read_header(&root).ok().and_then(|h| h.parent_session).map(PathBuf::from) {
+            Some(parent) if parent.is_file() => root = parent,
+            _ => break,
+        }
+    }
+    root
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_file_left_by_new_gets_an_id_of_its_own_and_one_of_the_same_chain_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = Path::new("/project");
+        let record = Record::of(dir.path(), cwd);
+        let folder = dir.path().join(cwd_folder_name(cwd));
+        std::fs::create_dir_all(&folder).unwrap();
+        let [a, b, c] = ["a", "b", "c"].map(|n| folder.join(format!("{n}.jsonl")));
+        let header = |id: &str, parent: Option<&Path>| {
+            let mut h = serde_json::json!({ "type": "session", "version": 3, "id": id, "timestamp": "2026-12-01T00:00:00.000Z", "cwd": "/project" });
+            if let Some(parent) = parent {
+                h["parentSession"] = parent.to_str().unwrap().into();
+            }
+            format!("{h}\n")
+        };
+        std::fs::write(&a, header("a", None)).unwrap();
+        std::fs::write(&b, header("b", Some(&a))).unwrap();
+        std::fs::write(&c, header("c", None)).unwrap();
+        record.switched("X", Some(&a), &b).unwrap();
+        assert_eq!(record.entries().len(), 1, "a handoff needs no id of its own");
+        assert_eq!(record.file_of("X"), Some(b.clone()));
+        record.switched("X", Some(&b), &a).unwrap();
+        assert_eq!(record.entries().len(), 1, "nor does going back");
+        record.switched("X", Some(&a), &c).unwrap();
+        let entries = record.entries();
+        assert_eq!(entries.len(), 2, "{entries:?}");
+        assert_eq!(record.file_of("X"), Some(c.clone()));
+        assert!(entries.iter().any(|(id, file)| id != "X" && *file == a), "{entries:?}");
+        std::fs::remove_file(&a).unwrap();
+        record.switched("X", None, &c).unwrap();
+        assert_eq!(record.entries().len(), 1, "an entry whose file is gone is dropped");
+        std::fs::write(&record.path, "not json").unwrap();
+        assert!(record.entries().is_empty());
+    }
+}
