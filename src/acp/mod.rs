@@ -172,6 +172,8 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         if let Err(e) = session.controller.agent().session().flush() {
             tracing::error!("cannot flush a session at exit: {e}");
         }
+        // A prompt cut off by the exit may have handed off before it ends.
+        session.record_file().await;
     }
     drop(server);
     drop(peer);
