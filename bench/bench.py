@@ -1208,17 +1208,10 @@ class PacedWall:
             self.notes.append(path)
 
     def _document(self):
-        words = DOCUMENT.replace("\n", "\n ").split(" ")
-        words += ["detail"] * max(0, self.document_tokens - len(words))
-        return {"kind": "text", "chunks": [w + " " for w in words[:self.document_tokens]],
-                "first_delay_ms": self.turn_ms, "chunk_delay_ms": self.token_ms}
+        return paced_document(self.turn_ms, self.token_ms, self.document_tokens)
 
     def _turn(self, path, usage):
-        # Four words before the call, one every turn_ms / 4: the turn's latency.
-        call = {"name": "read", "arguments": json.dumps({"path": path}), "chunks": 1}
-        reply = {"kind": "tool_calls", "calls": [call], "text_before": ["Reading ", "the ", "next ", "note."],
-                 "chunk_delay_ms": self.turn_ms // 4}
-        return {"kind": "with_usage", "usage": {"input": usage, "output": 20}, "reply": reply}
+        return {"kind": "with_usage", "usage": {"input": usage, "output": 20}, "reply": paced_read(path, self.turn_ms)}
 
     def run(self, prepare, band_turns=None):
         band_turns = band_turns or self.BAND_TURNS
@@ -1280,6 +1273,157 @@ def bench_paced_wall(bin_dir, runs, work, smoke):
             out[mode] = {k: median([x[k] for x in xs]) for k in xs[0] if k != "drafted_before"}
             out[mode]["drafted_before"] = all(x["drafted_before"] for x in xs)
             out[mode]["pauses"] = [x["pause"] for x in xs]
+    finally:
+        w.close()
+    return out
+
+
+def paced_document(turn_ms, token_ms, tokens):
+    """A handoff document or summary of `tokens` words, paced: after `turn_ms`, a word every
+    `token_ms`."""
+    words = DOCUMENT.replace("\n", "\n ").split(" ")
+    words += ["detail"] * max(0, tokens - len(words))
+    return {"kind": "text", "chunks": [w + " " for w in words[:tokens]], "first_delay_ms": turn_ms,
+            "chunk_delay_ms": token_ms}
+
+
+def paced_read(path, turn_ms):
+    """A paced work turn: four words, one every turn_ms / 4, then a call to read `path`."""
+    call = {"name": "read", "arguments": json.dumps({"path": path}), "chunks": 1}
+    return {"kind": "tool_calls", "calls": [call], "text_before": ["Reading ", "the ", "next ", "note."],
+            "chunk_delay_ms": turn_ms // 4}
+
+
+class PacedPeer:
+    """§15c: one task for ours and for pi 0.73.1 on the same paced mock, whose window refuses a
+    request over WINDOW tokens (Chat Completions' overflow error) and which reports each request's
+    real size (a quarter of its body) as its input. The task reads READS notes of ~1,000 tokens,
+    so it passes the wall mid tool loop. Ours (`--context-window WINDOW`) hands off at its
+    threshold, with the document drafted in the band (`background`) or at the wall (`off`); pi,
+    told the same window in models.json, compacts only at the end of a prompt or when a request
+    is refused, so mid-task it meets the window itself: refused, it compacts (its summary requests,
+    routed to the same paced document) and retries. *Pause*: the end of the last reply before the
+    wall → the first request that goes on with the work (ours: the new session's first; pi: the
+    refused request retried and accepted)."""
+
+    WINDOW = 100_000
+    READS = 110
+
+    def __init__(self, bin_dir, pi_bin, work, turn_ms, token_ms, document_tokens):
+        self.mock = Mock(bin_dir)
+        self.mock.set_window({"tokens": self.WINDOW, "style": "openai"})
+        self.bin = os.path.join(bin_dir, "handoff-nvim")
+        self.work = os.path.join(work, "s15c")
+        os.makedirs(self.work, exist_ok=True)
+        self.head = handoff_prompt_head()
+        self.turn_ms, self.token_ms, self.document_tokens = turn_ms, token_ms, document_tokens
+        self.env = dict(os.environ, HANDOFF_BASE_URL=self.mock.url, HANDOFF_MODEL="mock-model",
+                        HANDOFF_PROVIDER="openai", HANDOFF_SESSION_DIR=os.path.join(self.work, "sessions"))
+        for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HANDOFF_LOG_FILE", "HANDOFF_AUTO", "HANDOFF_CONTEXT_WINDOW",
+                  "HANDOFF_PREPARE", "HANDOFF_HANDOFF_MODEL", "HANDOFF_MAX_TURNS"):
+            self.env.pop(k, None)
+        self.pi = Pi(pi_bin, self.mock.url, self.work, name="pi-agent-s15c", context_window=self.WINDOW) if pi_bin else None
+        self.notes = []
+        for i in range(self.READS):
+            path = os.path.join(self.work, f"note{i:03}.txt")
+            with open(path, "w") as f:
+                f.write(f"note {i}: the number is {100 + i}. " + " ".join(f"n{i}_{j}" for j in range(560)) + "\n")
+            self.notes.append(path)
+        self.prompt = "Read the notes one by one and add their numbers."
+
+    def _script(self, route_when, routes):
+        self.mock.control("reset")
+        for _ in range(routes):
+            self.mock.control("route", {"when": route_when,
+                                        "reply": paced_document(self.turn_ms, self.token_ms, self.document_tokens)})
+        script = [paced_read(p, self.turn_ms) for p in self.notes]
+        script.append({"kind": "text", "chunks": ["All ", "notes ", "read."], "first_delay_ms": self.turn_ms,
+                       "chunk_delay_ms": self.token_ms})
+        self.mock.control("push", script)
+
+    def _requests(self):
+        reqs = sorted(self.mock.requests(), key=lambda r: r["arrived_unix_ms"])
+        for r in reqs:
+            r["user"] = last_user_text(r["body"])
+            first = next((m for m in r["body"].get("messages", []) if m.get("role") == "user"), None)
+            r["first_user"] = last_user_text({"messages": [first]}) if first else ""
+        return reqs
+
+    @staticmethod
+    def _billed(reqs, summaries, document_tokens):
+        # Input: every request's (refused ones too: a provider counts what it read). Output: the
+        # documents' tokens and 20 for each work reply, as in §15.
+        accepted_work = [r for r in reqs if not r["refused"] and r not in summaries]
+        return sum(r["raw_len"] // 4 for r in reqs) + document_tokens * len(summaries) + 20 * len(accepted_work)
+
+    def ours(self, prepare):
+        self._script(self.head, 3)
+        t0 = time.time()
+        p = subprocess.run([self.bin, "prompt", "--new", "--yes", "--max-turns", "500", "--context-window",
+                            str(self.WINDOW), "--handoff-prepare", prepare, self.prompt],
+                           env=self.env, cwd=self.work, capture_output=True, text=True, timeout=900)
+        total = time.time() - t0
+        named = [l for l in p.stderr.splitlines() if l.endswith(".jsonl")]
+        if p.returncode != 0 or len(named) != 2:
+            raise RuntimeError(f"§15c ours {prepare}: exit status {p.returncode}, sessions {named}: {p.stderr[-800:]!r}")
+        reqs = self._requests()
+        handoffs = [r for r in reqs if r["user"].startswith(self.head)]
+        new = [r for r in reqs if r["first_user"].startswith("<handoff-context>")]
+        if len(handoffs) != 1 or not new or any(r["refused"] for r in reqs):
+            raise RuntimeError(f"§15c ours {prepare}: {len(handoffs)} handoff requests, {len(new)} in the new session, "
+                               f"{sum(r['refused'] for r in reqs)} refused")
+        old = [r for r in reqs if r["arrived_unix_ms"] < new[0]["arrived_unix_ms"] and r not in handoffs]
+        last_reply = max(r["answered_unix_ms"] for r in old)
+        return dict(pause=(new[0]["arrived_unix_ms"] - last_reply) / 1e3, total=total, requests=len(reqs),
+                    wall_at=old[-1]["raw_len"] // 4, billed=self._billed(reqs, handoffs, self.document_tokens))
+
+    def pi_run(self):
+        self._script("<conversation>", 4)
+        t0 = time.time()
+        p = subprocess.run(self.pi.args("json") + [self.prompt], env=dict(self.pi.env, PI_OFFLINE="1"),
+                           cwd=self.work, capture_output=True, text=True, timeout=900)
+        total = time.time() - t0
+        reqs = self._requests()
+        summaries = [r for r in reqs if r["user"].startswith("<conversation>")]
+        work = [r for r in reqs if r not in summaries]
+        refused = [r for r in work if r["refused"]]
+        if p.returncode != 0 or not refused or not summaries:
+            raise RuntimeError(f"§15c pi: exit status {p.returncode}, {len(refused)} refused, {len(summaries)} summary "
+                               f"requests, {len(reqs)} requests: {p.stderr[-600:]!r}")
+        wall = refused[0]
+        before = [r for r in work if r["arrived_unix_ms"] < wall["arrived_unix_ms"] and not r["refused"]]
+        after = [r for r in work if r["arrived_unix_ms"] > wall["arrived_unix_ms"] and not r["refused"]]
+        if not after or not any(wall["arrived_unix_ms"] < s["arrived_unix_ms"] < after[0]["arrived_unix_ms"] for s in summaries):
+            raise RuntimeError("§15c pi: no compaction between the refused request and the work going on")
+        last_reply = max(r["answered_unix_ms"] for r in before)
+        reads_done = sum(1 for r in work if not r["refused"])
+        if reads_done < self.READS + 1:
+            raise RuntimeError(f"§15c pi: {reads_done} work replies for {self.READS} reads")
+        return dict(pause=(after[0]["arrived_unix_ms"] - last_reply) / 1e3, total=total, requests=len(reqs),
+                    wall_at=before[-1]["raw_len"] // 4, summaries=len(summaries),
+                    billed=self._billed(reqs, summaries, self.document_tokens))
+
+    def close(self):
+        self.mock.close()
+
+
+def bench_paced_peer(bin_dir, pi_bin, runs, work, smoke):
+    """§15c: the pause at the wall mid-task, ours (prepare background and off) and pi's, one task,
+    interleaved."""
+    w = PacedPeer(bin_dir, pi_bin, work, turn_ms=40 if smoke else 400, token_ms=10,
+                  document_tokens=50 if smoke else 500)
+    out = dict(turn_ms=w.turn_ms, token_ms=w.token_ms, document_tokens=w.document_tokens, window=w.WINDOW, reads=w.READS)
+    try:
+        got = {"background": [], "off": [], "pi": []}
+        for _ in range(runs):
+            got["background"].append(w.ours("background"))
+            got["off"].append(w.ours("off"))
+            if w.pi:
+                got["pi"].append(w.pi_run())
+        for who, xs in got.items():
+            if xs:
+                out[who] = {k: median([x[k] for x in xs]) for k in xs[0]}
+                out[who]["pauses"] = [x["pause"] for x in xs]
     finally:
         w.close()
     return out

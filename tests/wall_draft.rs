@@ -203,6 +203,50 @@ async fn a_draft_not_written_yet_at_the_wall_is_waited_for_not_started_over() {
     assert!(context.contains("- first note: 41") && context.contains("b.txt is 42") && context.contains("c.txt is 43"), "{context}");
 }
 
+/// Two reads: the first puts the next request in the band (the draft starts), the second reads
+/// `lines` lines (`MIDDLE` halfway down) and passes the wall; `at_wall`: the document written
+/// there, if the draft is not used.
+async fn a_long_read_after_the_draft(env: &Env, lines: usize, at_wall: Option<MockReply>) -> Ran {
+    let a = env.note("a.txt", 41);
+    let b = env.dir.path().join("long.txt");
+    let text: Vec<String> = (0..lines).map(|i| if i == lines / 2 { "MIDDLE".into() } else { format!("filler line {i}") }).collect();
+    std::fs::write(&b, format!("the number in long.txt is 42\n{}\n", text.join("\n"))).unwrap();
+    let usage = |input| MockUsage { input, output: Some(50), ..MockUsage::default() };
+    env.mock.push_for(first_line(handoff::PROMPT), MockReply::text(DRAFTED));
+    env.mock.push(tool_call_reply("read", json!({ "path": a }), "call_a").with_usage(usage(8500)));
+    env.mock.push(tool_call_reply("read", json!({ "path": b }), "call_b").with_usage(usage(9000)));
+    if let Some(document) = at_wall {
+        env.mock.push(document);
+    }
+    env.mock.push(MockReply::text("41 + 42 = 83: finished."));
+    tokio::time::timeout(T, env.controller.run_input(TASK)).await.expect("the prompt hung")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_read_after_the_draft_goes_on_whole_and_turns_since_past_a_fifth_of_the_window_are_written_at_the_wall() {
+    let done = |ran: &Ran| matches!(ran, Ran::Prompt(Ok(r)) if r.last_assistant().unwrap().text() == "41 + 42 = 83: finished.");
+    // 400 lines (~6,000 characters, ~1,500 tokens) read after the draft: under a fifth of the
+    // 20k window, carried whole (the host's own document clips a message to 2,000 characters).
+    let env = env(Some(Prepare::Background)).await;
+    let ran = a_long_read_after_the_draft(&env, 400, None).await;
+    assert!(done(&ran), "{ran:?}");
+    assert_eq!(env.handoff_requests().len(), 1, "the draft only");
+    assert_eq!(env.prepared_starts(), vec![true]);
+    let requests = env.mock.requests();
+    let context = &wire_messages(&requests[requests.len() - 1])[0].1;
+    assert!(context.contains("## Since this document was written") && context.contains("- first note: 41"), "{context}");
+    assert!(context.contains("MIDDLE") && context.contains("filler line 399"), "the read whole: {context}");
+
+    // 1,200 lines (~4,600 tokens): past the budget (4,000), so the document is written at the wall.
+    let env = self::env(Some(Prepare::Background)).await;
+    let ran = a_long_read_after_the_draft(&env, 1200, Some(MockReply::text(DOCUMENT))).await;
+    assert!(done(&ran), "{ran:?}");
+    assert_eq!(env.handoff_requests().len(), 2, "the draft, then the document at the wall");
+    let requests = env.mock.requests();
+    let context = &wire_messages(&requests[requests.len() - 1])[0].1;
+    assert!(!context.contains("## Since this document was written") && context.contains("Ship the parser"), "{context}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_the_wall_while_the_draft_is_written_cancels_both_and_leaves_the_session() {
     let env = env(Some(Prepare::Background)).await;

@@ -10,8 +10,8 @@
 //! host's own work when the draft is ready, the remainder of the draft when it is not. What the
 //! conversation added after the draft is carried verbatim after it (the turns since are few and
 //! recent; a model update would cost another reply's time at the wall), so nothing read or
-//! decided after the draft is lost; when they are more than the budget of verbatim turns, the
-//! draft is not used and the document is written at the wall as without one.
+//! decided after the draft is lost; when they are more than [`since_budget`], the draft is not
+//! used and the document is written at the wall as without one.
 
 use std::sync::{Arc, Mutex, Weak};
 
@@ -70,6 +70,18 @@ impl std::str::FromStr for Prepare {
 
 /// The band starts at this share (percent) of the wall's threshold.
 pub const BAND_START: u64 = 80;
+
+/// Characters of one message the turns since a draft quote at most: a whole file read after the
+/// draft goes on into the new session as read (a read shows 50 KB at most).
+const SINCE_MESSAGE_CHARS: usize = 50 * 1024;
+
+/// The tokens of the turns since a draft that go on verbatim after it, for a model of `window`
+/// tokens: a fifth of the window. The band is a fifth of the threshold, so what a draft begun
+/// at the band's start is followed by until the wall fits, with the turn that crosses it; the
+/// new session starts well below its own band.
+pub(super) fn since_budget(window: u64) -> usize {
+    usize::try_from(window / 5).unwrap_or(usize::MAX)
+}
 
 /// Why the draft is written now: the focus of its request.
 const DRAFT_FOCUS: &str = "This handoff is prepared ahead: the conversation is nearing the model's context window and the work goes on meanwhile. What happens after this point is carried verbatim after the document, so describe the state as it is now. Never list writing a handoff as a step.";
@@ -264,7 +276,7 @@ impl Taken {
             .filter(|e| matches!(e.message_role(), Some(Role::User | Role::Assistant | Role::ToolResult)))
             .filter_map(|e| e.message())
             .filter(|m| m.role != Role::User || session::author(m).is_user())
-            .map(|m| fallback::quote(&m))
+            .map(|m| fallback::quote(&m, SINCE_MESSAGE_CHARS))
             .collect();
         let tokens: usize = quoted.iter().map(|q| fit::estimate_text_tokens(q)).sum();
         (tokens <= budget).then(|| (quoted.join("\n\n"), quoted.len()))

@@ -136,7 +136,7 @@ fn last_turns(branch: &[&SessionEntry], budget: usize) -> (String, usize) {
     let mut quoted = Vec::new();
     let mut used = 0;
     for message in messages.iter().rev() {
-        let text = quote(message);
+        let text = quote(message, MAX_MESSAGE_CHARS);
         let tokens = fit::estimate_text_tokens(&text);
         // The newest message goes in whatever its size (it is clipped already).
         if !quoted.is_empty() && used + tokens > budget {
@@ -151,16 +151,16 @@ fn last_turns(branch: &[&SessionEntry], budget: usize) -> (String, usize) {
 }
 
 /// One message as the last turns quote it: who, then the text, the tool calls and their
-/// arguments, or the tool's output.
-pub(super) fn quote(message: &Message) -> String {
+/// arguments, or the tool's output, clipped in its middle to `max_chars`.
+pub(super) fn quote(message: &Message, max_chars: usize) -> String {
     match message.role {
-        Role::User => format!("[user]\n{}", auto::clip_middle(message.text().trim(), MAX_MESSAGE_CHARS)),
+        Role::User => format!("[user]\n{}", auto::clip_middle(message.text().trim(), max_chars)),
         Role::ToolResult => {
             let result = message.tool_result();
             let tool = result.and_then(|r| r.tool_name()).unwrap_or("tool");
             let error = result.is_some_and(|r| r.is_error());
             let label = if error { format!("[{tool} result: error]") } else { format!("[{tool} result]") };
-            format!("{label}\n{}", auto::clip_middle(message.text().trim(), MAX_MESSAGE_CHARS))
+            format!("{label}\n{}", auto::clip_middle(message.text().trim(), max_chars))
         }
         _ => {
             let mut parts = Vec::new();
@@ -173,7 +173,7 @@ pub(super) fn quote(message: &Message) -> String {
                 let args = block.extra.get("arguments").map(Value::to_string).unwrap_or_default();
                 parts.push(format!("(calls {name} {args})"));
             }
-            format!("[assistant]\n{}", auto::clip_middle(&parts.join("\n"), MAX_MESSAGE_CHARS))
+            format!("[assistant]\n{}", auto::clip_middle(&parts.join("\n"), max_chars))
         }
     }
 }
