@@ -125,6 +125,11 @@ class Mock:
         with urllib.request.urlopen(req, timeout=30) as r:
             r.read()
 
+    def set_cache(self, on=True):
+        """The mock's prompt cache as OpenAI's automatic one counts it (a request's longest prefix
+        shared with an earlier one, from 1,024 tokens in steps of 128), or none."""
+        self.control("cache", {"min_tokens": 1024, "step": 128} if on else None)
+
     def requests(self):
         """The model requests received since the last reset (bodies as JSON)."""
         req = urllib.request.Request(f"{self.root}/__mock/requests", data=b"{}", method="POST")
@@ -1314,6 +1319,7 @@ class PacedPeer:
     def __init__(self, bin_dir, pi_bin, work, turn_ms, token_ms, document_tokens):
         self.mock = Mock(bin_dir)
         self.mock.set_window({"tokens": self.WINDOW, "style": "openai"})
+        self.mock.set_cache()
         self.bin = os.path.join(bin_dir, "handoff-nvim")
         self.work = os.path.join(work, "s15c")
         os.makedirs(self.work, exist_ok=True)
@@ -1353,10 +1359,15 @@ class PacedPeer:
 
     @staticmethod
     def _billed(reqs, summaries, document_tokens):
-        # Input: every request's (refused ones too: a provider counts what it read). Output: the
-        # documents' tokens and 20 for each work reply, as in §15.
+        """Input: every request's (refused ones too: a provider counts what it read), and of it
+        what the cache held. Output: the documents' tokens and 20 for each work reply, as in §15.
+        *Weighted*: cache reads at a tenth of the input price (Anthropic's; OpenAI's is a tenth
+        to a half), output at the input price (a floor: output costs more)."""
         accepted_work = [r for r in reqs if not r["refused"] and r not in summaries]
-        return sum(r["raw_len"] // 4 for r in reqs) + document_tokens * len(summaries) + 20 * len(accepted_work)
+        input_ = sum(r["raw_len"] // 4 for r in reqs)
+        cached = sum(r.get("cached_tokens", 0) for r in reqs)
+        output = document_tokens * len(summaries) + 20 * len(accepted_work)
+        return dict(billed=input_ + output, input=input_, cached=cached, weighted=input_ - cached + cached / 10 + output)
 
     def ours(self, prepare):
         self._script(self.head, 3)
@@ -1378,7 +1389,7 @@ class PacedPeer:
         last_reply = max(r["answered_unix_ms"] for r in old)
         return dict(pause=(new[0]["arrived_unix_ms"] - last_reply) / 1e3, total=total, requests=len(reqs),
                     wall_at=old[-1]["raw_len"] // 4, walls=len(named) - 1,
-                    billed=self._billed(reqs, handoffs, self.document_tokens))
+                    **self._billed(reqs, handoffs, self.document_tokens))
 
     def pi_run(self):
         self._script("<conversation>", 4)
@@ -1404,7 +1415,7 @@ class PacedPeer:
             raise RuntimeError(f"§15c pi: {reads_done} work replies for {self.READS} reads")
         return dict(pause=(after[0]["arrived_unix_ms"] - last_reply) / 1e3, total=total, requests=len(reqs),
                     wall_at=before[-1]["raw_len"] // 4, walls=len(refused), summaries=len(summaries),
-                    billed=self._billed(reqs, summaries, self.document_tokens))
+                    **self._billed(reqs, summaries, self.document_tokens))
 
     def close(self):
         self.mock.close()
@@ -1454,6 +1465,8 @@ def bench_clearing(bin_dir, runs, work, smoke):
               "HANDOFF_PREPARE", "HANDOFF_HANDOFF_MODEL"):
         env.pop(k, None)
 
+    mock.set_cache()
+
     def run(clear):
         mock.control("reset")
         for _ in range(reads):
@@ -1473,8 +1486,10 @@ def bench_clearing(bin_dir, runs, work, smoke):
         work_reqs = len(reqs) - handoffs
         if work_reqs < reads + 1:
             raise RuntimeError(f"§15b clear={clear}: {work_reqs} work requests for {reads} reads")
-        return dict(handoffs=handoffs, requests=len(reqs), input=sum(r["raw_len"] // 4 for r in reqs),
-                    largest=max(r["raw_len"] // 4 for r in reqs))
+        input_ = sum(r["raw_len"] // 4 for r in reqs)
+        cached = sum(r.get("cached_tokens", 0) for r in reqs)
+        return dict(handoffs=handoffs, requests=len(reqs), input=input_, cached=cached,
+                    weighted=input_ - cached + cached / 10, largest=max(r["raw_len"] // 4 for r in reqs))
 
     try:
         got = {False: [], True: []}
@@ -2554,6 +2569,10 @@ def main():
                     f"| requests | {wh['requests']:.0f} | {cd['requests']:.0f} | |",
                     f"| input tokens billed per task | {wh['input']:,.0f} | **{cd['input']:,.0f}** | "
                     f"{cd['input'] / wh['input']:.2f}× |",
+                    f"| of them read from the prompt cache | {wh['cached'] / wh['input']:.0%} | "
+                    f"{cd['cached'] / cd['input']:.0%} | |",
+                    f"| weighted: cache reads at a tenth | {wh['weighted']:,.0f} | **{cd['weighted']:,.0f}** | "
+                    f"{cd['weighted'] / wh['weighted']:.2f}× |",
                     f"| largest request | {wh['largest']:,.0f} | {cd['largest']:,.0f} | |", ""]
         if "15" in only or "15c" in only:
             log("15c. the pause at the wall mid-task, ours beside pi")
@@ -2561,6 +2580,7 @@ def main():
             bg, off, pw_pi = pp["background"], pp["off"], pp.get("pi")
             pi_cell = lambda k, f: f(pw_pi[k]) if pw_pi else "–"
             ratio_x = lambda a, b: f"{a / b:.2f}×"
+            pi_share = f"{pw_pi['cached'] / pw_pi['input']:.0%}" if pw_pi else "–"
             out += ["#### 15c. The pause at the wall mid-task, ours beside pi 0.73.1", "",
                     f"One task of {pp['reads']} reads of ~1,100-token notes on the paced mock (replies start after "
                     f"{pp['turn_ms']} ms and stream a token every {pp['token_ms']} ms; documents and pi's summaries are "
@@ -2587,6 +2607,11 @@ def main():
                     f"| tokens billed per task | {bg['billed']:,.0f} | {off['billed']:,.0f} | "
                     f"{pi_cell('billed', lambda v: f'{v:,.0f}')} | "
                     f"{ratio_x(pw_pi['billed'], bg['billed']) if pw_pi else '–'} |",
+                    f"| of the input, read from the prompt cache | {bg['cached'] / bg['input']:.0%} | "
+                    f"{off['cached'] / off['input']:.0%} | {pi_share} | |",
+                    f"| weighted: cache reads at a tenth | {bg['weighted']:,.0f} | {off['weighted']:,.0f} | "
+                    f"{pi_cell('weighted', lambda v: f'{v:,.0f}')} | "
+                    f"{ratio_x(pw_pi['weighted'], bg['weighted']) if pw_pi else '–'} |",
                     f"| whole task, median | {bg['total']:.2f} s | {off['total']:.2f} s | "
                     f"{pi_cell('total', lambda v: f'{v:.2f} s')} | |", ""]
         if "16" in only:

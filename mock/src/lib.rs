@@ -9,7 +9,8 @@
 //! `mock-model-server` binary): `POST /__mock/push` with a [`MockReply`] JSON (or an array),
 //! `POST /__mock/route` with a [`MockRoute`] (a reply for the first request whose last user
 //! message contains a text), `POST /__mock/default`, `GET /__mock/requests`, `POST /__mock/reset`,
-//! `POST /__mock/window` with a [`MockWindow`] JSON (`null` clears it).
+//! `POST /__mock/window` with a [`MockWindow`] JSON (`null` clears it), `POST /__mock/cache`
+//! with a [`MockCache`] JSON (`null` clears it).
 //!
 //! A context window ([`MockServer::set_window`]): a request whose token count (the count the
 //! mock reports as input, a quarter of the body's bytes) exceeds `tokens` is refused with the
@@ -141,6 +142,17 @@ pub enum MockReply {
 pub struct MockWindow {
     pub tokens: u64,
     pub style: MockOverflow,
+}
+
+/// A provider's prompt cache, as OpenAI's automatic one counts it: the longest prefix a request
+/// shares with an earlier one (its tools, its system prompt, then its messages in order) is
+/// read from the cache, from `min_tokens` on, in whole steps of `step` tokens. A request's
+/// `cached_tokens` records it, and a reply's usage reports it (as cache reads) unless the reply
+/// scripts its own. Off unless set; `reset` forgets the earlier requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MockCache {
+    pub min_tokens: u64,
+    pub step: u64,
 }
 
 /// Whose overflow error a [`MockWindow`] answers with, each as the real server sends it.
@@ -335,6 +347,9 @@ pub struct RecordedRequest {
     /// The mock's window refused it (see [`MockServer::set_window`]): it took no queued reply.
     #[serde(default)]
     pub refused: bool,
+    /// Of its input tokens, those read from the prompt cache ([`MockServer::set_cache`]).
+    #[serde(default)]
+    pub cached_tokens: u64,
 }
 
 impl RecordedRequest {
@@ -353,6 +368,9 @@ struct State {
     requests: Vec<RecordedRequest>,
     served: u64,
     window: Option<MockWindow>,
+    cache: Option<MockCache>,
+    /// The cacheable prefixes of the requests served since the last reset (with a cache set).
+    prefixes: Vec<Vec<u8>>,
     /// Benchmarks: record only the body's size, neither parse nor keep it, so that the mock's
     /// own work does not grow with the request.
     lean: bool,
@@ -474,6 +492,8 @@ impl MockServer {
                 requests: Vec::new(),
                 served: 0,
                 window: None,
+                cache: None,
+                prefixes: Vec::new(),
                 lean: false,
                 copilot: MockCopilot::default(),
                 listing: MockListing::default(),
@@ -517,6 +537,11 @@ impl MockServer {
     /// error, recorded as refused, and take no queued reply. `None` accepts every request.
     pub fn set_window(&self, window: Option<MockWindow>) {
         self.inner.state().window = window;
+    }
+
+    /// The prompt cache ([`MockCache`]); `None` reads nothing from one.
+    pub fn set_cache(&self, cache: Option<MockCache>) {
+        self.inner.state().cache = cache;
     }
 
     /// The URL of the mock's Copilot token exchange.
@@ -679,6 +704,7 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         body: body.clone(),
         raw: if lean { Vec::new() } else { req.body },
         refused: false,
+        cached_tokens: 0,
     };
     if req.method == "GET" && (req.path == "/copilot_internal/v2/token" || req.path == "/models") {
         let (status, answer) = {
@@ -737,11 +763,15 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         return respond(&mut wr, 404, &msg.to_string(), None).await;
     };
     let prompt_tokens = (raw_len / 4) as u64;
-    let (reply, n, index) = {
+    let (reply, n, index, cached) = {
         let mut state = inner.state();
         let refusal = state.window.filter(|w| prompt_tokens > w.tokens);
         let mut record = record;
         record.refused = refusal.is_some();
+        if let (Some(cache), false) = (state.cache, record.refused || lean) {
+            record.cached_tokens = cached_tokens(&mut state.prefixes, cache, &body).min(prompt_tokens);
+        }
+        let cached = record.cached_tokens;
         let index = state.requests.len();
         state.requests.push(record);
         let reply = match refusal {
@@ -757,7 +787,7 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
                 Ok(routed.or_else(|| state.queue.pop_front()).unwrap_or_else(|| state.default.clone()))
             }
         };
-        (reply, state.served, index)
+        (reply, state.served, index, cached)
     };
     inner.recorded.notify_waiters();
     let ctx = Ctx {
@@ -765,6 +795,7 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         id: format!("mock-{n}"),
         model: body.get("model").and_then(Value::as_str).unwrap_or("mock").to_owned(),
         prompt_tokens,
+        cached,
         // Lean mode reads no body: both clients always ask for a stream.
         stream: lean || body.get("stream").and_then(Value::as_bool).unwrap_or(false),
         usage: None,
@@ -789,6 +820,43 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         record.answered_unix_ms = answered;
     }
     served
+}
+
+/// What a provider caches of `body`, in order: its tools, its system prompt (or instructions),
+/// then each message (or input item). Keys are in one order whatever the client sent.
+fn cacheable_prefix(body: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    for key in ["tools", "system", "instructions"] {
+        if let Some(part) = body.get(key) {
+            out.extend_from_slice(part.to_string().as_bytes());
+            out.push(b'\n');
+        }
+    }
+    for key in ["messages", "input"] {
+        for item in body.get(key).and_then(Value::as_array).into_iter().flatten() {
+            out.extend_from_slice(item.to_string().as_bytes());
+            out.push(b'\n');
+        }
+    }
+    out
+}
+
+/// The tokens of `body` read from the cache: its longest prefix in common with an earlier
+/// request's, a quarter of its bytes, from `min_tokens` on in whole steps. The request's own
+/// prefix is kept for the next.
+fn cached_tokens(prefixes: &mut Vec<Vec<u8>>, cache: MockCache, body: &Value) -> u64 {
+    let prefix = cacheable_prefix(body);
+    let common = prefixes
+        .iter()
+        .map(|earlier| earlier.iter().zip(&prefix).take_while(|(a, b)| a == b).count())
+        .max()
+        .unwrap_or(0);
+    prefixes.push(prefix);
+    let tokens = (common / 4) as u64;
+    match tokens >= cache.min_tokens {
+        true => tokens / cache.step.max(1) * cache.step.max(1),
+        false => 0,
+    }
 }
 
 /// A model list's answer (see [`MockListing`]).
@@ -914,6 +982,13 @@ async fn control(
             }
             Err(e) => respond(wr, 400, &bad(e.to_string()), None).await,
         },
+        "cache" => match serde_json::from_slice::<Option<MockCache>>(&req.body) {
+            Ok(cache) => {
+                inner.state().cache = cache;
+                respond(wr, 200, &ok, None).await
+            }
+            Err(e) => respond(wr, 400, &bad(e.to_string()), None).await,
+        },
         "window" => match serde_json::from_slice::<Option<MockWindow>>(&req.body) {
             Ok(window) => {
                 inner.state().window = window;
@@ -931,6 +1006,7 @@ async fn control(
                 state.queue.clear();
                 state.routed.clear();
                 state.requests.clear();
+                state.prefixes.clear();
             }
             respond(wr, 200, &ok, None).await
         }
@@ -992,6 +1068,8 @@ struct Ctx {
     id: String,
     model: String,
     prompt_tokens: u64,
+    /// Of them, read from the prompt cache.
+    cached: u64,
     stream: bool,
     /// The usage to report instead of the estimate (`MockReply::WithUsage`).
     usage: Option<MockUsage>,
@@ -1002,7 +1080,7 @@ impl Ctx {
     fn usage(&self, output: u64) -> MockUsage {
         match self.usage {
             Some(u) => MockUsage { output: Some(u.output.unwrap_or(output)), ..u },
-            None => MockUsage { input: self.prompt_tokens, output: Some(output), cache_read: 0, cache_write: 0 },
+            None => MockUsage { input: self.prompt_tokens - self.cached, output: Some(output), cache_read: self.cached, cache_write: 0 },
         }
     }
 }
@@ -1724,5 +1802,29 @@ impl<'a> Sse<'a> {
             "usage": { "output_tokens": output } });
         self.data(&delta).await?;
         self.data(&json!({ "type": "message_stop" })).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_reads_the_longest_prefix_shared_with_an_earlier_request_in_whole_steps() {
+        let cache = MockCache { min_tokens: 100, step: 50 };
+        let long = "x".repeat(2000); // 500 tokens a message
+        let body = |messages: &[&str]| json!({ "model": "m", "stream": true, "tools": [{ "name": "read" }],
+            "messages": messages.iter().map(|m| json!({ "role": "user", "content": m })).collect::<Vec<_>>() });
+        let mut prefixes = Vec::new();
+        assert_eq!(cached_tokens(&mut prefixes, cache, &body(&[&long])), 0, "nothing before it");
+        // The same first message and one more: the first message's tokens and the tools', in steps.
+        let second = cached_tokens(&mut prefixes, cache, &body(&[&long, &long]));
+        assert!((500..=550).contains(&second) && second % 50 == 0, "{second}");
+        // Keys in another order, `stream` changed: the same prefix.
+        let reordered = json!({ "messages": [{ "content": long, "role": "user" }, { "role": "user", "content": long }],
+            "stream": false, "tools": [{ "name": "read" }], "model": "m" });
+        assert!(cached_tokens(&mut prefixes, cache, &reordered) >= 1000, "the whole of the earlier two");
+        // Another first message: nothing shared past the tools, under the minimum.
+        assert_eq!(cached_tokens(&mut prefixes, cache, &body(&["other", &long])), 0);
     }
 }
