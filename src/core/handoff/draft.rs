@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{build_prompt, capture, fallback, NoDocument, RUN_OPTIONS};
 use crate::core::agent::events::DraftStatus;
-use crate::core::agent::{fit, lock, AgentEvent, AgentSession, RunOptions};
+use crate::core::agent::{fit, lock, AgentEvent, AgentSession, RunOptions, Wall};
 use crate::core::message::{ContextMessage, Message, Role};
 use crate::core::session::{self, mark_handoff_request, SessionEntry};
 
@@ -68,19 +68,22 @@ impl std::str::FromStr for Prepare {
     }
 }
 
-/// The band starts at this share (percent) of the wall's threshold.
-pub const BAND_START: u64 = 80;
+/// The band starts at this share (percent) of the wall's threshold. A draft takes a reply's
+/// time (a 500-token document at 100 tokens/s: about 5 s), while the work goes on; 30% of the
+/// threshold is room for a dozen turns that each read a thousand tokens (§15c of
+/// doc/benchmarks.md: at 80% the wall still waited for the draft's last 0.4 s).
+pub const BAND_START: u64 = 70;
 
 /// Characters of one message the turns since a draft quote at most: a whole file read after the
 /// draft goes on into the new session as read (a read shows 50 KB at most).
 const SINCE_MESSAGE_CHARS: usize = 50 * 1024;
 
-/// The tokens of the turns since a draft that go on verbatim after it, for a model of `window`
-/// tokens: a fifth of the window. The band is a fifth of the threshold, so what a draft begun
-/// at the band's start is followed by until the wall fits, with the turn that crosses it; the
-/// new session starts well below its own band.
-pub(super) fn since_budget(window: u64) -> usize {
-    usize::try_from(window / 5).unwrap_or(usize::MAX)
+/// The tokens of the turns since a draft that go on verbatim after it: the band (what a draft
+/// begun at its start is followed by until the wall) and a tenth of the window for the turn
+/// that crosses the wall. The new session starts below its own band.
+pub(super) fn since_budget(wall: &Wall) -> usize {
+    let band = wall.threshold - wall.threshold * BAND_START / 100;
+    usize::try_from(band + wall.window / 10).unwrap_or(usize::MAX)
 }
 
 /// Why the draft is written now: the focus of its request.

@@ -500,7 +500,7 @@ async fn from_draft(
     wall: Wall,
 ) -> Result<Option<(String, Carried, Option<String>)>, NoDocument> {
     let Some(drafted) = taken.document(token).await? else { return Ok(None) };
-    let budget = draft::since_budget(agent.provider_config().context_window);
+    let budget = draft::since_budget(&wall);
     let since = {
         let session = agent.session();
         taken.since(&session.get_branch(None), budget)
