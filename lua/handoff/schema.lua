@@ -94,7 +94,7 @@
 ---@field room? integer Tokens the handoff document is given room for (at most a quarter of the window).
 ---@field prepare? "background"|"off" Draft the handoff document before the wall: "background" writes it with a detached request once the conversation nears the wall (the same prefix as the work's requests, so a provider that caches prompts reads it from its cache), while the work goes on; at the wall the new session starts from it and the turns since, without waiting for a document; "off" writes it at the wall. Default: "background", but "off" for GitHub Copilot, where every request, this one too, is a premium request. See |handoff-auto|.
 ---@field model? string Another model of the same provider that writes the handoff documents (the draft, the document at the wall, :Handoff), e.g. a faster or cheaper one; its window and limits come from the model catalogue (|handoff-models|). The work keeps the session's model. The prompt cache is per model: its requests do not read the work's cache. Default: the session's model.
----@field clear_tool_results? integer Send only the newest this many tokens of tool output whole: older tool results reach the model as a one-line placeholder naming the tool (the session file keeps them; session_query, the handoff's facts and a resume still read them), which pushes the wall back. Cleared in batches of half of it, so the provider's prompt cache misses once a batch. Default: off (every result sent). See |handoff-prepare|.
+---@field clear_tool_results? integer Send only the newest this many tokens of tool output whole: older tool results reach the model as a one-line placeholder naming the tool (the session file keeps them; session_query, the handoff's facts and a resume still read them), which pushes the wall back. Cleared in batches of half of it, so the provider's prompt cache misses once a batch: where prompts are cached it costs more than it saves (1.44× weighted in doc/benchmarks.md §15b), so it is for a local model or a provider without a cache. Default: off (every result sent). See |handoff-prepare|.
 
 ---@class handoff.Config.context
 ---@field max_bytes? integer Bytes of one attachment at most (a larger file or buffer is named, not attached).
@@ -571,7 +571,7 @@ return {
       host = "handoff.clear_tool_results",
       type = { kind = "int", min = 1, max = 9007199254740991 },
       accepts = "an integer >= 1",
-      doc = "Send only the newest this many tokens of tool output whole: older tool results reach the model as a one-line placeholder naming the tool (the session file keeps them; session_query, the handoff's facts and a resume still read them), which pushes the wall back. Cleared in batches of half of it, so the provider's prompt cache misses once a batch. Default: off (every result sent). See |handoff-prepare|.",
+      doc = "Send only the newest this many tokens of tool output whole: older tool results reach the model as a one-line placeholder naming the tool (the session file keeps them; session_query, the handoff's facts and a resume still read them), which pushes the wall back. Cleared in batches of half of it, so the provider's prompt cache misses once a batch: where prompts are cached it costs more than it saves (1.44× weighted in doc/benchmarks.md §15b), so it is for a local model or a provider without a cache. Default: off (every result sent). See |handoff-prepare|.",
     },
     {
       key = "tool_output_lines",
