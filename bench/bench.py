@@ -1031,6 +1031,8 @@ class AtTheWall:
                         HANDOFF_PROVIDER="openai", HANDOFF_SESSION_DIR=os.path.join(work, "s10-sessions"))
         for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HANDOFF_LOG_FILE", "HANDOFF_AUTO", "HANDOFF_CONTEXT_WINDOW"):
             self.env.pop(k, None)
+        # The handoff at the wall itself, as pi's compaction is: a draft before it is §15's subject.
+        self.env["HANDOFF_PREPARE"] = "off"
         self.pis = {w: Pi(pi_bin, self.mock.url, work, name=f"pi-agent-s10-{w}", context_window=w)
                     for w in (threshold_window, overflow_window)} if pi_bin else None
         self.copy = os.path.join(work, "s10-run.jsonl")
