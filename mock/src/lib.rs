@@ -823,22 +823,54 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
 }
 
 /// What a provider caches of `body`, in order: its tools, its system prompt (or instructions),
-/// then each message (or input item). Keys are in one order whatever the client sent.
+/// then each message (or input item), each written with its keys sorted (whatever order the
+/// client sent them in, and whether or not serde_json keeps the order it read).
 fn cacheable_prefix(body: &Value) -> Vec<u8> {
     let mut out = Vec::new();
     for key in ["tools", "system", "instructions"] {
         if let Some(part) = body.get(key) {
-            out.extend_from_slice(part.to_string().as_bytes());
+            write_sorted(part, &mut out);
             out.push(b'\n');
         }
     }
     for key in ["messages", "input"] {
         for item in body.get(key).and_then(Value::as_array).into_iter().flatten() {
-            out.extend_from_slice(item.to_string().as_bytes());
+            write_sorted(item, &mut out);
             out.push(b'\n');
         }
     }
     out
+}
+
+/// `value` as JSON with every object's keys sorted.
+fn write_sorted(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push(b'{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(Value::String(key.clone()).to_string().as_bytes());
+                out.push(b':');
+                write_sorted(&map[key], out);
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_sorted(item, out);
+            }
+            out.push(b']');
+        }
+        other => out.extend_from_slice(other.to_string().as_bytes()),
+    }
 }
 
 /// The tokens of `body` read from the cache: its longest prefix in common with an earlier
