@@ -243,6 +243,7 @@ async fn a_file_read_after_the_draft_goes_on_whole_and_turns_since_past_the_budg
     let ran = a_long_read_after_the_draft(&env, 1600, Some(MockReply::text(DOCUMENT))).await;
     assert!(done(&ran), "{ran:?}");
     assert_eq!(env.handoff_requests().len(), 2, "the draft, then the document at the wall");
+    assert_eq!(env.prepared_starts(), vec![false], "the banner does not say it goes on from the draft");
     let requests = env.mock.requests();
     let context = &wire_messages(&requests[requests.len() - 1])[0].1;
     assert!(!context.contains("## Since this document was written") && context.contains("Ship the parser"), "{context}");

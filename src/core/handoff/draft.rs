@@ -267,6 +267,21 @@ impl Taken {
         Ok(written.and_then(Result::ok))
     }
 
+    /// Whether the draft can start the new session at `wall`: it has not failed, and the turns
+    /// since it fit the budget now (they only grow, and the work has stopped at the wall). A
+    /// draft that cannot is stopped, and the wall neither waits for it nor says it goes on from it.
+    pub(super) fn usable(&self, agent: &AgentSession, wall: &Wall) -> bool {
+        let failed = matches!(self.written.borrow().as_ref(), Some(Err(_)));
+        let fits = !failed && {
+            let session = agent.session();
+            self.since(&session.get_branch(None), since_budget(wall)).is_some()
+        };
+        if !fits {
+            self.cancel.cancel();
+        }
+        fits
+    }
+
     /// The turns after the draft's point, quoted verbatim, oldest first: `None` when they are
     /// more than `budget` tokens (the draft is then too old to carry them).
     pub(super) fn since(&self, branch: &[&SessionEntry], budget: usize) -> Option<(String, usize)> {

@@ -388,8 +388,8 @@ impl Handoff {
             claim
         };
         let _clear = AbortControllerGuard(self);
-        // At the wall, the draft written before it (if any) is continued from.
-        let prepared = auto.and_then(|_| self.drafts.take(agent));
+        // At the wall, the draft written before it (if any) is continued from, when it can be.
+        let prepared = auto.and_then(|wall| self.drafts.take(agent).filter(|taken| taken.usable(agent, &wall)));
         agent.emit(AgentEvent::HandoffStart { focus: focus.clone(), auto, prepared: prepared.is_some() });
         let drafted = match (prepared, auto) {
             (Some(taken), Some(wall)) => from_draft(agent, taken, &token, wall).await,
