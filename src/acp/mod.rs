@@ -680,7 +680,7 @@ fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice, client_se
     for (name, entry) in client_servers.iter().filter_map(mcp_entry) {
         servers.insert(name, entry);
     }
-    let _hub = McpHub::attach(&settings, &mut config, cwd, frontend_paths::mcp_trust_store());
+    let _hub = McpHub::attach(settings.mcp.as_ref(), &mut config, cwd, frontend_paths::mcp_trust_store());
     let opened = controller::open_session(config, &frontend_paths::session_dir(&settings), cwd, choice)
         .map_err(|e| e.to_string())?;
     if let Some(level) = settings.thinking {

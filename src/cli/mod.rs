@@ -139,7 +139,7 @@ fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice) -> anyhow
     let mut settings = settings.clone();
     let mcp = settings.mcp.get_or_insert_with(Default::default);
     mcp.user_file.get_or_insert_with(frontend_paths::default_mcp_user_file);
-    if let Some(hub) = McpHub::attach(&settings, &mut config, cwd, frontend_paths::mcp_trust_store()) {
+    if let Some(hub) = McpHub::attach(settings.mcp.as_ref(), &mut config, cwd, frontend_paths::mcp_trust_store()) {
         if settings.mcp.as_ref().is_some_and(|m| m.trust_project) {
             trust_project_mcp(&hub)?;
         }

@@ -194,7 +194,7 @@ impl Host {
         config.instructions_dir = Some(parsed.config_dir.clone().unwrap_or_else(frontend_paths::default_instructions_dir));
         let cwd = parsed.cwd.unwrap_or_else(|| lock(&self.inner.cwd).clone());
         // The servers of this configuration; the old ones end with the session they served.
-        *lock(&self.inner.mcp) = McpHub::attach(&settings, &mut config, &cwd, frontend_paths::mcp_trust_store());
+        *lock(&self.inner.mcp) = McpHub::attach(settings.mcp.as_ref(), &mut config, &cwd, frontend_paths::mcp_trust_store());
         let choice = match (parsed.session_file, parsed.resume) {
             (Some(path), _) if path.exists() => SessionChoice::File(path),
             (_, Resume::Newest) => SessionChoice::Newest,

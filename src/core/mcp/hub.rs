@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::client::{self, Connection};
-use super::config::{McpConfig, Origin, ProjectFile, ServerConfig, TrustStore};
+use super::config::{McpConfig, McpSettings, Origin, ProjectFile, ServerConfig, TrustStore};
 use super::tool::{exposed_name, hashed, McpTool};
 use super::link::ServerLink;
 use super::McpError;
@@ -239,15 +239,16 @@ impl std::fmt::Debug for McpHub {
 }
 
 impl McpHub {
-    /// The servers `settings` configure for a session in `cwd` (`None`: there are none), added
-    /// to `config`'s tools. Their processes get the environment `config.command_env()` builds.
+    /// The servers `settings` (the settings' `mcp`) configure for a session in `cwd` (`None`:
+    /// there are none), added to `config`'s tools. Their processes get the environment
+    /// `config.command_env()` builds.
     pub fn attach(
-        settings: &crate::core::config::Settings,
+        settings: Option<&McpSettings>,
         config: &mut crate::core::agent::AgentConfig,
         cwd: &std::path::Path,
         trust: TrustStore,
     ) -> Option<Arc<McpHub>> {
-        let settings = settings.mcp.clone().unwrap_or_default();
+        let settings = settings.cloned().unwrap_or_default();
         let mcp = McpConfig::load(&settings, cwd, &trust);
         if mcp.servers.is_empty() && mcp.errors.is_empty() {
             return None;

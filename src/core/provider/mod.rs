@@ -27,6 +27,7 @@ mod http;
 mod key;
 pub mod models;
 mod openai;
+pub mod presets;
 mod responses;
 mod retry;
 mod tls;
@@ -40,9 +41,10 @@ pub use key::describe_cmd;
 /// The HTTP clients' builder (lazily verifying TLS), for the other clients of the host (MCP).
 pub(crate) use tls::client_builder as http_client_builder;
 pub use models::{ModelFacts, ModelInfo, ModelTable, PiModels, PiProvider, Source};
+pub use presets::{Preset, ProviderKind};
 pub use types::{
     Api, ChatRequest, CopilotConfig, MalformedArguments, ProviderConfig, ProviderError, Secret, SetLimits, StreamEnd,
-    StreamEvent, ThinkingLevel, ToolCall, ToolChoice, DEFAULT_MAX_TOKENS,
+    StreamEvent, ThinkingLevel, ToolCall, ToolChoice, ToolDefinition, DEFAULT_MAX_TOKENS,
 };
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -11,7 +11,15 @@ use serde_json::{Map, Value};
 use super::models::{self, ModelInfo, ModelTable, Source};
 use crate::core::failure::{self, FailureKind};
 use crate::core::message::{ContextMessage, StopReason, Usage};
-use crate::core::tools::ToolDefinition;
+
+/// A tool as the model sees it: name, description and JSON Schema parameters (pi's texts). The
+/// request's own type: the tools layer builds them, the wire formats send them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ToolDefinition {
+    pub name: std::borrow::Cow<'static, str>,
+    pub description: String,
+    pub parameters: Value,
+}
 
 /// Which wire protocol a provider speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

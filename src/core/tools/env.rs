@@ -10,7 +10,7 @@
 //! 2. `include_only` (when given): only names matching one of its globs go on;
 //! 3. the default exclusions: names matching [`DEFAULT_EXCLUDES`] (`*KEY*`, `*TOKEN*`,
 //!    `*SECRET*`, `*PASSWORD*`), every provider's and preset's key variable
-//!    ([`crate::core::config::ProviderKind::key_vars`]) and the configured provider's own
+//!    ([`crate::core::provider::ProviderKind::key_vars`]) and the configured provider's own
 //!    ([`ProviderConfig::secret_vars`](crate::core::provider::ProviderConfig::secret_vars)), and
 //!    for a sandboxed command [`SANDBOX_EXCLUDES`] (`NVIM`, `SSH_AUTH_SOCK`, …). A name written
 //!    out in `include_only` (no wildcard) is the user's escape hatch: it passes them;
@@ -152,7 +152,7 @@ impl EnvPolicy {
             exclude: patterns(settings.exclude.iter().flatten().map(String::as_str)),
             include_only: patterns(settings.include_only.iter().flatten().map(String::as_str)),
             set: settings.set.clone().unwrap_or_default(),
-            secrets: crate::core::config::ProviderKind::key_vars().into_iter().map(str::to_string).collect(),
+            secrets: crate::core::provider::ProviderKind::key_vars().into_iter().map(str::to_string).collect(),
         }
     }
 

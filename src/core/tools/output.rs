@@ -1,6 +1,5 @@
 //! What a tool answers: its definition for the model, its result, and why it failed.
 
-use std::borrow::Cow;
 use std::io;
 
 use serde::Serialize;
@@ -8,13 +7,8 @@ use serde_json::{Map, Value};
 
 use crate::core::message::{now_millis, tool_result_keys, Content, ContentBlock, Message, Role};
 
-/// A tool as the model sees it: name, description and JSON Schema parameters (pi's texts).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ToolDefinition {
-    pub name: Cow<'static, str>,
-    pub description: String,
-    pub parameters: Value,
-}
+/// What the model is offered of a tool: the provider layer's type (the request carries it).
+pub use crate::core::provider::ToolDefinition;
 
 /// One tool's result, in the shape pi stores in a `toolResult` message.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -394,7 +394,7 @@ mod tests {
     use super::*;
     use crate::core::message::{Content, ContentBlock, Message, StopReason};
     use crate::core::provider::{Api, ThinkingLevel, ToolChoice};
-    use crate::core::tools::ToolDefinition;
+    use crate::core::provider::ToolDefinition;
 
     fn body(config: &ProviderConfig, request: &ChatRequest) -> Value {
         serde_json::from_slice(&request_body(config, request)).unwrap()
