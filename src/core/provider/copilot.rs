@@ -18,8 +18,8 @@ use super::types::{Api, CopilotConfig, ProviderConfig, ProviderError};
 use super::wire::secret_header;
 use crate::core::message::{ContextMessage, Role};
 
-/// Where the token is exchanged unless configured (`copilot_token_url`, `HANDOFF_COPILOT_TOKEN_URL`).
-pub const DEFAULT_TOKEN_URL: &str = "https://api.github.com/copilot_internal/v2/token";
+/// Where the token is exchanged unless configured.
+pub use super::types::COPILOT_TOKEN_URL as DEFAULT_TOKEN_URL;
 
 /// The chat base when the exchange names none.
 pub const DEFAULT_CHAT_BASE: &str = "https://api.githubcopilot.com";
@@ -27,9 +27,8 @@ pub const DEFAULT_CHAT_BASE: &str = "https://api.githubcopilot.com";
 /// pi's provider id for Copilot, recorded on messages and `model_change` entries.
 pub const PROVIDER_NAME: &str = "github-copilot";
 
-/// The environment variables a GitHub token is read from, first wins (as pi reads them). They
-/// never reach a tool's environment.
-pub const TOKEN_VARS: [&str; 3] = ["COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"];
+/// The environment variables a GitHub token is read from, first wins.
+pub use super::types::COPILOT_TOKEN_VARS as TOKEN_VARS;
 
 /// How long before its expiry a Copilot token is exchanged again.
 const EXPIRY_MARGIN: Duration = Duration::from_secs(120);
@@ -276,7 +275,7 @@ impl Copilot {
         let id: String = url_segment(model);
         let url = join_url(&token.base, &format!("/models/{id}/policy"));
         let request = client.post(&url).headers(headers).json(&serde_json::json!({ "state": "enabled" }));
-        super::models::listing::json_request(request, config, &url, "enabling the Copilot model")
+        super::listing::json_request(request, config, &url, "enabling the Copilot model")
             .await
             .map_err(|e| super::key::redact_error(e, Some(&token.value)))?;
         tracing::info!(provider = %config.name, model, "enabled the Copilot model for this account");
@@ -414,7 +413,7 @@ async fn get_json(
     headers: HeaderMap,
     what: &str,
 ) -> Result<Value, ProviderError> {
-    let answer = super::models::listing::json_request(client.get(url).headers(headers), config, url, what).await;
+    let answer = super::listing::json_request(client.get(url).headers(headers), config, url, what).await;
     answer.map_err(|e| match e {
         ProviderError::Http { provider, status: status @ (401 | 403), code, message } if url.contains("copilot_internal") => {
             ProviderError::Http {

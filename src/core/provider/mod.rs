@@ -21,10 +21,12 @@
 //! | this file      | [`Provider`]: picks the format, resolves the key, runs the attempts   |
 
 mod anthropic;
+mod api;
 pub mod copilot;
 mod health;
 mod http;
 mod key;
+mod listing;
 pub mod models;
 mod openai;
 pub mod presets;
@@ -94,7 +96,7 @@ pub struct Provider {
     /// Copilot's token and model list, when the provider is Copilot.
     copilot: Option<Arc<copilot::Copilot>>,
     /// Any other provider's model list (`GET /models`), fetched once.
-    listing: Arc<models::Listing>,
+    listing: Arc<listing::Listing>,
     /// The window an overflow error of this model named (0: none yet): the provider's own
     /// word, below whatever was configured or listed.
     refused_window: Arc<AtomicU64>,
@@ -231,7 +233,7 @@ impl Provider {
             }
             return;
         }
-        if !models::listing::worth_asking(&self.config) || self.listing.listed(&self.config.model).is_some() {
+        if !listing::worth_asking(&self.config) || self.listing.listed(&self.config.model).is_some() {
             return;
         }
         tokio::select! {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+pub use super::api::Api;
 use super::models::{self, ModelInfo, ModelTable, Source};
 use crate::core::failure::{self, FailureKind};
 use crate::core::message::{ContextMessage, StopReason, Usage};
@@ -19,45 +20,6 @@ pub struct ToolDefinition {
     pub name: std::borrow::Cow<'static, str>,
     pub description: String,
     pub parameters: Value,
-}
-
-/// Which wire protocol a provider speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Api {
-    /// OpenAI Chat Completions (`/chat/completions`): OpenAI, Ollama, llama.cpp, vLLM, LM Studio, OpenRouter.
-    Openai,
-    /// Anthropic Messages (`/messages`).
-    Anthropic,
-    /// OpenAI Responses (`/responses`): OpenAI's reasoning and codex models, Copilot's gpt-5.
-    #[serde(rename = "openai-responses")]
-    OpenaiResponses,
-}
-
-impl Api {
-    /// The `api` value pi records on assistant messages.
-    pub fn pi_name(self) -> &'static str {
-        match self {
-            Api::Openai => "openai-completions",
-            Api::Anthropic => "anthropic-messages",
-            Api::OpenaiResponses => "openai-responses",
-        }
-    }
-
-    pub fn default_base_url(self) -> &'static str {
-        match self {
-            Api::Openai | Api::OpenaiResponses => "https://api.openai.com/v1",
-            Api::Anthropic => "https://api.anthropic.com/v1",
-        }
-    }
-
-    pub fn default_key_env(self) -> &'static str {
-        match self {
-            Api::Openai | Api::OpenaiResponses => "OPENAI_API_KEY",
-            Api::Anthropic => "ANTHROPIC_API_KEY",
-        }
-    }
-
 }
 
 /// Everything needed to talk to one model. Keys are resolved at request time and never stored
@@ -141,6 +103,14 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// Where a Copilot token is exchanged unless configured (`copilot_token_url`,
+/// `HANDOFF_COPILOT_TOKEN_URL`).
+pub const COPILOT_TOKEN_URL: &str = "https://api.github.com/copilot_internal/v2/token";
+
+/// The environment variables a GitHub token is read from for Copilot, first wins (as pi reads
+/// them). They never reach a tool's environment.
+pub const COPILOT_TOKEN_VARS: [&str; 3] = ["COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"];
+
 /// Copilot's settings (the rest of [`ProviderConfig`] applies as for any provider).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CopilotConfig {
@@ -153,7 +123,7 @@ pub struct CopilotConfig {
 impl Default for CopilotConfig {
     fn default() -> Self {
         Self {
-            token_url: super::copilot::DEFAULT_TOKEN_URL.into(),
+            token_url: COPILOT_TOKEN_URL.into(),
             editor_version: format!("handoff-nvim/{}", env!("CARGO_PKG_VERSION")),
         }
     }
@@ -257,7 +227,7 @@ impl ProviderConfig {
         let mut vars: Vec<String> = self.api_key_env.iter().cloned().collect();
         vars.extend(self.secret_env.iter().cloned());
         if self.copilot.is_some() {
-            vars.extend(super::copilot::TOKEN_VARS.iter().map(|v| v.to_string()));
+            vars.extend(COPILOT_TOKEN_VARS.iter().map(|v| v.to_string()));
         }
         vars
     }

@@ -9,7 +9,6 @@
 //! model limits exists.
 
 mod builtin;
-pub(super) mod listing;
 pub mod pi;
 
 use std::collections::BTreeMap;
@@ -17,9 +16,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::types::Api;
+use super::api::Api;
 
-pub use listing::Listing;
 pub use pi::{PiProvider, PiModels};
 
 /// The window assumed of a model no source knows, by wire format.

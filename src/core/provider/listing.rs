@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{json, Value};
 
-use super::{ModelInfo, Source};
+use super::models::{ModelInfo, Source};
 use crate::core::provider::http::{display_url, error_body, error_chain, join_url};
 use crate::core::provider::types::{Api, ProviderConfig, ProviderError};
 
