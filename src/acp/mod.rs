@@ -122,7 +122,6 @@ impl AcpSession {
         }
     }
 
-
     /// Waits until every event emitted so far has been sent as an update.
     async fn flushed(&self) {
         let (tx, rx) = oneshot::channel();
