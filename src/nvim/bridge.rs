@@ -156,6 +156,9 @@ pub fn spawn_collector(controller: Arc<Controller>, outbox: Arc<Outbox>) -> toki
     let mut events = controller.agent().subscribe();
     crate::core::task::spawn("the event collector", async move {
         let agent: &AgentSession = controller.agent();
+        // Events were lost to a lag during a run: the reply streaming then is in no transcript
+        // yet (it is stored at its end), so the run's end draws the session again, whole.
+        let mut redraw_at_end = false;
         loop {
             match events.recv().await {
                 Ok(event) => {
@@ -190,14 +193,21 @@ pub fn spawn_collector(controller: Arc<Controller>, outbox: Arc<Outbox>) -> toki
                                 None => outbox.push(end),
                             }
                         }
+                        Some(end @ Record::AgentEnd { .. }) if redraw_at_end => {
+                            redraw_at_end = false;
+                            let transcript = transcript::transcript(&controller, transcript::PAGE);
+                            outbox.push_all([end, Record::Transcript(Box::new(transcript))]);
+                        }
                         Some(record) => outbox.push(record),
                         None => {}
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
-                    // Cannot happen at this channel size unless the machine stalls: resync.
+                    // Only when the machine stalls or the model streams faster than the editor
+                    // reads: resync now, and again at the run's end (the reply in flight).
                     tracing::warn!(missed = n, "event collector lagged; sending the whole transcript");
                     outbox.push(Record::Transcript(Box::new(transcript::transcript(&controller, transcript::PAGE))));
+                    redraw_at_end = true;
                 }
                 Err(broadcast::error::RecvError::Closed) => break,
             }
