@@ -470,6 +470,28 @@ async fn a_write_is_read_back_from_the_client_and_a_format_on_save_is_what_the_m
     agent.finish().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_to_the_disk_is_not_read_back_from_a_client_that_only_reads() {
+    let env = Env::new().await;
+    let file = env.project().join("conf.py");
+    std::fs::write(&file, "x = 0\n").unwrap();
+    let (mut agent, session) = opened(&env, &["--yes"], json!({ "fs": { "readTextFile": true } })).await;
+    env.mock.push(common::tool_call_reply("write", json!({ "path": "conf.py", "content": "x = 1\n" }), "w1"));
+    env.mock.push(MockReply::text("Written."));
+    // The client's buffer still holds the old text: it never saw the write.
+    let (answer, _) = agent
+        .prompt_with(&session, "write the config", &mut |r| match r["method"].as_str().unwrap() {
+            "fs/read_text_file" => Some(json!({ "content": "x = 0\n" })),
+            other => panic!("unexpected {other}"),
+        })
+        .await;
+    assert_eq!(stop_reason(&answer), "end_turn");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x = 1\n");
+    let told = request_text(&env.mock, 1);
+    assert!(told.contains("Successfully wrote") && !told.contains("The file changed as the editor saved it"), "{told}");
+    agent.finish().await;
+}
+
 /// A session with one exchange, over ACP; returns the process, the session id.
 async fn one_exchange(env: &Env, capabilities: Value) -> (Agent, String) {
     let (mut agent, session) = opened(env, &[], capabilities).await;

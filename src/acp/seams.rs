@@ -176,10 +176,27 @@ impl FileAccess for ClientFiles {
     }
 
     async fn write(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
-        let Ok(text) = std::str::from_utf8(bytes) else { return DiskFileAccess.write(path, bytes).await };
-        if !self.write {
-            return DiskFileAccess.write(path, bytes).await;
+        self.write_through(path, bytes).await.map(drop)
+    }
+
+    /// Read back through the client only what the client wrote: a file written to the disk
+    /// holds what was written, and the client's buffer of it may be stale.
+    async fn write_and_read_back(&self, path: &Path, bytes: &[u8]) -> io::Result<Option<Vec<u8>>> {
+        match self.write_through(path, bytes).await? {
+            true => Ok(self.read_back(path, bytes).await),
+            false => Ok(None),
         }
+    }
+}
+
+impl ClientFiles {
+    /// Writes through the client when it said it can and the bytes are text (`true`), else to
+    /// the disk (`false`).
+    async fn write_through(&self, path: &Path, bytes: &[u8]) -> io::Result<bool> {
+        let text = match std::str::from_utf8(bytes) {
+            Ok(text) if self.write => text,
+            _ => return DiskFileAccess.write(path, bytes).await.map(|()| false),
+        };
         let path = std::path::absolute(path)?;
         // The tools' promise (missing folders are made) does not depend on the client's.
         if let Some(parent) = path.parent() {
@@ -187,7 +204,7 @@ impl FileAccess for ClientFiles {
         }
         let params = json!({ "sessionId": self.session_id, "path": path, "content": text });
         let answer: Result<Value, CallError> = self.peer.request(method::WRITE_TEXT_FILE, params).await;
-        answer.map(drop).map_err(io::Error::other)
+        answer.map(|_| true).map_err(io::Error::other)
     }
 }
 

@@ -39,11 +39,17 @@ pub trait FileAccess: Send + Sync {
     /// back counts as written (the write itself succeeded).
     async fn write_and_read_back(&self, path: &Path, bytes: &[u8]) -> io::Result<Option<Vec<u8>>> {
         self.write(path, bytes).await?;
+        Ok(self.read_back(path, bytes).await)
+    }
+
+    /// The file as it is after `written` was written to it, when it differs. A front end that
+    /// wrote to the disk itself (no editor in between) has nothing to read back.
+    async fn read_back(&self, path: &Path, written: &[u8]) -> Option<Vec<u8>> {
         match self.read(path).await {
-            Ok(now) => Ok((now != bytes).then_some(now)),
+            Ok(now) => (now != written).then_some(now),
             Err(e) => {
                 tracing::warn!(path = %path.display(), "cannot read a file back after writing it: {e}");
-                Ok(None)
+                None
             }
         }
     }
