@@ -133,6 +133,9 @@ pub(super) struct Taken {
     upto: Option<String>,
     cancel: CancellationToken,
     written: watch::Receiver<Option<Written>>,
+    /// The turns since the draft, quoted, and their count: set by [`Taken::usable`] (the work
+    /// has stopped at the wall, so they do not change after).
+    pub(super) since: Option<(String, usize)>,
 }
 
 impl Drafts {
@@ -249,7 +252,7 @@ impl Drafts {
             draft.cancel.cancel();
             return None;
         }
-        Some(Taken { upto: draft.upto, cancel: draft.cancel, written: draft.written })
+        Some(Taken { upto: draft.upto, cancel: draft.cancel, written: draft.written, since: None })
     }
 }
 
@@ -270,21 +273,22 @@ impl Taken {
     /// Whether the draft can start the new session at `wall`: it has not failed, and the turns
     /// since it fit the budget now (they only grow, and the work has stopped at the wall). A
     /// draft that cannot is stopped, and the wall neither waits for it nor says it goes on from it.
-    pub(super) fn usable(&self, agent: &AgentSession, wall: &Wall) -> bool {
+    pub(super) fn usable(&mut self, agent: &AgentSession, wall: &Wall) -> bool {
         let failed = matches!(self.written.borrow().as_ref(), Some(Err(_)));
-        let fits = !failed && {
+        if !failed {
             let session = agent.session();
-            self.since(&session.get_branch(None), since_budget(wall)).is_some()
-        };
-        if !fits {
+            self.since = self.quote_since(&session.get_branch(None), since_budget(wall));
+        }
+        if self.since.is_none() {
+            tracing::info!(failed, "the handoff's draft is not used (it failed, or the turns since are more than the verbatim budget): the document is written at the wall");
             self.cancel.cancel();
         }
-        fits
+        self.since.is_some()
     }
 
     /// The turns after the draft's point, quoted verbatim, oldest first: `None` when they are
     /// more than `budget` tokens (the draft is then too old to carry them).
-    pub(super) fn since(&self, branch: &[&SessionEntry], budget: usize) -> Option<(String, usize)> {
+    fn quote_since(&self, branch: &[&SessionEntry], budget: usize) -> Option<(String, usize)> {
         let start = match &self.upto {
             Some(id) => branch.iter().position(|e| e.id.as_str() == id)? + 1,
             None => 0,

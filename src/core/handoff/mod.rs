@@ -389,7 +389,7 @@ impl Handoff {
         };
         let _clear = AbortControllerGuard(self);
         // At the wall, the draft written before it (if any) is continued from, when it can be.
-        let prepared = auto.and_then(|wall| self.drafts.take(agent).filter(|taken| taken.usable(agent, &wall)));
+        let prepared = auto.and_then(|wall| self.drafts.take(agent).and_then(|mut taken| taken.usable(agent, &wall).then_some(taken)));
         agent.emit(AgentEvent::HandoffStart { focus: focus.clone(), auto, prepared: prepared.is_some() });
         let drafted = match (prepared, auto) {
             (Some(taken), Some(wall)) => from_draft(agent, taken, &token, wall).await,
@@ -488,9 +488,9 @@ fn done(document: String, carried: &Carried, new: NewSession, elided: Option<Str
     }
 }
 
-/// The automatic handoff continued from the draft written before the wall: its document (the
-/// remainder waited for; `token` cancels both), then the turns since, verbatim. `None`: no
-/// draft was written, or the turns since are more than the budget of verbatim turns; the
+/// The automatic handoff continued from the draft written before the wall (found usable:
+/// [`draft::Taken::usable`]): its document (the remainder waited for; `token` cancels both),
+/// then the turns since, verbatim. `None`: the draft failed while it was waited for; the
 /// document is then written at the wall. The old session records the draft's request and reply
 /// as it records the handoff's own.
 async fn from_draft(
@@ -500,15 +500,7 @@ async fn from_draft(
     wall: Wall,
 ) -> Result<Option<(String, Carried, Option<String>)>, NoDocument> {
     let Some(drafted) = taken.document(token).await? else { return Ok(None) };
-    let budget = draft::since_budget(&wall);
-    let since = {
-        let session = agent.session();
-        taken.since(&session.get_branch(None), budget)
-    };
-    let Some((since, count)) = since else {
-        tracing::info!(budget, "the turns since the handoff's draft are more than the verbatim budget: the document is written at the wall");
-        return Ok(None);
-    };
+    let Some((since, count)) = taken.since.take() else { return Ok(None) };
     agent.record_messages(&[drafted.request, drafted.reply])?;
     let carried = Carried { prepared: Some(count), ..Carried::gather(agent, Some(wall)) };
     Ok(Some((draft::with_turns_since(&drafted.document, &since, count), carried, None)))
