@@ -44,8 +44,13 @@ impl Record {
     }
 
     /// The file `id` goes on in, when recorded and still there.
+    /// Only a session file of this folder: a record edited to name another file (a tool told
+    /// to write it, say) opens nothing.
     pub fn file_of(&self, id: &str) -> Option<PathBuf> {
-        self.entries().remove(id).filter(|file| file.is_file())
+        let folder = self.path.parent()?;
+        let file = self.entries().remove(id)?;
+        let ours = file.parent() == Some(folder) && file.extension().is_some_and(|x| x == "jsonl");
+        (ours && file.is_file()).then_some(file)
     }
 
     /// Records that `id` goes on in `now`, having left `left`. A file left for one of another
@@ -126,5 +131,27 @@ mod tests {
         assert_eq!(record.entries().len(), 1, "an entry whose file is gone is dropped");
         std::fs::write(&record.path, "not json").unwrap();
         assert!(record.entries().is_empty());
+    }
+
+    #[test]
+    fn a_record_naming_a_file_outside_its_folder_opens_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = Path::new("/project");
+        let record = Record::of(dir.path(), cwd);
+        let folder = dir.path().join(cwd_folder_name(cwd));
+        std::fs::create_dir_all(&folder).unwrap();
+        let inside = folder.join("s.jsonl");
+        let outside = dir.path().join("planted.jsonl");
+        let not_a_session = folder.join("notes.txt");
+        for file in [&inside, &outside, &not_a_session] {
+            std::fs::write(file, "{}\n").unwrap();
+        }
+        // As a tool told by a prompt injection would write it.
+        let planted = serde_json::json!({ "ours": inside, "out": outside, "up": folder.join("../planted.jsonl"), "txt": not_a_session });
+        std::fs::write(&record.path, planted.to_string()).unwrap();
+        assert_eq!(record.file_of("ours"), Some(inside));
+        assert_eq!(record.file_of("out"), None);
+        assert_eq!(record.file_of("up"), None);
+        assert_eq!(record.file_of("txt"), None);
     }
 }
