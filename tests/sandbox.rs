@@ -57,7 +57,7 @@ fn dirs() -> Dirs {
 }
 
 fn sandboxed(d: &Dirs, mode: SandboxMode, network: bool) -> Sandboxed {
-    Sandboxed { helper: HELPER.into(), settings: SandboxSettings { mode, network }, tmpdir: d.tmp.clone(), mounts: true }
+    Sandboxed { helper: HELPER.into(), settings: SandboxSettings { mode, network }, tmpdir: d.tmp.clone(), mounts: true, scope: None }
 }
 
 /// `command` through the bash tool, in the project, in `sandbox`.

@@ -5,6 +5,7 @@
 
 pub mod nvim;
 pub mod pi;
+pub mod machine;
 pub mod sandbox;
 pub mod wall;
 

@@ -43,7 +43,9 @@ impl AgentSession {
         }
         let token = cancel.child_token();
         state.run = Some(token.clone());
-        Ok(RunClaim { slot: &self.state, token, pending: std::mem::take(&mut state.pending_next_turn) })
+        let scope = CancellationToken::new();
+        state.run_scope = Some(scope.clone());
+        Ok(RunClaim { slot: &self.state, token, pending: std::mem::take(&mut state.pending_next_turn), scope })
     }
 
     /// Runs `text` in the slot `claim` holds, and frees the slot.

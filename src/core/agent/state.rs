@@ -117,6 +117,9 @@ pub struct AgentState {
     pub unrecorded_thinking: ThinkingLevel,
     /// Cancels the running response; `Some` while one streams.
     pub(super) run: Option<CancellationToken>,
+    /// Cancelled when the run ends, however it ends (`RunClaim`'s drop): what sandboxed
+    /// commands of the run left running is ended then (`sandbox::CommandScope`).
+    pub(super) run_scope: Option<CancellationToken>,
 }
 
 /// Everything needed to build an `AgentSession`.
@@ -191,10 +194,14 @@ pub struct RunClaim<'a> {
     pub(super) slot: &'a std::sync::Mutex<AgentState>,
     pub(super) token: CancellationToken,
     pub(super) pending: Vec<Message>,
+    pub(super) scope: CancellationToken,
 }
 
 impl Drop for RunClaim<'_> {
     fn drop(&mut self) {
-        super::lock(self.slot).run = None;
+        let mut state = super::lock(self.slot);
+        state.run = None;
+        state.run_scope = None;
+        self.scope.cancel();
     }
 }

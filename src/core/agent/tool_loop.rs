@@ -265,7 +265,14 @@ impl AgentSession {
         match (sandbox::helper_binary(), sandbox::private_tmpdir()) {
             (Ok(helper), Ok(tmpdir)) => {
                 let mounts = sandbox::mount_namespaces().is_ok();
-                Confinement::Sandboxed(Sandboxed { helper, settings: self.sandbox, tmpdir, mounts })
+                let scope = self.state().run_scope.clone().map(|ended| {
+                    let events = self.events.clone();
+                    let notify: sandbox::Notify = Arc::new(move |text: String| {
+                        let _ = events.send(AgentEvent::Notice(super::Notice::new(Level::Warn, text)));
+                    });
+                    sandbox::CommandScope { ended, notify }
+                });
+                Confinement::Sandboxed(Sandboxed { helper, settings: self.sandbox, tmpdir, mounts, scope })
             }
             (Err(e), _) | (_, Err(e)) => Confinement::Unavailable(format!("the sandbox cannot be set up: {e}")),
         }

@@ -75,7 +75,7 @@ pub fn restrict_self(r: &HelperArgs) -> Result<(), RestrictError> {
     seccomp(r.settings.network)?;
     if r.isolate || !r.mounts.is_empty() {
         // This process stays as the namespace's init; the command runs in a child of it.
-        init_and_fork();
+        init_and_fork(r.lifeline);
     }
     Ok(())
 }
@@ -246,14 +246,40 @@ fn bind_read_only(source: &Path, target: &Path) -> std::io::Result<()> {
     mount(None, target, None, libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | keep, None)
 }
 
+/// An overlay over the git folder `lower`: the command's writes land in `state/upper` (the
+/// host merges git's data back after it, `sandbox::git`). `userxattr`: the overlay's marks are
+/// `user.` attributes, which a user namespace may write.
+fn git_view(lower: &Path, state: &Path) -> std::io::Result<()> {
+    let options = format!(
+        "lowerdir={},upperdir={},workdir={},userxattr",
+        overlay_path(lower)?,
+        overlay_path(&state.join("upper"))?,
+        overlay_path(&state.join("work"))?
+    );
+    mount(Some(Path::new("overlay")), lower, Some("overlay"), libc::MS_NOSUID | libc::MS_NODEV, Some(&options))
+}
+
+/// A path in the overlay's options: `\`, `,` and `:` escaped, as the overlay reads them.
+fn overlay_path(path: &Path) -> std::io::Result<String> {
+    let text = path.to_str().ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '\\' | ',' | ':') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    Ok(out)
+}
+
 /// Enters a user namespace (mapping this user to itself) and a mount namespace, and there
 /// carries out `mounts`. Nothing of it propagates back to the system's mounts.
 fn mount_namespace(mounts: &super::protected::SandboxMounts) -> Result<(), RestrictError> {
     enter_namespaces().map_err(mount_error("unshare"))?;
     // Our changes stay ours (as root without a user namespace, "/" may be shared).
     mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None).map_err(mount_error("make / private"))?;
-    for path in &mounts.pinned {
-        mount(Some(path), path, None, libc::MS_BIND | libc::MS_REC, None).map_err(mount_error(format!("pin {}", path.display())))?;
+    for (lower, state) in &mounts.git_views {
+        git_view(lower, state).map_err(mount_error(format!("see {} through its view", lower.display())))?;
     }
     for path in &mounts.read_only {
         bind_read_only(path, path).map_err(mount_error(format!("make {} read-only", path.display())))?;
@@ -342,14 +368,21 @@ std::thread_local! {
 
 /// In pid 1 of the namespace, restricted already: forks the command's process (which returns
 /// from here and execs it), then waits for it, tells the helper outside how it ended, and
-/// reaps whatever the command left behind until nothing is left.
-fn init_and_fork() {
+/// reaps whatever the command left behind until nothing is left — or, when the host writes to
+/// the `lifeline` or goes away (the run that started the command ended, or the editor quit),
+/// ends every process of the namespace first.
+fn init_and_fork(lifeline: Option<i32>) {
     let status_pipe = STATUS_PIPE.with(std::cell::Cell::get);
     // SAFETY: still single-threaded; see pid_namespace.
     let command = unsafe { libc::fork() };
     if command == 0 {
-        // SAFETY: the command does not keep the status pipe.
-        unsafe { libc::close(status_pipe) };
+        // SAFETY: the command keeps neither the status pipe nor the lifeline.
+        unsafe {
+            libc::close(status_pipe);
+            if let Some(fd) = lifeline {
+                libc::close(fd);
+            }
+        }
         return;
     }
     if command > 0 {
@@ -362,22 +395,87 @@ fn init_and_fork() {
             }
             libc::close(null);
         }
-        let mut raw = 0;
-        // SAFETY: waits for the child just forked.
-        let waited = unsafe { libc::waitpid(command, &mut raw, 0) };
-        if waited == command {
-            let bytes = raw.to_ne_bytes();
-            // SAFETY: writes the 4 bytes of the array we own.
-            unsafe { libc::write(status_pipe, bytes.as_ptr().cast(), 4) };
-        }
-        // SAFETY: closing the pipe; then reaping until ECHILD, taking every status.
-        unsafe {
-            libc::close(status_pipe);
-            while libc::waitpid(-1, std::ptr::null_mut(), 0) > 0 {}
+        match lifeline {
+            Some(fd) => reap_watching(command, status_pipe, fd),
+            None => {
+                let mut raw = 0;
+                // SAFETY: waits for the child just forked.
+                let waited = unsafe { libc::waitpid(command, &mut raw, 0) };
+                if waited == command {
+                    send_status(status_pipe, raw);
+                }
+                // SAFETY: reaping until ECHILD, taking every status.
+                unsafe { while libc::waitpid(-1, std::ptr::null_mut(), 0) > 0 {} }
+            }
         }
     }
     // SAFETY: ends pid 1 (and so the namespace) without running Rust's exit handlers twice.
     unsafe { libc::_exit(if command > 0 { 0 } else { 127 }) }
+}
+
+/// Writes the command's wait status to the helper outside, once, and closes the pipe.
+fn send_status(status_pipe: libc::c_int, raw: libc::c_int) {
+    let bytes = raw.to_ne_bytes();
+    // SAFETY: writes the 4 bytes of the array we own, then closes our pipe.
+    unsafe {
+        libc::write(status_pipe, bytes.as_ptr().cast(), 4);
+        libc::close(status_pipe);
+    }
+}
+
+extern "C" fn on_child(_: libc::c_int) {}
+
+/// pid 1's loop with a lifeline: reaps children as they end (SIGCHLD interrupts the wait),
+/// sends the command's status when it ends, returns when no child is left, and ends them all
+/// when the lifeline becomes readable or hangs up.
+fn reap_watching(command: libc::pid_t, status_pipe: libc::c_int, lifeline: libc::c_int) {
+    // SAFETY: signal masks and a handler that does nothing, in this single-threaded process;
+    // SIGCHLD stays blocked but while ppoll waits, so no child's end slips between the reap
+    // and the wait.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_child as *const () as usize;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGCHLD, &action, std::ptr::null_mut());
+        let mut blocked: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut blocked);
+        libc::sigaddset(&mut blocked, libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_BLOCK, &blocked, std::ptr::null_mut());
+    }
+    let mut sent = false;
+    loop {
+        loop {
+            let mut raw = 0;
+            // SAFETY: reaps any child without waiting.
+            let pid = unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG) };
+            if pid == command && !sent {
+                send_status(status_pipe, raw);
+                sent = true;
+            }
+            if pid == 0 {
+                break;
+            }
+            if pid < 0 {
+                // No child left: the namespace is done.
+                return;
+            }
+        }
+        let mut fds = [libc::pollfd { fd: lifeline, events: libc::POLLIN, revents: 0 }];
+        // SAFETY: an empty mask while waiting (SIGCHLD may interrupt it); fds is ours.
+        let ready = unsafe {
+            let mut open: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut open);
+            libc::ppoll(fds.as_mut_ptr(), 1, std::ptr::null(), &open)
+        };
+        if ready > 0 && fds[0].revents != 0 {
+            // SAFETY: kill(-1) from pid 1 of a pid namespace reaches every other process in it.
+            unsafe {
+                libc::kill(-1, libc::SIGKILL);
+                while libc::waitpid(-1, std::ptr::null_mut(), 0) > 0 {}
+            }
+            return;
+        }
+    }
 }
 
 /// Ends this process as the wait status `status` says: the same exit code, or the same signal.
@@ -400,8 +498,20 @@ fn exit_like(status: i32) -> ! {
 /// `Err`: why not.
 pub fn probe_mounts() -> Result<(), String> {
     let dir = std::env::temp_dir();
-    let mounts = super::protected::SandboxMounts { read_only: vec![dir], ..Default::default() };
-    mount_namespace(&mounts).map_err(|e| e.to_string())?;
+    // A git view too, over a folder of its own (removed by the probe's parent).
+    let scratch = tempfile::Builder::new().prefix("handoff-probe-").tempdir().map_err(|e| format!("cannot make a folder to probe in: {e}"))?;
+    for sub in ["lower", "state/upper", "state/work"] {
+        std::fs::create_dir_all(scratch.path().join(sub)).map_err(|e| format!("cannot make a folder to probe in: {e}"))?;
+    }
+    let view = (scratch.path().join("lower"), scratch.path().join("state"));
+    let mounts = super::protected::SandboxMounts { read_only: vec![dir], git_views: vec![view.clone()], ..Default::default() };
+    let made = mount_namespace(&mounts);
+    // SAFETY: umount2 takes a NUL-terminated path we own and flags.
+    if let Ok(lower) = cstring(&view.0) {
+        unsafe { libc::umount2(lower.as_ptr(), libc::MNT_DETACH) };
+    }
+    super::git::remove_view_state(&view.1);
+    made.map_err(|e| e.to_string())?;
     // SAFETY: unshare takes flags only; fork in this single-threaded process.
     os_result(unsafe { libc::unshare(libc::CLONE_NEWPID) }).map_err(|e| format!("cannot make a pid namespace: {e}"))?;
     let pid = unsafe { libc::fork() };

@@ -13,6 +13,8 @@
 //! whether a result looks blocked by the sandbox ([`looks_blocked`]), which leads to the offer to
 //! re-run the command outside it.
 
+pub mod command;
+pub mod git;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod protected;
@@ -196,8 +198,30 @@ pub fn probe_in_background() {
 /// The helper's subcommand.
 pub const HELPER_COMMAND: &str = "sandbox-exec";
 
+/// Where the helper finds its end of the lifeline ([`HelperArgs::lifeline`]): bash puts it there.
+pub const LIFELINE_FD: i32 = 3;
+
+/// Tells the user one sentence about what a sandboxed command's leftover processes did.
+pub type Notify = std::sync::Arc<dyn Fn(String) + Send + Sync>;
+
+/// What ends a sandboxed command's processes, and who hears what they did after the command
+/// returned: a command's background processes live until the run that started it ends (its
+/// namespace's init ends them all), so what a command can reach is never wider later.
+#[derive(Clone)]
+pub struct CommandScope {
+    /// Cancelled when the run ends.
+    pub ended: tokio_util::sync::CancellationToken,
+    pub notify: Notify,
+}
+
+impl std::fmt::Debug for CommandScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandScope").field("ended", &self.ended.is_cancelled()).finish_non_exhaustive()
+    }
+}
+
 /// How `bash` runs a command inside the sandbox: the helper binary and what it is told.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Sandboxed {
     /// `handoff-nvim` itself (see [`helper_binary`]).
     pub helper: PathBuf,
@@ -207,16 +231,30 @@ pub struct Sandboxed {
     /// Whether the helper sets up the mount namespace ([`protected::sandbox_mounts`]): false
     /// where this system cannot (then the approval says what is not protected).
     pub mounts: bool,
+    /// The run the command belongs to (`None`: a call outside a run, as in tests; its
+    /// processes then end when the host does).
+    pub scope: Option<CommandScope>,
 }
 
 impl Sandboxed {
     /// The folders a command run in `cwd` may write: its temp folder, and the project in
-    /// `workspace-write` (`/dev/null` besides).
+    /// `workspace-write` (`/dev/null` besides) with the git folders it resolves to, which the
+    /// command sees through views (`git::views_for`) when it has a mount namespace.
     pub fn writable<'a>(&'a self, cwd: &'a Path) -> Vec<&'a Path> {
         match self.settings.mode {
             SandboxMode::WorkspaceWrite => vec![cwd, &self.tmpdir],
             SandboxMode::ReadOnly | SandboxMode::Off => vec![&self.tmpdir],
         }
+    }
+
+    /// The views of the git folders a command run in `cwd` gets: one per folder, fresh, made
+    /// before it spawns and merged after it ([`git::CommandViews`]). None without a mount
+    /// namespace (then [`Sandboxed::holes`] says so) or in `read-only`, where git cannot write.
+    pub fn git_views(&self, cwd: &Path) -> std::io::Result<git::CommandViews> {
+        if !self.mounts || self.settings.mode != SandboxMode::WorkspaceWrite {
+            return Ok(git::CommandViews::default());
+        }
+        git::views_for(&git::layout(&protected::real_path(cwd)))
     }
 
     /// What this sandbox cannot protect for a command run in `cwd`, and why, when it has no
@@ -229,6 +267,13 @@ impl Sandboxed {
         let mounts = protected::sandbox_mounts(cwd, self.settings.mode == SandboxMode::WorkspaceWrite);
         let name = |p: &PathBuf| p.strip_prefix(cwd).map_or_else(|_| p.display().to_string(), |r| r.display().to_string());
         let mut open = Vec::new();
+        if self.settings.mode == SandboxMode::WorkspaceWrite {
+            let git = git::layout(&protected::real_path(cwd));
+            if !git.git_dirs.is_empty() {
+                let dirs = git.git_dirs.iter().map(name).collect::<Vec<_>>().join(", ");
+                open.push(format!("{dirs} stay writable whole (git's settings, hooks and pointer files, not only its data)"));
+            }
+        }
         if !mounts.read_only.is_empty() {
             open.push(format!("{} stay writable", mounts.read_only.iter().map(name).collect::<Vec<_>>().join(", ")));
         }
@@ -250,20 +295,37 @@ impl Sandboxed {
     }
 
     /// The helper's arguments that run `program args…` in `cwd` under this sandbox (the project
-    /// folder is writable in `workspace-write`).
-    pub fn helper_args(&self, cwd: &Path, program: &Path, args: &[&str]) -> Vec<OsString> {
+    /// folder is writable in `workspace-write`, and the git folders through `views`).
+    pub fn helper_args(&self, cwd: &Path, program: &Path, args: &[&str], views: &git::CommandViews) -> Vec<OsString> {
         let network = if self.settings.network { "true" } else { "false" };
         let mut out: Vec<OsString> =
             vec![HELPER_COMMAND.into(), "--sandbox".into(), self.settings.mode.as_str().into(), "--network".into(), network.into()];
-        for dir in self.writable(cwd).into_iter().filter(|d| *d != self.tmpdir) {
+        let writable = self.writable(cwd);
+        for dir in writable.iter().filter(|d| **d != self.tmpdir) {
             out.push("--writable".into());
             out.push(dir.into());
+        }
+        // A git folder outside the project (a linked worktree's, a parent repository's) is
+        // writable through its view only.
+        for view in &views.views {
+            if !writable.iter().any(|w| view.lower.starts_with(w)) {
+                out.push("--writable".into());
+                out.push(view.lower.clone().into());
+            }
         }
         if self.mounts {
             out.push("--isolate".into());
             out.push("true".into());
+            out.push("--lifeline".into());
+            out.push(LIFELINE_FD.to_string().into());
             let mounts = protected::sandbox_mounts(cwd, self.settings.mode == SandboxMode::WorkspaceWrite);
-            for (flag, paths) in [("--pin", &mounts.pinned), ("--read-only", &mounts.read_only), ("--hide", &mounts.hidden)] {
+            for view in &views.views {
+                out.push("--git-view".into());
+                out.push(view.lower.clone().into());
+                out.push("--git-state".into());
+                out.push(view.state.clone().into());
+            }
+            for (flag, paths) in [("--read-only", &mounts.read_only), ("--hide", &mounts.hidden)] {
                 for path in paths {
                     out.push(flag.into());
                     out.push(path.into());
@@ -290,6 +352,10 @@ pub struct HelperArgs {
     /// Whether the command gets its own user, mount and pid namespaces (and `/proc`): set by
     /// the host where [`mount_namespaces`] holds, even with nothing to mount.
     pub isolate: bool,
+    /// A descriptor (a socket to the host, [`LIFELINE_FD`]) that the namespace's init watches:
+    /// when the host writes to it or goes away, every process of the namespace is ended. The
+    /// host sees it close when they all have.
+    pub lifeline: Option<i32>,
     pub tmpdir: PathBuf,
     /// The program and its arguments.
     pub command: Vec<OsString>,
@@ -297,7 +363,7 @@ pub struct HelperArgs {
 
 /// The helper's usage, for its errors.
 pub const HELPER_USAGE: &str =
-    "usage: handoff-nvim sandbox-exec --sandbox workspace-write|read-only --network true|false [--writable DIR]... [--isolate true|false] [--pin DIR]... [--read-only PATH]... [--hide PATH]... --tmpdir DIR -- PROGRAM [ARGS]...";
+    "usage: handoff-nvim sandbox-exec --sandbox workspace-write|read-only --network true|false [--writable DIR]... [--isolate true|false] [--git-view DIR --git-state DIR]... [--lifeline FD] [--read-only PATH]... [--hide PATH]... --tmpdir DIR -- PROGRAM [ARGS]...";
 
 impl HelperArgs {
     pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<HelperArgs, String> {
@@ -308,6 +374,8 @@ impl HelperArgs {
         let (mut mode, mut network, mut writable, mut tmpdir) = (None, None, Vec::new(), None);
         let mut mounts = protected::SandboxMounts::default();
         let mut isolate = false;
+        let mut lifeline = None;
+        let (mut git_views, mut git_states) = (Vec::new(), Vec::new());
         loop {
             let Some(flag) = args.next() else { return Err(HELPER_USAGE.into()) };
             if flag == "--" {
@@ -319,19 +387,25 @@ impl HelperArgs {
                 Some("--sandbox") => mode = Some(SandboxMode::parse(&text).ok_or_else(|| format!("unknown sandbox {text:?}"))?),
                 Some("--network") => network = Some(text.parse::<bool>().map_err(|_| format!("--network takes true or false, not {text:?}"))?),
                 Some("--writable") => writable.push(PathBuf::from(value)),
-                Some("--pin") => mounts.pinned.push(PathBuf::from(value)),
+                Some("--git-view") => git_views.push(PathBuf::from(value)),
+                Some("--git-state") => git_states.push(PathBuf::from(value)),
                 Some("--read-only") => mounts.read_only.push(PathBuf::from(value)),
                 Some("--hide") => mounts.hidden.push(PathBuf::from(value)),
                 Some("--isolate") => isolate = text.parse::<bool>().map_err(|_| format!("--isolate takes true or false, not {text:?}"))?,
                 Some("--tmpdir") => tmpdir = Some(PathBuf::from(value)),
+                Some("--lifeline") => lifeline = Some(text.parse::<i32>().map_err(|_| format!("--lifeline takes a descriptor, not {text:?}"))?),
                 _ => return Err(format!("unknown option {}; {HELPER_USAGE}", flag.to_string_lossy())),
             }
         }
         let command: Vec<OsString> = args.collect();
+        if git_views.len() != git_states.len() {
+            return Err(format!("each --git-view needs its --git-state; {HELPER_USAGE}"));
+        }
+        mounts.git_views = git_views.into_iter().zip(git_states).collect();
         match (mode, network, tmpdir) {
             (Some(SandboxMode::Off), ..) => Err("sandbox-exec needs --sandbox workspace-write or read-only".into()),
             (Some(mode), Some(network), Some(tmpdir)) if !command.is_empty() => {
-                Ok(HelperArgs { settings: SandboxSettings { mode, network }, writable, mounts, isolate, tmpdir, command })
+                Ok(HelperArgs { settings: SandboxSettings { mode, network }, writable, mounts, isolate, lifeline, tmpdir, command })
             }
             _ => Err(HELPER_USAGE.into()),
         }
@@ -470,8 +544,9 @@ mod tests {
             settings: SandboxSettings { mode: SandboxMode::WorkspaceWrite, network: true },
             tmpdir: "/tmp/t".into(),
             mounts: false,
+            scope: None,
         };
-        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "echo -- --x"]);
+        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "echo -- --x"], &git::CommandViews::default());
         let parsed = HelperArgs::parse(args).unwrap();
         assert_eq!(parsed.settings, s.settings);
         assert_eq!(parsed.writable, [PathBuf::from("/p")]);
@@ -482,8 +557,8 @@ mod tests {
         assert!(line(&["sandbox-exec", "--sandbox", "read-only", "--network", "false", "--tmpdir", "/t", "--"]).is_err());
         assert!(line(&["sandbox-exec", "--sandbox", "read-only", "--network", "maybe", "--tmpdir", "/t", "--", "true"]).is_err());
         assert!(line(&["sandbox-exec", "--sandbox", "read-only", "--tmpdir", "/t", "--", "true"]).is_err(), "--network is required");
-        let mounted = line(&["sandbox-exec", "--sandbox", "read-only", "--network", "false", "--pin", "/p/.git", "--read-only", "/p/.git/config", "--hide", "/h/.ssh", "--tmpdir", "/t", "--", "true"]).unwrap();
-        assert_eq!(mounted.mounts.pinned, [PathBuf::from("/p/.git")]);
+        let mounted = line(&["sandbox-exec", "--sandbox", "read-only", "--network", "false", "--git-view", "/p/.git", "--git-state", "/s/1", "--read-only", "/p/.git/config", "--hide", "/h/.ssh", "--tmpdir", "/t", "--", "true"]).unwrap();
+        assert_eq!(mounted.mounts.git_views, [(PathBuf::from("/p/.git"), PathBuf::from("/s/1"))]);
         assert_eq!(mounted.mounts.read_only, [PathBuf::from("/p/.git/config")]);
         assert_eq!(mounted.mounts.hidden, [PathBuf::from("/h/.ssh")]);
     }
@@ -495,15 +570,16 @@ mod tests {
             settings: SandboxSettings { mode: SandboxMode::WorkspaceWrite, network: false },
             tmpdir: "/tmp/t".into(),
             mounts: false,
+            scope: None,
         };
-        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"]);
+        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default());
         let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
         assert_eq!(
             args,
             ["sandbox-exec", "--sandbox", "workspace-write", "--network", "false", "--writable", "/p", "--tmpdir", "/tmp/t", "--", "/bin/bash", "-c", "ls"]
         );
         let ro = Sandboxed { settings: SandboxSettings { mode: SandboxMode::ReadOnly, network: true }, ..s };
-        let args = ro.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"]);
+        let args = ro.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default());
         let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
         assert_eq!(&args[..6], ["sandbox-exec", "--sandbox", "read-only", "--network", "true", "--tmpdir"]);
     }

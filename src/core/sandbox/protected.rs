@@ -9,10 +9,9 @@
 use std::path::{Component, Path, PathBuf};
 
 /// Paths relative to the project root that other programs run code from, with why. Read-only
-/// to sandboxed commands (where they exist; see [`PLANTED_CODE_NAMES`] for host tools).
-pub const PLANTED_CODE: [(&str, &str); 7] = [
-    (".git/hooks", "git runs the hooks in it"),
-    (".git/config", "git runs commands it names (core.fsmonitor, core.hooksPath, filters, aliases)"),
+/// to sandboxed commands (where they exist; see [`PLANTED_CODE_NAMES`] for host tools). The
+/// git folders are not listed: commands see them through an allowlist (`sandbox::git`).
+pub const PLANTED_CODE: [(&str, &str); 5] = [
     (".gitmodules", "git submodule commands follow it"),
     (".mcp.json", "MCP clients start the servers it lists"),
     (".nvim.lua", "Neovim runs it ('exrc')"),
@@ -261,10 +260,12 @@ pub fn in_credentials(path: &Path, locations: &[PathBuf]) -> bool {
 /// (the helper only carries it out): each list holds real, existing paths.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SandboxMounts {
-    /// Bound onto themselves, writable: a mount point cannot be renamed or removed, so the
-    /// project's `.git` stays the one git reads (no `mv .git x && mkdir .git`).
-    pub pinned: Vec<PathBuf>,
-    /// Read-only inside a writable folder: the project's planted-code paths.
+    /// Git folders the command sees through an overlay: (the real folder, the view's state
+    /// folder with its `upper/` and `work/`), see `sandbox::git`. A mount point cannot be
+    /// renamed or removed, so each stays the folder git reads (no `mv .git x && mkdir .git`).
+    pub git_views: Vec<(PathBuf, PathBuf)>,
+    /// Read-only inside a writable folder: the project's planted-code paths, the files of the
+    /// tree git runs code from and its `.git` pointer files.
     pub read_only: Vec<PathBuf>,
     /// Hidden: an empty read-only folder over a credential folder, `/dev/null` over a file or
     /// socket (credentials, the editor's RPC socket).
@@ -273,7 +274,7 @@ pub struct SandboxMounts {
 
 impl SandboxMounts {
     pub fn is_empty(&self) -> bool {
-        self.pinned.is_empty() && self.read_only.is_empty() && self.hidden.is_empty()
+        self.git_views.is_empty() && self.read_only.is_empty() && self.hidden.is_empty()
     }
 }
 
@@ -281,42 +282,18 @@ impl SandboxMounts {
 pub const EDITOR_SOCKET_VARS: [&str; 2] = ["NVIM", "NVIM_LISTEN_ADDRESS"];
 
 /// The mounts for a command run in `project`, `writable`: whether the project is writable
-/// (`workspace-write`). Only what exists is listed; a repository without `.git/hooks` gets an
-/// empty one first (as `git init` makes), so a hook cannot be planted by creating the folder.
+/// (`workspace-write`). Only what exists is listed. The git views are the caller's to add (each
+/// command gets its own, `sandbox::git::views_for`).
 pub fn sandbox_mounts(project: &Path, writable: bool) -> SandboxMounts {
     let mut mounts = SandboxMounts::default();
     let project = real_path(project);
     if writable {
-        let git = project.join(".git");
-        if git.is_dir() && !git.is_symlink() {
-            mounts.pinned.push(git.clone());
-            let hooks = git.join("hooks");
-            if !hooks.exists() && !hooks.is_symlink() {
-                if let Err(e) = std::fs::create_dir(&hooks) {
-                    tracing::debug!(path = %hooks.display(), error = %e, "cannot make an empty .git/hooks");
-                }
-            }
-        }
         for (relative, _) in PLANTED_CODE {
             push_existing(&mut mounts.read_only, &project.join(relative));
         }
-        // Submodules keep their repositories in .git/modules/<name>[/modules/<name>…]: their
-        // hooks and config run as the project's do.
-        let mut modules = vec![git.join("modules")];
-        while let Some(dir) = modules.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-            for entry in entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
-                let repo = entry.path();
-                push_existing(&mut mounts.read_only, &repo.join("hooks"));
-                push_existing(&mut mounts.read_only, &repo.join("config"));
-                modules.push(repo.join("modules"));
-            }
-        }
-        // Hooks git runs from elsewhere in the project (husky's `core.hooksPath = .husky/_`).
-        if let Some(hooks) = hooks_path(&git, &project) {
-            if hooks.starts_with(&project) {
-                push_existing(&mut mounts.read_only, &hooks);
-            }
+        let git = super::git::layout(&project);
+        for path in git.planted.iter().map(|(p, _)| p).chain(&git.pointers) {
+            push_existing(&mut mounts.read_only, path);
         }
     }
     for credential in credential_paths() {
@@ -362,31 +339,6 @@ fn push_existing(list: &mut Vec<PathBuf>, path: &Path) {
     if real.exists() && !list.contains(&real) {
         list.push(real);
     }
-}
-
-/// `core.hooksPath` of the repository whose folder is `git`, read from its config (relative
-/// to the work tree, `project`), when it is set there.
-fn hooks_path(git: &Path, project: &Path) -> Option<PathBuf> {
-    let config = std::fs::read_to_string(git.join("config")).ok()?;
-    let mut in_core = false;
-    let mut found = None;
-    for line in config.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            in_core = line.trim_start_matches('[').trim_start().to_ascii_lowercase().starts_with("core");
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else { continue };
-        if in_core && key.trim().eq_ignore_ascii_case("hookspath") {
-            let value = value.trim().trim_matches('"');
-            let path = match (value.strip_prefix("~/"), home()) {
-                (Some(rest), Some(home)) => home.join(rest),
-                _ => PathBuf::from(value),
-            };
-            found = Some(if path.is_absolute() { path } else { project.join(path) });
-        }
-    }
-    found.map(|p| normalize_lexically(&p))
 }
 
 #[cfg(test)]
@@ -452,19 +404,20 @@ mod tests {
     }
 
     #[test]
-    fn the_mounts_pin_git_make_its_hooks_and_config_read_only_and_follow_hooks_path() {
+    fn the_mounts_make_planted_code_and_what_git_names_read_only() {
         let dir = tempfile::tempdir().unwrap();
         let project = std::fs::canonicalize(dir.path()).unwrap();
-        std::fs::create_dir_all(project.join(".git")).unwrap();
-        std::fs::write(project.join(".git/config"), "[core]\n\thooksPath = .husky/_\n").unwrap();
+        let git = |args: &[&str]| {
+            let ok = std::process::Command::new("git").args(args).current_dir(&project).env("HOME", &project).status().unwrap().success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        git(&["config", "core.hooksPath", ".husky/_"]);
         std::fs::create_dir_all(project.join(".husky/_")).unwrap();
         std::fs::write(project.join(".nvim.lua"), "").unwrap();
-        std::fs::create_dir_all(project.join(".git/modules/lib/hooks")).unwrap();
-        std::fs::write(project.join(".git/modules/lib/config"), "").unwrap();
         let m = sandbox_mounts(&project, true);
-        assert_eq!(m.pinned, [project.join(".git")]);
-        assert!(project.join(".git/hooks").is_dir(), "an empty hooks folder is made");
-        for p in [".git/hooks", ".git/config", ".nvim.lua", ".husky/_", ".git/modules/lib/hooks", ".git/modules/lib/config"] {
+        assert!(m.git_views.is_empty(), "each command adds its own");
+        for p in [".nvim.lua", ".husky/_"] {
             assert!(m.read_only.contains(&project.join(p)), "{p}: {m:?}");
         }
         assert!(!m.read_only.contains(&project.join(".mcp.json")), "only what exists");
@@ -474,6 +427,6 @@ mod tests {
         std::fs::write(project.join(".exrc"), "").unwrap();
         assert!(created_planted_code(&project, &absent).unwrap().contains(".exrc (Neovim and Vim run it ('exrc'))"));
         let ro = sandbox_mounts(&project, false);
-        assert!(ro.pinned.is_empty() && ro.read_only.is_empty(), "a read-only project needs no holes");
+        assert!(ro.read_only.is_empty(), "a read-only project needs no holes");
     }
 }

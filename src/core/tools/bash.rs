@@ -119,7 +119,13 @@ fn kill_group(pgid: i32) {
     }
 }
 
-pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+/// Runs the command; in the sandbox, with the sandbox's side of the command (`sandboxed`)
+/// prepared by the caller, who finishes it after (see `sandbox::command`).
+async fn run_prepared(
+    arguments: Value,
+    ctx: &ToolContext,
+    mut sandboxed: Option<&mut crate::core::sandbox::command::SandboxedCommand>,
+) -> Result<ToolOutput, ToolError> {
     let a: Args = args::parse("bash", &definition().parameters, arguments)?;
     if !ctx.cwd.exists() {
         return Err(ToolError::Failed(format!(
@@ -136,7 +142,15 @@ pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutpu
     let (program, mut cmd) = match &ctx.sandbox {
         Some(sandbox) => {
             let mut cmd = tokio::process::Command::new(&sandbox.helper);
-            cmd.args(sandbox.helper_args(&ctx.cwd, &shell, &["-c", &a.command]));
+            match sandboxed.as_deref() {
+                Some(prepared) => {
+                    cmd.args(prepared.helper_args(sandbox, &ctx.cwd, &shell, &["-c", &a.command]));
+                    prepared.pass_lifeline(&mut cmd);
+                }
+                None => {
+                    cmd.args(sandbox.helper_args(&ctx.cwd, &shell, &["-c", &a.command], &Default::default()));
+                }
+            }
             (sandbox.helper.clone(), cmd)
         }
         None => {
@@ -157,6 +171,9 @@ pub(crate) async fn run(arguments: Value, ctx: &ToolContext) -> Result<ToolOutpu
     // The Command holds our copies of the pipe's write end: without dropping it, the pipe
     // never reaches end of file.
     drop(cmd);
+    if let Some(prepared) = sandboxed.as_deref_mut() {
+        prepared.spawned();
+    }
     let mut child =
         spawned.map_err(|e| ToolError::io(format!("Could not run {}", program.display()), e))?;
     let mut group = GroupKill { pgid: child.id().and_then(|p| i32::try_from(p).ok()) };
@@ -466,7 +483,29 @@ impl super::Tool for Bash {
         use crate::core::sandbox::protected;
         // What the sandbox could not mount over, since it did not exist: said if it appears.
         let absent = ctx.sandbox.as_ref().map(|_| protected::absent_planted_code(&ctx.cwd));
-        let mut output = run(arguments, ctx).await?;
+        let mut prepared = match &ctx.sandbox {
+            Some(sandbox) => Some(
+                crate::core::sandbox::command::SandboxedCommand::prepare(sandbox, &ctx.cwd)
+                    .await
+                    .map_err(|e| ToolError::io("Could not set up the sandbox for this command", e))?,
+            ),
+            None => None,
+        };
+        let ran = run_prepared(arguments, ctx, prepared.as_mut()).await;
+        let refused = match (prepared, &ctx.sandbox) {
+            (Some(prepared), Some(sandbox)) => prepared.finish(sandbox).await,
+            _ => None,
+        };
+        let mut output = ran?;
+        if let Some(note) = refused {
+            output.content.push(crate::core::message::ContentBlock::text(format!("\n{note}")));
+            if !output.details.is_object() {
+                output.details = Value::Object(Map::new());
+            }
+            if let Value::Object(details) = &mut output.details {
+                details.insert("gitRefused".into(), Value::String(note));
+            }
+        }
         if let Some(note) = absent.and_then(|absent| protected::created_planted_code(&ctx.cwd, &absent)) {
             output.content.push(crate::core::message::ContentBlock::text(format!("\n{note}")));
             if !output.details.is_object() {

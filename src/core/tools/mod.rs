@@ -35,7 +35,7 @@ pub mod session_query;
 pub mod todo;
 mod tool;
 pub mod truncate;
-mod walk;
+pub(crate) mod walk;
 pub mod write;
 
 pub use context::{DiskFileAccess, FileAccess, ModelOnce, ProgressFn, ToolContext};

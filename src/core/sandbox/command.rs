@@ -1,0 +1,172 @@
+//! The host's side of one sandboxed command: the views of its git folders and its lifeline.
+//!
+//! Before the command spawns: a fresh view of each git folder ([`git::views_for`]) and a socket
+//! pair whose far end the helper's namespace init keeps ([`super::LIFELINE_FD`]). After the
+//! command's foreground ends: git's data it changed is merged into the real folders and what
+//! was refused is said in its result. What it left running goes on until the run ends (the
+//! host writes to the lifeline, or goes away: the init ends them all); when the last of them
+//! has ended, its views are merged a last time and what they did that was refused is told to
+//! the user ([`super::CommandScope::notify`]).
+
+use std::ffi::OsString;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::git::{self, CommandViews, MergeReport};
+use super::{protected, Sandboxed};
+
+/// How long the namespace's processes have to end once told to (they are SIGKILLed: at once).
+const END_WAIT: Duration = Duration::from_secs(2);
+
+/// One sandboxed command, prepared ([`SandboxedCommand::prepare`]) before it spawns.
+pub struct SandboxedCommand {
+    views: Arc<CommandViews>,
+    host_end: Option<UnixStream>,
+    child_end: Option<UnixStream>,
+    project: PathBuf,
+    /// Whether new `.git` entries of the tree are looked for after the command.
+    watch_tree: bool,
+}
+
+impl SandboxedCommand {
+    /// The views and the lifeline for a command run in `cwd` under `sandbox` (git is asked,
+    /// and the tree walked the first time, on the blocking pool).
+    pub async fn prepare(sandbox: &Sandboxed, cwd: &Path) -> std::io::Result<SandboxedCommand> {
+        let project = protected::real_path(cwd);
+        let watch_tree = sandbox.mounts && sandbox.settings.mode == super::SandboxMode::WorkspaceWrite;
+        let (sandbox_copy, cwd_copy, project_copy) = (sandbox.clone(), cwd.to_path_buf(), project.clone());
+        let views = tokio::task::spawn_blocking(move || {
+            if watch_tree {
+                git::watch_tree(&project_copy);
+            }
+            sandbox_copy.git_views(&cwd_copy)
+        })
+        .await
+        .map_err(std::io::Error::other)??;
+        let (host_end, child_end) = if sandbox.mounts {
+            let (host, child) = UnixStream::pair()?;
+            (Some(host), Some(child))
+        } else {
+            (None, None)
+        };
+        Ok(SandboxedCommand { views: Arc::new(views), host_end, child_end, project, watch_tree })
+    }
+
+    /// The helper's command line (see [`Sandboxed::helper_args`]).
+    pub fn helper_args(&self, sandbox: &Sandboxed, cwd: &Path, program: &Path, args: &[&str]) -> Vec<OsString> {
+        sandbox.helper_args(cwd, program, args, &self.views)
+    }
+
+    /// Gives the helper its end of the lifeline as [`super::LIFELINE_FD`].
+    pub fn pass_lifeline(&self, cmd: &mut tokio::process::Command) {
+        use std::os::fd::AsRawFd;
+        let Some(child) = &self.child_end else { return };
+        let fd = child.as_raw_fd();
+        // SAFETY: between fork and exec only dup2 runs, which is async-signal-safe; the new
+        // descriptor (without close-on-exec) is the helper's, ours stays close-on-exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(fd, super::LIFELINE_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+
+    /// After the spawn: the host keeps only its own end (the helper's init holds the other, so
+    /// the host sees it close when the namespace is gone).
+    pub fn spawned(&mut self) {
+        self.child_end = None;
+    }
+
+    /// The command's foreground ended: merges its git views now (on the blocking pool) and
+    /// returns what was refused, as a sentence for its result. What it left running is watched
+    /// until the run ends (see the module's doc).
+    pub async fn finish(mut self, sandbox: &Sandboxed) -> Option<String> {
+        self.child_end = None;
+        let (views, project, watch_tree) = (self.views.clone(), self.project.clone(), self.watch_tree);
+        let (report, pointers) = tokio::task::spawn_blocking(move || {
+            let pointers = if watch_tree { git::new_pointers(&project) } else { Vec::new() };
+            (views.merge(), pointers)
+        })
+        .await
+        .unwrap_or_default();
+        let notes: Vec<String> =
+            [git::refused_note(&report, &self.project), git::new_pointers_note(&pointers, &self.project)].into_iter().flatten().collect();
+        let note = (!notes.is_empty()).then(|| notes.join("\n"));
+        if let Some(host_end) = self.host_end.take() {
+            let views = self.views.clone();
+            let project = self.project.clone();
+            let scope = sandbox.scope.clone();
+            let watch_tree = self.watch_tree;
+            tokio::spawn(async move {
+                watch(host_end, scope.as_ref().map(|s| s.ended.clone())).await;
+                let project_copy = project.clone();
+                let (report, pointers) = tokio::task::spawn_blocking(move || {
+                    let pointers = if watch_tree { git::new_pointers(&project_copy) } else { Vec::new() };
+                    (finish_views(&views), pointers)
+                })
+                .await
+                .unwrap_or_default();
+                let notes = [git::refused_note(&report, &project), git::new_pointers_note(&pointers, &project)];
+                for note in notes.into_iter().flatten() {
+                    let note = format!("A process a sandboxed command left running: {note}");
+                    match &scope {
+                        Some(scope) => (scope.notify)(note),
+                        None => tracing::warn!("{note}"),
+                    }
+                }
+            });
+        } else {
+            finish_views(&self.views);
+        }
+        note
+    }
+}
+
+fn finish_views(views: &CommandViews) -> MergeReport {
+    let mut report = MergeReport::default();
+    for view in &views.views {
+        let done = view.finish();
+        report.applied.extend(done.applied);
+        report.refused.extend(done.refused);
+    }
+    report
+}
+
+/// Waits until the namespace is gone (the host's end reads end of file); when `ended` fires
+/// first, tells the init to end every process and waits for that.
+async fn watch(host_end: UnixStream, ended: Option<tokio_util::sync::CancellationToken>) {
+    if host_end.set_nonblocking(true).is_err() {
+        return;
+    }
+    let Ok(mut stream) = tokio::net::UnixStream::from_std(host_end) else { return };
+    let ended = async {
+        match ended {
+            Some(token) => token.cancelled_owned().await,
+            None => std::future::pending().await,
+        }
+    };
+    let told = tokio::select! {
+        () = closed(&mut stream) => false,
+        () = ended => true,
+    };
+    if told {
+        let _ = stream.write_all(b"end").await;
+        let _ = tokio::time::timeout(END_WAIT, closed(&mut stream)).await;
+    }
+}
+
+async fn closed(stream: &mut tokio::net::UnixStream) {
+    let mut buf = [0u8; 16];
+    while let Ok(n) = stream.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+    }
+}

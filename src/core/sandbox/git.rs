@@ -1,0 +1,686 @@
+//! Git inside the sandbox: an allowlist, not a list of names.
+//!
+//! Anything a command can create or change that git later *follows* is code: `config` in any
+//! form, hooks, `commondir`, `gitdir`, `info/`, rebase and sequencer todo files, a `.git`
+//! pointer file. A list of such names always misses the next one, and Landlock cannot take a
+//! name back from a writable folder. So a sandboxed command sees each git folder the project's
+//! git resolves to through an overlay of its own (its writes land in a private upper folder),
+//! and after the command the host carries back into the real folder only git's *data* —
+//! objects, refs, logs, the index, `HEAD`, `packed-refs`, `COMMIT_EDITMSG` and the like
+//! ([`is_git_data`]) — and reports the rest as refused ([`GitView::merge`]). A process the
+//! command leaves running writes into the same upper folder: what it changes is merged by the
+//! same rule when it ends (or when the prompt ends it), so later is never wider than now.
+//!
+//! What git itself says (not a parser of ours) decides which folders those are and which files
+//! in the tree git runs code from: `git rev-parse` for the git folders, `git config --list
+//! --show-origin` for `core.hooksPath`, included config files and command-valued settings
+//! that name a file of the project, `git ls-files --stage` for submodules ([`layout`]), run by
+//! the host outside the sandbox with hooks and the fsmonitor off.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::path::{Component, Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::SystemTime;
+
+use super::protected::real_path;
+
+/// How many submodule checkouts [`layout`] looks into (nested ones included).
+const MAX_SUBMODULES: usize = 64;
+
+/// What the project's git is, as git answers it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GitLayout {
+    /// The git folders commands see through an overlay (outermost only: a folder inside
+    /// another, as `.git/modules/x` or `.git/worktrees/y` in `.git`, rides on it).
+    pub git_dirs: Vec<PathBuf>,
+    /// Files and folders of the tree git runs code from, with why: read-only to commands.
+    pub planted: Vec<(PathBuf, String)>,
+    /// The `.git` pointer files and nested `.git` folders git follows in the tree (submodule
+    /// checkouts, linked worktrees inside the project): read-only to commands.
+    pub pointers: Vec<PathBuf>,
+}
+
+/// Git's answer for `project`, asked again only when what it depends on changed (the `.git`
+/// entries, the config files, the index, `.gitmodules`): see [`Signature`].
+pub fn layout(project: &Path) -> Arc<GitLayout> {
+    static CACHE: OnceLock<Mutex<HashMap<PathBuf, (Signature, Arc<GitLayout>)>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let signature = Signature::of(project);
+    if let Some((seen, layout)) = crate::core::sync::lock(cache).get(project) {
+        if *seen == signature {
+            return layout.clone();
+        }
+    }
+    let fresh = Arc::new(ask_git(project));
+    // Asked again after git ran: what git wrote meanwhile (its index refresh) is in it.
+    let signature = Signature::of(project);
+    crate::core::sync::lock(cache).insert(project.to_path_buf(), (signature, fresh.clone()));
+    fresh
+}
+
+/// What [`layout`]'s answer depends on: the metadata of the files git read it from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Signature(Vec<Option<(u64, SystemTime, u64)>>);
+
+impl Signature {
+    fn of(project: &Path) -> Signature {
+        use std::os::unix::fs::MetadataExt;
+        let mut paths = vec![project.join(".git"), project.join(".gitmodules")];
+        let git = project.join(".git");
+        for name in ["config", "config.worktree", "index", "commondir", "modules", "worktrees", "HEAD"] {
+            paths.push(git.join(name));
+        }
+        if let Some(home) = super::protected::home() {
+            paths.push(home.join(".gitconfig"));
+            paths.push(home.join(".config/git/config"));
+        }
+        let stat = |p: &PathBuf| std::fs::metadata(p).ok().map(|m| (m.ino(), m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.size()));
+        Signature(paths.iter().map(stat).collect())
+    }
+}
+
+/// `git` run by the host in `dir` as the user's editor would, but with hooks and the
+/// fsmonitor off and git's own variables cleared (they would point it elsewhere).
+fn git(dir: &Path, args: &[&str]) -> Option<Vec<u8>> {
+    let mut cmd = Command::new("git");
+    cmd.args(["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"])
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .env("GIT_OPTIONAL_LOCKS", "0");
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("GIT_") {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.env("GIT_OPTIONAL_LOCKS", "0");
+    let out = cmd.output().ok()?;
+    out.status.success().then_some(out.stdout)
+}
+
+fn absolute(base: &Path, text: &str) -> PathBuf {
+    let path = Path::new(text.trim_end_matches(['\n', '\r']));
+    real_path(&if path.is_absolute() { path.to_path_buf() } else { base.join(path) })
+}
+
+/// Asks git about `project` (see [`layout`]). Without git (or outside a repository) the
+/// project's own `.git`, if it is a folder, is still seen through an overlay.
+fn ask_git(project: &Path) -> GitLayout {
+    let mut layout = GitLayout::default();
+    let project = real_path(project);
+    let Some(out) = git(&project, &["rev-parse", "--absolute-git-dir", "--git-common-dir", "--show-toplevel"]) else {
+        let git = project.join(".git");
+        if git.is_dir() && !git.is_symlink() {
+            layout.git_dirs.push(git);
+        }
+        return layout;
+    };
+    let text = String::from_utf8_lossy(&out);
+    let mut lines = text.lines();
+    let (Some(git_dir), Some(common), top) = (lines.next(), lines.next(), lines.next()) else { return layout };
+    let git_dir = absolute(&project, git_dir);
+    let common = absolute(&project, common);
+    for dir in [common, git_dir] {
+        if !layout.git_dirs.iter().any(|d| dir.starts_with(d)) {
+            layout.git_dirs.retain(|d| !d.starts_with(&dir));
+            layout.git_dirs.push(dir);
+        }
+    }
+    let top = top.map_or_else(|| project.clone(), |t| absolute(&project, t));
+    // The project's own `.git` file (a submodule's or a linked worktree's checkout).
+    let own = top.join(".git");
+    if own.is_file() && own.starts_with(&project) {
+        layout.pointers.push(own);
+    }
+    let mut checkouts = vec![top];
+    let mut seen = HashSet::new();
+    while let Some(checkout) = checkouts.pop() {
+        if !seen.insert(checkout.clone()) || seen.len() > MAX_SUBMODULES {
+            continue;
+        }
+        planted_in_config(&checkout, &project, &mut layout.planted);
+        for sub in submodules(&checkout) {
+            let pointer = sub.join(".git");
+            if std::fs::symlink_metadata(&pointer).is_ok() && pointer.starts_with(&project) {
+                layout.pointers.push(pointer);
+                checkouts.push(sub);
+            }
+        }
+    }
+    // Linked worktrees inside the project: their `.git` files.
+    for git_dir in layout.git_dirs.clone() {
+        let Ok(entries) = std::fs::read_dir(git_dir.join("worktrees")) else { continue };
+        for entry in entries.flatten() {
+            let Ok(text) = std::fs::read_to_string(entry.path().join("gitdir")) else { continue };
+            let pointer = absolute(&entry.path(), text.trim());
+            if pointer.starts_with(&project) && pointer.is_file() && !layout.pointers.contains(&pointer) {
+                layout.pointers.push(pointer);
+            }
+        }
+    }
+    layout.planted.retain(|(p, _)| !layout.git_dirs.iter().any(|d| p.starts_with(d)));
+    layout
+}
+
+/// The submodule checkouts of the repository checked out at `checkout` (gitlinks in its index).
+fn submodules(checkout: &Path) -> Vec<PathBuf> {
+    let Some(out) = git(checkout, &["ls-files", "--stage", "-z"]) else { return Vec::new() };
+    out.split(|b| *b == 0)
+        .filter_map(|entry| {
+            let text = std::str::from_utf8(entry).ok()?;
+            let (meta, path) = text.split_once('\t')?;
+            meta.starts_with("160000 ").then(|| checkout.join(path))
+        })
+        .collect()
+}
+
+/// Settings whose value is a command git (or a program it starts) runs, by the key's last part.
+const COMMAND_KEYS: [&str; 16] = [
+    "fsmonitor", "editor", "pager", "sshcommand", "askpass", "gitproxy", "external", "program", "helper", "clean",
+    "smudge", "process", "driver", "command", "textconv", "packobjectshook",
+];
+
+/// What the config git reads in `checkout` makes git run from inside `project`: the hooks
+/// folder (`core.hooksPath`, and what its hooks link to), config files included from the tree,
+/// and the files command-valued settings name.
+fn planted_in_config(checkout: &Path, project: &Path, planted: &mut Vec<(PathBuf, String)>) {
+    let Some(out) = git(checkout, &["config", "--list", "--show-origin", "-z"]) else { return };
+    fn push(planted: &mut Vec<(PathBuf, String)>, project: &Path, path: PathBuf, why: String) {
+        if path.starts_with(project) && std::fs::symlink_metadata(&path).is_ok() && !planted.iter().any(|(p, _)| *p == path) {
+            planted.push((path, why));
+        }
+    }
+    let mut fields = out.split(|b| *b == 0);
+    while let (Some(origin), Some(entry)) = (fields.next(), fields.next()) {
+        let origin = String::from_utf8_lossy(origin);
+        let entry = String::from_utf8_lossy(entry);
+        let (key, value) = entry.split_once('\n').unwrap_or((&entry, ""));
+        let key = key.to_ascii_lowercase();
+        if let Some(file) = origin.strip_prefix("file:") {
+            push(planted, project, absolute(checkout, file), "git reads its settings from it (an included config file)".into());
+        }
+        if key == "core.hookspath" {
+            let dir = expand_home(value).map_or_else(|| absolute(checkout, value), |p| real_path(&p));
+            push(planted, project, dir.clone(), format!("git runs the hooks in it (core.hooksPath = {value})"));
+            hook_targets(&dir, project, planted);
+            continue;
+        }
+        let last = key.rsplit('.').next().unwrap_or_default();
+        let section = key.split('.').next().unwrap_or_default();
+        if COMMAND_KEYS.contains(&last) || section == "alias" || section == "pager" {
+            let command = value.trim_start_matches('!').trim();
+            let Some(word) = command.split_whitespace().next().map(|w| w.trim_matches(['"', '\''])) else { continue };
+            if word.contains('/') {
+                push(planted, project, absolute(checkout, word), format!("git runs it ({key})"));
+            }
+        }
+    }
+    // The hooks git runs (from `core.hooksPath` or its own folder) and those of its own
+    // folder either way may link to tracked scripts.
+    if let Some(out) = git(checkout, &["rev-parse", "--git-path", "hooks", "--git-common-dir"]) {
+        let text = String::from_utf8_lossy(&out);
+        let mut lines = text.lines();
+        if let Some(hooks) = lines.next() {
+            hook_targets(&absolute(checkout, hooks), project, planted);
+        }
+        if let Some(common) = lines.next() {
+            hook_targets(&absolute(checkout, common).join("hooks"), project, planted);
+        }
+    }
+}
+
+fn expand_home(value: &str) -> Option<PathBuf> {
+    value.strip_prefix("~/").and_then(|rest| super::protected::home().map(|h| h.join(rest)))
+}
+
+/// The files inside `project` that the hooks in `dir` are links to.
+fn hook_targets(dir: &Path, project: &Path, planted: &mut Vec<(PathBuf, String)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        if !entry.file_type().is_ok_and(|t| t.is_symlink()) {
+            continue;
+        }
+        let target = real_path(&entry.path());
+        if target.starts_with(project) && target.exists() && !planted.iter().any(|(p, _)| *p == target) {
+            let why = format!("git runs it as the hook {}", entry.file_name().to_string_lossy());
+            planted.push((target, why));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The allowlist
+
+/// Whether `relative` (a path inside a git folder) is git's data, which a command may change:
+/// objects (not `objects/info/alternates`), refs, logs, the index and its shared parts, `HEAD`
+/// and the other `*_HEAD` files, `packed-refs`, the messages git writes, `shallow`, rerere's
+/// cache; a submodule's folder (`modules/…`) and a linked worktree's (`worktrees/NAME/…`) by
+/// the same rule. Not config in any form, hooks, `commondir`, `gitdir`, `info/`, or the
+/// rebase and sequencer folders (their todo lists have `exec` lines).
+pub fn is_git_data(relative: &Path, lower: &Path) -> bool {
+    let parts: Vec<&OsStr> = relative
+        .components()
+        .map(|c| match c {
+            Component::Normal(p) => Some(p),
+            _ => None,
+        })
+        .collect::<Option<_>>()
+        .unwrap_or_default();
+    data_in(&parts, lower)
+}
+
+fn data_in(parts: &[&OsStr], dir: &Path) -> bool {
+    let Some((first, rest)) = parts.split_first() else { return false };
+    let Some(first) = first.to_str() else { return false };
+    match first {
+        "objects" => {
+            // Alternates point git at another object store: not data, a redirection.
+            let alternates = rest.first().is_some_and(|p| *p == "info") && rest.get(1).is_some_and(|p| p.to_string_lossy().ends_with("alternates"));
+            !alternates
+        }
+        "refs" | "logs" | "rr-cache" => true,
+        "modules" => {
+            // The module's folder is the shortest prefix that holds a HEAD.
+            for k in 1..=rest.len() {
+                let module: PathBuf = std::iter::once(OsStr::new("modules")).chain(rest[..k].iter().copied()).collect();
+                if dir.join(&module).join("HEAD").is_file() {
+                    return data_in(&rest[k..], &dir.join(module));
+                }
+            }
+            false
+        }
+        "worktrees" => rest.len() >= 2 && data_in(&rest[1..], &dir.join("worktrees").join(rest[0])),
+        _ if rest.is_empty() => {
+            matches!(
+                first,
+                "index" | "HEAD" | "ORIG_HEAD" | "FETCH_HEAD" | "MERGE_HEAD" | "MERGE_MSG" | "MERGE_MODE" | "MERGE_RR"
+                    | "CHERRY_PICK_HEAD" | "REVERT_HEAD" | "AUTO_MERGE" | "REBASE_HEAD" | "packed-refs" | "COMMIT_EDITMSG"
+                    | "SQUASH_MSG" | "TAG_EDITMSG" | "NOTES_EDITMSG" | "shallow" | "description"
+            ) || first.starts_with("sharedindex.")
+        }
+        _ => false,
+    }
+}
+
+/// Files git makes and removes within one of its own runs: never carried over (a stale lock
+/// would stop the user's git), never reported.
+fn is_transient(relative: &Path) -> bool {
+    let name = relative.file_name().and_then(OsStr::to_str).unwrap_or_default();
+    name.ends_with(".lock") || name == "gc.pid" || name == "gc.log"
+}
+
+// ---------------------------------------------------------------------------------------------
+// One command's view of a git folder
+
+/// One git folder as a command sees it: the real folder below, the command's changes in `state`
+/// (`upper/` and `work/`, the overlay's), made by the host where no command can write.
+#[derive(Debug)]
+pub struct GitView {
+    pub lower: PathBuf,
+    pub state: PathBuf,
+    /// What was carried over already, by upper path: (inode, mtime, size) when it was.
+    merged: Mutex<HashMap<PathBuf, (u64, SystemTime, u64)>>,
+}
+
+/// What one merge did: the changes carried into the real folder, and the ones refused.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MergeReport {
+    pub applied: Vec<PathBuf>,
+    /// Real paths a command changed, created or removed that git would follow.
+    pub refused: Vec<PathBuf>,
+}
+
+impl MergeReport {
+    fn add(&mut self, other: MergeReport) {
+        self.applied.extend(other.applied);
+        self.refused.extend(other.refused);
+    }
+}
+
+/// The folder under which each command's [`GitView`] keeps its state: `$TMPDIR/handoff-git-XXXXXX`
+/// (0700, a new name), made on first use, outside every folder a command may write, removed
+/// as the host exits ([`remove_state_root`]).
+fn state_root() -> std::io::Result<PathBuf> {
+    static MADE: OnceLock<PathBuf> = OnceLock::new();
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _one = crate::core::sync::lock(&LOCK);
+    if let Some(dir) = MADE.get() {
+        return Ok(dir.clone());
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("handoff-git-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()?
+        .keep();
+    Ok(MADE.get_or_init(|| dir).clone())
+}
+
+/// Removes every view's state (called as the host exits, after the last merge).
+pub fn remove_state_root() {
+    if let Ok(dir) = state_root() {
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries.flatten() {
+                remove_view_state(&entry.path());
+            }
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Removes a view's state folder. The overlay leaves `work/work` with no rights at all (mode
+/// 0), which a user other than root cannot list to remove: given back first.
+pub fn remove_view_state(state: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    for sub in ["work/work", "work/index"] {
+        let _ = std::fs::set_permissions(state.join(sub), std::fs::Permissions::from_mode(0o700));
+    }
+    if let Err(e) = std::fs::remove_dir_all(state) {
+        tracing::debug!(state = %state.display(), error = %e, "cannot remove a git view's state");
+    }
+}
+
+impl GitView {
+    /// A fresh view of `lower` for one command.
+    pub fn new(lower: &Path) -> std::io::Result<GitView> {
+        let state = tempfile::Builder::new().prefix("view-").tempdir_in(state_root()?)?.keep();
+        std::fs::create_dir(state.join("upper"))?;
+        std::fs::create_dir(state.join("work"))?;
+        Ok(GitView { lower: lower.to_path_buf(), state, merged: Mutex::new(HashMap::new()) })
+    }
+
+    pub fn upper(&self) -> PathBuf {
+        self.state.join("upper")
+    }
+
+    /// Carries git's data the command changed since the last merge into the real folder and
+    /// lists what it refused (a change to anything else, which the real folder never sees).
+    pub fn merge(&self) -> MergeReport {
+        let mut report = MergeReport::default();
+        let mut merged = crate::core::sync::lock(&self.merged);
+        self.merge_dir(&self.upper(), Path::new(""), &mut merged, &mut report);
+        report
+    }
+
+    fn merge_dir(&self, upper: &Path, relative: &Path, merged: &mut HashMap<PathBuf, (u64, SystemTime, u64)>, report: &mut MergeReport) {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let Ok(entries) = std::fs::read_dir(upper) else { return };
+        for entry in entries.flatten() {
+            let from = entry.path();
+            let rel = relative.join(entry.file_name());
+            let real = self.lower.join(&rel);
+            let Ok(meta) = std::fs::symlink_metadata(&from) else { continue };
+            let data = is_git_data(&rel, &self.lower);
+            let kind = meta.file_type();
+            if is_transient(&rel) {
+                continue;
+            }
+            let signature = (meta.ino(), meta.modified().unwrap_or(SystemTime::UNIX_EPOCH), meta.size());
+            if merged.get(&rel) == Some(&signature) {
+                if kind.is_dir() {
+                    self.merge_dir(&from, &rel, merged, report);
+                }
+                continue;
+            }
+            if kind.is_char_device() && meta.rdev() == 0 {
+                // A whiteout: the command removed it.
+                if std::fs::symlink_metadata(&real).is_err() {
+                } else if data {
+                    let removed = if real.is_dir() && !real.is_symlink() { std::fs::remove_dir_all(&real) } else { std::fs::remove_file(&real) };
+                    match removed {
+                        Ok(()) => report.applied.push(real),
+                        Err(e) => tracing::warn!(path = %real.display(), error = %e, "cannot remove what a sandboxed command removed in git's data"),
+                    }
+                } else {
+                    report.refused.push(real);
+                }
+                merged.insert(rel, signature);
+            } else if kind.is_dir() {
+                let real_is_dir = std::fs::symlink_metadata(&real).is_ok_and(|m| m.is_dir());
+                let leads_to_data = matches!(rel.components().next().and_then(|c| c.as_os_str().to_str()), Some("modules" | "worktrees"));
+                if !(data || leads_to_data || real_is_dir) {
+                    // A folder git would follow (hooks, info, rebase-merge…) made anew: refused whole.
+                    report.refused.push(real);
+                    merged.insert(rel, signature);
+                    continue;
+                }
+                if data && real_is_dir && is_opaque(&from) {
+                    // Removed and made again: what the real folder has beyond it goes.
+                    if let Ok(old) = std::fs::read_dir(&real) {
+                        for gone in old.flatten().filter(|e| std::fs::symlink_metadata(from.join(e.file_name())).is_err()) {
+                            let path = gone.path();
+                            let _ = if path.is_dir() && !path.is_symlink() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+                        }
+                    }
+                }
+                self.merge_dir(&from, &rel, merged, report);
+            } else if kind.is_file() && data {
+                match copy_into(&from, &real) {
+                    Ok(()) => report.applied.push(real),
+                    Err(e) => tracing::warn!(path = %real.display(), error = %e, "cannot carry a sandboxed command's change to git's data"),
+                }
+                merged.insert(rel, signature);
+            } else {
+                // Not git's data, or not a plain file (a link planted where git reads a file).
+                if !(kind.is_file() && same_content(&from, &real)) {
+                    report.refused.push(real);
+                }
+                merged.insert(rel, signature);
+            }
+        }
+    }
+
+    /// Merges one last time and removes the state (the command's processes have all ended).
+    pub fn finish(&self) -> MergeReport {
+        let report = self.merge();
+        remove_view_state(&self.state);
+        report
+    }
+}
+
+/// The overlay's mark on a folder removed and made again (`user.overlay.opaque`, as mounted
+/// with `userxattr`).
+fn is_opaque(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return false };
+    let mut value = [0u8; 2];
+    // SAFETY: the path is NUL-terminated; the value buffer is ours and its length is given.
+    let n = unsafe { libc::lgetxattr(path.as_ptr(), c"user.overlay.opaque".as_ptr(), value.as_mut_ptr().cast(), value.len()) };
+    n >= 1 && value[0] == b'y'
+}
+
+fn same_content(a: &Path, b: &Path) -> bool {
+    match (std::fs::read(a), std::fs::read(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Copies `from` over `to` by a new file beside it renamed into place (git's readers see the
+/// old or the new file, never half of one); never follows a link at `to`.
+fn copy_into(from: &Path, to: &Path) -> std::io::Result<()> {
+    let dir = to.parent().ok_or_else(|| std::io::Error::other("no parent folder"))?;
+    std::fs::create_dir_all(dir)?;
+    let temp = tempfile::Builder::new().prefix(".handoff-merge-").tempfile_in(dir)?;
+    std::fs::copy(from, temp.path())?;
+    temp.persist(to).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// The git views of one command and what the host does after it: merge each, say what it
+/// refused. Made by [`views_for`] before the command spawns.
+#[derive(Debug, Default)]
+pub struct CommandViews {
+    pub views: Vec<Arc<GitView>>,
+}
+
+impl CommandViews {
+    /// Merges every view (the command's foreground has ended; processes it left may go on).
+    pub fn merge(&self) -> MergeReport {
+        let mut report = MergeReport::default();
+        for view in &self.views {
+            report.add(view.merge());
+        }
+        report
+    }
+}
+
+/// A new view of each git folder of `layout` for one command.
+pub fn views_for(layout: &GitLayout) -> std::io::Result<CommandViews> {
+    let views = layout.git_dirs.iter().map(|dir| GitView::new(dir).map(Arc::new)).collect::<std::io::Result<_>>()?;
+    Ok(CommandViews { views })
+}
+
+/// One sentence for the command's result about what it changed in git's folders that was not
+/// carried over, with the project-relative names; `None` when nothing was refused.
+pub fn refused_note(report: &MergeReport, project: &Path) -> Option<String> {
+    if report.refused.is_empty() {
+        return None;
+    }
+    let mut names: Vec<String> = report
+        .refused
+        .iter()
+        .map(|p| p.strip_prefix(project).map_or_else(|_| p.display().to_string(), |r| r.display().to_string()))
+        .collect();
+    names.sort();
+    names.dedup();
+    Some(format!(
+        "The sandbox did not apply this command's changes to {} (git's settings, hooks and pointer files run code outside the sandbox; only git's data — objects, refs, logs, the index, HEAD — is carried over). Ask the user to make such a change, or to run the command outside the sandbox.",
+        names.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn git_data_is_an_allowlist() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = dir.path();
+        std::fs::create_dir_all(git.join("modules/a/b/modules/c")).unwrap();
+        std::fs::write(git.join("modules/a/b/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(git.join("modules/a/b/modules/c/HEAD"), "ref: refs/heads/main\n").unwrap();
+        let data = |p: &str| is_git_data(Path::new(p), git);
+        for ok in [
+            "objects/ab/cdef", "objects/pack/pack-1.pack", "objects/info/commit-graph", "refs/heads/main", "refs/tags/v1",
+            "refs/stash", "logs/HEAD", "logs/refs/heads/x", "index", "HEAD", "ORIG_HEAD", "packed-refs", "COMMIT_EDITMSG",
+            "modules/a/b/index", "modules/a/b/refs/heads/m", "modules/a/b/modules/c/objects/12/34", "worktrees/w/HEAD",
+            "worktrees/w/index", "worktrees/w/logs/HEAD",
+        ] {
+            assert!(data(ok), "{ok} is git's data");
+        }
+        for no in [
+            "config", "config.worktree", "commondir", "gitdir", "hooks/pre-commit", "info/exclude", "info/attributes",
+            "objects/info/alternates", "objects/info/http-alternates", "rebase-merge/git-rebase-todo", "sequencer/todo",
+            "rebase-apply/patch", "modules/a/b/config", "modules/a/b/hooks/post-checkout", "modules/a/b/modules/c/config",
+            "modules/x/config", "worktrees/w/commondir", "worktrees/w/gitdir", "worktrees/w/config.worktree", "branches/x",
+            "FSMONITOR", "modules/a/b/commondir",
+        ] {
+            assert!(!data(no), "{no} is not git's data");
+        }
+    }
+
+    #[test]
+    fn the_note_names_what_was_refused_relative_to_the_project() {
+        let report = MergeReport { applied: vec![], refused: vec!["/p/.git/commondir".into(), "/p/.git/config".into()] };
+        let note = refused_note(&report, Path::new("/p")).unwrap();
+        assert!(note.contains(".git/commondir, .git/config"), "{note}");
+        assert_eq!(refused_note(&MergeReport::default(), Path::new("/p")), None);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pointer files that appear
+
+/// The tree's folders (with their modification times) and `.git` entries, as last seen: a new
+/// `.git` (a pointer file or a repository) appears as a new entry of a folder whose time
+/// changed, so after a command only those folders are read again, and new folders walked.
+/// Folders the project's ignore files leave out are not watched (`:help handoff-sandbox`).
+#[derive(Debug, Default)]
+struct TreeScan {
+    dirs: HashMap<PathBuf, SystemTime>,
+    pointers: HashSet<PathBuf>,
+}
+
+fn tree_scans() -> &'static Mutex<HashMap<PathBuf, TreeScan>> {
+    static SCANS: OnceLock<Mutex<HashMap<PathBuf, TreeScan>>> = OnceLock::new();
+    SCANS.get_or_init(Default::default)
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::symlink_metadata(path).ok().and_then(|m| m.modified().ok())
+}
+
+/// Walks `root` (ignore files respected, links not followed, not into `.git`), adding its
+/// folders and `.git` entries to `scan`; returns the `.git` entries it found.
+fn walk_into(scan: &mut TreeScan, root: &Path, max_depth: Option<usize>) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut walker = crate::core::tools::walk::walker(root);
+    // The walker leaves `.git` out; here it is what we look for (but we do not go into it).
+    walker.max_depth(max_depth).filter_entry(|e| !e.path().parent().is_some_and(|p| p.file_name() == Some(OsStr::new(".git"))));
+    for entry in walker.build().flatten() {
+        let path = entry.path();
+        if entry.file_name() == ".git" {
+            if entry.depth() > 0 && scan.pointers.insert(path.to_path_buf()) {
+                found.push(path.to_path_buf());
+            }
+            continue;
+        }
+        if entry.file_type().is_some_and(|t| t.is_dir()) {
+            let is_new = !scan.dirs.contains_key(path);
+            if let Some(time) = modified(path) {
+                scan.dirs.insert(path.to_path_buf(), time);
+            }
+            if is_new && entry.depth() > 0 && max_depth == Some(1) {
+                found.extend(walk_into(scan, path, None));
+            }
+        }
+    }
+    found
+}
+
+/// Makes sure `project`'s tree is known (the first command of a project walks it once).
+pub fn watch_tree(project: &Path) {
+    let mut scans = crate::core::sync::lock(tree_scans());
+    if !scans.contains_key(project) {
+        let mut scan = TreeScan::default();
+        walk_into(&mut scan, project, None);
+        scans.insert(project.to_path_buf(), scan);
+    }
+}
+
+/// The `.git` entries that appeared in `project`'s tree since it was last looked at
+/// ([`watch_tree`]), the project's own `.git` aside.
+pub fn new_pointers(project: &Path) -> Vec<PathBuf> {
+    let mut scans = crate::core::sync::lock(tree_scans());
+    let Some(scan) = scans.get_mut(project) else { return Vec::new() };
+    let changed: Vec<PathBuf> = scan.dirs.iter().filter(|(dir, time)| modified(dir).as_ref() != Some(*time)).map(|(d, _)| d.clone()).collect();
+    let mut found = Vec::new();
+    for dir in changed {
+        if modified(&dir).is_none() {
+            scan.dirs.remove(&dir);
+            continue;
+        }
+        found.extend(walk_into(scan, &dir, Some(1)));
+    }
+    scan.pointers.retain(|p| std::fs::symlink_metadata(p).is_ok());
+    found.retain(|p| p.parent() != Some(project));
+    found.sort();
+    found
+}
+
+/// One sentence about new `.git` entries in the tree, or `None`.
+pub fn new_pointers_note(found: &[PathBuf], project: &Path) -> Option<String> {
+    if found.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = found.iter().map(|p| p.strip_prefix(project).unwrap_or(p).display().to_string()).collect();
+    Some(format!(
+        "This command made {}: git follows a .git it finds in a folder (its settings and hooks run code outside the sandbox whenever git runs there, as an editor's git integration does); the user should review it.",
+        names.join(", ")
+    ))
+}

@@ -1,0 +1,234 @@
+//! Git in the sandbox, round two (`:help handoff-sandbox`): commands change git's *data* and
+//! nothing else, in every git folder the project's git resolves to — the main one, a linked
+//! worktree's, submodules at any depth — and never a file of the tree git runs code from
+//! (`core.hooksPath`, included config, a hook's link target) or a `.git` pointer file. Each
+//! way out is tried as a prompt injection would, through the real CLI with `--yes`, and then
+//! the user's own git runs outside (as gitsigns does); each has its control under `--sandbox
+//! off`. Then what must keep working, in one repository with a submodule and a linked worktree.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::machine::{enforced, git, machine, marker_script, turn, turn_in, Machine, OFF};
+
+/// `git status` as the user's editor runs it, then whether `marker` appeared.
+fn status_runs(m: &Machine, dir: &Path, marker: &Path) -> bool {
+    let _ = std::fs::remove_file(marker);
+    git(dir, &["status", "--short"]);
+    let _ = m;
+    marker.exists()
+}
+
+/// A commondir that sends git to a common folder of the command's making: objects and refs
+/// linked back, so git looks normal, and a config whose fsmonitor runs the marker.
+fn commondir_attack(gitdir: &str, evil: &Path, marker: &Path) -> String {
+    format!(
+        "mkdir -p {evil} && cp -r {gitdir}/objects {gitdir}/refs {gitdir}/HEAD {evil}/ 2>/dev/null; printf '{script}' > {evil}/mon.sh && chmod +x {evil}/mon.sh && printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = {evil}/mon.sh\\n' > {evil}/config && echo {evil} > {gitdir}/commondir; echo planted",
+        evil = evil.display(),
+        script = marker_script(marker).replace('\n', "\\n"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commondir_cannot_be_planted_in_the_main_repository() {
+    if !enforced("a_commondir_cannot_be_planted_in_the_main_repository") {
+        return;
+    }
+    let m = machine();
+    let marker = m.outside.join("fsmonitor-ran");
+    let attack = commondir_attack(".git", &m.project.join("evil"), &marker);
+    let (results, _) = turn(&m, &[&attack], &[], &[]).await;
+    assert!(!m.project.join(".git/commondir").exists(), "{results:?}");
+    assert!(results[0].contains(".git/commondir"), "the refusal is said: {results:?}");
+    assert!(!status_runs(&m, &m.project, &marker), "git ran a planted fsmonitor: {results:?}");
+    let (results, _) = turn(&m, &[&attack], OFF, &[]).await;
+    assert!(status_runs(&m, &m.project, &marker), "the control's fsmonitor did not run: {results:?}");
+}
+
+/// A repository with a submodule two folders deep (`vendor/lib`) and a linked worktree
+/// (`wt`, inside the project), made by the user outside the sandbox.
+fn repository_with_module_and_worktree(m: &Machine) {
+    let lib = m.outside.join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    git(&lib, &["init", "-q"]);
+    std::fs::write(lib.join("lib.txt"), "lib\n").unwrap();
+    git(&lib, &["add", "."]);
+    git(&lib, &["commit", "-q", "-m", "lib"]);
+    let out = git(&m.project, &["submodule", "add", "-q", lib.to_str().unwrap(), "vendor/lib"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    git(&m.project, &["commit", "-q", "-m", "submodule"]);
+    std::fs::write(m.project.join(".git/info/exclude"), "wt/\n").unwrap();
+    let out = git(&m.project, &["worktree", "add", "-q", "wt", "-b", "wt-branch"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(m.project.join(".git/modules/vendor/lib/HEAD").exists());
+    assert!(m.project.join(".git/worktrees/wt/commondir").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_folders_of_worktrees_and_modules_take_only_data() {
+    if !enforced("git_folders_of_worktrees_and_modules_take_only_data") {
+        return;
+    }
+    let m = machine();
+    repository_with_module_and_worktree(&m);
+    let marker = m.outside.join("ran");
+    let worktree = commondir_attack(".git/worktrees/wt", &m.project.join("evil1"), &marker);
+    let module = commondir_attack(".git/modules/vendor/lib", &m.project.join("evil2"), &marker);
+    let script = marker_script(&marker).replace('\n', "\\n");
+    let config_worktree = format!(
+        "git config extensions.worktreeConfig true; printf '[core]\\n\\tfsmonitor = {0}/mon.sh\\n' > .git/config.worktree; printf '{script}' > {0}/mon.sh; chmod +x {0}/mon.sh; echo ok",
+        m.project.display()
+    );
+    let module_config = format!("printf '[core]\\n\\tfsmonitor = {}/mon.sh\\n' >> .git/modules/vendor/lib/config; echo ok", m.project.display());
+    let commands = [worktree.as_str(), module.as_str(), config_worktree.as_str(), module_config.as_str()];
+    let (results, _) = turn(&m, &commands, &[], &[]).await;
+    for (dir, name) in [(m.project.join("wt"), "worktree"), (m.project.join("vendor/lib"), "module"), (m.project.clone(), "main")] {
+        assert!(!status_runs(&m, &dir, &marker), "{name}: git ran planted code: {results:?}");
+    }
+    assert!(!m.project.join(".git/worktrees/wt/commondir").read_link().is_ok());
+    assert_eq!(std::fs::read_to_string(m.project.join(".git/worktrees/wt/commondir")).unwrap().trim(), "../..");
+    assert!(!m.project.join(".git/config.worktree").exists(), "{results:?}");
+    for (i, what) in [".git/worktrees/wt/commondir", ".git/modules/vendor/lib/commondir", ".git/config.worktree", ".git/modules/vendor/lib/config"].iter().enumerate() {
+        assert!(results[i].contains(what), "{what} is named as refused: {}", results[i]);
+    }
+    // The control: the same from outside the sandbox reaches.
+    let (results, _) = turn(&m, &[&module], OFF, &[]).await;
+    assert!(status_runs(&m, &m.project.join("vendor/lib"), &marker), "the control's module fsmonitor did not run: {results:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pointer_files_are_read_only_and_new_ones_are_reported() {
+    if !enforced("pointer_files_are_read_only_and_new_ones_are_reported") {
+        return;
+    }
+    let m = machine();
+    repository_with_module_and_worktree(&m);
+    let evil = m.project.join("evil");
+    let rewrite = format!("mkdir -p {0} && cp -r .git/modules/vendor/lib/. {0}/ && echo 'gitdir: {0}' > vendor/lib/.git; echo 'gitdir: {0}' > wt/.git; cat vendor/lib/.git wt/.git", evil.display());
+    let fresh = "mkdir -p tools/inner && git init -q tools/inner && echo made";
+    let (results, _) = turn(&m, &[&rewrite, fresh], &[], &[]).await;
+    assert!(std::fs::read_to_string(m.project.join("vendor/lib/.git")).unwrap().contains("modules/vendor/lib"), "{results:?}");
+    assert!(std::fs::read_to_string(m.project.join("wt/.git")).unwrap().contains("worktrees/wt"), "{results:?}");
+    assert!(results[0].contains("Read-only file system") || results[0].contains("Device or resource busy"), "{results:?}");
+    assert!(results[1].contains("tools/inner/.git"), "a new .git is reported: {results:?}");
+    let (results, _) = turn(&m, &[&rewrite], OFF, &[]).await;
+    assert!(std::fs::read_to_string(m.project.join("wt/.git")).unwrap().contains(evil.to_str().unwrap()), "the control rewrote it: {results:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_in_the_tree_are_read_only_in_every_form_git_reads() {
+    if !enforced("hooks_in_the_tree_are_read_only_in_every_form_git_reads") {
+        return;
+    }
+    let m = machine();
+    let marker = m.outside.join("hook-ran");
+    // husky's layout; a hook in .git/hooks that links to a tracked script; hooksPath set
+    // through an included file of the tree, written with an inline comment.
+    std::fs::create_dir_all(m.project.join(".husky")).unwrap();
+    std::fs::write(m.project.join(".husky/pre-commit"), "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::create_dir_all(m.project.join("scripts")).unwrap();
+    std::fs::write(m.project.join("scripts/post-commit.sh"), "#!/bin/sh\nexit 0\n").unwrap();
+    std::os::unix::fs::symlink(m.project.join("scripts/post-commit.sh"), m.project.join(".git/hooks/post-commit")).unwrap();
+    std::fs::write(m.project.join("shared.gitconfig"), "[core]\n\thooksPath = .husky ; husky\n").unwrap();
+    git(&m.project, &["config", "include.path", "../shared.gitconfig"]);
+    git(&m.project, &["add", "."]);
+    git(&m.project, &["commit", "-q", "-m", "hooks"]);
+    for file in [".husky/pre-commit", "scripts/post-commit.sh"] {
+        let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        std::fs::set_permissions(m.project.join(file), mode).unwrap();
+    }
+    let script = marker_script(&marker).replace('\n', "\\n");
+    let plant = |file: &str| format!("printf '{script}' > {file} && chmod +x {file}; echo tried");
+    let include = format!("printf '[core]\\n\\thooksPath = {}\\n' > shared.gitconfig; echo tried", m.outside.display());
+    let commands = [plant(".husky/pre-commit"), plant("scripts/post-commit.sh"), include];
+    let refs: Vec<&str> = commands.iter().map(String::as_str).collect();
+    let (results, _) = turn(&m, &refs, &[], &[]).await;
+    std::fs::write(m.project.join("x.txt"), "x").unwrap();
+    git(&m.project, &["add", "x.txt"]);
+    git(&m.project, &["commit", "-q", "-m", "x"]);
+    assert!(!marker.exists(), "git ran a planted hook: {results:?}");
+    for r in &results {
+        assert!(r.contains("Read-only file system"), "{results:?}");
+    }
+    let (results, _) = turn(&m, &refs[..1], OFF, &[]).await;
+    std::fs::write(m.project.join("x.txt"), "y").unwrap();
+    git(&m.project, &["commit", "-q", "-am", "y"]);
+    assert!(marker.exists(), "the control's hook did not run: {results:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_work_goes_on_in_a_repository_with_a_module_and_a_worktree() {
+    if !enforced("git_work_goes_on_in_a_repository_with_a_module_and_a_worktree") {
+        return;
+    }
+    let m = machine();
+    repository_with_module_and_worktree(&m);
+    let id = "-c user.name=t -c user.email=t@t";
+    let commands = [
+        "echo a > a.txt && mkdir -p d && echo b > d/b.txt && rm README.md && echo files-ok".to_string(),
+        format!("git add -A && git {id} commit -q -m work && git tag v1 && git checkout -q -b feature && echo c > c.txt && git add c.txt && git stash -q && git stash list | wc -l && git worktree list | wc -l"),
+        format!("cd vendor/lib && echo more > more.txt && git add more.txt && git {id} commit -q -m in-module && git log --format=%s -1"),
+        format!("cd wt && echo w > w.txt && git add w.txt && git {id} commit -q -m in-worktree && git log --format=%s -1"),
+        // A background process outlives its shell within the run: its commit lands too, when
+        // it ends (each command sees git's folders as they were when it started).
+        format!("(sleep 0.3; echo bg > bg.txt; git add bg.txt; git {id} commit -q -m background) & echo started"),
+        "sleep 1; echo waited".to_string(),
+    ];
+    let refs: Vec<&str> = commands.iter().map(String::as_str).collect();
+    let (results, _) = turn(&m, &refs, &[], &[]).await;
+    assert!(results[0].contains("files-ok"), "{results:?}");
+    assert!(results[1].contains("1\n2"), "{results:?}");
+    assert!(results[2].contains("in-module"), "{results:?}");
+    assert!(results[3].contains("in-worktree"), "{results:?}");
+    for r in &results {
+        assert!(!r.contains("did not apply"), "nothing of git's data is refused: {r}");
+    }
+    // Seen by the user's git, outside.
+    let out = |dir: &Path, args: &[&str]| String::from_utf8(git(dir, args).stdout).unwrap();
+    assert_eq!(out(&m.project, &["branch", "--show-current"]), "feature\n");
+    common::wait_until("the background commit", std::time::Duration::from_secs(10), || out(&m.project, &["log", "--format=%s", "-1"]) == "background\n").await;
+    assert!(out(&m.project, &["tag"]).contains("v1"));
+    assert_eq!(out(&m.project, &["stash", "list"]).lines().count(), 1);
+    assert_eq!(out(&m.project.join("vendor/lib"), &["log", "--format=%s", "-1"]), "in-module\n");
+    assert_eq!(out(&m.project.join("wt"), &["log", "--format=%s", "-1"]), "in-worktree\n");
+    let fsck = git(&m.project, &["fsck", "--no-progress"]);
+    assert!(fsck.status.success(), "{}", String::from_utf8_lossy(&fsck.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_left_running_ends_with_the_run_and_its_git_changes_are_merged_by_the_same_rule() {
+    if !enforced("a_process_left_running_ends_with_the_run") {
+        return;
+    }
+    let m = machine();
+    let later = m.project.join("later.txt");
+    let command = "(sleep 3; echo later > later.txt) & (sleep 0.2; echo ../evil > .git/commondir) & echo started";
+    let (results, _) = turn(&m, &[command, "sleep 0.6; echo waited"], &[], &[]).await;
+    assert!(!m.project.join(".git/commondir").exists(), "{results:?}");
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    assert!(!later.exists(), "a process outlived the run: {results:?}");
+    let (results, _) = turn(&m, &[command], OFF, &[]).await;
+    common::wait_until("the control's background process", std::time::Duration::from_secs(10), || later.exists()).await;
+    assert!(m.project.join(".git/commondir").exists(), "{results:?}");
+}
+
+/// The session's folder inside a repository (not its top): the repository's `.git` is outside
+/// the project, and still only its data changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_inside_a_repository_commits_through_its_view() {
+    if !enforced("a_project_inside_a_repository_commits_through_its_view") {
+        return;
+    }
+    let m = machine();
+    let sub = m.project.join("pkg");
+    std::fs::create_dir_all(&sub).unwrap();
+    let id = "-c user.name=t -c user.email=t@t";
+    let commands = [format!("echo p > p.txt && git add p.txt && git {id} commit -q -m from-pkg && git log --format=%s -1 && echo ../x > ../.git/commondir")];
+    let refs: Vec<&str> = commands.iter().map(String::as_str).collect();
+    let (results, _) = turn_in(&m, &sub, &refs, &[], &[]).await;
+    assert!(results[0].contains("from-pkg"), "{results:?}");
+    assert_eq!(String::from_utf8(git(&m.project, &["log", "--format=%s", "-1"]).stdout).unwrap(), "from-pkg\n");
+    assert!(!m.project.join(".git/commondir").exists(), "{results:?}");
+}
