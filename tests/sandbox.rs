@@ -507,7 +507,7 @@ mod in_neovim {
             let req = ed.wait_event("HandoffToolApproval", 1).await;
             assert_eq!(req["id"], "h1", "{req}");
             let holes = req["holes"].as_str().unwrap();
-            assert!(holes.contains(".git/config") && holes.contains("stay writable") && holes.contains("simulated"), "{holes}");
+            assert!(holes.contains("git's folders (.git) stay writable whole") && holes.contains("simulated") && holes.contains("simulated"), "{holes}");
             assert!(chat(&ed).await.contains("*Runs in the sandbox, but the sandbox cannot fully protect this command"), "{}", chat(&ed).await);
             ed.lua("require('handoff').approve(...)", json!([req["id"], "always"])).await;
             // Sandboxed, the write outside was refused: the re-run outside is offered, and refused.

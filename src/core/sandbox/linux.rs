@@ -497,18 +497,19 @@ fn exit_like(status: i32) -> ! {
 /// namespace and its `/proc` (refused where `/proc` is partly covered, as in some containers).
 /// `Err`: why not.
 pub fn probe_mounts() -> Result<(), String> {
-    let dir = std::env::temp_dir();
-    // A git view too, over a folder of its own (removed by the probe's parent).
+    // A read-only bind and a git view, over folders of the probe's own (removed after).
     let scratch = tempfile::Builder::new().prefix("handoff-probe-").tempdir().map_err(|e| format!("cannot make a folder to probe in: {e}"))?;
-    for sub in ["lower", "state/upper", "state/work"] {
+    for sub in ["ro", "lower", "state/upper", "state/work"] {
         std::fs::create_dir_all(scratch.path().join(sub)).map_err(|e| format!("cannot make a folder to probe in: {e}"))?;
     }
-    let view = (scratch.path().join("lower"), scratch.path().join("state"));
-    let mounts = super::protected::SandboxMounts { read_only: vec![dir], git_views: vec![view.clone()], ..Default::default() };
+    let (read_only, view) = (scratch.path().join("ro"), (scratch.path().join("lower"), scratch.path().join("state")));
+    let mounts = super::protected::SandboxMounts { read_only: vec![read_only.clone()], git_views: vec![view.clone()], ..Default::default() };
     let made = mount_namespace(&mounts);
-    // SAFETY: umount2 takes a NUL-terminated path we own and flags.
-    if let Ok(lower) = cstring(&view.0) {
-        unsafe { libc::umount2(lower.as_ptr(), libc::MNT_DETACH) };
+    for target in [&read_only, &view.0] {
+        if let Ok(target) = cstring(target) {
+            // SAFETY: umount2 takes a NUL-terminated path we own and flags.
+            unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+        }
     }
     super::git::remove_view_state(&view.1);
     made.map_err(|e| e.to_string())?;

@@ -271,7 +271,7 @@ impl Sandboxed {
             let git = git::layout(&protected::real_path(cwd));
             if !git.git_dirs.is_empty() {
                 let dirs = git.git_dirs.iter().map(name).collect::<Vec<_>>().join(", ");
-                open.push(format!("{dirs} stay writable whole (git's settings, hooks and pointer files, not only its data)"));
+                open.push(format!("git's folders ({dirs}) stay writable whole (its settings and hooks, not only its data)"));
             }
         }
         if !mounts.read_only.is_empty() {
