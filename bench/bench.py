@@ -1510,7 +1510,7 @@ def bench_clearing(bin_dir, runs, work, smoke):
 def sandbox_exec_cmd(bin_dir, project, tmp, cmd, helper="handoff-sandbox", mounts=()):
     """The helper the host runs a sandboxed command through (src/core/sandbox): handoff-sandbox,
     or the host binary's own `sandbox-exec`; `mounts`: the mount namespace's flags
-    (`--pin`/`--read-only`/`--hide PATH`), as the host passes them."""
+    (`--git-view DIR --git-state DIR`/`--read-only`/`--hide PATH`), as the host passes them."""
     return ([os.path.join(bin_dir, helper), "sandbox-exec", "--sandbox", "workspace-write", "--network", "false",
              "--writable", project] + list(mounts) + ["--tmpdir", tmp, "--"] + cmd)
 
@@ -1534,10 +1534,11 @@ def git_init(d):
 def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg):
     """§11: a trivial command (`bash -c true`) spawned as is, through the helper with Landlock
     and seccomp only, and with the mount namespace as the host sets it up for a git project
-    (.git pinned, hooks and config read-only, four credential paths hidden), interleaved; then
+    (.git seen through its overlay, four credential paths hidden), interleaved; then
     the four-tool turn of §6a (in a git repository, with that home) with --sandbox off,
     workspace-write, and pi, interleaved. Checks that the helper enforces (a write outside the
-    project refused, NoNewPrivs 1, a hook read-only) and that every turn leaves the expected files."""
+    project refused, NoNewPrivs 1, a hook that never reaches .git) and that every turn leaves the
+    expected files."""
     root = os.path.join(work, "sandbox")
     project, tmp, outside = (os.path.join(root, d) for d in ("project", "tmp", "outside"))
     for d in (project, tmp, outside):
@@ -1546,14 +1547,19 @@ def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg):
     home = sandbox_home(root)
     env = dict(env, HOME=home)
     git = os.path.join(project, ".git")
-    mounts = ["--pin", git, "--read-only", os.path.join(git, "hooks"), "--read-only", os.path.join(git, "config")]
+    # The git view's state, as the host makes it per command (reused here: each namespace ends
+    # before the next mounts it).
+    state = os.path.join(root, "git-state")
+    for d in ("upper", "work"):
+        os.makedirs(os.path.join(state, d))
+    mounts = ["--isolate", "true", "--git-view", git, "--git-state", state]
     for p in (".ssh", ".aws", os.path.join(".config", "gh"), ".netrc"):
         mounts += ["--hide", os.path.join(home, p)]
     probe = subprocess.run(sandbox_exec_cmd(bin_dir, project, tmp, ["/bin/bash", "-c",
                            f"grep -q 'NoNewPrivs:.1' /proc/self/status && ! echo x 2>/dev/null > {outside}/x"
-                           f" && ! echo x 2>/dev/null > {git}/hooks/pre-commit && ! test -s {home}/.ssh/id_ed25519"], mounts=mounts),
+                           f" && echo x > {git}/hooks/pre-commit && ! test -s {home}/.ssh/id_ed25519"], mounts=mounts),
                            env=env, cwd=project, capture_output=True, text=True)
-    if probe.returncode != 0 or os.path.exists(os.path.join(outside, "x")):
+    if probe.returncode != 0 or os.path.exists(os.path.join(outside, "x")) or os.path.exists(os.path.join(git, "hooks", "pre-commit")):
         raise RuntimeError(f"sandbox: the helper does not enforce here: {probe.stderr.strip()}")
     plain = ["/bin/bash", "-c", "true"]
     boxed = sandbox_exec_cmd(bin_dir, project, tmp, plain)
@@ -2455,7 +2461,7 @@ def main():
                     f"A trivial command, `bash -c true`, spawned {sb['spawns']} times as is, through the helper with "
                     "Landlock and seccomp only (`handoff-sandbox sandbox-exec --sandbox workspace-write --network false "
                     "--writable DIR --tmpdir DIR -- bash -c true`), and with the mount namespace as the host sets it up "
-                    "for a git project (user and mount namespace, `.git` pinned, its hooks and config read-only, "
+                    "for a git project (user and mount namespace, `.git` seen through its overlay (git's data merged back by the host), "
                     "`~/.ssh`, `~/.aws`, `~/.config/gh`, `~/.netrc` hidden), and the latter through the host binary's "
                     "own `handoff-nvim sandbox-exec`, interleaved; then §6a's four-tool turn (`prompt --new --yes`, its bash call "
                     "among them, in a git repository, with that home) with `--sandbox off`, `--sandbox workspace-write` and pi "
