@@ -53,6 +53,8 @@ pub enum RestrictError {
     SeccompFilter(#[from] seccompiler::BackendError),
     #[error("cannot set no_new_privs: {0}")]
     NoNewPrivs(std::io::Error),
+    #[error("the host's lifeline (descriptor {0}) is not open: the command's processes could outlive it")]
+    NoLifeline(i32),
     #[error("cannot make the sandbox's mount namespace ({step}): {source}")]
     Mount { step: String, source: std::io::Error },
 }
@@ -65,6 +67,12 @@ const FS_ABI: ABI = ABI::V3;
 pub fn restrict_self(r: &HelperArgs) -> Result<(), RestrictError> {
     let support = Support::probe();
     support.enforceable().map_err(RestrictError::Unsupported)?;
+    if let Some(fd) = r.lifeline {
+        // SAFETY: F_GETFD reads a descriptor's flags; no pointers.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+            return Err(RestrictError::NoLifeline(fd));
+        }
+    }
     if r.isolate || !r.mounts.is_empty() {
         mount_namespace(&r.mounts)?;
         // From here on this process is pid 1 of the command's own pid namespace.
