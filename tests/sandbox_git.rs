@@ -11,7 +11,8 @@ mod common;
 
 use std::path::Path;
 
-use common::machine::{enforced, git, machine, marker_script, turn, turn_in, Machine, OFF};
+use common::machine::{enforced, git, machine, marker_script, turn, turn_calls, turn_in, Machine, OFF};
+use serde_json::json;
 
 /// `git status` as the user's editor runs it, then whether `marker` appeared.
 fn status_runs(dir: &Path, marker: &Path) -> bool {
@@ -230,4 +231,24 @@ async fn a_project_inside_a_repository_commits_through_its_view() {
     assert!(results[0].contains("from-pkg"), "{results:?}");
     assert_eq!(String::from_utf8(git(&m.project, &["log", "--format=%s", "-1"]).stdout).unwrap(), "from-pkg\n");
     assert!(!m.project.join(".git/commondir").exists(), "{results:?}");
+}
+
+/// The hooks folder git's settings name, not made yet (husky before `npm install`): a command
+/// that makes it is reported, and `write` into it asks (the CLI without a terminal refuses).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hooks_folder_git_names_is_reported_when_made_and_asked_for_by_write() {
+    if !enforced("a_hooks_folder_git_names_is_reported_when_made") {
+        return;
+    }
+    let m = machine();
+    git(&m.project, &["config", "core.hooksPath", ".husky"]);
+    let (results, _) = turn(&m, &["mkdir .husky && printf '#!/bin/sh\\nexit 0\\n' > .husky/pre-commit; echo made"], &[], &[]).await;
+    assert!(results[0].contains("This command created .husky"), "{results:?}");
+    let hook = m.project.join(".husky/post-commit");
+    let calls = [("write", json!({ "path": hook, "content": "#!/bin/sh\nexit 0\n" }))];
+    let (results, _) = turn_calls(&m, &m.project, &calls, &[], &[]).await;
+    assert!(!hook.exists() && results[0].contains("git runs code from it"), "{results:?}");
+    // The control: with the sandbox off only consent applies, and --yes gives it.
+    let (results, _) = turn_calls(&m, &m.project, &calls, OFF, &[]).await;
+    assert!(hook.exists(), "{results:?}");
 }

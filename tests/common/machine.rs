@@ -62,11 +62,17 @@ pub async fn turn(m: &Machine, commands: &[&str], flags: &[&str], env: &[(&str, 
 
 /// [`turn`] with the session's folder `cwd`.
 pub async fn turn_in(m: &Machine, cwd: &Path, commands: &[&str], flags: &[&str], env: &[(&str, &str)]) -> (Vec<String>, String) {
+    let calls: Vec<(&str, serde_json::Value)> = commands.iter().map(|c| ("bash", json!({ "command": c }))).collect();
+    turn_calls(m, cwd, &calls, flags, env).await
+}
+
+/// One scripted turn whose model calls each `(tool, arguments)` of `calls` (see [`turn`]).
+pub async fn turn_calls(m: &Machine, cwd: &Path, calls: &[(&str, serde_json::Value)], flags: &[&str], env: &[(&str, &str)]) -> (Vec<String>, String) {
     let mock = MockServer::start().await.unwrap();
-    let calls: Vec<MockToolCall> = commands
+    let calls: Vec<MockToolCall> = calls
         .iter()
         .enumerate()
-        .map(|(i, c)| MockToolCall::new("bash", &json!({ "command": c }), 2).with_id(&format!("call_{i}")))
+        .map(|(i, (tool, args))| MockToolCall::new(tool, args, 2).with_id(&format!("call_{i}")))
         .collect();
     mock.push(super::tool_calls_reply(calls));
     mock.push(MockReply::text("done"));

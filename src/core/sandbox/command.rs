@@ -30,6 +30,8 @@ pub struct SandboxedCommand {
     project: PathBuf,
     /// Whether new `.git` entries of the tree are looked for after the command.
     watch_tree: bool,
+    /// Hooks folders git names that did not exist before the command (`GitLayout::absent`).
+    absent_hooks: Vec<PathBuf>,
 }
 
 impl SandboxedCommand {
@@ -39,11 +41,12 @@ impl SandboxedCommand {
         let project = protected::real_path(cwd);
         let watch_tree = sandbox.mounts && sandbox.settings.mode == super::SandboxMode::WorkspaceWrite;
         let (sandbox_copy, cwd_copy, project_copy) = (sandbox.clone(), cwd.to_path_buf(), project.clone());
-        let views = tokio::task::spawn_blocking(move || {
+        let (views, absent_hooks) = tokio::task::spawn_blocking(move || {
             if watch_tree {
                 git::watch_tree(&project_copy);
             }
-            sandbox_copy.git_views(&cwd_copy)
+            let absent = if watch_tree { git::layout(&project_copy).absent.clone() } else { Vec::new() };
+            sandbox_copy.git_views(&cwd_copy).map(|views| (views, absent))
         })
         .await
         .map_err(std::io::Error::other)??;
@@ -53,7 +56,7 @@ impl SandboxedCommand {
         } else {
             (None, None)
         };
-        Ok(SandboxedCommand { views: Arc::new(views), host_end, child_end, project, watch_tree })
+        Ok(SandboxedCommand { views: Arc::new(views), host_end, child_end, project, watch_tree, absent_hooks })
     }
 
     /// The helper's command line (see [`Sandboxed::helper_args`]).
@@ -96,8 +99,14 @@ impl SandboxedCommand {
         })
         .await
         .unwrap_or_default();
-        let notes: Vec<String> =
-            [git::refused_note(&report, &self.project), git::new_pointers_note(&pointers, &self.project)].into_iter().flatten().collect();
+        let notes: Vec<String> = [
+            git::refused_note(&report, &self.project),
+            git::new_pointers_note(&pointers, &self.project),
+            git::created_hooks_note(&self.absent_hooks, &self.project),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         let note = (!notes.is_empty()).then(|| notes.join("\n"));
         if let Some(host_end) = self.host_end.take() {
             let views = self.views.clone();

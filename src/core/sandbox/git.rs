@@ -40,6 +40,9 @@ pub struct GitLayout {
     /// The `.git` pointer files and nested `.git` folders git follows in the tree (submodule
     /// checkouts, linked worktrees inside the project): read-only to commands.
     pub pointers: Vec<PathBuf>,
+    /// Hooks folders git's settings name inside the project that do not exist yet: nothing
+    /// is there to make read-only, so a command that creates one is reported.
+    pub absent: Vec<PathBuf>,
 }
 
 /// Git's answer for `project`, asked again only when what it depends on changed (the `.git`
@@ -141,7 +144,7 @@ fn ask_git(project: &Path) -> GitLayout {
         if !seen.insert(checkout.clone()) || seen.len() > MAX_SUBMODULES {
             continue;
         }
-        planted_in_config(&checkout, &project, &mut layout.planted);
+        planted_in_config(&checkout, &project, &mut layout.planted, &mut layout.absent);
         for sub in submodules(&checkout) {
             let pointer = sub.join(".git");
             if std::fs::symlink_metadata(&pointer).is_ok() && pointer.starts_with(&project) {
@@ -186,7 +189,7 @@ const COMMAND_KEYS: [&str; 16] = [
 /// What the config git reads in `checkout` makes git run from inside `project`: the hooks
 /// folder (`core.hooksPath`, and what its hooks link to), config files included from the tree,
 /// and the files command-valued settings name.
-fn planted_in_config(checkout: &Path, project: &Path, planted: &mut Vec<(PathBuf, String)>) {
+fn planted_in_config(checkout: &Path, project: &Path, planted: &mut Vec<(PathBuf, String)>, absent: &mut Vec<PathBuf>) {
     let Some(out) = git(checkout, &["config", "--list", "--show-origin", "-z"]) else { return };
     fn push(planted: &mut Vec<(PathBuf, String)>, project: &Path, path: PathBuf, why: String) {
         if path.starts_with(project) && std::fs::symlink_metadata(&path).is_ok() && !planted.iter().any(|(p, _)| *p == path) {
@@ -204,6 +207,9 @@ fn planted_in_config(checkout: &Path, project: &Path, planted: &mut Vec<(PathBuf
         }
         if key == "core.hookspath" {
             let dir = expand_home(value).map_or_else(|| absolute(checkout, value), |p| real_path(&p));
+            if dir.starts_with(project) && std::fs::symlink_metadata(&dir).is_err() && !absent.contains(&dir) {
+                absent.push(dir.clone());
+            }
             push(planted, project, dir.clone(), format!("git runs the hooks in it (core.hooksPath = {value})"));
             hook_targets(&dir, project, planted);
             continue;
@@ -671,6 +677,21 @@ pub fn new_pointers(project: &Path) -> Vec<PathBuf> {
     found.retain(|p| p.parent() != Some(project));
     found.sort();
     found
+}
+
+/// One sentence about hooks folders of `absent` (see [`GitLayout::absent`]) that exist now.
+pub fn created_hooks_note(absent: &[PathBuf], project: &Path) -> Option<String> {
+    let made: Vec<String> = absent
+        .iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .map(|p| p.strip_prefix(project).unwrap_or(p).display().to_string())
+        .collect();
+    (!made.is_empty()).then(|| {
+        format!(
+            "This command created {}, the hooks folder git's core.hooksPath names: git runs the hooks in it outside the sandbox; the user should review it.",
+            made.join(", ")
+        )
+    })
 }
 
 /// One sentence about new `.git` entries in the tree, or `None`.

@@ -215,6 +215,11 @@ pub fn write_protection(real: PathBuf, project: &Path) -> Option<Protected> {
     if let Some(why) = planted_code_reason(inside) {
         return Some(Protected::PlantedCode { real, why });
     }
+    let git = super::git::layout(&project);
+    if git.planted.iter().map(|(p, _)| p).chain(&git.pointers).chain(&git.absent).any(|p| real.starts_with(p)) {
+        let why = "git runs code from it (its settings name it: the hooks folder, an included config file, a script a setting or a hook runs, a .git pointer)";
+        return Some(Protected::PlantedCode { real, why });
+    }
     None
 }
 
