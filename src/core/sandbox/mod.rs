@@ -13,6 +13,7 @@
 //! whether a result looks blocked by the sandbox ([`looks_blocked`]), which leads to the offer to
 //! re-run the command outside it.
 
+pub mod links;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod protected;
