@@ -214,10 +214,13 @@ async fn secrets_by_shape_and_the_providers_own_key_variables_stay_out() {
     }
     let extra: Vec<(&str, &str)> = SHAPED.iter().map(|(n, v, _)| (*n, *v)).collect();
     let run = run_env_in(home_with_pi_provider(), &PROVIDER_FLAGS, &extra).await;
-    for (name, _, secret) in SHAPED {
-        run.assert_nowhere(name, secret);
-        assert!(!run.names().contains(&name.to_string()), "{name} is set: {}", run.result);
-    }
+    // Every one that got through, named at once.
+    let leaked: Vec<&str> = SHAPED
+        .iter()
+        .filter(|(name, _, secret)| run.names().contains(&name.to_string()) || run.places().iter().any(|(_, text)| text.contains(secret)))
+        .map(|(name, ..)| *name)
+        .collect();
+    assert!(leaked.is_empty(), "these reached the command: {leaked:?}\n{}", run.result);
     let names = run.names();
     for name in ["PATH", "PWD", "HOME", "FOO"] {
         assert!(names.contains(&name.to_string()), "{name} is missing: {names:?}");

@@ -152,11 +152,13 @@ async fn a_sandboxed_command_cannot_read_the_new_credential_files() {
     let key_cmd = key_cmd(&m);
     let flags = ["--api-key-cmd", key_cmd.as_str()];
     let run = turn(&m, calls(), &flags).await;
-    for (i, (path, secret)) in files.iter().enumerate() {
-        let (_, text) = run.result(&format!("c{i}"));
-        assert!(!text.contains(secret), "{} was read: {text}", path.display());
-        assert!(!run.requests.contains(secret), "{} went to the model", path.display());
-    }
+    let read: Vec<String> = files
+        .iter()
+        .enumerate()
+        .filter(|(i, (_, secret))| run.result(&format!("c{i}")).1.contains(secret) || run.requests.contains(secret))
+        .map(|(_, (path, _))| path.display().to_string())
+        .collect();
+    assert!(read.is_empty(), "a sandboxed command read these: {read:?}");
     // Control: outside the sandbox the same commands read every one.
     let off: Vec<&str> = flags.iter().copied().chain(OFF.iter().copied()).collect();
     let run = turn(&m, calls(), &off).await;
@@ -176,11 +178,16 @@ async fn read_asks_for_the_new_credential_files() {
     let key_cmd = key_cmd(&m);
     let flags = ["--tools", "read,grep,edit,write", "--api-key-cmd", key_cmd.as_str()];
     let run = turn(&m, calls(), &flags).await;
-    for (i, (path, secret)) in files.iter().enumerate() {
-        let (failed, text) = run.result(&format!("r{i}"));
-        assert!(failed && text.contains(&format!("{} holds credentials", path.display())), "{}: {text}", path.display());
-        assert!(!run.requests.contains(secret), "{} went to the model", path.display());
-    }
+    let read: Vec<String> = files
+        .iter()
+        .enumerate()
+        .filter(|(i, (path, secret))| {
+            let (failed, text) = run.result(&format!("r{i}"));
+            !(failed && text.contains(&format!("{} holds credentials", path.display()))) || run.requests.contains(secret)
+        })
+        .map(|(_, (path, _))| path.display().to_string())
+        .collect();
+    assert!(read.is_empty(), "read ran unasked on these: {read:?}");
     let off: Vec<&str> = flags.iter().copied().chain(OFF.iter().copied()).collect();
     let run = turn(&m, calls(), &off).await;
     for (i, (path, secret)) in files.iter().enumerate() {
