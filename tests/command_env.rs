@@ -93,10 +93,14 @@ impl Run {
 /// `prompt --yes` with `args`, the model asking for `env` once; the CLI's environment is
 /// cleared and holds PATH, HOME, FOO=bar, [`SECRETS`] and [`SOCKETS`].
 async fn run_env(args: &[&str]) -> Run {
+    run_env_in(tempfile::tempdir().unwrap(), args, &[]).await
+}
+
+/// [`run_env`] with `dir` as HOME (prepared by the caller) and `extra` variables besides.
+async fn run_env_in(dir: tempfile::TempDir, args: &[&str], extra: &[(&str, &str)]) -> Run {
     let mock = MockServer::start().await.unwrap();
     mock.push(tool_calls_reply(vec![MockToolCall::new("bash", &json!({ "command": "env" }), 2).with_id("call_env")]));
     mock.push(MockReply::text("done"));
-    let dir = tempfile::tempdir().unwrap();
     let project = dir.path().join("project");
     std::fs::create_dir_all(&project).unwrap();
     let sessions = dir.path().join("sessions");
@@ -108,6 +112,7 @@ async fn run_env(args: &[&str]) -> Run {
         .env("FOO", "bar")
         .envs(SECRETS)
         .envs(SOCKETS)
+        .envs(extra.iter().copied())
         .args(["prompt", "--yes", "--new", "--max-retries", "0", "--provider", "openai", "--model", "mock-model"])
         .args(["--base-url", &mock.openai_base_url()])
         .arg("--session-dir")
@@ -173,6 +178,62 @@ async fn a_name_written_out_in_include_only_passes_and_nothing_else_does() {
     run.assert_nowhere("GITHUB_TOKEN", "canary-github-token-5151");
     run.assert_nowhere("SSH_AUTH_SOCK", "/tmp/canary-ssh-agent-5155.sock");
     assert!(!run.names().contains(&"HOME".to_string()), "include_only lets only its names through: {:?}", run.names());
+}
+
+/// Secrets whose names the globs miss, by shape (issue 39, round two): a URL with a password,
+/// `*_PWD`, `*_PAT`, `*AUTH*`; and the variables the user's own provider settings name
+/// whatever their names: the key variable (`--api-key-env`), what `--api-key-cmd` reads, and
+/// the key variable of a provider of pi's `models.json` that this session does not use.
+const SHAPED: [(&str, &str, &str); 8] = [
+    ("DATABASE_URL", "postgres://app:canary-db-pw-7170@db:5432/app", "canary-db-pw-7170"),
+    ("HTTPS_PROXY", "http://me:canary-proxy-pw-7171@proxy:3128", "canary-proxy-pw-7171"),
+    ("MYSQL_PWD", "canary-mysql-pwd-7172", "canary-mysql-pwd-7172"),
+    ("GITLAB_PAT", "canary-gitlab-pat-7173", "canary-gitlab-pat-7173"),
+    ("X_AUTH_HEADER", "canary-auth-header-7174", "canary-auth-header-7174"),
+    ("MY_LLM", "canary-my-llm-7175", "canary-my-llm-7175"),
+    ("LLM_FROM_CMD", "canary-llm-from-cmd-7176", "canary-llm-from-cmd-7176"),
+    ("WORK_LLM", "canary-work-llm-7177", "canary-work-llm-7177"),
+];
+
+/// A home folder whose pi `models.json` has a provider "work" keyed by `$WORK_LLM`.
+fn home_with_pi_provider() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let pi = dir.path().join(".pi/agent");
+    std::fs::create_dir_all(&pi).unwrap();
+    let models = json!({ "providers": { "work": { "baseUrl": "http://127.0.0.1:9/v1", "apiKey": "WORK_LLM", "models": [{ "id": "w" }] } } });
+    std::fs::write(pi.join("models.json"), models.to_string()).unwrap();
+    dir
+}
+
+const PROVIDER_FLAGS: [&str; 4] = ["--api-key-env", "MY_LLM", "--api-key-cmd", "printf %s \"$LLM_FROM_CMD\""];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_by_shape_and_the_providers_own_key_variables_stay_out() {
+    if !enforced("secrets_by_shape_and_the_providers_own_key_variables_stay_out") {
+        return;
+    }
+    let extra: Vec<(&str, &str)> = SHAPED.iter().map(|(n, v, _)| (*n, *v)).collect();
+    let run = run_env_in(home_with_pi_provider(), &PROVIDER_FLAGS, &extra).await;
+    // Every one that got through, named at once.
+    let leaked: Vec<&str> = SHAPED
+        .iter()
+        .filter(|(name, _, secret)| run.names().contains(&name.to_string()) || run.places().iter().any(|(_, text)| text.contains(secret)))
+        .map(|(name, ..)| *name)
+        .collect();
+    assert!(leaked.is_empty(), "these reached the command: {leaked:?}\n{}", run.result);
+    let names = run.names();
+    for name in ["PATH", "PWD", "HOME", "FOO"] {
+        assert!(names.contains(&name.to_string()), "{name} is missing: {names:?}");
+    }
+    // Control: the user's hatch (a name written out in include_only) passes each one, the
+    // password and the provider's key included; so the same run can carry them.
+    let include = "PATH,DATABASE_URL,MYSQL_PWD,X_AUTH_HEADER,LLM_FROM_CMD,WORK_LLM";
+    let args: Vec<&str> = PROVIDER_FLAGS.iter().copied().chain(["--env-include-only", include]).collect();
+    let run = run_env_in(home_with_pi_provider(), &args, &extra).await;
+    for (name, value, _) in SHAPED.iter().filter(|(n, ..)| include.split(',').any(|i| i == *n)) {
+        run.assert_reached(name, value);
+    }
+    run.assert_nowhere("GITLAB_PAT", "canary-gitlab-pat-7173");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -74,7 +74,7 @@
 ---@field env? handoff.Config.tools.env
 
 ---@class handoff.Config.tools.env
----@field inherit? "all"|"core"|"none" What environment bash commands and MCP stdio servers start from: "all" (the editor's), "core" (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, TMPDIR, TZ and the like), "none" (only tools.env.set). Either way no variable named like *KEY*, *TOKEN*, *SECRET* or *PASSWORD*, no provider's key, and for sandboxed commands no NVIM, SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS and the like. See |handoff-env|.
+---@field inherit? "all"|"core"|"none" What environment bash commands and MCP stdio servers start from: "all" (the editor's), "core" (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, TMPDIR, TZ and the like), "none" (only tools.env.set). Either way no variable named like *KEY*, *TOKEN*, *SECRET* or *PASSWORD* or shaped like a secret's (*_PAT, *_PWD, *AUTH*, *CREDENTIAL*…), none whose value is a URL with a password, no provider's key nor any variable your provider settings name, and for sandboxed commands no NVIM, SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS and the like. See |handoff-env|.
 ---@field exclude? string[] More variables commands do not get: names or globs (* and ?, any case), e.g. { "AWS_*" }.
 ---@field include_only? string[] When given, only these variables (names or globs) pass. A name written out here passes even the default exclusions, so its value reaches the model's tools and whatever they print reaches the provider.
 ---@field set? table<string, string> Variables every command gets with these values, e.g. { GH_TOKEN = "…" }, whatever the rest says (the value then reaches the model's tools).
@@ -425,7 +425,7 @@ return {
       type = { kind = "one_of", values = { "all", "core", "none" } },
       default = "all",
       accepts = "one of \"all\", \"core\", \"none\"",
-      doc = "What environment bash commands and MCP stdio servers start from: \"all\" (the editor's), \"core\" (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, TMPDIR, TZ and the like), \"none\" (only tools.env.set). Either way no variable named like *KEY*, *TOKEN*, *SECRET* or *PASSWORD*, no provider's key, and for sandboxed commands no NVIM, SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS and the like. See |handoff-env|.",
+      doc = "What environment bash commands and MCP stdio servers start from: \"all\" (the editor's), \"core\" (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, TMPDIR, TZ and the like), \"none\" (only tools.env.set). Either way no variable named like *KEY*, *TOKEN*, *SECRET* or *PASSWORD* or shaped like a secret's (*_PAT, *_PWD, *AUTH*, *CREDENTIAL*…), none whose value is a URL with a password, no provider's key nor any variable your provider settings name, and for sandboxed commands no NVIM, SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS and the like. See |handoff-env|.",
     },
     {
       key = "tools.env.exclude",

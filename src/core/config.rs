@@ -16,7 +16,7 @@ use crate::core::handoff::AutoHandoff;
 use crate::core::tools::consent::{self, Policy};
 use crate::core::tools::{ToolName, ToolRegistry};
 use crate::core::provider::{copilot, Api, CopilotConfig, ModelFacts, ModelTable, PiModels, PiProvider, ProviderConfig};
-use crate::core::provider::{Secret, SetLimits, ThinkingLevel};
+use crate::core::provider::{names_a_variable, Secret, SetLimits, ThinkingLevel};
 use crate::core::sandbox::{SandboxMode, SandboxSettings};
 
 /// Provider and storage settings. Every field is optional: defaults come from the provider, and
@@ -239,6 +239,25 @@ impl Settings {
         if let Some(pi) = pi {
             apply_pi_auth(&mut config, pi, self.api_key_env.is_none() && self.api_key_cmd.is_none())?;
         }
+        // Every provider of pi's file is the user's own: the variables and files their keys and
+        // headers come from are secrets, whichever provider this session talks to.
+        if let Some(models) = &pi_models {
+            let home = crate::core::sandbox::protected::home();
+            for provider in &models.providers {
+                let values = provider.api_key.iter().chain(provider.headers.iter().map(|(_, v)| v));
+                for value in values {
+                    match value.strip_prefix('!') {
+                        Some(cmd) => {
+                            let found = crate::core::provider::key_sources(cmd, home.as_deref());
+                            config.secret_env.extend(found.vars);
+                            config.secret_files.extend(found.files);
+                        }
+                        None if names_a_variable(value) => config.secret_env.push(value.clone()),
+                        None => {}
+                    }
+                }
+            }
+        }
         config.limits = SetLimits { context_window: self.context_window, max_tokens: self.max_tokens };
         let pi_table = pi_models.as_ref().map(|m| m.models_of(&config.name)).unwrap_or_default();
         config.table = ModelTable::new(&config.name, &self.model_info.clone().unwrap_or_default(), pi_table);
@@ -322,13 +341,6 @@ fn pi_api(pi: &PiProvider) -> Result<Api, String> {
             pi.name
         )),
     }
-}
-
-/// Whether `value` reads as an environment variable's name (`MY_KEY`), as pi tries it first.
-fn names_a_variable(value: &str) -> bool {
-    let mut chars = value.chars();
-    chars.next().is_some_and(|c| c.is_ascii_uppercase() || c == '_')
-        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// A pi provider's `apiKey` (unless the user set a key of their own: `key`) and `headers`, read

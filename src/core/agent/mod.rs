@@ -113,8 +113,12 @@ impl AgentSession {
         let (events, _) = broadcast::channel(4096);
         let state = AgentState { unrecorded_thinking: config.thinking, ..AgentState::default() };
         let tool_env = config.command_env();
+        // The files the provider's settings read its key from are credentials from now on.
+        crate::core::sandbox::protected::remember_credential_files(config.provider.key_files());
         if config.sandbox.is_on() {
             crate::core::sandbox::probe_in_background();
+            // The project's hard links, known before its first command (`sandbox::links`).
+            crate::core::sandbox::links::prefetch(session.cwd());
         }
         Self {
             provider: Mutex::new(Provider::new(config.provider)),

@@ -21,6 +21,7 @@ impl AgentSession {
     /// Switches the model; recorded in the session as a `model_change` entry.
     pub fn set_model(&self, config: ProviderConfig) -> Result<(), AgentError> {
         self.session().append_model_change(&config.name, &config.model)?;
+        crate::core::sandbox::protected::remember_credential_files(config.key_files());
         let mut provider = lock(&self.provider);
         *provider = provider.switched(config);
         Ok(())

@@ -91,7 +91,8 @@ impl AgentSession {
         ToolContext::new(cwd)
             .with_cancel(cancel.child_token())
             .with_files(files)
-            .with_env(self.tool_env.clone())
+            // The provider in use now (a model switch may have changed it) keeps its keys too.
+            .with_env(self.tool_env.clone().with_secrets(self.provider_config().secret_vars()))
             .with_parent_session(parent)
             .with_model(model)
     }

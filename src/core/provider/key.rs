@@ -1,6 +1,7 @@
 //! API key resolution. The key is looked up for every request and never stored, logged or put
 //! into an error: a config struct, a log file or an error shown in the editor must be safe to share.
 
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -38,6 +39,69 @@ pub fn describe_cmd(cmd: &str) -> String {
     } else {
         program.to_owned()
     }
+}
+
+/// What a key command (`api_key_cmd`, a pi provider's `!command`) names that may hold the key,
+/// as far as its words say: no tool and no command may reach these (`tools::env`,
+/// `sandbox::protected`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeySources {
+    /// Variables it reads: `$MY_LLM`, `${MY_LLM}`, or a word that names one (`printenv MY_LLM`);
+    /// not the environment's own (`HOME`, `PATH`, `LANG`…: `tools::env::is_core_var`).
+    pub vars: Vec<String>,
+    /// Files it names (`cat ~/.config/llm/key`, `gpg -d "$HOME/keys/llm.gpg"`, `< /run/secrets/llm`),
+    /// absolute after `~` and `$HOME` are expanded, that are regular files and not programs
+    /// (so `/usr/bin/cat` is not one), outside the system's folders.
+    pub files: Vec<PathBuf>,
+}
+
+/// Folders whose files are the system's, never a user's key file.
+const SYSTEM_FOLDERS: [&str; 11] = ["/usr", "/etc", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/opt", "/nix", "/proc", "/sys"];
+
+/// Whether `word` reads as an environment variable's name (`MY_KEY`), as pi tries a provider's
+/// `apiKey` first.
+pub fn names_a_variable(word: &str) -> bool {
+    let mut chars = word.chars();
+    chars.next().is_some_and(|c| c.is_ascii_uppercase() || c == '_')
+        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// [`KeySources`] of `cmd`, read as words (not run, not parsed as a shell would: a name built
+/// at run time is not seen); `home` expands `~/`, `$HOME/` and `${HOME}/`.
+pub fn key_sources(cmd: &str, home: Option<&Path>) -> KeySources {
+    let mut found = KeySources::default();
+    let add_var = |name: &str, found: &mut KeySources| {
+        if names_a_variable(name) && !crate::core::tools::env::is_core_var(name) && !found.vars.iter().any(|v| v == name) {
+            found.vars.push(name.to_string());
+        }
+    };
+    // Variables referenced anywhere, quoted or not.
+    let mut rest = cmd;
+    while let Some(at) = rest.find('$') {
+        let after = rest[at + 1..].trim_start_matches('{');
+        let end = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(after.len());
+        add_var(&after[..end], &mut found);
+        rest = &after[end..];
+    }
+    let words = cmd.split(|c: char| c.is_whitespace() || matches!(c, ';' | '|' | '&' | '(' | ')' | '<' | '>' | '=' | '\'' | '"' | '`'));
+    for word in words.filter(|w| !w.is_empty()) {
+        add_var(word, &mut found);
+        let expanded = match (word.strip_prefix("~/").or_else(|| word.strip_prefix("$HOME/")).or_else(|| word.strip_prefix("${HOME}/")), home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ => PathBuf::from(word),
+        };
+        if !expanded.is_absolute() || SYSTEM_FOLDERS.iter().any(|s| expanded.starts_with(s)) {
+            continue;
+        }
+        let is_key_file = std::fs::metadata(&expanded).is_ok_and(|m| {
+            use std::os::unix::fs::PermissionsExt;
+            m.is_file() && m.permissions().mode() & 0o111 == 0
+        });
+        if is_key_file && !found.files.contains(&expanded) {
+            found.files.push(expanded);
+        }
+    }
+    found
 }
 
 /// Runs the command through `sh -c`. Errors name the command's program but never include its
@@ -113,6 +177,20 @@ pub(super) fn redact_error(error: ProviderError, key: Option<&str>) -> ProviderE
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_commands_variables_and_files_are_found_by_their_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(home.join("keys")).unwrap();
+        std::fs::write(home.join("keys/llm.key"), "k").unwrap();
+        std::fs::write(home.join("keys/other.gpg"), "k").unwrap();
+        let cmd = format!("gpg -d \"$HOME/keys/other.gpg\" 2>/dev/null || cat ~/keys/llm.key | tr -d '\\n'; printenv MY_LLM; echo ${{OTHER_LLM}} $PATH {} /usr/bin/cat", home.join("missing").display());
+        let found = key_sources(&cmd, Some(&home));
+        assert_eq!(found.vars, ["OTHER_LLM", "MY_LLM"]);
+        assert_eq!(found.files, [home.join("keys/other.gpg"), home.join("keys/llm.key")]);
+        assert_eq!(key_sources("pass show openai", Some(&home)), KeySources::default());
+    }
 
     #[test]
     fn a_key_command_is_named_by_its_program_only() {

@@ -39,7 +39,7 @@ mod wire;
 
 pub use copilot::{github_token_from_env, TokenSource};
 pub use health::{probe, Reachability, Unreachable, PROBE_TIMEOUT};
-pub use key::describe_cmd;
+pub use key::{describe_cmd, key_sources, names_a_variable, KeySources};
 /// The HTTP clients' builder (lazily verifying TLS), for the other clients of the host (MCP).
 pub(crate) use tls::client_builder as http_client_builder;
 pub use models::{ModelFacts, ModelInfo, ModelTable, PiModels, PiProvider, Source};

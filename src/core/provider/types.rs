@@ -68,8 +68,11 @@ pub struct ProviderConfig {
     /// Headers every request of this provider carries (a pi provider's `headers`).
     pub headers: Vec<(String, Secret)>,
     /// Variables besides `api_key_env` that hold this provider's secrets (a pi provider's
-    /// header values): no tool sees them.
+    /// header values, the variables pi's other providers name): no tool sees them.
     pub secret_env: Vec<String>,
+    /// Files the user's provider settings name as holding a key besides `api_key_cmd`'s (those
+    /// of pi's other providers' `!command`s): protected as credentials.
+    pub secret_files: Vec<std::path::PathBuf>,
 }
 
 /// The limits the user set (`context_window`, `max_tokens`): these win over what any model list
@@ -155,6 +158,7 @@ impl ProviderConfig {
             api_key_value: None,
             headers: Vec::new(),
             secret_env: Vec::new(),
+            secret_files: Vec::new(),
         }
     }
 
@@ -222,14 +226,30 @@ impl ProviderConfig {
     }
 
     /// The environment variables holding this provider's secrets, which no tool may see: the
-    /// key's, and for Copilot the GitHub token's.
+    /// key's, those its `api_key_cmd` reads ([`super::key_sources`]), and for Copilot the
+    /// GitHub token's.
     pub fn secret_vars(&self) -> Vec<String> {
         let mut vars: Vec<String> = self.api_key_env.iter().cloned().collect();
         vars.extend(self.secret_env.iter().cloned());
+        vars.extend(self.key_cmd_sources().vars);
         if self.copilot.is_some() {
             vars.extend(COPILOT_TOKEN_VARS.iter().map(|v| v.to_string()));
         }
         vars
+    }
+
+    /// The files holding this provider's secrets, which no tool may reach (`sandbox::protected`
+    /// takes them as credentials): those `api_key_cmd` reads, and [`Self::secret_files`].
+    pub fn key_files(&self) -> Vec<std::path::PathBuf> {
+        let mut files = self.key_cmd_sources().files;
+        files.extend(self.secret_files.iter().cloned());
+        files
+    }
+
+    /// What `api_key_cmd` names ([`super::key_sources`]).
+    fn key_cmd_sources(&self) -> super::KeySources {
+        let home = crate::core::sandbox::protected::home();
+        self.api_key_cmd.as_deref().map(|cmd| super::key_sources(cmd, home.as_deref())).unwrap_or_default()
     }
 
     /// Whether OpenAI-compatible requests carry `reasoning_effort` when thinking is on: as

@@ -9,6 +9,7 @@
 //! the user ([`super::CommandScope::notify`]).
 
 use std::ffi::OsString;
+use std::collections::HashSet;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -28,8 +29,9 @@ pub struct SandboxedCommand {
     host_end: Option<UnixStream>,
     child_end: Option<UnixStream>,
     project: PathBuf,
-    /// Whether new `.git` entries of the tree are looked for after the command.
-    watch_tree: bool,
+    /// The tree's `.git` entries before the command (`None`: not looked for), to say which
+    /// are new after it.
+    git_entries: Option<Arc<HashSet<PathBuf>>>,
     /// Hooks folders git names that did not exist before the command (`GitLayout::absent`).
     absent_hooks: Vec<PathBuf>,
 }
@@ -41,12 +43,10 @@ impl SandboxedCommand {
         let project = protected::real_path(cwd);
         let watch_tree = sandbox.mounts && sandbox.settings.mode == super::SandboxMode::WorkspaceWrite;
         let (sandbox_copy, cwd_copy, project_copy) = (sandbox.clone(), cwd.to_path_buf(), project.clone());
-        let (views, absent_hooks) = tokio::task::spawn_blocking(move || {
-            if watch_tree {
-                git::watch_tree(&project_copy);
-            }
+        let (views, absent_hooks, git_entries) = tokio::task::spawn_blocking(move || {
+            let entries = watch_tree.then(|| Arc::new(super::links::git_entries(&project_copy)));
             let absent = if watch_tree { git::layout(&project_copy).absent.clone() } else { Vec::new() };
-            sandbox_copy.git_views(&cwd_copy).map(|views| (views, absent))
+            sandbox_copy.git_views(&cwd_copy).map(|views| (views, absent, entries))
         })
         .await
         .map_err(std::io::Error::other)??;
@@ -56,7 +56,7 @@ impl SandboxedCommand {
         } else {
             (None, None)
         };
-        Ok(SandboxedCommand { views: Arc::new(views), host_end, child_end, project, watch_tree, absent_hooks })
+        Ok(SandboxedCommand { views: Arc::new(views), host_end, child_end, project, git_entries, absent_hooks })
     }
 
     /// The helper's command line (see [`Sandboxed::helper_args`]).
@@ -92,10 +92,14 @@ impl SandboxedCommand {
     /// until the run ends (see the module's doc).
     pub async fn finish(mut self, sandbox: &Sandboxed) -> Option<String> {
         self.child_end = None;
-        let (views, project, watch_tree) = (self.views.clone(), self.project.clone(), self.watch_tree);
-        let (report, pointers) = tokio::task::spawn_blocking(move || {
-            let pointers = if watch_tree { git::new_pointers(&project) } else { Vec::new() };
-            (views.merge(), pointers)
+        let (views, project, before) = (self.views.clone(), self.project.clone(), self.git_entries.clone());
+        let (report, pointers, after) = tokio::task::spawn_blocking(move || {
+            let after = before.as_ref().map(|_| Arc::new(super::links::git_entries(&project)));
+            let pointers = match (&before, &after) {
+                (Some(b), Some(a)) => git::new_pointers(b, a),
+                _ => Vec::new(),
+            };
+            (views.merge(), pointers, after)
         })
         .await
         .unwrap_or_default();
@@ -112,12 +116,13 @@ impl SandboxedCommand {
             let views = self.views.clone();
             let project = self.project.clone();
             let scope = sandbox.scope.clone();
-            let watch_tree = self.watch_tree;
+            // What its leftover processes make is new against the tree as the command left it.
+            let before = after;
             tokio::spawn(async move {
                 watch(host_end, scope.as_ref().map(|s| s.ended.clone())).await;
                 let project_copy = project.clone();
                 let (report, pointers) = tokio::task::spawn_blocking(move || {
-                    let pointers = if watch_tree { git::new_pointers(&project_copy) } else { Vec::new() };
+                    let pointers = before.as_ref().map_or_else(Vec::new, |b| git::new_pointers(b, &super::links::git_entries(&project_copy)));
                     (finish_views(&views), pointers)
                 })
                 .await

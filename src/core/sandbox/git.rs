@@ -602,79 +602,10 @@ mod tests {
 // ---------------------------------------------------------------------------------------------
 // Pointer files that appear
 
-/// The tree's folders (with their modification times) and `.git` entries, as last seen: a new
-/// `.git` (a pointer file or a repository) appears as a new entry of a folder whose time
-/// changed, so after a command only those folders are read again, and new folders walked.
-/// Folders the project's ignore files leave out are not watched (`:help handoff-sandbox`).
-#[derive(Debug, Default)]
-struct TreeScan {
-    dirs: HashMap<PathBuf, SystemTime>,
-    pointers: HashSet<PathBuf>,
-}
-
-fn tree_scans() -> &'static Mutex<HashMap<PathBuf, TreeScan>> {
-    static SCANS: OnceLock<Mutex<HashMap<PathBuf, TreeScan>>> = OnceLock::new();
-    SCANS.get_or_init(Default::default)
-}
-
-fn modified(path: &Path) -> Option<SystemTime> {
-    std::fs::symlink_metadata(path).ok().and_then(|m| m.modified().ok())
-}
-
-/// Walks `root` (ignore files respected, links not followed, not into `.git`), adding its
-/// folders and `.git` entries to `scan`; returns the `.git` entries it found.
-fn walk_into(scan: &mut TreeScan, root: &Path, max_depth: Option<usize>) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut walker = crate::core::tools::walk::walker(root);
-    // The walker leaves `.git` out; here it is what we look for (but we do not go into it).
-    walker.max_depth(max_depth).filter_entry(|e| !e.path().parent().is_some_and(|p| p.file_name() == Some(OsStr::new(".git"))));
-    for entry in walker.build().flatten() {
-        let path = entry.path();
-        if entry.file_name() == ".git" {
-            if entry.depth() > 0 && scan.pointers.insert(path.to_path_buf()) {
-                found.push(path.to_path_buf());
-            }
-            continue;
-        }
-        if entry.file_type().is_some_and(|t| t.is_dir()) {
-            let is_new = !scan.dirs.contains_key(path);
-            if let Some(time) = modified(path) {
-                scan.dirs.insert(path.to_path_buf(), time);
-            }
-            if is_new && entry.depth() > 0 && max_depth == Some(1) {
-                found.extend(walk_into(scan, path, None));
-            }
-        }
-    }
-    found
-}
-
-/// Makes sure `project`'s tree is known (the first command of a project walks it once).
-pub fn watch_tree(project: &Path) {
-    let mut scans = crate::core::sync::lock(tree_scans());
-    if !scans.contains_key(project) {
-        let mut scan = TreeScan::default();
-        walk_into(&mut scan, project, None);
-        scans.insert(project.to_path_buf(), scan);
-    }
-}
-
-/// The `.git` entries that appeared in `project`'s tree since it was last looked at
-/// ([`watch_tree`]), the project's own `.git` aside.
-pub fn new_pointers(project: &Path) -> Vec<PathBuf> {
-    let mut scans = crate::core::sync::lock(tree_scans());
-    let Some(scan) = scans.get_mut(project) else { return Vec::new() };
-    let changed: Vec<PathBuf> = scan.dirs.iter().filter(|(dir, time)| modified(dir).as_ref() != Some(*time)).map(|(d, _)| d.clone()).collect();
-    let mut found = Vec::new();
-    for dir in changed {
-        if modified(&dir).is_none() {
-            scan.dirs.remove(&dir);
-            continue;
-        }
-        found.extend(walk_into(scan, &dir, Some(1)));
-    }
-    scan.pointers.retain(|p| std::fs::symlink_metadata(p).is_ok());
-    found.retain(|p| p.parent() != Some(project));
+/// The `.git` entries of `project`'s tree that are in `now` and were not in `before` (both from
+/// `links::git_entries`, the one index of the tree's folders), sorted.
+pub fn new_pointers(before: &HashSet<PathBuf>, now: &HashSet<PathBuf>) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = now.difference(before).cloned().collect();
     found.sort();
     found
 }

@@ -15,6 +15,7 @@
 
 pub mod command;
 pub mod git;
+pub mod links;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod protected;

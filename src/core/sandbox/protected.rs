@@ -32,7 +32,7 @@ const PLANTED_CODE_NAMES: [(&str, &str); 6] = [
 
 /// Credential folders and files under the home folder (`~/…`). Hidden from sandboxed commands;
 /// `read` asks for them under every policy.
-pub const CREDENTIALS_IN_HOME: [&str; 20] = [
+pub const CREDENTIALS_IN_HOME: [&str; 25] = [
     ".ssh",
     ".gnupg",
     ".aws",
@@ -48,6 +48,15 @@ pub const CREDENTIALS_IN_HOME: [&str; 20] = [
     ".password-store",
     ".local/share/keyrings",
     ".pi/agent/auth.json",
+    // pi's custom providers, with their `apiKey` values.
+    ".pi/agent/models.json",
+    // Other coding agents' logins.
+    ".claude/.credentials.json",
+    ".codex/auth.json",
+    ".gemini/oauth_creds.json",
+    // git's `credential.helper store` reads `~/.git-credentials` and then
+    // `$XDG_CONFIG_HOME/git/credentials` (`~/.config/git/credentials` when it is not set).
+    ".config/git/credentials",
     ".config/gh",
     ".config/github-copilot",
     ".config/gcloud",
@@ -55,8 +64,29 @@ pub const CREDENTIALS_IN_HOME: [&str; 20] = [
     ".config/op",
 ];
 
-/// Credential folders under `$XDG_CONFIG_HOME` when it is not `~/.config`.
-const CREDENTIALS_IN_CONFIG: [&str; 5] = ["gh", "github-copilot", "gcloud", "hub", "op"];
+/// Credential folders and files under `$XDG_CONFIG_HOME` when it is not `~/.config`.
+const CREDENTIALS_IN_CONFIG: [&str; 6] = ["gh", "github-copilot", "gcloud", "hub", "op", "git/credentials"];
+
+/// Credential files in folders a variable moves (each tool's own variable, as it reads it):
+/// the variable, and the files in the folder it names.
+const CREDENTIALS_IN_MOVED_FOLDERS: [(&str, &[&str]); 2] =
+    [("CODEX_HOME", &["auth.json"]), ("CLAUDE_CONFIG_DIR", &[".credentials.json"])];
+
+/// Files the user's own provider settings name as holding a key (an `api_key_cmd` that reads
+/// one: `cat ~/.config/llm/key`), added as the settings are read ([`remember_credential_files`]).
+/// Only ever grows: once named a key file, a file stays protected for the process.
+static NAMED_CREDENTIAL_FILES: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Protects these files as credentials from now on (see [`NAMED_CREDENTIAL_FILES`]): hidden from
+/// sandboxed commands, `read` asks. Only absolute paths are kept.
+pub fn remember_credential_files(files: impl IntoIterator<Item = PathBuf>) {
+    let mut named = crate::core::sync::lock(&NAMED_CREDENTIAL_FILES);
+    for file in files.into_iter().filter(|f| f.is_absolute()) {
+        if !named.contains(&file) {
+            named.push(file);
+        }
+    }
+}
 
 /// The home folder (`$HOME`), if set.
 pub fn home() -> Option<PathBuf> {
@@ -64,21 +94,49 @@ pub fn home() -> Option<PathBuf> {
 }
 
 /// Every credential location of this user, as absolute paths (existing or not): the home
-/// folder's ([`CREDENTIALS_IN_HOME`]) and `$XDG_CONFIG_HOME`'s.
+/// folder's ([`CREDENTIALS_IN_HOME`]), `$XDG_CONFIG_HOME`'s, those of folders a variable moves
+/// (pi's `$PI_CODING_AGENT_DIR`, `$CODEX_HOME`, `$CLAUDE_CONFIG_DIR`), and the files the
+/// provider settings name ([`remember_credential_files`]).
 pub fn credential_paths() -> Vec<PathBuf> {
-    credential_paths_for(home().as_deref(), std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from).as_deref())
+    let env = |var: &str| std::env::var(var).ok();
+    let mut out = credential_paths_for(home().as_deref(), std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from).as_deref(), &env);
+    for file in crate::core::sync::lock(&NAMED_CREDENTIAL_FILES).iter() {
+        if !out.contains(file) {
+            out.push(file.clone());
+        }
+    }
+    out
 }
 
-fn credential_paths_for(home: Option<&Path>, xdg_config: Option<&Path>) -> Vec<PathBuf> {
+fn credential_paths_for(home: Option<&Path>, xdg_config: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = match home {
         Some(home) => CREDENTIALS_IN_HOME.iter().map(|p| home.join(p)).collect(),
         None => Vec::new(),
     };
-    if let Some(config) = xdg_config.filter(|c| c.is_absolute()) {
+    let mut add = |path: PathBuf| {
+        if path.is_absolute() && !out.contains(&path) {
+            out.push(path);
+        }
+    };
+    if let Some(config) = xdg_config {
         for name in CREDENTIALS_IN_CONFIG {
-            let path = config.join(name);
-            if !out.contains(&path) {
-                out.push(path);
+            add(config.join(name));
+        }
+    }
+    // pi's folder as pi finds it (the owner of that rule is pi's models file).
+    let pi_env = |var: &str| match (var, home) {
+        ("HOME", Some(home)) => Some(home.to_string_lossy().into_owned()),
+        ("HOME", None) => None,
+        _ => env(var),
+    };
+    if let Some(models) = crate::core::provider::PiModels::default_path(&pi_env) {
+        add(models.with_file_name("auth.json"));
+        add(models);
+    }
+    for (var, files) in CREDENTIALS_IN_MOVED_FOLDERS {
+        if let Some(dir) = env(var).filter(|d| !d.trim().is_empty()) {
+            for file in files {
+                add(Path::new(&dir).join(file));
             }
         }
     }
@@ -154,6 +212,10 @@ pub enum Protected {
     Credential { real: PathBuf },
     /// A write in the `read-only` sandbox, where commands cannot write the project either.
     ReadOnlySandbox { real: PathBuf },
+    /// A file with other hard links (`links` in all): writing it changes the file every link
+    /// shares, wherever they are (`others`: those found in the project; the rest are elsewhere,
+    /// such as uv's or pnpm's cache; `partial`: the project was too big to be indexed whole).
+    HardLinked { real: PathBuf, links: u64, others: Vec<PathBuf>, partial: bool },
 }
 
 impl Protected {
@@ -163,7 +225,8 @@ impl Protected {
             Protected::Outside { real }
             | Protected::PlantedCode { real, .. }
             | Protected::Credential { real }
-            | Protected::ReadOnlySandbox { real } => real,
+            | Protected::ReadOnlySandbox { real }
+            | Protected::HardLinked { real, .. } => real,
         }
     }
 
@@ -175,6 +238,15 @@ impl Protected {
             Protected::Credential { real } => format!("{} holds credentials", real.display()),
             Protected::ReadOnlySandbox { real } => {
                 format!("{}: the sandbox is read-only (commands cannot write there either)", real.display())
+            }
+            Protected::HardLinked { real, links, others, partial } => {
+                let named: Vec<String> = others.iter().map(|p| p.display().to_string()).collect();
+                let elsewhere = links.saturating_sub(1 + others.len() as u64);
+                format!(
+                    "{} has {links} hard links: writing it changes the same file under its other names ({})",
+                    real.display(),
+                    super::links::where_the_others_are(&named, elsewhere, *partial)
+                )
             }
         }
     }
@@ -220,7 +292,16 @@ pub fn write_protection(real: PathBuf, project: &Path) -> Option<Protected> {
         let why = "git runs code from it (its settings name it: the hooks folder, an included config file, a script a setting or a hook runs, a .git pointer)";
         return Some(Protected::PlantedCode { real, why });
     }
-    None
+    hard_linked(real, &project)
+}
+
+/// [`Protected::HardLinked`] when `real` is a regular file with more than one link; its other
+/// names are looked for in `project`'s index of linked files (`links`).
+fn hard_linked(real: PathBuf, project: &Path) -> Option<Protected> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(&real).ok().filter(|m| m.is_file() && m.nlink() > 1)?;
+    let (others, partial) = super::links::other_links(project, &real, meta.dev(), meta.ino());
+    Some(Protected::HardLinked { links: meta.nlink(), others, partial, real })
 }
 
 /// Why `relative` (a path inside the project) runs code elsewhere: anything in a `.git` folder
@@ -401,11 +482,27 @@ mod tests {
 
     #[test]
     fn credentials_are_found_in_home_and_in_the_config_folder() {
-        let paths = credential_paths_for(Some(Path::new("/home/u")), Some(Path::new("/cfg")));
-        assert!(paths.contains(&PathBuf::from("/home/u/.ssh")));
-        assert!(paths.contains(&PathBuf::from("/home/u/.pi/agent/auth.json")));
+        let none = |_: &str| None;
+        let paths = credential_paths_for(Some(Path::new("/home/u")), Some(Path::new("/cfg")), &none);
+        for p in ["/home/u/.ssh", "/home/u/.pi/agent/auth.json", "/home/u/.pi/agent/models.json", "/home/u/.config/git/credentials"] {
+            assert!(paths.contains(&PathBuf::from(p)), "{p}");
+        }
+        for p in ["/home/u/.claude/.credentials.json", "/home/u/.codex/auth.json", "/home/u/.gemini/oauth_creds.json"] {
+            assert!(paths.contains(&PathBuf::from(p)), "{p}");
+        }
         assert!(paths.contains(&PathBuf::from("/cfg/github-copilot")));
-        assert!(credential_paths_for(None, Some(Path::new("relative"))).is_empty());
+        assert!(paths.contains(&PathBuf::from("/cfg/git/credentials")));
+        assert!(credential_paths_for(None, Some(Path::new("relative")), &none).is_empty());
+        let moved = |var: &str| match var {
+            "PI_CODING_AGENT_DIR" => Some("/pi".to_string()),
+            "CODEX_HOME" => Some("/codex".to_string()),
+            "CLAUDE_CONFIG_DIR" => Some("/claude".to_string()),
+            _ => None,
+        };
+        let paths = credential_paths_for(Some(Path::new("/home/u")), None, &moved);
+        for p in ["/pi/auth.json", "/pi/models.json", "/codex/auth.json", "/claude/.credentials.json"] {
+            assert!(paths.contains(&PathBuf::from(p)), "{p}: {paths:?}");
+        }
     }
 
     #[test]

@@ -466,6 +466,17 @@ fn ending(result: &crate::core::message::Message) -> (Option<i32>, Option<String
     (None, Some(last.trim().to_string()))
 }
 
+/// Adds `note` to a command's result, for the model (its text) and the front ends (`details.key`).
+fn note_in_result(output: &mut ToolOutput, key: &str, note: String) {
+    output.content.push(crate::core::message::ContentBlock::text(format!("\n{note}")));
+    if !output.details.is_object() {
+        output.details = Value::Object(Map::new());
+    }
+    if let Value::Object(details) = &mut output.details {
+        details.insert(key.into(), Value::String(note));
+    }
+}
+
 /// The `bash` tool (see [`super::Tool`]).
 pub struct Bash;
 
@@ -480,9 +491,18 @@ impl super::Tool for Bash {
     }
 
     async fn run(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        use crate::core::sandbox::protected;
+        use crate::core::sandbox::{links, protected};
         // What the sandbox could not mount over, since it did not exist: said if it appears.
         let absent = ctx.sandbox.as_ref().map(|_| protected::absent_planted_code(&ctx.cwd));
+        // The project's files with other hard links, as they are before: said if it changes one
+        // (the sandbox lets a command write the project, and a link carries the write out).
+        let watch = match &ctx.sandbox {
+            Some(_) => {
+                let cwd = ctx.cwd.clone();
+                tokio::task::spawn_blocking(move || links::watch(&cwd)).await.ok()
+            }
+            None => None,
+        };
         let mut prepared = match &ctx.sandbox {
             Some(sandbox) => Some(
                 crate::core::sandbox::command::SandboxedCommand::prepare(sandbox, &ctx.cwd)
@@ -498,21 +518,14 @@ impl super::Tool for Bash {
         };
         let mut output = ran?;
         if let Some(note) = refused {
-            output.content.push(crate::core::message::ContentBlock::text(format!("\n{note}")));
-            if !output.details.is_object() {
-                output.details = Value::Object(Map::new());
-            }
-            if let Value::Object(details) = &mut output.details {
-                details.insert("gitRefused".into(), Value::String(note));
-            }
+            note_in_result(&mut output, "gitRefused", note);
         }
         if let Some(note) = absent.and_then(|absent| protected::created_planted_code(&ctx.cwd, &absent)) {
-            output.content.push(crate::core::message::ContentBlock::text(format!("\n{note}")));
-            if !output.details.is_object() {
-                output.details = Value::Object(Map::new());
-            }
-            if let Value::Object(details) = &mut output.details {
-                details.insert("plantedCode".into(), Value::String(note));
+            note_in_result(&mut output, "plantedCode", note);
+        }
+        if let Some(watch) = watch {
+            if let Ok(Some(note)) = tokio::task::spawn_blocking(move || watch.report()).await {
+                note_in_result(&mut output, "hardLinks", note);
             }
         }
         Ok(output)

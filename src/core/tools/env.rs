@@ -9,7 +9,10 @@
 //!    `none` nothing;
 //! 2. `include_only` (when given): only names matching one of its globs go on;
 //! 3. the default exclusions: names matching [`DEFAULT_EXCLUDES`] (`*KEY*`, `*TOKEN*`,
-//!    `*SECRET*`, `*PASSWORD*`), every provider's and preset's key variable
+//!    `*SECRET*`, `*PASSWORD*`) or shaped like a secret's ([`secret_name`]: a `_`-separated
+//!    word of [`SECRET_WORDS`] such as `MYSQL_PWD` or `GITLAB_PAT`, or a part of
+//!    [`SECRET_PARTS`] such as `X_AUTH_HEADER`), values that are URLs carrying a password
+//!    ([`has_url_password`]: `postgres://u:pw@h/db`), every provider's and preset's key variable
 //!    ([`crate::core::provider::ProviderKind::key_vars`]) and the configured provider's own
 //!    ([`ProviderConfig::secret_vars`](crate::core::provider::ProviderConfig::secret_vars)), and
 //!    for a sandboxed command [`SANDBOX_EXCLUDES`] (`NVIM`, `SSH_AUTH_SOCK`, …). A name written
@@ -63,8 +66,68 @@ impl Inherit {
 pub const CORE_VARS: [&str; 14] =
     ["HOME", "LOGNAME", "PATH", "SHELL", "USER", "USERNAME", "TMPDIR", "TEMP", "TMP", "LANG", "LANGUAGE", "LC_*", "TERM", "TZ"];
 
+/// Whether `name` is one of [`CORE_VARS`] or the shell's own folder variables (`PWD`,
+/// `OLDPWD`), or an XDG folder: the environment's own, never a secret.
+pub fn is_core_var(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    upper == "PWD" || upper == "OLDPWD" || upper.starts_with("XDG_") || patterns(CORE_VARS).iter().any(|p| p.matches(name))
+}
+
 /// Names no command gets unless the user names them (Codex's three, and passwords).
 pub const DEFAULT_EXCLUDES: [&str; 4] = ["*KEY*", "*TOKEN*", "*SECRET*", "*PASSWORD*"];
+
+/// Words that make a name a secret's when one of its `_`-separated words is one of them
+/// (`GITLAB_PAT`, `PAT`, `MYSQL_PWD`, `SMTP_PASS`): as words, since `PATH`, `OLDPWD` or
+/// `PASSTHROUGH` are not secrets. `PWD` alone is the shell's folder, never dropped.
+pub const SECRET_WORDS: [&str; 4] = ["PAT", "PWD", "PASS", "PASSWD"];
+
+/// Parts that make a name a secret's wherever they are in it (`X_AUTH_HEADER`, `OAUTH_CLIENT`,
+/// `GOOGLE_APPLICATION_CREDENTIALS`; also `XAUTHORITY`, the X11 cookie's file, another way to
+/// the user's display) — but not in a word of [`NOT_SECRET_WORDS`] (`GIT_AUTHOR_NAME`).
+pub const SECRET_PARTS: [&str; 2] = ["CREDENTIAL", "AUTH"];
+
+/// Words that hold a part of [`SECRET_PARTS`] without being one: git's author variables.
+const NOT_SECRET_WORDS: [&str; 2] = ["AUTHOR", "AUTHORS"];
+
+/// Whether `name` (any case) is shaped like a secret's besides [`DEFAULT_EXCLUDES`]: one of its
+/// `_`-separated words is in [`SECRET_WORDS`] (the name `PWD` itself aside), or one of its
+/// words holds a part of [`SECRET_PARTS`] and is not in [`NOT_SECRET_WORDS`].
+pub fn secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    if upper == "PWD" {
+        return false;
+    }
+    upper.split('_').any(|word| {
+        SECRET_WORDS.contains(&word)
+            || (!NOT_SECRET_WORDS.contains(&word) && SECRET_PARTS.iter().any(|part| word.contains(part)))
+    })
+}
+
+/// Whether `value` holds a URL with a password (`scheme://user:password@host…`, anywhere in
+/// it: `postgres://u:pw@h/db`, `http://u:p@proxy:3128`, `jdbc:mysql://u:p@h`). Such a
+/// variable is dropped whole, not masked: a masked URL is one a program still uses and fails
+/// with as if the password were wrong (a proxy answering 407, a database refusing the login),
+/// where a missing variable is an error every program names; the user who wants it passed
+/// names it (`include_only`) or sets it (`set`).
+pub fn has_url_password(value: &[u8]) -> bool {
+    let mut rest = value;
+    while let Some(at) = memchr::memmem::find(rest, b"://") {
+        let after = &rest[at + 3..];
+        // The authority: up to the path, query, fragment or a blank.
+        let end = after.iter().position(|b| matches!(b, b'/' | b'?' | b'#') || b.is_ascii_whitespace()).unwrap_or(after.len());
+        let authority = &after[..end];
+        if let Some(userinfo_end) = memchr::memrchr(b'@', authority) {
+            let userinfo = &authority[..userinfo_end];
+            if let Some(colon) = memchr::memchr(b':', userinfo) {
+                if colon + 1 < userinfo.len() {
+                    return true;
+                }
+            }
+        }
+        rest = after;
+    }
+    false
+}
 
 /// What a sandboxed command does not get besides: ways out of the sandbox through a process
 /// that is not in it (the editor's RPC socket, the user's SSH and GPG agents, the session bus).
@@ -187,7 +250,8 @@ impl EnvPolicy {
         for (name, value) in vars {
             // A name that is not text cannot be matched against the rules: left out.
             let Some(text) = name.to_str() else { continue };
-            if self.set.contains_key(text) || !self.passes(text, sandboxed, &core, &defaults) {
+            let secret_value = has_url_password(std::os::unix::ffi::OsStrExt::as_bytes(value.as_os_str()));
+            if self.set.contains_key(text) || !self.passes(text, secret_value, sandboxed, &core, &defaults) {
                 continue;
             }
             out.insert(name, value);
@@ -196,7 +260,8 @@ impl EnvPolicy {
         out.into_iter().collect()
     }
 
-    fn passes(&self, name: &str, sandboxed: bool, core: &[Pattern], defaults: &[Pattern]) -> bool {
+    /// Whether the variable `name` goes on; `secret_value`: its value holds a password.
+    fn passes(&self, name: &str, secret_value: bool, sandboxed: bool, core: &[Pattern], defaults: &[Pattern]) -> bool {
         let inherited = match self.inherit {
             Inherit::All => true,
             Inherit::Core => core.iter().any(|p| p.matches(name)),
@@ -209,9 +274,14 @@ impl EnvPolicy {
             return false;
         }
         let named_by_user = self.include_only.iter().any(|p| p.names(name));
+        // The agents' and the bus's sockets are ways out, not secrets: the sandbox's rule
+        // decides about them (an unsandboxed `git push` keeps its SSH agent).
+        let way_out = SANDBOX_EXCLUDES.iter().any(|s| s.eq_ignore_ascii_case(name));
         let excluded_by_default = self.secrets.iter().any(|s| s.eq_ignore_ascii_case(name))
             || defaults.iter().any(|p| p.matches(name))
-            || (sandboxed && SANDBOX_EXCLUDES.iter().any(|s| s.eq_ignore_ascii_case(name)));
+            || (!way_out && secret_name(name))
+            || secret_value
+            || (sandboxed && way_out);
         if excluded_by_default && !named_by_user {
             return false;
         }
@@ -297,6 +367,52 @@ mod tests {
     fn the_users_exclude_takes_globs_in_any_case() {
         let p = policy(EnvSettings { exclude: Some(vec!["f?o".into(), "lc_*".into()]), ..EnvSettings::default() });
         assert_eq!(names(&p.build(vars(HOST), true)), ["HOME", "PATH"]);
+    }
+
+    #[test]
+    fn secrets_by_shape_are_dropped_and_the_shells_own_names_kept() {
+        let host = vars(&[
+            ("PATH", "/usr/bin"),
+            ("PWD", "/work"),
+            ("OLDPWD", "/"),
+            ("CLASSPATH", "/lib"),
+            ("GIT_AUTHOR_NAME", "Ann"),
+            ("PASSTHROUGH", "1"),
+            ("MYSQL_PWD", "pw"),
+            ("GITLAB_PAT", "glpat"),
+            ("PAT", "p"),
+            ("SMTP_PASS", "s"),
+            ("X_AUTH_HEADER", "h"),
+            ("XAUTHORITY", "/run/x"),
+            ("GOOGLE_APPLICATION_CREDENTIALS", "/k.json"),
+            ("DATABASE_URL", "postgres://u:pw@h/db"),
+            ("HTTPS_PROXY", "http://u:p@proxy:3128"),
+            ("REDIS_URL", "redis://:secret@h:6379"),
+            ("REPO_URL", "https://user@example.com/x"),
+            ("MIRROR_URL", "https://user:@example.com/x"),
+            ("HOMEPAGE", "https://example.com/a:b@c"),
+            ("SSH_AUTH_SOCK", "/run/ssh"),
+        ]);
+        let p = EnvPolicy::default();
+        let kept = ["CLASSPATH", "GIT_AUTHOR_NAME", "HOMEPAGE", "MIRROR_URL", "OLDPWD", "PASSTHROUGH", "PATH", "PWD", "REPO_URL"];
+        assert_eq!(names(&p.build(host.clone(), true)), kept);
+        // Unsandboxed, the SSH agent's socket is no secret: it stays.
+        let unsandboxed = names(&p.build(host.clone(), false));
+        assert!(unsandboxed.contains(&"SSH_AUTH_SOCK".to_string()) && !unsandboxed.contains(&"XAUTHORITY".to_string()), "{unsandboxed:?}");
+        // The hatch: a name written out passes, a set value is set.
+        let include = ["PATH", "DATABASE_URL", "MYSQL_PWD"].map(String::from).to_vec();
+        let p = EnvPolicy::new(&EnvSettings { include_only: Some(include), ..EnvSettings::default() });
+        assert_eq!(p.build(host, true), vars(&[("DATABASE_URL", "postgres://u:pw@h/db"), ("MYSQL_PWD", "pw"), ("PATH", "/usr/bin")]));
+    }
+
+    #[test]
+    fn a_url_password_is_found_anywhere_in_a_value() {
+        for yes in ["jdbc:mysql://u:p@h:3306/db", "--db=postgres://a:b@h --x", "x http://u:p%40q@h"] {
+            assert!(has_url_password(yes.as_bytes()), "{yes}");
+        }
+        for no in ["", "https://h/p?a=b:c@d", "ssh://git@github.com/x", "mailto:a:b@c", "://:@"] {
+            assert!(!has_url_password(no.as_bytes()), "{no}");
+        }
     }
 
     #[test]
