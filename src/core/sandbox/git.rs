@@ -349,11 +349,12 @@ impl MergeReport {
 /// The folder under which each command's [`GitView`] keeps its state: `$TMPDIR/handoff-git-XXXXXX`
 /// (0700, a new name), made on first use, outside every folder a command may write, removed
 /// as the host exits ([`remove_state_root`]).
+static STATE_ROOT: OnceLock<PathBuf> = OnceLock::new();
+
 fn state_root() -> std::io::Result<PathBuf> {
-    static MADE: OnceLock<PathBuf> = OnceLock::new();
     static LOCK: Mutex<()> = Mutex::new(());
     let _one = crate::core::sync::lock(&LOCK);
-    if let Some(dir) = MADE.get() {
+    if let Some(dir) = STATE_ROOT.get() {
         return Ok(dir.clone());
     }
     let dir = tempfile::Builder::new()
@@ -361,12 +362,12 @@ fn state_root() -> std::io::Result<PathBuf> {
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()?
         .keep();
-    Ok(MADE.get_or_init(|| dir).clone())
+    Ok(STATE_ROOT.get_or_init(|| dir).clone())
 }
 
-/// Removes every view's state (called as the host exits, after the last merge).
+/// Removes every view's state, if any was made (called as the host exits).
 pub fn remove_state_root() {
-    if let Ok(dir) = state_root() {
+    if let Some(dir) = STATE_ROOT.get() {
         if let Ok(entries) = std::fs::read_dir(&dir) {
             for entry in entries.flatten() {
                 remove_view_state(&entry.path());

@@ -451,8 +451,10 @@ pub fn private_tmpdir() -> std::io::Result<PathBuf> {
 }
 
 /// Removes this process's temp folder ([`private_tmpdir`]) and what commands left in it, if it
-/// was made: called as the host exits, so that no folder per editor session piles up.
+/// was made, and the git views' state (`git::remove_state_root`): called as the host exits, so
+/// that no folder per editor session piles up.
 pub fn remove_private_tmpdir() {
+    git::remove_state_root();
     if let Some(dir) = MADE.get() {
         if let Err(e) = std::fs::remove_dir_all(dir) {
             tracing::debug!(dir = %dir.display(), error = %e, "cannot remove the sandbox's temp folder");
