@@ -73,7 +73,9 @@ fn every_benchmark_runs_once() {
             .env_remove("OPENAI_API_KEY")
             .env_remove("ANTHROPIC_API_KEY"),
     );
-    eprintln!("bench.py --smoke took {took:?}");
+    // Where the time went, for whoever reads the test's output: bench.py logs each section's start.
+    let sections: Vec<&str> = stderr.lines().filter(|l| l.starts_with("[bench ")).collect();
+    eprintln!("bench.py --smoke took {took:?}\n{}", sections.join("\n"));
     assert!(status.success(), "bench.py --smoke failed ({status})\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
     for section in ["### 1.", "### 2.", "### 3.", "### 4.", "### 5.", "### 6.", "### 7.", "### 9.", "### 10.", "### 11."] {
         assert!(stdout.contains(section), "no {section} in\n{stdout}");
