@@ -570,7 +570,7 @@ async fn quitting_during_a_reply_stops_the_host_promptly_and_keeps_the_session_w
         let _dir = ed.quit().await;
         // The reply streams for minutes more: the host gone within the hang guard is the quit
         // stopping it.
-        wait_gone(pid, ":qa").await;
+        wait_gone(pid as u32, ":qa").await;
         // Every line parses; the prompt and the stopped reply are recorded.
         let lines = jsonl(std::path::Path::new(&session));
         assert!(lines.iter().any(|l| l["message"]["content"][0]["text"] == "second question"));

@@ -131,7 +131,7 @@ async fn quitting_during_a_handoff_stops_the_host_and_keeps_the_old_session_whol
         let _dir = ed.quit().await;
         // The document streams for minutes more: the host gone within the hang guard is the
         // quit stopping it.
-        wait_gone(pid, ":qa").await;
+        wait_gone(pid as u32, ":qa").await;
         let after = std::fs::read(&old).unwrap();
         assert!(after.starts_with(&before));
         let lines = jsonl(std::path::Path::new(&old));
