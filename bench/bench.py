@@ -1317,8 +1317,12 @@ class PacedPeer:
 
     WINDOW = 100_000
     READS = 95                # ours passes its wall once (at ~62 reads), pi its window once (at ~88)
+    NOTE_WORDS = 560          # ~1,100 tokens a note
 
-    def __init__(self, bin_dir, pi_bin, work, turn_ms, token_ms, document_tokens):
+    def __init__(self, bin_dir, pi_bin, work, turn_ms, token_ms, document_tokens, note_scale=1):
+        # note_scale (--smoke: 5): notes that many times longer and that many times fewer, the
+        # walls met at the same tokens after a fifth of the turns.
+        self.READS, self.NOTE_WORDS = self.READS // note_scale, self.NOTE_WORDS * note_scale
         self.mock = Mock(bin_dir)
         self.mock.set_window({"tokens": self.WINDOW, "style": "openai"})
         self.mock.set_cache()
@@ -1337,7 +1341,7 @@ class PacedPeer:
         for i in range(self.READS):
             path = os.path.join(self.work, f"note{i:03}.txt")
             with open(path, "w") as f:
-                f.write(f"note {i}: the number is {100 + i}. " + " ".join(f"n{i}_{j}" for j in range(560)) + "\n")
+                f.write(f"note {i}: the number is {100 + i}. " + " ".join(f"n{i}_{j}" for j in range(self.NOTE_WORDS)) + "\n")
             self.notes.append(path)
         self.prompt = "Read the notes one by one and add their numbers."
 
@@ -1427,8 +1431,9 @@ def bench_paced_peer(bin_dir, pi_bin, runs, work, smoke):
     """§15c: the pause at the wall mid-task, ours (prepare background and off) and pi's, one task,
     interleaved."""
     w = PacedPeer(bin_dir, pi_bin, work, turn_ms=40 if smoke else 400, token_ms=10,
-                  document_tokens=50 if smoke else 500)
-    out = dict(turn_ms=w.turn_ms, token_ms=w.token_ms, document_tokens=w.document_tokens, window=w.WINDOW, reads=w.READS)
+                  document_tokens=50 if smoke else 500, note_scale=5 if smoke else 1)
+    out = dict(turn_ms=w.turn_ms, token_ms=w.token_ms, document_tokens=w.document_tokens, window=w.WINDOW, reads=w.READS,
+               note_tokens=w.NOTE_WORDS * 2)
     try:
         got = {"background": [], "off": [], "pi": []}
         for _ in range(runs):
@@ -2590,7 +2595,7 @@ def main():
             ratio_x = lambda a, b: f"{a / b:.2f}×"
             pi_share = f"{pw_pi['cached'] / pw_pi['input']:.0%}" if pw_pi else "–"
             out += ["#### 15c. The pause at the wall mid-task, ours beside pi 0.73.1", "",
-                    f"One task of {pp['reads']} reads of ~1,100-token notes on the paced mock (replies start after "
+                    f"One task of {pp['reads']} reads of ~{round(pp['note_tokens'], -2):,}-token notes on the paced mock (replies start after "
                     f"{pp['turn_ms']} ms and stream a token every {pp['token_ms']} ms; documents and pi's summaries are "
                     f"{pp['document_tokens']} tokens), whose window refuses a request over {pp['window']:,} tokens with "
                     "Chat Completions' overflow error and which reports each request's real size as its input. Ours: "
