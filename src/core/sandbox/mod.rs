@@ -282,6 +282,7 @@ impl Sandboxed {
             open.push(format!("{} stay readable", mounts.hidden.iter().map(name).collect::<Vec<_>>().join(", ")));
         }
         open.push("other processes' environments (/proc/PID/environ: the editor's may hold keys) stay readable".into());
+        open.push("the rest of the tree's metadata (chmod, chown, times, extended attributes) stays changeable, and your other terminals (/dev/pts) visible".into());
         let why = match mount_namespaces() {
             Err(why) => why.clone(),
             Ok(()) => "the namespaces are off for this sandbox".into(),
