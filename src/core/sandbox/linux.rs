@@ -214,7 +214,9 @@ fn seccomp(network: bool) -> Result<(), RestrictError> {
         let addressed = SeccompCondition::new(4, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)?;
         rules.insert(libc::SYS_sendto, vec![SeccompRule::new(vec![addressed])?]);
     }
-    // The request is an `unsigned int`: its low 32 bits are all the kernel reads.
+    // The request is an `unsigned int`: its low 32 bits are all the kernel reads. (`Ioctl` is
+    // an unsigned long with glibc, an int with musl.)
+    #[allow(clippy::unnecessary_cast)]
     let request = |value: libc::Ioctl| -> Result<SeccompRule, seccompiler::BackendError> { SeccompRule::new(vec![arg(1, SeccompCmpOp::Eq, value as u64)?]) };
     rules.insert(libc::SYS_ioctl, vec![request(libc::TIOCSTI)?, request(libc::TIOCLINUX)?]);
     for always in [
@@ -259,9 +261,10 @@ fn abi_guard() -> BpfProgram {
     // Offsets in `struct seccomp_data`.
     const NR: u32 = 0;
     const ARCH: u32 = 4;
-    const LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
-    const JMP_JEQ_K: u16 = 0x05 | 0x10;
-    const JMP_JGE_K: u16 = 0x05 | 0x30;
+    // BPF_LD | BPF_W | BPF_ABS; BPF_JMP | BPF_JEQ | BPF_K; BPF_JMP | BPF_JGE | BPF_K; BPF_RET | BPF_K.
+    const LD_W_ABS: u16 = 0x20;
+    const JMP_JEQ_K: u16 = 0x15;
+    const JMP_JGE_K: u16 = 0x35;
     const RET_K: u16 = 0x06;
     let op = |code: u16, k: u32, jt: u8, jf: u8| sock_filter { code, jt, jf, k };
     vec![
@@ -451,13 +454,14 @@ fn clone_tree(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
-/// `move_mount`: the detached `tree` ([`clone_tree`]) mounted on `target`.
+/// `move_mount`: the detached `tree` ([`clone_tree`]) mounted on `target`, followed if it is a
+/// link (as `open_tree` and Landlock's rules follow it: the same folder for all three).
 fn attach(tree: &std::os::fd::OwnedFd, target: &Path) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let target = cstring(target)?;
     // SAFETY: a descriptor we own, an empty and a NUL-terminated path that live across the call.
     let rc = unsafe {
-        libc::syscall(libc::SYS_move_mount, tree.as_raw_fd(), c"".as_ptr(), libc::AT_FDCWD, target.as_ptr(), libc::MOVE_MOUNT_F_EMPTY_PATH)
+        libc::syscall(libc::SYS_move_mount, tree.as_raw_fd(), c"".as_ptr(), libc::AT_FDCWD, target.as_ptr(), libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_SYMLINKS)
     };
     syscall_result(rc).map(drop)
 }
