@@ -79,7 +79,7 @@ async fn writes_go_to_the_project_its_temp_folder_and_dev_null_only() {
     let out = bash_in(&d, Some(sandboxed(&d, SandboxMode::WorkspaceWrite, false)), &command).await;
     let text = out.joined_text();
     assert!(out.is_error, "{text}");
-    assert!(text.contains(&format!("{}/x: Permission denied", d.outside.display())), "{text}");
+    assert!(text.contains(&format!("{}/x: Read-only file system", d.outside.display())), "{text}");
     assert!(text.contains(&format!("e\n{}\n", d.tmp.display())), "stderr through the pipe, TMPDIR set: {text}");
     assert_eq!(std::fs::read_to_string(d.project.join("inside.txt")).unwrap(), "in\n");
     assert_eq!(std::fs::read_to_string(d.tmp.join("t")).unwrap(), "t\n");
@@ -102,7 +102,7 @@ async fn read_only_writes_nowhere_but_its_temp_folder() {
     let out = bash_in(&d, Some(sandboxed(&d, SandboxMode::ReadOnly, false)), command).await;
     let text = out.joined_text();
     assert!(out.is_error && text.starts_with("kept\n"), "reads work: {text}");
-    assert!(text.contains("kept.txt: Permission denied"), "{text}");
+    assert!(text.contains("kept.txt: Read-only file system"), "{text}");
     assert_eq!(std::fs::read_to_string(d.project.join("kept.txt")).unwrap(), "kept\n");
     assert!(d.tmp.join("t").exists());
 }
@@ -237,7 +237,7 @@ async fn a_grandchild_inherits_the_limits_and_no_new_privs() {
         let out = bash_in(&d, Some(sandbox), &command).await;
         let text = out.joined_text();
         assert_eq!(text.matches("NoNewPrivs:\t1").count(), 2, "{helper}: {text}");
-        assert!(text.contains("/g: Permission denied"), "{helper}: {text}");
+        assert!(text.contains("/g: Read-only file system"), "{helper}: {text}");
         assert!(!d.outside.join("g").exists());
     }
 }
@@ -350,18 +350,18 @@ async fn a_blocked_command_is_offered_a_rerun_outside_and_allow_all_does_not_lif
     for (request, id) in asked.iter().zip(["b1", "b2", "b3"]) {
         assert_eq!(request.id, format!("{id}/unsandboxed"));
         let why = request.unsandboxed.as_deref().unwrap();
-        assert!(why.contains("looks blocked") && why.contains("out.txt: Permission denied"), "{why}");
+        assert!(why.contains("looks blocked") && why.contains("out.txt: Read-only file system"), "{why}");
         assert_eq!(request.summary, command);
     }
     let results = results(&agent);
     assert_eq!(results.len(), 4);
     // b1: re-run outside after the approval.
     assert_eq!(results[0]["isError"], false, "{}", results[0]);
-    assert!(results[0]["details"]["unsandboxed"].as_str().unwrap().contains("Permission denied"));
+    assert!(results[0]["details"]["unsandboxed"].as_str().unwrap().contains("Read-only file system"));
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "done\n");
     // b2: rejected, the sandboxed result stands.
     assert_eq!(results[1]["isError"], true);
-    assert!(text_of(&results[1]).contains("Permission denied"), "{}", results[1]);
+    assert!(text_of(&results[1]).contains("Read-only file system"), "{}", results[1]);
     assert_eq!(results[1]["details"]["sandbox"], "workspace-write, no network");
     // b3: always; b4 runs outside without asking.
     assert_eq!(results[2]["isError"], false);
@@ -444,7 +444,7 @@ mod in_neovim {
             // n1 ran unasked in the sandbox; n2 was blocked by it and asks to run outside.
             let req = ed.wait_event("HandoffToolApproval", 1).await;
             assert_eq!(req["id"], "n2/unsandboxed", "{req}");
-            assert!(req["unsandboxed"].as_str().unwrap().contains("out.txt: Permission denied"), "{req}");
+            assert!(req["unsandboxed"].as_str().unwrap().contains("out.txt: Read-only file system"), "{req}");
             assert!(ed.work_dir().join("inside.txt").exists());
             assert!(!target.exists());
             let text = chat(&ed).await;

@@ -282,6 +282,7 @@ impl Sandboxed {
             open.push(format!("{} stay readable", mounts.hidden.iter().map(name).collect::<Vec<_>>().join(", ")));
         }
         open.push("other processes' environments (/proc/PID/environ: the editor's may hold keys) stay readable".into());
+        open.push("the rest of the tree's metadata (chmod, chown, times, extended attributes) stays changeable, and your other terminals (/dev/pts) visible".into());
         let why = match mount_namespaces() {
             Err(why) => why.clone(),
             Ok(()) => "the namespaces are off for this sandbox".into(),
@@ -367,6 +368,17 @@ pub const HELPER_USAGE: &str =
     "usage: handoff-nvim sandbox-exec --sandbox workspace-write|read-only --network true|false [--writable DIR]... [--isolate true|false] [--git-view DIR --git-state DIR]... [--lifeline FD] [--read-only PATH]... [--hide PATH]... --tmpdir DIR -- PROGRAM [ARGS]...";
 
 impl HelperArgs {
+    /// The folders the command may write (besides `/dev/null`): the temp folder, and in
+    /// `workspace-write` those the host named. Landlock lets it write there, and the mount
+    /// namespace keeps them writable where everything else is read-only.
+    pub fn writable_roots(&self) -> Vec<&Path> {
+        let mut roots = vec![self.tmpdir.as_path()];
+        if self.settings.mode == SandboxMode::WorkspaceWrite {
+            roots.extend(self.writable.iter().map(PathBuf::as_path));
+        }
+        roots
+    }
+
     pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<HelperArgs, String> {
         let mut args = args.into_iter();
         if args.next().is_none_or(|a| a != HELPER_COMMAND) {
