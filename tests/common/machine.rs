@@ -68,6 +68,12 @@ pub async fn turn_in(m: &Machine, cwd: &Path, commands: &[&str], flags: &[&str],
 
 /// One scripted turn whose model calls each `(tool, arguments)` of `calls` (see [`turn`]).
 pub async fn turn_calls(m: &Machine, cwd: &Path, calls: &[(&str, serde_json::Value)], flags: &[&str], env: &[(&str, &str)]) -> (Vec<String>, String) {
+    turn_of(Path::new(BIN), m, cwd, calls, flags, env).await
+}
+
+/// [`turn_calls`] through the host binary `bin` (a copy of [`BIN`] elsewhere, as a build in
+/// the project's `target/` would be).
+pub async fn turn_of(bin: &Path, m: &Machine, cwd: &Path, calls: &[(&str, serde_json::Value)], flags: &[&str], env: &[(&str, &str)]) -> (Vec<String>, String) {
     let mock = MockServer::start().await.unwrap();
     let calls: Vec<MockToolCall> = calls
         .iter()
@@ -77,7 +83,7 @@ pub async fn turn_calls(m: &Machine, cwd: &Path, calls: &[(&str, serde_json::Val
     mock.push(super::tool_calls_reply(calls));
     mock.push(MockReply::text("done"));
     let sessions = m.tmp.join("sessions");
-    let mut cmd = tokio::process::Command::new(BIN);
+    let mut cmd = tokio::process::Command::new(bin);
     cmd.args(["prompt", "--yes", "--new", "--max-retries", "0", "--base-url", &mock.openai_base_url(), "--session-dir"])
         .arg(&sessions)
         .arg("--cwd")
