@@ -119,7 +119,8 @@ async fn later_turn(m: &Machine, flags: &[&str]) -> (Vec<String>, String) {
         std::fs::write(m.home.join(PLAIN), secret(LATER.len())).unwrap();
         std::fs::write(m.project.join("go"), "").unwrap();
     };
-    let (turned, ()) = tokio::join!(turn(m, &[&left, wait], flags, &[]), plant);
+    let commands = [left.as_str(), wait];
+    let (turned, ()) = tokio::join!(turn(m, &commands, flags, &[]), plant);
     turned
 }
 

@@ -126,6 +126,12 @@ function M.check()
     health.error(("%s asked for; %s"):format(sb.mode, sb.detail),
       { "Each command asks before it runs outside the sandbox; sandbox = \"off\" runs them unasked by it (see :help handoff-sandbox)" })
   end
+  if sb.on and sb.helper ~= nil and sb.helper ~= vim.NIL then
+    health.ok("helper: " .. sb.helper)
+  elseif sb.on and sb.helper_error ~= nil and sb.helper_error ~= vim.NIL then
+    health.error("no helper to confine commands: " .. sb.helper_error,
+      { "Each command asks before it runs outside the sandbox (see :help handoff-sandbox)" })
+  end
 
   health.start("System prompt")
   local sp_ok, sp = host.try_request("system_prompt")
