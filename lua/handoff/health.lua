@@ -118,7 +118,7 @@ function M.check()
     health.warn("off: bash commands run with your rights", { "sandbox = \"workspace-write\" (see :help handoff-sandbox)" })
   elseif sb.enforceable and sb.mounts_error ~= nil and sb.mounts_error ~= vim.NIL then
     health.warn(("%s; %s; but no mount namespace: %s"):format(sb.mode, sb.detail, sb.mounts_error), {
-      "Without it the project's .git hooks and config stay writable to commands and credential folders readable: each command asks before it runs, whatever the policy (see :help handoff-sandbox)",
+      "Without it the project's .git hooks and config stay writable to commands and the names in credential folders listable: each command asks before it runs, whatever the policy (see :help handoff-sandbox)",
     })
   elseif sb.enforceable then
     health.ok(("%s; %s; mount namespace: .git hooks and config read-only, credentials and the editor's socket hidden"):format(sb.mode, sb.detail))

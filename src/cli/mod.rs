@@ -509,7 +509,7 @@ fn refuse_unenforceable_sandbox(settings: &Settings) -> anyhow::Result<()> {
     }
     if let Err(why) = crate::core::sandbox::mount_namespaces() {
         eprintln!(
-            "warning: the sandbox has no mount namespace here ({why}): the project's .git hooks and config stay writable to commands and credential folders readable, so each command asks (--yes does not answer that)"
+            "warning: the sandbox has no mount namespace here ({why}): the project's .git hooks and config stay writable to commands and the names in credential folders listable, so each command asks (--yes does not answer that)"
         );
     }
     Ok(())
