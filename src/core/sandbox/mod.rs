@@ -293,6 +293,7 @@ impl Sandboxed {
         // the mounts their folders' names can be listed, and the editor's socket is not hidden.
         let (credentials, others): (Vec<&PathBuf>, Vec<&PathBuf>) =
             mounts.hidden.iter().partition(|p| protected::is_credential(p));
+        let credentials: Vec<&PathBuf> = credentials.into_iter().filter(|p| p.is_dir()).collect();
         if !credentials.is_empty() {
             open.push(format!(
                 "the names in {} stay listable (not what they hold)",
