@@ -25,22 +25,26 @@ use serde_json::json;
 const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
 const HELPER: &str = env!("CARGO_BIN_EXE_handoff-sandbox");
 
-/// The host and its helper as a build inside the project leaves them (`target/debug/`): the
-/// host found there is the one the turn runs.
-fn build_in_project(m: &Machine) -> PathBuf {
+/// The host (and its helper, `with_helper`) as a build inside the project leaves them
+/// (`target/debug/`): the host found there is the one the turn runs.
+fn build_in_project(m: &Machine, with_helper: bool) -> PathBuf {
     let build = m.project.join("target/debug");
+    let _ = std::fs::remove_dir_all(&build);
     std::fs::create_dir_all(&build).unwrap();
     let host = build.join("handoff-nvim");
     // The host is never written (a running program cannot be): a hard link spares a copy of it.
     if std::fs::hard_link(BIN, &host).is_err() {
         std::fs::copy(BIN, &host).unwrap();
     }
-    std::fs::copy(HELPER, build.join("handoff-sandbox")).unwrap();
+    if with_helper {
+        std::fs::copy(HELPER, build.join("handoff-sandbox")).unwrap();
+    }
     host
 }
 
 /// A "helper" that confines nothing: it skips the sandbox's options and runs the command. Put in
-/// place by a rename (the running helper's file cannot be written in place).
+/// place by a rename (a running helper's file cannot be written in place), over the helper the
+/// build made or, where it made none, beside the host (where the host looks for one).
 const SWAP: &str = r#"cat > target/debug/swap <<'EOF'
 #!/bin/sh
 while [ "$1" != "--" ]; do shift; done
@@ -55,20 +59,25 @@ async fn a_command_cannot_swap_the_helper_that_confines_the_next() {
         return;
     }
     let m = machine();
-    let host = build_in_project(&m);
     let pwned = m.outside.join("pwned");
     let escape = format!("echo out > {} && echo escaped", pwned.display());
     let calls = [("bash", json!({ "command": SWAP })), ("bash", json!({ "command": escape }))];
-    let (results, _) = turn_of(&host, &m, &m.project, &calls, &[], &[]).await;
-    assert!(results[0].contains("swapped"), "{results:?}");
-    let swapped = std::fs::read_to_string(m.project.join("target/debug/handoff-sandbox")).unwrap_or_default();
-    assert!(swapped.starts_with("#!/bin/sh"), "the swap did not land: the test would prove nothing");
-    assert!(!pwned.exists(), "the next command ran through the swapped helper, unconfined: {results:?}");
-    assert!(results[1].contains("Permission denied"), "{results:?}");
-    // Control: unconfined, the same command reaches.
-    std::fs::copy(HELPER, m.project.join("target/debug/handoff-sandbox")).unwrap();
-    let (results, _) = turn_of(&host, &m, &m.project, &calls, OFF, &[]).await;
-    assert!(pwned.exists(), "the control did not reach: {results:?}");
+    // With the helper the build made (run from a sealed copy), and without one (the host's own
+    // binary re-entered), where the command plants one.
+    for with_helper in [true, false] {
+        let host = build_in_project(&m, with_helper);
+        let (results, _) = turn_of(&host, &m, &m.project, &calls, &[], &[]).await;
+        assert!(results[0].contains("swapped"), "with_helper {with_helper}: {results:?}");
+        let swapped = std::fs::read_to_string(m.project.join("target/debug/handoff-sandbox")).unwrap_or_default();
+        assert!(swapped.starts_with("#!/bin/sh"), "the swap did not land: the test would prove nothing");
+        assert!(!pwned.exists(), "with_helper {with_helper}: the next command ran through the swapped helper, unconfined: {results:?}");
+        assert!(results[1].contains("Permission denied"), "with_helper {with_helper}: {results:?}");
+        // Control: unconfined, the same command reaches.
+        let host = build_in_project(&m, with_helper);
+        let (results, _) = turn_of(&host, &m, &m.project, &calls, OFF, &[]).await;
+        assert!(pwned.exists(), "with_helper {with_helper}: the control did not reach: {results:?}");
+        std::fs::remove_file(&pwned).unwrap();
+    }
 }
 
 /// Credentials the test makes while a command's background process waits (none exists as it
