@@ -18,6 +18,10 @@
 //! - `decode_chat_completions`, `decode_responses`: one long reply (the same 20,000 words) as
 //!   each API streams it, through the SSE parser and the format's decoder, in 1,400-byte chunks
 //!   as the network delivers them (no HTTP, no agent).
+//! - `read_rules_cached`, `read_rules_made`: what a sandboxed command may read
+//!   (`sandbox::read_rules`), as the host works it out before each command: the cached set
+//!   checked against the folders it listed (what nearly every command costs), and the set made
+//!   anew (the credential list and its folders read, the rules encoded; this user's home).
 //! - `request_plain`, `request_copilot`: one short reply over HTTP from the mock through
 //!   `Provider::stream` (no agent), as a plain Chat Completions provider and as Copilot with its
 //!   token and model list cached (exchanged once before sampling): what Copilot adds per request
@@ -315,4 +319,20 @@ fn request_copilot(bencher: divan::Bencher) {
     // The exchange and the model list, once: every sample after reuses them.
     one_request(&provider);
     bencher.bench_local(|| one_request(&provider));
+}
+
+#[divan::bench(sample_count = 50)]
+fn read_rules_cached(bencher: divan::Bencher) {
+    use handoff_nvim::core::sandbox::read_rules;
+    read_rules::current().unwrap();
+    bencher.bench_local(|| read_rules::current().unwrap());
+}
+
+#[divan::bench(sample_count = 50)]
+fn read_rules_made(bencher: divan::Bencher) {
+    use handoff_nvim::core::sandbox::{protected, read_rules};
+    bencher.bench_local(|| {
+        let (rules, _) = read_rules::rules_for(&protected::credential_locations());
+        read_rules::encode(&rules)
+    });
 }

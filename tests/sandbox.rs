@@ -409,8 +409,12 @@ async fn under_the_default_policy_the_approval_says_the_command_runs_sandboxed()
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0].sandbox.as_deref(), Some("workspace-write, no network"));
     assert_eq!(asked[0].unsandboxed, None);
+    // Which binary confines it: the helper the build made, run from a sealed copy.
+    let by = asked[0].confined_by.clone().unwrap_or_default();
+    assert!(by.starts_with(HELPER) && by.contains("sealed in-memory copy") && by.contains("a command cannot change it"), "{by}");
     let wire = serde_json::to_value(&asked[0]).unwrap();
     assert_eq!(wire["sandbox"], "workspace-write, no network", "the front ends receive it");
+    assert_eq!(wire["confined_by"], by.as_str(), "the front ends receive it");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -509,6 +513,10 @@ mod in_neovim {
             let holes = req["holes"].as_str().unwrap();
             assert!(holes.contains("git's folders (.git) stay writable whole") && holes.contains("simulated") && holes.contains("simulated"), "{holes}");
             assert!(chat(&ed).await.contains("*Runs in the sandbox, but the sandbox cannot fully protect this command"), "{}", chat(&ed).await);
+            // The read rules keep credentials unreadable without the namespace (only the names in
+            // their folders stay listable): what stays readable is other processes' environments.
+            assert_eq!(holes.matches("stay readable").count(), 1, "{holes}");
+            assert!(holes.contains("environments (/proc/PID/environ: the editor's may hold keys) stay readable"), "{holes}");
             ed.lua("require('handoff').approve(...)", json!([req["id"], "always"])).await;
             // Sandboxed, the write outside was refused: the re-run outside is offered, and refused.
             let req = ed.wait_event("HandoffToolApproval", 2).await;
@@ -520,6 +528,32 @@ mod in_neovim {
             ed.wait_event("HandoffAgentEnd", 1).await;
             assert!(ed.work_dir().join("in.txt").exists());
             assert!(!outside.join("x").exists(), "approved, it still ran sandboxed");
+            ed.quit().await;
+        })
+        .await;
+    }
+
+    /// The approval of a sandboxed command names the binary that confines it, in the chat and
+    /// in the event.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_approval_names_the_binary_that_confines_the_command() {
+        if !enforced("the_approval_names_the_binary_that_confines_the_command") {
+            return;
+        }
+        bounded(async {
+            let ed = Editor::start().await;
+            ed.lua("require('handoff').open_chat()", json!([])).await;
+            ed.mock.push(tool_calls_reply(vec![bash_call("c1", "true")]));
+            ed.mock.push(MockReply::text("ok"));
+            ed.lua("require('handoff').prompt('run it')", json!([])).await;
+            let req = ed.wait_event("HandoffToolApproval", 1).await;
+            let by = req["confined_by"].as_str().unwrap_or_default().to_string();
+            assert!(by.contains("handoff-sandbox, run from a sealed in-memory copy"), "{req}");
+            let text = chat(&ed).await;
+            assert!(text.contains("*Runs in the sandbox: workspace-write, no network*"), "{text}");
+            assert!(text.contains(&format!("*Confined by {by}*")), "{text}");
+            ed.lua("require('handoff').approve(...)", json!([req["id"], "reject"])).await;
+            ed.wait_event("HandoffAgentEnd", 1).await;
             ed.quit().await;
         })
         .await;
@@ -548,6 +582,9 @@ mod in_neovim {
                 } else {
                     assert!(text.contains("mount namespace: .git hooks and config read-only, credentials and the editor's socket hidden"), "{text}");
                 }
+                // Which binary confines commands, and that a command cannot change it.
+                let helper = format!("helper: {}", std::path::Path::new(BIN).with_file_name("handoff-sandbox").display());
+                assert!(text.contains(&helper) && text.contains("sealed in-memory copy"), "{text}");
                 ed.quit().await;
             }
         })

@@ -82,6 +82,24 @@ pub async fn turn_wrapped(
     flags: &[&str],
     env: &[(&str, &str)],
 ) -> (Vec<String>, String) {
+    turn_through(Path::new(BIN), wrapper, m, cwd, calls, flags, env).await
+}
+
+/// [`turn_calls`] through the host binary `bin` (a copy of [`BIN`] elsewhere, as a build in
+/// the project's `target/` would be).
+pub async fn turn_of(bin: &Path, m: &Machine, cwd: &Path, calls: &[(&str, serde_json::Value)], flags: &[&str], env: &[(&str, &str)]) -> (Vec<String>, String) {
+    turn_through(bin, &[], m, cwd, calls, flags, env).await
+}
+
+async fn turn_through(
+    bin: &Path,
+    wrapper: &[&std::ffi::OsStr],
+    m: &Machine,
+    cwd: &Path,
+    calls: &[(&str, serde_json::Value)],
+    flags: &[&str],
+    env: &[(&str, &str)],
+) -> (Vec<String>, String) {
     let mock = MockServer::start().await.unwrap();
     let calls: Vec<MockToolCall> = calls
         .iter()
@@ -94,10 +112,10 @@ pub async fn turn_wrapped(
     let mut cmd = match wrapper.split_first() {
         Some((program, args)) => {
             let mut cmd = tokio::process::Command::new(program);
-            cmd.args(args).arg(BIN);
+            cmd.args(args).arg(bin);
             cmd
         }
-        None => tokio::process::Command::new(BIN),
+        None => tokio::process::Command::new(bin),
     };
     cmd.args(["prompt", "--yes", "--new", "--max-retries", "0", "--base-url", &mock.openai_base_url(), "--session-dir"])
         .arg(&sessions)

@@ -62,6 +62,8 @@ pub enum RestrictError {
     NoLifeline(i32),
     #[error("cannot make the sandbox's mount namespace ({step}): {source}")]
     Mount { step: String, source: std::io::Error },
+    #[error("cannot read what the command may read (descriptor {fd}): {source}")]
+    ReadRules { fd: i32, source: std::io::Error },
 }
 
 /// The file rights Landlock must enforce (ABI 3: writes, renames across folders, truncation).
@@ -147,10 +149,18 @@ fn landlock(r: &HelperArgs, support: Support) -> Result<(), RestrictError> {
         ruleset = ruleset.scope(Scope::Signal | Scope::AbstractUnixSocket)?;
     }
     let mut created = ruleset.create()?;
-    // Read (and run) everything; write only where allowed.
-    created = created.add_rule(PathBeneath::new(path_fd(Path::new("/"))?, AccessFs::from_read(FS_ABI)))?;
+    // Read (and run) what the host's rules name (everything but the credentials, existing or
+    // not), or everything without them; write only where allowed.
+    let read_rules = match r.read_rules {
+        Some(fd) => Some(super::read_rules::load(fd).map_err(|source| RestrictError::ReadRules { fd, source })?),
+        None => None,
+    };
+    match &read_rules {
+        Some(rules) => add_read_rules(&mut created, rules),
+        None => created = created.add_rule(PathBeneath::new(path_fd(Path::new("/"))?, AccessFs::from_read(FS_ABI)))?,
+    }
     for dir in r.writable_roots() {
-        created = created.add_rule(PathBeneath::new(path_fd(dir)?, AccessFs::from_all(FS_ABI)))?;
+        created = created.add_rule(PathBeneath::new(path_fd(dir)?, write_access(dir, read_rules.as_deref())))?;
     }
     created = created.add_rule(PathBeneath::new(path_fd(Path::new("/dev/null"))?, AccessFs::from_file(FS_ABI)))?;
     if in_namespaces(r) {
@@ -166,6 +176,42 @@ fn landlock(r: &HelperArgs, support: Support) -> Result<(), RestrictError> {
     match status.ruleset {
         RulesetStatus::FullyEnforced => Ok(()),
         other => Err(RestrictError::Partial(format!("Landlock: {other:?}"))),
+    }
+}
+
+/// The rights on a writable folder: all of them, but reading where the folder holds one on the
+/// way to a credential (the project is the home folder): there the read rules decide.
+fn write_access(dir: &Path, read_rules: Option<&[(super::read_rules::ReadRule, PathBuf)]>) -> landlock::BitFlags<AccessFs> {
+    use super::read_rules::ReadRule;
+    let holds_the_way = read_rules.is_some_and(|rules| rules.iter().any(|(rule, p)| *rule == ReadRule::ListOnly && p.starts_with(dir)));
+    if holds_the_way {
+        AccessFs::from_all(FS_ABI) & !AccessFs::from_read(FS_ABI)
+    } else {
+        AccessFs::from_all(FS_ABI)
+    }
+}
+
+/// Adds the host's read rules (`read_rules`): each path opened with no symlink followed, a
+/// folder read whole or listed only, a file read. What cannot be opened or added (gone since
+/// the host listed it, a link, a socket) is left out: it stays unreadable, never the other way.
+fn add_read_rules(created: &mut landlock::RulesetCreated, rules: &[(super::read_rules::ReadRule, PathBuf)]) {
+    use super::read_rules::ReadRule;
+    use std::os::fd::AsRawFd;
+    for (rule, path) in rules {
+        let Ok(fd) = super::read_rules::open_no_symlinks(path) else { continue };
+        // SAFETY: fstat fills the zeroed struct we own, from a descriptor we own.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            continue;
+        }
+        let access = match (rule, st.st_mode & libc::S_IFMT) {
+            (ReadRule::Beneath, libc::S_IFDIR) => AccessFs::from_read(FS_ABI),
+            (ReadRule::Beneath, libc::S_IFREG) => AccessFs::ReadFile | AccessFs::Execute,
+            (ReadRule::ListOnly, libc::S_IFDIR) => AccessFs::ReadDir.into(),
+            _ => continue,
+        };
+        // An error leaves this rule out (the ruleset stays as it was).
+        let _ = (&mut *created).add_rule(PathBeneath::new(fd, access));
     }
 }
 

@@ -141,17 +141,17 @@ async fn run_prepared(
     // In the sandbox, the helper restricts itself and execs the shell (see `core::sandbox`).
     let (program, mut cmd) = match &ctx.sandbox {
         Some(sandbox) => {
-            let mut cmd = tokio::process::Command::new(&sandbox.helper);
+            let mut cmd = tokio::process::Command::new(sandbox.helper.path());
             match sandboxed.as_deref() {
                 Some(prepared) => {
                     cmd.args(prepared.helper_args(sandbox, &ctx.cwd, &shell, &["-c", &a.command]));
-                    prepared.pass_lifeline(&mut cmd);
+                    prepared.pass_descriptors(&mut cmd);
                 }
                 None => {
-                    cmd.args(sandbox.helper_args(&ctx.cwd, &shell, &["-c", &a.command], &Default::default()));
+                    cmd.args(sandbox.helper_args(&ctx.cwd, &shell, &["-c", &a.command], &Default::default(), false));
                 }
             }
-            (sandbox.helper.clone(), cmd)
+            (sandbox.helper.source().to_path_buf(), cmd)
         }
         None => {
             let mut cmd = tokio::process::Command::new(&shell);
