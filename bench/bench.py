@@ -1560,8 +1560,8 @@ def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg):
     mounts = ["--isolate", "true", "--git-view", git, "--git-state", state]
     for p in (".ssh", ".aws", os.path.join(".config", "gh"), ".netrc"):
         mounts += ["--hide", os.path.join(home, p)]
-    # What a command may read (issue 39): the host hands the helper its read rules as descriptor
-    # 4; the helper prints the rules the host would work out for this home. A helper from before
+    # What a command may read (issue 39): the host hands the helper its read rules as a
+    # descriptor; the helper prints the rules the host would work out for this home. A helper from before
     # them does not know the subcommand: then it reads everything, as it did.
     fds, read_rules = (), 0
     listed = subprocess.run([os.path.join(bin_dir, "handoff-sandbox"), "sandbox-read-rules"], env=env, capture_output=True)
@@ -1570,16 +1570,10 @@ def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg):
         rules_path = os.path.join(root, "read-rules")
         with open(rules_path, "wb") as f:
             f.write(listed.stdout)
+        # Any free descriptor will do: the helper reads the number it is given (the host uses 4).
         fd = os.open(rules_path, os.O_RDONLY)
-        try:
-            os.fstat(4)
-            raise RuntimeError("sandbox: descriptor 4 is taken; the read rules cannot go there")
-        except OSError:
-            pass
-        os.dup2(fd, 4)
-        os.close(fd)
-        fds = (4,)
-        mounts += ["--read-rules", "4"]
+        fds = (fd,)
+        mounts += ["--read-rules", str(fd)]
     probe = subprocess.run(sandbox_exec_cmd(bin_dir, project, tmp, ["/bin/bash", "-c",
                            f"grep -q 'NoNewPrivs:.1' /proc/self/status && ! echo x 2>/dev/null > {outside}/x"
                            f" && echo x > {git}/hooks/pre-commit && ! test -s {home}/.ssh/id_ed25519"], mounts=mounts),

@@ -132,8 +132,16 @@ fn take(source: PathBuf) -> Result<HelperBinary, String> {
     if own {
         return Ok(HelperBinary { exec: PathBuf::from("/proc/self/exe"), source, how: Taken::OwnImage });
     }
-    let fd = sealed_copy(&source).map_err(|e| format!("cannot make a sealed copy of the sandbox's helper {}: {e}", source.display()))?;
-    Ok(HelperBinary { exec: PathBuf::from(format!("/proc/self/fd/{fd}")), source, how: Taken::Sealed })
+    match sealed_copy(&source) {
+        Ok(fd) => Ok(HelperBinary { exec: PathBuf::from(format!("/proc/self/fd/{fd}")), source, how: Taken::Sealed }),
+        // No copy (a file size limit, no memfd): the host's own image confines commands as well,
+        // only starts slower; never the file itself.
+        Err(e) => {
+            tracing::warn!("cannot make a sealed copy of the sandbox's helper {}: {e}; the host's own binary confines commands", source.display());
+            let own = std::env::current_exe().map_err(|e| format!("cannot find the host's own binary for the sandbox's helper: {e}"))?;
+            Ok(HelperBinary { exec: PathBuf::from("/proc/self/exe"), source: own, how: Taken::OwnImage })
+        }
+    }
 }
 
 #[cfg(not(target_os = "linux"))]

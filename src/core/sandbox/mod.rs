@@ -21,6 +21,7 @@ pub mod helper;
 pub mod links;
 #[cfg(target_os = "linux")]
 pub mod linux;
+pub mod paths;
 pub mod protected;
 pub mod read_rules;
 
