@@ -1565,16 +1565,10 @@ def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg):
         rules_path = os.path.join(root, "read-rules")
         with open(rules_path, "wb") as f:
             f.write(listed.stdout)
+        # The host puts them at 4; the helper reads whichever descriptor it is told.
         fd = os.open(rules_path, os.O_RDONLY)
-        try:
-            os.fstat(4)
-            raise RuntimeError("sandbox: descriptor 4 is taken; the read rules cannot go there")
-        except OSError:
-            pass
-        os.dup2(fd, 4)
-        os.close(fd)
-        fds = (4,)
-        mounts += ["--read-rules", "4"]
+        fds = (fd,)
+        mounts += ["--read-rules", str(fd)]
     probe = subprocess.run(sandbox_exec_cmd(bin_dir, project, tmp, ["/bin/bash", "-c",
                            f"grep -q 'NoNewPrivs:.1' /proc/self/status && ! echo x 2>/dev/null > {outside}/x"
                            f" && echo x > {git}/hooks/pre-commit && ! test -s {home}/.ssh/id_ed25519"], mounts=mounts),
@@ -1615,8 +1609,8 @@ def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg):
             shutil.rmtree(os.path.join(d, ".git"))
             if snapshot(d) != TURN_EXPECTED:
                 raise RuntimeError(f"sandbox: the tool turn with {mode} left other files: {sorted(snapshot(d))}")
-    if fds:
-        os.close(4)
+    for fd in fds:
+        os.close(fd)
     return dict(spawns=spawns, read_rules=read_rules, cmd_off=median(off), cmd_on=median(on), cmd_on_full=median(on_full), cmd_on_host=median(on_host),
                 cmd_off_p90=pct(off, 0.9), cmd_on_p90=pct(on, 0.9), cmd_on_full_p90=pct(on_full, 0.9),
                 turn_off=median(turn["off"]), turn_on=median(turn["workspace-write"]), turn_pi=median(turn["pi"]) if turn["pi"] else None)
@@ -2491,7 +2485,7 @@ def main():
                     "Before that the helper is checked to enforce (NoNewPrivs 1, a write outside the project and a hook "
                     "refused, the key hidden). "
                     + (f"Each helper run gets the read rules the host works out for that home ({sb['read_rules']} rules: "
-                       "everything but the credential locations, `--read-rules 4`)." if sb.get("read_rules") else
+                       "everything but the credential locations, `--read-rules FD`)." if sb.get("read_rules") else
                        "This helper has no read rules (it reads everything)."), "",
                     "| | unsandboxed | sandboxed | overhead |", "|---|---|---|---|",
                     f"| `bash -c true`, Landlock and seccomp only, median | {fmt_ms(sb['cmd_off'])} | {fmt_ms(sb['cmd_on'])} | {fmt_ms(d_cmd)} |",
