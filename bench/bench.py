@@ -1317,12 +1317,8 @@ class PacedPeer:
 
     WINDOW = 100_000
     READS = 95                # ours passes its wall once (at ~62 reads), pi its window once (at ~88)
-    NOTE_WORDS = 560          # ~1,100 tokens a note
 
-    def __init__(self, bin_dir, pi_bin, work, turn_ms, token_ms, document_tokens, note_scale=1):
-        # note_scale (--smoke: 5): notes that many times longer and that many times fewer, the
-        # walls met at the same tokens after a fifth of the turns.
-        self.READS, self.NOTE_WORDS = self.READS // note_scale, self.NOTE_WORDS * note_scale
+    def __init__(self, bin_dir, pi_bin, work, turn_ms, token_ms, document_tokens):
         self.mock = Mock(bin_dir)
         self.mock.set_window({"tokens": self.WINDOW, "style": "openai"})
         self.mock.set_cache()
@@ -1341,7 +1337,7 @@ class PacedPeer:
         for i in range(self.READS):
             path = os.path.join(self.work, f"note{i:03}.txt")
             with open(path, "w") as f:
-                f.write(f"note {i}: the number is {100 + i}. " + " ".join(f"n{i}_{j}" for j in range(self.NOTE_WORDS)) + "\n")
+                f.write(f"note {i}: the number is {100 + i}. " + " ".join(f"n{i}_{j}" for j in range(560)) + "\n")
             self.notes.append(path)
         self.prompt = "Read the notes one by one and add their numbers."
 
@@ -1431,9 +1427,8 @@ def bench_paced_peer(bin_dir, pi_bin, runs, work, smoke):
     """§15c: the pause at the wall mid-task, ours (prepare background and off) and pi's, one task,
     interleaved."""
     w = PacedPeer(bin_dir, pi_bin, work, turn_ms=40 if smoke else 400, token_ms=10,
-                  document_tokens=50 if smoke else 500, note_scale=5 if smoke else 1)
-    out = dict(turn_ms=w.turn_ms, token_ms=w.token_ms, document_tokens=w.document_tokens, window=w.WINDOW, reads=w.READS,
-               note_tokens=w.NOTE_WORDS * 2)
+                  document_tokens=50 if smoke else 500)
+    out = dict(turn_ms=w.turn_ms, token_ms=w.token_ms, document_tokens=w.document_tokens, window=w.WINDOW, reads=w.READS)
     try:
         got = {"background": [], "off": [], "pi": []}
         for _ in range(runs):
@@ -1560,8 +1555,8 @@ def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg):
     mounts = ["--isolate", "true", "--git-view", git, "--git-state", state]
     for p in (".ssh", ".aws", os.path.join(".config", "gh"), ".netrc"):
         mounts += ["--hide", os.path.join(home, p)]
-    # What a command may read (issue 39): the host hands the helper its read rules as a
-    # descriptor; the helper prints the rules the host would work out for this home. A helper from before
+    # What a command may read (issue 39): the host hands the helper its read rules as descriptor
+    # 4; the helper prints the rules the host would work out for this home. A helper from before
     # them does not know the subcommand: then it reads everything, as it did.
     fds, read_rules = (), 0
     listed = subprocess.run([os.path.join(bin_dir, "handoff-sandbox"), "sandbox-read-rules"], env=env, capture_output=True)
@@ -1570,7 +1565,7 @@ def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg):
         rules_path = os.path.join(root, "read-rules")
         with open(rules_path, "wb") as f:
             f.write(listed.stdout)
-        # Any free descriptor will do: the helper reads the number it is given (the host uses 4).
+        # The host puts them at 4; the helper reads whichever descriptor it is told.
         fd = os.open(rules_path, os.O_RDONLY)
         fds = (fd,)
         mounts += ["--read-rules", str(fd)]
@@ -1614,8 +1609,8 @@ def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg):
             shutil.rmtree(os.path.join(d, ".git"))
             if snapshot(d) != TURN_EXPECTED:
                 raise RuntimeError(f"sandbox: the tool turn with {mode} left other files: {sorted(snapshot(d))}")
-    if fds:
-        os.close(4)
+    for fd in fds:
+        os.close(fd)
     return dict(spawns=spawns, read_rules=read_rules, cmd_off=median(off), cmd_on=median(on), cmd_on_full=median(on_full), cmd_on_host=median(on_host),
                 cmd_off_p90=pct(off, 0.9), cmd_on_p90=pct(on, 0.9), cmd_on_full_p90=pct(on_full, 0.9),
                 turn_off=median(turn["off"]), turn_on=median(turn["workspace-write"]), turn_pi=median(turn["pi"]) if turn["pi"] else None)
@@ -2490,7 +2485,7 @@ def main():
                     "Before that the helper is checked to enforce (NoNewPrivs 1, a write outside the project and a hook "
                     "refused, the key hidden). "
                     + (f"Each helper run gets the read rules the host works out for that home ({sb['read_rules']} rules: "
-                       "everything but the credential locations, `--read-rules 4`)." if sb.get("read_rules") else
+                       "everything but the credential locations, `--read-rules FD`)." if sb.get("read_rules") else
                        "This helper has no read rules (it reads everything)."), "",
                     "| | unsandboxed | sandboxed | overhead |", "|---|---|---|---|",
                     f"| `bash -c true`, Landlock and seccomp only, median | {fmt_ms(sb['cmd_off'])} | {fmt_ms(sb['cmd_on'])} | {fmt_ms(d_cmd)} |",
@@ -2614,7 +2609,7 @@ def main():
             ratio_x = lambda a, b: f"{a / b:.2f}×"
             pi_share = f"{pw_pi['cached'] / pw_pi['input']:.0%}" if pw_pi else "–"
             out += ["#### 15c. The pause at the wall mid-task, ours beside pi 0.73.1", "",
-                    f"One task of {pp['reads']} reads of ~{round(pp['note_tokens'], -2):,}-token notes on the paced mock (replies start after "
+                    f"One task of {pp['reads']} reads of ~1,100-token notes on the paced mock (replies start after "
                     f"{pp['turn_ms']} ms and stream a token every {pp['token_ms']} ms; documents and pi's summaries are "
                     f"{pp['document_tokens']} tokens), whose window refuses a request over {pp['window']:,} tokens with "
                     "Chat Completions' overflow error and which reports each request's real size as its input. Ours: "

@@ -194,7 +194,8 @@ fn write_access(dir: &Path, read_rules: Option<&[(super::read_rules::ReadRule, P
 /// Adds the host's read rules (`read_rules`): each path opened with no symlink followed, a
 /// folder read whole or listed only, a file read. What cannot be opened or added (gone since
 /// the host listed it, a link, a socket) is left out: it stays unreadable, never the other way.
-fn add_read_rules(created: &mut landlock::RulesetCreated, rules: &[(super::read_rules::ReadRule, PathBuf)]) {
+/// Public for the benchmark (`benches/inprocess.rs`), which times it without restricting itself.
+pub fn add_read_rules(created: &mut landlock::RulesetCreated, rules: &[(super::read_rules::ReadRule, PathBuf)]) {
     use super::read_rules::ReadRule;
     use std::os::fd::AsRawFd;
     for (rule, path) in rules {
