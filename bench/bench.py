@@ -583,10 +583,10 @@ def pi_turn_cmd(pi, tools=None):
     return pi.args("json", ["--tools", tools] if tools else []) + ["run the tools"]
 
 
-def timed(cmd, env, cwd):
+def timed(cmd, env, cwd, pass_fds=()):
     t0 = time.perf_counter()
     subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   env=env, cwd=cwd, check=True)
+                   env=env, cwd=cwd, check=True, pass_fds=pass_fds)
     return time.perf_counter() - t0
 
 
@@ -1555,23 +1555,37 @@ def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg):
     mounts = ["--isolate", "true", "--git-view", git, "--git-state", state]
     for p in (".ssh", ".aws", os.path.join(".config", "gh"), ".netrc"):
         mounts += ["--hide", os.path.join(home, p)]
+    # What a command may read (issue 39): the host hands the helper its read rules as descriptor
+    # 4; the helper prints the rules the host would work out for this home. A helper from before
+    # them does not know the subcommand: then it reads everything, as it did.
+    fds, read_rules = (), 0
+    listed = subprocess.run([os.path.join(bin_dir, "handoff-sandbox"), "sandbox-read-rules"], env=env, capture_output=True)
+    if listed.returncode == 0:
+        read_rules = listed.stdout.count(b"\0")
+        rules_path = os.path.join(root, "read-rules")
+        with open(rules_path, "wb") as f:
+            f.write(listed.stdout)
+        # The host puts them at 4; the helper reads whichever descriptor it is told.
+        fd = os.open(rules_path, os.O_RDONLY)
+        fds = (fd,)
+        mounts += ["--read-rules", str(fd)]
     probe = subprocess.run(sandbox_exec_cmd(bin_dir, project, tmp, ["/bin/bash", "-c",
                            f"grep -q 'NoNewPrivs:.1' /proc/self/status && ! echo x 2>/dev/null > {outside}/x"
                            f" && echo x > {git}/hooks/pre-commit && ! test -s {home}/.ssh/id_ed25519"], mounts=mounts),
-                           env=env, cwd=project, capture_output=True, text=True)
+                           env=env, cwd=project, capture_output=True, text=True, pass_fds=fds)
     if probe.returncode != 0 or os.path.exists(os.path.join(outside, "x")) or os.path.exists(os.path.join(git, "hooks", "pre-commit")):
         raise RuntimeError(f"sandbox: the helper does not enforce here: {probe.stderr.strip()}")
     plain = ["/bin/bash", "-c", "true"]
-    boxed = sandbox_exec_cmd(bin_dir, project, tmp, plain)
+    boxed = sandbox_exec_cmd(bin_dir, project, tmp, plain, mounts=mounts[mounts.index("--read-rules"):] if fds else ())
     boxed_full = sandbox_exec_cmd(bin_dir, project, tmp, plain, mounts=mounts)
     spawns = 20 if smoke else 400
     boxed_host = sandbox_exec_cmd(bin_dir, project, tmp, plain, helper="handoff-nvim", mounts=mounts)
     off, on, on_full, on_host = [], [], [], []
     for _ in range(spawns):
         off.append(timed(plain, env, project))
-        on.append(timed(boxed, env, project))
-        on_full.append(timed(boxed_full, env, project))
-        on_host.append(timed(boxed_host, env, project))
+        on.append(timed(boxed, env, project, fds))
+        on_full.append(timed(boxed_full, env, project, fds))
+        on_host.append(timed(boxed_host, env, project, fds))
     n = [0]
     turn = {"off": [], "workspace-write": [], "pi": []}
     pi_env = dict(pi_tool_env(pi, rg), HOME=home) if pi else None
@@ -1595,7 +1609,9 @@ def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg):
             shutil.rmtree(os.path.join(d, ".git"))
             if snapshot(d) != TURN_EXPECTED:
                 raise RuntimeError(f"sandbox: the tool turn with {mode} left other files: {sorted(snapshot(d))}")
-    return dict(spawns=spawns, cmd_off=median(off), cmd_on=median(on), cmd_on_full=median(on_full), cmd_on_host=median(on_host),
+    for fd in fds:
+        os.close(fd)
+    return dict(spawns=spawns, read_rules=read_rules, cmd_off=median(off), cmd_on=median(on), cmd_on_full=median(on_full), cmd_on_host=median(on_host),
                 cmd_off_p90=pct(off, 0.9), cmd_on_p90=pct(on, 0.9), cmd_on_full_p90=pct(on_full, 0.9),
                 turn_off=median(turn["off"]), turn_on=median(turn["workspace-write"]), turn_pi=median(turn["pi"]) if turn["pi"] else None)
 # --- Decoding a long reply through the host: Responses beside Chat Completions (§12) -------------
@@ -2467,7 +2483,10 @@ def main():
                     "among them, in a git repository, with that home) with `--sandbox off`, `--sandbox workspace-write` and pi "
                     "(which has no sandbox), interleaved, each in a fresh folder and checked against the expected files. "
                     "Before that the helper is checked to enforce (NoNewPrivs 1, a write outside the project and a hook "
-                    "refused, the key hidden).", "",
+                    "refused, the key hidden). "
+                    + (f"Each helper run gets the read rules the host works out for that home ({sb['read_rules']} rules: "
+                       "everything but the credential locations, `--read-rules FD`)." if sb.get("read_rules") else
+                       "This helper has no read rules (it reads everything)."), "",
                     "| | unsandboxed | sandboxed | overhead |", "|---|---|---|---|",
                     f"| `bash -c true`, Landlock and seccomp only, median | {fmt_ms(sb['cmd_off'])} | {fmt_ms(sb['cmd_on'])} | {fmt_ms(d_cmd)} |",
                     f"| `bash -c true`, with the mount namespace (what the host runs), median | {fmt_ms(sb['cmd_off'])} | {fmt_ms(sb['cmd_on_full'])} | **{fmt_ms(d_full)}** |",

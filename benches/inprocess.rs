@@ -18,6 +18,12 @@
 //! - `decode_chat_completions`, `decode_responses`: one long reply (the same 20,000 words) as
 //!   each API streams it, through the SSE parser and the format's decoder, in 1,400-byte chunks
 //!   as the network delivers them (no HTTP, no agent).
+//! - `read_rules_cached`, `read_rules_made`: what a sandboxed command may read
+//!   (`sandbox::read_rules`), as the host works it out before each command: the cached set
+//!   checked against the folders it listed (what nearly every command costs), and the set made
+//!   anew (the credential list and its folders read, the rules encoded; this user's home).
+//!   `read_rules_in_helper`: the helper's side, what the rules add to each command: read them
+//!   from the memfd, open each path and add it to a Landlock ruleset (not put in force).
 //! - `request_plain`, `request_copilot`: one short reply over HTTP from the mock through
 //!   `Provider::stream` (no agent), as a plain Chat Completions provider and as Copilot with its
 //!   token and model list cached (exchanged once before sampling): what Copilot adds per request
@@ -315,4 +321,37 @@ fn request_copilot(bencher: divan::Bencher) {
     // The exchange and the model list, once: every sample after reuses them.
     one_request(&provider);
     bencher.bench_local(|| one_request(&provider));
+}
+
+#[divan::bench(sample_count = 50)]
+fn read_rules_cached(bencher: divan::Bencher) {
+    use handoff_nvim::core::sandbox::read_rules;
+    read_rules::current().unwrap();
+    bencher.bench_local(|| read_rules::current().unwrap());
+}
+
+#[divan::bench(sample_count = 50)]
+fn read_rules_made(bencher: divan::Bencher) {
+    use handoff_nvim::core::sandbox::{protected, read_rules};
+    bencher.bench_local(|| {
+        let (rules, _) = read_rules::rules_for(&protected::credential_locations());
+        read_rules::encode(&rules)
+    });
+}
+
+#[cfg(target_os = "linux")]
+#[divan::bench(sample_count = 50)]
+fn read_rules_in_helper(bencher: divan::Bencher) {
+    use handoff_nvim::core::sandbox::{linux, read_rules};
+    use landlock::{Access, AccessFs, Ruleset, RulesetAttr, ABI};
+    use std::os::fd::AsRawFd;
+    let rules = read_rules::current().unwrap();
+    bencher.bench_local(|| {
+        // SAFETY: a copy of the memfd's descriptor, which `load` reads and closes.
+        let fd = unsafe { libc::dup(rules.fd().as_raw_fd()) };
+        let read = read_rules::load(fd).unwrap();
+        let mut created = Ruleset::default().handle_access(AccessFs::from_all(ABI::V3)).unwrap().create().unwrap();
+        linux::add_read_rules(&mut created, &read);
+        created
+    });
 }

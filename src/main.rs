@@ -45,7 +45,11 @@ fn init_logging(cli: &Cli, is_rpc: bool) {
 
 fn main() -> ExitCode {
     // The sandbox's helper, once per bash command: nothing else is set up for it.
-    let helper = [handoff_nvim::core::sandbox::HELPER_COMMAND, handoff_nvim::core::sandbox::PROBE_COMMAND];
+    let helper = [
+        handoff_nvim::core::sandbox::HELPER_COMMAND,
+        handoff_nvim::core::sandbox::PROBE_COMMAND,
+        handoff_nvim::core::sandbox::READ_RULES_COMMAND,
+    ];
     if std::env::args_os().nth(1).is_some_and(|a| helper.iter().any(|h| a == *h)) {
         return handoff_nvim::cli::sandbox_exec_main(std::env::args_os().skip(1));
     }
@@ -62,6 +66,9 @@ fn main() -> ExitCode {
     if let Some(result) = handoff_nvim::cli::run_local(&command, &settings) {
         return exit_code(result);
     }
+    // What confines sandboxed commands is taken now, before any command can run: nothing a
+    // command writes later changes it (`sandbox::helper`).
+    handoff_nvim::core::sandbox::helper::take_at_start();
     handoff_nvim::install_crypto_provider();
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,

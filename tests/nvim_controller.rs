@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::nvim::{bounded, slow, user_texts, Editor, DOC};
+use common::nvim::{bounded, endless, user_texts, Editor, DOC};
 use handoff_mock::MockReply;
 use serde_json::json;
 
@@ -35,13 +35,13 @@ async fn handoff_stop_stops_a_running_reply() {
     bounded(async {
         let ed = Editor::start().await;
         ed.lua("require('handoff').open_chat()", json!([])).await;
-        ed.mock.push(slow(400, 25)); // ~10 s if nothing stops it
+        ed.mock.push(endless()); // minutes if nothing stops it
         ed.lua("require('handoff').prompt('a long story please')", json!([])).await;
         ed.wait_until("require('handoff').status().busy and require('handoff.state').tokens > 0", Duration::from_secs(5)).await;
-        let t0 = Instant::now();
         ed.command("HandoffStop").await;
+        // An end within the wait's hang guard, `aborted`, is the stop's doing: the reply itself
+        // streams for minutes.
         let end = ed.wait_event("HandoffAgentEnd", 1).await;
-        assert!(t0.elapsed() < Duration::from_secs(3), ":HandoffStop took {:?}", t0.elapsed());
         assert_eq!(end["stop_reason"], "aborted", "{end}");
         assert_eq!(ed.status().await["busy"], json!(false));
         // The session keeps the prompt and what was streamed, marked as aborted.
@@ -298,12 +298,23 @@ async fn worst_gap(ed: &Editor) -> f64 {
 }
 
 /// Fails when the editor stood still for the slow operation: a request the editor waits for
-/// shows as a gap as long as the operation (`wait_ms`, seconds here). The bound is half of it,
-/// not a figure of the editor's responsiveness: on a loaded 2-core machine the scheduler alone
-/// makes gaps of 100+ ms (127 ms was seen in CI), and how short the gaps are is measured in a
-/// benchmark, not asserted in a test.
-fn assert_not_frozen(gap: f64, wait_ms: f64, what: &str) {
-    assert!(gap < wait_ms / 2.0, "the editor stood still for {gap:.0} ms while {what} (it takes {wait_ms:.0} ms)");
+/// shows as a gap as long as the operation. `took` is the operation's own time, measured in the
+/// test from the command to its result (seconds here: the mock or the command is held back),
+/// so a busy machine, which stretches both, does not decide the verdict. The bound is half of
+/// it, not a figure of the editor's responsiveness: on a loaded 2-core machine the scheduler
+/// alone makes gaps of 100+ ms (127 ms was seen in CI); how short the gaps are is a benchmark's.
+fn assert_not_frozen(gap: f64, took: std::time::Duration, what: &str) {
+    let took = took.as_secs_f64() * 1000.0;
+    eprintln!("the editor's longest stall: {gap:.0} ms while {what} (it took {took:.0} ms)");
+    assert!(gap < took / 2.0, "the editor stood still for {gap:.0} ms while {what} (it took {took:.0} ms)");
+}
+
+/// Starts the host and waits for its session, outside the span the gap timer watches: starting
+/// it is the editor's own work (a few requests it waits for), longer on a busy machine, and not
+/// what these tests guard.
+async fn host_started(ed: &Editor) {
+    ed.lua("require('handoff.host').ensure()", json!([])).await;
+    ed.wait_until("require('handoff').status().session_file ~= nil", Duration::from_secs(10)).await;
 }
 
 /// `vim.ui.select` as a test sees it: the items as the picker formats them, in `_G.picked`.
@@ -321,11 +332,14 @@ async fn handoff_model_with_a_slow_model_list_never_freezes_the_editor() {
             l.models = vec![json!({ "id": "mock-model", "context_length": 20_000 }), json!({ "id": "wide", "context_length": 1_500_000 })];
             l.delay_ms = 3000;
         });
+        host_started(&ed).await;
         ed.lua(&format!("{GAP_TIMER} {CAPTURE_PICKER}"), json!([])).await;
+        let t0 = Instant::now();
         ed.command("HandoffModel").await;
         let picked = ed.wait_until("_G.picked", Duration::from_secs(15)).await;
+        let took = t0.elapsed();
         let gap = worst_gap(&ed).await;
-        assert_not_frozen(gap, 3000.0, "the model list was read");
+        assert_not_frozen(gap, took, "the model list was read");
         let picked: Vec<String> = serde_json::from_value(picked).unwrap();
         assert!(picked.contains(&"wide  1.5M window".to_string()), "the provider's list: {picked:?}");
         ed.quit().await;
@@ -353,10 +367,12 @@ async fn enabling_a_slow_copilot_model_never_freezes_the_editor() {
         ed.lua("require('handoff').open_chat()", json!([])).await;
         ed.wait_until("require('handoff').status().session_file ~= nil", Duration::from_secs(10)).await;
         ed.lua(GAP_TIMER, json!([])).await;
+        let t0 = Instant::now();
         ed.command("HandoffModel! claude-opus-4.5").await;
         ed.wait_until("require('handoff').status().model == 'claude-opus-4.5'", Duration::from_secs(15)).await;
+        let took = t0.elapsed();
         let gap = worst_gap(&ed).await;
-        assert_not_frozen(gap, 3000.0, "Copilot enabled the model");
+        assert_not_frozen(gap, took, "Copilot enabled the model");
         assert!(ed.eval("T.noted('Enabled the Copilot model claude-opus-4.5') ~= nil").await == json!(true), "{}", ed.dump().await);
         let posts = ed.mock.requests().into_iter().filter(|r| r.path == "/models/claude-opus-4.5/policy").count();
         assert_eq!(posts, 1);
@@ -377,16 +393,19 @@ async fn a_slow_api_key_cmd_never_freezes_the_editor() {
             "api_key_cmd": "sleep 2; echo key-from-cmd", "max_retries": 0, "timeout": 10 });
         ed.lua("require('handoff').setup({ bin = ..., provider = select(2, ...) })", json!([common::nvim::HOST_BIN, provider])).await;
         ed.mock.listing(|l| l.models = vec![json!({ "id": "mock-model", "context_length": 20_000 }), json!({ "id": "wide", "context_length": 1_500_000 })]);
+        host_started(&ed).await;
         ed.lua(&format!("{GAP_TIMER} {CAPTURE_PICKER}"), json!([])).await;
+        let t0 = Instant::now();
         ed.command("HandoffModel").await;
         let picked = ed.wait_until("_G.picked", Duration::from_secs(15)).await;
+        let took = t0.elapsed();
+        let gap = worst_gap(&ed).await;
+        assert_not_frozen(gap, took, "the key command ran");
         assert!(picked.to_string().contains("wide  1.5M window"), "{picked}");
         ed.lua("require('handoff').open_chat()", json!([])).await;
         ed.mock.push(MockReply::text("Keyed answer."));
         ed.lua("require('handoff').prompt('hello with a key')", json!([])).await;
         let end = ed.wait_event_for("HandoffAgentEnd", 1, Duration::from_secs(20)).await;
-        let gap = worst_gap(&ed).await;
-        assert_not_frozen(gap, 2000.0, "the key command ran");
         assert_eq!(end["stop_reason"], "stop", "{end}");
         let chat = ed.mock.requests().into_iter().find(|r| r.path.ends_with("/chat/completions")).expect("the prompt went out");
         assert_eq!(chat.header("authorization"), Some("Bearer key-from-cmd"));
@@ -396,12 +415,17 @@ async fn a_slow_api_key_cmd_never_freezes_the_editor() {
         // A command that fails: the reply fails with its program named, never its arguments.
         let ed = Editor::start().await;
         let provider = json!({ "api": "openai", "base_url": ed.mock.openai_base_url(), "model": "mock-model",
-            "api_key_cmd": "sleep 1; exit 3", "max_retries": 0, "timeout": 10 });
+            "api_key_cmd": "sleep 2; exit 3", "max_retries": 0, "timeout": 10 });
         ed.lua("require('handoff').setup({ bin = ..., provider = select(2, ...) })", json!([common::nvim::HOST_BIN, provider])).await;
-        ed.lua(&format!("{GAP_TIMER} require('handoff').open_chat() require('handoff').prompt('hello without a key')"), json!([])).await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        host_started(&ed).await;
+        ed.lua(GAP_TIMER, json!([])).await;
+        let t0 = Instant::now();
+        ed.lua("require('handoff').prompt('hello without a key')", json!([])).await;
         let end = ed.wait_event_for("HandoffAgentEnd", 1, Duration::from_secs(20)).await;
+        let took = t0.elapsed();
         let gap = worst_gap(&ed).await;
-        assert_not_frozen(gap, 1000.0, "the failing key command ran");
+        assert_not_frozen(gap, took, "the failing key command ran");
         assert_eq!(end["stop_reason"], "error", "{end}");
         let message = end["error_message"].as_str().unwrap();
         assert!(message.contains("api_key_cmd `sleep …` failed"), "{message}");
@@ -425,11 +449,13 @@ async fn checkhealth_with_a_slow_provider_keeps_the_editor_running() {
         ed.lua("require('handoff.host').ensure()", json!([])).await;
         ed.wait_until("require('handoff').status().session_file ~= nil", Duration::from_secs(10)).await;
         ed.lua(GAP_TIMER, json!([])).await;
+        let t0 = Instant::now();
         ed.command("checkhealth handoff").await;
+        let took = t0.elapsed();
         let gap = worst_gap(&ed).await;
         let health = ed.eval("table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')").await;
         let health = health.as_str().unwrap();
-        assert_not_frozen(gap, 2000.0, ":checkhealth probed the provider");
+        assert_not_frozen(gap, took, ":checkhealth probed the provider");
         assert!(health.contains("answered HTTP 200"), "{health}");
         assert!(health.contains("the model list answered (1 models); mock-model: window 20000 tokens"), "{health}");
         ed.quit().await;

@@ -4,11 +4,12 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use handoff_mock::MockReply;
 use serde_json::{json, Value};
-use common::nvim::{bounded, jsonl, slow, user_texts, Editor, DOC};
+use common::nvim::{bounded, endless, jsonl, user_texts, wait_gone, Editor, DOC};
+use common::HANG_GUARD;
 
 
 
@@ -20,19 +21,25 @@ async fn prompt_streams_the_reply_into_the_chat() {
         ed.lua("require('handoff').open_chat()", json!([])).await;
         ed.mock.push(MockReply::Text {
             chunks: vec!["Hel".into(), "lo wor".into(), "ld\nsecond ".into(), "line".into()],
-            chunk_delay_ms: 150,
+            // ~2.4 s in all: time for a busy machine to see it mid-stream.
+            chunk_delay_ms: 400,
             first_delay_ms: 0,
             stop: "stop".into(),
             thinking: vec!["Pondering ".into(), "deeply\nstill".into()],
         });
         ed.lua("require('handoff').prompt('hello there')", json!([])).await;
         ed.wait_event("HandoffAgentStart", 1).await;
-        // The indicator runs while the reply streams, with elapsed time and tokens.
-        let indicator = ed
-            .wait_until("(require('handoff.chat').indicator_text() or ''):match('^Generating….* tokens$') and require('handoff.chat').indicator_text()", Duration::from_secs(5))
+        // The indicator runs while the reply streams, with elapsed time and tokens (both read in
+        // one evaluation: a second request could come after the reply on a busy machine).
+        let seen = ed
+            .wait_until(
+                "(require('handoff.chat').indicator_text() or ''):match('^Generating….* tokens$') \
+                 and { indicator = require('handoff.chat').indicator_text(), busy = require('handoff').status().busy }",
+                Duration::from_secs(5),
+            )
             .await;
-        assert!(indicator.as_str().unwrap().contains('s'), "{indicator}");
-        assert_eq!(ed.status().await["busy"], json!(true));
+        assert!(seen["indicator"].as_str().unwrap().contains('s'), "{seen}");
+        assert_eq!(seen["busy"], json!(true));
         let end = ed.wait_event("HandoffAgentEnd", 1).await;
         assert_eq!(end["stop_reason"], "stop");
         let chat: Vec<String> = serde_json::from_value(ed.eval("T.chat()").await).unwrap();
@@ -179,7 +186,7 @@ async fn esc_cancels_the_handoff_and_restores_the_earlier_mapping() {
         ed.input("<Esc>").await; // normal mode in the prompt window
         ed.wait_until("vim.g.user_esc == 1 and vim.fn.mode() == 'n'", Duration::from_secs(5)).await;
         ed.lua("vim.g.user_esc = 0", json!([])).await;
-        ed.mock.push(slow(400, 20)); // ~8 s if nobody cancels
+        ed.mock.push(endless()); // minutes if nobody cancels
         ed.command("Handoff").await;
         ed.wait_event("HandoffStart", 1).await;
         ed.wait_until("require('handoff').status().generating_handoff and require('handoff.state').tokens > 0", Duration::from_secs(5)).await;
@@ -190,7 +197,7 @@ async fn esc_cancels_the_handoff_and_restores_the_earlier_mapping() {
         ed.wait_until("T.noted('Cannot hand off while a response is in progress')", Duration::from_secs(5)).await;
         ed.lua("require('handoff').prompt('typed meanwhile')", json!([])).await;
         ed.wait_until("T.noted('A handoff is being generated')", Duration::from_secs(5)).await;
-        // Cancelled (not Done, which the ~8 s document would have given).
+        // Cancelled (not Done, which the document would have given minutes later).
         ed.input("<Esc>").await;
         ed.wait_event("HandoffCancelled", 1).await;
         assert_eq!(ed.eval("vim.g.user_esc").await, json!(0), "the user's mapping ran instead of the cancel");
@@ -255,7 +262,7 @@ async fn handoff_is_refused_with_the_controllers_messages() {
         let note = ed.wait_until("T.noted('Nothing to hand off (no messages yet)')", Duration::from_secs(5)).await;
         assert_eq!(note["level"], json!(3)); // WARN
         ed.converse("first question", "first answer").await;
-        ed.mock.push(slow(200, 20));
+        ed.mock.push(endless());
         ed.lua("require('handoff').prompt('a long one')", json!([])).await;
         ed.wait_until("require('handoff').status().busy", Duration::from_secs(5)).await;
         ed.command("Handoff").await;
@@ -339,7 +346,8 @@ async fn the_editor_stays_responsive_while_the_model_streams_at_full_speed() {
         let n = 50_000;
         ed.mock.push(MockReply::long(n));
         ed.lua("require('handoff').prompt('stream a lot')", json!([])).await;
-        ed.wait_event("HandoffAgentEnd", 1).await;
+        // 2–3 s on a quiet machine, over 8 s on a busy one: the wait only stops a hang.
+        ed.wait_event_for("HandoffAgentEnd", 1, HANG_GUARD).await;
         let stream_ms = ed.eval("(function() T.timer:stop() return (vim.uv.hrtime() - T.t0) / 1e6 end)()").await.as_f64().unwrap();
         let worst = ed.eval("T.worst").await.as_f64().unwrap();
         let batches = ed.eval("T.batches").await.as_u64().unwrap();
@@ -559,14 +567,10 @@ async fn quitting_during_a_reply_stops_the_host_promptly_and_keeps_the_session_w
         let session = ed.session_file().await;
         let pid = ed.host_pid().await;
         ed.second_prompt_streaming().await;
-        let t0 = Instant::now();
         let _dir = ed.quit().await;
-        let alive = |pid: u64| std::process::Command::new("kill").args(["-0", &pid.to_string()]).status().unwrap().success();
-        // The reply streams for ~8 s more: gone inside the deadline is the quit stopping it.
-        while alive(pid) && t0.elapsed() < Duration::from_secs(3) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(!alive(pid), "the host still runs {:?} after :qa", t0.elapsed());
+        // The reply streams for minutes more: the host gone within the hang guard is the quit
+        // stopping it.
+        wait_gone(pid as u32, ":qa").await;
         // Every line parses; the prompt and the stopped reply are recorded.
         let lines = jsonl(std::path::Path::new(&session));
         assert!(lines.iter().any(|l| l["message"]["content"][0]["text"] == "second question"));
@@ -746,7 +750,7 @@ async fn esc_cancels_the_handoff_from_wherever_the_cursor_is_and_restores_the_us
             if n == 2 {
                 ed.lua(go, json!([])).await;
             }
-            ed.mock.push(slow(400, 20)); // ~8 s if nobody cancels
+            ed.mock.push(endless()); // minutes if nobody cancels
             ed.command("Handoff").await;
             ed.wait_until(
                 "require('handoff').status().generating_handoff and require('handoff.state').tokens > 0",
@@ -803,18 +807,21 @@ async fn the_document_is_written_live_in_its_split_and_success_and_failure_resto
         });
         ed.command("Handoff").await;
         // Before it ends, a visible markdown window other than the chat shows the first lines,
-        // under a header with the cancel key, the elapsed time and the tokens.
+        // under a header with the cancel key, the elapsed time and the tokens. All read in one
+        // evaluation, with whether it ended: separate requests could come after the end on a
+        // busy machine.
         let shown = ed
             .wait_until(
                 &format!("(function() local d = {DOCUMENT_WINDOWS} \
-                   if #d == 1 and d[1].lines[1] == '## Goal' and d[1].lines[2] == 'Ship the parser.' then return d[1] end end)()"),
+                   if #d == 1 and d[1].lines[1] == '## Goal' and d[1].lines[2] == 'Ship the parser.' and d[1].winbar:find('tokens') then \
+                     return vim.tbl_extend('force', d[1], {{ done = T.count('HandoffDone'), \
+                       live_lines = #vim.api.nvim_buf_get_lines(require('handoff.handoff_view').live_buffer(), 0, -1, false) }}) end end)()"),
                 Duration::from_secs(5),
             )
             .await;
-        assert_eq!(ed.eval("T.count('HandoffDone')").await, json!(0), "the document only showed at the end");
-        assert!(ed.eval("#vim.api.nvim_buf_get_lines(require('handoff.handoff_view').live_buffer(), 0, -1, false)").await.as_u64().unwrap() < n_chunks as u64);
-        let winbar = ed.wait_until(&format!("(function() local w = {DOCUMENT_WINDOWS}[1].winbar if w:find('tokens') then return w end end)()"), Duration::from_secs(5)).await;
-        let winbar = winbar.as_str().unwrap();
+        assert_eq!(shown["done"], json!(0), "the document only showed at the end");
+        assert!(shown["live_lines"].as_u64().unwrap() < n_chunks as u64, "{shown}");
+        let winbar = shown["winbar"].as_str().unwrap();
         assert!(winbar.contains("Generating handoff… <Esc> to cancel ·") && winbar.contains("s · "), "{winbar}");
         // The cursor stayed where :Handoff ran; the chat keeps its own rendering of the reply.
         assert_eq!(ed.eval("vim.api.nvim_get_current_buf()").await, json!(code_buf));

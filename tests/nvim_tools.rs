@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::nvim::{bounded, jsonl, Editor};
+use common::nvim::{bounded, jsonl, wait_gone, Editor};
 use common::{process_alive, tool_call_reply};
 use handoff_mock::MockReply;
 use serde_json::{json, Value};
@@ -24,9 +24,9 @@ async fn tool_results(ed: &Editor) -> Vec<Value> {
         .collect()
 }
 
-/// Waits for a file holding a pid, and returns the pid.
+/// Waits for a file holding a pid, and returns the pid (the limit only stops a hang).
 async fn wait_pid(path: &Path) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + common::HANG_GUARD;
     loop {
         if let Some(pid) = std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse().ok()) {
             return pid;
@@ -36,13 +36,6 @@ async fn wait_pid(path: &Path) -> u32 {
     }
 }
 
-async fn wait_gone(pid: u32, within: Duration) {
-    let deadline = Instant::now() + within;
-    while process_alive(pid) {
-        assert!(Instant::now() < deadline, "process {pid} still runs");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approved_edit_goes_through_the_buffer_and_u_undoes_it_in_one_step() {
@@ -206,7 +199,7 @@ async fn bash_output_streams_into_the_chat_and_the_stop_key_kills_the_command() 
         ed.lua("require('handoff').open_chat()", json!([])).await;
         let pidfile = ed.work_dir().join("pid");
         let command = format!(
-            "echo $$ > {}; for i in 1 2 3 4 5 6; do echo line$i; sleep 0.1; done; sleep 30",
+            "echo $$ > {}; for i in 1 2 3 4 5 6; do echo line$i; sleep 0.1; done; sleep 600",
             pidfile.display()
         );
         ed.mock.push(tool_call_reply("bash", json!({ "command": command }), "call_s1"));
@@ -224,11 +217,12 @@ async fn bash_output_streams_into_the_chat_and_the_stop_key_kills_the_command() 
         assert!(pids.iter().any(|p| process_alive(*p)), "the command runs");
         // The stop key (<C-c> in the chat) stops the run and the command's process group.
         ed.lua("vim.api.nvim_set_current_win(vim.fn.win_findbuf(require('handoff.chat').chat_buf)[1])", json!([])).await;
-        // The command sleeps 30 s: the run ending and the shell gone well before is the stop.
+        // The command sleeps ten minutes: the run ending and the shell gone within the hang
+        // guards is the stop.
         ed.input("<C-c>").await;
         ed.wait_event("HandoffAgentEnd", 1).await;
         for pid in pids {
-            wait_gone(pid, Duration::from_secs(10)).await;
+            wait_gone(pid, "the stop key").await;
         }
         let results = tool_results(&ed).await;
         assert_eq!(results.len(), 1);
@@ -243,15 +237,16 @@ async fn quitting_during_a_command_leaves_no_process_behind() {
     bounded(async {
         let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_all" } })).await;
         let pidfile = ed.work_dir().join("pid");
-        let command = format!("echo $$ > {}; sleep 60", pidfile.display());
+        let command = format!("echo $$ > {}; sleep 600", pidfile.display());
         ed.mock.push(tool_call_reply("bash", json!({ "command": command }), "call_q1"));
         ed.lua("require('handoff').prompt('run it')", json!([])).await;
         wait_pid(&pidfile).await;
         let pids = common::pids_with(&pidfile.display().to_string());
         assert!(!pids.is_empty());
         let dir = ed.quit().await;
+        // The command sleeps ten minutes: gone within the hang guard is the quit ending it.
         for pid in pids {
-            wait_gone(pid, Duration::from_secs(3)).await;
+            wait_gone(pid, ":qa").await;
         }
         drop(dir);
     })

@@ -7,6 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::provider_run as run;
+use common::HANG_GUARD;
 use handoff_mock::{MockReply, MockServer, RecordedRequest};
 use handoff_nvim::core::message::{Content, ContentBlock, ContextMessage, Message, StopReason};
 use handoff_nvim::core::provider::{
@@ -221,12 +222,13 @@ async fn retry_after_zero_is_honoured_then_the_retry_succeeds() {
         });
         server.push(MockReply::text("after the wait"));
         let mut c = config(api, &server);
-        // Without the header the first retry would wait 10 s: the test would time out.
-        c.retry_base_delay = Duration::from_secs(10);
-        c.max_retry_delay = Duration::from_secs(10);
-        let (events, result) = tokio::time::timeout(Duration::from_secs(5), run(c, &hello()))
+        // Without the header the first retry would wait ten minutes: the hang guard would end
+        // the test.
+        c.retry_base_delay = Duration::from_secs(600);
+        c.max_retry_delay = Duration::from_secs(600);
+        let (events, result) = tokio::time::timeout(HANG_GUARD, run(c, &hello()))
             .await
-            .unwrap_or_else(|_| panic!("{api:?}: the retry waited the 10 s backoff, not the header's 0"));
+            .unwrap_or_else(|_| panic!("{api:?}: the retry waited the backoff, not the header's 0"));
         result.unwrap_or_else(|e| panic!("{api:?}: {e}"));
         assert_eq!(text_of(&events), "after the wait");
         assert_eq!(server.requests().len(), 2, "{api:?}");
@@ -326,7 +328,7 @@ async fn a_stalled_stream_times_out_and_is_not_retried_after_a_delta() {
         let mut c = config(api, &server);
         c.idle_timeout = Duration::from_millis(300);
         // The stall lasts forever: ending at all is the idle timeout's doing.
-        let (events, result) = tokio::time::timeout(Duration::from_secs(10), run(c, &hello())).await.expect("the idle timeout never fired");
+        let (events, result) = tokio::time::timeout(HANG_GUARD, run(c, &hello())).await.expect("the idle timeout never fired");
         assert!(matches!(result, Err(ProviderError::Timeout { .. })), "{api:?}: {result:?}");
         assert_eq!(text_of(&events), "then silence");
         assert_eq!(server.requests().len(), 1, "{api:?}: retried after a delta");
@@ -341,7 +343,7 @@ async fn missing_response_headers_time_out_and_are_retried() {
     c.idle_timeout = Duration::from_millis(300);
     c.max_retries = 1;
     // The server never answers: ending at all is the idle timeout's doing (twice).
-    let (_, result) = tokio::time::timeout(Duration::from_secs(10), run(c, &hello())).await.expect("the idle timeout never fired");
+    let (_, result) = tokio::time::timeout(HANG_GUARD, run(c, &hello())).await.expect("the idle timeout never fired");
     assert!(matches!(result, Err(ProviderError::Timeout { .. })), "{result:?}");
     assert_eq!(server.requests().len(), 2);
 }
@@ -410,26 +412,26 @@ async fn abort_during_retry_backoff_returns_promptly() {
     let server = MockServer::start().await.unwrap();
     server.set_default(MockReply::Status { status: 503, body: "busy".into(), retry_after: None });
     let mut c = config(Api::Anthropic, &server);
-    c.retry_base_delay = Duration::from_secs(20);
-    c.max_retry_delay = Duration::from_secs(20);
+    c.retry_base_delay = Duration::from_secs(600);
+    c.max_retry_delay = Duration::from_secs(600);
     let provider = Provider::new(c);
     let cancel = CancellationToken::new();
     let retry_waits = common::RetryWaits::default();
     let canceller = {
         let (retry_waits, cancel) = (retry_waits.clone(), cancel.clone());
         tokio::spawn(async move {
-            // The 503 was read and the 20 s backoff begins: cancel inside it.
-            common::wait_until("the retry wait", Duration::from_secs(5), || retry_waits.count() == 1).await;
+            // The 503 was read and the ten-minute backoff begins: cancel inside it.
+            common::wait_until("the retry wait", HANG_GUARD, || retry_waits.count() == 1).await;
             cancel.cancel();
             Instant::now()
         })
     };
-    // The backoff is 20 s: ending well inside it is the abort cutting it short.
+    // The backoff is ten minutes: ending inside the hang guard is the abort cutting it short.
     let result = {
         use tracing::instrument::WithSubscriber;
         let (request, mut sink) = (hello(), |_| {});
         let stream = provider.stream(&request, &cancel, &mut sink).with_subscriber(retry_waits.dispatch());
-        tokio::time::timeout(Duration::from_secs(10), stream).await.expect("the abort waited out the backoff")
+        tokio::time::timeout(HANG_GUARD, stream).await.expect("the abort waited out the backoff")
     };
     canceller.await.unwrap();
     assert!(matches!(result, Err(ProviderError::Aborted)), "{result:?}");
@@ -783,11 +785,12 @@ async fn the_health_probe_reports_any_answer_as_reachable_and_never_shows_creden
     let addr = silent.local_addr().unwrap();
     let holder = tokio::spawn(async move {
         let (socket, _) = silent.accept().await.unwrap();
-        tokio::time::sleep(Duration::from_secs(30)).await;
+        tokio::time::sleep(Duration::from_secs(600)).await;
         drop(socket);
     });
-    // The server holds the connection for 30 s: a result before then is the probe's own timeout.
-    let reach = tokio::time::timeout(Duration::from_secs(20), probe(&ProviderConfig::new(Api::Openai, format!("http://{addr}/v1"), "m")))
+    // The server holds the connection for ten minutes: a result before then is the probe's own
+    // timeout (and says so: a closed connection would be another outcome).
+    let reach = tokio::time::timeout(HANG_GUARD, probe(&ProviderConfig::new(Api::Openai, format!("http://{addr}/v1"), "m")))
         .await
         .expect("the probe waited for the silent server");
     holder.abort();

@@ -16,7 +16,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{agent, config, entry_lines, seeded_session, session_files, slow, Rng, DOCUMENT};
+use common::{agent, config, entry_lines, seeded_session, session_files, slow, Rng, DOCUMENT, HANG_GUARD};
 use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::agent::{AgentError, AgentEvent, AgentSession, RunOptions};
 use handoff_nvim::core::controller::{self, Controller, FrontEndTexts, Level};
@@ -26,7 +26,8 @@ use handoff_nvim::core::session::{SessionError, SessionManager};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-const T: Duration = Duration::from_secs(15);
+/// Only stops a hung test (a step takes a second or less, a few on a loaded machine).
+const T: Duration = Duration::from_secs(60);
 const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
 
 // ---------------------------------------------------------------------------------------------
@@ -234,14 +235,13 @@ fn files_a_100_mb_damaged_line_is_skipped_with_a_short_warning_and_the_rest_load
         + "\n";
     std::fs::write(&path, &text).unwrap();
     drop(text);
-    let t0 = Instant::now();
     let s = SessionManager::open(&path, dir.path()).unwrap();
-    let took = t0.elapsed();
     assert_eq!(s.warnings().len(), 1, "{:?}", s.warnings().iter().map(|w| w.len()).collect::<Vec<_>>());
     assert!(s.warnings()[0].contains("line 3"), "{}", &s.warnings()[0][..200.min(s.warnings()[0].len())]);
     assert!(s.warnings()[0].len() < 1000, "the warning quotes the line: {} bytes", s.warnings()[0].len());
+    // How long the load takes is doc/benchmarks.md §2's (a large session loaded), not a bound
+    // here: a loaded machine stretches it.
     assert_eq!(message_texts(&s), ["before", "after"]);
-    assert!(took < Duration::from_secs(30), "loading took {took:?}");
 }
 
 #[test]
@@ -720,7 +720,7 @@ async fn provider_retries_and_waits_are_abortable_a_handoff_cancels_out_of_each(
         FirstDelta,
     }
     for (name, reply, in_state) in [
-        ("retry-after 30 s", status(429, r#"{"error":{"message":"slow down"}}"#, Some("30")), InState::RetryWait),
+        ("retry-after 600 s", status(429, r#"{"error":{"message":"slow down"}}"#, Some("600")), InState::RetryWait),
         ("no answer", MockReply::NoAnswer, InState::RequestSent),
         ("stall", MockReply::Stall { chunks: vec!["## Goal\n".into()] }, InState::FirstDelta),
     ] {
@@ -728,8 +728,8 @@ async fn provider_retries_and_waits_are_abortable_a_handoff_cancels_out_of_each(
         let dir = tempfile::tempdir().unwrap();
         let mut c = config(&mock);
         c.max_retries = 5;
-        c.max_retry_delay = Duration::from_secs(60);
-        c.idle_timeout = Duration::from_secs(60);
+        c.max_retry_delay = Duration::from_secs(600);
+        c.idle_timeout = Duration::from_secs(600);
         let agent = common::agent_with(c, seeded_session(dir.path(), 2), None);
         let controller = Controller::new(agent.clone(), FrontEndTexts::default());
         let old = agent.session().path().to_path_buf();
@@ -748,9 +748,9 @@ async fn provider_retries_and_waits_are_abortable_a_handoff_cancels_out_of_each(
             InState::FirstDelta => common::first_delta(&mut rx).await,
         }
         controller.abort_handoff();
-        // Each wait it is cancelled in lasts 30 s or more: ending inside the deadline is the
+        // Each wait it is cancelled in lasts ten minutes: ending inside the hang guard is the
         // cancel taking effect (its latency is benches/inprocess.rs's `cancel_handoff`).
-        let outcome = tokio::time::timeout(Duration::from_secs(5), run).await.expect(name).unwrap();
+        let outcome = tokio::time::timeout(HANG_GUARD, run).await.expect(name).unwrap();
         assert_eq!(outcome, HandoffOutcome::Cancelled, "{name}");
         assert_eq!(mock.requests().len(), 1, "{name}: retried after the abort");
         assert_eq!(agent.session().path(), old);

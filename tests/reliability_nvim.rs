@@ -5,11 +5,11 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use handoff_mock::MockReply;
 use serde_json::{json, Value};
-use common::nvim::{bounded, jsonl, slow, Editor, DOC};
+use common::nvim::{bounded, endless, jsonl, slow, wait_gone, Editor, DOC};
 
 const CANARY: &str = "sk-canary-nvim-5e1d7a90c3";
 
@@ -65,7 +65,7 @@ async fn esc_pressed_many_times_cancels_once_and_leaves_no_mapping() {
         ed.converse("first question", "first answer").await;
         let old = ed.session_file().await;
         ed.input("<Esc>").await;
-        ed.mock.push(slow(400, 20));
+        ed.mock.push(endless());
         ed.command("Handoff").await;
         ed.wait_until("require('handoff').status().generating_handoff and require('handoff.state').tokens > 0", Duration::from_secs(5))
             .await;
@@ -96,7 +96,9 @@ async fn handoff_during_a_normal_response_is_refused_and_everything_ends_idle() 
         let ed = Editor::start().await;
         ed.lua("require('handoff').open_chat()", json!([])).await;
         ed.converse("first question", "first answer").await;
-        ed.mock.push(slow(30, 20));
+        // Long enough (3 s) for the refusals to come while it streams on a loaded machine; it
+        // ends by itself.
+        ed.mock.push(slow(150, 20));
         ed.lua("require('handoff').prompt('a long one')", json!([])).await;
         ed.wait_until("require('handoff').status().busy", Duration::from_secs(5)).await;
         for _ in 0..3 {
@@ -104,7 +106,7 @@ async fn handoff_during_a_normal_response_is_refused_and_everything_ends_idle() 
         }
         ed.wait_until("T.noted('Cannot hand off while a response is in progress')", Duration::from_secs(5)).await;
         assert_eq!(ed.eval("require('handoff.keymaps').esc_installed()").await, json!(false));
-        ed.wait_event("HandoffAgentEnd", 2).await;
+        ed.wait_event_for("HandoffAgentEnd", 2, Duration::from_secs(30)).await;
         assert_eq!(ed.eval("T.count('HandoffStart')").await, json!(0));
         assert_idle_and_unmapped(&ed).await;
         assert_eq!(ed.session_files().len(), 1);
@@ -121,19 +123,15 @@ async fn quitting_during_a_handoff_stops_the_host_and_keeps_the_old_session_whol
         let old = ed.session_file().await;
         let pid = ed.host_pid().await;
         let before = std::fs::read(&old).unwrap();
-        ed.mock.push(slow(400, 20));
+        ed.mock.push(endless());
         ed.command("Handoff").await;
         ed.wait_until("require('handoff').status().generating_handoff and require('handoff.state').tokens > 0", Duration::from_secs(5))
             .await;
         let session_dir = ed.session_dir.clone();
-        let t0 = Instant::now();
         let _dir = ed.quit().await;
-        let alive = |pid: u64| std::process::Command::new("kill").args(["-0", &pid.to_string()]).status().unwrap().success();
-        // The document streams for ~8 s more: gone inside the deadline is the quit stopping it.
-        while alive(pid) && t0.elapsed() < Duration::from_secs(3) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(!alive(pid), "the host still runs {:?} after :qa", t0.elapsed());
+        // The document streams for minutes more: the host gone within the hang guard is the
+        // quit stopping it.
+        wait_gone(pid as u32, ":qa").await;
         let after = std::fs::read(&old).unwrap();
         assert!(after.starts_with(&before));
         let lines = jsonl(std::path::Path::new(&old));
@@ -166,7 +164,7 @@ async fn a_host_killed_during_a_handoff_fails_it_restores_esc_and_restarts_on_ne
         ed.converse("first question", "first answer").await;
         let old = ed.session_file().await;
         let pid = ed.host_pid().await;
-        ed.mock.push(slow(400, 20));
+        ed.mock.push(endless());
         ed.command("Handoff").await;
         ed.wait_until("require('handoff').status().generating_handoff and require('handoff.state').tokens > 0", Duration::from_secs(5))
             .await;

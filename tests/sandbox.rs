@@ -79,7 +79,7 @@ async fn writes_go_to_the_project_its_temp_folder_and_dev_null_only() {
     let out = bash_in(&d, Some(sandboxed(&d, SandboxMode::WorkspaceWrite, false)), &command).await;
     let text = out.joined_text();
     assert!(out.is_error, "{text}");
-    assert!(text.contains(&format!("{}/x: Permission denied", d.outside.display())), "{text}");
+    assert!(text.contains(&format!("{}/x: Read-only file system", d.outside.display())), "{text}");
     assert!(text.contains(&format!("e\n{}\n", d.tmp.display())), "stderr through the pipe, TMPDIR set: {text}");
     assert_eq!(std::fs::read_to_string(d.project.join("inside.txt")).unwrap(), "in\n");
     assert_eq!(std::fs::read_to_string(d.tmp.join("t")).unwrap(), "t\n");
@@ -102,7 +102,7 @@ async fn read_only_writes_nowhere_but_its_temp_folder() {
     let out = bash_in(&d, Some(sandboxed(&d, SandboxMode::ReadOnly, false)), command).await;
     let text = out.joined_text();
     assert!(out.is_error && text.starts_with("kept\n"), "reads work: {text}");
-    assert!(text.contains("kept.txt: Permission denied"), "{text}");
+    assert!(text.contains("kept.txt: Read-only file system"), "{text}");
     assert_eq!(std::fs::read_to_string(d.project.join("kept.txt")).unwrap(), "kept\n");
     assert!(d.tmp.join("t").exists());
 }
@@ -237,7 +237,7 @@ async fn a_grandchild_inherits_the_limits_and_no_new_privs() {
         let out = bash_in(&d, Some(sandbox), &command).await;
         let text = out.joined_text();
         assert_eq!(text.matches("NoNewPrivs:\t1").count(), 2, "{helper}: {text}");
-        assert!(text.contains("/g: Permission denied"), "{helper}: {text}");
+        assert!(text.contains("/g: Read-only file system"), "{helper}: {text}");
         assert!(!d.outside.join("g").exists());
     }
 }
@@ -350,18 +350,18 @@ async fn a_blocked_command_is_offered_a_rerun_outside_and_allow_all_does_not_lif
     for (request, id) in asked.iter().zip(["b1", "b2", "b3"]) {
         assert_eq!(request.id, format!("{id}/unsandboxed"));
         let why = request.unsandboxed.as_deref().unwrap();
-        assert!(why.contains("looks blocked") && why.contains("out.txt: Permission denied"), "{why}");
+        assert!(why.contains("looks blocked") && why.contains("out.txt: Read-only file system"), "{why}");
         assert_eq!(request.summary, command);
     }
     let results = results(&agent);
     assert_eq!(results.len(), 4);
     // b1: re-run outside after the approval.
     assert_eq!(results[0]["isError"], false, "{}", results[0]);
-    assert!(results[0]["details"]["unsandboxed"].as_str().unwrap().contains("Permission denied"));
+    assert!(results[0]["details"]["unsandboxed"].as_str().unwrap().contains("Read-only file system"));
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "done\n");
     // b2: rejected, the sandboxed result stands.
     assert_eq!(results[1]["isError"], true);
-    assert!(text_of(&results[1]).contains("Permission denied"), "{}", results[1]);
+    assert!(text_of(&results[1]).contains("Read-only file system"), "{}", results[1]);
     assert_eq!(results[1]["details"]["sandbox"], "workspace-write, no network");
     // b3: always; b4 runs outside without asking.
     assert_eq!(results[2]["isError"], false);
@@ -409,8 +409,12 @@ async fn under_the_default_policy_the_approval_says_the_command_runs_sandboxed()
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0].sandbox.as_deref(), Some("workspace-write, no network"));
     assert_eq!(asked[0].unsandboxed, None);
+    // Which binary confines it: the helper the build made, run from a sealed copy.
+    let by = asked[0].confined_by.clone().unwrap_or_default();
+    assert!(by.starts_with(HELPER) && by.contains("sealed in-memory copy") && by.contains("a command cannot change it"), "{by}");
     let wire = serde_json::to_value(&asked[0]).unwrap();
     assert_eq!(wire["sandbox"], "workspace-write, no network", "the front ends receive it");
+    assert_eq!(wire["confined_by"], by.as_str(), "the front ends receive it");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -444,7 +448,7 @@ mod in_neovim {
             // n1 ran unasked in the sandbox; n2 was blocked by it and asks to run outside.
             let req = ed.wait_event("HandoffToolApproval", 1).await;
             assert_eq!(req["id"], "n2/unsandboxed", "{req}");
-            assert!(req["unsandboxed"].as_str().unwrap().contains("out.txt: Permission denied"), "{req}");
+            assert!(req["unsandboxed"].as_str().unwrap().contains("out.txt: Read-only file system"), "{req}");
             assert!(ed.work_dir().join("inside.txt").exists());
             assert!(!target.exists());
             let text = chat(&ed).await;
@@ -509,6 +513,10 @@ mod in_neovim {
             let holes = req["holes"].as_str().unwrap();
             assert!(holes.contains("git's folders (.git) stay writable whole") && holes.contains("simulated") && holes.contains("simulated"), "{holes}");
             assert!(chat(&ed).await.contains("*Runs in the sandbox, but the sandbox cannot fully protect this command"), "{}", chat(&ed).await);
+            // The read rules keep credentials unreadable without the namespace (only the names in
+            // their folders stay listable): what stays readable is other processes' environments.
+            assert_eq!(holes.matches("stay readable").count(), 1, "{holes}");
+            assert!(holes.contains("environments (/proc/PID/environ: the editor's may hold keys) stay readable"), "{holes}");
             ed.lua("require('handoff').approve(...)", json!([req["id"], "always"])).await;
             // Sandboxed, the write outside was refused: the re-run outside is offered, and refused.
             let req = ed.wait_event("HandoffToolApproval", 2).await;
@@ -520,6 +528,32 @@ mod in_neovim {
             ed.wait_event("HandoffAgentEnd", 1).await;
             assert!(ed.work_dir().join("in.txt").exists());
             assert!(!outside.join("x").exists(), "approved, it still ran sandboxed");
+            ed.quit().await;
+        })
+        .await;
+    }
+
+    /// The approval of a sandboxed command names the binary that confines it, in the chat and
+    /// in the event.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_approval_names_the_binary_that_confines_the_command() {
+        if !enforced("the_approval_names_the_binary_that_confines_the_command") {
+            return;
+        }
+        bounded(async {
+            let ed = Editor::start().await;
+            ed.lua("require('handoff').open_chat()", json!([])).await;
+            ed.mock.push(tool_calls_reply(vec![bash_call("c1", "true")]));
+            ed.mock.push(MockReply::text("ok"));
+            ed.lua("require('handoff').prompt('run it')", json!([])).await;
+            let req = ed.wait_event("HandoffToolApproval", 1).await;
+            let by = req["confined_by"].as_str().unwrap_or_default().to_string();
+            assert!(by.contains("handoff-sandbox, run from a sealed in-memory copy"), "{req}");
+            let text = chat(&ed).await;
+            assert!(text.contains("*Runs in the sandbox: workspace-write, no network*"), "{text}");
+            assert!(text.contains(&format!("*Confined by {by}*")), "{text}");
+            ed.lua("require('handoff').approve(...)", json!([req["id"], "reject"])).await;
+            ed.wait_event("HandoffAgentEnd", 1).await;
             ed.quit().await;
         })
         .await;
@@ -548,6 +582,9 @@ mod in_neovim {
                 } else {
                     assert!(text.contains("mount namespace: .git hooks and config read-only, credentials and the editor's socket hidden"), "{text}");
                 }
+                // Which binary confines commands, and that a command cannot change it.
+                let helper = format!("helper: {}", std::path::Path::new(BIN).with_file_name("handoff-sandbox").display());
+                assert!(text.contains(&helper) && text.contains("sealed in-memory copy"), "{text}");
                 ed.quit().await;
             }
         })

@@ -131,8 +131,8 @@ async fn hooks_in_the_tree_are_read_only_in_every_form_git_reads() {
     std::fs::create_dir_all(m.project.join("scripts")).unwrap();
     std::fs::write(m.project.join("scripts/post-commit.sh"), "#!/bin/sh\nexit 0\n").unwrap();
     std::os::unix::fs::symlink(m.project.join("scripts/post-commit.sh"), m.project.join(".git/hooks/post-commit")).unwrap();
-    std::fs::write(m.project.join("shared.gitconfig"), "[core]\n\thooksPath = .husky ; husky\n").unwrap();
-    git(&m.project, &["config", "include.path", "../shared.gitconfig"]);
+    std::fs::write(m.project.join("team.gitconfig"), "[core]\n\thooksPath = .husky ; husky\n").unwrap();
+    git(&m.project, &["config", "include.path", "../team.gitconfig"]);
     git(&m.project, &["add", "."]);
     git(&m.project, &["commit", "-q", "-m", "hooks"]);
     for file in [".husky/pre-commit", "scripts/post-commit.sh"] {
@@ -141,7 +141,7 @@ async fn hooks_in_the_tree_are_read_only_in_every_form_git_reads() {
     }
     let script = marker_script(&marker).replace('\n', "\\n");
     let plant = |file: &str| format!("printf '{script}' > {file} && chmod +x {file}; echo tried");
-    let include = format!("printf '[core]\\n\\thooksPath = {}\\n' > shared.gitconfig; echo tried", m.outside.display());
+    let include = format!("printf '[core]\\n\\thooksPath = {}\\n' > team.gitconfig; echo tried", m.outside.display());
     let commands = [plant(".husky/pre-commit"), plant("scripts/post-commit.sh"), include];
     let refs: Vec<&str> = commands.iter().map(String::as_str).collect();
     let (results, _) = turn(&m, &refs, &[], &[]).await;

@@ -12,8 +12,7 @@
 
 mod common;
 
-use common::machine::{enforced, git, machine, turn, BIN, OFF};
-use common::sandbox::required;
+use common::machine::{enforced, git, machine, needs, turn, which, BIN, OFF};
 
 use std::io::ErrorKind;
 use std::os::unix::net::{UnixDatagram, UnixListener};
@@ -22,19 +21,9 @@ use std::process::Command;
 
 use handoff_nvim::core::sandbox::SIMULATED_NO_MOUNTS_VAR;
 
-fn which(program: &str) -> Option<PathBuf> {
-    let paths = std::env::var_os("PATH")?;
-    std::env::split_paths(&paths).map(|d| d.join(program)).find(|p| p.is_file())
-}
-
 /// python3, which the socket tests speak through; without it they are skipped (CI has it).
 fn python(test: &str) -> Option<PathBuf> {
-    let found = which("python3");
-    if found.is_none() {
-        assert!(!required(), "{test}: python3 is needed");
-        eprintln!("SKIPPED {test}: no python3");
-    }
-    found
+    needs(test, "python3")
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use common::process_alive;
+use common::{process_alive, HANG_GUARD};
 use handoff_nvim::core::tools::{
     current_todos, DiskFileAccess, EnvPolicy, FileAccess, ToolContext, ToolKind, ToolName,
     ToolOutput, ToolRegistry,
@@ -216,9 +216,7 @@ async fn read_of_a_500_mb_file_reads_only_its_start() {
     let read = Arc::new(AtomicU64::new(0));
     let c = ctx(dir.path()).with_files(Arc::new(CountingFiles { read: read.clone() }));
     let rss_before = peak_rss_kib();
-    let started = Instant::now();
     let out = execute("read", json!({"path": "huge.log"}), &c).await;
-    let elapsed = started.elapsed();
     let t = out.joined_text();
     assert!(!out.is_error, "{t}");
     assert!(t.starts_with("entry 1\nentry 2\n"), "{}", &t[..t.len().min(300)]);
@@ -229,8 +227,9 @@ async fn read_of_a_500_mb_file_reads_only_its_start() {
     );
     assert!(t.ends_with("Use offset=2001 to continue.]"));
     let bytes = read.load(Ordering::Relaxed);
+    // What it read, not how long it took (doc/benchmarks.md §6c times it): the bytes are the
+    // same on a loaded machine.
     assert!(bytes < 12 << 20, "read {bytes} bytes of a 500 MB file");
-    assert!(elapsed < Duration::from_secs(10), "took {elapsed:?}");
     assert!(peak_rss_kib().saturating_sub(rss_before) < 100 * 1024, "memory grew");
 
     // Continuing reads on from line 2001 up to the zeros, which are one endless line.
@@ -276,10 +275,13 @@ async fn bash_reports_exit_codes() {
 #[tokio::test]
 async fn bash_timeout_kills_the_command() {
     let dir = tempfile::tempdir().unwrap();
-    let started = Instant::now();
-    let out =
-        run(dir.path(), "bash", json!({"command": "echo begun; sleep 30", "timeout": 1})).await;
-    assert!(started.elapsed() < Duration::from_secs(10));
+    // The command sleeps ten minutes: an end inside the hang guard is the 1 s timeout's doing.
+    let out = tokio::time::timeout(
+        HANG_GUARD,
+        run(dir.path(), "bash", json!({"command": "echo begun; sleep 600", "timeout": 1})),
+    )
+    .await
+    .expect("the timeout did not end the command");
     assert!(out.is_error);
     assert_eq!(out.joined_text(), "begun\n\n\nCommand timed out after 1 seconds");
 }
@@ -301,7 +303,7 @@ async fn bash_abort_kills_the_whole_process_group() {
     let task = tokio::spawn(async move {
         execute("bash", json!({"command": "sleep 1000 & echo $$ $!; wait"}), &c).await
     });
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + HANG_GUARD;
     let pids: Vec<u32> = loop {
         let text = latest.lock().unwrap().clone();
         let pids: Vec<u32> = text.split_whitespace().filter_map(|w| w.parse().ok()).collect();
@@ -313,10 +315,11 @@ async fn bash_abort_kills_the_whole_process_group() {
     };
     assert!(pids.iter().all(|p| process_alive(*p)));
     cancel.cancel();
-    let out = tokio::time::timeout(Duration::from_secs(10), task).await.unwrap().unwrap();
+    // The child sleeps 1000 s: an end inside the hang guard is the abort's doing.
+    let out = tokio::time::timeout(HANG_GUARD, task).await.expect("the abort did not end the command").unwrap();
     assert!(out.is_error);
     assert!(out.joined_text().ends_with("\n\nCommand aborted"), "{}", out.joined_text());
-    let gone_by = Instant::now() + Duration::from_secs(5);
+    let gone_by = Instant::now() + HANG_GUARD;
     while pids.iter().any(|p| process_alive(*p)) {
         assert!(Instant::now() < gone_by, "processes {pids:?} survived the abort");
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -616,9 +619,10 @@ fn unlock(dir: &Path) {
 async fn grep_respects_gitignore_and_survives_loops_and_locked_folders() {
     let (dir, locked) = project();
     let d = dir.path();
-    let started = Instant::now();
-    let out = run(d, "grep", json!({"pattern": "needle"})).await;
-    assert!(started.elapsed() < Duration::from_secs(10));
+    // A walk that follows the loop never ends.
+    let out = tokio::time::timeout(HANG_GUARD, run(d, "grep", json!({"pattern": "needle"})))
+        .await
+        .expect("grep never ended: it walks the symlink loop");
     assert!(!out.is_error, "{}", out.joined_text());
     let t = out.joined_text();
     let mut expected = vec![

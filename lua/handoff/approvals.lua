@@ -90,6 +90,9 @@ function M.lines(r)
       vim.list_extend(lines, { "", "*Runs in the sandbox, but " .. r.holes .. "*" })
     elseif r.sandbox then
       vim.list_extend(lines, { "", "*Runs in the sandbox: " .. r.sandbox .. "*" })
+      if r.confined_by then
+        vim.list_extend(lines, { "*Confined by " .. r.confined_by .. "*" })
+      end
     end
   elseif r.diff then
     table.insert(lines, "`" .. (r.summary or "") .. "`")
@@ -139,6 +142,7 @@ function M.request(r)
     diff = r.diff,
     origin = r.origin,
     sandbox = r.sandbox,
+    confined_by = r.confined_by,
     unsandboxed = r.unsandboxed,
     holes = r.holes,
     protected = r.protected,

@@ -137,13 +137,19 @@ function M.check()
     health.warn("off: bash commands run with your rights", { "sandbox = \"workspace-write\" (see :help handoff-sandbox)" })
   elseif sb.enforceable and sb.mounts_error ~= nil and sb.mounts_error ~= vim.NIL then
     health.warn(("%s; %s; but no mount namespace: %s"):format(sb.mode, sb.detail, sb.mounts_error), {
-      "Without it the project's .git hooks and config stay writable to commands and credential folders readable: each command asks before it runs, whatever the policy (see :help handoff-sandbox)",
+      "Without it the project's .git hooks and config stay writable to commands and the names in credential folders listable: each command asks before it runs, whatever the policy (see :help handoff-sandbox)",
     })
   elseif sb.enforceable then
     health.ok(("%s; %s; mount namespace: .git hooks and config read-only, credentials and the editor's socket hidden"):format(sb.mode, sb.detail))
   else
     health.error(("%s asked for; %s"):format(sb.mode, sb.detail),
       { "Each command asks before it runs outside the sandbox; sandbox = \"off\" runs them unasked by it (see :help handoff-sandbox)" })
+  end
+  if sb.on and sb.helper ~= nil and sb.helper ~= vim.NIL then
+    health.ok("helper: " .. sb.helper)
+  elseif sb.on and sb.helper_error ~= nil and sb.helper_error ~= vim.NIL then
+    health.error("no helper to confine commands: " .. sb.helper_error,
+      { "Each command asks before it runs outside the sandbox (see :help handoff-sandbox)" })
   end
 
   health.start("System prompt")

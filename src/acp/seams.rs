@@ -226,6 +226,7 @@ mod tests {
             origin: None,
             sandbox: None,
             unsandboxed: None,
+            confined_by: None,
             holes: holes.map(str::to_string),
             protected: protected.map(str::to_string),
         }

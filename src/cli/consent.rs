@@ -68,7 +68,8 @@ fn describe(request: &ApprovalRequest) -> String {
         return format!("$ {}\nIn the sandbox, but {holes}", request.summary);
     }
     if let Some(sandbox) = &request.sandbox {
-        return format!("$ {}\n(in the sandbox: {sandbox})", request.summary);
+        let by = request.confined_by.as_ref().map(|b| format!("; confined by {b}")).unwrap_or_default();
+        return format!("$ {}\n(in the sandbox: {sandbox}{by})", request.summary);
     }
     match (request.preview.as_ref().map(|p| &p.diff), request.kind) {
         (_, ToolKind::Execute) => format!("$ {}", request.summary),

@@ -491,6 +491,9 @@ pub fn sandbox_exec_main(args: impl IntoIterator<Item = std::ffi::OsString>) -> 
             }
         };
     }
+    if args.peek().is_some_and(|a| a == crate::core::sandbox::READ_RULES_COMMAND) {
+        return print_read_rules();
+    }
     let why = match crate::core::sandbox::HelperArgs::parse(args) {
         Err(usage) => usage,
         #[cfg(target_os = "linux")]
@@ -503,6 +506,23 @@ pub fn sandbox_exec_main(args: impl IntoIterator<Item = std::ffi::OsString>) -> 
     };
     eprintln!("error: {why}");
     ExitCode::from(exit::FAILURE)
+}
+
+/// `handoff-nvim sandbox-read-rules`: what a sandboxed command would be let read now, as the host
+/// hands it to the helper (`sandbox::read_rules`: NUL-separated, each a tag then a path), for
+/// the benchmark and for a look (`| tr '\0' '\n'`).
+fn print_read_rules() -> ExitCode {
+    use std::io::Write;
+    let locations = crate::core::sandbox::protected::credential_locations();
+    let (rules, _) = crate::core::sandbox::read_rules::rules_for(&locations);
+    let bytes = crate::core::sandbox::read_rules::encode(&rules);
+    match std::io::stdout().lock().write_all(&bytes) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(exit::FAILURE)
+        }
+    }
 }
 
 /// The CLI refuses to start a prompt whose commands would have to run outside a sandbox that was
@@ -521,7 +541,7 @@ fn refuse_unenforceable_sandbox(settings: &Settings) -> anyhow::Result<()> {
     }
     if let Err(why) = crate::core::sandbox::mount_namespaces() {
         eprintln!(
-            "warning: the sandbox has no mount namespace here ({why}): the project's .git hooks and config stay writable to commands and credential folders readable, so each command asks (--yes does not answer that)"
+            "warning: the sandbox has no mount namespace here ({why}): the project's .git hooks and config stay writable to commands and the names in credential folders listable, so each command asks (--yes does not answer that)"
         );
     }
     Ok(())

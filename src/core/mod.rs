@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod config;
 pub mod controller;
+pub mod env_vars;
 pub mod failure;
 pub mod handoff;
 pub mod mcp;

@@ -825,6 +825,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
 /// The sandbox's part of the health report: the mode, and what this kernel enforces.
 fn sandbox_health(settings: crate::core::sandbox::SandboxSettings) -> protocol::SandboxHealth {
     let support = crate::core::sandbox::Support::probe();
+    let helper = crate::core::sandbox::helper_binary();
     protocol::SandboxHealth {
         mode: if settings.is_on() { settings.describe() } else { "off".into() },
         on: settings.is_on(),
@@ -832,5 +833,7 @@ fn sandbox_health(settings: crate::core::sandbox::SandboxSettings) -> protocol::
         enforceable: support.enforceable().is_ok(),
         detail: support.summary(),
         mounts_error: crate::core::sandbox::mount_namespaces().clone().err(),
+        helper: helper.as_ref().ok().map(crate::core::sandbox::HelperBinary::describe),
+        helper_error: helper.err().map(|e| e.to_string()),
     }
 }

@@ -661,6 +661,10 @@ pub struct SandboxHealth {
     /// Why sandboxed commands get no mount namespace here (planted code writable, credentials
     /// readable: each command asks), or `None` when they do.
     pub mounts_error: Option<String>,
+    /// The binary that confines commands, and why no command can change it
+    /// (`sandbox::HelperBinary::describe`), or why there is none (`helper_error`).
+    pub helper: Option<String>,
+    pub helper_error: Option<String>,
 }
 
 /// A tool call waiting for the user's answer, with the answers it offers (the core's list: the

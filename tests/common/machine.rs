@@ -68,6 +68,38 @@ pub async fn turn_in(m: &Machine, cwd: &Path, commands: &[&str], flags: &[&str],
 
 /// One scripted turn whose model calls each `(tool, arguments)` of `calls` (see [`turn`]).
 pub async fn turn_calls(m: &Machine, cwd: &Path, calls: &[(&str, serde_json::Value)], flags: &[&str], env: &[(&str, &str)]) -> (Vec<String>, String) {
+    turn_wrapped(m, cwd, &[], calls, flags, env).await
+}
+
+/// [`turn_calls`] with the CLI started by `wrapper` (a program and its arguments; the CLI's
+/// command line follows them), which puts it in a pseudo-terminal, gives it a keyring or a
+/// descriptor, as the user's own session would; the wrapper exits with the CLI's status.
+pub async fn turn_wrapped(
+    m: &Machine,
+    cwd: &Path,
+    wrapper: &[&std::ffi::OsStr],
+    calls: &[(&str, serde_json::Value)],
+    flags: &[&str],
+    env: &[(&str, &str)],
+) -> (Vec<String>, String) {
+    turn_through(Path::new(BIN), wrapper, m, cwd, calls, flags, env).await
+}
+
+/// [`turn_calls`] through the host binary `bin` (a copy of [`BIN`] elsewhere, as a build in
+/// the project's `target/` would be).
+pub async fn turn_of(bin: &Path, m: &Machine, cwd: &Path, calls: &[(&str, serde_json::Value)], flags: &[&str], env: &[(&str, &str)]) -> (Vec<String>, String) {
+    turn_through(bin, &[], m, cwd, calls, flags, env).await
+}
+
+async fn turn_through(
+    bin: &Path,
+    wrapper: &[&std::ffi::OsStr],
+    m: &Machine,
+    cwd: &Path,
+    calls: &[(&str, serde_json::Value)],
+    flags: &[&str],
+    env: &[(&str, &str)],
+) -> (Vec<String>, String) {
     let mock = MockServer::start().await.unwrap();
     let calls: Vec<MockToolCall> = calls
         .iter()
@@ -77,7 +109,14 @@ pub async fn turn_calls(m: &Machine, cwd: &Path, calls: &[(&str, serde_json::Val
     mock.push(super::tool_calls_reply(calls));
     mock.push(MockReply::text("done"));
     let sessions = m.tmp.join("sessions");
-    let mut cmd = tokio::process::Command::new(BIN);
+    let mut cmd = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args).arg(bin);
+            cmd
+        }
+        None => tokio::process::Command::new(bin),
+    };
     cmd.args(["prompt", "--yes", "--new", "--max-retries", "0", "--base-url", &mock.openai_base_url(), "--session-dir"])
         .arg(&sessions)
         .arg("--cwd")
@@ -123,4 +162,21 @@ pub fn enforced(test: &str) -> bool {
 /// A script at `path` that touches `marker` when run (a planted hook or fsmonitor).
 pub fn marker_script(marker: &Path) -> String {
     format!("#!/bin/sh\ntouch {}\n", marker.display())
+}
+
+/// `program` found on `PATH`.
+pub fn which(program: &str) -> Option<PathBuf> {
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths).map(|d| d.join(program)).find(|p| p.is_file())
+}
+
+/// A program `test` speaks through (python3, gcc); without it the test is skipped, or fails
+/// when CI requires every sandbox test to run (CI has them).
+pub fn needs(test: &str, program: &str) -> Option<PathBuf> {
+    let found = which(program);
+    if found.is_none() {
+        assert!(!super::sandbox::required(), "{test}: {program} is needed");
+        eprintln!("SKIPPED {test}: no {program}");
+    }
+    found
 }

@@ -306,6 +306,12 @@ pub fn session_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The limit of a wait that only stops a hung test: what it waits for takes a second or less,
+/// a few on a loaded machine, and never comes at all when the code is wrong. A wait whose end
+/// decides the verdict waits for something far longer than this (a sleep of ten minutes, a
+/// reply that streams for minutes), so the machine's speed never does.
+pub const HANG_GUARD: Duration = Duration::from_secs(120);
+
 /// Waits (polling) until `cond` holds; panics after `timeout`.
 pub async fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + timeout;
@@ -313,6 +319,25 @@ pub async fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() ->
         assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// Makes a scoped subscriber (`tracing::subscriber::set_default`, `with_default`,
+/// `WithSubscriber::with_subscriber`) see every event of its thread or future, whatever the
+/// other tests of the binary do in parallel. Call it before making the subscriber's `Dispatch`.
+///
+/// While one `Dispatch` is registered, tracing-core decides whether a callsite is ever enabled
+/// from the default of the thread that reaches it first (tokio-rs/tracing#3611), and caches it:
+/// a parallel test's thread, with no subscriber, caches "never" for a log line the scoped
+/// subscriber waits for, and the line is dropped (tests/mcp_stdio.rs waited 5 s for the server's
+/// stderr in the log and failed). Two more dispatches that live as long as the process (no-op
+/// ones, that never enable anything) keep tracing on its general path, which asks every live
+/// dispatch, so a callsite is enabled whenever some subscriber wants it.
+pub fn keep_scoped_subscribers_reliable() {
+    static KEPT: std::sync::OnceLock<[tracing::Dispatch; 2]> = std::sync::OnceLock::new();
+    KEPT.get_or_init(|| {
+        let none = || tracing::Dispatch::new(tracing::subscriber::NoSubscriber::new());
+        [none(), none()]
+    });
 }
 
 /// Counts the provider's "request failed, retrying" warnings, which it logs just before it
@@ -329,6 +354,7 @@ impl RetryWaits {
 
     pub fn dispatch(&self) -> tracing::Dispatch {
         use tracing_subscriber::layer::SubscriberExt;
+        keep_scoped_subscribers_reliable();
         tracing::Dispatch::new(tracing_subscriber::registry().with(RetryCounter(self.0.clone())))
     }
 }

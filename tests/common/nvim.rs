@@ -227,9 +227,10 @@ impl Editor {
         }
     }
 
-    /// Waits for the `n`-th `User <name>` autocmd and returns its data.
+    /// Waits for the `n`-th `User <name>` autocmd and returns its data. The limit only stops a
+    /// hang: what a test waits for comes within a second or two, a few times that under load.
     pub async fn wait_event(&self, name: &str, n: usize) -> Value {
-        self.wait_event_for(name, n, Duration::from_secs(8)).await
+        self.wait_event_for(name, n, Duration::from_secs(30)).await
     }
 
     pub async fn wait_event_for(&self, name: &str, n: usize, timeout: Duration) -> Value {
@@ -251,9 +252,9 @@ impl Editor {
         self.eval("require('handoff.state').pid").await.as_u64().expect("a running host")
     }
 
-    /// After one finished exchange: a second prompt whose slow reply is streaming now.
+    /// After one finished exchange: a second prompt whose [`endless`] reply is streaming now.
     pub async fn second_prompt_streaming(&self) {
-        self.mock.push(slow(400, 20));
+        self.mock.push(endless());
         self.lua("require('handoff').prompt('second question')", json!([])).await;
         self.wait_until("T.count('HandoffAgentStart') == 2 and require('handoff.state').tokens > 0", Duration::from_secs(5))
             .await;
@@ -326,9 +327,32 @@ pub fn user_texts(mock: &MockServer) -> Vec<String> {
 /// A handoff document with all six sections.
 pub const DOC: &str = "## Goal\nShip the parser.\n\n## Constraints & Preferences\n- Rust\n\n## Progress\n- lexer done\n\n## Key Decisions\n- hand-written\n\n## Critical Context\n- src/lex.rs\n\n## Next Steps\n1. parse expressions";
 
-/// Every test gets a hard bound, so a hang fails instead of blocking the suite.
+/// Every test gets a hard bound, so a hang fails instead of blocking the suite. Only a hang
+/// guard: a test takes seconds, a few times that on a loaded machine, never minutes.
 pub async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
-    tokio::time::timeout(std::time::Duration::from_secs(60), f).await.expect("the test took longer than 60 s");
+    tokio::time::timeout(std::time::Duration::from_secs(120), f).await.expect("the test took longer than 120 s: it hung");
+}
+
+/// How long [`endless`] streams: minutes, where a loaded machine takes seconds for a step.
+pub const ENDLESS: Duration = Duration::from_secs(120);
+
+/// A reply that streams for [`ENDLESS`] (6,000 words, 20 ms apart): only a stop, a cancel or the
+/// host's end cuts it short. A test that stops it needs no clock: a reply that ends at all
+/// within a hang guard far under its length, or ends `aborted`, is the stop's doing, and a
+/// slow machine never lets it finish first.
+pub fn endless() -> MockReply {
+    slow((ENDLESS.as_millis() / 20) as usize, 20)
+}
+
+/// Waits until process `pid` is gone; fails (a hang guard) after half of [`ENDLESS`]: what
+/// should end it (`after`: a quit, a stop) takes seconds at most on a loaded machine, and what
+/// it runs (an [`endless`] reply, a `sleep 600`) lasts minutes.
+pub async fn wait_gone(pid: u32, after: &str) {
+    let t0 = Instant::now();
+    while super::process_alive(pid) {
+        assert!(t0.elapsed() < ENDLESS / 2, "process {pid} still runs {:?} after {after}", t0.elapsed());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// A reply of `chunks` words, `delay_ms` apart.

@@ -174,6 +174,10 @@ impl AgentSession {
                     preview: tool.preview(&args, &ctx).await.map(Box::new),
                     origin: tool.origin(),
                     sandbox: matches!(confinement, Confinement::Sandboxed(_)).then(|| self.sandbox.describe()),
+                    confined_by: match &confinement {
+                        Confinement::Sandboxed(s) => Some(s.helper.describe()),
+                        _ => None,
+                    },
                     unsandboxed: match &confinement {
                         Confinement::Unavailable(why) => Some(why.clone()),
                         _ => None,
@@ -232,6 +236,7 @@ impl AgentSession {
             preview: None,
             origin: None,
             sandbox: None,
+            confined_by: None,
             unsandboxed: Some(format!("the sandboxed run looks blocked by the sandbox: {why}")),
             holes: None,
             protected: None,

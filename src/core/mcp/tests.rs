@@ -188,7 +188,8 @@ async fn tools_list_changed_refreshes_the_list() {
     let ctx = ToolContext::new(std::env::temp_dir());
     let out = hub.find("mcp__t__add_tool").unwrap().run(json!({}), &ctx).await.unwrap();
     assert_eq!(out.joined_text(), "added");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    // Only a hang guard: the list changes within milliseconds, a loaded machine's seconds.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while hub.find("mcp__t__added").is_none() {
         assert!(tokio::time::Instant::now() < deadline, "the list never changed: {:?}", hub.statuses());
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -47,7 +47,7 @@ pub fn describe_cmd(cmd: &str) -> String {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KeySources {
     /// Variables it reads: `$MY_LLM`, `${MY_LLM}`, or a word that names one (`printenv MY_LLM`);
-    /// not the environment's own (`HOME`, `PATH`, `LANG`…: `tools::env::is_core_var`).
+    /// not the environment's own (`HOME`, `PATH`, `LANG`…: `env_vars::is_core_var`).
     pub vars: Vec<String>,
     /// Files it names (`cat ~/.config/llm/key`, `gpg -d "$HOME/keys/llm.gpg"`, `< /run/secrets/llm`),
     /// absolute after `~` and `$HOME` are expanded, that are regular files and not programs
@@ -71,7 +71,7 @@ pub fn names_a_variable(word: &str) -> bool {
 pub fn key_sources(cmd: &str, home: Option<&Path>) -> KeySources {
     let mut found = KeySources::default();
     let add_var = |name: &str, found: &mut KeySources| {
-        if names_a_variable(name) && !crate::core::tools::env::is_core_var(name) && !found.vars.iter().any(|v| v == name) {
+        if names_a_variable(name) && !crate::core::env_vars::is_core_var(name) && !found.vars.iter().any(|v| v == name) {
             found.vars.push(name.to_string());
         }
     };

@@ -1,7 +1,8 @@
 //! The host's side of one sandboxed command: the views of its git folders and its lifeline.
 //!
-//! Before the command spawns: a fresh view of each git folder ([`git::views_for`]) and a socket
-//! pair whose far end the helper's namespace init keeps ([`super::LIFELINE_FD`]). After the
+//! Before the command spawns: a fresh view of each git folder ([`git::views_for`]), a socket
+//! pair whose far end the helper's namespace init keeps ([`super::LIFELINE_FD`]), and what the
+//! command may read ([`super::read_rules`], at [`super::READ_RULES_FD`]). After the
 //! command's foreground ends: git's data it changed is merged into the real folders and what
 //! was refused is said in its result. What it left running goes on until the run ends (the
 //! host writes to the lifeline, or goes away: the init ends them all); when the last of them
@@ -34,6 +35,8 @@ pub struct SandboxedCommand {
     git_entries: Option<Arc<HashSet<PathBuf>>>,
     /// Hooks folders git names that did not exist before the command (`GitLayout::absent`).
     absent_hooks: Vec<PathBuf>,
+    /// What the command may read: every credential location left out, existing or not.
+    read_rules: Arc<super::read_rules::ReadRules>,
 }
 
 impl SandboxedCommand {
@@ -43,10 +46,11 @@ impl SandboxedCommand {
         let project = protected::real_path(cwd);
         let watch_tree = sandbox.mounts && sandbox.settings.mode == super::SandboxMode::WorkspaceWrite;
         let (sandbox_copy, cwd_copy, project_copy) = (sandbox.clone(), cwd.to_path_buf(), project.clone());
-        let (views, absent_hooks, git_entries) = tokio::task::spawn_blocking(move || {
+        let (views, absent_hooks, git_entries, read_rules) = tokio::task::spawn_blocking(move || {
             let entries = watch_tree.then(|| Arc::new(super::links::git_entries(&project_copy)));
             let absent = if watch_tree { git::layout(&project_copy).absent.clone() } else { Vec::new() };
-            sandbox_copy.git_views(&cwd_copy).map(|views| (views, absent, entries))
+            let read_rules = super::read_rules::current()?;
+            sandbox_copy.git_views(&cwd_copy).map(|views| (views, absent, entries, read_rules))
         })
         .await
         .map_err(std::io::Error::other)??;
@@ -56,25 +60,43 @@ impl SandboxedCommand {
         } else {
             (None, None)
         };
-        Ok(SandboxedCommand { views: Arc::new(views), host_end, child_end, project, git_entries, absent_hooks })
+        Ok(SandboxedCommand { views: Arc::new(views), host_end, child_end, project, git_entries, absent_hooks, read_rules })
     }
 
     /// The helper's command line (see [`Sandboxed::helper_args`]).
     pub fn helper_args(&self, sandbox: &Sandboxed, cwd: &Path, program: &Path, args: &[&str]) -> Vec<OsString> {
-        sandbox.helper_args(cwd, program, args, &self.views)
+        sandbox.helper_args(cwd, program, args, &self.views, true)
     }
 
-    /// Gives the helper its end of the lifeline as [`super::LIFELINE_FD`].
-    pub fn pass_lifeline(&self, cmd: &mut tokio::process::Command) {
+    /// Gives the helper its end of the lifeline as [`super::LIFELINE_FD`] and the read rules as
+    /// [`super::READ_RULES_FD`].
+    pub fn pass_descriptors(&self, cmd: &mut tokio::process::Command) {
         use std::os::fd::AsRawFd;
-        let Some(child) = &self.child_end else { return };
-        let fd = child.as_raw_fd();
-        // SAFETY: between fork and exec only dup2 runs, which is async-signal-safe; the new
-        // descriptor (without close-on-exec) is the helper's, ours stays close-on-exec.
+        let lifeline = self.child_end.as_ref().map(AsRawFd::as_raw_fd);
+        let read_rules = self.read_rules.fd().as_raw_fd();
+        // SAFETY: between fork and exec only fcntl, dup2 and close run, which are
+        // async-signal-safe. Each source is first copied above the targets (a source that is
+        // itself 3 or 4 would be overwritten by the other's dup2); the new descriptors
+        // (without close-on-exec) are the helper's, ours stay close-on-exec.
         unsafe {
             cmd.pre_exec(move || {
-                if libc::dup2(fd, super::LIFELINE_FD) < 0 {
-                    return Err(std::io::Error::last_os_error());
+                let mut moves = [(lifeline, super::LIFELINE_FD), (Some(read_rules), super::READ_RULES_FD)];
+                for (source, _) in &mut moves {
+                    if let Some(fd) = source {
+                        let high = libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 10);
+                        if high < 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        *source = Some(high);
+                    }
+                }
+                for (source, target) in moves {
+                    if let Some(fd) = source {
+                        if libc::dup2(fd, target) < 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        libc::close(fd);
+                    }
                 }
                 Ok(())
             });

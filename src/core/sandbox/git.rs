@@ -24,7 +24,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
-use super::protected::real_path;
+use super::paths::real_path;
 
 /// How many submodule checkouts [`layout`] looks into (nested ones included).
 const MAX_SUBMODULES: usize = 64;
@@ -75,7 +75,7 @@ impl Signature {
         for name in ["config", "config.worktree", "index", "commondir", "modules", "worktrees", "HEAD"] {
             paths.push(git.join(name));
         }
-        if let Some(home) = super::protected::home() {
+        if let Some(home) = super::paths::home() {
             paths.push(home.join(".gitconfig"));
             paths.push(home.join(".config/git/config"));
         }
@@ -239,7 +239,7 @@ fn planted_in_config(checkout: &Path, project: &Path, planted: &mut Vec<(PathBuf
 }
 
 fn expand_home(value: &str) -> Option<PathBuf> {
-    value.strip_prefix("~/").and_then(|rest| super::protected::home().map(|h| h.join(rest)))
+    value.strip_prefix("~/").and_then(|rest| super::paths::home().map(|h| h.join(rest)))
 }
 
 /// The files inside `project` that the hooks in `dir` are links to.

@@ -3,7 +3,7 @@
 //! installs them). A write through any name changes the one file every name shares, so a
 //! write the sandbox allows in the project can land in another project or the cache, and no
 //! path rule sees it. The host tools ask before writing such a file
-//! ([`super::protected::Protected::HardLinked`], naming the other links this index finds); for
+//! (`Protected::HardLinked`, naming the other links this index finds); for
 //! commands, which may write any file of the project, the files with other links are known
 //! before ([`watch`]) and looked at after ([`Watch::report`]): a changed one is reported in
 //! the command's result.
@@ -155,7 +155,7 @@ impl Index {
 /// The `.git` entries (pointer files, repositories) in `project`'s tree but its own, as the
 /// index finds them now. Blocking (a first call walks the project).
 pub fn git_entries(project: &Path) -> std::collections::HashSet<PathBuf> {
-    let project = super::protected::real_path(project);
+    let project = super::paths::real_path(project);
     let own = project.join(".git");
     with_index(&project, |index| index.folders.values().filter_map(|f| f.git.clone()).filter(|g| *g != own).collect())
 }
@@ -174,7 +174,7 @@ fn with_index<T>(project: &Path, f: impl FnOnce(&Index) -> T) -> T {
 /// Starts walking `project` in the background (a session starts: its first command then
 /// finds the index made).
 pub fn prefetch(project: &Path) {
-    let project = super::protected::real_path(project);
+    let project = super::paths::real_path(project);
     let spawned = std::thread::Builder::new().name("handoff-links".into()).spawn(move || with_index(&project, |_| ()));
     if let Err(e) = spawned {
         tracing::debug!(error = %e, "cannot index the project's hard links in the background");
@@ -185,7 +185,7 @@ pub fn prefetch(project: &Path) {
 /// inode) in `project`, as the index finds them, and whether the index is partial (it stopped
 /// at [`MAX_ENTRIES`]). Blocking (a first call walks the project).
 pub fn other_links(project: &Path, real: &Path, dev: u64, ino: u64) -> (Vec<PathBuf>, bool) {
-    let project = super::protected::real_path(project);
+    let project = super::paths::real_path(project);
     with_index(&project, |index| {
         let mut others: Vec<PathBuf> =
             index.linked().filter(|(p, d, i)| (*d, *i) == (dev, ino) && p != real).map(|(p, ..)| p.clone()).collect();
@@ -206,7 +206,7 @@ pub struct Watch {
 /// Before a command runs in `project`: its files with other links and their state now.
 /// Blocking.
 pub fn watch(project: &Path) -> Watch {
-    let project = super::protected::real_path(project);
+    let project = super::paths::real_path(project);
     let (paths, truncated) = with_index(&project, |index| {
         let paths: Vec<PathBuf> = index.linked().map(|(p, ..)| p.clone()).collect();
         (paths, index.truncated)

@@ -1,14 +1,16 @@
 //! The helper's side on Linux: restrict this (single-threaded) process, then exec the command.
 //!
 //! In order: a mount namespace of its own (in a user namespace, when the host found that this
-//! system allows one), where the project's planted-code paths are bound read-only, its `.git`
-//! pinned, credential folders covered by an empty read-only tmpfs and credential files and the
-//! editor's socket by `/dev/null` — what Landlock cannot do, since it cannot take a sub-folder
-//! back from a writable one; then no_new_privs; Landlock (writes only where allowed, no TCP,
-//! no signals or abstract sockets outside the sandbox from ABI 6); a seccomp filter (with the
-//! network off: no socket but `AF_UNIX` stream ones, and no `connect`, `bind`, `listen`,
-//! `accept` or addressed send at all, so only socketpairs talk; always: no `ptrace`, no
-//! `io_uring`, no mount changes). Every child of the command inherits all of it.
+//! system allows one), where every mount is read-only but the writable folders (so `chmod`,
+//! `chown`, `utimes` and `setxattr` outside them fail, which Landlock does not cover), the
+//! terminals are the namespace's own, git's folders are seen through their views, the
+//! project's planted-code paths are bound read-only, credential folders covered by an empty
+//! read-only tmpfs and credential files and the editor's socket by `/dev/null` — what Landlock
+//! cannot do, since it cannot take a sub-folder back from a writable one; a pid namespace whose
+//! pid 1 is this helper; then no_new_privs; Landlock (writes only where allowed, no TCP, no
+//! signals or abstract sockets outside the sandbox from ABI 6); a seccomp filter (see
+//! [`seccomp`]). The command runs in a session of its own, without a controlling terminal.
+//! Every child of the command inherits all of it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,7 +21,7 @@ use landlock::{
 };
 use seccompiler::{BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule};
 
-use super::{HelperArgs, SandboxMode, Support};
+use super::{HelperArgs, Support};
 
 
 /// Restricts this process as `args` say and execs the command with `TMPDIR` set to the
@@ -31,6 +33,9 @@ pub fn exec(args: &HelperArgs) -> String {
     }
     // Descriptors the host (or the editor before it) left open do not reach the command.
     close_inherited();
+    if let Err(e) = leave_terminal() {
+        return format!("the sandbox cannot be enforced: cannot leave the terminal: {e}: the command was not run (--sandbox off runs commands outside the sandbox)");
+    }
     let Some((program, rest)) = args.command.split_first() else { return super::HELPER_USAGE.into() };
     let error = std::process::Command::new(program).args(rest).env("TMPDIR", &args.tmpdir).exec();
     format!("cannot run {}: {error}", Path::new(program).display())
@@ -57,6 +62,8 @@ pub enum RestrictError {
     NoLifeline(i32),
     #[error("cannot make the sandbox's mount namespace ({step}): {source}")]
     Mount { step: String, source: std::io::Error },
+    #[error("cannot read what the command may read (descriptor {fd}): {source}")]
+    ReadRules { fd: i32, source: std::io::Error },
 }
 
 /// The file rights Landlock must enforce (ABI 3: writes, renames across folders, truncation).
@@ -73,19 +80,48 @@ pub fn restrict_self(r: &HelperArgs) -> Result<(), RestrictError> {
             return Err(RestrictError::NoLifeline(fd));
         }
     }
-    if r.isolate || !r.mounts.is_empty() {
-        mount_namespace(&r.mounts)?;
+    if in_namespaces(r) {
+        mount_namespace(&r.mounts, &r.writable_roots())?;
         // From here on this process is pid 1 of the command's own pid namespace.
         pid_namespace()?;
     }
     no_new_privs()?;
     landlock(r, support)?;
     seccomp(r.settings.network)?;
-    if r.isolate || !r.mounts.is_empty() {
+    if in_namespaces(r) {
         // This process stays as the namespace's init; the command runs in a child of it.
         init_and_fork(r.lifeline);
     }
     Ok(())
+}
+
+/// Whether the command gets its namespaces (user, mount, pid): the host found them possible, or
+/// it asked for mounts (which the helper then refuses to run without).
+fn in_namespaces(r: &HelperArgs) -> bool {
+    r.isolate || !r.mounts.is_empty()
+}
+
+/// The command runs in a session of its own, without a controlling terminal: nothing it runs
+/// can type into the terminal the editor or the CLI runs in (`TIOCSTI`: the user's shell
+/// would read it after), nor get its signals. In a pid namespace this process is pid 1's
+/// child and makes the session; without one it leads its process group (bash ends the group
+/// at a timeout), which cannot make a session, so it gives up its terminal instead.
+fn leave_terminal() -> std::io::Result<()> {
+    // SAFETY: setsid takes nothing.
+    if unsafe { libc::setsid() } >= 0 {
+        return Ok(());
+    }
+    // SAFETY: open with a NUL-terminated path; ioctl(TIOCNOTTY) takes no argument; close ours.
+    unsafe {
+        let tty = libc::open(c"/dev/tty".as_ptr(), libc::O_RDONLY | libc::O_NOCTTY | libc::O_CLOEXEC);
+        if tty < 0 {
+            // No controlling terminal to leave.
+            return Ok(());
+        }
+        let rc = libc::ioctl(tty, libc::TIOCNOTTY);
+        libc::close(tty);
+        os_result(rc)
+    }
 }
 
 fn no_new_privs() -> Result<(), RestrictError> {
@@ -113,16 +149,26 @@ fn landlock(r: &HelperArgs, support: Support) -> Result<(), RestrictError> {
         ruleset = ruleset.scope(Scope::Signal | Scope::AbstractUnixSocket)?;
     }
     let mut created = ruleset.create()?;
-    // Read (and run) everything; write only where allowed.
-    created = created.add_rule(PathBeneath::new(path_fd(Path::new("/"))?, AccessFs::from_read(FS_ABI)))?;
-    let mut writable: Vec<&Path> = vec![&r.tmpdir];
-    if r.settings.mode == SandboxMode::WorkspaceWrite {
-        writable.extend(r.writable.iter().map(PathBuf::as_path));
+    // Read (and run) what the host's rules name (everything but the credentials, existing or
+    // not), or everything without them; write only where allowed.
+    let read_rules = match r.read_rules {
+        Some(fd) => Some(super::read_rules::load(fd).map_err(|source| RestrictError::ReadRules { fd, source })?),
+        None => None,
+    };
+    match &read_rules {
+        Some(rules) => add_read_rules(&mut created, rules),
+        None => created = created.add_rule(PathBeneath::new(path_fd(Path::new("/"))?, AccessFs::from_read(FS_ABI)))?,
     }
-    for dir in writable {
-        created = created.add_rule(PathBeneath::new(path_fd(dir)?, AccessFs::from_all(FS_ABI)))?;
+    for dir in r.writable_roots() {
+        created = created.add_rule(PathBeneath::new(path_fd(dir)?, write_access(dir, read_rules.as_deref())))?;
     }
     created = created.add_rule(PathBeneath::new(path_fd(Path::new("/dev/null"))?, AccessFs::from_file(FS_ABI)))?;
+    if in_namespaces(r) {
+        // The namespace's own terminals (`private_terminals`): `script` and the like open them.
+        for terminal in PRIVATE_TERMINALS {
+            created = created.add_rule(PathBeneath::new(path_fd(Path::new(terminal))?, AccessFs::from_file(FS_ABI)))?;
+        }
+    }
     let status = created.restrict_self()?;
     if !status.no_new_privs {
         return Err(RestrictError::Partial("no_new_privs is not set".into()));
@@ -133,28 +179,81 @@ fn landlock(r: &HelperArgs, support: Support) -> Result<(), RestrictError> {
     }
 }
 
-/// Denied with EPERM. With the network off: sockets of any family but `AF_UNIX`, `AF_UNIX`
-/// datagram sockets (a datagram may carry its own address), and `connect`, `bind`, `listen`,
-/// `accept`, `accept4` on any socket, and `sendto` with an address: a command's sockets are
-/// the socketpairs it makes, and nothing it did not make (the editor's RPC socket, D-Bus,
-/// an SSH or Docker agent) can be reached. Always: `ptrace`, `io_uring` (its requests would
-/// bypass these rules), and changes to the mounts (Landlock refuses them too).
+/// The rights on a writable folder: all of them, but reading where the folder holds one on the
+/// way to a credential (the project is the home folder): there the read rules decide.
+fn write_access(dir: &Path, read_rules: Option<&[(super::read_rules::ReadRule, PathBuf)]>) -> landlock::BitFlags<AccessFs> {
+    use super::read_rules::ReadRule;
+    let holds_the_way = read_rules.is_some_and(|rules| rules.iter().any(|(rule, p)| *rule == ReadRule::ListOnly && p.starts_with(dir)));
+    if holds_the_way {
+        AccessFs::from_all(FS_ABI) & !AccessFs::from_read(FS_ABI)
+    } else {
+        AccessFs::from_all(FS_ABI)
+    }
+}
+
+/// Adds the host's read rules (`read_rules`): each path opened with no symlink followed, a
+/// folder read whole or listed only, a file read. What cannot be opened or added (gone since
+/// the host listed it, a link, a socket) is left out: it stays unreadable, never the other way.
+/// Public for the benchmark (`benches/inprocess.rs`), which times it without restricting itself.
+pub fn add_read_rules(created: &mut landlock::RulesetCreated, rules: &[(super::read_rules::ReadRule, PathBuf)]) {
+    use super::read_rules::ReadRule;
+    use std::os::fd::AsRawFd;
+    for (rule, path) in rules {
+        let Ok(fd) = super::read_rules::open_no_symlinks(path) else { continue };
+        // SAFETY: fstat fills the zeroed struct we own, from a descriptor we own.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            continue;
+        }
+        let access = match (rule, st.st_mode & libc::S_IFMT) {
+            (ReadRule::Beneath, libc::S_IFDIR) => AccessFs::from_read(FS_ABI),
+            (ReadRule::Beneath, libc::S_IFREG) => AccessFs::ReadFile | AccessFs::Execute,
+            (ReadRule::ListOnly, libc::S_IFDIR) => AccessFs::ReadDir.into(),
+            _ => continue,
+        };
+        // An error leaves this rule out (the ruleset stays as it was).
+        let _ = (&mut *created).add_rule(PathBeneath::new(fd, access));
+    }
+}
+
+/// Denied with EPERM:
+/// - always: `ptrace`, `io_uring` (its requests would bypass these rules), changes to the
+///   mounts (Landlock refuses them too); the kernel's keyrings (`add_key`, `request_key`,
+///   `keyctl`: the session keyring is the user's, with what other programs keep there); the
+///   `ioctl`s `TIOCSTI` and `TIOCLINUX` (typing into a terminal, or pasting its selection:
+///   the user's shell would run it after; the command has no controlling terminal already,
+///   this is belt and braces); and `AF_UNIX` sockets that are not streams, made by `socket`
+///   or `socketpair` — a datagram's `sendmsg` may carry any path as its destination, which a
+///   filter cannot read (in `AF_UNIX`, `SOCK_RAW` is a datagram socket too).
+/// - with the network off: sockets of any family but `AF_UNIX`, and `connect`, `bind`,
+///   `listen`, `accept`, `accept4` on any socket, and `sendto` with an address: a command's
+///   sockets are the socketpairs it makes, and nothing it did not make (the editor's RPC
+///   socket, D-Bus, an SSH or Docker agent) can be reached.
+/// - with the network on: any `AF_UNIX` socket but a socketpair: the network opens, other
+///   programs' sockets (another editor's, D-Bus, an agent) stay out of reach. `connect` cannot
+///   be told apart by family (its address is behind a pointer), so the socket is refused.
+///
+/// Before all of it, [`abi_guard`]: other ABIs killed, x32 numbers refused.
 fn seccomp(network: bool) -> Result<(), RestrictError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    if !network {
-        let arg = |index: u8, op: SeccompCmpOp, value: u64| SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value);
-        let not_unix = || -> Result<SeccompRule, seccompiler::BackendError> {
-            SeccompRule::new(vec![arg(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?])
-        };
-        // The type's low bits, without SOCK_NONBLOCK and SOCK_CLOEXEC.
-        let unix_datagram = || -> Result<SeccompRule, seccompiler::BackendError> {
-            SeccompRule::new(vec![
-                arg(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?,
-                arg(1, SeccompCmpOp::MaskedEq(0xf), libc::SOCK_DGRAM as u64)?,
-            ])
-        };
-        rules.insert(libc::SYS_socket, vec![not_unix()?, unix_datagram()?]);
-        rules.insert(libc::SYS_socketpair, vec![not_unix()?]);
+    let arg = |index: u8, op: SeccompCmpOp, value: u64| SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value);
+    let family = |op: SeccompCmpOp| -> Result<SeccompRule, seccompiler::BackendError> { SeccompRule::new(vec![arg(0, op, libc::AF_UNIX as u64)?]) };
+    // The type's low bits, without SOCK_NONBLOCK and SOCK_CLOEXEC: AF_UNIX takes no others.
+    let unix_not_stream = || -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
+        [libc::SOCK_DGRAM, libc::SOCK_SEQPACKET, libc::SOCK_RAW]
+            .into_iter()
+            .map(|kind| SeccompRule::new(vec![arg(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?, arg(1, SeccompCmpOp::MaskedEq(0xf), kind as u64)?]))
+            .collect()
+    };
+    let mut socketpair = unix_not_stream()?;
+    socketpair.push(family(SeccompCmpOp::Ne)?);
+    rules.insert(libc::SYS_socketpair, socketpair);
+    if network {
+        rules.insert(libc::SYS_socket, vec![family(SeccompCmpOp::Eq)?]);
+    } else {
+        let mut socket = unix_not_stream()?;
+        socket.push(family(SeccompCmpOp::Ne)?);
+        rules.insert(libc::SYS_socket, socket);
         for always in [libc::SYS_connect, libc::SYS_bind, libc::SYS_listen, libc::SYS_accept, libc::SYS_accept4] {
             rules.insert(always, Vec::new());
         }
@@ -162,6 +261,11 @@ fn seccomp(network: bool) -> Result<(), RestrictError> {
         let addressed = SeccompCondition::new(4, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)?;
         rules.insert(libc::SYS_sendto, vec![SeccompRule::new(vec![addressed])?]);
     }
+    // The request is an `unsigned int`: its low 32 bits are all the kernel reads. (`Ioctl` is
+    // an unsigned long with glibc, an int with musl.)
+    #[allow(clippy::unnecessary_cast)]
+    let request = |value: libc::Ioctl| -> Result<SeccompRule, seccompiler::BackendError> { SeccompRule::new(vec![arg(1, SeccompCmpOp::Eq, value as u64)?]) };
+    rules.insert(libc::SYS_ioctl, vec![request(libc::TIOCSTI)?, request(libc::TIOCLINUX)?]);
     for always in [
         libc::SYS_ptrace,
         libc::SYS_io_uring_setup,
@@ -175,15 +279,56 @@ fn seccomp(network: bool) -> Result<(), RestrictError> {
         libc::SYS_fsopen,
         libc::SYS_fsmount,
         libc::SYS_mount_setattr,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_keyctl,
     ] {
         // No condition: every call matches.
         rules.insert(always, Vec::new());
     }
     let arch = std::env::consts::ARCH.try_into()?;
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)?;
-    let program: BpfProgram = filter.try_into()?;
+    let mut program: BpfProgram = abi_guard();
+    program.extend(BpfProgram::try_from(filter)?);
     seccompiler::apply_filter(&program)?;
     Ok(())
+}
+
+/// The instructions put before seccompiler's program on x86_64: a call through another ABI
+/// (i386's `int 0x80`, whose numbers differ) kills the process, and an x32 call (the same
+/// architecture, its number with bit 30 set) is refused. seccompiler checks the architecture
+/// but has no notion of x32: its rules match x86_64's numbers, so on a kernel built with x32
+/// the x32 twin of every call they refuse would go through. Written by hand because
+/// seccompiler cannot express a check on the number's range.
+#[cfg(target_arch = "x86_64")]
+fn abi_guard() -> BpfProgram {
+    use seccompiler::sock_filter;
+    const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+    // Offsets in `struct seccomp_data`.
+    const NR: u32 = 0;
+    const ARCH: u32 = 4;
+    // BPF_LD | BPF_W | BPF_ABS; BPF_JMP | BPF_JEQ | BPF_K; BPF_JMP | BPF_JGE | BPF_K; BPF_RET | BPF_K.
+    const LD_W_ABS: u16 = 0x20;
+    const JMP_JEQ_K: u16 = 0x15;
+    const JMP_JGE_K: u16 = 0x35;
+    const RET_K: u16 = 0x06;
+    let op = |code: u16, k: u32, jt: u8, jf: u8| sock_filter { code, jt, jf, k };
+    vec![
+        op(LD_W_ABS, ARCH, 0, 0),
+        op(JMP_JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
+        op(RET_K, libc::SECCOMP_RET_KILL_PROCESS, 0, 0),
+        op(LD_W_ABS, NR, 0, 0),
+        op(JMP_JGE_K, X32_SYSCALL_BIT, 0, 1),
+        op(RET_K, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32, 0, 0),
+    ]
+}
+
+/// Other architectures have no second ABI of the same architecture value: seccompiler's own
+/// check (any other architecture kills) is the whole guard.
+#[cfg(not(target_arch = "x86_64"))]
+fn abi_guard() -> BpfProgram {
+    Vec::new()
 }
 
 /// Marks every descriptor from 3 on close-on-exec (`close_range`, Linux 5.11): the command
@@ -282,15 +427,25 @@ fn overlay_path(path: &Path) -> std::io::Result<String> {
     Ok(out)
 }
 
-/// Enters a user namespace (mapping this user to itself) and a mount namespace, and there
-/// carries out `mounts`. Nothing of it propagates back to the system's mounts.
-fn mount_namespace(mounts: &super::protected::SandboxMounts) -> Result<(), RestrictError> {
+/// Enters a user namespace (mapping this user to itself) and a mount namespace, and there makes
+/// every mount read-only but the `writable` folders, gives the namespace terminals of its own
+/// and carries out `mounts`. Nothing of it propagates back to the system's mounts.
+fn mount_namespace(mounts: &super::protected::SandboxMounts, writable: &[&Path]) -> Result<(), RestrictError> {
+    // Entered again at the end: the folder this process holds is the one beneath the mounts
+    // made on top of it (the writable copy, git's views).
+    let cwd = std::env::current_dir().map_err(mount_error("find the working folder"))?;
     enter_namespaces().map_err(mount_error("unshare"))?;
     // Our changes stay ours (as root without a user namespace, "/" may be shared).
     mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None).map_err(mount_error("make / private"))?;
+    // The git views before the read-only pass: an overlay's upper folder must be on a writable
+    // mount when the overlay is made, and the views' state is in no writable root (a command
+    // must not write it by its path). Each view lies in a writable root (the project, or a git
+    // folder outside it that the host passes as writable), whose copy carries it.
     for (lower, state) in &mounts.git_views {
         git_view(lower, state).map_err(mount_error(format!("see {} through its view", lower.display())))?;
     }
+    read_only_but(writable)?;
+    private_terminals()?;
     for path in &mounts.read_only {
         bind_read_only(path, path).map_err(mount_error(format!("make {} read-only", path.display())))?;
     }
@@ -302,7 +457,94 @@ fn mount_namespace(mounts: &super::protected::SandboxMounts) -> Result<(), Restr
         };
         hide.map_err(mount_error(format!("hide {}", path.display())))?;
     }
+    std::env::set_current_dir(&cwd).map_err(mount_error(format!("enter {} again", cwd.display())))
+}
+
+/// Every mount of this namespace read-only but the `writable` folders, which keep their mounts
+/// as they were (flags and sub-mounts): what bubblewrap's `--ro-bind / /` then a `--bind` of
+/// each gives. A copy of each writable folder's tree is taken first, the whole tree is made
+/// read-only, then the copies are put back on top (outer folders first, so that a writable
+/// folder inside another stays on top of it). Clearing the flag on a copy instead would make
+/// writable what was read-only before (and fails on a mount the user namespace must keep).
+fn read_only_but(writable: &[&Path]) -> Result<(), RestrictError> {
+    let mut roots = writable.to_vec();
+    roots.sort_by(|a, b| a.components().count().cmp(&b.components().count()).then_with(|| a.cmp(b)));
+    roots.dedup();
+    let mut copies = Vec::with_capacity(roots.len());
+    for root in roots {
+        let copy = clone_tree(root).map_err(mount_error(format!("copy the mounts of {}", root.display())))?;
+        copies.push((root, copy));
+    }
+    set_read_only(Path::new("/")).map_err(mount_error("make / read-only"))?;
+    for (root, copy) in copies {
+        attach(&copy, root).map_err(mount_error(format!("keep {} writable", root.display())))?;
+    }
     Ok(())
+}
+
+fn syscall_result(rc: libc::c_long) -> std::io::Result<libc::c_long> {
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// `open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)`: a detached copy of the mounts at and under
+/// `path`, as they are.
+fn clone_tree(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let path = cstring(path)?;
+    let flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as libc::c_uint;
+    // SAFETY: a NUL-terminated path that lives across the call, and flags.
+    let fd = syscall_result(unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) })?;
+    let fd = libc::c_int::try_from(fd).map_err(std::io::Error::other)?;
+    // SAFETY: the descriptor was just made, and is ours alone.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// `move_mount`: the detached `tree` ([`clone_tree`]) mounted on `target`, followed if it is a
+/// link (as `open_tree` and Landlock's rules follow it: the same folder for all three).
+fn attach(tree: &std::os::fd::OwnedFd, target: &Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let target = cstring(target)?;
+    // SAFETY: a descriptor we own, an empty and a NUL-terminated path that live across the call.
+    let rc = unsafe {
+        libc::syscall(libc::SYS_move_mount, tree.as_raw_fd(), c"".as_ptr(), libc::AT_FDCWD, target.as_ptr(), libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_SYMLINKS)
+    };
+    syscall_result(rc).map(drop)
+}
+
+/// `mount_setattr(AT_RECURSIVE)`: the mount at `path` and every mount under it read-only.
+fn set_read_only(path: &Path) -> std::io::Result<()> {
+    let path = cstring(path)?;
+    let attr = libc::mount_attr { attr_set: libc::MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
+    // SAFETY: a NUL-terminated path and a mount_attr that live across the call, with its size.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_RECURSIVE as libc::c_uint,
+            &attr as *const libc::mount_attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    };
+    syscall_result(rc).map(drop)
+}
+
+/// The namespace's own terminals ([`private_terminals`]): writable to the command.
+const PRIVATE_TERMINALS: [&str; 2] = ["/dev/pts", "/dev/ptmx"];
+
+/// A devpts instance of the namespace's own over `/dev/pts`, and its `ptmx` over `/dev/ptmx`:
+/// the command sees none of the user's terminals (`/dev/pts/N` of the editor, of other
+/// shells), and `script`, `python -m pty` and the like still make theirs.
+fn private_terminals() -> Result<(), RestrictError> {
+    let [pts, ptmx] = PRIVATE_TERMINALS.map(Path::new);
+    let flags = libc::MS_NOSUID | libc::MS_NOEXEC;
+    mount(Some(Path::new("devpts")), pts, Some("devpts"), flags, Some("newinstance,ptmxmode=0666,mode=0620"))
+        .map_err(mount_error("mount a devpts of its own"))?;
+    mount(Some(&pts.join("ptmx")), ptmx, None, libc::MS_BIND, None).map_err(mount_error("bind its ptmx over /dev/ptmx"))
 }
 
 /// `unshare(CLONE_NEWUSER | CLONE_NEWNS)` with this user and group mapped to themselves (the
@@ -405,6 +647,13 @@ fn init_and_fork(lifeline: Option<i32>) {
             }
             libc::close(null);
         }
+        // Nor anything else it inherited (what the editor or the host left open): the command
+        // could reach it as /proc/1/fd/N. The status pipe and the lifeline stay: they are how
+        // the namespace ends.
+        close_all_but(&[0, 1, 2, status_pipe, lifeline.unwrap_or(-1)]);
+        // And its /proc files are out of the command's reach (ptrace's rule: not dumpable).
+        // SAFETY: prctl(PR_SET_DUMPABLE, 0) takes no pointers and only sets a flag on us.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
         match lifeline {
             Some(fd) => reap_watching(command, status_pipe, fd),
             None => {
@@ -421,6 +670,22 @@ fn init_and_fork(lifeline: Option<i32>) {
     }
     // SAFETY: ends pid 1 (and so the namespace) without running Rust's exit handlers twice.
     unsafe { libc::_exit(if command > 0 { 0 } else { 127 }) }
+}
+
+/// Closes every descriptor but those in `keep` (negative ones ignored).
+fn close_all_but(keep: &[libc::c_int]) {
+    let mut keep: Vec<libc::c_uint> = keep.iter().filter_map(|fd| libc::c_uint::try_from(*fd).ok()).collect();
+    keep.sort_unstable();
+    keep.dedup();
+    let mut first: libc::c_uint = 0;
+    for fd in keep.into_iter().chain([libc::c_uint::MAX]) {
+        if fd > first {
+            // SAFETY: close_range takes two numbers and flags, no pointers; it closes only
+            // descriptors this process owns and no longer needs.
+            unsafe { libc::syscall(libc::SYS_close_range, first, fd - 1, 0 as libc::c_uint) };
+        }
+        first = fd.saturating_add(1);
+    }
 }
 
 /// Writes the command's wait status to the helper outside, once, and closes the pipe.
@@ -503,44 +768,94 @@ fn exit_like(status: i32) -> ! {
 }
 
 /// `handoff-nvim sandbox-probe`: whether this system lets the helper make its namespaces —
-/// read-only binds (an AppArmor-restricted user namespace has no rights to mount), a pid
-/// namespace and its `/proc` (refused where `/proc` is partly covered, as in some containers).
-/// `Err`: why not.
+/// the read-only tree with a writable folder kept, terminals of its own, read-only binds and a
+/// git view (an AppArmor-restricted user namespace has no rights to mount), a pid namespace
+/// and its `/proc` (refused where `/proc` is partly covered, as in some containers). `Err`:
+/// why not.
 pub fn probe_mounts() -> Result<(), String> {
-    // A read-only bind and a git view, over folders of the probe's own (removed after).
+    // A writable folder holding a read-only bind and a git view whose state is outside it, as
+    // the project and its `.git` are; the probe's own, removed after.
     let scratch = tempfile::Builder::new().prefix("handoff-probe-").tempdir().map_err(|e| format!("cannot make a folder to probe in: {e}"))?;
-    for sub in ["ro", "lower", "state/upper", "state/work"] {
+    let writable = scratch.path().join("writable");
+    for sub in ["writable/ro", "writable/lower", "state/upper", "state/work"] {
         std::fs::create_dir_all(scratch.path().join(sub)).map_err(|e| format!("cannot make a folder to probe in: {e}"))?;
     }
-    let (read_only, view) = (scratch.path().join("ro"), (scratch.path().join("lower"), scratch.path().join("state")));
-    let mounts = super::protected::SandboxMounts { read_only: vec![read_only.clone()], git_views: vec![view.clone()], ..Default::default() };
-    let made = mount_namespace(&mounts);
-    for target in [&read_only, &view.0] {
-        if let Ok(target) = cstring(target) {
-            // SAFETY: umount2 takes a NUL-terminated path we own and flags.
-            unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    let view = (writable.join("lower"), scratch.path().join("state"));
+    let mounts = super::protected::SandboxMounts { read_only: vec![writable.join("ro")], git_views: vec![view.clone()], ..Default::default() };
+    // In a child: the namespaces go with it, and nothing is left mounted over the scratch folder.
+    let probed = in_child(|| {
+        std::env::set_current_dir(&writable).map_err(|e| format!("cannot enter {}: {e}", writable.display()))?;
+        mount_namespace(&mounts, &[writable.as_path()]).map_err(|e| e.to_string())?;
+        std::fs::write("kept-writable", "").map_err(|e| format!("the writable folder was not kept writable: {e}"))?;
+        if std::fs::set_permissions(scratch.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700)).is_ok() {
+            return Err("the tree outside the writable folders stayed writable".into());
         }
-    }
+        // SAFETY: unshare takes flags only.
+        os_result(unsafe { libc::unshare(libc::CLONE_NEWPID) }).map_err(|e| format!("cannot make a pid namespace: {e}"))?;
+        in_child(|| {
+            let proc_flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+            mount(None, Path::new("/proc"), Some("proc"), proc_flags, None)
+                .map_err(|e| format!("cannot mount a /proc of its own in a pid namespace (is /proc partly covered, as in a container?): {e}"))
+        })
+    });
     super::git::remove_view_state(&view.1);
-    made.map_err(|e| e.to_string())?;
-    // SAFETY: unshare takes flags only; fork in this single-threaded process.
-    os_result(unsafe { libc::unshare(libc::CLONE_NEWPID) }).map_err(|e| format!("cannot make a pid namespace: {e}"))?;
+    probed
+}
+
+/// Runs `probe` in a child process (what it changes of its namespaces goes with it) and
+/// returns its answer. This process must be single-threaded (the probe is).
+fn in_child(probe: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 fills the two-int array we own.
+    os_result(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }).map_err(|e| format!("cannot make a pipe: {e}"))?;
+    let [read_end, write_end] = fds;
+    // SAFETY: single-threaded (see above), so the child may run Rust code after the fork.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let proc_flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-        let code = if mount(None, Path::new("/proc"), Some("proc"), proc_flags, None).is_ok() { 0 } else { 1 };
-        // SAFETY: ends the probe's child at once.
-        unsafe { libc::_exit(code) };
+        // SAFETY: closing our copy of the read end; writing bytes we own; ending the child
+        // without running the parent's exit handlers.
+        unsafe {
+            libc::close(read_end);
+            let code = match probe() {
+                Ok(()) => 0,
+                Err(why) => {
+                    libc::write(write_end, why.as_ptr().cast(), why.len());
+                    1
+                }
+            };
+            libc::_exit(code)
+        }
     }
+    // SAFETY: closing our copy of the write end.
+    unsafe { libc::close(write_end) };
     if pid < 0 {
+        // SAFETY: closing the read end we own.
+        unsafe { libc::close(read_end) };
         return Err(format!("cannot fork: {}", std::io::Error::last_os_error()));
     }
+    let mut why = Vec::new();
+    let mut buf = [0u8; 512];
+    loop {
+        // SAFETY: reads at most the array's length into it.
+        let n = unsafe { libc::read(read_end, buf.as_mut_ptr().cast(), buf.len()) };
+        match usize::try_from(n) {
+            Ok(0) => break,
+            Ok(n) => why.extend_from_slice(&buf[..n]),
+            Err(_) if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
     let mut raw = 0;
-    // SAFETY: waits for the child just forked.
-    unsafe { libc::waitpid(pid, &mut raw, 0) };
+    // SAFETY: closing the read end we own; waiting for the child just forked.
+    unsafe {
+        libc::close(read_end);
+        libc::waitpid(pid, &mut raw, 0);
+    }
     if libc::WIFEXITED(raw) && libc::WEXITSTATUS(raw) == 0 {
         Ok(())
+    } else if why.is_empty() {
+        Err(format!("the probe ended without an answer (wait status {raw})"))
     } else {
-        Err("cannot mount a /proc of its own in a pid namespace (is /proc partly covered, as in a container?)".into())
+        Err(String::from_utf8_lossy(&why).into_owned())
     }
 }

@@ -2,10 +2,12 @@
 //!
 //! The host never restricts itself (it is multi-threaded and must keep writing sessions and
 //! reaching the provider). It runs a helper ([`helper_binary`]: `handoff-sandbox`, else its own
-//! binary), `handoff-nvim sandbox-exec
+//! binary, taken as the host starts so that no command can swap it: [`helper`]),
+//! `handoff-nvim sandbox-exec
 //! --sandbox MODE --network BOOL [--writable DIR]… --tmpdir DIR -- PROGRAM ARGS…` (the settings'
 //! own flags say the policy), which restricts
-//! itself ([`linux::restrict_self`]: no_new_privs, Landlock, a seccomp filter) and execs the
+//! itself ([`linux::restrict_self`]: no_new_privs, Landlock with what it may read
+//! ([`read_rules`]) and write, a seccomp filter) and execs the
 //! command; the command's children inherit the limits.
 //!
 //! What the engine knows here: the modes ([`SandboxMode`], [`SandboxSettings`]), whether this
@@ -15,10 +17,16 @@
 
 pub mod command;
 pub mod git;
+pub mod helper;
 pub mod links;
 #[cfg(target_os = "linux")]
 pub mod linux;
+pub mod paths;
 pub mod protected;
+pub mod read_rules;
+
+pub use helper::{HelperBinary, HELPER_BINARY};
+pub use read_rules::READ_RULES_FD;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -166,17 +174,17 @@ pub const PROBE_COMMAND: &str = "sandbox-probe";
 pub fn mount_namespaces() -> &'static Result<(), String> {
     static PROBED: OnceLock<Result<(), String>> = OnceLock::new();
     PROBED.get_or_init(|| {
-        let helper = helper_binary().map_err(|e| format!("cannot find the sandbox's helper: {e}"))?;
-        let ours = helper.file_name().is_some_and(|n| n == "handoff-nvim" || n == HELPER_BINARY);
+        let helper = helper_binary().map_err(|e| e.to_string())?;
+        let ours = helper.source().file_name().is_some_and(|n| n == "handoff-nvim" || n == HELPER_BINARY);
         if !ours {
-            return Err(format!("{} is not the sandbox's helper", helper.display()));
+            return Err(format!("{} is not the sandbox's helper", helper.source().display()));
         }
-        let out = std::process::Command::new(&helper)
+        let out = std::process::Command::new(helper.path())
             .arg(PROBE_COMMAND)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .output()
-            .map_err(|e| format!("cannot run {}: {e}", helper.display()))?;
+            .map_err(|e| format!("cannot run {}: {e}", helper.source().display()))?;
         if out.status.success() {
             return Ok(());
         }
@@ -198,6 +206,10 @@ pub fn probe_in_background() {
 
 /// The helper's subcommand.
 pub const HELPER_COMMAND: &str = "sandbox-exec";
+
+/// The helper's subcommand that prints the read rules a command would get now
+/// ([`read_rules`]).
+pub const READ_RULES_COMMAND: &str = "sandbox-read-rules";
 
 /// Where the helper finds its end of the lifeline ([`HelperArgs::lifeline`]): bash puts it there.
 pub const LIFELINE_FD: i32 = 3;
@@ -224,8 +236,8 @@ impl std::fmt::Debug for CommandScope {
 /// How `bash` runs a command inside the sandbox: the helper binary and what it is told.
 #[derive(Clone, Debug)]
 pub struct Sandboxed {
-    /// `handoff-nvim` itself (see [`helper_binary`]).
-    pub helper: PathBuf,
+    /// The binary that confines the command (see [`helper_binary`]).
+    pub helper: HelperBinary,
     pub settings: SandboxSettings,
     /// The sandbox's own temp folder (the command's `TMPDIR`), writable in every mode.
     pub tmpdir: PathBuf,
@@ -278,10 +290,22 @@ impl Sandboxed {
         if !mounts.read_only.is_empty() {
             open.push(format!("{} stay writable", mounts.read_only.iter().map(name).collect::<Vec<_>>().join(", ")));
         }
-        if !mounts.hidden.is_empty() {
-            open.push(format!("{} stay readable", mounts.hidden.iter().map(name).collect::<Vec<_>>().join(", ")));
+        // Credentials are kept from reading by Landlock (`read_rules`), mounts or not; without
+        // the mounts their folders' names can be listed, and the editor's socket is not hidden.
+        let (credentials, others): (Vec<&PathBuf>, Vec<&PathBuf>) =
+            mounts.hidden.iter().partition(|p| protected::is_credential(p));
+        let credentials: Vec<&PathBuf> = credentials.into_iter().filter(|p| p.is_dir()).collect();
+        if !credentials.is_empty() {
+            open.push(format!(
+                "the names in {} stay listable (not what they hold)",
+                credentials.into_iter().map(name).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if !others.is_empty() {
+            open.push(format!("{} stay reachable", others.into_iter().map(name).collect::<Vec<_>>().join(", ")));
         }
         open.push("other processes' environments (/proc/PID/environ: the editor's may hold keys) stay readable".into());
+        open.push("the rest of the tree's metadata (chmod, chown, times, extended attributes) stays changeable, and your other terminals (/dev/pts) visible".into());
         let why = match mount_namespaces() {
             Err(why) => why.clone(),
             Ok(()) => "the namespaces are off for this sandbox".into(),
@@ -296,8 +320,9 @@ impl Sandboxed {
     }
 
     /// The helper's arguments that run `program args…` in `cwd` under this sandbox (the project
-    /// folder is writable in `workspace-write`, and the git folders through `views`).
-    pub fn helper_args(&self, cwd: &Path, program: &Path, args: &[&str], views: &git::CommandViews) -> Vec<OsString> {
+    /// folder is writable in `workspace-write`, and the git folders through `views`);
+    /// `read_rules`: the helper finds what it may read at [`READ_RULES_FD`].
+    pub fn helper_args(&self, cwd: &Path, program: &Path, args: &[&str], views: &git::CommandViews, read_rules: bool) -> Vec<OsString> {
         let network = if self.settings.network { "true" } else { "false" };
         let mut out: Vec<OsString> =
             vec![HELPER_COMMAND.into(), "--sandbox".into(), self.settings.mode.as_str().into(), "--network".into(), network.into()];
@@ -333,6 +358,10 @@ impl Sandboxed {
                 }
             }
         }
+        if read_rules {
+            out.push("--read-rules".into());
+            out.push(READ_RULES_FD.to_string().into());
+        }
         out.push("--tmpdir".into());
         out.push(self.tmpdir.clone().into());
         out.push("--".into());
@@ -357,6 +386,9 @@ pub struct HelperArgs {
     /// when the host writes to it or goes away, every process of the namespace is ended. The
     /// host sees it close when they all have.
     pub lifeline: Option<i32>,
+    /// A descriptor ([`READ_RULES_FD`]) holding what the command may read ([`read_rules`]);
+    /// without it, everything.
+    pub read_rules: Option<i32>,
     pub tmpdir: PathBuf,
     /// The program and its arguments.
     pub command: Vec<OsString>,
@@ -364,9 +396,20 @@ pub struct HelperArgs {
 
 /// The helper's usage, for its errors.
 pub const HELPER_USAGE: &str =
-    "usage: handoff-nvim sandbox-exec --sandbox workspace-write|read-only --network true|false [--writable DIR]... [--isolate true|false] [--git-view DIR --git-state DIR]... [--lifeline FD] [--read-only PATH]... [--hide PATH]... --tmpdir DIR -- PROGRAM [ARGS]...";
+    "usage: handoff-nvim sandbox-exec --sandbox workspace-write|read-only --network true|false [--writable DIR]... [--isolate true|false] [--git-view DIR --git-state DIR]... [--lifeline FD] [--read-rules FD] [--read-only PATH]... [--hide PATH]... --tmpdir DIR -- PROGRAM [ARGS]...";
 
 impl HelperArgs {
+    /// The folders the command may write (besides `/dev/null`): the temp folder, and in
+    /// `workspace-write` those the host named. Landlock lets it write there, and the mount
+    /// namespace keeps them writable where everything else is read-only.
+    pub fn writable_roots(&self) -> Vec<&Path> {
+        let mut roots = vec![self.tmpdir.as_path()];
+        if self.settings.mode == SandboxMode::WorkspaceWrite {
+            roots.extend(self.writable.iter().map(PathBuf::as_path));
+        }
+        roots
+    }
+
     pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<HelperArgs, String> {
         let mut args = args.into_iter();
         if args.next().is_none_or(|a| a != HELPER_COMMAND) {
@@ -375,7 +418,7 @@ impl HelperArgs {
         let (mut mode, mut network, mut writable, mut tmpdir) = (None, None, Vec::new(), None);
         let mut mounts = protected::SandboxMounts::default();
         let mut isolate = false;
-        let mut lifeline = None;
+        let (mut lifeline, mut read_rules) = (None, None);
         let (mut git_views, mut git_states) = (Vec::new(), Vec::new());
         loop {
             let Some(flag) = args.next() else { return Err(HELPER_USAGE.into()) };
@@ -395,6 +438,7 @@ impl HelperArgs {
                 Some("--isolate") => isolate = text.parse::<bool>().map_err(|_| format!("--isolate takes true or false, not {text:?}"))?,
                 Some("--tmpdir") => tmpdir = Some(PathBuf::from(value)),
                 Some("--lifeline") => lifeline = Some(text.parse::<i32>().map_err(|_| format!("--lifeline takes a descriptor, not {text:?}"))?),
+                Some("--read-rules") => read_rules = Some(text.parse::<i32>().map_err(|_| format!("--read-rules takes a descriptor, not {text:?}"))?),
                 _ => return Err(format!("unknown option {}; {HELPER_USAGE}", flag.to_string_lossy())),
             }
         }
@@ -406,32 +450,19 @@ impl HelperArgs {
         match (mode, network, tmpdir) {
             (Some(SandboxMode::Off), ..) => Err("sandbox-exec needs --sandbox workspace-write or read-only".into()),
             (Some(mode), Some(network), Some(tmpdir)) if !command.is_empty() => {
-                Ok(HelperArgs { settings: SandboxSettings { mode, network }, writable, mounts, isolate, lifeline, tmpdir, command })
+                Ok(HelperArgs { settings: SandboxSettings { mode, network }, writable, mounts, isolate, lifeline, read_rules, tmpdir, command })
             }
             _ => Err(HELPER_USAGE.into()),
         }
     }
 }
 
-/// The small helper binary (`src/bin/handoff-sandbox.rs`): it starts faster than the host's
-/// (no relocations of the whole host to do), and takes the same `sandbox-exec …` line.
-pub const HELPER_BINARY: &str = "handoff-sandbox";
-
-/// The binary that runs as the helper: `handoff-sandbox` beside this binary, else this one
-/// (`handoff-nvim sandbox-exec`). A test binary of the crate (`target/<profile>/deps/…`) looks
-/// in `target/<profile>`, where cargo puts the crate's binaries.
-pub fn helper_binary() -> std::io::Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let Some(dir) = exe.parent() else { return Ok(exe) };
-    let is_ours = exe.file_name().is_some_and(|n| n == "handoff-nvim" || n == HELPER_BINARY);
-    let dir = if is_ours { dir } else { dir.parent().unwrap_or(dir) };
-    for name in [HELPER_BINARY, "handoff-nvim"] {
-        let candidate = dir.join(name);
-        if candidate.is_file() {
-            return Ok(candidate);
-        }
-    }
-    Ok(exe)
+/// The binary that confines commands: `handoff-sandbox` beside this binary, else this one
+/// (`handoff-nvim sandbox-exec`), taken once as the host starts ([`helper::take_at_start`]):
+/// a sealed in-memory copy, or this process's own image, never a file a command could have
+/// replaced since ([`helper`]). `Err`: why there is none (commands then ask).
+pub fn helper_binary() -> std::io::Result<HelperBinary> {
+    helper::taken().map_err(std::io::Error::other)
 }
 
 /// The folder [`private_tmpdir`] made, once it did.
@@ -549,8 +580,9 @@ mod tests {
             mounts: false,
             scope: None,
         };
-        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "echo -- --x"], &git::CommandViews::default());
+        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "echo -- --x"], &git::CommandViews::default(), true);
         let parsed = HelperArgs::parse(args).unwrap();
+        assert_eq!(parsed.read_rules, Some(READ_RULES_FD));
         assert_eq!(parsed.settings, s.settings);
         assert_eq!(parsed.writable, [PathBuf::from("/p")]);
         assert_eq!(parsed.tmpdir, PathBuf::from("/tmp/t"));
@@ -575,14 +607,14 @@ mod tests {
             mounts: false,
             scope: None,
         };
-        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default());
+        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default(), false);
         let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
         assert_eq!(
             args,
             ["sandbox-exec", "--sandbox", "workspace-write", "--network", "false", "--writable", "/p", "--tmpdir", "/tmp/t", "--", "/bin/bash", "-c", "ls"]
         );
         let ro = Sandboxed { settings: SandboxSettings { mode: SandboxMode::ReadOnly, network: true }, ..s };
-        let args = ro.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default());
+        let args = ro.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default(), false);
         let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
         assert_eq!(&args[..6], ["sandbox-exec", "--sandbox", "read-only", "--network", "true", "--tmpdir"]);
     }

@@ -88,10 +88,6 @@ pub fn remember_credential_files(files: impl IntoIterator<Item = PathBuf>) {
     }
 }
 
-/// The home folder (`$HOME`), if set.
-pub fn home() -> Option<PathBuf> {
-    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from)
-}
 
 /// Every credential location of this user, as absolute paths (existing or not): the home
 /// folder's ([`CREDENTIALS_IN_HOME`]), `$XDG_CONFIG_HOME`'s, those of folders a variable moves
@@ -123,15 +119,15 @@ fn credential_paths_for(home: Option<&Path>, xdg_config: Option<&Path>, env: &dy
             add(config.join(name));
         }
     }
-    // pi's folder as pi finds it (the owner of that rule is pi's models file).
+    // pi's folder as pi finds it.
     let pi_env = |var: &str| match (var, home) {
         ("HOME", Some(home)) => Some(home.to_string_lossy().into_owned()),
         ("HOME", None) => None,
         _ => env(var),
     };
-    if let Some(models) = crate::core::provider::PiModels::default_path(&pi_env) {
-        add(models.with_file_name("auth.json"));
-        add(models);
+    if let Some(pi) = crate::core::session::paths::pi_agent_dir(&pi_env) {
+        add(pi.join("auth.json"));
+        add(pi.join("models.json"));
     }
     for (var, files) in CREDENTIALS_IN_MOVED_FOLDERS {
         if let Some(dir) = env(var).filter(|d| !d.trim().is_empty()) {
@@ -143,63 +139,7 @@ fn credential_paths_for(home: Option<&Path>, xdg_config: Option<&Path>, env: &dy
     out
 }
 
-/// Removes `.` and resolves `..` without touching the file system.
-pub fn normalize_lexically(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    out.push(component);
-                }
-            }
-            other => out.push(other),
-        }
-    }
-    out
-}
-
-/// Where `path` (absolute) really lands: every symlink of the part that exists resolved, `..`
-/// taken after that (as the kernel does), the part that does not exist yet appended. A symlink
-/// planted at the end (dangling, say) is followed as the write would follow it.
-pub fn real_path(path: &Path) -> PathBuf {
-    let path = if path.is_absolute() { path.to_path_buf() } else { Path::new("/").join(path) };
-    real_path_bounded(&path, 40)
-}
-
-/// [`real_path`], following at most `depth` dangling links (a loop of them ends there).
-fn real_path_bounded(path: &Path, depth: u32) -> PathBuf {
-    if depth == 0 {
-        return normalize_lexically(path);
-    }
-    let mut missing: Vec<std::ffi::OsString> = Vec::new();
-    let mut prefix = path;
-    loop {
-        if let Ok(real) = std::fs::canonicalize(prefix) {
-            let mut out = real;
-            for part in missing.iter().rev() {
-                out.push(part);
-            }
-            return normalize_lexically(&out);
-        }
-        if let Ok(target) = std::fs::read_link(prefix) {
-            let base = prefix.parent().unwrap_or(Path::new("/"));
-            let mut next = normalize_lexically(&base.join(target));
-            for part in missing.iter().rev() {
-                next.push(part);
-            }
-            return real_path_bounded(&next, depth - 1);
-        }
-        match (prefix.parent(), prefix.file_name()) {
-            (Some(parent), Some(name)) => {
-                missing.push(name.to_os_string());
-                prefix = parent;
-            }
-            _ => return normalize_lexically(path),
-        }
-    }
-}
+pub use super::paths::{home, normalize_lexically, real_path};
 
 /// Why a host tool must ask before touching a path, whatever the policy.
 #[derive(Clone, Debug, PartialEq, Eq)]

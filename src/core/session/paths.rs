@@ -2,6 +2,20 @@
 
 use std::path::{Path, PathBuf};
 
+/// pi's own folder, where it keeps `models.json`, `auth.json` and its sessions:
+/// `$PI_CODING_AGENT_DIR` (a leading `~/` is the home folder), else `~/.pi/agent`. `env` reads
+/// a variable (tests pass their own).
+pub fn pi_agent_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let set = |var: &str| env(var).filter(|v| !v.trim().is_empty());
+    if let Some(dir) = set("PI_CODING_AGENT_DIR") {
+        return Some(match (dir.strip_prefix("~/"), set("HOME")) {
+            (Some(rest), Some(home)) => Path::new(&home).join(rest),
+            _ => PathBuf::from(dir),
+        });
+    }
+    set("HOME").map(|home| Path::new(&home).join(".pi").join("agent"))
+}
+
 /// `--<cwd without its leading slash, with / \ : replaced by ->--`, pi's folder name for a cwd.
 pub fn cwd_folder_name(cwd: &Path) -> String {
     let cwd = cwd.to_string_lossy();

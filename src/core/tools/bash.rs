@@ -141,17 +141,17 @@ async fn run_prepared(
     // In the sandbox, the helper restricts itself and execs the shell (see `core::sandbox`).
     let (program, mut cmd) = match &ctx.sandbox {
         Some(sandbox) => {
-            let mut cmd = tokio::process::Command::new(&sandbox.helper);
+            let mut cmd = tokio::process::Command::new(sandbox.helper.path());
             match sandboxed.as_deref() {
                 Some(prepared) => {
                     cmd.args(prepared.helper_args(sandbox, &ctx.cwd, &shell, &["-c", &a.command]));
-                    prepared.pass_lifeline(&mut cmd);
+                    prepared.pass_descriptors(&mut cmd);
                 }
                 None => {
-                    cmd.args(sandbox.helper_args(&ctx.cwd, &shell, &["-c", &a.command], &Default::default()));
+                    cmd.args(sandbox.helper_args(&ctx.cwd, &shell, &["-c", &a.command], &Default::default(), false));
                 }
             }
-            (sandbox.helper.clone(), cmd)
+            (sandbox.helper.source().to_path_buf(), cmd)
         }
         None => {
             let mut cmd = tokio::process::Command::new(&shell);
@@ -597,10 +597,13 @@ mod tests {
     #[tokio::test]
     async fn a_background_child_holding_the_pipe_does_not_hang_the_tool() {
         let dir = tempfile::tempdir().unwrap();
-        let started = std::time::Instant::now();
-        let out = bash(dir.path(), "sleep 30 & echo started").await;
-        assert!(started.elapsed() < Duration::from_secs(10));
+        // The child holds the pipe for ten minutes: an end inside the hang guard (two, far
+        // more than a loaded machine needs) is the tool not waiting for it.
+        let run = bash(dir.path(), "sleep 600 & echo $! > child.pid; echo started");
+        let out = tokio::time::timeout(Duration::from_secs(120), run).await.expect("the tool waited for the background child");
         assert_eq!(out.joined_text(), "started\n");
+        let child = std::fs::read_to_string(dir.path().join("child.pid")).unwrap();
+        let _ = std::process::Command::new("kill").arg(child.trim()).status();
     }
 
     #[test]

@@ -154,6 +154,10 @@ pub struct ApprovalRequest {
     /// The command runs in the sandbox, as this says (`workspace-write, no network`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
+    /// With `sandbox`: the binary that confines the command, and why no command can change it
+    /// (`sandbox::HelperBinary::describe`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confined_by: Option<String>,
     /// The command would run outside the sandbox, for this reason (it cannot be enforced here,
     /// or the sandboxed run looks blocked by it): answering allows that.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -340,6 +344,7 @@ mod tests {
             origin: None,
             sandbox: None,
             unsandboxed: None,
+            confined_by: None,
             holes: None,
             protected: None,
         };

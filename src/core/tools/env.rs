@@ -60,18 +60,7 @@ impl Inherit {
     }
 }
 
-/// What `inherit = "core"` keeps: Codex's core variables (`HOME`, `LOGNAME`, `PATH`, `SHELL`,
-/// `USER`, `USERNAME`, `TMPDIR`, `TEMP`, `TMP`), plus the locale, the terminal and the time zone,
-/// which programs print differently without.
-pub const CORE_VARS: [&str; 14] =
-    ["HOME", "LOGNAME", "PATH", "SHELL", "USER", "USERNAME", "TMPDIR", "TEMP", "TMP", "LANG", "LANGUAGE", "LC_*", "TERM", "TZ"];
-
-/// Whether `name` is one of [`CORE_VARS`] or the shell's own folder variables (`PWD`,
-/// `OLDPWD`), or an XDG folder: the environment's own, never a secret.
-pub fn is_core_var(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    upper == "PWD" || upper == "OLDPWD" || upper.starts_with("XDG_") || patterns(CORE_VARS).iter().any(|p| p.matches(name))
-}
+pub use crate::core::env_vars::CORE_VARS;
 
 /// Names no command gets unless the user names them (Codex's three, and passwords).
 pub const DEFAULT_EXCLUDES: [&str; 4] = ["*KEY*", "*TOKEN*", "*SECRET*", "*PASSWORD*"];

@@ -89,15 +89,7 @@ impl ModelEntry {
 impl PiModels {
     /// Where pi keeps the file: `$PI_CODING_AGENT_DIR/models.json`, else `~/.pi/agent/models.json`.
     pub fn default_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
-        let set = |var: &str| env(var).filter(|v| !v.trim().is_empty());
-        if let Some(dir) = set("PI_CODING_AGENT_DIR") {
-            let dir = match (dir.strip_prefix("~/"), set("HOME")) {
-                (Some(rest), Some(home)) => Path::new(&home).join(rest),
-                _ => PathBuf::from(dir),
-            };
-            return Some(dir.join("models.json"));
-        }
-        set("HOME").map(|home| Path::new(&home).join(".pi").join("agent").join("models.json"))
+        crate::core::session::paths::pi_agent_dir(env).map(|dir| dir.join("models.json"))
     }
 
     /// The file at `path`; `Ok(None)` when there is none. A file that is not pi's format is an
