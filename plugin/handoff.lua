@@ -119,3 +119,15 @@ end, {
     end, require("handoff.config").thinking_levels)
   end,
 })
+
+vim.api.nvim_create_user_command("HandoffInstall", function(o)
+  require("handoff.install").command(o.args)
+end, {
+  nargs = "?",
+  desc = "handoff.nvim: install the host binary (the release's, checksum pinned by the plugin; else a cargo build) [rollback|build]",
+  complete = function(arg_lead)
+    return vim.tbl_filter(function(a)
+      return vim.startswith(a, arg_lead)
+    end, { "rollback", "build" })
+  end,
+})

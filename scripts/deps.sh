@@ -71,3 +71,17 @@ ensure_rg() {
   [ -x "$bin" ] || return 1
   export RG_BIN="$bin"
 }
+
+# cargo-zigbuild and zig (both from PyPI wheels) into .cache/zig-venv: scripts/release.sh
+# cross-links the static Linux binaries (x86_64 and aarch64 musl) with zig's linker and C
+# compiler (ring's C). Puts the venv's bin first on PATH (cargo-zigbuild finds zig through
+# `python3 -m ziglang` there).
+ensure_zigbuild() {
+  local venv="$root/.cache/zig-venv"
+  if [ ! -x "$venv/bin/cargo-zigbuild" ]; then
+    echo "deps: installing cargo-zigbuild and ziglang (PyPI) into .cache/zig-venv" >&2
+    python3 -m venv "$venv" || return 1
+    "$venv/bin/pip" install -q "cargo-zigbuild>=0.20" "ziglang>=0.13" >&2 || return 1
+  fi
+  case ":$PATH:" in *":$venv/bin:"*) ;; *) export PATH="$venv/bin:$PATH" ;; esac
+}

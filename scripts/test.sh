@@ -14,6 +14,11 @@ ensure_nvim
 ensure_pi
 ensure_mcp_everything
 ensure_rg || echo "deps: ripgrep not installed; the benchmark smoke run skips its rg comparison" >&2   # optional
+# The static (musl) binary's test (tests/install.rs) builds it with cargo-zigbuild: both wheels
+# from PyPI and rustup's musl standard library (~45 s the first time). Without them it is SKIPPED.
+ensure_zigbuild || echo "deps: cargo-zigbuild not installed; the static binary's test will be SKIPPED" >&2
+rustup target add "$(uname -m)-unknown-linux-musl" >/dev/null 2>&1 \
+  || echo "deps: rustup cannot add the musl target; the static binary's test will be SKIPPED" >&2
 local_model=1
 if [ "${HANDOFF_SKIP_LOCAL_MODEL:-0}" = 1 ]; then
   local_model=0

@@ -122,10 +122,11 @@ async fn the_review_setting_applies_to_slash_handoff_typed_in_the_prompt() {
     .await;
 }
 
-/// The plugin warns when the host binary was built from other sources than the checkout's
-/// (another `version` in its Cargo.toml): here a checkout whose Cargo.toml says 9.9.9.
+/// The plugin refuses a host binary built from other sources than the checkout's (another
+/// `version` in its Cargo.toml): here a checkout whose Cargo.toml says 9.9.9. The host is
+/// stopped before `configure` (no settings, no prompt reach it) and one line says what to do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_of_another_version_than_the_sources_is_warned_about() {
+async fn a_host_of_another_version_than_the_sources_is_refused() {
     bounded(async {
         let ed = Editor::start_bare().await;
         let checkout = ed.dir.path().join("other-checkout");
@@ -138,18 +139,19 @@ async fn a_host_of_another_version_than_the_sources_is_warned_about() {
         ed.lua("vim.opt.rtp:prepend(...) vim.cmd('runtime! plugin/handoff.lua')", json!([checkout])).await;
         ed.lua("require('handoff').setup(...)", json!([ed.default_setup()])).await;
         assert_eq!(ed.eval("require('handoff.host').source_version()").await, json!("9.9.9"));
-        assert!(ed.eval("require('handoff.host').ensure() ~= nil").await == json!(true));
-        let note = ed.wait_until("T.noted('rebuild it')", Duration::from_secs(5)).await;
+        assert_eq!(ed.eval("require('handoff.host').ensure()").await, serde_json::Value::Null, "refused");
+        let note = ed.wait_until("T.noted('run :HandoffInstall')", Duration::from_secs(5)).await;
         let msg = note["msg"].as_str().unwrap();
         let built = env!("CARGO_PKG_VERSION");
-        assert!(msg.contains(&format!("the host binary is version {built} but the sources are 9.9.9")), "{msg}");
-        assert_eq!(note["level"], json!(3), "a warning: {note}"); // vim.log.levels.WARN
-        assert_eq!(ed.eval("require('handoff').status().host_version").await, json!(built));
-        // The checkout's own sources match the binary: no warning.
+        assert!(msg.contains(&format!("is version {built} but the plugin is 9.9.9")), "{msg}");
+        assert!(!msg.contains('\n'), "one line: {msg}");
+        assert_eq!(note["level"], json!(4), "an error: {note}"); // vim.log.levels.ERROR
+        assert_eq!(ed.eval("require('handoff.state').chan").await, serde_json::Value::Null, "the host was stopped");
+        // The checkout's own sources match the binary: it runs.
         let ed2 = Editor::start().await;
         ed2.lua("require('handoff.host').ensure()", json!([])).await;
         ed2.wait_until("require('handoff').status().session_file ~= nil", Duration::from_secs(5)).await;
-        assert_eq!(ed2.eval("T.noted('rebuild it') == nil").await, json!(true));
+        assert_eq!(ed2.eval("T.noted('run :HandoffInstall') == nil").await, json!(true));
         ed2.quit().await;
         ed.quit().await;
     })
@@ -157,10 +159,10 @@ async fn a_host_of_another_version_than_the_sources_is_warned_about() {
 }
 
 /// The same version built from other sources (a stale release build: the settings it knows
-/// differ from the plugin's generated schema) is warned about too, before `configure` could
-/// refuse a setting it does not know: here a checkout whose schema has another digest.
+/// differ from the plugin's generated schema) is refused too, before `configure` could refuse
+/// a setting it does not know: here a checkout whose schema has another digest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_built_from_other_sources_of_the_same_version_is_warned_about() {
+async fn a_host_built_from_other_sources_of_the_same_version_is_refused() {
     bounded(async {
         let ed = Editor::start_bare().await;
         let checkout = ed.dir.path().join("stale-checkout");
@@ -179,10 +181,10 @@ async fn a_host_built_from_other_sources_of_the_same_version_is_warned_about() {
         ed.lua("vim.opt.rtp:prepend(...) vim.cmd('runtime! plugin/handoff.lua')", json!([checkout])).await;
         ed.lua("require('handoff').setup(...)", json!([ed.default_setup()])).await;
         assert_eq!(ed.eval("require('handoff.schema').digest").await, json!("0000000000000000"));
-        assert!(ed.eval("require('handoff.host').ensure() ~= nil").await == json!(true));
-        let note = ed.wait_until("T.noted('rebuild it')", Duration::from_secs(5)).await;
+        assert_eq!(ed.eval("require('handoff.host').ensure()").await, serde_json::Value::Null, "refused");
+        let note = ed.wait_until("T.noted('run :HandoffInstall')", Duration::from_secs(5)).await;
         let msg = note["msg"].as_str().unwrap();
-        assert!(msg.contains("the host binary was built from other sources than the plugin"), "{msg}");
+        assert!(msg.contains("was built from other sources than the plugin"), "{msg}");
         ed.quit().await;
     })
     .await;

@@ -32,8 +32,40 @@ pub mod exit {
     pub const INTERRUPTED: u8 = 130;
 }
 
+/// `--version`'s lines past the first: the settings' digest the plugin's handshake compares
+/// ([`schema::digest`](crate::core::config::schema::digest)) and the target the binary was built
+/// for, which `:HandoffInstall` checks a download against and `:checkhealth` shows (`-V` prints
+/// the version alone).
+fn long_version() -> String {
+    format!(
+        "{}\nschema {}\ntarget {}",
+        env!("CARGO_PKG_VERSION"),
+        crate::core::config::schema::digest(),
+        build_target()
+    )
+}
+
+/// The target triple this binary was built for, as a release asset names it (e.g.
+/// `x86_64-unknown-linux-musl`), from what the compiler knew.
+pub fn build_target() -> String {
+    let arch = std::env::consts::ARCH;
+    let env = if cfg!(target_env = "musl") {
+        "musl"
+    } else if cfg!(target_env = "msvc") {
+        "msvc"
+    } else {
+        "gnu"
+    };
+    match std::env::consts::OS {
+        "linux" => format!("{arch}-unknown-linux-{env}"),
+        "macos" => format!("{arch}-apple-darwin"),
+        "windows" => format!("{arch}-pc-windows-{env}"),
+        os => format!("{arch}-unknown-{os}"),
+    }
+}
+
 #[derive(Parser, Debug)]
-#[command(name = "handoff-nvim", version, about = "LLM agent sessions with structured handoffs (Neovim host and CLI)")]
+#[command(name = "handoff-nvim", version, long_version = long_version(), about = "LLM agent sessions with structured handoffs (Neovim host and CLI)")]
 pub struct Cli {
     #[command(flatten)]
     pub settings: SettingsArgs,

@@ -229,10 +229,19 @@ pub fn clean_command_async(program: impl AsRef<std::ffi::OsStr>) -> tokio::proce
     c
 }
 
+/// The README's lazy.nvim spec, as a Lua expression (the first ```lua block after "lazy.nvim").
+pub fn readme_lazy_spec() -> String {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let after = &readme[readme.find("With lazy.nvim").expect("the README's lazy.nvim section")..];
+    let start = after.find("```lua\n").expect("a lua block") + "```lua\n".len();
+    after[start..][..after[start..].find("```").unwrap()].to_string()
+}
+
 fn handoff_variables() -> Vec<&'static str> {
     use handoff_nvim::core::sandbox::{SIMULATED_ABI_VAR, SIMULATED_NO_MOUNTS_VAR};
     let mut vars = handoff_nvim::core::config::schema::variables();
-    vars.extend([SIMULATED_ABI_VAR, SIMULATED_NO_MOUNTS_VAR]);
+    // The plugin's own: a binary a developer named would win over the one a test sets up.
+    vars.extend([SIMULATED_ABI_VAR, SIMULATED_NO_MOUNTS_VAR, "HANDOFF_BIN"]);
     vars
 }
 

@@ -245,7 +245,11 @@ pub fn variables() -> Vec<&'static str> {
 
 pub const SETTINGS: &[Setting] = &[
     Setting::lua("bin", Type::Path, DefaultValue::Unset,
-        "Path of the `handoff-nvim` binary; nil: the plugin's target/release, then target/debug, then $PATH."),
+        "Path of the `handoff-nvim` binary, used as it is (so is $HANDOFF_BIN); nil: the binary :HandoffInstall installed when it fits the plugin, else the plugin's target/release, then target/debug, then $PATH. See |handoff-install|."),
+    Setting::lua("install.url", Type::Text, DefaultValue::Unset,
+        "Where :HandoffInstall downloads the release's binary from: a folder URL, `{version}` replaced by the release's version, the asset's name appended (default: the release page lua/handoff/release.lua names). A mirror or a local server; the checksum is still the one the plugin pins. See |handoff-install|."),
+    Setting::lua("install.curl_args", Type::List(&Type::Text), DefaultValue::Empty,
+        "More arguments for curl, e.g. { \"--proxy\", \"http://proxy:3128\" } or { \"--cacert\", \"/etc/ssl/corp.pem\" } (curl reads $https_proxy, $HTTPS_PROXY and $ALL_PROXY itself). See |handoff-install|."),
     Setting::host("provider.api", "api", Type::OneOf(api_names), DefaultValue::Unset,
         "Wire protocol: \"openai\" (the default; any Chat Completions server), \"openai-responses\" (OpenAI's Responses API: its reasoning and codex models), \"anthropic\", \"copilot\" (GitHub Copilot: the login of copilot.vim/copilot.lua, each model's protocol from Copilot's model list; see |handoff-copilot|), or a preset: \"openrouter\", \"ollama\", \"gemini\", \"deepseek\", \"groq\", \"xai\", \"mistral\" (its base URL, key variable and a default model; see |handoff-presets|).")
         .flag("provider", Some("HANDOFF_PROVIDER"))
@@ -648,11 +652,13 @@ pub fn lua_file() -> String {
 /// A digest of the settings as the host reads them (names, types, defaults): the plugin's
 /// generated `schema.lua` holds it, and a host binary built from other sources (a stale release
 /// build of the same version) answers another, so the plugin can say "rebuild" instead of
-/// failing on a setting the old host does not know.
+/// failing on a setting the old host does not know. Only the settings the host takes count: a
+/// setting of the plugin alone (`bin`, `install.*`, the layout) never reaches the host, so a
+/// release's binary still fits a checkout that changed only those.
 pub fn digest() -> String {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
-    for s in SETTINGS {
+    for s in SETTINGS.iter().filter(|s| s.host.is_some()) {
         let line = format!("{}|{}|{}|{}|{}\n", s.key, s.host.unwrap_or(""), s.ty.lua(), s.default.lua(), s.or_false);
         hash.update(line.as_bytes());
     }

@@ -383,7 +383,9 @@ fn locked_flags(path: &Path) -> std::io::Result<libc::c_ulong> {
         (libc::ST_NOEXEC, libc::MS_NOEXEC),
         (libc::ST_NOATIME, libc::MS_NOATIME),
         (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
-        (libc::ST_RELATIME, libc::MS_RELATIME),
+        // ST_RELATIME (the kernel's 4096): the libc crate names it for glibc only, and the
+        // static release binary is built against musl.
+        (4096, libc::MS_RELATIME),
     ] {
         if st.f_flag & st_flag != 0 {
             flags |= ms_flag;
