@@ -5,8 +5,8 @@
 # `scripts/test.sh --test handoff`). Then, unless HANDOFF_SKIP_LOCAL_MODEL=1, the end-to-end
 # handoff against the local model and the automatic handoff at its real overflow, tests
 # `cargo test` alone reports as ignored.
-# HANDOFF_LAZY_NVIM=/path/to/lazy.nvim also runs the README's lazy.nvim spec under lazy.nvim
-# (tests/first_run.rs; no package registry ships lazy.nvim, so without it that test is skipped).
+# The README's lazy.nvim spec runs under the lazy.nvim in tests/vendor/ (HANDOFF_LAZY_NVIM=/path
+# names another checkout).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -25,9 +25,6 @@ if [ "${HANDOFF_SKIP_LOCAL_MODEL:-0}" = 1 ]; then
 fi
 if [ "$local_model" = 1 ]; then
   scripts/local-model.sh install
-fi
-if [ -z "${HANDOFF_LAZY_NVIM:-}" ]; then
-  echo "test.sh: HANDOFF_LAZY_NVIM is not set: the lazy.nvim test (first_run) will be SKIPPED" >&2
 fi
 cargo test --locked --workspace "$@"
 if [ "$local_model" = 1 ]; then

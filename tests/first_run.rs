@@ -151,20 +151,11 @@ fn every_command_exists_at_start_up_before_setup_and_nothing_else_loads() {
 }
 
 /// Bug: with the README's spec (`cmd = {…}`), the commands it did not list did not exist until
-/// another one loaded the plugin. Run with lazy.nvim itself: a checkout named by
-/// `HANDOFF_LAZY_NVIM` (no package registry ships it, and the tests fetch nothing).
+/// another one loaded the plugin. Run with lazy.nvim itself (`common::lazy_nvim`).
 #[test]
 fn readme_lazy_spec_defines_every_command_at_start_up() {
-    let Some(lazy) = std::env::var_os("HANDOFF_LAZY_NVIM").filter(|v| !v.is_empty()).map(PathBuf::from) else {
-        // Straight to stderr, past the test harness's capture: a skip must be seen.
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED readme_lazy_spec_defines_every_command_at_start_up: set HANDOFF_LAZY_NVIM to a \
-             lazy.nvim checkout to run it (no registry the tests may use ships lazy.nvim)"
-        );
-        return;
-    };
-    assert!(lazy.join("lua/lazy/init.lua").is_file(), "HANDOFF_LAZY_NVIM={} is not a lazy.nvim checkout", lazy.display());
+    let lazy = common::lazy_nvim();
+    assert!(lazy.join("lua/lazy/init.lua").is_file(), "{} is not a lazy.nvim checkout (HANDOFF_LAZY_NVIM)", lazy.display());
     let dir = tempfile::tempdir().unwrap();
     let out_file = dir.path().join("probe.json");
     let names = plugin_commands();

@@ -647,18 +647,10 @@ fn the_static_binary_runs_in_a_root_without_glibc() {
 
 /// The README's lazy.nvim spec as written (its `build` function), pointed at a cold plugin
 /// folder: lazy.nvim's build installs the release's binary from the loopback server, and the
-/// plugin answers a prompt with it. Run with lazy.nvim itself, a checkout named by
-/// `HANDOFF_LAZY_NVIM` (no registry the tests may use ships it): skipped without.
+/// plugin answers a prompt with it. Run with lazy.nvim itself (`common::lazy_nvim`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_lazy_spec_builds_by_installing_from_the_local_server() {
-    let Some(lazy) = std::env::var_os("HANDOFF_LAZY_NVIM").filter(|v| !v.is_empty()).map(PathBuf::from) else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED the_readme_lazy_spec_builds_by_installing_from_the_local_server: set HANDOFF_LAZY_NVIM \
-             to a lazy.nvim checkout to run it"
-        );
-        return;
-    };
+    let lazy = common::lazy_nvim();
     let work = tempfile::tempdir().unwrap();
     let plugin = cold_plugin(work.path());
     let served = work.path().join("served");

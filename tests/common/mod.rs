@@ -230,6 +230,16 @@ pub fn clean_command_async(program: impl AsRef<std::ffi::OsStr>) -> tokio::proce
 }
 
 /// The README's lazy.nvim spec, as a Lua expression (the first ```lua block after "lazy.nvim").
+/// lazy.nvim for the tests that run the README's spec under it: `HANDOFF_LAZY_NVIM` when set,
+/// else the copy in `tests/vendor/lazy.nvim` (v11.17.5's `lua/` and licence: no registry the
+/// tests may use ships lazy.nvim, so the repository carries it).
+pub fn lazy_nvim() -> PathBuf {
+    match std::env::var_os("HANDOFF_LAZY_NVIM").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vendor/lazy.nvim"),
+    }
+}
+
 pub fn readme_lazy_spec() -> String {
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     let after = &readme[readme.find("With lazy.nvim").expect("the README's lazy.nvim section")..];
