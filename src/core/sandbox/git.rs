@@ -489,6 +489,7 @@ impl GitView {
 
 /// The overlay's mark on a folder removed and made again (`user.overlay.opaque`, as mounted
 /// with `userxattr`).
+#[cfg(target_os = "linux")]
 fn is_opaque(dir: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return false };
@@ -496,6 +497,12 @@ fn is_opaque(dir: &Path) -> bool {
     // SAFETY: the path is NUL-terminated; the value buffer is ours and its length is given.
     let n = unsafe { libc::lgetxattr(path.as_ptr(), c"user.overlay.opaque".as_ptr(), value.as_mut_ptr().cast(), value.len()) };
     n >= 1 && value[0] == b'y'
+}
+
+/// Overlay mounts, and so their marks, are Linux's: elsewhere no git view is mounted.
+#[cfg(not(target_os = "linux"))]
+fn is_opaque(_dir: &Path) -> bool {
+    false
 }
 
 fn same_content(a: &Path, b: &Path) -> bool {
