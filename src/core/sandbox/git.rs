@@ -377,11 +377,12 @@ pub fn remove_state_root() {
     }
 }
 
-/// Removes a view's state folder. The overlay leaves `work/work` with no rights at all (mode
-/// 0), which a user other than root cannot list to remove: given back first.
+/// Removes a view's state folder. The overlay leaves `work/work` and what a volatile mount
+/// makes in it with no rights at all (mode 0), which a user other than root cannot list to
+/// remove: given back first, outermost first.
 pub fn remove_view_state(state: &Path) {
     use std::os::unix::fs::PermissionsExt;
-    for sub in ["work/work", "work/index"] {
+    for sub in ["work/work", "work/work/incompat", "work/work/incompat/volatile", "work/index"] {
         let _ = std::fs::set_permissions(state.join(sub), std::fs::Permissions::from_mode(0o700));
     }
     if let Err(e) = std::fs::remove_dir_all(state) {
