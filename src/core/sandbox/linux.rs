@@ -775,8 +775,9 @@ fn exit_like(status: i32) -> ! {
 /// the read-only tree with a writable folder kept, terminals of its own, read-only binds and a
 /// git view (an AppArmor-restricted user namespace has no rights to mount), a pid namespace
 /// and its `/proc` (refused where `/proc` is partly covered, as in some containers). `Err`:
-/// why not.
-pub fn probe_mounts() -> Result<(), String> {
+/// why not. `answered` hears the answer as soon as it is known, before the probe's folders are
+/// removed (each removal can wait on the disk: the host need not).
+pub fn probe_mounts(answered: impl FnOnce(&Result<(), String>)) -> Result<(), String> {
     // A writable folder holding a read-only bind and a git view whose state is outside it, as
     // the project and its `.git` are; the probe's own, removed after.
     let scratch = tempfile::Builder::new().prefix("handoff-probe-").tempdir().map_err(|e| format!("cannot make a folder to probe in: {e}"))?;
@@ -802,6 +803,7 @@ pub fn probe_mounts() -> Result<(), String> {
                 .map_err(|e| format!("cannot mount a /proc of its own in a pid namespace (is /proc partly covered, as in a container?): {e}"))
         })
     });
+    answered(&probed);
     super::git::remove_view_state(&view.1);
     probed
 }
