@@ -350,6 +350,8 @@ async fn prompt(
     if auto == AutoHandoff::Review {
         anyhow::bail!("--auto-handoff review needs an editor to review the document in: use continue or off");
     }
+    // What the first command needs is made while the probe below is waited for.
+    crate::core::sandbox::prefetch(&cwd, settings.sandbox());
     refuse_unenforceable_sandbox(settings)?;
     let agent = open_agent(settings, &cwd, &choice)?;
     eprintln!("{}", agent.session().path().display());
@@ -479,8 +481,27 @@ pub fn run_local(command: &Command, settings: &Settings) -> Option<anyhow::Resul
 pub fn sandbox_exec_main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
     let mut args = args.into_iter().peekable();
     if args.peek().is_some_and(|a| a == crate::core::sandbox::PROBE_COMMAND) {
+        // A yes goes out on stdout as soon as it is known (`sandbox::mount_namespaces`): the
+        // host goes on while this process removes the probe's folders.
         #[cfg(target_os = "linux")]
-        let probed = crate::core::sandbox::linux::probe_mounts();
+        let probed = crate::core::sandbox::linux::probe_mounts(|probed| {
+            if probed.is_ok() {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(crate::core::sandbox::PROBE_YES).and_then(|()| out.flush());
+                // The host reads to the end: stdout is given up (onto /dev/null, so that no
+                // descriptor opened later takes its number).
+                // SAFETY: open and dup2 on descriptors this process owns; no pointers but the
+                // NUL-terminated path.
+                unsafe {
+                    let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                    if null >= 0 {
+                        libc::dup2(null, 1);
+                        libc::close(null);
+                    }
+                }
+            }
+        });
         #[cfg(not(target_os = "linux"))]
         let probed: Result<(), String> = Err("no mount namespaces off Linux".into());
         return match probed {

@@ -115,11 +115,9 @@ impl AgentSession {
         let tool_env = config.command_env();
         // The files the provider's settings read its key from are credentials from now on.
         crate::core::sandbox::protected::remember_credential_files(config.provider.key_files());
-        if config.sandbox.is_on() {
-            crate::core::sandbox::probe_in_background();
-            // The project's hard links, known before its first command (`sandbox::links`).
-            crate::core::sandbox::links::prefetch(session.cwd());
-        }
+        // The probe, the project's index of folders, git's answer and the read rules, made
+        // before the first command needs them (`sandbox::prefetch`).
+        crate::core::sandbox::prefetch(session.cwd(), config.sandbox);
         Self {
             provider: Mutex::new(Provider::new(config.provider)),
             session: Mutex::new(session),

@@ -148,7 +148,7 @@ async fn run_prepared(
                     prepared.pass_descriptors(&mut cmd);
                 }
                 None => {
-                    cmd.args(sandbox.helper_args(&ctx.cwd, &shell, &["-c", &a.command], &Default::default(), false));
+                    cmd.args(sandbox.helper_args(&ctx.cwd, &shell, &["-c", &a.command], &Default::default(), None, false));
                 }
             }
             (sandbox.helper.source().to_path_buf(), cmd)
