@@ -1,5 +1,6 @@
 //! Sessions: pi-compatible JSONL files holding a tree of entries (`SessionManager`).
 
+pub mod chain;
 pub mod changes;
 pub mod context;
 pub mod derived;
