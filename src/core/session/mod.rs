@@ -9,6 +9,7 @@ pub mod ledger;
 pub mod paths;
 pub mod pins;
 pub mod scan;
+mod skim;
 mod store;
 pub mod todos;
 
