@@ -460,3 +460,65 @@ async fn checkhealth_with_a_slow_provider_keeps_the_editor_running() {
     })
     .await;
 }
+
+/// Writes `count` sessions of about `bytes` each into the editor's session folder for its work
+/// folder: a chain of handoffs every few, each a conversation whose messages carry long text.
+fn write_session_folder(ed: &Editor, count: usize, bytes: usize) -> std::path::PathBuf {
+    let folder = ed.session_dir.join(handoff_nvim::core::session::paths::cwd_folder_name(&ed.work_dir()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let filler = "the quick brown fox jumps over the lazy dog while the tests compile ".repeat(40);
+    let mut previous: Option<std::path::PathBuf> = None;
+    for n in 0..count {
+        let id = format!("00000000-0000-7000-8000-{n:012}");
+        let stamp = format!("2026-11-{:02}T10:{:02}:{:02}.000Z", 1 + n / 3600, (n / 60) % 60, n % 60);
+        let path = folder.join(format!("{}_{id}.jsonl", stamp.replace([':', '.'], "-")));
+        let mut header = json!({ "type": "session", "version": 3, "id": id, "timestamp": stamp, "cwd": ed.work_dir() });
+        if let Some(parent) = previous.as_ref().filter(|_| n % 4 != 0) {
+            header["parentSession"] = json!(parent);
+        }
+        let mut text = header.to_string();
+        let mut parent = serde_json::Value::Null;
+        let mut i = 0;
+        while text.len() < bytes {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            let entry_id = format!("{i:08x}");
+            let line = json!({ "type": "message", "id": entry_id, "parentId": parent, "timestamp": stamp,
+                "message": { "role": role, "content": [{ "type": "text", "text": format!("turn {i} of session {n}: {filler}") }] } });
+            text.push('\n');
+            text.push_str(&line.to_string());
+            parent = json!(entry_id);
+            i += 1;
+        }
+        std::fs::write(&path, text + "\n").unwrap();
+        previous = Some(path);
+    }
+    folder
+}
+
+/// Issue 40: `:HandoffSessions` read every session file of the folder whole inside a request,
+/// the editor waiting (seconds for a folder of hundreds of large sessions). Now the host lists
+/// them in a task and the picker opens when its `sessions` record arrives, in the chains'
+/// order; the editor answers meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handoff_sessions_with_a_large_folder_never_freezes_the_editor() {
+    bounded(async {
+        let ed = Editor::start().await;
+        write_session_folder(&ed, 200, 300_000);
+        host_started(&ed).await;
+        ed.lua(&format!("{GAP_TIMER} {CAPTURE_PICKER}"), json!([])).await;
+        let t0 = Instant::now();
+        ed.command("HandoffSessions").await;
+        let picked = ed.wait_until("_G.picked", Duration::from_secs(60)).await;
+        let took = t0.elapsed();
+        let gap = worst_gap(&ed).await;
+        assert_not_frozen(gap, took, "the session folder was listed");
+        let picked: Vec<String> = serde_json::from_value(picked).unwrap();
+        assert_eq!(picked.len(), 200, "{picked:?}");
+        // The chains as the host placed them: the newest chain first, its first session, then
+        // each one handed off from the one above it.
+        assert!(picked[0].starts_with("2026-11-01T10:03:16.000Z  turn 0 of session 196"), "{}", picked[0]);
+        assert!(picked[1].starts_with("⇠ 2026-11-01T10:03:17.000Z  turn 0 of session 197"), "{}", picked[1]);
+        ed.quit().await;
+    })
+    .await;
+}

@@ -361,13 +361,14 @@ pub fn open_session(
     cwd: &Path,
     choice: &SessionChoice,
 ) -> Result<Opened, SessionError> {
+    // The newest by the files' headers alone: a start-up never loads the folder's other sessions.
     let newest = match choice {
-        SessionChoice::Newest => SessionManager::list_sessions(session_dir, cwd)?.into_iter().next(),
+        SessionChoice::Newest => SessionManager::newest_session(session_dir, cwd)?,
         _ => None,
     };
     let (session, created) = match (choice, newest) {
         (SessionChoice::File(path), _) => (SessionManager::open(path, session_dir)?, false),
-        (SessionChoice::Newest, Some(info)) => (SessionManager::open(&info.path, session_dir)?, false),
+        (SessionChoice::Newest, Some(path)) => (SessionManager::open(&path, session_dir)?, false),
         (SessionChoice::Newest | SessionChoice::New, _) => (SessionManager::create(session_dir, cwd, None)?, true),
     };
     let warnings = session.warnings().to_vec();
