@@ -581,7 +581,7 @@ async fn in_review_mode_nothing_is_sent_until_the_document_is_written_then_the_w
     assert_eq!(env.mock.requests().len(), 2, "nothing is sent while the document waits");
     assert_eq!(env.sessions().len(), 1);
     let edited = text.replace("Write the tests", "Write the tests, then the docs");
-    let done = env.controller.commit_review(&edited);
+    let done = env.controller.commit_review(&edited).await;
     assert!(matches!(done, handoff::HandoffOutcome::Done { .. }), "{done:?}");
     wait_until("the continuation", T, || env.mock.requests().len() == 3).await;
     let sent = common::wire_messages(&env.mock.requests()[2]);

@@ -522,3 +522,42 @@ async fn handoff_sessions_with_a_large_folder_never_freezes_the_editor() {
     })
     .await;
 }
+
+/// Issue 40: writing a reviewed document (`handoff_commit`) wrote and fsynced the new session
+/// inside the notification's handler; nvim-rs dispatches nothing else meanwhile, so a request
+/// the editor sent then (here `status`) waited for the commit, the editor with it. Now the
+/// commit's file work runs on a blocking thread: the request answers at once, and
+/// `HandoffDone` still comes only once the new session is on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn committing_a_large_reviewed_document_never_holds_the_editors_requests() {
+    bounded(async {
+        let ed = Editor::start_with_setup(json!({ "handoff": { "review": true } })).await;
+        ed.converse("first question", "first answer").await;
+        ed.mock.push(MockReply::text(DOC));
+        ed.command("Handoff the parser").await;
+        ed.wait_event("HandoffReview", 1).await;
+        // A document of 23 MB (a reviewer pasted logs in): writing and syncing it takes a while.
+        let timed = ed
+            .lua(
+                "local text = '## Goal\\n' .. string.rep('a line of a long pasted log, with \"quotes\" and \\\\ escapes\\n', 400000) \
+                 _G.commit_t0 = vim.uv.hrtime() \
+                 require('handoff.host').notify_running('handoff_commit', text) \
+                 local t0 = vim.uv.hrtime() \
+                 local ok = require('handoff.host').try_request('status') \
+                 return { ok = ok, ms = (vim.uv.hrtime() - t0) / 1e6 }",
+                json!([]),
+            )
+            .await;
+        assert_eq!(timed["ok"], json!(true), "{timed}");
+        let done = ed.wait_event("HandoffDone", 1).await;
+        let took = ed.eval("(vim.uv.hrtime() - _G.commit_t0) / 1e6").await.as_f64().unwrap();
+        let stall = timed["ms"].as_f64().unwrap();
+        assert_not_frozen(stall, std::time::Duration::from_secs_f64(took / 1000.0), "a reviewed document was committed");
+        let new_file = done["session_file"].as_str().unwrap();
+        let lines = common::nvim::jsonl(std::path::Path::new(new_file));
+        let content = lines.iter().find(|l| l["type"] == "custom_message").unwrap()["content"].as_str().unwrap().len();
+        assert!(content > 22_000_000, "the document is in the new session when HandoffDone comes: {content} bytes");
+        ed.quit().await;
+    })
+    .await;
+}

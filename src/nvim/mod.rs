@@ -743,8 +743,13 @@ impl Host {
                 controller.start_handoff(HandoffOptions { focus, review: flags.review })
             }
             // Review mode: the document as the user wrote it, or quit.
+            // Under way now (a prompt sent after it waits for the new session); its file
+            // work is never the handler's: nvim-rs handles notifications one at a time.
             Notification::HandoffCommit { text } => {
-                controller.commit_review(&text);
+                let commit = controller.commit_review(&text);
+                crate::core::task::spawn("committing the reviewed handoff", async move {
+                    commit.await;
+                });
             }
             Notification::HandoffDiscard => {
                 controller.discard_review();

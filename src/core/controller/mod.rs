@@ -480,10 +480,17 @@ impl Controller {
     /// Review mode: the user wrote the document; the new session starts with the text as is.
     /// After an automatic handoff in review, or with a prompt typed during the commit, the
     /// work then goes on there (in a task).
-    pub fn commit_review(&self, text: &str) -> HandoffOutcome {
-        let outcome = self.lifecycle.commit_review(text);
-        self.report_refusal(&outcome);
-        outcome
+    ///
+    /// The commit is under way from the call on (input sent after it goes to the new session);
+    /// the file work runs off the caller's thread ([`Lifecycle::commit_review`]).
+    pub fn commit_review(self: &Arc<Self>, text: &str) -> impl std::future::Future<Output = HandoffOutcome> + Send + 'static {
+        let commit = self.lifecycle.commit_review(text);
+        let controller = self.clone();
+        async move {
+            let outcome = commit.await;
+            controller.report_refusal(&outcome);
+            outcome
+        }
     }
 
     /// Review mode: the user quit without writing; nothing is created (after an automatic
