@@ -561,3 +561,33 @@ async fn committing_a_large_reviewed_document_never_holds_the_editors_requests()
     })
     .await;
 }
+
+/// Issue 40: completing `@path` ran `git ls-files` and waited for it (up to 3 s) on the editor's
+/// main loop. Now the list is read in the background: completion shows what is known at once
+/// and the candidates come when git answers. A `git` that takes 2 s stands in for a large
+/// repository or a slow disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completing_a_path_with_a_slow_git_never_freezes_the_editor() {
+    bounded(async {
+        use std::os::unix::fs::PermissionsExt;
+        let ed = Editor::start().await;
+        let bin = ed.dir.path().join("slow-bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let git = bin.join("git");
+        std::fs::write(&git, "#!/bin/sh\nsleep 2\nprintf 'src/slow.rs\\0README.md\\0'\n").unwrap();
+        std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ed.lua("vim.env.PATH = ... .. ':' .. vim.env.PATH", json!([bin])).await;
+        ed.lua(GAP_TIMER, json!([])).await;
+        let t0 = Instant::now();
+        // As the prompt buffer's 'omnifunc' asks, for `@s` typed.
+        ed.lua("_G.first = require('handoff.commands').omnifunc(0, '@s')", json!([])).await;
+        ed.wait_until("vim.tbl_contains(require('handoff.completion').files(), 'src/slow.rs')", Duration::from_secs(20)).await;
+        let took = t0.elapsed();
+        let gap = worst_gap(&ed).await;
+        assert_not_frozen(gap, took, "git listed the project's files");
+        let now = ed.eval("vim.tbl_map(function(i) return i.word end, require('handoff.commands').omnifunc(0, '@s'))").await;
+        assert_eq!(now, json!(["@src/slow.rs"]), "the candidates once git answered");
+        ed.quit().await;
+    })
+    .await;
+}
