@@ -122,6 +122,39 @@ it("a transcript renders, a reply streams in and the indicator counts", function
   eq(nil, chat.indicator_text(), "indicator after the end")
 end)
 
+it("a redraw of a shorter session (/back) puts its last lines in view, not past its end", function()
+  require("handoff").open_chat()
+  local chat = require("handoff.chat")
+  local win = vim.fn.win_findbuf(chat.chat_buf)[1]
+  local function items(n)
+    local out = {}
+    for i = 1, n do
+      -- Replies with thinking: folded in the chat, as a real session's are.
+      table.insert(out, { kind = i % 2 == 1 and "user" or "assistant", model = "m", thinking = "thought\nat length", text = "message " .. i })
+    end
+    return out
+  end
+  local function view()
+    vim.cmd("redraw")
+    return api.nvim_win_call(win, function()
+      return { top = vim.fn.line("w0"), bottom = vim.fn.line("w$"), last = vim.fn.line("$"), height = api.nvim_win_get_height(0) }
+    end)
+  end
+  fake.emit({ { type = "transcript", session_id = "long", session_file = "/tmp/long.jsonl", items = items(120) } })
+  local long = view()
+  eq(long.last, long.bottom, "the long session ends at the window's bottom: " .. vim.inspect(long))
+  assert(long.top > 1, vim.inspect(long))
+  -- `/back` to the session it was handed off from, a shorter one: switched, then drawn anew.
+  fake.emit({
+    { type = "session_switch", old = "/tmp/long.jsonl", new = "/tmp/short.jsonl", reason = "back" },
+    { type = "transcript", session_id = "short", session_file = "/tmp/short.jsonl", items = items(12) },
+  })
+  local short = view()
+  eq(short.last, short.bottom, "the short session's last line is in view: " .. vim.inspect(short))
+  -- Not the last line alone at the top of an otherwise empty window (topline 94 of 94).
+  assert(short.top < short.last - 10, "the window shows the session's last lines: " .. vim.inspect(short))
+end)
+
 it("a running command shows the end of its output and counts the lines before it", function()
   require("handoff").open_chat()
   local chat = require("handoff.chat")
