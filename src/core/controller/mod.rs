@@ -108,8 +108,20 @@ pub mod text {
         }
     }
 
+    /// After an automatic handoff, as [`super::Wall::after`] says: the work goes on.
+    pub const AFTER_WALL_GOES_ON: &str = "the work goes on in the new session";
+    /// … the prompt the wall stopped is answered there.
+    pub const AFTER_WALL_PROMPT: &str = "your prompt goes to the new session, which answers it";
+    /// … nothing runs until the user writes.
+    pub const AFTER_WALL_WAITS: &str = "the new session waits for your next prompt";
+
     fn auto_next(wall: &super::Wall) -> &'static str {
-        if wall.in_flight { "the work goes on in the new session" } else { "the new session waits for your next prompt" }
+        use crate::core::agent::AfterWall;
+        match wall.after() {
+            AfterWall::GoesOn => AFTER_WALL_GOES_ON,
+            AfterWall::Answers => AFTER_WALL_PROMPT,
+            AfterWall::Waits => AFTER_WALL_WAITS,
+        }
     }
 
     /// How a cancelled automatic handoff is told: what may happen now, and what to do.
