@@ -214,8 +214,7 @@ mod tests {
             facts: Facts { read_files: vec!["notes.txt".into()], ..Facts::default() },
             words: UserWords { task: Some("read notes.txt".into()), latest: None },
             auto: Some(wall()),
-            fallback: None,
-            prepared: None,
+            ..Carried::default()
         };
         let doc = document(&refs, &carried, &wall(), "HTTP 500", 100);
         assert!(doc.starts_with(TITLE), "{doc}");

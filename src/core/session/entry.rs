@@ -268,6 +268,13 @@ impl<'de> Deserialize<'de> for SessionEntry {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Messages parsed whole on this thread ([`SessionEntry::message`]), for the tests that
+    /// hold a path to parsing each message once.
+    pub(crate) static MESSAGE_PARSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Entry type names used by pi.
 pub mod kind {
     pub const MESSAGE: &str = "message";
@@ -330,6 +337,8 @@ impl SessionEntry {
 
     /// The message of a `message` entry (`None` for other types or an unreadable message).
     pub fn message(&self) -> Option<Message> {
+        #[cfg(test)]
+        MESSAGE_PARSES.with(|n| n.set(n.get() + 1));
         // The message's own text, found when the line was read: the rest of the line is not
         // scanned again.
         serde_json::from_str(self.message_json()?).ok()
