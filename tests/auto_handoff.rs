@@ -548,6 +548,31 @@ mod cli {
         assert_eq!(to_old.first().unwrap().1, "Plan the parser");
     }
 
+    /// Bug (issue 40): `prompt --session BIG "next step?"` on a session already past the wall
+    /// said "the new session waits for your next prompt", then answered that very prompt in it.
+    /// The prompt the run had not sent goes to the new session first, and the notice says so.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_prompt_met_by_the_wall_is_answered_in_the_new_session_and_said_so() {
+        let mock = MockServer::start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("project")).unwrap();
+        // A session that ends past the wall (handing off was off when it got there).
+        mock.push(MockReply::text("Sure.").with_usage(MockUsage { input: 15_000, output: Some(10), ..MockUsage::default() }));
+        let (code, _, stderr) = ours(&mock, dir.path(), &["prompt", "--new", "--auto-handoff", "off", "Plan the parser"]).await;
+        assert_eq!(code, Some(0), "{stderr}");
+        let big = stderr.lines().find(|l| l.ends_with(".jsonl")).unwrap().to_string();
+        mock.push(MockReply::text(DOCUMENT));
+        mock.push(MockReply::text("Next: the tests."));
+        let (code, stdout, stderr) = ours(&mock, dir.path(), &["prompt", "--session", &big, "next step?"]).await;
+        assert_eq!(code, Some(0), "{stderr}");
+        assert_eq!(stdout.trim(), "Next: the tests.", "{stderr}");
+        let requests = mock.requests();
+        assert_eq!(wire_messages(&requests[requests.len() - 1]).last().unwrap().1, "next step?", "answered in the new session");
+        assert!(stderr.contains("Handed off automatically"), "{stderr}");
+        assert!(!stderr.contains("waits for your next prompt"), "{stderr}");
+        assert!(stderr.contains(handoff_nvim::core::controller::text::AFTER_WALL_PROMPT), "{stderr}");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn prompt_goes_on_from_the_hosts_document_when_the_handoff_fails_and_exits_1_when_review_is_refused() {
         let mock = MockServer::start().await.unwrap();
@@ -581,7 +606,7 @@ async fn in_review_mode_nothing_is_sent_until_the_document_is_written_then_the_w
     assert_eq!(env.mock.requests().len(), 2, "nothing is sent while the document waits");
     assert_eq!(env.sessions().len(), 1);
     let edited = text.replace("Write the tests", "Write the tests, then the docs");
-    let done = env.controller.commit_review(&edited);
+    let done = env.controller.commit_review(&edited).await;
     assert!(matches!(done, handoff::HandoffOutcome::Done { .. }), "{done:?}");
     wait_until("the continuation", T, || env.mock.requests().len() == 3).await;
     let sent = common::wire_messages(&env.mock.requests()[2]);

@@ -172,7 +172,7 @@ async fn review_mode_waits_for_the_text_as_written_or_creates_nothing() {
     mock.push(MockReply::text("## Goal\nDraft."));
     let HandoffOutcome::Review { text, .. } = controller.handoff(HandoffOptions { review: Some(true), ..Default::default() }).await else { panic!() };
     let edited = text.replace("Draft.", "Edited by the user.").replace("src/lib.rs\n", "");
-    let HandoffOutcome::Done { session_file, document, .. } = controller.commit_review(&edited) else { panic!() };
+    let HandoffOutcome::Done { session_file, document, .. } = controller.commit_review(&edited).await else { panic!() };
     assert_eq!(document, edited);
     let entry = handoff_entry(&session_file);
     assert_eq!(
@@ -181,5 +181,5 @@ async fn review_mode_waits_for_the_text_as_written_or_creates_nothing() {
     );
     // The details keep what the host knows, whatever the edit removed.
     assert_eq!(entry["details"]["readFiles"], json!(["src/lib.rs"]));
-    assert!(matches!(controller.commit_review("again"), HandoffOutcome::Refused { .. }));
+    assert!(matches!(controller.commit_review("again").await, HandoffOutcome::Refused { .. }));
 }

@@ -146,20 +146,14 @@ async fn a_prompt_racing_a_review_commit_is_sent_in_the_new_session_and_no_orpha
         })
     };
     locked.1.recv().unwrap();
-    let committing = {
-        let (controller, runtime) = (env.controller.clone(), tokio::runtime::Handle::current());
-        std::thread::spawn(move || {
-            let _in = runtime.enter();
-            controller.commit_review(&text)
-        })
-    };
+    let committing = tokio::spawn(env.controller.commit_review(&text));
     wait_until("the commit under way", T, || env.controller.lifecycle().phase() == Phase::Committing).await;
     env.mock.push(MockReply::text("answered in the new session"));
     env.controller.submit("typed during the commit");
     wait_until("the prompt queued", T, || env.heard(text::QUEUED_FOR_NEW_SESSION)).await;
     release.0.send(()).unwrap();
     holder.join().unwrap();
-    let done = committing.join().unwrap();
+    let done = committing.await.unwrap();
     let HandoffOutcome::Done { session_file, .. } = done else { panic!("{done:?}") };
     wait_until("the queued prompt answered", T, || !env.controller.is_busy() && env.mock.requests().len() == 2).await;
     let new: Vec<_> = entry_lines(std::path::Path::new(&session_file));

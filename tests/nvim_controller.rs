@@ -462,3 +462,134 @@ async fn checkhealth_with_a_slow_provider_keeps_the_editor_running() {
     })
     .await;
 }
+
+/// Writes `count` sessions of about `bytes` each into the editor's session folder for its work
+/// folder: a chain of handoffs every few, each a conversation whose messages carry long text.
+fn write_session_folder(ed: &Editor, count: usize, bytes: usize) -> std::path::PathBuf {
+    let folder = ed.session_dir.join(handoff_nvim::core::session::paths::cwd_folder_name(&ed.work_dir()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let filler = "the quick brown fox jumps over the lazy dog while the tests compile ".repeat(40);
+    let mut previous: Option<std::path::PathBuf> = None;
+    for n in 0..count {
+        let id = format!("00000000-0000-7000-8000-{n:012}");
+        let stamp = format!("2026-11-{:02}T10:{:02}:{:02}.000Z", 1 + n / 3600, (n / 60) % 60, n % 60);
+        let path = folder.join(format!("{}_{id}.jsonl", stamp.replace([':', '.'], "-")));
+        let mut header = json!({ "type": "session", "version": 3, "id": id, "timestamp": stamp, "cwd": ed.work_dir() });
+        if let Some(parent) = previous.as_ref().filter(|_| n % 4 != 0) {
+            header["parentSession"] = json!(parent);
+        }
+        let mut text = header.to_string();
+        let mut parent = serde_json::Value::Null;
+        let mut i = 0;
+        while text.len() < bytes {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            let entry_id = format!("{i:08x}");
+            let line = json!({ "type": "message", "id": entry_id, "parentId": parent, "timestamp": stamp,
+                "message": { "role": role, "content": [{ "type": "text", "text": format!("turn {i} of session {n}: {filler}") }] } });
+            text.push('\n');
+            text.push_str(&line.to_string());
+            parent = json!(entry_id);
+            i += 1;
+        }
+        std::fs::write(&path, text + "\n").unwrap();
+        previous = Some(path);
+    }
+    folder
+}
+
+/// Issue 40: `:HandoffSessions` read every session file of the folder whole inside a request,
+/// the editor waiting (seconds for a folder of hundreds of large sessions). Now the host lists
+/// them in a task and the picker opens when its `sessions` record arrives, in the chains'
+/// order; the editor answers meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handoff_sessions_with_a_large_folder_never_freezes_the_editor() {
+    bounded(async {
+        let ed = Editor::start().await;
+        write_session_folder(&ed, 200, 300_000);
+        host_started(&ed).await;
+        ed.lua(&format!("{GAP_TIMER} {CAPTURE_PICKER}"), json!([])).await;
+        let t0 = Instant::now();
+        ed.command("HandoffSessions").await;
+        let picked = ed.wait_until("_G.picked", Duration::from_secs(60)).await;
+        let took = t0.elapsed();
+        let gap = worst_gap(&ed).await;
+        assert_not_frozen(gap, took, "the session folder was listed");
+        let picked: Vec<String> = serde_json::from_value(picked).unwrap();
+        assert_eq!(picked.len(), 200, "{picked:?}");
+        // The chains as the host placed them: the newest chain first, its first session, then
+        // each one handed off from the one above it.
+        assert!(picked[0].starts_with("2026-11-01T10:03:16.000Z  turn 0 of session 196"), "{}", picked[0]);
+        assert!(picked[1].starts_with("⇠ 2026-11-01T10:03:17.000Z  turn 0 of session 197"), "{}", picked[1]);
+        ed.quit().await;
+    })
+    .await;
+}
+
+/// Issue 40: writing a reviewed document (`handoff_commit`) wrote and fsynced the new session
+/// inside the notification's handler; nvim-rs dispatches nothing else meanwhile, so a request
+/// the editor sent then (here `status`) waited for the commit, the editor with it. Now the
+/// commit's file work runs on a blocking thread: the request answers at once, and
+/// `HandoffDone` still comes only once the new session is on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn committing_a_large_reviewed_document_never_holds_the_editors_requests() {
+    bounded(async {
+        let ed = Editor::start_with_setup(json!({ "handoff": { "review": true } })).await;
+        ed.converse("first question", "first answer").await;
+        ed.mock.push(MockReply::text(DOC));
+        ed.command("Handoff the parser").await;
+        ed.wait_event("HandoffReview", 1).await;
+        // A document of 23 MB (a reviewer pasted logs in): writing and syncing it takes a while.
+        let timed = ed
+            .lua(
+                "local text = '## Goal\\n' .. string.rep('a line of a long pasted log, with \"quotes\" and \\\\ escapes\\n', 400000) \
+                 _G.commit_t0 = vim.uv.hrtime() \
+                 require('handoff.host').notify_running('handoff_commit', text) \
+                 local t0 = vim.uv.hrtime() \
+                 local ok = require('handoff.host').try_request('status') \
+                 return { ok = ok, ms = (vim.uv.hrtime() - t0) / 1e6 }",
+                json!([]),
+            )
+            .await;
+        assert_eq!(timed["ok"], json!(true), "{timed}");
+        let done = ed.wait_event("HandoffDone", 1).await;
+        let took = ed.eval("(vim.uv.hrtime() - _G.commit_t0) / 1e6").await.as_f64().unwrap();
+        let stall = timed["ms"].as_f64().unwrap();
+        assert_not_frozen(stall, std::time::Duration::from_secs_f64(took / 1000.0), "a reviewed document was committed");
+        let new_file = done["session_file"].as_str().unwrap();
+        let lines = common::nvim::jsonl(std::path::Path::new(new_file));
+        let content = lines.iter().find(|l| l["type"] == "custom_message").unwrap()["content"].as_str().unwrap().len();
+        assert!(content > 22_000_000, "the document is in the new session when HandoffDone comes: {content} bytes");
+        ed.quit().await;
+    })
+    .await;
+}
+
+/// Issue 40: completing `@path` ran `git ls-files` and waited for it (up to 3 s) on the editor's
+/// main loop. Now the list is read in the background: completion shows what is known at once
+/// and the candidates come when git answers. A `git` that takes 2 s stands in for a large
+/// repository or a slow disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completing_a_path_with_a_slow_git_never_freezes_the_editor() {
+    bounded(async {
+        use std::os::unix::fs::PermissionsExt;
+        let ed = Editor::start().await;
+        let bin = ed.dir.path().join("slow-bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let git = bin.join("git");
+        std::fs::write(&git, "#!/bin/sh\nsleep 2\nprintf 'src/slow.rs\\0README.md\\0'\n").unwrap();
+        std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ed.lua("vim.env.PATH = ... .. ':' .. vim.env.PATH", json!([bin])).await;
+        ed.lua(GAP_TIMER, json!([])).await;
+        let t0 = Instant::now();
+        // As the prompt buffer's 'omnifunc' asks, for `@s` typed.
+        ed.lua("_G.first = require('handoff.commands').omnifunc(0, '@s')", json!([])).await;
+        ed.wait_until("vim.tbl_contains(require('handoff.completion').files(), 'src/slow.rs')", Duration::from_secs(20)).await;
+        let took = t0.elapsed();
+        let gap = worst_gap(&ed).await;
+        assert_not_frozen(gap, took, "git listed the project's files");
+        let now = ed.eval("vim.tbl_map(function(i) return i.word end, require('handoff.commands').omnifunc(0, '@s'))").await;
+        assert_eq!(now, json!(["@src/slow.rs"]), "the candidates once git answered");
+        ed.quit().await;
+    })
+    .await;
+}

@@ -877,6 +877,44 @@ fn list_sessions_is_newest_first_with_first_message_and_parent() {
     assert!(SessionManager::list_sessions(&session_dir, Path::new("/nothing/here")).unwrap().is_empty());
 }
 
+/// Issue 40: every listing (the picker, start-up) loaded every session file of the folder. Now a
+/// file is summarized once per (size, modification time): a second listing reads only what
+/// changed; an append (a new size) is seen, a file gone is dropped. The control: a file whose
+/// bytes change under the same size and time is not read again, which only a cache explains.
+#[test]
+fn a_listing_summarizes_each_file_once_per_size_and_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let session_dir = dir.path().join("sessions");
+    let cwd = Path::new("/cached/project");
+    let mut a = SessionManager::create(&session_dir, cwd, None).unwrap();
+    a.append_message(&Message::user("alpha one")).unwrap();
+    a.flush().unwrap();
+    common::wait_past(&a.header().timestamp);
+    let mut b = SessionManager::create(&session_dir, cwd, None).unwrap();
+    b.append_message(&Message::user("bravo one")).unwrap();
+    b.flush().unwrap();
+    let first = SessionManager::list_sessions(&session_dir, cwd).unwrap();
+    assert_eq!(first.iter().map(|i| i.first_message.as_str()).collect::<Vec<_>>(), ["bravo one", "alpha one"]);
+    // The same size and time, other bytes: the summary made before stands.
+    let text = std::fs::read_to_string(a.path()).unwrap();
+    let modified = std::fs::metadata(a.path()).unwrap().modified().unwrap();
+    std::fs::write(a.path(), text.replace("alpha one", "ALPHA ONE")).unwrap();
+    std::fs::File::options().write(true).open(a.path()).unwrap().set_modified(modified).unwrap();
+    let cached = SessionManager::list_sessions(&session_dir, cwd).unwrap();
+    assert_eq!(cached[1].first_message, "alpha one", "read again although neither size nor time changed");
+    // An append is a new size: read again.
+    b.append_message(&common::assistant("ok")).unwrap();
+    b.flush().unwrap();
+    let grown = SessionManager::list_sessions(&session_dir, cwd).unwrap();
+    assert_eq!(grown[0].message_count, 2);
+    // A file gone is gone from the list.
+    std::fs::remove_file(a.path()).unwrap();
+    let left = SessionManager::list_sessions(&session_dir, cwd).unwrap();
+    assert_eq!(left.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), [b.session_id()]);
+    // The newest, by the headers alone.
+    assert_eq!(SessionManager::newest_session(&session_dir, cwd).unwrap().as_deref(), Some(b.path()));
+}
+
 #[test]
 fn new_session_replaces_the_current_one_with_an_empty_tree() {
     let dir = tempfile::tempdir().unwrap();

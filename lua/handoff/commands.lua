@@ -214,7 +214,7 @@ function M.omnifunc(findstart, base)
   if sigil == "#" or sigil == "@" then
     return vim.tbl_map(function(c)
       return { word = c.word, abbr = c.word, menu = c.menu, info = c.info }
-    end, require("handoff.completion").items(base))
+    end, require("handoff.completion").items(base, { when_listed = require("handoff.completion").reopen_omni() }))
   end
   return M.complete((base:gsub("^/", "")))
 end

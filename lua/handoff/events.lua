@@ -241,6 +241,10 @@ function handlers.session_view(r)
   M.fire("HandoffSessionView", { path = r.path, session_id = r.session_id, parent_session = r.parent_session, error = r.error })
 end
 
+function handlers.sessions(r)
+  require("handoff.sessions").on_list(r)
+end
+
 function handlers.models(r)
   require("handoff.models").on_list(r)
 end

@@ -1,114 +1,72 @@
 --- Sessions as chains of handoffs, and any session read-only.
 ---
---- The picker (`:HandoffSessions`) lists the sessions of the working directory as chains: each
---- session a handoff started sits under the one it was handed off from, marked `⇠`, the chain
---- with the newest session first. `:HandoffSessions!` opens the chosen one read-only instead of
+--- The picker (`:HandoffSessions`) lists the sessions of the working directory as chains, in the
+--- order the host's `sessions` record gives (the host owns the chains): each session a handoff
+--- started sits under the one it was handed off from, marked `⇠`, the chain with the newest
+--- session first. `:HandoffSessions!` opens the chosen one read-only instead of
 --- resuming it: its transcript in a markdown buffer `handoff://session/<file>.md`, read by the
 --- host off its main thread, while the agent stays on its session. The key `keymaps.parent`
 --- (`gp`) on a "Handed off from" line (the chat's header, or a read-only session's) opens that
 --- parent the same way, so a chain can be walked back to its start.
-local config = require("handoff.config")
-local state = require("handoff.state")
-
 local M = {}
 
 local api = vim.api
 
---- A session of the host's `sessions` list (`path`, `timestamp`, `first_message`,
---- `message_count`, `parent_session`…) with its place in its chain.
----@class handoff.SessionChainItem
+--- A session of the host's `sessions` record, in the picker's order: the host places each
+--- session in its chain of handoffs (`session::chain`), this module only draws it.
+---@class handoff.SessionListItem
 ---@field path string
+---@field timestamp string
+---@field first_message string
+---@field message_count integer  messages on its current branch (the count the handoff's guard checks)
+---@field parent_session? string
 ---@field depth integer  0 for a chain's first session, 1 for one handed off from it, …
+---@field current? boolean  the agent's session now
 
---- Orders the host's session list (newest first) as chains: a session without a listed parent
---- starts a chain and the sessions handed off from it follow, each under its parent. Chains are
---- ordered by their newest session, and so are the children of one session, newest first.
----@param list table[]
----@return handoff.SessionChainItem[]
-function M.chains(list)
-  local rank, by_path, children = {}, {}, {}
-  for i, s in ipairs(list) do
-    rank[s] = i
-    by_path[s.path] = s
-  end
-  local roots = {}
-  for _, s in ipairs(list) do
-    local parent = s.parent_session and by_path[s.parent_session]
-    if parent and parent ~= s then
-      children[parent] = children[parent] or {}
-      table.insert(children[parent], s)
-    else
-      table.insert(roots, s)
-    end
-  end
-  -- The rank of the newest session of each subtree (a smaller rank is newer).
-  local newest = {}
-  local function measure(s, seen)
-    if newest[s] then
-      return newest[s]
-    end
-    seen[s] = true
-    local best = rank[s]
-    for _, c in ipairs(children[s] or {}) do
-      if not seen[c] then
-        best = math.min(best, measure(c, seen))
-      end
-    end
-    newest[s] = best
-    return best
-  end
-  local function by_newest(a, b)
-    return measure(a, {}) < measure(b, {})
-  end
-  local out, placed = {}, {}
-  local function place(s, depth)
-    if placed[s] then
-      return
-    end
-    placed[s] = true
-    table.insert(out, vim.tbl_extend("force", s, { depth = depth }))
-    local kids = children[s] or {}
-    table.sort(kids, by_newest)
-    for _, c in ipairs(kids) do
-      place(c, depth + 1)
-    end
-  end
-  table.sort(roots, by_newest)
-  for _, s in ipairs(roots) do
-    place(s, 0)
-  end
-  -- Parents naming each other (hand-edited files) start no chain: list them anyway.
-  for _, s in ipairs(list) do
-    place(s, 0)
-  end
-  return out
-end
+--- What a picker asked for waits here until the host's list comes (`view`: read-only).
+local H = { pending = nil }
 
---- A picker line: the timestamp, the first prompt and the size (the host's count of the messages
---- on the current branch, the one the handoff's guard checks), indented and marked `⇠` under the
---- session it was handed off from.
----@param item handoff.SessionChainItem
+--- A picker line: the timestamp, the first prompt and the size, indented and marked `⇠` under
+--- the session it was handed off from.
+---@param item handoff.SessionListItem
 function M.format(item)
-  local s = item
-  local first = (s.first_message ~= nil and s.first_message ~= "") and s.first_message or "(no prompt yet)"
-  local lead = item.depth > 0 and (string.rep("  ", item.depth - 1) .. "⇠ ") or ""
-  local current = s.path == state.session_file and " (current)" or ""
-  return ("%s%s  %s  [%d messages]%s"):format(lead, s.timestamp or "", first, s.message_count or 0, current)
+  local first = (item.first_message ~= nil and item.first_message ~= "") and item.first_message or "(no prompt yet)"
+  local depth = item.depth or 0
+  local lead = depth > 0 and (string.rep("  ", depth - 1) .. "⇠ ") or ""
+  local current = item.current and " (current)" or ""
+  return ("%s%s  %s  [%d messages]%s"):format(lead, item.timestamp or "", first, item.message_count or 0, current)
 end
 
---- Picks a session of this directory: resumes it, or with `opts.view` opens it read-only.
+--- Picks a session of this directory: resumes it, or with `opts.view` opens it read-only. The
+--- host lists the sessions in the background; the picker opens when its `sessions` record
+--- arrives (`M.on_list`), the editor answering meanwhile.
 ---@param opts? { view?: boolean }
 function M.pick(opts)
-  local view = opts and opts.view
-  local list = require("handoff.host").request("sessions")
-  if not list then
+  H.pending = { view = opts and opts.view or false }
+  if not require("handoff.host").notify("sessions") then
+    H.pending = nil
+  end
+end
+
+--- The host's `sessions` record: opens the picker a `pick` asked for.
+---@param r { sessions: handoff.SessionListItem[], error?: string }
+function M.on_list(r)
+  local pending = H.pending
+  H.pending = nil
+  if not pending then
     return
   end
+  if r.error then
+    vim.notify("handoff.nvim: cannot list the sessions: " .. r.error, vim.log.levels.ERROR, { title = "handoff.nvim" })
+    return
+  end
+  local list = r.sessions or {}
   if #list == 0 then
     vim.notify("No sessions for this directory yet", vim.log.levels.INFO, { title = "handoff.nvim" })
     return
   end
-  vim.ui.select(M.chains(list), {
+  local view = pending.view
+  vim.ui.select(list, {
     prompt = view and "View session (read-only)" or "Resume session",
     format_item = M.format,
   }, function(choice)

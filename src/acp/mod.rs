@@ -34,6 +34,7 @@ use crate::core::handoff::{AutoHandoff, HandoffOutcome};
 use crate::core::mcp::McpHub;
 use crate::core::message::StopReason as ReplyStop;
 use crate::core::provider::ThinkingLevel;
+use crate::core::session::chain::{Chain, Chains};
 use crate::core::session::{SessionInfo, SessionManager};
 use crate::core::sync::lock;
 use crate::frontend_paths;
@@ -688,36 +689,10 @@ fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice, client_se
     Ok(opened)
 }
 
-/// A chain of handoffs among the listed sessions.
-struct Chain<'a> {
-    root: &'a SessionInfo,
-    newest: &'a SessionInfo,
-    /// Its files, newest first.
-    members: Vec<&'a Path>,
-}
-
-/// Each chain of handoffs among `listed` (newest first), newest first.
+/// Each chain of handoffs among `listed` ([`chain::Chains`]: newest first), without the
+/// chains where nothing was said.
 fn chains(listed: &[SessionInfo]) -> Vec<Chain<'_>> {
-    let by_path: HashMap<&Path, &SessionInfo> = listed.iter().map(|s| (s.path.as_path(), s)).collect();
-    fn root_of<'a>(mut info: &'a SessionInfo, by_path: &HashMap<&Path, &'a SessionInfo>) -> &'a SessionInfo {
-        // A chain is as long as the folder's sessions at most: a loop in the links ends there.
-        for _ in 0..by_path.len() {
-            match info.parent_session.as_deref().and_then(|p| by_path.get(Path::new(p))) {
-                Some(parent) => info = parent,
-                None => break,
-            }
-        }
-        info
-    }
-    let mut chains: Vec<Chain<'_>> = Vec::new();
-    for info in listed {
-        let root = root_of(info, &by_path);
-        match chains.iter_mut().find(|c| c.root.path == root.path) {
-            Some(chain) => chain.members.push(&info.path),
-            // The first met is the newest of its chain: the list is newest first.
-            None => chains.push(Chain { root, newest: info, members: vec![&info.path] }),
-        }
-    }
+    let mut chains = Chains::of(listed).chains();
     chains.retain(|c| !(c.root.empty && c.newest.empty));
     chains
 }
@@ -726,29 +701,19 @@ fn chains(listed: &[SessionInfo]) -> Vec<Chain<'_>> {
 /// (the newest such file's), else its first session's id, unless the record sends that id to
 /// another chain (it went on elsewhere after `/new`); then its newest session's id.
 fn listed_id(chain: &Chain<'_>, recorded: &BTreeMap<String, PathBuf>) -> Option<String> {
-    let going_on = chain.members.iter().find_map(|file| recorded.iter().find(|(_, f)| f.as_path() == *file).map(|(id, _)| id));
+    let going_on = chain.members.iter().find_map(|member| recorded.iter().find(|(_, f)| *f == &member.path).map(|(id, _)| id));
     if let Some(id) = going_on {
         return Some(id.clone());
     }
     [&chain.root.id, &chain.newest.id].into_iter().find(|id| !recorded.contains_key(id.as_str())).cloned()
 }
 
-/// The newest session of the chain whose first session has `id` (or that holds a session of
-/// `id`): the file `session/load` opens.
+/// The newest session of the chain that holds the session of `id` (its first session's id is
+/// the ACP id): the file `session/load` opens.
 fn newest_of_chain(session_dir: &Path, cwd: &Path, id: &str) -> Result<PathBuf, AcpError> {
     let listed = SessionManager::list_sessions(session_dir, cwd).map_err(|e| AcpError::Failed(e.to_string()))?;
-    let Some(start) = listed.iter().find(|s| s.id == id) else {
-        return Err(AcpError::UnknownSession(id.to_string()));
-    };
-    let mut newest = start;
-    for _ in 0..listed.len() {
-        let child = listed.iter().find(|s| s.parent_session.as_deref().map(Path::new) == Some(newest.path.as_path()));
-        match child {
-            Some(child) => newest = child,
-            None => break,
-        }
-    }
-    Ok(newest.path.clone())
+    let newest = Chains::of(&listed).chain_of(id).map(|chain| chain.newest.path.clone());
+    newest.ok_or_else(|| AcpError::UnknownSession(id.to_string()))
 }
 
 #[cfg(test)]
@@ -799,5 +764,35 @@ mod tests {
         // A loop in the links (files edited by hand) ends instead of hanging; each is listed.
         let looped = vec![info("x", Some("y"), false), info("y", Some("x"), false)];
         assert_eq!(chains(&looped).len(), 2);
+    }
+
+    /// Bug: `session/load` followed the newest child of each session from the first one, so a
+    /// chain that branched (`/back`, then another handoff) opened another file than the one
+    /// `session/list` dated the chain by. Both now take the chain's newest session.
+    #[test]
+    fn load_opens_the_newest_session_of_a_branched_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = Path::new("/p");
+        let folder = dir.path().join(crate::core::session::paths::cwd_folder_name(cwd));
+        std::fs::create_dir_all(&folder).unwrap();
+        // a ⇠ b ⇠ d and a ⇠ c; d is the newest of all, c newer than b.
+        let write = |id: &str, minute: u32, parent: Option<&str>| {
+            let parent = parent.map(|p| format!(r#","parentSession":"{}""#, folder.join(format!("{p}.jsonl")).display()));
+            let header = format!(
+                r#"{{"type":"session","version":3,"id":"{id}","timestamp":"2026-01-01T10:{minute:02}:00.000Z","cwd":"/p"{}}}"#,
+                parent.unwrap_or_default()
+            );
+            let said = format!(r#"{{"type":"message","id":"m{id}","parentId":null,"timestamp":"t","message":{{"role":"user","content":"in {id}"}}}}"#);
+            std::fs::write(folder.join(format!("{id}.jsonl")), format!("{header}\n{said}\n")).unwrap();
+        };
+        write("a", 0, None);
+        write("b", 1, Some("a"));
+        write("c", 2, Some("a"));
+        write("d", 3, Some("b"));
+        assert_eq!(newest_of_chain(dir.path(), cwd, "a").unwrap(), folder.join("d.jsonl"));
+        let listed = SessionManager::list_sessions(dir.path(), cwd).unwrap();
+        let chains = chains(&listed);
+        assert_eq!(chains.len(), 1);
+        assert_eq!(chains[0].newest.id, "d");
     }
 }

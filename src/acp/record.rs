@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use crate::core::session::file;
 use crate::core::session::paths::cwd_folder_name;
-use crate::core::session::scan::read_header;
+use crate::core::session::chain;
 
 /// The record's file name in a project's session folder.
 pub const FILE: &str = "acp-sessions.json";
@@ -59,7 +59,7 @@ impl Record {
     pub fn switched(&self, id: &str, left: Option<&Path>, now: &Path) -> io::Result<()> {
         let mut entries = self.entries();
         entries.insert(id.to_string(), now.to_path_buf());
-        if let Some(left) = left.filter(|left| left.is_file() && root_of(left) != root_of(now)) {
+        if let Some(left) = left.filter(|left| left.is_file() && chain::root(left) != chain::root(now)) {
             if !entries.values().any(|file| file == left) {
                 entries.insert(uuid::Uuid::now_v7().to_string(), left.to_path_buf());
             }
@@ -78,19 +78,6 @@ impl Record {
         file::write_private_file(&staging, &text).map_err(io::Error::other)?;
         std::fs::rename(&staging, &self.path)
     }
-}
-
-/// The first session of the chain `file` belongs to, following the headers' parent links (a
-/// chain is at most a few hundred handoffs long: a loop in the links ends there).
-fn root_of(file: &Path) -> PathBuf {
-    let mut root = file.to_path_buf();
-    for _ in 0..1024 {
-        match read_header(&root).ok().and_then(|h| h.parent_session).map(PathBuf::from) {
-            Some(parent) if parent.is_file() => root = parent,
-            _ => break,
-        }
-    }
-    root
 }
 
 #[cfg(test)]

@@ -16,7 +16,6 @@
 //! | `configure`     | request      | [`protocol::ConfigureArgs`]  | `true` at once; the session opens in the background and arrives as a `transcript` record |
 //! | `status`        | request      | —                            | [`protocol::Status`]                 |
 //! | `transcript`    | request      | `limit?`                     | [`protocol::Transcript`] (the chat)  |
-//! | `sessions`      | request      | —                            | sessions of the cwd, newest first    |
 //! | `changes`       | request      | —                            | [`protocol::Changes`]: files the agent changed in this session, with their originals |
 //! | `templates`     | request      | —                            | `[{name, description}]`              |
 //! | `new_session`   | request      | —                            | status (a `session_switch` record follows) |
@@ -34,6 +33,7 @@
 //! | `approve`       | notification | `id`, `decision`, `reason?`  | answers a tool call waiting in the chat |
 //! | `resume`        | notification | `path`                       | loads and switches in the background (`session_switch` + `transcript` follow) |
 //! | `view_session`  | notification | `path`, `limit?`             | reads any session file in the background, without switching to it: a `session_view` record follows |
+//! | `sessions`      | notification | —                            | lists the cwd's sessions in the background: a `sessions` record follows, in the picker's order (chains of handoffs, [`protocol::SessionListItem`]) |
 //! | `abort`         | notification | —                            | stops the running response (and a handoff); drops input waiting for the session |
 //! | `abort_handoff` | notification | —                            | cancels the handoff being generated  |
 //! | `shutdown`      | notification | —                            | flushes the session and exits        |
@@ -66,6 +66,7 @@ use crate::core::failure::{Failure, FailureKind};
 use crate::core::mcp::McpHub;
 use crate::core::handoff::HandoffOptions;
 use crate::core::provider::{Provider, ThinkingLevel};
+use crate::core::session::chain::Chains;
 use crate::core::session::SessionManager;
 use crate::frontend_paths;
 use bridge::Outbox;
@@ -288,18 +289,33 @@ impl Host {
         }
     }
 
-    async fn sessions(&self) -> Reply {
-        let settings = lock(&self.inner.settings).clone();
-        let cwd = lock(&self.inner.cwd).clone();
-        let current = self.agent().map(|a| a.session().path().to_path_buf());
-        // Reads every session file of the folder: on a blocking thread, not the runtime's.
-        let dir = frontend_paths::session_dir(&settings);
-        let listed = tokio::task::spawn_blocking(move || SessionManager::list_sessions(&dir, &cwd)).await;
-        let mut list = listed.map_err(stopped)?.map_err(controller::session_failure)?;
-        // Every start of the editor opens a session: the picker hides the ones never used.
-        list.retain(|s| !s.empty || Some(&s.path) == current.as_ref());
-        let list: Vec<SessionListItem> = list.into_iter().map(SessionListItem::from).collect();
-        reply("the session list", &list)
+    /// `sessions`: the working directory's sessions, listed on a blocking thread (each file
+    /// summarized once per version, `SessionManager::list_sessions`), placed in their chains
+    /// and sent as a `sessions` record: the editor never waits for the folder.
+    fn sessions(&self) {
+        let host = self.clone();
+        crate::core::task::spawn("listing the sessions", async move {
+            let settings = lock(&host.inner.settings).clone();
+            let cwd = lock(&host.inner.cwd).clone();
+            let current = host.agent().map(|a| a.session().path().to_path_buf());
+            let dir = frontend_paths::session_dir(&settings);
+            let listed = tokio::task::spawn_blocking(move || SessionManager::list_sessions(&dir, &cwd)).await;
+            let record = match listed {
+                Ok(Ok(mut list)) => {
+                    // Every start of the editor opens a session: the picker hides the ones never used.
+                    list.retain(|s| !s.empty || Some(&s.path) == current.as_ref());
+                    let sessions = Chains::of(&list)
+                        .placed()
+                        .into_iter()
+                        .map(|p| SessionListItem::new(p.session, p.depth, Some(&p.session.path) == current.as_ref()))
+                        .collect();
+                    Record::Sessions { sessions, error: None }
+                }
+                Ok(Err(e)) => Record::Sessions { sessions: Vec::new(), error: Some(e.to_string()) },
+                Err(e) => Record::Sessions { sessions: Vec::new(), error: Some(format!("the listing stopped: {e}")) },
+            };
+            host.inner.outbox.push(record);
+        });
     }
 
     /// `changes`: the files the agent changed in the current session, the most recently changed
@@ -658,7 +674,6 @@ impl Host {
             Request::Transcript { limit } => {
                 reply("the transcript", &transcript::transcript(&*self.ready()?, limit.unwrap_or(transcript::PAGE)))
             }
-            Request::Sessions => self.sessions().await,
             Request::Changes => self.changes().await,
             Request::Templates => self.templates(),
             Request::Pins => reply("the pins", &self.agent().map(|a| a.session().pins()).unwrap_or_default()),
@@ -678,6 +693,7 @@ impl Host {
     fn notified(&self, notification: Notification) {
         match notification {
             Notification::ViewSession { path, limit } => self.view_session(path, limit.unwrap_or(transcript::PAGE)),
+            Notification::Sessions => self.sessions(),
             // `approve(id, decision, reason?)`: the answer to a tool call waiting in the chat.
             Notification::Approve { id, decision, reason } => {
                 let decision = decision.decision(reason);
@@ -727,8 +743,13 @@ impl Host {
                 controller.start_handoff(HandoffOptions { focus, review: flags.review })
             }
             // Review mode: the document as the user wrote it, or quit.
+            // Under way now (a prompt sent after it waits for the new session); its file
+            // work is never the handler's: nvim-rs handles notifications one at a time.
             Notification::HandoffCommit { text } => {
-                controller.commit_review(&text);
+                let commit = controller.commit_review(&text);
+                crate::core::task::spawn("committing the reviewed handoff", async move {
+                    commit.await;
+                });
             }
             Notification::HandoffDiscard => {
                 controller.discard_review();

@@ -104,7 +104,6 @@ pub enum Request {
     Status,
     /// The last `limit` items (a page by default).
     Transcript { limit: Option<usize> },
-    Sessions,
     Changes,
     Templates,
     /// The session's pins, in order (`/unpin`'s completion).
@@ -137,6 +136,8 @@ pub enum Notification {
     Approve { id: String, decision: crate::core::tools::consent::Answer, reason: Option<String> },
     Resume { path: PathBuf },
     ViewSession { path: PathBuf, limit: Option<usize> },
+    /// The sessions of the working directory, listed in a task: a `sessions` record brings them.
+    Sessions,
     Abort,
     AbortHandoff,
     Shutdown,
@@ -181,7 +182,6 @@ impl Request {
                 let (limit,) = args(method, a, 1)?;
                 Request::Transcript { limit }
             }
-            "sessions" => Request::Sessions,
             "changes" => Request::Changes,
             "templates" => Request::Templates,
             "pins" => Request::Pins,
@@ -241,6 +241,7 @@ impl Notification {
                 let (path, limit) = args(method, a, 2)?;
                 Notification::ViewSession { path, limit }
             }
+            "sessions" => Notification::Sessions,
             "abort" => Notification::Abort,
             "abort_handoff" => Notification::AbortHandoff,
             "shutdown" => Notification::Shutdown,
@@ -483,7 +484,8 @@ pub struct Transcript {
     pub todos: Vec<Todo>,
 }
 
-/// A session of the picker (`sessions`).
+/// A session of the picker (the `sessions` record), placed in its chain of handoffs
+/// ([`crate::core::session::chain::Chains::placed`]): the picker draws the list in this order.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SessionListItem {
     pub path: PathBuf,
@@ -493,17 +495,24 @@ pub struct SessionListItem {
     pub parent_session: Option<String>,
     pub first_message: String,
     pub message_count: usize,
+    /// 0 for a chain's first session, 1 for one handed off from it, …
+    pub depth: usize,
+    /// The agent's session now.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub current: bool,
 }
 
-impl From<SessionInfo> for SessionListItem {
-    fn from(s: SessionInfo) -> Self {
+impl SessionListItem {
+    pub fn new(s: &SessionInfo, depth: usize, current: bool) -> Self {
         Self {
-            path: s.path,
-            id: s.id,
-            timestamp: s.timestamp,
-            parent_session: s.parent_session,
-            first_message: s.first_message,
+            path: s.path.clone(),
+            id: s.id.clone(),
+            timestamp: s.timestamp.clone(),
+            parent_session: s.parent_session.clone(),
+            first_message: s.first_message.clone(),
             message_count: s.message_count,
+            depth,
+            current,
         }
     }
 }
@@ -802,6 +811,13 @@ pub enum Record {
     },
     /// A session file read for `view_session`.
     SessionView(SessionView),
+    /// The sessions of the working directory for `sessions`, in the picker's order (or why
+    /// they could not be listed).
+    Sessions {
+        sessions: Vec<SessionListItem>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// The provider's model list, read for a `models` request that answered `pending`
     /// (boxed: as large as an approval).
     Models(Box<ModelList>),

@@ -28,6 +28,18 @@ local function project(files)
   return dir
 end
 
+--- The project's files once listed (the listing runs in the background; `vim.wait` lets it end).
+local function listed()
+  local list
+  require("handoff.completion").files(function(l)
+    list = l
+  end)
+  vim.wait(5000, function()
+    return list ~= nil
+  end)
+  return list
+end
+
 local SRC = { "local M = {}", "function M.add(a, b)", "  return a + b", "end", "return M" }
 
 --- Edits src/x.lua of a new project, selects lines 2-3 (then leaves visual mode).
@@ -217,7 +229,7 @@ it("omnifunc completes the context tokens and @path (files as git lists them)", 
   eq(8, commands.omnifunc(1, ""), "start of @su")
   api.nvim_win_set_cursor(0, { 1, 4 })
   eq(-3, commands.omnifunc(1, ""), "no token at the cursor")
-  eq({ ".gitignore", "a.lua", "sub/b.lua" }, require("handoff.completion").files(), "files")
+  eq({ ".gitignore", "a.lua", "sub/b.lua" }, listed(), "files")
   eq({ "@.gitignore", "@a.lua", "@sub/b.lua" }, words("@"), "every file")
   eq({ "@sub/b.lua" }, words("@su"), "by prefix")
   eq({ "@a.lua", "@sub/b.lua" }, words("@lua"), "by substring")
@@ -230,10 +242,10 @@ end)
 it("outside git, @path completion walks the folder, hidden ones skipped, up to max_files", function()
   project({ ["a.txt"] = { "a" }, [".hidden/x.txt"] = { "x" }, ["d/b.txt"] = { "b" }, ["d/c.txt"] = { "c" } })
   local completion = require("handoff.completion")
-  eq({ "a.txt", "d/b.txt", "d/c.txt" }, completion.files(), "files")
+  eq({ "a.txt", "d/b.txt", "d/c.txt" }, listed(), "files")
   require("handoff").setup({ context = { max_files = 2 } })
   completion.invalidate()
-  eq(2, #completion.files(), "capped")
+  eq(2, #listed(), "capped")
 end)
 
 it("blink.cmp and nvim-cmp sources: candidates, and registration only when installed", function()
@@ -251,8 +263,12 @@ it("blink.cmp and nvim-cmp sources: candidates, and registration only when insta
   end)
   eq({}, got.items, "not a token")
   local cmp = require("handoff.completion.cmp").new()
+  got = nil
   cmp:complete({ context = { cursor_before_line = "look @" } }, function(r)
     got = r
+  end)
+  vim.wait(5000, function()
+    return got ~= nil
   end)
   eq({ "@a.lua" }, vim.tbl_map(function(i)
     return i.label

@@ -122,6 +122,39 @@ it("a transcript renders, a reply streams in and the indicator counts", function
   eq(nil, chat.indicator_text(), "indicator after the end")
 end)
 
+it("a redraw of a shorter session (/back) puts its last lines in view, not past its end", function()
+  require("handoff").open_chat()
+  local chat = require("handoff.chat")
+  local win = vim.fn.win_findbuf(chat.chat_buf)[1]
+  local function items(n)
+    local out = {}
+    for i = 1, n do
+      -- Replies with thinking: folded in the chat, as a real session's are.
+      table.insert(out, { kind = i % 2 == 1 and "user" or "assistant", model = "m", thinking = "thought\nat length", text = "message " .. i })
+    end
+    return out
+  end
+  local function view()
+    vim.cmd("redraw")
+    return api.nvim_win_call(win, function()
+      return { top = vim.fn.line("w0"), bottom = vim.fn.line("w$"), last = vim.fn.line("$"), height = api.nvim_win_get_height(0) }
+    end)
+  end
+  fake.emit({ { type = "transcript", session_id = "long", session_file = "/tmp/long.jsonl", items = items(120) } })
+  local long = view()
+  eq(long.last, long.bottom, "the long session ends at the window's bottom: " .. vim.inspect(long))
+  assert(long.top > 1, vim.inspect(long))
+  -- `/back` to the session it was handed off from, a shorter one: switched, then drawn anew.
+  fake.emit({
+    { type = "session_switch", old = "/tmp/long.jsonl", new = "/tmp/short.jsonl", reason = "back" },
+    { type = "transcript", session_id = "short", session_file = "/tmp/short.jsonl", items = items(12) },
+  })
+  local short = view()
+  eq(short.last, short.bottom, "the short session's last line is in view: " .. vim.inspect(short))
+  -- Not the last line alone at the top of an otherwise empty window (topline 94 of 94).
+  assert(short.top < short.last - 10, "the window shows the session's last lines: " .. vim.inspect(short))
+end)
+
 it("a running command shows the end of its output and counts the lines before it", function()
   require("handoff").open_chat()
   local chat = require("handoff.chat")
@@ -360,32 +393,19 @@ it("token counts: the usage with its cached part under each assistant message, s
   eq(42, state.tokens, "the provider's count replaces the estimate")
 end)
 
+-- The host's `sessions` record: placed in their chains (the host's `session::chain`), newest
+-- chain first, each session under the one it was handed off from.
 local SESSIONS = {
-  -- Newest first, as the host lists them.
-  { path = "/s/e.jsonl", timestamp = "2026-01-05", first_message = "other work", message_count = 2 },
-  { path = "/s/c.jsonl", timestamp = "2026-01-04", first_message = "", message_count = 1, parent_session = "/s/b.jsonl" },
-  { path = "/s/d.jsonl", timestamp = "2026-01-03", first_message = "unrelated", message_count = 4 },
-  { path = "/s/b.jsonl", timestamp = "2026-01-02", first_message = "go on", message_count = 3, parent_session = "/s/a.jsonl" },
-  { path = "/s/a.jsonl", timestamp = "2026-01-01", first_message = "start", message_count = 6 },
+  { path = "/s/e.jsonl", timestamp = "2026-01-05", first_message = "other work", message_count = 2, depth = 0 },
+  { path = "/s/a.jsonl", timestamp = "2026-01-01", first_message = "start", message_count = 6, depth = 0 },
+  { path = "/s/b.jsonl", timestamp = "2026-01-02", first_message = "go on", message_count = 3, parent_session = "/s/a.jsonl", depth = 1 },
+  { path = "/s/c.jsonl", timestamp = "2026-01-04", first_message = "", message_count = 1, parent_session = "/s/b.jsonl", depth = 2, current = true },
+  { path = "/s/d.jsonl", timestamp = "2026-01-03", first_message = "unrelated", message_count = 4, depth = 0 },
   -- Its parent is not in this directory's list: it starts a chain.
-  { path = "/s/f.jsonl", timestamp = "2025-12-31", first_message = "orphan", message_count = 2, parent_session = "/elsewhere/x.jsonl" },
+  { path = "/s/f.jsonl", timestamp = "2025-12-31", first_message = "orphan", message_count = 2, parent_session = "/elsewhere/x.jsonl", depth = 0 },
 }
 
-it(":HandoffSessions lists chains, children under their parent, newest chain first", function()
-  local sessions = require("handoff.sessions")
-  local order = vim.tbl_map(function(i)
-    return { i.path, i.depth }
-  end, sessions.chains(SESSIONS))
-  eq({
-    { "/s/e.jsonl", 0 },
-    { "/s/a.jsonl", 0 },
-    { "/s/b.jsonl", 1 },
-    { "/s/c.jsonl", 2 },
-    { "/s/d.jsonl", 0 },
-    { "/s/f.jsonl", 0 },
-  }, order, "chains")
-  state.session_file = "/s/c.jsonl"
-  fake.replies.sessions = SESSIONS
+it(":HandoffSessions asks the host for the list and draws its record, children under their parent", function()
   local shown, prompt
   local select = vim.ui.select
   vim.ui.select = function(items, opts, on_choice)
@@ -394,6 +414,12 @@ it(":HandoffSessions lists chains, children under their parent, newest chain fir
     on_choice(items[3])
   end
   local ok, err = pcall(vim.cmd, "HandoffSessions")
+  eq(1, #fake.calls_of("sessions"), "the list is asked for, never waited for")
+  eq("notify", fake.calls_of("sessions")[1].kind, "a notification")
+  eq(nil, shown, "no picker before the list")
+  fake.emit({ { type = "sessions", sessions = SESSIONS } })
+  -- A second record nobody asked for opens nothing.
+  fake.emit({ { type = "sessions", sessions = SESSIONS } })
   vim.ui.select = select
   assert(ok, err)
   eq("Resume session", prompt, "prompt")
@@ -405,18 +431,18 @@ it(":HandoffSessions lists chains, children under their parent, newest chain fir
     "2026-01-03  unrelated  [4 messages]",
     "2025-12-31  orphan  [2 messages]",
   }, shown, "picker items")
+  eq(1, #fake.calls_of("resume"), "one picker")
   eq({ "/s/b.jsonl" }, fake.calls_of("resume")[1].args, "resumed the chosen one")
-  state.session_file = nil
 end)
 
 it(":HandoffSessions! opens the choice read-only; gp on a 'Handed off from' line opens the parent", function()
-  fake.replies.sessions = SESSIONS
   local select = vim.ui.select
   vim.ui.select = function(items, opts, on_choice)
     assert(opts.prompt:find("read-only", 1, true), opts.prompt)
     on_choice(items[3]) -- b, handed off from a
   end
   local ok, err = pcall(vim.cmd, "HandoffSessions!")
+  fake.emit({ { type = "sessions", sessions = SESSIONS } })
   vim.ui.select = select
   assert(ok, err)
   eq(0, #fake.calls_of("resume"), "nothing resumed")

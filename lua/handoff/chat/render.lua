@@ -146,6 +146,14 @@ function M.render(items, info)
   end
   require("handoff.chat.indicator").update()
   require("handoff.chat.stream").follow(true)
+  -- A session drawn anew ends at the window's bottom: a window scrolled far down a longer one
+  -- (before `/back`, a resume) would otherwise keep its top at the new last line and show
+  -- nothing above it.
+  for _, win in ipairs(vim.fn.win_findbuf(ui.chat_buf)) do
+    api.nvim_win_call(win, function()
+      vim.cmd("normal! zb")
+    end)
+  end
 end
 
 return M

@@ -30,16 +30,21 @@ function source:get_completions(ctx, callback)
   local items = {}
   if start then
     local range = { start = { line = row - 1, character = start }, ["end"] = { line = row - 1, character = col } }
-    for _, c in ipairs(completion.items(word, { all = true })) do
-      table.insert(items, {
-        label = c.word,
-        filterText = c.word,
-        kind = KIND[c.kind],
-        textEdit = { newText = c.word, range = range },
-        labelDetails = { description = c.menu },
-        documentation = c.info,
-      })
-    end
+    -- Once the project's files are known (read in the background, never waited for).
+    completion.items_async(word, { all = true }, function(candidates)
+      for _, c in ipairs(candidates) do
+        table.insert(items, {
+          label = c.word,
+          filterText = c.word,
+          kind = KIND[c.kind],
+          textEdit = { newText = c.word, range = range },
+          labelDetails = { description = c.menu },
+          documentation = c.info,
+        })
+      end
+      callback({ items = items, is_incomplete_forward = false, is_incomplete_backward = false })
+    end)
+    return function() end
   end
   callback({ items = items, is_incomplete_forward = false, is_incomplete_backward = false })
   return function() end

@@ -31,18 +31,24 @@ end
 function source:complete(params, callback)
   local before = params.context.cursor_before_line
   local _, word = completion.token_at(before, #before)
-  local items = {}
-  for _, c in ipairs(word and completion.items(word, { all = true }) or {}) do
-    table.insert(items, {
-      label = c.word,
-      insertText = c.word,
-      filterText = c.word,
-      kind = KIND[c.kind],
-      labelDetails = { description = c.menu },
-      documentation = c.info,
-    })
+  if not word then
+    return callback({ items = {}, isIncomplete = false })
   end
-  callback({ items = items, isIncomplete = false })
+  -- Once the project's files are known (read in the background, never waited for).
+  completion.items_async(word, { all = true }, function(candidates)
+    local items = {}
+    for _, c in ipairs(candidates) do
+      table.insert(items, {
+        label = c.word,
+        insertText = c.word,
+        filterText = c.word,
+        kind = KIND[c.kind],
+        labelDetails = { description = c.menu },
+        documentation = c.info,
+      })
+    end
+    callback({ items = items, isIncomplete = false })
+  end)
 end
 
 return source

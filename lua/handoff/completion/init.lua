@@ -29,6 +29,13 @@ end
 
 local cache = { at = -math.huge, cwd = nil, list = {} }
 
+--- The listing running (its folder) and who waits for it. The editor never waits for `git`:
+--- the list comes in the background and completion shows what is known meanwhile.
+local H = { listing = nil, waiting = {} }
+
+--- How long `git ls-files` may take before the folder is walked instead.
+local GIT_TIMEOUT_MS = 3000
+
 local function now_ms()
   return vim.uv.hrtime() / 1e6
 end
@@ -53,28 +60,71 @@ local function walk(dir, max)
   return out
 end
 
---- The project's files, relative to the working directory: `git ls-files` (tracked and
---- untracked, .gitignore respected) in a git repository, else a walk of at most
---- `context.max_files` files. Cached for a few seconds.
----@return string[]
-function M.files()
-  local cwd = vim.fn.getcwd()
-  if cache.cwd == cwd and now_ms() - cache.at < 5000 then
-    return cache.list
-  end
+--- The listing of `cwd` ended (`res`: git's result, nil when it could not run): the list is
+--- kept and whoever waited gets it.
+local function listed(cwd, res)
   local list
-  local ok, res = pcall(function()
-    return vim.system({ "git", "ls-files", "-z", "--cached", "--others", "--exclude-standard" }, { cwd = cwd, text = true })
-      :wait(3000)
-  end)
-  if ok and res.code == 0 then
+  if res and res.code == 0 then
     list = vim.split(res.stdout or "", "\0", { plain = true, trimempty = true })
   else
     list = walk(cwd, config.options.context.max_files)
   end
   table.sort(list)
   cache = { at = now_ms(), cwd = cwd, list = list }
-  return list
+  H.listing = nil
+  local waiting = H.waiting
+  H.waiting = {}
+  for _, on_listed in ipairs(waiting) do
+    pcall(on_listed, list)
+  end
+end
+
+--- Lists `cwd` in the background: `git ls-files` (tracked and untracked, .gitignore
+--- respected), else (no repository, no git, git slower than `GIT_TIMEOUT_MS`) a walk of at most
+--- `context.max_files` files.
+local function start_listing(cwd)
+  if H.listing == cwd then
+    return
+  end
+  H.listing = cwd
+  local ok = pcall(
+    vim.system,
+    { "git", "ls-files", "-z", "--cached", "--others", "--exclude-standard" },
+    { cwd = cwd, text = true, timeout = GIT_TIMEOUT_MS },
+    function(res)
+      vim.schedule(function()
+        if H.listing == cwd then
+          listed(cwd, res)
+        end
+      end)
+    end
+  )
+  if not ok then
+    vim.schedule(function()
+      listed(cwd, nil)
+    end)
+  end
+end
+
+--- The project's files, relative to the working directory, as known now: a list a few seconds
+--- old at most, else the one before (empty before the first) while a new one is read in the
+--- background. `on_listed(list)` is called with the fresh list: at once when it is there,
+--- else when the listing ends.
+---@param on_listed? fun(list: string[])
+---@return string[]
+function M.files(on_listed)
+  local cwd = vim.fn.getcwd()
+  if cache.cwd == cwd and now_ms() - cache.at < 5000 then
+    if on_listed then
+      on_listed(cache.list)
+    end
+    return cache.list
+  end
+  if on_listed then
+    table.insert(H.waiting, on_listed)
+  end
+  start_listing(cwd)
+  return cache.cwd == cwd and cache.list or {}
 end
 
 --- Forgets the file list (the next completion lists the files again).
@@ -102,11 +152,12 @@ local function file_item(path)
   return { word = "@" .. path, kind = "file", menu = "[file]", info = "Attach " .. path }
 end
 
---- Candidates for `word` (a `#…` or `@…` being typed). Files match by prefix, then by substring;
---- `opts.all` lists every file (for completion plugins that filter themselves), else `opts.max`
---- (default 200) at most.
+--- Candidates for `word` (a `#…` or `@…` being typed), from the files known now ([`M.files`]).
+--- Files match by prefix, then by substring; `opts.all` lists every file (for completion plugins
+--- that filter themselves), else `opts.max` (default 200) at most. `opts.when_listed` is called
+--- once a listing that was not there yet ends (to show the candidates again).
 ---@param word string
----@param opts? { all?: boolean, max?: integer }
+---@param opts? { all?: boolean, max?: integer, when_listed?: fun() }
 ---@return handoff.CompletionItem[]
 function M.items(word, opts)
   opts = opts or {}
@@ -115,7 +166,13 @@ function M.items(word, opts)
   elseif word:sub(1, 1) ~= "@" then
     return {}
   end
-  local files = M.files()
+  local sync = true
+  local files = M.files(opts.when_listed and function()
+    if not sync then
+      opts.when_listed()
+    end
+  end)
+  sync = false
   local items = {}
   if opts.all then
     for _, f in ipairs(files) do
@@ -146,6 +203,31 @@ function M.items(word, opts)
   return items
 end
 
+--- The candidates for `word` given to `callback` once the files are known (completion plugins
+--- take them so: nothing waits for the listing).
+---@param word string
+---@param opts? { all?: boolean, max?: integer }
+---@param callback fun(items: handoff.CompletionItem[])
+function M.items_async(word, opts, callback)
+  if word:sub(1, 1) ~= "@" then
+    return callback(M.items(word, opts))
+  end
+  M.files(function()
+    callback(M.items(word, opts))
+  end)
+end
+
+--- The prompt buffer's omni completion shows the candidates again once the listing it started
+--- ends, when the cursor is still in the same buffer, in Insert mode.
+function M.reopen_omni()
+  local buf = vim.api.nvim_get_current_buf()
+  return function()
+    if vim.api.nvim_get_current_buf() == buf and vim.fn.mode() == "i" then
+      vim.api.nvim_feedkeys(vim.keycode("<C-x><C-o>"), "n", false)
+    end
+  end
+end
+
 -- Completion plugins -----------------------------------------------------------------------
 
 local registered = {}
@@ -153,6 +235,8 @@ local registered = {}
 --- Registers the sources with nvim-cmp and blink.cmp when they are installed (each once;
 --- nothing happens without them).
 function M.register()
+  -- The file list is read now, in the background: the first `@` finds it there.
+  M.files()
   if not registered.cmp then
     local ok, cmp = pcall(require, "cmp")
     if ok and type(cmp) == "table" and type(cmp.register_source) == "function" then

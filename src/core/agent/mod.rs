@@ -40,7 +40,7 @@ use crate::core::tools::{todo, DiskFileAccess, EnvPolicy, FileAccess, Todo, Tool
 pub use system_prompt::{PromptSources, SystemPrompt};
 pub use state::{AgentConfig, AgentState, RunClaim, RunOptions, RunResult, SessionSwitched};
 pub use tool_loop::ToolsOutcome;
-pub use wall::{Boundary, Threshold, Wall, WallReason, WallSettings};
+pub use wall::{AfterWall, Boundary, Threshold, Wall, WallReason, WallSettings};
 
 /// Turns of one prompt at most (each tool round is a turn), unless configured otherwise.
 pub const DEFAULT_MAX_TURNS: u32 = 50;

@@ -107,6 +107,33 @@ pub struct Wall {
     pub in_flight: bool,
 }
 
+/// What the new session does first after a handoff at the wall: the one answer the notices,
+/// the handoff's focus and the host's document give.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterWall {
+    /// Work was in flight: it goes on (the host's continuation, or a reminder the run left).
+    GoesOn,
+    /// The run stopped before a prompt went out (the user's, a follow-up): the new session
+    /// answers it first.
+    Answers,
+    /// The last reply answered the user: the new session waits for the next prompt.
+    Waits,
+}
+
+impl Wall {
+    /// What comes first in the new session after a handoff at this wall.
+    pub fn after(&self) -> AfterWall {
+        if self.in_flight {
+            AfterWall::GoesOn
+        } else if self.boundary == Boundary::BeforePrompt {
+            // What was not sent waits first for the next session (`RunResult::unsent`).
+            AfterWall::Answers
+        } else {
+            AfterWall::Waits
+        }
+    }
+}
+
 /// Tokens of the usage an assistant message reports (input, cache and output: what the context
 /// holds after it), when it reports any.
 fn reported(message: &Message) -> Option<u64> {

@@ -304,15 +304,34 @@ impl Lifecycle {
     /// Idle → [`Phase::Committing`] → Prompting or Idle: the user wrote the reviewed document.
     /// The new session starts with the text as written; then what the review kept (after an
     /// automatic handoff) and what was typed during the commit run in it, in a task.
-    pub fn commit_review(self: &Arc<Self>, text: &str) -> HandoffOutcome {
-        if !self.handoff.is_reviewing() {
-            return HandoffOutcome::Refused { reason: Refusal::NoReview };
-        }
-        let Ok(mut held) = self.take(Phase::Committing) else {
+    ///
+    /// The phase is taken at the call, so input that comes after it waits for the new session
+    /// whenever the returned future runs; the commit's file work (writing, fsyncing, the
+    /// document beside it) runs on a blocking thread, never on the caller's (a front end's
+    /// handler) nor a runtime worker. The outcome, and its `handoff_end`, come after the fsync.
+    pub fn commit_review(self: &Arc<Self>, text: &str) -> impl std::future::Future<Output = HandoffOutcome> + Send + 'static {
+        let taken = if !self.handoff.is_reviewing() {
+            Err(Refusal::NoReview)
+        } else {
             // The draft is kept for another try.
-            return HandoffOutcome::Refused { reason: Refusal::Busy };
+            self.take(Phase::Committing).map_err(|_| Refusal::Busy)
         };
-        let outcome = self.handoff.commit(&self.shared.agent, text);
+        let (lifecycle, text) = (self.clone(), text.to_string());
+        async move {
+            let held = match taken {
+                Ok(held) => held,
+                Err(reason) => return HandoffOutcome::Refused { reason },
+            };
+            let committing = lifecycle.clone();
+            let outcome = tokio::task::spawn_blocking(move || committing.handoff.commit(&committing.shared.agent, &text))
+                .await
+                .unwrap_or_else(|e| HandoffOutcome::Failed { message: format!("the commit stopped: {e}") });
+            lifecycle.after_commit(held, outcome)
+        }
+    }
+
+    /// After a commit: Idle, or Prompting with what runs first in the new session.
+    fn after_commit(self: &Arc<Self>, mut held: Held, outcome: HandoffOutcome) -> HandoffOutcome {
         let first = {
             let mut state = lock(&self.shared.state);
             let after = match outcome {

@@ -108,8 +108,20 @@ pub mod text {
         }
     }
 
+    /// After an automatic handoff, as [`super::Wall::after`] says: the work goes on.
+    pub const AFTER_WALL_GOES_ON: &str = "the work goes on in the new session";
+    /// … the prompt the wall stopped is answered there.
+    pub const AFTER_WALL_PROMPT: &str = "your prompt goes to the new session, which answers it";
+    /// … nothing runs until the user writes.
+    pub const AFTER_WALL_WAITS: &str = "the new session waits for your next prompt";
+
     fn auto_next(wall: &super::Wall) -> &'static str {
-        if wall.in_flight { "the work goes on in the new session" } else { "the new session waits for your next prompt" }
+        use crate::core::agent::AfterWall;
+        match wall.after() {
+            AfterWall::GoesOn => AFTER_WALL_GOES_ON,
+            AfterWall::Answers => AFTER_WALL_PROMPT,
+            AfterWall::Waits => AFTER_WALL_WAITS,
+        }
     }
 
     /// How a cancelled automatic handoff is told: what may happen now, and what to do.
@@ -361,13 +373,14 @@ pub fn open_session(
     cwd: &Path,
     choice: &SessionChoice,
 ) -> Result<Opened, SessionError> {
+    // The newest by the files' headers alone: a start-up never loads the folder's other sessions.
     let newest = match choice {
-        SessionChoice::Newest => SessionManager::list_sessions(session_dir, cwd)?.into_iter().next(),
+        SessionChoice::Newest => SessionManager::newest_session(session_dir, cwd)?,
         _ => None,
     };
     let (session, created) = match (choice, newest) {
         (SessionChoice::File(path), _) => (SessionManager::open(path, session_dir)?, false),
-        (SessionChoice::Newest, Some(info)) => (SessionManager::open(&info.path, session_dir)?, false),
+        (SessionChoice::Newest, Some(path)) => (SessionManager::open(&path, session_dir)?, false),
         (SessionChoice::Newest | SessionChoice::New, _) => (SessionManager::create(session_dir, cwd, None)?, true),
     };
     let warnings = session.warnings().to_vec();
@@ -479,10 +492,17 @@ impl Controller {
     /// Review mode: the user wrote the document; the new session starts with the text as is.
     /// After an automatic handoff in review, or with a prompt typed during the commit, the
     /// work then goes on there (in a task).
-    pub fn commit_review(&self, text: &str) -> HandoffOutcome {
-        let outcome = self.lifecycle.commit_review(text);
-        self.report_refusal(&outcome);
-        outcome
+    ///
+    /// The commit is under way from the call on (input sent after it goes to the new session);
+    /// the file work runs off the caller's thread ([`Lifecycle::commit_review`]).
+    pub fn commit_review(self: &Arc<Self>, text: &str) -> impl std::future::Future<Output = HandoffOutcome> + Send + 'static {
+        let commit = self.lifecycle.commit_review(text);
+        let controller = self.clone();
+        async move {
+            let outcome = commit.await;
+            controller.report_refusal(&outcome);
+            outcome
+        }
     }
 
     /// Review mode: the user quit without writing; nothing is created (after an automatic

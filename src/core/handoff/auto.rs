@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::core::agent::{Wall, WallReason};
+use crate::core::agent::{AfterWall, Wall, WallReason};
 use crate::core::message::{Message, Role};
 use crate::core::session::{self, todos, SessionEntry};
 
@@ -146,17 +146,21 @@ impl UserWords {
 /// Next Steps name the task's very next action.
 pub fn focus(wall: &Wall, last_tools: &[String]) -> String {
     let why = why(wall);
-    let step = if wall.in_flight {
-        let tools = if last_tools.is_empty() {
-            String::new()
-        } else {
-            format!(" The last tool results in the conversation are from: {}.", last_tools.join(", "))
-        };
-        format!(
-            "Work was in flight and continues in the new session at once.{tools} Say exactly which step was being done, what its last results showed, and make the very next action of the task the first of the Next Steps."
-        )
-    } else {
-        "The last reply answered the user: the new session waits for the user's next request.".to_string()
+    let step = match wall.after() {
+        AfterWall::GoesOn => {
+            let tools = if last_tools.is_empty() {
+                String::new()
+            } else {
+                format!(" The last tool results in the conversation are from: {}.", last_tools.join(", "))
+            };
+            format!(
+                "Work was in flight and continues in the new session at once.{tools} Say exactly which step was being done, what its last results showed, and make the very next action of the task the first of the Next Steps."
+            )
+        }
+        AfterWall::Answers => {
+            "The user's newest message was not sent yet: the new session answers it right after this document, so the Next Steps lead up to it.".to_string()
+        }
+        AfterWall::Waits => "The last reply answered the user: the new session waits for the user's next request.".to_string(),
     };
     format!("{why} {step} Never list writing a handoff as a step.")
 }

@@ -73,16 +73,25 @@ impl Facts {
     /// included, as it was). Only the entries that can carry a fact are parsed ([`may_carry_fact`],
     /// the handoff entry's details), one at a time.
     pub fn gather(branch: &[&SessionEntry]) -> Facts {
-        // What the last handoff on the branch handed over.
-        let inherited = branch
+        let messages = branch.iter().filter(|entry| may_carry_fact(entry)).filter_map(|entry| entry.message());
+        Self::from_messages(messages, Self::inherited(branch), todos::of_branch(branch))
+    }
+
+    /// [`Facts::gather`], with every message of the branch parsed (once) and shown to `each`
+    /// too, in order: the handoff's ledger reads them all, and a message is parsed once for both.
+    pub fn gather_reading_all(branch: &[&SessionEntry], mut each: impl FnMut(&Message)) -> Facts {
+        let messages = branch.iter().filter(|entry| entry.is_message()).filter_map(|entry| entry.message()).inspect(|m| each(m));
+        Self::from_messages(messages, Self::inherited(branch), todos::of_branch(branch))
+    }
+
+    /// What the last handoff on the branch handed over.
+    fn inherited(branch: &[&SessionEntry]) -> Facts {
+        branch
             .iter()
             .rev()
             .filter_map(|entry| todos::handoff_details(entry))
             .find_map(|details| serde_json::from_value::<Facts>(details).ok())
-            .unwrap_or_default();
-        let messages = branch.iter().filter(|entry| may_carry_fact(entry)).filter_map(|entry| entry.message());
-        let todos = todos::of_branch(branch);
-        Self::from_messages(messages, inherited, todos)
+            .unwrap_or_default()
     }
 
     /// The facts of `messages`, on top of what an earlier handoff handed over, with the branch's

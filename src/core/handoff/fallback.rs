@@ -10,7 +10,7 @@
 use serde_json::{json, Value};
 
 use super::{auto, Carried, NoDocument};
-use crate::core::agent::{fit, Wall};
+use crate::core::agent::{fit, AfterWall, Wall};
 use crate::core::message::{Message, Role};
 use crate::core::session::{self, todos::TodoStatus, SessionEntry};
 
@@ -106,12 +106,14 @@ pub fn document(branch: &[&SessionEntry], carried: &Carried, wall: &Wall, reason
 
     out.push("## Next Steps".into());
     let mut steps = Vec::new();
-    if wall.in_flight {
-        let tools = auto::last_tools(branch);
-        let from = if tools.is_empty() { String::new() } else { format!(" (the last tool results are from: {})", tools.join(", ")) };
-        steps.push(format!("Continue the step in flight where the last turns stop{from}."));
-    } else {
-        steps.push("The last reply answered the user: wait for their next request.".into());
+    match wall.after() {
+        AfterWall::GoesOn => {
+            let tools = auto::last_tools(branch);
+            let from = if tools.is_empty() { String::new() } else { format!(" (the last tool results are from: {})", tools.join(", ")) };
+            steps.push(format!("Continue the step in flight where the last turns stop{from}."));
+        }
+        AfterWall::Answers => steps.push("Answer the user's message that follows this document: it was not sent before the handoff.".into()),
+        AfterWall::Waits => steps.push("The last reply answered the user: wait for their next request.".into()),
     }
     let open = facts.todos.iter().find(|t| t.status == TodoStatus::InProgress).or_else(|| facts.todos.first());
     if let Some(todo) = open {
@@ -212,8 +214,7 @@ mod tests {
             facts: Facts { read_files: vec!["notes.txt".into()], ..Facts::default() },
             words: UserWords { task: Some("read notes.txt".into()), latest: None },
             auto: Some(wall()),
-            fallback: None,
-            prepared: None,
+            ..Carried::default()
         };
         let doc = document(&refs, &carried, &wall(), "HTTP 500", 100);
         assert!(doc.starts_with(TITLE), "{doc}");

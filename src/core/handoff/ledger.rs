@@ -17,11 +17,12 @@ use super::Carried;
 /// How much of an output's or a message's start the new session's text must hold to carry it.
 const QUOTE_PROBE_CHARS: usize = 120;
 
-/// Whether `text` quotes the start of `part`.
-fn quotes(text: &str, part: &str) -> bool {
+/// The start of `part` a text must hold to quote it: its first [`QUOTE_PROBE_CHARS`]
+/// characters, whitespace trimmed.
+fn probe(part: &str) -> String {
     let part = part.trim();
     let end = part.char_indices().nth(QUOTE_PROBE_CHARS).map_or(part.len(), |(i, _)| i);
-    text.contains(&part[..end])
+    part[..end].to_string()
 }
 
 /// The `## ` headings of a document, in order.
@@ -29,9 +30,66 @@ fn sections(text: &str) -> Vec<String> {
     text.lines().filter_map(|l| l.strip_prefix("## ")).map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
 }
 
-/// The ledger of handing `branch` (the old session's, root first) over as `text` (the document
-/// and what follows it), with the host's `carried` and `pins` pins.
-pub fn of_handoff(branch: &[&SessionEntry], text: &str, carried: &Carried, pins: usize) -> Ledger {
+/// What the ledger needs of one message of the old session, read from the message where the
+/// handoff's facts read it (parsed once for both), before the text it is checked against exists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part {
+    kind: PartKind,
+    /// The start the new session's text must quote to carry it (empty: nothing to carry).
+    probe: String,
+    /// The estimated tokens of each thinking block with text.
+    thinking: Vec<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum PartKind {
+    /// A tool's output: its tokens and the tool's name.
+    Output { tokens: u64, tool: String },
+    /// What the user or the model said.
+    Said,
+    /// Nothing to count (the host's own messages, other roles).
+    Nothing,
+}
+
+impl Part {
+    /// The part of `message`.
+    pub fn of(message: &Message) -> Part {
+        let nothing = Part { kind: PartKind::Nothing, probe: String::new(), thinking: Vec::new() };
+        match message.role {
+            Role::ToolResult => {
+                let output = message.text();
+                let tool = message.tool_result().and_then(|r| r.tool_name()).unwrap_or("?").to_string();
+                Part { kind: PartKind::Output { tokens: estimate_text_tokens(&output) as u64, tool }, probe: probe(&output), thinking: Vec::new() }
+            }
+            // The host's own messages (a handoff's request, a continuation, a reminder) are not
+            // part of the conversation to carry.
+            Role::User if session::author(message) != Author::User => nothing,
+            Role::User => Part { kind: PartKind::Said, probe: probe(&message.text()), thinking: Vec::new() },
+            Role::Assistant => Part {
+                kind: PartKind::Said,
+                probe: probe(&message.text()),
+                thinking: message
+                    .content
+                    .blocks()
+                    .iter()
+                    .filter_map(|b| b.thinking.as_deref().filter(|t| !t.trim().is_empty()))
+                    .map(|t| estimate_text_tokens(t) as u64)
+                    .collect(),
+            },
+            Role::Other(_) => nothing,
+        }
+    }
+
+    /// The parts of a branch's messages (each parsed here: for a branch whose messages were
+    /// not read with the facts).
+    pub fn of_branch(branch: &[&SessionEntry]) -> Vec<Part> {
+        branch.iter().filter_map(|e| e.message()).map(|m| Part::of(&m)).collect()
+    }
+}
+
+/// The ledger of handing a branch over as `text` (the document and what follows it): `parts`,
+/// the branch's messages' ([`Part`]), root first, with the host's `carried` and `pins` pins.
+pub fn of_handoff(parts: &[Part], text: &str, carried: &Carried, pins: usize) -> Ledger {
     let mut ledger = Ledger {
         carried: CarriedShare {
             document: DocumentShare { sections: sections(text), tokens: estimate_text_tokens(text) as u64 },
@@ -42,48 +100,23 @@ pub fn of_handoff(branch: &[&SessionEntry], text: &str, carried: &Carried, pins:
         ..Ledger::default()
     };
     let dropped = &mut ledger.dropped;
-    for message in branch.iter().filter_map(|e| e.message()) {
-        count_message(&message, text, dropped);
+    for part in parts {
+        let carried_over = part.probe.is_empty() || text.contains(part.probe.as_str());
+        match &part.kind {
+            PartKind::Output { tokens, tool } if !carried_over => {
+                let results = &mut dropped.tool_results;
+                results.count += 1;
+                results.tokens += tokens;
+                *results.tools.entry(tool.clone()).or_default() += 1;
+            }
+            PartKind::Said if !carried_over => dropped.messages += 1,
+            _ => {}
+        }
+        dropped.thinking.blocks += part.thinking.len();
+        dropped.thinking.tokens += part.thinking.iter().sum::<u64>();
     }
     dropped.files_read = carried.facts.read_files.iter().filter(|f| !text.contains(f.as_str())).cloned().collect();
     ledger
-}
-
-fn count_message(message: &Message, text: &str, dropped: &mut session::ledger::Dropped) {
-    match message.role {
-        Role::ToolResult => {
-            let output = message.text();
-            if output.trim().is_empty() || quotes(text, &output) {
-                return;
-            }
-            let results = &mut dropped.tool_results;
-            results.count += 1;
-            results.tokens += estimate_text_tokens(&output) as u64;
-            let tool = message.tool_result().and_then(|r| r.tool_name()).unwrap_or("?");
-            *results.tools.entry(tool.to_string()).or_default() += 1;
-        }
-        Role::User => {
-            // The host's own messages (a handoff's request, a continuation, a reminder) are not
-            // part of the conversation to carry.
-            let said = message.text();
-            if session::author(message) == Author::User && !said.trim().is_empty() && !quotes(text, &said) {
-                dropped.messages += 1;
-            }
-        }
-        Role::Assistant => {
-            let said = message.text();
-            if !said.trim().is_empty() && !quotes(text, &said) {
-                dropped.messages += 1;
-            }
-            for block in message.content.blocks() {
-                if let Some(thinking) = block.thinking.as_deref().filter(|t| !t.trim().is_empty()) {
-                    dropped.thinking.blocks += 1;
-                    dropped.thinking.tokens += estimate_text_tokens(thinking) as u64;
-                }
-            }
-        }
-        Role::Other(_) => {}
-    }
 }
 
 #[cfg(test)]
@@ -108,7 +141,7 @@ mod tests {
         ];
         let branch: Vec<&SessionEntry> = entries.iter().collect();
         let text = "## Goal\nfix the parser\n\n## Critical Context\ntest result: FAILED. 3 passed; 1 failed";
-        let ledger = of_handoff(&branch, text, &Carried::default(), 2);
+        let ledger = of_handoff(&Part::of_branch(&branch), text, &Carried::default(), 2);
         assert_eq!(ledger.carried.document.sections, ["Goal", "Critical Context"]);
         assert_eq!(ledger.carried.pins, 2);
         assert_eq!(ledger.dropped.tool_results.count, 1, "the bash output is quoted, the read one is not");

@@ -116,15 +116,23 @@ pub struct Carried {
     /// The document was drafted before the wall: how many messages came after it (carried
     /// verbatim after the draft).
     pub prepared: Option<usize>,
+    /// The branch's messages as the ledger reads them, parsed with the facts (each message once),
+    /// and the leaf they were read at.
+    pub parts: Vec<ledger::Part>,
+    pub parts_leaf: Option<String>,
 }
 
 impl Carried {
     /// The facts of the session's current branch; with `auto`, the user's words too.
+    /// Each message of the branch is parsed once, for the facts and the ledger alike.
     pub fn gather(agent: &AgentSession, auto: Option<Wall>) -> Carried {
         let session = agent.session();
         let branch = session.get_branch(None);
         let words = if auto.is_some() { UserWords::of_branch(&branch) } else { UserWords::default() };
-        Carried { facts: Facts::gather(&branch), words, auto, fallback: None, prepared: None }
+        let mut parts = Vec::new();
+        let facts = Facts::gather_reading_all(&branch, |message| parts.push(ledger::Part::of(message)));
+        let parts_leaf = session.leaf_id().map(str::to_string);
+        Carried { facts, words, auto, fallback: None, prepared: None, parts, parts_leaf }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -292,9 +300,14 @@ pub struct NewSession {
 }
 
 /// The ledger of handing `session` (its current branch and pins) over as `text`, with the
-/// host's `carried`: the review's and the new session's alike.
+/// host's `carried`: the review's and the new session's alike. The branch's messages are the
+/// ones read with the facts, unless the branch moved on since (a prompt during a review).
 fn ledger_of(session: &SessionManager, text: &str, carried: &Carried) -> session::ledger::Ledger {
-    ledger::of_handoff(&session.get_branch(None), text, carried, session.pins().len())
+    let pins = session.pins().len();
+    if carried.parts_leaf.as_deref() == session.leaf_id() {
+        return ledger::of_handoff(&carried.parts, text, carried, pins);
+    }
+    ledger::of_handoff(&ledger::Part::of_branch(&session.get_branch(None)), text, carried, pins)
 }
 
 /// Writes the document as `handoff.md` beside the new session file (0600 in a 0700 folder, synced
@@ -644,6 +657,35 @@ fn start_new_session(agent: &AgentSession, text: &str, carried: &Carried) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 40: a handoff parsed each message of a large session twice (the facts, then the
+    /// ledger): over half of the time at the wall. The facts and the ledger now read one parse.
+    #[test]
+    fn a_handoff_parses_each_message_of_the_branch_once() {
+        use crate::core::session::entry::MESSAGE_PARSES;
+        let dir = tempfile::tempdir().unwrap();
+        let mut session = SessionManager::create(dir.path(), Path::new("/p"), None).unwrap();
+        let call = serde_json::json!({"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "a.rs"}}]});
+        let result = serde_json::json!({"role": "toolResult", "toolCallId": "c1", "toolName": "read", "content": [{"type": "text", "text": "fn a() {}"}]});
+        for _ in 0..10 {
+            session.append_message(&Message::user("read a.rs")).unwrap();
+            session.append_message(&serde_json::from_value(call.clone()).unwrap()).unwrap();
+            session.append_message(&serde_json::from_value(result.clone()).unwrap()).unwrap();
+        }
+        let config = crate::core::agent::AgentConfig::new(crate::core::provider::ProviderConfig::new(
+            crate::core::provider::Api::Openai,
+            "http://127.0.0.1:9",
+            "m",
+        ));
+        let agent = AgentSession::new(config, session);
+        MESSAGE_PARSES.with(|n| n.set(0));
+        let carried = Carried::gather(&agent, None);
+        let ledger = ledger_of(&agent.session(), "## Goal\nfn a() {}", &carried);
+        assert_eq!(MESSAGE_PARSES.with(std::cell::Cell::get), 30, "each of the 30 messages parsed once");
+        assert_eq!(carried.facts.read_files, ["a.rs"]);
+        assert_eq!(ledger.dropped.messages, 10, "the user's ten messages; the calls say nothing");
+        assert_eq!(ledger.dropped.tool_results.count, 0, "the output is quoted");
+    }
 
     #[test]
     fn trigger_matches_only_the_command() {

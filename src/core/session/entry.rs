@@ -120,7 +120,11 @@ fn too_long() -> serde_json::Error {
 
 impl EntryHead {
     /// Reads the head of one line. Fails on invalid JSON or a line without a string `type`.
+    /// A line of the common shape is only skimmed ([`super::skim`]); the others are parsed.
     pub(crate) fn read(line: &str) -> Result<Self, serde_json::Error> {
+        if let Some(skimmed) = super::skim::skim(line) {
+            return Self::of_skimmed(&skimmed);
+        }
         let head: HeadView<'_> = serde_json::from_str(line)?;
         // The raw value borrows from `line`: its offset there is the distance between the two.
         let message_at = match head.message {
@@ -135,6 +139,22 @@ impl EntryHead {
             id: head.id.as_deref().map(CompactString::from).unwrap_or_default(),
             parent_id: head.parent_id.as_deref().map(CompactString::from),
             timestamp: head.timestamp.as_deref().map(CompactString::from).unwrap_or_default(),
+            message_at,
+        })
+    }
+}
+
+impl EntryHead {
+    fn of_skimmed(s: &super::skim::Skimmed<'_>) -> Result<Self, serde_json::Error> {
+        let message_at = match &s.message {
+            Some(range) => Span::new(range.clone()).ok_or_else(too_long)?,
+            None => Span::default(),
+        };
+        Ok(Self {
+            kind: s.kind.into(),
+            id: s.id.map(CompactString::from).unwrap_or_default(),
+            parent_id: s.parent_id.map(CompactString::from),
+            timestamp: s.timestamp.map(CompactString::from).unwrap_or_default(),
             message_at,
         })
     }
@@ -248,6 +268,13 @@ impl<'de> Deserialize<'de> for SessionEntry {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Messages parsed whole on this thread ([`SessionEntry::message`]), for the tests that
+    /// hold a path to parsing each message once.
+    pub(crate) static MESSAGE_PARSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Entry type names used by pi.
 pub mod kind {
     pub const MESSAGE: &str = "message";
@@ -310,6 +337,8 @@ impl SessionEntry {
 
     /// The message of a `message` entry (`None` for other types or an unreadable message).
     pub fn message(&self) -> Option<Message> {
+        #[cfg(test)]
+        MESSAGE_PARSES.with(|n| n.set(n.get() + 1));
         // The message's own text, found when the line was read: the rest of the line is not
         // scanned again.
         serde_json::from_str(self.message_json()?).ok()

@@ -1,5 +1,6 @@
 //! Sessions: pi-compatible JSONL files holding a tree of entries (`SessionManager`).
 
+pub mod chain;
 pub mod changes;
 pub mod context;
 pub mod derived;
@@ -8,6 +9,7 @@ pub mod ledger;
 pub mod paths;
 pub mod pins;
 pub mod scan;
+mod skim;
 mod store;
 pub mod todos;
 

@@ -17,14 +17,15 @@ const MAX_PREAMBLE_LINES: usize = 64;
 
 /// The header of the session file at `path`, reading only as far as it.
 pub fn read_header(path: &Path) -> Result<SessionHeader, SessionError> {
-    let mut lines = Lines::open(path)?;
+    // A header is a line of a few hundred bytes: a listing of many files reads little of each.
+    let mut lines = Lines::open(path, 8 * 1024)?;
     lines.header()
 }
 
 /// Calls `each` with every entry of the session file at `path`, in file order; returns its
 /// header.
 pub fn scan_entries(path: &Path, mut each: impl FnMut(&SessionEntry)) -> Result<SessionHeader, SessionError> {
-    let mut lines = Lines::open(path)?;
+    let mut lines = Lines::open(path, 256 * 1024)?;
     let header = lines.header()?;
     while let Some(entry) = lines.next_entry()? {
         if entry.kind == "session" {
@@ -43,14 +44,15 @@ struct Lines<'a> {
 }
 
 impl<'a> Lines<'a> {
-    fn open(path: &'a Path) -> Result<Self, SessionError> {
+    /// `buffer`: bytes read at a time.
+    fn open(path: &'a Path, buffer: usize) -> Result<Self, SessionError> {
         let io = |source| SessionError::Io { path: path.to_path_buf(), source };
         let file = File::open(path).map_err(io)?;
         // Only regular files: a pipe or device would block or never end.
         if !file.metadata().map_err(io)?.is_file() {
             return Err(SessionError::NotAFile { path: path.to_path_buf() });
         }
-        Ok(Self { path, reader: BufReader::with_capacity(256 * 1024, file), buf: Vec::new() })
+        Ok(Self { path, reader: BufReader::with_capacity(buffer, file), buf: Vec::new() })
     }
 
     /// The next line that is an entry (any type, headers too); `None` at the end.

@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use super::{args, paths, ToolContext, ToolDefinition, ToolError, ToolKind, ToolOutput};
 use crate::core::message::{Message, Role};
 use crate::core::session::entry::kind;
-use crate::core::session::{scan, SessionEntry, SessionError, SessionHeader};
+use crate::core::session::{chain, scan, SessionEntry, SessionError, SessionHeader};
 
 pub const TOOL_NAME: &str = "session_query";
 
@@ -216,19 +216,13 @@ struct Ancestor {
     header: Result<SessionHeader, SessionError>,
 }
 
-/// The ancestors from `parent` on, each read as far as its header.
+/// The ancestors from `parent` on, each read as far as its header ([`chain::ancestors`]).
 fn ancestors(parent: &Path) -> Vec<Ancestor> {
-    let mut chain: Vec<Ancestor> = Vec::new();
-    let mut next = Some(parent.to_path_buf());
-    while let Some(path) = next.take() {
-        if chain.len() >= MAX_ANCESTORS || chain.iter().any(|a| a.path == path) {
-            break;
-        }
-        let header = scan::read_header(&path);
-        next = header.as_ref().ok().and_then(|h| h.parent_session.as_deref()).map(PathBuf::from);
-        chain.push(Ancestor { generation: chain.len() + 1, path, header });
-    }
-    chain
+    chain::ancestors(parent)
+        .take(MAX_ANCESTORS)
+        .enumerate()
+        .map(|(i, link)| Ancestor { generation: i + 1, path: link.path, header: link.header })
+        .collect()
 }
 
 /// What an ancestor is to this session.

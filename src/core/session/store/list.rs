@@ -1,13 +1,19 @@
-//! Listing the sessions of a working directory (the picker, `handoff-nvim sessions`): each
-//! file is loaded and its current branch summarized.
+//! Listing the sessions of a working directory (the picker, `handoff-nvim sessions`, ACP's
+//! `session/list`): each file is loaded (its lines skimmed, `session::skim`) and its current
+//! branch summarized, once per version of the file; the newest session, by headers alone.
 
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::SystemTime;
 
 use super::SessionManager;
 use crate::core::message::Role;
+use crate::core::parallel::map_in_parallel;
 use crate::core::session::entry::kind;
-use crate::core::session::{derived, paths, SessionError};
+use crate::core::session::{derived, paths, scan, SessionError};
+use crate::core::sync::lock;
 
 /// What `list_sessions` reports of one session file.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -29,23 +35,85 @@ pub struct SessionInfo {
 }
 
 impl SessionManager {
-    /// Sessions stored for `cwd`, newest first.
+    /// Sessions stored for `cwd`, newest first. A file is summarized once for each (size,
+    /// modification time) it has: the summaries are kept for the life of the process, so a
+    /// listing reads only the files written since the last one (sessions are append-only: a
+    /// change of content is a change of size).
     pub fn list_sessions(session_dir: &Path, cwd: &Path) -> Result<Vec<SessionInfo>, SessionError> {
         let dir = session_dir.join(paths::cwd_folder_name(cwd));
-        let read = match fs::read_dir(&dir) {
-            Ok(r) => r,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(SessionError::Io { path: dir, source: e }),
+        let files = session_files(&dir)?;
+        let (mut sessions, changed) = {
+            let listed: HashSet<&Path> = files.iter().map(|(p, _)| p.as_path()).collect();
+            let mut cache = lock(summaries());
+            // Files gone from the folder are forgotten.
+            cache.retain(|path, _| path.parent() != Some(dir.as_path()) || listed.contains(path.as_path()));
+            let mut known = Vec::with_capacity(files.len());
+            let mut changed = Vec::new();
+            drop(listed);
+            for (path, stamp) in files {
+                match cache.get(&path).filter(|(s, _)| *s == stamp) {
+                    Some((_, info)) => known.push(info.clone()),
+                    None => changed.push((path, stamp)),
+                }
+            }
+            (known, changed)
         };
-        let mut sessions: Vec<SessionInfo> = read
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "jsonl") && p.is_file())
-            .filter_map(|p| summarize(&p).ok())
-            .collect();
-        sessions.sort_by(|a, b| b.timestamp.cmp(&a.timestamp).then_with(|| b.path.cmp(&a.path)));
+        // The files not summarized yet, on all cores (a first listing of a large folder).
+        let summarized = map_in_parallel(&changed, changed.len() > 1, |(path, _)| summarize(path).ok());
+        let mut cache = lock(summaries());
+        for ((path, stamp), info) in changed.into_iter().zip(summarized) {
+            if let Some(info) = info {
+                cache.insert(path, (stamp, info.clone()));
+                sessions.push(info);
+            }
+        }
+        drop(cache);
+        sessions.sort_by(newest_first);
         Ok(sessions)
     }
+
+    /// The newest session stored for `cwd` (by its header's time, as [`Self::list_sessions`]
+    /// orders them): only each file's header is read.
+    pub fn newest_session(session_dir: &Path, cwd: &Path) -> Result<Option<PathBuf>, SessionError> {
+        let dir = session_dir.join(paths::cwd_folder_name(cwd));
+        let newest = session_files(&dir)?
+            .into_iter()
+            .filter_map(|(path, _)| scan::read_header(&path).ok().map(|header| (header.timestamp, path)))
+            .max();
+        Ok(newest.map(|(_, path)| path))
+    }
+}
+
+/// When a file last changed, as far as a listing can tell: its size and modification time.
+type Stamp = (u64, Option<SystemTime>);
+
+/// The summaries made so far, by file, with the stamp each was made at.
+fn summaries() -> &'static Mutex<HashMap<PathBuf, (Stamp, SessionInfo)>> {
+    static SUMMARIES: OnceLock<Mutex<HashMap<PathBuf, (Stamp, SessionInfo)>>> = OnceLock::new();
+    SUMMARIES.get_or_init(Mutex::default)
+}
+
+/// The session files of a project's folder (`*.jsonl`, regular files or links to one), stamped.
+fn session_files(dir: &Path) -> Result<Vec<(PathBuf, Stamp)>, SessionError> {
+    let read = match fs::read_dir(dir) {
+        Ok(r) => r,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(SessionError::Io { path: dir.to_path_buf(), source: e }),
+    };
+    Ok(read
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .filter_map(|p| {
+            let meta = fs::metadata(&p).ok().filter(fs::Metadata::is_file)?;
+            Some((p, (meta.len(), meta.modified().ok())))
+        })
+        .collect())
+}
+
+/// Newest first: by the header's time, then by path.
+fn newest_first(a: &SessionInfo, b: &SessionInfo) -> std::cmp::Ordering {
+    b.timestamp.cmp(&a.timestamp).then_with(|| b.path.cmp(&a.path))
 }
 
 /// Summarizes a session file for `list_sessions`: its current branch, as resuming it shows it
