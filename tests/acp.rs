@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use common::DOCUMENT;
 use handoff_mock::{MockReply, MockServer};
+use handoff_nvim::core::controller::SlashCommand;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -278,11 +279,17 @@ async fn a_new_session_lists_the_commands_and_streams_a_reply_with_its_thinking(
     agent.initialize(json!({})).await;
     let (session, commands) = agent.new_session(&env.project()).await;
     assert_eq!(commands["sessionId"], session.as_str());
-    let names: Vec<&str> =
-        commands["update"]["availableCommands"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    for name in ["handoff", "new", "model", "thinking", "pin", "review"] {
-        assert!(names.contains(&name), "{name} is not in {names:?}");
-    }
+    // The controller's command table, each with its help and argument, then the templates.
+    let advertised: Vec<(String, String, Option<String>)> = commands["update"]["availableCommands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap().into(), c["description"].as_str().unwrap().into(), c["input"]["hint"].as_str().map(Into::into)))
+        .collect();
+    let mut table: Vec<(String, String, Option<String>)> =
+        SlashCommand::ALL.iter().map(|c| (c.name().into(), c.help().into(), c.args().map(Into::into))).collect();
+    table.push(("review".into(), "Review the change".into(), None));
+    assert_eq!(advertised, table);
     env.mock.push(MockReply::Text {
         chunks: vec!["Hello ".into(), "there.".into()],
         chunk_delay_ms: 0,
@@ -858,7 +865,7 @@ async fn the_session_commands_run_in_the_host_and_never_reach_the_model() {
     let (_, updates) = agent.prompt(&session, "/thinking high").await;
     assert!(said(&updates).contains("Thinking level: high"), "{updates:#?}");
     let (_, updates) = agent.prompt(&session, "/thinking loud").await;
-    assert!(said(&updates).contains("Unknown thinking level"), "{updates:#?}");
+    assert!(said(&updates).contains("unknown thinking level"), "{updates:#?}");
     let (_, updates) = agent.prompt(&session, "/pin keep the tests green").await;
     assert!(said(&updates).contains("1. keep the tests green"), "{updates:#?}");
     // codecompanion types commands with a backslash.

@@ -29,11 +29,10 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::core::agent::{AgentEvent, AssistantMessageEvent};
 use crate::core::config::Settings;
-use crate::core::controller::{self, Controller, FrontEndTexts, Opened, Ran, SessionChoice};
+use crate::core::controller::{self, Controller, FrontEndTexts, Opened, Ran, SessionChoice, SlashCommand};
 use crate::core::handoff::{AutoHandoff, HandoffOutcome};
 use crate::core::mcp::McpHub;
 use crate::core::message::StopReason as ReplyStop;
-use crate::core::provider::ThinkingLevel;
 use crate::core::session::{SessionInfo, SessionManager};
 use crate::core::sync::lock;
 use crate::frontend_paths;
@@ -410,17 +409,10 @@ impl Server {
         let session = self.session(&request.session_id)?;
         let _one = session.prompt.lock().await;
         session.cancelled.store(false, Ordering::SeqCst);
-        let input = prompt_text(&request.prompt);
-        let outcome = run_command(&session, &input).await;
+        let input = as_typed(&prompt_text(&request.prompt));
+        let ran = session.controller.run_input(&input).await;
         session.flushed().await;
-        let stop = match outcome {
-            Some(stop) => Ok(stop),
-            None => {
-                let ran = session.controller.run_input(&input).await;
-                session.flushed().await;
-                stop_reason(ran, session.cancelled.load(Ordering::SeqCst)).map_err(AcpError::Failed)
-            }
-        };
+        let stop = stop_reason(ran, session.cancelled.load(Ordering::SeqCst)).map_err(AcpError::Failed);
         session.record_file().await;
         encode(wire::PromptResponse::new(stop?))
     }
@@ -512,8 +504,8 @@ fn lost(translator: &Translator, n: u64) {
     translator.updates.message(text::notice_block(text::EVENTS_LOST));
 }
 
-/// The command list, a moment after the session is answered: the session commands, then the
-/// prompt templates of `templates_dir` (`/name args` expands one).
+/// The command list, a moment after the session is answered: the controller's command table,
+/// then the prompt templates of `templates_dir` (`/name args` expands one).
 fn send_commands_later(updates: Updates, templates_dir: Option<PathBuf>) {
     crate::core::task::spawn("the ACP command list", async move {
         let templates = match templates_dir {
@@ -521,12 +513,12 @@ fn send_commands_later(updates: Updates, templates_dir: Option<PathBuf>) {
             None => Vec::new(),
         };
         tokio::time::sleep(COMMANDS_DELAY).await;
-        let mut commands: Vec<wire::AvailableCommand> = text::COMMANDS
-            .iter()
-            .map(|(name, description, hint)| {
-                let command = wire::AvailableCommand::new(*name, *description);
-                match hint {
-                    Some(hint) => command.input(wire::AvailableCommandInput::Unstructured(wire::UnstructuredCommandInput::new(*hint))),
+        let mut commands: Vec<wire::AvailableCommand> = SlashCommand::ALL
+            .into_iter()
+            .map(|slash| {
+                let command = wire::AvailableCommand::new(slash.name(), slash.help());
+                match slash.args() {
+                    Some(args) => command.input(wire::AvailableCommandInput::Unstructured(wire::UnstructuredCommandInput::new(args))),
                     None => command,
                 }
             })
@@ -566,49 +558,17 @@ fn prompt_text(prompt: &[wire::ContentBlock]) -> String {
     parts.join("\n")
 }
 
-/// `/new`, `/model` and `/thinking`: the session commands the controller's input parser leaves
-/// to the front ends (the editor has `:HandoffNew`, `:HandoffModel`, `:HandoffThinking`).
-/// `None`: the input is for the controller. A client that types commands with `\` (codecompanion)
-/// is understood too.
-async fn run_command(session: &AcpSession, input: &str) -> Option<StopReason> {
-    let trimmed = input.trim();
-    let normalized = trimmed.strip_prefix('\\').map(|rest| format!("/{rest}"));
-    let line = normalized.as_deref().unwrap_or(trimmed);
-    let (name, arg) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-    let arg = arg.trim();
-    let controller = &session.controller;
-    let said = match name {
-        "/new" if arg.is_empty() => controller.new_session().map(|()| text::NEW_SESSION.to_string()),
-        "/model" if arg.is_empty() => {
-            let config = controller.agent().provider_config();
-            Ok(text::model_in_use(&config.model, &config.name))
+/// The input as the controller takes it: a client that types commands with `\` (codecompanion)
+/// means the table's `/name`; anything else is as typed.
+fn as_typed(input: &str) -> String {
+    let trimmed = input.trim_start();
+    if let Some(rest) = trimmed.strip_prefix('\\') {
+        let name = rest.split(char::is_whitespace).next().unwrap_or(rest);
+        if SlashCommand::named(name).is_some() {
+            return format!("/{rest}");
         }
-        "/model" => controller.set_model(arg).map(|()| text::model_switched(arg)),
-        "/thinking" if arg.is_empty() => Ok(text::thinking(controller.agent().thinking_level().as_str())),
-        "/thinking" => match ThinkingLevel::parse(arg) {
-            Some(level) => controller.set_thinking(level).map(|()| text::thinking(level.as_str())),
-            None => Ok(text::unknown_thinking(arg)),
-        },
-        _ if normalized.is_some() && is_our_command(name) => {
-            // `\handoff focus` and the others the controller parses: as if typed with `/`.
-            return Box::pin(run_normalized(session, line)).await;
-        }
-        _ => return None,
-    };
-    let message = said.unwrap_or_else(|failure| failure.message);
-    session.updates.message(message);
-    Some(StopReason::EndTurn)
-}
-
-fn is_our_command(name: &str) -> bool {
-    text::COMMANDS.iter().any(|(command, _, _)| name.strip_prefix('/') == Some(*command))
-}
-
-/// Runs a command typed with `\` through the controller as `/…`.
-async fn run_normalized(session: &AcpSession, line: &str) -> Option<StopReason> {
-    let ran = session.controller.run_input(line).await;
-    session.flushed().await;
-    stop_reason(ran, session.cancelled.load(Ordering::SeqCst)).ok()
+    }
+    input.to_string()
 }
 
 /// The stop reason of what ran, or why the prompt failed (the model request's error).
@@ -631,7 +591,7 @@ fn stop_reason(ran: Ran, cancelled: bool) -> Result<StopReason, String> {
         },
         Ran::Prompt(Err(e)) => Err(e.to_string()),
         Ran::Handoff(HandoffOutcome::Cancelled) => Ok(StopReason::Cancelled),
-        Ran::Handoff(_) | Ran::Steered | Ran::Nothing | Ran::Pins(_) | Ran::Back(_) => Ok(StopReason::EndTurn),
+        Ran::Handoff(_) | Ran::Steered | Ran::Nothing | Ran::Pins(_) | Ran::Back(_) | Ran::Said(_) => Ok(StopReason::EndTurn),
     }
 }
 

@@ -57,8 +57,10 @@ pub enum Command {
     /// flag; stdout carries JSON-RPC only, logs go to --log-file (`:help handoff-acp`).
     Acp,
     /// Send one prompt; the reply streams to stdout, the session path goes to stderr.
-    /// `/handoff [focus]` hands the session off instead, as in the editor: the new session's
-    /// path goes to stdout, with the exit codes of `handoff`.
+    /// A slash command runs instead, as in the editor, and never reaches the model:
+    /// `/handoff [focus]` hands the session off (the new session's path goes to stdout, with
+    /// the exit codes of `handoff`); `/new`, `/sessions`, `/model`, `/thinking`, `/pin`,
+    /// `/pins`, `/unpin`, `/back` print what they did.
     Prompt {
         /// Continue this session file (default: the newest session of the working directory).
         #[arg(long, conflicts_with = "new")]
@@ -352,6 +354,12 @@ async fn prompt(
             exit::OK
         }
         Ran::Back(Err(_)) => exit::FAILURE,
+        // What another session command said, on stdout; a refusal was told on stderr.
+        Ran::Said(Ok(said)) => {
+            writeln!(std::io::stdout(), "{said}")?;
+            exit::OK
+        }
+        Ran::Said(Err(_)) => exit::FAILURE,
     })
 }
 

@@ -46,6 +46,7 @@ mod bridge;
 mod memory;
 pub mod protocol;
 mod seams;
+pub mod slash_commands;
 mod stdio;
 pub mod transcript;
 

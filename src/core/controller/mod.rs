@@ -4,6 +4,7 @@
 //! a command's outcome is written here, once. Texts that name a front end's own keys (how to
 //! cancel in the editor) come from that front end ([`FrontEndTexts`]).
 
+pub mod commands;
 pub mod lifecycle;
 
 use std::path::{Path, PathBuf};
@@ -11,7 +12,8 @@ use std::sync::Arc;
 
 use crate::core::agent::{AgentConfig, AgentError, AgentEvent, AgentSession, RunResult, Wall, WallReason};
 use crate::core::failure::{Failure, FailureKind};
-use crate::core::handoff::{self, AutoHandoff, HandoffOptions, HandoffOutcome, Refusal};
+use crate::core::handoff::{AutoHandoff, HandoffOptions, HandoffOutcome, Refusal};
+pub use commands::SlashCommand;
 pub use lifecycle::{Held, Lifecycle, Phase};
 use crate::core::provider::ThinkingLevel;
 use crate::core::session::{SessionError, SessionManager};
@@ -156,6 +158,44 @@ pub mod text {
     }
 
     pub const NO_PINS: &str = "No pins (/pin TEXT pins one)";
+
+    /// `/new` done.
+    pub const NEW_SESSION: &str = "New session started.";
+
+    /// `/model` without a name: the model in use.
+    pub fn model_in_use(model: &str, provider: &str) -> String {
+        format!("Model: {model} ({provider})")
+    }
+
+    /// `/model NAME` done.
+    pub fn model_switched(model: &str) -> String {
+        format!("Model switched to {model}.")
+    }
+
+    /// `/thinking LEVEL` done (or, without a level, the one in force).
+    pub fn thinking(level: &str) -> String {
+        format!("Thinking level: {level}")
+    }
+
+    /// How many sessions `/sessions` lists at most.
+    pub const SESSIONS_LISTED: usize = 20;
+
+    /// `/sessions`: the sessions of this folder, newest first (`current`: the one in use).
+    pub fn sessions(listed: &[crate::core::session::SessionInfo], current: &std::path::Path) -> String {
+        if listed.is_empty() {
+            return "No sessions in this folder yet".into();
+        }
+        let mut lines = vec!["Sessions of this folder, newest first:".to_string()];
+        for (n, info) in listed.iter().take(SESSIONS_LISTED).enumerate() {
+            let said = if info.first_message.is_empty() { "(nothing said yet)" } else { info.first_message.as_str() };
+            let here = if info.path == current { " (this session)" } else { "" };
+            lines.push(format!("{}. {} {said}{here}: {}", n + 1, info.timestamp, info.path.display()));
+        }
+        if listed.len() > SESSIONS_LISTED {
+            lines.push(format!("…and {} older", listed.len() - SESSIONS_LISTED));
+        }
+        lines.join("\n")
+    }
     pub const NOTHING_TO_PIN: &str = "Nothing to pin: /pin TEXT";
 }
 
@@ -168,6 +208,14 @@ pub enum Input {
     Pin(PinCommand),
     /// `/back`: back to the session this one was handed off from.
     Back,
+    /// `/new`: a new, empty session.
+    New,
+    /// `/sessions`: the sessions of this folder, listed.
+    Sessions,
+    /// `/model [name]`: switch the model, or (no name) say which is in use.
+    Model(Option<String>),
+    /// `/thinking [level]`: set the thinking level, or (none) say which is in force.
+    Thinking(Option<String>),
     /// Anything else is a prompt (templates expand later, in the agent).
     Prompt(String),
 }
@@ -183,31 +231,23 @@ pub enum PinCommand {
     Remove(String),
 }
 
-/// `/pin TEXT`, `/pins` or `/unpin N` (the name then whitespace or the end; `/pins` alone).
-pub fn pin_command(input: &str) -> Option<PinCommand> {
-    let input = input.trim_start();
-    let (name, rest) = input.split_once(char::is_whitespace).unwrap_or((input, ""));
-    let rest = rest.trim();
-    match name {
-        "/pin" => Some(PinCommand::Add(rest.to_string())),
-        "/pins" if rest.is_empty() => Some(PinCommand::List),
-        "/unpin" => Some(PinCommand::Remove(rest.to_string())),
-        _ => None,
-    }
-}
-
 /// The input controller's interception, before normal prompt submission: the one parser of
-/// the commands the host runs, for the editor and the CLI alike.
+/// the commands the host runs (the table in [`commands`]), for every front end alike.
 pub fn classify_input(text: &str) -> Input {
-    if let Some(focus) = handoff::is_handoff_command(text) {
-        return Input::Handoff { focus: focus.to_string() };
-    }
-    if text.trim() == "/back" {
-        return Input::Back;
-    }
-    match pin_command(text) {
-        Some(command) => Input::Pin(command),
-        None => Input::Prompt(text.to_string()),
+    let Some((command, arg)) = commands::parse(text) else {
+        return Input::Prompt(text.to_string());
+    };
+    let given = || (!arg.is_empty()).then(|| arg.to_string());
+    match command {
+        SlashCommand::Handoff => Input::Handoff { focus: arg.to_string() },
+        SlashCommand::Pin => Input::Pin(PinCommand::Add(arg.to_string())),
+        SlashCommand::Pins => Input::Pin(PinCommand::List),
+        SlashCommand::Unpin => Input::Pin(PinCommand::Remove(arg.to_string())),
+        SlashCommand::Back => Input::Back,
+        SlashCommand::New => Input::New,
+        SlashCommand::Sessions => Input::Sessions,
+        SlashCommand::Model => Input::Model(given()),
+        SlashCommand::Thinking => Input::Thinking(given()),
     }
 }
 
@@ -394,6 +434,9 @@ pub enum Ran {
     Pins(Result<Vec<String>, Failure>),
     /// `/back`: the parent session's file, now the current one, or why not (told as a notice too).
     Back(Result<std::path::PathBuf, Failure>),
+    /// Another session command (`/new`, `/sessions`, `/model`, `/thinking`): what it said, or
+    /// why it did nothing (told as a notice too).
+    Said(Result<String, Failure>),
 }
 
 /// One agent session driven by one front end: input classification and the session commands;
@@ -540,9 +583,47 @@ impl Controller {
                 }
                 Ran::Back(result)
             }
+            Input::New => self.told(self.new_session().map(|()| text::NEW_SESSION.to_string())),
+            Input::Sessions => self.told(self.sessions().await),
+            Input::Model(None) => {
+                let config = self.agent().provider_config();
+                self.told(Ok(text::model_in_use(&config.model, &config.name)))
+            }
+            Input::Model(Some(model)) => self.told(self.set_model(&model).map(|()| text::model_switched(model.trim()))),
+            Input::Thinking(None) => self.told(Ok(text::thinking(self.agent().thinking_level().as_str()))),
+            Input::Thinking(Some(name)) => {
+                let set = name.parse::<ThinkingLevel>().map_err(Failure::invalid).and_then(|level| {
+                    self.set_thinking(level)?;
+                    Ok(text::thinking(level.as_str()))
+                });
+                self.told(set)
+            }
             Input::Prompt(text) if text.trim().is_empty() => Ran::Nothing,
             Input::Prompt(text) => self.lifecycle.prompt(&text).await,
         }
+    }
+
+    /// A session command's outcome told as a notice (a failure as a warning), and returned.
+    fn told(&self, said: Result<String, Failure>) -> Ran {
+        match &said {
+            Ok(message) => self.notice(Level::Info, message.clone()),
+            Err(failure) => self.notice(Level::Warn, failure.message.clone()),
+        }
+        Ran::Said(said)
+    }
+
+    /// `/sessions`: the sessions of this session's folder, newest first (read off the
+    /// runtime's threads).
+    pub async fn sessions(&self) -> Result<String, Failure> {
+        let (dir, cwd, current) = {
+            let session = self.agent().session();
+            (session.session_dir().to_path_buf(), session.cwd().to_path_buf(), session.path().to_path_buf())
+        };
+        let listed = tokio::task::spawn_blocking(move || SessionManager::list_sessions(&dir, &cwd))
+            .await
+            .map_err(|e| Failure::new(FailureKind::Io, format!("the session list stopped: {e}")))?
+            .map_err(session_failure)?;
+        Ok(text::sessions(&listed, &current))
     }
 
     /// [`Controller::run_input`] in a task, for a front end that hears the outcome as events

@@ -1,5 +1,5 @@
 //! The `/handoff` pipeline (`doc/design.md`), in the order of its steps:
-//! trigger (`is_handoff_command`), pre-flight guard (`preflight`), prompt (`build_prompt`),
+//! trigger (the controller's command table, `controller::commands`), pre-flight guard (`preflight`), prompt (`build_prompt`),
 //! capture and cancellation (`capture`), new session and injection (`start_new_session`),
 //! context rebuild, and the outcome the controller maps to the UI (`HandoffOutcome`).
 //!
@@ -82,16 +82,6 @@ pub const RUN_OPTIONS: RunOptions = RunOptions {
     fit_limit: None,
     document_model: true,
 };
-
-/// Trigger: exactly `/handoff`, or `/handoff ` followed by focus instructions.
-/// Returns the focus (possibly empty) when `input` is a handoff command.
-pub fn is_handoff_command(input: &str) -> Option<&str> {
-    let input = input.trim_start();
-    if input.trim_end() == "/handoff" {
-        return Some("");
-    }
-    input.strip_prefix("/handoff ").map(str::trim)
-}
 
 /// The instruction with the optional focus appended. Sent with template expansion off, so
 /// nothing in it (or in the focus) is ever expanded.
@@ -644,14 +634,6 @@ fn start_new_session(agent: &AgentSession, text: &str, carried: &Carried) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn trigger_matches_only_the_command() {
-        assert_eq!(is_handoff_command("/handoff"), Some(""));
-        assert_eq!(is_handoff_command("/handoff  focus on tests "), Some("focus on tests"));
-        assert_eq!(is_handoff_command("/handoffs"), None);
-        assert_eq!(is_handoff_command("please /handoff"), None);
-    }
 
     #[test]
     fn section_check_reports_missing_ones() {
