@@ -91,9 +91,10 @@ struct Inner {
     handoff_review: Mutex<bool>,
     /// The controller of the open session; `None` until the first one is open.
     controller: watch::Sender<Option<Arc<Controller>>>,
-    /// Input that arrived before the first session was open, in order (taken with the same
-    /// lock as the controller is set, so none slips between).
-    waiting: Mutex<Vec<Notification>>,
+    /// Input that arrived while no session could take it (before the first one was open, or
+    /// while `configure` reloads), in order, and the reload in flight: taken with the same lock
+    /// as the controller is set, so none slips between.
+    waiting: Mutex<Waiting>,
     collector: Mutex<Option<tokio::task::JoinHandle<()>>>,
     outbox: Arc<Outbox>,
     shutdown: tokio::sync::Notify,
@@ -105,6 +106,16 @@ struct Inner {
     mcp: Mutex<Option<Arc<McpHub>>>,
     /// The health check's last probes and the one running (see [`Host::health`]).
     probes: Mutex<ProbeCache>,
+}
+
+/// What waits for a session (see [`Inner::waiting`]).
+#[derive(Default)]
+struct Waiting {
+    inputs: Vec<Notification>,
+    /// The reload in flight holds the old session in `Switching` (dropped when it ends).
+    reload: Option<controller::PhaseGuard>,
+    /// Each `configure` counts one: only the latest installs its session.
+    generation: u64,
 }
 
 /// Which provider and model a health probe was for: a probe of another is never shown.
@@ -146,7 +157,7 @@ impl Host {
                 cwd: Mutex::new(cwd),
                 handoff_review: Mutex::new(false),
                 controller,
-                waiting: Mutex::new(Vec::new()),
+                waiting: Mutex::new(Waiting::default()),
                 collector: Mutex::new(None),
                 outbox: Arc::new(Outbox::default()),
                 shutdown: tokio::sync::Notify::new(),
@@ -178,9 +189,14 @@ impl Host {
     /// `configure`: settings now, the session in the background. The answer is immediate; the
     /// chat gets the session as a `transcript` record when it is loaded.
     fn configure(&self, parsed: ConfigureArgs) -> Reply {
-        if let Some(c) = self.controller() {
-            c.ensure_idle(text::doing::RECONFIGURE)?;
-        }
+        // The session in use is held in `Switching` from here until the new one is in place
+        // (or could not be opened): a prompt typed meanwhile waits for the new session instead
+        // of running on the old configuration. Refused while something runs (nothing changed);
+        // a reload in flight holds it already.
+        let hold = match self.controller() {
+            Some(c) if lock(&self.inner.waiting).reload.is_none() => Some(c.switching(text::doing::RECONFIGURE)?),
+            _ => None,
+        };
         if let Some(lines) = parsed.tool_output_lines {
             transcript::set_tool_output_lines(lines);
         }
@@ -201,18 +217,38 @@ impl Host {
             (_, Resume::Newest) => SessionChoice::Newest,
             (_, Resume::New) => SessionChoice::New,
         };
+        let generation = {
+            let mut waiting = lock(&self.inner.waiting);
+            if hold.is_some() {
+                waiting.reload = hold;
+            }
+            waiting.generation += 1;
+            waiting.generation
+        };
         *lock(&self.inner.settings) = settings.clone();
         *lock(&self.inner.cwd) = cwd.clone();
         *lock(&self.inner.handoff_review) = parsed.handoff_review.unwrap_or(false);
         let host = self.clone();
-        crate::core::task::spawn("opening the session", async move { host.open(settings, config, cwd, choice).await });
+        crate::core::task::spawn("opening the session", async move { host.open(settings, config, cwd, choice, generation).await });
         Ok(Value::Boolean(true))
+    }
+
+    /// A reload (`generation`) that installs no session ends: the old session is released and
+    /// what waited is returned (to run on the old session, or to be dropped). A later reload's
+    /// hold stays.
+    fn end_reload(&self, generation: u64) -> Vec<Notification> {
+        let mut waiting = lock(&self.inner.waiting);
+        if waiting.generation != generation {
+            return Vec::new();
+        }
+        drop(waiting.reload.take());
+        std::mem::take(&mut waiting.inputs)
     }
 
     /// Opens (or creates) the session on a blocking thread and makes it the current one. A file
     /// that cannot be opened is reported, and a new session takes its place so the editor stays
     /// usable (the file itself is left as it is). Input that waited for it runs then.
-    async fn open(&self, settings: Settings, config: AgentConfig, cwd: PathBuf, choice: SessionChoice) {
+    async fn open(&self, settings: Settings, config: AgentConfig, cwd: PathBuf, choice: SessionChoice, generation: u64) {
         let session_dir = frontend_paths::session_dir(&settings);
         let load = {
             let (config, session_dir, cwd, choice) = (config.clone(), session_dir.clone(), cwd.clone(), choice.clone());
@@ -232,8 +268,12 @@ impl Host {
                     Ok(opened) => opened,
                     Err(e) => {
                         self.notice(Level::Error, format!("handoff.nvim: cannot create a session in {}: {e}", session_dir.display()));
-                        if self.controller().is_none() && !std::mem::take(&mut *lock(&self.inner.waiting)).is_empty() {
-                            self.notice(Level::Error, text::NEVER_READY);
+                        // What waited runs on the session still open, if there is one.
+                        let waited = self.end_reload(generation);
+                        match self.controller() {
+                            Some(old) => self.run_waiting(old, waited),
+                            None if !waited.is_empty() => self.notice(Level::Error, text::NEVER_READY),
+                            None => {}
                         }
                         return;
                     }
@@ -254,16 +294,24 @@ impl Host {
         let controller = Controller::new(opened.agent, editor_texts());
         controller.set_review_by_default(*lock(&self.inner.handoff_review));
         controller.apply_handoff_settings(&settings);
-        let collector = bridge::spawn_collector(controller.clone(), self.inner.outbox.clone());
-        if let Some(old) = lock(&self.inner.collector).replace(collector) {
-            old.abort();
-        }
         let transcript = transcript::opened(&controller).await;
         // The controller is in place before Lua hears of the session: a command it retries on
         // the transcript finds it.
         let (old, waiting) = {
             let mut waiting = lock(&self.inner.waiting);
-            (self.inner.controller.send_replace(Some(controller.clone())), std::mem::take(&mut *waiting))
+            if waiting.generation != generation {
+                // A later `configure` replaced this one while it loaded: its session is the one.
+                tracing::info!("a reload replaced by a later one was dropped");
+                return;
+            }
+            // Nothing runs on the new controller yet: its events are all heard.
+            let collector = bridge::spawn_collector(controller.clone(), self.inner.outbox.clone());
+            if let Some(old) = lock(&self.inner.collector).replace(collector) {
+                old.abort();
+            }
+            // The reload's hold on the old controller ends with it: input waits no more.
+            drop(waiting.reload.take());
+            (self.inner.controller.send_replace(Some(controller.clone())), std::mem::take(&mut waiting.inputs))
         };
         self.inner.outbox.push(Record::Transcript(Box::new(transcript)));
         tracing::info!(session = %controller.agent().session().path().display(), "configured");
@@ -274,19 +322,25 @@ impl Host {
                 self.notice(Level::Warn, format!("handoff.nvim: the previous session could not be saved completely: {e}"));
             }
         }
-        if !waiting.is_empty() {
-            // In the order they were sent, each to its end: a prompt typed twice while the
-            // session loaded is two prompts, one after the other.
-            let host = self.clone();
-            crate::core::task::spawn("input that waited for the session", async move {
-                for input in waiting {
-                    match input {
-                        Notification::Prompt { text } => controller.input(&text).await,
-                        other => host.run_notification(&controller, other),
-                    }
-                }
-            });
+        self.run_waiting(controller, waiting);
+    }
+
+    /// Input that waited for a session, run on `controller` in the order it was sent, each to
+    /// its end: a prompt typed twice while the session loaded is two prompts, one after the
+    /// other.
+    fn run_waiting(&self, controller: Arc<Controller>, waiting: Vec<Notification>) {
+        if waiting.is_empty() {
+            return;
         }
+        let host = self.clone();
+        crate::core::task::spawn("input that waited for the session", async move {
+            for input in waiting {
+                match input {
+                    Notification::Prompt { text } => controller.input(&text).await,
+                    other => host.run_notification(&controller, other),
+                }
+            }
+        });
     }
 
     async fn sessions(&self) -> Reply {
@@ -687,7 +741,7 @@ impl Host {
                 }
             }
             Notification::Abort => {
-                let dropped = std::mem::take(&mut *lock(&self.inner.waiting));
+                let dropped = std::mem::take(&mut lock(&self.inner.waiting).inputs);
                 if !dropped.is_empty() {
                     self.notice(Level::Info, format!("Stopped: {} input(s) waiting for the session were dropped", dropped.len()));
                 }
@@ -703,16 +757,18 @@ impl Host {
             Notification::Shutdown => self.inner.shutdown.notify_one(),
             input => {
                 let mut waiting = lock(&self.inner.waiting);
-                match self.controller() {
+                // While `configure` reloads, input waits for the new session (the old one is
+                // held in `Switching` meanwhile).
+                match self.controller().filter(|_| waiting.reload.is_none()) {
                     Some(controller) => {
                         drop(waiting);
                         self.run_notification(&controller, input);
                     }
                     None => {
-                        if waiting.is_empty() {
+                        if waiting.inputs.is_empty() {
                             self.notice(Level::Info, text::WAITING_FOR_SESSION);
                         }
-                        waiting.push(input);
+                        waiting.inputs.push(input);
                     }
                 }
             }

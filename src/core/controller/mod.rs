@@ -14,7 +14,7 @@ use crate::core::agent::{AgentConfig, AgentError, AgentEvent, AgentSession, RunR
 use crate::core::failure::{Failure, FailureKind};
 use crate::core::handoff::{AutoHandoff, HandoffOptions, HandoffOutcome, Refusal};
 pub use commands::SlashCommand;
-pub use lifecycle::{Held, Lifecycle, Phase};
+pub use lifecycle::{Lifecycle, Phase, PhaseGuard};
 use crate::core::provider::ThinkingLevel;
 use crate::core::session::{SessionError, SessionManager};
 
@@ -446,8 +446,10 @@ pub struct Controller {
 }
 
 impl Controller {
+    /// The controller of `agent`: every controller of one agent shares its lifecycle
+    /// ([`Lifecycle::of`]; `texts` are those of the first).
     pub fn new(agent: Arc<AgentSession>, texts: FrontEndTexts) -> Arc<Self> {
-        Arc::new(Self { lifecycle: Arc::new(Lifecycle::new(agent, texts)) })
+        Arc::new(Self { lifecycle: Lifecycle::of(&agent, texts) })
     }
 
     pub fn agent(&self) -> &Arc<AgentSession> {
@@ -495,8 +497,9 @@ impl Controller {
         Ok(())
     }
 
-    /// Takes [`Phase::Switching`] for a session command, or the busy failure for `doing`.
-    fn switching(&self, doing: &str) -> Result<Held, Failure> {
+    /// Takes [`Phase::Switching`] for a session command (or a front end's reload of the
+    /// session, held until the new one is in place), or the busy failure for `doing`.
+    pub fn switching(&self, doing: &str) -> Result<PhaseGuard, Failure> {
         self.lifecycle.take(Phase::Switching).map_err(|_| Failure::new(FailureKind::Busy, text::busy(doing)))
     }
 
@@ -665,17 +668,17 @@ impl Controller {
 
     /// `/new`: a new, empty session.
     pub fn new_session(&self) -> Result<(), Failure> {
-        let _held = self.switching(text::doing::NEW_SESSION)?;
+        let held = self.switching(text::doing::NEW_SESSION)?;
         self.lifecycle.discard_draft();
-        self.agent().new_session().map(drop).map_err(|e| failure_of(e, text::doing::NEW_SESSION))
+        self.agent().new_session(held.hold()).map(drop).map_err(|e| failure_of(e, text::doing::NEW_SESSION))
     }
 
     /// Continues in `session` (loaded by the caller, off the runtime's threads).
     pub fn resume(&self, session: SessionManager) -> Result<(), Failure> {
-        let _held = self.switching(text::doing::RESUME)?;
+        let held = self.switching(text::doing::RESUME)?;
         self.lifecycle.discard_draft();
         self.agent()
-            .switch_to(session, crate::core::agent::SwitchReason::Resume)
+            .switch_to(held.hold(), session, crate::core::agent::SwitchReason::Resume)
             .map(drop)
             .map_err(|e| failure_of(e, text::doing::RESUME))
     }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
 use crate::core::agent::{
-    lock, AgentError, AgentEvent, AgentSession, RunClaim, RunOptions, RunResult, SwitchReason, Wall, WallReason,
+    lock, AgentError, AgentEvent, AgentSession, Hold, RunClaim, RunOptions, RunResult, SwitchReason, Wall, WallReason,
 };
 use crate::core::failure::FailureKind;
 /// How a handoff ended, and why one did nothing: event payloads, so they live with the events
@@ -346,19 +346,20 @@ impl Handoff {
     /// `handoff_end` (a refusal announces nothing: it is the caller's to report). With
     /// `review`, the document is not used at once: the outcome is `Review`, and the new session
     /// starts when the user writes the text ([`Handoff::commit`]).
-    pub async fn run(&self, agent: &AgentSession, focus: Option<&str>, review: bool) -> HandoffOutcome {
+    /// `hold`: the caller's phase guard's (a handoff runs and switches sessions).
+    pub(in crate::core) async fn run(&self, hold: &Hold, agent: &AgentSession, focus: Option<&str>, review: bool) -> HandoffOutcome {
         let focus = focus.map(str::trim).filter(|f| !f.is_empty()).map(str::to_string);
-        self.run_with(agent, focus, review, None).await
+        self.run_with(hold, agent, focus, review, None).await
     }
 
     /// The automatic handoff of a run that stopped at `wall` (`auto`): the same pipeline, with
     /// a focus naming the step in flight; nothing reaches the old session unless it succeeds.
-    pub async fn run_auto(&self, agent: &AgentSession, wall: Wall, review: bool) -> HandoffOutcome {
+    pub(in crate::core) async fn run_auto(&self, hold: &Hold, agent: &AgentSession, wall: Wall, review: bool) -> HandoffOutcome {
         let focus = auto::focus(&wall, &auto::last_tools(&agent.session().get_branch(None)));
-        self.run_with(agent, Some(focus), review, Some(wall)).await
+        self.run_with(hold, agent, Some(focus), review, Some(wall)).await
     }
 
-    async fn run_with(&self, agent: &AgentSession, focus: Option<String>, review: bool, auto: Option<Wall>) -> HandoffOutcome {
+    async fn run_with(&self, hold: &Hold, agent: &AgentSession, focus: Option<String>, review: bool, auto: Option<Wall>) -> HandoffOutcome {
         // 1. Start: guard, abort controller, prompt.
         let token = CancellationToken::new();
         let claim = {
@@ -371,7 +372,7 @@ impl Handoff {
             }
             // The run slot is taken before `handoff_start`: a prompt that got there first
             // refuses the handoff here, not after the front end was told it started.
-            let Ok(claim) = agent.claim_run(&token) else {
+            let Ok(claim) = agent.claim_run(hold, &token) else {
                 return HandoffOutcome::Refused { reason: Refusal::Busy };
             };
             *slot = Some(token.clone());
@@ -391,7 +392,7 @@ impl Handoff {
                 drop(claim);
                 Ok(generated)
             }
-            Ok(None) => generate(agent, focus.as_deref(), &token, claim, auto).await,
+            Ok(None) => generate(hold, agent, focus.as_deref(), &token, claim, auto).await,
             Err(reason) => Err(reason),
         };
         let generated = match (generated, auto) {
@@ -410,7 +411,7 @@ impl Handoff {
                 *lock(&self.draft) = Some(Draft { carried });
                 HandoffOutcome::Review { missing_sections: missing_sections(&document), text, facts_at, elided, ledger: Box::new(ledger) }
             }
-            Ok((document, carried, elided)) => match start_new_session(agent, &with_facts(&document, &carried), &carried) {
+            Ok((document, carried, elided)) => match start_new_session(hold, agent, &with_facts(&document, &carried), &carried) {
                 Ok(new) => done(document, &carried, new, elided, from_the_draft),
                 Err(reason) => reason.into(),
             },
@@ -427,8 +428,8 @@ impl Handoff {
     }
 
     /// Review mode: the user wrote the text (the document and facts as edited). The new session
-    /// starts with it, exactly as written.
-    pub fn commit(&self, agent: &AgentSession, text: &str) -> HandoffOutcome {
+    /// starts with it, exactly as written (`hold`: the committing phase's).
+    pub(in crate::core) fn commit(&self, hold: &Hold, agent: &AgentSession, text: &str) -> HandoffOutcome {
         let Some(draft) = lock(&self.draft).take() else {
             return HandoffOutcome::Refused { reason: Refusal::NoReview };
         };
@@ -436,14 +437,10 @@ impl Handoff {
         let text = text.trim();
         let outcome = if text.is_empty() {
             HandoffOutcome::Failed { message: "the reviewed document is empty; nothing was created".into() }
-        } else if agent.is_busy() {
-            // Kept for another try once the response ends.
-            *lock(&self.draft) = Some(draft);
-            return HandoffOutcome::Refused { reason: Refusal::Busy };
         } else {
             // The text already holds the facts as the user left them; the entry's details keep
             // what the host knows, for the handoffs after this one.
-            match start_new_session(agent, text, &draft.carried) {
+            match start_new_session(hold, agent, text, &draft.carried) {
                 Ok(new) => {
                     let fallback = Carried { fallback: draft.carried.fallback.clone(), ..Carried::default() };
                     done(text.to_string(), &fallback, new, None, false)
@@ -515,6 +512,7 @@ fn host_document(agent: &AgentSession, wall: Wall, reason: &NoDocument) -> (Stri
 /// Steps 1–3 after the start: the run and the capture. Returns the document, what the host
 /// carries over, and what had to be left out of the request.
 async fn generate(
+    hold: &Hold,
     agent: &AgentSession,
     focus: Option<&str>,
     token: &CancellationToken,
@@ -528,7 +526,7 @@ async fn generate(
     // 2. Capture: the run's own messages are the payload of `agent_end`.
     let result = match auto {
         None => agent.run_claimed_message(claim, prompt, RUN_OPTIONS).await?,
-        Some(wall) => run_fitted(agent, prompt, token, claim, &wall).await?,
+        Some(wall) => run_fitted(hold, agent, prompt, token, claim, &wall).await?,
     };
     // 3. Cancellation check.
     if token.is_cancelled() {
@@ -548,6 +546,7 @@ async fn generate(
 /// its request fitted to `W − H`, and trimmed further and sent again while the provider still
 /// refuses it as too large, a bounded number of times.
 async fn run_fitted(
+    hold: &Hold,
     agent: &AgentSession,
     prompt: Message,
     token: &CancellationToken,
@@ -567,7 +566,7 @@ async fn run_fitted(
     for attempt in 0..auto::FIT_ATTEMPTS {
         let claim = match claim.take() {
             Some(claim) => claim,
-            None => agent.claim_run(token)?,
+            None => agent.claim_run(hold, token)?,
         };
         let options = RunOptions { record: false, fit_limit: Some(limit), ..RUN_OPTIONS };
         result = agent.run_claimed_message(claim, prompt.clone(), options).await?;
@@ -587,7 +586,7 @@ async fn run_fitted(
 /// onto it. `facts` go into the entry's details.
 /// The new session is built beside the old one and switched to only once it is complete on
 /// disk, so a write error (full disk, read-only folder) leaves the agent on the old session.
-fn start_new_session(agent: &AgentSession, text: &str, carried: &Carried) -> Result<NewSession, NoDocument> {
+fn start_new_session(hold: &Hold, agent: &AgentSession, text: &str, carried: &Carried) -> Result<NewSession, NoDocument> {
     let (mut next, parent_session, pins, ledger) = {
         let mut session = agent.session();
         session.flush()?;
@@ -627,7 +626,7 @@ fn start_new_session(agent: &AgentSession, text: &str, carried: &Carried) -> Res
         }
     };
     // Gap (nobody told): the switch is announced with its reason.
-    let switched = agent.switch_to(next, SwitchReason::Handoff)?;
+    let switched = agent.switch_to(hold, next, SwitchReason::Handoff)?;
     Ok(NewSession { session_file: switched.new, parent_session, document_file, ledger: Box::new(ledger) })
 }
 
