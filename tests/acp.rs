@@ -819,6 +819,9 @@ async fn the_clients_mcp_servers_are_added_to_ours() {
     assert!(request_text(&env.mock, 1).contains("echoed by the client's server"), "{}", request_text(&env.mock, 1));
     let done = of_kind(&updates, "tool_call_update").into_iter().any(|u| u["toolCallId"] == "m1" && u["status"] == "completed");
     assert!(done, "{updates:#?}");
+    // Its kind is the tool's own, from the server's read-only hint (not "other").
+    let announced = of_kind(&updates, "tool_call").into_iter().find(|u| u["toolCallId"] == "m1").unwrap_or_else(|| panic!("{updates:#?}"));
+    assert_eq!(announced["kind"], "read", "{announced}");
     agent.finish().await;
 }
 

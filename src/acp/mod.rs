@@ -333,9 +333,11 @@ impl Server {
         let session = self.reopen(&request.session_id.0, &cwd, &raw).await?;
         {
             let agent = session.controller.agent();
+            // Read before the session is locked (they read its header).
+            let tools = agent.offered_tools();
             let manager = agent.session();
             let branch = manager.get_branch(None);
-            updates::replay(&session.updates, &branch, &cwd, &manager.todos());
+            updates::replay(&session.updates, &branch, &cwd, &manager.todos(), &tools);
         }
         session.flushed().await;
         send_commands_later(session.updates.clone(), self.settings.templates_dir.clone());
