@@ -301,3 +301,22 @@ fn the_core_s_sentences_name_no_editor_command() {
     }
     assert!(found.is_empty(), "editor commands in the core's texts:\n{}", found.join("\n"));
 }
+
+/// Every front end opens its session the one way, `controller::open_for` (the settings, the
+/// instruction folder, the MCP servers, the session): none attaches MCP servers itself.
+#[test]
+fn front_ends_open_sessions_only_through_open_for() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut hits = Vec::new();
+    for front_end in ["cli", "acp", "nvim"] {
+        let mut files = Vec::new();
+        source_files(&src.join(front_end), &mut files);
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            if text.contains("McpHub::attach") || text.contains("controller::open_session") {
+                hits.push(file.display().to_string());
+            }
+        }
+    }
+    assert!(hits.is_empty(), "front ends opening sessions their own way: {hits:?}");
+}

@@ -29,9 +29,8 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::core::agent::{AgentEvent, AssistantMessageEvent};
 use crate::core::config::Settings;
-use crate::core::controller::{self, Controller, FrontEndTexts, Opened, Ran, SessionChoice, SlashCommand};
+use crate::core::controller::{self, Controller, FrontEndTexts, OpenedFor, Ran, SessionChoice, SlashCommand};
 use crate::core::handoff::{AutoHandoff, HandoffOutcome};
-use crate::core::mcp::McpHub;
 use crate::core::message::StopReason as ReplyStop;
 use crate::core::session::{SessionInfo, SessionManager};
 use crate::core::sync::lock;
@@ -629,25 +628,12 @@ fn mcp_entry(server: &Value) -> Option<(String, Value)> {
     }
 }
 
-/// Opens the chosen session as the CLI does (the same AGENTS.md, MCP files and `--thinking`),
-/// with the client's MCP servers added to the configured ones.
-fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice, client_servers: &[Value]) -> Result<Opened, String> {
-    let mut config = settings.agent_config()?;
-    config.instructions_dir = Some(frontend_paths::default_instructions_dir());
-    let mut settings = settings.clone();
-    let mcp = settings.mcp.get_or_insert_with(Default::default);
-    mcp.user_file.get_or_insert_with(frontend_paths::default_mcp_user_file);
-    let servers = mcp.servers.get_or_insert_with(Map::new);
-    for (name, entry) in client_servers.iter().filter_map(mcp_entry) {
-        servers.insert(name, entry);
-    }
-    let _hub = McpHub::attach(settings.mcp.as_ref(), &mut config, cwd, frontend_paths::mcp_trust_store());
-    let opened = controller::open_session(config, &frontend_paths::session_dir(&settings), cwd, choice)
-        .map_err(|e| e.to_string())?;
-    if let Some(level) = settings.thinking {
-        opened.agent.set_thinking_level(level).map_err(|e| e.to_string())?;
-    }
-    Ok(opened)
+/// Opens the chosen session as the CLI does (`controller::open_for`: the same AGENTS.md, MCP
+/// files and `--thinking`), with the client's MCP servers added to the configured ones.
+fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice, client_servers: &[Value]) -> Result<OpenedFor, String> {
+    let mut front_end = frontend_paths::front_end(settings);
+    front_end.mcp_servers = client_servers.iter().filter_map(mcp_entry).collect();
+    controller::open_for(&front_end, settings, cwd, choice).map_err(|failure| failure.message)
 }
 
 /// A chain of handoffs among the listed sessions.

@@ -60,9 +60,9 @@ use rmpv::Value;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::core::agent::{lock, AgentConfig, AgentSession};
+use crate::core::agent::{lock, AgentSession};
 use crate::core::config::Settings;
-use crate::core::controller::{self, text, Controller, FrontEndTexts, Level, Notice, SessionChoice};
+use crate::core::controller::{self, text, Controller, FrontEnd, FrontEndTexts, Level, Notice, SessionChoice};
 use crate::core::failure::{Failure, FailureKind};
 use crate::core::mcp::McpHub;
 use crate::core::handoff::HandoffOptions;
@@ -204,14 +204,20 @@ impl Host {
         let mut settings = self.inner.base_settings.overridden_by(&parsed.settings).map_err(|e| Failure::invalid(e.to_string()))?;
         settings.editor_version = parsed.editor_version.clone();
         crate::core::config::schema::check(&settings).map_err(|e| Failure::invalid(format!("handoff.nvim: {e}")))?;
-        // Checked now, so a mistake in setup() is an error of this call.
-        let mut config =
-            settings.agent_config().map_err(|e| Failure::invalid(format!("invalid tools settings: {e}")))?;
-        // `stdpath("config")/handoff`, as the plugin says (else the CLI's folder).
-        config.instructions_dir = Some(parsed.config_dir.clone().unwrap_or_else(frontend_paths::default_instructions_dir));
+        let front_end = FrontEnd {
+            // `stdpath("config")/handoff`, as the plugin says (else the CLI's folder).
+            instructions_dir: parsed.config_dir.clone().unwrap_or_else(frontend_paths::default_instructions_dir),
+            // The plugin passes its MCP file in the settings.
+            mcp_user_file: None,
+            // `thinking` is a new session's level here; `set_thinking` switches one.
+            thinking_switches: false,
+            ..frontend_paths::front_end(&settings)
+        };
         let cwd = parsed.cwd.unwrap_or_else(|| lock(&self.inner.cwd).clone());
-        // The servers of this configuration; the old ones end with the session they served.
-        *lock(&self.inner.mcp) = McpHub::attach(settings.mcp.as_ref(), &mut config, &cwd, frontend_paths::mcp_trust_store());
+        // Now, so a mistake in setup() is an error of this call; the servers of this
+        // configuration are listed at once (the old ones end with the session they served).
+        let prepared = controller::prepare_for(&front_end, &settings, &cwd)?;
+        *lock(&self.inner.mcp) = prepared.mcp.clone();
         let choice = match (parsed.session_file, parsed.resume) {
             (Some(path), _) if path.exists() => SessionChoice::File(path),
             (_, Resume::Newest) => SessionChoice::Newest,
@@ -229,7 +235,9 @@ impl Host {
         *lock(&self.inner.cwd) = cwd.clone();
         *lock(&self.inner.handoff_review) = parsed.handoff_review.unwrap_or(false);
         let host = self.clone();
-        crate::core::task::spawn("opening the session", async move { host.open(settings, config, cwd, choice, generation).await });
+        crate::core::task::spawn("opening the session", async move {
+            host.open(settings, front_end, prepared, cwd, choice, generation).await
+        });
         Ok(Value::Boolean(true))
     }
 
@@ -248,26 +256,29 @@ impl Host {
     /// Opens (or creates) the session on a blocking thread and makes it the current one. A file
     /// that cannot be opened is reported, and a new session takes its place so the editor stays
     /// usable (the file itself is left as it is). Input that waited for it runs then.
-    async fn open(&self, settings: Settings, config: AgentConfig, cwd: PathBuf, choice: SessionChoice, generation: u64) {
-        let session_dir = frontend_paths::session_dir(&settings);
-        let load = {
-            let (config, session_dir, cwd, choice) = (config.clone(), session_dir.clone(), cwd.clone(), choice.clone());
-            tokio::task::spawn_blocking(move || controller::open_session(config, &session_dir, &cwd, &choice))
+    async fn open(&self, settings: Settings, front_end: FrontEnd, prepared: controller::Prepared, cwd: PathBuf, choice: SessionChoice, generation: u64) {
+        // On a blocking thread: it reads files (`open_for`'s second half: every front end opens
+        // this one way).
+        let open = |choice: SessionChoice| {
+            let (settings, front_end, prepared, cwd) = (settings.clone(), front_end.clone(), prepared.clone(), cwd.clone());
+            async move {
+                tokio::task::spawn_blocking(move || prepared.open(&front_end, &settings, &cwd, &choice))
+                    .await
+                    .unwrap_or_else(|e| Err(stopped(e)))
+            }
         };
-        let opened = match load.await {
-            Ok(Ok(opened)) => opened,
-            failed => {
-                let why = match failed {
-                    Ok(Err(e)) => e.to_string(),
-                    Err(e) => format!("the loader stopped: {e}"),
-                    Ok(Ok(_)) => String::new(),
-                };
-                tracing::error!("cannot open the session: {why}");
-                self.notice(Level::Error, format!("handoff.nvim: cannot open the session: {why}. A new session is started instead."));
-                match controller::open_session(config, &session_dir, &cwd, &SessionChoice::New) {
+        let opened = match open(choice).await {
+            Ok(opened) => opened,
+            Err(failure) => {
+                tracing::error!("cannot open the session: {}", failure.message);
+                self.notice(Level::Error, format!("handoff.nvim: cannot open the session: {}. A new session is started instead.", failure.message));
+                match open(SessionChoice::New).await {
                     Ok(opened) => opened,
-                    Err(e) => {
-                        self.notice(Level::Error, format!("handoff.nvim: cannot create a session in {}: {e}", session_dir.display()));
+                    Err(failure) => {
+                        self.notice(
+                            Level::Error,
+                            format!("handoff.nvim: cannot create a session in {}: {}", front_end.session_dir.display(), failure.message),
+                        );
                         // What waited runs on the session still open, if there is one.
                         let waited = self.end_reload(generation);
                         match self.controller() {

@@ -386,16 +386,16 @@ pub enum SessionChoice {
 }
 
 /// An agent on an opened session, with what the load had to say about the file.
-pub struct Opened {
+struct Opened {
     pub agent: Arc<AgentSession>,
     /// Lines skipped or repaired while loading (each names the line and why).
     pub warnings: Vec<String>,
 }
 
-/// "Open or create a session", the one way both front ends do it: the chosen session is loaded
+/// "Open or create a session" ([`open_for`]'s last step): the chosen session is loaded
 /// (or created in `session_dir` for `cwd`); a session created here gets the model and thinking
 /// level as its first entries, as pi starts every session.
-pub fn open_session(
+fn open_session(
     config: AgentConfig,
     session_dir: &Path,
     cwd: &Path,
@@ -417,6 +417,86 @@ pub fn open_session(
         agent.record_settings(&mut agent.session())?;
     }
     Ok(Opened { agent, warnings })
+}
+
+/// What a front end brings to opening its session: where its files are, and what it adds.
+/// Everything else (the settings, the MCP files, the session) is opened the one way,
+/// [`open_for`].
+#[derive(Clone, Debug)]
+pub struct FrontEnd {
+    /// The user-level folder of instruction files (`AGENTS.md`), first in the system prompt.
+    pub instructions_dir: PathBuf,
+    /// Where sessions are kept.
+    pub session_dir: PathBuf,
+    /// The user's MCP file when the settings name none (`None`: none).
+    pub mcp_user_file: Option<PathBuf>,
+    /// Where the trust of projects' `.mcp.json` files is kept.
+    pub mcp_trust: crate::core::mcp::TrustStore,
+    /// MCP servers the front end adds to the configured ones, by name, in Claude Code's format
+    /// (an ACP client's `mcpServers`).
+    pub mcp_servers: Vec<(String, serde_json::Value)>,
+    /// `settings.thinking` is a choice for this run, as pi's `--thinking`: a continued session
+    /// switches to it (the CLI, ACP). Otherwise it is only a new session's level (the editor,
+    /// which switches by `set_thinking`).
+    pub thinking_switches: bool,
+}
+
+/// A session opened for a front end: the agent, what the load had to say, and the MCP
+/// servers it was given (`None`: none configured).
+pub struct OpenedFor {
+    pub agent: Arc<AgentSession>,
+    /// Lines skipped or repaired while loading (each names the line and why).
+    pub warnings: Vec<String>,
+    pub mcp: Option<Arc<crate::core::mcp::McpHub>>,
+}
+
+/// Opens `choice` for `cwd` as `front_end` does: [`prepare_for`] then [`Prepared::open`].
+/// Reads files: call it off the runtime's threads. The front end then sets how it asks and
+/// reaches files.
+pub fn open_for(front_end: &FrontEnd, settings: &crate::core::config::Settings, cwd: &Path, choice: &SessionChoice) -> Result<OpenedFor, Failure> {
+    prepare_for(front_end, settings, cwd)?.open(front_end, settings, cwd, choice)
+}
+
+/// The agent's configuration for `front_end`, before a session: from `settings` (an invalid
+/// one is refused), with the front end's instruction folder and the MCP servers of the
+/// settings, of the user's file and of the front end (their files are read, no server starts).
+pub fn prepare_for(front_end: &FrontEnd, settings: &crate::core::config::Settings, cwd: &Path) -> Result<Prepared, Failure> {
+    let mut config = settings.agent_config().map_err(|e| Failure::invalid(format!("invalid tools settings: {e}")))?;
+    config.instructions_dir = Some(front_end.instructions_dir.clone());
+    let mut mcp = settings.mcp.clone();
+    if front_end.mcp_user_file.is_some() || !front_end.mcp_servers.is_empty() {
+        let mcp = mcp.get_or_insert_with(Default::default);
+        if let Some(file) = &front_end.mcp_user_file {
+            mcp.user_file.get_or_insert_with(|| file.clone());
+        }
+        let servers = mcp.servers.get_or_insert_with(serde_json::Map::new);
+        for (name, entry) in &front_end.mcp_servers {
+            servers.insert(name.clone(), entry.clone());
+        }
+    }
+    let hub = crate::core::mcp::McpHub::attach(mcp.as_ref(), &mut config, cwd, front_end.mcp_trust.clone());
+    Ok(Prepared { config, mcp: hub })
+}
+
+/// A front end's agent configuration, ready for a session ([`prepare_for`]): the editor
+/// prepares it as `setup()` is called (its MCP servers are listed at once) and opens the
+/// session in the background.
+#[derive(Clone)]
+pub struct Prepared {
+    config: AgentConfig,
+    pub mcp: Option<Arc<crate::core::mcp::McpHub>>,
+}
+
+impl Prepared {
+    /// The session ([`open_session`]) on this configuration, and `--thinking` when the front
+    /// end takes it as pi does. Reads the session: off the runtime's threads.
+    pub fn open(self, front_end: &FrontEnd, settings: &crate::core::config::Settings, cwd: &Path, choice: &SessionChoice) -> Result<OpenedFor, Failure> {
+        let opened = open_session(self.config, &front_end.session_dir, cwd, choice).map_err(session_failure)?;
+        if let (true, Some(level)) = (front_end.thinking_switches, settings.thinking) {
+            opened.agent.set_thinking_level(level).map_err(|e| failure_of(e, text::doing::SET_THINKING))?;
+        }
+        Ok(OpenedFor { agent: opened.agent, warnings: opened.warnings, mcp: self.mcp })
+    }
 }
 
 /// What running an input did.
