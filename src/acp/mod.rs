@@ -139,9 +139,7 @@ struct Server {
 /// Serves one ACP client on stdin/stdout until it closes stdin; then stops what runs and
 /// flushes every session.
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let writer = rpc::spawn_writer(rx);
-    let peer = Peer::new(tx);
+    let (peer, writer) = Peer::new();
     let server = Arc::new(Server {
         peer: peer.clone(),
         settings,
@@ -429,6 +427,9 @@ fn spawn_translator(
     use broadcast::error::RecvError;
     crate::core::task::spawn("the ACP updates", async move {
         loop {
+            // While the client does not read, events wait in their (bounded) channel, not as
+            // lines: the next ones are merged, or lost and told (`lost`).
+            translator.updates.peer.writable().await;
             tokio::select! {
                 biased;
                 event = events.recv() => match event {
@@ -464,6 +465,7 @@ async fn translate_queued(translator: &mut Translator, first: Option<AgentEvent>
                 Err(_) => return,
             },
         };
+        translator.updates.peer.writable().await;
         let AgentEvent::MessageUpdate { assistant_message_event: delta } = event else {
             translator.event(event).await;
             continue;
@@ -498,8 +500,8 @@ async fn translate_queued(translator: &mut Translator, first: Option<AgentEvent>
     }
 }
 
-/// Events the channel dropped before they were read (the machine stalled): the client is told
-/// that the session file has what it missed.
+/// Events the channel dropped before they were read (the client stopped reading, or the
+/// machine stalled): the client is told that the session file has what it missed.
 fn lost(translator: &Translator, n: u64) {
     tracing::warn!("{n} agent events were lost to a slow client");
     translator.updates.message(text::notice_block(text::EVENTS_LOST));

@@ -40,8 +40,9 @@ pub fn notice_block(message: &str) -> String {
     format!("\n\n> {}\n\n", message.replace('\n', "\n> "))
 }
 
-/// Said when updates were lost because the agent ran ahead of the channel (a stalled machine).
-pub const EVENTS_LOST: &str = "Some updates of this turn were lost on the way (the machine stalled): the session file has all of them; load the session again to see them.";
+/// Said when updates were lost because the agent ran ahead of the channel (the editor did not
+/// read them, or the machine stalled).
+pub const EVENTS_LOST: &str = "Some updates of this turn were lost on the way (the editor did not read them in time, or the machine stalled): the session file has all of them; load the session again to see them.";
 
 /// `authMethods`' one entry: where keys come from.
 pub const AUTH_NAME: &str = "API key from the environment";
