@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::agent::{AgentConfig, AgentEvent, AgentSession, RunOptions};
-use handoff_nvim::core::controller::{Controller, FrontEndTexts};
+use handoff_nvim::core::controller::{Controller, FrontEndTexts, Lifecycle};
 use handoff_nvim::core::handoff::HandoffOutcome;
 use handoff_nvim::core::provider::fuzzing::decode_body;
 use handoff_nvim::core::message::{ContextMessage, Message};
@@ -165,7 +165,7 @@ fn prompt_stream(bencher: divan::Bencher, tokens: usize) {
             agent(session)
         })
         .bench_local_values(|agent| {
-            e.rt.block_on(agent.prompt("stream", RunOptions::default())).unwrap();
+            e.rt.block_on(Lifecycle::of(&agent, FrontEndTexts::default()).run("stream", RunOptions::default())).unwrap();
             agent
         });
 }

@@ -281,6 +281,56 @@ async fn a_request_while_the_session_loads_answers_at_once_and_nothing_typed_is_
     .await;
 }
 
+/// `setup()` again (the host's `configure`) holds the session in use in `Switching` until the
+/// new one is open: a prompt typed meanwhile waits for it and runs on the new configuration,
+/// never on the old one. The new session is a large file (seconds to load), so the prompt is
+/// typed while it loads (checked); the order is the host's, not a race the test wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_typed_while_setup_reloads_runs_on_the_new_configuration() {
+    bounded(async {
+        let ed = Editor::start().await;
+        // The host runs with its first session open: the reload is a second `configure`.
+        ed.lua("assert(require('handoff.host').ensure())", json!([])).await;
+        ed.wait_until("require('handoff').status().session_id ~= nil", Duration::from_secs(10)).await;
+        let first = ed.lua("return require('handoff').status().session_id", json!([])).await;
+        let path = ed.dir.path().join("slow.jsonl");
+        write_slow_session(&path, 150_000);
+        ed.mock.push(MockReply::text("answered after the reload"));
+        let mut setup = ed.default_setup();
+        setup["provider"]["model"] = json!("model-b");
+        let early = ed
+            .lua(
+                "local path, opts = ... \
+                 require('handoff.state').session_file = path \
+                 require('handoff').setup(opts) \
+                 require('handoff').prompt('typed during the reload') \
+                 return { loaded = require('handoff').status().session_id == 'slow-1', chan = require('handoff.state').chan ~= nil }",
+                json!([path, setup]),
+            )
+            .await;
+        assert_eq!(early["chan"], json!(true), "{early}");
+        assert_ne!(first, json!("slow-1"));
+        assert_eq!(early["loaded"], json!(false), "the reload was too quick to test anything: {early}");
+        ed.wait_until("require('handoff').status().session_id == 'slow-1'", Duration::from_secs(30)).await;
+        assert!(ed.mock.wait_for_requests(1, Duration::from_secs(10)).await, "the prompt was never sent");
+        let requests = ed.mock.requests();
+        assert_eq!(requests[0].body["model"], "model-b", "the prompt ran on the configuration it was typed after");
+        ed.wait_until(
+            "(function() local c = table.concat(T.chat(), '\\n') return c:find('answered after the reload', 1, true) and not require('handoff').status().busy end)()",
+            Duration::from_secs(10),
+        )
+        .await;
+        assert_eq!(ed.mock.requests().len(), 1, "one prompt, one request");
+        let lines = common::nvim::jsonl(&path);
+        assert!(
+            lines.iter().any(|l| l["message"]["content"] == "typed during the reload" || l["message"]["content"][0]["text"] == "typed during the reload"),
+            "the prompt went to the session the reload opened"
+        );
+        ed.quit().await;
+    })
+    .await;
+}
+
 /// Starts a 10 ms `vim.uv` timer whose callback runs on the editor's main loop (as any
 /// plugin's or the UI's work does) and keeps the longest gap between two runs in `_G.gap.max`
 /// (ms): a request the editor waits for shows as a gap as long as the wait.

@@ -89,8 +89,10 @@ pub enum Command {
     /// flag; stdout carries JSON-RPC only, logs go to --log-file (`:help handoff-acp`).
     Acp,
     /// Send one prompt; the reply streams to stdout, the session path goes to stderr.
-    /// `/handoff [focus]` hands the session off instead, as in the editor: the new session's
-    /// path goes to stdout, with the exit codes of `handoff`.
+    /// A slash command runs instead, as in the editor, and never reaches the model:
+    /// `/handoff [focus]` hands the session off (the new session's path goes to stdout, with
+    /// the exit codes of `handoff`); `/new`, `/sessions`, `/model`, `/thinking`, `/pin`,
+    /// `/pins`, `/unpin`, `/back` print what they did.
     Prompt {
         /// Continue this session file (default: the newest session of the working directory).
         #[arg(long, conflicts_with = "new")]
@@ -162,18 +164,14 @@ fn current_dir(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     Ok(std::path::absolute(&dir).unwrap_or(dir))
 }
 
-/// Opens the chosen session for a command (one way for every front end), saying on stderr what
-/// the load had to repair.
+/// Opens the chosen session for a command (the one way, `controller::open_for`), saying on
+/// stderr what the load had to repair and what of the MCP servers will not start.
 fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice) -> anyhow::Result<Arc<AgentSession>> {
-    let mut config = settings.agent_config().map_err(anyhow::Error::msg)?;
-    // The plugin's folder: the CLI reads the same AGENTS.md as the editor.
-    config.instructions_dir = Some(frontend_paths::default_instructions_dir());
-    let mut settings = settings.clone();
-    let mcp = settings.mcp.get_or_insert_with(Default::default);
-    mcp.user_file.get_or_insert_with(frontend_paths::default_mcp_user_file);
-    if let Some(hub) = McpHub::attach(settings.mcp.as_ref(), &mut config, cwd, frontend_paths::mcp_trust_store()) {
+    let opened = controller::open_for(&frontend_paths::front_end(settings), settings, cwd, choice)
+        .map_err(|failure| anyhow::anyhow!(failure.message))?;
+    if let Some(hub) = &opened.mcp {
         if settings.mcp.as_ref().is_some_and(|m| m.trust_project) {
-            trust_project_mcp(&hub)?;
+            trust_project_mcp(hub)?;
         }
         for status in hub.statuses().iter().filter(|s| s.state == State::Untrusted) {
             eprintln!("warning: MCP server {} of {} does not start: the file is not trusted (--trust-project-mcp)", status.name, status.origin);
@@ -182,14 +180,8 @@ fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice) -> anyhow
             eprintln!("warning: MCP configuration: {error}");
         }
     }
-    let settings = &settings;
-    let opened = controller::open_session(config, &frontend_paths::session_dir(settings), cwd, choice)?;
     for warning in &opened.warnings {
         eprintln!("warning: {warning}");
-    }
-    // `--thinking` is a choice for this run, as with pi: a continued session switches to it.
-    if let Some(level) = settings.thinking {
-        opened.agent.set_thinking_level(level)?;
     }
     opened.agent.set_consent(consent::for_this_process());
     Ok(opened.agent)
@@ -386,6 +378,12 @@ async fn prompt(
             exit::OK
         }
         Ran::Back(Err(_)) => exit::FAILURE,
+        // What another session command said, on stdout; a refusal was told on stderr.
+        Ran::Said(Ok(said)) => {
+            writeln!(std::io::stdout(), "{said}")?;
+            exit::OK
+        }
+        Ran::Said(Err(_)) => exit::FAILURE,
     })
 }
 

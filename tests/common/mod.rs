@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use handoff_mock::{MockReply, MockServer, MockToolCall, RecordedRequest};
-use handoff_nvim::core::agent::{AgentConfig, AgentEvent, AgentSession};
+use handoff_nvim::core::agent::{AgentConfig, AgentError, AgentEvent, AgentSession, RunOptions, RunResult};
+use handoff_nvim::core::controller::{Controller, FrontEndTexts, Lifecycle};
+use handoff_nvim::core::failure::Failure;
 use handoff_nvim::core::message::{Content, ContentBlock, Message, Role, StopReason};
 use handoff_nvim::core::provider::{
     Api, ChatRequest, Provider, ProviderConfig, ProviderError, StreamEnd, StreamEvent,
@@ -22,6 +24,33 @@ use handoff_nvim::core::provider::{
 use tokio_util::sync::CancellationToken;
 use handoff_nvim::core::session::SessionManager;
 use serde_json::{json, Value};
+
+/// Drives an agent as the front ends do: through its lifecycle, whose phase a run and a session
+/// switch must hold (`AgentSession`'s own run and switch are the engine's alone). A test calls
+/// `agent.prompt(text, options)` as before; the run takes `Phase::Prompting` of the agent's one
+/// lifecycle (a controller's, when the test made one).
+#[allow(async_fn_in_trait)]
+pub trait Drive {
+    async fn prompt(&self, text: &str, options: RunOptions) -> Result<RunResult, AgentError>;
+    /// `/new`, through the controller.
+    fn new_session(&self) -> Result<(), Failure>;
+    /// Continues in `session`, through the controller.
+    fn resume(&self, session: SessionManager) -> Result<(), Failure>;
+}
+
+impl Drive for Arc<AgentSession> {
+    async fn prompt(&self, text: &str, options: RunOptions) -> Result<RunResult, AgentError> {
+        Lifecycle::of(self, FrontEndTexts::default()).run(text, options).await
+    }
+
+    fn new_session(&self) -> Result<(), Failure> {
+        Controller::new(self.clone(), FrontEndTexts::default()).new_session()
+    }
+
+    fn resume(&self, session: SessionManager) -> Result<(), Failure> {
+        Controller::new(self.clone(), FrontEndTexts::default()).resume(session)
+    }
+}
 
 /// The cwd recorded in test sessions.
 pub const CWD: &str = "/home/dev/project";

@@ -165,6 +165,7 @@ impl AgentSession {
                     id: call.id.clone(),
                     tool: call.name.clone(),
                     kind,
+                    activity: tool.activity(),
                     args: args.clone(),
                     summary: tool.summary(&args),
                     path: match &protected {
@@ -230,6 +231,7 @@ impl AgentSession {
             id: format!("{}/unsandboxed", call.id),
             tool: call.name.clone(),
             kind,
+            activity: self.tools.activity(&call.name),
             args: args.clone(),
             summary: tools::call_summary(&call.name, &args),
             path: None,

@@ -13,6 +13,17 @@ impl AgentSession {
         level_of(&self.session(), fallback)
     }
 
+    /// What waits for the running response or the next prompt.
+    pub fn queued(&self) -> Queued {
+        let state = self.state();
+        Queued { steering: state.steering.len(), follow_up: state.follow_up.len(), next_turn: state.pending_next_turn.len() }
+    }
+
+    /// Todo reminders sent since the last session switch (at most `max_todo_reminders`).
+    pub fn todo_reminders(&self) -> u32 {
+        self.state().todo_reminder_counter
+    }
+
     /// The todo list of the session's current branch, as the session reads it (the latest
     /// successful `todo_write` result, else what a handoff carried over): the chat, the CLI,
     /// the handoff's facts and the reminder all see this list.

@@ -461,7 +461,8 @@ pub fn check(settings: &super::Settings) -> Result<(), String> {
 
 // The plugin's schema file -----------------------------------------------------------------
 
-fn lua_string(s: &str) -> String {
+/// `s` as a Lua string literal (every file generated for the plugin writes strings with it).
+pub fn lua_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

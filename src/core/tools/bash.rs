@@ -486,6 +486,10 @@ impl super::Tool for Bash {
         super::ToolKind::Execute
     }
 
+    fn activity(&self) -> super::Activity {
+        super::Activity::Execute
+    }
+
     fn definition(&self) -> ToolDefinition {
         definition()
     }
