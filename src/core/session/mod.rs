@@ -7,6 +7,7 @@ pub mod entry;
 pub mod ledger;
 pub mod paths;
 pub mod pins;
+pub mod review;
 pub mod scan;
 mod store;
 pub mod todos;
