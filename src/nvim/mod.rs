@@ -343,10 +343,9 @@ impl Host {
     /// thread).
     async fn review(&self) -> Reply {
         let controller = self.ready()?;
-        let (session_file, review) = {
-            let agent = controller.agent();
-            (agent.session().path().to_string_lossy().into_owned(), agent.review())
-        };
+        // Two statements: each takes the session's lock in turn (a tuple would hold the first).
+        let review = controller.agent().review();
+        let session_file = controller.agent().session().path().to_string_lossy().into_owned();
         let listed = tokio::task::spawn_blocking(move || {
             review.calls().map(|calls| {
                 calls
