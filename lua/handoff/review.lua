@@ -1,4 +1,4 @@
---- The review of the agent's changes, hunk by hunk (`:help handoff-review`): the editor's half.
+--- The review of the agent's changes, hunk by hunk (`:help handoff-hunks`): the editor's half.
 ---
 --- The host splits every successful `edit`/`write` call into hunks against the file as it was
 --- before *that* call and keeps their states beside the session (`src/core/session/review.rs`,

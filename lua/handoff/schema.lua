@@ -44,7 +44,7 @@
 ---@field reasoning_effort? boolean Whether the model takes `reasoning_effort` (OpenAI-compatible servers; over openai-responses: whether the model reasons); default: on for OpenAI's o-series and gpt-5, off elsewhere.
 
 ---@class handoff.Config.changes
----@field review? "after"|"off" "after": the agent's changes land and stay pending, hunk by hunk, until kept or rejected (|handoff-review|); "off": not shown for review.
+---@field review? "after"|"off" "after": the agent's changes land and stay pending, hunk by hunk, until kept or rejected (|handoff-hunks|); "off": not shown for review.
 
 ---@class handoff.Config.layout
 ---@field position? "right"|"left"|"bottom"|"top"|"tab" Where the chat opens.
@@ -66,7 +66,7 @@
 ---@field approval? handoff.Config.keymaps.approval
 
 ---@class handoff.Config.keymaps.review
----@field next? string|false Buffers with the agent's hunks: the next pending hunk, on to the next file's (|handoff-review|).
+---@field next? string|false Buffers with the agent's hunks: the next pending hunk, on to the next file's (|handoff-hunks|).
 ---@field prev? string|false Buffers with the agent's hunks: the previous pending hunk, back to the previous file's.
 ---@field keep? string|false Buffers with the agent's hunks: keep the hunk under the cursor (Visual: only the selected lines of it).
 ---@field reject? string|false Buffers with the agent's hunks: reject the hunk under the cursor (Visual: only the selected lines of it).
@@ -274,7 +274,7 @@ return {
       type = { kind = "one_of", values = { "after", "off" } },
       default = "after",
       accepts = "one of \"after\", \"off\"",
-      doc = "\"after\": the agent's changes land and stay pending, hunk by hunk, until kept or rejected (|handoff-review|); \"off\": not shown for review.",
+      doc = "\"after\": the agent's changes land and stay pending, hunk by hunk, until kept or rejected (|handoff-hunks|); \"off\": not shown for review.",
     },
     {
       key = "resume_last",
@@ -386,7 +386,7 @@ return {
       type = { kind = "key" },
       default = "]h",
       accepts = "a key (a string), or false for none",
-      doc = "Buffers with the agent's hunks: the next pending hunk, on to the next file's (|handoff-review|).",
+      doc = "Buffers with the agent's hunks: the next pending hunk, on to the next file's (|handoff-hunks|).",
     },
     {
       key = "keymaps.review.prev",
