@@ -83,6 +83,19 @@ end
 
 -- Finding hunks in the text of today ----------------------------------------------------------
 
+--- Whether two lists of lines are equal (Lua strings are interned: a cheap pass).
+local function same(a, b)
+  if #a ~= #b then
+    return false
+  end
+  for i = 1, #a do
+    if a[i] ~= b[i] then
+      return false
+    end
+  end
+  return true
+end
+
 --- The changed regions between two versions, 0-based and end-excluded on both sides.
 local function regions(a, b)
   local out = {}
@@ -148,7 +161,7 @@ local function locate_file(path, calls, current)
     local call = calls[i]
     local after = lines_of_blob(call.after_file)
     local before = lines_of_blob(call.before_file)
-    local regs = regions(after, current)
+    local regs = same(after, current) and {} or regions(after, current)
     for _, h in ipairs(call.hunks) do
       local s, e = h.after.start, h.after["end"]
       local start, stop, touched = map_range(regs, s, e)
@@ -183,16 +196,40 @@ local function by_file()
   return files, order
 end
 
+--- The loaded file buffers by name and by real path: one pass over the buffers for a whole
+--- redraw (`files.buffer_of` per file would resolve every buffer's path again for each).
+local function buffer_index()
+  local idx = {}
+  for _, buf in ipairs(api.nvim_list_bufs()) do
+    if api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == "" then
+      local name = api.nvim_buf_get_name(buf)
+      if name ~= "" then
+        local full = normalize(name)
+        idx[full] = idx[full] or buf
+        local real = vim.uv.fs_realpath(full)
+        if real then
+          idx[real] = idx[real] or buf
+        end
+      end
+    end
+  end
+  return function(path)
+    local full = normalize(path)
+    return idx[full] or idx[vim.uv.fs_realpath(full) or full]
+  end
+end
+
 --- The located hunks of one file (cached per buffer change).
 ---@return handoff.Located[]
-local function locate(path, calls)
-  local buf = require("handoff.files").buffer_of(path)
+local function locate(path, calls, find_buf)
+  local buf = (find_buf or buffer_index())(path)
   local tick = buf and api.nvim_buf_get_changedtick(buf)
   local c = located_cache[path]
   if c and buf and c.buf == buf and c.tick == tick and c.calls == calls then
     return c.list
   end
-  local list = locate_file(path, calls, changes.current_lines(path))
+  local current = buf and api.nvim_buf_get_lines(buf, 0, -1, false) or changes.current_lines(path)
+  local list = locate_file(path, calls, current)
   located_cache[path] = buf and { buf = buf, tick = tick, calls = calls, list = list } or nil
   return list
 end
@@ -202,9 +239,10 @@ end
 ---@return handoff.Located[]
 function M.located()
   local files, order = by_file()
+  local find_buf = buffer_index()
   local out = {}
   for _, path in ipairs(order) do
-    local list = vim.list_extend({}, locate(path, files[path]))
+    local list = vim.list_extend({}, locate(path, files[path], find_buf))
     table.sort(list, function(a, b)
       if a.start ~= b.start then
         return a.start < b.start
@@ -270,10 +308,11 @@ end
 --- Draws the pending hunks of every loaded buffer that has some.
 function M.draw()
   local files = by_file()
+  local find_buf = buffer_index()
   for path, calls in pairs(files) do
-    local buf = require("handoff.files").buffer_of(path)
+    local buf = find_buf(path)
     if buf then
-      draw_buffer(buf, locate(path, calls))
+      draw_buffer(buf, locate(path, calls, find_buf))
       M.attach(buf)
     end
   end
@@ -388,18 +427,6 @@ local function buffer_for(path)
   buf = vim.fn.bufadd(path)
   vim.fn.bufload(buf)
   return buf
-end
-
-local function same(a, b)
-  if #a ~= #b then
-    return false
-  end
-  for i = 1, #a do
-    if a[i] ~= b[i] then
-      return false
-    end
-  end
-  return true
 end
 
 --- What rejecting `l` puts in place of its lines now (nil and why: a conflict).
