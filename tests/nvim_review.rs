@@ -98,6 +98,17 @@ async fn three_hunks_reject_the_middle_one_undo_brings_it_back_keep_all() {
         ed.input("u").await;
         wait_hunks(&ed, "pending", 3).await;
 
+        // The CLI lists the pending hunks from beside the session.
+        let session = ed.session_file().await;
+        let out = std::process::Command::new(common::nvim::HOST_BIN).args(["changes", &session, "--json"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let listed: Vec<Value> = String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(listed.iter().map(|h| h["after"]["start"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 5, 9]);
+        assert!(listed.iter().all(|h| h["state"] == "pending" && h["call_id"] == "call_1"), "{listed:?}");
+        let out = std::process::Command::new(common::nvim::HOST_BIN).args(["changes", &session]).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.lines().next().unwrap().ends_with("a.txt:2: write call_1 (line 2 as the call wrote them)"), "{text}");
+
         // Keep all: nothing pending, the text as the agent left it; one undo block.
         ed.lua("require('handoff.review').keep_all()", json!([])).await;
         wait_hunks(&ed, "kept", 3).await;
