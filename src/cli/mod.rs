@@ -112,6 +112,15 @@ pub enum Command {
     /// Print the todo list of a session's current branch as a JSON array of
     /// `{content, status, activeForm}` (`[]` when there is none).
     Todos { file: PathBuf },
+    /// Print a session's pending hunks (the agent's changes not kept or rejected yet): one line
+    /// each, `path:line: tool call_id (lines as the call wrote them)`; with --json, JSON lines
+    /// `{id, path, call_id, tool, before, after, state}` (0-based, end-excluded line ranges of
+    /// the call's versions).
+    Changes {
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// List the sessions of a working directory, newest first (JSON lines: id, path, cwd,
     /// timestamp, parentSession, first_message, message_count, empty).
     Sessions {
@@ -468,6 +477,7 @@ pub fn run_local(command: &Command, settings: &Settings) -> Option<anyhow::Resul
         Command::Context { file } => Some(print_context(file, settings)),
         Command::Todos { file } => Some(print_todos(file, settings)),
         Command::Sessions { cwd } => Some(print_sessions(cwd.clone(), settings)),
+        Command::Changes { file, json } => Some(print_changes(file, *json)),
         Command::Rpc | Command::Acp | Command::Prompt { .. } | Command::Handoff { .. } | Command::Models => None,
     }
 }
@@ -599,6 +609,30 @@ fn print_sessions(cwd: Option<PathBuf>, settings: &Settings) -> anyhow::Result<E
     Ok(ExitCode::from(exit::OK))
 }
 
+/// `changes`: the session's pending hunks, from the review kept beside it.
+fn print_changes(file: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    use crate::core::session::review::{line_span, Review};
+    if !file.is_file() {
+        anyhow::bail!("{}: no such session file", file.display());
+    }
+    let mut out = std::io::stdout().lock();
+    for call in Review::of_session(file).unreviewed()? {
+        for hunk in &call.hunks {
+            if json {
+                let line = serde_json::json!({
+                    "id": hunk.id, "path": call.path, "call_id": call.call_id, "tool": call.tool,
+                    "before": hunk.before, "after": hunk.after, "state": hunk.state,
+                });
+                writeln!(out, "{line}")?;
+            } else {
+                let lnum = hunk.after.start + u32::from(!hunk.after.is_empty());
+                writeln!(out, "{}:{}: {} {} ({} as the call wrote them)", call.path.display(), lnum.max(1), call.tool, call.call_id, line_span(hunk.after))?;
+            }
+        }
+    }
+    Ok(ExitCode::from(exit::OK))
+}
+
 /// Runs a headless command; returns the process exit code.
 pub async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCode> {
     let code = match command {
@@ -616,6 +650,7 @@ pub async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCod
         Command::Context { file } => return print_context(&file, &settings),
         Command::Todos { file } => return print_todos(&file, &settings),
         Command::Sessions { cwd } => return print_sessions(cwd, &settings),
+        Command::Changes { file, json } => return print_changes(&file, json),
         Command::Handoff { file, focus } => handoff(&settings, &file, focus.as_deref()).await?,
         Command::Models => print_models(&settings).await?,
     };

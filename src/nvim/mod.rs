@@ -17,6 +17,9 @@
 //! | `status`        | request      | —                            | [`protocol::Status`]                 |
 //! | `transcript`    | request      | `limit?`                     | [`protocol::Transcript`] (the chat)  |
 //! | `changes`       | request      | —                            | [`protocol::Changes`]: files the agent changed in this session, with their originals |
+//! | `review`        | request      | —                            | [`protocol::ReviewList`]: every call's hunks and review states |
+//! | `review_decide` | request      | decisions `{ id, state, reason?, edited? }[]` | the ids not known |
+//! | `review_split`  | request      | `{ id, parts }`              | the parts' new ids, or nil |
 //! | `templates`     | request      | —                            | `[{name, description}]`              |
 //! | `new_session`   | request      | —                            | status (a `session_switch` record follows) |
 //! | `set_model`     | request      | `model`                      | status                               |
@@ -418,6 +421,51 @@ impl Host {
         reply("the changes", &protocol::Changes { session_file, session_id, files })
     }
 
+    /// `review`: every call the review knows, oldest first, with its hunks (read on a blocking
+    /// thread).
+    async fn review(&self) -> Reply {
+        let controller = self.ready()?;
+        // Two statements: each takes the session's lock in turn (a tuple would hold the first).
+        let review = controller.agent().review();
+        let session_file = controller.agent().session().path().to_string_lossy().into_owned();
+        let listed = tokio::task::spawn_blocking(move || {
+            review.calls().map(|calls| {
+                calls
+                    .into_iter()
+                    .map(|c| protocol::ReviewCallItem {
+                        before_file: c.before.as_deref().map(|b| review.blob_path(b).to_string_lossy().into_owned()),
+                        after_file: review.blob_path(&c.after).to_string_lossy().into_owned(),
+                        call_id: c.call_id,
+                        tool: c.tool,
+                        entry_id: c.entry_id,
+                        path: c.path.to_string_lossy().into_owned(),
+                        hunks: c.hunks,
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .await;
+        let calls = listed.map_err(stopped)?.map_err(controller::session_failure)?;
+        reply("the review", &protocol::ReviewList { session_file, calls })
+    }
+
+    /// `review_decide`: keeps the editor's decisions beside the session; answers the ids it did
+    /// not know.
+    async fn review_decide(&self, decisions: Vec<crate::core::session::review::Decision>) -> Reply {
+        let review = self.ready()?.agent().review();
+        let unknown = tokio::task::spawn_blocking(move || review.decide(&decisions)).await;
+        let unknown = unknown.map_err(stopped)?.map_err(controller::session_failure)?;
+        reply("the unknown hunks", &unknown)
+    }
+
+    /// `review_split`: cuts a hunk in parts; answers their ids (nil: not cut).
+    async fn review_split(&self, split: crate::core::session::review::Split) -> Reply {
+        let review = self.ready()?.agent().review();
+        let ids = tokio::task::spawn_blocking(move || review.split(&split)).await;
+        let ids = ids.map_err(stopped)?.map_err(controller::session_failure)?;
+        reply("the parts", &ids)
+    }
+
     fn templates(&self) -> Reply {
         let list = lock(&self.inner.settings)
             .templates_dir
@@ -741,6 +789,9 @@ impl Host {
                 reply("the transcript", &transcript::transcript(&*self.ready()?, limit.unwrap_or(transcript::PAGE)))
             }
             Request::Changes => self.changes().await,
+            Request::Review => self.review().await,
+            Request::ReviewDecide { decisions } => self.review_decide(decisions).await,
+            Request::ReviewSplit { split } => self.review_split(split).await,
             Request::Templates => self.templates(),
             Request::Pins => reply("the pins", &self.agent().map(|a| a.session().pins()).unwrap_or_default()),
             Request::NewSession => self.new_session(),

@@ -33,6 +33,7 @@ use crate::core::message::{ContextMessage, Message, StopReason};
 use crate::core::provider::{
     ChatRequest, Provider, ProviderConfig, ProviderError, StreamEvent, ThinkingLevel, ToolCall, ToolChoice,
 };
+use crate::core::session::review::Review;
 use crate::core::session::{Originals, SessionError, SessionManager};
 use crate::core::tools::consent::{Consent, Decision, Grants, Policy};
 use crate::core::tools::{todo, DiskFileAccess, EnvPolicy, FileAccess, Todo, ToolRegistry};

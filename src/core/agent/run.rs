@@ -88,6 +88,31 @@ impl AgentSession {
         Ok(id)
     }
 
+    /// Tells the model what the user decided while reviewing its changes since the last
+    /// prompt (rejected hunks, hunks kept with the user's edits): a `custom_message` entry of
+    /// type `handoff_review` written by the host, stored before the prompt, so the next request
+    /// carries it and a resume (pi's too) sees it. A failure is told, never fatal.
+    fn note_review(&self) {
+        let cwd = self.session().cwd().to_path_buf();
+        let note = match self.review().take_note(&cwd) {
+            Ok(Some(note)) => note,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!("cannot read the review for the model's note: {e}");
+                return;
+            }
+        };
+        let stored = self.session().append_custom_message_entry(crate::core::session::review::NOTE_CUSTOM_TYPE, &note, true);
+        match stored {
+            Ok(_) => {
+                if let Some(replaced) = self.state().messages.as_mut() {
+                    replaced.push(Message::user(note));
+                }
+            }
+            Err(e) => tracing::error!("cannot store the review's note: {e}"),
+        }
+    }
+
     /// Records the messages of a detached run (`RunOptions::record` off) in the session, as a
     /// recorded run would have, once the caller keeps them.
     pub fn record_messages(&self, messages: &[Message]) -> Result<(), AgentError> {
@@ -110,6 +135,9 @@ impl AgentSession {
         let mut result = RunResult::default();
         self.emit(AgentEvent::AgentStart);
         let mut inbox: Vec<Message> = pending;
+        if options.record {
+            self.note_review();
+        }
         inbox.push(prompt);
         // The wall below reads the model's window: for Copilot it is known once its model list
         // was read (a no-op after that, and for every other provider).

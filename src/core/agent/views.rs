@@ -38,6 +38,12 @@ impl AgentSession {
         Originals::of_session(self.session().path())
     }
 
+    /// Every change the agent made in the current session as hunks with a review state, each
+    /// against the file before its own call (beside the session file, like the originals).
+    pub fn review(&self) -> Review {
+        Review::of_session(self.session().path())
+    }
+
     /// Tokens the conversation fills in the model's window, as the provider last counted them
     /// (the latest assistant reply's input, cached and output tokens), and the window. 0 before
     /// the first reply.

@@ -182,6 +182,12 @@ pub fn tool_names() -> Vec<&'static str> {
 }
 
 /// `consent::Level`'s serde names.
+/// When the agent's changes are reviewed hunk by hunk (`changes.review`): after they land, or
+/// not at all.
+pub fn review_modes() -> Vec<&'static str> {
+    vec!["after", "off"]
+}
+
 pub fn policy_names() -> Vec<&'static str> {
     vec!["ask", "allow_edits", "allow_sandboxed", "allow_all"]
 }
@@ -309,6 +315,8 @@ pub const SETTINGS: &[Setting] = &[
         .flag("append-system-prompt", None),
     Setting::lua("log_file", Type::Path, DefaultValue::Unset,
         "The host's log file (nil: stdpath(\"log\") .. \"/handoff.log\")."),
+    Setting::lua("changes.review", Type::OneOf(review_modes), DefaultValue::Text("after"),
+        "\"after\": the agent's changes land and stay pending, hunk by hunk, until kept or rejected (|handoff-hunks|); \"off\": not shown for review."),
     Setting::lua("resume_last", Type::Bool, DefaultValue::Bool(false),
         "Continue the newest session of the working directory instead of starting a new one."),
     Setting::lua("models", Type::List(&Type::Text), DefaultValue::Empty,
@@ -335,6 +343,18 @@ pub const SETTINGS: &[Setting] = &[
         "Chat buffer: on the \"earlier items\" line a page more; on a reply's thinking, open or close it."),
     Setting::lua("keymaps.parent", Type::Key, DefaultValue::Text("gp"),
         "Chat buffer and read-only sessions, on the \"Handed off from\" line: open that session read-only (|handoff-lineage|)."),
+    Setting::lua("keymaps.review.next", Type::Key, DefaultValue::Text("]h"),
+        "Buffers with the agent's hunks: the next pending hunk, on to the next file's (|handoff-hunks|)."),
+    Setting::lua("keymaps.review.prev", Type::Key, DefaultValue::Text("[h"),
+        "Buffers with the agent's hunks: the previous pending hunk, back to the previous file's."),
+    Setting::lua("keymaps.review.keep", Type::Key, DefaultValue::Text("<Leader>ak"),
+        "Buffers with the agent's hunks: keep the hunk under the cursor (Visual: only the selected lines of it)."),
+    Setting::lua("keymaps.review.reject", Type::Key, DefaultValue::Text("<Leader>ar"),
+        "Buffers with the agent's hunks: reject the hunk under the cursor (Visual: only the selected lines of it)."),
+    Setting::lua("keymaps.review.keep_all", Type::Key, DefaultValue::Text("<Leader>aK"),
+        "Buffers with the agent's hunks: keep every pending hunk of the session."),
+    Setting::lua("keymaps.review.reject_all", Type::Key, DefaultValue::Text("<Leader>aR"),
+        "Buffers with the agent's hunks: reject every pending hunk of the session."),
     Setting::lua("keymaps.approval.allow", Type::Key, DefaultValue::Text("a"),
         "Chat buffer: allow the tool call the cursor is in (else the oldest waiting)."),
     Setting::lua("keymaps.approval.always", Type::Key, DefaultValue::Text("A"),
