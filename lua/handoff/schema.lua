@@ -5,7 +5,8 @@
 -- `accepts` (what the type takes, in words) and `doc`.
 
 ---@class handoff.Config
----@field bin? string Path of the `handoff-nvim` binary; nil: the plugin's target/release, then target/debug, then $PATH.
+---@field bin? string Path of the `handoff-nvim` binary, used as it is (so is $HANDOFF_BIN); nil: the binary :HandoffInstall installed when it fits the plugin, else the plugin's target/release, then target/debug, then $PATH. See |handoff-install|.
+---@field install? handoff.Config.install
 ---@field provider? handoff.Config.provider
 ---@field session_dir? string Folder of session files (pi's layout: one sub-folder per working directory); the CLI's default is the same folder.
 ---@field templates_dir? string Folder of prompt templates: `NAME.md` is used as `/NAME args` in the prompt.
@@ -25,6 +26,10 @@
 ---@field handoff? handoff.Config.handoff
 ---@field tool_output_lines? integer Lines of a tool's output shown in the chat (the rest is in the session).
 ---@field context? handoff.Config.context
+
+---@class handoff.Config.install
+---@field url? string Where :HandoffInstall downloads the release's binary from: a folder URL, `{version}` replaced by the release's version, the asset's name appended (default: the release page lua/handoff/release.lua names). A mirror or a local server; the checksum is still the one the plugin pins. See |handoff-install|.
+---@field curl_args? string[] More arguments for curl, e.g. { "--proxy", "http://proxy:3128" } or { "--cacert", "/etc/ssl/corp.pem" } (curl reads $https_proxy, $HTTPS_PROXY and $ALL_PROXY itself). See |handoff-install|.
 
 ---@class handoff.Config.provider
 ---@field api? "openai"|"openai-responses"|"anthropic"|"copilot"|"openrouter"|"ollama"|"gemini"|"deepseek"|"groq"|"xai"|"mistral" Wire protocol: "openai" (the default; any Chat Completions server), "openai-responses" (OpenAI's Responses API: its reasoning and codex models), "anthropic", "copilot" (GitHub Copilot: the login of copilot.vim/copilot.lua, each model's protocol from Copilot's model list; see |handoff-copilot|), or a preset: "openrouter", "ollama", "gemini", "deepseek", "groq", "xai", "mistral" (its base URL, key variable and a default model; see |handoff-presets|).
@@ -115,7 +120,7 @@
 
 return {
   --- The settings' digest: a host built from other sources answers `schema_digest` with another.
-  digest = "c19d2295113d0d09",
+  digest = "7b872d5a5e1aed14",
   --- The thinking levels, lowest first (the ones offered).
   thinking_levels = { "off", "minimal", "low", "medium", "high" },
   --- Every name a thinking level is taken by (pi's `xhigh` is `high`).
@@ -125,7 +130,20 @@ return {
       key = "bin",
       type = { kind = "path" },
       accepts = "a path",
-      doc = "Path of the `handoff-nvim` binary; nil: the plugin's target/release, then target/debug, then $PATH.",
+      doc = "Path of the `handoff-nvim` binary, used as it is (so is $HANDOFF_BIN); nil: the binary :HandoffInstall installed when it fits the plugin, else the plugin's target/release, then target/debug, then $PATH. See |handoff-install|.",
+    },
+    {
+      key = "install.url",
+      type = { kind = "string" },
+      accepts = "a string",
+      doc = "Where :HandoffInstall downloads the release's binary from: a folder URL, `{version}` replaced by the release's version, the asset's name appended (default: the release page lua/handoff/release.lua names). A mirror or a local server; the checksum is still the one the plugin pins. See |handoff-install|.",
+    },
+    {
+      key = "install.curl_args",
+      type = { kind = "list", item = { kind = "string" } },
+      default = {},
+      accepts = "a list, each a string",
+      doc = "More arguments for curl, e.g. { \"--proxy\", \"http://proxy:3128\" } or { \"--cacert\", \"/etc/ssl/corp.pem\" } (curl reads $https_proxy, $HTTPS_PROXY and $ALL_PROXY itself). See |handoff-install|.",
     },
     {
       key = "provider.api",

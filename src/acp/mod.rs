@@ -32,7 +32,6 @@ use crate::core::config::Settings;
 use crate::core::controller::{self, Controller, FrontEndTexts, OpenedFor, Ran, SessionChoice, SlashCommand};
 use crate::core::handoff::{AutoHandoff, HandoffOutcome};
 use crate::core::message::StopReason as ReplyStop;
-use crate::core::provider::ThinkingLevel;
 use crate::core::session::chain::{Chain, Chains};
 use crate::core::session::{SessionInfo, SessionManager};
 use crate::core::sync::lock;
