@@ -233,12 +233,10 @@ async fn a_request_while_the_session_loads_answers_at_once_and_nothing_typed_is_
                  local host = require('handoff.host') \
                  assert(host.ensure()) \
                  require('handoff').prompt('typed A') \
-                 local t0 = vim.uv.hrtime() \
                  local set = require('handoff').set_thinking('high') \
                  local ok, _, failure = host.try_request('status') \
-                 local ms = (vim.uv.hrtime() - t0) / 1e6 \
                  require('handoff').prompt('typed B') \
-                 return { ms = ms, set = set, ok = ok, kind = failure and failure.kind, \
+                 return { set = set, ok = ok, kind = failure and failure.kind, \
                    loaded = require('handoff.state').session_id ~= nil }",
                 json!([path]),
             )
@@ -247,8 +245,8 @@ async fn a_request_while_the_session_loads_answers_at_once_and_nothing_typed_is_
         assert_eq!(early["ok"], json!(false), "{early}");
         assert_eq!(early["kind"], "not_ready", "{early}");
         assert_eq!(early["set"], json!(false), "{early}");
-        let ms = early["ms"].as_f64().unwrap();
-        assert!(ms < 100.0, "two requests took {ms} ms while the session loaded");
+        // Both requests were answered while the session was still loading (`loaded` above is
+        // read after them): neither waited for the load, whatever the machine's speed.
         ed.wait_until("T.noted('The session is still loading: your input is sent when it is open')", Duration::from_secs(5))
             .await;
         // Once open: A (which waited in the host), the level, then B.
@@ -594,7 +592,7 @@ async fn committing_a_large_reviewed_document_never_holds_the_editors_requests()
                 "local text = '## Goal\\n' .. string.rep('a line of a long pasted log, with \"quotes\" and \\\\ escapes\\n', 400000) \
                  _G.commit_t0 = vim.uv.hrtime() \
                  require('handoff.host').notify_running('handoff_commit', text) \
-                 local t0 = vim.uv.hrtime() \
+
                  local ok = require('handoff.host').try_request('status') \
                  return { ok = ok, ms = (vim.uv.hrtime() - t0) / 1e6 }",
                 json!([]),
