@@ -592,7 +592,7 @@ async fn committing_a_large_reviewed_document_never_holds_the_editors_requests()
                 "local text = '## Goal\\n' .. string.rep('a line of a long pasted log, with \"quotes\" and \\\\ escapes\\n', 400000) \
                  _G.commit_t0 = vim.uv.hrtime() \
                  require('handoff.host').notify_running('handoff_commit', text) \
-
+                 local t0 = vim.uv.hrtime() \
                  local ok = require('handoff.host').try_request('status') \
                  return { ok = ok, ms = (vim.uv.hrtime() - t0) / 1e6 }",
                 json!([]),
