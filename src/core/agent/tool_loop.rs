@@ -25,6 +25,7 @@ use super::events::live_tail;
 use super::{AgentError, AgentEvent, AgentSession, Level, Notice, RunResult};
 use crate::core::message::{now_millis, Message};
 use crate::core::provider::ToolCall;
+use crate::core::session::review::CallOf;
 use crate::core::session::{todos, Before, SessionError};
 use crate::core::sandbox::protected::Protected;
 use crate::core::sandbox::{self, Sandboxed, Support};
@@ -390,7 +391,10 @@ impl AgentSession {
     /// failure is told, never fatal: the change itself is done.
     fn record_for_review(&self, capture: &Capture, call: &ToolCall, entry_id: &str) {
         let recorded = std::fs::read(&capture.path).map_err(|source| SessionError::Io { path: capture.path.clone(), source }).and_then(
-            |after| self.review().record(&call.id, &call.name, entry_id, &capture.path, &capture.before, &after, now_millis()),
+            |after| {
+                let of = CallOf { call_id: &call.id, tool: &call.name, entry_id, path: &capture.path };
+                self.review().record(&of, &capture.before, &after, now_millis())
+            },
         );
         match recorded {
             Ok(Some(_)) => self.emit(AgentEvent::HunksChanged),

@@ -112,6 +112,16 @@ pub struct ReviewedCall {
     pub hunks: Vec<Hunk>,
 }
 
+/// Which call changed which file (what [`Review::record`] files the change under).
+#[derive(Clone, Copy, Debug)]
+pub struct CallOf<'a> {
+    pub call_id: &'a str,
+    pub tool: &'a str,
+    /// The call's `toolResult` entry.
+    pub entry_id: &'a str,
+    pub path: &'a Path,
+}
+
 /// A decision on one hunk, as the editor made it.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 pub struct Decision {
@@ -205,16 +215,8 @@ impl Review {
     /// Records call `call_id` of `tool` (stored as entry `entry_id`) that changed `path` from
     /// `before` to `after`, split in pending hunks. A call that changed nothing is not kept
     /// (`Ok(None)`).
-    pub fn record(
-        &self,
-        call_id: &str,
-        tool: &str,
-        entry_id: &str,
-        path: &Path,
-        before: &Before,
-        after: &[u8],
-        now: i64,
-    ) -> Result<Option<ReviewedCall>, SessionError> {
+    pub fn record(&self, call: &CallOf<'_>, before: &Before, after: &[u8], now: i64) -> Result<Option<ReviewedCall>, SessionError> {
+        let CallOf { call_id, tool, entry_id, path } = *call;
         let old: &[u8] = match before {
             Before::Missing => b"",
             Before::Content(bytes) => bytes,
@@ -448,12 +450,12 @@ mod tests {
         let review = Review::of_session(&dir.path().join("s.jsonl"));
         let file = cwd.join("a.txt");
         let call = review
-            .record("call_1", "write", "e1", &file, &Before::Content(b"1\n2\n3\n4\n5\n".to_vec()), b"1\nTWO\n3\n4\nFIVE\nSIX\n", 7)
+            .record(&CallOf { call_id: "call_1", tool: "write", entry_id: "e1", path: &file }, &Before::Content(b"1\n2\n3\n4\n5\n".to_vec()), b"1\nTWO\n3\n4\nFIVE\nSIX\n", 7)
             .unwrap()
             .unwrap();
         assert_eq!(call.hunks.iter().map(|h| h.id).collect::<Vec<_>>(), [1, 2]);
         // Nothing changed: nothing kept.
-        assert_eq!(review.record("call_2", "edit", "e2", &file, &Before::Content(b"x\n".to_vec()), b"x\n", 8).unwrap(), None);
+        assert_eq!(review.record(&CallOf { call_id: "call_2", tool: "edit", entry_id: "e2", path: &file }, &Before::Content(b"x\n".to_vec()), b"x\n", 8).unwrap(), None);
         assert_eq!(review.take_note(&cwd).unwrap(), None);
         // Parts that do not tile the hunk are refused.
         assert_eq!(review.split(&Split { id: 2, parts: vec![(r(4, 5), r(4, 5))] }).unwrap(), None);
