@@ -8,6 +8,7 @@
 local M = {}
 
 local api = vim.api
+local files = require("handoff.files")
 
 local function notify(msg, level)
   vim.notify(msg, level or vim.log.levels.INFO, { title = "handoff.nvim" })
@@ -41,7 +42,10 @@ function M.get(again)
   return changes
 end
 
-local function read_file(path)
+--- A file's bytes, or nil when it cannot be read.
+---@param path string
+---@return string?
+function M.read_file(path)
   local f = io.open(path, "rb")
   if not f then
     return nil
@@ -67,19 +71,15 @@ function M.lines_of(text)
   return lines
 end
 
-local function normalize(path)
-  return vim.fs.normalize(vim.fn.fnamemodify(path, ":p"))
-end
-
 --- What `path` holds now: its loaded buffer's lines (unsaved changes too), else the disk's
 --- (none when the file is gone).
 ---@return string[]
 function M.current_lines(path)
-  local buf = require("handoff.files").buffer_of(path)
+  local buf = files.buffer_of(path)
   if buf then
     return api.nvim_buf_get_lines(buf, 0, -1, false)
   end
-  return M.lines_of(read_file(path) or "")
+  return M.lines_of(M.read_file(path) or "")
 end
 
 --- The lines of `file` before the agent's first change (none for a file it created). Errors
@@ -90,7 +90,7 @@ function M.original_lines(file)
   if not file.original_file then
     return {}
   end
-  local text = read_file(file.original_file)
+  local text = M.read_file(file.original_file)
   if not text then
     error(("the original of %s is missing (%s)"):format(file.path, file.original_file), 0)
   end
@@ -237,7 +237,7 @@ function M.diff(file)
     notify("handoff.nvim: :HandoffDiff needs a file (the current buffer has none)", vim.log.levels.WARN)
     return false
   end
-  local path = normalize(target)
+  local path = files.normalize(target)
   local changes = M.get(function()
     M.diff(file)
   end)
@@ -246,7 +246,7 @@ function M.diff(file)
   end
   local entry
   for _, f in ipairs(changes.files or {}) do
-    if normalize(f.path) == path then
+    if files.normalize(f.path) == path then
       entry = f
       break
     end

@@ -16,6 +16,8 @@ local M = {}
 local api = vim.api
 local changes = require("handoff.changes")
 local config = require("handoff.config")
+local paths = require("handoff.files")
+local normalize = paths.normalize
 
 M.ns = api.nvim_create_namespace("handoff_review")
 
@@ -54,10 +56,6 @@ function M.enabled()
   return ((config.options.changes or {}).review or "after") ~= "off"
 end
 
-local function normalize(path)
-  return vim.fs.normalize(vim.fn.fnamemodify(path, ":p"))
-end
-
 local function lines_of_blob(file)
   if not file then
     return {}
@@ -66,12 +64,10 @@ local function lines_of_blob(file)
   if cached then
     return cached
   end
-  local f = io.open(file, "rb")
-  if not f then
+  local text = changes.read_file(file)
+  if not text then
     return {}
   end
-  local text = f:read("*a")
-  f:close()
   cached = changes.lines_of(text)
   blob_lines[file] = cached
   return cached
@@ -196,33 +192,10 @@ local function by_file()
   return files, order
 end
 
---- The loaded file buffers by name and by real path: one pass over the buffers for a whole
---- redraw (`files.buffer_of` per file would resolve every buffer's path again for each).
-local function buffer_index()
-  local idx = {}
-  for _, buf in ipairs(api.nvim_list_bufs()) do
-    if api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == "" then
-      local name = api.nvim_buf_get_name(buf)
-      if name ~= "" then
-        local full = normalize(name)
-        idx[full] = idx[full] or buf
-        local real = vim.uv.fs_realpath(full)
-        if real then
-          idx[real] = idx[real] or buf
-        end
-      end
-    end
-  end
-  return function(path)
-    local full = normalize(path)
-    return idx[full] or idx[vim.uv.fs_realpath(full) or full]
-  end
-end
-
 --- The located hunks of one file (cached per buffer change).
 ---@return handoff.Located[]
 local function locate(path, calls, find_buf)
-  local buf = (find_buf or buffer_index())(path)
+  local buf = (find_buf or paths.buffer_index())(path)
   local tick = buf and api.nvim_buf_get_changedtick(buf)
   local c = located_cache[path]
   if c and buf and c.buf == buf and c.tick == tick and c.calls == calls then
@@ -239,7 +212,7 @@ end
 ---@return handoff.Located[]
 function M.located()
   local files, order = by_file()
-  local find_buf = buffer_index()
+  local find_buf = paths.buffer_index()
   local out = {}
   for _, path in ipairs(order) do
     local list = vim.list_extend({}, locate(path, files[path], find_buf))
@@ -308,7 +281,7 @@ end
 --- Draws the pending hunks of every loaded buffer that has some.
 function M.draw()
   local files = by_file()
-  local find_buf = buffer_index()
+  local find_buf = paths.buffer_index()
   for path, calls in pairs(files) do
     local buf = find_buf(path)
     if buf then
@@ -420,7 +393,7 @@ end
 
 --- The buffer of `path`, loaded when it is not (the action goes through a real buffer).
 local function buffer_for(path)
-  local buf = require("handoff.files").buffer_of(path)
+  local buf = paths.buffer_of(path)
   if buf then
     return buf
   end
