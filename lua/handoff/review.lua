@@ -53,7 +53,7 @@ local function notify(msg, level)
 end
 
 function M.enabled()
-  return ((config.options.changes or {}).review or "after") ~= "off"
+  return config.options.changes.review ~= "off"
 end
 
 local function lines_of_blob(file)
@@ -135,7 +135,7 @@ local function map_range(regs, s, e)
   return start, math.max(stop, start), touched
 end
 
----@class handoff.Located
+---@class handoff.LocatedHunk
 ---@field id integer
 ---@field call handoff.ReviewCall
 ---@field hunk handoff.ReviewHunk
@@ -150,7 +150,7 @@ end
 local located_cache = {}
 
 --- Every hunk of every call to `path`, found in `current` (its lines now), newest call first.
----@return handoff.Located[]
+---@return handoff.LocatedHunk[]
 local function locate_file(path, calls, current)
   local out = {}
   for i = #calls, 1, -1 do
@@ -193,7 +193,7 @@ local function by_file()
 end
 
 --- The located hunks of one file (cached per buffer change).
----@return handoff.Located[]
+---@return handoff.LocatedHunk[]
 local function locate(path, calls, find_buf)
   local buf = (find_buf or paths.buffer_index())(path)
   local tick = buf and api.nvim_buf_get_changedtick(buf)
@@ -209,7 +209,7 @@ end
 
 --- Every hunk of the session, found in the text now: files in the order they were first
 --- changed, each top to bottom.
----@return handoff.Located[]
+---@return handoff.LocatedHunk[]
 function M.located()
   local files, order = by_file()
   local find_buf = paths.buffer_index()
@@ -278,13 +278,14 @@ local function draw_buffer(buf, list)
   end
 end
 
---- Draws the pending hunks of every loaded buffer that has some.
-function M.draw()
-  local files = by_file()
+--- Draws the pending hunks of every loaded buffer that has some, or of `only` (a change of its
+--- text moves none of the other buffers' hunks).
+---@param only? integer
+function M.draw(only)
   local find_buf = paths.buffer_index()
-  for path, calls in pairs(files) do
+  for path, calls in pairs(by_file()) do
     local buf = find_buf(path)
-    if buf then
+    if buf and (only == nil or buf == only) then
       draw_buffer(buf, locate(path, calls, find_buf))
       M.attach(buf)
     end
@@ -377,7 +378,7 @@ function M.attach(buf)
         pending_redraw[buf] = nil
         if api.nvim_buf_is_valid(buf) then
           M.safely(M.sync_undo, buf)
-          M.safely(M.draw)
+          M.safely(M.draw, buf)
         end
       end)
     end,
@@ -403,7 +404,7 @@ local function buffer_for(path)
 end
 
 --- What rejecting `l` puts in place of its lines now (nil and why: a conflict).
----@param l handoff.Located
+---@param l handoff.LocatedHunk
 ---@return string[]? lines, string? why
 function M.rejected_lines(l)
   if same(l.now, l.agent) then
@@ -428,14 +429,10 @@ function M.rejected_lines(l)
   return nil, "its lines changed since the agent wrote them (by you or a later call)"
 end
 
-local function text_changed_from(buf)
-  return vim.bo[buf].modified
-end
-
 --- Runs `fn` as one undo block of `buf`, writes the buffer when it had no unsaved changes
 --- before, and returns the undo state it made.
 local function in_undo_block(buf, fn)
-  local was_modified = text_changed_from(buf)
+  local was_modified = vim.bo[buf].modified
   api.nvim_buf_call(buf, function()
     -- Setting 'undolevels' to itself closes the undo block: the action is a block of its own.
     vim.cmd("let &l:undolevels = &l:undolevels")
@@ -461,10 +458,11 @@ local function resolve(what, range)
   local path = normalize(api.nvim_buf_get_name(buf))
   local row = range and range[1] or api.nvim_win_get_cursor(0)[1]
   local last = range and range[2] or row
+  local calls = by_file()[path]
   local found
-  for _, l in ipairs(M.located()) do
+  for _, l in ipairs(calls and locate(path, calls) or {}) do
     -- The newest hunk wins (a later call's lines over an earlier one's).
-    if l.path == path and l.hunk.state == "pending" then
+    if l.hunk.state == "pending" then
       local first, stop = l.start + 1, math.max(l.stop, l.start + 1)
       if l.stop == l.start then
         first, stop = math.max(l.start, 1), math.max(l.start, 1)
