@@ -47,11 +47,11 @@ function M.check()
   health.ok(("%s: %s"):format(bin, origin))
   -- `--version` says the version, the settings' digest and the target (the handshake's facts).
   local out = vim.fn.system({ bin, "--version" })
-  local version = out:match("^handoff%-nvim (%S+)")
-  if vim.v.shell_error ~= 0 or not version then
+  local id = vim.v.shell_error == 0 and install.parse_version(out)
+  if not id then
     health.error("`" .. bin .. " --version` failed: " .. vim.trim(out))
   else
-    local digest, target = out:match("\nschema (%x+)"), out:match("\ntarget (%S+)")
+    local version, digest, target = id.version, id.schema_digest, id.target
     health.info(("version %s, built for %s"):format(version, target or "an unknown target (older than :HandoffInstall)"))
     local stale = host.stale_message(version, digest, bin)
     if stale then
