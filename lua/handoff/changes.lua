@@ -113,33 +113,41 @@ function M.hunks(before, after)
   return diff(text_of(before), text_of(after), { result_type = "indices" }) or {}
 end
 
---- A quickfix item for a hunk of `file`: its first changed line, with the new line's text (the
---- first line that is not blank) or a short summary.
-local function item(file, hunk, after)
-  local start_a, count_a, start_b, count_b = hunk[1], hunk[2], hunk[3], hunk[4]
+--- A hunk's quickfix text: the first of its new lines that is not blank, marked "(new file)"
+--- or "(added)" where it replaced nothing, or a summary ("N lines deleted", "N blank lines").
+--- `:HandoffChanges` and `:HandoffReview` both say it so.
+---@param n_before integer the lines it replaced
+---@param new string[] its lines now
+---@param created? boolean the file did not exist before
+---@return string
+function M.hunk_text(n_before, new, created)
+  if #new == 0 then
+    return ("%d line%s deleted"):format(n_before, n_before == 1 and "" or "s")
+  end
   local text
-  if count_b == 0 then
-    text = ("%d line%s deleted"):format(count_a, count_a == 1 and "" or "s")
-  else
-    for i = start_b, start_b + count_b - 1 do
-      local line = vim.trim(after[i] or "")
-      if line ~= "" then
-        text = line
-        break
-      end
-    end
-    text = text or ("%d blank line%s"):format(count_b, count_b == 1 and "" or "s")
-    if file.created then
-      text = "(new file) " .. text
-    elseif count_a == 0 then
-      text = "(added) " .. text
+  for _, line in ipairs(new) do
+    if vim.trim(line) ~= "" then
+      text = vim.trim(line)
+      break
     end
   end
+  text = text or ("%d blank line%s"):format(#new, #new == 1 and "" or "s")
+  if created then
+    return "(new file) " .. text
+  elseif n_before == 0 then
+    return "(added) " .. text
+  end
+  return text
+end
+
+--- A quickfix item for a hunk of `file`: its first changed line, with `hunk_text`.
+local function item(file, hunk, after)
+  local start_a, count_a, start_b, count_b = hunk[1], hunk[2], hunk[3], hunk[4]
   return {
     filename = file.path,
     lnum = math.max(start_b, 1),
     col = 1,
-    text = text,
+    text = M.hunk_text(count_a, vim.list_slice(after, start_b, start_b + count_b - 1), file.created),
     user_data = { handoff = { start_a = start_a, count_a = count_a, start_b = start_b, count_b = count_b } },
   }
 end

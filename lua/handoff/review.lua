@@ -684,9 +684,7 @@ function M.quickfix()
   local items = {}
   for _, l in ipairs(M.located()) do
     if l.hunk.state == "pending" then
-      local first = l.agent[1] and vim.trim(l.agent[1]) or ""
-      local what = #l.agent == 0 and ("%d line%s deleted"):format(#l.base, #l.base == 1 and "" or "s")
-        or (#l.base == 0 and "(added) " or "") .. first
+      local what = changes.hunk_text(#l.base, l.agent)
       items[#items + 1] = {
         filename = l.path,
         lnum = math.max(l.stop > l.start and l.start + 1 or l.start, 1),
