@@ -207,3 +207,22 @@ async fn turn_one_kept_turn_two_rejected_leaves_the_file_as_turn_one_made_it_and
     })
     .await;
 }
+
+/// Bug (found by hand): a file the agent changed while it was not open showed no hunks and had
+/// none of the review's keys when opened afterwards (`:edit`, a `:HandoffReview` item, `]h` into
+/// it): only buffers loaded when the hunks came were drawn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_opened_after_its_hunks_came_shows_them_and_has_the_keys() {
+    bounded(async {
+        let (ed, _file) = editor_with_file("e.txt", ORIGINAL, false).await;
+        agent_turn(&ed, vec![tool_call_reply("write", json!({ "path": "e.txt", "content": AGENT }), "call_1")]).await;
+        wait_hunks(&ed, "pending", 3).await;
+        ed.command("edit e.txt").await;
+        assert_eq!(ed.eval("#vim.api.nvim_buf_get_extmarks(0, require('handoff.review').ns, 0, -1, {})").await, json!(3), "drawn");
+        assert_eq!(ed.eval("vim.fn.maparg(']h', 'n') ~= ''").await, json!(true), "the review's keys");
+        ed.input("gg]h").await;
+        ed.wait_until("vim.fn.line('.') == 2", Duration::from_secs(10)).await;
+        ed.quit().await;
+    })
+    .await;
+}

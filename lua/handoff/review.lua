@@ -703,6 +703,24 @@ function M.quickfix()
   return items
 end
 
+--- A file opened after its hunks came (`:edit`, a `:HandoffReview` item, `]h` into another
+--- file) is drawn as it loads, and gets the review's keys. Set up once the session has a review.
+local following = false
+local function follow_opened_files()
+  if following or #M.calls == 0 then
+    return
+  end
+  following = true
+  api.nvim_create_autocmd("BufReadPost", {
+    group = api.nvim_create_augroup("handoff_review", { clear = true }),
+    callback = function(ev)
+      if #M.calls > 0 then
+        M.safely(M.draw, ev.buf)
+      end
+    end,
+  })
+end
+
 --- Reads the session's review from the host and redraws.
 ---@param opts? { quiet?: boolean }
 function M.refresh(opts)
@@ -719,6 +737,7 @@ function M.refresh(opts)
   M.calls = review.calls or {}
   located_cache = {}
   M.draw()
+  follow_opened_files()
   if not (opts and opts.quiet) then
     fire({ reason = "refresh" })
   end
