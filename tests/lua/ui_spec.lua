@@ -191,6 +191,29 @@ it("a running command shows the end of its output and counts the lines before it
   eq({ "**▸ bash** `louder`", "*… 5 earlier lines*", "```", "x", "y", "```", "" }, vim.list_slice(l, #l - 6, #l), "cut result")
 end)
 
+it("a call that waits for an answer while the chat is closed says so; with the chat open the chat shows it", function()
+  local approval = { type = "tool_approval", tool = "edit", kind = "edit", path = vim.fn.getcwd() .. "/calc.py", args = {},
+    diff = "+x", answers = { "allow", "reject" } }
+  local function waits()
+    return vim.tbl_filter(function(n)
+      return n.msg:find("waits for your answer", 1, true) ~= nil
+    end, _G.notes)
+  end
+  _G.notes = {}
+  -- The control first: the chat open.
+  require("handoff").open_chat()
+  fake.emit({ vim.tbl_extend("force", approval, { id = "a1" }) })
+  eq({}, waits(), "the chat shows it")
+  require("handoff").toggle_chat()
+  eq(false, require("handoff.chat").is_open(), "closed")
+  fake.emit({ vim.tbl_extend("force", approval, { id = "a2" }) })
+  local said = waits()
+  eq(1, #said, "one notice")
+  eq("handoff.nvim: `edit` calc.py waits for your answer: :HandoffChat shows it", said[1].msg, "what waits, and where")
+  eq(vim.log.levels.WARN, said[1].level, "level")
+  fake.emit({ { type = "tool_approval_end", id = "a1" }, { type = "tool_approval_end", id = "a2" } })
+end)
+
 it("a tool's output shows its last lines, counting the ones the host left out; setup() tells the host how many", function()
   require("handoff").setup({ tool_output_lines = 3 })
   eq(3, require("handoff.host").configure_args().tool_output_lines, "configure's argument")
