@@ -52,7 +52,11 @@ function M.check()
     health.error("`" .. bin .. " --version` failed: " .. vim.trim(out))
   else
     local version, digest, target = id.version, id.schema_digest, id.target
-    health.info(("version %s, built for %s"):format(version, target or "an unknown target (older than :HandoffInstall)"))
+    local m = found.manifest
+    if not (m and m.version == version and m.target == target) then
+      -- Not said yet (the install record's words above say both).
+      health.info(("version %s, built for %s"):format(version, target or "an unknown target (older than :HandoffInstall)"))
+    end
     local stale = host.stale_message(version, digest, bin)
     if stale then
       health.error("handshake: " .. stale, { "Run :HandoffInstall, or :HandoffInstall build to build it with cargo" })
