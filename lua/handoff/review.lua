@@ -178,32 +178,47 @@ local function locate_file(path, calls, current)
   return out
 end
 
---- The calls per file, files in the order of their first call.
+--- The calls per file, files in the order of their first call; made again only when the
+--- session's calls are new (`refresh`, `reset`), so each file's list is the same table until then.
+local grouped = {}
 local function by_file()
-  local files, order = {}, {}
-  for _, call in ipairs(M.calls) do
-    local key = normalize(call.path)
-    if not files[key] then
-      files[key] = {}
-      order[#order + 1] = key
+  if grouped.calls ~= M.calls then
+    local files, order = {}, {}
+    for _, call in ipairs(M.calls) do
+      local key = normalize(call.path)
+      if not files[key] then
+        files[key] = {}
+        order[#order + 1] = key
+      end
+      table.insert(files[key], call)
     end
-    table.insert(files[key], call)
+    grouped = { calls = M.calls, files = files, order = order }
   end
-  return files, order
+  return grouped.files, grouped.order
 end
 
---- The located hunks of one file (cached per buffer change).
+--- What the text of `path` is now, as a key that changes with it: its buffer's change count,
+--- else the file's size and time of change on disk.
+local function text_key(path, buf)
+  if buf then
+    return ("buf %d %d"):format(buf, api.nvim_buf_get_changedtick(buf))
+  end
+  local st = vim.uv.fs_stat(path)
+  return st and ("disk %d %d.%d"):format(st.size, st.mtime.sec, st.mtime.nsec) or "gone"
+end
+
+--- The located hunks of one file (found again only when its text or its calls changed).
 ---@return handoff.LocatedHunk[]
 local function locate(path, calls, find_buf)
   local buf = (find_buf or paths.buffer_index())(path)
-  local tick = buf and api.nvim_buf_get_changedtick(buf)
+  local key = text_key(path, buf)
   local c = located_cache[path]
-  if c and buf and c.buf == buf and c.tick == tick and c.calls == calls then
+  if c and c.key == key and c.calls == calls then
     return c.list
   end
   local current = buf and api.nvim_buf_get_lines(buf, 0, -1, false) or changes.current_lines(path)
   local list = locate_file(path, calls, current)
-  located_cache[path] = buf and { buf = buf, tick = tick, calls = calls, list = list } or nil
+  located_cache[path] = { key = key, calls = calls, list = list }
   return list
 end
 

@@ -541,4 +541,52 @@ it("gp on the chat's 'Handed off from' header opens the parent read-only, the ch
   eq("*Handed off from b.jsonl*", lines(chat.chat_buf)[2], "no key, no hint")
 end)
 
+it("the review finds a file's hunks again only when its text or the session's calls changed", function()
+  local review = require("handoff.review")
+  local changes = require("handoff.changes")
+  local dir = vim.fn.tempname()
+  vim.fn.mkdir(dir, "p")
+  local function write(path, text)
+    vim.fn.writefile(vim.split(text, "\n", { plain = true }), path)
+  end
+  -- Two files the agent wrote (one loaded, one not), each then changed by the user.
+  local calls = {}
+  for _, name in ipairs({ "open.txt", "closed.txt" }) do
+    local path = dir .. "/" .. name
+    write(path .. ".before", "a\nb\nc")
+    write(path .. ".after", "a\nB\nc")
+    write(path, "a\nB\nc\nmine")
+    table.insert(calls, { call_id = "c_" .. name, tool = "write", path = path, before_file = path .. ".before",
+      after_file = path .. ".after", hunks = { { id = #calls + 1, before = { start = 1, ["end"] = 2 }, after = { start = 1, ["end"] = 2 }, state = "pending" } } })
+  end
+  vim.cmd("edit " .. vim.fn.fnameescape(calls[1].path))
+  local hunks, found = changes.hunks, 0
+  changes.hunks = function(...)
+    found = found + 1
+    return hunks(...)
+  end
+  local ok, err = pcall(function()
+    review.calls = calls
+    eq(2, #review.located(), "both files' hunks")
+    eq(2, found, "each file found once")
+    review.draw()
+    review.located()
+    review.jump(true)
+    eq(2, found, "nothing changed: nothing found again")
+    -- The user types in the loaded one: that file only.
+    api.nvim_buf_set_lines(0, 0, 1, false, { "A" })
+    review.draw()
+    review.located()
+    eq(3, found, "the changed buffer's file again, once")
+    -- New calls from the host: every file again.
+    review.calls = vim.deepcopy(calls)
+    review.located()
+    eq(5, found, "new calls: both again")
+  end)
+  changes.hunks = hunks
+  review.reset()
+  vim.cmd("silent! %bwipeout!")
+  assert(ok, err)
+end)
+
 return { cases = cases, cleanup = cleanup }
