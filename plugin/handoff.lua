@@ -8,6 +8,15 @@ local function api()
   return require("handoff")
 end
 
+--- A completion of the words `words()` gives that start with what is typed.
+local function words_from(words)
+  return function(arg_lead)
+    return vim.tbl_filter(function(w)
+      return vim.startswith(w, arg_lead)
+    end, words())
+  end
+end
+
 vim.api.nvim_create_user_command("Handoff", function(o)
   -- `:Handoff!`: review (edit) the document before the new session starts.
   api().handoff(o.args, o.bang and { review = true } or nil)
@@ -141,11 +150,9 @@ vim.api.nvim_create_user_command("HandoffThinking", function(o)
 end, {
   nargs = "?",
   desc = "handoff.nvim: set the thinking level [off|minimal|low|medium|high]",
-  complete = function(arg_lead)
-    return vim.tbl_filter(function(l)
-      return vim.startswith(l, arg_lead)
-    end, require("handoff.config").thinking_levels)
-  end,
+  complete = words_from(function()
+    return require("handoff.config").thinking_levels
+  end),
 })
 
 vim.api.nvim_create_user_command("HandoffInstall", function(o)
@@ -153,9 +160,7 @@ vim.api.nvim_create_user_command("HandoffInstall", function(o)
 end, {
   nargs = "?",
   desc = "handoff.nvim: install the host binary (the release's, checksum pinned by the plugin; else a cargo build) [rollback|build]",
-  complete = function(arg_lead)
-    return vim.tbl_filter(function(a)
-      return vim.startswith(a, arg_lead)
-    end, { "rollback", "build" })
-  end,
+  complete = words_from(function()
+    return { "rollback", "build" }
+  end),
 })

@@ -190,6 +190,65 @@ async fn install(ed: &Editor, opts: Value) -> Value {
     ed.lua("return require('handoff.install').run(...)", json!([opts])).await
 }
 
+/// What every test starts from: a cold plugin folder with a release of this build's host
+/// pinned in it (`release`), its assets under `served/` behind a loopback server. The release
+/// names the server as its origin, or `origin` (a dead port: no network; the server is then a
+/// proxy or unused).
+struct Released {
+    work: tempfile::TempDir,
+    plugin: PathBuf,
+    served: PathBuf,
+    server: FileServer,
+    /// The asset's file name.
+    asset: String,
+}
+
+impl Released {
+    fn new() -> Released {
+        Released::from(None)
+    }
+
+    fn with_origin(origin: &str) -> Released {
+        Released::from(Some(origin))
+    }
+
+    fn from(origin: Option<&str>) -> Released {
+        let work = tempfile::tempdir().unwrap();
+        let plugin = cold_plugin(work.path());
+        let served = work.path().join("served");
+        let server = FileServer::start(&served);
+        let url = origin.map_or_else(|| server.url(), str::to_string);
+        let asset = release(&plugin, &served, Path::new(HOST_BIN), &url);
+        Released { work, plugin, served, server, asset }
+    }
+
+    /// The editor on the plugin (no `install` settings), with a PATH without cargo.
+    async fn editor(&self) -> Editor {
+        let ed = editor(&self.plugin, json!({})).await;
+        set_path(&ed, None).await;
+        ed
+    }
+
+    /// The release's asset file on the server.
+    fn asset_file(&self) -> PathBuf {
+        self.served.join(format!("v{VERSION}")).join(&self.asset)
+    }
+
+    /// Makes the pinned release carry no binary for this platform (its entry names another
+    /// target); returns release.lua's text before.
+    fn drop_platform_asset(&self) -> String {
+        let lua = self.plugin.join("lua/handoff/release.lua");
+        let text = std::fs::read_to_string(&lua).unwrap();
+        std::fs::write(&lua, text.replace(&format!("[\"{}\"]", host_target()), "[\"riscv64gc-unknown-linux-musl\"]")).unwrap();
+        text
+    }
+}
+
+/// The install folder's record (`install.json`).
+fn record(ed: &Editor) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(install_dir(ed).join("install.json")).unwrap()).unwrap()
+}
+
 /// The notices the editor showed, joined.
 async fn notes(ed: &Editor) -> String {
     ed.eval("table.concat(vim.tbl_map(function(n) return n.msg end, T.notes), '\\n')").await.as_str().unwrap_or("").to_string()
@@ -241,18 +300,13 @@ fn leftovers(dir: &Path) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_binary_is_an_error_that_says_how_to_install_and_nothing_is_downloaded() {
     bounded(async {
-        let work = tempfile::tempdir().unwrap();
-        let plugin = cold_plugin(work.path());
-        let served = work.path().join("served");
-        let server = FileServer::start(&served);
-        release(&plugin, &served, Path::new(HOST_BIN), &server.url());
-        let ed = editor(&plugin, json!({})).await;
-        set_path(&ed, None).await;
+        let r = Released::new();
+        let ed = r.editor().await;
         ed.lua("require('handoff').prompt('hello')", json!([])).await;
         let note = ed.wait_until("T.noted('not installed')", Duration::from_secs(5)).await;
         assert!(note["msg"].as_str().unwrap().contains(":HandoffInstall"), "{note}");
         assert_eq!(ed.eval("require('handoff.state').chan").await, Value::Null, "no host started");
-        assert_eq!(server.requests(), Vec::<String>::new(), "nothing was downloaded");
+        assert_eq!(r.server.requests(), Vec::<String>::new(), "nothing was downloaded");
         assert!(!install_dir(&ed).exists());
         ed.quit().await;
     })
@@ -266,16 +320,12 @@ async fn a_missing_binary_is_an_error_that_says_how_to_install_and_nothing_is_do
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_installer_fetches_checks_and_installs_the_release_binary_and_the_plugin_runs_with_it() {
     bounded(async {
-        let work = tempfile::tempdir().unwrap();
-        let plugin = cold_plugin(work.path());
-        let served = work.path().join("served");
-        let server = FileServer::start(&served);
-        let asset = release(&plugin, &served, Path::new(HOST_BIN), &server.url());
+        let released = Released::new();
+        let (plugin, server, asset) = (&released.plugin, &released.server, &released.asset);
         std::fs::write(plugin.join("NEWS.md"), "after the release\n").unwrap();
-        git(&plugin, &["add", "-A"]);
-        git(&plugin, &["commit", "-q", "-m", "a commit on main after the release"]);
-        let ed = editor(&plugin, json!({})).await;
-        set_path(&ed, None).await;
+        git(plugin, &["add", "-A"]);
+        git(plugin, &["commit", "-q", "-m", "a commit on main after the release"]);
+        let ed = released.editor().await;
         let r = install(&ed, json!({})).await;
         let dir = install_dir(&ed);
         let installed = dir.join("handoff-nvim");
@@ -286,7 +336,7 @@ async fn the_installer_fetches_checks_and_installs_the_release_binary_and_the_pl
         assert_eq!(server.requests(), vec![format!("GET /v{VERSION}/{asset} HTTP/1.1")], "one request, for this platform's asset");
         assert_eq!(sha256(&installed), sha256(Path::new(HOST_BIN)));
         assert_eq!(leftovers(&dir), Vec::<String>::new(), "temporary files left");
-        let record: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("install.json")).unwrap()).unwrap();
+        let record = record(&ed);
         assert_eq!(record["source"], "download");
         assert_eq!(record["sha256"], sha256(&installed));
         assert!(notes(&ed).await.contains(&format!("1 commit past release {VERSION}")), "{}", notes(&ed).await);
@@ -319,23 +369,19 @@ async fn the_installer_fetches_checks_and_installs_the_release_binary_and_the_pl
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tampered_asset_is_refused_and_the_installed_binary_kept() {
     bounded(async {
-        let work = tempfile::tempdir().unwrap();
-        let plugin = cold_plugin(work.path());
-        let served = work.path().join("served");
-        let server = FileServer::start(&served);
-        let asset = release(&plugin, &served, Path::new(HOST_BIN), &server.url());
-        let ed = editor(&plugin, json!({})).await;
-        set_path(&ed, None).await;
+        let released = Released::new();
+        let (served, asset) = (&released.served, &released.asset);
+        let ed = released.editor().await;
         let first = install(&ed, json!({})).await;
         assert_eq!(first["ok"], json!(true), "the control: {first}");
         let installed = install_dir(&ed).join("handoff-nvim");
         let before = sha256(&installed);
         // The attacker's binary and a SHA256SUMS that agrees with it.
         let release_dir = served.join(format!("v{VERSION}"));
-        let mut bytes = std::fs::read(release_dir.join(&asset)).unwrap();
+        let mut bytes = std::fs::read(released.asset_file()).unwrap();
         bytes.extend_from_slice(b"#!/bin/sh\necho pwned\n");
-        std::fs::write(release_dir.join(&asset), &bytes).unwrap();
-        let forged = sha256(&release_dir.join(&asset));
+        std::fs::write(released.asset_file(), &bytes).unwrap();
+        let forged = sha256(&released.asset_file());
         std::fs::write(release_dir.join("SHA256SUMS"), format!("{forged}  {asset}\n")).unwrap();
         let r = install(&ed, json!({})).await;
         assert_eq!(r["ok"], json!(false), "{r}");
@@ -355,17 +401,12 @@ async fn a_tampered_asset_is_refused_and_the_installed_binary_kept() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_an_asset_or_a_network_and_with_cargo_it_builds() {
     bounded(async {
-        let work = tempfile::tempdir().unwrap();
-        let plugin = cold_plugin(work.path());
-        let served = work.path().join("served");
-        let server = FileServer::start(&served);
-        release(&plugin, &served, Path::new(HOST_BIN), &server.url());
+        let released = Released::new();
+        let (plugin, server) = (&released.plugin, &released.server);
         // The release has no binary for this platform: its entry names another target.
-        let lua = plugin.join("lua/handoff/release.lua");
-        let text = std::fs::read_to_string(&lua).unwrap();
-        std::fs::write(&lua, text.replace(&format!("[\"{}\"]", host_target()), "[\"riscv64gc-unknown-linux-musl\"]")).unwrap();
-        let (fake, log) = fake_cargo(work.path());
-        let ed = editor(&plugin, json!({})).await;
+        let text = released.drop_platform_asset();
+        let (fake, log) = fake_cargo(released.work.path());
+        let ed = editor(plugin, json!({})).await;
         set_path(&ed, Some(&fake)).await;
         let r = install(&ed, json!({})).await;
         assert_eq!(r["ok"], json!(true), "{r}\n{}", notes(&ed).await);
@@ -374,16 +415,16 @@ async fn without_an_asset_or_a_network_and_with_cargo_it_builds() {
         let calls = std::fs::read_to_string(&log).unwrap();
         assert_eq!(calls.trim(), format!("{} build --release --locked --bin handoff-nvim", plugin.display()));
         assert!(notes(&ed).await.contains("has no binary for"), "{}", notes(&ed).await);
-        let record: Value = serde_json::from_str(&std::fs::read_to_string(install_dir(&ed).join("install.json")).unwrap()).unwrap();
+        let record = record(&ed);
         assert_eq!(record["source"], "build");
-        assert_eq!(record["commit"], git(&plugin, &["rev-parse", "HEAD"]));
+        assert_eq!(record["commit"], git(plugin, &["rev-parse", "HEAD"]));
         assert_eq!(record["version"], VERSION);
         assert_eq!(sha256(&install_dir(&ed).join("handoff-nvim")), sha256(Path::new(HOST_BIN)));
         ed.mock.push(MockReply::text("built and answering"));
         ed.lua("require('handoff').prompt('hello')", json!([])).await;
         ed.wait_event("HandoffAgentEnd", 1).await;
         // The release has the asset, but the network is down: it builds again.
-        std::fs::write(&lua, text).unwrap();
+        std::fs::write(plugin.join("lua/handoff/release.lua"), text).unwrap();
         let r = install(&ed, json!({ "url": format!("http://127.0.0.1:{}/v{{version}}", dead_port()) })).await;
         assert_eq!(r["ok"], json!(true), "{r}");
         assert_eq!(r["source"], "build");
@@ -399,14 +440,11 @@ async fn without_an_asset_or_a_network_and_with_cargo_it_builds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_network_or_cargo_the_message_names_the_url_the_checksum_and_the_steps() {
     bounded(async {
-        let work = tempfile::tempdir().unwrap();
-        let plugin = cold_plugin(work.path());
-        let served = work.path().join("served");
         let dead = format!("http://127.0.0.1:{}", dead_port());
-        let asset = release(&plugin, &served, Path::new(HOST_BIN), &dead);
-        let sum = sha256(&served.join(format!("v{VERSION}")).join(&asset));
-        let ed = editor(&plugin, json!({})).await;
-        set_path(&ed, None).await;
+        let released = Released::with_origin(&dead);
+        let asset = &released.asset;
+        let sum = sha256(&released.asset_file());
+        let ed = released.editor().await;
         let r = install(&ed, json!({})).await;
         assert_eq!(r["ok"], json!(false), "{r}");
         let error = r["error"].as_str().unwrap();
@@ -417,9 +455,7 @@ async fn without_a_network_or_cargo_the_message_names_the_url_the_checksum_and_t
         assert_eq!(ed.eval("#vim.tbl_filter(function(n) return n.level == vim.log.levels.ERROR end, T.notes)").await, json!(1), "one message");
         assert!(!install_dir(&ed).join("handoff-nvim").exists());
         // No asset for this platform: no URL to give, but what to do.
-        let lua = plugin.join("lua/handoff/release.lua");
-        let text = std::fs::read_to_string(&lua).unwrap();
-        std::fs::write(&lua, text.replace(&format!("[\"{}\"]", host_target()), "[\"riscv64gc-unknown-linux-musl\"]")).unwrap();
+        released.drop_platform_asset();
         let r = install(&ed, json!({})).await;
         let error = r["error"].as_str().unwrap();
         assert!(error.contains("has no binary for") && error.contains("rustup.rs") && error.contains("bin ="), "{error}");
@@ -434,14 +470,10 @@ async fn without_a_network_or_cargo_the_message_names_the_url_the_checksum_and_t
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proxy_variable_and_curl_args_reach_curl() {
     bounded(async {
-        let work = tempfile::tempdir().unwrap();
-        let plugin = cold_plugin(work.path());
-        let served = work.path().join("served");
-        let proxy = FileServer::start(&served);
         let origin = format!("http://127.0.0.1:{}", dead_port());
-        let asset = release(&plugin, &served, Path::new(HOST_BIN), &origin);
-        let ed = editor(&plugin, json!({})).await;
-        set_path(&ed, None).await;
+        let released = Released::with_origin(&origin);
+        let (proxy, asset) = (&released.server, &released.asset);
+        let ed = released.editor().await;
         let control = install(&ed, json!({})).await;
         assert_eq!(control["ok"], json!(false), "the origin is down: {control}");
         assert_eq!(proxy.requests(), Vec::<String>::new());
@@ -465,13 +497,9 @@ async fn a_proxy_variable_and_curl_args_reach_curl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_binary_of_another_version_is_refused_and_never_run() {
     bounded(async {
-        let work = tempfile::tempdir().unwrap();
-        let plugin = cold_plugin(work.path());
-        let served = work.path().join("served");
-        let server = FileServer::start(&served);
-        release(&plugin, &served, Path::new(HOST_BIN), &server.url());
-        let ed = editor(&plugin, json!({})).await;
-        set_path(&ed, None).await;
+        let released = Released::new();
+        let (work, plugin) = (&released.work, &released.plugin);
+        let ed = released.editor().await;
         assert_eq!(install(&ed, json!({})).await["ok"], json!(true));
         // The control: it fits, the plugin takes it.
         assert_eq!(ed.eval("require('handoff.host').locate().source").await, json!("download"));
@@ -506,13 +534,9 @@ async fn a_binary_of_another_version_is_refused_and_never_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollback_restores_the_previous_binary() {
     bounded(async {
-        let work = tempfile::tempdir().unwrap();
-        let plugin = cold_plugin(work.path());
-        let served = work.path().join("served");
-        let server = FileServer::start(&served);
-        release(&plugin, &served, Path::new(HOST_BIN), &server.url());
-        let ed = editor(&plugin, json!({})).await;
-        set_path(&ed, None).await;
+        let released = Released::new();
+        let (work, plugin, served, server) = (&released.work, &released.plugin, &released.served, &released.server);
+        let ed = released.editor().await;
         assert_eq!(install(&ed, json!({})).await["ok"], json!(true));
         let installed = install_dir(&ed).join("handoff-nvim");
         let first = sha256(&installed);
@@ -523,15 +547,14 @@ async fn rollback_restores_the_previous_binary() {
         bytes.extend_from_slice(b"second release");
         std::fs::write(&second_bin, &bytes).unwrap();
         std::fs::set_permissions(&second_bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        release(&plugin, &served, &second_bin, &server.url());
+        release(plugin, served, &second_bin, &server.url());
         assert_eq!(install(&ed, json!({})).await["ok"], json!(true));
         let second = sha256(&installed);
         assert_ne!(first, second);
         assert_eq!(sha256(&install_dir(&ed).join("previous/handoff-nvim")), first, "the first kept");
         ed.command("HandoffInstall rollback").await;
         assert_eq!(sha256(&installed), first, "rolled back");
-        let record: Value = serde_json::from_str(&std::fs::read_to_string(install_dir(&ed).join("install.json")).unwrap()).unwrap();
-        assert_eq!(record["sha256"], first, "its record came back with it");
+        assert_eq!(record(&ed)["sha256"], first, "its record came back with it");
         assert_eq!(sha256(&install_dir(&ed).join("previous/handoff-nvim")), second);
         assert!(notes(&ed).await.contains("rolled back"), "{}", notes(&ed).await);
         ed.command("HandoffInstall rollback").await;
@@ -651,11 +674,8 @@ fn the_static_binary_runs_in_a_root_without_glibc() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_lazy_spec_builds_by_installing_from_the_local_server() {
     let lazy = common::lazy_nvim();
-    let work = tempfile::tempdir().unwrap();
-    let plugin = cold_plugin(work.path());
-    let served = work.path().join("served");
-    let server = FileServer::start(&served);
-    let asset = release(&plugin, &served, Path::new(HOST_BIN), &server.url());
+    let released = Released::new();
+    let (work, plugin, server, asset) = (&released.work, &released.plugin, &released.server, &released.asset);
     let mock = handoff_mock::MockServer::start().await.unwrap();
     mock.push(MockReply::text("lazy-installed and answering"));
     let result = work.path().join("result.json");

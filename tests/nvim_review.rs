@@ -8,6 +8,7 @@
 
 mod common;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use common::nvim::{bounded, Editor};
@@ -49,6 +50,18 @@ async fn wait_hunks(ed: &Editor, state: &str, n: usize) -> Vec<Value> {
     ed.eval(HUNKS).await.as_array().unwrap().clone()
 }
 
+/// An editor whose tools act unasked (`allow_all`) and `name` holding `text` in its work folder,
+/// opened in a buffer when `open` (else the review loads it to act).
+async fn editor_with_file(name: &str, text: &str, open: bool) -> (Editor, PathBuf) {
+    let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_all" } })).await;
+    let file = ed.work_dir().join(name);
+    std::fs::write(&file, text).unwrap();
+    if open {
+        ed.command(&format!("edit {name}")).await;
+    }
+    (ed, file)
+}
+
 fn id(h: &Value) -> u64 {
     h["id"].as_u64().unwrap()
 }
@@ -56,11 +69,7 @@ fn id(h: &Value) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_hunks_reject_the_middle_one_undo_brings_it_back_keep_all() {
     bounded(async {
-        let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_all" } })).await;
-        let work = ed.work_dir();
-        let file = work.join("a.txt");
-        std::fs::write(&file, ORIGINAL).unwrap();
-        ed.command("edit a.txt").await;
+        let (ed, file) = editor_with_file("a.txt", ORIGINAL, true).await;
         agent_turn(&ed, vec![tool_call_reply("write", json!({ "path": "a.txt", "content": AGENT }), "call_1")]).await;
         let hunks = wait_hunks(&ed, "pending", 3).await;
         let spans: Vec<_> = hunks.iter().map(|h| (h["lnum"].clone(), h["end_lnum"].clone(), h["tool"].clone(), h["call_id"].clone())).collect();
@@ -124,10 +133,7 @@ async fn three_hunks_reject_the_middle_one_undo_brings_it_back_keep_all() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_visual_reject_of_two_lines_keeps_the_other_lines_of_the_hunk() {
     bounded(async {
-        let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_all" } })).await;
-        let file = ed.work_dir().join("b.txt");
-        std::fs::write(&file, "top\nbottom\n").unwrap();
-        ed.command("edit b.txt").await;
+        let (ed, file) = editor_with_file("b.txt", "top\nbottom\n", true).await;
         agent_turn(&ed, vec![tool_call_reply("write", json!({ "path": "b.txt", "content": "top\nn1\nn2\nn3\nn4\nbottom\n" }), "call_1")]).await;
         wait_hunks(&ed, "pending", 1).await;
         // Lines 3-4 (n2, n3) selected in Visual mode, rejected with the default key.
@@ -148,10 +154,7 @@ async fn a_visual_reject_of_two_lines_keeps_the_other_lines_of_the_hunk() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_typed_inside_a_pending_hunk_survives_its_reject() {
     bounded(async {
-        let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_all" } })).await;
-        let file = ed.work_dir().join("c.txt");
-        std::fs::write(&file, "keep\n").unwrap();
-        ed.command("edit c.txt").await;
+        let (ed, _file) = editor_with_file("c.txt", "keep\n", true).await;
         agent_turn(&ed, vec![tool_call_reply("write", json!({ "path": "c.txt", "content": "keep\nagent 1\nagent 2\n" }), "call_1")]).await;
         let hunks = wait_hunks(&ed, "pending", 1).await;
         // The user types a line between the agent's two.
@@ -166,10 +169,8 @@ async fn text_typed_inside_a_pending_hunk_survives_its_reject() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn turn_one_kept_turn_two_rejected_leaves_the_file_as_turn_one_made_it_and_the_model_is_told() {
     bounded(async {
-        let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_all" } })).await;
-        let file = ed.work_dir().join("d.txt");
-        std::fs::write(&file, "alpha\nbeta\ngamma\n").unwrap();
         // Not open in a buffer: the review loads it to act.
+        let (ed, file) = editor_with_file("d.txt", "alpha\nbeta\ngamma\n", false).await;
         agent_turn(&ed, vec![tool_call_reply("edit", json!({ "path": "d.txt", "edits": [{ "oldText": "beta", "newText": "BETA" }] }), "call_1")]).await;
         let first = wait_hunks(&ed, "pending", 1).await;
         ed.lua("require('handoff').keep(...)", json!([id(&first[0])])).await;
@@ -202,6 +203,25 @@ async fn turn_one_kept_turn_two_rejected_leaves_the_file_as_turn_one_made_it_and
         let mut states: Vec<String> = states.iter().map(|(c, s)| format!("{}:{}", c.as_str().unwrap(), s.as_str().unwrap())).collect();
         states.sort();
         assert_eq!(states, ["call_1:kept", "call_2:rejected"]);
+        ed.quit().await;
+    })
+    .await;
+}
+
+/// Bug (found by hand): a file the agent changed while it was not open showed no hunks and had
+/// none of the review's keys when opened afterwards (`:edit`, a `:HandoffReview` item, `]h` into
+/// it): only buffers loaded when the hunks came were drawn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_opened_after_its_hunks_came_shows_them_and_has_the_keys() {
+    bounded(async {
+        let (ed, _file) = editor_with_file("e.txt", ORIGINAL, false).await;
+        agent_turn(&ed, vec![tool_call_reply("write", json!({ "path": "e.txt", "content": AGENT }), "call_1")]).await;
+        wait_hunks(&ed, "pending", 3).await;
+        ed.command("edit e.txt").await;
+        assert_eq!(ed.eval("#vim.api.nvim_buf_get_extmarks(0, require('handoff.review').ns, 0, -1, {})").await, json!(3), "drawn");
+        assert_eq!(ed.eval("vim.fn.maparg(']h', 'n') ~= ''").await, json!(true), "the review's keys");
+        ed.input("gg]h").await;
+        ed.wait_until("vim.fn.line('.') == 2", Duration::from_secs(10)).await;
         ed.quit().await;
     })
     .await;

@@ -131,7 +131,14 @@ function M.request(r)
   end
   pending[r.id] = r
   table.insert(order, r.id)
-  require("handoff.chat").append_approval(r)
+  local chat = require("handoff.chat")
+  chat.append_approval(r)
+  if not chat.is_open() then
+    -- Only the chat shows a request and answers it: closed, nothing would say the agent waits.
+    local what = r.path and (" " .. vim.fn.fnamemodify(r.path, ":~:.")) or ""
+    vim.notify(("handoff.nvim: `%s`%s waits for your answer: :HandoffChat shows it"):format(r.tool, what),
+      vim.log.levels.WARN, { title = "handoff.nvim" })
+  end
   require("handoff.events").fire("HandoffToolApproval", {
     id = r.id,
     tool = r.tool,

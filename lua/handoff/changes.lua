@@ -8,6 +8,7 @@
 local M = {}
 
 local api = vim.api
+local files = require("handoff.files")
 
 local function notify(msg, level)
   vim.notify(msg, level or vim.log.levels.INFO, { title = "handoff.nvim" })
@@ -41,7 +42,10 @@ function M.get(again)
   return changes
 end
 
-local function read_file(path)
+--- A file's bytes, or nil when it cannot be read.
+---@param path string
+---@return string?
+function M.read_file(path)
   local f = io.open(path, "rb")
   if not f then
     return nil
@@ -67,19 +71,15 @@ function M.lines_of(text)
   return lines
 end
 
-local function normalize(path)
-  return vim.fs.normalize(vim.fn.fnamemodify(path, ":p"))
-end
-
 --- What `path` holds now: its loaded buffer's lines (unsaved changes too), else the disk's
 --- (none when the file is gone).
 ---@return string[]
 function M.current_lines(path)
-  local buf = require("handoff.files").buffer_of(path)
+  local buf = files.buffer_of(path)
   if buf then
     return api.nvim_buf_get_lines(buf, 0, -1, false)
   end
-  return M.lines_of(read_file(path) or "")
+  return M.lines_of(M.read_file(path) or "")
 end
 
 --- The lines of `file` before the agent's first change (none for a file it created). Errors
@@ -90,7 +90,7 @@ function M.original_lines(file)
   if not file.original_file then
     return {}
   end
-  local text = read_file(file.original_file)
+  local text = M.read_file(file.original_file)
   if not text then
     error(("the original of %s is missing (%s)"):format(file.path, file.original_file), 0)
   end
@@ -113,33 +113,41 @@ function M.hunks(before, after)
   return diff(text_of(before), text_of(after), { result_type = "indices" }) or {}
 end
 
---- A quickfix item for a hunk of `file`: its first changed line, with the new line's text (the
---- first line that is not blank) or a short summary.
-local function item(file, hunk, after)
-  local start_a, count_a, start_b, count_b = hunk[1], hunk[2], hunk[3], hunk[4]
+--- A hunk's quickfix text: the first of its new lines that is not blank, marked "(new file)"
+--- or "(added)" where it replaced nothing, or a summary ("N lines deleted", "N blank lines").
+--- `:HandoffChanges` and `:HandoffReview` both say it so.
+---@param n_before integer the lines it replaced
+---@param new string[] its lines now
+---@param created? boolean the file did not exist before
+---@return string
+function M.hunk_text(n_before, new, created)
+  if #new == 0 then
+    return ("%d line%s deleted"):format(n_before, n_before == 1 and "" or "s")
+  end
   local text
-  if count_b == 0 then
-    text = ("%d line%s deleted"):format(count_a, count_a == 1 and "" or "s")
-  else
-    for i = start_b, start_b + count_b - 1 do
-      local line = vim.trim(after[i] or "")
-      if line ~= "" then
-        text = line
-        break
-      end
-    end
-    text = text or ("%d blank line%s"):format(count_b, count_b == 1 and "" or "s")
-    if file.created then
-      text = "(new file) " .. text
-    elseif count_a == 0 then
-      text = "(added) " .. text
+  for _, line in ipairs(new) do
+    if vim.trim(line) ~= "" then
+      text = vim.trim(line)
+      break
     end
   end
+  text = text or ("%d blank line%s"):format(#new, #new == 1 and "" or "s")
+  if created then
+    return "(new file) " .. text
+  elseif n_before == 0 then
+    return "(added) " .. text
+  end
+  return text
+end
+
+--- A quickfix item for a hunk of `file`: its first changed line, with `hunk_text`.
+local function item(file, hunk, after)
+  local start_a, count_a, start_b, count_b = hunk[1], hunk[2], hunk[3], hunk[4]
   return {
     filename = file.path,
     lnum = math.max(start_b, 1),
     col = 1,
-    text = text,
+    text = M.hunk_text(count_a, vim.list_slice(after, start_b, start_b + count_b - 1), file.created),
     user_data = { handoff = { start_a = start_a, count_a = count_a, start_b = start_b, count_b = count_b } },
   }
 end
@@ -237,7 +245,7 @@ function M.diff(file)
     notify("handoff.nvim: :HandoffDiff needs a file (the current buffer has none)", vim.log.levels.WARN)
     return false
   end
-  local path = normalize(target)
+  local path = files.normalize(target)
   local changes = M.get(function()
     M.diff(file)
   end)
@@ -246,7 +254,7 @@ function M.diff(file)
   end
   local entry
   for _, f in ipairs(changes.files or {}) do
-    if normalize(f.path) == path then
+    if files.normalize(f.path) == path then
       entry = f
       break
     end

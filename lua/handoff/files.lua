@@ -6,25 +6,45 @@ local M = {}
 
 local api = vim.api
 
---- Where `path` really is (links resolved) when it exists, else `path` normalized.
-local function real(path)
-  return vim.uv.fs_realpath(path) or vim.fs.normalize(path)
+--- `path` made absolute and normalized: the form buffers' names and the host's paths are
+--- compared in.
+---@param path string
+---@return string
+function M.normalize(path)
+  return vim.fs.normalize(vim.fn.fnamemodify(path, ":p"))
 end
 
---- The loaded buffer of `path` (an absolute path), if any: a buffer named by another path to
---- the same file counts (the host writes to the real path it checked; `:e` keeps a link's name).
-function M.buffer_of(path)
-  local want = vim.fs.normalize(path)
-  local want_real = real(path)
+--- A lookup of the loaded file buffers by path, made in one pass over the buffers: each is
+--- found by its name and by its real path (links resolved), so a buffer named by another path
+--- to the same file counts (the host writes to the real path it checked; `:e` keeps a link's
+--- name). Make one for many lookups at once (a redraw of every file's hunks).
+---@return fun(path: string): integer?
+function M.buffer_index()
+  local idx = {}
   for _, buf in ipairs(api.nvim_list_bufs()) do
     if api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == "" then
       local name = api.nvim_buf_get_name(buf)
-      local full = name ~= "" and vim.fs.normalize(vim.fn.fnamemodify(name, ":p"))
-      if full and (full == want or real(full) == want_real) then
-        return buf
+      if name ~= "" then
+        local full = M.normalize(name)
+        idx[full] = idx[full] or buf
+        local real = vim.uv.fs_realpath(full)
+        if real then
+          idx[real] = idx[real] or buf
+        end
       end
     end
   end
+  return function(path)
+    local full = M.normalize(path)
+    return idx[full] or idx[vim.uv.fs_realpath(full) or full]
+  end
+end
+
+--- The loaded buffer of `path`, if any (see `buffer_index`).
+---@param path string
+---@return integer?
+function M.buffer_of(path)
+  return M.buffer_index()(path)
 end
 
 --- Puts `text` (the file's new content) into the buffer of `path` and writes it.

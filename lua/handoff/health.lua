@@ -47,12 +47,16 @@ function M.check()
   health.ok(("%s: %s"):format(bin, origin))
   -- `--version` says the version, the settings' digest and the target (the handshake's facts).
   local out = vim.fn.system({ bin, "--version" })
-  local version = out:match("^handoff%-nvim (%S+)")
-  if vim.v.shell_error ~= 0 or not version then
+  local id = vim.v.shell_error == 0 and install.parse_version(out)
+  if not id then
     health.error("`" .. bin .. " --version` failed: " .. vim.trim(out))
   else
-    local digest, target = out:match("\nschema (%x+)"), out:match("\ntarget (%S+)")
-    health.info(("version %s, built for %s"):format(version, target or "an unknown target (older than :HandoffInstall)"))
+    local version, digest, target = id.version, id.schema_digest, id.target
+    local m = found.manifest
+    if not (m and m.version == version and m.target == target) then
+      -- Not said yet (the install record's words above say both).
+      health.info(("version %s, built for %s"):format(version, target or "an unknown target (older than :HandoffInstall)"))
+    end
     local stale = host.stale_message(version, digest, bin)
     if stale then
       health.error("handshake: " .. stale, { "Run :HandoffInstall, or :HandoffInstall build to build it with cargo" })

@@ -118,12 +118,6 @@ function M.locate()
       .. "cd %s && cargo build --release"):format(root)
 end
 
----@return string? bin, string? err
-function M.find_bin()
-  local found, why = M.locate()
-  return found and found.path, why
-end
-
 function M.running()
   return state.chan ~= nil
 end
@@ -162,11 +156,12 @@ function M.ensure()
   if state.chan then
     return state.chan
   end
-  local bin, why = M.find_bin()
-  if not bin then
+  local found, why = M.locate()
+  if not found then
     notify(why)
     return nil
   end
+  local bin = found.path
   local log = config.log_file()
   vim.fn.mkdir(vim.fn.fnamemodify(log, ":h"), "p")
   local chan

@@ -61,23 +61,25 @@ end
 ---@field commit? string the checkout's commit it was built at
 ---@field installed_at string
 
---- The installed binary and its manifest (nil when none is installed): read, never run.
+--- `bin` and its manifest when it is an executable, else nil: read, never run.
 ---@return { path: string, manifest: handoff.InstallManifest }?
-function M.installed()
-  local p = paths()
-  if vim.fn.executable(p.bin) ~= 1 then
+local function binary_at(bin, manifest)
+  if vim.fn.executable(bin) ~= 1 then
     return nil
   end
-  return { path = p.bin, manifest = read_json(p.manifest) or {} }
+  return { path = bin, manifest = read_json(manifest) or {} }
+end
+
+--- The installed binary and its manifest (nil when none is installed).
+function M.installed()
+  local p = paths()
+  return binary_at(p.bin, p.manifest)
 end
 
 --- The previous installed binary, kept for `rollback`, or nil.
 function M.previous()
   local p = paths()
-  if vim.fn.executable(p.prev_bin) ~= 1 then
-    return nil
-  end
-  return { path = p.prev_bin, manifest = read_json(p.prev_manifest) or {} }
+  return binary_at(p.prev_bin, p.prev_manifest)
 end
 
 --- The release targets that run on this OS and architecture, best first (on Linux the static
@@ -103,7 +105,7 @@ end
 
 --- The `install` settings (`install.url`, `install.curl_args`).
 local function settings()
-  return require("handoff.config").options.install or {}
+  return require("handoff.config").options.install
 end
 
 --- The release this checkout pins (`lua/handoff/release.lua`, read afresh: a plugin update
@@ -200,15 +202,27 @@ local function write_json(path, value)
   return uv.fs_rename(tmp, path)
 end
 
---- What `bin --version` says: version, settings' digest and target, or nil and why not.
+--- What a host's `--version` output says: `{ version, schema_digest, target }` (the last two
+--- nil for a binary older than them), or nil when it is not a host's.
+---@param out string
+---@return { version: string, schema_digest?: string, target?: string }?
+function M.parse_version(out)
+  local version = out:match("^handoff%-nvim (%S+)")
+  if not version then
+    return nil
+  end
+  return { version = version, schema_digest = out:match("\nschema (%x+)"), target = out:match("\ntarget (%S+)") }
+end
+
+--- What `bin --version` says (`parse_version`), or nil and why not.
 local function identify(bin)
   local res = exec({ bin, "--version" })
   local out = res.stdout or ""
-  local version = out:match("^handoff%-nvim (%S+)")
-  if res.code ~= 0 or not version then
+  local id = res.code == 0 and M.parse_version(out)
+  if not id then
     return nil, ("it does not run here (%s)"):format(vim.trim((res.stderr ~= "" and res.stderr) or out or ""):sub(1, 200))
   end
-  return { version = version, schema_digest = out:match("\nschema (%x+)"), target = out:match("\ntarget (%S+)") }
+  return id
 end
 
 --- Puts `tmp` (a checked binary) in place of the installed one with `manifest`, keeping the

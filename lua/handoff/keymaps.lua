@@ -93,7 +93,7 @@ end
 --- The review's keys in a buffer holding the agent's hunks (`keymaps.review`; a key set to
 --- false or "" is not mapped).
 function M.review_buffer(buf)
-  local k = config.options.keymaps.review or {}
+  local k = config.options.keymaps.review
   local review = function()
     return require("handoff.review")
   end

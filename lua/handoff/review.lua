@@ -16,6 +16,8 @@ local M = {}
 local api = vim.api
 local changes = require("handoff.changes")
 local config = require("handoff.config")
+local paths = require("handoff.files")
+local normalize = paths.normalize
 
 M.ns = api.nvim_create_namespace("handoff_review")
 
@@ -51,11 +53,7 @@ local function notify(msg, level)
 end
 
 function M.enabled()
-  return ((config.options.changes or {}).review or "after") ~= "off"
-end
-
-local function normalize(path)
-  return vim.fs.normalize(vim.fn.fnamemodify(path, ":p"))
+  return config.options.changes.review ~= "off"
 end
 
 local function lines_of_blob(file)
@@ -66,12 +64,10 @@ local function lines_of_blob(file)
   if cached then
     return cached
   end
-  local f = io.open(file, "rb")
-  if not f then
+  local text = changes.read_file(file)
+  if not text then
     return {}
   end
-  local text = f:read("*a")
-  f:close()
   cached = changes.lines_of(text)
   blob_lines[file] = cached
   return cached
@@ -139,7 +135,7 @@ local function map_range(regs, s, e)
   return start, math.max(stop, start), touched
 end
 
----@class handoff.Located
+---@class handoff.LocatedHunk
 ---@field id integer
 ---@field call handoff.ReviewCall
 ---@field hunk handoff.ReviewHunk
@@ -154,7 +150,7 @@ end
 local located_cache = {}
 
 --- Every hunk of every call to `path`, found in `current` (its lines now), newest call first.
----@return handoff.Located[]
+---@return handoff.LocatedHunk[]
 local function locate_file(path, calls, current)
   local out = {}
   for i = #calls, 1, -1 do
@@ -182,64 +178,56 @@ local function locate_file(path, calls, current)
   return out
 end
 
---- The calls per file, files in the order of their first call.
+--- The calls per file, files in the order of their first call; made again only when the
+--- session's calls are new (`refresh`, `reset`), so each file's list is the same table until then.
+local grouped = {}
 local function by_file()
-  local files, order = {}, {}
-  for _, call in ipairs(M.calls) do
-    local key = normalize(call.path)
-    if not files[key] then
-      files[key] = {}
-      order[#order + 1] = key
-    end
-    table.insert(files[key], call)
-  end
-  return files, order
-end
-
---- The loaded file buffers by name and by real path: one pass over the buffers for a whole
---- redraw (`files.buffer_of` per file would resolve every buffer's path again for each).
-local function buffer_index()
-  local idx = {}
-  for _, buf in ipairs(api.nvim_list_bufs()) do
-    if api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == "" then
-      local name = api.nvim_buf_get_name(buf)
-      if name ~= "" then
-        local full = normalize(name)
-        idx[full] = idx[full] or buf
-        local real = vim.uv.fs_realpath(full)
-        if real then
-          idx[real] = idx[real] or buf
-        end
+  if grouped.calls ~= M.calls then
+    local files, order = {}, {}
+    for _, call in ipairs(M.calls) do
+      local key = normalize(call.path)
+      if not files[key] then
+        files[key] = {}
+        order[#order + 1] = key
       end
+      table.insert(files[key], call)
     end
+    grouped = { calls = M.calls, files = files, order = order }
   end
-  return function(path)
-    local full = normalize(path)
-    return idx[full] or idx[vim.uv.fs_realpath(full) or full]
-  end
+  return grouped.files, grouped.order
 end
 
---- The located hunks of one file (cached per buffer change).
----@return handoff.Located[]
+--- What the text of `path` is now, as a key that changes with it: its buffer's change count,
+--- else the file's size and time of change on disk.
+local function text_key(path, buf)
+  if buf then
+    return ("buf %d %d"):format(buf, api.nvim_buf_get_changedtick(buf))
+  end
+  local st = vim.uv.fs_stat(path)
+  return st and ("disk %d %d.%d"):format(st.size, st.mtime.sec, st.mtime.nsec) or "gone"
+end
+
+--- The located hunks of one file (found again only when its text or its calls changed).
+---@return handoff.LocatedHunk[]
 local function locate(path, calls, find_buf)
-  local buf = (find_buf or buffer_index())(path)
-  local tick = buf and api.nvim_buf_get_changedtick(buf)
+  local buf = (find_buf or paths.buffer_index())(path)
+  local key = text_key(path, buf)
   local c = located_cache[path]
-  if c and buf and c.buf == buf and c.tick == tick and c.calls == calls then
+  if c and c.key == key and c.calls == calls then
     return c.list
   end
   local current = buf and api.nvim_buf_get_lines(buf, 0, -1, false) or changes.current_lines(path)
   local list = locate_file(path, calls, current)
-  located_cache[path] = buf and { buf = buf, tick = tick, calls = calls, list = list } or nil
+  located_cache[path] = { key = key, calls = calls, list = list }
   return list
 end
 
 --- Every hunk of the session, found in the text now: files in the order they were first
 --- changed, each top to bottom.
----@return handoff.Located[]
+---@return handoff.LocatedHunk[]
 function M.located()
   local files, order = by_file()
-  local find_buf = buffer_index()
+  local find_buf = paths.buffer_index()
   local out = {}
   for _, path in ipairs(order) do
     local list = vim.list_extend({}, locate(path, files[path], find_buf))
@@ -305,13 +293,14 @@ local function draw_buffer(buf, list)
   end
 end
 
---- Draws the pending hunks of every loaded buffer that has some.
-function M.draw()
-  local files = by_file()
-  local find_buf = buffer_index()
-  for path, calls in pairs(files) do
+--- Draws the pending hunks of every loaded buffer that has some, or of `only` (a change of its
+--- text moves none of the other buffers' hunks).
+---@param only? integer
+function M.draw(only)
+  local find_buf = paths.buffer_index()
+  for path, calls in pairs(by_file()) do
     local buf = find_buf(path)
-    if buf then
+    if buf and (only == nil or buf == only) then
       draw_buffer(buf, locate(path, calls, find_buf))
       M.attach(buf)
     end
@@ -404,7 +393,7 @@ function M.attach(buf)
         pending_redraw[buf] = nil
         if api.nvim_buf_is_valid(buf) then
           M.safely(M.sync_undo, buf)
-          M.safely(M.draw)
+          M.safely(M.draw, buf)
         end
       end)
     end,
@@ -420,7 +409,7 @@ end
 
 --- The buffer of `path`, loaded when it is not (the action goes through a real buffer).
 local function buffer_for(path)
-  local buf = require("handoff.files").buffer_of(path)
+  local buf = paths.buffer_of(path)
   if buf then
     return buf
   end
@@ -430,7 +419,7 @@ local function buffer_for(path)
 end
 
 --- What rejecting `l` puts in place of its lines now (nil and why: a conflict).
----@param l handoff.Located
+---@param l handoff.LocatedHunk
 ---@return string[]? lines, string? why
 function M.rejected_lines(l)
   if same(l.now, l.agent) then
@@ -455,14 +444,10 @@ function M.rejected_lines(l)
   return nil, "its lines changed since the agent wrote them (by you or a later call)"
 end
 
-local function text_changed_from(buf)
-  return vim.bo[buf].modified
-end
-
 --- Runs `fn` as one undo block of `buf`, writes the buffer when it had no unsaved changes
 --- before, and returns the undo state it made.
 local function in_undo_block(buf, fn)
-  local was_modified = text_changed_from(buf)
+  local was_modified = vim.bo[buf].modified
   api.nvim_buf_call(buf, function()
     -- Setting 'undolevels' to itself closes the undo block: the action is a block of its own.
     vim.cmd("let &l:undolevels = &l:undolevels")
@@ -488,10 +473,11 @@ local function resolve(what, range)
   local path = normalize(api.nvim_buf_get_name(buf))
   local row = range and range[1] or api.nvim_win_get_cursor(0)[1]
   local last = range and range[2] or row
+  local calls = by_file()[path]
   local found
-  for _, l in ipairs(M.located()) do
+  for _, l in ipairs(calls and locate(path, calls) or {}) do
     -- The newest hunk wins (a later call's lines over an earlier one's).
-    if l.path == path and l.hunk.state == "pending" then
+    if l.hunk.state == "pending" then
       local first, stop = l.start + 1, math.max(l.stop, l.start + 1)
       if l.stop == l.start then
         first, stop = math.max(l.start, 1), math.max(l.start, 1)
@@ -713,9 +699,7 @@ function M.quickfix()
   local items = {}
   for _, l in ipairs(M.located()) do
     if l.hunk.state == "pending" then
-      local first = l.agent[1] and vim.trim(l.agent[1]) or ""
-      local what = #l.agent == 0 and ("%d line%s deleted"):format(#l.base, #l.base == 1 and "" or "s")
-        or (#l.base == 0 and "(added) " or "") .. first
+      local what = changes.hunk_text(#l.base, l.agent)
       items[#items + 1] = {
         filename = l.path,
         lnum = math.max(l.stop > l.start and l.start + 1 or l.start, 1),
@@ -734,6 +718,24 @@ function M.quickfix()
   return items
 end
 
+--- A file opened after its hunks came (`:edit`, a `:HandoffReview` item, `]h` into another
+--- file) is drawn as it loads, and gets the review's keys. Set up once the session has a review.
+local following = false
+local function follow_opened_files()
+  if following or #M.calls == 0 then
+    return
+  end
+  following = true
+  api.nvim_create_autocmd("BufReadPost", {
+    group = api.nvim_create_augroup("handoff_review", { clear = true }),
+    callback = function(ev)
+      if #M.calls > 0 then
+        M.safely(M.draw, ev.buf)
+      end
+    end,
+  })
+end
+
 --- Reads the session's review from the host and redraws.
 ---@param opts? { quiet?: boolean }
 function M.refresh(opts)
@@ -750,6 +752,7 @@ function M.refresh(opts)
   M.calls = review.calls or {}
   located_cache = {}
   M.draw()
+  follow_opened_files()
   if not (opts and opts.quiet) then
     fire({ reason = "refresh" })
   end

@@ -191,6 +191,29 @@ it("a running command shows the end of its output and counts the lines before it
   eq({ "**▸ bash** `louder`", "*… 5 earlier lines*", "```", "x", "y", "```", "" }, vim.list_slice(l, #l - 6, #l), "cut result")
 end)
 
+it("a call that waits for an answer while the chat is closed says so; with the chat open the chat shows it", function()
+  local approval = { type = "tool_approval", tool = "edit", kind = "edit", path = vim.fn.getcwd() .. "/calc.py", args = {},
+    diff = "+x", answers = { "allow", "reject" } }
+  local function waits()
+    return vim.tbl_filter(function(n)
+      return n.msg:find("waits for your answer", 1, true) ~= nil
+    end, _G.notes)
+  end
+  _G.notes = {}
+  -- The control first: the chat open.
+  require("handoff").open_chat()
+  fake.emit({ vim.tbl_extend("force", approval, { id = "a1" }) })
+  eq({}, waits(), "the chat shows it")
+  require("handoff").toggle_chat()
+  eq(false, require("handoff.chat").is_open(), "closed")
+  fake.emit({ vim.tbl_extend("force", approval, { id = "a2" }) })
+  local said = waits()
+  eq(1, #said, "one notice")
+  eq("handoff.nvim: `edit` calc.py waits for your answer: :HandoffChat shows it", said[1].msg, "what waits, and where")
+  eq(vim.log.levels.WARN, said[1].level, "level")
+  fake.emit({ { type = "tool_approval_end", id = "a1" }, { type = "tool_approval_end", id = "a2" } })
+end)
+
 it("a tool's output shows its last lines, counting the ones the host left out; setup() tells the host how many", function()
   require("handoff").setup({ tool_output_lines = 3 })
   eq(3, require("handoff.host").configure_args().tool_output_lines, "configure's argument")
@@ -516,6 +539,54 @@ it("gp on the chat's 'Handed off from' header opens the parent read-only, the ch
   require("handoff").setup({ keymaps = { parent = false } })
   fake.emit({ { type = "transcript", session_id = "ccc", parent_session = "/s/b.jsonl", items = {} } })
   eq("*Handed off from b.jsonl*", lines(chat.chat_buf)[2], "no key, no hint")
+end)
+
+it("the review finds a file's hunks again only when its text or the session's calls changed", function()
+  local review = require("handoff.review")
+  local changes = require("handoff.changes")
+  local dir = vim.fn.tempname()
+  vim.fn.mkdir(dir, "p")
+  local function write(path, text)
+    vim.fn.writefile(vim.split(text, "\n", { plain = true }), path)
+  end
+  -- Two files the agent wrote (one loaded, one not), each then changed by the user.
+  local calls = {}
+  for _, name in ipairs({ "open.txt", "closed.txt" }) do
+    local path = dir .. "/" .. name
+    write(path .. ".before", "a\nb\nc")
+    write(path .. ".after", "a\nB\nc")
+    write(path, "a\nB\nc\nmine")
+    table.insert(calls, { call_id = "c_" .. name, tool = "write", path = path, before_file = path .. ".before",
+      after_file = path .. ".after", hunks = { { id = #calls + 1, before = { start = 1, ["end"] = 2 }, after = { start = 1, ["end"] = 2 }, state = "pending" } } })
+  end
+  vim.cmd("edit " .. vim.fn.fnameescape(calls[1].path))
+  local hunks, found = changes.hunks, 0
+  changes.hunks = function(...)
+    found = found + 1
+    return hunks(...)
+  end
+  local ok, err = pcall(function()
+    review.calls = calls
+    eq(2, #review.located(), "both files' hunks")
+    eq(2, found, "each file found once")
+    review.draw()
+    review.located()
+    review.jump(true)
+    eq(2, found, "nothing changed: nothing found again")
+    -- The user types in the loaded one: that file only.
+    api.nvim_buf_set_lines(0, 0, 1, false, { "A" })
+    review.draw()
+    review.located()
+    eq(3, found, "the changed buffer's file again, once")
+    -- New calls from the host: every file again.
+    review.calls = vim.deepcopy(calls)
+    review.located()
+    eq(5, found, "new calls: both again")
+  end)
+  changes.hunks = hunks
+  review.reset()
+  vim.cmd("silent! %bwipeout!")
+  assert(ok, err)
 end)
 
 return { cases = cases, cleanup = cleanup }
