@@ -9,13 +9,12 @@
 //!
 //! Changes made by `bash` commands are not known here.
 
-use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::paths::session_side_dir;
-use super::store::file::{create_private_dir, write_private_file};
+use super::store::file::{create_private_dir, read_json, replace_private_file, write_private_file};
 use super::SessionError;
 
 /// The folder of the originals inside a session's side folder.
@@ -83,15 +82,8 @@ impl Originals {
     }
 
     fn load(&self) -> Result<Index, SessionError> {
-        let path = self.index_path();
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| SessionError::Io {
-                path,
-                source: std::io::Error::new(ErrorKind::InvalidData, format!("invalid index of changed files: {e}")),
-            }),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(Index { version: INDEX_VERSION, files: Vec::new() }),
-            Err(source) => Err(SessionError::Io { path, source }),
-        }
+        let index = read_json(&self.index_path(), "index of changed files")?;
+        Ok(index.unwrap_or(Index { version: INDEX_VERSION, files: Vec::new() }))
     }
 
     /// The changed files, the most recently changed first (an empty list when there are none).
@@ -169,14 +161,11 @@ impl Originals {
         Ok(Some(file))
     }
 
-    /// Replaces the index, all or nothing (written under a temporary name, then renamed).
+    /// Replaces the index, all or nothing.
     fn save(&self, index: &Index) -> Result<(), SessionError> {
         create_private_dir(&self.dir)?;
         let json = serde_json::to_vec_pretty(index).map_err(|e| SessionError::Encode(e.to_string()))?;
-        let staging = self.dir.join(format!(".{INDEX_FILE}.tmp"));
-        write_private_file(&staging, &json)?;
-        let path = self.index_path();
-        std::fs::rename(&staging, &path).map_err(|source| SessionError::Io { path, source })
+        replace_private_file(&self.index_path(), &json)
     }
 }
 
@@ -226,7 +215,9 @@ mod tests {
             let mode = std::fs::metadata(o.dir()).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o700);
         }
-        assert!(!o.dir().join(format!(".{INDEX_FILE}.tmp")).exists());
+        // No staging file is left (the index is written under one, then renamed).
+        let staged: Vec<_> = std::fs::read_dir(o.dir()).unwrap().filter_map(|e| e.unwrap().file_name().into_string().ok()).filter(|n| n.ends_with(".tmp")).collect();
+        assert!(staged.is_empty(), "{staged:?}");
     }
 
     #[test]
