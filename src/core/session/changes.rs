@@ -93,11 +93,6 @@ impl Originals {
         Ok(files)
     }
 
-    /// Whether `path`'s original is kept already (its first change was recorded).
-    pub fn contains(&self, path: &Path) -> Result<bool, SessionError> {
-        Ok(self.load()?.files.iter().any(|f| f.path == path))
-    }
-
     /// Where the original of `file` is (`None` for a created file).
     pub fn original_path(&self, file: &ChangedFile) -> Option<PathBuf> {
         file.original.as_deref().map(|name| self.dir.join(name))
@@ -113,16 +108,8 @@ impl Originals {
 
     /// Records a successful change of `path` (absolute), stored as entry `entry_id` at `now`
     /// (ms). The first change of a file keeps `before` (its state before that change); later
-    /// ones only move its latest change, and `before` is ignored. `before` is `None` when the
-    /// caller found the original kept already and read nothing: a file not in the index then
-    /// stays out of it (`Ok(None)`), as its original is not known.
-    pub fn record(
-        &self,
-        path: &Path,
-        before: Option<&Before>,
-        entry_id: &str,
-        now: i64,
-    ) -> Result<Option<ChangedFile>, SessionError> {
+    /// ones only move its latest change, and `before` is ignored.
+    pub fn record(&self, path: &Path, before: &Before, entry_id: &str, now: i64) -> Result<ChangedFile, SessionError> {
         let mut index = self.load()?;
         index.version = INDEX_VERSION;
         // The index lists the files in the order of their latest change, the latest last.
@@ -133,9 +120,8 @@ impl Originals {
             file.changes += 1;
             index.files.push(file.clone());
             self.save(&index)?;
-            return Ok(Some(file));
+            return Ok(file);
         }
-        let Some(before) = before else { return Ok(None) };
         create_private_dir(&self.dir)?;
         let original = match before {
             Before::Missing => None,
@@ -158,7 +144,7 @@ impl Originals {
         };
         index.files.push(file.clone());
         self.save(&index)?;
-        Ok(Some(file))
+        Ok(file)
     }
 
     /// Replaces the index, all or nothing.
@@ -188,13 +174,11 @@ mod tests {
         assert_eq!(o.dir(), dir.path().join("s/2026_x/originals"));
         assert!(o.list().unwrap().is_empty());
         let a = Path::new("/p/a.rs");
-        o.record(a, Some(&Before::Content(b"one\n".to_vec())), "e1", 10).unwrap();
-        assert!(o.contains(a).unwrap());
-        o.record(Path::new("/p/new.md"), Some(&Before::Missing), "e2", 20).unwrap();
-        // Not known, and nothing read: left out.
-        assert_eq!(o.record(Path::new("/p/other"), None, "e2b", 25).unwrap(), None);
+        o.record(a, &Before::Content(b"one\n".to_vec()), "e1", 10).unwrap();
+        assert!(o.list().unwrap().iter().any(|f| f.path == a));
+        o.record(Path::new("/p/new.md"), &Before::Missing, "e2", 20).unwrap();
         // Ignored: a's original is kept already.
-        o.record(a, Some(&Before::Content(b"changed\n".to_vec())), "e3", 30).unwrap();
+        o.record(a, &Before::Content(b"changed\n".to_vec()), "e3", 30).unwrap();
         let list = o.list().unwrap();
         assert_eq!(list.iter().map(|f| f.path.to_str().unwrap()).collect::<Vec<_>>(), ["/p/a.rs", "/p/new.md"]);
         assert_eq!(list[0].first_change_entry_id, "e1");
