@@ -78,8 +78,8 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(handoff_nvim::cli::run(command, settings));
-    // MCP servers end with the process.
-    handoff_nvim::core::mcp::end_all();
+    // MCP servers (and every other process group the host holds) end with the process.
+    handoff_nvim::core::process_groups::end_all();
     // tokio's stdin reader would keep the runtime alive: do not wait for blocking tasks.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     handoff_nvim::core::sandbox::remove_private_tmpdir();

@@ -244,3 +244,43 @@ async fn a_project_file_swapped_after_it_was_shown_is_not_trusted() {
     again.start("proj").await.unwrap();
     assert!(swapped.exists());
 }
+
+/// A host killed outright (SIGKILL: no exit of its own, nothing of it runs) leaves nothing of
+/// its stdio server: the keeper of the host's process groups (`core::process_groups`) kills the
+/// server's group when the host's end of its pipe closes. The server would end at the end of its
+/// input, but its child sleeps 300 s: gone within the hang guard is the keeper's doing (before
+/// it, the child outlived a killed CLI, an ACP agent or an editor's host).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_killed_outright_leaves_nothing_of_its_servers_running() {
+    use std::process::Stdio;
+    let env = common::BinaryEnv::new().await;
+    let config = env.dir.path().join("mcp.json");
+    std::fs::write(&config, json!({ "mcpServers": { "py": entry(json!({})) } }).to_string()).unwrap();
+    // The model asks the server for its pids, then holds the reply open: the host is mid-reply.
+    env.mock.push(common::tool_call_reply("mcp__py__pids", json!({}), "call_pids"));
+    env.mock.push(handoff_mock::MockReply::Stall { chunks: vec!["still ".into(), "working".into()] });
+    let mut host = env
+        .command(&["--yes", "--mcp-config", config.to_str().unwrap(), "prompt", "--new", "which pids?"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let result = std::sync::Mutex::new(String::new());
+    common::wait_until("the pids in the session", HANG_GUARD, || {
+        let found = common::session_files(&env.session_dir()).iter().flat_map(|f| std::fs::read_to_string(f).ok()).find_map(|text| {
+            text.lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .find(|l| l["message"]["role"] == "toolResult")
+                .map(|l| l["message"]["content"][0]["text"].as_str().unwrap_or_default().to_string())
+        });
+        found.map(|text| *result.lock().unwrap() = text).is_some()
+    })
+    .await;
+    let (pid, child) = pids(&result.lock().unwrap());
+    assert!(common::process_alive(pid) && common::process_alive(child));
+    host.start_kill().unwrap();
+    host.wait().await.unwrap();
+    common::nvim::wait_gone(pid, "the host was killed").await;
+    common::nvim::wait_gone(child, "the host was killed").await;
+}

@@ -1239,3 +1239,53 @@ async fn endurance_1000_prompts_in_one_session_and_100_chained_handoffs_memory_s
     assert_eq!(hops, 100);
     assert_eq!(cur, path);
 }
+
+/// The processes of the host's `/proc` whose command line is exactly `argv`.
+fn processes_running(argv: &[&str]) -> Vec<u32> {
+    let wanted: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted))
+        .filter(|pid| common::process_alive(*pid))
+        .collect()
+}
+
+/// A host killed outright mid-reply (SIGKILL: no exit code of its own runs) leaves nothing a
+/// bash command of its turn left running in the background: the command's process group stays
+/// the host's after the command (`core::process_groups`), and the groups' keeper kills it once
+/// the host is gone. Under the sandbox and without it. The control: with the group let go when
+/// its command ends (as before the keeper), the unsandboxed `sleep` runs on after the host (the
+/// sandbox's own pid namespace ended it already).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_killed_mid_reply_leaves_no_background_process_of_a_command() {
+    for (policy, marker) in [("workspace-write", "313.25"), ("off", "317.75")] {
+        let env = common::BinaryEnv::new().await;
+        env.mock.push(common::tool_call_reply(
+            "bash",
+            serde_json::json!({ "command": format!("sleep {marker} >/dev/null 2>&1 & echo started") }),
+            "call_bg",
+        ));
+        env.mock.push(MockReply::Stall { chunks: vec!["still ".into(), "working".into()] });
+        let mut host = env
+            .command(&["--yes", "--sandbox", policy, "prompt", "--new", "start it"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        common::wait_until("the command's result in the session", HANG_GUARD, || {
+            session_files(&env.session_dir())
+                .iter()
+                .flat_map(|f| std::fs::read_to_string(f).ok())
+                .any(|text| text.contains("\"toolResult\"") && text.contains("started"))
+        })
+        .await;
+        let sleeping = processes_running(&["sleep", marker]);
+        assert_eq!(sleeping.len(), 1, "{policy}: the background sleep runs after its command");
+        host.start_kill().unwrap();
+        host.wait().await.unwrap();
+        common::nvim::wait_gone(sleeping[0], &format!("the host was killed ({policy})")).await;
+    }
+}

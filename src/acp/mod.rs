@@ -686,16 +686,7 @@ mod tests {
     }
 
     fn info(id: &str, parent: Option<&str>, empty: bool) -> SessionInfo {
-        SessionInfo {
-            id: id.into(),
-            path: PathBuf::from(format!("/s/{id}.jsonl")),
-            cwd: "/p".into(),
-            timestamp: format!("t-{id}"),
-            parent_session: parent.map(|p| format!("/s/{p}.jsonl")),
-            first_message: format!("first of {id}"),
-            message_count: usize::from(!empty),
-            empty,
-        }
+        SessionInfo::listed(id, parent, empty)
     }
 
     #[test]

@@ -73,10 +73,7 @@ impl Record {
         let Some(dir) = self.path.parent() else { return Err(io::Error::other("no folder for the record")) };
         file::create_private_dir(dir).map_err(io::Error::other)?;
         let text = serde_json::to_vec_pretty(entries).map_err(io::Error::other)?;
-        // A name of this process's own: two agents never write the same staging file.
-        let staging = dir.join(format!(".{FILE}.{}.tmp", std::process::id()));
-        file::write_private_file(&staging, &text).map_err(io::Error::other)?;
-        std::fs::rename(&staging, &self.path)
+        file::replace_private_file(&self.path, &text).map_err(io::Error::other)
     }
 }
 

@@ -4,7 +4,8 @@
 //!
 //! Layers, bottom up: `message` → `session` and `provider` (with `failure`, the kinds a front
 //! end branches on) → `agent` → `handoff` → `controller` (its `lifecycle`: the prompt's states). `task` spawns
-//! tasks whose panics are logged and release what they hold.
+//! tasks whose panics are logged and release what they hold; `process_groups` ends the children's
+//! process groups with the host, even a host killed outright.
 
 pub mod agent;
 pub mod config;
@@ -15,6 +16,7 @@ pub mod handoff;
 pub mod mcp;
 pub mod message;
 mod parallel;
+pub mod process_groups;
 pub mod provider;
 pub mod sandbox;
 pub mod session;

@@ -957,7 +957,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     }
     host.finish().await;
     tracing::info!("host exits");
-    crate::core::mcp::end_all();
+    crate::core::process_groups::end_all();
     crate::core::sandbox::remove_private_tmpdir();
     std::process::exit(0)
 }

@@ -373,7 +373,7 @@ impl AgentSession {
     /// Keeps the original of a file a call changed (its first change in the session), or moves
     /// its latest change. A failure is told, never fatal: the change itself is done.
     fn keep_original(&self, capture: &Capture, entry_id: &str) {
-        let recorded = self.originals().record(&capture.path, Some(&capture.before), entry_id, now_millis());
+        let recorded = self.originals().record(&capture.path, &capture.before, entry_id, now_millis());
         if let Err(e) = recorded {
             tracing::error!(path = %capture.path.display(), "cannot keep the original: {e}");
             self.emit(AgentEvent::Notice(Notice::new(

@@ -16,6 +16,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use super::config::Transport;
 use super::link::ServerLink;
 use super::McpError;
+use crate::core::process_groups;
 use crate::core::tools::EnvPolicy;
 
 /// A live connection; dropping it ends the server (its whole process group for stdio).
@@ -75,36 +76,9 @@ fn has_exited(_pid: i32) -> bool {
     false
 }
 
-/// The process groups of the stdio servers running now: [`end_all`] kills them when the host
-/// exits without dropping its hubs (`std::process::exit`).
-static GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
-
-fn groups() -> std::sync::MutexGuard<'static, Vec<i32>> {
-    crate::core::sync::lock(&GROUPS)
-}
-
-/// Kills every stdio server's process group.
-pub fn end_all() {
-    for group in std::mem::take(&mut *groups()) {
-        kill_group_now(group);
-    }
-}
-
 fn kill_group(group: i32) {
-    groups().retain(|g| *g != group);
-    kill_group_now(group);
+    process_groups::kill(group);
 }
-
-#[cfg(unix)]
-fn kill_group_now(group: i32) {
-    // SAFETY: kill(2) with a negative pid signals that process group; no memory is touched.
-    unsafe {
-        libc::kill(-group, libc::SIGKILL);
-    }
-}
-
-#[cfg(not(unix))]
-fn kill_group_now(_group: i32) {}
 
 impl Connection {
     fn peer(&self) -> Result<&rmcp::Peer<RoleClient>, McpError> {
@@ -191,8 +165,9 @@ pub(crate) async fn connect(
                 .spawn()
                 .map_err(|e| McpError::Spawn(format!("{command}: {e}")))?;
             let group = process.id().and_then(|id| i32::try_from(id).ok());
+            // Killed with the host, even a host killed outright (its keeper does it then).
             if let Some(group) = group {
-                groups().push(group);
+                process_groups::adopt(group);
             }
             if let Some(stderr) = stderr {
                 let name = name.to_string();

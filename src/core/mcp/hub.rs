@@ -1,6 +1,6 @@
 //! The session's MCP servers: started together on the first prompt (each within the start-up
 //! timeout), their tools offered through the [`ToolSource`] seam, a dead one started again by the
-//! next call of its tool, and all of them ended with the hub (or [`super::end_all`] at exit).
+//! next call of its tool, and all of them ended with the hub (or `process_groups::end_all` at exit).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};

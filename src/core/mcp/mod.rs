@@ -12,7 +12,6 @@ pub mod tool;
 #[cfg(test)]
 mod tests;
 
-pub use client::end_all;
 pub use config::{McpConfig, McpSettings, ProjectFile, ServerConfig, Transport, TrustStore};
 pub use hub::{McpHub, ServerStatus, State};
 

@@ -188,16 +188,7 @@ mod tests {
     use super::*;
 
     fn info(id: &str, parent: Option<&str>) -> SessionInfo {
-        SessionInfo {
-            id: id.into(),
-            path: PathBuf::from(format!("/s/{id}.jsonl")),
-            cwd: "/p".into(),
-            timestamp: format!("t-{id}"),
-            parent_session: parent.map(|p| format!("/s/{p}.jsonl")),
-            first_message: format!("first of {id}"),
-            message_count: 1,
-            empty: false,
-        }
+        SessionInfo::listed(id, parent, false)
     }
 
     fn ids(placed: &[Placed<'_>]) -> Vec<(String, usize)> {

@@ -9,13 +9,12 @@
 //!
 //! Changes made by `bash` commands are not known here.
 
-use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::paths::session_side_dir;
-use super::store::file::{create_private_dir, write_private_file};
+use super::store::file::{create_private_dir, read_json, replace_private_file, write_private_file};
 use super::SessionError;
 
 /// The folder of the originals inside a session's side folder.
@@ -83,15 +82,8 @@ impl Originals {
     }
 
     fn load(&self) -> Result<Index, SessionError> {
-        let path = self.index_path();
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| SessionError::Io {
-                path,
-                source: std::io::Error::new(ErrorKind::InvalidData, format!("invalid index of changed files: {e}")),
-            }),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(Index { version: INDEX_VERSION, files: Vec::new() }),
-            Err(source) => Err(SessionError::Io { path, source }),
-        }
+        let index = read_json(&self.index_path(), "index of changed files")?;
+        Ok(index.unwrap_or(Index { version: INDEX_VERSION, files: Vec::new() }))
     }
 
     /// The changed files, the most recently changed first (an empty list when there are none).
@@ -99,11 +91,6 @@ impl Originals {
         let mut files = self.load()?.files;
         files.reverse();
         Ok(files)
-    }
-
-    /// Whether `path`'s original is kept already (its first change was recorded).
-    pub fn contains(&self, path: &Path) -> Result<bool, SessionError> {
-        Ok(self.load()?.files.iter().any(|f| f.path == path))
     }
 
     /// Where the original of `file` is (`None` for a created file).
@@ -121,16 +108,8 @@ impl Originals {
 
     /// Records a successful change of `path` (absolute), stored as entry `entry_id` at `now`
     /// (ms). The first change of a file keeps `before` (its state before that change); later
-    /// ones only move its latest change, and `before` is ignored. `before` is `None` when the
-    /// caller found the original kept already and read nothing: a file not in the index then
-    /// stays out of it (`Ok(None)`), as its original is not known.
-    pub fn record(
-        &self,
-        path: &Path,
-        before: Option<&Before>,
-        entry_id: &str,
-        now: i64,
-    ) -> Result<Option<ChangedFile>, SessionError> {
+    /// ones only move its latest change, and `before` is ignored.
+    pub fn record(&self, path: &Path, before: &Before, entry_id: &str, now: i64) -> Result<ChangedFile, SessionError> {
         let mut index = self.load()?;
         index.version = INDEX_VERSION;
         // The index lists the files in the order of their latest change, the latest last.
@@ -141,9 +120,8 @@ impl Originals {
             file.changes += 1;
             index.files.push(file.clone());
             self.save(&index)?;
-            return Ok(Some(file));
+            return Ok(file);
         }
-        let Some(before) = before else { return Ok(None) };
         create_private_dir(&self.dir)?;
         let original = match before {
             Before::Missing => None,
@@ -166,17 +144,14 @@ impl Originals {
         };
         index.files.push(file.clone());
         self.save(&index)?;
-        Ok(Some(file))
+        Ok(file)
     }
 
-    /// Replaces the index, all or nothing (written under a temporary name, then renamed).
+    /// Replaces the index, all or nothing.
     fn save(&self, index: &Index) -> Result<(), SessionError> {
         create_private_dir(&self.dir)?;
         let json = serde_json::to_vec_pretty(index).map_err(|e| SessionError::Encode(e.to_string()))?;
-        let staging = self.dir.join(format!(".{INDEX_FILE}.tmp"));
-        write_private_file(&staging, &json)?;
-        let path = self.index_path();
-        std::fs::rename(&staging, &path).map_err(|source| SessionError::Io { path, source })
+        replace_private_file(&self.index_path(), &json)
     }
 }
 
@@ -199,13 +174,11 @@ mod tests {
         assert_eq!(o.dir(), dir.path().join("s/2026_x/originals"));
         assert!(o.list().unwrap().is_empty());
         let a = Path::new("/p/a.rs");
-        o.record(a, Some(&Before::Content(b"one\n".to_vec())), "e1", 10).unwrap();
-        assert!(o.contains(a).unwrap());
-        o.record(Path::new("/p/new.md"), Some(&Before::Missing), "e2", 20).unwrap();
-        // Not known, and nothing read: left out.
-        assert_eq!(o.record(Path::new("/p/other"), None, "e2b", 25).unwrap(), None);
+        o.record(a, &Before::Content(b"one\n".to_vec()), "e1", 10).unwrap();
+        assert!(o.list().unwrap().iter().any(|f| f.path == a));
+        o.record(Path::new("/p/new.md"), &Before::Missing, "e2", 20).unwrap();
         // Ignored: a's original is kept already.
-        o.record(a, Some(&Before::Content(b"changed\n".to_vec())), "e3", 30).unwrap();
+        o.record(a, &Before::Content(b"changed\n".to_vec()), "e3", 30).unwrap();
         let list = o.list().unwrap();
         assert_eq!(list.iter().map(|f| f.path.to_str().unwrap()).collect::<Vec<_>>(), ["/p/a.rs", "/p/new.md"]);
         assert_eq!(list[0].first_change_entry_id, "e1");
@@ -226,7 +199,9 @@ mod tests {
             let mode = std::fs::metadata(o.dir()).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o700);
         }
-        assert!(!o.dir().join(format!(".{INDEX_FILE}.tmp")).exists());
+        // No staging file is left (the index is written under one, then renamed).
+        let staged: Vec<_> = std::fs::read_dir(o.dir()).unwrap().filter_map(|e| e.unwrap().file_name().into_string().ok()).filter(|n| n.ends_with(".tmp")).collect();
+        assert!(staged.is_empty(), "{staged:?}");
     }
 
     #[test]

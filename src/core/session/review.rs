@@ -12,7 +12,6 @@
 //! holds each version's bytes. Files are 0600 in 0700 folders, like the session itself; the
 //! index is replaced atomically. pi never reads the side folder, so it still resumes the session.
 
-use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -20,7 +19,7 @@ use sha2::{Digest, Sha256};
 
 use super::changes::Before;
 use super::paths::session_side_dir;
-use super::store::file::{create_private_dir, write_private_file};
+use super::store::file::{create_private_dir, read_json, replace_private_file, write_private_file};
 use super::SessionError;
 
 /// The review's folder inside a session's side folder.
@@ -175,24 +174,14 @@ impl Review {
     }
 
     fn load(&self) -> Result<Index, SessionError> {
-        let path = self.index_path();
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| SessionError::Io {
-                path,
-                source: std::io::Error::new(ErrorKind::InvalidData, format!("invalid review index: {e}")),
-            }),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(Index { version: INDEX_VERSION, next_id: 1, calls: Vec::new() }),
-            Err(source) => Err(SessionError::Io { path, source }),
-        }
+        let index = read_json(&self.index_path(), "review index")?;
+        Ok(index.unwrap_or(Index { version: INDEX_VERSION, next_id: 1, calls: Vec::new() }))
     }
 
     fn save(&self, index: &Index) -> Result<(), SessionError> {
         create_private_dir(&self.dir)?;
         let json = serde_json::to_vec(index).map_err(|e| SessionError::Encode(e.to_string()))?;
-        let staging = self.dir.join(format!(".{INDEX_FILE}.tmp"));
-        write_private_file(&staging, &json)?;
-        let path = self.index_path();
-        std::fs::rename(&staging, &path).map_err(|source| SessionError::Io { path, source })
+        replace_private_file(&self.index_path(), &json)
     }
 
     /// Keeps `bytes` as a blob (once per content) and returns its name.

@@ -20,6 +20,7 @@ use super::truncate::{
     format_size, truncate_tail, TruncatedBy, Truncation, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES,
 };
 use super::{ToolContext, ToolDefinition, ToolError, ToolOutput};
+use crate::core::process_groups;
 
 /// pi's throttle for partial output updates.
 const UPDATE_INTERVAL: Duration = Duration::from_millis(100);
@@ -89,15 +90,23 @@ enum Stop {
 }
 
 /// Kills the command's process group unless disarmed: on abort, on timeout, and when the tool's
-/// future is dropped while the command runs.
+/// future is dropped while the command runs. The group is the host's from its start
+/// (`process_groups`): whatever of it is left when the host exits, killed or not, goes with it.
 struct GroupKill {
     pgid: Option<i32>,
 }
 
 impl GroupKill {
+    fn new(pgid: Option<i32>) -> Self {
+        if let Some(pgid) = pgid {
+            process_groups::adopt(pgid);
+        }
+        GroupKill { pgid }
+    }
+
     fn kill(&mut self) {
         if let Some(pgid) = self.pgid.take() {
-            kill_group(pgid);
+            process_groups::kill(pgid);
         }
     }
 }
@@ -105,17 +114,6 @@ impl GroupKill {
 impl Drop for GroupKill {
     fn drop(&mut self) {
         self.kill();
-    }
-}
-
-fn kill_group(pgid: i32) {
-    if pgid <= 1 {
-        return;
-    }
-    // SAFETY: killpg only sends a signal; pgid is the group our child leads (it was spawned
-    // with process_group(0), so its pid is the group id), never 0 or 1.
-    unsafe {
-        libc::killpg(pgid, libc::SIGKILL);
     }
 }
 
@@ -176,7 +174,7 @@ async fn run_prepared(
     }
     let mut child =
         spawned.map_err(|e| ToolError::io(format!("Could not run {}", program.display()), e))?;
-    let mut group = GroupKill { pgid: child.id().and_then(|p| i32::try_from(p).ok()) };
+    let mut group = GroupKill::new(child.id().and_then(|p| i32::try_from(p).ok()));
 
     let spill_dir = ctx.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
     let mut output = OutputBuffer::new(spill_dir);
@@ -231,7 +229,8 @@ async fn run_prepared(
         }
     }
     if stop.is_none() {
-        // The shell is gone; what it left running in the background is left alone, as pi.
+        // The shell is gone; what it left running in the background runs on, as in pi, until
+        // the host exits (the group stays the host's: `process_groups`).
         group.pgid = None;
     }
     drop(rx);

@@ -4,8 +4,10 @@
 //! a session follows the same rules through `write_private_file`.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{ErrorKind, Write};
 use std::path::Path;
+
+use serde::de::DeserializeOwned;
 
 use crate::core::session::SessionError;
 
@@ -90,4 +92,31 @@ pub(crate) fn write_private_file(path: &Path, contents: &[u8]) -> Result<(), Ses
     }
     let mut file = options.open(path).map_err(io_err(path))?;
     file.write_all(contents).and_then(|()| file.sync_data()).map_err(io_err(path))
+}
+
+/// Replaces `path` with `contents`, all or nothing: written (0600, synced) under a staging name
+/// of this process's own beside it (`.<name>.<pid>.tmp`: two processes never write the same
+/// one), then renamed over it. The small indexes and records kept beside sessions are written
+/// so: a reader sees the old file or the new one, never half of one.
+pub(crate) fn replace_private_file(path: &Path, contents: &[u8]) -> Result<(), SessionError> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let staging = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    if let Err(e) = write_private_file(&staging, contents) {
+        let _ = fs::remove_file(&staging);
+        return Err(e);
+    }
+    fs::rename(&staging, path).map_err(io_err(path))
+}
+
+/// The JSON file at `path` read as a `T`; `None` when there is no such file. A file that is not
+/// a `T` is an error naming it as `what` (`invalid <what>: …`).
+pub(crate) fn read_json<T: DeserializeOwned>(path: &Path, what: &str) -> Result<Option<T>, SessionError> {
+    match fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| SessionError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(ErrorKind::InvalidData, format!("invalid {what}: {e}")),
+        }),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(SessionError::Io { path: path.to_path_buf(), source }),
+    }
 }

@@ -34,6 +34,24 @@ pub struct SessionInfo {
     pub empty: bool,
 }
 
+#[cfg(test)]
+impl SessionInfo {
+    /// A listed session for tests of what reads listings: `/s/<id>.jsonl` in `/p`, handed off
+    /// from `/s/<parent>.jsonl`; one message, or none when `empty`.
+    pub(crate) fn listed(id: &str, parent: Option<&str>, empty: bool) -> SessionInfo {
+        SessionInfo {
+            id: id.into(),
+            path: PathBuf::from(format!("/s/{id}.jsonl")),
+            cwd: "/p".into(),
+            timestamp: format!("t-{id}"),
+            parent_session: parent.map(|p| format!("/s/{p}.jsonl")),
+            first_message: format!("first of {id}"),
+            message_count: usize::from(!empty),
+            empty,
+        }
+    }
+}
+
 impl SessionManager {
     /// Sessions stored for `cwd`, newest first. A file is summarized once for each (size,
     /// modification time) it has: the summaries are kept for the life of the process, so a
