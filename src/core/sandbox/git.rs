@@ -225,7 +225,7 @@ impl Recorder {
 
     /// The files git reads to answer in a repository whose git folder is `git_dir`.
     fn git_folder(&mut self, git_dir: &Path) {
-        for name in ["HEAD", "config", "config.worktree", "commondir", "gitdir", "index"] {
+        for name in GIT_FOLDER_READS {
             self.look(&git_dir.join(name), Look::Read);
         }
     }
@@ -235,17 +235,24 @@ impl Recorder {
     }
 }
 
-/// What git reads for a project that is its repository's top with a `.git` folder, the
-/// settings of the user and of the system, and the way from the project up to `/` (where git
-/// looks for a repository): the inputs a first answer is expected to have.
+/// The files git reads in a git folder to answer: [`Recorder::git_folder`]'s, and what a first
+/// answer expects ([`usual_inputs`]).
+const GIT_FOLDER_READS: [&str; 6] = ["HEAD", "config", "config.worktree", "commondir", "gitdir", "index"];
+
+/// What every answer reads before git is asked: the way from the project up to `/` (where git
+/// looks for a repository) and the settings of the user and of the system.
+fn search_inputs(project: &Path) -> Vec<(PathBuf, Look)> {
+    let ancestors = project.ancestors().map(|dir| (dir.join(".git"), Look::Read));
+    ancestors.chain(user_configs().into_iter().map(|p| (p, Look::Read))).collect()
+}
+
+/// [`search_inputs`], and what git reads for a project that is its repository's top with a
+/// `.git` folder: the inputs a first answer is expected to have.
 fn usual_inputs(project: &Path) -> Vec<(PathBuf, Look)> {
     let git = project.join(".git");
-    let mut looks: Vec<(PathBuf, Look)> = project.ancestors().map(|dir| (dir.join(".git"), Look::Read)).collect();
-    for name in ["HEAD", "config", "config.worktree", "commondir", "gitdir", "index"] {
-        looks.push((git.join(name), Look::Read));
-    }
+    let mut looks = search_inputs(project);
+    looks.extend(GIT_FOLDER_READS.iter().map(|name| (git.join(name), Look::Read)));
     looks.extend([(git.join("hooks"), Look::List), (git.join("worktrees"), Look::List)]);
-    looks.extend(user_configs().into_iter().map(|p| (p, Look::Read)));
     looks
 }
 
@@ -280,18 +287,46 @@ fn git_command(dir: &Path, args: &[&str]) -> Command {
     cmd
 }
 
-/// Runs the `queries` (each a folder and git's arguments) at once and returns each one's
-/// output, `None` where git failed: each is a process of its own, which a loaded machine runs
-/// side by side.
-fn git_all(queries: &[(&Path, &[&str])]) -> Vec<Option<Vec<u8>>> {
-    let children: Vec<Option<std::process::Child>> = queries.iter().map(|(dir, args)| git_command(dir, args).spawn().ok()).collect();
-    children
-        .into_iter()
-        .map(|child| {
+/// git's three answers in one checkout (the top, or a submodule's), each `None` where git
+/// failed.
+struct Answers {
+    /// `rev-parse --absolute-git-dir --git-common-dir` (and `--show-toplevel` at the top), a
+    /// line each.
+    folders: Option<Vec<u8>>,
+    /// `config --list --show-origin -z`: the config git finds there.
+    config: Option<Vec<u8>>,
+    /// `ls-files --stage -z`: the index's part of the tree there, relative to `dir`.
+    index: Option<Vec<u8>>,
+}
+
+impl Answers {
+    /// Asks git's three questions in `dir` at once (`top`: where its work tree's top is too):
+    /// each is a process of its own, which a loaded machine runs side by side.
+    fn ask(dir: &Path, top: bool) -> Answers {
+        let rev_parse: &[&str] = if top {
+            &["rev-parse", "--absolute-git-dir", "--git-common-dir", "--show-toplevel"]
+        } else {
+            &["rev-parse", "--absolute-git-dir", "--git-common-dir"]
+        };
+        let queries: [&[&str]; 3] = [
+            rev_parse,
+            &["config", "--list", "--show-origin", "-z"],
+            &["ls-files", "--stage", "-z"],
+        ];
+        let [folders, config, index] = queries.map(|args| git_command(dir, args).spawn().ok()).map(|child| {
             let out = child?.wait_with_output().ok()?;
             out.status.success().then_some(out.stdout)
-        })
-        .collect()
+        });
+        Answers { folders, config, index }
+    }
+
+    /// The git folder, the common folder and the top (if asked) `rev-parse` named, as real
+    /// paths.
+    fn folders(&self, dir: &Path) -> [Option<PathBuf>; 3] {
+        let text = self.folders.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
+        let mut lines = text.lines();
+        [(); 3].map(|()| lines.next().map(|line| absolute(dir, line)))
+    }
 }
 
 fn absolute(base: &Path, text: &str) -> PathBuf {
@@ -305,34 +340,20 @@ fn absolute(base: &Path, text: &str) -> PathBuf {
 fn ask_git(project: &Path, seen: &mut Recorder) -> GitLayout {
     let mut layout = GitLayout::default();
     let project = real_path(project);
-    // Where git looks for the repository: from the project up.
-    for dir in project.ancestors() {
-        seen.look(&dir.join(".git"), Look::Read);
+    for (path, look) in search_inputs(&project) {
+        seen.look(&path, look);
     }
-    for file in user_configs() {
-        seen.look(&file, Look::Read);
-    }
-    // The top's three questions at once: the config and the index git finds from the project
-    // are the top's; the index lists the project's part of the tree, relative to it.
-    let [found, config, index] = git_all(&[
-        (&project, &["rev-parse", "--absolute-git-dir", "--git-common-dir", "--show-toplevel"]),
-        (&project, &["config", "--list", "--show-origin", "-z"]),
-        (&project, &["ls-files", "--stage", "-z"]),
-    ])
-    .try_into()
-    .unwrap_or_else(|_: Vec<_>| [None, None, None]);
-    let Some(found) = found else {
+    // The config and the index git finds from the project are the top's; the index lists the
+    // project's part of the tree, relative to it.
+    let answers = Answers::ask(&project, true);
+    if answers.folders.is_none() {
         let git = project.join(".git");
         if seen.look(&git, Look::Read).kind == Kind::Dir {
             layout.git_dirs.push(git);
         }
         return layout;
-    };
-    let text = String::from_utf8_lossy(&found);
-    let mut lines = text.lines();
-    let (Some(git_dir), Some(common), top) = (lines.next(), lines.next(), lines.next()) else { return layout };
-    let git_dir = absolute(&project, git_dir);
-    let common = absolute(&project, common);
+    }
+    let [Some(git_dir), Some(common), top] = answers.folders(&project) else { return layout };
     for dir in [&common, &git_dir] {
         seen.git_folder(dir);
         if !layout.git_dirs.iter().any(|d| dir.starts_with(d)) {
@@ -340,46 +361,37 @@ fn ask_git(project: &Path, seen: &mut Recorder) -> GitLayout {
             layout.git_dirs.push(dir.clone());
         }
     }
-    let top = top.map_or_else(|| project.clone(), |t| absolute(&project, t));
+    let top = top.unwrap_or_else(|| project.clone());
     // The project's own `.git` file (a submodule's or a linked worktree's checkout).
     let own = top.join(".git");
     if own.starts_with(&project) && seen.look(&own, Look::Read).kind == Kind::File {
         layout.pointers.push(own);
     }
-    let mut checkouts = vec![Checkout { dir: top, common, config, index, listed_from: project.clone() }];
+    let mut checkouts = vec![Checkout { dir: top, common, answers, listed_from: project.clone() }];
     let mut visited = HashSet::new();
     while let Some(checkout) = checkouts.pop() {
         if !visited.insert(checkout.dir.clone()) || visited.len() > MAX_SUBMODULES {
             continue;
         }
-        if let Some(config) = &checkout.config {
+        if let Some(config) = &checkout.answers.config {
             planted_in_config(config, &checkout.dir, &project, &mut layout.planted, &mut layout.absent, seen);
         }
         // The hooks of its own folder may link to tracked scripts (`core.hooksPath`'s are
         // read above; git's `--git-path hooks` would answer our own `/dev/null`).
         hook_targets(&checkout.common.join("hooks"), &project, &mut layout.planted, seen);
-        for sub in gitlinks(checkout.index.as_deref(), &checkout.listed_from) {
+        for sub in gitlinks(checkout.answers.index.as_deref(), &checkout.listed_from) {
             let pointer = sub.join(".git");
             if !pointer.starts_with(&project) || seen.look(&pointer, Look::Read).kind == Kind::Absent {
                 continue;
             }
             layout.pointers.push(pointer.clone());
-            // The module's three questions at once, as the top's.
-            let [found, config, index] = git_all(&[
-                (&sub, &["rev-parse", "--absolute-git-dir", "--git-common-dir"]),
-                (&sub, &["config", "--list", "--show-origin", "-z"]),
-                (&sub, &["ls-files", "--stage", "-z"]),
-            ])
-            .try_into()
-            .unwrap_or_else(|_: Vec<_>| [None, None, None]);
-            let text = found.map(|f| String::from_utf8_lossy(&f).into_owned()).unwrap_or_default();
-            let mut lines = text.lines();
-            let (git_dir, common) = (lines.next().map(|d| absolute(&sub, d)), lines.next().map(|c| absolute(&sub, c)));
+            let answers = Answers::ask(&sub, false);
+            let [git_dir, common, _] = answers.folders(&sub);
             for dir in git_dir.iter().chain(&common) {
                 seen.git_folder(dir);
             }
             let common = common.unwrap_or_else(|| pointer.clone());
-            checkouts.push(Checkout { dir: sub.clone(), common, config, index, listed_from: sub });
+            checkouts.push(Checkout { dir: sub.clone(), common, answers, listed_from: sub });
         }
     }
     // Linked worktrees inside the project: their `.git` files.
@@ -405,10 +417,8 @@ struct Checkout {
     dir: PathBuf,
     /// Its common git folder (where its own hooks are).
     common: PathBuf,
-    /// `git config --list --show-origin -z` there.
-    config: Option<Vec<u8>>,
-    /// `git ls-files --stage -z` there, and the folder it ran in (its paths are relative to it).
-    index: Option<Vec<u8>>,
+    answers: Answers,
+    /// The folder the answers were asked in (the index's paths are relative to it).
     listed_from: PathBuf,
 }
 
