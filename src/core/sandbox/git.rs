@@ -50,7 +50,9 @@ pub struct GitLayout {
 /// per check), else asked anew. One answer at a time per project: a command that comes while
 /// [`prefetch`] asks waits for that answer instead of asking again.
 pub fn layout(project: &Path) -> Arc<GitLayout> {
-    static CACHE: OnceLock<Mutex<HashMap<PathBuf, Arc<Mutex<Option<Cached>>>>>> = OnceLock::new();
+    /// A project's answer, if one was made; locked while it is made.
+    type Slot = Arc<Mutex<Option<Cached>>>;
+    static CACHE: OnceLock<Mutex<HashMap<PathBuf, Slot>>> = OnceLock::new();
     let slot = crate::core::sync::lock(CACHE.get_or_init(Default::default)).entry(project.to_path_buf()).or_default().clone();
     let mut slot = crate::core::sync::lock(&slot);
     if let Some(cached) = slot.as_ref() {
@@ -453,7 +455,7 @@ fn planted_in_config(out: &[u8], checkout: &Path, project: &Path, planted: &mut 
     let mut fields = out.split(|b| *b == 0);
     while let (Some(origin), Some(entry)) = (fields.next(), fields.next()) {
         let origin = String::from_utf8_lossy(origin);
-        let entry = String::from_utf8_lossy(&entry);
+        let entry = String::from_utf8_lossy(entry);
         let (key, value) = entry.split_once('\n').unwrap_or((&entry, ""));
         let key = key.to_ascii_lowercase();
         // Relative origins are relative to the top, where git runs.
@@ -619,7 +621,7 @@ fn state_root() -> std::io::Result<PathBuf> {
 /// Removes every view's state, if any was made (called as the host exits).
 pub fn remove_state_root() {
     if let Some(dir) = STATE_ROOT.get() {
-        if let Ok(entries) = std::fs::read_dir(&dir) {
+        if let Ok(entries) = std::fs::read_dir(dir) {
             for entry in entries.flatten() {
                 remove_view_state(&entry.path());
             }
@@ -818,6 +820,44 @@ pub fn refused_note(report: &MergeReport, project: &Path) -> Option<String> {
     ))
 }
 
+// ---------------------------------------------------------------------------------------------
+// Pointer files that appear
+
+/// The `.git` entries of `project`'s tree that are in `now` and were not in `before` (both from
+/// `links::git_entries`, the one index of the tree's folders), sorted.
+pub fn new_pointers(before: &HashSet<PathBuf>, now: &HashSet<PathBuf>) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = now.difference(before).cloned().collect();
+    found.sort();
+    found
+}
+
+/// One sentence about hooks folders of `absent` (see [`GitLayout::absent`]) that exist now.
+pub fn created_hooks_note(absent: &[PathBuf], project: &Path) -> Option<String> {
+    let made: Vec<String> = absent
+        .iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .map(|p| p.strip_prefix(project).unwrap_or(p).display().to_string())
+        .collect();
+    (!made.is_empty()).then(|| {
+        format!(
+            "This command created {}, the hooks folder git's core.hooksPath names: git runs the hooks in it outside the sandbox; the user should review it.",
+            made.join(", ")
+        )
+    })
+}
+
+/// One sentence about new `.git` entries in the tree, or `None`.
+pub fn new_pointers_note(found: &[PathBuf], project: &Path) -> Option<String> {
+    if found.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = found.iter().map(|p| p.strip_prefix(project).unwrap_or(p).display().to_string()).collect();
+    Some(format!(
+        "This command made {}: git follows a .git it finds in a folder (its settings and hooks run code outside the sandbox whenever git runs there, as an editor's git integration does); the user should review it.",
+        names.join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -857,42 +897,4 @@ mod tests {
         assert!(note.contains(".git/commondir, .git/config"), "{note}");
         assert_eq!(refused_note(&MergeReport::default(), Path::new("/p")), None);
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Pointer files that appear
-
-/// The `.git` entries of `project`'s tree that are in `now` and were not in `before` (both from
-/// `links::git_entries`, the one index of the tree's folders), sorted.
-pub fn new_pointers(before: &HashSet<PathBuf>, now: &HashSet<PathBuf>) -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = now.difference(before).cloned().collect();
-    found.sort();
-    found
-}
-
-/// One sentence about hooks folders of `absent` (see [`GitLayout::absent`]) that exist now.
-pub fn created_hooks_note(absent: &[PathBuf], project: &Path) -> Option<String> {
-    let made: Vec<String> = absent
-        .iter()
-        .filter(|p| std::fs::symlink_metadata(p).is_ok())
-        .map(|p| p.strip_prefix(project).unwrap_or(p).display().to_string())
-        .collect();
-    (!made.is_empty()).then(|| {
-        format!(
-            "This command created {}, the hooks folder git's core.hooksPath names: git runs the hooks in it outside the sandbox; the user should review it.",
-            made.join(", ")
-        )
-    })
-}
-
-/// One sentence about new `.git` entries in the tree, or `None`.
-pub fn new_pointers_note(found: &[PathBuf], project: &Path) -> Option<String> {
-    if found.is_empty() {
-        return None;
-    }
-    let names: Vec<String> = found.iter().map(|p| p.strip_prefix(project).unwrap_or(p).display().to_string()).collect();
-    Some(format!(
-        "This command made {}: git follows a .git it finds in a folder (its settings and hooks run code outside the sandbox whenever git runs there, as an editor's git integration does); the user should review it.",
-        names.join(", ")
-    ))
 }
