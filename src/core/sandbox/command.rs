@@ -37,9 +37,9 @@ pub struct SandboxedCommand {
     absent_hooks: Vec<PathBuf>,
     /// What the command may read: every credential location left out, existing or not.
     read_rules: Arc<super::read_rules::ReadRules>,
-    /// The mount namespace's changes (with a mount namespace), from the same answer of git's as
-    /// the views.
-    mounts: Option<protected::SandboxMounts>,
+    /// The mount namespace's changes (none without a mount namespace), from the same answer of
+    /// git's as the views.
+    mounts: protected::SandboxMounts,
 }
 
 impl SandboxedCommand {
@@ -49,18 +49,17 @@ impl SandboxedCommand {
     pub async fn prepare(sandbox: &Sandboxed, cwd: &Path) -> std::io::Result<SandboxedCommand> {
         let project = protected::real_path(cwd);
         let watch_tree = sandbox.mounts && sandbox.settings.mode == super::SandboxMode::WorkspaceWrite;
-        let (sandbox_copy, cwd_copy, project_copy) = (sandbox.clone(), cwd.to_path_buf(), project.clone());
+        let (with_mounts, cwd_copy, project_copy) = (sandbox.mounts, cwd.to_path_buf(), project.clone());
         let (views, absent_hooks, git_entries, read_rules, mounts) = tokio::task::spawn_blocking(move || {
             // Only a mount namespace uses git's answer (its views and read-only files).
             let layout = watch_tree.then(|| git::layout(&project_copy));
             let entries = watch_tree.then(|| Arc::new(super::links::git_entries(&project_copy)));
             let absent = layout.as_ref().map_or_else(Vec::new, |layout| layout.absent.clone());
             let read_rules = super::read_rules::current()?;
-            let mounts = sandbox_copy.mounts.then(|| protected::sandbox_mounts_with(&cwd_copy, layout.as_deref()));
-            let views = match &layout {
-                Some(layout) => sandbox_copy.git_views(layout)?,
-                None => CommandViews::default(),
-            };
+            let mounts = if with_mounts { protected::sandbox_mounts_with(&cwd_copy, layout.as_deref()) } else { Default::default() };
+            // A fresh view of each git folder (`workspace-write` with a mount namespace; in
+            // `read-only` git cannot write, without a namespace `Sandboxed::holes` says so).
+            let views = layout.as_deref().map(git::views_for).transpose()?.unwrap_or_default();
             Ok::<_, std::io::Error>((views, absent, entries, read_rules, mounts))
         })
         .await
@@ -76,7 +75,7 @@ impl SandboxedCommand {
 
     /// The helper's command line (see [`Sandboxed::helper_args`]).
     pub fn helper_args(&self, sandbox: &Sandboxed, cwd: &Path, program: &Path, args: &[&str]) -> Vec<OsString> {
-        sandbox.helper_args(cwd, program, args, &self.views, self.mounts.as_ref(), true)
+        sandbox.helper_args(cwd, program, args, &self.views, &self.mounts, true)
     }
 
     /// Gives the helper its end of the lifeline as [`super::LIFELINE_FD`] and the read rules as

@@ -313,16 +313,6 @@ impl Sandboxed {
         }
     }
 
-    /// The views of the git folders (`layout`'s) a command gets: one per folder, fresh, made
-    /// before it spawns and merged after it ([`git::CommandViews`]). None without a mount
-    /// namespace (then [`Sandboxed::holes`] says so) or in `read-only`, where git cannot write.
-    pub fn git_views(&self, layout: &git::GitLayout) -> std::io::Result<git::CommandViews> {
-        if !self.mounts || self.settings.mode != SandboxMode::WorkspaceWrite {
-            return Ok(git::CommandViews::default());
-        }
-        git::views_for(layout)
-    }
-
     /// What this sandbox cannot protect for a command run in `cwd`, and why, when it has no
     /// mount namespace ([`mount_namespaces`]) and there is something to protect: the command
     /// must then be asked about, whatever the policy (never silently weaker).
@@ -374,16 +364,16 @@ impl Sandboxed {
 
     /// The helper's arguments that run `program args…` in `cwd` under this sandbox (the project
     /// folder is writable in `workspace-write`, and the git folders through `views`); `mounts`:
-    /// the mount namespace's changes if the caller has them
-    /// ([`protected::sandbox_mounts_with`]), else worked out here; `read_rules`: the helper
-    /// finds what it may read at [`READ_RULES_FD`].
+    /// the mount namespace's changes ([`protected::sandbox_mounts_with`], passed when this
+    /// sandbox has a namespace); `read_rules`: the helper finds what it may read at
+    /// [`READ_RULES_FD`]. A command's are `command::SandboxedCommand::helper_args`.
     pub fn helper_args(
         &self,
         cwd: &Path,
         program: &Path,
         args: &[&str],
         views: &git::CommandViews,
-        mounts: Option<&protected::SandboxMounts>,
+        mounts: &protected::SandboxMounts,
         read_rules: bool,
     ) -> Vec<OsString> {
         let network = if self.settings.network { "true" } else { "false" };
@@ -407,14 +397,6 @@ impl Sandboxed {
             out.push("true".into());
             out.push("--lifeline".into());
             out.push(LIFELINE_FD.to_string().into());
-            let worked_out;
-            let mounts = match mounts {
-                Some(mounts) => mounts,
-                None => {
-                    worked_out = protected::sandbox_mounts(cwd, self.settings.mode == SandboxMode::WorkspaceWrite);
-                    &worked_out
-                }
-            };
             for view in &views.views {
                 out.push("--git-view".into());
                 out.push(view.lower.clone().into());
@@ -650,7 +632,7 @@ mod tests {
             mounts: false,
             scope: None,
         };
-        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "echo -- --x"], &git::CommandViews::default(), None, true);
+        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "echo -- --x"], &git::CommandViews::default(), &Default::default(), true);
         let parsed = HelperArgs::parse(args).unwrap();
         assert_eq!(parsed.read_rules, Some(READ_RULES_FD));
         assert_eq!(parsed.settings, s.settings);
@@ -677,14 +659,14 @@ mod tests {
             mounts: false,
             scope: None,
         };
-        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default(), None, false);
+        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default(), &Default::default(), false);
         let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
         assert_eq!(
             args,
             ["sandbox-exec", "--sandbox", "workspace-write", "--network", "false", "--writable", "/p", "--tmpdir", "/tmp/t", "--", "/bin/bash", "-c", "ls"]
         );
         let ro = Sandboxed { settings: SandboxSettings { mode: SandboxMode::ReadOnly, network: true }, ..s };
-        let args = ro.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default(), None, false);
+        let args = ro.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default(), &Default::default(), false);
         let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
         assert_eq!(&args[..6], ["sandbox-exec", "--sandbox", "read-only", "--network", "true", "--tmpdir"]);
     }
