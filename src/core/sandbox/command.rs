@@ -56,7 +56,7 @@ impl SandboxedCommand {
             let entries = watch_tree.then(|| Arc::new(super::links::git_entries(&project_copy)));
             let absent = layout.as_ref().map_or_else(Vec::new, |layout| layout.absent.clone());
             let read_rules = super::read_rules::current()?;
-            let mounts = if with_mounts { protected::sandbox_mounts_with(&cwd_copy, layout.as_deref()) } else { Default::default() };
+            let mounts = if with_mounts { protected::sandbox_mounts(&cwd_copy, layout.as_deref()) } else { Default::default() };
             // A fresh view of each git folder (`workspace-write` with a mount namespace; in
             // `read-only` git cannot write, without a namespace `Sandboxed::holes` says so).
             let views = layout.as_deref().map(git::views_for).transpose()?.unwrap_or_default();

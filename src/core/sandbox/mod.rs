@@ -320,15 +320,14 @@ impl Sandboxed {
         if self.mounts {
             return None;
         }
-        let mounts = protected::sandbox_mounts(cwd, self.settings.mode == SandboxMode::WorkspaceWrite);
+        // Git's answer, asked once for both uses.
+        let git = (self.settings.mode == SandboxMode::WorkspaceWrite).then(|| git::layout(&protected::real_path(cwd)));
+        let mounts = protected::sandbox_mounts(cwd, git.as_deref());
         let name = |p: &PathBuf| p.strip_prefix(cwd).map_or_else(|_| p.display().to_string(), |r| r.display().to_string());
         let mut open = Vec::new();
-        if self.settings.mode == SandboxMode::WorkspaceWrite {
-            let git = git::layout(&protected::real_path(cwd));
-            if !git.git_dirs.is_empty() {
-                let dirs = git.git_dirs.iter().map(name).collect::<Vec<_>>().join(", ");
-                open.push(format!("git's folders ({dirs}) stay writable whole (its settings and hooks, not only its data)"));
-            }
+        if let Some(git) = git.filter(|git| !git.git_dirs.is_empty()) {
+            let dirs = git.git_dirs.iter().map(name).collect::<Vec<_>>().join(", ");
+            open.push(format!("git's folders ({dirs}) stay writable whole (its settings and hooks, not only its data)"));
         }
         if !mounts.read_only.is_empty() {
             open.push(format!("{} stay writable", mounts.read_only.iter().map(name).collect::<Vec<_>>().join(", ")));
@@ -364,7 +363,7 @@ impl Sandboxed {
 
     /// The helper's arguments that run `program args…` in `cwd` under this sandbox (the project
     /// folder is writable in `workspace-write`, and the git folders through `views`); `mounts`:
-    /// the mount namespace's changes ([`protected::sandbox_mounts_with`], passed when this
+    /// the mount namespace's changes ([`protected::sandbox_mounts`], passed when this
     /// sandbox has a namespace); `read_rules`: the helper finds what it may read at
     /// [`READ_RULES_FD`]. A command's are `command::SandboxedCommand::helper_args`.
     pub fn helper_args(
