@@ -47,7 +47,7 @@ impl SandboxedCommand {
     /// once per command, cached while nothing it read changed, and the tree walked the first
     /// time, on the blocking pool).
     pub async fn prepare(sandbox: &Sandboxed, cwd: &Path) -> std::io::Result<SandboxedCommand> {
-        let project = protected::real_path(cwd);
+        let project = super::paths::real_path(cwd);
         let watch_tree = sandbox.mounts && sandbox.settings.mode == super::SandboxMode::WorkspaceWrite;
         let (with_mounts, cwd_copy, project_copy) = (sandbox.mounts, cwd.to_path_buf(), project.clone());
         let (views, absent_hooks, git_entries, read_rules, mounts) = tokio::task::spawn_blocking(move || {

@@ -234,7 +234,7 @@ pub fn prefetch(project: &Path, settings: SandboxSettings) {
     if !settings.is_on() {
         return;
     }
-    let project = protected::real_path(project);
+    let project = paths::real_path(project);
     {
         let mut started = crate::core::sync::lock(&STARTED);
         if started.contains(&project) {
@@ -304,8 +304,8 @@ pub struct Sandboxed {
 
 impl Sandboxed {
     /// The folders a command run in `cwd` may write: its temp folder, and the project in
-    /// `workspace-write` (`/dev/null` besides) with the git folders it resolves to, which the
-    /// command sees through views (`git::views_for`) when it has a mount namespace.
+    /// `workspace-write` (`/dev/null` besides). A git folder outside the project, which the
+    /// command sees through its view (`git::views_for`), is added by [`Sandboxed::helper_args`].
     pub fn writable<'a>(&'a self, cwd: &'a Path) -> Vec<&'a Path> {
         match self.settings.mode {
             SandboxMode::WorkspaceWrite => vec![cwd, &self.tmpdir],
@@ -321,7 +321,7 @@ impl Sandboxed {
             return None;
         }
         // Git's answer, asked once for both uses.
-        let git = (self.settings.mode == SandboxMode::WorkspaceWrite).then(|| git::layout(&protected::real_path(cwd)));
+        let git = (self.settings.mode == SandboxMode::WorkspaceWrite).then(|| git::layout(&paths::real_path(cwd)));
         let mounts = protected::sandbox_mounts(cwd, git.as_deref());
         let name = |p: &PathBuf| p.strip_prefix(cwd).map_or_else(|_| p.display().to_string(), |r| r.display().to_string());
         let mut open = Vec::new();

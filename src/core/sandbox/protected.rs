@@ -8,6 +8,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use super::paths::{home, real_path};
+
 /// Paths relative to the project root that other programs run code from, with why. Read-only
 /// to sandboxed commands (where they exist; see [`PLANTED_CODE_NAMES`] for host tools). The
 /// git folders are not listed: commands see them through an allowlist (`sandbox::git`).
@@ -138,8 +140,6 @@ fn credential_paths_for(home: Option<&Path>, xdg_config: Option<&Path>, env: &dy
     }
     out
 }
-
-pub use super::paths::{home, normalize_lexically, real_path};
 
 /// Why a host tool must ask before touching a path, whatever the policy.
 #[derive(Clone, Debug, PartialEq, Eq)]
