@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::git::{self, CommandViews, MergeReport};
+use super::git::{self, CommandViews};
 use super::{protected, Sandboxed};
 
 /// How long the namespace's processes have to end once told to (they are SIGKILLed: at once).
@@ -155,7 +155,7 @@ impl SandboxedCommand {
                 let project_copy = project.clone();
                 let (report, pointers) = tokio::task::spawn_blocking(move || {
                     let pointers = before.as_ref().map_or_else(Vec::new, |b| git::new_pointers(b, &super::links::git_entries(&project_copy)));
-                    (finish_views(&views), pointers)
+                    (views.finish(), pointers)
                 })
                 .await
                 .unwrap_or_default();
@@ -169,20 +169,10 @@ impl SandboxedCommand {
                 }
             });
         } else {
-            finish_views(&self.views);
+            self.views.finish();
         }
         note
     }
-}
-
-fn finish_views(views: &CommandViews) -> MergeReport {
-    let mut report = MergeReport::default();
-    for view in &views.views {
-        let done = view.finish();
-        report.applied.extend(done.applied);
-        report.refused.extend(done.refused);
-    }
-    report
 }
 
 /// Waits until the namespace is gone (the host's end reads end of file); when `ended` fires

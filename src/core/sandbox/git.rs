@@ -793,6 +793,16 @@ impl CommandViews {
         }
         report
     }
+
+    /// Merges every view one last time and removes their state (every process of the command
+    /// has ended).
+    pub fn finish(&self) -> MergeReport {
+        let mut report = MergeReport::default();
+        for view in &self.views {
+            report.add(view.finish());
+        }
+        report
+    }
 }
 
 /// A new view of each git folder of `layout` for one command.
