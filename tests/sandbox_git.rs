@@ -47,17 +47,23 @@ async fn a_commondir_cannot_be_planted_in_the_main_repository() {
     assert!(status_runs(&m.project, &marker), "the control's fsmonitor did not run: {results:?}");
 }
 
-/// A repository with a submodule two folders deep (`vendor/lib`) and a linked worktree
-/// (`wt`, inside the project), made by the user outside the sandbox.
-fn repository_with_module_and_worktree(m: &Machine) {
+/// A repository `lib` with one commit, made outside the project, added as a submodule at `at`
+/// (relative to the project) by the user's git, outside the sandbox.
+fn add_module(m: &Machine, at: &str) {
     let lib = m.outside.join("lib");
     std::fs::create_dir_all(&lib).unwrap();
     git(&lib, &["init", "-q"]);
     std::fs::write(lib.join("lib.txt"), "lib\n").unwrap();
     git(&lib, &["add", "."]);
     git(&lib, &["commit", "-q", "-m", "lib"]);
-    let out = git(&m.project, &["submodule", "add", "-q", lib.to_str().unwrap(), "vendor/lib"]);
+    let out = git(&m.project, &["submodule", "add", "-q", lib.to_str().unwrap(), at]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A repository with a submodule two folders deep (`vendor/lib`) and a linked worktree
+/// (`wt`, inside the project), made by the user outside the sandbox.
+fn repository_with_module_and_worktree(m: &Machine) {
+    add_module(m, "vendor/lib");
     git(&m.project, &["commit", "-q", "-m", "submodule"]);
     std::fs::write(m.project.join(".git/info/exclude"), "wt/\n").unwrap();
     let out = git(&m.project, &["worktree", "add", "-q", "wt", "-b", "wt-branch"]);
@@ -283,14 +289,7 @@ async fn a_module_added_between_two_commands_is_protected_for_the_second() {
     let first = bash_here(&m, &pkg, true, "echo first").await;
     assert!(first.contains("first"), "{first}");
     // The user adds a module under the project, outside the sandbox.
-    let lib = m.outside.join("lib");
-    std::fs::create_dir_all(&lib).unwrap();
-    git(&lib, &["init", "-q"]);
-    std::fs::write(lib.join("lib.txt"), "lib\n").unwrap();
-    git(&lib, &["add", "."]);
-    git(&lib, &["commit", "-q", "-m", "lib"]);
-    let out = git(&m.project, &["submodule", "add", "-q", lib.to_str().unwrap(), "pkg/vendor/lib"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    add_module(&m, "pkg/vendor/lib");
     let pointer = pkg.join("vendor/lib/.git");
     let before = std::fs::read_to_string(&pointer).unwrap();
     let rewrite = format!("echo 'gitdir: {}' > vendor/lib/.git; cat vendor/lib/.git", m.outside.join("evil").display());

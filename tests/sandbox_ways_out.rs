@@ -12,19 +12,13 @@
 
 mod common;
 
-use common::machine::{enforced, git, machine, needs, turn, which, BIN, OFF};
+use common::machine::{enforced, git, machine, machine_with, turn, which, BIN, OFF};
 
 use std::io::ErrorKind;
 use std::os::unix::net::{UnixDatagram, UnixListener};
-use std::path::PathBuf;
 use std::process::Command;
 
 use handoff_nvim::core::sandbox::SIMULATED_NO_MOUNTS_VAR;
-
-/// python3, which the socket tests speak through; without it they are skipped (CI has it).
-fn python(test: &str) -> Option<PathBuf> {
-    needs(test, "python3")
-}
 
 // ---------------------------------------------------------------------------------------------
 // Sockets
@@ -69,11 +63,7 @@ async fn the_editors_socket_is_out_of_reach() {
 /// 2. A path socket outside the project (D-Bus, Docker, an SSH agent), stream and datagram.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_path_socket_outside_the_project_is_out_of_reach() {
-    if !enforced("a_path_socket_outside_the_project_is_out_of_reach") {
-        return;
-    }
-    let Some(_) = python("a_path_socket_outside_the_project_is_out_of_reach") else { return };
-    let m = machine();
+    let Some((m, _)) = machine_with("a_path_socket_outside_the_project_is_out_of_reach", "python3") else { return };
     let stream = m.outside.join("agent.sock");
     let datagram = m.outside.join("log.sock");
     let listener = UnixListener::bind(&stream).unwrap();
@@ -110,11 +100,7 @@ async fn a_path_socket_outside_the_project_is_out_of_reach() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_abstract_socket_is_out_of_reach() {
     use std::os::linux::net::SocketAddrExt;
-    if !enforced("an_abstract_socket_is_out_of_reach") {
-        return;
-    }
-    let Some(_) = python("an_abstract_socket_is_out_of_reach") else { return };
-    let m = machine();
+    let Some((m, _)) = machine_with("an_abstract_socket_is_out_of_reach", "python3") else { return };
     let name = format!("handoff-test-{}", std::process::id());
     let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
     let listener = UnixListener::bind_addr(&addr).unwrap();
