@@ -221,7 +221,12 @@ impl Recorder {
         self.0 .0.entry((path.to_path_buf(), look)).or_insert_with(|| Seen::of(path, look))
     }
 
+    /// Whether something is at `path`; a `Read` look taken already says it (the same kind),
+    /// so no second input is recorded for it.
     fn exists(&mut self, path: &Path) -> bool {
+        if let Some(read) = self.0 .0.get(&(path.to_path_buf(), Look::Read)) {
+            return read.kind != Kind::Absent;
+        }
         self.look(path, Look::Kind).kind != Kind::Absent
     }
 
@@ -454,6 +459,10 @@ fn planted_in_config(out: &[u8], checkout: &Path, project: &Path, planted: &mut 
     }
     let mut fields = out.split(|b| *b == 0);
     while let (Some(origin), Some(entry)) = (fields.next(), fields.next()) {
+        // The host's own `-c` settings ([`git_command`]): no file of the project.
+        if origin == b"command line:" {
+            continue;
+        }
         let origin = String::from_utf8_lossy(origin);
         let entry = String::from_utf8_lossy(entry);
         let (key, value) = entry.split_once('\n').unwrap_or((&entry, ""));
@@ -898,6 +907,24 @@ mod tests {
         ] {
             assert!(!data(no), "{no} is not git's data");
         }
+    }
+
+    /// What the session's prefetch asks must serve its first command: an answer for a plain
+    /// repository reads nothing that [`usual_inputs`] does not expect, so it is settled.
+    #[test]
+    fn a_first_answer_for_a_plain_repository_is_settled() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = real_path(dir.path());
+        let git = |args: &[&str]| assert!(Command::new("git").args(args).current_dir(&project).status().unwrap().success(), "git {args:?}");
+        git(&["init", "-q"]);
+        std::fs::create_dir_all(project.join(".git/hooks")).unwrap();
+        let before = Inputs::see(usual_inputs(&project));
+        let mut seen = Recorder::default();
+        let answer = ask_git(&project, &mut seen);
+        assert_eq!(answer.git_dirs, [project.join(".git")]);
+        let inputs = seen.finish();
+        let unexpected: Vec<_> = inputs.0.iter().filter(|(key, seen)| before.0.get(*key) != Some(*seen)).map(|(key, _)| key).collect();
+        assert!(inputs.settled(&before), "read but not expected: {unexpected:?}");
     }
 
     #[test]
