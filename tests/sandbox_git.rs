@@ -286,8 +286,13 @@ async fn a_module_added_between_two_commands_is_protected_for_the_second() {
     let m = machine();
     let pkg = m.project.join("pkg");
     std::fs::create_dir_all(&pkg).unwrap();
-    let first = bash_here(&m, &pkg, true, "echo first").await;
-    assert!(first.contains("first"), "{first}");
+    // Twice: a first answer for a folder of a repository reads what a top's would not, and is
+    // asked again by the next command; the one that command makes is settled, so what serves
+    // the command after the change is the cache's check of its inputs.
+    for _ in 0..2 {
+        let first = bash_here(&m, &pkg, true, "echo first").await;
+        assert!(first.contains("first"), "{first}");
+    }
     // The user adds a module under the project, outside the sandbox.
     add_module(&m, "pkg/vendor/lib");
     let pointer = pkg.join("vendor/lib/.git");
