@@ -253,10 +253,10 @@ fn search_inputs(project: &Path) -> Vec<(PathBuf, Look)> {
     ancestors.chain(user_configs().into_iter().map(|p| (p, Look::Read))).collect()
 }
 
-/// [`search_inputs`], and what git reads for a project that is its repository's top with a
-/// `.git` folder: the inputs a first answer is expected to have.
+/// [`search_inputs`], and what git reads in the `.git` folder nearest the project (its own, or
+/// its repository's when it is a folder of one): the inputs a first answer is expected to have.
 fn usual_inputs(project: &Path) -> Vec<(PathBuf, Look)> {
-    let git = project.join(".git");
+    let git = project.ancestors().map(|dir| dir.join(".git")).find(|git| git.exists()).unwrap_or_else(|| project.join(".git"));
     let mut looks = search_inputs(project);
     looks.extend(GIT_FOLDER_READS.iter().map(|name| (git.join(name), Look::Read)));
     looks.extend([(git.join("hooks"), Look::List), (git.join("worktrees"), Look::List)]);
@@ -910,7 +910,8 @@ mod tests {
     }
 
     /// What the session's prefetch asks must serve its first command: an answer for a plain
-    /// repository reads nothing that [`usual_inputs`] does not expect, so it is settled.
+    /// repository, in its top or a folder of it, reads nothing that [`usual_inputs`] does not
+    /// expect, so it is settled.
     #[test]
     fn a_first_answer_for_a_plain_repository_is_settled() {
         let dir = tempfile::tempdir().unwrap();
@@ -918,13 +919,17 @@ mod tests {
         let git = |args: &[&str]| assert!(Command::new("git").args(args).current_dir(&project).status().unwrap().success(), "git {args:?}");
         git(&["init", "-q"]);
         std::fs::create_dir_all(project.join(".git/hooks")).unwrap();
-        let before = Inputs::see(usual_inputs(&project));
-        let mut seen = Recorder::default();
-        let answer = ask_git(&project, &mut seen);
-        assert_eq!(answer.git_dirs, [project.join(".git")]);
-        let inputs = seen.finish();
-        let unexpected: Vec<_> = inputs.0.iter().filter(|(key, seen)| before.0.get(*key) != Some(*seen)).map(|(key, _)| key).collect();
-        assert!(inputs.settled(&before), "read but not expected: {unexpected:?}");
+        std::fs::create_dir_all(project.join("pkg")).unwrap();
+        // The repository's top, and a folder of it.
+        for dir in [project.clone(), project.join("pkg")] {
+            let before = Inputs::see(usual_inputs(&dir));
+            let mut seen = Recorder::default();
+            let answer = ask_git(&dir, &mut seen);
+            assert_eq!(answer.git_dirs, [project.join(".git")]);
+            let inputs = seen.finish();
+            let unexpected: Vec<_> = inputs.0.iter().filter(|(key, seen)| before.0.get(*key) != Some(*seen)).map(|(key, _)| key).collect();
+            assert!(inputs.settled(&before), "{}: read but not expected: {unexpected:?}", dir.display());
+        }
     }
 
     #[test]
