@@ -48,12 +48,16 @@ impl SandboxedCommand {
     /// time, on the blocking pool).
     pub async fn prepare(sandbox: &Sandboxed, cwd: &Path) -> std::io::Result<SandboxedCommand> {
         let project = super::paths::real_path(cwd);
+        super::own_folder_outside(&sandbox.tmpdir, &project)?;
         let watch_tree = sandbox.mounts && sandbox.settings.mode == super::SandboxMode::WorkspaceWrite;
         let (with_mounts, cwd_copy, project_copy) = (sandbox.mounts, cwd.to_path_buf(), project.clone());
         let (views, absent_hooks, git_entries, read_rules, mounts) = tokio::task::spawn_blocking(move || {
             // Only a mount namespace uses git's answer (its views and read-only files).
             let layout = watch_tree.then(|| git::layout(&project_copy));
             let entries = watch_tree.then(|| Arc::new(super::links::git_entries(&project_copy)));
+            if layout.as_ref().is_some_and(|layout| !layout.git_dirs.is_empty()) {
+                super::own_folder_outside(&git::state_root()?, &project_copy)?;
+            }
             let absent = layout.as_ref().map_or_else(Vec::new, |layout| layout.absent.clone());
             let read_rules = super::read_rules::current()?;
             let mounts = if with_mounts { protected::sandbox_mounts(&cwd_copy, layout.as_deref()) } else { Default::default() };

@@ -292,7 +292,8 @@ pub struct Sandboxed {
     /// The binary that confines the command (see [`helper_binary`]).
     pub helper: HelperBinary,
     pub settings: SandboxSettings,
-    /// The sandbox's own temp folder (the command's `TMPDIR`), writable in every mode.
+    /// The sandbox's own temp folder (the command's `TMPDIR`), writable in every mode: its real
+    /// path as made ([`private_tmpdir`]), never inside the project ([`own_folder_outside`]).
     pub tmpdir: PathBuf,
     /// Whether the helper sets up the mount namespace ([`protected::sandbox_mounts`]): false
     /// where this system cannot (then the approval says what is not protected).
@@ -522,6 +523,7 @@ static MADE: OnceLock<PathBuf> = OnceLock::new();
 /// The sandbox's temp folder for this process: a new folder `$TMPDIR/handoff-sandbox-XXXXXX`
 /// (an unpredictable name, mode 0700, made with `mkdir`, which never follows a symlink another
 /// user planted), made on first use and removed as the host exits ([`remove_private_tmpdir`]).
+/// Its real path as it was made: what [`own_folder_outside`] compares with a project.
 pub fn private_tmpdir() -> std::io::Result<PathBuf> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one_at_a_time = crate::core::sync::lock(&LOCK);
@@ -529,7 +531,28 @@ pub fn private_tmpdir() -> std::io::Result<PathBuf> {
         return Ok(dir.clone());
     }
     let dir = tempfile::Builder::new().prefix("handoff-sandbox-").permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700)).tempdir()?.keep();
+    let dir = std::fs::canonicalize(dir)?;
     Ok(MADE.get_or_init(|| dir).clone())
+}
+
+/// `Ok` when `own`, a folder the host made for the sandbox (its real path as made: the
+/// command's temp folder, [`private_tmpdir`], or git's views' state, `git::state_root`), is
+/// outside `project` (a real path); else why a command there cannot run. Inside the project
+/// (a `$TMPDIR` of the project's), a command could rename the folder above it and leave a
+/// link by its name: the next command's writable temp folder, or the state the host merges git's
+/// data from, would be what the link names (the home folder, say).
+pub fn own_folder_outside(own: &Path, project: &Path) -> std::io::Result<()> {
+    if !own.starts_with(project) {
+        return Ok(());
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::PermissionDenied,
+        format!(
+            "the sandbox's own folder {} is inside the project {}: a command could move it and leave a link in its place, which the next command would write through. Set TMPDIR to a folder outside the project (or run the command without the sandbox)",
+            own.display(),
+            project.display()
+        ),
+    ))
 }
 
 /// Removes this process's temp folder ([`private_tmpdir`]) and what commands left in it, if it
