@@ -55,9 +55,6 @@ impl SandboxedCommand {
             // Only a mount namespace uses git's answer (its views and read-only files).
             let layout = watch_tree.then(|| git::layout(&project_copy));
             let entries = watch_tree.then(|| Arc::new(super::links::git_entries(&project_copy)));
-            if layout.as_ref().is_some_and(|layout| !layout.git_dirs.is_empty()) {
-                super::own_folder_outside(&git::state_root()?, &project_copy)?;
-            }
             let absent = layout.as_ref().map_or_else(Vec::new, |layout| layout.absent.clone());
             let read_rules = super::read_rules::current()?;
             let mounts = if with_mounts { protected::sandbox_mounts(&cwd_copy, layout.as_deref()) } else { Default::default() };

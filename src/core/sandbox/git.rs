@@ -609,13 +609,12 @@ impl MergeReport {
 }
 
 /// The folder under which each command's [`GitView`] keeps its state: `$TMPDIR/handoff-git-XXXXXX`
-/// (0700, a new name), made on first use, outside every folder a command may write (a command
-/// in a project that holds it is refused: `sandbox::own_folder_outside`), removed as the host
-/// exits ([`remove_state_root`]).
+/// (0700, a new name), made on first use, outside every folder a command may write (beside
+/// the command's temp folder, which `sandbox::own_folder_outside` keeps out of the project),
+/// removed as the host exits ([`remove_state_root`]).
 static STATE_ROOT: OnceLock<PathBuf> = OnceLock::new();
 
-/// [`STATE_ROOT`], made if it was not yet.
-pub fn state_root() -> std::io::Result<PathBuf> {
+fn state_root() -> std::io::Result<PathBuf> {
     static LOCK: Mutex<()> = Mutex::new(());
     let _one = crate::core::sync::lock(&LOCK);
     if let Some(dir) = STATE_ROOT.get() {
@@ -626,8 +625,6 @@ pub fn state_root() -> std::io::Result<PathBuf> {
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()?
         .keep();
-    // Its real path as made (`sandbox::own_folder_outside` compares it with the project).
-    let dir = std::fs::canonicalize(dir)?;
     Ok(STATE_ROOT.get_or_init(|| dir).clone())
 }
 

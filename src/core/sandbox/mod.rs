@@ -535,12 +535,12 @@ pub fn private_tmpdir() -> std::io::Result<PathBuf> {
     Ok(MADE.get_or_init(|| dir).clone())
 }
 
-/// `Ok` when `own`, a folder the host made for the sandbox (its real path as made: the
-/// command's temp folder, [`private_tmpdir`], or git's views' state, `git::state_root`), is
+/// `Ok` when `own`, the command's temp folder ([`private_tmpdir`]: its real path as made), is
 /// outside `project` (a real path); else why a command there cannot run. Inside the project
 /// (a `$TMPDIR` of the project's), a command could rename the folder above it and leave a
-/// link by its name: the next command's writable temp folder, or the state the host merges git's
-/// data from, would be what the link names (the home folder, say).
+/// link by its name: the next command's writable temp folder would be what the link names (the
+/// home folder, say). Git's views' state is made in the same `$TMPDIR` (`git::STATE_ROOT`):
+/// this keeps it out of the project too.
 pub fn own_folder_outside(own: &Path, project: &Path) -> std::io::Result<()> {
     if !own.starts_with(project) {
         return Ok(());
