@@ -491,18 +491,12 @@ impl super::Tool for Bash {
     }
 
     async fn run(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        use crate::core::sandbox::{links, protected};
+        use crate::core::sandbox::protected;
         // What the sandbox could not mount over, since it did not exist: said if it appears.
         let absent = ctx.sandbox.as_ref().map(|_| protected::absent_planted_code(&ctx.cwd));
-        // The project's files with other hard links, as they are before: said if it changes one
-        // (the sandbox lets a command write the project, and a link carries the write out).
-        let watch = match &ctx.sandbox {
-            Some(_) => {
-                let cwd = ctx.cwd.clone();
-                tokio::task::spawn_blocking(move || links::watch(&cwd)).await.ok()
-            }
-            None => None,
-        };
+        // The sandbox's side looks at the project's files with other hard links before and
+        // after: said if the command changes one (the sandbox lets a command write the
+        // project, and a link carries the write out).
         let mut prepared = match &ctx.sandbox {
             Some(sandbox) => Some((
                 sandbox,
@@ -513,21 +507,19 @@ impl super::Tool for Bash {
             None => None,
         };
         let ran = run_prepared(arguments, ctx, prepared.as_mut().map(|(sandbox, command)| (*sandbox, command))).await;
-        let refused = match prepared {
+        let finished = match prepared {
             Some((sandbox, command)) => command.finish(sandbox).await,
-            None => None,
+            None => Default::default(),
         };
         let mut output = ran?;
-        if let Some(note) = refused {
+        if let Some(note) = finished.git {
             note_in_result(&mut output, "gitRefused", note);
         }
         if let Some(note) = absent.and_then(|absent| protected::created_planted_code(&ctx.cwd, &absent)) {
             note_in_result(&mut output, "plantedCode", note);
         }
-        if let Some(watch) = watch {
-            if let Ok(Some(note)) = tokio::task::spawn_blocking(move || watch.report()).await {
-                note_in_result(&mut output, "hardLinks", note);
-            }
+        if let Some(note) = finished.hard_links {
+            note_in_result(&mut output, "hardLinks", note);
         }
         Ok(output)
     }
