@@ -47,17 +47,23 @@ async fn a_commondir_cannot_be_planted_in_the_main_repository() {
     assert!(status_runs(&m.project, &marker), "the control's fsmonitor did not run: {results:?}");
 }
 
-/// A repository with a submodule two folders deep (`vendor/lib`) and a linked worktree
-/// (`wt`, inside the project), made by the user outside the sandbox.
-fn repository_with_module_and_worktree(m: &Machine) {
+/// A repository `lib` with one commit, made outside the project, added as a submodule at `at`
+/// (relative to the project) by the user's git, outside the sandbox.
+fn add_module(m: &Machine, at: &str) {
     let lib = m.outside.join("lib");
     std::fs::create_dir_all(&lib).unwrap();
     git(&lib, &["init", "-q"]);
     std::fs::write(lib.join("lib.txt"), "lib\n").unwrap();
     git(&lib, &["add", "."]);
     git(&lib, &["commit", "-q", "-m", "lib"]);
-    let out = git(&m.project, &["submodule", "add", "-q", lib.to_str().unwrap(), "vendor/lib"]);
+    let out = git(&m.project, &["submodule", "add", "-q", lib.to_str().unwrap(), at]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A repository with a submodule two folders deep (`vendor/lib`) and a linked worktree
+/// (`wt`, inside the project), made by the user outside the sandbox.
+fn repository_with_module_and_worktree(m: &Machine) {
+    add_module(m, "vendor/lib");
     git(&m.project, &["commit", "-q", "-m", "submodule"]);
     std::fs::write(m.project.join(".git/info/exclude"), "wt/\n").unwrap();
     let out = git(&m.project, &["worktree", "add", "-q", "wt", "-b", "wt-branch"]);
@@ -87,7 +93,7 @@ async fn git_folders_of_worktrees_and_modules_take_only_data() {
     for (dir, name) in [(m.project.join("wt"), "worktree"), (m.project.join("vendor/lib"), "module"), (m.project.clone(), "main")] {
         assert!(!status_runs(&dir, &marker), "{name}: git ran planted code: {results:?}");
     }
-    assert!(!m.project.join(".git/worktrees/wt/commondir").read_link().is_ok());
+    assert!(m.project.join(".git/worktrees/wt/commondir").read_link().is_err());
     assert_eq!(std::fs::read_to_string(m.project.join(".git/worktrees/wt/commondir")).unwrap().trim(), "../..");
     assert!(!m.project.join(".git/config.worktree").exists(), "{results:?}");
     for (i, what) in [".git/worktrees/wt/commondir", ".git/modules/vendor/lib/commondir", ".git/config.worktree", ".git/modules/vendor/lib/config"].iter().enumerate() {
@@ -280,17 +286,15 @@ async fn a_module_added_between_two_commands_is_protected_for_the_second() {
     let m = machine();
     let pkg = m.project.join("pkg");
     std::fs::create_dir_all(&pkg).unwrap();
-    let first = bash_here(&m, &pkg, true, "echo first").await;
-    assert!(first.contains("first"), "{first}");
+    // Twice: a first answer for a folder of a repository reads what a top's would not, and is
+    // asked again by the next command; the one that command makes is settled, so what serves
+    // the command after the change is the cache's check of its inputs.
+    for _ in 0..2 {
+        let first = bash_here(&m, &pkg, true, "echo first").await;
+        assert!(first.contains("first"), "{first}");
+    }
     // The user adds a module under the project, outside the sandbox.
-    let lib = m.outside.join("lib");
-    std::fs::create_dir_all(&lib).unwrap();
-    git(&lib, &["init", "-q"]);
-    std::fs::write(lib.join("lib.txt"), "lib\n").unwrap();
-    git(&lib, &["add", "."]);
-    git(&lib, &["commit", "-q", "-m", "lib"]);
-    let out = git(&m.project, &["submodule", "add", "-q", lib.to_str().unwrap(), "pkg/vendor/lib"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    add_module(&m, "pkg/vendor/lib");
     let pointer = pkg.join("vendor/lib/.git");
     let before = std::fs::read_to_string(&pointer).unwrap();
     let rewrite = format!("echo 'gitdir: {}' > vendor/lib/.git; cat vendor/lib/.git", m.outside.join("evil").display());

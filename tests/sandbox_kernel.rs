@@ -25,7 +25,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixDatagram, UnixListener};
 use std::path::Path;
 
-use common::machine::{enforced, machine, needs, turn, turn_wrapped, OFF};
+use common::machine::{machine_with, turn, turn_wrapped, OFF};
 use serde_json::json;
 
 /// The model's bash calls, one per command, for [`turn_wrapped`].
@@ -67,11 +67,7 @@ PY"#,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metadata_outside_the_writable_folders_cannot_change() {
-    if !enforced("metadata_outside_the_writable_folders_cannot_change") {
-        return;
-    }
-    let Some(_) = needs("metadata_outside_the_writable_folders_cannot_change", "python3") else { return };
-    let m = machine();
+    let Some((m, _)) = machine_with("metadata_outside_the_writable_folders_cannot_change", "python3") else { return };
     let target = m.outside.join("target.sh");
     std::fs::write(&target, "#!/bin/sh\n").unwrap();
     std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -176,11 +172,7 @@ PY"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_cannot_type_into_the_terminal_the_cli_runs_in() {
-    if !enforced("a_command_cannot_type_into_the_terminal_the_cli_runs_in") {
-        return;
-    }
-    let Some(python) = needs("a_command_cannot_type_into_the_terminal_the_cli_runs_in", "python3") else { return };
-    let m = machine();
+    let Some((m, python)) = machine_with("a_command_cannot_type_into_the_terminal_the_cli_runs_in", "python3") else { return };
     let report = m.outside.join("typed");
     let wrapper = [python.as_os_str(), OsStr::new("-c"), OsStr::new(IN_A_TERMINAL), report.as_os_str()];
     let calls = bash_calls(&[INJECT]);
@@ -224,11 +216,7 @@ PY"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_terminals_are_not_visible_and_a_terminal_of_its_own_works() {
-    if !enforced("other_terminals_are_not_visible_and_a_terminal_of_its_own_works") {
-        return;
-    }
-    let Some(_) = needs("other_terminals_are_not_visible_and_a_terminal_of_its_own_works", "python3") else { return };
-    let m = machine();
+    let Some((m, _)) = machine_with("other_terminals_are_not_visible_and_a_terminal_of_its_own_works", "python3") else { return };
     // A terminal of the user's (another shell, the editor's): open while the turn runs.
     let (mut master, mut slave) = (0, 0);
     // SAFETY: openpty fills the two ints we own; the name and settings are not asked for.
@@ -278,11 +266,7 @@ os.execv(argv[0], argv)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_session_keyring_is_out_of_reach() {
-    if !enforced("the_session_keyring_is_out_of_reach") {
-        return;
-    }
-    let Some(python) = needs("the_session_keyring_is_out_of_reach", "python3") else { return };
-    let m = machine();
+    let Some((m, python)) = machine_with("the_session_keyring_is_out_of_reach", "python3") else { return };
     let canary = "keyring-canary-5c1e";
     let numbers = format!("{},{}", libc::SYS_keyctl, libc::SYS_add_key);
     let wrapper = [python.as_os_str(), OsStr::new("-c"), OsStr::new(IN_A_KEYRING), OsStr::new(&numbers), OsStr::new(canary)];
@@ -339,11 +323,7 @@ int main(int argc, char **argv) {
 #[cfg(target_arch = "x86_64")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn syscalls_of_other_abis_are_refused_or_killed() {
-    if !enforced("syscalls_of_other_abis_are_refused_or_killed") {
-        return;
-    }
-    let Some(gcc) = needs("syscalls_of_other_abis_are_refused_or_killed", "gcc") else { return };
-    let m = machine();
+    let Some((m, gcc)) = machine_with("syscalls_of_other_abis_are_refused_or_killed", "gcc") else { return };
     let source = m.outside.join("abi.c");
     let program = m.outside.join("abi");
     std::fs::write(&source, ABI_PROGRAM).unwrap();
@@ -406,11 +386,7 @@ fn received(log: &UnixDatagram) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_datagram_is_addressed_outside_and_stream_pairs_still_talk() {
-    if !enforced("no_datagram_is_addressed_outside_and_stream_pairs_still_talk") {
-        return;
-    }
-    let Some(_) = needs("no_datagram_is_addressed_outside_and_stream_pairs_still_talk", "python3") else { return };
-    let m = machine();
+    let Some((m, _)) = machine_with("no_datagram_is_addressed_outside_and_stream_pairs_still_talk", "python3") else { return };
     // A listener outside the project, as the journal's socket is.
     let path = m.outside.join("journal.sock");
     let log = UnixDatagram::bind(&path).unwrap();
@@ -431,11 +407,7 @@ async fn no_datagram_is_addressed_outside_and_stream_pairs_still_talk() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_network_on_other_programs_sockets_stay_out_of_reach() {
-    if !enforced("with_the_network_on_other_programs_sockets_stay_out_of_reach") {
-        return;
-    }
-    let Some(_) = needs("with_the_network_on_other_programs_sockets_stay_out_of_reach", "python3") else { return };
-    let m = machine();
+    let Some((m, _)) = machine_with("with_the_network_on_other_programs_sockets_stay_out_of_reach", "python3") else { return };
     // Another editor's socket, and a TCP server (IP is what the network setting opens).
     let editor = m.outside.join("other-editor.sock");
     let listener = UnixListener::bind(&editor).unwrap();
@@ -502,11 +474,7 @@ sys.exit(os.waitstatus_to_exitcode(raw))
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn descriptors_pid_1_inherited_are_out_of_reach() {
-    if !enforced("descriptors_pid_1_inherited_are_out_of_reach") {
-        return;
-    }
-    let Some(python) = needs("descriptors_pid_1_inherited_are_out_of_reach", "python3") else { return };
-    let m = machine();
+    let Some((m, python)) = machine_with("descriptors_pid_1_inherited_are_out_of_reach", "python3") else { return };
     let report = m.outside.join("through-the-descriptor");
     let wrapper = [python.as_os_str(), OsStr::new("-c"), OsStr::new(WITH_A_DESCRIPTOR), report.as_os_str()];
     // The command's parent: pid 1 of its namespace in the sandbox, the CLI outside it.

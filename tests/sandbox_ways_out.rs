@@ -12,19 +12,13 @@
 
 mod common;
 
-use common::machine::{enforced, git, machine, needs, turn, which, BIN, OFF};
+use common::machine::{enforced, git, machine, machine_with, turn, which, BIN, OFF};
 
 use std::io::ErrorKind;
 use std::os::unix::net::{UnixDatagram, UnixListener};
-use std::path::PathBuf;
 use std::process::Command;
 
 use handoff_nvim::core::sandbox::SIMULATED_NO_MOUNTS_VAR;
-
-/// python3, which the socket tests speak through; without it they are skipped (CI has it).
-fn python(test: &str) -> Option<PathBuf> {
-    needs(test, "python3")
-}
 
 // ---------------------------------------------------------------------------------------------
 // Sockets
@@ -69,11 +63,7 @@ async fn the_editors_socket_is_out_of_reach() {
 /// 2. A path socket outside the project (D-Bus, Docker, an SSH agent), stream and datagram.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_path_socket_outside_the_project_is_out_of_reach() {
-    if !enforced("a_path_socket_outside_the_project_is_out_of_reach") {
-        return;
-    }
-    let Some(_) = python("a_path_socket_outside_the_project_is_out_of_reach") else { return };
-    let m = machine();
+    let Some((m, _)) = machine_with("a_path_socket_outside_the_project_is_out_of_reach", "python3") else { return };
     let stream = m.outside.join("agent.sock");
     let datagram = m.outside.join("log.sock");
     let listener = UnixListener::bind(&stream).unwrap();
@@ -110,11 +100,7 @@ async fn a_path_socket_outside_the_project_is_out_of_reach() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_abstract_socket_is_out_of_reach() {
     use std::os::linux::net::SocketAddrExt;
-    if !enforced("an_abstract_socket_is_out_of_reach") {
-        return;
-    }
-    let Some(_) = python("an_abstract_socket_is_out_of_reach") else { return };
-    let m = machine();
+    let Some((m, _)) = machine_with("an_abstract_socket_is_out_of_reach", "python3") else { return };
     let name = format!("handoff-test-{}", std::process::id());
     let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
     let listener = UnixListener::bind_addr(&addr).unwrap();
@@ -316,4 +302,35 @@ async fn a_new_project_config_file_is_reported_and_an_existing_one_is_read_only(
     assert!(results[0].contains("This command created .nvim.lua (Neovim runs it ('exrc'))"), "{results:?}");
     assert!(results[0].contains(".lazy.lua: Read-only file system"), "{results:?}");
     assert_eq!(std::fs::read_to_string(m.project.join(".lazy.lua")).unwrap(), "return {}\n");
+}
+
+/// 12. The sandbox's own temp folder, when the user's `$TMPDIR` is inside the project (a
+/// project-local `TMPDIR`, as some shells' per-project settings make): a command renames the
+/// folder above it and leaves a link to the home folder by its name, so that the next command's
+/// writable temp folder would be the home folder. No list of ours names that folder: it is the
+/// sandbox's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_temp_folder_inside_the_project_cannot_be_swapped_for_a_link() {
+    if !enforced("a_temp_folder_inside_the_project_cannot_be_swapped_for_a_link") {
+        return;
+    }
+    let m = machine();
+    let tmpdir = m.project.join(".tmp/session");
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    let env = [("TMPDIR", tmpdir.to_str().unwrap())];
+    // The host's other folders there (git's views' state) are made again, so that the next
+    // command can start.
+    let swap = r#"up="$(dirname "$TMPDIR")"; mv "$up" "$up-old" && mkdir "$up" && for d in "$up-old"/handoff-git-*; do mkdir "$up/${d##*/}"; done; ln -s "$HOME" "$TMPDIR" && echo swapped"#;
+    let write = r#"echo pwned > "$TMPDIR/planted.txt"; echo "wrote: $?""#;
+    let planted = m.home.join("planted.txt");
+    let (results, _) = turn(&m, &[swap, write], &[], &env).await;
+    assert!(!planted.exists(), "the second command wrote in the home folder: {results:?}");
+    // Refused before it runs, and said why.
+    assert!(results[0].contains("Set TMPDIR to a folder outside the project"), "{results:?}");
+    // Control: outside the sandbox the same two commands reach the home folder.
+    std::fs::remove_dir_all(m.project.join(".tmp")).unwrap();
+    let _ = std::fs::remove_dir_all(m.project.join(".tmp-old"));
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    let (results, _) = turn(&m, &[swap, write], OFF, &env).await;
+    assert!(planted.exists(), "the control did not reach the home folder: {results:?}");
 }

@@ -242,7 +242,7 @@ impl Settings {
         // Every provider of pi's file is the user's own: the variables and files their keys and
         // headers come from are secrets, whichever provider this session talks to.
         if let Some(models) = &pi_models {
-            let home = crate::core::sandbox::protected::home();
+            let home = crate::core::sandbox::paths::home();
             for provider in &models.providers {
                 let values = provider.api_key.iter().chain(provider.headers.iter().map(|(_, v)| v));
                 for value in values {

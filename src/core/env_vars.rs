@@ -8,15 +8,19 @@
 pub const CORE_VARS: [&str; 14] =
     ["HOME", "LOGNAME", "PATH", "SHELL", "USER", "USERNAME", "TMPDIR", "TEMP", "TMP", "LANG", "LANGUAGE", "LC_*", "TERM", "TZ"];
 
+/// Whether `name` is one of [`CORE_VARS`], case aside (`LC_*`: any name that begins so): what
+/// `inherit = "core"` keeps.
+pub fn in_core_vars(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    CORE_VARS.iter().any(|core| match core.strip_suffix('*') {
+        Some(prefix) => upper.starts_with(prefix),
+        None => upper == *core,
+    })
+}
+
 /// Whether `name` is one of [`CORE_VARS`] or the shell's own folder variables (`PWD`,
 /// `OLDPWD`), or an XDG folder: the environment's own, never a secret.
 pub fn is_core_var(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    upper == "PWD"
-        || upper == "OLDPWD"
-        || upper.starts_with("XDG_")
-        || CORE_VARS.iter().any(|core| match core.strip_suffix('*') {
-            Some(prefix) => upper.starts_with(prefix),
-            None => upper == *core,
-        })
+    upper == "PWD" || upper == "OLDPWD" || upper.starts_with("XDG_") || in_core_vars(name)
 }

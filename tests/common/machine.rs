@@ -170,6 +170,17 @@ pub fn which(program: &str) -> Option<PathBuf> {
     std::env::split_paths(&paths).map(|d| d.join(program)).find(|p| p.is_file())
 }
 
+/// A [`machine`] for `test`, and `program` (python3, gcc: what the test speaks through) found on
+/// `PATH`, where the whole sandbox holds ([`enforced`]) and the program is there ([`needs`]);
+/// else `None`: the test is skipped (or fails, when CI requires it).
+pub fn machine_with(test: &str, program: &str) -> Option<(Machine, PathBuf)> {
+    if !enforced(test) {
+        return None;
+    }
+    let found = needs(test, program)?;
+    Some((machine(), found))
+}
+
 /// A program `test` speaks through (python3, gcc); without it the test is skipped, or fails
 /// when CI requires every sandbox test to run (CI has them).
 pub fn needs(test: &str, program: &str) -> Option<PathBuf> {

@@ -248,7 +248,7 @@ impl ProviderConfig {
 
     /// What `api_key_cmd` names ([`super::key_sources`]).
     fn key_cmd_sources(&self) -> super::KeySources {
-        let home = crate::core::sandbox::protected::home();
+        let home = crate::core::sandbox::paths::home();
         self.api_key_cmd.as_deref().map(|cmd| super::key_sources(cmd, home.as_deref())).unwrap_or_default()
     }
 

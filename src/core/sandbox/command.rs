@@ -18,11 +18,22 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::git::{self, CommandViews, MergeReport};
+use super::git::{self, CommandViews};
 use super::{protected, Sandboxed};
 
 /// How long the namespace's processes have to end once told to (they are SIGKILLed: at once).
 const END_WAIT: Duration = Duration::from_secs(2);
+
+/// What [`SandboxedCommand::finish`] has to say for the command's result, each `None` when
+/// there is nothing to say.
+#[derive(Debug, Default)]
+pub struct Finished {
+    /// What the command changed in git's folders that was refused, the `.git` entries it made
+    /// in the tree, the hooks folders it created.
+    pub git: Option<String>,
+    /// The files with other hard links it changed (`links::Watch::report`).
+    pub hard_links: Option<String>,
+}
 
 /// One sandboxed command, prepared ([`SandboxedCommand::prepare`]) before it spawns.
 pub struct SandboxedCommand {
@@ -33,13 +44,15 @@ pub struct SandboxedCommand {
     /// The tree's `.git` entries before the command (`None`: not looked for), to say which
     /// are new after it.
     git_entries: Option<Arc<HashSet<PathBuf>>>,
+    /// The project's files with other links before the command, to say which it changed.
+    links: super::links::Watch,
     /// Hooks folders git names that did not exist before the command (`GitLayout::absent`).
     absent_hooks: Vec<PathBuf>,
     /// What the command may read: every credential location left out, existing or not.
     read_rules: Arc<super::read_rules::ReadRules>,
-    /// The mount namespace's changes (with a mount namespace), from the same answer of git's as
-    /// the views.
-    mounts: Option<protected::SandboxMounts>,
+    /// The mount namespace's changes (none without a mount namespace), from the same answer of
+    /// git's as the views.
+    mounts: protected::SandboxMounts,
 }
 
 impl SandboxedCommand {
@@ -47,21 +60,22 @@ impl SandboxedCommand {
     /// once per command, cached while nothing it read changed, and the tree walked the first
     /// time, on the blocking pool).
     pub async fn prepare(sandbox: &Sandboxed, cwd: &Path) -> std::io::Result<SandboxedCommand> {
-        let project = protected::real_path(cwd);
+        let project = super::paths::real_path(cwd);
+        super::own_folder_outside(&sandbox.tmpdir, &project)?;
         let watch_tree = sandbox.mounts && sandbox.settings.mode == super::SandboxMode::WorkspaceWrite;
-        let (sandbox_copy, cwd_copy, project_copy) = (sandbox.clone(), cwd.to_path_buf(), project.clone());
-        let (views, absent_hooks, git_entries, read_rules, mounts) = tokio::task::spawn_blocking(move || {
+        let (with_mounts, cwd_copy, project_copy) = (sandbox.mounts, cwd.to_path_buf(), project.clone());
+        let (views, absent_hooks, git_entries, links, read_rules, mounts) = tokio::task::spawn_blocking(move || {
             // Only a mount namespace uses git's answer (its views and read-only files).
             let layout = watch_tree.then(|| git::layout(&project_copy));
-            let entries = watch_tree.then(|| Arc::new(super::links::git_entries(&project_copy)));
+            let (links, entries) = super::links::before_command(&project_copy, watch_tree);
+            let entries = entries.map(Arc::new);
             let absent = layout.as_ref().map_or_else(Vec::new, |layout| layout.absent.clone());
             let read_rules = super::read_rules::current()?;
-            let mounts = sandbox_copy.mounts.then(|| protected::sandbox_mounts_with(&cwd_copy, layout.as_deref()));
-            let views = match &layout {
-                Some(layout) => sandbox_copy.git_views(layout)?,
-                None => CommandViews::default(),
-            };
-            Ok::<_, std::io::Error>((views, absent, entries, read_rules, mounts))
+            let mounts = if with_mounts { protected::sandbox_mounts(&cwd_copy, layout.as_deref()) } else { Default::default() };
+            // A fresh view of each git folder (`workspace-write` with a mount namespace; in
+            // `read-only` git cannot write, without a namespace `Sandboxed::holes` says so).
+            let views = layout.as_deref().map(git::views_for).transpose()?.unwrap_or_default();
+            Ok::<_, std::io::Error>((views, absent, entries, links, read_rules, mounts))
         })
         .await
         .map_err(std::io::Error::other)??;
@@ -71,12 +85,12 @@ impl SandboxedCommand {
         } else {
             (None, None)
         };
-        Ok(SandboxedCommand { views: Arc::new(views), host_end, child_end, project, git_entries, absent_hooks, read_rules, mounts })
+        Ok(SandboxedCommand { views: Arc::new(views), host_end, child_end, project, git_entries, links, absent_hooks, read_rules, mounts })
     }
 
     /// The helper's command line (see [`Sandboxed::helper_args`]).
     pub fn helper_args(&self, sandbox: &Sandboxed, cwd: &Path, program: &Path, args: &[&str]) -> Vec<OsString> {
-        sandbox.helper_args(cwd, program, args, &self.views, self.mounts.as_ref(), true)
+        sandbox.helper_args(cwd, program, args, &self.views, &self.mounts, true)
     }
 
     /// Gives the helper its end of the lifeline as [`super::LIFELINE_FD`] and the read rules as
@@ -121,18 +135,20 @@ impl SandboxedCommand {
     }
 
     /// The command's foreground ended: merges its git views now (on the blocking pool) and
-    /// returns what was refused, as a sentence for its result. What it left running is watched
-    /// until the run ends (see the module's doc).
-    pub async fn finish(mut self, sandbox: &Sandboxed) -> Option<String> {
+    /// says, each as sentences for its result, what was refused or made in git's folders and
+    /// which files with other links it changed. What it left running is watched until the run
+    /// ends (see the module's doc).
+    pub async fn finish(mut self, sandbox: &Sandboxed) -> Finished {
         self.child_end = None;
         let (views, project, before) = (self.views.clone(), self.project.clone(), self.git_entries.clone());
-        let (report, pointers, after) = tokio::task::spawn_blocking(move || {
+        let links = std::mem::take(&mut self.links);
+        let (report, pointers, after, hard_links) = tokio::task::spawn_blocking(move || {
             let after = before.as_ref().map(|_| Arc::new(super::links::git_entries(&project)));
             let pointers = match (&before, &after) {
                 (Some(b), Some(a)) => git::new_pointers(b, a),
                 _ => Vec::new(),
             };
-            (views.merge(), pointers, after)
+            (views.merge(), pointers, after, links.report())
         })
         .await
         .unwrap_or_default();
@@ -144,7 +160,7 @@ impl SandboxedCommand {
         .into_iter()
         .flatten()
         .collect();
-        let note = (!notes.is_empty()).then(|| notes.join("\n"));
+        let git = (!notes.is_empty()).then(|| notes.join("\n"));
         if let Some(host_end) = self.host_end.take() {
             let views = self.views.clone();
             let project = self.project.clone();
@@ -156,7 +172,7 @@ impl SandboxedCommand {
                 let project_copy = project.clone();
                 let (report, pointers) = tokio::task::spawn_blocking(move || {
                     let pointers = before.as_ref().map_or_else(Vec::new, |b| git::new_pointers(b, &super::links::git_entries(&project_copy)));
-                    (finish_views(&views), pointers)
+                    (views.finish(), pointers)
                 })
                 .await
                 .unwrap_or_default();
@@ -170,20 +186,10 @@ impl SandboxedCommand {
                 }
             });
         } else {
-            finish_views(&self.views);
+            self.views.finish();
         }
-        note
+        Finished { git, hard_links }
     }
-}
-
-fn finish_views(views: &CommandViews) -> MergeReport {
-    let mut report = MergeReport::default();
-    for view in &views.views {
-        let done = view.finish();
-        report.applied.extend(done.applied);
-        report.refused.extend(done.refused);
-    }
-    report
 }
 
 /// Waits until the namespace is gone (the host's end reads end of file); when `ended` fires

@@ -50,7 +50,9 @@ pub struct GitLayout {
 /// per check), else asked anew. One answer at a time per project: a command that comes while
 /// [`prefetch`] asks waits for that answer instead of asking again.
 pub fn layout(project: &Path) -> Arc<GitLayout> {
-    static CACHE: OnceLock<Mutex<HashMap<PathBuf, Arc<Mutex<Option<Cached>>>>>> = OnceLock::new();
+    /// A project's answer, if one was made; locked while it is made.
+    type Slot = Arc<Mutex<Option<Cached>>>;
+    static CACHE: OnceLock<Mutex<HashMap<PathBuf, Slot>>> = OnceLock::new();
     let slot = crate::core::sync::lock(CACHE.get_or_init(Default::default)).entry(project.to_path_buf()).or_default().clone();
     let mut slot = crate::core::sync::lock(&slot);
     if let Some(cached) = slot.as_ref() {
@@ -219,13 +221,18 @@ impl Recorder {
         self.0 .0.entry((path.to_path_buf(), look)).or_insert_with(|| Seen::of(path, look))
     }
 
+    /// Whether something is at `path`; a `Read` look taken already says it (the same kind),
+    /// so no second input is recorded for it.
     fn exists(&mut self, path: &Path) -> bool {
+        if let Some(read) = self.0 .0.get(&(path.to_path_buf(), Look::Read)) {
+            return read.kind != Kind::Absent;
+        }
         self.look(path, Look::Kind).kind != Kind::Absent
     }
 
     /// The files git reads to answer in a repository whose git folder is `git_dir`.
     fn git_folder(&mut self, git_dir: &Path) {
-        for name in ["HEAD", "config", "config.worktree", "commondir", "gitdir", "index"] {
+        for name in GIT_FOLDER_READS {
             self.look(&git_dir.join(name), Look::Read);
         }
     }
@@ -235,17 +242,24 @@ impl Recorder {
     }
 }
 
-/// What git reads for a project that is its repository's top with a `.git` folder, the
-/// settings of the user and of the system, and the way from the project up to `/` (where git
-/// looks for a repository): the inputs a first answer is expected to have.
+/// The files git reads in a git folder to answer: [`Recorder::git_folder`]'s, and what a first
+/// answer expects ([`usual_inputs`]).
+const GIT_FOLDER_READS: [&str; 6] = ["HEAD", "config", "config.worktree", "commondir", "gitdir", "index"];
+
+/// What every answer reads before git is asked: the way from the project up to `/` (where git
+/// looks for a repository) and the settings of the user and of the system.
+fn search_inputs(project: &Path) -> Vec<(PathBuf, Look)> {
+    let ancestors = project.ancestors().map(|dir| (dir.join(".git"), Look::Read));
+    ancestors.chain(user_configs().into_iter().map(|p| (p, Look::Read))).collect()
+}
+
+/// [`search_inputs`], and what git reads in the `.git` folder nearest the project (its own, or
+/// its repository's when it is a folder of one): the inputs a first answer is expected to have.
 fn usual_inputs(project: &Path) -> Vec<(PathBuf, Look)> {
-    let git = project.join(".git");
-    let mut looks: Vec<(PathBuf, Look)> = project.ancestors().map(|dir| (dir.join(".git"), Look::Read)).collect();
-    for name in ["HEAD", "config", "config.worktree", "commondir", "gitdir", "index"] {
-        looks.push((git.join(name), Look::Read));
-    }
+    let git = project.ancestors().map(|dir| dir.join(".git")).find(|git| git.exists()).unwrap_or_else(|| project.join(".git"));
+    let mut looks = search_inputs(project);
+    looks.extend(GIT_FOLDER_READS.iter().map(|name| (git.join(name), Look::Read)));
     looks.extend([(git.join("hooks"), Look::List), (git.join("worktrees"), Look::List)]);
-    looks.extend(user_configs().into_iter().map(|p| (p, Look::Read)));
     looks
 }
 
@@ -280,18 +294,46 @@ fn git_command(dir: &Path, args: &[&str]) -> Command {
     cmd
 }
 
-/// Runs the `queries` (each a folder and git's arguments) at once and returns each one's
-/// output, `None` where git failed: each is a process of its own, which a loaded machine runs
-/// side by side.
-fn git_all(queries: &[(&Path, &[&str])]) -> Vec<Option<Vec<u8>>> {
-    let children: Vec<Option<std::process::Child>> = queries.iter().map(|(dir, args)| git_command(dir, args).spawn().ok()).collect();
-    children
-        .into_iter()
-        .map(|child| {
+/// git's three answers in one checkout (the top, or a submodule's), each `None` where git
+/// failed.
+struct Answers {
+    /// `rev-parse --absolute-git-dir --git-common-dir` (and `--show-toplevel` at the top), a
+    /// line each.
+    folders: Option<Vec<u8>>,
+    /// `config --list --show-origin -z`: the config git finds there.
+    config: Option<Vec<u8>>,
+    /// `ls-files --stage -z`: the index's part of the tree there, relative to `dir`.
+    index: Option<Vec<u8>>,
+}
+
+impl Answers {
+    /// Asks git's three questions in `dir` at once (`top`: where its work tree's top is too):
+    /// each is a process of its own, which a loaded machine runs side by side.
+    fn ask(dir: &Path, top: bool) -> Answers {
+        let rev_parse: &[&str] = if top {
+            &["rev-parse", "--absolute-git-dir", "--git-common-dir", "--show-toplevel"]
+        } else {
+            &["rev-parse", "--absolute-git-dir", "--git-common-dir"]
+        };
+        let queries: [&[&str]; 3] = [
+            rev_parse,
+            &["config", "--list", "--show-origin", "-z"],
+            &["ls-files", "--stage", "-z"],
+        ];
+        let [folders, config, index] = queries.map(|args| git_command(dir, args).spawn().ok()).map(|child| {
             let out = child?.wait_with_output().ok()?;
             out.status.success().then_some(out.stdout)
-        })
-        .collect()
+        });
+        Answers { folders, config, index }
+    }
+
+    /// The git folder, the common folder and the top (if asked) `rev-parse` named, as real
+    /// paths.
+    fn folders(&self, dir: &Path) -> [Option<PathBuf>; 3] {
+        let text = self.folders.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
+        let mut lines = text.lines();
+        [(); 3].map(|()| lines.next().map(|line| absolute(dir, line)))
+    }
 }
 
 fn absolute(base: &Path, text: &str) -> PathBuf {
@@ -305,34 +347,20 @@ fn absolute(base: &Path, text: &str) -> PathBuf {
 fn ask_git(project: &Path, seen: &mut Recorder) -> GitLayout {
     let mut layout = GitLayout::default();
     let project = real_path(project);
-    // Where git looks for the repository: from the project up.
-    for dir in project.ancestors() {
-        seen.look(&dir.join(".git"), Look::Read);
+    for (path, look) in search_inputs(&project) {
+        seen.look(&path, look);
     }
-    for file in user_configs() {
-        seen.look(&file, Look::Read);
-    }
-    // The top's three questions at once: the config and the index git finds from the project
-    // are the top's; the index lists the project's part of the tree, relative to it.
-    let [found, config, index] = git_all(&[
-        (&project, &["rev-parse", "--absolute-git-dir", "--git-common-dir", "--show-toplevel"]),
-        (&project, &["config", "--list", "--show-origin", "-z"]),
-        (&project, &["ls-files", "--stage", "-z"]),
-    ])
-    .try_into()
-    .unwrap_or_else(|_: Vec<_>| [None, None, None]);
-    let Some(found) = found else {
+    // The config and the index git finds from the project are the top's; the index lists the
+    // project's part of the tree, relative to it.
+    let answers = Answers::ask(&project, true);
+    if answers.folders.is_none() {
         let git = project.join(".git");
         if seen.look(&git, Look::Read).kind == Kind::Dir {
             layout.git_dirs.push(git);
         }
         return layout;
-    };
-    let text = String::from_utf8_lossy(&found);
-    let mut lines = text.lines();
-    let (Some(git_dir), Some(common), top) = (lines.next(), lines.next(), lines.next()) else { return layout };
-    let git_dir = absolute(&project, git_dir);
-    let common = absolute(&project, common);
+    }
+    let [Some(git_dir), Some(common), top] = answers.folders(&project) else { return layout };
     for dir in [&common, &git_dir] {
         seen.git_folder(dir);
         if !layout.git_dirs.iter().any(|d| dir.starts_with(d)) {
@@ -340,46 +368,37 @@ fn ask_git(project: &Path, seen: &mut Recorder) -> GitLayout {
             layout.git_dirs.push(dir.clone());
         }
     }
-    let top = top.map_or_else(|| project.clone(), |t| absolute(&project, t));
+    let top = top.unwrap_or_else(|| project.clone());
     // The project's own `.git` file (a submodule's or a linked worktree's checkout).
     let own = top.join(".git");
     if own.starts_with(&project) && seen.look(&own, Look::Read).kind == Kind::File {
         layout.pointers.push(own);
     }
-    let mut checkouts = vec![Checkout { dir: top, common, config, index, listed_from: project.clone() }];
+    let mut checkouts = vec![Checkout { dir: top, common, answers, listed_from: project.clone() }];
     let mut visited = HashSet::new();
     while let Some(checkout) = checkouts.pop() {
         if !visited.insert(checkout.dir.clone()) || visited.len() > MAX_SUBMODULES {
             continue;
         }
-        if let Some(config) = &checkout.config {
+        if let Some(config) = &checkout.answers.config {
             planted_in_config(config, &checkout.dir, &project, &mut layout.planted, &mut layout.absent, seen);
         }
         // The hooks of its own folder may link to tracked scripts (`core.hooksPath`'s are
         // read above; git's `--git-path hooks` would answer our own `/dev/null`).
         hook_targets(&checkout.common.join("hooks"), &project, &mut layout.planted, seen);
-        for sub in gitlinks(checkout.index.as_deref(), &checkout.listed_from) {
+        for sub in gitlinks(checkout.answers.index.as_deref(), &checkout.listed_from) {
             let pointer = sub.join(".git");
             if !pointer.starts_with(&project) || seen.look(&pointer, Look::Read).kind == Kind::Absent {
                 continue;
             }
             layout.pointers.push(pointer.clone());
-            // The module's three questions at once, as the top's.
-            let [found, config, index] = git_all(&[
-                (&sub, &["rev-parse", "--absolute-git-dir", "--git-common-dir"]),
-                (&sub, &["config", "--list", "--show-origin", "-z"]),
-                (&sub, &["ls-files", "--stage", "-z"]),
-            ])
-            .try_into()
-            .unwrap_or_else(|_: Vec<_>| [None, None, None]);
-            let text = found.map(|f| String::from_utf8_lossy(&f).into_owned()).unwrap_or_default();
-            let mut lines = text.lines();
-            let (git_dir, common) = (lines.next().map(|d| absolute(&sub, d)), lines.next().map(|c| absolute(&sub, c)));
+            let answers = Answers::ask(&sub, false);
+            let [git_dir, common, _] = answers.folders(&sub);
             for dir in git_dir.iter().chain(&common) {
                 seen.git_folder(dir);
             }
             let common = common.unwrap_or_else(|| pointer.clone());
-            checkouts.push(Checkout { dir: sub.clone(), common, config, index, listed_from: sub });
+            checkouts.push(Checkout { dir: sub.clone(), common, answers, listed_from: sub });
         }
     }
     // Linked worktrees inside the project: their `.git` files.
@@ -405,10 +424,8 @@ struct Checkout {
     dir: PathBuf,
     /// Its common git folder (where its own hooks are).
     common: PathBuf,
-    /// `git config --list --show-origin -z` there.
-    config: Option<Vec<u8>>,
-    /// `git ls-files --stage -z` there, and the folder it ran in (its paths are relative to it).
-    index: Option<Vec<u8>>,
+    answers: Answers,
+    /// The folder the answers were asked in (the index's paths are relative to it).
     listed_from: PathBuf,
 }
 
@@ -442,8 +459,12 @@ fn planted_in_config(out: &[u8], checkout: &Path, project: &Path, planted: &mut 
     }
     let mut fields = out.split(|b| *b == 0);
     while let (Some(origin), Some(entry)) = (fields.next(), fields.next()) {
+        // The host's own `-c` settings ([`git_command`]): no file of the project.
+        if origin == b"command line:" {
+            continue;
+        }
         let origin = String::from_utf8_lossy(origin);
-        let entry = String::from_utf8_lossy(&entry);
+        let entry = String::from_utf8_lossy(entry);
         let (key, value) = entry.split_once('\n').unwrap_or((&entry, ""));
         let key = key.to_ascii_lowercase();
         // Relative origins are relative to the top, where git runs.
@@ -588,8 +609,9 @@ impl MergeReport {
 }
 
 /// The folder under which each command's [`GitView`] keeps its state: `$TMPDIR/handoff-git-XXXXXX`
-/// (0700, a new name), made on first use, outside every folder a command may write, removed
-/// as the host exits ([`remove_state_root`]).
+/// (0700, a new name), made on first use, outside every folder a command may write (beside
+/// the command's temp folder, which `sandbox::own_folder_outside` keeps out of the project),
+/// removed as the host exits ([`remove_state_root`]).
 static STATE_ROOT: OnceLock<PathBuf> = OnceLock::new();
 
 fn state_root() -> std::io::Result<PathBuf> {
@@ -609,7 +631,7 @@ fn state_root() -> std::io::Result<PathBuf> {
 /// Removes every view's state, if any was made (called as the host exits).
 pub fn remove_state_root() {
     if let Some(dir) = STATE_ROOT.get() {
-        if let Ok(entries) = std::fs::read_dir(&dir) {
+        if let Ok(entries) = std::fs::read_dir(dir) {
             for entry in entries.flatten() {
                 remove_view_state(&entry.path());
             }
@@ -781,6 +803,16 @@ impl CommandViews {
         }
         report
     }
+
+    /// Merges every view one last time and removes their state (every process of the command
+    /// has ended).
+    pub fn finish(&self) -> MergeReport {
+        let mut report = MergeReport::default();
+        for view in &self.views {
+            report.add(view.finish());
+        }
+        report
+    }
 }
 
 /// A new view of each git folder of `layout` for one command.
@@ -806,47 +838,6 @@ pub fn refused_note(report: &MergeReport, project: &Path) -> Option<String> {
         "The sandbox did not apply this command's changes to {} (git's settings, hooks and pointer files run code outside the sandbox; only git's data — objects, refs, logs, the index, HEAD — is carried over). Ask the user to make such a change, or to run the command outside the sandbox.",
         names.join(", ")
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    #[test]
-    fn git_data_is_an_allowlist() {
-        let dir = tempfile::tempdir().unwrap();
-        let git = dir.path();
-        std::fs::create_dir_all(git.join("modules/a/b/modules/c")).unwrap();
-        std::fs::write(git.join("modules/a/b/HEAD"), "ref: refs/heads/main\n").unwrap();
-        std::fs::write(git.join("modules/a/b/modules/c/HEAD"), "ref: refs/heads/main\n").unwrap();
-        let data = |p: &str| is_git_data(Path::new(p), git);
-        for ok in [
-            "objects/ab/cdef", "objects/pack/pack-1.pack", "objects/info/commit-graph", "refs/heads/main", "refs/tags/v1",
-            "refs/stash", "logs/HEAD", "logs/refs/heads/x", "index", "HEAD", "ORIG_HEAD", "packed-refs", "COMMIT_EDITMSG",
-            "modules/a/b/index", "modules/a/b/refs/heads/m", "modules/a/b/modules/c/objects/12/34", "worktrees/w/HEAD",
-            "worktrees/w/index", "worktrees/w/logs/HEAD",
-        ] {
-            assert!(data(ok), "{ok} is git's data");
-        }
-        for no in [
-            "config", "config.worktree", "commondir", "gitdir", "hooks/pre-commit", "info/exclude", "info/attributes",
-            "objects/info/alternates", "objects/info/http-alternates", "rebase-merge/git-rebase-todo", "sequencer/todo",
-            "rebase-apply/patch", "modules/a/b/config", "modules/a/b/hooks/post-checkout", "modules/a/b/modules/c/config",
-            "modules/x/config", "worktrees/w/commondir", "worktrees/w/gitdir", "worktrees/w/config.worktree", "branches/x",
-            "FSMONITOR", "modules/a/b/commondir",
-        ] {
-            assert!(!data(no), "{no} is not git's data");
-        }
-    }
-
-    #[test]
-    fn the_note_names_what_was_refused_relative_to_the_project() {
-        let report = MergeReport { applied: vec![], refused: vec!["/p/.git/commondir".into(), "/p/.git/config".into()] };
-        let note = refused_note(&report, Path::new("/p")).unwrap();
-        assert!(note.contains(".git/commondir, .git/config"), "{note}");
-        assert_eq!(refused_note(&MergeReport::default(), Path::new("/p")), None);
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -885,4 +876,68 @@ pub fn new_pointers_note(found: &[PathBuf], project: &Path) -> Option<String> {
         "This command made {}: git follows a .git it finds in a folder (its settings and hooks run code outside the sandbox whenever git runs there, as an editor's git integration does); the user should review it.",
         names.join(", ")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn git_data_is_an_allowlist() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = dir.path();
+        std::fs::create_dir_all(git.join("modules/a/b/modules/c")).unwrap();
+        std::fs::write(git.join("modules/a/b/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(git.join("modules/a/b/modules/c/HEAD"), "ref: refs/heads/main\n").unwrap();
+        let data = |p: &str| is_git_data(Path::new(p), git);
+        for ok in [
+            "objects/ab/cdef", "objects/pack/pack-1.pack", "objects/info/commit-graph", "refs/heads/main", "refs/tags/v1",
+            "refs/stash", "logs/HEAD", "logs/refs/heads/x", "index", "HEAD", "ORIG_HEAD", "packed-refs", "COMMIT_EDITMSG",
+            "modules/a/b/index", "modules/a/b/refs/heads/m", "modules/a/b/modules/c/objects/12/34", "worktrees/w/HEAD",
+            "worktrees/w/index", "worktrees/w/logs/HEAD",
+        ] {
+            assert!(data(ok), "{ok} is git's data");
+        }
+        for no in [
+            "config", "config.worktree", "commondir", "gitdir", "hooks/pre-commit", "info/exclude", "info/attributes",
+            "objects/info/alternates", "objects/info/http-alternates", "rebase-merge/git-rebase-todo", "sequencer/todo",
+            "rebase-apply/patch", "modules/a/b/config", "modules/a/b/hooks/post-checkout", "modules/a/b/modules/c/config",
+            "modules/x/config", "worktrees/w/commondir", "worktrees/w/gitdir", "worktrees/w/config.worktree", "branches/x",
+            "FSMONITOR", "modules/a/b/commondir",
+        ] {
+            assert!(!data(no), "{no} is not git's data");
+        }
+    }
+
+    /// What the session's prefetch asks must serve its first command: an answer for a plain
+    /// repository, in its top or a folder of it, reads nothing that [`usual_inputs`] does not
+    /// expect, so it is settled.
+    #[test]
+    fn a_first_answer_for_a_plain_repository_is_settled() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = real_path(dir.path());
+        let git = |args: &[&str]| assert!(Command::new("git").args(args).current_dir(&project).status().unwrap().success(), "git {args:?}");
+        git(&["init", "-q"]);
+        std::fs::create_dir_all(project.join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(project.join("pkg")).unwrap();
+        // The repository's top, and a folder of it.
+        for dir in [project.clone(), project.join("pkg")] {
+            let before = Inputs::see(usual_inputs(&dir));
+            let mut seen = Recorder::default();
+            let answer = ask_git(&dir, &mut seen);
+            assert_eq!(answer.git_dirs, [project.join(".git")]);
+            let inputs = seen.finish();
+            let unexpected: Vec<_> = inputs.0.iter().filter(|(key, seen)| before.0.get(*key) != Some(*seen)).map(|(key, _)| key).collect();
+            assert!(inputs.settled(&before), "{}: read but not expected: {unexpected:?}", dir.display());
+        }
+    }
+
+    #[test]
+    fn the_note_names_what_was_refused_relative_to_the_project() {
+        let report = MergeReport { applied: vec![], refused: vec!["/p/.git/commondir".into(), "/p/.git/config".into()] };
+        let note = refused_note(&report, Path::new("/p")).unwrap();
+        assert!(note.contains(".git/commondir, .git/config"), "{note}");
+        assert_eq!(refused_note(&MergeReport::default(), Path::new("/p")), None);
+    }
 }

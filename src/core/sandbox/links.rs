@@ -13,7 +13,7 @@
 //! folder: a folder whose mtime has not changed has the same names (a link made or removed in
 //! it changes it), so only changed folders are read again.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
@@ -150,14 +150,19 @@ impl Index {
     fn linked(&self) -> impl Iterator<Item = &(PathBuf, u64, u64)> {
         self.folders.values().flat_map(|f| f.linked.iter())
     }
+
+    /// The `.git` entries of `project` (a real path) but its own: see [`git_entries`].
+    fn git_entries(&self, project: &Path) -> HashSet<PathBuf> {
+        let own = project.join(".git");
+        self.folders.values().filter_map(|f| f.git.clone()).filter(|g| *g != own).collect()
+    }
 }
 
 /// The `.git` entries (pointer files, repositories) in `project`'s tree but its own, as the
 /// index finds them now. Blocking (a first call walks the project).
-pub fn git_entries(project: &Path) -> std::collections::HashSet<PathBuf> {
+pub fn git_entries(project: &Path) -> HashSet<PathBuf> {
     let project = super::paths::real_path(project);
-    let own = project.join(".git");
-    with_index(&project, |index| index.folders.values().filter_map(|f| f.git.clone()).filter(|g| *g != own).collect())
+    with_index(&project, |index| index.git_entries(&project))
 }
 
 /// Each project's index, by its real path: one per process, shared by its sessions.
@@ -206,10 +211,17 @@ pub struct Watch {
 /// Before a command runs in `project`: its files with other links and their state now.
 /// Blocking.
 pub fn watch(project: &Path) -> Watch {
+    before_command(project, false).0
+}
+
+/// What a command in `project` needs of the index before it runs, from one refresh of it: its
+/// files with other links and their state now ([`watch`]) and, `with_git`, the tree's `.git`
+/// entries ([`git_entries`]). Blocking.
+pub fn before_command(project: &Path, with_git: bool) -> (Watch, Option<HashSet<PathBuf>>) {
     let project = super::paths::real_path(project);
-    let (paths, truncated) = with_index(&project, |index| {
+    let (paths, truncated, git_entries) = with_index(&project, |index| {
         let paths: Vec<PathBuf> = index.linked().map(|(p, ..)| p.clone()).collect();
-        (paths, index.truncated)
+        (paths, index.truncated, with_git.then(|| index.git_entries(&project)))
     });
     let partial = truncated || paths.len() > MAX_WATCHED;
     let files = paths
@@ -217,7 +229,7 @@ pub fn watch(project: &Path) -> Watch {
         .take(MAX_WATCHED)
         .filter_map(|p| std::fs::symlink_metadata(&p).ok().filter(|m| m.is_file()).map(|m| (p, Stamp::of(&m))))
         .collect();
-    Watch { project, files, partial }
+    (Watch { project, files, partial }, git_entries)
 }
 
 impl Watch {

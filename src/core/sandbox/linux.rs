@@ -813,52 +813,32 @@ pub fn probe_mounts(answered: impl FnOnce(&Result<(), String>)) -> Result<(), St
 /// Runs `probe` in a child process (what it changes of its namespaces goes with it) and
 /// returns its answer. This process must be single-threaded (the probe is).
 fn in_child(probe: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: pipe2 fills the two-int array we own.
-    os_result(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }).map_err(|e| format!("cannot make a pipe: {e}"))?;
-    let [read_end, write_end] = fds;
+    use std::io::{Read, Write};
+    let (mut reader, mut writer) = std::io::pipe().map_err(|e| format!("cannot make a pipe: {e}"))?;
     // SAFETY: single-threaded (see above), so the child may run Rust code after the fork.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        // SAFETY: closing our copy of the read end; writing bytes we own; ending the child
-        // without running the parent's exit handlers.
-        unsafe {
-            libc::close(read_end);
-            let code = match probe() {
-                Ok(()) => 0,
-                Err(why) => {
-                    libc::write(write_end, why.as_ptr().cast(), why.len());
-                    1
-                }
-            };
-            libc::_exit(code)
-        }
+        drop(reader);
+        let code = match probe() {
+            Ok(()) => 0,
+            Err(why) => {
+                let _ = writer.write_all(why.as_bytes());
+                1
+            }
+        };
+        // SAFETY: ends the child without running the parent's exit handlers.
+        unsafe { libc::_exit(code) }
     }
-    // SAFETY: closing our copy of the write end.
-    unsafe { libc::close(write_end) };
+    drop(writer);
     if pid < 0 {
-        // SAFETY: closing the read end we own.
-        unsafe { libc::close(read_end) };
         return Err(format!("cannot fork: {}", std::io::Error::last_os_error()));
     }
+    // Until every copy of the write end is closed: the child's, and any its probe forked.
     let mut why = Vec::new();
-    let mut buf = [0u8; 512];
-    loop {
-        // SAFETY: reads at most the array's length into it.
-        let n = unsafe { libc::read(read_end, buf.as_mut_ptr().cast(), buf.len()) };
-        match usize::try_from(n) {
-            Ok(0) => break,
-            Ok(n) => why.extend_from_slice(&buf[..n]),
-            Err(_) if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
+    let _ = reader.read_to_end(&mut why);
     let mut raw = 0;
-    // SAFETY: closing the read end we own; waiting for the child just forked.
-    unsafe {
-        libc::close(read_end);
-        libc::waitpid(pid, &mut raw, 0);
-    }
+    // SAFETY: waits for the child just forked.
+    unsafe { libc::waitpid(pid, &mut raw, 0) };
     if libc::WIFEXITED(raw) && libc::WEXITSTATUS(raw) == 0 {
         Ok(())
     } else if why.is_empty() {

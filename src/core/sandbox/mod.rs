@@ -234,7 +234,7 @@ pub fn prefetch(project: &Path, settings: SandboxSettings) {
     if !settings.is_on() {
         return;
     }
-    let project = protected::real_path(project);
+    let project = paths::real_path(project);
     {
         let mut started = crate::core::sync::lock(&STARTED);
         if started.contains(&project) {
@@ -292,7 +292,8 @@ pub struct Sandboxed {
     /// The binary that confines the command (see [`helper_binary`]).
     pub helper: HelperBinary,
     pub settings: SandboxSettings,
-    /// The sandbox's own temp folder (the command's `TMPDIR`), writable in every mode.
+    /// The sandbox's own temp folder (the command's `TMPDIR`), writable in every mode: its real
+    /// path as made ([`private_tmpdir`]), never inside the project ([`own_folder_outside`]).
     pub tmpdir: PathBuf,
     /// Whether the helper sets up the mount namespace ([`protected::sandbox_mounts`]): false
     /// where this system cannot (then the approval says what is not protected).
@@ -304,23 +305,13 @@ pub struct Sandboxed {
 
 impl Sandboxed {
     /// The folders a command run in `cwd` may write: its temp folder, and the project in
-    /// `workspace-write` (`/dev/null` besides) with the git folders it resolves to, which the
-    /// command sees through views (`git::views_for`) when it has a mount namespace.
+    /// `workspace-write` (`/dev/null` besides). A git folder outside the project, which the
+    /// command sees through its view (`git::views_for`), is added by [`Sandboxed::helper_args`].
     pub fn writable<'a>(&'a self, cwd: &'a Path) -> Vec<&'a Path> {
         match self.settings.mode {
             SandboxMode::WorkspaceWrite => vec![cwd, &self.tmpdir],
             SandboxMode::ReadOnly | SandboxMode::Off => vec![&self.tmpdir],
         }
-    }
-
-    /// The views of the git folders (`layout`'s) a command gets: one per folder, fresh, made
-    /// before it spawns and merged after it ([`git::CommandViews`]). None without a mount
-    /// namespace (then [`Sandboxed::holes`] says so) or in `read-only`, where git cannot write.
-    pub fn git_views(&self, layout: &git::GitLayout) -> std::io::Result<git::CommandViews> {
-        if !self.mounts || self.settings.mode != SandboxMode::WorkspaceWrite {
-            return Ok(git::CommandViews::default());
-        }
-        git::views_for(layout)
     }
 
     /// What this sandbox cannot protect for a command run in `cwd`, and why, when it has no
@@ -330,15 +321,14 @@ impl Sandboxed {
         if self.mounts {
             return None;
         }
-        let mounts = protected::sandbox_mounts(cwd, self.settings.mode == SandboxMode::WorkspaceWrite);
+        // Git's answer, asked once for both uses.
+        let git = (self.settings.mode == SandboxMode::WorkspaceWrite).then(|| git::layout(&paths::real_path(cwd)));
+        let mounts = protected::sandbox_mounts(cwd, git.as_deref());
         let name = |p: &PathBuf| p.strip_prefix(cwd).map_or_else(|_| p.display().to_string(), |r| r.display().to_string());
         let mut open = Vec::new();
-        if self.settings.mode == SandboxMode::WorkspaceWrite {
-            let git = git::layout(&protected::real_path(cwd));
-            if !git.git_dirs.is_empty() {
-                let dirs = git.git_dirs.iter().map(name).collect::<Vec<_>>().join(", ");
-                open.push(format!("git's folders ({dirs}) stay writable whole (its settings and hooks, not only its data)"));
-            }
+        if let Some(git) = git.filter(|git| !git.git_dirs.is_empty()) {
+            let dirs = git.git_dirs.iter().map(name).collect::<Vec<_>>().join(", ");
+            open.push(format!("git's folders ({dirs}) stay writable whole (its settings and hooks, not only its data)"));
         }
         if !mounts.read_only.is_empty() {
             open.push(format!("{} stay writable", mounts.read_only.iter().map(name).collect::<Vec<_>>().join(", ")));
@@ -374,16 +364,16 @@ impl Sandboxed {
 
     /// The helper's arguments that run `program args…` in `cwd` under this sandbox (the project
     /// folder is writable in `workspace-write`, and the git folders through `views`); `mounts`:
-    /// the mount namespace's changes if the caller has them
-    /// ([`protected::sandbox_mounts_with`]), else worked out here; `read_rules`: the helper
-    /// finds what it may read at [`READ_RULES_FD`].
+    /// the mount namespace's changes ([`protected::sandbox_mounts`], passed when this
+    /// sandbox has a namespace); `read_rules`: the helper finds what it may read at
+    /// [`READ_RULES_FD`]. A command's are `command::SandboxedCommand::helper_args`.
     pub fn helper_args(
         &self,
         cwd: &Path,
         program: &Path,
         args: &[&str],
         views: &git::CommandViews,
-        mounts: Option<&protected::SandboxMounts>,
+        mounts: &protected::SandboxMounts,
         read_rules: bool,
     ) -> Vec<OsString> {
         let network = if self.settings.network { "true" } else { "false" };
@@ -407,14 +397,6 @@ impl Sandboxed {
             out.push("true".into());
             out.push("--lifeline".into());
             out.push(LIFELINE_FD.to_string().into());
-            let worked_out;
-            let mounts = match mounts {
-                Some(mounts) => mounts,
-                None => {
-                    worked_out = protected::sandbox_mounts(cwd, self.settings.mode == SandboxMode::WorkspaceWrite);
-                    &worked_out
-                }
-            };
             for view in &views.views {
                 out.push("--git-view".into());
                 out.push(view.lower.clone().into());
@@ -541,6 +523,7 @@ static MADE: OnceLock<PathBuf> = OnceLock::new();
 /// The sandbox's temp folder for this process: a new folder `$TMPDIR/handoff-sandbox-XXXXXX`
 /// (an unpredictable name, mode 0700, made with `mkdir`, which never follows a symlink another
 /// user planted), made on first use and removed as the host exits ([`remove_private_tmpdir`]).
+/// Its real path as it was made: what [`own_folder_outside`] compares with a project.
 pub fn private_tmpdir() -> std::io::Result<PathBuf> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one_at_a_time = crate::core::sync::lock(&LOCK);
@@ -548,7 +531,28 @@ pub fn private_tmpdir() -> std::io::Result<PathBuf> {
         return Ok(dir.clone());
     }
     let dir = tempfile::Builder::new().prefix("handoff-sandbox-").permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700)).tempdir()?.keep();
+    let dir = std::fs::canonicalize(dir)?;
     Ok(MADE.get_or_init(|| dir).clone())
+}
+
+/// `Ok` when `own`, the command's temp folder ([`private_tmpdir`]: its real path as made), is
+/// outside `project` (a real path); else why a command there cannot run. Inside the project
+/// (a `$TMPDIR` of the project's), a command could rename the folder above it and leave a
+/// link by its name: the next command's writable temp folder would be what the link names (the
+/// home folder, say). Git's views' state is made in the same `$TMPDIR` (`git::STATE_ROOT`):
+/// this keeps it out of the project too.
+pub fn own_folder_outside(own: &Path, project: &Path) -> std::io::Result<()> {
+    if !own.starts_with(project) {
+        return Ok(());
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::PermissionDenied,
+        format!(
+            "the sandbox's own folder {} is inside the project {}: a command could move it and leave a link in its place, which the next command would write through. Set TMPDIR to a folder outside the project (or run the command without the sandbox)",
+            own.display(),
+            project.display()
+        ),
+    ))
 }
 
 /// Removes this process's temp folder ([`private_tmpdir`]) and what commands left in it, if it
@@ -650,7 +654,7 @@ mod tests {
             mounts: false,
             scope: None,
         };
-        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "echo -- --x"], &git::CommandViews::default(), None, true);
+        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "echo -- --x"], &git::CommandViews::default(), &Default::default(), true);
         let parsed = HelperArgs::parse(args).unwrap();
         assert_eq!(parsed.read_rules, Some(READ_RULES_FD));
         assert_eq!(parsed.settings, s.settings);
@@ -677,14 +681,14 @@ mod tests {
             mounts: false,
             scope: None,
         };
-        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default(), None, false);
+        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default(), &Default::default(), false);
         let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
         assert_eq!(
             args,
             ["sandbox-exec", "--sandbox", "workspace-write", "--network", "false", "--writable", "/p", "--tmpdir", "/tmp/t", "--", "/bin/bash", "-c", "ls"]
         );
         let ro = Sandboxed { settings: SandboxSettings { mode: SandboxMode::ReadOnly, network: true }, ..s };
-        let args = ro.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default(), None, false);
+        let args = ro.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default(), &Default::default(), false);
         let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
         assert_eq!(&args[..6], ["sandbox-exec", "--sandbox", "read-only", "--network", "true", "--tmpdir"]);
     }

@@ -8,6 +8,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use super::paths::{home, real_path};
+
 /// Paths relative to the project root that other programs run code from, with why. Read-only
 /// to sandboxed commands (where they exist; see [`PLANTED_CODE_NAMES`] for host tools). The
 /// git folders are not listed: commands see them through an allowlist (`sandbox::git`).
@@ -138,8 +140,6 @@ fn credential_paths_for(home: Option<&Path>, xdg_config: Option<&Path>, env: &dy
     }
     out
 }
-
-pub use super::paths::{home, normalize_lexically, real_path};
 
 /// Why a host tool must ask before touching a path, whatever the policy.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -307,17 +307,11 @@ impl SandboxMounts {
 /// Variables that name the editor's RPC socket (Neovim sets `NVIM` for its jobs).
 pub const EDITOR_SOCKET_VARS: [&str; 2] = ["NVIM", "NVIM_LISTEN_ADDRESS"];
 
-/// The mounts for a command run in `project`, `writable`: whether the project is writable
-/// (`workspace-write`). Only what exists is listed. The git views are the caller's to add (each
-/// command gets its own, `sandbox::git::views_for`).
-pub fn sandbox_mounts(project: &Path, writable: bool) -> SandboxMounts {
-    let layout = writable.then(|| super::git::layout(&real_path(project)));
-    sandbox_mounts_with(project, layout.as_deref())
-}
-
-/// [`sandbox_mounts`] with git's answer for the project already in hand (`Some` in
-/// `workspace-write`): a command asks git's layout once.
-pub fn sandbox_mounts_with(project: &Path, git: Option<&super::git::GitLayout>) -> SandboxMounts {
+/// The mounts for a command run in `project`; `git`: git's answer for it
+/// (`sandbox::git::layout`), `Some` when the project is writable (`workspace-write`), which the
+/// caller has asked once for the command. Only what exists is listed. The git views are the
+/// caller's to add (each command gets its own, `sandbox::git::views_for`).
+pub fn sandbox_mounts(project: &Path, git: Option<&super::git::GitLayout>) -> SandboxMounts {
     let mut mounts = SandboxMounts::default();
     let project = real_path(project);
     if let Some(git) = git {
@@ -463,7 +457,7 @@ mod tests {
         git(&["config", "core.hooksPath", ".husky/_"]);
         std::fs::create_dir_all(project.join(".husky/_")).unwrap();
         std::fs::write(project.join(".nvim.lua"), "").unwrap();
-        let m = sandbox_mounts(&project, true);
+        let m = sandbox_mounts(&project, Some(&super::super::git::layout(&project)));
         assert!(m.git_views.is_empty(), "each command adds its own");
         for p in [".nvim.lua", ".husky/_"] {
             assert!(m.read_only.contains(&project.join(p)), "{p}: {m:?}");
@@ -474,7 +468,7 @@ mod tests {
         assert_eq!(created_planted_code(&project, &absent), None);
         std::fs::write(project.join(".exrc"), "").unwrap();
         assert!(created_planted_code(&project, &absent).unwrap().contains(".exrc (Neovim and Vim run it ('exrc'))"));
-        let ro = sandbox_mounts(&project, false);
+        let ro = sandbox_mounts(&project, None);
         assert!(ro.read_only.is_empty(), "a read-only project needs no holes");
     }
 }

@@ -72,7 +72,7 @@ pub fn rules_for(locations: &[PathBuf]) -> (Vec<(ReadRule, PathBuf)>, Vec<PathBu
 }
 
 fn absolute(locations: &[PathBuf]) -> Vec<PathBuf> {
-    locations.iter().filter(|l| l.is_absolute()).map(|l| protected::normalize_lexically(l)).collect()
+    locations.iter().filter(|l| l.is_absolute()).map(|l| super::paths::normalize_lexically(l)).collect()
 }
 
 /// Every folder on the way to one of `locations`, but those inside one (nothing there is

@@ -15,6 +15,9 @@ use serde_json::{json, Map, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::time::Instant;
 
+use crate::core::sandbox::command::SandboxedCommand;
+use crate::core::sandbox::Sandboxed;
+
 use super::args;
 use super::truncate::{
     format_size, truncate_tail, TruncatedBy, Truncation, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES,
@@ -117,12 +120,12 @@ impl Drop for GroupKill {
     }
 }
 
-/// Runs the command; in the sandbox, with the sandbox's side of the command (`sandboxed`)
-/// prepared by the caller, who finishes it after (see `sandbox::command`).
+/// Runs the command; in the sandbox (`sandboxed`: the context's sandbox and the command's side
+/// of it, prepared by the caller, who finishes it after: see `sandbox::command`), else as is.
 async fn run_prepared(
     arguments: Value,
     ctx: &ToolContext,
-    mut sandboxed: Option<&mut crate::core::sandbox::command::SandboxedCommand>,
+    mut sandboxed: Option<(&Sandboxed, &mut SandboxedCommand)>,
 ) -> Result<ToolOutput, ToolError> {
     let a: Args = args::parse("bash", &definition().parameters, arguments)?;
     if !ctx.cwd.exists() {
@@ -137,18 +140,11 @@ async fn run_prepared(
     let out_fd = tx.into_blocking_fd().map_err(|e| ToolError::io("Could not create a pipe", e))?;
     let err_fd = out_fd.try_clone().map_err(|e| ToolError::io("Could not create a pipe", e))?;
     // In the sandbox, the helper restricts itself and execs the shell (see `core::sandbox`).
-    let (program, mut cmd) = match &ctx.sandbox {
-        Some(sandbox) => {
+    let (program, mut cmd) = match &sandboxed {
+        Some((sandbox, prepared)) => {
             let mut cmd = tokio::process::Command::new(sandbox.helper.path());
-            match sandboxed.as_deref() {
-                Some(prepared) => {
-                    cmd.args(prepared.helper_args(sandbox, &ctx.cwd, &shell, &["-c", &a.command]));
-                    prepared.pass_descriptors(&mut cmd);
-                }
-                None => {
-                    cmd.args(sandbox.helper_args(&ctx.cwd, &shell, &["-c", &a.command], &Default::default(), None, false));
-                }
-            }
+            cmd.args(prepared.helper_args(sandbox, &ctx.cwd, &shell, &["-c", &a.command]));
+            prepared.pass_descriptors(&mut cmd);
             (sandbox.helper.source().to_path_buf(), cmd)
         }
         None => {
@@ -164,12 +160,12 @@ async fn run_prepared(
         .process_group(0)
         .kill_on_drop(true);
     // The whole environment from the policy: nothing it did not let through is inherited.
-    ctx.env.apply(&mut cmd, ctx.sandbox.is_some());
+    ctx.env.apply(&mut cmd, sandboxed.is_some());
     let spawned = cmd.spawn();
     // The Command holds our copies of the pipe's write end: without dropping it, the pipe
     // never reaches end of file.
     drop(cmd);
-    if let Some(prepared) = sandboxed.as_deref_mut() {
+    if let Some((_, prepared)) = sandboxed.as_mut() {
         prepared.spawned();
     }
     let mut child =
@@ -494,42 +490,35 @@ impl super::Tool for Bash {
     }
 
     async fn run(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        use crate::core::sandbox::{links, protected};
+        use crate::core::sandbox::protected;
         // What the sandbox could not mount over, since it did not exist: said if it appears.
         let absent = ctx.sandbox.as_ref().map(|_| protected::absent_planted_code(&ctx.cwd));
-        // The project's files with other hard links, as they are before: said if it changes one
-        // (the sandbox lets a command write the project, and a link carries the write out).
-        let watch = match &ctx.sandbox {
-            Some(_) => {
-                let cwd = ctx.cwd.clone();
-                tokio::task::spawn_blocking(move || links::watch(&cwd)).await.ok()
-            }
-            None => None,
-        };
+        // The sandbox's side looks at the project's files with other hard links before and
+        // after: said if the command changes one (the sandbox lets a command write the
+        // project, and a link carries the write out).
         let mut prepared = match &ctx.sandbox {
-            Some(sandbox) => Some(
-                crate::core::sandbox::command::SandboxedCommand::prepare(sandbox, &ctx.cwd)
+            Some(sandbox) => Some((
+                sandbox,
+                SandboxedCommand::prepare(sandbox, &ctx.cwd)
                     .await
                     .map_err(|e| ToolError::io("Could not set up the sandbox for this command", e))?,
-            ),
+            )),
             None => None,
         };
-        let ran = run_prepared(arguments, ctx, prepared.as_mut()).await;
-        let refused = match (prepared, &ctx.sandbox) {
-            (Some(prepared), Some(sandbox)) => prepared.finish(sandbox).await,
-            _ => None,
+        let ran = run_prepared(arguments, ctx, prepared.as_mut().map(|(sandbox, command)| (*sandbox, command))).await;
+        let finished = match prepared {
+            Some((sandbox, command)) => command.finish(sandbox).await,
+            None => Default::default(),
         };
         let mut output = ran?;
-        if let Some(note) = refused {
+        if let Some(note) = finished.git {
             note_in_result(&mut output, "gitRefused", note);
         }
         if let Some(note) = absent.and_then(|absent| protected::created_planted_code(&ctx.cwd, &absent)) {
             note_in_result(&mut output, "plantedCode", note);
         }
-        if let Some(watch) = watch {
-            if let Ok(Some(note)) = tokio::task::spawn_blocking(move || watch.report()).await {
-                note_in_result(&mut output, "hardLinks", note);
-            }
+        if let Some(note) = finished.hard_links {
+            note_in_result(&mut output, "hardLinks", note);
         }
         Ok(output)
     }

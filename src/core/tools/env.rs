@@ -5,7 +5,7 @@
 //! command must not find the editor's RPC socket or the user's agents in its environment.
 //!
 //! The steps, for each variable of the host's environment:
-//! 1. `inherit`: `all` takes it, `core` only [`CORE_VARS`] (PATH, HOME, USER, LANG, LC_*, …),
+//! 1. `inherit`: `all` takes it, `core` only [`CORE_VARS`](crate::core::env_vars::CORE_VARS) (PATH, HOME, USER, LANG, LC_*, …),
 //!    `none` nothing;
 //! 2. `include_only` (when given): only names matching one of its globs go on;
 //! 3. the default exclusions: names matching [`DEFAULT_EXCLUDES`] (`*KEY*`, `*TOKEN*`,
@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 pub enum Inherit {
     /// The host's whole environment (before the exclusions).
     All,
-    /// Only [`CORE_VARS`].
+    /// Only [`CORE_VARS`](crate::core::env_vars::CORE_VARS).
     Core,
     /// Nothing: only what `set` gives.
     None,
@@ -59,8 +59,6 @@ impl Inherit {
         }
     }
 }
-
-pub use crate::core::env_vars::CORE_VARS;
 
 /// Names no command gets unless the user names them (Codex's three, and passwords).
 pub const DEFAULT_EXCLUDES: [&str; 4] = ["*KEY*", "*TOKEN*", "*SECRET*", "*PASSWORD*"];
@@ -233,14 +231,13 @@ impl EnvPolicy {
 
     /// The environment built from `vars` (see the module's doc for the steps).
     pub fn build(&self, vars: impl IntoIterator<Item = (OsString, OsString)>, sandboxed: bool) -> Vec<(OsString, OsString)> {
-        let core = patterns(CORE_VARS);
         let defaults = patterns(DEFAULT_EXCLUDES);
         let mut out: BTreeMap<OsString, OsString> = BTreeMap::new();
         for (name, value) in vars {
             // A name that is not text cannot be matched against the rules: left out.
             let Some(text) = name.to_str() else { continue };
             let secret_value = has_url_password(std::os::unix::ffi::OsStrExt::as_bytes(value.as_os_str()));
-            if self.set.contains_key(text) || !self.passes(text, secret_value, sandboxed, &core, &defaults) {
+            if self.set.contains_key(text) || !self.passes(text, secret_value, sandboxed, &defaults) {
                 continue;
             }
             out.insert(name, value);
@@ -250,10 +247,10 @@ impl EnvPolicy {
     }
 
     /// Whether the variable `name` goes on; `secret_value`: its value holds a password.
-    fn passes(&self, name: &str, secret_value: bool, sandboxed: bool, core: &[Pattern], defaults: &[Pattern]) -> bool {
+    fn passes(&self, name: &str, secret_value: bool, sandboxed: bool, defaults: &[Pattern]) -> bool {
         let inherited = match self.inherit {
             Inherit::All => true,
-            Inherit::Core => core.iter().any(|p| p.matches(name)),
+            Inherit::Core => crate::core::env_vars::in_core_vars(name),
             Inherit::None => false,
         };
         if !inherited {

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::{Activity, Preview, ToolContext, ToolDefinition, ToolError, ToolKind, ToolOutput};
 use crate::core::message::Message;
+use crate::core::sandbox::paths::real_path;
 use crate::core::sandbox::protected::{self, Protected};
 
 /// What an "always" answer to a call covers for the rest of the session.
@@ -53,11 +54,11 @@ impl Reach {
     pub fn check(&self, project: &Path) -> (PathBuf, Option<Protected>) {
         match self {
             Reach::Read(path) => {
-                let real = protected::real_path(path);
+                let real = real_path(path);
                 (real.clone(), protected::read_protection(real))
             }
             Reach::Write(path) => {
-                let real = protected::real_path(path);
+                let real = real_path(path);
                 (real.clone(), protected::write_protection(real, project))
             }
         }
