@@ -219,8 +219,13 @@ impl Recorder {
         self.0 .0.entry((path.to_path_buf(), look)).or_insert_with(|| Seen::of(path, look))
     }
 
+    /// Whether `path` exists, by a look already taken at it if there is one.
     fn exists(&mut self, path: &Path) -> bool {
-        self.look(path, Look::Kind).kind != Kind::Absent
+        let taken = [Look::Read, Look::List].into_iter().find_map(|look| self.0 .0.get(&(path.to_path_buf(), look)));
+        match taken {
+            Some(seen) => seen.kind != Kind::Absent,
+            None => self.look(path, Look::Kind).kind != Kind::Absent,
+        }
     }
 
     /// The files git reads to answer in a repository whose git folder is `git_dir`.
@@ -443,6 +448,10 @@ fn planted_in_config(out: &[u8], checkout: &Path, project: &Path, planted: &mut 
     let mut fields = out.split(|b| *b == 0);
     while let (Some(origin), Some(entry)) = (fields.next(), fields.next()) {
         let origin = String::from_utf8_lossy(origin);
+        if origin.starts_with("command line:") {
+            // Our own `-c` settings (hooks and the fsmonitor off).
+            continue;
+        }
         let entry = String::from_utf8_lossy(&entry);
         let (key, value) = entry.split_once('\n').unwrap_or((&entry, ""));
         let key = key.to_ascii_lowercase();
@@ -831,6 +840,22 @@ mod tests {
         ] {
             assert!(!data(no), "{no} is not git's data");
         }
+    }
+
+    /// A plain repository's inputs are all among those a first answer expects: its first
+    /// answer is settled (the prefetch's answer serves the first command).
+    #[test]
+    fn a_plain_repositorys_first_answer_is_settled() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = real_path(dir.path());
+        assert!(Command::new("git").args(["init", "-q"]).current_dir(&project).status().unwrap().success());
+        let before = Inputs::see(usual_inputs(&project));
+        let mut seen = Recorder::default();
+        let layout = ask_git(&project, &mut seen);
+        assert_eq!(layout.git_dirs, [project.join(".git")]);
+        let inputs = seen.finish();
+        let unexpected: Vec<_> = inputs.0.iter().filter(|(k, v)| before.0.get(*k) != Some(*v)).map(|(k, _)| k).collect();
+        assert!(unexpected.is_empty(), "inputs not expected or changed: {unexpected:?}");
     }
 
     #[test]
