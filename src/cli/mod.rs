@@ -452,10 +452,11 @@ pub fn run_local(command: &Command, settings: &Settings) -> Option<anyhow::Resul
 pub fn sandbox_exec_main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
     let mut args = args.into_iter().peekable();
     if args.peek().is_some_and(|a| a == crate::core::sandbox::PROBE_COMMAND) {
+        let within = args.nth(1).map(std::path::PathBuf::from);
         // A yes goes out on stdout as soon as it is known (`sandbox::mount_namespaces`): the
         // host goes on while this process removes the probe's folders.
         #[cfg(target_os = "linux")]
-        let probed = crate::core::sandbox::linux::probe_mounts(|probed| {
+        let probed = crate::core::sandbox::linux::probe_mounts(within.as_deref(), |probed| {
             if probed.is_ok() {
                 use std::io::Write;
                 let mut out = std::io::stdout().lock();

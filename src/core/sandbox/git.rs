@@ -601,7 +601,7 @@ impl MergeReport {
 /// as the host exits ([`remove_state_root`]).
 static STATE_ROOT: OnceLock<PathBuf> = OnceLock::new();
 
-fn state_root() -> std::io::Result<PathBuf> {
+pub(super) fn state_root() -> std::io::Result<PathBuf> {
     static LOCK: Mutex<()> = Mutex::new(());
     let _one = crate::core::sync::lock(&LOCK);
     if let Some(dir) = STATE_ROOT.get() {

@@ -800,11 +800,18 @@ fn exit_like(status: i32) -> ! {
 /// git view (an AppArmor-restricted user namespace has no rights to mount), a pid namespace
 /// and its `/proc` (refused where `/proc` is partly covered, as in some containers). `Err`:
 /// why not. `answered` hears the answer as soon as it is known, before the probe's folders are
-/// removed (each removal can wait on the disk: the host need not).
-pub fn probe_mounts(answered: impl FnOnce(&Result<(), String>)) -> Result<(), String> {
+/// removed (each removal can wait on the disk: the host need not). `within`: where to make
+/// them (the host's git-view state folder), else the temp folder.
+pub fn probe_mounts(within: Option<&Path>, answered: impl FnOnce(&Result<(), String>)) -> Result<(), String> {
     // A writable folder holding a read-only bind and a git view whose state is outside it, as
     // the project and its `.git` are; the probe's own, removed after.
-    let scratch = tempfile::Builder::new().prefix("handoff-probe-").tempdir().map_err(|e| format!("cannot make a folder to probe in: {e}"))?;
+    let mut scratch = tempfile::Builder::new();
+    scratch.prefix("handoff-probe-");
+    let scratch = match within {
+        Some(dir) => scratch.tempdir_in(dir),
+        None => scratch.tempdir(),
+    }
+    .map_err(|e| format!("cannot make a folder to probe in: {e}"))?;
     let writable = scratch.path().join("writable");
     for sub in ["writable/ro", "writable/lower", "state/upper", "state/work"] {
         std::fs::create_dir_all(scratch.path().join(sub)).map_err(|e| format!("cannot make a folder to probe in: {e}"))?;
