@@ -50,7 +50,7 @@ pub struct GitLayout {
 /// per check), else asked anew. One answer at a time per project: a command that comes while
 /// [`prefetch`] asks waits for that answer instead of asking again.
 pub fn layout(project: &Path) -> Arc<GitLayout> {
-    static CACHE: OnceLock<Mutex<HashMap<PathBuf, Arc<Mutex<Option<Cached>>>>>> = OnceLock::new();
+    static CACHE: OnceLock<Slots> = OnceLock::new();
     let slot = crate::core::sync::lock(CACHE.get_or_init(Default::default)).entry(project.to_path_buf()).or_default().clone();
     let mut slot = crate::core::sync::lock(&slot);
     if let Some(cached) = slot.as_ref() {
@@ -79,6 +79,9 @@ pub fn prefetch(project: &Path) {
         tracing::debug!(error = %e, "cannot ask git about the project in the background");
     }
 }
+
+/// Each project's slot for its cached answer (locked while an answer is made).
+type Slots = Mutex<HashMap<PathBuf, Arc<Mutex<Option<Cached>>>>>;
 
 /// A cached answer and what it was made from.
 struct Cached {
@@ -325,7 +328,7 @@ fn ask_git(project: &Path, seen: &mut Recorder) -> GitLayout {
         (&project, &["ls-files", "--stage", "-z"]),
     ])
     .try_into()
-    .unwrap_or_else(|_: Vec<_>| [None, None, None]);
+    .unwrap_or([None, None, None]);
     let Some(found) = found else {
         let git = project.join(".git");
         if seen.look(&git, Look::Read).kind == Kind::Dir {
@@ -376,7 +379,7 @@ fn ask_git(project: &Path, seen: &mut Recorder) -> GitLayout {
                 (&sub, &["ls-files", "--stage", "-z"]),
             ])
             .try_into()
-            .unwrap_or_else(|_: Vec<_>| [None, None, None]);
+            .unwrap_or([None, None, None]);
             let text = found.map(|f| String::from_utf8_lossy(&f).into_owned()).unwrap_or_default();
             let mut lines = text.lines();
             let (git_dir, common) = (lines.next().map(|d| absolute(&sub, d)), lines.next().map(|c| absolute(&sub, c)));
@@ -452,7 +455,7 @@ fn planted_in_config(out: &[u8], checkout: &Path, project: &Path, planted: &mut 
             // Our own `-c` settings (hooks and the fsmonitor off).
             continue;
         }
-        let entry = String::from_utf8_lossy(&entry);
+        let entry = String::from_utf8_lossy(entry);
         let (key, value) = entry.split_once('\n').unwrap_or((&entry, ""));
         let key = key.to_ascii_lowercase();
         // Relative origins are relative to the top, where git runs.
@@ -618,7 +621,7 @@ pub(super) fn state_root() -> std::io::Result<PathBuf> {
 /// Removes every view's state, if any was made (called as the host exits).
 pub fn remove_state_root() {
     if let Some(dir) = STATE_ROOT.get() {
-        if let Ok(entries) = std::fs::read_dir(&dir) {
+        if let Ok(entries) = std::fs::read_dir(dir) {
             for entry in entries.flatten() {
                 remove_view_state(&entry.path());
             }
@@ -810,6 +813,44 @@ pub fn refused_note(report: &MergeReport, project: &Path) -> Option<String> {
     ))
 }
 
+// ---------------------------------------------------------------------------------------------
+// Pointer files that appear
+
+/// The `.git` entries of `project`'s tree that are in `now` and were not in `before` (both from
+/// `links::git_entries`, the one index of the tree's folders), sorted.
+pub fn new_pointers(before: &HashSet<PathBuf>, now: &HashSet<PathBuf>) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = now.difference(before).cloned().collect();
+    found.sort();
+    found
+}
+
+/// One sentence about hooks folders of `absent` (see [`GitLayout::absent`]) that exist now.
+pub fn created_hooks_note(absent: &[PathBuf], project: &Path) -> Option<String> {
+    let made: Vec<String> = absent
+        .iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .map(|p| p.strip_prefix(project).unwrap_or(p).display().to_string())
+        .collect();
+    (!made.is_empty()).then(|| {
+        format!(
+            "This command created {}, the hooks folder git's core.hooksPath names: git runs the hooks in it outside the sandbox; the user should review it.",
+            made.join(", ")
+        )
+    })
+}
+
+/// One sentence about new `.git` entries in the tree, or `None`.
+pub fn new_pointers_note(found: &[PathBuf], project: &Path) -> Option<String> {
+    if found.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = found.iter().map(|p| p.strip_prefix(project).unwrap_or(p).display().to_string()).collect();
+    Some(format!(
+        "This command made {}: git follows a .git it finds in a folder (its settings and hooks run code outside the sandbox whenever git runs there, as an editor's git integration does); the user should review it.",
+        names.join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -865,42 +906,4 @@ mod tests {
         assert!(note.contains(".git/commondir, .git/config"), "{note}");
         assert_eq!(refused_note(&MergeReport::default(), Path::new("/p")), None);
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Pointer files that appear
-
-/// The `.git` entries of `project`'s tree that are in `now` and were not in `before` (both from
-/// `links::git_entries`, the one index of the tree's folders), sorted.
-pub fn new_pointers(before: &HashSet<PathBuf>, now: &HashSet<PathBuf>) -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = now.difference(before).cloned().collect();
-    found.sort();
-    found
-}
-
-/// One sentence about hooks folders of `absent` (see [`GitLayout::absent`]) that exist now.
-pub fn created_hooks_note(absent: &[PathBuf], project: &Path) -> Option<String> {
-    let made: Vec<String> = absent
-        .iter()
-        .filter(|p| std::fs::symlink_metadata(p).is_ok())
-        .map(|p| p.strip_prefix(project).unwrap_or(p).display().to_string())
-        .collect();
-    (!made.is_empty()).then(|| {
-        format!(
-            "This command created {}, the hooks folder git's core.hooksPath names: git runs the hooks in it outside the sandbox; the user should review it.",
-            made.join(", ")
-        )
-    })
-}
-
-/// One sentence about new `.git` entries in the tree, or `None`.
-pub fn new_pointers_note(found: &[PathBuf], project: &Path) -> Option<String> {
-    if found.is_empty() {
-        return None;
-    }
-    let names: Vec<String> = found.iter().map(|p| p.strip_prefix(project).unwrap_or(p).display().to_string()).collect();
-    Some(format!(
-        "This command made {}: git follows a .git it finds in a folder (its settings and hooks run code outside the sandbox whenever git runs there, as an editor's git integration does); the user should review it.",
-        names.join(", ")
-    ))
 }

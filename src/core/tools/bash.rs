@@ -124,7 +124,7 @@ fn kill_group(pgid: i32) {
 async fn run_prepared(
     arguments: Value,
     ctx: &ToolContext,
-    mut sandboxed: Option<&mut crate::core::sandbox::command::SandboxedCommand>,
+    sandboxed: Option<&mut crate::core::sandbox::command::SandboxedCommand>,
 ) -> Result<ToolOutput, ToolError> {
     let a: Args = args::parse("bash", &definition().parameters, arguments)?;
     if !ctx.cwd.exists() {
@@ -171,7 +171,7 @@ async fn run_prepared(
     // The Command holds our copies of the pipe's write end: without dropping it, the pipe
     // never reaches end of file.
     drop(cmd);
-    if let Some(prepared) = sandboxed.as_deref_mut() {
+    if let Some(prepared) = sandboxed {
         prepared.spawned();
     }
     let mut child =
