@@ -611,15 +611,22 @@ mod in_neovim {
             ed.mock.push(MockReply::text("ok"));
             ed.lua("require('handoff').prompt('use the temp folder')", json!([])).await;
             ed.wait_event("HandoffAgentEnd", 1).await;
+            // The commands' temp folder, and the host's own folder for git's views (commands
+            // cannot write there), made ahead with the session.
             let made: Vec<PathBuf> = std::fs::read_dir(&tmp).unwrap().flatten().map(|e| e.path()).collect();
-            assert_eq!(made.len(), 1, "{made:?}");
-            let name = made[0].file_name().unwrap().to_string_lossy().into_owned();
+            let name_of = |p: &PathBuf| p.file_name().unwrap().to_string_lossy().into_owned();
+            let (ours, others): (Vec<&PathBuf>, Vec<&PathBuf>) = made.iter().partition(|p| name_of(p).starts_with("handoff-sandbox-"));
+            assert_eq!(ours.len(), 1, "{made:?}");
+            assert!(others.iter().all(|p| name_of(p).starts_with("handoff-git-")) && others.len() <= 1, "{made:?}");
+            let name = name_of(ours[0]);
             let suffix = name.strip_prefix("handoff-sandbox-").unwrap_or_else(|| panic!("{name}"));
             assert!(suffix.parse::<u32>().is_err() && suffix.len() >= 6, "a predictable name: {name}");
-            assert_eq!(std::fs::metadata(&made[0]).unwrap().permissions().mode() & 0o777, 0o700);
-            assert!(made[0].join("left").exists());
+            for folder in &made {
+                assert_eq!(std::fs::metadata(folder).unwrap().permissions().mode() & 0o777, 0o700, "{}", folder.display());
+            }
+            assert!(ours[0].join("left").exists());
             let _dir = ed.quit().await;
-            common::wait_until("the temp folder to go", Duration::from_secs(10), || !made[0].exists()).await;
+            common::wait_until("the host's folders to go", Duration::from_secs(10), || made.iter().all(|f| !f.exists())).await;
         })
         .await;
     }

@@ -328,3 +328,36 @@ async fn a_hook_linked_between_two_commands_protects_its_script_from_the_second(
     let control = bash_here(&m, &m.project, false, plant).await;
     assert!(std::fs::read_to_string(&script).unwrap().contains("planted"), "{control}");
 }
+
+/// A read-only file of the tree stays the file git reads: renaming the folder it is in (the
+/// read-only mount moves with the folder) and making a new one with a new file at its path is
+/// refused (a hook's script here; a module's `.git` file is bound read-only the same way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_file_cannot_be_replaced_by_renaming_its_folder() {
+    if !enforced("a_read_only_file_cannot_be_replaced_by_renaming_its_folder") {
+        return;
+    }
+    let m = machine();
+    let marker = m.outside.join("hook-ran");
+    let script = m.project.join("tools/hooks/post-commit.sh");
+    std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    git(&m.project, &["add", "."]);
+    git(&m.project, &["commit", "-q", "-m", "hook"]);
+    std::os::unix::fs::symlink(&script, m.project.join(".git/hooks/post-commit")).unwrap();
+    let planted = marker_script(&marker).replace('\n', "\\n");
+    let swap = format!("mv tools t2; mkdir -p tools/hooks && printf '{planted}' > tools/hooks/post-commit.sh && chmod +x tools/hooks/post-commit.sh; echo tried");
+    let (results, _) = turn(&m, &[&swap], &[], &[]).await;
+    std::fs::write(m.project.join("x.txt"), "x").unwrap();
+    git(&m.project, &["add", "x.txt"]);
+    git(&m.project, &["commit", "-q", "-m", "x"]);
+    assert!(!marker.exists(), "git ran a script put in place of the hook's: {results:?}");
+    assert!(results[0].contains("busy") || results[0].contains("Read-only"), "{results:?}");
+    assert_eq!(std::fs::read_to_string(&script).unwrap(), "#!/bin/sh\nexit 0\n");
+    // The control: outside the sandbox the swap goes through and git runs the new script.
+    let (results, _) = turn(&m, &[&swap], OFF, &[]).await;
+    std::fs::write(m.project.join("x.txt"), "y").unwrap();
+    git(&m.project, &["commit", "-q", "-am", "y"]);
+    assert!(marker.exists(), "the control's script did not run: {results:?}");
+}

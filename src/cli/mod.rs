@@ -351,9 +351,9 @@ async fn prompt(
     if auto == AutoHandoff::Review {
         anyhow::bail!("--auto-handoff review needs an editor to review the document in: use continue or off");
     }
-    // What the first command needs is made while the probe below is waited for.
+    // What the first command needs is made while the prompt starts.
     crate::core::sandbox::prefetch(&cwd, settings.sandbox());
-    refuse_unenforceable_sandbox(settings)?;
+    let warning = refuse_unenforceable_sandbox(settings)?;
     let agent = open_agent(settings, &cwd, &choice)?;
     eprintln!("{}", agent.session().path().display());
     let controller = Controller::new(agent.clone(), cli_texts());
@@ -366,6 +366,9 @@ async fn prompt(
     };
     // Everything the work sent is printed before its outcome.
     done.cancel();
+    if let Some(warning) = warning {
+        let _ = warning.join();
+    }
     // Each session file the work wrote is named, the one it ends in last.
     for session in printer.await.unwrap_or_default() {
         eprintln!("{session}");
@@ -489,10 +492,11 @@ pub fn run_local(command: &Command, settings: &Settings) -> Option<anyhow::Resul
 pub fn sandbox_exec_main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
     let mut args = args.into_iter().peekable();
     if args.peek().is_some_and(|a| a == crate::core::sandbox::PROBE_COMMAND) {
+        let within = args.nth(1).map(std::path::PathBuf::from);
         // A yes goes out on stdout as soon as it is known (`sandbox::mount_namespaces`): the
         // host goes on while this process removes the probe's folders.
         #[cfg(target_os = "linux")]
-        let probed = crate::core::sandbox::linux::probe_mounts(|probed| {
+        let probed = crate::core::sandbox::linux::probe_mounts(within.as_deref(), |probed| {
             if probed.is_ok() {
                 use std::io::Write;
                 let mut out = std::io::stdout().lock();
@@ -555,12 +559,14 @@ fn print_read_rules() -> ExitCode {
 }
 
 /// The CLI refuses to start a prompt whose commands would have to run outside a sandbox that was
-/// asked for (no one is asked: `--yes` never lifts it); the error names the flag.
-fn refuse_unenforceable_sandbox(settings: &Settings) -> anyhow::Result<()> {
+/// asked for (no one is asked: `--yes` never lifts it); the error names the flag. Whether
+/// commands get their mount namespace is said by the returned thread when the probe answers
+/// (the prompt goes on meanwhile; a command waits for that answer): join it before exiting.
+fn refuse_unenforceable_sandbox(settings: &Settings) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
     let sandbox = settings.sandbox();
     let bash = settings.tools.clone().unwrap_or_default().registry().ok().and_then(|r| r.get("bash"));
     if !sandbox.is_on() || bash.is_none() {
-        return Ok(());
+        return Ok(None);
     }
     if let Err(why) = crate::core::sandbox::Support::probe().enforceable() {
         anyhow::bail!(
@@ -568,12 +574,20 @@ fn refuse_unenforceable_sandbox(settings: &Settings) -> anyhow::Result<()> {
             sandbox.mode.as_str()
         );
     }
-    if let Err(why) = crate::core::sandbox::mount_namespaces() {
-        eprintln!(
-            "warning: the sandbox has no mount namespace here ({why}): the project's .git hooks and config stay writable to commands and the names in credential folders listable, so each command asks (--yes does not answer that)"
-        );
+    let warn = || {
+        if let Err(why) = crate::core::sandbox::mount_namespaces() {
+            eprintln!(
+                "warning: the sandbox has no mount namespace here ({why}): the project's .git hooks and config stay writable to commands and the names in credential folders listable, so each command asks (--yes does not answer that)"
+            );
+        }
+    };
+    match std::thread::Builder::new().name("sandbox-warning".into()).spawn(warn) {
+        Ok(thread) => Ok(Some(thread)),
+        Err(_) => {
+            warn();
+            Ok(None)
+        }
     }
-    Ok(())
 }
 
 fn print_context(file: &Path, settings: &Settings) -> anyhow::Result<ExitCode> {

@@ -82,6 +82,7 @@ pub fn prefetch(project: &Path) {
     }
 }
 
+/// Each project's slot for its cached answer (locked while an answer is made).
 /// A cached answer and what it was made from.
 struct Cached {
     layout: Arc<GitLayout>,
@@ -221,13 +222,13 @@ impl Recorder {
         self.0 .0.entry((path.to_path_buf(), look)).or_insert_with(|| Seen::of(path, look))
     }
 
-    /// Whether something is at `path`; a `Read` look taken already says it (the same kind),
-    /// so no second input is recorded for it.
+    /// Whether `path` exists, by a look already taken at it if there is one.
     fn exists(&mut self, path: &Path) -> bool {
-        if let Some(read) = self.0 .0.get(&(path.to_path_buf(), Look::Read)) {
-            return read.kind != Kind::Absent;
+        let taken = [Look::Read, Look::List].into_iter().find_map(|look| self.0 .0.get(&(path.to_path_buf(), look)));
+        match taken {
+            Some(seen) => seen.kind != Kind::Absent,
+            None => self.look(path, Look::Kind).kind != Kind::Absent,
         }
-        self.look(path, Look::Kind).kind != Kind::Absent
     }
 
     /// The files git reads to answer in a repository whose git folder is `git_dir`.
@@ -614,7 +615,7 @@ impl MergeReport {
 /// removed as the host exits ([`remove_state_root`]).
 static STATE_ROOT: OnceLock<PathBuf> = OnceLock::new();
 
-fn state_root() -> std::io::Result<PathBuf> {
+pub(super) fn state_root() -> std::io::Result<PathBuf> {
     static LOCK: Mutex<()> = Mutex::new(());
     let _one = crate::core::sync::lock(&LOCK);
     if let Some(dir) = STATE_ROOT.get() {

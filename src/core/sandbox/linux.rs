@@ -452,6 +452,14 @@ fn mount_namespace(mounts: &super::protected::SandboxMounts, writable: &[&Path])
     }
     read_only_but(writable)?;
     private_terminals()?;
+    // A read-only path inside a writable root must stay the file git reads: a mount moves with
+    // its folder, so `mv scripts s2 && mkdir scripts` would put a new file at its path. Each
+    // folder on the way from the root to it is bound onto itself (still writable, outer ones
+    // first): a mount point cannot be renamed or removed.
+    for folder in folders_on_the_way(&mounts.read_only, writable) {
+        mount(Some(&folder), &folder, None, libc::MS_BIND | libc::MS_REC, None)
+            .map_err(mount_error(format!("keep {} in place", folder.display())))?;
+    }
     for path in &mounts.read_only {
         bind_read_only(path, path).map_err(mount_error(format!("make {} read-only", path.display())))?;
     }
@@ -464,6 +472,22 @@ fn mount_namespace(mounts: &super::protected::SandboxMounts, writable: &[&Path])
         hide.map_err(mount_error(format!("hide {}", path.display())))?;
     }
     std::env::set_current_dir(&cwd).map_err(mount_error(format!("enter {} again", cwd.display())))
+}
+
+/// The folders strictly between a writable root and each of `paths` inside it, outer ones
+/// first, each once.
+fn folders_on_the_way(paths: &[PathBuf], writable: &[&Path]) -> Vec<PathBuf> {
+    let mut folders: Vec<PathBuf> = Vec::new();
+    for path in paths {
+        let Some(root) = writable.iter().filter(|r| path.starts_with(r)).max_by_key(|r| r.components().count()) else { continue };
+        for folder in path.ancestors().skip(1).take_while(|a| a != root && a.starts_with(root)) {
+            if !folders.iter().any(|f| f == folder) {
+                folders.push(folder.to_path_buf());
+            }
+        }
+    }
+    folders.sort_by_key(|f| f.components().count());
+    folders
 }
 
 /// Every mount of this namespace read-only but the `writable` folders, which keep their mounts
@@ -778,11 +802,18 @@ fn exit_like(status: i32) -> ! {
 /// git view (an AppArmor-restricted user namespace has no rights to mount), a pid namespace
 /// and its `/proc` (refused where `/proc` is partly covered, as in some containers). `Err`:
 /// why not. `answered` hears the answer as soon as it is known, before the probe's folders are
-/// removed (each removal can wait on the disk: the host need not).
-pub fn probe_mounts(answered: impl FnOnce(&Result<(), String>)) -> Result<(), String> {
+/// removed (each removal can wait on the disk: the host need not). `within`: where to make
+/// them (the host's git-view state folder), else the temp folder.
+pub fn probe_mounts(within: Option<&Path>, answered: impl FnOnce(&Result<(), String>)) -> Result<(), String> {
     // A writable folder holding a read-only bind and a git view whose state is outside it, as
     // the project and its `.git` are; the probe's own, removed after.
-    let scratch = tempfile::Builder::new().prefix("handoff-probe-").tempdir().map_err(|e| format!("cannot make a folder to probe in: {e}"))?;
+    let mut scratch = tempfile::Builder::new();
+    scratch.prefix("handoff-probe-");
+    let scratch = match within {
+        Some(dir) => scratch.tempdir_in(dir),
+        None => scratch.tempdir(),
+    }
+    .map_err(|e| format!("cannot make a folder to probe in: {e}"))?;
     let writable = scratch.path().join("writable");
     for sub in ["writable/ro", "writable/lower", "state/upper", "state/work"] {
         std::fs::create_dir_all(scratch.path().join(sub)).map_err(|e| format!("cannot make a folder to probe in: {e}"))?;

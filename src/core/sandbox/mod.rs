@@ -185,8 +185,15 @@ pub fn mount_namespaces() -> &'static Result<(), String> {
         if !ours {
             return Err(format!("{} is not the sandbox's helper", helper.source().display()));
         }
-        let mut child = std::process::Command::new(helper.path())
-            .arg(PROBE_COMMAND)
+        // Its folders go in the git views' state folder (outside every writable root), not in
+        // `$TMPDIR`: a folder made and removed there changes it, and the read rules list it
+        // when it is on the way to a credential.
+        let mut probe = std::process::Command::new(helper.path());
+        probe.arg(PROBE_COMMAND);
+        if let Ok(within) = git::state_root() {
+            probe.arg(within);
+        }
+        let mut child = probe
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -241,6 +248,11 @@ pub fn prefetch(project: &Path, settings: SandboxSettings) {
             return;
         }
         started.push(project.clone());
+    }
+    // The folders the host makes in `$TMPDIR` for commands, made first: a folder made there
+    // later changes `$TMPDIR`, and the read rules list it when it is on the way to a credential.
+    if let Err(e) = private_tmpdir().and_then(|_| git::state_root()) {
+        tracing::debug!("cannot make the sandbox's folders ahead: {e}");
     }
     probe_in_background();
     links::prefetch(&project);
