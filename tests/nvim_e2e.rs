@@ -969,23 +969,26 @@ async fn lineage_a_chain_of_two_handoffs_in_the_picker_and_ancestors_read_only()
         let chat_before = ed.eval("T.chat()").await;
         let first_bytes = std::fs::read(&first).unwrap();
 
-        // The picker shows the chain, each session under the one it was handed off from.
+        // The picker shows the chain, each session under the one it was handed off from. It
+        // opens when the host's list arrives (the command returns at once).
         let picked = r#"
             local pick, bang = ...
-            local seen = {}
+            _G.seen = nil
             local select = vim.ui.select
             vim.ui.select = function(items, opts, on_choice)
+              vim.ui.select = select
+              local seen = {}
               seen.prompt = opts.prompt
               seen.items = vim.tbl_map(opts.format_item, items)
               seen.paths = vim.tbl_map(function(i) return i.path end, items)
               on_choice(pick and items[pick] or nil)
+              _G.seen = seen
             end
             local ok, err = pcall(vim.cmd, bang and 'HandoffSessions!' or 'HandoffSessions')
-            vim.ui.select = select
             assert(ok, err)
-            return seen
         "#;
-        let seen = ed.lua(picked, json!([Value::Null, false])).await;
+        ed.lua(picked, json!([Value::Null, false])).await;
+        let seen = ed.wait_until("_G.seen", std::time::Duration::from_secs(30)).await;
         assert_eq!(seen["paths"], json!([first, second, third]), "{seen}");
         let items: Vec<&str> = seen["items"].as_array().unwrap().iter().map(|i| i.as_str().unwrap()).collect();
         assert!(!items[0].starts_with(['⇠', ' ']) && items[0].contains("first question"), "{items:?}");
@@ -994,7 +997,8 @@ async fn lineage_a_chain_of_two_handoffs_in_the_picker_and_ancestors_read_only()
         assert_eq!(seen["prompt"], "Resume session");
 
         // `:HandoffSessions!` opens the first session read-only: its messages, the agent stays.
-        let seen = ed.lua(picked, json!([1, true])).await;
+        ed.lua(picked, json!([1, true])).await;
+        let seen = ed.wait_until("_G.seen", std::time::Duration::from_secs(30)).await;
         assert_eq!(seen["prompt"], "View session (read-only)");
         let view = ed.wait_event("HandoffSessionView", 1).await;
         assert_eq!(view["path"], first.as_str());
