@@ -90,35 +90,13 @@ fn ws(b: &[u8], mut at: usize) -> usize {
 /// The index of the quote that closes the string whose contents start at `at`.
 fn string_end(b: &[u8], mut at: usize) -> Option<usize> {
     loop {
-        let found = quote_or_backslash(b, at)?;
+        let found = at + memchr::memchr2(b'"', b'\\', b.get(at..)?)?;
         if b[found] == b'"' {
             return Some(found);
         }
         // An escape: the next byte is escaped (a `\uXXXX`'s digits need no care).
         at = found + 2;
     }
-}
-
-/// The first `"` or `\` at or after `at`. Escapes come every few dozen bytes in a tool's output
-/// (`\n`): the first 64 bytes are searched eight at a time in a word (no call, no setup), the
-/// rest by `memchr2` (32 at a time).
-fn quote_or_backslash(b: &[u8], mut at: usize) -> Option<usize> {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-    const QUOTES: u64 = u64::from_ne_bytes([b'"'; 8]);
-    const BACKSLASHES: u64 = u64::from_ne_bytes([b'\\'; 8]);
-    let word_end = b.len().min(at.saturating_add(64));
-    while at + 8 <= word_end {
-        let word = u64::from_le_bytes(b[at..at + 8].try_into().ok()?);
-        let (q, s) = (word ^ QUOTES, word ^ BACKSLASHES);
-        // A zero byte of `q` or `s` is a match; the lowest flagged byte is exact.
-        let found = (q.wrapping_sub(ONES) & !q | s.wrapping_sub(ONES) & !s) & HIGHS;
-        if found != 0 {
-            return Some(at + (found.trailing_zeros() / 8) as usize);
-        }
-        at += 8;
-    }
-    Some(at + memchr::memchr2(b'"', b'\\', b.get(at..)?)?)
 }
 
 /// The end (exclusive) of the value that starts at `at`.
