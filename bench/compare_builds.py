@@ -104,14 +104,16 @@ def main():
                 if "8" in only:
                     if r == 0:
                         rp.ours(bin_dir)  # warm-up
-                    t, peak, _ = rp.ours(bin_dir)
+                    t, peak, _, cpu = rp.ours(bin_dir)
                     add("8,000-entry session resumed + one prompt: wall", who, t)
+                    add("8,000-entry session resumed + one prompt: CPU", who, cpu)
                     add("8,000-entry session resumed + one prompt: peak RSS (KiB)", who, peak)
                 if "8b" in only:
                     if r == 0:
                         rpw.ours(bin_dir)  # warm-up
-                    t, peak, _ = rpw.ours(bin_dir)
+                    t, peak, _, cpu = rpw.ours(bin_dir)
                     add("8,000-entry session + one prompt at the wall (handed off first): wall", who, t)
+                    add("8,000-entry session + one prompt at the wall (handed off first): CPU", who, cpu)
                     add("8,000-entry session + one prompt at the wall (handed off first): peak RSS (KiB)", who, peak)
                 if "17" in only:
                     f = B.bench_sessions_folder(nvim, bin_dir, mock, work, *folder, plugin_root=root)
@@ -143,12 +145,14 @@ def main():
                         add(f"context {n:,} entries: wall", "pi", t)
                         add(f"context {n:,} entries: peak RSS (KiB)", "pi", peak)
                 if "8" in only:
-                    t, peak, _ = rp.pi_run()
+                    t, peak, _, cpu = rp.pi_run()
                     add("8,000-entry session resumed + one prompt: wall", "pi", t)
+                    add("8,000-entry session resumed + one prompt: CPU", "pi", cpu)
                     add("8,000-entry session resumed + one prompt: peak RSS (KiB)", "pi", peak)
                 if "8b" in only:
-                    t, peak, _ = rpw.pi_run()
+                    t, peak, _, cpu = rpw.pi_run()
                     add("8,000-entry session + one prompt at the wall (handed off first): wall", "pi", t)
+                    add("8,000-entry session + one prompt at the wall (handed off first): CPU", "pi", cpu)
                     add("8,000-entry session + one prompt at the wall (handed off first): peak RSS (KiB)", "pi", peak)
                 if "3" in only:
                     t = B.pi_handoff(pi, B.small_session(work, f"pi-handoff-{r}.jsonl"))
