@@ -35,7 +35,8 @@ Sections (doc/benchmarks.md explains each):
      (1k/10k/100k entries: time to the handoff's request, its size, peak RSS), b. an overflow
      mid-run (the refused request → the handoff's, attempts, sizes)
  11. the sandbox for bash: a trivial command spawned as is and through the helper, and §6a's
-     four-tool turn with `--sandbox off` and `workspace-write`
+     four-tool turn and a one-command turn with `--sandbox off` and `workspace-write`
+     (`--before-bin-dir DIR`: another build in the same loops, a before/after)
  12. a long reply through the host (our CLI against the mock): the Responses API beside Chat
      Completions, the same words: MB/s and events/s above the floor of a one-word reply
  13. a Copilot request beside a plain one, the token cached: a tool loop in one CLI process,
@@ -1590,13 +1591,52 @@ def git_init(d):
     subprocess.run(["git", "init", "-q", d], check=True)
 
 
-def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg):
+def new_view_state(root):
+    """A git view's state as the host makes it for each command (`GitView::new`: a new folder with
+    `upper/` and `work/`): a volatile overlay (issue 39's fourth round) refuses a work folder it
+    used before, and a reused one made the overlay clean it first (an rmdir, a synchronous
+    discard on this machine's disk)."""
+    state = tempfile.mkdtemp(prefix="view-", dir=root)
+    for d in ("upper", "work"):
+        os.mkdir(os.path.join(state, d))
+    return state
+
+
+def remove_view_state(state):
+    """As the host does after the command (off its path: not timed): the overlay leaves its work
+    folders without any rights."""
+    for sub in ("work/work", "work/work/incompat", "work/work/incompat/volatile", "work/index"):
+        try:
+            os.chmod(os.path.join(state, sub), 0o700)
+        except OSError:
+            pass
+    shutil.rmtree(state, ignore_errors=True)
+
+
+def timed_view(make_cmd, env, cwd, state_root, pass_fds=()):
+    """`timed` for a command with a git view: the view's state made inside the timing (the host
+    makes it before it spawns the helper), removed after it."""
+    t0 = time.perf_counter()
+    state = new_view_state(state_root)
+    subprocess.run(make_cmd(state), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env=env, cwd=cwd, check=True, pass_fds=pass_fds)
+    elapsed = time.perf_counter() - t0
+    remove_view_state(state)
+    return elapsed
+
+
+ONE_COMMAND = [TURN_CALLS[1]]
+
+
+def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg, before_dir=None):
     """§11: a trivial command (`bash -c true`) spawned as is, through the helper with Landlock
     and seccomp only, and with the mount namespace as the host sets it up for a git project
     (.git seen through its overlay, four credential paths hidden), interleaved; then
-    the four-tool turn of §6a (in a git repository, with that home) with --sandbox off,
-    workspace-write, and pi, interleaved. Checks that the helper enforces (a write outside the
-    project refused, NoNewPrivs 1, a hook that never reaches .git) and that every turn leaves the
+    the four-tool turn of §6a and a turn whose one call is its bash command (in a git
+    repository, with that home) with --sandbox off and workspace-write, and pi's four-tool turn,
+    interleaved. `before_dir`: another build's binaries, measured in the same loops (a
+    before/after in one run). Checks that the helper enforces (a write outside the project
+    refused, NoNewPrivs 1, a hook that never reaches .git) and that every turn leaves the
     expected files."""
     root = os.path.join(work, "sandbox")
     project, tmp, outside = (os.path.join(root, d) for d in ("project", "tmp", "outside"))
@@ -1606,12 +1646,10 @@ def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg):
     home = sandbox_home(root)
     env = dict(env, HOME=home)
     git = os.path.join(project, ".git")
-    # The git view's state, as the host makes it per command (reused here: each namespace ends
-    # before the next mounts it).
-    state = os.path.join(root, "git-state")
-    for d in ("upper", "work"):
-        os.makedirs(os.path.join(state, d))
-    mounts = ["--isolate", "true", "--git-view", git, "--git-state", state]
+    # The git views' states, one per command as the host makes them.
+    state_root = os.path.join(root, "git-state")
+    os.makedirs(state_root)
+    mounts = ["--isolate", "true"]
     for p in (".ssh", ".aws", os.path.join(".config", "gh"), ".netrc"):
         mounts += ["--hide", os.path.join(home, p)]
     # What a command may read (issue 39): the host hands the helper its read rules as descriptor
@@ -1628,51 +1666,78 @@ def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg):
         fd = os.open(rules_path, os.O_RDONLY)
         fds = (fd,)
         mounts += ["--read-rules", str(fd)]
-    probe = subprocess.run(sandbox_exec_cmd(bin_dir, project, tmp, ["/bin/bash", "-c",
-                           f"grep -q 'NoNewPrivs:.1' /proc/self/status && ! echo x 2>/dev/null > {outside}/x"
-                           f" && echo x > {git}/hooks/pre-commit && ! test -s {home}/.ssh/id_ed25519"], mounts=mounts),
-                           env=env, cwd=project, capture_output=True, text=True, pass_fds=fds)
-    if probe.returncode != 0 or os.path.exists(os.path.join(outside, "x")) or os.path.exists(os.path.join(git, "hooks", "pre-commit")):
-        raise RuntimeError(f"sandbox: the helper does not enforce here: {probe.stderr.strip()}")
+    with_view = lambda state: ["--git-view", git, "--git-state", state] + mounts
+    builds = {"after": bin_dir}
+    if before_dir:
+        builds["before"] = before_dir
+    for who, b in builds.items():
+        state = new_view_state(state_root)
+        probe = subprocess.run(sandbox_exec_cmd(b, project, tmp, ["/bin/bash", "-c",
+                               f"grep -q 'NoNewPrivs:.1' /proc/self/status && ! echo x 2>/dev/null > {outside}/x"
+                               f" && echo x > {git}/hooks/pre-commit && ! test -s {home}/.ssh/id_ed25519"], mounts=with_view(state)),
+                               env=env, cwd=project, capture_output=True, text=True, pass_fds=fds)
+        remove_view_state(state)
+        if probe.returncode != 0 or os.path.exists(os.path.join(outside, "x")) or os.path.exists(os.path.join(git, "hooks", "pre-commit")):
+            raise RuntimeError(f"sandbox ({who} build): the helper does not enforce here: {probe.stderr.strip()}")
     plain = ["/bin/bash", "-c", "true"]
-    boxed = sandbox_exec_cmd(bin_dir, project, tmp, plain, mounts=mounts[mounts.index("--read-rules"):] if fds else ())
-    boxed_full = sandbox_exec_cmd(bin_dir, project, tmp, plain, mounts=mounts)
+    ll_only = mounts[mounts.index("--read-rules"):] if fds else []
     spawns = 20 if smoke else 400
-    boxed_host = sandbox_exec_cmd(bin_dir, project, tmp, plain, helper="handoff-nvim", mounts=mounts)
-    off, on, on_full, on_host = [], [], [], []
+    off = []
+    on, on_full, on_host = ({who: [] for who in builds} for _ in range(3))
     for _ in range(spawns):
         off.append(timed(plain, env, project))
-        on.append(timed(boxed, env, project, fds))
-        on_full.append(timed(boxed_full, env, project, fds))
-        on_host.append(timed(boxed_host, env, project, fds))
+        for who, b in builds.items():
+            on[who].append(timed(sandbox_exec_cmd(b, project, tmp, plain, mounts=ll_only), env, project, fds))
+            on_full[who].append(timed_view(lambda st: sandbox_exec_cmd(b, project, tmp, plain, mounts=with_view(st)), env, project, state_root, fds))
+            on_host[who].append(timed_view(lambda st: sandbox_exec_cmd(b, project, tmp, plain, helper="handoff-nvim", mounts=with_view(st)),
+                                           env, project, state_root, fds))
     n = [0]
-    turn = {"off": [], "workspace-write": [], "pi": []}
+    turns = {(who, calls, mode): [] for who in builds for calls in ("four", "one") for mode in ("off", "workspace-write")}
+    turn_pi = []
     pi_env = dict(pi_tool_env(pi, rg), HOME=home) if pi else None
+
+    def fresh():
+        n[0] += 1
+        d = os.path.join(root, "turn", str(n[0]))
+        os.makedirs(d)
+        git_init(d)
+        for name, text in TURN_SEED.items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        return d
+
+    expected_one = {k: v for k, v in TURN_EXPECTED.items() if k in TURN_SEED or k == "count.txt"}
+    expected_one["config.toml"] = TURN_SEED["config.toml"].encode()
     for _ in range(runs * 3):
-        for mode in turn:
-            if mode == "pi" and not pi:
-                continue
-            n[0] += 1
-            d = os.path.join(root, "turn", str(n[0]))
-            os.makedirs(d)
-            git_init(d)
-            for name, text in TURN_SEED.items():
-                with open(os.path.join(d, name), "w") as f:
-                    f.write(text)
+        for (who, calls, mode), times in turns.items():
+            d = fresh()
+            script_turn(mock, TURN_CALLS if calls == "four" else ONE_COMMAND)
+            cmd = ours_turn_cmd(builds[who], d)
+            times.append(timed(cmd[:1] + ["--sandbox", mode] + cmd[1:], env, d))
+            shutil.rmtree(os.path.join(d, ".git"))
+            expected = TURN_EXPECTED if calls == "four" else expected_one
+            if snapshot(d) != expected:
+                raise RuntimeError(f"sandbox: the {calls}-call turn with {mode} ({who} build) left other files: {sorted(snapshot(d))}")
+        if pi:
+            d = fresh()
             script_turn(mock, TURN_CALLS)
-            if mode == "pi":
-                turn[mode].append(timed(pi_turn_cmd(pi), pi_env, d))
-            else:
-                cmd = ours_turn_cmd(bin_dir, d)
-                turn[mode].append(timed(cmd[:1] + ["--sandbox", mode] + cmd[1:], env, d))
+            turn_pi.append(timed(pi_turn_cmd(pi), pi_env, d))
             shutil.rmtree(os.path.join(d, ".git"))
             if snapshot(d) != TURN_EXPECTED:
-                raise RuntimeError(f"sandbox: the tool turn with {mode} left other files: {sorted(snapshot(d))}")
+                raise RuntimeError(f"sandbox: pi's tool turn left other files: {sorted(snapshot(d))}")
     for fd in fds:
         os.close(fd)
-    return dict(spawns=spawns, read_rules=read_rules, cmd_off=median(off), cmd_on=median(on), cmd_on_full=median(on_full), cmd_on_host=median(on_host),
-                cmd_off_p90=pct(off, 0.9), cmd_on_p90=pct(on, 0.9), cmd_on_full_p90=pct(on_full, 0.9),
-                turn_off=median(turn["off"]), turn_on=median(turn["workspace-write"]), turn_pi=median(turn["pi"]) if turn["pi"] else None)
+
+    def figures(who):
+        return dict(cmd_on=median(on[who]), cmd_on_full=median(on_full[who]), cmd_on_host=median(on_host[who]),
+                    cmd_on_full_p90=pct(on_full[who], 0.9),
+                    turn_off=median(turns[(who, "four", "off")]), turn_on=median(turns[(who, "four", "workspace-write")]),
+                    one_off=median(turns[(who, "one", "off")]), one_on=median(turns[(who, "one", "workspace-write")]))
+    out = dict(spawns=spawns, read_rules=read_rules, cmd_off=median(off), cmd_off_p90=pct(off, 0.9),
+               turn_pi=median(turn_pi) if turn_pi else None, **figures("after"))
+    if before_dir:
+        out["before"] = figures("before")
+    return out
 # --- Decoding a long reply through the host: Responses beside Chat Completions (§12) -------------
 
 def sse_stream(mock, path, reply):
@@ -2191,9 +2256,12 @@ def main():
         ROOT, ".cache", "mcp-everything", "node_modules", ".bin", "mcp-server-everything"))
     ap.add_argument("--rg", help="ripgrep for §6b (default: .cache/rg-venv/bin/rg, else PATH; `none`: without)")
     ap.add_argument("--json", help="also write the raw figures here")
+    ap.add_argument("--before-bin-dir", help="§11: another build's binaries, measured in the same loops (a before/after)")
     ap.add_argument("--doc", help="replace the results part of this markdown file (between the markers)")
     args = ap.parse_args()
     args.bin_dir = os.path.abspath(args.bin_dir)
+    if args.before_bin_dir:
+        args.before_bin_dir = os.path.abspath(args.before_bin_dir)
     only = set(args.only.split(","))
     runs = 1 if args.smoke else max(5, args.runs)
     sizes = [200] if args.smoke else [1000, 10000, 100000]
@@ -2578,29 +2646,45 @@ def main():
                     f"| peak RSS | {mib(ov['ours_peak'])} | {mib(ov.get('pi_peak'))} | {ratio(ov.get('pi_peak'), ov['ours_peak'])} |", ""]
         if "11" in only:
             log("11. the sandbox for bash")
-            sb = raw["sandbox"] = bench_sandbox(args.bin_dir, pi, env, mock, runs, work, args.smoke, rg)
+            sb = raw["sandbox"] = bench_sandbox(args.bin_dir, pi, env, mock, runs, work, args.smoke, rg, args.before_bin_dir)
             d_cmd, d_full, d_turn = sb["cmd_on"] - sb["cmd_off"], sb["cmd_on_full"] - sb["cmd_off"], sb["turn_on"] - sb["turn_off"]
+            d_one = sb["one_on"] - sb["one_off"]
             out += ["### 11. The sandbox for bash", "",
                     f"A trivial command, `bash -c true`, spawned {sb['spawns']} times as is, through the helper with "
                     "Landlock and seccomp only (`handoff-sandbox sandbox-exec --sandbox workspace-write --network false "
                     "--writable DIR --tmpdir DIR -- bash -c true`), and with the mount namespace as the host sets it up "
-                    "for a git project (user and mount namespace, `.git` seen through its overlay (git's data merged back by the host), "
+                    "for a git project (user and mount namespace, `.git` seen through its overlay with a new state "
+                    "folder per command, made inside the timing as the host makes it before the spawn, "
                     "`~/.ssh`, `~/.aws`, `~/.config/gh`, `~/.netrc` hidden), and the latter through the host binary's "
                     "own `handoff-nvim sandbox-exec`, interleaved; then §6a's four-tool turn (`prompt --new --yes`, its bash call "
-                    "among them, in a git repository, with that home) with `--sandbox off`, `--sandbox workspace-write` and pi "
-                    "(which has no sandbox), interleaved, each in a fresh folder and checked against the expected files. "
+                    "among them, in a git repository, with that home) and a turn whose only call is that bash command, "
+                    "with `--sandbox off` and `--sandbox workspace-write`, and pi's four-tool turn "
+                    "(pi has no sandbox), interleaved, each in a fresh folder and checked against the expected files. "
                     "Before that the helper is checked to enforce (NoNewPrivs 1, a write outside the project and a hook "
                     "refused, the key hidden). "
                     + (f"Each helper run gets the read rules the host works out for that home ({sb['read_rules']} rules: "
                        "everything but the credential locations, `--read-rules FD`)." if sb.get("read_rules") else
-                       "This helper has no read rules (it reads everything)."), "",
+                       "This helper has no read rules (it reads everything).")
+                    + (f" The build in `{args.before_bin_dir}` ran in the same loops (the before column)." if sb.get("before") else ""), "",
                     "| | unsandboxed | sandboxed | overhead |", "|---|---|---|---|",
                     f"| `bash -c true`, Landlock and seccomp only, median | {fmt_ms(sb['cmd_off'])} | {fmt_ms(sb['cmd_on'])} | {fmt_ms(d_cmd)} |",
                     f"| `bash -c true`, with the mount namespace (what the host runs), median | {fmt_ms(sb['cmd_off'])} | {fmt_ms(sb['cmd_on_full'])} | **{fmt_ms(d_full)}** |",
                     f"| … p90 | {fmt_ms(sb['cmd_off_p90'])} | {fmt_ms(sb['cmd_on_full_p90'])} | |",
                     f"| … through `handoff-nvim sandbox-exec` instead (the host binary as the helper) | | {fmt_ms(sb['cmd_on_host'])} | {fmt_ms(sb['cmd_on_host'] - sb['cmd_off'])} |",
                     f"| four-tool turn, prompt → exit, median | {fmt_ms(sb['turn_off'])} | {fmt_ms(sb['turn_on'])} | **{fmt_ms(d_turn)}** |",
+                    f"| one-command turn (its bash call only), prompt → exit, median | {fmt_ms(sb['one_off'])} | {fmt_ms(sb['one_on'])} | **{fmt_ms(d_one)}** |",
                     f"| pi's four-tool turn (no sandbox), median | {fmt_ms(sb.get('turn_pi'))} | | pi takes {ratio(sb.get('turn_pi'), sb['turn_on'])} the time of our sandboxed turn |", ""]
+            if sb.get("before"):
+                b = sb["before"]
+                row = lambda name, key, off: f"| {name} | {fmt_ms(b[key] - off)} | {fmt_ms(sb[key] - off)} |"
+                out += ["Overheads of the before build and this one, same loops:", "",
+                        "| overhead over the unsandboxed figure, median | before | after |", "|---|---|---|",
+                        row("`bash -c true`, Landlock and seccomp only", "cmd_on", sb["cmd_off"]),
+                        row("`bash -c true`, with the mount namespace", "cmd_on_full", sb["cmd_off"]),
+                        f"| … p90 of the sandboxed run | {fmt_ms(b['cmd_on_full_p90'])} | {fmt_ms(sb['cmd_on_full_p90'])} |",
+                        row("… through `handoff-nvim sandbox-exec`", "cmd_on_host", sb["cmd_off"]),
+                        f"| four-tool turn (sandboxed − off, each build's own) | {fmt_ms(b['turn_on'] - b['turn_off'])} | {fmt_ms(d_turn)} |",
+                        f"| one-command turn (sandboxed − off) | {fmt_ms(b['one_on'] - b['one_off'])} | {fmt_ms(d_one)} |", ""]
         if "12" in only:
             log("12. a long reply: Responses beside Chat Completions")
             d = raw["decode"] = bench_decode(args.bin_dir, mock, runs, work, 2000 if args.smoke else 20000)

@@ -24,6 +24,9 @@
 //!   anew (the credential list and its folders read, the rules encoded; this user's home).
 //!   `read_rules_in_helper`: the helper's side, what the rules add to each command: read them
 //!   from the memfd, open each path and add it to a Landlock ruleset (not put in force).
+//! - `review_split`: one `write` of a 5,000-line file changing 200 places, split into hunks
+//!   against the file before the call (`session::review::split_hunks`, what the host does after
+//!   each edit/write; the editor's side is bench/review_bench.lua).
 //! - `request_plain`, `request_copilot`: one short reply over HTTP from the mock through
 //!   `Provider::stream` (no agent), as a plain Chat Completions provider and as Copilot with its
 //!   token and model list cached (exchanged once before sampling): what Copilot adds per request
@@ -36,7 +39,7 @@ use std::time::Duration;
 
 use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::agent::{AgentConfig, AgentEvent, AgentSession, RunOptions};
-use handoff_nvim::core::controller::{Controller, FrontEndTexts};
+use handoff_nvim::core::controller::{Controller, FrontEndTexts, Lifecycle};
 use handoff_nvim::core::handoff::HandoffOutcome;
 use handoff_nvim::core::provider::fuzzing::decode_body;
 use handoff_nvim::core::message::{ContextMessage, Message};
@@ -165,7 +168,7 @@ fn prompt_stream(bencher: divan::Bencher, tokens: usize) {
             agent(session)
         })
         .bench_local_values(|agent| {
-            e.rt.block_on(agent.prompt("stream", RunOptions::default())).unwrap();
+            e.rt.block_on(Lifecycle::of(&agent, FrontEndTexts::default()).run("stream", RunOptions::default())).unwrap();
             agent
         });
 }
@@ -353,5 +356,24 @@ fn read_rules_in_helper(bencher: divan::Bencher) {
         let mut created = Ruleset::default().handle_access(AccessFs::from_all(ABI::V3)).unwrap().create().unwrap();
         linux::add_read_rules(&mut created, &read);
         created
+    });
+}
+
+/// A 5,000-line file and the agent's version of it with every 25th line changed (200 hunks).
+pub fn review_versions() -> (Vec<u8>, Vec<u8>) {
+    let base: String = (1..=5000).map(|i| format!("line {i} of the file, some text to diff\n")).collect();
+    let agent: String = (1..=5000)
+        .map(|i| if i % 25 == 0 { format!("LINE {i} changed by the agent\n") } else { format!("line {i} of the file, some text to diff\n") })
+        .collect();
+    (base.into_bytes(), agent.into_bytes())
+}
+
+#[divan::bench(sample_count = 30)]
+fn review_split(bencher: divan::Bencher) {
+    let (base, agent) = review_versions();
+    bencher.bench_local(|| {
+        let hunks = handoff_nvim::core::session::review::split_hunks(&base, &agent);
+        assert_eq!(hunks.len(), 200);
+        hunks
     });
 }

@@ -77,6 +77,34 @@ vim.api.nvim_create_user_command("HandoffChanges", function()
   api().changes()
 end, { desc = "handoff.nvim: the agent's changes in this session, in the quickfix list" })
 
+vim.api.nvim_create_user_command("HandoffReview", function()
+  api().review()
+end, { desc = "handoff.nvim: every pending hunk of the agent's changes, in the quickfix list" })
+
+vim.api.nvim_create_user_command("HandoffKeep", function(o)
+  local review = require("handoff.review")
+  if o.bang then
+    review.keep_all()
+  else
+    review.keep(nil, o.range > 0 and { o.line1, o.line2 } or nil)
+  end
+end, { range = true, bang = true, desc = "handoff.nvim: keep the hunk under the cursor (a range: its lines; ! every pending hunk)" })
+
+vim.api.nvim_create_user_command("HandoffReject", function(o)
+  local review = require("handoff.review")
+  local reason = o.args ~= "" and o.args or nil
+  if o.bang then
+    review.reject_all(reason)
+  else
+    review.reject(nil, reason, o.range > 0 and { o.line1, o.line2 } or nil)
+  end
+end, {
+  range = true,
+  bang = true,
+  nargs = "?",
+  desc = "handoff.nvim: reject the hunk under the cursor (a range: its lines; ! every pending hunk), with an optional reason",
+})
+
 vim.api.nvim_create_user_command("HandoffDiff", function(o)
   api().diff(o.args ~= "" and o.args or nil)
 end, {
@@ -117,5 +145,17 @@ end, {
     return vim.tbl_filter(function(l)
       return vim.startswith(l, arg_lead)
     end, require("handoff.config").thinking_levels)
+  end,
+})
+
+vim.api.nvim_create_user_command("HandoffInstall", function(o)
+  require("handoff.install").command(o.args)
+end, {
+  nargs = "?",
+  desc = "handoff.nvim: install the host binary (the release's, checksum pinned by the plugin; else a cargo build) [rollback|build]",
+  complete = function(arg_lead)
+    return vim.tbl_filter(function(a)
+      return vim.startswith(a, arg_lead)
+    end, { "rollback", "build" })
   end,
 })

@@ -23,13 +23,27 @@ ensure_nvim() {
   export NVIM_BIN="$bin"
 }
 
+# `npm install PACKAGE` into PREFIX, tried three times: a registry that drops one connection
+# must not fail a CI run (one did, with nothing printed under --silent).
+npm_install_into() {
+  local prefix="$1" package="$2" try
+  mkdir -p "$prefix"
+  for try in 1 2 3; do
+    if npm install --silent --no-audit --no-fund --prefix "$prefix" "$package" >&2; then
+      return 0
+    fi
+    echo "deps: npm install $package failed (try $try of 3)" >&2
+    sleep $((try * 5))
+  done
+  return 1
+}
+
 # pi 0.73.1, the peer our session files must stay compatible with. Exports PI_BIN.
 ensure_pi() {
   local bin="$root/.cache/pi/node_modules/.bin/pi"
   if [ ! -x "$bin" ]; then
     echo "deps: installing pi 0.73.1 from npm into .cache/pi" >&2
-    mkdir -p "$root/.cache/pi"
-    npm install --silent --no-audit --no-fund --prefix "$root/.cache/pi" @mariozechner/pi-coding-agent@0.73.1 >&2
+    npm_install_into "$root/.cache/pi" @mariozechner/pi-coding-agent@0.73.1 || return 1
   fi
   export PI_BIN="$bin"
 }
@@ -40,8 +54,7 @@ ensure_mcp_everything() {
   local bin="$root/.cache/mcp-everything/node_modules/.bin/mcp-server-everything"
   if [ ! -x "$bin" ]; then
     echo "deps: installing @modelcontextprotocol/server-everything from npm into .cache/mcp-everything" >&2
-    mkdir -p "$root/.cache/mcp-everything"
-    npm install --silent --no-audit --no-fund --prefix "$root/.cache/mcp-everything" @modelcontextprotocol/server-everything@2026.8.31 >&2
+    npm_install_into "$root/.cache/mcp-everything" @modelcontextprotocol/server-everything@2026.8.31 || return 1
   fi
   export MCP_EVERYTHING_BIN="$bin"
 }
@@ -57,4 +70,18 @@ ensure_rg() {
   fi
   [ -x "$bin" ] || return 1
   export RG_BIN="$bin"
+}
+
+# cargo-zigbuild and zig (both from PyPI wheels) into .cache/zig-venv: scripts/release.sh
+# cross-links the static Linux binaries (x86_64 and aarch64 musl) with zig's linker and C
+# compiler (ring's C). Puts the venv's bin first on PATH (cargo-zigbuild finds zig through
+# `python3 -m ziglang` there).
+ensure_zigbuild() {
+  local venv="$root/.cache/zig-venv"
+  if [ ! -x "$venv/bin/cargo-zigbuild" ]; then
+    echo "deps: installing cargo-zigbuild and ziglang (PyPI) into .cache/zig-venv" >&2
+    python3 -m venv "$venv" || return 1
+    "$venv/bin/pip" install -q "cargo-zigbuild>=0.20" "ziglang>=0.13" >&2 || return 1
+  fi
+  case ":$PATH:" in *":$venv/bin:"*) ;; *) export PATH="$venv/bin:$PATH" ;; esac
 }

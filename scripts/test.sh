@@ -5,8 +5,8 @@
 # `scripts/test.sh --test handoff`). Then, unless HANDOFF_SKIP_LOCAL_MODEL=1, the end-to-end
 # handoff against the local model and the automatic handoff at its real overflow, tests
 # `cargo test` alone reports as ignored.
-# HANDOFF_LAZY_NVIM=/path/to/lazy.nvim also runs the README's lazy.nvim spec under lazy.nvim
-# (tests/first_run.rs; no package registry ships lazy.nvim, so without it that test is skipped).
+# The README's lazy.nvim spec runs under the lazy.nvim in tests/vendor/ (HANDOFF_LAZY_NVIM=/path
+# names another checkout).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -14,15 +14,17 @@ ensure_nvim
 ensure_pi
 ensure_mcp_everything
 ensure_rg || echo "deps: ripgrep not installed; the benchmark smoke run skips its rg comparison" >&2   # optional
+# The static (musl) binary's test (tests/install.rs) builds it with cargo-zigbuild: both wheels
+# from PyPI and rustup's musl standard library (~45 s the first time). Without them it is SKIPPED.
+ensure_zigbuild || echo "deps: cargo-zigbuild not installed; the static binary's test will be SKIPPED" >&2
+rustup target add "$(uname -m)-unknown-linux-musl" >/dev/null 2>&1 \
+  || echo "deps: rustup cannot add the musl target; the static binary's test will be SKIPPED" >&2
 local_model=1
 if [ "${HANDOFF_SKIP_LOCAL_MODEL:-0}" = 1 ]; then
   local_model=0
 fi
 if [ "$local_model" = 1 ]; then
   scripts/local-model.sh install
-fi
-if [ -z "${HANDOFF_LAZY_NVIM:-}" ]; then
-  echo "test.sh: HANDOFF_LAZY_NVIM is not set: the lazy.nvim test (first_run) will be SKIPPED" >&2
 fi
 cargo test --locked --workspace "$@"
 if [ "$local_model" = 1 ]; then

@@ -69,3 +69,18 @@ pub fn default_instructions_dir() -> PathBuf {
 pub fn session_dir(settings: &Settings) -> PathBuf {
     settings.session_dir.clone().unwrap_or_else(default_session_dir)
 }
+
+/// What every front end brings to [`open_for`](crate::core::controller::open_for) by default:
+/// the plugin's folders (so the CLI and ACP read the editor's `AGENTS.md` and MCP file), the
+/// session folder `settings` name, and `--thinking` as pi takes it. A front end changes what
+/// is its own (the editor's folder, an ACP client's servers).
+pub fn front_end(settings: &Settings) -> crate::core::controller::FrontEnd {
+    crate::core::controller::FrontEnd {
+        instructions_dir: default_instructions_dir(),
+        session_dir: session_dir(settings),
+        mcp_user_file: Some(default_mcp_user_file()),
+        mcp_trust: mcp_trust_store(),
+        mcp_servers: Vec::new(),
+        thinking_switches: true,
+    }
+}

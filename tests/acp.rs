@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use common::DOCUMENT;
 use handoff_mock::{MockReply, MockServer};
+use handoff_nvim::core::controller::SlashCommand;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -278,11 +279,17 @@ async fn a_new_session_lists_the_commands_and_streams_a_reply_with_its_thinking(
     agent.initialize(json!({})).await;
     let (session, commands) = agent.new_session(&env.project()).await;
     assert_eq!(commands["sessionId"], session.as_str());
-    let names: Vec<&str> =
-        commands["update"]["availableCommands"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    for name in ["handoff", "new", "model", "thinking", "pin", "review"] {
-        assert!(names.contains(&name), "{name} is not in {names:?}");
-    }
+    // The controller's command table, each with its help and argument, then the templates.
+    let advertised: Vec<(String, String, Option<String>)> = commands["update"]["availableCommands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap().into(), c["description"].as_str().unwrap().into(), c["input"]["hint"].as_str().map(Into::into)))
+        .collect();
+    let mut table: Vec<(String, String, Option<String>)> =
+        SlashCommand::ALL.iter().map(|c| (c.name().into(), c.help().into(), c.args().map(Into::into))).collect();
+    table.push(("review".into(), "Review the change".into(), None));
+    assert_eq!(advertised, table);
     env.mock.push(MockReply::Text {
         chunks: vec!["Hello ".into(), "there.".into()],
         chunk_delay_ms: 0,
@@ -812,6 +819,9 @@ async fn the_clients_mcp_servers_are_added_to_ours() {
     assert!(request_text(&env.mock, 1).contains("echoed by the client's server"), "{}", request_text(&env.mock, 1));
     let done = of_kind(&updates, "tool_call_update").into_iter().any(|u| u["toolCallId"] == "m1" && u["status"] == "completed");
     assert!(done, "{updates:#?}");
+    // Its kind is the tool's own, from the server's read-only hint (not "other").
+    let announced = of_kind(&updates, "tool_call").into_iter().find(|u| u["toolCallId"] == "m1").unwrap_or_else(|| panic!("{updates:#?}"));
+    assert_eq!(announced["kind"], "read", "{announced}");
     agent.finish().await;
 }
 
@@ -858,7 +868,7 @@ async fn the_session_commands_run_in_the_host_and_never_reach_the_model() {
     let (_, updates) = agent.prompt(&session, "/thinking high").await;
     assert!(said(&updates).contains("Thinking level: high"), "{updates:#?}");
     let (_, updates) = agent.prompt(&session, "/thinking loud").await;
-    assert!(said(&updates).contains("Unknown thinking level"), "{updates:#?}");
+    assert!(said(&updates).contains("unknown thinking level"), "{updates:#?}");
     let (_, updates) = agent.prompt(&session, "/pin keep the tests green").await;
     assert!(said(&updates).contains("1. keep the tests green"), "{updates:#?}");
     // codecompanion types commands with a backslash.
@@ -910,4 +920,91 @@ async fn without_a_log_file_debug_logging_still_leaves_stdout_to_json_rpc() {
     assert!(request_text(&env.mock, 1).contains("printed-by-a-command"), "the command ran: {}", request_text(&env.mock, 1));
     // `finish` fails on any line of stdout that is not JSON-RPC 2.0.
     agent.finish().await;
+}
+
+/// The host's peak resident memory (`VmHWM`), in bytes.
+fn peak_memory(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+/// A client that stops reading while a long reply streams: the agent's output waits in a
+/// bounded queue (the updates stop, the reply goes on into the session file), so the host's
+/// memory grows by far less than the lines it would have queued. The reply is 300,000 small
+/// deltas (a line of some 190 bytes each: 55 MB of JSON-RPC if all were kept). The control is
+/// a host whose client reads as the reply streams (what the reply itself costs: its text, the
+/// message, the session's entry); a host whose client does not read may grow by less than a
+/// quarter of those lines more. The client then reads again, and gets the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_keeps_the_hosts_memory_bounded() {
+    const DELTAS: usize = 300_000;
+    const LINE: u64 = 190;
+    let env = Env::new().await;
+    let control = long_reply_growth(&env, DELTAS, true, 1).await;
+    let stalled = long_reply_growth(&env, DELTAS, false, 2).await;
+    let unbounded = DELTAS as u64 * LINE;
+    eprintln!(
+        "peak memory grew by {} KiB for a reply read as it streamed, by {} KiB for it unread ({} KiB of lines if all were queued)",
+        control / 1024,
+        stalled / 1024,
+        unbounded / 1024
+    );
+    assert!(
+        stalled < control + unbounded / 4,
+        "the host's memory grew by {stalled} bytes while the client did not read ({control} while it read)"
+    );
+}
+
+/// A new ACP host, a session, a reply of `deltas` deltas; how much the host's peak memory grew
+/// over the reply. `read`: the client reads as it streams; else not until the reply is whole
+/// in the session file (`nth`: how many sessions of `env` hold it then).
+async fn long_reply_growth(env: &Env, deltas: usize, read: bool, nth: usize) -> u64 {
+    use tokio::io::AsyncReadExt;
+    async fn send(stdin: &mut tokio::process::ChildStdin, message: Value) {
+        stdin.write_all(format!("{message}\n").as_bytes()).await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+    async fn until_id(stdout: &mut tokio::io::BufReader<tokio::process::ChildStdout>, id: i64) -> Value {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = tokio::time::timeout(Duration::from_secs(300), stdout.read_line(&mut line)).await.unwrap().unwrap();
+            assert!(n > 0, "the agent closed stdout");
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == json!(id) && message.get("method").is_none() {
+                return message;
+            }
+        }
+    }
+    let mut child = env.command(&["acp"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let pid = child.id().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap());
+    send(&mut stdin, json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": { "protocolVersion": 1, "clientCapabilities": {} } })).await;
+    until_id(&mut stdout, 1).await;
+    send(&mut stdin, json!({ "jsonrpc": "2.0", "id": 2, "method": "session/new", "params": { "cwd": env.project(), "mcpServers": [] } })).await;
+    let session = until_id(&mut stdout, 2).await["result"]["sessionId"].as_str().unwrap().to_string();
+    env.mock.push(MockReply::long(deltas));
+    let before = peak_memory(pid);
+    let prompt = json!({ "jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": { "sessionId": session, "prompt": [{ "type": "text", "text": "a long story" }] } });
+    send(&mut stdin, prompt).await;
+    if !read {
+        let last = format!("w{} ", deltas - 1);
+        common::wait_until("the whole reply in the session file", Duration::from_secs(300), || {
+            let holding = common::session_files(&env.session_dir()).iter().filter(|f| std::fs::read_to_string(f).is_ok_and(|t| t.contains(&last))).count();
+            holding >= nth
+        })
+        .await;
+    }
+    let grown_unread = peak_memory(pid).saturating_sub(before);
+    // Read (again): the answer comes, after what was kept of the updates.
+    let answer = until_id(&mut stdout, 3).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let grown = if read { peak_memory(pid).saturating_sub(before) } else { grown_unread };
+    drop(stdin);
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(30), stdout.read_to_end(&mut rest)).await;
+    let _ = child.wait().await;
+    grown
 }

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::Drive as _;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use common::{agent, agent_with, config, entry_lines, new_session, seeded_session, todo_call, wire_messages, with_stop};
 use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::agent::{
-    AgentConfig, AgentEvent, AgentSession, RunOptions, SwitchReason, DEFAULT_MAX_TODO_REMINDERS,
+    AgentConfig, AgentEvent, AgentSession, RunOptions, DEFAULT_MAX_TODO_REMINDERS,
 };
 use handoff_nvim::core::controller::{Controller, FrontEndTexts};
 use handoff_nvim::core::handoff::HandoffOutcome;
@@ -108,7 +109,7 @@ async fn todo_write_runs_unasked_the_list_is_announced_and_one_reminder_goes_out
         sent[0],
         "Your todo list still has 2 open items:\n[~] Fix\n[ ] Test\nContinue with them, or, if they are done or no longer needed, update the list with todo_write."
     );
-    assert_eq!(agent.state().todo_reminder_counter, 1);
+    assert_eq!(agent.todo_reminders(), 1);
     let requests = mock.requests();
     assert_eq!(requests.len(), 4);
     assert_eq!(wire_messages(&requests[2]).last().unwrap(), &("user".to_string(), sent[0].clone()));
@@ -142,24 +143,24 @@ async fn reminders_stop_at_the_bound_and_new_session_resets_the_counter() {
     let bound = DEFAULT_MAX_TODO_REMINDERS as usize;
     assert_eq!(reminders(&path).len(), bound);
     assert_eq!(mock.requests().len(), 2 + bound);
-    assert_eq!(agent.state().todo_reminder_counter, DEFAULT_MAX_TODO_REMINDERS);
+    assert_eq!(agent.todo_reminders(), DEFAULT_MAX_TODO_REMINDERS);
     // The bound holds across prompts until a reset.
     agent.prompt("still there?", RunOptions::default()).await.unwrap();
     assert_eq!(mock.requests().len(), 3 + bound);
     assert_eq!(reminders(&path).len(), bound);
     // A reset (what a session switch does) allows reminders again; the list is still open.
     agent.reset();
-    assert_eq!(agent.state().todo_reminder_counter, 0);
+    assert_eq!(agent.todo_reminders(), 0);
     agent.prompt("once more", RunOptions::default()).await.unwrap();
     assert_eq!(reminders(&path).len(), 2 * bound);
     // /new resets the counter; the new session has no list, so nothing is reminded there.
     agent.new_session().unwrap();
-    assert_eq!(agent.state().todo_reminder_counter, 0);
+    assert_eq!(agent.todo_reminders(), 0);
     assert!(agent.todos().is_empty());
     let before = mock.requests().len();
     agent.prompt("fresh start", RunOptions::default()).await.unwrap();
     assert_eq!(mock.requests().len(), before + 1);
-    assert_eq!(agent.state().todo_reminder_counter, 0);
+    assert_eq!(agent.todo_reminders(), 0);
 }
 
 #[tokio::test]
@@ -216,7 +217,7 @@ async fn the_list_is_the_latest_successful_one_of_the_branch_after_a_resume_and_
     assert_eq!(shape(&fresh.todos()), second);
     let other = agent_reminding(&mock, new_session(dir.path()), 0);
     assert!(other.todos().is_empty());
-    other.switch_to(SessionManager::open(&path, &dir.path().join("sessions")).unwrap(), SwitchReason::Resume).unwrap();
+    other.resume(SessionManager::open(&path, &dir.path().join("sessions")).unwrap()).unwrap();
     assert_eq!(shape(&other.todos()), second);
 
     // On the branch that leaves off after the first list, the first list is current.
@@ -256,7 +257,7 @@ async fn a_handoff_or_a_single_turn_run_never_reminds_and_the_handoff_resets_the
     mock.push(MockReply::text("stopping"));
     mock.push(with_stop("cut", "length"));
     agent.prompt("work", RunOptions::default()).await.unwrap();
-    assert_eq!(agent.state().todo_reminder_counter, 1);
+    assert_eq!(agent.todo_reminders(), 1);
     assert_eq!(reminders(&old).len(), 1);
     assert!(agent.todos().iter().any(Todo::is_open));
     let before = mock.requests().len();
@@ -270,7 +271,7 @@ async fn a_handoff_or_a_single_turn_run_never_reminds_and_the_handoff_resets_the
     assert_eq!(reminders(&old).len(), 1);
     // The new session starts with the open items the handoff carried, and a fresh counter.
     assert_ne!(agent.session().path(), old);
-    assert_eq!(agent.state().todo_reminder_counter, 0);
+    assert_eq!(agent.todo_reminders(), 0);
     assert!(!agent.todos().is_empty() && agent.todos().iter().all(Todo::is_open), "{:?}", agent.todos());
 
     // A single-turn prompt ending with a normal stop, the list open: no reminder either.
@@ -287,5 +288,5 @@ async fn a_handoff_or_a_single_turn_run_never_reminds_and_the_handoff_resets_the
     assert_eq!(result.last_assistant().unwrap().text(), "a single answer");
     assert_eq!(mock.requests().len(), before + 1);
     assert!(reminders(&path).is_empty());
-    assert_eq!(single.state().todo_reminder_counter, 0);
+    assert_eq!(single.todo_reminders(), 0);
 }

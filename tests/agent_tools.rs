@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::Drive as _;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -108,6 +109,8 @@ fn drain(rx: &mut broadcast::Receiver<AgentEvent>) -> Vec<AgentEvent> {
     let mut out = Vec::new();
     loop {
         match rx.try_recv() {
+            // The lifecycle's phase changes are the controller's, not the run's.
+            Ok(AgentEvent::Lifecycle { .. }) => {}
             Ok(e) => out.push(e),
             Err(broadcast::error::TryRecvError::Lagged(n)) => panic!("lost {n} events"),
             Err(_) => return out,

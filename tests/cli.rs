@@ -210,6 +210,39 @@ async fn prompt_continues_the_newest_session_or_the_one_given_with_session() {
     assert_eq!(m[2].1, "More");
 }
 
+/// Every slash command of the controller's table runs in the CLI's `prompt` as in the editor:
+/// none reaches the model (the mock sees no request after the first exchange).
+#[tokio::test]
+async fn prompt_runs_the_slash_commands_and_none_reaches_the_model() {
+    let env = Env::new().await;
+    let first = env.session_with_one_exchange().await;
+    let session = first.to_str().unwrap();
+    let r = env.run(&["prompt", "--session", session, "/new"]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), handoff_nvim::core::controller::text::NEW_SESSION);
+    // The session it opened, then the new one it switched to.
+    let stderr = r.stderr_lines();
+    assert_eq!(stderr.len(), 2, "{stderr:?}");
+    assert_eq!(stderr[0], session);
+    assert_ne!(stderr[1], session);
+    for (command, said) in [
+        ("/model", "Model: mock-model"),
+        ("/thinking high", "Thinking level: high"),
+        ("/pin keep it short", "1. keep it short"),
+        ("/pins", "1. keep it short"),
+        ("/sessions", "First question"),
+    ] {
+        let r = env.run(&["prompt", "--session", session, command]).await;
+        assert_eq!(r.code, Some(0), "{command}: {}", r.stderr);
+        assert!(r.stdout.contains(said), "{command}: {:?}", r.stdout);
+    }
+    let r = env.run(&["prompt", "--session", session, "/thinking loud"]).await;
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("unknown thinking level"), "{}", r.stderr);
+    assert_eq!(env.mock.requests().len(), 1, "a slash command reached the model");
+    assert_eq!(messages(&first).len(), 2, "a slash command became a message");
+}
+
 #[tokio::test]
 async fn prompt_provider_401_exits_1_with_one_clear_line_and_no_key() {
     let env = Env::new().await;

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -150,29 +149,12 @@ fn every_command_exists_at_start_up_before_setup_and_nothing_else_loads() {
     assert_eq!(r["loaded"], serde_json::json!([]), "plugin/handoff.lua loaded modules at start-up");
 }
 
-/// The README's lazy.nvim spec, as a Lua expression (the first ```lua block after "lazy.nvim").
-fn readme_lazy_spec() -> String {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let after = &readme[readme.find("With lazy.nvim").expect("the README's lazy.nvim section")..];
-    let start = after.find("```lua\n").expect("a lua block") + "```lua\n".len();
-    after[start..][..after[start..].find("```").unwrap()].to_string()
-}
-
 /// Bug: with the README's spec (`cmd = {…}`), the commands it did not list did not exist until
-/// another one loaded the plugin. Run with lazy.nvim itself: a checkout named by
-/// `HANDOFF_LAZY_NVIM` (no package registry ships it, and the tests fetch nothing).
+/// another one loaded the plugin. Run with lazy.nvim itself (`common::lazy_nvim`).
 #[test]
 fn readme_lazy_spec_defines_every_command_at_start_up() {
-    let Some(lazy) = std::env::var_os("HANDOFF_LAZY_NVIM").filter(|v| !v.is_empty()).map(PathBuf::from) else {
-        // Straight to stderr, past the test harness's capture: a skip must be seen.
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED readme_lazy_spec_defines_every_command_at_start_up: set HANDOFF_LAZY_NVIM to a \
-             lazy.nvim checkout to run it (no registry the tests may use ships lazy.nvim)"
-        );
-        return;
-    };
-    assert!(lazy.join("lua/lazy/init.lua").is_file(), "HANDOFF_LAZY_NVIM={} is not a lazy.nvim checkout", lazy.display());
+    let lazy = common::lazy_nvim();
+    assert!(lazy.join("lua/lazy/init.lua").is_file(), "{} is not a lazy.nvim checkout (HANDOFF_LAZY_NVIM)", lazy.display());
     let dir = tempfile::tempdir().unwrap();
     let out_file = dir.path().join("probe.json");
     let names = plugin_commands();
@@ -187,7 +169,7 @@ fn readme_lazy_spec_defines_every_command_at_start_up() {
            install = {{ missing = false }}, checker = {{ enabled = false }},\n\
            change_detection = {{ enabled = false }}, rocks = {{ enabled = false }} }})\n",
         lazy = lazy.display().to_string(),
-        spec = readme_lazy_spec(),
+        spec = common::readme_lazy_spec(),
         root = root().display().to_string(),
         plugins = dir.path().join("lazy").display().to_string(),
         lockfile = dir.path().join("lazy-lock.json").display().to_string(),
@@ -247,7 +229,8 @@ fn the_layout_table_matches_the_tree() {
         // Folders only (files at the top are the usual ones), named or a folder in them named;
         // git's and the build's own left out.
         let covered = named.iter().any(|n| n == &path || n.starts_with(&format!("{path}/")));
-        if root().join(&path).is_dir() && !path.starts_with('.') && path != "target" && !covered {
+        // `dist/` is scripts/release.sh's output, ignored by git as `target/` is.
+        if root().join(&path).is_dir() && !path.starts_with('.') && path != "target" && path != "dist" && !covered {
             unnamed.push(path);
         }
     }

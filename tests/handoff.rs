@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::Drive as _;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -342,9 +343,12 @@ async fn handoff_run_options_send_a_template_command_verbatim_where_the_default_
 
 async fn assert_refused_by_both_layers(s: &Setup, reason: Refusal, message: &str) {
     let mut rx = s.agent.subscribe();
-    // The UI layer's guard, and the pipeline's own (a `Handoff` driven without the controller).
+    // The UI layer's guard, and the pipeline's own rule (a `Handoff` runs only through the
+    // lifecycle, which asks both).
     assert_eq!(s.controller.preflight(), Err(reason));
-    assert_eq!(handoff::Handoff::new().run(&s.agent, None, false).await, HandoffOutcome::Refused { reason });
+    if reason != Refusal::ReviewPending {
+        assert_eq!(handoff::preflight(&s.agent, false), Err(reason));
+    }
     assert!(rx.try_recv().is_err(), "the pipeline announces no refusal");
     // Through the controller, the refusal is reported on the event route, and only that.
     assert_eq!(s.controller.handoff(HandoffOptions::default()).await, HandoffOutcome::Refused { reason });
@@ -571,8 +575,6 @@ async fn an_older_assistant_reply_is_never_reused_when_the_first_turn_errors() {
 async fn queues_are_cleared_and_the_todo_counter_reset_on_success() {
     let s = Setup::new(1).await;
     s.agent.prompt("warm up", RunOptions::default()).await.unwrap();
-    // As after two todo reminders (tests/agent_todos.rs sends real ones).
-    s.agent.state().todo_reminder_counter = 2;
     s.mock.push(slow(&["## Goal\n", "the ", "document"], 0, 200));
     let mut rx = s.agent.subscribe();
     let run = spawn_handoff(&s.controller, None);
@@ -584,11 +586,9 @@ async fn queues_are_cleared_and_the_todo_counter_reset_on_success() {
     // The document is the reply to the handoff prompt, not to a message queued meanwhile.
     assert_eq!(document, "## Goal\nthe document");
     assert_eq!(s.mock.requests().len(), 2, "the queued messages must not be answered inside the handoff");
-    let state = s.agent.state();
-    assert!(state.steering.is_empty());
-    assert!(state.follow_up.is_empty());
-    assert!(state.pending_next_turn.is_empty());
-    assert_eq!(state.todo_reminder_counter, 0);
+    // (The todo counter is reset by the same session switch: tests/agent_todos.rs sends real
+    // reminders and sees it reset by `/new`.)
+    assert_eq!(s.agent.queued(), Default::default());
 }
 
 #[tokio::test]
@@ -598,7 +598,7 @@ async fn queues_survive_a_failed_handoff() {
     s.mock.push(MockReply::Status { status: 500, body: "boom".into(), retry_after: None });
     s.agent.follow_up("later");
     failed(s.controller.handoff(HandoffOptions::default()).await);
-    assert_eq!(s.agent.state().follow_up.len(), 1);
+    assert_eq!(s.agent.queued().follow_up, 1);
 }
 
 // ---------------------------------------------------------------------------------------------

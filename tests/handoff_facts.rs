@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::Drive as _;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -105,7 +106,7 @@ async fn a_document_without_any_section_still_hands_over_every_fact() {
     // The new session's todo list is the old one's open items; its reminders start at 0.
     let todos: Vec<String> = agent.todos().iter().map(|t| t.content.clone()).collect();
     assert_eq!(todos, ["Fix the parser test", "Write docs"]);
-    assert_eq!(agent.state().todo_reminder_counter, 0);
+    assert_eq!(agent.todo_reminders(), 0);
     // The model of the new session reads the facts.
     mock.push(MockReply::text("ok"));
     agent.prompt("go on", Default::default()).await.unwrap();

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::Drive as _;
 
 use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::agent::RunOptions;

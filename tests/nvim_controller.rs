@@ -122,10 +122,11 @@ async fn the_review_setting_applies_to_slash_handoff_typed_in_the_prompt() {
     .await;
 }
 
-/// The plugin warns when the host binary was built from other sources than the checkout's
-/// (another `version` in its Cargo.toml): here a checkout whose Cargo.toml says 9.9.9.
+/// The plugin refuses a host binary built from other sources than the checkout's (another
+/// `version` in its Cargo.toml): here a checkout whose Cargo.toml says 9.9.9. The host is
+/// stopped before `configure` (no settings, no prompt reach it) and one line says what to do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_of_another_version_than_the_sources_is_warned_about() {
+async fn a_host_of_another_version_than_the_sources_is_refused() {
     bounded(async {
         let ed = Editor::start_bare().await;
         let checkout = ed.dir.path().join("other-checkout");
@@ -138,18 +139,19 @@ async fn a_host_of_another_version_than_the_sources_is_warned_about() {
         ed.lua("vim.opt.rtp:prepend(...) vim.cmd('runtime! plugin/handoff.lua')", json!([checkout])).await;
         ed.lua("require('handoff').setup(...)", json!([ed.default_setup()])).await;
         assert_eq!(ed.eval("require('handoff.host').source_version()").await, json!("9.9.9"));
-        assert!(ed.eval("require('handoff.host').ensure() ~= nil").await == json!(true));
-        let note = ed.wait_until("T.noted('rebuild it')", Duration::from_secs(5)).await;
+        assert_eq!(ed.eval("require('handoff.host').ensure()").await, serde_json::Value::Null, "refused");
+        let note = ed.wait_until("T.noted('run :HandoffInstall')", Duration::from_secs(5)).await;
         let msg = note["msg"].as_str().unwrap();
         let built = env!("CARGO_PKG_VERSION");
-        assert!(msg.contains(&format!("the host binary is version {built} but the sources are 9.9.9")), "{msg}");
-        assert_eq!(note["level"], json!(3), "a warning: {note}"); // vim.log.levels.WARN
-        assert_eq!(ed.eval("require('handoff').status().host_version").await, json!(built));
-        // The checkout's own sources match the binary: no warning.
+        assert!(msg.contains(&format!("is version {built} but the plugin is 9.9.9")), "{msg}");
+        assert!(!msg.contains('\n'), "one line: {msg}");
+        assert_eq!(note["level"], json!(4), "an error: {note}"); // vim.log.levels.ERROR
+        assert_eq!(ed.eval("require('handoff.state').chan").await, serde_json::Value::Null, "the host was stopped");
+        // The checkout's own sources match the binary: it runs.
         let ed2 = Editor::start().await;
         ed2.lua("require('handoff.host').ensure()", json!([])).await;
         ed2.wait_until("require('handoff').status().session_file ~= nil", Duration::from_secs(5)).await;
-        assert_eq!(ed2.eval("T.noted('rebuild it') == nil").await, json!(true));
+        assert_eq!(ed2.eval("T.noted('run :HandoffInstall') == nil").await, json!(true));
         ed2.quit().await;
         ed.quit().await;
     })
@@ -157,10 +159,10 @@ async fn a_host_of_another_version_than_the_sources_is_warned_about() {
 }
 
 /// The same version built from other sources (a stale release build: the settings it knows
-/// differ from the plugin's generated schema) is warned about too, before `configure` could
-/// refuse a setting it does not know: here a checkout whose schema has another digest.
+/// differ from the plugin's generated schema) is refused too, before `configure` could refuse
+/// a setting it does not know: here a checkout whose schema has another digest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_built_from_other_sources_of_the_same_version_is_warned_about() {
+async fn a_host_built_from_other_sources_of_the_same_version_is_refused() {
     bounded(async {
         let ed = Editor::start_bare().await;
         let checkout = ed.dir.path().join("stale-checkout");
@@ -179,10 +181,10 @@ async fn a_host_built_from_other_sources_of_the_same_version_is_warned_about() {
         ed.lua("vim.opt.rtp:prepend(...) vim.cmd('runtime! plugin/handoff.lua')", json!([checkout])).await;
         ed.lua("require('handoff').setup(...)", json!([ed.default_setup()])).await;
         assert_eq!(ed.eval("require('handoff.schema').digest").await, json!("0000000000000000"));
-        assert!(ed.eval("require('handoff.host').ensure() ~= nil").await == json!(true));
-        let note = ed.wait_until("T.noted('rebuild it')", Duration::from_secs(5)).await;
+        assert_eq!(ed.eval("require('handoff.host').ensure()").await, serde_json::Value::Null, "refused");
+        let note = ed.wait_until("T.noted('run :HandoffInstall')", Duration::from_secs(5)).await;
         let msg = note["msg"].as_str().unwrap();
-        assert!(msg.contains("the host binary was built from other sources than the plugin"), "{msg}");
+        assert!(msg.contains("was built from other sources than the plugin"), "{msg}");
         ed.quit().await;
     })
     .await;
@@ -231,12 +233,10 @@ async fn a_request_while_the_session_loads_answers_at_once_and_nothing_typed_is_
                  local host = require('handoff.host') \
                  assert(host.ensure()) \
                  require('handoff').prompt('typed A') \
-                 local t0 = vim.uv.hrtime() \
                  local set = require('handoff').set_thinking('high') \
                  local ok, _, failure = host.try_request('status') \
-                 local ms = (vim.uv.hrtime() - t0) / 1e6 \
                  require('handoff').prompt('typed B') \
-                 return { ms = ms, set = set, ok = ok, kind = failure and failure.kind, \
+                 return { set = set, ok = ok, kind = failure and failure.kind, \
                    loaded = require('handoff.state').session_id ~= nil }",
                 json!([path]),
             )
@@ -245,8 +245,8 @@ async fn a_request_while_the_session_loads_answers_at_once_and_nothing_typed_is_
         assert_eq!(early["ok"], json!(false), "{early}");
         assert_eq!(early["kind"], "not_ready", "{early}");
         assert_eq!(early["set"], json!(false), "{early}");
-        let ms = early["ms"].as_f64().unwrap();
-        assert!(ms < 100.0, "two requests took {ms} ms while the session loaded");
+        // Both requests were answered while the session was still loading (`loaded` above is
+        // read after them): neither waited for the load, whatever the machine's speed.
         ed.wait_until("T.noted('The session is still loading: your input is sent when it is open')", Duration::from_secs(5))
             .await;
         // Once open: A (which waited in the host), the level, then B.
@@ -274,6 +274,56 @@ async fn a_request_while_the_session_loads_answers_at_once_and_nothing_typed_is_
         // is not fixed: A's run starts in a task while Lua retries the level on the transcript
         // (a known race, noted in issue 20's closing note); B always comes after both.
         assert!(said("typed A") < said("typed B") && level < said("typed B"), "out of order: A {}, level {level}, B {}", said("typed A"), said("typed B"));
+        ed.quit().await;
+    })
+    .await;
+}
+
+/// `setup()` again (the host's `configure`) holds the session in use in `Switching` until the
+/// new one is open: a prompt typed meanwhile waits for it and runs on the new configuration,
+/// never on the old one. The new session is a large file (seconds to load), so the prompt is
+/// typed while it loads (checked); the order is the host's, not a race the test wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_typed_while_setup_reloads_runs_on_the_new_configuration() {
+    bounded(async {
+        let ed = Editor::start().await;
+        // The host runs with its first session open: the reload is a second `configure`.
+        ed.lua("assert(require('handoff.host').ensure())", json!([])).await;
+        ed.wait_until("require('handoff').status().session_id ~= nil", Duration::from_secs(10)).await;
+        let first = ed.lua("return require('handoff').status().session_id", json!([])).await;
+        let path = ed.dir.path().join("slow.jsonl");
+        write_slow_session(&path, 150_000);
+        ed.mock.push(MockReply::text("answered after the reload"));
+        let mut setup = ed.default_setup();
+        setup["provider"]["model"] = json!("model-b");
+        let early = ed
+            .lua(
+                "local path, opts = ... \
+                 require('handoff.state').session_file = path \
+                 require('handoff').setup(opts) \
+                 require('handoff').prompt('typed during the reload') \
+                 return { loaded = require('handoff').status().session_id == 'slow-1', chan = require('handoff.state').chan ~= nil }",
+                json!([path, setup]),
+            )
+            .await;
+        assert_eq!(early["chan"], json!(true), "{early}");
+        assert_ne!(first, json!("slow-1"));
+        assert_eq!(early["loaded"], json!(false), "the reload was too quick to test anything: {early}");
+        ed.wait_until("require('handoff').status().session_id == 'slow-1'", Duration::from_secs(30)).await;
+        assert!(ed.mock.wait_for_requests(1, Duration::from_secs(10)).await, "the prompt was never sent");
+        let requests = ed.mock.requests();
+        assert_eq!(requests[0].body["model"], "model-b", "the prompt ran on the configuration it was typed after");
+        ed.wait_until(
+            "(function() local c = table.concat(T.chat(), '\\n') return c:find('answered after the reload', 1, true) and not require('handoff').status().busy end)()",
+            Duration::from_secs(10),
+        )
+        .await;
+        assert_eq!(ed.mock.requests().len(), 1, "one prompt, one request");
+        let lines = common::nvim::jsonl(&path);
+        assert!(
+            lines.iter().any(|l| l["message"]["content"] == "typed during the reload" || l["message"]["content"][0]["text"] == "typed during the reload"),
+            "the prompt went to the session the reload opened"
+        );
         ed.quit().await;
     })
     .await;

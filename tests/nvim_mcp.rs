@@ -37,7 +37,8 @@ async fn an_mcp_call_is_approved_in_the_chat_and_no_server_is_left_after_qa() {
         let req = ed.wait_event_for("HandoffToolApproval", 1, Duration::from_secs(20)).await;
         assert_eq!(req["tool"], "mcp__py__echo");
         assert_eq!(req["kind"], "mcp");
-        assert_eq!(req["origin"], json!({ "server": "py", "tool": "echo" }));
+        // The server's hint is shown as it said it (never trusted: it is still asked).
+        assert_eq!(req["origin"], json!({ "server": "py", "tool": "echo", "readOnlyHint": true }));
         assert_eq!(req["args"], json!({ "text": "from nvim" }));
         let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
         let chat = chat.as_str().unwrap();

@@ -10,6 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::Drive as _;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::Drive as _;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -35,7 +36,7 @@ fn agent_at(config: ProviderConfig, dir: &Path, level: ThinkingLevel) -> Arc<Age
     agent
 }
 
-async fn prompt(agent: &AgentSession, text: &str) {
+async fn prompt(agent: &Arc<AgentSession>, text: &str) {
     let result = tokio::time::timeout(T, agent.prompt(text, RunOptions::default())).await.expect("prompt timed out").unwrap();
     let last = result.last_assistant().unwrap();
     assert_ne!(last.stop_reason, Some(StopReason::Error), "{:?}", last.error_message);

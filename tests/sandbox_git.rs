@@ -252,3 +252,75 @@ async fn a_hooks_folder_git_names_is_reported_when_made_and_asked_for_by_write()
     let (results, _) = turn_calls(&m, &m.project, &calls, OFF, &[]).await;
     assert!(hook.exists(), "{results:?}");
 }
+
+/// The helper the host runs commands through.
+const HELPER: &str = env!("CARGO_BIN_EXE_handoff-sandbox");
+
+/// `command` through the host's own bash tool in `cwd`, in this test's process (`sandboxed`
+/// false: outside the sandbox, the control). Git's answer for the project is cached per
+/// process, so two calls share it as two commands of one session do.
+async fn bash_here(m: &Machine, cwd: &Path, sandboxed: bool, command: &str) -> String {
+    use handoff_nvim::core::sandbox::{SandboxMode, SandboxSettings, Sandboxed};
+    use handoff_nvim::core::tools::{ToolContext, ToolRegistry};
+    let settings = SandboxSettings { mode: SandboxMode::WorkspaceWrite, network: false };
+    let sandbox = sandboxed.then(|| Sandboxed { helper: HELPER.into(), settings, tmpdir: m.tmp.clone(), mounts: true, scope: None });
+    let ctx = ToolContext::new(cwd).with_sandbox(sandbox);
+    ToolRegistry::all().execute("bash", json!({ "command": command }), &ctx).await.joined_text()
+}
+
+/// Git's answer is cached between commands (issue 39's last round): a module the user adds
+/// between two commands of one session, under a project that is a folder of its repository,
+/// is protected for the second (its pointer read-only). What changed is no file of the
+/// project's own (`pkg/.git` does not exist): the repository's index and `.gitmodules` above it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_added_between_two_commands_is_protected_for_the_second() {
+    if !enforced("a_module_added_between_two_commands_is_protected_for_the_second") {
+        return;
+    }
+    let m = machine();
+    let pkg = m.project.join("pkg");
+    std::fs::create_dir_all(&pkg).unwrap();
+    let first = bash_here(&m, &pkg, true, "echo first").await;
+    assert!(first.contains("first"), "{first}");
+    // The user adds a module under the project, outside the sandbox.
+    let lib = m.outside.join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    git(&lib, &["init", "-q"]);
+    std::fs::write(lib.join("lib.txt"), "lib\n").unwrap();
+    git(&lib, &["add", "."]);
+    git(&lib, &["commit", "-q", "-m", "lib"]);
+    let out = git(&m.project, &["submodule", "add", "-q", lib.to_str().unwrap(), "pkg/vendor/lib"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let pointer = pkg.join("vendor/lib/.git");
+    let before = std::fs::read_to_string(&pointer).unwrap();
+    let rewrite = format!("echo 'gitdir: {}' > vendor/lib/.git; cat vendor/lib/.git", m.outside.join("evil").display());
+    let second = bash_here(&m, &pkg, true, &rewrite).await;
+    assert_eq!(std::fs::read_to_string(&pointer).unwrap(), before, "the second command rewrote the new module's pointer: {second}");
+    assert!(second.contains("Read-only file system") || second.contains("busy"), "{second}");
+    // The control: outside the sandbox the same command rewrites it.
+    let control = bash_here(&m, &pkg, false, &rewrite).await;
+    assert!(std::fs::read_to_string(&pointer).unwrap().contains("evil"), "{control}");
+}
+
+/// The same for a hook linked to a tracked script, made by the user between two commands in
+/// the repository's top: the script is read-only to the second. What changed is the hooks
+/// folder's listing, not a file git reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_linked_between_two_commands_protects_its_script_from_the_second() {
+    if !enforced("a_hook_linked_between_two_commands_protects_its_script_from_the_second") {
+        return;
+    }
+    let m = machine();
+    let script = m.project.join("scripts/pre-commit.sh");
+    std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    let first = bash_here(&m, &m.project, true, "echo first").await;
+    assert!(first.contains("first"), "{first}");
+    std::os::unix::fs::symlink(&script, m.project.join(".git/hooks/pre-commit")).unwrap();
+    let plant = "echo 'touch /tmp/planted' >> scripts/pre-commit.sh; echo tried";
+    let second = bash_here(&m, &m.project, true, plant).await;
+    assert_eq!(std::fs::read_to_string(&script).unwrap(), "#!/bin/sh\nexit 0\n", "the second command changed the hook's script: {second}");
+    assert!(second.contains("Read-only file system"), "{second}");
+    let control = bash_here(&m, &m.project, false, plant).await;
+    assert!(std::fs::read_to_string(&script).unwrap().contains("planted"), "{control}");
+}

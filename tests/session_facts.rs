@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::Drive as _;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -12,7 +13,8 @@ use std::sync::Arc;
 use common::{assistant, config, entry_lines, result_message, seeded_session, todo_call, call_message};
 use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::agent::{AgentConfig, AgentSession, RunOptions};
-use handoff_nvim::core::handoff::{self, Handoff, HandoffOutcome};
+use handoff_nvim::core::controller::{Controller, FrontEndTexts};
+use handoff_nvim::core::handoff::{self, HandoffOptions, HandoffOutcome};
 use handoff_nvim::core::message::Message;
 use handoff_nvim::core::session::{mark_handoff_request, SessionManager, Todo};
 use handoff_nvim::nvim::transcript;
@@ -41,9 +43,9 @@ fn agent_with_todos(mock: &MockServer, dir: &Path) -> Arc<AgentSession> {
     Arc::new(AgentSession::new(config, session))
 }
 
-async fn hand_off(agent: &AgentSession, mock: &MockServer, document: &str) -> String {
+async fn hand_off(agent: &Arc<AgentSession>, mock: &MockServer, document: &str) -> String {
     mock.push(MockReply::text(document));
-    match Handoff::new().run(agent, None, false).await {
+    match Controller::new(agent.clone(), FrontEndTexts::default()).handoff(HandoffOptions::default()).await {
         HandoffOutcome::Done { session_file, .. } => session_file,
         other => panic!("the handoff did not finish: {other:?}"),
     }
@@ -118,7 +120,8 @@ async fn a_handoff_request_shows_by_its_mark_whatever_its_text() {
     let agent = agent_with_todos(&mock, dir.path());
     let old = agent.session().path().to_path_buf();
     mock.push(MockReply::text("## Goal\nGo on."));
-    assert!(matches!(Handoff::new().run(&agent, Some("the parser"), false).await, HandoffOutcome::Done { .. }));
+    let controller = Controller::new(agent.clone(), FrontEndTexts::default());
+    assert!(matches!(controller.handoff(HandoffOptions::focus("the parser")).await, HandoffOutcome::Done { .. }));
     // The handoff marks its request where it writes it.
     let request = entry_lines(&old).into_iter().rev().find(|e| e["message"]["role"] == "user").unwrap();
     assert_eq!(request["message"]["handoffRequest"], json!({ "focus": "the parser" }), "{request}");

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::Drive as _;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use common::{entry_lines, new_session, DOCUMENT};
 use handoff_mock::{MockReply, MockServer, MockToolCall};
-use handoff_nvim::core::agent::{AgentConfig, AgentEvent, AgentSession, Level, RunOptions, SwitchReason};
+use handoff_nvim::core::agent::{AgentConfig, AgentEvent, AgentSession, Level, RunOptions};
 use handoff_nvim::core::controller::{Controller, FrontEndTexts};
 use handoff_nvim::core::handoff::HandoffOutcome;
 use handoff_nvim::core::message::{Message, StopReason};
@@ -42,7 +43,7 @@ fn agent_at(config: ProviderConfig, dir: &Path, level: ThinkingLevel) -> Arc<Age
     agent
 }
 
-async fn prompt(agent: &AgentSession, text: &str) {
+async fn prompt(agent: &Arc<AgentSession>, text: &str) {
     let result = tokio::time::timeout(T, agent.prompt(text, RunOptions::default())).await.expect("prompt timed out").unwrap();
     let last = result.last_assistant().unwrap();
     assert_ne!(last.stop_reason, Some(StopReason::Error), "{:?}", last.error_message);
@@ -325,7 +326,7 @@ async fn a_change_is_recorded_once_as_pi_records_it_and_a_resumed_session_brings
         s.path().to_path_buf()
     };
     let open = |path: &Path| SessionManager::open(path, &dir.path().join("sessions")).unwrap();
-    agent.switch_to(open(&other), SwitchReason::Resume).unwrap();
+    agent.resume(open(&other)).unwrap();
     assert_eq!(agent.thinking_level(), ThinkingLevel::Minimal);
     let bare = {
         let mut s = new_session(dir.path());
@@ -334,9 +335,9 @@ async fn a_change_is_recorded_once_as_pi_records_it_and_a_resumed_session_brings
         s.flush().unwrap();
         s.path().to_path_buf()
     };
-    agent.switch_to(open(&bare), SwitchReason::Resume).unwrap();
+    agent.resume(open(&bare)).unwrap();
     assert_eq!(agent.thinking_level(), ThinkingLevel::Minimal);
-    agent.switch_to(open(&low_file), SwitchReason::Resume).unwrap();
+    agent.resume(open(&low_file)).unwrap();
     assert_eq!(agent.thinking_level(), ThinkingLevel::Medium);
 }
 

@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::Drive as _;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,6 +1,6 @@
---- Slash commands of the prompt buffer: `/handoff [focus instructions]`, `/pin {text}`, `/pins`,
---- `/unpin {number}`, `/back`, `/new`, `/sessions`,
---- `/model [name]`, `/thinking [level]`, and the user's prompt templates (`/name args`, expanded
+--- Slash commands of the prompt buffer: the host's table (`handoff.slash_commands`:
+--- `/handoff [focus instructions]`, `/pin {text}`, `/pins`, `/unpin {number}`, `/back`, `/new`,
+--- `/sessions`, `/model [name]`, `/thinking [level]`), and the user's prompt templates (`/name args`, expanded
 --- by the host). Completion (omnifunc, opened by typing `/` at the start, or `#`/`@` for context,
 --- see `handoff.completion`; after a command with `complete`, its argument) and inline hints for
 --- arguments.
@@ -16,29 +16,11 @@ local ns_hint = api.nvim_create_namespace("handoff_hint")
 ---@field run? fun(args: string)  nil: sent to the host as typed (it knows the command)
 ---@field complete? fun(): (string|{ word: string, menu: string })[]  the values its argument takes (completed after the name), a value or a value with a note
 
----@type handoff.SlashCommand[]
-M.builtin = {
-  {
-    name = "handoff",
-    hint = "[focus instructions]",
-    description = "Hand off to a new session with a structured summary of this one",
-    -- No `run`: the text goes to the host as typed, and its one parser intercepts it.
-  },
-  {
-    name = "pin",
-    hint = "{text}",
-    description = "Pin a text for the whole task: sent with every request, carried whole by every handoff",
-    -- No `run`: the host's one parser intercepts it (never a model request).
-  },
-  {
-    name = "pins",
-    hint = "",
-    description = "List the pins, numbered",
-  },
-  {
-    name = "unpin",
-    hint = "{number}",
-    description = "Remove a pin (its number in /pins)",
+--- What the editor does itself with some commands (a picker when no argument is given, a
+--- completion of the argument); every other command goes to the host as typed, where the one
+--- parser intercepts it (it never reaches the model).
+local editor = {
+  unpin = {
     -- Each pin's number, its text beside it.
     complete = function()
       local ok, pins = require("handoff.host").try_request("pins")
@@ -49,40 +31,22 @@ M.builtin = {
       return items
     end,
   },
-  {
-    name = "back",
-    hint = "",
-    description = "Go back to the session this one was handed off from",
-    -- No `run`: the host's one parser intercepts it.
-  },
-  {
-    name = "new",
-    hint = "",
-    description = "Start a new, empty session",
+  new = {
     run = function()
       require("handoff").new_session()
     end,
   },
-  {
-    name = "sessions",
-    hint = "",
-    description = "Resume a session of this directory",
+  sessions = {
     run = function()
       require("handoff").sessions()
     end,
   },
-  {
-    name = "model",
-    hint = "[name]",
-    description = "Switch the model",
+  model = {
     run = function(args)
       require("handoff").select_model(args ~= "" and args or nil)
     end,
   },
-  {
-    name = "thinking",
-    hint = "[off|minimal|low|medium|high]",
-    description = "Set how hard the model thinks (recorded in the session)",
+  thinking = {
     run = function(args)
       require("handoff").select_thinking(args ~= "" and args or nil)
     end,
@@ -91,6 +55,14 @@ M.builtin = {
     end,
   },
 }
+
+--- The host's command table (`handoff.slash_commands`, generated from it), with what the
+--- editor does itself.
+---@type handoff.SlashCommand[]
+M.builtin = vim.tbl_map(function(c)
+  local own = editor[c.name] or {}
+  return { name = c.name, hint = c.args or "", description = c.help, run = own.run, complete = own.complete }
+end, require("handoff.slash_commands"))
 
 local function find(name)
   for _, c in ipairs(M.builtin) do

@@ -35,6 +35,10 @@ function handlers.transcript(r)
   end
   -- The list of this session's branch (a resume or a switch may change it).
   require("handoff.todos").set(r.todos, false)
+  -- Its review: the hunks of its changes, drawn in their buffers.
+  vim.schedule(function()
+    require("handoff.review").on_session()
+  end)
   -- A session is open: commands refused while it loaded run now (after this batch).
   vim.schedule(require("handoff.host").on_ready)
 end
@@ -234,6 +238,12 @@ end
 function handlers.pins(r)
   state.pins = r.pins
   require("handoff.chat.render").show_pins()
+end
+
+function handlers.hunks()
+  vim.schedule(function()
+    require("handoff.review").safely(require("handoff.review").refresh)
+  end)
 end
 
 function handlers.session_view(r)

@@ -31,22 +31,41 @@ function M.check()
   end
 
   health.start("Host binary")
-  local bin, why = host.find_bin()
-  if not bin then
+  local install = require("handoff.install")
+  local found, why = host.locate()
+  if not found then
     health.error(why or "handoff-nvim not found")
     return
   end
-  health.ok("found " .. bin)
+  local bin = found.path
+  local origin = ({
+    user = "the path you set (bin or $HANDOFF_BIN)",
+    checkout = "built in the plugin's checkout",
+    manual = "put in the install folder by hand (no record of where it came from)",
+    path = "found on $PATH",
+  })[found.source] or install.describe(found.manifest or {})
+  health.ok(("%s: %s"):format(bin, origin))
+  -- `--version` says the version, the settings' digest and the target (the handshake's facts).
   local out = vim.fn.system({ bin, "--version" })
-  local version = out:match("(%d+%.%d+%.%d+)")
-  local sources = host.source_version()
+  local version = out:match("^handoff%-nvim (%S+)")
   if vim.v.shell_error ~= 0 or not version then
     health.error("`" .. bin .. " --version` failed: " .. vim.trim(out))
-  elseif sources and version ~= sources then
-    health.warn(("the binary is version %s, the sources %s"):format(version, sources),
-      { "Rebuild: cd " .. host.root() .. " && cargo build --release" })
   else
-    health.ok("version " .. version .. (sources and " matches the sources" or ""))
+    local digest, target = out:match("\nschema (%x+)"), out:match("\ntarget (%S+)")
+    health.info(("version %s, built for %s"):format(version, target or "an unknown target (older than :HandoffInstall)"))
+    local stale = host.stale_message(version, digest, bin)
+    if stale then
+      health.error("handshake: " .. stale, { "Run :HandoffInstall, or :HandoffInstall build to build it with cargo" })
+    else
+      health.ok(("handshake: version %s and settings digest %s match the plugin"):format(version, tostring(digest)))
+    end
+  end
+  local release, no_release = install.release()
+  health.info(release and ("this checkout pins release %s (lua/handoff/release.lua): :HandoffInstall downloads it"):format(release.version)
+    or (no_release .. ": :HandoffInstall builds with cargo"))
+  local previous = install.previous()
+  if previous then
+    health.info(("previous binary kept for :HandoffInstall rollback: %s"):format(install.describe(previous.manifest)))
   end
 
   health.start("Provider")

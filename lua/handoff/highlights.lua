@@ -14,6 +14,13 @@ local groups = {
   HandoffTodoInProgress = "DiffText",
   HandoffTodoDone = "Comment",
   HandoffUsage = "Comment",
+  HandoffHunkAdd = "Added",
+  HandoffHunkChange = "Changed",
+  HandoffHunkDelete = "Removed",
+  HandoffHunkConflict = "DiagnosticError",
+  HandoffHunkAddLine = "DiffAdd",
+  HandoffHunkChangeLine = "DiffChange",
+  HandoffHunkConflictLine = "DiffText",
 }
 
 function M.define()

@@ -19,20 +19,24 @@ function M.root()
   return vim.fn.fnamemodify(source, ":p:h:h:h")
 end
 
---- Why the host binary does not match the plugin, or nil: another version than the sources, or
+--- Why a host binary does not fit the plugin, or nil: another version than the plugin's, or
 --- the same version built from other sources (its settings' digest differs from the plugin's
---- generated schema, or it has none: older than the digest).
+--- generated schema, or it has none: older than the digest). One line that says what to do; the
+--- binary is refused (never used). Also asked of a release (`handoff.install`) before its
+--- binary is fetched, and of the installed one's manifest before it is run.
 ---@param version? string the host's `version`
 ---@param digest? string the host's `schema_digest`
+---@param bin? string the binary, named in the message
 ---@return string?
-function M.stale_message(version, digest)
+function M.stale_message(version, digest, bin)
   local wanted = M.source_version()
-  local rebuild = ("rebuild it (cargo build --release in %s)"):format(M.root())
+  local what = bin and ("the host binary " .. bin) or "the host binary"
+  local fix = (": run :HandoffInstall (or build it: cargo build --release in %s)"):format(M.root())
   if version and wanted and version ~= wanted then
-    return ("handoff.nvim: the host binary is version %s but the sources are %s: %s"):format(version, wanted, rebuild)
+    return ("handoff.nvim: %s is version %s but the plugin is %s%s"):format(what, version, wanted, fix)
   end
   if digest ~= require("handoff.schema").digest then
-    return ("handoff.nvim: the host binary was built from other sources than the plugin (its settings differ): %s"):format(rebuild)
+    return ("handoff.nvim: %s was built from other sources than the plugin (its settings differ)%s"):format(what, fix)
   end
 end
 
@@ -53,40 +57,71 @@ function M.source_version()
   end
 end
 
---- Where the binary is looked for, in order.
----@return string[]
-function M.candidates()
-  local root = M.root()
-  local list = {}
-  if config.options.bin then
-    table.insert(list, config.options.bin)
+--- The binary the user named: the `bin` setting, else `$HANDOFF_BIN` (expanded), or nil.
+---@return string?
+function M.user_bin()
+  for _, bin in ipairs({ config.options.bin or "", vim.env.HANDOFF_BIN or "" }) do
+    if bin ~= "" then
+      return vim.fn.expand(bin)
+    end
   end
-  table.insert(list, root .. "/target/release/handoff-nvim")
-  table.insert(list, root .. "/target/debug/handoff-nvim")
+end
+
+---@class handoff.Located
+---@field path string
+---@field source "user"|"download"|"build"|"manual"|"checkout"|"path"
+---@field manifest? handoff.InstallManifest the installed binary's record (`handoff.install`)
+
+--- Where the host binary is, and where it came from; the one lookup (nothing is run, nothing
+--- downloaded). In order: the binary the user named (`bin`, `$HANDOFF_BIN`), used as it is;
+--- the installed one (`:HandoffInstall`) when its manifest fits the plugin; the checkout's
+--- `target/release`, then `target/debug`; `handoff-nvim` on $PATH. An installed binary of
+--- another version is never run: without another candidate the error says to reinstall.
+---@return handoff.Located?, string?
+function M.locate()
+  local user = M.user_bin()
+  if user then
+    if vim.fn.executable(user) == 1 then
+      return { path = user, source = "user" }
+    end
+    return nil, ("handoff.nvim: %s = %q is not an executable file"):format(config.options.bin and "bin" or "$HANDOFF_BIN", user)
+  end
+  local installed = require("handoff.install").installed()
+  local misfit
+  if installed then
+    local m = installed.manifest
+    if not m.version then
+      -- Put there by hand (README's three lines): no record to check, the handshake at start does.
+      return { path = installed.path, source = "manual" }
+    end
+    misfit = M.stale_message(m.version, m.schema_digest, installed.path)
+    if not misfit then
+      return { path = installed.path, source = m.source or "download", manifest = m }
+    end
+  end
+  local root = M.root()
+  for _, path in ipairs({ root .. "/target/release/handoff-nvim", root .. "/target/debug/handoff-nvim" }) do
+    if vim.fn.executable(path) == 1 then
+      return { path = path, source = "checkout" }
+    end
+  end
   local on_path = vim.fn.exepath("handoff-nvim")
   if on_path ~= "" then
-    table.insert(list, on_path)
+    return { path = on_path, source = "path" }
   end
-  return list
+  if misfit then
+    return nil, misfit
+  end
+  return nil,
+    ("handoff.nvim: the host binary is not installed: run :HandoffInstall (it downloads the release's binary for this "
+      .. "system, checked against the checksum the plugin pins, or builds it with cargo), or build it yourself: "
+      .. "cd %s && cargo build --release"):format(root)
 end
 
 ---@return string? bin, string? err
 function M.find_bin()
-  if config.options.bin then
-    local bin = vim.fn.expand(config.options.bin)
-    if vim.fn.executable(bin) == 1 then
-      return bin
-    end
-    return nil, ("handoff.nvim: bin = %q is not an executable file"):format(bin)
-  end
-  for _, path in ipairs(M.candidates()) do
-    if vim.fn.executable(path) == 1 then
-      return path
-    end
-  end
-  return nil,
-    ("handoff.nvim: cannot find the host binary `handoff-nvim` (looked in %s/target/{release,debug} and $PATH). "
-      .. "Build it: cd %s && cargo build --release"):format(M.root(), M.root())
+  local found, why = M.locate()
+  return found and found.path, why
 end
 
 function M.running()
@@ -154,14 +189,16 @@ function M.ensure()
   state.pid = vim.fn.jobpid(chan)
   -- The host opens the session in the background (the same one after a restart, else the
   -- newest of this directory or a new one) and sends it as a `transcript` record.
-  -- Asked before `configure`: a stale binary would refuse settings it does not know, and the
-  -- user must read "rebuild", not that.
+  -- Asked before `configure`: a binary of another version is refused here, before it is given
+  -- settings it may not know or a prompt; the user reads what to do (:HandoffInstall).
   local okv, version = M.call(chan, "version")
   state.host_version = okv and version or nil
   local okd, digest = M.call(chan, "schema_digest")
-  local stale = M.stale_message(okv and version or nil, okd and digest or nil)
+  local stale = M.stale_message(okv and version or nil, okd and digest or nil, bin)
   if stale then
-    notify(stale, vim.log.levels.WARN)
+    M.stop()
+    notify(stale)
+    return nil
   end
   local ok2, failure = M.call(chan, "configure", M.configure_args())
   if not ok2 then

@@ -301,6 +301,37 @@ function M.changed_files()
   return require("handoff.changes").get()
 end
 
+--- Every hunk of the agent's changes in this session, found in the text as it is now:
+--- `{ id, file, lnum, end_lnum, state, tool, call_id }` each (`state`: "pending", "kept" or
+--- "rejected"; `conflict = true` on a hunk a reject found overlapping your edits).
+---@return table[]
+function M.hunks()
+  return require("handoff.review").hunks()
+end
+
+--- Keeps hunks: an id, a list of ids, or nothing (the pending hunk under the cursor). One
+--- undo block per buffer. Returns the ids kept.
+---@param ids? integer|integer[]
+---@return integer[]
+function M.keep(ids)
+  return require("handoff.review").keep(ids)
+end
+
+--- Rejects hunks (an id, a list, or nothing: the one under the cursor): their lines go back to
+--- what they were before their own call, your own typing kept; `reason` reaches the model with
+--- the next prompt. One undo block per buffer; `u` brings the lines and the pending state back.
+---@param ids? integer|integer[]
+---@param reason? string
+---@return integer[]
+function M.reject(ids, reason)
+  return require("handoff.review").reject(ids, reason)
+end
+
+--- Lists every pending hunk in the quickfix list (`:HandoffReview`).
+function M.review()
+  return require("handoff.review").quickfix()
+end
+
 --- For a statusline (lualine: `{ require("handoff").statusline }`): the indicator while
 --- something runs, else the context meter ("model · high · 12.3k/128k (10%)"); "" before the
 --- host runs.

@@ -90,6 +90,42 @@ function M.prompt_buffer(buf)
   end, "stop the response")
 end
 
+--- The review's keys in a buffer holding the agent's hunks (`keymaps.review`; a key set to
+--- false or "" is not mapped).
+function M.review_buffer(buf)
+  local k = config.options.keymaps.review or {}
+  local review = function()
+    return require("handoff.review")
+  end
+  map(buf, "n", k.next, function()
+    review().jump(true)
+  end, "the next pending hunk")
+  map(buf, "n", k.prev, function()
+    review().jump(false)
+  end, "the previous pending hunk")
+  for _, action in ipairs({ "keep", "reject" }) do
+    map(buf, "n", k[action], function()
+      review()[action]()
+    end, action .. " the hunk under the cursor")
+    map(buf, "x", k[action], function()
+      local from, to = vim.fn.line("v"), vim.fn.line(".")
+      vim.cmd("normal! " .. vim.keycode("<Esc>"))
+      local range = { math.min(from, to), math.max(from, to) }
+      if action == "keep" then
+        review().keep(nil, range)
+      else
+        review().reject(nil, nil, range)
+      end
+    end, action .. " the selected lines of the hunk")
+  end
+  map(buf, "n", k.keep_all, function()
+    review().keep_all()
+  end, "keep every pending hunk")
+  map(buf, "n", k.reject_all, function()
+    review().reject_all()
+  end, "reject every pending hunk")
+end
+
 local global_actions = {
   chat = "toggle_chat",
   handoff = "handoff",

@@ -5,13 +5,15 @@
 -- `accepts` (what the type takes, in words) and `doc`.
 
 ---@class handoff.Config
----@field bin? string Path of the `handoff-nvim` binary; nil: the plugin's target/release, then target/debug, then $PATH.
+---@field bin? string Path of the `handoff-nvim` binary, used as it is (so is $HANDOFF_BIN); nil: the binary :HandoffInstall installed when it fits the plugin, else the plugin's target/release, then target/debug, then $PATH. See |handoff-install|.
+---@field install? handoff.Config.install
 ---@field provider? handoff.Config.provider
 ---@field session_dir? string Folder of session files (pi's layout: one sub-folder per working directory); the CLI's default is the same folder.
 ---@field templates_dir? string Folder of prompt templates: `NAME.md` is used as `/NAME args` in the prompt.
 ---@field system_prompt? string Replaces handoff.nvim's words in the system prompt; the instruction files (AGENTS.md), skills, date and working directory still follow. See |handoff-system-prompt|.
 ---@field append_system_prompt? string Added after the system prompt's words (default: nothing). See |handoff-system-prompt|.
 ---@field log_file? string The host's log file (nil: stdpath("log") .. "/handoff.log").
+---@field changes? handoff.Config.changes
 ---@field resume_last? boolean Continue the newest session of the working directory instead of starting a new one.
 ---@field models? string[] Models offered by `/model` and :HandoffModel (any other name can be typed).
 ---@field layout? handoff.Config.layout
@@ -24,6 +26,10 @@
 ---@field handoff? handoff.Config.handoff
 ---@field tool_output_lines? integer Lines of a tool's output shown in the chat (the rest is in the session).
 ---@field context? handoff.Config.context
+
+---@class handoff.Config.install
+---@field url? string Where :HandoffInstall downloads the release's binary from: a folder URL, `{version}` replaced by the release's version, the asset's name appended (default: the release page lua/handoff/release.lua names). A mirror or a local server; the checksum is still the one the plugin pins. See |handoff-install|.
+---@field curl_args? string[] More arguments for curl, e.g. { "--proxy", "http://proxy:3128" } or { "--cacert", "/etc/ssl/corp.pem" } (curl reads $https_proxy, $HTTPS_PROXY and $ALL_PROXY itself). See |handoff-install|.
 
 ---@class handoff.Config.provider
 ---@field api? "openai"|"openai-responses"|"anthropic"|"copilot"|"openrouter"|"ollama"|"gemini"|"deepseek"|"groq"|"xai"|"mistral" Wire protocol: "openai" (the default; any Chat Completions server), "openai-responses" (OpenAI's Responses API: its reasoning and codex models), "anthropic", "copilot" (GitHub Copilot: the login of copilot.vim/copilot.lua, each model's protocol from Copilot's model list; see |handoff-copilot|), or a preset: "openrouter", "ollama", "gemini", "deepseek", "groq", "xai", "mistral" (its base URL, key variable and a default model; see |handoff-presets|).
@@ -42,6 +48,9 @@
 ---@field thinking? "off"|"minimal"|"low"|"medium"|"high"|"xhigh" Thinking level of new sessions (default "off"; "xhigh" is pi's name for "high"); a continued session keeps its own. See |handoff-thinking|.
 ---@field reasoning_effort? boolean Whether the model takes `reasoning_effort` (OpenAI-compatible servers; over openai-responses: whether the model reasons); default: on for OpenAI's o-series and gpt-5, off elsewhere.
 
+---@class handoff.Config.changes
+---@field review? "after"|"off" "after": the agent's changes land and stay pending, hunk by hunk, until kept or rejected (|handoff-hunks|); "off": not shown for review.
+
 ---@class handoff.Config.layout
 ---@field position? "right"|"left"|"bottom"|"top"|"tab" Where the chat opens.
 ---@field width? number Width of a left/right chat: columns, or a fraction of the editor.
@@ -58,7 +67,16 @@
 ---@field close? string|false Chat buffer and todo list window: close.
 ---@field earlier? string|false Chat buffer: on the "earlier items" line a page more; on a reply's thinking, open or close it.
 ---@field parent? string|false Chat buffer and read-only sessions, on the "Handed off from" line: open that session read-only (|handoff-lineage|).
+---@field review? handoff.Config.keymaps.review
 ---@field approval? handoff.Config.keymaps.approval
+
+---@class handoff.Config.keymaps.review
+---@field next? string|false Buffers with the agent's hunks: the next pending hunk, on to the next file's (|handoff-hunks|).
+---@field prev? string|false Buffers with the agent's hunks: the previous pending hunk, back to the previous file's.
+---@field keep? string|false Buffers with the agent's hunks: keep the hunk under the cursor (Visual: only the selected lines of it).
+---@field reject? string|false Buffers with the agent's hunks: reject the hunk under the cursor (Visual: only the selected lines of it).
+---@field keep_all? string|false Buffers with the agent's hunks: keep every pending hunk of the session.
+---@field reject_all? string|false Buffers with the agent's hunks: reject every pending hunk of the session.
 
 ---@class handoff.Config.keymaps.approval
 ---@field allow? string|false Chat buffer: allow the tool call the cursor is in (else the oldest waiting).
@@ -102,7 +120,7 @@
 
 return {
   --- The settings' digest: a host built from other sources answers `schema_digest` with another.
-  digest = "e7aafe66126249f1",
+  digest = "7b872d5a5e1aed14",
   --- The thinking levels, lowest first (the ones offered).
   thinking_levels = { "off", "minimal", "low", "medium", "high" },
   --- Every name a thinking level is taken by (pi's `xhigh` is `high`).
@@ -112,7 +130,20 @@ return {
       key = "bin",
       type = { kind = "path" },
       accepts = "a path",
-      doc = "Path of the `handoff-nvim` binary; nil: the plugin's target/release, then target/debug, then $PATH.",
+      doc = "Path of the `handoff-nvim` binary, used as it is (so is $HANDOFF_BIN); nil: the binary :HandoffInstall installed when it fits the plugin, else the plugin's target/release, then target/debug, then $PATH. See |handoff-install|.",
+    },
+    {
+      key = "install.url",
+      type = { kind = "string" },
+      accepts = "a string",
+      doc = "Where :HandoffInstall downloads the release's binary from: a folder URL, `{version}` replaced by the release's version, the asset's name appended (default: the release page lua/handoff/release.lua names). A mirror or a local server; the checksum is still the one the plugin pins. See |handoff-install|.",
+    },
+    {
+      key = "install.curl_args",
+      type = { kind = "list", item = { kind = "string" } },
+      default = {},
+      accepts = "a list, each a string",
+      doc = "More arguments for curl, e.g. { \"--proxy\", \"http://proxy:3128\" } or { \"--cacert\", \"/etc/ssl/corp.pem\" } (curl reads $https_proxy, $HTTPS_PROXY and $ALL_PROXY itself). See |handoff-install|.",
     },
     {
       key = "provider.api",
@@ -257,6 +288,13 @@ return {
       doc = "The host's log file (nil: stdpath(\"log\") .. \"/handoff.log\").",
     },
     {
+      key = "changes.review",
+      type = { kind = "one_of", values = { "after", "off" } },
+      default = "after",
+      accepts = "one of \"after\", \"off\"",
+      doc = "\"after\": the agent's changes land and stay pending, hunk by hunk, until kept or rejected (|handoff-hunks|); \"off\": not shown for review.",
+    },
+    {
       key = "resume_last",
       type = { kind = "bool" },
       default = false,
@@ -360,6 +398,48 @@ return {
       default = "gp",
       accepts = "a key (a string), or false for none",
       doc = "Chat buffer and read-only sessions, on the \"Handed off from\" line: open that session read-only (|handoff-lineage|).",
+    },
+    {
+      key = "keymaps.review.next",
+      type = { kind = "key" },
+      default = "]h",
+      accepts = "a key (a string), or false for none",
+      doc = "Buffers with the agent's hunks: the next pending hunk, on to the next file's (|handoff-hunks|).",
+    },
+    {
+      key = "keymaps.review.prev",
+      type = { kind = "key" },
+      default = "[h",
+      accepts = "a key (a string), or false for none",
+      doc = "Buffers with the agent's hunks: the previous pending hunk, back to the previous file's.",
+    },
+    {
+      key = "keymaps.review.keep",
+      type = { kind = "key" },
+      default = "<Leader>ak",
+      accepts = "a key (a string), or false for none",
+      doc = "Buffers with the agent's hunks: keep the hunk under the cursor (Visual: only the selected lines of it).",
+    },
+    {
+      key = "keymaps.review.reject",
+      type = { kind = "key" },
+      default = "<Leader>ar",
+      accepts = "a key (a string), or false for none",
+      doc = "Buffers with the agent's hunks: reject the hunk under the cursor (Visual: only the selected lines of it).",
+    },
+    {
+      key = "keymaps.review.keep_all",
+      type = { kind = "key" },
+      default = "<Leader>aK",
+      accepts = "a key (a string), or false for none",
+      doc = "Buffers with the agent's hunks: keep every pending hunk of the session.",
+    },
+    {
+      key = "keymaps.review.reject_all",
+      type = { kind = "key" },
+      default = "<Leader>aR",
+      accepts = "a key (a string), or false for none",
+      doc = "Buffers with the agent's hunks: reject every pending hunk of the session.",
     },
     {
       key = "keymaps.approval.allow",

@@ -29,11 +29,9 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::core::agent::{AgentEvent, AssistantMessageEvent};
 use crate::core::config::Settings;
-use crate::core::controller::{self, Controller, FrontEndTexts, Opened, Ran, SessionChoice};
+use crate::core::controller::{self, Controller, FrontEndTexts, OpenedFor, Ran, SessionChoice, SlashCommand};
 use crate::core::handoff::{AutoHandoff, HandoffOutcome};
-use crate::core::mcp::McpHub;
 use crate::core::message::StopReason as ReplyStop;
-use crate::core::provider::ThinkingLevel;
 use crate::core::session::chain::{Chain, Chains};
 use crate::core::session::{SessionInfo, SessionManager};
 use crate::core::sync::lock;
@@ -142,9 +140,7 @@ struct Server {
 /// Serves one ACP client on stdin/stdout until it closes stdin; then stops what runs and
 /// flushes every session.
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let writer = rpc::spawn_writer(rx);
-    let peer = Peer::new(tx);
+    let (peer, writer) = Peer::new();
     let server = Arc::new(Server {
         peer: peer.clone(),
         settings,
@@ -335,9 +331,11 @@ impl Server {
         let session = self.reopen(&request.session_id.0, &cwd, &raw).await?;
         {
             let agent = session.controller.agent();
+            // Read before the session is locked (they read its header).
+            let tools = agent.offered_tools();
             let manager = agent.session();
             let branch = manager.get_branch(None);
-            updates::replay(&session.updates, &branch, &cwd, &manager.todos());
+            updates::replay(&session.updates, &branch, &cwd, &manager.todos(), &tools);
         }
         session.flushed().await;
         send_commands_later(session.updates.clone(), self.settings.templates_dir.clone());
@@ -411,17 +409,10 @@ impl Server {
         let session = self.session(&request.session_id)?;
         let _one = session.prompt.lock().await;
         session.cancelled.store(false, Ordering::SeqCst);
-        let input = prompt_text(&request.prompt);
-        let outcome = run_command(&session, &input).await;
+        let input = as_typed(&prompt_text(&request.prompt));
+        let ran = session.controller.run_input(&input).await;
         session.flushed().await;
-        let stop = match outcome {
-            Some(stop) => Ok(stop),
-            None => {
-                let ran = session.controller.run_input(&input).await;
-                session.flushed().await;
-                stop_reason(ran, session.cancelled.load(Ordering::SeqCst)).map_err(AcpError::Failed)
-            }
-        };
+        let stop = stop_reason(ran, session.cancelled.load(Ordering::SeqCst)).map_err(AcpError::Failed);
         session.record_file().await;
         encode(wire::PromptResponse::new(stop?))
     }
@@ -437,6 +428,9 @@ fn spawn_translator(
     use broadcast::error::RecvError;
     crate::core::task::spawn("the ACP updates", async move {
         loop {
+            // While the client does not read, events wait in their (bounded) channel, not as
+            // lines: the next ones are merged, or lost and told (`lost`).
+            translator.updates.peer.writable().await;
             tokio::select! {
                 biased;
                 event = events.recv() => match event {
@@ -472,6 +466,7 @@ async fn translate_queued(translator: &mut Translator, first: Option<AgentEvent>
                 Err(_) => return,
             },
         };
+        translator.updates.peer.writable().await;
         let AgentEvent::MessageUpdate { assistant_message_event: delta } = event else {
             translator.event(event).await;
             continue;
@@ -506,15 +501,15 @@ async fn translate_queued(translator: &mut Translator, first: Option<AgentEvent>
     }
 }
 
-/// Events the channel dropped before they were read (the machine stalled): the client is told
-/// that the session file has what it missed.
+/// Events the channel dropped before they were read (the client stopped reading, or the
+/// machine stalled): the client is told that the session file has what it missed.
 fn lost(translator: &Translator, n: u64) {
     tracing::warn!("{n} agent events were lost to a slow client");
     translator.updates.message(text::notice_block(text::EVENTS_LOST));
 }
 
-/// The command list, a moment after the session is answered: the session commands, then the
-/// prompt templates of `templates_dir` (`/name args` expands one).
+/// The command list, a moment after the session is answered: the controller's command table,
+/// then the prompt templates of `templates_dir` (`/name args` expands one).
 fn send_commands_later(updates: Updates, templates_dir: Option<PathBuf>) {
     crate::core::task::spawn("the ACP command list", async move {
         let templates = match templates_dir {
@@ -522,12 +517,12 @@ fn send_commands_later(updates: Updates, templates_dir: Option<PathBuf>) {
             None => Vec::new(),
         };
         tokio::time::sleep(COMMANDS_DELAY).await;
-        let mut commands: Vec<wire::AvailableCommand> = text::COMMANDS
-            .iter()
-            .map(|(name, description, hint)| {
-                let command = wire::AvailableCommand::new(*name, *description);
-                match hint {
-                    Some(hint) => command.input(wire::AvailableCommandInput::Unstructured(wire::UnstructuredCommandInput::new(*hint))),
+        let mut commands: Vec<wire::AvailableCommand> = SlashCommand::ALL
+            .into_iter()
+            .map(|slash| {
+                let command = wire::AvailableCommand::new(slash.name(), slash.help());
+                match slash.args() {
+                    Some(args) => command.input(wire::AvailableCommandInput::Unstructured(wire::UnstructuredCommandInput::new(args))),
                     None => command,
                 }
             })
@@ -567,49 +562,17 @@ fn prompt_text(prompt: &[wire::ContentBlock]) -> String {
     parts.join("\n")
 }
 
-/// `/new`, `/model` and `/thinking`: the session commands the controller's input parser leaves
-/// to the front ends (the editor has `:HandoffNew`, `:HandoffModel`, `:HandoffThinking`).
-/// `None`: the input is for the controller. A client that types commands with `\` (codecompanion)
-/// is understood too.
-async fn run_command(session: &AcpSession, input: &str) -> Option<StopReason> {
-    let trimmed = input.trim();
-    let normalized = trimmed.strip_prefix('\\').map(|rest| format!("/{rest}"));
-    let line = normalized.as_deref().unwrap_or(trimmed);
-    let (name, arg) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-    let arg = arg.trim();
-    let controller = &session.controller;
-    let said = match name {
-        "/new" if arg.is_empty() => controller.new_session().map(|()| text::NEW_SESSION.to_string()),
-        "/model" if arg.is_empty() => {
-            let config = controller.agent().provider_config();
-            Ok(text::model_in_use(&config.model, &config.name))
+/// The input as the controller takes it: a client that types commands with `\` (codecompanion)
+/// means the table's `/name`; anything else is as typed.
+fn as_typed(input: &str) -> String {
+    let trimmed = input.trim_start();
+    if let Some(rest) = trimmed.strip_prefix('\\') {
+        let name = rest.split(char::is_whitespace).next().unwrap_or(rest);
+        if SlashCommand::named(name).is_some() {
+            return format!("/{rest}");
         }
-        "/model" => controller.set_model(arg).map(|()| text::model_switched(arg)),
-        "/thinking" if arg.is_empty() => Ok(text::thinking(controller.agent().thinking_level().as_str())),
-        "/thinking" => match ThinkingLevel::parse(arg) {
-            Some(level) => controller.set_thinking(level).map(|()| text::thinking(level.as_str())),
-            None => Ok(text::unknown_thinking(arg)),
-        },
-        _ if normalized.is_some() && is_our_command(name) => {
-            // `\handoff focus` and the others the controller parses: as if typed with `/`.
-            return Box::pin(run_normalized(session, line)).await;
-        }
-        _ => return None,
-    };
-    let message = said.unwrap_or_else(|failure| failure.message);
-    session.updates.message(message);
-    Some(StopReason::EndTurn)
-}
-
-fn is_our_command(name: &str) -> bool {
-    text::COMMANDS.iter().any(|(command, _, _)| name.strip_prefix('/') == Some(*command))
-}
-
-/// Runs a command typed with `\` through the controller as `/…`.
-async fn run_normalized(session: &AcpSession, line: &str) -> Option<StopReason> {
-    let ran = session.controller.run_input(line).await;
-    session.flushed().await;
-    stop_reason(ran, session.cancelled.load(Ordering::SeqCst)).ok()
+    }
+    input.to_string()
 }
 
 /// The stop reason of what ran, or why the prompt failed (the model request's error).
@@ -632,7 +595,7 @@ fn stop_reason(ran: Ran, cancelled: bool) -> Result<StopReason, String> {
         },
         Ran::Prompt(Err(e)) => Err(e.to_string()),
         Ran::Handoff(HandoffOutcome::Cancelled) => Ok(StopReason::Cancelled),
-        Ran::Handoff(_) | Ran::Steered | Ran::Nothing | Ran::Pins(_) | Ran::Back(_) => Ok(StopReason::EndTurn),
+        Ran::Handoff(_) | Ran::Steered | Ran::Nothing | Ran::Pins(_) | Ran::Back(_) | Ran::Said(_) => Ok(StopReason::EndTurn),
     }
 }
 
@@ -668,25 +631,12 @@ fn mcp_entry(server: &Value) -> Option<(String, Value)> {
     }
 }
 
-/// Opens the chosen session as the CLI does (the same AGENTS.md, MCP files and `--thinking`),
-/// with the client's MCP servers added to the configured ones.
-fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice, client_servers: &[Value]) -> Result<Opened, String> {
-    let mut config = settings.agent_config()?;
-    config.instructions_dir = Some(frontend_paths::default_instructions_dir());
-    let mut settings = settings.clone();
-    let mcp = settings.mcp.get_or_insert_with(Default::default);
-    mcp.user_file.get_or_insert_with(frontend_paths::default_mcp_user_file);
-    let servers = mcp.servers.get_or_insert_with(Map::new);
-    for (name, entry) in client_servers.iter().filter_map(mcp_entry) {
-        servers.insert(name, entry);
-    }
-    let _hub = McpHub::attach(settings.mcp.as_ref(), &mut config, cwd, frontend_paths::mcp_trust_store());
-    let opened = controller::open_session(config, &frontend_paths::session_dir(&settings), cwd, choice)
-        .map_err(|e| e.to_string())?;
-    if let Some(level) = settings.thinking {
-        opened.agent.set_thinking_level(level).map_err(|e| e.to_string())?;
-    }
-    Ok(opened)
+/// Opens the chosen session as the CLI does (`controller::open_for`: the same AGENTS.md, MCP
+/// files and `--thinking`), with the client's MCP servers added to the configured ones.
+fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice, client_servers: &[Value]) -> Result<OpenedFor, String> {
+    let mut front_end = frontend_paths::front_end(settings);
+    front_end.mcp_servers = client_servers.iter().filter_map(mcp_entry).collect();
+    controller::open_for(&front_end, settings, cwd, choice).map_err(|failure| failure.message)
 }
 
 /// Each chain of handoffs among `listed` ([`chain::Chains`]: newest first), without the

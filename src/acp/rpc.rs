@@ -5,13 +5,13 @@
 //! its own task: a handler that waits for the client's answer never holds the reading loop.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::wire::RpcError;
 use crate::core::sync::lock;
@@ -22,8 +22,16 @@ pub struct Peer {
     inner: Arc<PeerInner>,
 }
 
+/// Bytes of output queued for stdout at most before the session updates wait
+/// ([`Peer::writable`]): a client that stops reading stops the updates, not the host's memory.
+pub const OUTPUT_BOUND: usize = 1 << 20;
+
 struct PeerInner {
     out: mpsc::UnboundedSender<String>,
+    /// Bytes sent to the writer and not yet taken by it.
+    queued: AtomicUsize,
+    /// Told each time the writer takes lines.
+    drained: Notify,
     next_id: AtomicI64,
     /// Our requests waiting for the client's answer, by id.
     pending: Mutex<HashMap<i64, oneshot::Sender<Result<Value, RpcError>>>>,
@@ -45,18 +53,45 @@ pub enum CallError {
 }
 
 impl Peer {
-    /// A peer whose lines go to `out` (the writer task's channel).
-    pub fn new(out: mpsc::UnboundedSender<String>) -> Self {
-        Peer { inner: Arc::new(PeerInner { out, next_id: AtomicI64::new(1), pending: Mutex::new(HashMap::new()) }) }
+    /// A peer, and the writer that owns stdout (it ends when every clone of the peer is gone).
+    pub fn new() -> (Self, tokio::task::JoinHandle<()>) {
+        let (out, lines) = mpsc::unbounded_channel();
+        let inner = Arc::new(PeerInner {
+            out,
+            queued: AtomicUsize::new(0),
+            drained: Notify::new(),
+            next_id: AtomicI64::new(1),
+            pending: Mutex::new(HashMap::new()),
+        });
+        let writer = spawn_writer(lines, Arc::downgrade(&inner));
+        (Peer { inner }, writer)
+    }
+
+    /// Queues a line for stdout.
+    fn line(&self, line: String) {
+        self.inner.queued.fetch_add(line.len() + 1, Ordering::Relaxed);
+        // The writer ends only with the process: a send after it is nothing to report.
+        let _ = self.inner.out.send(line);
     }
 
     fn send(&self, message: &Value) {
         match serde_json::to_string(message) {
-            Ok(line) => {
-                // The writer ends only with the process: a send after it is nothing to report.
-                let _ = self.inner.out.send(line);
-            }
+            Ok(line) => self.line(line),
             Err(e) => tracing::error!("cannot encode a JSON-RPC message: {e}"),
+        }
+    }
+
+    /// Waits until the output queued for stdout is below [`OUTPUT_BOUND`]. What produces many
+    /// lines (a session's updates) waits here before each: while the client does not read,
+    /// its updates wait as agent events, whose channel is bounded, and the queue stays within
+    /// the bound (answers and our requests are few, and never wait).
+    pub async fn writable(&self) {
+        loop {
+            let drained = self.inner.drained.notified();
+            if self.inner.queued.load(Ordering::Relaxed) < OUTPUT_BOUND {
+                return;
+            }
+            drained.await;
         }
     }
 
@@ -70,9 +105,7 @@ impl Peer {
             params: P,
         }
         match serde_json::to_string(&Notification { jsonrpc: "2.0", method, params }) {
-            Ok(line) => {
-                let _ = self.inner.out.send(line);
-            }
+            Ok(line) => self.line(line),
             Err(e) => tracing::error!(%method, "cannot encode a notification: {e}"),
         }
     }
@@ -134,7 +167,8 @@ impl Drop for Forget<'_> {
 /// Writes the lines to stdout, in order, each complete line flushed at once: what waits when
 /// the writer gets to it goes out in one write (a streamed reply is a line per delta, and each
 /// write of tokio's stdout is a trip to its blocking pool).
-pub fn spawn_writer(mut lines: mpsc::UnboundedReceiver<String>) -> tokio::task::JoinHandle<()> {
+/// `queue`: the peer's count of queued bytes, lowered as lines are taken.
+fn spawn_writer(mut lines: mpsc::UnboundedReceiver<String>, queue: Weak<PeerInner>) -> tokio::task::JoinHandle<()> {
     /// Bytes gathered into one write at most.
     const BATCH: usize = 1 << 20;
     tokio::spawn(async move {
@@ -147,6 +181,10 @@ pub fn spawn_writer(mut lines: mpsc::UnboundedReceiver<String>) -> tokio::task::
                 let Ok(line) = lines.try_recv() else { break };
                 batch.extend_from_slice(line.as_bytes());
                 batch.push(b'\n');
+            }
+            if let Some(queue) = queue.upgrade() {
+                queue.queued.fetch_sub(batch.len(), Ordering::Relaxed);
+                queue.drained.notify_waiters();
             }
             if let Err(e) = stdout.write_all(&batch).await {
                 tracing::warn!("stdout closed: {e}");

@@ -85,7 +85,7 @@ fn asked_call(request: &ApprovalRequest) -> ToolCallUpdate {
     }
     let mut fields = ToolCallUpdateFields::new()
         .title(super::updates::title(&request.tool, &request.summary))
-        .kind(super::updates::kind(&request.tool))
+        .kind(super::updates::kind(request.activity))
         .status(ToolCallStatus::Pending)
         .raw_input(request.args.clone());
     if !content.is_empty() {
@@ -219,6 +219,7 @@ mod tests {
             id: "c1".into(),
             tool: "bash".into(),
             kind: ToolKind::Execute,
+            activity: crate::core::tools::Activity::Execute,
             args: json!({ "command": "make" }),
             summary: "make".into(),
             path: None,

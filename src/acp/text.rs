@@ -40,47 +40,13 @@ pub fn notice_block(message: &str) -> String {
     format!("\n\n> {}\n\n", message.replace('\n', "\n> "))
 }
 
-/// Said when updates were lost because the agent ran ahead of the channel (a stalled machine).
-pub const EVENTS_LOST: &str = "Some updates of this turn were lost on the way (the machine stalled): the session file has all of them; load the session again to see them.";
+/// Said when updates were lost because the agent ran ahead of the channel (the editor did not
+/// read them, or the machine stalled).
+pub const EVENTS_LOST: &str = "Some updates of this turn were lost on the way (the editor did not read them in time, or the machine stalled): the session file has all of them; load the session again to see them.";
 
 /// `authMethods`' one entry: where keys come from.
 pub const AUTH_NAME: &str = "API key from the environment";
 pub const AUTH_DESCRIPTION: &str = "handoff-nvim reads the provider's key from its usual variable ($ANTHROPIC_API_KEY, $OPENAI_API_KEY, …) or from api_key_cmd (--api-key-cmd, HANDOFF_API_KEY_CMD): set one in the environment the editor starts the agent with; nothing is asked here.";
-
-/// The session commands as the client lists them (name, description, hint).
-pub const COMMANDS: &[(&str, &str, Option<&str>)] = &[
-    ("handoff", "Hand off: write a handoff document and continue in a new session that starts from it", Some("focus (optional)")),
-    ("new", "Start a new, empty session", None),
-    ("model", "Switch the model (no name: say which is in use)", Some("model name")),
-    ("thinking", "How hard the model thinks: off, minimal, low, medium, high", Some("level")),
-    ("pin", "Pin a text for the whole task: sent with every request, carried by every handoff", Some("text")),
-    ("pins", "List the pins", None),
-    ("unpin", "Remove a pin by its number", Some("number")),
-    ("back", "Back to the session this one was handed off from", None),
-];
-
-/// `/new` done.
-pub const NEW_SESSION: &str = "New session started.";
-
-/// `/model` without a name: the model in use.
-pub fn model_in_use(model: &str, provider: &str) -> String {
-    format!("Model: {model} ({provider})")
-}
-
-/// `/model NAME` done.
-pub fn model_switched(model: &str) -> String {
-    format!("Model switched to {model}.")
-}
-
-/// `/thinking` with a level that is none.
-pub fn unknown_thinking(level: &str) -> String {
-    format!("Unknown thinking level {level:?}: off, minimal, low, medium or high")
-}
-
-/// `/thinking LEVEL` done (or, without a level, the one in use).
-pub fn thinking(level: &str) -> String {
-    format!("Thinking level: {level}")
-}
 
 /// A prompt's model request failed.
 pub fn prompt_failed(why: &str) -> String {

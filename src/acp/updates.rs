@@ -22,17 +22,20 @@ use crate::core::controller::{self, FrontEndTexts};
 use crate::core::handoff::HandoffOutcome;
 use crate::core::message::{Content, ContentBlock, Message, Role, Usage};
 use crate::core::session::{self, SessionEntry, TodoStatus};
-use crate::core::tools::{self, Todo, ToolContext};
+use crate::core::tools::{self, Activity, Todo, ToolContext, ToolRegistry};
 
-/// ACP's kind of a tool call of `tool`.
-pub fn kind(tool: &str) -> wire::ToolKind {
-    match tool {
-        "read" | "ls" => wire::ToolKind::Read,
-        "edit" | "write" => wire::ToolKind::Edit,
-        "bash" => wire::ToolKind::Execute,
-        "grep" | "find" | "session_query" => wire::ToolKind::Search,
-        "todo_write" => wire::ToolKind::Think,
-        _ => wire::ToolKind::Other,
+/// ACP's kind of a call that does `activity` (the tool's own word: [`tools::Tool::activity`]).
+pub fn kind(activity: Activity) -> wire::ToolKind {
+    match activity {
+        Activity::Read => wire::ToolKind::Read,
+        Activity::Edit => wire::ToolKind::Edit,
+        Activity::Delete => wire::ToolKind::Delete,
+        Activity::Move => wire::ToolKind::Move,
+        Activity::Search => wire::ToolKind::Search,
+        Activity::Execute => wire::ToolKind::Execute,
+        Activity::Think => wire::ToolKind::Think,
+        Activity::Fetch => wire::ToolKind::Fetch,
+        Activity::Other => wire::ToolKind::Other,
     }
 }
 
@@ -92,9 +95,9 @@ fn calls_of(message: &Message) -> impl Iterator<Item = (&str, &str, &Value)> {
 }
 
 /// The `tool_call` announcing a call, without its diff.
-fn announced(id: &str, name: &str, args: &Value, cwd: &Path) -> ToolCall {
+fn announced(id: &str, name: &str, args: &Value, cwd: &Path, activity: Activity) -> ToolCall {
     let mut call = ToolCall::new(id.to_string(), title(name, &tools::call_summary(name, args)))
-        .kind(kind(name))
+        .kind(kind(activity))
         .status(ToolCallStatus::Pending)
         .raw_input(args.clone());
     if let Some(path) = tools::changed_path(name, args, cwd) {
@@ -229,9 +232,11 @@ impl Translator {
     /// Announces each call the reply asks for, an edit with its diff (what the file would become,
     /// read now, before it runs).
     async fn announce_calls(&mut self, message: &Message) {
+        let tools = self.agent.upgrade().map(|agent| agent.offered_tools()).unwrap_or_default();
         for (id, name, args) in calls_of(message) {
-            let mut call = announced(id, name, args, &self.cwd);
-            if kind(name) == wire::ToolKind::Edit {
+            let activity = tools.activity(name);
+            let mut call = announced(id, name, args, &self.cwd, activity);
+            if activity == Activity::Edit {
                 let path = tools::changed_path(name, args, &self.cwd);
                 let preview = tools::preview(name, args, &ToolContext::new(self.cwd.clone())).await;
                 if let (Some(path), Some(preview)) = (path, preview) {
@@ -248,7 +253,9 @@ impl Translator {
 /// The conversation of a session's current branch as updates (`session/load`): the user's
 /// messages, the replies and their thinking, each tool call with its result, a handoff's
 /// document; then the todo list.
-pub fn replay(updates: &Updates, branch: &[&SessionEntry], cwd: &Path, todos: &[Todo]) {
+/// `tools`: the session's, each replayed call's kind its tool's (an MCP server's tool is known
+/// once its server runs, from the first prompt on; before, its kind is `other`).
+pub fn replay(updates: &Updates, branch: &[&SessionEntry], cwd: &Path, todos: &[Todo], tools: &ToolRegistry) {
     for entry in branch {
         if let Some(custom) = entry.custom_message() {
             if custom.custom_type == crate::core::handoff::CUSTOM_TYPE {
@@ -274,7 +281,7 @@ pub fn replay(updates: &Updates, branch: &[&SessionEntry], cwd: &Path, todos: &[
                     }
                 }
                 for (id, name, args) in calls_of(&message) {
-                    updates.send(SessionUpdate::ToolCall(announced(id, name, args, cwd)));
+                    updates.send(SessionUpdate::ToolCall(announced(id, name, args, cwd, tools.activity(name))));
                 }
             }
             Role::ToolResult => {

@@ -32,8 +32,40 @@ pub mod exit {
     pub const INTERRUPTED: u8 = 130;
 }
 
+/// `--version`'s lines past the first: the settings' digest the plugin's handshake compares
+/// ([`schema::digest`](crate::core::config::schema::digest)) and the target the binary was built
+/// for, which `:HandoffInstall` checks a download against and `:checkhealth` shows (`-V` prints
+/// the version alone).
+fn long_version() -> String {
+    format!(
+        "{}\nschema {}\ntarget {}",
+        env!("CARGO_PKG_VERSION"),
+        crate::core::config::schema::digest(),
+        build_target()
+    )
+}
+
+/// The target triple this binary was built for, as a release asset names it (e.g.
+/// `x86_64-unknown-linux-musl`), from what the compiler knew.
+pub fn build_target() -> String {
+    let arch = std::env::consts::ARCH;
+    let env = if cfg!(target_env = "musl") {
+        "musl"
+    } else if cfg!(target_env = "msvc") {
+        "msvc"
+    } else {
+        "gnu"
+    };
+    match std::env::consts::OS {
+        "linux" => format!("{arch}-unknown-linux-{env}"),
+        "macos" => format!("{arch}-apple-darwin"),
+        "windows" => format!("{arch}-pc-windows-{env}"),
+        os => format!("{arch}-unknown-{os}"),
+    }
+}
+
 #[derive(Parser, Debug)]
-#[command(name = "handoff-nvim", version, about = "LLM agent sessions with structured handoffs (Neovim host and CLI)")]
+#[command(name = "handoff-nvim", version, long_version = long_version(), about = "LLM agent sessions with structured handoffs (Neovim host and CLI)")]
 pub struct Cli {
     #[command(flatten)]
     pub settings: SettingsArgs,
@@ -57,8 +89,10 @@ pub enum Command {
     /// flag; stdout carries JSON-RPC only, logs go to --log-file (`:help handoff-acp`).
     Acp,
     /// Send one prompt; the reply streams to stdout, the session path goes to stderr.
-    /// `/handoff [focus]` hands the session off instead, as in the editor: the new session's
-    /// path goes to stdout, with the exit codes of `handoff`.
+    /// A slash command runs instead, as in the editor, and never reaches the model:
+    /// `/handoff [focus]` hands the session off (the new session's path goes to stdout, with
+    /// the exit codes of `handoff`); `/new`, `/sessions`, `/model`, `/thinking`, `/pin`,
+    /// `/pins`, `/unpin`, `/back` print what they did.
     Prompt {
         /// Continue this session file (default: the newest session of the working directory).
         #[arg(long, conflicts_with = "new")]
@@ -78,6 +112,15 @@ pub enum Command {
     /// Print the todo list of a session's current branch as a JSON array of
     /// `{content, status, activeForm}` (`[]` when there is none).
     Todos { file: PathBuf },
+    /// Print a session's pending hunks (the agent's changes not kept or rejected yet): one line
+    /// each, `path:line: tool call_id (lines as the call wrote them)`; with --json, JSON lines
+    /// `{id, path, call_id, tool, before, after, state}` (0-based, end-excluded line ranges of
+    /// the call's versions).
+    Changes {
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// List the sessions of a working directory, newest first (JSON lines: id, path, cwd,
     /// timestamp, parentSession, first_message, message_count, empty).
     Sessions {
@@ -130,18 +173,14 @@ fn current_dir(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     Ok(std::path::absolute(&dir).unwrap_or(dir))
 }
 
-/// Opens the chosen session for a command (one way for every front end), saying on stderr what
-/// the load had to repair.
+/// Opens the chosen session for a command (the one way, `controller::open_for`), saying on
+/// stderr what the load had to repair and what of the MCP servers will not start.
 fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice) -> anyhow::Result<Arc<AgentSession>> {
-    let mut config = settings.agent_config().map_err(anyhow::Error::msg)?;
-    // The plugin's folder: the CLI reads the same AGENTS.md as the editor.
-    config.instructions_dir = Some(frontend_paths::default_instructions_dir());
-    let mut settings = settings.clone();
-    let mcp = settings.mcp.get_or_insert_with(Default::default);
-    mcp.user_file.get_or_insert_with(frontend_paths::default_mcp_user_file);
-    if let Some(hub) = McpHub::attach(settings.mcp.as_ref(), &mut config, cwd, frontend_paths::mcp_trust_store()) {
+    let opened = controller::open_for(&frontend_paths::front_end(settings), settings, cwd, choice)
+        .map_err(|failure| anyhow::anyhow!(failure.message))?;
+    if let Some(hub) = &opened.mcp {
         if settings.mcp.as_ref().is_some_and(|m| m.trust_project) {
-            trust_project_mcp(&hub)?;
+            trust_project_mcp(hub)?;
         }
         for status in hub.statuses().iter().filter(|s| s.state == State::Untrusted) {
             eprintln!("warning: MCP server {} of {} does not start: the file is not trusted (--trust-project-mcp)", status.name, status.origin);
@@ -150,14 +189,8 @@ fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice) -> anyhow
             eprintln!("warning: MCP configuration: {error}");
         }
     }
-    let settings = &settings;
-    let opened = controller::open_session(config, &frontend_paths::session_dir(settings), cwd, choice)?;
     for warning in &opened.warnings {
         eprintln!("warning: {warning}");
-    }
-    // `--thinking` is a choice for this run, as with pi: a continued session switches to it.
-    if let Some(level) = settings.thinking {
-        opened.agent.set_thinking_level(level)?;
     }
     opened.agent.set_consent(consent::for_this_process());
     Ok(opened.agent)
@@ -318,6 +351,8 @@ async fn prompt(
     if auto == AutoHandoff::Review {
         anyhow::bail!("--auto-handoff review needs an editor to review the document in: use continue or off");
     }
+    // What the first command needs is made while the probe below is waited for.
+    crate::core::sandbox::prefetch(&cwd, settings.sandbox());
     refuse_unenforceable_sandbox(settings)?;
     let agent = open_agent(settings, &cwd, &choice)?;
     eprintln!("{}", agent.session().path().display());
@@ -352,6 +387,12 @@ async fn prompt(
             exit::OK
         }
         Ran::Back(Err(_)) => exit::FAILURE,
+        // What another session command said, on stdout; a refusal was told on stderr.
+        Ran::Said(Ok(said)) => {
+            writeln!(std::io::stdout(), "{said}")?;
+            exit::OK
+        }
+        Ran::Said(Err(_)) => exit::FAILURE,
     })
 }
 
@@ -436,6 +477,7 @@ pub fn run_local(command: &Command, settings: &Settings) -> Option<anyhow::Resul
         Command::Context { file } => Some(print_context(file, settings)),
         Command::Todos { file } => Some(print_todos(file, settings)),
         Command::Sessions { cwd } => Some(print_sessions(cwd.clone(), settings)),
+        Command::Changes { file, json } => Some(print_changes(file, *json)),
         Command::Rpc | Command::Acp | Command::Prompt { .. } | Command::Handoff { .. } | Command::Models => None,
     }
 }
@@ -447,8 +489,27 @@ pub fn run_local(command: &Command, settings: &Settings) -> Option<anyhow::Resul
 pub fn sandbox_exec_main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
     let mut args = args.into_iter().peekable();
     if args.peek().is_some_and(|a| a == crate::core::sandbox::PROBE_COMMAND) {
+        // A yes goes out on stdout as soon as it is known (`sandbox::mount_namespaces`): the
+        // host goes on while this process removes the probe's folders.
         #[cfg(target_os = "linux")]
-        let probed = crate::core::sandbox::linux::probe_mounts();
+        let probed = crate::core::sandbox::linux::probe_mounts(|probed| {
+            if probed.is_ok() {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(crate::core::sandbox::PROBE_YES).and_then(|()| out.flush());
+                // The host reads to the end: stdout is given up (onto /dev/null, so that no
+                // descriptor opened later takes its number).
+                // SAFETY: open and dup2 on descriptors this process owns; no pointers but the
+                // NUL-terminated path.
+                unsafe {
+                    let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                    if null >= 0 {
+                        libc::dup2(null, 1);
+                        libc::close(null);
+                    }
+                }
+            }
+        });
         #[cfg(not(target_os = "linux"))]
         let probed: Result<(), String> = Err("no mount namespaces off Linux".into());
         return match probed {
@@ -548,6 +609,30 @@ fn print_sessions(cwd: Option<PathBuf>, settings: &Settings) -> anyhow::Result<E
     Ok(ExitCode::from(exit::OK))
 }
 
+/// `changes`: the session's pending hunks, from the review kept beside it.
+fn print_changes(file: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    use crate::core::session::review::{line_span, Review};
+    if !file.is_file() {
+        anyhow::bail!("{}: no such session file", file.display());
+    }
+    let mut out = std::io::stdout().lock();
+    for call in Review::of_session(file).unreviewed()? {
+        for hunk in &call.hunks {
+            if json {
+                let line = serde_json::json!({
+                    "id": hunk.id, "path": call.path, "call_id": call.call_id, "tool": call.tool,
+                    "before": hunk.before, "after": hunk.after, "state": hunk.state,
+                });
+                writeln!(out, "{line}")?;
+            } else {
+                let lnum = hunk.after.start + u32::from(!hunk.after.is_empty());
+                writeln!(out, "{}:{}: {} {} ({} as the call wrote them)", call.path.display(), lnum.max(1), call.tool, call.call_id, line_span(hunk.after))?;
+            }
+        }
+    }
+    Ok(ExitCode::from(exit::OK))
+}
+
 /// Runs a headless command; returns the process exit code.
 pub async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCode> {
     let code = match command {
@@ -565,6 +650,7 @@ pub async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCod
         Command::Context { file } => return print_context(&file, &settings),
         Command::Todos { file } => return print_todos(&file, &settings),
         Command::Sessions { cwd } => return print_sessions(cwd, &settings),
+        Command::Changes { file, json } => return print_changes(&file, json),
         Command::Handoff { file, focus } => handoff(&settings, &file, focus.as_deref()).await?,
         Command::Models => print_models(&settings).await?,
     };

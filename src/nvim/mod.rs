@@ -17,6 +17,9 @@
 //! | `status`        | request      | —                            | [`protocol::Status`]                 |
 //! | `transcript`    | request      | `limit?`                     | [`protocol::Transcript`] (the chat)  |
 //! | `changes`       | request      | —                            | [`protocol::Changes`]: files the agent changed in this session, with their originals |
+//! | `review`        | request      | —                            | [`protocol::ReviewList`]: every call's hunks and review states |
+//! | `review_decide` | request      | decisions `{ id, state, reason?, edited? }[]` | the ids not known |
+//! | `review_split`  | request      | `{ id, parts }`              | the parts' new ids, or nil |
 //! | `templates`     | request      | —                            | `[{name, description}]`              |
 //! | `new_session`   | request      | —                            | status (a `session_switch` record follows) |
 //! | `set_model`     | request      | `model`                      | status                               |
@@ -46,6 +49,7 @@ mod bridge;
 mod memory;
 pub mod protocol;
 mod seams;
+pub mod slash_commands;
 mod stdio;
 pub mod transcript;
 
@@ -59,9 +63,9 @@ use rmpv::Value;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::core::agent::{lock, AgentConfig, AgentSession};
+use crate::core::agent::{lock, AgentSession};
 use crate::core::config::Settings;
-use crate::core::controller::{self, text, Controller, FrontEndTexts, Level, Notice, SessionChoice};
+use crate::core::controller::{self, text, Controller, FrontEnd, FrontEndTexts, Level, Notice, SessionChoice};
 use crate::core::failure::{Failure, FailureKind};
 use crate::core::mcp::McpHub;
 use crate::core::handoff::HandoffOptions;
@@ -91,9 +95,10 @@ struct Inner {
     handoff_review: Mutex<bool>,
     /// The controller of the open session; `None` until the first one is open.
     controller: watch::Sender<Option<Arc<Controller>>>,
-    /// Input that arrived before the first session was open, in order (taken with the same
-    /// lock as the controller is set, so none slips between).
-    waiting: Mutex<Vec<Notification>>,
+    /// Input that arrived while no session could take it (before the first one was open, or
+    /// while `configure` reloads), in order, and the reload in flight: taken with the same lock
+    /// as the controller is set, so none slips between.
+    waiting: Mutex<Waiting>,
     collector: Mutex<Option<tokio::task::JoinHandle<()>>>,
     outbox: Arc<Outbox>,
     shutdown: tokio::sync::Notify,
@@ -105,6 +110,16 @@ struct Inner {
     mcp: Mutex<Option<Arc<McpHub>>>,
     /// The health check's last probes and the one running (see [`Host::health`]).
     probes: Mutex<ProbeCache>,
+}
+
+/// What waits for a session (see [`Inner::waiting`]).
+#[derive(Default)]
+struct Waiting {
+    inputs: Vec<Notification>,
+    /// The reload in flight holds the old session in `Switching` (dropped when it ends).
+    reload: Option<controller::PhaseGuard>,
+    /// Each `configure` counts one: only the latest installs its session.
+    generation: u64,
 }
 
 /// Which provider and model a health probe was for: a probe of another is never shown.
@@ -146,7 +161,7 @@ impl Host {
                 cwd: Mutex::new(cwd),
                 handoff_review: Mutex::new(false),
                 controller,
-                waiting: Mutex::new(Vec::new()),
+                waiting: Mutex::new(Waiting::default()),
                 collector: Mutex::new(None),
                 outbox: Arc::new(Outbox::default()),
                 shutdown: tokio::sync::Notify::new(),
@@ -178,9 +193,14 @@ impl Host {
     /// `configure`: settings now, the session in the background. The answer is immediate; the
     /// chat gets the session as a `transcript` record when it is loaded.
     fn configure(&self, parsed: ConfigureArgs) -> Reply {
-        if let Some(c) = self.controller() {
-            c.ensure_idle(text::doing::RECONFIGURE)?;
-        }
+        // The session in use is held in `Switching` from here until the new one is in place
+        // (or could not be opened): a prompt typed meanwhile waits for the new session instead
+        // of running on the old configuration. Refused while something runs (nothing changed);
+        // a reload in flight holds it already.
+        let hold = match self.controller() {
+            Some(c) if lock(&self.inner.waiting).reload.is_none() => Some(c.switching(text::doing::RECONFIGURE)?),
+            _ => None,
+        };
         if let Some(lines) = parsed.tool_output_lines {
             transcript::set_tool_output_lines(lines);
         }
@@ -188,52 +208,87 @@ impl Host {
         let mut settings = self.inner.base_settings.overridden_by(&parsed.settings).map_err(|e| Failure::invalid(e.to_string()))?;
         settings.editor_version = parsed.editor_version.clone();
         crate::core::config::schema::check(&settings).map_err(|e| Failure::invalid(format!("handoff.nvim: {e}")))?;
-        // Checked now, so a mistake in setup() is an error of this call.
-        let mut config =
-            settings.agent_config().map_err(|e| Failure::invalid(format!("invalid tools settings: {e}")))?;
-        // `stdpath("config")/handoff`, as the plugin says (else the CLI's folder).
-        config.instructions_dir = Some(parsed.config_dir.clone().unwrap_or_else(frontend_paths::default_instructions_dir));
+        let front_end = FrontEnd {
+            // `stdpath("config")/handoff`, as the plugin says (else the CLI's folder).
+            instructions_dir: parsed.config_dir.clone().unwrap_or_else(frontend_paths::default_instructions_dir),
+            // The plugin passes its MCP file in the settings.
+            mcp_user_file: None,
+            // `thinking` is a new session's level here; `set_thinking` switches one.
+            thinking_switches: false,
+            ..frontend_paths::front_end(&settings)
+        };
         let cwd = parsed.cwd.unwrap_or_else(|| lock(&self.inner.cwd).clone());
-        // The servers of this configuration; the old ones end with the session they served.
-        *lock(&self.inner.mcp) = McpHub::attach(settings.mcp.as_ref(), &mut config, &cwd, frontend_paths::mcp_trust_store());
+        // Now, so a mistake in setup() is an error of this call; the servers of this
+        // configuration are listed at once (the old ones end with the session they served).
+        let prepared = controller::prepare_for(&front_end, &settings, &cwd)?;
+        *lock(&self.inner.mcp) = prepared.mcp.clone();
         let choice = match (parsed.session_file, parsed.resume) {
             (Some(path), _) if path.exists() => SessionChoice::File(path),
             (_, Resume::Newest) => SessionChoice::Newest,
             (_, Resume::New) => SessionChoice::New,
         };
+        let generation = {
+            let mut waiting = lock(&self.inner.waiting);
+            if hold.is_some() {
+                waiting.reload = hold;
+            }
+            waiting.generation += 1;
+            waiting.generation
+        };
         *lock(&self.inner.settings) = settings.clone();
         *lock(&self.inner.cwd) = cwd.clone();
         *lock(&self.inner.handoff_review) = parsed.handoff_review.unwrap_or(false);
         let host = self.clone();
-        crate::core::task::spawn("opening the session", async move { host.open(settings, config, cwd, choice).await });
+        crate::core::task::spawn("opening the session", async move {
+            host.open(settings, front_end, prepared, cwd, choice, generation).await
+        });
         Ok(Value::Boolean(true))
+    }
+
+    /// A reload (`generation`) that installs no session ends: the old session is released and
+    /// what waited is returned (to run on the old session, or to be dropped). A later reload's
+    /// hold stays.
+    fn end_reload(&self, generation: u64) -> Vec<Notification> {
+        let mut waiting = lock(&self.inner.waiting);
+        if waiting.generation != generation {
+            return Vec::new();
+        }
+        drop(waiting.reload.take());
+        std::mem::take(&mut waiting.inputs)
     }
 
     /// Opens (or creates) the session on a blocking thread and makes it the current one. A file
     /// that cannot be opened is reported, and a new session takes its place so the editor stays
     /// usable (the file itself is left as it is). Input that waited for it runs then.
-    async fn open(&self, settings: Settings, config: AgentConfig, cwd: PathBuf, choice: SessionChoice) {
-        let session_dir = frontend_paths::session_dir(&settings);
-        let load = {
-            let (config, session_dir, cwd, choice) = (config.clone(), session_dir.clone(), cwd.clone(), choice.clone());
-            tokio::task::spawn_blocking(move || controller::open_session(config, &session_dir, &cwd, &choice))
+    async fn open(&self, settings: Settings, front_end: FrontEnd, prepared: controller::Prepared, cwd: PathBuf, choice: SessionChoice, generation: u64) {
+        // On a blocking thread: it reads files (`open_for`'s second half: every front end opens
+        // this one way).
+        let open = |choice: SessionChoice| {
+            let (settings, front_end, prepared, cwd) = (settings.clone(), front_end.clone(), prepared.clone(), cwd.clone());
+            async move {
+                tokio::task::spawn_blocking(move || prepared.open(&front_end, &settings, &cwd, &choice))
+                    .await
+                    .unwrap_or_else(|e| Err(stopped(e)))
+            }
         };
-        let opened = match load.await {
-            Ok(Ok(opened)) => opened,
-            failed => {
-                let why = match failed {
-                    Ok(Err(e)) => e.to_string(),
-                    Err(e) => format!("the loader stopped: {e}"),
-                    Ok(Ok(_)) => String::new(),
-                };
-                tracing::error!("cannot open the session: {why}");
-                self.notice(Level::Error, format!("handoff.nvim: cannot open the session: {why}. A new session is started instead."));
-                match controller::open_session(config, &session_dir, &cwd, &SessionChoice::New) {
+        let opened = match open(choice).await {
+            Ok(opened) => opened,
+            Err(failure) => {
+                tracing::error!("cannot open the session: {}", failure.message);
+                self.notice(Level::Error, format!("handoff.nvim: cannot open the session: {}. A new session is started instead.", failure.message));
+                match open(SessionChoice::New).await {
                     Ok(opened) => opened,
-                    Err(e) => {
-                        self.notice(Level::Error, format!("handoff.nvim: cannot create a session in {}: {e}", session_dir.display()));
-                        if self.controller().is_none() && !std::mem::take(&mut *lock(&self.inner.waiting)).is_empty() {
-                            self.notice(Level::Error, text::NEVER_READY);
+                    Err(failure) => {
+                        self.notice(
+                            Level::Error,
+                            format!("handoff.nvim: cannot create a session in {}: {}", front_end.session_dir.display(), failure.message),
+                        );
+                        // What waited runs on the session still open, if there is one.
+                        let waited = self.end_reload(generation);
+                        match self.controller() {
+                            Some(old) => self.run_waiting(old, waited),
+                            None if !waited.is_empty() => self.notice(Level::Error, text::NEVER_READY),
+                            None => {}
                         }
                         return;
                     }
@@ -254,16 +309,24 @@ impl Host {
         let controller = Controller::new(opened.agent, editor_texts());
         controller.set_review_by_default(*lock(&self.inner.handoff_review));
         controller.apply_handoff_settings(&settings);
-        let collector = bridge::spawn_collector(controller.clone(), self.inner.outbox.clone());
-        if let Some(old) = lock(&self.inner.collector).replace(collector) {
-            old.abort();
-        }
         let transcript = transcript::opened(&controller).await;
         // The controller is in place before Lua hears of the session: a command it retries on
         // the transcript finds it.
         let (old, waiting) = {
             let mut waiting = lock(&self.inner.waiting);
-            (self.inner.controller.send_replace(Some(controller.clone())), std::mem::take(&mut *waiting))
+            if waiting.generation != generation {
+                // A later `configure` replaced this one while it loaded: its session is the one.
+                tracing::info!("a reload replaced by a later one was dropped");
+                return;
+            }
+            // Nothing runs on the new controller yet: its events are all heard.
+            let collector = bridge::spawn_collector(controller.clone(), self.inner.outbox.clone());
+            if let Some(old) = lock(&self.inner.collector).replace(collector) {
+                old.abort();
+            }
+            // The reload's hold on the old controller ends with it: input waits no more.
+            drop(waiting.reload.take());
+            (self.inner.controller.send_replace(Some(controller.clone())), std::mem::take(&mut waiting.inputs))
         };
         self.inner.outbox.push(Record::Transcript(Box::new(transcript)));
         tracing::info!(session = %controller.agent().session().path().display(), "configured");
@@ -274,19 +337,25 @@ impl Host {
                 self.notice(Level::Warn, format!("handoff.nvim: the previous session could not be saved completely: {e}"));
             }
         }
-        if !waiting.is_empty() {
-            // In the order they were sent, each to its end: a prompt typed twice while the
-            // session loaded is two prompts, one after the other.
-            let host = self.clone();
-            crate::core::task::spawn("input that waited for the session", async move {
-                for input in waiting {
-                    match input {
-                        Notification::Prompt { text } => controller.input(&text).await,
-                        other => host.run_notification(&controller, other),
-                    }
-                }
-            });
+        self.run_waiting(controller, waiting);
+    }
+
+    /// Input that waited for a session, run on `controller` in the order it was sent, each to
+    /// its end: a prompt typed twice while the session loaded is two prompts, one after the
+    /// other.
+    fn run_waiting(&self, controller: Arc<Controller>, waiting: Vec<Notification>) {
+        if waiting.is_empty() {
+            return;
         }
+        let host = self.clone();
+        crate::core::task::spawn("input that waited for the session", async move {
+            for input in waiting {
+                match input {
+                    Notification::Prompt { text } => controller.input(&text).await,
+                    other => host.run_notification(&controller, other),
+                }
+            }
+        });
     }
 
     /// `sessions`: the working directory's sessions, listed on a blocking thread (each file
@@ -350,6 +419,51 @@ impl Host {
             Err(e) => return Err(stopped(e)),
         };
         reply("the changes", &protocol::Changes { session_file, session_id, files })
+    }
+
+    /// `review`: every call the review knows, oldest first, with its hunks (read on a blocking
+    /// thread).
+    async fn review(&self) -> Reply {
+        let controller = self.ready()?;
+        // Two statements: each takes the session's lock in turn (a tuple would hold the first).
+        let review = controller.agent().review();
+        let session_file = controller.agent().session().path().to_string_lossy().into_owned();
+        let listed = tokio::task::spawn_blocking(move || {
+            review.calls().map(|calls| {
+                calls
+                    .into_iter()
+                    .map(|c| protocol::ReviewCallItem {
+                        before_file: c.before.as_deref().map(|b| review.blob_path(b).to_string_lossy().into_owned()),
+                        after_file: review.blob_path(&c.after).to_string_lossy().into_owned(),
+                        call_id: c.call_id,
+                        tool: c.tool,
+                        entry_id: c.entry_id,
+                        path: c.path.to_string_lossy().into_owned(),
+                        hunks: c.hunks,
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .await;
+        let calls = listed.map_err(stopped)?.map_err(controller::session_failure)?;
+        reply("the review", &protocol::ReviewList { session_file, calls })
+    }
+
+    /// `review_decide`: keeps the editor's decisions beside the session; answers the ids it did
+    /// not know.
+    async fn review_decide(&self, decisions: Vec<crate::core::session::review::Decision>) -> Reply {
+        let review = self.ready()?.agent().review();
+        let unknown = tokio::task::spawn_blocking(move || review.decide(&decisions)).await;
+        let unknown = unknown.map_err(stopped)?.map_err(controller::session_failure)?;
+        reply("the unknown hunks", &unknown)
+    }
+
+    /// `review_split`: cuts a hunk in parts; answers their ids (nil: not cut).
+    async fn review_split(&self, split: crate::core::session::review::Split) -> Reply {
+        let review = self.ready()?.agent().review();
+        let ids = tokio::task::spawn_blocking(move || review.split(&split)).await;
+        let ids = ids.map_err(stopped)?.map_err(controller::session_failure)?;
+        reply("the parts", &ids)
     }
 
     fn templates(&self) -> Reply {
@@ -675,6 +789,9 @@ impl Host {
                 reply("the transcript", &transcript::transcript(&*self.ready()?, limit.unwrap_or(transcript::PAGE)))
             }
             Request::Changes => self.changes().await,
+            Request::Review => self.review().await,
+            Request::ReviewDecide { decisions } => self.review_decide(decisions).await,
+            Request::ReviewSplit { split } => self.review_split(split).await,
             Request::Templates => self.templates(),
             Request::Pins => reply("the pins", &self.agent().map(|a| a.session().pins()).unwrap_or_default()),
             Request::NewSession => self.new_session(),
@@ -702,7 +819,7 @@ impl Host {
                 }
             }
             Notification::Abort => {
-                let dropped = std::mem::take(&mut *lock(&self.inner.waiting));
+                let dropped = std::mem::take(&mut lock(&self.inner.waiting).inputs);
                 if !dropped.is_empty() {
                     self.notice(Level::Info, format!("Stopped: {} input(s) waiting for the session were dropped", dropped.len()));
                 }
@@ -718,16 +835,18 @@ impl Host {
             Notification::Shutdown => self.inner.shutdown.notify_one(),
             input => {
                 let mut waiting = lock(&self.inner.waiting);
-                match self.controller() {
+                // While `configure` reloads, input waits for the new session (the old one is
+                // held in `Switching` meanwhile).
+                match self.controller().filter(|_| waiting.reload.is_none()) {
                     Some(controller) => {
                         drop(waiting);
                         self.run_notification(&controller, input);
                     }
                     None => {
-                        if waiting.is_empty() {
+                        if waiting.inputs.is_empty() {
                             self.notice(Level::Info, text::WAITING_FOR_SESSION);
                         }
-                        waiting.push(input);
+                        waiting.inputs.push(input);
                     }
                 }
             }

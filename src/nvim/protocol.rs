@@ -105,6 +105,12 @@ pub enum Request {
     /// The last `limit` items (a page by default).
     Transcript { limit: Option<usize> },
     Changes,
+    /// Every hunk of the session's changes, per call, with the files of each call's versions.
+    Review,
+    /// The editor's keep/reject decisions, to keep beside the session.
+    ReviewDecide { decisions: Vec<crate::core::session::review::Decision> },
+    /// A hunk cut in parts (a Visual selection inside it): the parts' new ids.
+    ReviewSplit { split: crate::core::session::review::Split },
     Templates,
     /// The session's pins, in order (`/unpin`'s completion).
     Pins,
@@ -183,6 +189,15 @@ impl Request {
                 Request::Transcript { limit }
             }
             "changes" => Request::Changes,
+            "review" => Request::Review,
+            "review_decide" => {
+                let (decisions,): (Vec<crate::core::session::review::Decision>,) = args(method, a, 1)?;
+                Request::ReviewDecide { decisions }
+            }
+            "review_split" => {
+                let (split,) = args(method, a, 1)?;
+                Request::ReviewSplit { split }
+            }
             "templates" => Request::Templates,
             "pins" => Request::Pins,
             "new_session" => Request::NewSession,
@@ -564,6 +579,28 @@ pub struct ChangedFileItem {
     pub last_changed: i64,
 }
 
+/// The session's review (`review`): every recorded call and its hunks.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ReviewList {
+    pub session_file: String,
+    pub calls: Vec<ReviewCallItem>,
+}
+
+/// One call's change to one file, its versions' files and its hunks.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ReviewCallItem {
+    pub call_id: String,
+    pub tool: String,
+    pub entry_id: String,
+    /// Absolute.
+    pub path: String,
+    /// The file holding its content before the call; absent: the call created it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before_file: Option<String>,
+    pub after_file: String,
+    pub hunks: Vec<crate::core::session::review::Hunk>,
+}
+
 /// A user template (`templates`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TemplateItem {
@@ -783,6 +820,8 @@ pub enum Record {
     Todos {
         todos: Vec<Todo>,
     },
+    /// A change was split into hunks for review: the editor asks for the `review` again.
+    Hunks {},
     /// The pins changed: all of them, in order (the chat shows them under its header).
     Pins {
         pins: Vec<String>,

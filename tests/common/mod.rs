@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use handoff_mock::{MockReply, MockServer, MockToolCall, RecordedRequest};
-use handoff_nvim::core::agent::{AgentConfig, AgentEvent, AgentSession};
+use handoff_nvim::core::agent::{AgentConfig, AgentError, AgentEvent, AgentSession, RunOptions, RunResult};
+use handoff_nvim::core::controller::{Controller, FrontEndTexts, Lifecycle};
+use handoff_nvim::core::failure::Failure;
 use handoff_nvim::core::message::{Content, ContentBlock, Message, Role, StopReason};
 use handoff_nvim::core::provider::{
     Api, ChatRequest, Provider, ProviderConfig, ProviderError, StreamEnd, StreamEvent,
@@ -22,6 +24,33 @@ use handoff_nvim::core::provider::{
 use tokio_util::sync::CancellationToken;
 use handoff_nvim::core::session::SessionManager;
 use serde_json::{json, Value};
+
+/// Drives an agent as the front ends do: through its lifecycle, whose phase a run and a session
+/// switch must hold (`AgentSession`'s own run and switch are the engine's alone). A test calls
+/// `agent.prompt(text, options)` as before; the run takes `Phase::Prompting` of the agent's one
+/// lifecycle (a controller's, when the test made one).
+#[allow(async_fn_in_trait)]
+pub trait Drive {
+    async fn prompt(&self, text: &str, options: RunOptions) -> Result<RunResult, AgentError>;
+    /// `/new`, through the controller.
+    fn new_session(&self) -> Result<(), Failure>;
+    /// Continues in `session`, through the controller.
+    fn resume(&self, session: SessionManager) -> Result<(), Failure>;
+}
+
+impl Drive for Arc<AgentSession> {
+    async fn prompt(&self, text: &str, options: RunOptions) -> Result<RunResult, AgentError> {
+        Lifecycle::of(self, FrontEndTexts::default()).run(text, options).await
+    }
+
+    fn new_session(&self) -> Result<(), Failure> {
+        Controller::new(self.clone(), FrontEndTexts::default()).new_session()
+    }
+
+    fn resume(&self, session: SessionManager) -> Result<(), Failure> {
+        Controller::new(self.clone(), FrontEndTexts::default()).resume(session)
+    }
+}
 
 /// The cwd recorded in test sessions.
 pub const CWD: &str = "/home/dev/project";
@@ -229,10 +258,29 @@ pub fn clean_command_async(program: impl AsRef<std::ffi::OsStr>) -> tokio::proce
     c
 }
 
+/// The README's lazy.nvim spec, as a Lua expression (the first ```lua block after "lazy.nvim").
+/// lazy.nvim for the tests that run the README's spec under it: `HANDOFF_LAZY_NVIM` when set,
+/// else the copy in `tests/vendor/lazy.nvim` (v11.17.5's `lua/` and licence: no registry the
+/// tests may use ships lazy.nvim, so the repository carries it).
+pub fn lazy_nvim() -> PathBuf {
+    match std::env::var_os("HANDOFF_LAZY_NVIM").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vendor/lazy.nvim"),
+    }
+}
+
+pub fn readme_lazy_spec() -> String {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let after = &readme[readme.find("With lazy.nvim").expect("the README's lazy.nvim section")..];
+    let start = after.find("```lua\n").expect("a lua block") + "```lua\n".len();
+    after[start..][..after[start..].find("```").unwrap()].to_string()
+}
+
 fn handoff_variables() -> Vec<&'static str> {
     use handoff_nvim::core::sandbox::{SIMULATED_ABI_VAR, SIMULATED_NO_MOUNTS_VAR};
     let mut vars = handoff_nvim::core::config::schema::variables();
-    vars.extend([SIMULATED_ABI_VAR, SIMULATED_NO_MOUNTS_VAR]);
+    // The plugin's own: a binary a developer named would win over the one a test sets up.
+    vars.extend([SIMULATED_ABI_VAR, SIMULATED_NO_MOUNTS_VAR, "HANDOFF_BIN"]);
     vars
 }
 

@@ -168,6 +168,9 @@ pub enum AgentEvent {
     ToolExecutionEnd { tool_call_id: String, tool_name: String, args: serde_json::Value, is_error: bool, result: Message },
     /// A successful `todo_write` changed the todo list (its result is stored): the whole list.
     TodosChanged { todos: Vec<Todo> },
+    /// A change was split into hunks for review (the review's calls are in the session's side
+    /// folder).
+    HunksChanged,
     /// The user's pins changed (`/pin`, `/unpin`): all of them, in order.
     PinsChanged { pins: Vec<String> },
     /// A handoff starts; `auto`: the host started it at the wall (where, and the figures).

@@ -33,12 +33,13 @@ use crate::core::message::{ContextMessage, Message, StopReason};
 use crate::core::provider::{
     ChatRequest, Provider, ProviderConfig, ProviderError, StreamEvent, ThinkingLevel, ToolCall, ToolChoice,
 };
+use crate::core::session::review::Review;
 use crate::core::session::{Originals, SessionError, SessionManager};
 use crate::core::tools::consent::{Consent, Decision, Grants, Policy};
 use crate::core::tools::{todo, DiskFileAccess, EnvPolicy, FileAccess, Todo, ToolRegistry};
 
 pub use system_prompt::{PromptSources, SystemPrompt};
-pub use state::{AgentConfig, AgentState, RunClaim, RunOptions, RunResult, SessionSwitched};
+pub use state::{AgentConfig, AgentState, Queued, RunClaim, RunOptions, RunResult, SessionSwitched};
 pub use tool_loop::ToolsOutcome;
 pub use wall::{AfterWall, Boundary, Threshold, Wall, WallReason, WallSettings};
 
@@ -56,6 +57,22 @@ pub enum AgentError {
     Busy,
     #[error(transparent)]
     Session(#[from] SessionError),
+}
+
+/// Proof that the caller holds the agent: the controller's phase guard
+/// (`controller::PhaseGuard`) carries one, and nothing else can make one outside the engine.
+/// Starting a run ([`AgentSession::claim_run`]) and switching sessions
+/// ([`AgentSession::switch_to`]) take it as an argument, so neither can happen beside the
+/// lifecycle that decides what runs: it cannot be called past, only through.
+pub struct Hold {
+    _made_by_the_engine: (),
+}
+
+impl Hold {
+    /// Only the engine makes one (the lifecycle, when it takes a phase).
+    pub(in crate::core) fn new() -> Self {
+        Hold { _made_by_the_engine: () }
+    }
 }
 
 /// The answer when no front end said how to ask (a library user, a test).
@@ -99,6 +116,9 @@ pub struct AgentSession {
     /// Told the next request's estimate wherever the run loop looks for the wall and does not
     /// meet it (see [`EstimateWatcher`]).
     estimate_watcher: Mutex<Option<EstimateWatcher>>,
+    /// Whoever drives this agent (the controller's lifecycle), kept opaque and weak: one driver
+    /// per agent, found again by whoever drives it next (`controller::Lifecycle::of`).
+    driver: Mutex<std::sync::Weak<dyn std::any::Any + Send + Sync>>,
 }
 
 /// Called with the next request's estimate and the wall's threshold at each boundary where a
@@ -115,11 +135,9 @@ impl AgentSession {
         let tool_env = config.command_env();
         // The files the provider's settings read its key from are credentials from now on.
         crate::core::sandbox::protected::remember_credential_files(config.provider.key_files());
-        if config.sandbox.is_on() {
-            crate::core::sandbox::probe_in_background();
-            // The project's hard links, known before its first command (`sandbox::links`).
-            crate::core::sandbox::links::prefetch(session.cwd());
-        }
+        // The probe, the project's index of folders, git's answer and the read rules, made
+        // before the first command needs them (`sandbox::prefetch`).
+        crate::core::sandbox::prefetch(session.cwd(), config.sandbox);
         Self {
             provider: Mutex::new(Provider::new(config.provider)),
             session: Mutex::new(session),
@@ -146,6 +164,7 @@ impl AgentSession {
             sandbox: config.sandbox,
             document_model: Mutex::new(None),
             estimate_watcher: Mutex::new(None),
+            driver: Mutex::new(std::sync::Weak::<()>::new()),
         }
     }
 
@@ -201,8 +220,25 @@ impl AgentSession {
         lock(&self.session)
     }
 
-    pub fn state(&self) -> MutexGuard<'_, AgentState> {
+    /// The in-memory state, for the engine only: what runs and what waits is the lifecycle's
+    /// to change (front ends read it through the views: [`AgentSession::queued`], …).
+    pub(in crate::core) fn state(&self) -> MutexGuard<'_, AgentState> {
         lock(&self.state)
+    }
+
+    /// The driver of this agent if one is alive, else the one `make` makes, now its driver
+    /// (under one lock: two callers at once get the same).
+    pub(in crate::core) fn driver_or_else(
+        &self,
+        make: impl FnOnce() -> Arc<dyn std::any::Any + Send + Sync>,
+    ) -> Arc<dyn std::any::Any + Send + Sync> {
+        let mut driver = lock(&self.driver);
+        if let Some(alive) = driver.upgrade() {
+            return alive;
+        }
+        let made = make();
+        *driver = Arc::downgrade(&made);
+        made
     }
 
     pub fn provider_config(&self) -> ProviderConfig {

@@ -20,23 +20,24 @@ impl AgentSession {
         self.state().pending_next_turn.push(message);
     }
 
-    /// Sends `text` as a user prompt and runs the agent until it stops.
-    pub async fn prompt(&self, text: &str, options: RunOptions) -> Result<RunResult, AgentError> {
-        let claim = self.claim_run(&CancellationToken::new())?;
+    /// Sends `text` as a user prompt and runs the agent until it stops. Only the holder of the
+    /// agent starts a run (`hold`: the lifecycle's phase guard carries it).
+    pub(in crate::core) async fn prompt(&self, hold: &Hold, text: &str, options: RunOptions) -> Result<RunResult, AgentError> {
+        let claim = self.claim_run(hold, &CancellationToken::new())?;
         self.run_claimed(claim, text, options).await
     }
 
     /// Sends `message` as it is (no template expansion: the host's own message, or one a run
     /// did not send) and runs the agent until it stops.
-    pub async fn prompt_message(&self, message: Message, options: RunOptions) -> Result<RunResult, AgentError> {
-        let claim = self.claim_run(&CancellationToken::new())?;
+    pub(in crate::core) async fn prompt_message(&self, hold: &Hold, message: Message, options: RunOptions) -> Result<RunResult, AgentError> {
+        let claim = self.claim_run(hold, &CancellationToken::new())?;
         self.run_claimed_message(claim, message, options).await
     }
 
     /// Takes the run slot (one response at a time), or `Busy`. The run stops when `cancel` (a
     /// token of the caller's: the handoff's own) or `abort()` fires. The handoff takes the slot
     /// before it announces itself, so that a prompt racing it is refused instead of the handoff.
-    pub fn claim_run(&self, cancel: &CancellationToken) -> Result<RunClaim<'_>, AgentError> {
+    pub(in crate::core) fn claim_run(&self, _hold: &Hold, cancel: &CancellationToken) -> Result<RunClaim<'_>, AgentError> {
         let mut state = self.state();
         if state.run.is_some() {
             return Err(AgentError::Busy);
@@ -49,7 +50,7 @@ impl AgentSession {
     }
 
     /// Runs `text` in the slot `claim` holds, and frees the slot.
-    pub async fn run_claimed(&self, claim: RunClaim<'_>, text: &str, options: RunOptions) -> Result<RunResult, AgentError> {
+    pub(in crate::core) async fn run_claimed(&self, claim: RunClaim<'_>, text: &str, options: RunOptions) -> Result<RunResult, AgentError> {
         let text = if options.expand_prompt_templates {
             // `/skill:name args` first, then `/template args` (pi's order).
             let skill = system_prompt::skills::expand_command(text, &self.system_prompt().skills);
@@ -62,7 +63,7 @@ impl AgentSession {
 
     /// Runs `prompt` as it is (a caller's own message: the handoff marks its request) in the
     /// slot `claim` holds, and frees the slot.
-    pub async fn run_claimed_message(&self, mut claim: RunClaim<'_>, prompt: Message, options: RunOptions) -> Result<RunResult, AgentError> {
+    pub(in crate::core) async fn run_claimed_message(&self, mut claim: RunClaim<'_>, prompt: Message, options: RunOptions) -> Result<RunResult, AgentError> {
         let pending = std::mem::take(&mut claim.pending);
         // The claim lives across the run and frees the slot when dropped: on return, and also
         // when this future panics or is dropped.
@@ -87,6 +88,31 @@ impl AgentSession {
         Ok(id)
     }
 
+    /// Tells the model what the user decided while reviewing its changes since the last
+    /// prompt (rejected hunks, hunks kept with the user's edits): a `custom_message` entry of
+    /// type `handoff_review` written by the host, stored before the prompt, so the next request
+    /// carries it and a resume (pi's too) sees it. A failure is told, never fatal.
+    fn note_review(&self) {
+        let cwd = self.session().cwd().to_path_buf();
+        let note = match self.review().take_note(&cwd) {
+            Ok(Some(note)) => note,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!("cannot read the review for the model's note: {e}");
+                return;
+            }
+        };
+        let stored = self.session().append_custom_message_entry(crate::core::session::review::NOTE_CUSTOM_TYPE, &note, true);
+        match stored {
+            Ok(_) => {
+                if let Some(replaced) = self.state().messages.as_mut() {
+                    replaced.push(Message::user(note));
+                }
+            }
+            Err(e) => tracing::error!("cannot store the review's note: {e}"),
+        }
+    }
+
     /// Records the messages of a detached run (`RunOptions::record` off) in the session, as a
     /// recorded run would have, once the caller keeps them.
     pub fn record_messages(&self, messages: &[Message]) -> Result<(), AgentError> {
@@ -109,6 +135,9 @@ impl AgentSession {
         let mut result = RunResult::default();
         self.emit(AgentEvent::AgentStart);
         let mut inbox: Vec<Message> = pending;
+        if options.record {
+            self.note_review();
+        }
         inbox.push(prompt);
         // The wall below reads the model's window: for Copilot it is known once its model list
         // was read (a no-op after that, and for every other provider).

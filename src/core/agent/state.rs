@@ -95,31 +95,44 @@ impl RunResult {
     }
 }
 
-/// In-memory agent state (pi's `Agent.state` plus `AgentSession`'s queues).
+/// In-memory agent state (pi's `Agent.state` plus `AgentSession`'s queues): the engine's
+/// alone (its fields are not public), so that nothing outside it changes what runs or waits.
 #[derive(Debug, Default)]
 pub struct AgentState {
     /// The active LLM context when it is not the session's (after `replace_messages` or
     /// `reset`). `None`: the session's context, built when a request needs it, so that resuming
     /// a large session neither parses nor holds all its messages (see `context_messages`).
-    pub messages: Option<Vec<Message>>,
+    pub(in crate::core) messages: Option<Vec<Message>>,
     /// Delivered at the next turn boundary of the running response.
-    pub steering: VecDeque<Message>,
+    pub(in crate::core) steering: VecDeque<Message>,
     /// Delivered when the running response would otherwise stop.
-    pub follow_up: VecDeque<Message>,
+    pub(in crate::core) follow_up: VecDeque<Message>,
     /// Sent along with the next prompt.
-    pub pending_next_turn: Vec<Message>,
+    pub(in crate::core) pending_next_turn: Vec<Message>,
     /// Todo reminders sent since the last `reset()` (bounded by `max_todo_reminders`).
-    pub todo_reminder_counter: u32,
+    pub(in crate::core) todo_reminder_counter: u32,
     /// The thinking level of a session that records none: the configured one, then the level in
     /// force when the agent switched to such a session (a resumed file without a level keeps the
     /// level in force; opening a file never writes to it). Not a copy of the session's level,
     /// which is read from the session each time (`AgentSession::thinking_level`).
-    pub unrecorded_thinking: ThinkingLevel,
+    pub(in crate::core) unrecorded_thinking: ThinkingLevel,
     /// Cancels the running response; `Some` while one streams.
     pub(super) run: Option<CancellationToken>,
     /// Cancelled when the run ends, however it ends (`RunClaim`'s drop): what sandboxed
     /// commands of the run left running is ended then (`sandbox::CommandScope`).
     pub(super) run_scope: Option<CancellationToken>,
+}
+
+/// What waits for the running response or the next prompt (read by front ends and tests; the
+/// queues themselves are the engine's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Queued {
+    /// Messages for the next turn boundary.
+    pub steering: usize,
+    /// Messages for when the response would stop.
+    pub follow_up: usize,
+    /// Messages sent along with the next prompt.
+    pub next_turn: usize,
 }
 
 /// Everything needed to build an `AgentSession`.

@@ -67,8 +67,10 @@ impl AgentSession {
 
     /// The one way to change sessions (`/new`, resume, handoff): the old session is flushed,
     /// `next` becomes the session, its context the active one, and the queues and counters start
-    /// afresh; subscribers hear of it with the reason. Refused while a response runs.
-    pub fn switch_to(&self, next: SessionManager, reason: SwitchReason) -> Result<SessionSwitched, AgentError> {
+    /// afresh; subscribers hear of it with the reason. Only the holder of the agent switches
+    /// (`hold`: the lifecycle's phase guard carries it, so no prompt starts meanwhile); a
+    /// response of its own still running refuses it.
+    pub(in crate::core) fn switch_to(&self, _hold: &Hold, next: SessionManager, reason: SwitchReason) -> Result<SessionSwitched, AgentError> {
         if self.is_busy() {
             return Err(AgentError::Busy);
         }
@@ -108,7 +110,7 @@ impl AgentSession {
     }
 
     /// Starts a new, empty session (pi's `/new`) with the model and thinking level in force.
-    pub fn new_session(&self) -> Result<SessionSwitched, AgentError> {
+    pub(in crate::core) fn new_session(&self, hold: &Hold) -> Result<SessionSwitched, AgentError> {
         if self.is_busy() {
             return Err(AgentError::Busy);
         }
@@ -117,6 +119,6 @@ impl AgentSession {
             SessionManager::create(current.session_dir(), current.cwd(), None)?
         };
         self.carry_settings(&mut next)?;
-        self.switch_to(next, SwitchReason::New)
+        self.switch_to(hold, next, SwitchReason::New)
     }
 }

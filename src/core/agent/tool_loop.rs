@@ -25,7 +25,7 @@ use super::events::live_tail;
 use super::{AgentError, AgentEvent, AgentSession, Level, Notice, RunResult};
 use crate::core::message::{now_millis, Message};
 use crate::core::provider::ToolCall;
-use crate::core::session::{todos, Before};
+use crate::core::session::{todos, Before, SessionError};
 use crate::core::sandbox::protected::Protected;
 use crate::core::sandbox::{self, Sandboxed, Support};
 use crate::core::tools::consent::{self, ApprovalRequest, Decision, Verdict};
@@ -59,11 +59,11 @@ struct Asks<'a> {
     protected: bool,
 }
 
-/// A file an `edit` or `write` call is about to change, as it was before the call.
+/// A file an `edit` or `write` call is about to change, as it was before the call: the session's
+/// original when it is the first change, and that call's baseline for the review.
 struct Capture {
     path: PathBuf,
-    /// `None`: the session keeps its original already (nothing was read).
-    before: Option<Before>,
+    before: Before,
 }
 
 /// How the tool calls of a message ended.
@@ -165,6 +165,7 @@ impl AgentSession {
                     id: call.id.clone(),
                     tool: call.name.clone(),
                     kind,
+                    activity: tool.activity(),
                     args: args.clone(),
                     summary: tool.summary(&args),
                     path: match &protected {
@@ -230,6 +231,7 @@ impl AgentSession {
             id: format!("{}/unsandboxed", call.id),
             tool: call.name.clone(),
             kind,
+            activity: self.tools.activity(&call.name),
             args: args.clone(),
             summary: tools::call_summary(&call.name, &args),
             path: None,
@@ -351,17 +353,10 @@ impl AgentSession {
     }
 
     /// What the file an edit or write call changes holds now, through the front end's file
-    /// access (so what the editor shows), unless the session keeps its original already.
+    /// access (so what the editor shows): every call's baseline, read even when the session
+    /// keeps the file's original already.
     async fn capture_before(&self, name: &str, args: &Value, ctx: &ToolContext) -> Option<Capture> {
         let path = tools::changed_path(name, args, &ctx.cwd)?;
-        match self.originals().contains(&path) {
-            Ok(true) => return Some(Capture { path, before: None }),
-            Ok(false) => {}
-            Err(e) => {
-                tracing::warn!("cannot read the index of changed files: {e}");
-                return None;
-            }
-        }
         let before = match ctx.files.read(&path).await {
             Ok(bytes) => Before::Content(bytes),
             Err(e) if e.kind() == ErrorKind::NotFound => Before::Missing,
@@ -371,13 +366,13 @@ impl AgentSession {
                 return None;
             }
         };
-        Some(Capture { path, before: Some(before) })
+        Some(Capture { path, before })
     }
 
     /// Keeps the original of a file a call changed (its first change in the session), or moves
     /// its latest change. A failure is told, never fatal: the change itself is done.
-    fn keep_original(&self, capture: Capture, entry_id: &str) {
-        let recorded = self.originals().record(&capture.path, capture.before.as_ref(), entry_id, now_millis());
+    fn keep_original(&self, capture: &Capture, entry_id: &str) {
+        let recorded = self.originals().record(&capture.path, Some(&capture.before), entry_id, now_millis());
         if let Err(e) = recorded {
             tracing::error!(path = %capture.path.display(), "cannot keep the original: {e}");
             self.emit(AgentEvent::Notice(Notice::new(
@@ -387,6 +382,26 @@ impl AgentSession {
                     capture.path.display()
                 ),
             )));
+        }
+    }
+
+    /// Splits a successful change into pending hunks against the file as it was before this
+    /// call (the review). The file is read from the disk, where the tool just wrote it. A
+    /// failure is told, never fatal: the change itself is done.
+    fn record_for_review(&self, capture: &Capture, call: &ToolCall, entry_id: &str) {
+        let recorded = std::fs::read(&capture.path).map_err(|source| SessionError::Io { path: capture.path.clone(), source }).and_then(
+            |after| self.review().record(&call.id, &call.name, entry_id, &capture.path, &capture.before, &after, now_millis()),
+        );
+        match recorded {
+            Ok(Some(_)) => self.emit(AgentEvent::HunksChanged),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(path = %capture.path.display(), "cannot record the change for review: {e}");
+                self.emit(AgentEvent::Notice(Notice::new(
+                    Level::Warn,
+                    format!("The agent's change to {} could not be kept for review ({e})", capture.path.display()),
+                )));
+            }
         }
     }
 
@@ -411,7 +426,8 @@ impl AgentSession {
         self.emit(AgentEvent::MessageStart { message: message.clone() });
         let entry_id = self.commit_message(&message, result, true)?;
         if let Some(capture) = capture.filter(|_| !is_error) {
-            self.keep_original(capture, &entry_id);
+            self.keep_original(&capture, &entry_id);
+            self.record_for_review(&capture, call, &entry_id);
         }
         // The list changed once its result is stored (`todos()` reads it from there), by the
         // session's rule for which results set it.

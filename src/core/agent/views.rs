@@ -13,6 +13,17 @@ impl AgentSession {
         level_of(&self.session(), fallback)
     }
 
+    /// What waits for the running response or the next prompt.
+    pub fn queued(&self) -> Queued {
+        let state = self.state();
+        Queued { steering: state.steering.len(), follow_up: state.follow_up.len(), next_turn: state.pending_next_turn.len() }
+    }
+
+    /// Todo reminders sent since the last session switch (at most `max_todo_reminders`).
+    pub fn todo_reminders(&self) -> u32 {
+        self.state().todo_reminder_counter
+    }
+
     /// The todo list of the session's current branch, as the session reads it (the latest
     /// successful `todo_write` result, else what a handoff carried over): the chat, the CLI,
     /// the handoff's facts and the reminder all see this list.
@@ -25,6 +36,12 @@ impl AgentSession {
     /// survive a restart and a resume. A new session (a handoff's too) starts without any.
     pub fn originals(&self) -> Originals {
         Originals::of_session(self.session().path())
+    }
+
+    /// Every change the agent made in the current session as hunks with a review state, each
+    /// against the file before its own call (beside the session file, like the originals).
+    pub fn review(&self) -> Review {
+        Review::of_session(self.session().path())
     }
 
     /// Tokens the conversation fills in the model's window, as the provider last counted them

@@ -182,6 +182,12 @@ pub fn tool_names() -> Vec<&'static str> {
 }
 
 /// `consent::Level`'s serde names.
+/// When the agent's changes are reviewed hunk by hunk (`changes.review`): after they land, or
+/// not at all.
+pub fn review_modes() -> Vec<&'static str> {
+    vec!["after", "off"]
+}
+
 pub fn policy_names() -> Vec<&'static str> {
     vec!["ask", "allow_edits", "allow_sandboxed", "allow_all"]
 }
@@ -245,7 +251,11 @@ pub fn variables() -> Vec<&'static str> {
 
 pub const SETTINGS: &[Setting] = &[
     Setting::lua("bin", Type::Path, DefaultValue::Unset,
-        "Path of the `handoff-nvim` binary; nil: the plugin's target/release, then target/debug, then $PATH."),
+        "Path of the `handoff-nvim` binary, used as it is (so is $HANDOFF_BIN); nil: the binary :HandoffInstall installed when it fits the plugin, else the plugin's target/release, then target/debug, then $PATH. See |handoff-install|."),
+    Setting::lua("install.url", Type::Text, DefaultValue::Unset,
+        "Where :HandoffInstall downloads the release's binary from: a folder URL, `{version}` replaced by the release's version, the asset's name appended (default: the release page lua/handoff/release.lua names). A mirror or a local server; the checksum is still the one the plugin pins. See |handoff-install|."),
+    Setting::lua("install.curl_args", Type::List(&Type::Text), DefaultValue::Empty,
+        "More arguments for curl, e.g. { \"--proxy\", \"http://proxy:3128\" } or { \"--cacert\", \"/etc/ssl/corp.pem\" } (curl reads $https_proxy, $HTTPS_PROXY and $ALL_PROXY itself). See |handoff-install|."),
     Setting::host("provider.api", "api", Type::OneOf(api_names), DefaultValue::Unset,
         "Wire protocol: \"openai\" (the default; any Chat Completions server), \"openai-responses\" (OpenAI's Responses API: its reasoning and codex models), \"anthropic\", \"copilot\" (GitHub Copilot: the login of copilot.vim/copilot.lua, each model's protocol from Copilot's model list; see |handoff-copilot|), or a preset: \"openrouter\", \"ollama\", \"gemini\", \"deepseek\", \"groq\", \"xai\", \"mistral\" (its base URL, key variable and a default model; see |handoff-presets|).")
         .flag("provider", Some("HANDOFF_PROVIDER"))
@@ -305,6 +315,8 @@ pub const SETTINGS: &[Setting] = &[
         .flag("append-system-prompt", None),
     Setting::lua("log_file", Type::Path, DefaultValue::Unset,
         "The host's log file (nil: stdpath(\"log\") .. \"/handoff.log\")."),
+    Setting::lua("changes.review", Type::OneOf(review_modes), DefaultValue::Text("after"),
+        "\"after\": the agent's changes land and stay pending, hunk by hunk, until kept or rejected (|handoff-hunks|); \"off\": not shown for review."),
     Setting::lua("resume_last", Type::Bool, DefaultValue::Bool(false),
         "Continue the newest session of the working directory instead of starting a new one."),
     Setting::lua("models", Type::List(&Type::Text), DefaultValue::Empty,
@@ -331,6 +343,18 @@ pub const SETTINGS: &[Setting] = &[
         "Chat buffer: on the \"earlier items\" line a page more; on a reply's thinking, open or close it."),
     Setting::lua("keymaps.parent", Type::Key, DefaultValue::Text("gp"),
         "Chat buffer and read-only sessions, on the \"Handed off from\" line: open that session read-only (|handoff-lineage|)."),
+    Setting::lua("keymaps.review.next", Type::Key, DefaultValue::Text("]h"),
+        "Buffers with the agent's hunks: the next pending hunk, on to the next file's (|handoff-hunks|)."),
+    Setting::lua("keymaps.review.prev", Type::Key, DefaultValue::Text("[h"),
+        "Buffers with the agent's hunks: the previous pending hunk, back to the previous file's."),
+    Setting::lua("keymaps.review.keep", Type::Key, DefaultValue::Text("<Leader>ak"),
+        "Buffers with the agent's hunks: keep the hunk under the cursor (Visual: only the selected lines of it)."),
+    Setting::lua("keymaps.review.reject", Type::Key, DefaultValue::Text("<Leader>ar"),
+        "Buffers with the agent's hunks: reject the hunk under the cursor (Visual: only the selected lines of it)."),
+    Setting::lua("keymaps.review.keep_all", Type::Key, DefaultValue::Text("<Leader>aK"),
+        "Buffers with the agent's hunks: keep every pending hunk of the session."),
+    Setting::lua("keymaps.review.reject_all", Type::Key, DefaultValue::Text("<Leader>aR"),
+        "Buffers with the agent's hunks: reject every pending hunk of the session."),
     Setting::lua("keymaps.approval.allow", Type::Key, DefaultValue::Text("a"),
         "Chat buffer: allow the tool call the cursor is in (else the oldest waiting)."),
     Setting::lua("keymaps.approval.always", Type::Key, DefaultValue::Text("A"),
@@ -457,7 +481,8 @@ pub fn check(settings: &super::Settings) -> Result<(), String> {
 
 // The plugin's schema file -----------------------------------------------------------------
 
-fn lua_string(s: &str) -> String {
+/// `s` as a Lua string literal (every file generated for the plugin writes strings with it).
+pub fn lua_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -648,11 +673,13 @@ pub fn lua_file() -> String {
 /// A digest of the settings as the host reads them (names, types, defaults): the plugin's
 /// generated `schema.lua` holds it, and a host binary built from other sources (a stale release
 /// build of the same version) answers another, so the plugin can say "rebuild" instead of
-/// failing on a setting the old host does not know.
+/// failing on a setting the old host does not know. Only the settings the host takes count: a
+/// setting of the plugin alone (`bin`, `install.*`, the layout) never reaches the host, so a
+/// release's binary still fits a checkout that changed only those.
 pub fn digest() -> String {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
-    for s in SETTINGS {
+    for s in SETTINGS.iter().filter(|s| s.host.is_some()) {
         let line = format!("{}|{}|{}|{}|{}\n", s.key, s.host.unwrap_or(""), s.ty.lua(), s.default.lua(), s.or_false);
         hash.update(line.as_bytes());
     }

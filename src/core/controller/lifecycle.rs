@@ -2,7 +2,7 @@
 //! one function, and the one definition of "busy" ([`Lifecycle::is_busy`]) that the host refuses
 //! by, the chat shows (an `AgentEvent::Lifecycle` at every change) and the CLI waits on.
 //!
-//! Who holds the agent holds a [`Held`] phase: a guard, taken once, that returns the lifecycle to
+//! Who holds the agent holds a [`PhaseGuard`]: a guard, taken once, that returns the lifecycle to
 //! [`Phase::Idle`] when it is dropped — when its task ends, and also when it panicked or was
 //! aborted — so nothing stays busy forever. The run slot (`RunClaim`) and the handoff's abort
 //! controller are guards of the same kind one layer down.
@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use super::text;
 use super::{FrontEndTexts, Level, Notice, Ran};
-use crate::core::agent::{lock, AgentError, AgentEvent, AgentSession, RunOptions, RunResult, Wall, WallReason};
+use crate::core::agent::{lock, AgentError, AgentEvent, AgentSession, Hold, RunOptions, RunResult, Wall, WallReason};
 use crate::core::handoff::{self, auto, AutoHandoff, Handoff, HandoffOptions, HandoffOutcome, Refusal};
 use crate::core::message::Message;
 
@@ -103,13 +103,24 @@ impl Shared {
 }
 
 /// A phase held by whoever drives the agent now. Dropping it returns the lifecycle to `Idle`,
-/// whatever ended the holder (a return, a panic, an abort).
-pub struct Held {
+/// whatever ended the holder (a return, a panic, an abort). It carries the agent's [`Hold`]:
+/// a run or a session switch takes that as an argument, so none happens without a phase held.
+pub struct PhaseGuard {
     shared: Arc<Shared>,
     ended: bool,
+    hold: Hold,
 }
 
-impl Held {
+impl PhaseGuard {
+    fn new(shared: &Arc<Shared>) -> Self {
+        PhaseGuard { shared: shared.clone(), ended: false, hold: Hold::new() }
+    }
+
+    /// What a run or a session switch takes as its proof.
+    pub(in crate::core) fn hold(&self) -> &Hold {
+        &self.hold
+    }
+
     /// The holder moves on to `phase` (a prompt's automatic handoff and back).
     fn enter(&self, phase: Phase) {
         let mut state = lock(&self.shared.state);
@@ -124,11 +135,10 @@ impl Held {
             self.shared.set(&mut state, Phase::Prompting);
             return Some(next);
         }
-        // Queued as steering after the last run looked for it.
-        if !self.shared.agent.is_busy() {
-            if let Some(next) = self.shared.agent.state().steering.pop_front() {
-                return Some(Queued::Ready(Box::new(next)));
-            }
+        // Queued as steering after the last run looked for it (the run has ended: no other
+        // run can hold the agent while this guard does).
+        if let Some(next) = self.shared.agent.state().steering.pop_front() {
+            return Some(Queued::Ready(Box::new(next)));
         }
         self.shared.set(&mut state, Phase::Idle);
         self.ended = true;
@@ -136,7 +146,7 @@ impl Held {
     }
 }
 
-impl Drop for Held {
+impl Drop for PhaseGuard {
     fn drop(&mut self) {
         if !self.ended {
             let mut state = lock(&self.shared.state);
@@ -148,7 +158,7 @@ impl Drop for Held {
 /// What a prompt's arrival leads to.
 enum Admitted {
     /// It starts a prompt: the caller holds the phase.
-    Start(Held),
+    Start(PhaseGuard),
     /// It waits (steering, or the queue): told as a notice already.
     Queued,
     /// It is refused: told as a notice already.
@@ -186,7 +196,19 @@ pub struct Lifecycle {
 }
 
 impl Lifecycle {
-    pub fn new(agent: Arc<AgentSession>, texts: FrontEndTexts) -> Self {
+    /// The lifecycle that drives `agent`: the one already driving it (its texts stay), else a
+    /// new one with `texts`. One per agent, so that one phase says what the agent does: every
+    /// controller of an agent shares it.
+    pub fn of(agent: &Arc<AgentSession>, texts: FrontEndTexts) -> Arc<Self> {
+        let driver = agent.driver_or_else(|| Arc::new(Self::new(agent.clone(), texts.clone())));
+        match driver.downcast::<Lifecycle>() {
+            Ok(lifecycle) => lifecycle,
+            // The engine has no other driver: unreachable, but not worth a panic.
+            Err(_) => Arc::new(Self::new(agent.clone(), texts)),
+        }
+    }
+
+    fn new(agent: Arc<AgentSession>, texts: FrontEndTexts) -> Self {
         let state = State { phase: Phase::Idle, waiting: VecDeque::new(), review: Review::default() };
         let handoff = Handoff::new();
         // The agent tells the drafts how near the wall each request is (`handoff.prepare`).
@@ -259,13 +281,13 @@ impl Lifecycle {
     }
 
     /// Idle → `phase`: the guard, or the phase in the way.
-    pub fn take(&self, phase: Phase) -> Result<Held, Phase> {
+    pub fn take(&self, phase: Phase) -> Result<PhaseGuard, Phase> {
         let mut state = lock(&self.shared.state);
         if state.phase != Phase::Idle {
             return Err(state.phase);
         }
         self.shared.set(&mut state, phase);
-        Ok(Held { shared: self.shared.clone(), ended: false })
+        Ok(PhaseGuard::new(&self.shared))
     }
 
     /// Cancels the handoff being generated, if any.
@@ -295,10 +317,10 @@ impl Lifecycle {
         if let Err(reason) = self.preflight() {
             return HandoffOutcome::Refused { reason };
         }
-        let Ok(_held) = self.take(Phase::Handoff) else {
+        let Ok(held) = self.take(Phase::Handoff) else {
             return HandoffOutcome::Refused { reason: Refusal::Busy };
         };
-        self.handoff.run(&self.shared.agent, options.focus.as_deref(), review).await
+        self.handoff.run(held.hold(), &self.shared.agent, options.focus.as_deref(), review).await
     }
 
     /// Idle → [`Phase::Committing`] → Prompting or Idle: the user wrote the reviewed document.
@@ -323,15 +345,22 @@ impl Lifecycle {
                 Err(reason) => return HandoffOutcome::Refused { reason },
             };
             let committing = lifecycle.clone();
-            let outcome = tokio::task::spawn_blocking(move || committing.handoff.commit(&committing.shared.agent, &text))
-                .await
-                .unwrap_or_else(|e| HandoffOutcome::Failed { message: format!("the commit stopped: {e}") });
-            lifecycle.after_commit(held, outcome)
+            // The guard goes with the file work and comes back with its outcome; a panic there
+            // drops it, which returns the lifecycle to Idle.
+            let done = tokio::task::spawn_blocking(move || {
+                let outcome = committing.handoff.commit(held.hold(), &committing.shared.agent, &text);
+                (held, outcome)
+            })
+            .await;
+            match done {
+                Ok((held, outcome)) => lifecycle.after_commit(held, outcome),
+                Err(e) => HandoffOutcome::Failed { message: format!("the commit stopped: {e}") },
+            }
         }
     }
 
     /// After a commit: Idle, or Prompting with what runs first in the new session.
-    fn after_commit(self: &Arc<Self>, mut held: Held, outcome: HandoffOutcome) -> HandoffOutcome {
+    fn after_commit(self: &Arc<Self>, mut held: PhaseGuard, outcome: HandoffOutcome) -> HandoffOutcome {
         let first = {
             let mut state = lock(&self.shared.state);
             let after = match outcome {
@@ -377,15 +406,9 @@ impl Lifecycle {
         let mut state = lock(&self.shared.state);
         let agent = &self.shared.agent;
         match state.phase {
-            // A run started outside the lifecycle holds the agent: the prompt steers it.
-            Phase::Idle if agent.is_busy() => {
-                agent.steer(text);
-                self.notice(Level::Info, text::QUEUED);
-                Admitted::Queued
-            }
             Phase::Idle => {
                 self.shared.set(&mut state, Phase::Prompting);
-                Admitted::Start(Held { shared: self.shared.clone(), ended: false })
+                Admitted::Start(PhaseGuard::new(&self.shared))
             }
             Phase::Prompting if agent.is_busy() => {
                 agent.steer(text);
@@ -409,6 +432,15 @@ impl Lifecycle {
         }
     }
 
+    /// Idle → [`Phase::Prompting`] → Idle: one run of `text` with the caller's options, and
+    /// nothing after it (no handoff at the wall, nothing queued is sent): for a caller that
+    /// drives the agent itself (a benchmark, a test), through the phase all the same. `Busy`
+    /// when the lifecycle is not idle.
+    pub async fn run(&self, text: &str, options: RunOptions) -> Result<RunResult, AgentError> {
+        let held = self.take(Phase::Prompting).map_err(|_| AgentError::Busy)?;
+        self.shared.agent.prompt(held.hold(), text, options).await
+    }
+
     /// A prompt the user typed, run to its end (with what follows it), or queued, or refused.
     pub async fn prompt(&self, text: &str) -> Ran {
         match self.admit(text) {
@@ -420,27 +452,15 @@ impl Lifecycle {
 
     /// [`Phase::Prompting`] until nothing is left: `first` and what follows it (the runs after
     /// each automatic handoff, and what was typed meanwhile). `held` ends with it.
-    async fn run_sequence(&self, mut held: Held, first: Queued, options: RunOptions) -> Ran {
-        let agent = &self.shared.agent;
+    async fn run_sequence(&self, mut held: PhaseGuard, first: Queued, options: RunOptions) -> Ran {
         let mut next = Some((first, options));
         let mut budget = AutoBudget::default();
         let mut last = None;
         while let Some((queued, options)) = next.take() {
-            let mut result = match self.run_queued(&queued, options).await {
+            // No run starts but through a phase guard, and this one is held here: the agent is
+            // free (a handoff's run ends before its phase does).
+            let mut result = match self.run_queued(&held, &queued, options).await {
                 Ok(result) => result,
-                // A run started outside the lifecycle holds the agent: this input steers it.
-                Err(AgentError::Busy) if agent.is_busy() => {
-                    agent.steer(&queued_text(&queued));
-                    self.notice(Level::Info, text::QUEUED);
-                    next = held.next_or_end().map(|m| (m, options));
-                    continue;
-                }
-                // It ended between the two looks: try again.
-                Err(AgentError::Busy) => {
-                    next = Some((queued, options));
-                    tokio::task::yield_now().await;
-                    continue;
-                }
                 Err(e) => return Ran::Prompt(Err(e)),
             };
             if let Some(wall) = result.wall {
@@ -465,17 +485,17 @@ impl Lifecycle {
     }
 
     /// One run of the prompt: typed input goes through template expansion.
-    async fn run_queued(&self, queued: &Queued, options: RunOptions) -> Result<RunResult, AgentError> {
+    async fn run_queued(&self, held: &PhaseGuard, queued: &Queued, options: RunOptions) -> Result<RunResult, AgentError> {
         match queued {
-            Queued::Typed(text) => self.shared.agent.prompt(text, options).await,
-            Queued::Ready(message) => self.shared.agent.prompt_message(Message::clone(message), options).await,
+            Queued::Typed(text) => self.shared.agent.prompt(held.hold(), text, options).await,
+            Queued::Ready(message) => self.shared.agent.prompt_message(held.hold(), Message::clone(message), options).await,
         }
     }
 
     /// Prompting → [`Phase::AutoHandoff`] → Prompting: a run stopped at the wall hands off
     /// (within the prompt's guards); returns what runs next — what was queued, else the host's
     /// continuation when work was in flight.
-    async fn at_wall(&self, held: &Held, wall: Wall, result: &RunResult, budget: &mut AutoBudget) -> AfterWall {
+    async fn at_wall(&self, held: &PhaseGuard, wall: Wall, result: &RunResult, budget: &mut AutoBudget) -> AfterWall {
         let agent = &self.shared.agent;
         // What the run did not send waits first (it was typed before anything queued now);
         // steering and follow-ups the run left too: a session switch would forget them.
@@ -505,7 +525,7 @@ impl Lifecycle {
         }
         let review = self.auto_handoff() == AutoHandoff::Review;
         held.enter(Phase::AutoHandoff);
-        let outcome = self.handoff.run_auto(agent, wall, review).await;
+        let outcome = self.handoff.run_auto(held.hold(), agent, wall, review).await;
         held.enter(Phase::Prompting);
         let continuation = || wall.in_flight.then(|| Queued::Ready(Box::new(auto::continuation())));
         match outcome {
@@ -558,12 +578,5 @@ impl Lifecycle {
             Some(next) => AfterWall::Run(next, options),
             None => AfterWall::Stop,
         }
-    }
-}
-
-fn queued_text(queued: &Queued) -> String {
-    match queued {
-        Queued::Typed(text) => text.clone(),
-        Queued::Ready(message) => message.text(),
     }
 }

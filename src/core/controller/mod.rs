@@ -4,6 +4,7 @@
 //! a command's outcome is written here, once. Texts that name a front end's own keys (how to
 //! cancel in the editor) come from that front end ([`FrontEndTexts`]).
 
+pub mod commands;
 pub mod lifecycle;
 
 use std::path::{Path, PathBuf};
@@ -11,8 +12,9 @@ use std::sync::Arc;
 
 use crate::core::agent::{AgentConfig, AgentError, AgentEvent, AgentSession, RunResult, Wall, WallReason};
 use crate::core::failure::{Failure, FailureKind};
-use crate::core::handoff::{self, AutoHandoff, HandoffOptions, HandoffOutcome, Refusal};
-pub use lifecycle::{Held, Lifecycle, Phase};
+use crate::core::handoff::{AutoHandoff, HandoffOptions, HandoffOutcome, Refusal};
+pub use commands::SlashCommand;
+pub use lifecycle::{Lifecycle, Phase, PhaseGuard};
 use crate::core::provider::ThinkingLevel;
 use crate::core::session::{SessionError, SessionManager};
 
@@ -168,6 +170,44 @@ pub mod text {
     }
 
     pub const NO_PINS: &str = "No pins (/pin TEXT pins one)";
+
+    /// `/new` done.
+    pub const NEW_SESSION: &str = "New session started.";
+
+    /// `/model` without a name: the model in use.
+    pub fn model_in_use(model: &str, provider: &str) -> String {
+        format!("Model: {model} ({provider})")
+    }
+
+    /// `/model NAME` done.
+    pub fn model_switched(model: &str) -> String {
+        format!("Model switched to {model}.")
+    }
+
+    /// `/thinking LEVEL` done (or, without a level, the one in force).
+    pub fn thinking(level: &str) -> String {
+        format!("Thinking level: {level}")
+    }
+
+    /// How many sessions `/sessions` lists at most.
+    pub const SESSIONS_LISTED: usize = 20;
+
+    /// `/sessions`: the sessions of this folder, newest first (`current`: the one in use).
+    pub fn sessions(listed: &[crate::core::session::SessionInfo], current: &std::path::Path) -> String {
+        if listed.is_empty() {
+            return "No sessions in this folder yet".into();
+        }
+        let mut lines = vec!["Sessions of this folder, newest first:".to_string()];
+        for (n, info) in listed.iter().take(SESSIONS_LISTED).enumerate() {
+            let said = if info.first_message.is_empty() { "(nothing said yet)" } else { info.first_message.as_str() };
+            let here = if info.path == current { " (this session)" } else { "" };
+            lines.push(format!("{}. {} {said}{here}: {}", n + 1, info.timestamp, info.path.display()));
+        }
+        if listed.len() > SESSIONS_LISTED {
+            lines.push(format!("…and {} older", listed.len() - SESSIONS_LISTED));
+        }
+        lines.join("\n")
+    }
     pub const NOTHING_TO_PIN: &str = "Nothing to pin: /pin TEXT";
 }
 
@@ -180,6 +220,14 @@ pub enum Input {
     Pin(PinCommand),
     /// `/back`: back to the session this one was handed off from.
     Back,
+    /// `/new`: a new, empty session.
+    New,
+    /// `/sessions`: the sessions of this folder, listed.
+    Sessions,
+    /// `/model [name]`: switch the model, or (no name) say which is in use.
+    Model(Option<String>),
+    /// `/thinking [level]`: set the thinking level, or (none) say which is in force.
+    Thinking(Option<String>),
     /// Anything else is a prompt (templates expand later, in the agent).
     Prompt(String),
 }
@@ -195,31 +243,23 @@ pub enum PinCommand {
     Remove(String),
 }
 
-/// `/pin TEXT`, `/pins` or `/unpin N` (the name then whitespace or the end; `/pins` alone).
-pub fn pin_command(input: &str) -> Option<PinCommand> {
-    let input = input.trim_start();
-    let (name, rest) = input.split_once(char::is_whitespace).unwrap_or((input, ""));
-    let rest = rest.trim();
-    match name {
-        "/pin" => Some(PinCommand::Add(rest.to_string())),
-        "/pins" if rest.is_empty() => Some(PinCommand::List),
-        "/unpin" => Some(PinCommand::Remove(rest.to_string())),
-        _ => None,
-    }
-}
-
 /// The input controller's interception, before normal prompt submission: the one parser of
-/// the commands the host runs, for the editor and the CLI alike.
+/// the commands the host runs (the table in [`commands`]), for every front end alike.
 pub fn classify_input(text: &str) -> Input {
-    if let Some(focus) = handoff::is_handoff_command(text) {
-        return Input::Handoff { focus: focus.to_string() };
-    }
-    if text.trim() == "/back" {
-        return Input::Back;
-    }
-    match pin_command(text) {
-        Some(command) => Input::Pin(command),
-        None => Input::Prompt(text.to_string()),
+    let Some((command, arg)) = commands::parse(text) else {
+        return Input::Prompt(text.to_string());
+    };
+    let given = || (!arg.is_empty()).then(|| arg.to_string());
+    match command {
+        SlashCommand::Handoff => Input::Handoff { focus: arg.to_string() },
+        SlashCommand::Pin => Input::Pin(PinCommand::Add(arg.to_string())),
+        SlashCommand::Pins => Input::Pin(PinCommand::List),
+        SlashCommand::Unpin => Input::Pin(PinCommand::Remove(arg.to_string())),
+        SlashCommand::Back => Input::Back,
+        SlashCommand::New => Input::New,
+        SlashCommand::Sessions => Input::Sessions,
+        SlashCommand::Model => Input::Model(given()),
+        SlashCommand::Thinking => Input::Thinking(given()),
     }
 }
 
@@ -358,16 +398,16 @@ pub enum SessionChoice {
 }
 
 /// An agent on an opened session, with what the load had to say about the file.
-pub struct Opened {
+struct Opened {
     pub agent: Arc<AgentSession>,
     /// Lines skipped or repaired while loading (each names the line and why).
     pub warnings: Vec<String>,
 }
 
-/// "Open or create a session", the one way both front ends do it: the chosen session is loaded
+/// "Open or create a session" ([`open_for`]'s last step): the chosen session is loaded
 /// (or created in `session_dir` for `cwd`); a session created here gets the model and thinking
 /// level as its first entries, as pi starts every session.
-pub fn open_session(
+fn open_session(
     config: AgentConfig,
     session_dir: &Path,
     cwd: &Path,
@@ -392,6 +432,86 @@ pub fn open_session(
     Ok(Opened { agent, warnings })
 }
 
+/// What a front end brings to opening its session: where its files are, and what it adds.
+/// Everything else (the settings, the MCP files, the session) is opened the one way,
+/// [`open_for`].
+#[derive(Clone, Debug)]
+pub struct FrontEnd {
+    /// The user-level folder of instruction files (`AGENTS.md`), first in the system prompt.
+    pub instructions_dir: PathBuf,
+    /// Where sessions are kept.
+    pub session_dir: PathBuf,
+    /// The user's MCP file when the settings name none (`None`: none).
+    pub mcp_user_file: Option<PathBuf>,
+    /// Where the trust of projects' `.mcp.json` files is kept.
+    pub mcp_trust: crate::core::mcp::TrustStore,
+    /// MCP servers the front end adds to the configured ones, by name, in Claude Code's format
+    /// (an ACP client's `mcpServers`).
+    pub mcp_servers: Vec<(String, serde_json::Value)>,
+    /// `settings.thinking` is a choice for this run, as pi's `--thinking`: a continued session
+    /// switches to it (the CLI, ACP). Otherwise it is only a new session's level (the editor,
+    /// which switches by `set_thinking`).
+    pub thinking_switches: bool,
+}
+
+/// A session opened for a front end: the agent, what the load had to say, and the MCP
+/// servers it was given (`None`: none configured).
+pub struct OpenedFor {
+    pub agent: Arc<AgentSession>,
+    /// Lines skipped or repaired while loading (each names the line and why).
+    pub warnings: Vec<String>,
+    pub mcp: Option<Arc<crate::core::mcp::McpHub>>,
+}
+
+/// Opens `choice` for `cwd` as `front_end` does: [`prepare_for`] then [`Prepared::open`].
+/// Reads files: call it off the runtime's threads. The front end then sets how it asks and
+/// reaches files.
+pub fn open_for(front_end: &FrontEnd, settings: &crate::core::config::Settings, cwd: &Path, choice: &SessionChoice) -> Result<OpenedFor, Failure> {
+    prepare_for(front_end, settings, cwd)?.open(front_end, settings, cwd, choice)
+}
+
+/// The agent's configuration for `front_end`, before a session: from `settings` (an invalid
+/// one is refused), with the front end's instruction folder and the MCP servers of the
+/// settings, of the user's file and of the front end (their files are read, no server starts).
+pub fn prepare_for(front_end: &FrontEnd, settings: &crate::core::config::Settings, cwd: &Path) -> Result<Prepared, Failure> {
+    let mut config = settings.agent_config().map_err(|e| Failure::invalid(format!("invalid tools settings: {e}")))?;
+    config.instructions_dir = Some(front_end.instructions_dir.clone());
+    let mut mcp = settings.mcp.clone();
+    if front_end.mcp_user_file.is_some() || !front_end.mcp_servers.is_empty() {
+        let mcp = mcp.get_or_insert_with(Default::default);
+        if let Some(file) = &front_end.mcp_user_file {
+            mcp.user_file.get_or_insert_with(|| file.clone());
+        }
+        let servers = mcp.servers.get_or_insert_with(serde_json::Map::new);
+        for (name, entry) in &front_end.mcp_servers {
+            servers.insert(name.clone(), entry.clone());
+        }
+    }
+    let hub = crate::core::mcp::McpHub::attach(mcp.as_ref(), &mut config, cwd, front_end.mcp_trust.clone());
+    Ok(Prepared { config, mcp: hub })
+}
+
+/// A front end's agent configuration, ready for a session ([`prepare_for`]): the editor
+/// prepares it as `setup()` is called (its MCP servers are listed at once) and opens the
+/// session in the background.
+#[derive(Clone)]
+pub struct Prepared {
+    config: AgentConfig,
+    pub mcp: Option<Arc<crate::core::mcp::McpHub>>,
+}
+
+impl Prepared {
+    /// The session ([`open_session`]) on this configuration, and `--thinking` when the front
+    /// end takes it as pi does. Reads the session: off the runtime's threads.
+    pub fn open(self, front_end: &FrontEnd, settings: &crate::core::config::Settings, cwd: &Path, choice: &SessionChoice) -> Result<OpenedFor, Failure> {
+        let opened = open_session(self.config, &front_end.session_dir, cwd, choice).map_err(session_failure)?;
+        if let (true, Some(level)) = (front_end.thinking_switches, settings.thinking) {
+            opened.agent.set_thinking_level(level).map_err(|e| failure_of(e, text::doing::SET_THINKING))?;
+        }
+        Ok(OpenedFor { agent: opened.agent, warnings: opened.warnings, mcp: self.mcp })
+    }
+}
+
 /// What running an input did.
 #[derive(Debug)]
 pub enum Ran {
@@ -407,6 +527,9 @@ pub enum Ran {
     Pins(Result<Vec<String>, Failure>),
     /// `/back`: the parent session's file, now the current one, or why not (told as a notice too).
     Back(Result<std::path::PathBuf, Failure>),
+    /// Another session command (`/new`, `/sessions`, `/model`, `/thinking`): what it said, or
+    /// why it did nothing (told as a notice too).
+    Said(Result<String, Failure>),
 }
 
 /// One agent session driven by one front end: input classification and the session commands;
@@ -416,8 +539,10 @@ pub struct Controller {
 }
 
 impl Controller {
+    /// The controller of `agent`: every controller of one agent shares its lifecycle
+    /// ([`Lifecycle::of`]; `texts` are those of the first).
     pub fn new(agent: Arc<AgentSession>, texts: FrontEndTexts) -> Arc<Self> {
-        Arc::new(Self { lifecycle: Arc::new(Lifecycle::new(agent, texts)) })
+        Arc::new(Self { lifecycle: Lifecycle::of(&agent, texts) })
     }
 
     pub fn agent(&self) -> &Arc<AgentSession> {
@@ -465,8 +590,9 @@ impl Controller {
         Ok(())
     }
 
-    /// Takes [`Phase::Switching`] for a session command, or the busy failure for `doing`.
-    fn switching(&self, doing: &str) -> Result<Held, Failure> {
+    /// Takes [`Phase::Switching`] for a session command (or a front end's reload of the
+    /// session, held until the new one is in place), or the busy failure for `doing`.
+    pub fn switching(&self, doing: &str) -> Result<PhaseGuard, Failure> {
         self.lifecycle.take(Phase::Switching).map_err(|_| Failure::new(FailureKind::Busy, text::busy(doing)))
     }
 
@@ -560,9 +686,47 @@ impl Controller {
                 }
                 Ran::Back(result)
             }
+            Input::New => self.told(self.new_session().map(|()| text::NEW_SESSION.to_string())),
+            Input::Sessions => self.told(self.sessions().await),
+            Input::Model(None) => {
+                let config = self.agent().provider_config();
+                self.told(Ok(text::model_in_use(&config.model, &config.name)))
+            }
+            Input::Model(Some(model)) => self.told(self.set_model(&model).map(|()| text::model_switched(model.trim()))),
+            Input::Thinking(None) => self.told(Ok(text::thinking(self.agent().thinking_level().as_str()))),
+            Input::Thinking(Some(name)) => {
+                let set = name.parse::<ThinkingLevel>().map_err(Failure::invalid).and_then(|level| {
+                    self.set_thinking(level)?;
+                    Ok(text::thinking(level.as_str()))
+                });
+                self.told(set)
+            }
             Input::Prompt(text) if text.trim().is_empty() => Ran::Nothing,
             Input::Prompt(text) => self.lifecycle.prompt(&text).await,
         }
+    }
+
+    /// A session command's outcome told as a notice (a failure as a warning), and returned.
+    fn told(&self, said: Result<String, Failure>) -> Ran {
+        match &said {
+            Ok(message) => self.notice(Level::Info, message.clone()),
+            Err(failure) => self.notice(Level::Warn, failure.message.clone()),
+        }
+        Ran::Said(said)
+    }
+
+    /// `/sessions`: the sessions of this session's folder, newest first (read off the
+    /// runtime's threads).
+    pub async fn sessions(&self) -> Result<String, Failure> {
+        let (dir, cwd, current) = {
+            let session = self.agent().session();
+            (session.session_dir().to_path_buf(), session.cwd().to_path_buf(), session.path().to_path_buf())
+        };
+        let listed = tokio::task::spawn_blocking(move || SessionManager::list_sessions(&dir, &cwd))
+            .await
+            .map_err(|e| Failure::new(FailureKind::Io, format!("the session list stopped: {e}")))?
+            .map_err(session_failure)?;
+        Ok(text::sessions(&listed, &current))
     }
 
     /// [`Controller::run_input`] in a task, for a front end that hears the outcome as events
@@ -604,17 +768,17 @@ impl Controller {
 
     /// `/new`: a new, empty session.
     pub fn new_session(&self) -> Result<(), Failure> {
-        let _held = self.switching(text::doing::NEW_SESSION)?;
+        let held = self.switching(text::doing::NEW_SESSION)?;
         self.lifecycle.discard_draft();
-        self.agent().new_session().map(drop).map_err(|e| failure_of(e, text::doing::NEW_SESSION))
+        self.agent().new_session(held.hold()).map(drop).map_err(|e| failure_of(e, text::doing::NEW_SESSION))
     }
 
     /// Continues in `session` (loaded by the caller, off the runtime's threads).
     pub fn resume(&self, session: SessionManager) -> Result<(), Failure> {
-        let _held = self.switching(text::doing::RESUME)?;
+        let held = self.switching(text::doing::RESUME)?;
         self.lifecycle.discard_draft();
         self.agent()
-            .switch_to(session, crate::core::agent::SwitchReason::Resume)
+            .switch_to(held.hold(), session, crate::core::agent::SwitchReason::Resume)
             .map(drop)
             .map_err(|e| failure_of(e, text::doing::RESUME))
     }

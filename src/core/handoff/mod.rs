@@ -1,5 +1,5 @@
 //! The `/handoff` pipeline (`doc/design.md`), in the order of its steps:
-//! trigger (`is_handoff_command`), pre-flight guard (`preflight`), prompt (`build_prompt`),
+//! trigger (the controller's command table, `controller::commands`), pre-flight guard (`preflight`), prompt (`build_prompt`),
 //! capture and cancellation (`capture`), new session and injection (`start_new_session`),
 //! context rebuild, and the outcome the controller maps to the UI (`HandoffOutcome`).
 //!
@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
 use crate::core::agent::{
-    lock, AgentError, AgentEvent, AgentSession, RunClaim, RunOptions, RunResult, SwitchReason, Wall, WallReason,
+    lock, AgentError, AgentEvent, AgentSession, Hold, RunClaim, RunOptions, RunResult, SwitchReason, Wall, WallReason,
 };
 use crate::core::failure::FailureKind;
 /// How a handoff ended, and why one did nothing: event payloads, so they live with the events
@@ -82,16 +82,6 @@ pub const RUN_OPTIONS: RunOptions = RunOptions {
     fit_limit: None,
     document_model: true,
 };
-
-/// Trigger: exactly `/handoff`, or `/handoff ` followed by focus instructions.
-/// Returns the focus (possibly empty) when `input` is a handoff command.
-pub fn is_handoff_command(input: &str) -> Option<&str> {
-    let input = input.trim_start();
-    if input.trim_end() == "/handoff" {
-        return Some("");
-    }
-    input.strip_prefix("/handoff ").map(str::trim)
-}
 
 /// The instruction with the optional focus appended. Sent with template expansion off, so
 /// nothing in it (or in the focus) is ever expanded.
@@ -369,19 +359,20 @@ impl Handoff {
     /// `handoff_end` (a refusal announces nothing: it is the caller's to report). With
     /// `review`, the document is not used at once: the outcome is `Review`, and the new session
     /// starts when the user writes the text ([`Handoff::commit`]).
-    pub async fn run(&self, agent: &AgentSession, focus: Option<&str>, review: bool) -> HandoffOutcome {
+    /// `hold`: the caller's phase guard's (a handoff runs and switches sessions).
+    pub(in crate::core) async fn run(&self, hold: &Hold, agent: &AgentSession, focus: Option<&str>, review: bool) -> HandoffOutcome {
         let focus = focus.map(str::trim).filter(|f| !f.is_empty()).map(str::to_string);
-        self.run_with(agent, focus, review, None).await
+        self.run_with(hold, agent, focus, review, None).await
     }
 
     /// The automatic handoff of a run that stopped at `wall` (`auto`): the same pipeline, with
     /// a focus naming the step in flight; nothing reaches the old session unless it succeeds.
-    pub async fn run_auto(&self, agent: &AgentSession, wall: Wall, review: bool) -> HandoffOutcome {
+    pub(in crate::core) async fn run_auto(&self, hold: &Hold, agent: &AgentSession, wall: Wall, review: bool) -> HandoffOutcome {
         let focus = auto::focus(&wall, &auto::last_tools(&agent.session().get_branch(None)));
-        self.run_with(agent, Some(focus), review, Some(wall)).await
+        self.run_with(hold, agent, Some(focus), review, Some(wall)).await
     }
 
-    async fn run_with(&self, agent: &AgentSession, focus: Option<String>, review: bool, auto: Option<Wall>) -> HandoffOutcome {
+    async fn run_with(&self, hold: &Hold, agent: &AgentSession, focus: Option<String>, review: bool, auto: Option<Wall>) -> HandoffOutcome {
         // 1. Start: guard, abort controller, prompt.
         let token = CancellationToken::new();
         let claim = {
@@ -394,7 +385,7 @@ impl Handoff {
             }
             // The run slot is taken before `handoff_start`: a prompt that got there first
             // refuses the handoff here, not after the front end was told it started.
-            let Ok(claim) = agent.claim_run(&token) else {
+            let Ok(claim) = agent.claim_run(hold, &token) else {
                 return HandoffOutcome::Refused { reason: Refusal::Busy };
             };
             *slot = Some(token.clone());
@@ -414,7 +405,7 @@ impl Handoff {
                 drop(claim);
                 Ok(generated)
             }
-            Ok(None) => generate(agent, focus.as_deref(), &token, claim, auto).await,
+            Ok(None) => generate(hold, agent, focus.as_deref(), &token, claim, auto).await,
             Err(reason) => Err(reason),
         };
         let generated = match (generated, auto) {
@@ -433,7 +424,7 @@ impl Handoff {
                 *lock(&self.draft) = Some(Draft { carried });
                 HandoffOutcome::Review { missing_sections: missing_sections(&document), text, facts_at, elided, ledger: Box::new(ledger) }
             }
-            Ok((document, carried, elided)) => match start_new_session(agent, &with_facts(&document, &carried), &carried) {
+            Ok((document, carried, elided)) => match start_new_session(hold, agent, &with_facts(&document, &carried), &carried) {
                 Ok(new) => done(document, &carried, new, elided, from_the_draft),
                 Err(reason) => reason.into(),
             },
@@ -450,8 +441,8 @@ impl Handoff {
     }
 
     /// Review mode: the user wrote the text (the document and facts as edited). The new session
-    /// starts with it, exactly as written.
-    pub fn commit(&self, agent: &AgentSession, text: &str) -> HandoffOutcome {
+    /// starts with it, exactly as written (`hold`: the committing phase's).
+    pub(in crate::core) fn commit(&self, hold: &Hold, agent: &AgentSession, text: &str) -> HandoffOutcome {
         let Some(draft) = lock(&self.draft).take() else {
             return HandoffOutcome::Refused { reason: Refusal::NoReview };
         };
@@ -459,14 +450,10 @@ impl Handoff {
         let text = text.trim();
         let outcome = if text.is_empty() {
             HandoffOutcome::Failed { message: "the reviewed document is empty; nothing was created".into() }
-        } else if agent.is_busy() {
-            // Kept for another try once the response ends.
-            *lock(&self.draft) = Some(draft);
-            return HandoffOutcome::Refused { reason: Refusal::Busy };
         } else {
             // The text already holds the facts as the user left them; the entry's details keep
             // what the host knows, for the handoffs after this one.
-            match start_new_session(agent, text, &draft.carried) {
+            match start_new_session(hold, agent, text, &draft.carried) {
                 Ok(new) => {
                     let fallback = Carried { fallback: draft.carried.fallback.clone(), ..Carried::default() };
                     done(text.to_string(), &fallback, new, None, false)
@@ -538,6 +525,7 @@ fn host_document(agent: &AgentSession, wall: Wall, reason: &NoDocument) -> (Stri
 /// Steps 1–3 after the start: the run and the capture. Returns the document, what the host
 /// carries over, and what had to be left out of the request.
 async fn generate(
+    hold: &Hold,
     agent: &AgentSession,
     focus: Option<&str>,
     token: &CancellationToken,
@@ -551,7 +539,7 @@ async fn generate(
     // 2. Capture: the run's own messages are the payload of `agent_end`.
     let result = match auto {
         None => agent.run_claimed_message(claim, prompt, RUN_OPTIONS).await?,
-        Some(wall) => run_fitted(agent, prompt, token, claim, &wall).await?,
+        Some(wall) => run_fitted(hold, agent, prompt, token, claim, &wall).await?,
     };
     // 3. Cancellation check.
     if token.is_cancelled() {
@@ -571,6 +559,7 @@ async fn generate(
 /// its request fitted to `W − H`, and trimmed further and sent again while the provider still
 /// refuses it as too large, a bounded number of times.
 async fn run_fitted(
+    hold: &Hold,
     agent: &AgentSession,
     prompt: Message,
     token: &CancellationToken,
@@ -590,7 +579,7 @@ async fn run_fitted(
     for attempt in 0..auto::FIT_ATTEMPTS {
         let claim = match claim.take() {
             Some(claim) => claim,
-            None => agent.claim_run(token)?,
+            None => agent.claim_run(hold, token)?,
         };
         let options = RunOptions { record: false, fit_limit: Some(limit), ..RUN_OPTIONS };
         result = agent.run_claimed_message(claim, prompt.clone(), options).await?;
@@ -610,7 +599,7 @@ async fn run_fitted(
 /// onto it. `facts` go into the entry's details.
 /// The new session is built beside the old one and switched to only once it is complete on
 /// disk, so a write error (full disk, read-only folder) leaves the agent on the old session.
-fn start_new_session(agent: &AgentSession, text: &str, carried: &Carried) -> Result<NewSession, NoDocument> {
+fn start_new_session(hold: &Hold, agent: &AgentSession, text: &str, carried: &Carried) -> Result<NewSession, NoDocument> {
     let (mut next, parent_session, pins, ledger) = {
         let mut session = agent.session();
         session.flush()?;
@@ -650,7 +639,7 @@ fn start_new_session(agent: &AgentSession, text: &str, carried: &Carried) -> Res
         }
     };
     // Gap (nobody told): the switch is announced with its reason.
-    let switched = agent.switch_to(next, SwitchReason::Handoff)?;
+    let switched = agent.switch_to(hold, next, SwitchReason::Handoff)?;
     Ok(NewSession { session_file: switched.new, parent_session, document_file, ledger: Box::new(ledger) })
 }
 
@@ -685,14 +674,6 @@ mod tests {
         assert_eq!(carried.facts.read_files, ["a.rs"]);
         assert_eq!(ledger.dropped.messages, 10, "the user's ten messages; the calls say nothing");
         assert_eq!(ledger.dropped.tool_results.count, 0, "the output is quoted");
-    }
-
-    #[test]
-    fn trigger_matches_only_the_command() {
-        assert_eq!(is_handoff_command("/handoff"), Some(""));
-        assert_eq!(is_handoff_command("/handoff  focus on tests "), Some("focus on tests"));
-        assert_eq!(is_handoff_command("/handoffs"), None);
-        assert_eq!(is_handoff_command("please /handoff"), None);
     }
 
     #[test]

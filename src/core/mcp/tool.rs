@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use super::link::ServerLink;
 use crate::core::message::ContentBlock;
 use crate::core::tools::truncate::{format_size, truncate_head, TruncatedBy, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES};
-use crate::core::tools::{image_block, Tool, ToolContext, ToolDefinition, ToolError, ToolKind, ToolOrigin, ToolOutput};
+use crate::core::tools::{image_block, Tool, ToolContext, ToolDefinition, ToolError, ToolKind, Activity, ToolOrigin, ToolOutput};
 
 /// The longest tool name OpenAI takes.
 pub const MAX_NAME: usize = 64;
@@ -42,6 +42,18 @@ pub(crate) fn hashed(name: &str) -> String {
     format!("{}_{hash}", &name[..keep])
 }
 
+/// What a call of a tool with these hints does (MCP's `readOnlyHint`, `destructiveHint`,
+/// `openWorldHint`; the spec's defaults when unsaid are not assumed: unsaid is unknown).
+pub fn activity_of_hints(read_only: Option<bool>, destructive: Option<bool>, open_world: Option<bool>) -> Activity {
+    match (read_only, destructive) {
+        (Some(true), _) if open_world == Some(true) => Activity::Fetch,
+        (Some(true), _) => Activity::Read,
+        (_, Some(true)) => Activity::Delete,
+        (Some(false), _) | (_, Some(false)) => Activity::Edit,
+        (None, None) => Activity::Other,
+    }
+}
+
 /// One tool of a running server.
 pub struct McpTool {
     /// Its server (weak: the server holds its tools).
@@ -52,6 +64,7 @@ pub struct McpTool {
     pub(crate) definition: ToolDefinition,
     pub(crate) read_only_hint: Option<bool>,
     pub(crate) destructive_hint: Option<bool>,
+    pub(crate) open_world_hint: Option<bool>,
 }
 
 impl std::fmt::Debug for McpTool {
@@ -80,6 +93,7 @@ impl McpTool {
         Some(McpTool {
             read_only_hint: hint("readOnlyHint"),
             destructive_hint: hint("destructiveHint"),
+            open_world_hint: hint("openWorldHint"),
             definition: ToolDefinition { name: name.into(), description, parameters },
             server,
             server_name: server_name.to_string(),
@@ -92,6 +106,13 @@ impl McpTool {
 impl Tool for McpTool {
     fn kind(&self) -> ToolKind {
         ToolKind::Mcp
+    }
+
+    /// From the server's hints (shown, never trusted: consent asks by `kind`): read-only is a
+    /// read (a fetch when it reaches the world outside), one that says it changes something an
+    /// edit (a delete when it says it destroys), else nothing known.
+    fn activity(&self) -> Activity {
+        activity_of_hints(self.read_only_hint, self.destructive_hint, self.open_world_hint)
     }
 
     fn definition(&self) -> ToolDefinition {
@@ -219,6 +240,21 @@ fn spill(text: &str, dir: Option<&Path>) -> std::io::Result<PathBuf> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_tools_activity_comes_from_its_servers_hints() {
+        assert_eq!(activity_of_hints(Some(true), None, None), Activity::Read);
+        assert_eq!(activity_of_hints(Some(true), None, Some(true)), Activity::Fetch);
+        assert_eq!(activity_of_hints(Some(false), Some(true), None), Activity::Delete);
+        assert_eq!(activity_of_hints(Some(false), Some(false), None), Activity::Edit);
+        assert_eq!(activity_of_hints(Some(false), None, None), Activity::Edit);
+        assert_eq!(activity_of_hints(None, None, Some(true)), Activity::Other);
+        // The host's own tools say theirs.
+        use crate::core::tools::ToolName;
+        let own: Vec<Activity> = ToolName::ALL.iter().map(|t| t.tool().activity()).collect();
+        use Activity::*;
+        assert_eq!(own, [Read, Execute, Edit, Edit, Search, Search, Read, Think, Search]);
+    }
 
     #[test]
     fn names_are_sanitised_and_kept_within_64_characters() {

@@ -37,20 +37,31 @@ pub struct SandboxedCommand {
     absent_hooks: Vec<PathBuf>,
     /// What the command may read: every credential location left out, existing or not.
     read_rules: Arc<super::read_rules::ReadRules>,
+    /// The mount namespace's changes (with a mount namespace), from the same answer of git's as
+    /// the views.
+    mounts: Option<protected::SandboxMounts>,
 }
 
 impl SandboxedCommand {
-    /// The views and the lifeline for a command run in `cwd` under `sandbox` (git is asked,
-    /// and the tree walked the first time, on the blocking pool).
+    /// The views and the lifeline for a command run in `cwd` under `sandbox` (git is asked
+    /// once per command, cached while nothing it read changed, and the tree walked the first
+    /// time, on the blocking pool).
     pub async fn prepare(sandbox: &Sandboxed, cwd: &Path) -> std::io::Result<SandboxedCommand> {
         let project = protected::real_path(cwd);
         let watch_tree = sandbox.mounts && sandbox.settings.mode == super::SandboxMode::WorkspaceWrite;
         let (sandbox_copy, cwd_copy, project_copy) = (sandbox.clone(), cwd.to_path_buf(), project.clone());
-        let (views, absent_hooks, git_entries, read_rules) = tokio::task::spawn_blocking(move || {
+        let (views, absent_hooks, git_entries, read_rules, mounts) = tokio::task::spawn_blocking(move || {
+            // Only a mount namespace uses git's answer (its views and read-only files).
+            let layout = watch_tree.then(|| git::layout(&project_copy));
             let entries = watch_tree.then(|| Arc::new(super::links::git_entries(&project_copy)));
-            let absent = if watch_tree { git::layout(&project_copy).absent.clone() } else { Vec::new() };
+            let absent = layout.as_ref().map_or_else(Vec::new, |layout| layout.absent.clone());
             let read_rules = super::read_rules::current()?;
-            sandbox_copy.git_views(&cwd_copy).map(|views| (views, absent, entries, read_rules))
+            let mounts = sandbox_copy.mounts.then(|| protected::sandbox_mounts_with(&cwd_copy, layout.as_deref()));
+            let views = match &layout {
+                Some(layout) => sandbox_copy.git_views(layout)?,
+                None => CommandViews::default(),
+            };
+            Ok::<_, std::io::Error>((views, absent, entries, read_rules, mounts))
         })
         .await
         .map_err(std::io::Error::other)??;
@@ -60,12 +71,12 @@ impl SandboxedCommand {
         } else {
             (None, None)
         };
-        Ok(SandboxedCommand { views: Arc::new(views), host_end, child_end, project, git_entries, absent_hooks, read_rules })
+        Ok(SandboxedCommand { views: Arc::new(views), host_end, child_end, project, git_entries, absent_hooks, read_rules, mounts })
     }
 
     /// The helper's command line (see [`Sandboxed::helper_args`]).
     pub fn helper_args(&self, sandbox: &Sandboxed, cwd: &Path, program: &Path, args: &[&str]) -> Vec<OsString> {
-        sandbox.helper_args(cwd, program, args, &self.views, true)
+        sandbox.helper_args(cwd, program, args, &self.views, self.mounts.as_ref(), true)
     }
 
     /// Gives the helper its end of the lifeline as [`super::LIFELINE_FD`] and the read rules as

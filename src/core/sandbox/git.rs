@@ -45,63 +45,253 @@ pub struct GitLayout {
     pub absent: Vec<PathBuf>,
 }
 
-/// Git's answer for `project`, asked again only when what it depends on changed (the `.git`
-/// entries, the config files, the index, `.gitmodules`): see [`Signature`].
+/// Git's answer for `project`: the one cached while every input it was made from is as it was
+/// then ([`Inputs`]: what git read and what was looked at, a few dozen `stat`s and small reads
+/// per check), else asked anew. One answer at a time per project: a command that comes while
+/// [`prefetch`] asks waits for that answer instead of asking again.
 pub fn layout(project: &Path) -> Arc<GitLayout> {
-    static CACHE: OnceLock<Mutex<HashMap<PathBuf, (Signature, Arc<GitLayout>)>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    let signature = Signature::of(project);
-    if let Some((seen, layout)) = crate::core::sync::lock(cache).get(project) {
-        if *seen == signature {
-            return layout.clone();
+    static CACHE: OnceLock<Mutex<HashMap<PathBuf, Arc<Mutex<Option<Cached>>>>>> = OnceLock::new();
+    let slot = crate::core::sync::lock(CACHE.get_or_init(Default::default)).entry(project.to_path_buf()).or_default().clone();
+    let mut slot = crate::core::sync::lock(&slot);
+    if let Some(cached) = slot.as_ref() {
+        if cached.settled && cached.inputs.hold() {
+            return cached.layout.clone();
         }
     }
-    let fresh = Arc::new(ask_git(project));
-    // Asked again after git ran: what git wrote meanwhile (its index refresh) is in it.
-    let signature = Signature::of(project);
-    crate::core::sync::lock(cache).insert(project.to_path_buf(), (signature, fresh.clone()));
+    // What the last answer read, or what a repository usually makes git read, as it is before
+    // git runs: an input that reads the same after is one git read as it is now.
+    let expected = slot.as_ref().map_or_else(|| usual_inputs(project), |c| c.inputs.looks());
+    let before = Inputs::see(expected);
+    let mut seen = Recorder::default();
+    let fresh = Arc::new(ask_git(project, &mut seen));
+    let inputs = seen.finish();
+    let settled = inputs.settled(&before);
+    *slot = Some(Cached { layout: fresh.clone(), inputs, settled });
     fresh
 }
 
-/// What [`layout`]'s answer depends on: the metadata of the files git read it from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Signature(Vec<Option<(u64, SystemTime, u64)>>);
-
-impl Signature {
-    fn of(project: &Path) -> Signature {
-        use std::os::unix::fs::MetadataExt;
-        let mut paths = vec![project.join(".git"), project.join(".gitmodules")];
-        let git = project.join(".git");
-        for name in ["config", "config.worktree", "index", "commondir", "modules", "worktrees", "HEAD"] {
-            paths.push(git.join(name));
-        }
-        if let Some(home) = super::paths::home() {
-            paths.push(home.join(".gitconfig"));
-            paths.push(home.join(".config/git/config"));
-        }
-        let stat = |p: &PathBuf| std::fs::metadata(p).ok().map(|m| (m.ino(), m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.size()));
-        Signature(paths.iter().map(stat).collect())
+/// Asks git about `project` on a thread of its own (a session starts in it: its first command
+/// then finds the answer made, or waits for the one being made).
+pub fn prefetch(project: &Path) {
+    let project = real_path(project);
+    let spawned = std::thread::Builder::new().name("handoff-git-layout".into()).spawn(move || drop(layout(&project)));
+    if let Err(e) = spawned {
+        tracing::debug!(error = %e, "cannot ask git about the project in the background");
     }
+}
+
+/// A cached answer and what it was made from.
+struct Cached {
+    layout: Arc<GitLayout>,
+    inputs: Inputs,
+    /// Whether every input read the same before git ran as after (else git may have read one
+    /// as it was a moment before: the next call asks again).
+    settled: bool,
+}
+
+/// What an answer used of a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Look {
+    /// Whether it exists, and as what (a link: where it points).
+    Kind,
+    /// Its content (through links): a file git reads, or a `.git` pointer.
+    Read,
+    /// Its entries (names, kinds, link targets): a hooks folder, `worktrees/`.
+    List,
+}
+
+/// A file's kind, as `lstat` says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Absent,
+    File,
+    Dir,
+    Link,
+    Other,
+}
+
+impl Kind {
+    fn of(kind: std::fs::FileType) -> Kind {
+        if kind.is_symlink() {
+            Kind::Link
+        } else if kind.is_dir() {
+            Kind::Dir
+        } else if kind.is_file() {
+            Kind::File
+        } else {
+            Kind::Other
+        }
+    }
+}
+
+/// Files up to this size are compared by content, whatever their times say.
+const SMALL_FILE: u64 = 64 * 1024;
+
+/// What a [`Look`] at a path found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Seen {
+    kind: Kind,
+    link: Option<PathBuf>,
+    body: Body,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Body {
+    None,
+    /// A small file's content.
+    Bytes(Vec<u8>),
+    /// A larger file (an index): device, inode, size, mtime and ctime. git replaces such a file
+    /// by renaming a new one over it (a new inode), and the host's merge does the same.
+    Large(u64, u64, u64, (i64, i64), (i64, i64)),
+    /// What a link or a `Read` found that is not a file (a folder, say).
+    Target(Kind),
+    Entries(Vec<(std::ffi::OsString, Kind, Option<PathBuf>)>),
+}
+
+impl Seen {
+    fn of(path: &Path, look: Look) -> Seen {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = std::fs::symlink_metadata(path) else { return Seen { kind: Kind::Absent, link: None, body: Body::None } };
+        let kind = Kind::of(meta.file_type());
+        let link = if kind == Kind::Link { std::fs::read_link(path).ok() } else { None };
+        let body = match look {
+            Look::Kind => Body::None,
+            Look::Read => match std::fs::metadata(path) {
+                Ok(m) if m.is_file() && m.len() <= SMALL_FILE => std::fs::read(path).map_or(Body::None, Body::Bytes),
+                Ok(m) if m.is_file() => Body::Large(m.dev(), m.ino(), m.len(), (m.mtime(), m.mtime_nsec()), (m.ctime(), m.ctime_nsec())),
+                Ok(m) => Body::Target(Kind::of(m.file_type())),
+                Err(_) => Body::None,
+            },
+            Look::List => match std::fs::read_dir(path) {
+                Ok(entries) => {
+                    let mut found: Vec<_> = entries
+                        .flatten()
+                        .map(|e| {
+                            let kind = e.file_type().map_or(Kind::Absent, Kind::of);
+                            let link = if kind == Kind::Link { std::fs::read_link(e.path()).ok() } else { None };
+                            (e.file_name(), kind, link)
+                        })
+                        .collect();
+                    found.sort();
+                    Body::Entries(found)
+                }
+                Err(_) => Body::None,
+            },
+        };
+        Seen { kind, link, body }
+    }
+}
+
+/// The inputs of an answer and what each was when it was made.
+#[derive(Debug, Default)]
+struct Inputs(std::collections::BTreeMap<(PathBuf, Look), Seen>);
+
+impl Inputs {
+    fn see(looks: impl IntoIterator<Item = (PathBuf, Look)>) -> Inputs {
+        Inputs(looks.into_iter().map(|(path, look)| {
+            let seen = Seen::of(&path, look);
+            ((path, look), seen)
+        }).collect())
+    }
+
+    fn looks(&self) -> Vec<(PathBuf, Look)> {
+        self.0.keys().cloned().collect()
+    }
+
+    /// Whether every input is as it was.
+    fn hold(&self) -> bool {
+        self.0.iter().all(|((path, look), seen)| Seen::of(path, *look) == *seen)
+    }
+
+    /// Whether every input is as `before` (seen before git ran) found it.
+    fn settled(&self, before: &Inputs) -> bool {
+        self.0.iter().all(|(key, seen)| before.0.get(key) == Some(seen))
+    }
+}
+
+/// What [`ask_git`] looks at, besides what git reads itself: each look is taken as it is made,
+/// and what it found is what the answer goes by.
+#[derive(Default)]
+struct Recorder(Inputs);
+
+impl Recorder {
+    fn look(&mut self, path: &Path, look: Look) -> &Seen {
+        self.0 .0.entry((path.to_path_buf(), look)).or_insert_with(|| Seen::of(path, look))
+    }
+
+    fn exists(&mut self, path: &Path) -> bool {
+        self.look(path, Look::Kind).kind != Kind::Absent
+    }
+
+    /// The files git reads to answer in a repository whose git folder is `git_dir`.
+    fn git_folder(&mut self, git_dir: &Path) {
+        for name in ["HEAD", "config", "config.worktree", "commondir", "gitdir", "index"] {
+            self.look(&git_dir.join(name), Look::Read);
+        }
+    }
+
+    fn finish(self) -> Inputs {
+        self.0
+    }
+}
+
+/// What git reads for a project that is its repository's top with a `.git` folder, the
+/// settings of the user and of the system, and the way from the project up to `/` (where git
+/// looks for a repository): the inputs a first answer is expected to have.
+fn usual_inputs(project: &Path) -> Vec<(PathBuf, Look)> {
+    let git = project.join(".git");
+    let mut looks: Vec<(PathBuf, Look)> = project.ancestors().map(|dir| (dir.join(".git"), Look::Read)).collect();
+    for name in ["HEAD", "config", "config.worktree", "commondir", "gitdir", "index"] {
+        looks.push((git.join(name), Look::Read));
+    }
+    looks.extend([(git.join("hooks"), Look::List), (git.join("worktrees"), Look::List)]);
+    looks.extend(user_configs().into_iter().map(|p| (p, Look::Read)));
+    looks
+}
+
+/// The settings files git reads besides a repository's: the system's and the user's (real
+/// paths, as git's own answers are made).
+fn user_configs() -> Vec<PathBuf> {
+    let mut files = vec![PathBuf::from("/etc/gitconfig")];
+    if let Some(home) = super::paths::home() {
+        files.push(home.join(".gitconfig"));
+        let xdg = std::env::var_os("XDG_CONFIG_HOME").filter(|x| !x.is_empty()).map_or_else(|| home.join(".config"), PathBuf::from);
+        files.push(xdg.join("git/config"));
+    }
+    files.iter().map(|f| real_path(f)).collect()
 }
 
 /// `git` run by the host in `dir` as the user's editor would, but with hooks and the
 /// fsmonitor off and git's own variables cleared (they would point it elsewhere).
-fn git(dir: &Path, args: &[&str]) -> Option<Vec<u8>> {
+fn git_command(dir: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new("git");
     cmd.args(["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"])
         .args(args)
         .current_dir(dir)
         .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .env("GIT_OPTIONAL_LOCKS", "0");
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("GIT_") {
             cmd.env_remove(name);
         }
     }
     cmd.env("GIT_OPTIONAL_LOCKS", "0");
-    let out = cmd.output().ok()?;
-    out.status.success().then_some(out.stdout)
+    cmd
+}
+
+/// Runs the `queries` (each a folder and git's arguments) at once and returns each one's
+/// output, `None` where git failed: each is a process of its own, which a loaded machine runs
+/// side by side.
+fn git_all(queries: &[(&Path, &[&str])]) -> Vec<Option<Vec<u8>>> {
+    let children: Vec<Option<std::process::Child>> = queries.iter().map(|(dir, args)| git_command(dir, args).spawn().ok()).collect();
+    children
+        .into_iter()
+        .map(|child| {
+            let out = child?.wait_with_output().ok()?;
+            out.status.success().then_some(out.stdout)
+        })
+        .collect()
 }
 
 fn absolute(base: &Path, text: &str) -> PathBuf {
@@ -109,57 +299,98 @@ fn absolute(base: &Path, text: &str) -> PathBuf {
     real_path(&if path.is_absolute() { path.to_path_buf() } else { base.join(path) })
 }
 
-/// Asks git about `project` (see [`layout`]). Without git (or outside a repository) the
-/// project's own `.git`, if it is a folder, is still seen through an overlay.
-fn ask_git(project: &Path) -> GitLayout {
+/// Asks git about `project` (see [`layout`]), recording in `seen` what the answer depends on.
+/// Without git (or outside a repository) the project's own `.git`, if it is a folder, is still
+/// seen through an overlay.
+fn ask_git(project: &Path, seen: &mut Recorder) -> GitLayout {
     let mut layout = GitLayout::default();
     let project = real_path(project);
-    let Some(out) = git(&project, &["rev-parse", "--absolute-git-dir", "--git-common-dir", "--show-toplevel"]) else {
+    // Where git looks for the repository: from the project up.
+    for dir in project.ancestors() {
+        seen.look(&dir.join(".git"), Look::Read);
+    }
+    for file in user_configs() {
+        seen.look(&file, Look::Read);
+    }
+    // The top's three questions at once: the config and the index git finds from the project
+    // are the top's; the index lists the project's part of the tree, relative to it.
+    let [found, config, index] = git_all(&[
+        (&project, &["rev-parse", "--absolute-git-dir", "--git-common-dir", "--show-toplevel"]),
+        (&project, &["config", "--list", "--show-origin", "-z"]),
+        (&project, &["ls-files", "--stage", "-z"]),
+    ])
+    .try_into()
+    .unwrap_or_else(|_: Vec<_>| [None, None, None]);
+    let Some(found) = found else {
         let git = project.join(".git");
-        if git.is_dir() && !git.is_symlink() {
+        if seen.look(&git, Look::Read).kind == Kind::Dir {
             layout.git_dirs.push(git);
         }
         return layout;
     };
-    let text = String::from_utf8_lossy(&out);
+    let text = String::from_utf8_lossy(&found);
     let mut lines = text.lines();
     let (Some(git_dir), Some(common), top) = (lines.next(), lines.next(), lines.next()) else { return layout };
     let git_dir = absolute(&project, git_dir);
     let common = absolute(&project, common);
-    for dir in [common, git_dir] {
+    for dir in [&common, &git_dir] {
+        seen.git_folder(dir);
         if !layout.git_dirs.iter().any(|d| dir.starts_with(d)) {
-            layout.git_dirs.retain(|d| !d.starts_with(&dir));
-            layout.git_dirs.push(dir);
+            layout.git_dirs.retain(|d| !d.starts_with(dir));
+            layout.git_dirs.push(dir.clone());
         }
     }
     let top = top.map_or_else(|| project.clone(), |t| absolute(&project, t));
     // The project's own `.git` file (a submodule's or a linked worktree's checkout).
     let own = top.join(".git");
-    if own.is_file() && own.starts_with(&project) {
+    if own.starts_with(&project) && seen.look(&own, Look::Read).kind == Kind::File {
         layout.pointers.push(own);
     }
-    let mut checkouts = vec![top];
-    let mut seen = HashSet::new();
+    let mut checkouts = vec![Checkout { dir: top, common, config, index, listed_from: project.clone() }];
+    let mut visited = HashSet::new();
     while let Some(checkout) = checkouts.pop() {
-        if !seen.insert(checkout.clone()) || seen.len() > MAX_SUBMODULES {
+        if !visited.insert(checkout.dir.clone()) || visited.len() > MAX_SUBMODULES {
             continue;
         }
-        planted_in_config(&checkout, &project, &mut layout.planted, &mut layout.absent);
-        for sub in submodules(&checkout) {
+        if let Some(config) = &checkout.config {
+            planted_in_config(config, &checkout.dir, &project, &mut layout.planted, &mut layout.absent, seen);
+        }
+        // The hooks of its own folder may link to tracked scripts (`core.hooksPath`'s are
+        // read above; git's `--git-path hooks` would answer our own `/dev/null`).
+        hook_targets(&checkout.common.join("hooks"), &project, &mut layout.planted, seen);
+        for sub in gitlinks(checkout.index.as_deref(), &checkout.listed_from) {
             let pointer = sub.join(".git");
-            if std::fs::symlink_metadata(&pointer).is_ok() && pointer.starts_with(&project) {
-                layout.pointers.push(pointer);
-                checkouts.push(sub);
+            if !pointer.starts_with(&project) || seen.look(&pointer, Look::Read).kind == Kind::Absent {
+                continue;
             }
+            layout.pointers.push(pointer.clone());
+            // The module's three questions at once, as the top's.
+            let [found, config, index] = git_all(&[
+                (&sub, &["rev-parse", "--absolute-git-dir", "--git-common-dir"]),
+                (&sub, &["config", "--list", "--show-origin", "-z"]),
+                (&sub, &["ls-files", "--stage", "-z"]),
+            ])
+            .try_into()
+            .unwrap_or_else(|_: Vec<_>| [None, None, None]);
+            let text = found.map(|f| String::from_utf8_lossy(&f).into_owned()).unwrap_or_default();
+            let mut lines = text.lines();
+            let (git_dir, common) = (lines.next().map(|d| absolute(&sub, d)), lines.next().map(|c| absolute(&sub, c)));
+            for dir in git_dir.iter().chain(&common) {
+                seen.git_folder(dir);
+            }
+            let common = common.unwrap_or_else(|| pointer.clone());
+            checkouts.push(Checkout { dir: sub.clone(), common, config, index, listed_from: sub });
         }
     }
     // Linked worktrees inside the project: their `.git` files.
     for git_dir in layout.git_dirs.clone() {
-        let Ok(entries) = std::fs::read_dir(git_dir.join("worktrees")) else { continue };
-        for entry in entries.flatten() {
-            let Ok(text) = std::fs::read_to_string(entry.path().join("gitdir")) else { continue };
-            let pointer = absolute(&entry.path(), text.trim());
-            if pointer.starts_with(&project) && pointer.is_file() && !layout.pointers.contains(&pointer) {
+        let worktrees = git_dir.join("worktrees");
+        let Body::Entries(entries) = seen.look(&worktrees, Look::List).body.clone() else { continue };
+        for (name, ..) in entries {
+            let gitdir = worktrees.join(&name).join("gitdir");
+            let Body::Bytes(text) = seen.look(&gitdir, Look::Read).body.clone() else { continue };
+            let pointer = absolute(&worktrees.join(&name), String::from_utf8_lossy(&text).trim());
+            if pointer.starts_with(&project) && seen.look(&pointer, Look::Kind).kind == Kind::File && !layout.pointers.contains(&pointer) {
                 layout.pointers.push(pointer);
             }
         }
@@ -168,14 +399,27 @@ fn ask_git(project: &Path) -> GitLayout {
     layout
 }
 
-/// The submodule checkouts of the repository checked out at `checkout` (gitlinks in its index).
-fn submodules(checkout: &Path) -> Vec<PathBuf> {
-    let Some(out) = git(checkout, &["ls-files", "--stage", "-z"]) else { return Vec::new() };
+/// One repository checked out in the project (the top, or a submodule's) and git's answers in
+/// it.
+struct Checkout {
+    dir: PathBuf,
+    /// Its common git folder (where its own hooks are).
+    common: PathBuf,
+    /// `git config --list --show-origin -z` there.
+    config: Option<Vec<u8>>,
+    /// `git ls-files --stage -z` there, and the folder it ran in (its paths are relative to it).
+    index: Option<Vec<u8>>,
+    listed_from: PathBuf,
+}
+
+/// The submodule checkouts `ls-files --stage -z` lists (gitlinks), as paths under `listed_from`.
+fn gitlinks(index: Option<&[u8]>, listed_from: &Path) -> Vec<PathBuf> {
+    let Some(out) = index else { return Vec::new() };
     out.split(|b| *b == 0)
         .filter_map(|entry| {
             let text = std::str::from_utf8(entry).ok()?;
             let (meta, path) = text.split_once('\t')?;
-            meta.starts_with("160000 ").then(|| checkout.join(path))
+            meta.starts_with("160000 ").then(|| listed_from.join(path))
         })
         .collect()
 }
@@ -186,54 +430,51 @@ const COMMAND_KEYS: [&str; 16] = [
     "smudge", "process", "driver", "command", "textconv", "packobjectshook",
 ];
 
-/// What the config git reads in `checkout` makes git run from inside `project`: the hooks
-/// folder (`core.hooksPath`, and what its hooks link to), config files included from the tree,
-/// and the files command-valued settings name.
-fn planted_in_config(checkout: &Path, project: &Path, planted: &mut Vec<(PathBuf, String)>, absent: &mut Vec<PathBuf>) {
-    let Some(out) = git(checkout, &["config", "--list", "--show-origin", "-z"]) else { return };
-    fn push(planted: &mut Vec<(PathBuf, String)>, project: &Path, path: PathBuf, why: String) {
-        if path.starts_with(project) && std::fs::symlink_metadata(&path).is_ok() && !planted.iter().any(|(p, _)| *p == path) {
+/// What the config git reads in `checkout` (`out`: its `config --list --show-origin -z`)
+/// makes git run from inside `project`: the hooks folder (`core.hooksPath`, and what its hooks
+/// link to), config files included from the tree, and the files command-valued settings name.
+/// Every file it was read from, and every file an `include` names, is an input of the answer.
+fn planted_in_config(out: &[u8], checkout: &Path, project: &Path, planted: &mut Vec<(PathBuf, String)>, absent: &mut Vec<PathBuf>, seen: &mut Recorder) {
+    fn push(planted: &mut Vec<(PathBuf, String)>, project: &Path, path: PathBuf, why: String, seen: &mut Recorder) {
+        if path.starts_with(project) && seen.exists(&path) && !planted.iter().any(|(p, _)| *p == path) {
             planted.push((path, why));
         }
     }
     let mut fields = out.split(|b| *b == 0);
     while let (Some(origin), Some(entry)) = (fields.next(), fields.next()) {
         let origin = String::from_utf8_lossy(origin);
-        let entry = String::from_utf8_lossy(entry);
+        let entry = String::from_utf8_lossy(&entry);
         let (key, value) = entry.split_once('\n').unwrap_or((&entry, ""));
         let key = key.to_ascii_lowercase();
-        if let Some(file) = origin.strip_prefix("file:") {
-            push(planted, project, absolute(checkout, file), "git reads its settings from it (an included config file)".into());
+        // Relative origins are relative to the top, where git runs.
+        let file = origin.strip_prefix("file:").map(|f| absolute(checkout, f));
+        if let Some(file) = &file {
+            seen.look(file, Look::Read);
+            push(planted, project, file.clone(), "git reads its settings from it (an included config file)".into(), seen);
+        }
+        let section = key.split('.').next().unwrap_or_default();
+        if (section == "include" || section == "includeif") && key.ends_with(".path") {
+            // An include that names no file yet starts to count when one is made there.
+            let base = file.as_deref().and_then(Path::parent).unwrap_or(checkout);
+            let target = expand_home(value).unwrap_or_else(|| base.join(value));
+            seen.look(&target, Look::Read);
         }
         if key == "core.hookspath" {
             let dir = expand_home(value).map_or_else(|| absolute(checkout, value), |p| real_path(&p));
-            if dir.starts_with(project) && std::fs::symlink_metadata(&dir).is_err() && !absent.contains(&dir) {
+            if dir.starts_with(project) && !seen.exists(&dir) && !absent.contains(&dir) {
                 absent.push(dir.clone());
             }
-            push(planted, project, dir.clone(), format!("git runs the hooks in it (core.hooksPath = {value})"));
-            hook_targets(&dir, project, planted);
+            push(planted, project, dir.clone(), format!("git runs the hooks in it (core.hooksPath = {value})"), seen);
+            hook_targets(&dir, project, planted, seen);
             continue;
         }
         let last = key.rsplit('.').next().unwrap_or_default();
-        let section = key.split('.').next().unwrap_or_default();
         if COMMAND_KEYS.contains(&last) || section == "alias" || section == "pager" {
             let command = value.trim_start_matches('!').trim();
             let Some(word) = command.split_whitespace().next().map(|w| w.trim_matches(['"', '\''])) else { continue };
             if word.contains('/') {
-                push(planted, project, absolute(checkout, word), format!("git runs it ({key})"));
+                push(planted, project, absolute(checkout, word), format!("git runs it ({key})"), seen);
             }
-        }
-    }
-    // The hooks git runs (from `core.hooksPath` or its own folder) and those of its own
-    // folder either way may link to tracked scripts.
-    if let Some(out) = git(checkout, &["rev-parse", "--git-path", "hooks", "--git-common-dir"]) {
-        let text = String::from_utf8_lossy(&out);
-        let mut lines = text.lines();
-        if let Some(hooks) = lines.next() {
-            hook_targets(&absolute(checkout, hooks), project, planted);
-        }
-        if let Some(common) = lines.next() {
-            hook_targets(&absolute(checkout, common).join("hooks"), project, planted);
         }
     }
 }
@@ -243,15 +484,15 @@ fn expand_home(value: &str) -> Option<PathBuf> {
 }
 
 /// The files inside `project` that the hooks in `dir` are links to.
-fn hook_targets(dir: &Path, project: &Path, planted: &mut Vec<(PathBuf, String)>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        if !entry.file_type().is_ok_and(|t| t.is_symlink()) {
+fn hook_targets(dir: &Path, project: &Path, planted: &mut Vec<(PathBuf, String)>, seen: &mut Recorder) {
+    let Body::Entries(entries) = seen.look(dir, Look::List).body.clone() else { return };
+    for (name, kind, _) in entries {
+        if kind != Kind::Link {
             continue;
         }
-        let target = real_path(&entry.path());
-        if target.starts_with(project) && target.exists() && !planted.iter().any(|(p, _)| *p == target) {
-            let why = format!("git runs it as the hook {}", entry.file_name().to_string_lossy());
+        let target = real_path(&dir.join(&name));
+        if target.starts_with(project) && seen.exists(&target) && !planted.iter().any(|(p, _)| *p == target) {
+            let why = format!("git runs it as the hook {}", name.to_string_lossy());
             planted.push((target, why));
         }
     }
@@ -377,11 +618,12 @@ pub fn remove_state_root() {
     }
 }
 
-/// Removes a view's state folder. The overlay leaves `work/work` with no rights at all (mode
-/// 0), which a user other than root cannot list to remove: given back first.
+/// Removes a view's state folder. The overlay leaves `work/work` and what a volatile mount
+/// makes in it with no rights at all (mode 0), which a user other than root cannot list to
+/// remove: given back first, outermost first.
 pub fn remove_view_state(state: &Path) {
     use std::os::unix::fs::PermissionsExt;
-    for sub in ["work/work", "work/index"] {
+    for sub in ["work/work", "work/work/incompat", "work/work/incompat/volatile", "work/index"] {
         let _ = std::fs::set_permissions(state.join(sub), std::fs::Permissions::from_mode(0o700));
     }
     if let Err(e) = std::fs::remove_dir_all(state) {
@@ -489,6 +731,7 @@ impl GitView {
 
 /// The overlay's mark on a folder removed and made again (`user.overlay.opaque`, as mounted
 /// with `userxattr`).
+#[cfg(target_os = "linux")]
 fn is_opaque(dir: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return false };
@@ -496,6 +739,12 @@ fn is_opaque(dir: &Path) -> bool {
     // SAFETY: the path is NUL-terminated; the value buffer is ours and its length is given.
     let n = unsafe { libc::lgetxattr(path.as_ptr(), c"user.overlay.opaque".as_ptr(), value.as_mut_ptr().cast(), value.len()) };
     n >= 1 && value[0] == b'y'
+}
+
+/// Overlay mounts, and so their marks, are Linux's: elsewhere no git view is mounted.
+#[cfg(not(target_os = "linux"))]
+fn is_opaque(_dir: &Path) -> bool {
+    false
 }
 
 fn same_content(a: &Path, b: &Path) -> bool {

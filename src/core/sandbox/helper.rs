@@ -40,6 +40,7 @@ pub struct HelperBinary {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // sealed copies and /proc/self/exe are Linux's
 enum Taken {
     /// Copied into a sealed memfd as the host started.
     Sealed,

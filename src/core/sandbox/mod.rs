@@ -168,24 +168,44 @@ pub const SIMULATED_NO_MOUNTS_VAR: &str = "HANDOFF_SANDBOX_SIMULATE_NO_MOUNTS";
 /// The helper's subcommand that only tries the mount namespace (see [`mount_namespaces`]).
 pub const PROBE_COMMAND: &str = "sandbox-probe";
 
+/// What the probe writes on stdout, and then closes it, when the namespaces can be made.
+pub const PROBE_YES: &[u8] = b"yes\n";
+
 /// Whether sandboxed commands can get their mount namespace (read-only planted code, hidden
 /// credentials, the editor's socket hidden) on this system, else why not. Asked once per
-/// process, by running the helper's probe: the same code that would make it.
+/// process, by running the helper's probe: the same code that would make it. A yes is taken
+/// as the probe writes it ([`PROBE_YES`]), before it removes its folders; the process is
+/// waited for on a thread of its own.
 pub fn mount_namespaces() -> &'static Result<(), String> {
     static PROBED: OnceLock<Result<(), String>> = OnceLock::new();
     PROBED.get_or_init(|| {
+        use std::io::Read;
         let helper = helper_binary().map_err(|e| e.to_string())?;
         let ours = helper.source().file_name().is_some_and(|n| n == "handoff-nvim" || n == HELPER_BINARY);
         if !ours {
             return Err(format!("{} is not the sandbox's helper", helper.source().display()));
         }
-        let out = std::process::Command::new(helper.path())
+        let mut child = std::process::Command::new(helper.path())
             .arg(PROBE_COMMAND)
             .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .output()
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
             .map_err(|e| format!("cannot run {}: {e}", helper.source().display()))?;
+        let mut said = Vec::new();
+        if let Some(mut stdout) = child.stdout.take() {
+            let _ = stdout.read_to_end(&mut said);
+        }
+        if said == PROBE_YES {
+            let reaped = std::thread::Builder::new().name("sandbox-probe-end".into()).spawn(move || drop(child.wait()));
+            if let Err(e) = reaped {
+                tracing::debug!("cannot wait for the sandbox's probe on a thread: {e}");
+            }
+            return Ok(());
+        }
+        let out = child.wait_with_output().map_err(|e| format!("cannot run {}: {e}", helper.source().display()))?;
         if out.status.success() {
+            // A helper from before the early yes says it by its status alone.
             return Ok(());
         }
         let why = String::from_utf8_lossy(&out.stderr);
@@ -201,6 +221,39 @@ pub fn probe_in_background() {
     });
     if let Err(e) = spawned {
         tracing::debug!("cannot probe the sandbox in the background: {e}");
+    }
+}
+
+/// Starts what a session's first command in `project` needs, each on a thread of its own, once
+/// per project and process: the namespaces' probe ([`mount_namespaces`]), the project's index
+/// of folders ([`links::prefetch`]), git's answer for it ([`git::prefetch`], `workspace-write`)
+/// and the read rules ([`read_rules::current`]). A command that comes before one is made waits
+/// for it (each is made once); later commands check theirs for changes.
+pub fn prefetch(project: &Path, settings: SandboxSettings) {
+    static STARTED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    if !settings.is_on() {
+        return;
+    }
+    let project = protected::real_path(project);
+    {
+        let mut started = crate::core::sync::lock(&STARTED);
+        if started.contains(&project) {
+            return;
+        }
+        started.push(project.clone());
+    }
+    probe_in_background();
+    links::prefetch(&project);
+    if settings.mode == SandboxMode::WorkspaceWrite {
+        git::prefetch(&project);
+    }
+    let spawned = std::thread::Builder::new().name("handoff-read-rules".into()).spawn(|| {
+        if let Err(e) = read_rules::current() {
+            tracing::debug!("cannot make the read rules in the background: {e}");
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::debug!("cannot make the read rules in the background: {e}");
     }
 }
 
@@ -260,14 +313,14 @@ impl Sandboxed {
         }
     }
 
-    /// The views of the git folders a command run in `cwd` gets: one per folder, fresh, made
+    /// The views of the git folders (`layout`'s) a command gets: one per folder, fresh, made
     /// before it spawns and merged after it ([`git::CommandViews`]). None without a mount
     /// namespace (then [`Sandboxed::holes`] says so) or in `read-only`, where git cannot write.
-    pub fn git_views(&self, cwd: &Path) -> std::io::Result<git::CommandViews> {
+    pub fn git_views(&self, layout: &git::GitLayout) -> std::io::Result<git::CommandViews> {
         if !self.mounts || self.settings.mode != SandboxMode::WorkspaceWrite {
             return Ok(git::CommandViews::default());
         }
-        git::views_for(&git::layout(&protected::real_path(cwd)))
+        git::views_for(layout)
     }
 
     /// What this sandbox cannot protect for a command run in `cwd`, and why, when it has no
@@ -320,9 +373,19 @@ impl Sandboxed {
     }
 
     /// The helper's arguments that run `program args…` in `cwd` under this sandbox (the project
-    /// folder is writable in `workspace-write`, and the git folders through `views`);
-    /// `read_rules`: the helper finds what it may read at [`READ_RULES_FD`].
-    pub fn helper_args(&self, cwd: &Path, program: &Path, args: &[&str], views: &git::CommandViews, read_rules: bool) -> Vec<OsString> {
+    /// folder is writable in `workspace-write`, and the git folders through `views`); `mounts`:
+    /// the mount namespace's changes if the caller has them
+    /// ([`protected::sandbox_mounts_with`]), else worked out here; `read_rules`: the helper
+    /// finds what it may read at [`READ_RULES_FD`].
+    pub fn helper_args(
+        &self,
+        cwd: &Path,
+        program: &Path,
+        args: &[&str],
+        views: &git::CommandViews,
+        mounts: Option<&protected::SandboxMounts>,
+        read_rules: bool,
+    ) -> Vec<OsString> {
         let network = if self.settings.network { "true" } else { "false" };
         let mut out: Vec<OsString> =
             vec![HELPER_COMMAND.into(), "--sandbox".into(), self.settings.mode.as_str().into(), "--network".into(), network.into()];
@@ -344,7 +407,14 @@ impl Sandboxed {
             out.push("true".into());
             out.push("--lifeline".into());
             out.push(LIFELINE_FD.to_string().into());
-            let mounts = protected::sandbox_mounts(cwd, self.settings.mode == SandboxMode::WorkspaceWrite);
+            let worked_out;
+            let mounts = match mounts {
+                Some(mounts) => mounts,
+                None => {
+                    worked_out = protected::sandbox_mounts(cwd, self.settings.mode == SandboxMode::WorkspaceWrite);
+                    &worked_out
+                }
+            };
             for view in &views.views {
                 out.push("--git-view".into());
                 out.push(view.lower.clone().into());
@@ -580,7 +650,7 @@ mod tests {
             mounts: false,
             scope: None,
         };
-        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "echo -- --x"], &git::CommandViews::default(), true);
+        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "echo -- --x"], &git::CommandViews::default(), None, true);
         let parsed = HelperArgs::parse(args).unwrap();
         assert_eq!(parsed.read_rules, Some(READ_RULES_FD));
         assert_eq!(parsed.settings, s.settings);
@@ -607,14 +677,14 @@ mod tests {
             mounts: false,
             scope: None,
         };
-        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default(), false);
+        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default(), None, false);
         let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
         assert_eq!(
             args,
             ["sandbox-exec", "--sandbox", "workspace-write", "--network", "false", "--writable", "/p", "--tmpdir", "/tmp/t", "--", "/bin/bash", "-c", "ls"]
         );
         let ro = Sandboxed { settings: SandboxSettings { mode: SandboxMode::ReadOnly, network: true }, ..s };
-        let args = ro.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default(), false);
+        let args = ro.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default(), None, false);
         let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
         assert_eq!(&args[..6], ["sandbox-exec", "--sandbox", "read-only", "--network", "true", "--tmpdir"]);
     }

@@ -311,13 +311,19 @@ pub const EDITOR_SOCKET_VARS: [&str; 2] = ["NVIM", "NVIM_LISTEN_ADDRESS"];
 /// (`workspace-write`). Only what exists is listed. The git views are the caller's to add (each
 /// command gets its own, `sandbox::git::views_for`).
 pub fn sandbox_mounts(project: &Path, writable: bool) -> SandboxMounts {
+    let layout = writable.then(|| super::git::layout(&real_path(project)));
+    sandbox_mounts_with(project, layout.as_deref())
+}
+
+/// [`sandbox_mounts`] with git's answer for the project already in hand (`Some` in
+/// `workspace-write`): a command asks git's layout once.
+pub fn sandbox_mounts_with(project: &Path, git: Option<&super::git::GitLayout>) -> SandboxMounts {
     let mut mounts = SandboxMounts::default();
     let project = real_path(project);
-    if writable {
+    if let Some(git) = git {
         for (relative, _) in PLANTED_CODE {
             push_existing(&mut mounts.read_only, &project.join(relative));
         }
-        let git = super::git::layout(&project);
         for path in git.planted.iter().map(|(p, _)| p).chain(&git.pointers) {
             push_existing(&mut mounts.read_only, path);
         }

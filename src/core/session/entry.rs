@@ -421,6 +421,27 @@ impl SessionEntry {
     }
 }
 
+/// Whether a tool result's JSON may be one of `tool` (the caller parses those that may). pi
+/// writes `toolName` before the content: when it is in the first bytes, outside any nested
+/// object or array, its value decides without reading the output (a search of every output was
+/// 30 ms of a 100k-entry session's todo list); otherwise any mention of the name does.
+pub(in crate::core::session) fn may_name_tool(json: &str, tool: &str) -> bool {
+    const KEY: &str = "\"toolName\":\"";
+    let head = &json.as_bytes()[..json.len().min(512)];
+    let top_level = |at: usize| !head[1.min(at)..at].iter().any(|&b| b == b'{' || b == b'[');
+    match memchr::memmem::find(head, KEY.as_bytes()).filter(|&at| top_level(at)) {
+        Some(at) => {
+            let value = &json.as_bytes()[at + KEY.len()..];
+            match value.strip_prefix(tool.as_bytes()) {
+                Some(rest) => rest.first() == Some(&b'"'),
+                // An escaped name is compared by the parse.
+                None => value.iter().take(tool.len() + 1).any(|&b| b == b'\\'),
+            }
+        }
+        None => json.contains(tool),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

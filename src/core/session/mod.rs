@@ -8,6 +8,7 @@ pub mod entry;
 pub mod ledger;
 pub mod paths;
 pub mod pins;
+pub mod review;
 pub mod scan;
 mod skim;
 mod store;

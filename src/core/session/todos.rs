@@ -87,7 +87,7 @@ fn carried_by(entry: &SessionEntry) -> Option<Vec<Todo>> {
 pub fn of_branch(branch: &[&SessionEntry]) -> Vec<Todo> {
     for entry in branch.iter().rev() {
         if entry.message_role() == Some(Role::ToolResult) {
-            let may_be = entry.message_json().is_some_and(|j| super::store::may_name_tool(j, TOOL_NAME));
+            let may_be = entry.message_json().is_some_and(|j| super::entry::may_name_tool(j, TOOL_NAME));
             if let Some(list) = may_be.then(|| entry.message()).flatten().as_ref().and_then(list_set_by) {
                 return list;
             }

@@ -148,7 +148,7 @@ async fn run_prepared(
                     prepared.pass_descriptors(&mut cmd);
                 }
                 None => {
-                    cmd.args(sandbox.helper_args(&ctx.cwd, &shell, &["-c", &a.command], &Default::default(), false));
+                    cmd.args(sandbox.helper_args(&ctx.cwd, &shell, &["-c", &a.command], &Default::default(), None, false));
                 }
             }
             (sandbox.helper.source().to_path_buf(), cmd)
@@ -484,6 +484,10 @@ pub struct Bash;
 impl super::Tool for Bash {
     fn kind(&self) -> super::ToolKind {
         super::ToolKind::Execute
+    }
+
+    fn activity(&self) -> super::Activity {
+        super::Activity::Execute
     }
 
     fn definition(&self) -> ToolDefinition {

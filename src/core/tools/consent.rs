@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{ConsentKey, Preview, ToolKind, ToolOrigin};
+use super::{Activity, ConsentKey, Preview, ToolKind, ToolOrigin};
 
 /// What a policy says about one tool call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,6 +137,9 @@ pub struct ApprovalRequest {
     pub id: String,
     pub tool: String,
     pub kind: ToolKind,
+    /// What the call does, as the tool says (a front end's icon or ACP kind).
+    #[serde(skip)]
+    pub activity: Activity,
     pub args: Value,
     /// What the call does, as the tool says it (the command, the path, the pattern): the
     /// front ends show this rather than reading the arguments themselves.
@@ -337,6 +340,7 @@ mod tests {
             id: "1".into(),
             tool: tool.into(),
             kind: ToolKind::Execute,
+            activity: Activity::Execute,
             args: args.clone(),
             summary: String::new(),
             path: None,

@@ -437,6 +437,10 @@ impl super::Tool for Edit {
         super::ToolKind::Edit
     }
 
+    fn activity(&self) -> super::Activity {
+        super::Activity::Edit
+    }
+
     fn definition(&self) -> ToolDefinition {
         definition()
     }

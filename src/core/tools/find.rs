@@ -117,6 +117,10 @@ impl super::Tool for Find {
         super::ToolKind::ReadOnly
     }
 
+    fn activity(&self) -> super::Activity {
+        super::Activity::Search
+    }
+
     fn definition(&self) -> ToolDefinition {
         definition()
     }

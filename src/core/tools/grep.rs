@@ -349,6 +349,10 @@ impl super::Tool for Grep {
         super::ToolKind::ReadOnly
     }
 
+    fn activity(&self) -> super::Activity {
+        super::Activity::Search
+    }
+
     fn definition(&self) -> ToolDefinition {
         definition()
     }

@@ -85,6 +85,10 @@ impl super::Tool for Ls {
         super::ToolKind::ReadOnly
     }
 
+    fn activity(&self) -> super::Activity {
+        super::Activity::Read
+    }
+
     fn definition(&self) -> ToolDefinition {
         definition()
     }

@@ -419,6 +419,10 @@ impl super::Tool for Read {
         super::ToolKind::ReadOnly
     }
 
+    fn activity(&self) -> super::Activity {
+        super::Activity::Read
+    }
+
     fn definition(&self) -> ToolDefinition {
         definition()
     }

@@ -93,6 +93,12 @@ impl ToolRegistry {
         self.sources.iter().find_map(|s| s.find(name)).map(ToolRef::Source)
     }
 
+    /// What a call of `name` does, as the tool says (an MCP server's tool too); `Other` for a
+    /// name no tool of this registry has.
+    pub fn activity(&self, name: &str) -> super::Activity {
+        self.find(name).map_or(super::Activity::Other, |tool| tool.activity())
+    }
+
     pub fn all() -> Self {
         Self::new(ToolName::ALL)
     }

@@ -110,6 +110,10 @@ impl super::Tool for SessionQuery {
         ToolKind::ReadOnly
     }
 
+    fn activity(&self) -> super::Activity {
+        super::Activity::Search
+    }
+
     fn definition(&self) -> ToolDefinition {
         definition()
     }

@@ -27,6 +27,31 @@ pub enum ToolKind {
     Mcp,
 }
 
+/// What a call does, as a front end shows it: finer than [`ToolKind`] (what consent asks by),
+/// coarser than the tool. ACP's tool kinds are these.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Activity {
+    /// Reads files or data.
+    Read,
+    /// Changes files or content.
+    Edit,
+    /// Removes files or data.
+    Delete,
+    /// Moves or renames.
+    Move,
+    /// Searches.
+    Search,
+    /// Runs commands.
+    Execute,
+    /// Thinks or plans (the todo list).
+    Think,
+    /// Reaches for data outside (the network).
+    Fetch,
+    /// Nothing more is known.
+    #[default]
+    Other,
+}
+
 /// The tools this layer provides, in pi's order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ToolName {

@@ -114,6 +114,10 @@ impl super::Tool for TodoWrite {
         super::ToolKind::ReadOnly
     }
 
+    fn activity(&self) -> super::Activity {
+        super::Activity::Think
+    }
+
     fn definition(&self) -> ToolDefinition {
         definition()
     }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::{Preview, ToolContext, ToolDefinition, ToolError, ToolKind, ToolOutput};
+use super::{Activity, Preview, ToolContext, ToolDefinition, ToolError, ToolKind, ToolOutput};
 use crate::core::message::Message;
 use crate::core::sandbox::protected::{self, Protected};
 
@@ -82,6 +82,10 @@ pub struct ToolOrigin {
 pub trait Tool: Send + Sync {
     /// What it may do: the basis of the consent policy.
     fn kind(&self) -> ToolKind;
+
+    /// What a call does, as a front end shows it (ACP's tool kind): the tool's own word, an MCP
+    /// server's tool's from its server's hints.
+    fn activity(&self) -> Activity;
 
     /// The name, description and JSON Schema parameters the model sees.
     fn definition(&self) -> ToolDefinition;

@@ -56,6 +56,10 @@ impl super::Tool for Write {
         super::ToolKind::Edit
     }
 
+    fn activity(&self) -> super::Activity {
+        super::Activity::Edit
+    }
+
     fn definition(&self) -> ToolDefinition {
         definition()
     }

@@ -31,7 +31,6 @@ use file::{create_private_dir, io_err, open_append};
 pub use list::SessionInfo;
 use parse::{parse_file, Parsed};
 use index::EntryIndex;
-pub(super) use tree::may_name_tool;
 use tree::{index_entries, new_entry_id};
 
 /// One session: header, entries, the current leaf, and the open file they are appended to.

@@ -1,0 +1,787 @@
+--- The review of the agent's changes, hunk by hunk (`:help handoff-hunks`): the editor's half.
+---
+--- The host splits every successful `edit`/`write` call into hunks against the file as it was
+--- before *that* call and keeps their states beside the session (`src/core/session/review.rs`,
+--- request `review`). Here each hunk is found in the text as it is now (the call's result
+--- diffed against the buffer, or the disk when the file is not loaded), drawn with signs and
+--- line highlights that do not move the text, and kept or rejected in the real buffer: each
+--- action is one undo block, and an action's state follows the undo tree (`u` after a reject
+--- brings the lines back *and* the pending state, `<C-r>` both again).
+---
+--- Rejecting is three-way (the call's base, the agent's lines, the user's text now): the hunk's
+--- lines go back to the call's base when they are still the agent's; lines the user typed inside
+--- an added block stay; any other overlap is a conflict, shown and left to the user.
+local M = {}
+
+local api = vim.api
+local changes = require("handoff.changes")
+local config = require("handoff.config")
+
+M.ns = api.nvim_create_namespace("handoff_review")
+
+---@class handoff.ReviewHunk
+---@field id integer
+---@field before { start: integer, ["end"]: integer } the call's base lines (0-based, end excluded)
+---@field after { start: integer, ["end"]: integer } the agent's lines in the call's result
+---@field state "pending"|"kept"|"rejected"
+---@field reason? string
+---@field edited? boolean
+
+---@class handoff.ReviewCall
+---@field call_id string
+---@field tool string
+---@field path string
+---@field before_file? string
+---@field after_file string
+---@field hunks handoff.ReviewHunk[]
+
+---@type handoff.ReviewCall[] oldest first
+M.calls = {}
+--- Blob files' lines (content-addressed, so never stale).
+local blob_lines = {}
+--- Hunks a reject found in conflict with the user's text: id → true.
+M.conflicts = {}
+--- Per buffer: the keep/reject actions done there, each tied to the undo state it made.
+---@type table<integer, { seq: integer, ids: integer[], state: string, reason?: string, edited: table<integer, boolean>, prev: table<integer, { state: string, edited: boolean }>, applied: boolean }[]>
+local actions = {}
+local attached = {}
+
+local function notify(msg, level)
+  vim.notify("handoff.nvim: " .. msg, level or vim.log.levels.INFO, { title = "handoff.nvim" })
+end
+
+function M.enabled()
+  return ((config.options.changes or {}).review or "after") ~= "off"
+end
+
+local function normalize(path)
+  return vim.fs.normalize(vim.fn.fnamemodify(path, ":p"))
+end
+
+local function lines_of_blob(file)
+  if not file then
+    return {}
+  end
+  local cached = blob_lines[file]
+  if cached then
+    return cached
+  end
+  local f = io.open(file, "rb")
+  if not f then
+    return {}
+  end
+  local text = f:read("*a")
+  f:close()
+  cached = changes.lines_of(text)
+  blob_lines[file] = cached
+  return cached
+end
+
+local function fire(data)
+  api.nvim_exec_autocmds("User", { pattern = "HandoffHunks", modeline = false, data = data or {} })
+end
+
+-- Finding hunks in the text of today ----------------------------------------------------------
+
+--- Whether two lists of lines are equal (Lua strings are interned: a cheap pass).
+local function same(a, b)
+  if #a ~= #b then
+    return false
+  end
+  for i = 1, #a do
+    if a[i] ~= b[i] then
+      return false
+    end
+  end
+  return true
+end
+
+--- The changed regions between two versions, 0-based and end-excluded on both sides.
+local function regions(a, b)
+  local out = {}
+  for _, h in ipairs(changes.hunks(a, b)) do
+    local sa, ca, sb, cb = h[1], h[2], h[3], h[4]
+    local x0 = ca == 0 and sa or sa - 1
+    local y0 = cb == 0 and sb or sb - 1
+    out[#out + 1] = { x0, x0 + ca, y0, y0 + cb }
+  end
+  return out
+end
+
+--- Where lines `s..e` of the call's result are in the text now, and whether anything changed
+--- them since (the user, or a later call).
+local function map_range(regs, s, e)
+  local start, stop, touched = s, e, false
+  local d_start, d_stop = 0, 0
+  for _, r in ipairs(regs) do
+    local x0, x1, y0, y1 = r[1], r[2], r[3], r[4]
+    local delta = (y1 - y0) - (x1 - x0)
+    if x1 <= s then
+      d_start = d_start + delta
+    elseif x0 < s then
+      -- A change across the hunk's first line.
+      start, d_start, touched = nil, y0, true
+    end
+    if x0 < e and x1 <= e then
+      d_stop = d_stop + delta
+    elseif x0 < e and x1 > e then
+      stop, d_stop, touched = nil, y1, true
+    end
+    if (x0 < e and x1 > s) or (x0 == x1 and s < x0 and x0 < e) then
+      touched = true
+    end
+  end
+  start = start and (start + d_start) or d_start
+  stop = stop and (stop + d_stop) or d_stop
+  if s == e then
+    stop = start
+  end
+  return start, math.max(stop, start), touched
+end
+
+---@class handoff.Located
+---@field id integer
+---@field call handoff.ReviewCall
+---@field hunk handoff.ReviewHunk
+---@field path string
+---@field start integer 0-based, in the text now
+---@field stop integer end excluded
+---@field touched boolean
+---@field agent string[] the lines the call wrote
+---@field base string[] the lines before the call
+---@field now string[] the lines there now
+
+local located_cache = {}
+
+--- Every hunk of every call to `path`, found in `current` (its lines now), newest call first.
+---@return handoff.Located[]
+local function locate_file(path, calls, current)
+  local out = {}
+  for i = #calls, 1, -1 do
+    local call = calls[i]
+    local after = lines_of_blob(call.after_file)
+    local before = lines_of_blob(call.before_file)
+    local regs = same(after, current) and {} or regions(after, current)
+    for _, h in ipairs(call.hunks) do
+      local s, e = h.after.start, h.after["end"]
+      local start, stop, touched = map_range(regs, s, e)
+      out[#out + 1] = {
+        id = h.id,
+        call = call,
+        hunk = h,
+        path = path,
+        start = start,
+        stop = stop,
+        touched = touched,
+        agent = vim.list_slice(after, s + 1, e),
+        base = vim.list_slice(before, h.before.start + 1, h.before["end"]),
+        now = vim.list_slice(current, start + 1, stop),
+      }
+    end
+  end
+  return out
+end
+
+--- The calls per file, files in the order of their first call.
+local function by_file()
+  local files, order = {}, {}
+  for _, call in ipairs(M.calls) do
+    local key = normalize(call.path)
+    if not files[key] then
+      files[key] = {}
+      order[#order + 1] = key
+    end
+    table.insert(files[key], call)
+  end
+  return files, order
+end
+
+--- The loaded file buffers by name and by real path: one pass over the buffers for a whole
+--- redraw (`files.buffer_of` per file would resolve every buffer's path again for each).
+local function buffer_index()
+  local idx = {}
+  for _, buf in ipairs(api.nvim_list_bufs()) do
+    if api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == "" then
+      local name = api.nvim_buf_get_name(buf)
+      if name ~= "" then
+        local full = normalize(name)
+        idx[full] = idx[full] or buf
+        local real = vim.uv.fs_realpath(full)
+        if real then
+          idx[real] = idx[real] or buf
+        end
+      end
+    end
+  end
+  return function(path)
+    local full = normalize(path)
+    return idx[full] or idx[vim.uv.fs_realpath(full) or full]
+  end
+end
+
+--- The located hunks of one file (cached per buffer change).
+---@return handoff.Located[]
+local function locate(path, calls, find_buf)
+  local buf = (find_buf or buffer_index())(path)
+  local tick = buf and api.nvim_buf_get_changedtick(buf)
+  local c = located_cache[path]
+  if c and buf and c.buf == buf and c.tick == tick and c.calls == calls then
+    return c.list
+  end
+  local current = buf and api.nvim_buf_get_lines(buf, 0, -1, false) or changes.current_lines(path)
+  local list = locate_file(path, calls, current)
+  located_cache[path] = buf and { buf = buf, tick = tick, calls = calls, list = list } or nil
+  return list
+end
+
+--- Every hunk of the session, found in the text now: files in the order they were first
+--- changed, each top to bottom.
+---@return handoff.Located[]
+function M.located()
+  local files, order = by_file()
+  local find_buf = buffer_index()
+  local out = {}
+  for _, path in ipairs(order) do
+    local list = vim.list_extend({}, locate(path, files[path], find_buf))
+    table.sort(list, function(a, b)
+      if a.start ~= b.start then
+        return a.start < b.start
+      end
+      return a.id < b.id
+    end)
+    vim.list_extend(out, list)
+  end
+  return out
+end
+
+--- `require("handoff").hunks()`: `{ id, file, lnum, end_lnum, state, tool, call_id }` each.
+function M.hunks()
+  local out = {}
+  for _, l in ipairs(M.located()) do
+    local lnum = l.stop > l.start and l.start + 1 or math.max(l.start, 1)
+    out[#out + 1] = {
+      id = l.id,
+      file = l.path,
+      lnum = lnum,
+      end_lnum = math.max(l.stop, lnum),
+      state = l.hunk.state,
+      tool = l.call.tool,
+      call_id = l.call.call_id,
+      conflict = M.conflicts[l.id] or nil,
+    }
+  end
+  return out
+end
+
+-- Drawing -------------------------------------------------------------------------------------
+
+local function draw_buffer(buf, list)
+  api.nvim_buf_clear_namespace(buf, M.ns, 0, -1)
+  if not M.enabled() then
+    return
+  end
+  local count = api.nvim_buf_line_count(buf)
+  for _, l in ipairs(list) do
+    if l.hunk.state == "pending" then
+      local conflict = M.conflicts[l.id]
+      if l.stop > l.start then
+        local kind = #l.base == 0 and "Add" or "Change"
+        api.nvim_buf_set_extmark(buf, M.ns, math.min(l.start, count - 1), 0, {
+          end_row = math.min(l.stop - 1, count - 1),
+          sign_text = conflict and "!" or "┃",
+          sign_hl_group = conflict and "HandoffHunkConflict" or ("HandoffHunk" .. kind),
+          line_hl_group = conflict and "HandoffHunkConflictLine" or ("HandoffHunk" .. kind .. "Line"),
+          priority = 20,
+        })
+      else
+        local row = math.max(math.min(l.start - 1, count - 1), 0)
+        api.nvim_buf_set_extmark(buf, M.ns, row, 0, {
+          sign_text = "▁",
+          sign_hl_group = "HandoffHunkDelete",
+          priority = 20,
+        })
+      end
+    end
+  end
+end
+
+--- Draws the pending hunks of every loaded buffer that has some.
+function M.draw()
+  local files = by_file()
+  local find_buf = buffer_index()
+  for path, calls in pairs(files) do
+    local buf = find_buf(path)
+    if buf then
+      draw_buffer(buf, locate(path, calls, find_buf))
+      M.attach(buf)
+    end
+  end
+end
+
+-- Undo: an action is applied while its undo state is on the buffer's current branch ------------
+
+local function undo_applied(buf, seq)
+  local tree = vim.fn.undotree(buf)
+  if seq > tree.seq_cur then
+    return false
+  end
+  for _, entry in ipairs(tree.entries) do
+    if entry.seq == seq then
+      return true
+    end
+  end
+  return false
+end
+
+local function decide(list)
+  if #list == 0 then
+    return
+  end
+  local host = require("handoff.host")
+  local ok, answer = host.try_request("review_decide", list)
+  if not ok then
+    notify("the review's states could not be kept: " .. tostring(answer), vim.log.levels.WARN)
+  end
+end
+
+local function set_local(id, state, edited, reason)
+  for _, call in ipairs(M.calls) do
+    for _, h in ipairs(call.hunks) do
+      if h.id == id then
+        h.state, h.edited, h.reason = state, edited or false, reason
+      end
+    end
+  end
+end
+
+--- Brings each action's state in line with the buffer's undo state (after `u`, `<C-r>`, …).
+function M.sync_undo(buf)
+  local list = actions[buf]
+  if not list or not api.nvim_buf_is_valid(buf) then
+    return
+  end
+  local decisions = {}
+  for _, a in ipairs(list) do
+    local now = undo_applied(buf, a.seq)
+    if now ~= a.applied then
+      a.applied = now
+      for _, id in ipairs(a.ids) do
+        local state, edited, reason
+        if now then
+          state, edited, reason = a.state, a.edited[id] or false, a.reason
+        else
+          state, edited = a.prev[id].state, a.prev[id].edited
+        end
+        set_local(id, state, edited, reason)
+        decisions[#decisions + 1] = { id = id, state = state, edited = edited, reason = reason }
+      end
+    end
+  end
+  if #decisions > 0 then
+    decide(decisions)
+    fire({ ids = vim.tbl_map(function(d) return d.id end, decisions), reason = "undo" })
+  end
+end
+
+local pending_redraw = {}
+
+--- Buffers with hunks follow their text: redraw (and sync with undo) after each change.
+function M.attach(buf)
+  if attached[buf] then
+    return
+  end
+  attached[buf] = true
+  api.nvim_buf_attach(buf, false, {
+    on_lines = function()
+      if not attached[buf] then
+        return true
+      end
+      if pending_redraw[buf] then
+        return
+      end
+      pending_redraw[buf] = true
+      vim.schedule(function()
+        pending_redraw[buf] = nil
+        if api.nvim_buf_is_valid(buf) then
+          M.safely(M.sync_undo, buf)
+          M.safely(M.draw)
+        end
+      end)
+    end,
+    on_detach = function()
+      attached[buf] = nil
+      actions[buf] = nil
+    end,
+  })
+  require("handoff.keymaps").review_buffer(buf)
+end
+
+-- Acting ----------------------------------------------------------------------------------------
+
+--- The buffer of `path`, loaded when it is not (the action goes through a real buffer).
+local function buffer_for(path)
+  local buf = require("handoff.files").buffer_of(path)
+  if buf then
+    return buf
+  end
+  buf = vim.fn.bufadd(path)
+  vim.fn.bufload(buf)
+  return buf
+end
+
+--- What rejecting `l` puts in place of its lines now (nil and why: a conflict).
+---@param l handoff.Located
+---@return string[]? lines, string? why
+function M.rejected_lines(l)
+  if same(l.now, l.agent) then
+    return l.base
+  end
+  if #l.base == 0 then
+    -- An added block: the agent's lines go, the lines the user typed among them stay.
+    local keep = {}
+    local user = {}
+    for _, r in ipairs(regions(l.agent, l.now)) do
+      for i = r[3], r[4] - 1 do
+        user[i] = true
+      end
+    end
+    for i, line in ipairs(l.now) do
+      if user[i - 1] then
+        keep[#keep + 1] = line
+      end
+    end
+    return keep
+  end
+  return nil, "its lines changed since the agent wrote them (by you or a later call)"
+end
+
+local function text_changed_from(buf)
+  return vim.bo[buf].modified
+end
+
+--- Runs `fn` as one undo block of `buf`, writes the buffer when it had no unsaved changes
+--- before, and returns the undo state it made.
+local function in_undo_block(buf, fn)
+  local was_modified = text_changed_from(buf)
+  api.nvim_buf_call(buf, function()
+    -- Setting 'undolevels' to itself closes the undo block: the action is a block of its own.
+    vim.cmd("let &l:undolevels = &l:undolevels")
+    fn()
+    vim.cmd("let &l:undolevels = &l:undolevels")
+    if not was_modified then
+      vim.cmd("silent keepalt write")
+    end
+  end)
+  return vim.fn.undotree(buf).seq_cur
+end
+
+--- The ids of `what` (an id, a list of ids, or nil: the pending hunk under the cursor, or the
+--- Visual selection's lines inside it).
+local function resolve(what, range)
+  if type(what) == "number" then
+    return { what }
+  end
+  if type(what) == "table" then
+    return what
+  end
+  local buf = api.nvim_get_current_buf()
+  local path = normalize(api.nvim_buf_get_name(buf))
+  local row = range and range[1] or api.nvim_win_get_cursor(0)[1]
+  local last = range and range[2] or row
+  local found
+  for _, l in ipairs(M.located()) do
+    -- The newest hunk wins (a later call's lines over an earlier one's).
+    if l.path == path and l.hunk.state == "pending" then
+      local first, stop = l.start + 1, math.max(l.stop, l.start + 1)
+      if l.stop == l.start then
+        first, stop = math.max(l.start, 1), math.max(l.start, 1)
+      end
+      if row >= first and row <= stop and (not found or l.id > found.id) then
+        found = l
+      end
+    end
+  end
+  if not found then
+    return {}
+  end
+  if range and found.stop > found.start and not found.touched then
+    local i = math.max(range[1] - 1, found.start) - found.start
+    local j = math.min(last - 1, found.stop - 1) - found.start
+    local n_agent = found.stop - found.start
+    if i > 0 or j < n_agent - 1 then
+      local ids = M.split(found, i, j)
+      return ids and { ids } or {}
+    end
+  end
+  return { found.id }
+end
+
+--- Cuts `l` in up to three parts around its agent lines `i..j` (0-based, within it); returns
+--- the id of the part `i..j`.
+function M.split(l, i, j)
+  local h = l.hunk
+  local bs, be, as, ae = h.before.start, h.before["end"], h.after.start, h.after["end"]
+  local nb, na = be - bs, ae - as
+  local b1 = bs + math.min(i, nb)
+  local b2 = (j == na - 1) and be or bs + math.min(j + 1, nb)
+  local parts, sel = {}, nil
+  local function part(b_from, b_to, a_from, a_to, selected)
+    if b_from == b_to and a_from == a_to then
+      return
+    end
+    parts[#parts + 1] = { { start = b_from, ["end"] = b_to }, { start = a_from, ["end"] = a_to } }
+    if selected then
+      sel = #parts
+    end
+  end
+  part(bs, b1, as, as + i)
+  part(b1, b2, as + i, as + j + 1, true)
+  part(b2, be, as + j + 1, ae)
+  local ok, ids = require("handoff.host").try_request("review_split", { id = h.id, parts = parts })
+  if not ok or type(ids) ~= "table" then
+    notify("the hunk could not be cut at the selection: " .. tostring(ids), vim.log.levels.WARN)
+    return nil
+  end
+  M.refresh({ quiet = true })
+  return ids[sel]
+end
+
+--- Keeps or rejects the hunks `ids`: one undo block per buffer.
+local function act(state, ids, reason)
+  local wanted = {}
+  for _, id in ipairs(ids) do
+    wanted[id] = true
+  end
+  local per_buf, order = {}, {}
+  for _, l in ipairs(M.located()) do
+    if wanted[l.id] and l.hunk.state == "pending" then
+      if not per_buf[l.path] then
+        per_buf[l.path] = {}
+        order[#order + 1] = l.path
+      end
+      table.insert(per_buf[l.path], l)
+    end
+  end
+  local done, conflicts = {}, {}
+  local decisions = {}
+  for _, path in ipairs(order) do
+    local list = per_buf[path]
+    -- Bottom to top, so each change leaves the rows of the others where they are.
+    table.sort(list, function(a, b)
+      return a.start > b.start
+    end)
+    local buf = buffer_for(path)
+    local plan, edited, prev, acted = {}, {}, {}, {}
+    for _, l in ipairs(list) do
+      if state == "rejected" then
+        local lines, why = M.rejected_lines(l)
+        if lines then
+          plan[#plan + 1] = { l = l, lines = lines }
+        else
+          M.conflicts[l.id] = true
+          conflicts[#conflicts + 1] = ("%s line %d: %s"):format(vim.fn.fnamemodify(path, ":~:."), l.start + 1, why)
+        end
+      else
+        plan[#plan + 1] = { l = l }
+        edited[l.id] = not same(l.now, l.agent)
+      end
+    end
+    if #plan > 0 then
+      local seq = in_undo_block(buf, function()
+        for _, p in ipairs(plan) do
+          if p.lines then
+            api.nvim_buf_set_lines(buf, p.l.start, p.l.stop, false, p.lines)
+          else
+            -- A keep changes no text: a line set to itself is its undo block.
+            local row = math.min(p.l.start, math.max(api.nvim_buf_line_count(buf) - 1, 0))
+            local line = api.nvim_buf_get_lines(buf, row, row + 1, false)
+            api.nvim_buf_set_lines(buf, row, row + 1, false, line)
+          end
+        end
+      end)
+      for _, p in ipairs(plan) do
+        local id = p.l.id
+        prev[id] = { state = p.l.hunk.state, edited = p.l.hunk.edited or false }
+        acted[#acted + 1] = id
+        M.conflicts[id] = nil
+        set_local(id, state, edited[id], reason)
+        decisions[#decisions + 1] = { id = id, state = state, reason = reason, edited = edited[id] or false }
+        done[#done + 1] = id
+      end
+      actions[buf] = actions[buf] or {}
+      table.insert(actions[buf], { seq = seq, ids = acted, state = state, reason = reason, edited = edited, prev = prev, applied = true })
+      M.attach(buf)
+    end
+  end
+  decide(decisions)
+  for _, c in ipairs(conflicts) do
+    notify("not rejected, a conflict: " .. c .. "; edit the lines by hand, then keep the hunk", vim.log.levels.WARN)
+  end
+  if #done > 0 then
+    fire({ ids = done, state = state })
+  end
+  M.draw()
+  return done
+end
+
+--- `require("handoff").keep(id_or_ids)`: keeps hunks (no id: the one under the cursor).
+function M.keep(what, range)
+  return act("kept", resolve(what, range))
+end
+
+--- `require("handoff").reject(id_or_ids, reason?)`: rejects hunks, their lines back to what
+--- they were before their call (no id: the one under the cursor).
+function M.reject(what, reason, range)
+  return act("rejected", resolve(what, range), reason)
+end
+
+local function pending_ids()
+  local ids = {}
+  for _, call in ipairs(M.calls) do
+    for _, h in ipairs(call.hunks) do
+      if h.state == "pending" then
+        ids[#ids + 1] = h.id
+      end
+    end
+  end
+  return ids
+end
+
+function M.keep_all()
+  return act("kept", pending_ids())
+end
+
+function M.reject_all(reason)
+  return act("rejected", pending_ids(), reason)
+end
+
+--- The next (or previous) pending hunk, across files; wraps around.
+function M.jump(forward)
+  local list = vim.tbl_filter(function(l)
+    return l.hunk.state == "pending"
+  end, M.located())
+  if #list == 0 then
+    notify("no pending hunks")
+    return false
+  end
+  local here = normalize(api.nvim_buf_get_name(0))
+  local row = api.nvim_win_get_cursor(0)[1]
+  local files = {}
+  for _, l in ipairs(list) do
+    files[l.path] = files[l.path] or #vim.tbl_keys(files) + 1
+  end
+  local function key(path, line)
+    return (files[path] or 0) * 1e9 + line
+  end
+  local cur = key(here, row)
+  local pick
+  if forward then
+    for _, l in ipairs(list) do
+      if key(l.path, l.start + 1) > cur then
+        pick = l
+        break
+      end
+    end
+    pick = pick or list[1]
+  else
+    for i = #list, 1, -1 do
+      if key(list[i].path, list[i].start + 1) < cur then
+        pick = list[i]
+        break
+      end
+    end
+    pick = pick or list[#list]
+  end
+  if normalize(api.nvim_buf_get_name(0)) ~= pick.path then
+    vim.cmd("edit " .. vim.fn.fnameescape(pick.path))
+  end
+  local count = api.nvim_buf_line_count(0)
+  api.nvim_win_set_cursor(0, { math.min(math.max(pick.start + 1, 1), count), 0 })
+  return true
+end
+
+--- `:HandoffReview`: every pending hunk in the quickfix list (the host started first when it
+--- is not running: the list is filled once its session is open).
+function M.quickfix()
+  local host = require("handoff.host")
+  if not require("handoff.state").chan then
+    host.ensure()
+    host.when_ready(M.quickfix)
+    return nil
+  end
+  M.refresh({ quiet = true })
+  local items = {}
+  for _, l in ipairs(M.located()) do
+    if l.hunk.state == "pending" then
+      local first = l.agent[1] and vim.trim(l.agent[1]) or ""
+      local what = #l.agent == 0 and ("%d line%s deleted"):format(#l.base, #l.base == 1 and "" or "s")
+        or (#l.base == 0 and "(added) " or "") .. first
+      items[#items + 1] = {
+        filename = l.path,
+        lnum = math.max(l.stop > l.start and l.start + 1 or l.start, 1),
+        col = 1,
+        text = ("[%s %s] %s%s"):format(l.call.tool, l.call.call_id, M.conflicts[l.id] and "(conflict) " or "", what),
+        user_data = { handoff_hunk = l.id },
+      }
+    end
+  end
+  vim.fn.setqflist({}, " ", { title = "handoff.nvim: pending hunks", items = items })
+  if #items == 0 then
+    notify("no pending hunks")
+    return items
+  end
+  vim.cmd("botright copen")
+  return items
+end
+
+--- Reads the session's review from the host and redraws.
+---@param opts? { quiet?: boolean }
+function M.refresh(opts)
+  local host = require("handoff.host")
+  local ok, review, failure = host.try_request("review")
+  if not ok then
+    if failure and failure.kind == "not_ready" then
+      host.when_ready(function()
+        M.refresh(opts)
+      end)
+    end
+    return
+  end
+  M.calls = review.calls or {}
+  located_cache = {}
+  M.draw()
+  if not (opts and opts.quiet) then
+    fire({ reason = "refresh" })
+  end
+end
+
+--- Runs `fn`; an error is a notice, never an error message that stops the editor for Enter.
+function M.safely(fn, ...)
+  local ok, err = pcall(fn, ...)
+  if not ok then
+    notify("the review failed: " .. tostring(err), vim.log.levels.ERROR)
+  end
+end
+
+--- A session is open (a start, a switch, a resume, a handoff): its own review, drawn.
+function M.on_session()
+  M.safely(function()
+    M.reset()
+    M.refresh()
+  end)
+end
+
+--- A new session (switch, resume, handoff): its own review.
+function M.reset()
+  M.calls, M.conflicts, located_cache = {}, {}, {}
+  for buf in pairs(actions) do
+    actions[buf] = nil
+  end
+  for _, buf in ipairs(api.nvim_list_bufs()) do
+    if api.nvim_buf_is_valid(buf) then
+      api.nvim_buf_clear_namespace(buf, M.ns, 0, -1)
+    end
+  end
+end
+
+return M

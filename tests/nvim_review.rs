@@ -1,0 +1,208 @@
+//! The review of the agent's changes hunk by hunk, in real headless Neovim with real buffers and
+//! undo: each `write`/`edit` call is split into pending hunks against the file before *that*
+//! call; keeping and rejecting change the real buffer as one undo block each, `u` brings a
+//! rejected hunk back pending and `<C-r>` rejects it again; a reject keeps the user's typing; the
+//! next request tells the model; the states survive a restart of the host. The model is the
+//! loopback mock; the tools act on real files under the `allow_all` policy.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::nvim::{bounded, Editor};
+use common::tool_call_reply;
+use handoff_mock::MockReply;
+use serde_json::{json, Value};
+
+const ORIGINAL: &str = "one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\n";
+/// Three separated places changed: line 2, a line added after 5, line 9.
+const AGENT: &str = "one\nTWO\nthree\nfour\nfive\nfive and a half\nsix\nseven\neight\nNINE\n";
+
+/// `{ id, lnum, end_lnum, state, tool, call_id }` of every hunk, top to bottom.
+const HUNKS: &str = "vim.tbl_map(function(h) return { id = h.id, lnum = h.lnum, end_lnum = h.end_lnum, state = h.state, tool = h.tool, call_id = h.call_id } end, require('handoff').hunks())";
+/// The current buffer's lines.
+const LINES: &str = "vim.api.nvim_buf_get_lines(0, 0, -1, false)";
+
+fn lines(text: &str) -> Value {
+    json!(text.lines().collect::<Vec<_>>())
+}
+
+/// Runs one prompt whose reply makes `calls` (one turn each), then says "Done.".
+async fn agent_turn(ed: &Editor, calls: Vec<MockReply>) {
+    let before = ed.eval("T.count('HandoffAgentEnd')").await.as_u64().unwrap() as usize;
+    for c in calls {
+        ed.mock.push(c);
+    }
+    ed.mock.push(MockReply::text("Done."));
+    ed.lua("require('handoff').prompt('change it')", json!([])).await;
+    ed.wait_event("HandoffAgentEnd", before + 1).await;
+}
+
+/// Waits until `hunks()` lists `n` hunks in state `state`, and returns them all.
+async fn wait_hunks(ed: &Editor, state: &str, n: usize) -> Vec<Value> {
+    ed.wait_until(
+        &format!("#vim.tbl_filter(function(h) return h.state == '{state}' end, require('handoff').hunks()) == {n}"),
+        Duration::from_secs(10),
+    )
+    .await;
+    ed.eval(HUNKS).await.as_array().unwrap().clone()
+}
+
+fn id(h: &Value) -> u64 {
+    h["id"].as_u64().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_hunks_reject_the_middle_one_undo_brings_it_back_keep_all() {
+    bounded(async {
+        let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_all" } })).await;
+        let work = ed.work_dir();
+        let file = work.join("a.txt");
+        std::fs::write(&file, ORIGINAL).unwrap();
+        ed.command("edit a.txt").await;
+        agent_turn(&ed, vec![tool_call_reply("write", json!({ "path": "a.txt", "content": AGENT }), "call_1")]).await;
+        let hunks = wait_hunks(&ed, "pending", 3).await;
+        let spans: Vec<_> = hunks.iter().map(|h| (h["lnum"].clone(), h["end_lnum"].clone(), h["tool"].clone(), h["call_id"].clone())).collect();
+        assert_eq!(
+            spans,
+            [
+                (json!(2), json!(2), json!("write"), json!("call_1")),
+                (json!(6), json!(6), json!("write"), json!("call_1")),
+                (json!(10), json!(10), json!("write"), json!("call_1")),
+            ]
+        );
+        // Drawn: one sign per pending hunk, none of them moving the text.
+        assert_eq!(ed.eval("#vim.api.nvim_buf_get_extmarks(0, require('handoff.review').ns, 0, -1, {})").await, json!(3));
+
+        // Reject the middle one: the original plus hunks 1 and 3, byte for byte, on disk and in
+        // the buffer.
+        let middle = id(&hunks[1]);
+        ed.lua("require('handoff').reject(...)", json!([middle])).await;
+        let expected = "one\nTWO\nthree\nfour\nfive\nsix\nseven\neight\nNINE\n";
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), expected);
+        assert_eq!(ed.eval(LINES).await, lines(expected));
+        assert_eq!(ed.eval("vim.bo.modified").await, json!(false));
+        let states: Vec<_> = ed.eval(HUNKS).await.as_array().unwrap().iter().map(|h| h["state"].clone()).collect();
+        assert!(states.contains(&json!("rejected")) && states.iter().filter(|s| **s == json!("pending")).count() == 2, "{states:?}");
+        assert_eq!(ed.eval("T.count('HandoffHunks') > 0").await, json!(true));
+
+        // `u`: the hunk's lines come back, and its pending state.
+        ed.input("u").await;
+        wait_hunks(&ed, "pending", 3).await;
+        assert_eq!(ed.eval(LINES).await, lines(AGENT));
+        // `<C-r>`: both again.
+        ed.input("<C-r>").await;
+        wait_hunks(&ed, "rejected", 1).await;
+        assert_eq!(ed.eval(LINES).await, lines(expected));
+        ed.input("u").await;
+        wait_hunks(&ed, "pending", 3).await;
+
+        // The CLI lists the pending hunks from beside the session.
+        let session = ed.session_file().await;
+        let out = std::process::Command::new(common::nvim::HOST_BIN).args(["changes", &session, "--json"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let listed: Vec<Value> = String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(listed.iter().map(|h| h["after"]["start"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 5, 9]);
+        assert!(listed.iter().all(|h| h["state"] == "pending" && h["call_id"] == "call_1"), "{listed:?}");
+        let out = std::process::Command::new(common::nvim::HOST_BIN).args(["changes", &session]).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.lines().next().unwrap().ends_with("a.txt:2: write call_1 (line 2 as the call wrote them)"), "{text}");
+
+        // Keep all: nothing pending, the text as the agent left it; one undo block.
+        ed.lua("require('handoff.review').keep_all()", json!([])).await;
+        wait_hunks(&ed, "kept", 3).await;
+        assert_eq!(ed.eval(LINES).await, lines(AGENT));
+        assert_eq!(ed.eval("#vim.api.nvim_buf_get_extmarks(0, require('handoff.review').ns, 0, -1, {})").await, json!(0));
+        ed.input("u").await;
+        wait_hunks(&ed, "pending", 3).await;
+        ed.quit().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visual_reject_of_two_lines_keeps_the_other_lines_of_the_hunk() {
+    bounded(async {
+        let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_all" } })).await;
+        let file = ed.work_dir().join("b.txt");
+        std::fs::write(&file, "top\nbottom\n").unwrap();
+        ed.command("edit b.txt").await;
+        agent_turn(&ed, vec![tool_call_reply("write", json!({ "path": "b.txt", "content": "top\nn1\nn2\nn3\nn4\nbottom\n" }), "call_1")]).await;
+        wait_hunks(&ed, "pending", 1).await;
+        // Lines 3-4 (n2, n3) selected in Visual mode, rejected with the default key.
+        ed.command("normal! 3G").await;
+        ed.input("Vj\\ar").await;
+        ed.wait_until("#vim.api.nvim_buf_get_lines(0, 0, -1, false) == 4", Duration::from_secs(10)).await;
+        assert_eq!(ed.eval(LINES).await, json!(["top", "n1", "n4", "bottom"]));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "top\nn1\nn4\nbottom\n");
+        let hunks = wait_hunks(&ed, "pending", 2).await;
+        let pending: Vec<_> =
+            hunks.iter().filter(|h| h["state"] == "pending").map(|h| (h["lnum"].clone(), h["end_lnum"].clone())).collect();
+        assert_eq!(pending, [(json!(2), json!(2)), (json!(3), json!(3))]);
+        ed.quit().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_typed_inside_a_pending_hunk_survives_its_reject() {
+    bounded(async {
+        let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_all" } })).await;
+        let file = ed.work_dir().join("c.txt");
+        std::fs::write(&file, "keep\n").unwrap();
+        ed.command("edit c.txt").await;
+        agent_turn(&ed, vec![tool_call_reply("write", json!({ "path": "c.txt", "content": "keep\nagent 1\nagent 2\n" }), "call_1")]).await;
+        let hunks = wait_hunks(&ed, "pending", 1).await;
+        // The user types a line between the agent's two.
+        ed.lua("vim.api.nvim_buf_set_lines(0, 2, 2, false, { 'mine' })", json!([])).await;
+        ed.lua("require('handoff').reject(...)", json!([id(&hunks[0])])).await;
+        assert_eq!(ed.eval(LINES).await, json!(["keep", "mine"]));
+        ed.quit().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turn_one_kept_turn_two_rejected_leaves_the_file_as_turn_one_made_it_and_the_model_is_told() {
+    bounded(async {
+        let ed = Editor::start_with_setup(json!({ "tools": { "policy": "allow_all" } })).await;
+        let file = ed.work_dir().join("d.txt");
+        std::fs::write(&file, "alpha\nbeta\ngamma\n").unwrap();
+        // Not open in a buffer: the review loads it to act.
+        agent_turn(&ed, vec![tool_call_reply("edit", json!({ "path": "d.txt", "edits": [{ "oldText": "beta", "newText": "BETA" }] }), "call_1")]).await;
+        let first = wait_hunks(&ed, "pending", 1).await;
+        ed.lua("require('handoff').keep(...)", json!([id(&first[0])])).await;
+        agent_turn(&ed, vec![tool_call_reply("edit", json!({ "path": "d.txt", "edits": [{ "oldText": "BETA", "newText": "Beta!" }] }), "call_2")]).await;
+        let hunks = wait_hunks(&ed, "pending", 1).await;
+        let second = hunks.iter().find(|h| h["state"] == "pending").unwrap();
+        assert_eq!(second["call_id"], "call_2");
+        ed.lua("require('handoff').reject(...)", json!([id(second), "keep the capitals"])).await;
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "alpha\nBETA\ngamma\n", "turn 1's kept work stays");
+
+        // The next request carries the host's note.
+        ed.converse("next", "ok").await;
+        let last = ed.mock.requests().last().unwrap().body.clone();
+        let text = serde_json::to_string(&last["messages"]).unwrap();
+        assert!(text.contains("Written by handoff.nvim, not by the user"), "{text}");
+        assert!(text.contains("rejected: d.txt line 2 as your edit call call_2 wrote them"), "{text}");
+        assert!(text.contains("reason: keep the capitals"), "{text}");
+        // Told once.
+        ed.converse("again", "ok").await;
+        let last = ed.mock.requests().last().unwrap().body.clone();
+        let count = serde_json::to_string(&last["messages"]).unwrap().matches("Written by handoff.nvim").count();
+        assert_eq!(count, 1, "the note is in the history once, not added again");
+
+        // The states survive a restart of the host.
+        ed.lua("require('handoff').stop_host()", json!([])).await;
+        ed.lua("require('handoff.review').reset()", json!([])).await;
+        ed.command("HandoffReview").await;
+        ed.wait_until("#require('handoff').hunks() == 2", Duration::from_secs(10)).await;
+        let states: Vec<_> = ed.eval(HUNKS).await.as_array().unwrap().iter().map(|h| (h["call_id"].clone(), h["state"].clone())).collect();
+        let mut states: Vec<String> = states.iter().map(|(c, s)| format!("{}:{}", c.as_str().unwrap(), s.as_str().unwrap())).collect();
+        states.sort();
+        assert_eq!(states, ["call_1:kept", "call_2:rejected"]);
+        ed.quit().await;
+    })
+    .await;
+}
