@@ -70,6 +70,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -457,9 +458,10 @@ def run_nvim(nvim, mode, params, bin_dir, mock, work, timeout=int(os.environ.get
     from `plugin_root` (another checkout for a before/after); returns its JSON result."""
     run_dir = tempfile.mkdtemp(prefix=f"nvim-{mode}-", dir=work)
     out = os.path.join(run_dir, "out.json")
-    p = dict(params, mode=mode, bin=os.path.join(bin_dir, "handoff-nvim"), base_url=mock.url,
+    p = dict(mode=mode, bin=os.path.join(bin_dir, "handoff-nvim"), base_url=mock.url,
              session_dir=os.path.join(run_dir, "sessions"), log_file=os.path.join(run_dir, "host.log"), out=out,
              timeout=timeout - 10)
+    p.update(params)  # a `session_dir` of the caller's wins (§17: a folder of sessions)
     env = dict(os.environ, HANDOFF_BENCH=json.dumps(p))
     for sub in ("config", "data", "state", "cache"):
         env[f"XDG_{sub.upper()}_HOME"] = os.path.join(run_dir, sub)
@@ -597,6 +599,16 @@ def timed_peak(cmd, env, cwd):
     r = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE, env=env, cwd=cwd, text=True, check=True)
     return time.perf_counter() - t0, int(r.stderr.strip().splitlines()[-1])
+
+
+def timed_peak_cpu(cmd, env, cwd):
+    """As `timed_peak`, and the CPU seconds (user + system) the process used: on a loaded machine
+    the wall time is mostly waiting for a core, the CPU time is the work."""
+    t0 = time.perf_counter()
+    r = subprocess.run(["/usr/bin/time", "-f", "%M %U %S"] + cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, env=env, cwd=cwd, text=True, check=True)
+    peak, user, system = r.stderr.strip().splitlines()[-1].split()
+    return time.perf_counter() - t0, int(peak), float(user) + float(system)
 
 
 def snapshot(folder):
@@ -802,54 +814,62 @@ class ResumePrompt:
     `handoff-nvim prompt --session COPY`; pi: `pi --mode json --session COPY`. Each run on a fresh
     copy; each must append the mock's reply to the file and send one request."""
 
-    def __init__(self, bin_dir, pi_bin, work, entries, tool_lines):
+    def __init__(self, bin_dir, pi_bin, work, entries, tool_lines, wall=False):
         self.mock = Mock(bin_dir, lean=True)
         self.mock.control("default", {"kind": "text", "chunks": ["Noted."]})
         self.work = work
         self.entries = entries
-        self.src = os.path.join(work, "s8.jsonl")
+        self.wall = wall
+        tag = "s8w" if wall else "s8"  # §8 and §8b side by side (compare_builds.py) share nothing
+        self.src = os.path.join(work, f"{tag}.jsonl")
         subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gen_session.py"), str(entries), self.src,
                         "--cwd", work, "--tool-lines", tool_lines], check=True)
         self.size = os.path.getsize(self.src)
         # The same window as pi's below: the session fits, no automatic handoff comes first.
+        # §8: a window the session fits in, no automatic handoff (pi would compact first
+        # otherwise: the mock reports a quarter of the body's bytes as input tokens). §8b: the
+        # default window (128k tokens), which the session is far past: ours hands off at the wall
+        # before the prompt and answers it in the new session, pi compacts and answers.
+        # (A session too small to be past 128k tokens, the smoke run's, gets a window it is past.)
+        window = (128_000 if self.size > 2_000_000 else self.size // 16) if wall else 100_000_000
         self.env = dict(os.environ, HANDOFF_BASE_URL=self.mock.url, HANDOFF_MODEL="mock-model",
-                        HANDOFF_PROVIDER="openai", HANDOFF_SESSION_DIR=os.path.join(work, "s8-sessions"),
-                        HANDOFF_CONTEXT_WINDOW="100000000")
+                        HANDOFF_PROVIDER="openai", HANDOFF_SESSION_DIR=os.path.join(work, f"{tag}-sessions"),
+                        HANDOFF_CONTEXT_WINDOW=str(window))
         for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HANDOFF_LOG_FILE"):
             self.env.pop(k, None)
-        # A window the session fits in: pi would compact it first otherwise (the mock reports a
-        # quarter of the body's bytes as input tokens).
-        self.pi = Pi(pi_bin, self.mock.url, work, name="pi-agent-s8", context_window=100_000_000) if pi_bin else None
-        self.copy = os.path.join(work, "s8-run.jsonl")
+        self.pi = Pi(pi_bin, self.mock.url, work, name=f"pi-agent-{tag}", context_window=window) if pi_bin else None
+        self.copy = os.path.join(work, f"{tag}-run.jsonl")
+        self.prompt = "next step?" if wall else "hello"
 
     def _run(self, who, cmd, env):
         shutil.copyfile(self.src, self.copy)
         self.mock.control("reset")
-        t, peak = timed_peak(cmd, env, self.work)
+        t, peak, cpu = timed_peak_cpu(cmd, env, self.work)
         with open(self.copy, "rb") as f:
             f.seek(max(0, os.path.getsize(self.copy) - 4096))
             if b"Noted." not in f.read():
                 raise RuntimeError(f"§8 {who}: the reply is not in the session file")
         sizes = [r["raw_len"] for r in self.mock.requests()]
-        if len(sizes) != 1:
-            raise RuntimeError(f"§8 {who}: {len(sizes)} requests (expected one)")
-        return t, peak, sizes[0]
+        # At the wall: the document (ours) or the summary (pi, maybe a split turn's too), then the answer.
+        if (len(sizes) < 2) if self.wall else (len(sizes) != 1):
+            raise RuntimeError(f"§8 {who}: {len(sizes)} requests")
+        return t, peak, sizes[-1], cpu
 
     def ours(self, bin_dir):
         """(wall s, peak RSS KiB, request bytes) of one run of the build in `bin_dir`."""
-        return self._run("ours", [os.path.join(bin_dir, "handoff-nvim"), "prompt", "--session", self.copy, "hello"],
+        return self._run("ours", [os.path.join(bin_dir, "handoff-nvim"), "prompt", "--session", self.copy, self.prompt],
                          self.env)
 
     def pi_run(self):
-        return self._run("pi", self.pi.args("json", ["--session", self.copy]) + ["hello"],
+        return self._run("pi", self.pi.args("json", ["--session", self.copy]) + [self.prompt],
                          dict(self.pi.env, PI_OFFLINE="1"))
 
     def close(self):
         self.mock.close()
 
 
-def bench_resume_prompt(bin_dir, pi_bin, runs, work, entries, tool_lines):
-    rp = ResumePrompt(bin_dir, pi_bin, work, entries, tool_lines)
+def bench_resume_prompt(bin_dir, pi_bin, runs, work, entries, tool_lines, wall=False):
+    rp = ResumePrompt(bin_dir, pi_bin, work, entries, tool_lines, wall)
     try:
         ours, pis = [], []
         rp.ours(bin_dir)  # warm-up: the binary and the session in the page cache
@@ -860,9 +880,48 @@ def bench_resume_prompt(bin_dir, pi_bin, runs, work, entries, tool_lines):
         med = lambda xs, i: median([x[i] for x in xs]) if xs else None
         return dict(entries=entries, size=rp.size, ours=med(ours, 0), ours_peak=med(ours, 1), ours_body=ours[0][2],
                     ours_min=min(x[0] for x in ours), pi=med(pis, 0), pi_peak=med(pis, 1),
-                    pi_body=pis[0][2] if pis else None)
+                    pi_body=pis[0][2] if pis else None, ours_cpu=med(ours, 3), pi_cpu=med(pis, 3))
     finally:
         rp.close()
+
+
+# --- A folder of many sessions: the picker and start-up (§17) -----------------------------------
+
+def session_folder(work, count, size):
+    """`count` sessions of about `size` bytes each for the folder `work` under work/folder-sessions,
+    as `gen_session.py` writes them (long tool outputs), each with its own id and time, every
+    fourth starting a chain of handoffs. Returns (session_dir, the newest file)."""
+    src = os.path.join(work, "folder-one.jsonl")
+    entries = max(20, int(size / 1440))  # ~1.44 kB per entry with --tool-lines 25,125
+    subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gen_session.py"), str(entries), src,
+                    "--cwd", work, "--tool-lines", "25,125"], check=True)
+    with open(src) as f:
+        first, rest = f.read().split("\n", 1)
+    session_dir = os.path.join(work, "folder-sessions")
+    folder = os.path.join(session_dir, "--" + work.strip("/").replace("/", "-") + "--")
+    os.makedirs(folder, exist_ok=True)
+    previous = path = None
+    for i in range(count):
+        header = json.loads(first)
+        header["id"] = str(uuid.UUID(int=i + 1))
+        header["timestamp"] = "2026-11-%02dT10:%02d:%02d.000Z" % (1 + i // 3600, (i // 60) % 60, i % 60)
+        if previous and i % 4:
+            header["parentSession"] = previous
+        path = os.path.join(folder, "%s_%s.jsonl" % (header["timestamp"].replace(":", "-").replace(".", "-"), header["id"]))
+        with open(path, "w") as f:
+            f.write(json.dumps(header) + "\n" + rest)
+        previous = path
+    return session_dir, path
+
+
+def bench_sessions_folder(nvim, bin_dir, mock, work, session_dir, newest, picks=2, plugin_root=ROOT):
+    """§17, one run in a fresh Neovim: start-up in the folder (the newest session resumed) and
+    `:HandoffSessions` `picks` times. Each run copies nothing: the host's cache lives in its process."""
+    r = run_nvim(nvim, "sessions", dict(session_dir=session_dir, resume_last=True, picks=picks), bin_dir, mock, work,
+                 plugin_root=plugin_root)
+    if r["session_file"] != newest:
+        raise RuntimeError(f"§17: started in {r['session_file']}, not the newest {newest}")
+    return r
 
 
 # --- A large session handed off (§9) -------------------------------------------------------------
@@ -2192,7 +2251,7 @@ def main():
     ap.add_argument("--pi", default=os.environ.get("PI_BIN") or os.path.join(ROOT, ".cache", "pi", "node_modules", ".bin", "pi"))
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="one tiny iteration of each")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16", help="sections to run, e.g. 1,4 (15c: only the peer part of 15)")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,8b,9,10,11,12,13,14,15,16,17", help="sections to run, e.g. 1,4 (15c: only the peer part of 15)")
     ap.add_argument("--mcp-everything", default=os.environ.get("MCP_EVERYTHING_BIN") or os.path.join(
         ROOT, ".cache", "mcp-everything", "node_modules", ".bin", "mcp-server-everything"))
     ap.add_argument("--rg", help="ripgrep for §6b (default: .cache/rg-venv/bin/rg, else PATH; `none`: without)")
@@ -2457,9 +2516,57 @@ def main():
                     "| | ours | pi | ratio (pi / ours) |", "|---|---|---|---|",
                     f"| wall, median | **{fmt_ms(r['ours'])}** | {fmt_ms(r['pi'])} | **{ratio(r['pi'], r['ours'])}** |",
                     f"| wall, min (ours) | {fmt_ms(r['ours_min'])} | | |",
+                    f"| CPU (user + system), median | {fmt_ms(r['ours_cpu'])} | {fmt_ms(r['pi_cpu'])} | {ratio(r['pi_cpu'], r['ours_cpu'])} |",
                     f"| peak RSS | {mib(r['ours_peak'])} | {mib(r['pi_peak'])} | {ratio(r['pi_peak'], r['ours_peak'])} |",
                     f"| request body | {r['ours_body'] / 1e6:.2f} MB | "
                     f"{(r['pi_body'] or 0) / 1e6:.2f} MB | |", ""]
+        if "8b" in only:
+            log("8b. a large session resumed + one prompt, at the wall")
+            r = raw["resume_prompt_wall"] = bench_resume_prompt(args.bin_dir, pi_bin, runs, work,
+                                                                200 if args.smoke else 8000, "25,125", wall=True)
+            out += ["### 8b. The same, at the wall: handed off before the prompt, answered in the new session", "",
+                    f"The session of §8 ({r['size'] / 1e6:.1f} MB) with the default context window (128k tokens), "
+                    "which it is far past: ours `handoff-nvim prompt --session COPY \"next step?\"` hands off at the "
+                    "wall before the prompt (the document fitted to the window), then sends the prompt in the new "
+                    "session; pi `pi --mode json --session COPY \"next step?\"` with the same window compacts, then "
+                    "answers. Same lean mock, a fresh copy per run; each run checks that at least two requests "
+                    "were sent (the document or summary, then the answer).", "",
+                    "| | ours | pi | ratio (pi / ours) |", "|---|---|---|---|",
+                    f"| wall, median | **{fmt_ms(r['ours'])}** | {fmt_ms(r['pi'])} | **{ratio(r['pi'], r['ours'])}** |",
+                    f"| wall, min (ours) | {fmt_ms(r['ours_min'])} | | |",
+                    f"| CPU (user + system), median | {fmt_ms(r['ours_cpu'])} | {fmt_ms(r['pi_cpu'])} | {ratio(r['pi_cpu'], r['ours_cpu'])} |",
+                    f"| peak RSS | {mib(r['ours_peak'])} | {mib(r['pi_peak'])} | {ratio(r['pi_peak'], r['ours_peak'])} |",
+                    f"| the answer's request | {r['ours_body'] / 1e6:.2f} MB | "
+                    f"{(r['pi_body'] or 0) / 1e6:.2f} MB | |", ""]
+        if "17" in only:
+            log("17. a folder of many sessions: start-up and :HandoffSessions")
+            count, size = (20, 50_000) if args.smoke else (200, 500_000)
+            session_dir, newest = session_folder(work, count, size)
+            per = [bench_sessions_folder(nvim, args.bin_dir, mock, work, session_dir, newest) for _ in range(runs)]
+            if any(pick["items"] != count for p in per for pick in p["picks"]):
+                raise RuntimeError(f"§17: the picker did not list the {count} sessions: {per}")
+            first = [p["picks"][0] for p in per]
+            again = [p["picks"][1] for p in per]
+            r = raw["sessions_folder"] = dict(count=count, size=size, startup=median([p["startup_ms"] for p in per]),
+                                              first_shown=median([f["shown_ms"] for f in first]),
+                                              first_gap=median([f["gap_ms"] for f in first]),
+                                              first_gap_max=max(f["gap_ms"] for f in first),
+                                              again_shown=median([a["shown_ms"] for a in again]),
+                                              again_gap=median([a["gap_ms"] for a in again]))
+            out += ["### 17. A folder of many sessions: start-up and `:HandoffSessions`", "",
+                    f"{count} sessions of ~{size // 1000} KB ({count * size / 1e6:.0f} MB; `gen_session.py`'s long tool "
+                    "outputs, every fourth starting a chain of handoffs) in the working directory's folder. One fresh "
+                    "headless Neovim per run, `resume_last` on: *start-up* is `open_chat()` (the host starts) → the "
+                    "newest session's transcript in Lua; then `:HandoffSessions` twice (the second finds the listing "
+                    "cached): the time until `vim.ui.select` gets the list, and the longest gap of a 10 ms `vim.uv` "
+                    "timer on the main loop from the command to 100 ms after it (a request the editor waits for "
+                    f"shows as a gap as long as the wait). Median of {runs} runs.", "",
+                    "| | ours |", "|---|---|",
+                    f"| start-up → the newest session's transcript | {r['startup']:.0f} ms |",
+                    f"| `:HandoffSessions` → list shown (first) | **{r['first_shown']:.0f} ms** |",
+                    f"| … the editor's worst main-loop gap (median / worst run) | **{r['first_gap']:.0f} / {r['first_gap_max']:.0f} ms** |",
+                    f"| `:HandoffSessions` again → list shown | {r['again_shown']:.0f} ms |",
+                    f"| … worst main-loop gap | {r['again_gap']:.0f} ms |", ""]
         if "9" in only:
             log("9. a large session handed off")
             rows = raw["big_handoff"] = bench_big_handoff(args.bin_dir, pi_bin, runs, work, sizes)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Before/after of a change over the whole-process benchmarks of bench/bench.py (§1–5, 7b, 8): two
+"""Before/after of a change over the whole-process benchmarks of bench/bench.py (§1–5, 7b, 8, 8b, 17): two
 checkouts, each with its own release build and its own Lua plugin, measured round by round
 interleaved (old and new alternate who goes first), with pi in the same rounds, against one mock.
 
@@ -58,6 +58,9 @@ def main():
 
     sessions = {n: B.gen_session(n, os.path.join(work, f"session-{n}.jsonl"), work) for n in sizes} if "2" in only or "5" in only else {}
     rp = B.ResumePrompt(builds["new"][1], pi_bin, work, 8000, "25,125") if "8" in only else None
+    rpw = B.ResumePrompt(builds["new"][1], pi_bin, work, 8000, "25,125", wall=True) if "8b" in only else None
+    # §17: one folder for both builds (each run a fresh host: its listing cache starts empty).
+    folder = B.session_folder(work, 200, 500_000) if "17" in only else None
     try:
         for r in range(args.runs):
             order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
@@ -101,9 +104,24 @@ def main():
                 if "8" in only:
                     if r == 0:
                         rp.ours(bin_dir)  # warm-up
-                    t, peak, _ = rp.ours(bin_dir)
+                    t, peak, _, cpu = rp.ours(bin_dir)
                     add("8,000-entry session resumed + one prompt: wall", who, t)
+                    add("8,000-entry session resumed + one prompt: CPU", who, cpu)
                     add("8,000-entry session resumed + one prompt: peak RSS (KiB)", who, peak)
+                if "8b" in only:
+                    if r == 0:
+                        rpw.ours(bin_dir)  # warm-up
+                    t, peak, _, cpu = rpw.ours(bin_dir)
+                    add("8,000-entry session + one prompt at the wall (handed off first): wall", who, t)
+                    add("8,000-entry session + one prompt at the wall (handed off first): CPU", who, cpu)
+                    add("8,000-entry session + one prompt at the wall (handed off first): peak RSS (KiB)", who, peak)
+                if "17" in only:
+                    f = B.bench_sessions_folder(nvim, bin_dir, mock, work, *folder, plugin_root=root)
+                    add("200 sessions of 500 KB: start-up → newest session in Lua (ms)", who, f["startup_ms"])
+                    add(":HandoffSessions → list shown, first (ms)", who, f["picks"][0]["shown_ms"])
+                    add(":HandoffSessions, first: worst main-loop gap (ms)", who, f["picks"][0]["gap_ms"])
+                    add(":HandoffSessions → list shown, again (ms)", who, f["picks"][1]["shown_ms"])
+                    add(":HandoffSessions, again: worst main-loop gap (ms)", who, f["picks"][1]["gap_ms"])
                 if "5" in only:
                     add("idle RSS, rpc after a ping (KiB)", who, B.bench_idle_rss(bin_dir, env, 1))
                     for n in sizes:
@@ -127,17 +145,24 @@ def main():
                         add(f"context {n:,} entries: wall", "pi", t)
                         add(f"context {n:,} entries: peak RSS (KiB)", "pi", peak)
                 if "8" in only:
-                    t, peak, _ = rp.pi_run()
+                    t, peak, _, cpu = rp.pi_run()
                     add("8,000-entry session resumed + one prompt: wall", "pi", t)
+                    add("8,000-entry session resumed + one prompt: CPU", "pi", cpu)
                     add("8,000-entry session resumed + one prompt: peak RSS (KiB)", "pi", peak)
+                if "8b" in only:
+                    t, peak, _, cpu = rpw.pi_run()
+                    add("8,000-entry session + one prompt at the wall (handed off first): wall", "pi", t)
+                    add("8,000-entry session + one prompt at the wall (handed off first): CPU", "pi", cpu)
+                    add("8,000-entry session + one prompt at the wall (handed off first): peak RSS (KiB)", "pi", peak)
                 if "3" in only:
                     t = B.pi_handoff(pi, B.small_session(work, f"pi-handoff-{r}.jsonl"))
                     add("handoff, headless: wall", "pi", t)
                     add("handoff through Neovim: :Handoff → HandoffDone", "pi", t)
     finally:
         mock.close()
-        if rp:
-            rp.close()
+        for each in (rp, rpw):
+            if each:
+                each.close()
         shutil.rmtree(work, ignore_errors=True)
 
     def show(fig, v):

@@ -19,6 +19,8 @@
 ---            (tools allowed without asking), streams text again: main-loop latency through the
 ---            whole turn, the host's and Neovim's memory (sampled, and the host's peak), and
 ---            what the chat showed of the command's output.
+---   sessions start-up in a folder of many sessions (the newest resumed), then `:HandoffSessions`:
+---            the time until the picker has the list, the longest main-loop gap meanwhile.
 local P = vim.json.decode(vim.env.HANDOFF_BENCH)
 local uv = vim.uv
 local hr = uv.hrtime
@@ -89,6 +91,8 @@ require("handoff").setup({
   provider = { api = "openai", base_url = P.base_url, model = "mock-model", max_retries = 0, timeout = 30 },
   -- The tools mode's bash call runs without a question, as for a user who allowed it.
   tools = P.mode == "tools" and { policy = "allow_all" } or nil,
+  -- The sessions mode starts as a user who continues the newest session does.
+  resume_last = P.resume_last or nil,
 })
 
 local function once(pattern, fn)
@@ -454,6 +458,60 @@ function modes.resume()
       return vim.defer_fn(guard(started), 5)
     end
     vim.defer_fn(guard(resume_timed), P.settle_ms or 300)
+  end
+  started()
+end
+
+--- A 10 ms timer on the main loop and the longest gap between two of its runs (ms): a call the
+--- editor waits for shows as a gap as long as the wait.
+local function gap_watch()
+  local g = { max = 0, last = hr(), timer = uv.new_timer() }
+  g.timer:start(10, 10, vim.schedule_wrap(function()
+    local now = hr()
+    g.max = math.max(g.max, ms(now - g.last))
+    g.last = now
+  end))
+  return g
+end
+
+--- sessions: start-up in a folder of sessions (`resume_last`: the newest is resumed), the time
+--- from `open_chat()` (the host starts) to that session's transcript in Lua; then
+--- `:HandoffSessions` `P.picks` times (the first lists the folder, the later ones find the
+--- listing cached): the time until the picker gets the list and the longest main-loop gap
+--- from the command until 100 ms after it.
+function modes.sessions()
+  local state = require("handoff.state")
+  local t_start = hr()
+  require("handoff").open_chat()
+  local startup_ms
+  local picks = {}
+  local function pick()
+    if #picks >= (P.picks or 2) then
+      return finish({ startup_ms = startup_ms, picks = picks, session_file = state.session_file, notes = notes })
+    end
+    local g = gap_watch()
+    local t0 = hr()
+    vim.ui.select = function(items)
+      local shown = ms(hr() - t0)
+      -- The timer's callback waiting behind the command runs first: its gap is counted.
+      vim.defer_fn(guard(function()
+        g.timer:stop()
+        g.timer:close()
+        picks[#picks + 1] = { shown_ms = shown, gap_ms = g.max, items = #items }
+        vim.defer_fn(guard(pick), 200)
+      end), 100)
+    end
+    vim.cmd("HandoffSessions")
+  end
+  local function started()
+    if not state.session_id then
+      if ms(hr() - t_start) > 60000 then
+        return fail("the session did not open; notices: " .. table.concat(notes, " | "))
+      end
+      return vim.defer_fn(guard(started), 2)
+    end
+    startup_ms = ms(hr() - t_start)
+    vim.defer_fn(guard(pick), P.settle_ms or 300)
   end
   started()
 end

@@ -77,7 +77,7 @@ fn every_benchmark_runs_once() {
     let sections: Vec<&str> = stderr.lines().filter(|l| l.starts_with("[bench ")).collect();
     eprintln!("bench.py --smoke took {took:?}\n{}", sections.join("\n"));
     assert!(status.success(), "bench.py --smoke failed ({status})\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
-    for section in ["### 1.", "### 2.", "### 3.", "### 4.", "### 5.", "### 6.", "### 7.", "### 9.", "### 10.", "### 11."] {
+    for section in ["### 1.", "### 2.", "### 3.", "### 4.", "### 5.", "### 6.", "### 7.", "### 8b.", "### 9.", "### 10.", "### 11.", "### 17."] {
         assert!(stdout.contains(section), "no {section} in\n{stdout}");
     }
     let raw: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(json.path()).unwrap()).unwrap();
@@ -98,6 +98,11 @@ fn every_benchmark_runs_once() {
         assert!(row["rss_ratio"].as_f64().unwrap() > 0.0, "{row}");
         assert!(row["items"].as_u64().unwrap() > 0, "{row}");
     }
+    // At the wall before the prompt (§8b): bench.py checks the two requests; a folder of many
+    // sessions (§17): that the host started in the newest and the picker got the whole list.
+    assert!(raw["resume_prompt_wall"]["ours"].as_f64().unwrap() > 0.0);
+    let folder = &raw["sessions_folder"];
+    assert!(folder["startup"].as_f64().unwrap() > 0.0 && folder["first_shown"].as_f64().unwrap() > 0.0, "{folder}");
     // The tools (§6): bench.py itself checks the files the turn leaves, the grep matches against
     // rg's and pi's (when installed) and the read's first line; here, that they ran.
     assert!(raw["tool_turn"]["ours"].as_f64().unwrap() > 0.0);

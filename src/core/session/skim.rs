@@ -172,6 +172,23 @@ mod tests {
     }
 
     #[test]
+    fn strings_end_where_serde_says_whatever_their_length_and_escapes() {
+        for len in 0..140usize {
+            for escape_at in [None, Some(0), Some(len / 2), Some(len.saturating_sub(1))] {
+                let mut text: String = (0..len).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+                if let Some(at) = escape_at.filter(|&at| at < len) {
+                    text.replace_range(at..=at, "\\\"");
+                }
+                let line = format!(r#"{{"type":"t","id":"x","message":{{"text":"{text}","é":"ü"}}}}"#);
+                let parsed: serde_json::Value = serde_json::from_str(&line).unwrap();
+                let s = skim(&line).unwrap();
+                let message: serde_json::Value = serde_json::from_str(&line[s.message.unwrap()]).unwrap();
+                assert_eq!(message, parsed["message"], "{line}");
+            }
+        }
+    }
+
+    #[test]
     fn torn_or_unusual_lines_are_left_to_serde() {
         let whole = r#"{"type":"message","id":"a1","parentId":"p","timestamp":"t","message":{"role":"assistant","content":[{"type":"text","text":"done"}]}}"#;
         assert!(skim(whole).is_some());
