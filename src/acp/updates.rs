@@ -22,7 +22,7 @@ use crate::core::controller::{self, FrontEndTexts};
 use crate::core::handoff::HandoffOutcome;
 use crate::core::message::{Content, ContentBlock, Message, Role, Usage};
 use crate::core::session::{self, SessionEntry, TodoStatus};
-use crate::core::tools::{self, Activity, Todo, ToolContext, ToolRegistry};
+use crate::core::tools::{self, Activity, Todo, ToolRegistry};
 
 /// ACP's kind of a call that does `activity` (the tool's own word: [`tools::Tool::activity`]).
 pub fn kind(activity: Activity) -> wire::ToolKind {
@@ -175,8 +175,15 @@ impl Translator {
                     self.updates.send(SessionUpdate::UsageUpdate(usage(used, window)));
                 }
             }
-            AgentEvent::ToolExecutionStart { tool_call_id, .. } => {
-                let fields = ToolCallUpdateFields::new().status(ToolCallStatus::InProgress);
+            AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args, preview } => {
+                let mut fields = ToolCallUpdateFields::new().status(ToolCallStatus::InProgress);
+                // The engine's preview (the approval's, when it was asked): the diff shown now
+                // and again with the result.
+                if let (Some(path), Some(preview)) = (tools::changed_path(&tool_name, &args, &self.cwd), preview) {
+                    let diff = ToolCallContent::from(wire::Diff::new(path, preview.after).old_text(preview.before));
+                    self.diffs.insert(tool_call_id.clone(), diff.clone());
+                    fields = fields.content(vec![diff]);
+                }
                 self.updates.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(tool_call_id, fields)));
             }
             AgentEvent::ToolExecutionUpdate { tool_call_id, tail, .. } => {
@@ -234,17 +241,7 @@ impl Translator {
     async fn announce_calls(&mut self, message: &Message) {
         let tools = self.agent.upgrade().map(|agent| agent.offered_tools()).unwrap_or_default();
         for (id, name, args) in calls_of(message) {
-            let activity = tools.activity(name);
-            let mut call = announced(id, name, args, &self.cwd, activity);
-            if activity == Activity::Edit {
-                let path = tools::changed_path(name, args, &self.cwd);
-                let preview = tools::preview(name, args, &ToolContext::new(self.cwd.clone())).await;
-                if let (Some(path), Some(preview)) = (path, preview) {
-                    let diff = ToolCallContent::from(wire::Diff::new(path, preview.after).old_text(preview.before));
-                    self.diffs.insert(id.to_string(), diff.clone());
-                    call = call.content(vec![diff]);
-                }
-            }
+            let call = announced(id, name, args, &self.cwd, tools.activity(name));
             self.updates.send(SessionUpdate::ToolCall(call));
         }
     }

@@ -324,7 +324,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
         AgentEvent::Notice(notice) => Record::Notice(notice.clone()),
         AgentEvent::TodosChanged { todos } => Record::Todos { todos: todos.clone() },
         AgentEvent::PinsChanged { pins } => Record::Pins { pins: pins.clone() },
-        AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args } => {
+        AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args, .. } => {
             Record::ToolStart {
                 id: tool_call_id.clone(),
                 tool: tool_name.clone(),
