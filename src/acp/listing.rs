@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use super::record::Record;
+use super::index::AcpIndex;
 use super::server::{encode, AcpError, Answer, Server};
 use super::sessions::absolute_cwd;
 use super::wire;
@@ -21,7 +21,7 @@ impl Server {
         let dir = frontend_paths::session_dir(&self.settings);
         let list_cwd = cwd.clone();
         let (listed, recorded) = tokio::task::spawn_blocking(move || {
-            let recorded = Record::of(&dir, &list_cwd).entries();
+            let recorded = AcpIndex::of(&dir, &list_cwd).entries();
             SessionManager::list_sessions(&dir, &list_cwd).map(|listed| (listed, recorded))
         })
         .await

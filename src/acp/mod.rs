@@ -6,21 +6,21 @@
 //! The ACP `sessionId` is the id of the session file `session/new` created. A handoff, `/new`
 //! or `/back` changes the file behind it (the controller's agent switches), never the id:
 //! `session/load` of the id in a later process opens the file the id went on in
-//! ([`record::Record`]), else the newest session of its chain (the `parentSession` links).
+//! ([`index::AcpIndex`]), else the newest session of its chain (the `parentSession` links).
 //! Nothing but JSON-RPC goes to stdout (`rpc.rs` owns it); logs go to `--log-file`.
 
 //!
 //! Split by job: `server` (the JSON-RPC methods, a prompt's turn), `sessions` (opening,
 //! loading, closing one), `listing` (`session/list`), `commands` (the slash commands offered),
-//! `updates` (agent events to `session/update`s, and the loop that sends them), `seams`
+//! `updates` (agent events to `session/update`s, and the loop that sends them), `client`
 //! (consent and files through the client), `rpc` (the line to the client, its bounded output),
-//! `record` (the file an id goes on in), `wire` (the protocol's types), `text` (its words).
+//! `index` (the file an id goes on in), `wire` (the protocol's types), `text` (its words).
 
 mod commands;
 mod listing;
-mod record;
+mod index;
 mod rpc;
-mod seams;
+mod client;
 mod server;
 mod sessions;
 mod text;

@@ -17,7 +17,7 @@ use super::sessions::AcpSession;
 use super::text;
 use super::wire::{self, code, method, RpcError, StopReason};
 use crate::core::config::Settings;
-use crate::core::controller::Ran;
+use crate::core::controller::InputOutcome;
 use crate::core::handoff::HandoffOutcome;
 use crate::core::message::StopReason as ReplyStop;
 use crate::core::sync::lock;
@@ -202,12 +202,12 @@ pub(super) fn prompt_text(prompt: &[wire::ContentBlock]) -> String {
 }
 
 /// The stop reason of what ran, or why the prompt failed (the model request's error).
-pub(super) fn stop_reason(ran: Ran, cancelled: bool) -> Result<StopReason, String> {
+pub(super) fn stop_reason(ran: InputOutcome, cancelled: bool) -> Result<StopReason, String> {
     if cancelled {
         return Ok(StopReason::Cancelled);
     }
     match ran {
-        Ran::Prompt(Ok(result)) => match result.last_assistant() {
+        InputOutcome::Prompt(Ok(result)) => match result.last_assistant() {
             Some(reply) => match reply.stop_reason.unwrap_or_default() {
                 ReplyStop::Aborted => Ok(StopReason::Cancelled),
                 ReplyStop::Length => Ok(StopReason::MaxTokens),
@@ -219,8 +219,8 @@ pub(super) fn stop_reason(ran: Ran, cancelled: bool) -> Result<StopReason, Strin
             },
             None => Ok(StopReason::EndTurn),
         },
-        Ran::Prompt(Err(e)) => Err(e.to_string()),
-        Ran::Handoff(HandoffOutcome::Cancelled) => Ok(StopReason::Cancelled),
-        Ran::Handoff(_) | Ran::Steered | Ran::Nothing | Ran::Pins(_) | Ran::Back(_) | Ran::Said(_) => Ok(StopReason::EndTurn),
+        InputOutcome::Prompt(Err(e)) => Err(e.to_string()),
+        InputOutcome::Handoff(HandoffOutcome::Cancelled) => Ok(StopReason::Cancelled),
+        InputOutcome::Handoff(_) | InputOutcome::Steered | InputOutcome::Nothing | InputOutcome::Pins(_) | InputOutcome::Back(_) | InputOutcome::Said(_) => Ok(StopReason::EndTurn),
     }
 }

@@ -12,8 +12,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::commands::send_commands_later;
 use super::listing::newest_of_chain;
-use super::record::Record;
-use super::seams;
+use super::index::AcpIndex;
+use super::client;
 use super::server::{encode, params, AcpError, Answer, Server};
 use super::updates::{self, spawn_translator, Flush, Translator, Updates};
 use super::wire;
@@ -34,7 +34,7 @@ pub(super) struct AcpSession {
     pub(super) prompt: tokio::sync::Mutex<()>,
     pub(super) updates: Updates,
     /// Where the file behind the id is recorded, and that file when last recorded.
-    pub(super) record: Record,
+    pub(super) record: AcpIndex,
     pub(super) file: Mutex<PathBuf>,
 }
 
@@ -90,8 +90,8 @@ impl Server {
         let id = id.unwrap_or_else(|| agent.session().session_id().to_string());
         let client = lock(&self.client).clone();
         let cancelled = Arc::new(AtomicBool::new(false));
-        agent.set_consent(seams::ClientConsent::new(self.peer.clone(), id.clone(), cancelled.clone()));
-        agent.set_file_access(Arc::new(seams::ClientFiles {
+        agent.set_consent(client::ClientConsent::new(self.peer.clone(), id.clone(), cancelled.clone()));
+        agent.set_file_access(Arc::new(client::ClientFiles {
             peer: self.peer.clone(),
             session_id: id.clone(),
             read: client.fs.read_text_file,
@@ -118,7 +118,7 @@ impl Server {
             cancelled,
             prompt: tokio::sync::Mutex::new(()),
             updates,
-            record: Record::of(&frontend_paths::session_dir(&self.settings), &cwd_recorded),
+            record: AcpIndex::of(&frontend_paths::session_dir(&self.settings), &cwd_recorded),
             file: Mutex::new(agent.session().path().to_path_buf()),
         });
         if let Some(old) = lock(&self.sessions).insert(id.clone(), session.clone()) {
@@ -144,7 +144,7 @@ impl Server {
         }
         let dir = frontend_paths::session_dir(&self.settings);
         let (find_id, find_cwd) = (id.to_string(), cwd.to_path_buf());
-        let file = tokio::task::spawn_blocking(move || match Record::of(&dir, &find_cwd).file_of(&find_id) {
+        let file = tokio::task::spawn_blocking(move || match AcpIndex::of(&dir, &find_cwd).file_of(&find_id) {
             Some(file) => Ok(file),
             None => newest_of_chain(&dir, &find_cwd, &find_id),
         })

@@ -373,7 +373,6 @@ pub fn delta_of(event: &AgentEvent) -> Option<(bool, &str)> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -254,7 +254,6 @@ pub fn live_tail(partial: &ToolOutput) -> (String, u64) {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
 

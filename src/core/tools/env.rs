@@ -280,7 +280,6 @@ impl EnvPolicy {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

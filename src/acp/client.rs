@@ -199,7 +199,6 @@ impl ClientFiles {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::core::tools::ToolKind;
 
