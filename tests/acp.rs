@@ -340,6 +340,10 @@ async fn permissions_allow_once_reject_with_the_model_told_and_always_not_asked_
     let announced = of_kind(&updates, "tool_call");
     assert_eq!(announced.len(), 1, "{updates:#?}");
     assert_eq!((&announced[0]["toolCallId"], &announced[0]["kind"]), (&json!("w1"), &json!("edit")));
+    // The approval's preview comes with the call's start (carried on the engine's event).
+    let started = of_kind(&updates, "tool_call_update").into_iter().find(|u| u["status"] == "in_progress").expect("the call's start");
+    let started_diff = started["content"].as_array().unwrap().iter().find(|c| c["type"] == "diff").expect("a diff at the start");
+    assert_eq!(started_diff, diff);
     let ends: Vec<&Value> = of_kind(&updates, "tool_call_update").into_iter().filter(|u| u["status"] == "completed").collect();
     assert_eq!(ends.len(), 1, "{updates:#?}");
 

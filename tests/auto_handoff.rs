@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::{config, entry_lines, seeded_session, session_files, slow, tool_call_reply, wait_until, DOCUMENT};
 use handoff_mock::{MockOverflow, MockReply, MockServer, MockUsage, MockWindow};
 use handoff_nvim::core::agent::{AgentConfig, AgentEvent, AgentSession, Boundary, Threshold, WallReason, WallSettings};
-use handoff_nvim::core::controller::{self, text, Controller, FrontEndTexts, Ran};
+use handoff_nvim::core::controller::{self, text, Controller, FrontEndTexts, InputOutcome};
 use handoff_nvim::core::handoff::{self, auto, AutoHandoff};
 use handoff_nvim::core::provider::{Api, ProviderConfig};
 use handoff_nvim::core::tools::consent::{Level, Policy};
@@ -148,7 +148,7 @@ fn texts_of(path: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
-async fn run(env: &Env, text: &str) -> Ran {
+async fn run(env: &Env, text: &str) -> InputOutcome {
     tokio::time::timeout(T, env.controller.run_input(text)).await.expect("the prompt hung")
 }
 
@@ -159,7 +159,7 @@ async fn the_threshold_after_a_final_answer_hands_off_and_does_not_continue() {
     env.mock.push(MockReply::text("All done.").with_usage(big_usage()));
     env.mock.push(MockReply::text(DOCUMENT));
     let ran = run(&env, "summarise the project").await;
-    let Ran::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
+    let InputOutcome::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
     assert!(result.wall.is_none(), "the wall was met by the handoff");
     let requests = env.mock.requests();
     assert_eq!(requests.len(), 2, "the prompt and the handoff, no continuation");
@@ -198,7 +198,7 @@ async fn mid_tool_loop_the_batch_completes_then_the_handoff_then_the_task_finish
     env.mock.push(MockReply::text(DOCUMENT));
     env.mock.push(MockReply::text("The number is 42: finished."));
     let ran = run(&env, "read notes.txt and tell me the number").await;
-    let Ran::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
+    let InputOutcome::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
     assert_eq!(result.last_assistant().unwrap().text(), "The number is 42: finished.");
     let requests = env.mock.requests();
     assert_eq!(requests.len(), 3);
@@ -274,7 +274,7 @@ async fn an_overflow_error_of_each_provider_hands_off_and_the_task_goes_on() {
         env.mock.push(MockReply::text(DOCUMENT));
         env.mock.push(MockReply::text("Resumed and done."));
         let ran = run(&env, "do the big thing").await;
-        let Ran::Prompt(Ok(result)) = ran else { panic!("{name}: {ran:?}") };
+        let InputOutcome::Prompt(Ok(result)) = ran else { panic!("{name}: {ran:?}") };
         assert_eq!(result.last_assistant().unwrap().text(), "Resumed and done.", "{name}");
         assert_eq!(env.mock.requests().len(), 3, "{name}: never retried as transient");
         assert_ne!(env.session_path(), old, "{name}");
@@ -296,7 +296,7 @@ async fn a_handoff_request_refused_as_too_large_is_trimmed_and_sent_again() {
     env.mock.push(MockReply::text(DOCUMENT));
     env.mock.push(MockReply::text("Finished."));
     let ran = run(&env, "look at the log").await;
-    let Ran::Prompt(Ok(_)) = ran else { panic!("{ran:?}") };
+    let InputOutcome::Prompt(Ok(_)) = ran else { panic!("{ran:?}") };
     let requests = env.mock.requests();
     assert_eq!(requests.len(), 5, "the prompt, three handoff attempts, the continuation");
     let sizes: Vec<usize> = requests[1..4].iter().map(|r| r.raw_len).collect();
@@ -317,7 +317,7 @@ async fn overflowing_tool_loop(style: MockOverflow) -> Env {
     env.mock.push(MockReply::text(DOCUMENT));
     env.mock.push(MockReply::text("Went on after the overflow."));
     let ran = run(&env, "summarise big.log").await;
-    let Ran::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
+    let InputOutcome::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
     assert_eq!(result.last_assistant().unwrap().text(), "Went on after the overflow.");
     env
 }
@@ -367,7 +367,7 @@ async fn a_rate_limit_and_an_unrelated_400_are_left_alone() {
         let old = env.session_path();
         env.mock.push(MockReply::Status { status, body: body.into(), retry_after: None });
         let ran = run(&env, "hello").await;
-        let Ran::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
+        let InputOutcome::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
         assert!(result.wall.is_none(), "{status}");
         assert_ne!(result.failure, Some(handoff_nvim::core::failure::FailureKind::Overflow), "{status}");
         assert_eq!(env.mock.requests().len(), 1, "{status}");
@@ -391,12 +391,15 @@ async fn cancelling_leaves_the_old_session_as_it_was_creates_nothing_and_sends_n
     let before = std::fs::read(&old).unwrap();
     env.controller.abort_handoff();
     let ran = tokio::time::timeout(T, run).await.unwrap().unwrap();
-    assert!(matches!(ran, Ran::Prompt(Ok(ref r)) if r.wall.is_some()), "{ran:?}");
+    assert!(matches!(ran, InputOutcome::Prompt(Ok(ref r)) if r.wall.is_some()), "{ran:?}");
     env.agent.session().flush().unwrap();
     assert_eq!(std::fs::read(&old).unwrap(), before, "the old session is as it was");
     assert_eq!(env.session_path(), old);
     assert_eq!(env.sessions().len(), 1, "no file was created");
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Nothing can send any more: the prompt's run is over, nothing holds the lifecycle, and no
+    // draft is being written (the only work that sends on its own). And nothing was sent.
+    assert!(!env.controller.is_busy());
+    assert!(!env.controller.lifecycle().has_draft(), "a draft would send on its own");
     assert_eq!(env.mock.requests().len(), 2, "nothing more was sent");
     let (outcome, wall) = env.auto_ends_heard().await.pop().unwrap();
     assert_eq!(outcome, handoff::HandoffOutcome::Cancelled);
@@ -415,10 +418,10 @@ async fn input_typed_during_the_handoff_goes_to_the_new_session_instead_of_the_c
     let run = tokio::spawn(async move { controller.run_input("read a.txt").await });
     wait_until("the handoff started", T, || env.controller.is_generating_handoff()).await;
     let queued = env.controller.run_input("also check the README").await;
-    assert!(matches!(queued, Ran::Steered), "{queued:?}");
+    assert!(matches!(queued, InputOutcome::Steered), "{queued:?}");
     env.heard("queued", |n| n == text::QUEUED_FOR_NEW_SESSION).await;
     let ran = tokio::time::timeout(T, run).await.unwrap().unwrap();
-    assert!(matches!(ran, Ran::Prompt(Ok(_))), "{ran:?}");
+    assert!(matches!(ran, InputOutcome::Prompt(Ok(_))), "{ran:?}");
     let requests = env.mock.requests();
     assert_eq!(requests.len(), 3);
     let sent = common::wire_messages(&requests[2]);
@@ -440,7 +443,7 @@ async fn at_most_three_automatic_handoffs_run_for_one_prompt() {
     }
     env.mock.set_default(MockReply::text("should not be asked"));
     let ran = run(&env, "loop forever").await;
-    let Ran::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
+    let InputOutcome::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
     assert!(result.wall.is_some(), "it stopped at the wall");
     assert_eq!(env.mock.requests().len(), 7);
     assert_eq!(env.sessions().len(), 4, "three new sessions");
@@ -453,7 +456,7 @@ async fn with_automatic_handoffs_off_the_wall_is_not_watched() {
     env.controller.set_auto_handoff(AutoHandoff::Off);
     env.mock.push(MockReply::text("Answer.").with_usage(big_usage()));
     let ran = run(&env, "a question").await;
-    assert!(matches!(ran, Ran::Prompt(Ok(ref r)) if r.wall.is_none()), "{ran:?}");
+    assert!(matches!(ran, InputOutcome::Prompt(Ok(ref r)) if r.wall.is_none()), "{ran:?}");
     assert_eq!(env.mock.requests().len(), 1);
     assert_eq!(env.sessions().len(), 1);
 }
@@ -600,7 +603,7 @@ async fn in_review_mode_nothing_is_sent_until_the_document_is_written_then_the_w
     env.mock.push(MockReply::text(DOCUMENT));
     env.mock.push(MockReply::text("Resumed after the review."));
     let ran = run(&env, "read a.txt").await;
-    assert!(matches!(ran, Ran::Prompt(Ok(ref r)) if r.wall.is_none()), "{ran:?}");
+    assert!(matches!(ran, InputOutcome::Prompt(Ok(ref r)) if r.wall.is_none()), "{ran:?}");
     let (outcome, _) = env.auto_ends_heard().await.pop().unwrap();
     let handoff::HandoffOutcome::Review { text, .. } = outcome else { panic!("{outcome:?}") };
     assert_eq!(env.mock.requests().len(), 2, "nothing is sent while the document waits");
@@ -625,7 +628,7 @@ async fn a_new_session_that_starts_at_the_wall_does_not_continue_and_says_why() 
     env.mock.push(MockReply::text(&huge));
     env.mock.set_default(MockReply::text("should not be asked"));
     let ran = run(&env, "read a.txt").await;
-    assert!(matches!(ran, Ran::Prompt(Ok(_))), "{ran:?}");
+    assert!(matches!(ran, InputOutcome::Prompt(Ok(_))), "{ran:?}");
     assert_eq!(env.mock.requests().len(), 2, "no continuation: it would hand off again at once");
     assert_eq!(env.sessions().len(), 2, "the handoff itself happened");
     env.heard("the warning", |n| n == text::document_at_the_wall(&FrontEndTexts::default())).await;
@@ -643,7 +646,7 @@ async fn a_document_cut_off_at_the_output_limit_is_kept_at_the_wall_marked_where
     env.mock.push(common::with_stop("## Goal\nRead notes.txt and report the number.\n\n## Progress\nRead the fi", "length"));
     env.mock.push(MockReply::text("The number is 42."));
     let ran = run(&env, "read notes.txt and tell me the number").await;
-    let Ran::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
+    let InputOutcome::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
     assert_eq!(result.last_assistant().unwrap().text(), "The number is 42.");
     let (outcome, _) = env.auto_ends_heard().await.pop().unwrap();
     assert!(matches!(outcome, handoff::HandoffOutcome::Done { .. }), "{outcome:?}");

@@ -1,7 +1,6 @@
 //! `/back` and `:HandoffBack` (issue 33): after a handoff, back to the parent session as it was;
 //! the next prompt is written there, the child is kept. A session without a parent refuses in
 //! one line. Through the controller (the one parser both front ends use) and in headless Neovim.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -12,7 +11,7 @@ use common::nvim::{bounded, jsonl, Editor, DOC};
 use common::{config, entry_lines, seeded_session, DOCUMENT};
 use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::agent::{AgentConfig, AgentSession};
-use handoff_nvim::core::controller::{text, Controller, FrontEndTexts, Input, Ran};
+use handoff_nvim::core::controller::{text, Controller, FrontEndTexts, Input, InputOutcome};
 use serde_json::json;
 
 const T: Duration = Duration::from_secs(60);
@@ -37,23 +36,23 @@ async fn back_returns_to_the_parent_and_the_next_prompt_is_written_there() {
 
     // Without a parent: one line, nothing sent, nothing switched.
     let parent = agent.session().path().to_path_buf();
-    let Ran::Back(Err(refused)) = tokio::time::timeout(T, controller.run_input("/back")).await.unwrap() else { panic!() };
+    let InputOutcome::Back(Err(refused)) = tokio::time::timeout(T, controller.run_input("/back")).await.unwrap() else { panic!() };
     assert_eq!(refused.message, text::NO_PARENT);
     assert_eq!(agent.session().path(), parent);
 
     mock.push(MockReply::text(DOCUMENT));
-    let Ran::Handoff(_) = tokio::time::timeout(T, controller.run_input("/handoff")).await.unwrap() else { panic!() };
+    let InputOutcome::Handoff(_) = tokio::time::timeout(T, controller.run_input("/handoff")).await.unwrap() else { panic!() };
     let child = agent.session().path().to_path_buf();
     assert_ne!(child, parent);
     let requests = mock.requests().len();
 
-    let Ran::Back(Ok(back)) = tokio::time::timeout(T, controller.run_input("/back")).await.unwrap() else { panic!() };
+    let InputOutcome::Back(Ok(back)) = tokio::time::timeout(T, controller.run_input("/back")).await.unwrap() else { panic!() };
     assert_eq!(back, parent);
     assert_eq!(agent.session().path(), parent);
     assert_eq!(mock.requests().len(), requests, "/back is no model request");
 
     mock.push(MockReply::text("answered in the parent"));
-    let Ran::Prompt(Ok(_)) = tokio::time::timeout(T, controller.run_input("after going back")).await.unwrap() else { panic!() };
+    let InputOutcome::Prompt(Ok(_)) = tokio::time::timeout(T, controller.run_input("after going back")).await.unwrap() else { panic!() };
     agent.session().flush().unwrap();
     assert!(user_texts(&parent).iter().any(|t| t.contains("after going back")), "{:?}", user_texts(&parent));
     assert!(!user_texts(&child).iter().any(|t| t.contains("after going back")), "the child got it");

@@ -6,6 +6,7 @@
 //! (`super::store::f()`), each resolved to where it points (`crate::`, `super::`, `self::`, a
 //! child module); a text scan sees only the first of a group. A plain text scan still looks for
 //! the front ends' crate names anywhere (a `cfg`'d line, the prompts' markdown).
+#![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 

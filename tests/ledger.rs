@@ -14,7 +14,7 @@ use common::{config, entry_lines, seeded_session, tool_calls_reply, DOCUMENT};
 use handoff_mock::{MockReply, MockServer, MockToolCall};
 use handoff_nvim::core::agent::fit::estimate_text_tokens;
 use handoff_nvim::core::agent::{AgentConfig, AgentSession};
-use handoff_nvim::core::controller::{Controller, FrontEndTexts, Ran};
+use handoff_nvim::core::controller::{Controller, FrontEndTexts, InputOutcome};
 use handoff_nvim::core::handoff::HandoffOutcome;
 use handoff_nvim::core::session::ledger::Ledger;
 use handoff_nvim::core::tools::consent::{Level, Policy};
@@ -57,17 +57,17 @@ async fn a_handoff_after_a_tool_turn_records_what_it_carried_and_dropped_as_the_
         let controller = controller.clone();
         async move { tokio::time::timeout(T, controller.run_input(text)).await.expect("hung") }
     };
-    let Ran::Pins(Ok(_)) = run("/pin Keep the API stable").await else { panic!("not a pin") };
+    let InputOutcome::Pins(Ok(_)) = run("/pin Keep the API stable").await else { panic!("not a pin") };
     mock.push(tool_calls_reply(vec![
         MockToolCall::new("read", &json!({ "path": notes.to_str().unwrap() }), 1).with_id("c1"),
         MockToolCall::new("read", &json!({ "path": plan.to_str().unwrap() }), 1).with_id("c2"),
     ]));
     mock.push(MockReply::text("The number is 42."));
-    let Ran::Prompt(Ok(_)) = run("read the notes and the plan").await else { panic!("the prompt failed") };
+    let InputOutcome::Prompt(Ok(_)) = run("read the notes and the plan").await else { panic!("the prompt failed") };
     let parent = agent.session().path().to_path_buf();
 
     mock.push(MockReply::text(DOCUMENT));
-    let Ran::Handoff(outcome) = run("/handoff").await else { panic!("not a handoff") };
+    let InputOutcome::Handoff(outcome) = run("/handoff").await else { panic!("not a handoff") };
     let HandoffOutcome::Done { session_file, ledger, .. } = outcome else { panic!("{outcome:?}") };
 
     // Counted against the parent's file, independently of the host's own walk.
@@ -92,7 +92,7 @@ async fn a_handoff_after_a_tool_turn_records_what_it_carried_and_dropped_as_the_
     assert_eq!(summary, format!("Carried 3 · dropped 2 tool results ({tokens} tokens)"), "{stored}");
     // None of it reaches the model: the next request holds no ledger.
     mock.push(MockReply::text("ok"));
-    let Ran::Prompt(Ok(_)) = run("go on").await else { panic!() };
+    let InputOutcome::Prompt(Ok(_)) = run("go on").await else { panic!() };
     let last = mock.requests().last().unwrap().body.to_string();
     assert!(!last.contains("toolResults") && !last.contains("dropped"), "{last}");
 }

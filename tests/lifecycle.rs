@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use common::{config, entry_lines, seeded_session, session_files, todo_call, wait_until, DOCUMENT};
 use handoff_mock::{MockReply, MockServer, MockUsage};
 use handoff_nvim::core::agent::{AgentConfig, AgentEvent, AgentSession};
-use handoff_nvim::core::controller::{text, Controller, FrontEndTexts, Phase, Ran};
+use handoff_nvim::core::controller::{text, Controller, FrontEndTexts, Phase, InputOutcome};
 use handoff_nvim::core::handoff::{HandoffOptions, HandoffOutcome};
 use handoff_nvim::core::tools::consent::{Level, Policy};
 use handoff_nvim::core::tools::{Tool, ToolRegistry, ToolSource};
@@ -120,7 +120,7 @@ async fn a_panicking_prompt_task_leaves_the_agent_idle_and_the_panic_is_in_the_l
     // Nothing stays taken: the next prompt runs.
     env.mock.push(MockReply::text("fine again"));
     let ran = env.controller.run_input("and now?").await;
-    assert!(matches!(&ran, Ran::Prompt(Ok(r)) if r.last_assistant().is_some_and(|m| m.text() == "fine again")), "{ran:?}");
+    assert!(matches!(&ran, InputOutcome::Prompt(Ok(r)) if r.last_assistant().is_some_and(|m| m.text() == "fine again")), "{ran:?}");
 }
 
 /// Bug: `Handoff::commit` checked "busy" and then wrote the new session: a prompt arriving in

@@ -1,7 +1,6 @@
 //! The prompt's lifecycle (issue 31) from the editor: a reviewed handoff followed by a prompt and
 //! another reviewed handoff (the chain that said "Nothing to hand off"). Real headless Neovim, the
 //! built host, the loopback mock model.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

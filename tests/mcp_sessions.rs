@@ -1,7 +1,6 @@
 //! Sessions with MCP calls written elsewhere: oh-my-pi spells a server's tool `mcp__<server>_<tool>`;
 //! such a session loads without a warning, and our agent continues it, sending the calls and
 //! results of a tool it does not have as history.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 use common::Drive as _;

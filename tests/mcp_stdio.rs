@@ -189,7 +189,10 @@ async fn an_untrusted_project_file_starts_nothing_until_the_user_trusts_it() {
     let project = dir.path().join("repo");
     std::fs::create_dir(&project).unwrap();
     let marker = dir.path().join("started");
-    let file = json!({"mcpServers": {"proj": entry(json!({"MCP_TEST_MARKER": marker}))}});
+    // Its command line names this test's folder: its process is told from every other test's.
+    let mut server = entry(json!({"MCP_TEST_MARKER": marker}));
+    server["args"].as_array_mut().unwrap().push(json!(format!("--test-dir={}", dir.path().display())));
+    let file = json!({"mcpServers": {"proj": server}});
     std::fs::write(project.join(".mcp.json"), file.to_string()).unwrap();
     let trust = TrustStore::new(dir.path().join("state/trust.json"));
     let load = |trust: &TrustStore| McpConfig::load(&McpSettings::default(), &project, trust);
@@ -198,7 +201,9 @@ async fn an_untrusted_project_file_starts_nothing_until_the_user_trusts_it() {
     assert_eq!(hub.statuses()[0].state, State::Untrusted);
     assert!(hub.tools().is_empty());
     assert!(hub.start("proj").await.unwrap_err().contains("not trusted"));
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A started server would be running now (it waits on its stdin), whatever it wrote yet.
+    let ours = format!("--test-dir={}", dir.path().display());
+    assert!(common::pids_with(&ours).is_empty(), "an untrusted server ran");
     assert!(!marker.exists(), "an untrusted server ran");
 
     let shown = hub.project().unwrap().digest.clone();
@@ -207,6 +212,10 @@ async fn an_untrusted_project_file_starts_nothing_until_the_user_trusts_it() {
     hub.start("proj").await.unwrap();
     assert!(marker.exists());
     assert_eq!(hub.statuses()[0].state, State::Running);
+    // The control: this one is seen as running, and it is the only one that ever started.
+    let running = common::pids_with(&ours);
+    assert_eq!(running.len(), 1, "{running:?}");
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), running[0].to_string());
     // Remembered: a new session's hub may start it.
     let again = McpHub::new(load(&trust), &project, EnvPolicy::default(), trust.clone());
     assert_eq!(again.statuses()[0].state, State::Idle);

@@ -3,7 +3,6 @@
 //! list (newest change first) and `:HandoffDiff` shows a file against its original side by side
 //! in diff mode; both after a host restart too, and a new session starts without changes. The
 //! model is the loopback mock; the tools act on real files under the `allow_all` policy.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -2,7 +2,6 @@
 //! mock model. A selection sent with `:'<,'>HandoffChat`, an `@file` typed (and completed) in the
 //! prompt, and `#diagnostics` reach the model as fenced blocks headed by the path; the chat shows
 //! one "📎" line for each.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -2,7 +2,6 @@
 //! (stub commands first; the plugin's files sourced on the first `:Handoff…`; then
 //! `setup(opts)`; then the command runs again) and a plain `:packadd`. lazy.nvim itself is in no
 //! registry reachable here, so its loader's steps are reproduced as it documents them.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -5,7 +5,6 @@
 //! `.mcp.json`: the confirmation lists each server as the file writes it (never an expanded
 //! `${VAR}`), a "no" trusts nothing, a file swapped while the confirmation is open is refused,
 //! and a "yes" trusts what was shown.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,7 +1,6 @@
 //! What the help promises after a `bash` tool call: "Buffers of files a command changed on disk
 //! are reloaded" (events.lua runs `:checktime` when a bash call ends). Real headless Neovim, the
 //! real host, a real command changing a real file; the model is the loopback mock.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -2,7 +2,6 @@
 //! `stdpath("config")/handoff` and the project's, in order; `:HandoffContext` shows the prompt
 //! exactly as the model gets it; the chat's header and `:checkhealth handoff` name the files.
 //! Real headless Neovim, the built host, the mock. Needs `NVIM_BIN` or the checkout's `.venv`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

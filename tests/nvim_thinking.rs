@@ -2,7 +2,6 @@
 //! thinking } }` is a new session's level, `/thinking high` typed in the prompt records the
 //! change and the next request carries it, the meter shows the level, and the reply's thinking
 //! streams folded into the chat.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

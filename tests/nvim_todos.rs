@@ -2,7 +2,6 @@
 //! while the agent runs, `User HandoffTodos` fires on each change, the chat says what changed,
 //! `require("handoff").todos()` returns it, and a resumed session shows its own list. The model
 //! is the loopback mock; `todo_write` runs unasked under the default policy.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -2,7 +2,6 @@
 //! real overflow error is an `Overflow` (what the automatic handoff reacts to), sent once and
 //! never retried, and told to the user as a request that did not fit; rate limits and other
 //! refusals are not overflows, whatever their status.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 use common::Drive as _;
@@ -309,13 +308,16 @@ async fn a_stream_that_broke_after_an_event_or_timed_out_is_never_probed() {
     let provider = handoff_nvim::core::provider::Provider::new(config(Api::Openai, &server));
     let cancel = tokio_util::sync::CancellationToken::new();
     let canceller = cancel.clone();
+    let stalled = server.clone();
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Cancelled once the stalled request is in (before any event).
+        assert!(stalled.wait_for_requests(3, Duration::from_secs(20)).await);
         canceller.cancel();
     });
     let result = provider.stream(&ask("Say hello"), &cancel, &mut |_| {}).await;
     assert!(matches!(result, Err(ProviderError::Aborted)), "{result:?}");
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // A probe is made inside `stream`, before it returns (see `Provider::stream`): none now
+    // means none at all.
     assert_eq!(server.requests().len(), 3, "no probe after an abort");
 }
 

@@ -14,7 +14,7 @@ use common::pi::{pi_bin as pi, PiAndOurs};
 use common::{config, entry_lines, seeded_session, wire_messages, DOCUMENT};
 use handoff_mock::{MockReply, MockServer, MockUsage, RecordedRequest};
 use handoff_nvim::core::agent::{AgentConfig, AgentSession};
-use handoff_nvim::core::controller::{self, Controller, FrontEndTexts, Input, PinCommand, Ran};
+use handoff_nvim::core::controller::{self, Controller, FrontEndTexts, Input, PinCommand, InputOutcome};
 use handoff_nvim::core::failure::FailureKind;
 use handoff_nvim::core::session::{pins, SessionManager};
 use handoff_nvim::core::tools::consent::{Level, Policy};
@@ -48,13 +48,13 @@ impl Env {
         Env { mock, dir, agent, controller }
     }
 
-    async fn run(&self, text: &str) -> Ran {
+    async fn run(&self, text: &str) -> InputOutcome {
         tokio::time::timeout(T, self.controller.run_input(text)).await.expect("the input hung")
     }
 
     async fn pins_after(&self, text: &str) -> Vec<String> {
         match self.run(text).await {
-            Ran::Pins(Ok(pins)) => pins,
+            InputOutcome::Pins(Ok(pins)) => pins,
             other => panic!("{text}: {other:?}"),
         }
     }
@@ -116,9 +116,9 @@ async fn pin_commands_never_reach_the_model_and_are_kept_as_a_custom_entry() {
     assert_eq!(env.pins_after(&format!("/pin {PIN}")).await, [PIN]);
     assert_eq!(env.pins_after("/pin second").await, [PIN, "second"]);
     assert_eq!(env.pins_after("/pins").await, [PIN, "second"]);
-    let Ran::Pins(Err(f)) = env.run("/unpin 3").await else { panic!() };
+    let InputOutcome::Pins(Err(f)) = env.run("/unpin 3").await else { panic!() };
     assert_eq!(f.kind, FailureKind::Invalid);
-    let Ran::Pins(Err(f)) = env.run("/pin   ").await else { panic!() };
+    let InputOutcome::Pins(Err(f)) = env.run("/pin   ").await else { panic!() };
     assert_eq!(f.message, controller::text::NOTHING_TO_PIN);
     assert!(env.mock.requests().is_empty(), "a pin command was sent to the model");
     let entries = entry_lines(&env.path());
@@ -136,7 +136,7 @@ async fn a_pin_survives_three_chained_handoffs_byte_identical_and_reaches_the_mo
     let first = env.path();
     // 1: `/handoff` typed.
     env.mock.push(MockReply::text(DOCUMENT));
-    assert!(matches!(env.run("/handoff").await, Ran::Handoff(_)));
+    assert!(matches!(env.run("/handoff").await, InputOutcome::Handoff(_)));
     let second = env.path();
     // 2: `/handoff` after a prompt in the new session.
     env.mock.push(MockReply::text("ok"));

@@ -8,7 +8,6 @@
 //!
 //! Where this kernel cannot enforce the sandbox, a test prints `SKIPPED <name>: <why>` and
 //! passes; with `HANDOFF_REQUIRE_SANDBOX=1` (CI) that is a failure instead.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

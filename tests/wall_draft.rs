@@ -19,7 +19,7 @@ use handoff_mock::{MockReply, MockUsage};
 use handoff_nvim::core::agent::events::DraftStatus;
 use handoff_nvim::core::agent::AgentEvent;
 use handoff_nvim::core::config::Settings;
-use handoff_nvim::core::controller::{text, Ran};
+use handoff_nvim::core::controller::{text, InputOutcome};
 use handoff_nvim::core::handoff::{self, HandoffOptions, HandoffOutcome, Prepare};
 use handoff_nvim::core::provider::ProviderConfig;
 use serde_json::{json, Value};
@@ -49,7 +49,7 @@ trait Drafting {
     fn drafts(&self) -> Vec<DraftStatus>;
     fn prepared_starts(&self) -> Vec<bool>;
     fn handoff_requests(&self) -> Vec<handoff_mock::RecordedRequest>;
-    async fn three_reads(&self, draft: Option<MockReply>, at_wall: Option<MockReply>) -> Ran;
+    async fn three_reads(&self, draft: Option<MockReply>, at_wall: Option<MockReply>) -> InputOutcome;
 }
 
 impl Drafting for Env {
@@ -81,7 +81,7 @@ impl Drafting for Env {
     /// A task of three reads: the first reply's usage puts the next request in the band, the
     /// second stays in it, the third passes the wall; the task ends in the new session.
     /// `draft`: the reply the draft gets (`None`: nothing is scripted for one).
-    async fn three_reads(&self, draft: Option<MockReply>, at_wall: Option<MockReply>) -> Ran {
+    async fn three_reads(&self, draft: Option<MockReply>, at_wall: Option<MockReply>) -> InputOutcome {
         let (a, b, c) = (self.note("a.txt", 41), self.note("b.txt", 42), self.note("c.txt", 43));
         let usage = |input| MockUsage { input, output: Some(50), ..MockUsage::default() };
         if let Some(draft) = draft {
@@ -114,8 +114,8 @@ fn handoff_entry(path: &Path) -> Value {
     entry_lines(path).into_iter().find(|e| e["customType"] == "handoff").expect("no handoff entry")
 }
 
-fn finished(ran: &Ran) {
-    let Ran::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
+fn finished(ran: &InputOutcome) {
+    let InputOutcome::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
     assert_eq!(result.last_assistant().unwrap().text(), "41 + 42 + 43 = 126: finished.", "the task went on");
 }
 
@@ -179,7 +179,7 @@ async fn the_next_crossing_of_the_band_drafts_again_in_the_new_session() {
     env.mock.push(tool_call_reply("read", json!({ "path": first }), "call_a").with_usage(usage(8500)));
     env.mock.push(MockReply::text("41.").with_usage(usage(9000)));
     let ran = tokio::time::timeout(T, env.controller.run_input(TASK)).await.unwrap();
-    assert!(matches!(ran, Ran::Prompt(Ok(_))));
+    assert!(matches!(ran, InputOutcome::Prompt(Ok(_))));
     wait_until("the draft written", T, || env.drafts().iter().any(|d| matches!(d, DraftStatus::Ready { .. }))).await;
     assert_eq!(env.handoff_requests().len(), 1, "in the band twice, one draft");
     // Below the band (a reply that reports less), then in it again: a second draft.
@@ -207,7 +207,7 @@ async fn a_draft_not_written_yet_at_the_wall_is_waited_for_not_started_over() {
 /// Two reads: the first puts the next request in the band (the draft starts), the second reads
 /// `lines` lines (`MIDDLE` halfway down) and passes the wall; `at_wall`: the document written
 /// there, if the draft is not used.
-async fn a_long_read_after_the_draft(env: &Env, lines: usize, at_wall: Option<MockReply>) -> Ran {
+async fn a_long_read_after_the_draft(env: &Env, lines: usize, at_wall: Option<MockReply>) -> InputOutcome {
     let a = env.note("a.txt", 41);
     let b = env.dir.path().join("long.txt");
     let text: Vec<String> = (0..lines).map(|i| if i == lines / 2 { "MIDDLE".into() } else { format!("filler line {i}") }).collect();
@@ -225,7 +225,7 @@ async fn a_long_read_after_the_draft(env: &Env, lines: usize, at_wall: Option<Mo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_read_after_the_draft_goes_on_whole_and_turns_since_past_the_budget_are_written_at_the_wall() {
-    let done = |ran: &Ran| matches!(ran, Ran::Prompt(Ok(r)) if r.last_assistant().unwrap().text() == "41 + 42 = 83: finished.");
+    let done = |ran: &InputOutcome| matches!(ran, InputOutcome::Prompt(Ok(r)) if r.last_assistant().unwrap().text() == "41 + 42 = 83: finished.");
     // 400 lines (~6,000 characters, ~1,500 tokens) read after the draft: under the budget (the
     // band, 3k, and a tenth of the 20k window), carried whole (the host's own document clips a
     // message to 2,000 characters).
@@ -271,7 +271,7 @@ async fn cancelling_the_wall_while_the_draft_is_written_cancels_both_and_leaves_
     });
     let ran = env.three_reads(Some(stall), None).await;
     canceller.await.unwrap();
-    assert!(matches!(ran, Ran::Prompt(Ok(_))), "{ran:?}");
+    assert!(matches!(ran, InputOutcome::Prompt(Ok(_))), "{ran:?}");
     assert_eq!(env.auto_end().await.0, HandoffOutcome::Cancelled);
     assert_eq!(env.session_path(), old, "no new session");
     assert_eq!(session_files(&env.dir.path().join("sessions")).len(), 1);

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use common::wall::{WallEnv, T};
 use common::{entry_lines, tool_call_reply, wire_messages};
 use handoff_mock::{MockReply, MockUsage};
-use handoff_nvim::core::controller::{self, FrontEndTexts, Ran};
+use handoff_nvim::core::controller::{self, FrontEndTexts, InputOutcome};
 use handoff_nvim::core::handoff::{self, fallback, HandoffOptions, HandoffOutcome};
 use serde_json::{json, Value};
 
@@ -33,7 +33,7 @@ async fn tool_loop_with_failing_handoff(env: &Env, failures: Vec<MockReply>) -> 
     }
     env.mock.push(MockReply::text("The number is 42: finished."));
     let ran = tokio::time::timeout(T, env.controller.run_input(TASK)).await.expect("the prompt hung");
-    let Ran::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
+    let InputOutcome::Prompt(Ok(result)) = ran else { panic!("{ran:?}") };
     assert_eq!(result.last_assistant().unwrap().text(), "The number is 42: finished.", "the task went on");
     assert!(result.wall.is_none());
     old

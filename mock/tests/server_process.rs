@@ -2,7 +2,6 @@
 //! base URL, answers with `--default-text`, and exits when its stdin closes. (Being an
 //! integration test also makes `cargo test --workspace` build the binary into target/<profile>/,
 //! where the host crate's tests and the benchmarks look for it.)
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -16,8 +16,6 @@ pub const OUTSIDE_SANDBOX: &str = "Runs outside the sandbox: ";
 pub const SANDBOX_HOLES: &str = "In the sandbox, but it cannot protect everything here (answered for this call only): ";
 pub const IN_SANDBOX: &str = "In the sandbox: ";
 
-/// The result the model gets for a call of a tool the user rejected "always" before.
-pub const REJECTED_BEFORE: &str = "The user rejected calls like this one for the rest of the session.";
 /// The result of a call asked about when the client went away.
 pub const CLIENT_GONE: &str = "The editor went away before answering.";
 /// The client's answer to a permission request could not be read.

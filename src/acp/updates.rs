@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
+use tokio::sync::{broadcast, mpsc, oneshot};
+
 use serde_json::Value;
 
 use super::rpc::Peer;
@@ -22,7 +24,7 @@ use crate::core::controller::{self, FrontEndTexts};
 use crate::core::handoff::HandoffOutcome;
 use crate::core::message::{Content, ContentBlock, Message, Role, Usage};
 use crate::core::session::{self, SessionEntry, TodoStatus};
-use crate::core::tools::{self, Activity, Todo, ToolContext, ToolRegistry};
+use crate::core::tools::{self, Activity, Todo, ToolRegistry};
 
 /// ACP's kind of a call that does `activity` (the tool's own word: [`tools::Tool::activity`]).
 pub fn kind(activity: Activity) -> wire::ToolKind {
@@ -175,8 +177,15 @@ impl Translator {
                     self.updates.send(SessionUpdate::UsageUpdate(usage(used, window)));
                 }
             }
-            AgentEvent::ToolExecutionStart { tool_call_id, .. } => {
-                let fields = ToolCallUpdateFields::new().status(ToolCallStatus::InProgress);
+            AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args, preview } => {
+                let mut fields = ToolCallUpdateFields::new().status(ToolCallStatus::InProgress);
+                // The engine's preview (the approval's, when it was asked): the diff shown now
+                // and again with the result.
+                if let (Some(path), Some(preview)) = (tools::changed_path(&tool_name, &args, &self.cwd), preview) {
+                    let diff = ToolCallContent::from(wire::Diff::new(path, preview.after).old_text(preview.before));
+                    self.diffs.insert(tool_call_id.clone(), diff.clone());
+                    fields = fields.content(vec![diff]);
+                }
                 self.updates.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(tool_call_id, fields)));
             }
             AgentEvent::ToolExecutionUpdate { tool_call_id, tail, .. } => {
@@ -234,17 +243,7 @@ impl Translator {
     async fn announce_calls(&mut self, message: &Message) {
         let tools = self.agent.upgrade().map(|agent| agent.offered_tools()).unwrap_or_default();
         for (id, name, args) in calls_of(message) {
-            let activity = tools.activity(name);
-            let mut call = announced(id, name, args, &self.cwd, activity);
-            if activity == Activity::Edit {
-                let path = tools::changed_path(name, args, &self.cwd);
-                let preview = tools::preview(name, args, &ToolContext::new(self.cwd.clone())).await;
-                if let (Some(path), Some(preview)) = (path, preview) {
-                    let diff = ToolCallContent::from(wire::Diff::new(path, preview.after).old_text(preview.before));
-                    self.diffs.insert(id.to_string(), diff.clone());
-                    call = call.content(vec![diff]);
-                }
-            }
+            let call = announced(id, name, args, &self.cwd, tools.activity(name));
             self.updates.send(SessionUpdate::ToolCall(call));
         }
     }
@@ -296,3 +295,97 @@ pub fn replay(updates: &Updates, branch: &[&SessionEntry], cwd: &Path, todos: &[
         updates.plan(todos);
     }
 }
+
+/// Translates a session's events to updates until its agent goes away; a flush request is
+/// answered once every event emitted before it is sent.
+pub(super) fn spawn_translator(
+    mut translator: Translator,
+    mut events: broadcast::Receiver<AgentEvent>,
+    mut flushes: mpsc::UnboundedReceiver<Flush>,
+) {
+    use broadcast::error::RecvError;
+    crate::core::task::spawn("the ACP updates", async move {
+        loop {
+            // While the client does not read, events wait in their (bounded) channel, not as
+            // lines: the next ones are merged, or lost and told (`lost`).
+            translator.updates.peer.writable().await;
+            tokio::select! {
+                biased;
+                event = events.recv() => match event {
+                    Ok(event) => translate_queued(&mut translator, Some(event), &mut events).await,
+                    Err(RecvError::Lagged(n)) => lost(&translator, n),
+                    Err(RecvError::Closed) => break,
+                },
+                flush = flushes.recv() => {
+                    let Some(done) = flush else { break };
+                    translate_queued(&mut translator, None, &mut events).await;
+                    let _ = done.send(());
+                }
+            }
+        }
+    });
+}
+
+/// Translates `first` and every event already waiting. Deltas of the same kind that wait one
+/// after another go out as one chunk: a client that reads slower than the model writes gets
+/// fewer, larger chunks instead of falling behind the channel.
+async fn translate_queued(translator: &mut Translator, first: Option<AgentEvent>, events: &mut broadcast::Receiver<AgentEvent>) {
+    use broadcast::error::TryRecvError;
+    let mut next = first;
+    loop {
+        let event = match next.take() {
+            Some(event) => event,
+            None => match events.try_recv() {
+                Ok(event) => event,
+                Err(TryRecvError::Lagged(n)) => {
+                    lost(translator, n);
+                    continue;
+                }
+                Err(_) => return,
+            },
+        };
+        translator.updates.peer.writable().await;
+        let AgentEvent::MessageUpdate { assistant_message_event: delta } = event else {
+            translator.event(event).await;
+            continue;
+        };
+        let (thinking, mut merged) = match delta {
+            AssistantMessageEvent::TextDelta { delta, .. } => (false, delta),
+            AssistantMessageEvent::ThinkingDelta { delta, .. } => (true, delta),
+        };
+        while let Ok(event) = events.try_recv() {
+            match event {
+                AgentEvent::MessageUpdate { assistant_message_event: AssistantMessageEvent::TextDelta { delta, .. } }
+                    if !thinking =>
+                {
+                    merged.push_str(&delta)
+                }
+                AgentEvent::MessageUpdate { assistant_message_event: AssistantMessageEvent::ThinkingDelta { delta, .. } }
+                    if thinking =>
+                {
+                    merged.push_str(&delta)
+                }
+                other => {
+                    next = Some(other);
+                    break;
+                }
+            }
+        }
+        let delta = match thinking {
+            false => AssistantMessageEvent::TextDelta { content_index: 0, delta: merged },
+            true => AssistantMessageEvent::ThinkingDelta { content_index: 0, delta: merged },
+        };
+        translator.event(AgentEvent::MessageUpdate { assistant_message_event: delta }).await;
+    }
+}
+
+/// Events the channel dropped before they were read (the client stopped reading, or the
+/// machine stalled): the client is told that the session file has what it missed.
+fn lost(translator: &Translator, n: u64) {
+    tracing::warn!("{n} agent events were lost to a slow client");
+    translator.updates.message(text::notice_block(text::EVENTS_LOST));
+}
+
+/// A flush request to a session's translator: every event emitted so far is sent before the
+/// answer (a prompt's updates go out before its `stopReason`).
+pub type Flush = oneshot::Sender<()>;

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent, RunResult};
 use crate::core::config::Settings;
-use crate::core::controller::{self, Controller, FrontEndTexts, Level, Ran, SessionChoice};
+use crate::core::controller::{self, Controller, FrontEndTexts, Level, InputOutcome, SessionChoice};
 use crate::core::handoff::{AutoHandoff, HandoffOptions, HandoffOutcome};
 use crate::core::mcp::{McpHub, State};
 use crate::core::message::StopReason;
@@ -375,27 +375,27 @@ async fn prompt(
     }
     agent.session().flush()?;
     Ok(match ran? {
-        Ran::Prompt(result) => prompt_exit_code(&result?),
-        Ran::Handoff(outcome) => handoff_exit_code(outcome)?,
-        Ran::Steered | Ran::Nothing => exit::REFUSED,
+        InputOutcome::Prompt(result) => prompt_exit_code(&result?),
+        InputOutcome::Handoff(outcome) => handoff_exit_code(outcome)?,
+        InputOutcome::Steered | InputOutcome::Nothing => exit::REFUSED,
         // The list after the command, on stdout; a refusal was told on stderr (its notice).
-        Ran::Pins(Ok(pins)) => {
+        InputOutcome::Pins(Ok(pins)) => {
             writeln!(std::io::stdout(), "{}", controller::text::pins(&pins))?;
             exit::OK
         }
-        Ran::Pins(Err(_)) => exit::FAILURE,
+        InputOutcome::Pins(Err(_)) => exit::FAILURE,
         // The parent's file, now the current session, on stdout (as a handoff names its new one).
-        Ran::Back(Ok(parent)) => {
+        InputOutcome::Back(Ok(parent)) => {
             writeln!(std::io::stdout(), "{}", parent.display())?;
             exit::OK
         }
-        Ran::Back(Err(_)) => exit::FAILURE,
+        InputOutcome::Back(Err(_)) => exit::FAILURE,
         // What another session command said, on stdout; a refusal was told on stderr.
-        Ran::Said(Ok(said)) => {
+        InputOutcome::Said(Ok(said)) => {
             writeln!(std::io::stdout(), "{said}")?;
             exit::OK
         }
-        Ran::Said(Err(_)) => exit::FAILURE,
+        InputOutcome::Said(Err(_)) => exit::FAILURE,
     })
 }
 

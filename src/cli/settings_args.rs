@@ -162,7 +162,6 @@ impl clap::Args for SettingsArgs {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use clap::{Args, FromArgMatches};
 
     use super::*;

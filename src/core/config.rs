@@ -372,7 +372,6 @@ fn apply_pi_auth(config: &mut ProviderConfig, pi: &PiProvider, key: bool) -> Res
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -48,7 +48,7 @@
 mod bridge;
 mod memory;
 pub mod protocol;
-mod seams;
+mod editor;
 pub mod slash_commands;
 mod stdio;
 pub mod transcript;
@@ -103,7 +103,7 @@ struct Inner {
     outbox: Arc<Outbox>,
     shutdown: tokio::sync::Notify,
     /// Tool calls waiting for the user's answer in the chat.
-    approvals: Arc<seams::Approvals>,
+    approvals: Arc<editor::Approvals>,
     /// The connection to Neovim, for tools that write through its buffers.
     nvim: Arc<OnceLock<Neovim<Writer>>>,
     /// The MCP servers of the configured sessions (`None`: none configured).
@@ -165,7 +165,7 @@ impl Host {
                 collector: Mutex::new(None),
                 outbox: Arc::new(Outbox::default()),
                 shutdown: tokio::sync::Notify::new(),
-                approvals: Arc::new(seams::Approvals::default()),
+                approvals: Arc::new(editor::Approvals::default()),
                 nvim: Arc::new(OnceLock::new()),
                 mcp: Mutex::new(None),
                 probes: Mutex::new(ProbeCache::default()),
@@ -298,11 +298,11 @@ impl Host {
         for warning in opened.warnings {
             self.notice(Level::Warn, warning);
         }
-        opened.agent.set_consent(Arc::new(seams::EditorConsent {
+        opened.agent.set_consent(Arc::new(editor::EditorConsent {
             approvals: self.inner.approvals.clone(),
             outbox: self.inner.outbox.clone(),
         }));
-        opened.agent.set_file_access(Arc::new(seams::EditorFiles { nvim: self.inner.nvim.clone() }));
+        opened.agent.set_file_access(Arc::new(editor::EditorFiles { nvim: self.inner.nvim.clone() }));
         // The model list is read now, off the first prompt's path (a Copilot token with it).
         let provider = opened.agent.provider();
         crate::core::task::spawn("reading the model list", async move { drop(provider.catalogue(true).await) });

@@ -897,7 +897,6 @@ impl Record {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::core::agent::Level;
 

@@ -325,7 +325,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
         AgentEvent::TodosChanged { todos } => Record::Todos { todos: todos.clone() },
         AgentEvent::PinsChanged { pins } => Record::Pins { pins: pins.clone() },
         AgentEvent::HunksChanged => Record::Hunks {},
-        AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args } => {
+        AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args, .. } => {
             Record::ToolStart {
                 id: tool_call_id.clone(),
                 tool: tool_name.clone(),
@@ -374,7 +374,6 @@ pub fn delta_of(event: &AgentEvent) -> Option<(bool, &str)> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

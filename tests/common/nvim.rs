@@ -4,7 +4,7 @@
 //!
 //! Waiting is always polling with a deadline (never a fixed sleep), so the tests hold on a loaded
 //! machine; a deadline that passes fails the test with the editor's state in the message.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //!
 //! pi is `$PI_BIN`, or else `<repo>/.cache/pi/node_modules/.bin/pi` (`scripts/deps.sh` installs
 //! it). A missing pi fails the test; `HANDOFF_SKIP_PI=1` turns that into a loud skip.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -169,7 +169,6 @@ fn push_block(message: &mut Message, block: ContentBlock) -> usize {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::{json, Value};

@@ -158,7 +158,15 @@ pub enum AgentEvent {
     },
     /// A tool call starts (after consent).
     #[serde(rename_all = "camelCase")]
-    ToolExecutionStart { tool_call_id: String, tool_name: String, args: serde_json::Value },
+    ToolExecutionStart {
+        tool_call_id: String,
+        tool_name: String,
+        args: serde_json::Value,
+        /// What the call will change (an edit's file before and after): the approval's, when
+        /// it was asked about, so a front end never works it out again.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        preview: Option<Box<crate::core::tools::Preview>>,
+    },
     /// The end of a running tool's output so far (bash), as [`live_tail`] cuts it: `tail`, and
     /// the count of lines before it. Each update replaces the last.
     #[serde(rename_all = "camelCase")]
@@ -249,7 +257,6 @@ pub fn live_tail(partial: &ToolOutput) -> (String, u64) {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
 

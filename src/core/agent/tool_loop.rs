@@ -27,10 +27,11 @@ use crate::core::message::{now_millis, Message};
 use crate::core::provider::ToolCall;
 use crate::core::session::review::CallOf;
 use crate::core::session::{todos, Before, SessionError};
+use crate::core::sync::lock;
 use crate::core::sandbox::protected::Protected;
 use crate::core::sandbox::{self, Sandboxed, Support};
 use crate::core::tools::consent::{self, ApprovalRequest, Decision, Verdict};
-use crate::core::tools::{self, ConsentKey, ToolContext, ToolKind, ToolName, ToolOutput, ToolRef};
+use crate::core::tools::{self, ConsentKey, Preview, ToolContext, ToolKind, ToolName, ToolOutput, ToolRef};
 
 /// pi's text for calls skipped because the user typed meanwhile.
 const SKIPPED_FOR_STEERING: &str = "Skipped due to queued user message.";
@@ -159,9 +160,14 @@ impl AgentSession {
             Confinement::Sandboxed(s) => s.holes(&ctx.cwd),
             _ => None,
         };
+        // The preview the approval showed, carried on `ToolExecutionStart` (never worked out
+        // twice; an edit that was not asked about is previewed there).
+        let previewed: std::sync::Mutex<Option<Box<Preview>>> = std::sync::Mutex::new(None);
         if let Some(tool) = &tool {
             // What the tool says of the call: the front ends show it as it is.
             let request = async {
+                let preview = tool.preview(&args, &ctx).await.map(Box::new);
+                *lock(&previewed) = preview.clone();
                 ApprovalRequest {
                     id: call.id.clone(),
                     tool: call.name.clone(),
@@ -173,7 +179,7 @@ impl AgentSession {
                         Some(p) => Some(p.real().to_string_lossy().into_owned()),
                         None => tool.changed_path(&args, &ctx.cwd).map(|p| p.to_string_lossy().into_owned()),
                     },
-                    preview: tool.preview(&args, &ctx).await.map(Box::new),
+                    preview,
                     origin: tool.origin(),
                     sandbox: matches!(confinement, Confinement::Sandboxed(_)).then(|| self.sandbox.describe()),
                     confined_by: match &confinement {
@@ -199,10 +205,17 @@ impl AgentSession {
                 Verdict::Cancel => return (args, None, None),
             }
         }
+        let asked_preview = lock(&previewed).take();
+        let preview = match (asked_preview, &tool) {
+            (Some(preview), _) => Some(preview),
+            (None, Some(tool)) if tool.activity() == tools::Activity::Edit => tool.preview(&args, &ctx).await.map(Box::new),
+            (None, _) => None,
+        };
         self.emit(AgentEvent::ToolExecutionStart {
             tool_call_id: call.id.clone(),
             tool_name: call.name.clone(),
             args: args.clone(),
+            preview,
         });
         let progress = {
             let events = self.events.clone();
@@ -227,6 +240,10 @@ impl AgentSession {
         let mut output = self.tools.execute(&call.name, args.clone(), &inside).await;
         mark(&mut output, "sandbox", self.sandbox.describe());
         let Some(why) = self.blocked(&output, &sandboxed, &ctx) else { return (args, Some(output), capture) };
+        // Refused outside before ("reject always"): the sandboxed result stands, unasked.
+        if self.grants.refuses(OUTSIDE_THE_SANDBOX, key.as_ref()) {
+            return (args, Some(output), capture);
+        }
         // The escalation: this exact command again, outside, if the user says so.
         let request = ApprovalRequest {
             id: format!("{}/unsandboxed", call.id),
@@ -256,6 +273,10 @@ impl AgentSession {
                 let mut outside = self.tools.execute(&call.name, args.clone(), &ctx).await;
                 mark(&mut outside, "unsandboxed", why);
                 (args, Some(outside), capture)
+            }
+            Decision::Never { .. } => {
+                self.grants.refuse(OUTSIDE_THE_SANDBOX, key);
+                (args, Some(output), capture)
             }
             Decision::Reject { .. } => (args, Some(output), capture),
             Decision::Cancel => (args, None, capture),
@@ -329,6 +350,9 @@ impl AgentSession {
         if self.policy.rule(&call.name, kind) == consent::Rule::Deny {
             return consent::decide(&self.policy, &self.grants, consent, request, &call.name, kind, key, false).await;
         }
+        if !asks.protected && self.grants.refuses(&call.name, key.as_ref()) {
+            return Verdict::Refuse(consent::REJECTED_BEFORE.into());
+        }
         match consent.ask(request.await).await {
             Decision::Allow => Verdict::Run,
             // Asked whatever the policy (a protected path, a sandbox with holes): "always" is this once.
@@ -336,6 +360,11 @@ impl AgentSession {
             Decision::Always => {
                 self.grants.remember(OUTSIDE_THE_SANDBOX, key);
                 Verdict::Run
+            }
+            Decision::Never { reason } if asks.protected => Verdict::Refuse(consent::rejected_text(reason.as_deref())),
+            Decision::Never { reason } => {
+                self.grants.refuse(&call.name, key);
+                Verdict::Refuse(consent::rejected_text(reason.as_deref()))
             }
             Decision::Reject { reason } => Verdict::Refuse(consent::rejected_text(reason.as_deref())),
             Decision::Cancel => Verdict::Cancel,

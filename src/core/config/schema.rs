@@ -747,7 +747,6 @@ pub fn help_block() -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
     use crate::core::config::{HandoffSettings, Settings, ToolSettings};

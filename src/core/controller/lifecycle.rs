@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::text;
-use super::{FrontEndTexts, Level, Notice, Ran};
+use super::{FrontEndTexts, Level, Notice, InputOutcome};
 use crate::core::agent::{lock, AgentError, AgentEvent, AgentSession, Hold, RunOptions, RunResult, Wall, WallReason};
 use crate::core::handoff::{self, auto, AutoHandoff, Handoff, HandoffOptions, HandoffOutcome, Refusal};
 use crate::core::message::Message;
@@ -381,7 +381,7 @@ impl Lifecycle {
         let lifecycle = self.clone();
         crate::core::task::spawn("the prompt after a review", async move {
             let options = lifecycle.prompt_options();
-            if let Ran::Prompt(Err(e)) = lifecycle.run_sequence(held, first, options).await {
+            if let InputOutcome::Prompt(Err(e)) = lifecycle.run_sequence(held, first, options).await {
                 lifecycle.notice(Level::Error, format!("The prompt failed: {e}"));
             }
         });
@@ -442,17 +442,17 @@ impl Lifecycle {
     }
 
     /// A prompt the user typed, run to its end (with what follows it), or queued, or refused.
-    pub async fn prompt(&self, text: &str) -> Ran {
+    pub async fn prompt(&self, text: &str) -> InputOutcome {
         match self.admit(text) {
             Admitted::Start(held) => self.run_sequence(held, Queued::Typed(text.to_string()), self.prompt_options()).await,
-            Admitted::Queued => Ran::Steered,
-            Admitted::Refused => Ran::Nothing,
+            Admitted::Queued => InputOutcome::Steered,
+            Admitted::Refused => InputOutcome::Nothing,
         }
     }
 
     /// [`Phase::Prompting`] until nothing is left: `first` and what follows it (the runs after
     /// each automatic handoff, and what was typed meanwhile). `held` ends with it.
-    async fn run_sequence(&self, mut held: PhaseGuard, first: Queued, options: RunOptions) -> Ran {
+    async fn run_sequence(&self, mut held: PhaseGuard, first: Queued, options: RunOptions) -> InputOutcome {
         let mut next = Some((first, options));
         let mut budget = AutoBudget::default();
         let mut last = None;
@@ -461,7 +461,7 @@ impl Lifecycle {
             // free (a handoff's run ends before its phase does).
             let mut result = match self.run_queued(&held, &queued, options).await {
                 Ok(result) => result,
-                Err(e) => return Ran::Prompt(Err(e)),
+                Err(e) => return InputOutcome::Prompt(Err(e)),
             };
             if let Some(wall) = result.wall {
                 match self.at_wall(&held, wall, &result, &mut budget).await {
@@ -479,8 +479,8 @@ impl Lifecycle {
             next = held.next_or_end().map(|m| (m, options));
         }
         match last {
-            Some(result) => Ran::Prompt(Ok(result)),
-            None => Ran::Nothing,
+            Some(result) => InputOutcome::Prompt(Ok(result)),
+            None => InputOutcome::Nothing,
         }
     }
 

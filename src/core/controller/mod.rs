@@ -514,7 +514,7 @@ impl Prepared {
 
 /// What running an input did.
 #[derive(Debug)]
-pub enum Ran {
+pub enum InputOutcome {
     /// `/handoff`: its outcome (a refusal went out as a notice too).
     Handoff(HandoffOutcome),
     /// The prompt ran to its end, or failed to start.
@@ -665,10 +665,10 @@ impl Controller {
     /// front end's review default), anything else is a prompt, or steering when a response
     /// runs (input typed during an automatic handoff or a commit waits for the new session).
     /// Refusals also go out as notices; a prompt that could not start is returned.
-    pub async fn run_input(&self, text: &str) -> Ran {
+    pub async fn run_input(&self, text: &str) -> InputOutcome {
         match classify_input(text) {
             Input::Handoff { focus } => {
-                Ran::Handoff(self.handoff(HandoffOptions { focus: Some(focus), review: None }).await)
+                InputOutcome::Handoff(self.handoff(HandoffOptions { focus: Some(focus), review: None }).await)
             }
             Input::Pin(command) => {
                 let result = self.pin(command);
@@ -676,7 +676,7 @@ impl Controller {
                     Ok(pins) => self.notice(Level::Info, text::pins(pins)),
                     Err(failure) => self.notice(Level::Warn, failure.message.clone()),
                 }
-                Ran::Pins(result)
+                InputOutcome::Pins(result)
             }
             Input::Back => {
                 let result = self.back().await;
@@ -684,7 +684,7 @@ impl Controller {
                     Ok(parent) => self.notice(Level::Info, text::back(parent)),
                     Err(failure) => self.notice(Level::Warn, failure.message.clone()),
                 }
-                Ran::Back(result)
+                InputOutcome::Back(result)
             }
             Input::New => self.told(self.new_session().map(|()| text::NEW_SESSION.to_string())),
             Input::Sessions => self.told(self.sessions().await),
@@ -701,18 +701,18 @@ impl Controller {
                 });
                 self.told(set)
             }
-            Input::Prompt(text) if text.trim().is_empty() => Ran::Nothing,
+            Input::Prompt(text) if text.trim().is_empty() => InputOutcome::Nothing,
             Input::Prompt(text) => self.lifecycle.prompt(&text).await,
         }
     }
 
     /// A session command's outcome told as a notice (a failure as a warning), and returned.
-    fn told(&self, said: Result<String, Failure>) -> Ran {
+    fn told(&self, said: Result<String, Failure>) -> InputOutcome {
         match &said {
             Ok(message) => self.notice(Level::Info, message.clone()),
             Err(failure) => self.notice(Level::Warn, failure.message.clone()),
         }
-        Ran::Said(said)
+        InputOutcome::Said(said)
     }
 
     /// `/sessions`: the sessions of this session's folder, newest first (read off the
@@ -739,7 +739,7 @@ impl Controller {
     /// [`Controller::run_input`], every outcome told as events (a prompt that could not start
     /// too).
     pub async fn input(&self, text: &str) {
-        if let Ran::Prompt(Err(e)) = self.run_input(text).await {
+        if let InputOutcome::Prompt(Err(e)) = self.run_input(text).await {
             self.notice(Level::Error, format!("The prompt failed: {e}"));
         }
     }

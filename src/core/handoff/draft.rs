@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{build_prompt, capture, fallback, NoDocument, RUN_OPTIONS};
+use super::{build_prompt, capture, fallback, HandoffError, RUN_OPTIONS};
 use crate::core::agent::events::DraftStatus;
 use crate::core::agent::{fit, lock, AgentEvent, AgentSession, RunOptions, Wall};
 use crate::core::message::{ContextMessage, Message, Role};
@@ -104,7 +104,7 @@ pub(super) struct Drafted {
 
 /// The draft of one session and model: being written, or written.
 #[derive(Debug)]
-struct Draft {
+struct PreparedDraft {
     session_id: String,
     model: String,
     /// The last entry of the branch the draft was written over (`None`: an empty session).
@@ -119,7 +119,7 @@ struct State {
     mode: Option<Prepare>,
     /// The session whose estimate is in the band (the crossing a draft was considered for).
     in_band: Option<String>,
-    draft: Option<Draft>,
+    draft: Option<PreparedDraft>,
 }
 
 /// The drafts of an agent session: at most one, for the session and model in force.
@@ -129,11 +129,11 @@ pub struct Drafts {
 }
 
 /// A draft taken at the wall: what it was written over, and its document when written.
-pub(super) struct Taken {
+pub(super) struct DraftAtWall {
     upto: Option<String>,
     cancel: CancellationToken,
     written: watch::Receiver<Option<Written>>,
-    /// The turns since the draft, quoted, and their count: set by [`Taken::usable`] (the work
+    /// The turns since the draft, quoted, and their count: set by [`DraftAtWall::usable`] (the work
     /// has stopped at the wall, so they do not change after).
     pub(super) since: Option<(String, usize)>,
 }
@@ -198,7 +198,7 @@ impl Drafts {
             if let Some(old) = state.draft.take() {
                 old.cancel.cancel();
             }
-            state.draft = Some(Draft { session_id: session_id.clone(), model: model.clone(), upto, cancel: cancel.clone(), written });
+            state.draft = Some(PreparedDraft { session_id: session_id.clone(), model: model.clone(), upto, cancel: cancel.clone(), written });
         }
         agent.emit(AgentEvent::HandoffDraft(DraftStatus::Writing { tokens }));
         let drafts = self.clone();
@@ -245,26 +245,26 @@ impl Drafts {
     }
 
     /// The draft of the session and model in force, taken for the wall (another is dropped).
-    pub(super) fn take(&self, agent: &AgentSession) -> Option<Taken> {
+    pub(super) fn take(&self, agent: &AgentSession) -> Option<DraftAtWall> {
         let (session_id, model) = (agent.session().session_id().to_string(), agent.provider_config().model);
         let draft = lock(&self.state).draft.take()?;
         if draft.session_id != session_id || draft.model != model {
             draft.cancel.cancel();
             return None;
         }
-        Some(Taken { upto: draft.upto, cancel: draft.cancel, written: draft.written, since: None })
+        Some(DraftAtWall { upto: draft.upto, cancel: draft.cancel, written: draft.written, since: None })
     }
 }
 
-impl Taken {
+impl DraftAtWall {
     /// The draft's document once written (the remainder is waited for), `None` when it failed;
     /// `cancel` (the handoff's) stops the draft too.
-    pub(super) async fn document(&mut self, cancel: &CancellationToken) -> Result<Option<Drafted>, NoDocument> {
+    pub(super) async fn document(&mut self, cancel: &CancellationToken) -> Result<Option<Drafted>, HandoffError> {
         let written = tokio::select! {
             written = self.written.wait_for(Option::is_some) => written.ok().and_then(|w| w.clone()),
             () = cancel.cancelled() => {
                 self.cancel.cancel();
-                return Err(NoDocument::Cancelled);
+                return Err(HandoffError::Cancelled);
             }
         };
         Ok(written.and_then(Result::ok))

@@ -9,7 +9,7 @@
 
 use serde_json::{json, Value};
 
-use super::{auto, Carried, NoDocument};
+use super::{auto, Carried, HandoffError};
 use crate::core::agent::{fit, AfterWall, Wall};
 use crate::core::message::{Message, Role};
 use crate::core::session::{self, todos::TodoStatus, SessionEntry};
@@ -31,12 +31,12 @@ const MAX_REASON_CHARS: usize = 300;
 /// Whether a handoff that wrote no document falls back to the host's: not when it was
 /// cancelled (the user said stop) nor when the session could not be read or written (the
 /// fallback would fail the same way).
-pub(super) fn applies(reason: &NoDocument) -> bool {
-    matches!(reason, NoDocument::NoText | NoDocument::ModelError(_) | NoDocument::CutOff | NoDocument::ToolUse)
+pub(super) fn applies(reason: &HandoffError) -> bool {
+    matches!(reason, HandoffError::NoText | HandoffError::ModelError(_) | HandoffError::CutOff | HandoffError::ToolUse)
 }
 
 /// Why there is no model-written document, short enough for a chat line.
-pub(super) fn reason_text(reason: &NoDocument) -> String {
+pub(super) fn reason_text(reason: &HandoffError) -> String {
     let text = reason.to_string();
     let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
     match text.char_indices().nth(MAX_REASON_CHARS) {
@@ -232,11 +232,11 @@ mod tests {
 
     #[test]
     fn only_a_failure_of_the_model_falls_back() {
-        assert!(applies(&NoDocument::ModelError("HTTP 500".into())));
-        assert!(applies(&NoDocument::NoText));
-        assert!(!applies(&NoDocument::Cancelled));
-        assert!(!applies(&NoDocument::Run(crate::core::agent::AgentError::Busy)));
-        let long = NoDocument::ModelError("x\n".repeat(400));
+        assert!(applies(&HandoffError::ModelError("HTTP 500".into())));
+        assert!(applies(&HandoffError::NoText));
+        assert!(!applies(&HandoffError::Cancelled));
+        assert!(!applies(&HandoffError::Run(crate::core::agent::AgentError::Busy)));
+        let long = HandoffError::ModelError("x\n".repeat(400));
         assert!(reason_text(&long).chars().count() <= MAX_REASON_CHARS + 1);
     }
 }

@@ -9,7 +9,7 @@
 use crate::core::agent::fit::estimate_text_tokens;
 use crate::core::message::{Message, Role};
 use crate::core::session::entry::SessionEntry;
-use crate::core::session::ledger::{Carried as CarriedShare, DocumentShare, Ledger};
+use crate::core::session::ledger::{CarriedShare, DocumentShare, Ledger};
 use crate::core::session::{self, Author};
 
 use super::Carried;

@@ -222,24 +222,24 @@ pub const CUT_OFF_MARK: &str = "[The document was cut off here at the model's ou
 /// cut off at the output limit fails `:Handoff` (the user can add a focus and run it again);
 /// at the wall (`at_wall`) it is kept, marked where it stops: the session cannot go on where
 /// it is, and the facts and the user's words follow the document whole.
-fn capture(result: &RunResult, at_wall: bool) -> Result<String, NoDocument> {
+fn capture(result: &RunResult, at_wall: bool) -> Result<String, HandoffError> {
     let Some(reply) = result.last_assistant() else {
-        return Err(NoDocument::NoText);
+        return Err(HandoffError::NoText);
     };
     match reply.stop_reason.unwrap_or_default() {
-        StopReason::Aborted => return Err(NoDocument::Cancelled),
+        StopReason::Aborted => return Err(HandoffError::Cancelled),
         StopReason::Error => {
             let message = reply.error_message.as_deref().unwrap_or("the model request failed");
-            return Err(NoDocument::ModelError(message.to_string()));
+            return Err(HandoffError::ModelError(message.to_string()));
         }
-        StopReason::Length if !at_wall => return Err(NoDocument::CutOff),
-        StopReason::ToolUse => return Err(NoDocument::ToolUse),
+        StopReason::Length if !at_wall => return Err(HandoffError::CutOff),
+        StopReason::ToolUse => return Err(HandoffError::ToolUse),
         StopReason::Length | StopReason::Stop => {}
     }
     // Gap (no text = cancelled): no text is a failure with its own message.
     let document = reply.text();
     if !reply.content.has_text_block() || document.trim().is_empty() {
-        return Err(NoDocument::NoText);
+        return Err(HandoffError::NoText);
     }
     if reply.stop_reason == Some(StopReason::Length) {
         tracing::warn!("the automatic handoff's document was cut off at the output limit: kept as written");
@@ -250,7 +250,7 @@ fn capture(result: &RunResult, at_wall: bool) -> Result<String, NoDocument> {
 
 /// Why a handoff produced no new session.
 #[derive(Debug, thiserror::Error)]
-pub enum NoDocument {
+pub enum HandoffError {
     /// Never shown: it becomes [`HandoffOutcome::Cancelled`], which the controller words.
     #[error("cancelled")]
     Cancelled,
@@ -268,10 +268,10 @@ pub enum NoDocument {
     Write(#[from] SessionError),
 }
 
-impl From<NoDocument> for HandoffOutcome {
-    fn from(reason: NoDocument) -> Self {
+impl From<HandoffError> for HandoffOutcome {
+    fn from(reason: HandoffError) -> Self {
         match reason {
-            NoDocument::Cancelled => HandoffOutcome::Cancelled,
+            HandoffError::Cancelled => HandoffOutcome::Cancelled,
             other => HandoffOutcome::Failed { message: other.to_string() },
         }
     }
@@ -312,7 +312,7 @@ fn write_document_file(session_file: &Path, document: &str) -> Result<PathBuf, S
 
 /// A document waiting for the user's review.
 #[derive(Clone, Debug)]
-struct Draft {
+struct PendingReview {
     carried: Carried,
 }
 
@@ -322,7 +322,7 @@ pub struct Handoff {
     /// The abort controller: `Some` while a handoff is generating.
     abort: std::sync::Mutex<Option<CancellationToken>>,
     /// Review mode: the document generated and not yet written or discarded.
-    draft: std::sync::Mutex<Option<Draft>>,
+    draft: std::sync::Mutex<Option<PendingReview>>,
     /// The document drafted before the wall (`handoff.prepare`), if any.
     drafts: std::sync::Arc<Drafts>,
 }
@@ -421,7 +421,7 @@ impl Handoff {
                 let text = with_facts(&document, &carried);
                 let facts_at = (!carried.is_empty()).then_some(document.len() + 2);
                 let ledger = ledger_of(&agent.session(), &text, &carried);
-                *lock(&self.draft) = Some(Draft { carried });
+                *lock(&self.draft) = Some(PendingReview { carried });
                 HandoffOutcome::Review { missing_sections: missing_sections(&document), text, facts_at, elided, ledger: Box::new(ledger) }
             }
             Ok((document, carried, elided)) => match start_new_session(hold, agent, &with_facts(&document, &carried), &carried) {
@@ -489,16 +489,16 @@ fn done(document: String, carried: &Carried, new: NewSession, elided: Option<Str
 }
 
 /// The automatic handoff continued from the draft written before the wall (found usable:
-/// [`draft::Taken::usable`]): its document (the remainder waited for; `token` cancels both),
+/// [`draft::DraftAtWall::usable`]): its document (the remainder waited for; `token` cancels both),
 /// then the turns since, verbatim. `None`: the draft failed while it was waited for; the
 /// document is then written at the wall. The old session records the draft's request and reply
 /// as it records the handoff's own.
 async fn from_draft(
     agent: &AgentSession,
-    mut taken: draft::Taken,
+    mut taken: draft::DraftAtWall,
     token: &CancellationToken,
     wall: Wall,
-) -> Result<Option<(String, Carried, Option<String>)>, NoDocument> {
+) -> Result<Option<(String, Carried, Option<String>)>, HandoffError> {
     let Some(drafted) = taken.document(token).await? else { return Ok(None) };
     let Some((since, count)) = taken.since.take() else { return Ok(None) };
     agent.record_messages(&[drafted.request, drafted.reply])?;
@@ -509,7 +509,7 @@ async fn from_draft(
 /// The host's document for an automatic handoff at `wall` the model could not write
 /// ([`fallback`]), with what is carried after it and why, in the entry's details. Nothing of the
 /// failed attempts reaches the old session (they ran detached).
-fn host_document(agent: &AgentSession, wall: Wall, reason: &NoDocument) -> (String, Carried, Option<String>) {
+fn host_document(agent: &AgentSession, wall: Wall, reason: &HandoffError) -> (String, Carried, Option<String>) {
     let why = fallback::reason_text(reason);
     tracing::warn!(reason = %why, "the automatic handoff's document could not be written: the host writes it");
     let mut carried = Carried::gather(agent, Some(wall));
@@ -531,7 +531,7 @@ async fn generate(
     token: &CancellationToken,
     claim: RunClaim<'_>,
     auto: Option<Wall>,
-) -> Result<(String, Carried, Option<String>), NoDocument> {
+) -> Result<(String, Carried, Option<String>), HandoffError> {
     // The request is marked as one where it is written: the chat shows it as the handoff's
     // request from the mark, whatever the instruction's text is now.
     let mut prompt = Message::user(build_prompt(focus));
@@ -543,7 +543,7 @@ async fn generate(
     };
     // 3. Cancellation check.
     if token.is_cancelled() {
-        return Err(NoDocument::Cancelled);
+        return Err(HandoffError::Cancelled);
     }
     let document = capture(&result, auto.is_some())?;
     if auto.is_some() {
@@ -599,7 +599,7 @@ async fn run_fitted(
 /// onto it. `facts` go into the entry's details.
 /// The new session is built beside the old one and switched to only once it is complete on
 /// disk, so a write error (full disk, read-only folder) leaves the agent on the old session.
-fn start_new_session(hold: &Hold, agent: &AgentSession, text: &str, carried: &Carried) -> Result<NewSession, NoDocument> {
+fn start_new_session(hold: &Hold, agent: &AgentSession, text: &str, carried: &Carried) -> Result<NewSession, HandoffError> {
     let (mut next, parent_session, pins, ledger) = {
         let mut session = agent.session();
         session.flush()?;

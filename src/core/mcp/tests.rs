@@ -1,6 +1,5 @@
 //! The client against an rmcp server in this process (over `tokio::io::duplex`): listing across
 //! pages, calls and their results, errors, long names, truncation, and `tools/list_changed`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

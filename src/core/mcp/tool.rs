@@ -238,7 +238,6 @@ fn spill(text: &str, dir: Option<&Path>) -> std::io::Result<PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

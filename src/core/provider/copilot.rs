@@ -451,7 +451,6 @@ pub(super) fn quota_sentence(error: ProviderError) -> ProviderError {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use std::collections::HashMap;

@@ -420,7 +420,6 @@ pub(super) fn error_chain(e: &reqwest::Error) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

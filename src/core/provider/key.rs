@@ -174,7 +174,6 @@ pub(super) fn redact_error(error: ProviderError, key: Option<&str>) -> ProviderE
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

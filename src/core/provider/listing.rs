@@ -263,7 +263,6 @@ async fn ollama(client: &reqwest::Client, config: &ProviderConfig) -> Result<Vec
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

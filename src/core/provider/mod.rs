@@ -558,7 +558,6 @@ pub mod fuzzing {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

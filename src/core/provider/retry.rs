@@ -108,7 +108,6 @@ fn parse_retry_after(value: &str) -> Option<Duration> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::core::provider::Api;

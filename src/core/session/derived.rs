@@ -131,7 +131,6 @@ pub fn handoff_request(message: &Message) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -13,14 +13,14 @@ pub const DETAILS_KEY: &str = "ledger";
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Ledger {
-    pub carried: Carried,
+    pub carried: CarriedShare,
     pub dropped: Dropped,
 }
 
 /// What the new session holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct Carried {
+pub struct CarriedShare {
     pub document: DocumentShare,
     /// The facts the host appended, by kind: files read, files modified, commands, open todos,
     /// the last error.

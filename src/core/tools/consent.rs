@@ -1,7 +1,8 @@
 //! Consent: which tool calls run unasked, which need the user's answer, which are refused.
 //! The engine decides with a [`Policy`] and, for "ask", waits on the front end's [`Consent`]
 //! (the editor shows the request in the chat; the CLI reads a terminal or applies `--yes`).
-//! "Always" answers are remembered for the session in [`Grants`].
+//! "Always" answers, to allow and to reject, are remembered for the session in [`Grants`]: the
+//! engine is their one owner, whatever front end gave them.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -92,6 +93,9 @@ pub enum Decision {
     Always,
     /// Do not run it; the model's result says so (with the reason, if given).
     Reject { reason: Option<String> },
+    /// Do not run it, and for the rest of the session refuse unasked what an "always" would
+    /// cover (for `bash` this exact command, for the other tools the tool).
+    Never { reason: Option<String> },
     /// Do not run it, and stop the turn.
     Cancel,
 }
@@ -206,12 +210,16 @@ impl Consent for Always {
     }
 }
 
-/// "Always" answers of this session: per tool, the keys its calls were granted under (see
-/// [`ConsentKey`]: the tool says what an answer covers).
+/// "Always" answers of this session, both ways: per tool, the keys its calls were granted or
+/// refused under (see [`ConsentKey`]: the tool says what an answer covers).
 #[derive(Debug, Default)]
 pub struct Grants {
     granted: Mutex<HashSet<(String, ConsentKey)>>,
+    refused: Mutex<HashSet<(String, ConsentKey)>>,
 }
+
+/// The result the model gets for a call the user rejected "always" before.
+pub const REJECTED_BEFORE: &str = "The user rejected calls like this one for the rest of the session.";
 
 use crate::core::sync::lock;
 
@@ -227,9 +235,21 @@ impl Grants {
         }
     }
 
-    /// Forgets everything (a new session starts with no grants).
+    /// Whether an earlier "reject always" covers a call of `tool` with `key`.
+    pub fn refuses(&self, tool: &str, key: Option<&ConsentKey>) -> bool {
+        key.is_some_and(|key| lock(&self.refused).contains(&(tool.to_string(), key.clone())))
+    }
+
+    pub fn refuse(&self, tool: &str, key: Option<ConsentKey>) {
+        if let Some(key) = key {
+            lock(&self.refused).insert((tool.to_string(), key));
+        }
+    }
+
+    /// Forgets everything (a new session starts with no grants and no refusals).
     pub fn clear(&self) {
         lock(&self.granted).clear();
+        lock(&self.refused).clear();
     }
 }
 
@@ -268,6 +288,7 @@ pub async fn decide(
     match policy.rule_for(tool, kind, sandboxed) {
         Rule::Allow => return Verdict::Run,
         Rule::Deny => return Verdict::Refuse(format!("The tool {tool} is not allowed by the user's settings.")),
+        Rule::Ask if grants.refuses(tool, key.as_ref()) => return Verdict::Refuse(REJECTED_BEFORE.into()),
         Rule::Ask if grants.covers(tool, key.as_ref()) => return Verdict::Run,
         Rule::Ask => {}
     }
@@ -278,13 +299,16 @@ pub async fn decide(
             Verdict::Run
         }
         Decision::Reject { reason } => Verdict::Refuse(rejected_text(reason.as_deref())),
+        Decision::Never { reason } => {
+            grants.refuse(tool, key);
+            Verdict::Refuse(rejected_text(reason.as_deref()))
+        }
         Decision::Cancel => Verdict::Cancel,
     }
 }
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
 
@@ -372,7 +396,16 @@ mod tests {
         decide(&policy, &grants, &Always(Decision::Always), async { req("edit", &edit) }, "edit", ToolKind::Edit, key("edit", &edit), false).await;
         assert!(covers("edit", &json!({ "path": "other.rs" })), "for edit, the tool");
         assert!(!covers("write", &edit));
+        // "Reject always": refused unasked from then on, for what the key covers only.
+        let v = decide(&policy, &grants, &Always(Decision::Never { reason: None }), async { req("bash", &rm) }, "bash", ToolKind::Execute, key("bash", &rm), false).await;
+        assert_eq!(v, Verdict::Refuse(rejected_text(None)));
+        let v = decide(&policy, &grants, &Always(Decision::Allow), async { req("bash", &rm) }, "bash", ToolKind::Execute, key("bash", &rm), false).await;
+        assert_eq!(v, Verdict::Refuse(REJECTED_BEFORE.into()), "refused again, unasked");
+        let other = json!({ "command": "make" });
+        let v = decide(&policy, &grants, &Always(Decision::Allow), async { req("bash", &other) }, "bash", ToolKind::Execute, key("bash", &other), false).await;
+        assert_eq!(v, Verdict::Run, "another command is asked");
         grants.clear();
         assert!(!covers("edit", &edit) && !covers("bash", &ls));
+        assert!(!grants.refuses("bash", key("bash", &rm).as_ref()), "a new session forgets the refusals too");
     }
 }

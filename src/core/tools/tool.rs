@@ -171,7 +171,6 @@ pub(crate) fn path_if_done(args: &Value, result: &Message) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use serde_json::json;
 
     use super::*;

@@ -48,7 +48,6 @@ pub fn load(user_dir: Option<&Path>, cwd: &Path) -> Vec<InstructionFile> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

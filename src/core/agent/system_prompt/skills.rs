@@ -177,7 +177,6 @@ pub fn expand_command(text: &str, skills: &[Skill]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn write_skill(dir: &Path, front: &str, body: &str) -> PathBuf {

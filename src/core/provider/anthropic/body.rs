@@ -283,7 +283,6 @@ fn tool_id(id: &str) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::core::message::{Content, Message};

@@ -216,7 +216,6 @@ impl AnthropicDecoder {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;

@@ -57,7 +57,6 @@ fn adaptive_thinking(model: &str) -> bool {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -105,7 +105,6 @@ pub(super) fn of_provider(provider: &str) -> Vec<ModelInfo> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -187,7 +187,6 @@ impl ModelTable {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

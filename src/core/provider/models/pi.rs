@@ -202,7 +202,6 @@ fn strip_leading_blanks(mut text: &str) -> &str {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

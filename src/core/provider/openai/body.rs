@@ -260,7 +260,6 @@ fn tool_call(out: &mut JsonOut, block: &BlockView<'_>) {
 
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::core::message::{Content, ContentBlock, Message};

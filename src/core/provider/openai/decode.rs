@@ -225,7 +225,6 @@ fn parse_usage(usage: &Value) -> Usage {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;

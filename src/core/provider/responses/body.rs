@@ -389,7 +389,6 @@ fn base36(mut n: u32) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::core::message::{Content, ContentBlock, Message, StopReason};

@@ -344,7 +344,6 @@ fn parse_usage(usage: &Value) -> Usage {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

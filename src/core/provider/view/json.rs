@@ -232,7 +232,6 @@ pub(in crate::core::provider) fn body_capacity(messages: &[ContextMessage], syst
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn written(token: &str) -> String {

@@ -396,7 +396,6 @@ impl<'de> Deserialize<'de> for MessageView<'de> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

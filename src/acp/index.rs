@@ -24,14 +24,14 @@ pub const FILE: &str = "acp-sessions.json";
 
 /// The record of one project's folder.
 #[derive(Clone, Debug)]
-pub struct Record {
+pub struct AcpIndex {
     path: PathBuf,
 }
 
-impl Record {
+impl AcpIndex {
     /// The record of the sessions of `cwd` under `session_dir`.
     pub fn of(session_dir: &Path, cwd: &Path) -> Self {
-        Record { path: session_dir.join(cwd_folder_name(cwd)).join(FILE) }
+        AcpIndex { path: session_dir.join(cwd_folder_name(cwd)).join(FILE) }
     }
 
     /// Every id and its file, as recorded (an unreadable record is empty: the links remain).
@@ -79,14 +79,13 @@ impl Record {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
     fn a_file_left_by_new_gets_an_id_of_its_own_and_one_of_the_same_chain_does_not() {
         let dir = tempfile::tempdir().unwrap();
         let cwd = Path::new("/project");
-        let record = Record::of(dir.path(), cwd);
+        let record = AcpIndex::of(dir.path(), cwd);
         let folder = dir.path().join(cwd_folder_name(cwd));
         std::fs::create_dir_all(&folder).unwrap();
         let [a, b, c] = ["a", "b", "c"].map(|n| folder.join(format!("{n}.jsonl")));
@@ -121,7 +120,7 @@ mod tests {
     fn a_record_naming_a_file_outside_its_folder_opens_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let cwd = Path::new("/project");
-        let record = Record::of(dir.path(), cwd);
+        let record = AcpIndex::of(dir.path(), cwd);
         let folder = dir.path().join(cwd_folder_name(cwd));
         std::fs::create_dir_all(&folder).unwrap();
         let inside = folder.join("s.jsonl");

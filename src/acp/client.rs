@@ -1,17 +1,16 @@
 //! The client's side of the engine's two seams for tools:
 //! - [`ClientConsent`]: a call that needs the user becomes `session/request_permission` with
-//!   the four kinds of answer; "reject always" is remembered here for the session ("allow
-//!   always" is the engine's own grant). A call that reaches a protected path or runs in a
-//!   sandbox with holes is asked as a question of its own, answered for this call only.
+//!   the four kinds of answer; both "always" answers are the engine's to remember
+//!   (`consent::Grants`). A call that reaches a protected path or runs in a sandbox with holes
+//!   is asked as a question of its own, answered for this call only.
 //! - [`ClientFiles`]: when the client said it can, files are read and written through it
 //!   (`fs/read_text_file`, `fs/write_text_file`), so the editor's buffers see the change; the
 //!   rest goes to the disk.
 
-use std::collections::HashSet;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
@@ -22,9 +21,8 @@ use super::wire::{
     self, method, PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionResponse,
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
 };
-use crate::core::sync::lock;
 use crate::core::tools::consent::{ApprovalRequest, Consent, Decision};
-use crate::core::tools::{consent_key, ConsentKey, DiskFileAccess, FileAccess};
+use crate::core::tools::{DiskFileAccess, FileAccess};
 
 /// The ids of the four answers we offer.
 mod option {
@@ -38,8 +36,6 @@ mod option {
 pub struct ClientConsent {
     pub peer: Peer,
     pub session_id: String,
-    /// Calls the user rejected "always" in this session: the tool and what the answer covers.
-    pub rejected: Mutex<HashSet<(String, Option<ConsentKey>)>>,
     /// The session's "the turn was cancelled": a question answered `cancelled` stops the turn
     /// as `session/cancel` does, and the prompt's stop reason says so.
     pub cancelled: Arc<AtomicBool>,
@@ -47,7 +43,7 @@ pub struct ClientConsent {
 
 impl ClientConsent {
     pub fn new(peer: Peer, session_id: String, cancelled: Arc<AtomicBool>) -> Arc<Self> {
-        Arc::new(Self { peer, session_id, rejected: Mutex::new(HashSet::new()), cancelled })
+        Arc::new(Self { peer, session_id, cancelled })
     }
 }
 
@@ -100,11 +96,7 @@ fn asked_call(request: &ApprovalRequest) -> ToolCallUpdate {
 #[async_trait]
 impl Consent for ClientConsent {
     async fn ask(&self, request: ApprovalRequest) -> Decision {
-        let key = consent_key(&request.tool, &request.args);
         let once_only = request.always_counts_once();
-        if !once_only && lock(&self.rejected).contains(&(request.tool.clone(), key.clone())) {
-            return Decision::Reject { reason: Some(text::REJECTED_BEFORE.into()) };
-        }
         let params = json!({
             "sessionId": self.session_id,
             "toolCall": asked_call(&request),
@@ -129,10 +121,7 @@ impl Consent for ClientConsent {
         match chosen.as_str() {
             option::ALLOW_ONCE => Decision::Allow,
             option::ALLOW_ALWAYS if !once_only => Decision::Always,
-            option::REJECT_ALWAYS if !once_only => {
-                lock(&self.rejected).insert((request.tool.clone(), key));
-                Decision::Reject { reason: None }
-            }
+            option::REJECT_ALWAYS if !once_only => Decision::Never { reason: None },
             option::REJECT_ONCE => Decision::Reject { reason: None },
             other => Decision::Reject { reason: Some(format!("{}: {other:?}", text::UNREADABLE_ANSWER)) },
         }
@@ -210,7 +199,6 @@ impl ClientFiles {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::core::tools::ToolKind;
 
