@@ -59,13 +59,18 @@ function M.origin()
   end
 end
 
-api.nvim_create_autocmd("BufEnter", {
-  group = api.nvim_create_augroup("handoff_context", { clear = true }),
-  desc = "handoff.nvim: remember the last buffer for #buffer, #selection, #diagnostics",
-  callback = function(ev)
-    M.remember(ev.buf)
-  end,
-})
+--- Remembers the buffer the user is in from now on (`setup()` calls it: from the start, not
+--- only once a prompt has loaded this module).
+function M.setup()
+  api.nvim_create_autocmd("BufEnter", {
+    group = api.nvim_create_augroup("handoff_context", { clear = true }),
+    desc = "handoff.nvim: remember the last buffer for #buffer, #selection, #diagnostics",
+    callback = function(ev)
+      M.remember(ev.buf)
+    end,
+  })
+  M.remember(api.nvim_get_current_buf())
+end
 
 -- Blocks -----------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ local M = {}
 function M.setup(opts)
   config.setup(opts)
   require("handoff.highlights").setup()
+  require("handoff.context").setup()
   require("handoff.keymaps").global()
   if state.chan and not (state.busy or state.generating_handoff) then
     -- The session comes back as a `transcript` record.

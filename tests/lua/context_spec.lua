@@ -92,6 +92,19 @@ end
 
 local cases, it = h.suite()
 
+it("the buffer before the chat is known from setup() on, not only once a prompt loaded the module", function()
+  package.loaded["handoff.context"] = nil
+  require("handoff").setup({})
+  local dir = project({ ["a.txt"] = { "alpha" } })
+  vim.cmd.edit(dir .. "/a.txt")
+  local file = api.nvim_get_current_buf()
+  local scratch = api.nvim_create_buf(false, true)
+  api.nvim_set_current_buf(scratch)
+  eq(file, require("handoff.context").origin(), "the file the user was in, not the scratch buffer")
+  api.nvim_buf_delete(scratch, { force = true })
+  vim.cmd.bwipeout({ args = { tostring(file) }, bang = true })
+end)
+
 it("#buffer, #selection and #diagnostics expand to fenced blocks with the path", function()
   local _, buf = editing()
   local ns = api.nvim_create_namespace("spec")
