@@ -1876,7 +1876,9 @@ def nvim_tool_turn(nvim, bin_dir, mock, work, command, pre_tokens, post_tokens, 
         r = run_nvim(nvim, "tools", dict(tmpdir=tmp), bin_dir, mock, work, timeout=600, plugin_root=plugin_root)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if r["stop_reason"] != "stop" or not r["updates"]:
+    # Live updates are required where the output's lines are (`live_re`): a few MB may be done
+    # before the chat draws any (2 of 3 --smoke runs at load 10 showed none).
+    if r["stop_reason"] != "stop" or (live_re is not None and not r["updates"]):
         raise RuntimeError(f"tools: stop {r['stop_reason']}, {r['updates']} live updates; notes {r['notes']}")
     live_ok = live_re is None or any(re.fullmatch(live_re, l) for l in r["live"])
     if not live_ok or last_line not in r["result"]:
