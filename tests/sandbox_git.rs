@@ -215,7 +215,9 @@ async fn a_process_left_running_ends_with_the_run_and_its_git_changes_are_merged
     assert!(!m.project.join(".git/commondir").exists(), "{results:?}");
     tokio::time::sleep(std::time::Duration::from_secs(4)).await;
     assert!(!later.exists(), "a process outlived the run: {results:?}");
-    let (results, _) = turn(&m, &[command], OFF, &[]).await;
+    // The control: unsandboxed, the same process writes both once it has lived long enough (the
+    // run lasts past its 3 s here: the CLI ends what a turn left running as it exits).
+    let (results, _) = turn(&m, &[command, "sleep 4; echo waited"], OFF, &[]).await;
     common::wait_until("the control's background process", std::time::Duration::from_secs(10), || later.exists()).await;
     assert!(m.project.join(".git/commondir").exists(), "{results:?}");
 }
