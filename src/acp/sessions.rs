@@ -8,14 +8,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
-use tokio::sync::{mpsc, oneshot};
 
 use super::commands::send_commands_later;
 use super::listing::newest_of_chain;
 use super::index::AcpIndex;
 use super::client;
 use super::server::{encode, params, AcpError, Answer, Server};
-use super::updates::{self, spawn_translator, Flush, Translator, Updates};
+use super::updates::{self, spawn_translator, Flusher, Translator, Updates};
 use super::wire;
 use crate::core::config::Settings;
 use crate::core::controller::{self, Controller, FrontEndTexts, OpenedFor, SessionChoice};
@@ -26,7 +25,7 @@ use crate::frontend_paths;
 /// One ACP session: the controller behind it and what the prompt in flight needs.
 pub(super) struct AcpSession {
     pub(super) controller: Arc<Controller>,
-    pub(super) flush: mpsc::UnboundedSender<Flush>,
+    pub(super) flusher: Flusher,
     /// `session/cancel` arrived for the prompt in flight (or a question was answered
     /// `cancelled`).
     pub(super) cancelled: Arc<AtomicBool>,
@@ -58,10 +57,7 @@ impl AcpSession {
 
     /// Waits until every event emitted so far has been sent as an update.
     pub(super) async fn flushed(&self) {
-        let (tx, rx) = oneshot::channel();
-        if self.flush.send(tx).is_ok() {
-            let _ = rx.await;
-        }
+        self.flusher.flushed().await;
     }
 }
 
@@ -89,16 +85,20 @@ impl Server {
         let agent = opened.agent;
         let id = id.unwrap_or_else(|| agent.session().session_id().to_string());
         let client = lock(&self.client).clone();
+        // The prompt's own words: an ACP client types `/handoff` as the editor's prompt does.
+        let texts = FrontEndTexts::default();
+        let updates = Updates { peer: self.peer.clone(), session_id: id.clone() };
+        let compaction = client.session.as_ref().is_some_and(|s| s.compaction.is_some());
+        let translator = Translator::new(updates.clone(), compaction, cwd.clone(), &agent, texts.clone());
+        let flusher = spawn_translator(translator, agent.subscribe());
         let cancelled = Arc::new(AtomicBool::new(false));
-        agent.set_consent(client::ClientConsent::new(self.peer.clone(), id.clone(), cancelled.clone()));
+        let requests = client::SessionRequests { peer: self.peer.clone(), session_id: id.clone(), flusher: flusher.clone() };
+        agent.set_consent(client::ClientConsent::new(requests.clone(), cancelled.clone()));
         agent.set_file_access(Arc::new(client::ClientFiles {
-            peer: self.peer.clone(),
-            session_id: id.clone(),
+            requests,
             read: client.fs.read_text_file,
             write: client.fs.write_text_file,
         }));
-        // The prompt's own words: an ACP client types `/handoff` as the editor's prompt does.
-        let texts = FrontEndTexts::default();
         let controller = Controller::new(agent.clone(), texts.clone());
         // A review needs an editor buffer to write the document in: ACP has none, so the
         // handoff at the wall goes on as with `continue`.
@@ -106,19 +106,13 @@ impl Server {
             AutoHandoff::Review => AutoHandoff::Continue,
             mode => mode,
         });
-        let updates = Updates { peer: self.peer.clone(), session_id: id.clone() };
-        let compaction = client.session.as_ref().is_some_and(|s| s.compaction.is_some());
-        let cwd_recorded = cwd.clone();
-        let translator = Translator::new(updates.clone(), compaction, cwd, &agent, texts);
-        let (flush, flushes) = mpsc::unbounded_channel();
-        spawn_translator(translator, agent.subscribe(), flushes);
         let session = Arc::new(AcpSession {
             controller,
-            flush,
+            flusher,
             cancelled,
             prompt: tokio::sync::Mutex::new(()),
             updates,
-            record: AcpIndex::of(&frontend_paths::session_dir(&self.settings), &cwd_recorded),
+            record: AcpIndex::of(&frontend_paths::session_dir(&self.settings), &cwd),
             file: Mutex::new(agent.session().path().to_path_buf()),
         });
         if let Some(old) = lock(&self.sessions).insert(id.clone(), session.clone()) {

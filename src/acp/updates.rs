@@ -297,13 +297,10 @@ pub fn replay(updates: &Updates, branch: &[&SessionEntry], cwd: &Path, todos: &[
 }
 
 /// Translates a session's events to updates until its agent goes away; a flush request is
-/// answered once every event emitted before it is sent.
-pub(super) fn spawn_translator(
-    mut translator: Translator,
-    mut events: broadcast::Receiver<AgentEvent>,
-    mut flushes: mpsc::UnboundedReceiver<Flush>,
-) {
+/// answered once every event emitted before it is sent. Returns the way to ask for one.
+pub(super) fn spawn_translator(mut translator: Translator, mut events: broadcast::Receiver<AgentEvent>) -> Flusher {
     use broadcast::error::RecvError;
+    let (flusher, mut flushes) = mpsc::unbounded_channel::<Flush>();
     crate::core::task::spawn("the ACP updates", async move {
         loop {
             // While the client does not read, events wait in their (bounded) channel, not as
@@ -324,6 +321,7 @@ pub(super) fn spawn_translator(
             }
         }
     });
+    Flusher(flusher)
 }
 
 /// Translates `first` and every event already waiting. Deltas of the same kind that wait one
@@ -388,4 +386,22 @@ fn lost(translator: &Translator, n: u64) {
 
 /// A flush request to a session's translator: every event emitted so far is sent before the
 /// answer (a prompt's updates go out before its `stopReason`).
-pub type Flush = oneshot::Sender<()>;
+type Flush = oneshot::Sender<()>;
+
+/// Asks a session's translator for a flush. Updates are translated in their own task while our
+/// answers and requests go straight to the line: whatever must follow the updates emitted
+/// before it (a prompt's `stopReason`, a question about a call the client must have been shown)
+/// waits for [`Flusher::flushed`] first.
+#[derive(Clone)]
+pub struct Flusher(mpsc::UnboundedSender<Flush>);
+
+impl Flusher {
+    /// Waits until every event emitted so far has been sent as an update (at once when the
+    /// translator is gone).
+    pub async fn flushed(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.0.send(tx).is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
