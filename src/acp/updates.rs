@@ -19,10 +19,10 @@ use super::wire::{
     PlanEntryStatus, SessionNotification, SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, UsageUpdate,
 };
-use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent};
+use crate::core::agent::{wall, AgentEvent, AgentSession, AssistantMessageEvent};
 use crate::core::controller::{self, FrontEndTexts};
 use crate::core::handoff::HandoffOutcome;
-use crate::core::message::{Content, ContentBlock, Message, Role, Usage};
+use crate::core::message::{Content, ContentBlock, Message, Role};
 use crate::core::session::{self, SessionEntry, TodoStatus};
 use crate::core::tools::{self, Activity, Todo, ToolRegistry};
 
@@ -119,10 +119,6 @@ fn finished(id: &str, result: &Message, is_error: bool, diff: Option<ToolCallCon
     ToolCallUpdate::new(id.to_string(), ToolCallUpdateFields::new().status(status).content(content))
 }
 
-/// The context's use after a reply: what the model read and wrote, of the window.
-fn usage(usage: &Usage, window: u64) -> UsageUpdate {
-    UsageUpdate::new(usage.input + usage.cache_read + usage.cache_write + usage.output, window)
-}
 
 /// A handoff being reported.
 struct HandoffReport {
@@ -172,9 +168,11 @@ impl Translator {
             }
             AgentEvent::MessageEnd { message } if message.is_assistant() && self.handoff.is_none() => {
                 self.announce_calls(&message).await;
+                // The context's use after a reply: what the model read and wrote, of the window.
+                // A reply that reports none (cancelled) leaves the last one standing.
                 let window = self.agent.upgrade().map(|agent| agent.provider_config().context_window);
-                if let (Some(used), Some(window)) = (&message.usage, window) {
-                    self.updates.send(SessionUpdate::UsageUpdate(usage(used, window)));
+                if let (Some(used), Some(window)) = (wall::reported(&message), window) {
+                    self.updates.send(SessionUpdate::UsageUpdate(UsageUpdate::new(used, window)));
                 }
             }
             AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args, preview } => {
