@@ -1263,11 +1263,12 @@ async fn a_command_in_the_last_text_block_runs() {
     let (_, updates) = agent.until_answer(id, &mut |r| panic!("unexpected {r}")).await;
     assert!(said(&updates).contains("1. keep the tests green"), "{updates:#?}");
     assert_eq!(env.mock.requests().len(), 0, "a command reached the model");
-    // The control: a command in an earlier block is text of the prompt.
+    // The control: a last block that only names a command is a prompt, sent whole.
     env.mock.push(MockReply::text("Answered."));
-    let id = agent.request("session/prompt", prompt(&["/model", "what does this do?"])).await;
+    let id = agent.request("session/prompt", prompt(&["tell me about the parser", "and what does /model do?"])).await;
     let (answer, _) = agent.until_answer(id, &mut |r| panic!("unexpected {r}")).await;
     assert_eq!(stop_reason(&answer), "end_turn");
-    assert!(request_text(&env.mock, 0).contains("what does this do?"), "{}", request_text(&env.mock, 0));
+    let sent = request_text(&env.mock, 0);
+    assert!(sent.contains("tell me about the parser") && sent.contains("and what does /model do?"), "{sent}");
     agent.finish().await;
 }
