@@ -46,8 +46,19 @@ impl AcpSession {
         if left == now {
             return;
         }
+        self.record(Some(left), now).await;
+    }
+
+    /// Records the file a session `session/new` just made will have: its id loads in another
+    /// process before the file is written ([`AcpIndex::unwritten`]).
+    pub(super) async fn record_made(&self) {
+        let file = lock(&self.file).clone();
+        self.record(None, file).await;
+    }
+
+    async fn record(&self, left: Option<PathBuf>, now: PathBuf) {
         let (record, id) = (self.record.clone(), self.updates.session_id.clone());
-        let written = tokio::task::spawn_blocking(move || record.switched(&id, Some(&left), &now)).await;
+        let written = tokio::task::spawn_blocking(move || record.switched(&id, left.as_deref(), &now)).await;
         match written {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::error!("cannot record the session file behind an ACP id: {e}"),
@@ -126,26 +137,44 @@ impl Server {
         let cwd = absolute_cwd(&request.cwd)?;
         let servers = client_servers(&raw);
         let (id, session) = self.open(cwd, SessionChoice::New, servers, None).await?;
+        session.record_made().await;
         send_commands_later(session.updates.clone(), self.settings.templates_dir.clone());
         encode(wire::NewSessionResponse::new(id))
     }
 
     /// The session of `id` for `session/load` and `session/resume`: open here already, else the
-    /// file the record says it goes on in, else the newest of its chain on disk.
+    /// file the record says it goes on in, else the newest of its chain on disk, else (a session
+    /// `session/new` made and nobody prompted) a new session under the id.
     pub(super) async fn reopen(self: &Arc<Self>, id: &str, cwd: &Path, raw: &Value) -> Result<Arc<AcpSession>, AcpError> {
         if let Some(session) = lock(&self.sessions).get(id).cloned() {
             return Ok(session);
         }
         let dir = frontend_paths::session_dir(&self.settings);
         let (find_id, find_cwd) = (id.to_string(), cwd.to_path_buf());
-        let file = tokio::task::spawn_blocking(move || match AcpIndex::of(&dir, &find_cwd).file_of(&find_id) {
-            Some(file) => Ok(file),
-            None => newest_of_chain(&dir, &find_cwd, &find_id),
+        let found = tokio::task::spawn_blocking(move || {
+            let record = AcpIndex::of(&dir, &find_cwd);
+            if let Some(file) = record.file_of(&find_id) {
+                return Ok(Found::File(file));
+            }
+            match newest_of_chain(&dir, &find_cwd, &find_id) {
+                Ok(file) => Ok(Found::File(file)),
+                Err(unknown) => record.unwritten(&find_id).map(Found::Unwritten).ok_or(unknown),
+            }
         })
         .await
         .map_err(|e| AcpError::Failed(format!("the loader stopped: {e}")))??;
         let servers = client_servers(raw);
-        Ok(self.open(cwd.to_path_buf(), SessionChoice::File(file), servers, Some(id.to_string())).await?.1)
+        let (choice, unwritten) = match found {
+            Found::File(file) => (SessionChoice::File(file), None),
+            Found::Unwritten(file) => (SessionChoice::New, Some(file)),
+        };
+        let session = self.open(cwd.to_path_buf(), choice, servers, Some(id.to_string())).await?.1;
+        if let Some(file) = unwritten {
+            // The id stays recorded with the file it was made with until the new session's own
+            // file is written (the first prompt): then it goes on in that one.
+            *lock(&session.file) = file;
+        }
+        Ok(session)
     }
 
     /// `session/load`: the session of this id replayed as updates; then answered.
@@ -194,6 +223,13 @@ impl Server {
         }
         encode(wire::CloseSessionResponse::new())
     }
+}
+
+/// Where the session of an id is.
+enum Found {
+    File(PathBuf),
+    /// Made by `session/new` and never written: recorded with this file.
+    Unwritten(PathBuf),
 }
 
 pub(super) fn absolute_cwd(cwd: &Path) -> Result<PathBuf, AcpError> {
