@@ -99,7 +99,7 @@ impl Server {
         // The prompt's own words: an ACP client types `/handoff` as the editor's prompt does.
         let texts = FrontEndTexts::default();
         let updates = Updates { peer: self.peer.clone(), session_id: id.clone() };
-        let compaction = client.session.as_ref().is_some_and(|s| s.compaction.is_some());
+        let compaction = reports_compaction(&client);
         let translator = Translator::new(updates.clone(), compaction, cwd.clone(), &agent, texts.clone());
         let flusher = spawn_translator(translator, agent.subscribe());
         let cancelled = Arc::new(AtomicBool::new(false));
@@ -188,7 +188,8 @@ impl Server {
             let tools = agent.offered_tools();
             let manager = agent.session();
             let branch = manager.get_branch(None);
-            updates::replay(&session.updates, &branch, &cwd, &manager.todos(), &tools);
+            let compaction = reports_compaction(&lock(&self.client));
+            updates::replay(&session.updates, &branch, &cwd, &manager.todos(), &tools, compaction);
         }
         session.flushed().await;
         send_commands_later(session.updates.clone(), self.settings.templates_dir.clone());
@@ -223,6 +224,11 @@ impl Server {
         }
         encode(wire::CloseSessionResponse::new())
     }
+}
+
+/// The client reports compactions (`session.compaction`): a handoff is shown as one.
+fn reports_compaction(client: &wire::ClientCapabilities) -> bool {
+    client.session.as_ref().is_some_and(|s| s.compaction.is_some())
 }
 
 /// Where the session of an id is.

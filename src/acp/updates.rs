@@ -21,7 +21,7 @@ use super::wire::{
 };
 use crate::core::agent::{wall, AgentEvent, AgentSession, AssistantMessageEvent};
 use crate::core::controller::{self, FrontEndTexts};
-use crate::core::handoff::HandoffOutcome;
+use crate::core::handoff::{self, HandoffOutcome};
 use crate::core::message::{Content, ContentBlock, Message, Role};
 use crate::core::session::{self, SessionEntry, TodoStatus};
 use crate::core::tools::{self, Activity, Todo, ToolRegistry};
@@ -249,15 +249,24 @@ impl Translator {
 
 /// The conversation of a session's current branch as updates (`session/load`): the user's
 /// messages, the replies and their thinking, each tool call with its result, a handoff's
-/// document; then the todo list.
+/// document as the live handoff showed it (a compaction's summary when the client reports
+/// those, else a headed message; never the wrapper the model reads); then the todo list.
 /// `tools`: the session's, each replayed call's kind its tool's (an MCP server's tool is known
 /// once its server runs, from the first prompt on; before, its kind is `other`).
-pub fn replay(updates: &Updates, branch: &[&SessionEntry], cwd: &Path, todos: &[Todo], tools: &ToolRegistry) {
+pub fn replay(updates: &Updates, branch: &[&SessionEntry], cwd: &Path, todos: &[Todo], tools: &ToolRegistry, compaction: bool) {
     for entry in branch {
-        if let Some(custom) = entry.custom_message() {
-            if custom.custom_type == crate::core::handoff::CUSTOM_TYPE {
-                updates.message(format!("{}{}", text::HANDED_OFF_HEADING, custom.content.joined_text()));
+        if let Some(document) = handoff::shown_document(entry) {
+            if compaction {
+                let id = format!("handoff-{}", entry.id);
+                updates.send(SessionUpdate::CompactionUpdate(CompactionUpdate::new(id.clone(), CompactionStatus::InProgress)));
+                updates.send(SessionUpdate::CompactionSummaryChunk(CompactionSummaryChunk::new(id.clone(), wire::text(document))));
+                updates.send(SessionUpdate::CompactionUpdate(CompactionUpdate::new(id, CompactionStatus::Completed)));
+            } else {
+                updates.message(format!("{}{document}", text::HANDED_OFF_HEADING));
             }
+            continue;
+        }
+        if entry.custom_message().is_some() {
             continue;
         }
         let Some(message) = entry.message() else { continue };

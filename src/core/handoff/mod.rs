@@ -38,6 +38,10 @@ pub const CUSTOM_TYPE: &str = crate::core::session::todos::HANDOFF_CUSTOM_TYPE;
 const CONTEXT_SENTENCE: &str =
     "The above is a handoff document from a previous session. Use this context to continue the work seamlessly.";
 
+/// What comes before and after the document (and the facts) in the injected entry.
+const WRAPPER_OPEN: &str = "<handoff-context>\n";
+const WRAPPER_CLOSE: &str = "\n</handoff-context>\n\n";
+
 pub mod auto;
 pub mod draft;
 pub mod facts;
@@ -165,9 +169,30 @@ pub fn with_facts(document: &str, carried: &Carried) -> String {
     }
 }
 
-/// The content of the injected `custom_message`.
+/// The content of the injected `custom_message`: what the model reads.
 pub fn wrap_document(document: &str) -> String {
-    format!("<handoff-context>\n{document}\n</handoff-context>\n\n{CONTEXT_SENTENCE}")
+    format!("{WRAPPER_OPEN}{document}{WRAPPER_CLOSE}{CONTEXT_SENTENCE}")
+}
+
+/// The document a handoff's injected entry holds as the handoff showed it (`None` for any
+/// other entry): inside [`wrap_document`]'s wrapper, without what [`with_facts`] appended (the
+/// facts and the user's words, rendered again from the entry's details). A text the user
+/// edited in review is shown as written; an entry wrapped otherwise (pi's, by hand) whole.
+pub fn shown_document(entry: &session::SessionEntry) -> Option<String> {
+    let details = session::todos::handoff_details(entry)?;
+    let content = entry.custom_message()?.content.joined_text();
+    let inner = content.strip_prefix(WRAPPER_OPEN).and_then(|rest| rest.strip_suffix(&format!("{WRAPPER_CLOSE}{CONTEXT_SENTENCE}")));
+    let Some(inner) = inner else { return Some(content) };
+    let carried = Carried {
+        facts: serde_json::from_value(details.clone()).unwrap_or_default(),
+        words: details.get("userWords").and_then(|w| serde_json::from_value(w.clone()).ok()).unwrap_or_default(),
+        ..Carried::default()
+    };
+    let document = match carried.is_empty() {
+        true => inner,
+        false => inner.strip_suffix(&format!("\n\n{}", carried.render())).unwrap_or(inner),
+    };
+    Some(document.to_string())
 }
 
 /// Gap (section check): which of the six `##` sections the document lacks.
