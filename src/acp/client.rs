@@ -97,15 +97,17 @@ fn asked_call(request: &ApprovalRequest) -> ToolCallUpdate {
         content.push(wire::ToolCallContent::from(wire::text(line)));
     }
     let mut fields = ToolCallUpdateFields::new()
-        .title(super::updates::title(&request.tool, &request.summary))
+        .title(super::updates::title(&request.tool, request.activity, &request.summary))
         .kind(super::updates::kind(request.activity))
         .status(ToolCallStatus::Pending)
         .raw_input(request.args.clone());
     if !content.is_empty() {
         fields = fields.content(content);
     }
-    if let Some(path) = &request.path {
-        fields = fields.locations(vec![wire::ToolCallLocation::new(path)]);
+    match (&request.path, &request.preview) {
+        (Some(path), Some(preview)) => fields = fields.locations(vec![super::updates::edit_location(Path::new(path), preview)]),
+        (Some(path), None) => fields = fields.locations(vec![wire::ToolCallLocation::new(path)]),
+        _ => {}
     }
     ToolCallUpdate::new(request.id.clone(), fields)
 }

@@ -41,9 +41,40 @@ pub fn kind(activity: Activity) -> wire::ToolKind {
     }
 }
 
-/// The title a client shows for a call: the tool and what it does, as the tool says it.
-pub fn title(tool: &str, summary: &str) -> String {
-    if summary.is_empty() { tool.to_string() } else { format!("{tool}: {summary}") }
+/// The title a client shows for a call: what it does and where, said by the tool's summary
+/// (the chat's line for it, [`tools::call_summary`]): a command as code (`` `cargo test` ``),
+/// else the tool and its summary (`Read src/main.rs:10-40`). Never `name: …`: codecompanion
+/// shows only what comes before a colon. A summary of many lines gives its first.
+pub fn title(tool: &str, activity: Activity, summary: &str) -> String {
+    let mut lines = summary.trim().lines();
+    let Some(first) = lines.next() else { return tool.to_string() };
+    let more = if lines.next().is_some() { " …" } else { "" };
+    if activity == Activity::Execute {
+        // Code that holds a backtick is fenced by two, spaced (markdown's rule).
+        return match first.contains('`') {
+            true => format!("`` {first} ``{more}"),
+            false => format!("`{first}`{more}"),
+        };
+    }
+    // The host's own tools by their name capitalized; another's (an MCP server's) as it is.
+    let name = match (tools::lookup(tool), tool.chars().next()) {
+        (Some(_), Some(c)) => format!("{}{}", c.to_uppercase(), &tool[c.len_utf8()..]),
+        _ => tool.to_string(),
+    };
+    format!("{name} {first}{more}")
+}
+
+/// The file a call reads or changes, for the client to follow ([`tools::call_location`]).
+fn locations(name: &str, args: &Value, cwd: &Path) -> Option<Vec<wire::ToolCallLocation>> {
+    let location = tools::call_location(name, args, cwd)?;
+    Some(vec![wire::ToolCallLocation::new(location.path).line(location.line)])
+}
+
+/// Where an edit lands: its file, at the first line its preview changes.
+pub fn edit_location(path: &Path, preview: &tools::Preview) -> wire::ToolCallLocation {
+    let hunks = session::review::split_hunks(preview.before.as_bytes(), preview.after.as_bytes());
+    let line = hunks.first().map(|(_, after)| after.start + 1);
+    wire::ToolCallLocation::new(path).line(line)
 }
 
 /// Where updates for one ACP session go.
@@ -98,12 +129,12 @@ fn calls_of(message: &Message) -> impl Iterator<Item = (&str, &str, &Value)> {
 
 /// The `tool_call` announcing a call, without its diff.
 fn announced(id: &str, name: &str, args: &Value, cwd: &Path, activity: Activity) -> ToolCall {
-    let mut call = ToolCall::new(id.to_string(), title(name, &tools::call_summary(name, args)))
+    let mut call = ToolCall::new(id.to_string(), title(name, activity, &tools::call_summary(name, args)))
         .kind(kind(activity))
         .status(ToolCallStatus::Pending)
         .raw_input(args.clone());
-    if let Some(path) = tools::changed_path(name, args, cwd) {
-        call = call.locations(vec![wire::ToolCallLocation::new(path)]);
+    if let Some(locations) = locations(name, args, cwd) {
+        call = call.locations(locations);
     }
     call
 }
@@ -180,9 +211,10 @@ impl Translator {
                 // The engine's preview (the approval's, when it was asked): the diff shown now
                 // and again with the result.
                 if let (Some(path), Some(preview)) = (tools::changed_path(&tool_name, &args, &self.cwd), preview) {
+                    let location = edit_location(&path, &preview);
                     let diff = ToolCallContent::from(wire::Diff::new(path, preview.after).old_text(preview.before));
                     self.diffs.insert(tool_call_id.clone(), diff.clone());
-                    fields = fields.content(vec![diff]);
+                    fields = fields.content(vec![diff]).locations(vec![location]);
                 }
                 self.updates.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(tool_call_id, fields)));
             }
