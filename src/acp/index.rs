@@ -134,6 +134,32 @@ mod tests {
         assert!(record.entries().is_empty());
     }
 
+    /// Issue 42: a session `session/new` made and nobody prompted has no file; its entry stays
+    /// while other ids change, and names the file it will have.
+    #[test]
+    fn a_session_made_and_never_written_keeps_its_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = Path::new("/project");
+        let record = AcpIndex::of(dir.path(), cwd);
+        let folder = dir.path().join(cwd_folder_name(cwd));
+        let made = paths::session_file_path(dir.path(), cwd, "2026-12-01T00:00:00.000Z", "M");
+        record.switched("M", None, &made).unwrap();
+        assert_eq!(record.file_of("M"), None, "no file yet");
+        assert_eq!(record.unwritten("M"), Some(made.clone()));
+        // Another id's change keeps it; a gone file of another id's is dropped.
+        let other = folder.join("other.jsonl");
+        std::fs::write(&other, "{}\n").unwrap();
+        record.switched("O", None, &folder.join("gone.jsonl")).unwrap();
+        record.switched("P", None, &other).unwrap();
+        let entries = record.entries();
+        assert_eq!(entries.get("M"), Some(&made));
+        assert!(!entries.contains_key("O"), "{entries:?}");
+        // An id recorded with a file of another session's name is not one never written.
+        record.switched("X", None, &folder.join("2026_Y.jsonl")).unwrap();
+        assert_eq!(record.unwritten("X"), None);
+        assert_eq!(record.unwritten("nope"), None);
+    }
+
     #[test]
     fn a_record_naming_a_file_outside_its_folder_opens_nothing() {
         let dir = tempfile::tempdir().unwrap();

@@ -444,3 +444,19 @@ impl Flusher {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_title_says_what_and_where_without_a_name_before_a_colon() {
+        assert_eq!(title("read", Activity::Read, "src/main.rs:10-40"), "Read src/main.rs:10-40");
+        assert_eq!(title("edit", Activity::Edit, "src/lib.rs"), "Edit src/lib.rs");
+        assert_eq!(title("bash", Activity::Execute, "cargo test"), "`cargo test`");
+        assert_eq!(title("bash", Activity::Execute, "echo `date`"), "`` echo `date` ``");
+        assert_eq!(title("bash", Activity::Execute, "cat <<EOF\nline\nEOF"), "`cat <<EOF` …");
+        assert_eq!(title("mcp__fx__echo", Activity::Read, "hello"), "mcp__fx__echo hello");
+        assert_eq!(title("ls", Activity::Search, ""), "ls");
+    }
+}

@@ -672,6 +672,36 @@ fn start_new_session(hold: &Hold, agent: &AgentSession, text: &str, carried: &Ca
 mod tests {
     use super::*;
 
+    /// Issue 42: `session/load` replayed the wrapper the model reads; the display form drops it
+    /// and the facts after the document, and keeps a reviewed text as the user wrote it.
+    #[test]
+    fn the_shown_document_is_the_one_inside_the_wrapper_without_the_facts() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut session = SessionManager::create(dir.path(), Path::new("/p"), None).unwrap();
+        let carried = Carried {
+            facts: Facts { modified_files: vec!["src/a.rs".into()], ..Facts::default() },
+            words: UserWords { task: Some("fix the parser".into()), latest: None },
+            ..Carried::default()
+        };
+        let document = "## Goal\nShip it.";
+        let shown = |session: &mut SessionManager, text: &str, carried: &Carried| {
+            session.append_custom_message_with_details(CUSTOM_TYPE, text, true, Some(carried.details())).unwrap();
+            let entries = session.get_entries();
+            shown_document(&entries[entries.len() - 1])
+        };
+        let wrapped = wrap_document(&with_facts(document, &carried));
+        assert!(wrapped.contains("<modified-files>") && wrapped.contains("<user-task>"), "{wrapped}");
+        assert_eq!(shown(&mut session, &wrapped, &carried).as_deref(), Some(document));
+        assert_eq!(shown(&mut session, &wrap_document(document), &Carried::default()).as_deref(), Some(document));
+        // Edited in review: the facts as the user left them are part of what was shown.
+        let edited = format!("{document}\n\n<modified-files>\nsrc/b.rs\n</modified-files>");
+        assert_eq!(shown(&mut session, &wrap_document(&edited), &carried), Some(edited));
+        // Not our wrapper: shown whole.
+        assert_eq!(shown(&mut session, "a document of pi's", &carried).as_deref(), Some("a document of pi's"));
+        session.append_message(&Message::user("hello")).unwrap();
+        assert_eq!(shown_document(&session.get_entries()[session.get_entries().len() - 1]), None);
+    }
+
     /// Issue 40: a handoff parsed each message of a large session twice (the facts, then the
     /// ledger): over half of the time at the wall. The facts and the ledger now read one parse.
     #[test]
