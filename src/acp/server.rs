@@ -183,18 +183,17 @@ impl Server {
 }
 
 /// What a prompt's content blocks ask, as the controller takes it: a command in the last text
-/// block runs, whatever came before it (a client that sends the cancelled text again before the
-/// command typed next: `[{"text":"…"},{"text":"/model x"}]`); else the blocks' text.
+/// block runs (with the blocks after it, as its argument's context, as before), whatever came
+/// before it (a client that sends the cancelled text again before the command typed next:
+/// `[{"text":"…"},{"text":"/model x"}]`); else the blocks' text.
 pub(super) fn prompt_input(prompt: &[wire::ContentBlock]) -> String {
-    let last_text = prompt.iter().rev().find_map(|block| match block {
-        wire::ContentBlock::Text(t) => Some(t.text.as_str()),
-        _ => None,
-    });
-    if let Some(command) = last_text.map(as_typed).filter(|typed| commands::parse(typed).is_some()) {
-        if prompt.len() > 1 {
+    let last_text = prompt.iter().rposition(|block| matches!(block, wire::ContentBlock::Text(_)));
+    if let Some(at) = last_text.filter(|&at| at > 0) {
+        let command = as_typed(&prompt_text(&prompt[at..]));
+        if commands::parse(&command).is_some() {
             tracing::info!("a command in the prompt's last text block runs; the blocks before it are left out");
+            return command;
         }
-        return command;
     }
     as_typed(&prompt_text(prompt))
 }
