@@ -1012,3 +1012,263 @@ async fn long_reply_growth(env: &Env, deltas: usize, read: bool, nth: usize) -> 
     let _ = child.wait().await;
     grown
 }
+
+// Issue 42, part 1: what five real clients found in the agent. Each test names its fault.
+
+/// Position of the first message among `seen` that `is` says is the one.
+fn position(seen: &[Value], is: impl Fn(&Value) -> bool) -> Option<usize> {
+    seen.iter().position(is)
+}
+
+fn is_update(message: &Value, kind: &str) -> bool {
+    message["method"] == "session/update" && message["params"]["update"]["sessionUpdate"] == kind
+}
+
+/// Fault 1: `session/request_permission` overtook its own `tool_call` (and the text before
+/// it): clients showed "Approval required" for a call that did not exist yet. Every update
+/// emitted before a question now goes out before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_request_comes_after_its_tool_call_and_everything_said_before_it() {
+    let env = Env::new().await;
+    let (mut agent, session) = opened(&env, &[], json!({})).await;
+    let calls = [
+        ("b1", "bash", json!({ "command": "echo one" })),
+        ("w1", "write", json!({ "path": "a.txt", "content": "a\n" })),
+        ("b2", "bash", json!({ "command": "echo two" })),
+        ("w2", "write", json!({ "path": "b.txt", "content": "b\n" })),
+        ("b3", "bash", json!({ "command": "echo three" })),
+    ];
+    for (id, tool, args) in calls {
+        env.mock.push(MockReply::ToolCalls {
+            calls: vec![handoff_mock::MockToolCall::new(tool, &args, 2).with_id(id)],
+            text_before: vec!["Let me ".into(), format!("do {id}.")],
+            chunk_delay_ms: 0,
+            stop: "tool_calls".into(),
+            interleave: false,
+        });
+        env.mock.push(MockReply::text("Done."));
+        let start = agent.seen.len();
+        let mut asked = 0;
+        agent
+            .prompt_with(&session, "go", &mut |_| {
+                asked += 1;
+                Some(choose("allow_once"))
+            })
+            .await;
+        assert_eq!(asked, 1, "{id}");
+        let seen = &agent.seen[start..];
+        let question = position(seen, |m| m["method"] == "session/request_permission").unwrap();
+        assert_eq!(seen[question]["params"]["toolCall"]["toolCallId"], id);
+        let announced = position(seen, |m| is_update(m, "tool_call") && m["params"]["update"]["toolCallId"] == id)
+            .unwrap_or_else(|| panic!("{id} never announced: {seen:#?}"));
+        assert!(announced < question, "{id}: the question (message {question}) came before its tool_call (message {announced})");
+        let said_before: Vec<Value> = seen[..question].iter().filter(|m| m["method"] == "session/update").map(|m| m["params"].clone()).collect();
+        assert_eq!(chunks(&said_before, "agent_message_chunk"), format!("Let me do {id}."), "{id}: the text before the call");
+    }
+    agent.finish().await;
+}
+
+/// Fault 2: a session made by `session/new` and never prompted could not be loaded or resumed
+/// by another process (-32002): acpx's `sessions new` then `prompt` hit it every time. It stays
+/// out of `session/list` (nothing was said in it) but its id opens, and goes on where it is
+/// prompted first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_never_prompted_loads_and_resumes_in_another_process() {
+    let env = Env::new().await;
+    let (agent, never) = opened(&env, &[], json!({})).await;
+    agent.finish().await;
+    let (agent, session) = opened(&env, &[], json!({})).await;
+    agent.finish().await;
+    assert!(session_files(&env).is_empty(), "like pi, an unused session leaves no session file");
+
+    let mut agent = env.spawn(&[]);
+    agent.initialize(json!({})).await;
+    assert!(listed(&mut agent, &env).await.is_empty(), "nothing was said: not listed");
+    let (answer, updates) = agent.call("session/load", json!({ "sessionId": session, "cwd": env.project(), "mcpServers": [] })).await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    assert!(chunks(&updates, "user_message_chunk").is_empty() && chunks(&updates, "agent_message_chunk").is_empty(), "{updates:#?}");
+    env.mock.push(MockReply::text("First answer."));
+    let (answer, _) = agent.prompt(&session, "First question").await;
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    assert_eq!(listed(&mut agent, &env).await, [(session.clone(), "First question".to_string())]);
+    agent.finish().await;
+
+    let (agent, replayed) = loaded(&env, &session, "session/load").await;
+    assert_eq!(replayed, "First question|First answer.", "the id goes on where it was first prompted");
+    agent.finish().await;
+    // The other one was kept while the record changed for this one.
+    let (mut agent, replayed) = loaded(&env, &never, "session/resume").await;
+    assert_eq!(replayed, "|");
+    env.mock.push(MockReply::text("Resumed."));
+    let (answer, _) = agent.prompt(&never, "Hello").await;
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    agent.finish().await;
+    // An id nobody made stays unknown.
+    let mut agent = env.spawn(&[]);
+    agent.initialize(json!({})).await;
+    let (answer, _) = agent.call("session/load", json!({ "sessionId": "0190aaaa-0000-7000-8000-000000000000", "cwd": env.project(), "mcpServers": [] })).await;
+    assert_eq!(answer["error"]["code"], -32002, "{answer}");
+    agent.finish().await;
+}
+
+/// Fault 3: `session/load` replayed the model-facing wrapper of a handoff's document
+/// (`<handoff-context>`, the facts' tags, "The above is a handoff document…") where the live
+/// `/handoff` showed the document; a client that reports compactions got it as a plain
+/// message. The replay shows what the live session showed, each way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_after_a_handoff_replays_the_document_as_the_live_handoff_showed_it() {
+    for compaction in [false, true] {
+        let env = Env::new().await;
+        let capabilities = if compaction { json!({ "session": { "compaction": {} } }) } else { json!({}) };
+        let (mut agent, session) = opened(&env, &["--yes"], capabilities.clone()).await;
+        write_turn(&env.mock, "w1", "a.txt", "one\n", "Wrote it.");
+        agent.prompt(&session, "write a").await;
+        env.mock.push(MockReply::text(DOCUMENT));
+        let (answer, live) = agent.prompt(&session, "/handoff").await;
+        assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+        agent.finish().await;
+        let wrapped = std::fs::read_to_string(session_files(&env).into_iter().find(|f| std::fs::read_to_string(f).unwrap().contains("\"customType\":\"handoff\"")).unwrap()).unwrap();
+        assert!(wrapped.contains("<modified-files>"), "the model's context holds the facts: {wrapped}");
+
+        let mut agent = env.spawn(&[]);
+        agent.initialize(capabilities).await;
+        let (answer, replayed) = agent.call("session/load", json!({ "sessionId": session, "cwd": env.project(), "mcpServers": [] })).await;
+        assert!(answer.get("error").is_none(), "{answer}");
+        let text = chunks(&replayed, "agent_message_chunk");
+        for wrapper in ["<handoff-context>", "</handoff-context>", "<modified-files>", "The above is a handoff document"] {
+            assert!(!text.contains(wrapper), "compaction {compaction}: {wrapper} replayed: {text}");
+        }
+        let summary = |updates: &[Value]| -> String {
+            of_kind(updates, "compaction_summary_chunk").iter().filter_map(|c| c["content"]["text"].as_str()).collect()
+        };
+        if compaction {
+            let statuses: Vec<&str> = of_kind(&replayed, "compaction_update").iter().map(|c| c["status"].as_str().unwrap()).collect();
+            assert_eq!(statuses, ["in_progress", "completed"], "{replayed:#?}");
+            assert_eq!(summary(&replayed), summary(&live), "the summary the live handoff showed");
+            assert!(!text.contains("## Goal"), "the document is the summary, not a message: {text}");
+        } else {
+            assert!(of_kind(&replayed, "compaction_update").is_empty(), "{replayed:#?}");
+            assert!(text.contains(DOCUMENT), "the document as the live handoff showed it: {text}");
+        }
+        agent.finish().await;
+    }
+}
+
+/// Fault 4: titles lost what and where (codecompanion keeps a title's part before a colon:
+/// "read: src/main.rs" was shown "Read: read", "bash: cargo test" "Execute: bash"). A title is
+/// the tool's summary said as a client shows it, and reads and edits carry `locations`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_titles_say_what_and_where_and_reads_and_edits_have_locations() {
+    let env = Env::new().await;
+    let src = env.project().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let lines: String = (1..=60).map(|n| format!("line {n}\n")).collect();
+    std::fs::write(src.join("main.rs"), &lines).unwrap();
+    let (mut agent, session) = opened(&env, &["--sandbox", "off"], json!({})).await;
+    env.mock.push(common::tool_calls_reply(vec![
+        handoff_mock::MockToolCall::new("read", &json!({ "path": "src/main.rs", "offset": 10, "limit": 31 }), 1).with_id("r1"),
+        handoff_mock::MockToolCall::new("bash", &json!({ "command": "echo tested" }), 1).with_id("b1"),
+        handoff_mock::MockToolCall::new("edit", &json!({ "path": "src/main.rs", "edits": [{ "oldText": "line 42\n", "newText": "line forty-two\n" }] }), 1).with_id("e1"),
+    ]));
+    env.mock.push(MockReply::text("Done."));
+    let mut asked = Vec::new();
+    let (answer, updates) = agent
+        .prompt_with(&session, "go", &mut |r| {
+            asked.push(r["params"]["toolCall"].clone());
+            Some(choose("allow_once"))
+        })
+        .await;
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    let announced = |id: &str| of_kind(&updates, "tool_call").into_iter().find(|u| u["toolCallId"] == id).cloned().unwrap_or_else(|| panic!("{updates:#?}"));
+    let main = src.join("main.rs");
+    let read = announced("r1");
+    assert_eq!(read["title"], "Read src/main.rs:10-40", "{read}");
+    assert_eq!(read["locations"], json!([{ "path": main, "line": 10 }]), "{read}");
+    let bash = announced("b1");
+    assert_eq!(bash["title"], "`echo tested`", "{bash}");
+    let edit = announced("e1");
+    assert_eq!(edit["title"], "Edit src/main.rs", "{edit}");
+    assert_eq!(edit["locations"][0]["path"], json!(main), "{edit}");
+    // Where the edit lands, once the file is read for its diff: the changed line.
+    let located = of_kind(&updates, "tool_call_update").into_iter().find(|u| u["toolCallId"] == "e1" && u["locations"].is_array()).cloned();
+    assert_eq!(located.map(|u| u["locations"].clone()), Some(json!([{ "path": main, "line": 42 }])), "{updates:#?}");
+    // The questions show the same titles.
+    for question in &asked {
+        let id = question["toolCallId"].as_str().unwrap();
+        assert_eq!(question["title"], announced(id)["title"], "{question}");
+    }
+    assert!(!asked.is_empty());
+    agent.finish().await;
+}
+
+/// Fault 5: `usage_update` said `used: 0` after tool steps and cancels (clients reset their
+/// meters). A reply that reports no usage sends none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_is_never_reported_as_zero_after_tool_steps_or_a_cancel() {
+    let env = Env::new().await;
+    let (mut agent, session) = opened(&env, &["--yes"], json!({})).await;
+    env.mock.push(common::tool_call_reply("bash", json!({ "command": "echo hi" }), "b1"));
+    env.mock.push(common::tool_call_reply("read", json!({ "path": "missing.txt" }), "r1"));
+    env.mock.push(MockReply::text("Done."));
+    let (_, mut updates) = agent.prompt(&session, "go").await;
+    let words: Vec<String> = (0..200).map(|i| format!("word{i} ")).collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    env.mock.push(common::slow(&words, 0, 50));
+    let id = agent.request("session/prompt", json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "talk" }] })).await;
+    agent.until_update("agent_message_chunk").await;
+    agent.notify("session/cancel", json!({ "sessionId": session })).await;
+    let (answer, cancelled) = agent.until_answer(id, &mut |r| panic!("unexpected {r}")).await;
+    assert_eq!(stop_reason(&answer), "cancelled");
+    updates.extend(cancelled);
+    let used: Vec<u64> = of_kind(&updates, "usage_update").iter().map(|u| u["used"].as_u64().unwrap()).collect();
+    assert!(used.len() >= 3, "a usage after each reply that reported one: {used:?}");
+    assert!(used.iter().all(|&n| n > 0), "{used:?}");
+    agent.finish().await;
+}
+
+/// Fault 6: `session/list`'s `updatedAt` was the session file's creation (its header's time),
+/// not its last activity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_list_dates_a_session_by_its_last_activity() {
+    let env = Env::new().await;
+    let (mut agent, session) = one_exchange(&env, json!({})).await;
+    // Entries are stamped to the millisecond: the next ones are later than the header.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    env.mock.push(MockReply::text("Later answer."));
+    agent.prompt(&session, "Later question").await;
+    let list = agent.call("session/list", json!({ "cwd": env.project() })).await.0;
+    let listed = &list["result"]["sessions"][0];
+    let file = std::fs::read_to_string(&session_files(&env)[0]).unwrap();
+    let lines: Vec<Value> = file.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let (created, last) = (&lines[0]["timestamp"], &lines[lines.len() - 1]["timestamp"]);
+    assert_ne!(created, last);
+    assert_eq!(&listed["updatedAt"], last, "{list}");
+    agent.finish().await;
+}
+
+/// Fault 7: a client that sends the cancelled text again before a command
+/// (`[{"text":"…"},{"text":"/model x"}]`) had the command sent to the model as text. A
+/// command in the last text block runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_in_the_last_text_block_runs() {
+    let env = Env::new().await;
+    let (mut agent, session) = opened(&env, &[], json!({})).await;
+    let said = |updates: &[Value]| chunks(updates, "agent_message_chunk");
+    let prompt = |blocks: &[&str]| json!({ "sessionId": session, "prompt": blocks.iter().map(|t| json!({ "type": "text", "text": t })).collect::<Vec<_>>() });
+    let id = agent.request("session/prompt", prompt(&["tell me about the parser", "/model"])).await;
+    let (answer, updates) = agent.until_answer(id, &mut |r| panic!("unexpected {r}")).await;
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    assert!(said(&updates).contains("mock-model"), "{updates:#?}");
+    let id = agent.request("session/prompt", prompt(&["tell me about the parser", "\\pin keep the tests green"])).await;
+    let (_, updates) = agent.until_answer(id, &mut |r| panic!("unexpected {r}")).await;
+    assert!(said(&updates).contains("1. keep the tests green"), "{updates:#?}");
+    assert_eq!(env.mock.requests().len(), 0, "a command reached the model");
+    // The control: a last block that only names a command is a prompt, sent whole.
+    env.mock.push(MockReply::text("Answered."));
+    let id = agent.request("session/prompt", prompt(&["tell me about the parser", "and what does /model do?"])).await;
+    let (answer, _) = agent.until_answer(id, &mut |r| panic!("unexpected {r}")).await;
+    assert_eq!(stop_reason(&answer), "end_turn");
+    let sent = request_text(&env.mock, 0);
+    assert!(sent.contains("tell me about the parser") && sent.contains("and what does /model do?"), "{sent}");
+    agent.finish().await;
+}

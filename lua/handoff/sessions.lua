@@ -16,7 +16,8 @@ local api = vim.api
 --- session in its chain of handoffs (`session::chain`), this module only draws it.
 ---@class handoff.SessionListItem
 ---@field path string
----@field timestamp string
+---@field timestamp string  when it was made
+---@field updated string  its last activity (its last entry's time)
 ---@field first_message string
 ---@field message_count integer  messages on its current branch (the count the handoff's guard checks)
 ---@field parent_session? string

@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 
 use super::rpc::{CallError, Peer};
 use super::text;
+use super::updates::Flusher;
 use super::wire::{
     self, method, PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionResponse,
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
@@ -32,18 +33,34 @@ mod option {
     pub const REJECT_ALWAYS: &str = "reject_always";
 }
 
-/// Asks the client.
-pub struct ClientConsent {
+/// Our requests to the client about one session. Each goes out after every update emitted
+/// before it: a question after the `tool_call` it asks about and the text before that call, a
+/// file read after the call's start.
+#[derive(Clone)]
+pub struct SessionRequests {
     pub peer: Peer,
     pub session_id: String,
+    pub flusher: Flusher,
+}
+
+impl SessionRequests {
+    async fn request(&self, method: &str, params: Value) -> Result<Value, CallError> {
+        self.flusher.flushed().await;
+        self.peer.request(method, params).await
+    }
+}
+
+/// Asks the client.
+pub struct ClientConsent {
+    pub requests: SessionRequests,
     /// The session's "the turn was cancelled": a question answered `cancelled` stops the turn
     /// as `session/cancel` does, and the prompt's stop reason says so.
     pub cancelled: Arc<AtomicBool>,
 }
 
 impl ClientConsent {
-    pub fn new(peer: Peer, session_id: String, cancelled: Arc<AtomicBool>) -> Arc<Self> {
-        Arc::new(Self { peer, session_id, cancelled })
+    pub fn new(requests: SessionRequests, cancelled: Arc<AtomicBool>) -> Arc<Self> {
+        Arc::new(Self { requests, cancelled })
     }
 }
 
@@ -80,15 +97,17 @@ fn asked_call(request: &ApprovalRequest) -> ToolCallUpdate {
         content.push(wire::ToolCallContent::from(wire::text(line)));
     }
     let mut fields = ToolCallUpdateFields::new()
-        .title(super::updates::title(&request.tool, &request.summary))
+        .title(super::updates::title(&request.tool, request.activity, &request.summary))
         .kind(super::updates::kind(request.activity))
         .status(ToolCallStatus::Pending)
         .raw_input(request.args.clone());
     if !content.is_empty() {
         fields = fields.content(content);
     }
-    if let Some(path) = &request.path {
-        fields = fields.locations(vec![wire::ToolCallLocation::new(path)]);
+    match (&request.path, &request.preview) {
+        (Some(path), Some(preview)) => fields = fields.locations(vec![super::updates::edit_location(Path::new(path), preview)]),
+        (Some(path), None) => fields = fields.locations(vec![wire::ToolCallLocation::new(path)]),
+        _ => {}
     }
     ToolCallUpdate::new(request.id.clone(), fields)
 }
@@ -98,11 +117,11 @@ impl Consent for ClientConsent {
     async fn ask(&self, request: ApprovalRequest) -> Decision {
         let once_only = request.always_counts_once();
         let params = json!({
-            "sessionId": self.session_id,
+            "sessionId": self.requests.session_id,
             "toolCall": asked_call(&request),
             "options": options(&request),
         });
-        let answer = match self.peer.request(method::REQUEST_PERMISSION, params).await {
+        let answer = match self.requests.request(method::REQUEST_PERMISSION, params).await {
             Ok(answer) => answer,
             Err(CallError::Gone) => return Decision::Reject { reason: Some(text::CLIENT_GONE.into()) },
             Err(e) => return Decision::Reject { reason: Some(e.to_string()) },
@@ -134,16 +153,15 @@ const CLIENT_READ_LIMIT: u64 = 4 << 20;
 
 /// Files through the client, as far as it said it can.
 pub struct ClientFiles {
-    pub peer: Peer,
-    pub session_id: String,
+    pub requests: SessionRequests,
     pub read: bool,
     pub write: bool,
 }
 
 impl ClientFiles {
     async fn read_text(&self, path: &Path) -> io::Result<String> {
-        let params = json!({ "sessionId": self.session_id, "path": path });
-        let answer = self.peer.request(method::READ_TEXT_FILE, params).await.map_err(io::Error::other)?;
+        let params = json!({ "sessionId": self.requests.session_id, "path": path });
+        let answer = self.requests.request(method::READ_TEXT_FILE, params).await.map_err(io::Error::other)?;
         let answer: wire::ReadTextFileResponse = serde_json::from_value(answer).map_err(io::Error::other)?;
         Ok(answer.content)
     }
@@ -191,8 +209,8 @@ impl ClientFiles {
         if let Some(parent) = path.parent() {
             tokio::fs::create_dir_all(parent).await?;
         }
-        let params = json!({ "sessionId": self.session_id, "path": path, "content": text });
-        let answer: Result<Value, CallError> = self.peer.request(method::WRITE_TEXT_FILE, params).await;
+        let params = json!({ "sessionId": self.requests.session_id, "path": path, "content": text });
+        let answer: Result<Value, CallError> = self.requests.request(method::WRITE_TEXT_FILE, params).await;
         answer.map(|_| true).map_err(io::Error::other)
     }
 }

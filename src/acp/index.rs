@@ -8,6 +8,11 @@
 //! A session left by `/new` keeps a way back: it gets an id of its own here, under which
 //! `session/list` shows it and `session/load` opens it.
 //!
+//! A session `session/new` made is recorded at once, with the file it will have: like pi, we
+//! write no file for a session never used, yet another process must be able to load its id
+//! (acpx makes a session in one process and prompts it in the next). Such an id opens as a new
+//! session under it ([`AcpIndex::unwritten`]), and goes on in that session's file once prompted.
+//!
 //! Two agents writing at the same moment may lose one's change (the last rename wins); the
 //! links are then the fallback, as they are for a file this record does not know.
 
@@ -16,7 +21,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::core::session::file;
-use crate::core::session::paths::cwd_folder_name;
+use crate::core::session::paths::{self, cwd_folder_name};
 use crate::core::session::chain;
 
 /// The record's file name in a project's session folder.
@@ -53,6 +58,14 @@ impl AcpIndex {
         (ours && file.is_file()).then_some(file)
     }
 
+    /// The file `id` was recorded with when that file was never written: the session
+    /// `session/new` made under the id, never prompted (its own file, named for the id, not on
+    /// disk). `None` for an id not recorded, or recorded with a file that is there or another's.
+    pub fn unwritten(&self, id: &str) -> Option<PathBuf> {
+        let file = self.entries().remove(id)?;
+        (file.parent() == self.path.parent() && unwritten_own(id, &file)).then_some(file)
+    }
+
     /// Records that `id` goes on in `now`, having left `left`. A file left for one of another
     /// chain (`/new`) gets an id of its own, so that it stays listed and loadable. Entries
     /// whose files are gone are dropped.
@@ -65,7 +78,7 @@ impl AcpIndex {
             }
         }
         // The file of a session not yet written stays: it appears with the first prompt.
-        entries.retain(|key, file| key == id || file.is_file());
+        entries.retain(|key, file| key == id || file.is_file() || unwritten_own(key, file));
         self.write(&entries)
     }
 
@@ -75,6 +88,11 @@ impl AcpIndex {
         let text = serde_json::to_vec_pretty(entries).map_err(io::Error::other)?;
         file::replace_private_file(&self.path, &text).map_err(io::Error::other)
     }
+}
+
+/// `file` is the own file of the session `id`, not on disk: made and never written.
+fn unwritten_own(id: &str, file: &Path) -> bool {
+    paths::is_named_for(file, id) && !file.exists()
 }
 
 #[cfg(test)]
@@ -114,6 +132,32 @@ mod tests {
         assert_eq!(record.entries().len(), 1, "an entry whose file is gone is dropped");
         std::fs::write(&record.path, "not json").unwrap();
         assert!(record.entries().is_empty());
+    }
+
+    /// Issue 42: a session `session/new` made and nobody prompted has no file; its entry stays
+    /// while other ids change, and names the file it will have.
+    #[test]
+    fn a_session_made_and_never_written_keeps_its_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = Path::new("/project");
+        let record = AcpIndex::of(dir.path(), cwd);
+        let folder = dir.path().join(cwd_folder_name(cwd));
+        let made = paths::session_file_path(dir.path(), cwd, "2026-12-01T00:00:00.000Z", "M");
+        record.switched("M", None, &made).unwrap();
+        assert_eq!(record.file_of("M"), None, "no file yet");
+        assert_eq!(record.unwritten("M"), Some(made.clone()));
+        // Another id's change keeps it; a gone file of another id's is dropped.
+        let other = folder.join("other.jsonl");
+        std::fs::write(&other, "{}\n").unwrap();
+        record.switched("O", None, &folder.join("gone.jsonl")).unwrap();
+        record.switched("P", None, &other).unwrap();
+        let entries = record.entries();
+        assert_eq!(entries.get("M"), Some(&made));
+        assert!(!entries.contains_key("O"), "{entries:?}");
+        // An id recorded with a file of another session's name is not one never written.
+        record.switched("X", None, &folder.join("2026_Y.jsonl")).unwrap();
+        assert_eq!(record.unwritten("X"), None);
+        assert_eq!(record.unwritten("nope"), None);
     }
 
     #[test]

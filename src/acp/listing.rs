@@ -32,12 +32,14 @@ impl Server {
             .into_iter()
             .filter_map(|chain| {
                 let id = listed_id(&chain, &recorded)?;
-                let Chain { root, newest, .. } = chain;
+                let Chain { root, newest, members } = chain;
                 let title = if root.first_message.is_empty() { newest.first_message.clone() } else { root.first_message.clone() };
+                // The chain's last activity, wherever it was (after `/back`, in an older member).
+                let updated = members.iter().map(|member| &member.updated).max().unwrap_or(&newest.updated);
                 Some(
                     wire::SessionInfo::new(id, cwd.clone())
                         .title((!title.is_empty()).then_some(title))
-                        .updated_at(newest.timestamp.clone()),
+                        .updated_at(updated.clone()),
                 )
             })
             .collect();

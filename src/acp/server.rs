@@ -17,7 +17,7 @@ use super::sessions::AcpSession;
 use super::text;
 use super::wire::{self, code, method, RpcError, StopReason};
 use crate::core::config::Settings;
-use crate::core::controller::InputOutcome;
+use crate::core::controller::{commands, InputOutcome};
 use crate::core::handoff::HandoffOutcome;
 use crate::core::message::StopReason as ReplyStop;
 use crate::core::sync::lock;
@@ -173,7 +173,7 @@ impl Server {
         let session = self.session(&request.session_id)?;
         let _one = session.prompt.lock().await;
         session.cancelled.store(false, Ordering::SeqCst);
-        let input = as_typed(&prompt_text(&request.prompt));
+        let input = prompt_input(&request.prompt);
         let ran = session.controller.run_input(&input).await;
         session.flushed().await;
         let stop = stop_reason(ran, session.cancelled.load(Ordering::SeqCst)).map_err(AcpError::Failed);
@@ -182,9 +182,25 @@ impl Server {
     }
 }
 
+/// What a prompt's content blocks ask, as the controller takes it: a command in the last text
+/// block runs (with the blocks after it, as its argument's context, as before), whatever came
+/// before it (a client that sends the cancelled text again before the command typed next:
+/// `[{"text":"…"},{"text":"/model x"}]`); else the blocks' text.
+pub(super) fn prompt_input(prompt: &[wire::ContentBlock]) -> String {
+    let last_text = prompt.iter().rposition(|block| matches!(block, wire::ContentBlock::Text(_)));
+    if let Some(at) = last_text.filter(|&at| at > 0) {
+        let command = as_typed(&prompt_text(&prompt[at..]));
+        if commands::parse(&command).is_some() {
+            tracing::info!("a command in the prompt's last text block runs; the blocks before it are left out");
+            return command;
+        }
+    }
+    as_typed(&prompt_text(prompt))
+}
+
 /// The text a prompt's content blocks say: text as it is, a linked resource as a link, an
 /// embedded text resource as a fenced block headed by its URI.
-pub(super) fn prompt_text(prompt: &[wire::ContentBlock]) -> String {
+fn prompt_text(prompt: &[wire::ContentBlock]) -> String {
     let mut parts = Vec::new();
     for block in prompt {
         match block {

@@ -8,14 +8,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
-use tokio::sync::{mpsc, oneshot};
 
 use super::commands::send_commands_later;
 use super::listing::newest_of_chain;
 use super::index::AcpIndex;
 use super::client;
 use super::server::{encode, params, AcpError, Answer, Server};
-use super::updates::{self, spawn_translator, Flush, Translator, Updates};
+use super::updates::{self, spawn_translator, Flusher, Translator, Updates};
 use super::wire;
 use crate::core::config::Settings;
 use crate::core::controller::{self, Controller, FrontEndTexts, OpenedFor, SessionChoice};
@@ -26,7 +25,7 @@ use crate::frontend_paths;
 /// One ACP session: the controller behind it and what the prompt in flight needs.
 pub(super) struct AcpSession {
     pub(super) controller: Arc<Controller>,
-    pub(super) flush: mpsc::UnboundedSender<Flush>,
+    pub(super) flusher: Flusher,
     /// `session/cancel` arrived for the prompt in flight (or a question was answered
     /// `cancelled`).
     pub(super) cancelled: Arc<AtomicBool>,
@@ -47,8 +46,19 @@ impl AcpSession {
         if left == now {
             return;
         }
+        self.record(Some(left), now).await;
+    }
+
+    /// Records the file a session `session/new` just made will have: its id loads in another
+    /// process before the file is written ([`AcpIndex::unwritten`]).
+    pub(super) async fn record_made(&self) {
+        let file = lock(&self.file).clone();
+        self.record(None, file).await;
+    }
+
+    async fn record(&self, left: Option<PathBuf>, now: PathBuf) {
         let (record, id) = (self.record.clone(), self.updates.session_id.clone());
-        let written = tokio::task::spawn_blocking(move || record.switched(&id, Some(&left), &now)).await;
+        let written = tokio::task::spawn_blocking(move || record.switched(&id, left.as_deref(), &now)).await;
         match written {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::error!("cannot record the session file behind an ACP id: {e}"),
@@ -58,10 +68,7 @@ impl AcpSession {
 
     /// Waits until every event emitted so far has been sent as an update.
     pub(super) async fn flushed(&self) {
-        let (tx, rx) = oneshot::channel();
-        if self.flush.send(tx).is_ok() {
-            let _ = rx.await;
-        }
+        self.flusher.flushed().await;
     }
 }
 
@@ -89,16 +96,20 @@ impl Server {
         let agent = opened.agent;
         let id = id.unwrap_or_else(|| agent.session().session_id().to_string());
         let client = lock(&self.client).clone();
+        // The prompt's own words: an ACP client types `/handoff` as the editor's prompt does.
+        let texts = FrontEndTexts::default();
+        let updates = Updates { peer: self.peer.clone(), session_id: id.clone() };
+        let compaction = reports_compaction(&client);
+        let translator = Translator::new(updates.clone(), compaction, cwd.clone(), &agent, texts.clone());
+        let flusher = spawn_translator(translator, agent.subscribe());
         let cancelled = Arc::new(AtomicBool::new(false));
-        agent.set_consent(client::ClientConsent::new(self.peer.clone(), id.clone(), cancelled.clone()));
+        let requests = client::SessionRequests { peer: self.peer.clone(), session_id: id.clone(), flusher: flusher.clone() };
+        agent.set_consent(client::ClientConsent::new(requests.clone(), cancelled.clone()));
         agent.set_file_access(Arc::new(client::ClientFiles {
-            peer: self.peer.clone(),
-            session_id: id.clone(),
+            requests,
             read: client.fs.read_text_file,
             write: client.fs.write_text_file,
         }));
-        // The prompt's own words: an ACP client types `/handoff` as the editor's prompt does.
-        let texts = FrontEndTexts::default();
         let controller = Controller::new(agent.clone(), texts.clone());
         // A review needs an editor buffer to write the document in: ACP has none, so the
         // handoff at the wall goes on as with `continue`.
@@ -106,19 +117,13 @@ impl Server {
             AutoHandoff::Review => AutoHandoff::Continue,
             mode => mode,
         });
-        let updates = Updates { peer: self.peer.clone(), session_id: id.clone() };
-        let compaction = client.session.as_ref().is_some_and(|s| s.compaction.is_some());
-        let cwd_recorded = cwd.clone();
-        let translator = Translator::new(updates.clone(), compaction, cwd, &agent, texts);
-        let (flush, flushes) = mpsc::unbounded_channel();
-        spawn_translator(translator, agent.subscribe(), flushes);
         let session = Arc::new(AcpSession {
             controller,
-            flush,
+            flusher,
             cancelled,
             prompt: tokio::sync::Mutex::new(()),
             updates,
-            record: AcpIndex::of(&frontend_paths::session_dir(&self.settings), &cwd_recorded),
+            record: AcpIndex::of(&frontend_paths::session_dir(&self.settings), &cwd),
             file: Mutex::new(agent.session().path().to_path_buf()),
         });
         if let Some(old) = lock(&self.sessions).insert(id.clone(), session.clone()) {
@@ -132,26 +137,44 @@ impl Server {
         let cwd = absolute_cwd(&request.cwd)?;
         let servers = client_servers(&raw);
         let (id, session) = self.open(cwd, SessionChoice::New, servers, None).await?;
+        session.record_made().await;
         send_commands_later(session.updates.clone(), self.settings.templates_dir.clone());
         encode(wire::NewSessionResponse::new(id))
     }
 
     /// The session of `id` for `session/load` and `session/resume`: open here already, else the
-    /// file the record says it goes on in, else the newest of its chain on disk.
+    /// file the record says it goes on in, else the newest of its chain on disk, else (a session
+    /// `session/new` made and nobody prompted) a new session under the id.
     pub(super) async fn reopen(self: &Arc<Self>, id: &str, cwd: &Path, raw: &Value) -> Result<Arc<AcpSession>, AcpError> {
         if let Some(session) = lock(&self.sessions).get(id).cloned() {
             return Ok(session);
         }
         let dir = frontend_paths::session_dir(&self.settings);
         let (find_id, find_cwd) = (id.to_string(), cwd.to_path_buf());
-        let file = tokio::task::spawn_blocking(move || match AcpIndex::of(&dir, &find_cwd).file_of(&find_id) {
-            Some(file) => Ok(file),
-            None => newest_of_chain(&dir, &find_cwd, &find_id),
+        let found = tokio::task::spawn_blocking(move || {
+            let record = AcpIndex::of(&dir, &find_cwd);
+            if let Some(file) = record.file_of(&find_id) {
+                return Ok(Found::File(file));
+            }
+            match newest_of_chain(&dir, &find_cwd, &find_id) {
+                Ok(file) => Ok(Found::File(file)),
+                Err(unknown) => record.unwritten(&find_id).map(Found::Unwritten).ok_or(unknown),
+            }
         })
         .await
         .map_err(|e| AcpError::Failed(format!("the loader stopped: {e}")))??;
         let servers = client_servers(raw);
-        Ok(self.open(cwd.to_path_buf(), SessionChoice::File(file), servers, Some(id.to_string())).await?.1)
+        let (choice, unwritten) = match found {
+            Found::File(file) => (SessionChoice::File(file), None),
+            Found::Unwritten(file) => (SessionChoice::New, Some(file)),
+        };
+        let session = self.open(cwd.to_path_buf(), choice, servers, Some(id.to_string())).await?.1;
+        if let Some(file) = unwritten {
+            // The id stays recorded with the file it was made with until the new session's own
+            // file is written (the first prompt): then it goes on in that one.
+            *lock(&session.file) = file;
+        }
+        Ok(session)
     }
 
     /// `session/load`: the session of this id replayed as updates; then answered.
@@ -165,7 +188,8 @@ impl Server {
             let tools = agent.offered_tools();
             let manager = agent.session();
             let branch = manager.get_branch(None);
-            updates::replay(&session.updates, &branch, &cwd, &manager.todos(), &tools);
+            let compaction = reports_compaction(&lock(&self.client));
+            updates::replay(&session.updates, &branch, &cwd, &manager.todos(), &tools, compaction);
         }
         session.flushed().await;
         send_commands_later(session.updates.clone(), self.settings.templates_dir.clone());
@@ -200,6 +224,18 @@ impl Server {
         }
         encode(wire::CloseSessionResponse::new())
     }
+}
+
+/// The client reports compactions (`session.compaction`): a handoff is shown as one.
+fn reports_compaction(client: &wire::ClientCapabilities) -> bool {
+    client.session.as_ref().is_some_and(|s| s.compaction.is_some())
+}
+
+/// Where the session of an id is.
+enum Found {
+    File(PathBuf),
+    /// Made by `session/new` and never written: recorded with this file.
+    Unwritten(PathBuf),
 }
 
 pub(super) fn absolute_cwd(cwd: &Path) -> Result<PathBuf, AcpError> {

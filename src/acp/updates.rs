@@ -19,10 +19,10 @@ use super::wire::{
     PlanEntryStatus, SessionNotification, SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, UsageUpdate,
 };
-use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent};
+use crate::core::agent::{wall, AgentEvent, AgentSession, AssistantMessageEvent};
 use crate::core::controller::{self, FrontEndTexts};
-use crate::core::handoff::HandoffOutcome;
-use crate::core::message::{Content, ContentBlock, Message, Role, Usage};
+use crate::core::handoff::{self, HandoffOutcome};
+use crate::core::message::{Content, ContentBlock, Message, Role};
 use crate::core::session::{self, SessionEntry, TodoStatus};
 use crate::core::tools::{self, Activity, Todo, ToolRegistry};
 
@@ -41,9 +41,40 @@ pub fn kind(activity: Activity) -> wire::ToolKind {
     }
 }
 
-/// The title a client shows for a call: the tool and what it does, as the tool says it.
-pub fn title(tool: &str, summary: &str) -> String {
-    if summary.is_empty() { tool.to_string() } else { format!("{tool}: {summary}") }
+/// The title a client shows for a call: what it does and where, said by the tool's summary
+/// (the chat's line for it, [`tools::call_summary`]): a command as code (`` `cargo test` ``),
+/// else the tool and its summary (`Read src/main.rs:10-40`). Never `name: …`: codecompanion
+/// shows only what comes before a colon. A summary of many lines gives its first.
+pub fn title(tool: &str, activity: Activity, summary: &str) -> String {
+    let mut lines = summary.trim().lines();
+    let Some(first) = lines.next() else { return tool.to_string() };
+    let more = if lines.next().is_some() { " …" } else { "" };
+    if activity == Activity::Execute {
+        // Code that holds a backtick is fenced by two, spaced (markdown's rule).
+        return match first.contains('`') {
+            true => format!("`` {first} ``{more}"),
+            false => format!("`{first}`{more}"),
+        };
+    }
+    // The host's own tools by their name capitalized; another's (an MCP server's) as it is.
+    let name = match (tools::lookup(tool), tool.chars().next()) {
+        (Some(_), Some(c)) => format!("{}{}", c.to_uppercase(), &tool[c.len_utf8()..]),
+        _ => tool.to_string(),
+    };
+    format!("{name} {first}{more}")
+}
+
+/// The file a call reads or changes, for the client to follow ([`tools::call_location`]).
+fn locations(name: &str, args: &Value, cwd: &Path) -> Option<Vec<wire::ToolCallLocation>> {
+    let location = tools::call_location(name, args, cwd)?;
+    Some(vec![wire::ToolCallLocation::new(location.path).line(location.line)])
+}
+
+/// Where an edit lands: its file, at the first line its preview changes.
+pub fn edit_location(path: &Path, preview: &tools::Preview) -> wire::ToolCallLocation {
+    let hunks = session::review::split_hunks(preview.before.as_bytes(), preview.after.as_bytes());
+    let line = hunks.first().map(|(_, after)| after.start + 1);
+    wire::ToolCallLocation::new(path).line(line)
 }
 
 /// Where updates for one ACP session go.
@@ -98,12 +129,12 @@ fn calls_of(message: &Message) -> impl Iterator<Item = (&str, &str, &Value)> {
 
 /// The `tool_call` announcing a call, without its diff.
 fn announced(id: &str, name: &str, args: &Value, cwd: &Path, activity: Activity) -> ToolCall {
-    let mut call = ToolCall::new(id.to_string(), title(name, &tools::call_summary(name, args)))
+    let mut call = ToolCall::new(id.to_string(), title(name, activity, &tools::call_summary(name, args)))
         .kind(kind(activity))
         .status(ToolCallStatus::Pending)
         .raw_input(args.clone());
-    if let Some(path) = tools::changed_path(name, args, cwd) {
-        call = call.locations(vec![wire::ToolCallLocation::new(path)]);
+    if let Some(locations) = locations(name, args, cwd) {
+        call = call.locations(locations);
     }
     call
 }
@@ -119,10 +150,6 @@ fn finished(id: &str, result: &Message, is_error: bool, diff: Option<ToolCallCon
     ToolCallUpdate::new(id.to_string(), ToolCallUpdateFields::new().status(status).content(content))
 }
 
-/// The context's use after a reply: what the model read and wrote, of the window.
-fn usage(usage: &Usage, window: u64) -> UsageUpdate {
-    UsageUpdate::new(usage.input + usage.cache_read + usage.cache_write + usage.output, window)
-}
 
 /// A handoff being reported.
 struct HandoffReport {
@@ -172,9 +199,11 @@ impl Translator {
             }
             AgentEvent::MessageEnd { message } if message.is_assistant() && self.handoff.is_none() => {
                 self.announce_calls(&message).await;
+                // The context's use after a reply: what the model read and wrote, of the window.
+                // A reply that reports none (cancelled) leaves the last one standing.
                 let window = self.agent.upgrade().map(|agent| agent.provider_config().context_window);
-                if let (Some(used), Some(window)) = (&message.usage, window) {
-                    self.updates.send(SessionUpdate::UsageUpdate(usage(used, window)));
+                if let (Some(used), Some(window)) = (wall::reported(&message), window) {
+                    self.updates.send(SessionUpdate::UsageUpdate(UsageUpdate::new(used, window)));
                 }
             }
             AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args, preview } => {
@@ -182,9 +211,10 @@ impl Translator {
                 // The engine's preview (the approval's, when it was asked): the diff shown now
                 // and again with the result.
                 if let (Some(path), Some(preview)) = (tools::changed_path(&tool_name, &args, &self.cwd), preview) {
+                    let location = edit_location(&path, &preview);
                     let diff = ToolCallContent::from(wire::Diff::new(path, preview.after).old_text(preview.before));
                     self.diffs.insert(tool_call_id.clone(), diff.clone());
-                    fields = fields.content(vec![diff]);
+                    fields = fields.content(vec![diff]).locations(vec![location]);
                 }
                 self.updates.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(tool_call_id, fields)));
             }
@@ -251,15 +281,24 @@ impl Translator {
 
 /// The conversation of a session's current branch as updates (`session/load`): the user's
 /// messages, the replies and their thinking, each tool call with its result, a handoff's
-/// document; then the todo list.
+/// document as the live handoff showed it (a compaction's summary when the client reports
+/// those, else a headed message; never the wrapper the model reads); then the todo list.
 /// `tools`: the session's, each replayed call's kind its tool's (an MCP server's tool is known
 /// once its server runs, from the first prompt on; before, its kind is `other`).
-pub fn replay(updates: &Updates, branch: &[&SessionEntry], cwd: &Path, todos: &[Todo], tools: &ToolRegistry) {
+pub fn replay(updates: &Updates, branch: &[&SessionEntry], cwd: &Path, todos: &[Todo], tools: &ToolRegistry, compaction: bool) {
     for entry in branch {
-        if let Some(custom) = entry.custom_message() {
-            if custom.custom_type == crate::core::handoff::CUSTOM_TYPE {
-                updates.message(format!("{}{}", text::HANDED_OFF_HEADING, custom.content.joined_text()));
+        if let Some(document) = handoff::shown_document(entry) {
+            if compaction {
+                let id = format!("handoff-{}", entry.id);
+                updates.send(SessionUpdate::CompactionUpdate(CompactionUpdate::new(id.clone(), CompactionStatus::InProgress)));
+                updates.send(SessionUpdate::CompactionSummaryChunk(CompactionSummaryChunk::new(id.clone(), wire::text(document))));
+                updates.send(SessionUpdate::CompactionUpdate(CompactionUpdate::new(id, CompactionStatus::Completed)));
+            } else {
+                updates.message(format!("{}{document}", text::HANDED_OFF_HEADING));
             }
+            continue;
+        }
+        if entry.custom_message().is_some() {
             continue;
         }
         let Some(message) = entry.message() else { continue };
@@ -297,13 +336,10 @@ pub fn replay(updates: &Updates, branch: &[&SessionEntry], cwd: &Path, todos: &[
 }
 
 /// Translates a session's events to updates until its agent goes away; a flush request is
-/// answered once every event emitted before it is sent.
-pub(super) fn spawn_translator(
-    mut translator: Translator,
-    mut events: broadcast::Receiver<AgentEvent>,
-    mut flushes: mpsc::UnboundedReceiver<Flush>,
-) {
+/// answered once every event emitted before it is sent. Returns the way to ask for one.
+pub(super) fn spawn_translator(mut translator: Translator, mut events: broadcast::Receiver<AgentEvent>) -> Flusher {
     use broadcast::error::RecvError;
+    let (flusher, mut flushes) = mpsc::unbounded_channel::<Flush>();
     crate::core::task::spawn("the ACP updates", async move {
         loop {
             // While the client does not read, events wait in their (bounded) channel, not as
@@ -324,6 +360,7 @@ pub(super) fn spawn_translator(
             }
         }
     });
+    Flusher(flusher)
 }
 
 /// Translates `first` and every event already waiting. Deltas of the same kind that wait one
@@ -388,4 +425,38 @@ fn lost(translator: &Translator, n: u64) {
 
 /// A flush request to a session's translator: every event emitted so far is sent before the
 /// answer (a prompt's updates go out before its `stopReason`).
-pub type Flush = oneshot::Sender<()>;
+type Flush = oneshot::Sender<()>;
+
+/// Asks a session's translator for a flush. Updates are translated in their own task while our
+/// answers and requests go straight to the line: whatever must follow the updates emitted
+/// before it (a prompt's `stopReason`, a question about a call the client must have been shown)
+/// waits for [`Flusher::flushed`] first.
+#[derive(Clone)]
+pub struct Flusher(mpsc::UnboundedSender<Flush>);
+
+impl Flusher {
+    /// Waits until every event emitted so far has been sent as an update (at once when the
+    /// translator is gone).
+    pub async fn flushed(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.0.send(tx).is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_title_says_what_and_where_without_a_name_before_a_colon() {
+        assert_eq!(title("read", Activity::Read, "src/main.rs:10-40"), "Read src/main.rs:10-40");
+        assert_eq!(title("edit", Activity::Edit, "src/lib.rs"), "Edit src/lib.rs");
+        assert_eq!(title("bash", Activity::Execute, "cargo test"), "`cargo test`");
+        assert_eq!(title("bash", Activity::Execute, "echo `date`"), "`` echo `date` ``");
+        assert_eq!(title("bash", Activity::Execute, "cat <<EOF\nline\nEOF"), "`cat <<EOF` …");
+        assert_eq!(title("mcp__fx__echo", Activity::Read, "hello"), "mcp__fx__echo hello");
+        assert_eq!(title("ls", Activity::Search, ""), "ls");
+    }
+}

@@ -135,8 +135,10 @@ impl Wall {
 }
 
 /// Tokens of the usage an assistant message reports (input, cache and output: what the context
-/// holds after it), when it reports any.
-fn reported(message: &Message) -> Option<u64> {
+/// holds after it), when it reports any (a reply cut off by a cancel, or from a provider that
+/// counts nothing, reports none: its zeros are no measure). The wall and ACP's `usage_update`
+/// read it.
+pub fn reported(message: &Message) -> Option<u64> {
     let u = message.usage.as_ref()?;
     let total = u.input + u.cache_read + u.cache_write + u.output;
     (total > 0).then_some(total)

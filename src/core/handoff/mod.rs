@@ -38,6 +38,10 @@ pub const CUSTOM_TYPE: &str = crate::core::session::todos::HANDOFF_CUSTOM_TYPE;
 const CONTEXT_SENTENCE: &str =
     "The above is a handoff document from a previous session. Use this context to continue the work seamlessly.";
 
+/// What comes before and after the document (and the facts) in the injected entry.
+const WRAPPER_OPEN: &str = "<handoff-context>\n";
+const WRAPPER_CLOSE: &str = "\n</handoff-context>\n\n";
+
 pub mod auto;
 pub mod draft;
 pub mod facts;
@@ -165,9 +169,30 @@ pub fn with_facts(document: &str, carried: &Carried) -> String {
     }
 }
 
-/// The content of the injected `custom_message`.
+/// The content of the injected `custom_message`: what the model reads.
 pub fn wrap_document(document: &str) -> String {
-    format!("<handoff-context>\n{document}\n</handoff-context>\n\n{CONTEXT_SENTENCE}")
+    format!("{WRAPPER_OPEN}{document}{WRAPPER_CLOSE}{CONTEXT_SENTENCE}")
+}
+
+/// The document a handoff's injected entry holds as the handoff showed it (`None` for any
+/// other entry): inside [`wrap_document`]'s wrapper, without what [`with_facts`] appended (the
+/// facts and the user's words, rendered again from the entry's details). A text the user
+/// edited in review is shown as written; an entry wrapped otherwise (pi's, by hand) whole.
+pub fn shown_document(entry: &session::SessionEntry) -> Option<String> {
+    let details = session::todos::handoff_details(entry)?;
+    let content = entry.custom_message()?.content.joined_text();
+    let inner = content.strip_prefix(WRAPPER_OPEN).and_then(|rest| rest.strip_suffix(&format!("{WRAPPER_CLOSE}{CONTEXT_SENTENCE}")));
+    let Some(inner) = inner else { return Some(content) };
+    let carried = Carried {
+        facts: serde_json::from_value(details.clone()).unwrap_or_default(),
+        words: details.get("userWords").and_then(|w| serde_json::from_value(w.clone()).ok()).unwrap_or_default(),
+        ..Carried::default()
+    };
+    let document = match carried.is_empty() {
+        true => inner,
+        false => inner.strip_suffix(&format!("\n\n{}", carried.render())).unwrap_or(inner),
+    };
+    Some(document.to_string())
 }
 
 /// Gap (section check): which of the six `##` sections the document lacks.
@@ -646,6 +671,36 @@ fn start_new_session(hold: &Hold, agent: &AgentSession, text: &str, carried: &Ca
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 42: `session/load` replayed the wrapper the model reads; the display form drops it
+    /// and the facts after the document, and keeps a reviewed text as the user wrote it.
+    #[test]
+    fn the_shown_document_is_the_one_inside_the_wrapper_without_the_facts() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut session = SessionManager::create(dir.path(), Path::new("/p"), None).unwrap();
+        let carried = Carried {
+            facts: Facts { modified_files: vec!["src/a.rs".into()], ..Facts::default() },
+            words: UserWords { task: Some("fix the parser".into()), latest: None },
+            ..Carried::default()
+        };
+        let document = "## Goal\nShip it.";
+        let shown = |session: &mut SessionManager, text: &str, carried: &Carried| {
+            session.append_custom_message_with_details(CUSTOM_TYPE, text, true, Some(carried.details())).unwrap();
+            let entries = session.get_entries();
+            shown_document(&entries[entries.len() - 1])
+        };
+        let wrapped = wrap_document(&with_facts(document, &carried));
+        assert!(wrapped.contains("<modified-files>") && wrapped.contains("<user-task>"), "{wrapped}");
+        assert_eq!(shown(&mut session, &wrapped, &carried).as_deref(), Some(document));
+        assert_eq!(shown(&mut session, &wrap_document(document), &Carried::default()).as_deref(), Some(document));
+        // Edited in review: the facts as the user left them are part of what was shown.
+        let edited = format!("{document}\n\n<modified-files>\nsrc/b.rs\n</modified-files>");
+        assert_eq!(shown(&mut session, &wrap_document(&edited), &carried), Some(edited));
+        // Not our wrapper: shown whole.
+        assert_eq!(shown(&mut session, "a document of pi's", &carried).as_deref(), Some("a document of pi's"));
+        session.append_message(&Message::user("hello")).unwrap();
+        assert_eq!(shown_document(&session.get_entries()[session.get_entries().len() - 1]), None);
+    }
 
     /// Issue 40: a handoff parsed each message of a large session twice (the facts, then the
     /// ledger): over half of the time at the wall. The facts and the ledger now read one parse.

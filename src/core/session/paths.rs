@@ -32,6 +32,11 @@ pub fn session_file_path(session_dir: &Path, cwd: &Path, timestamp_iso: &str, id
     session_dir.join(cwd_folder_name(cwd)).join(format!("{stamp}_{id}.jsonl"))
 }
 
+/// Whether `path` is named as the file of the session `id` ([`session_file_path`]'s name).
+pub fn is_named_for(path: &Path, id: &str) -> bool {
+    path.file_name().and_then(|name| name.to_str()).is_some_and(|name| name.ends_with(&format!("_{id}.jsonl")))
+}
+
 /// The folder that keeps files belonging to a session (its handoff document): the session file's
 /// path without `.jsonl`.
 pub fn session_side_dir(session_file: &Path) -> PathBuf {

@@ -44,11 +44,11 @@ pub use output::{ToolDefinition, ToolError, ToolOutput};
 #[cfg(test)]
 pub(crate) use registry::execute;
 pub use registry::{ToolRef, ToolRegistry, ToolSource};
-pub use table::{call_fact, call_summary, changed_path, consent_key, kind_of, lines_not_kept, lookup, preview};
+pub use table::{call_fact, call_location, call_summary, changed_path, consent_key, kind_of, lines_not_kept, lookup, preview};
 pub use table::{Activity, Preview, ToolKind, ToolName, MCP_PREFIX};
 pub use env::{EnvPolicy, EnvSettings, Inherit};
 pub use todo::{current_todos, Todo, TodoStatus};
-pub use tool::{argument_summary, CallFact, ConsentKey, Reach, Tool, ToolOrigin};
+pub use tool::{argument_summary, CallFact, ConsentKey, Location, Reach, Tool, ToolOrigin};
 
 #[cfg(test)]
 mod tests {

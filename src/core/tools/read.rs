@@ -410,6 +410,13 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     }
 }
 
+/// The first line (1-based) and the number of lines a call asks for, as the call reads them
+/// (an offset of 0 is the first line).
+fn lines_asked(args: &Value) -> (Option<usize>, Option<usize>) {
+    let number = |key: &str| args::count(args.get(key).and_then(Value::as_f64));
+    (number("offset").map(|o| o.max(1)), number("limit"))
+}
+
 /// The `read` tool (see [`super::Tool`]).
 pub struct Read;
 
@@ -429,6 +436,26 @@ impl super::Tool for Read {
 
     async fn run(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         run(arguments, ctx).await
+    }
+
+    /// The path, and the lines asked for when the call names them (`src/main.rs:10-40`;
+    /// `src/main.rs:10-` from line 10 on).
+    fn summary(&self, args: &Value) -> String {
+        let path = super::argument_summary(args, "path");
+        let (offset, limit) = lines_asked(args);
+        match (offset, limit) {
+            (None, None) => path,
+            (start, Some(limit)) => {
+                let start = start.unwrap_or(1);
+                format!("{path}:{start}-{}", start + limit.max(1) - 1)
+            }
+            (Some(start), None) => format!("{path}:{start}-"),
+        }
+    }
+
+    fn location(&self, args: &Value, cwd: &Path) -> Option<super::Location> {
+        let path = resolve_read_path(args.get("path")?.as_str()?, cwd);
+        Some(super::Location { path, line: lines_asked(args).0.and_then(|line| u32::try_from(line).ok()) })
     }
 
     fn reach(&self, args: &Value, cwd: &Path) -> Option<super::Reach> {

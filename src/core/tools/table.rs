@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{argument_summary, bash, edit, find, grep, ls, read, session_query, todo, write};
-use super::{CallFact, ConsentKey, Tool, ToolContext, ToolDefinition, ToolError};
+use super::{CallFact, ConsentKey, Location, Tool, ToolContext, ToolDefinition, ToolError};
 use crate::core::message::Message;
 
 /// What a tool may do, the basis of the consent policy.
@@ -198,6 +198,12 @@ pub struct Preview {
 /// What a call of `name` would change, for its approval (see [`Tool::preview`]).
 pub async fn preview(name: &str, arguments: &Value, ctx: &ToolContext) -> Option<Preview> {
     lookup(name)?.preview(arguments, ctx).await
+}
+
+/// The one file a call of `name` reads or changes (see [`Tool::location`]); `None` for an
+/// unknown tool.
+pub fn call_location(name: &str, arguments: &Value, cwd: &Path) -> Option<Location> {
+    lookup(name)?.location(arguments, cwd)
 }
 
 /// The file a call of `name` changes (see [`Tool::changed_path`]); `None` for tools that change

@@ -65,6 +65,14 @@ impl Reach {
     }
 }
 
+/// The file a call reads or changes, for an editor to follow (ACP's `locations`): resolved as
+/// the tool resolves it, with the line it starts at when the call says (1-based).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub path: PathBuf,
+    pub line: Option<u32>,
+}
+
 /// Where a tool comes from when it is not the host's own: an MCP server's tool, for its
 /// approval (the server's hints are shown, never trusted).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -113,6 +121,12 @@ pub trait Tool: Send + Sync {
     /// The file a call changes (absolute, resolved as the tool resolves it), if it changes one.
     fn changed_path(&self, _args: &Value, _cwd: &Path) -> Option<PathBuf> {
         None
+    }
+
+    /// The one file a call reads or changes (by default the changed path); `None`: no one
+    /// file (bash, grep, find, ls, MCP tools).
+    fn location(&self, args: &Value, cwd: &Path) -> Option<Location> {
+        self.changed_path(args, cwd).map(|path| Location { path, line: None })
     }
 
     /// The path a call reads or writes, resolved as the call will resolve it (by default the

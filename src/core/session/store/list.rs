@@ -21,7 +21,10 @@ pub struct SessionInfo {
     pub id: String,
     pub path: PathBuf,
     pub cwd: String,
+    /// When it was made (its header's time).
     pub timestamp: String,
+    /// Its last activity: the time of its last entry (the header's for a session without one).
+    pub updated: String,
     /// The session this one was handed off from, under pi's name for it (`null` for none), so a
     /// chain can be followed in `handoff-nvim sessions`' JSON lines.
     #[serde(rename = "parentSession")]
@@ -44,6 +47,7 @@ impl SessionInfo {
             path: PathBuf::from(format!("/s/{id}.jsonl")),
             cwd: "/p".into(),
             timestamp: format!("t-{id}"),
+            updated: format!("t-{id}"),
             parent_session: parent.map(|p| format!("/s/{p}.jsonl")),
             first_message: format!("first of {id}"),
             message_count: usize::from(!empty),
@@ -150,11 +154,13 @@ fn summarize(path: &Path) -> Result<SessionInfo, SessionError> {
         .unwrap_or_default();
     let message_count = derived::message_count(&branch);
     let header = session.header();
+    let updated = session.get_entries().iter().rev().map(|e| e.timestamp.as_str()).find(|t| !t.is_empty());
     Ok(SessionInfo {
         id: header.id.clone(),
         path: path.to_path_buf(),
         cwd: header.cwd.clone(),
         timestamp: header.timestamp.clone(),
+        updated: updated.unwrap_or(&header.timestamp).to_string(),
         parent_session: header.parent_session.clone(),
         first_message,
         message_count,
