@@ -1,19 +1,20 @@
 //! The process groups the host starts and must not outlive it: each MCP stdio server leads one
 //! (with whatever it starts), and so does each bash command (with what it leaves in the
-//! background). The host kills a
-//! group when it is done with it, and every group left at its exit ([`end_all`]). When the host
-//! is killed outright (SIGKILL, the OOM killer) nothing of it runs any more: a *keeper* does it.
+//! background). The host kills a group when it is done with it, and every group left at its
+//! exit ([`end_all`]). When the host is killed outright (SIGKILL, the OOM killer) nothing of it
+//! runs any more: a *keeper* does it.
 //!
-//! The keeper is a small `sh` started with the first group, in a process group of its own (a
-//! Ctrl-C in the terminal does not reach it). It reads the groups as they come and go from a
-//! pipe whose write end only the host holds (close-on-exec: no child inherits it), and when that
-//! end closes (the host exits, however it died) it kills the groups still listed and ends. A
-//! group the host ended or let go is taken off the list first, so the keeper never signals a
-//! group number the system may since have given to someone else.
+//! The keeper is a small `sh` started with the first group (on a thread: its fork and exec stay
+//! off the command's path), in a process group of its own (a Ctrl-C in the terminal does not
+//! reach it). It reads the groups as they come and go from a pipe whose write end only the host
+//! holds (close-on-exec: no child inherits it), and when that end closes (the host exits,
+//! however it died) it kills the groups still listed and ends. A group the host ended or let go
+//! is taken off the list first, so the keeper never signals a group number the system may since
+//! have given to someone else.
 
 use std::io::Write;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{mpsc, Mutex};
 
 use crate::core::sync::lock;
 
@@ -32,50 +33,53 @@ for g in "$@"; do kill -s KILL -- "-$g" 2>/dev/null; done"#;
 struct Groups {
     /// The groups the host started and has not ended yet.
     live: Vec<i32>,
-    /// The keeper, once started; `None` after it could not be (told once in the log).
-    keeper: Option<Keeper>,
-    keeper_failed: bool,
+    /// The lines for the keeper, to the thread that starts it and writes them to it (made with
+    /// the first group: the keeper's fork and exec stay off the command's path).
+    keeper: Option<mpsc::Sender<String>>,
 }
 
-struct Keeper {
-    /// Kept so that the keeper is the host's child for the host's life (never waited for).
-    _process: Child,
-    /// The write end of its input.
-    tell: ChildStdin,
-}
-
-static GROUPS: Mutex<Groups> = Mutex::new(Groups { live: Vec::new(), keeper: None, keeper_failed: false });
+static GROUPS: Mutex<Groups> = Mutex::new(Groups { live: Vec::new(), keeper: None });
 
 impl Groups {
-    /// Tells the keeper a line, starting it at the first one; a keeper gone is told once.
-    fn tell(&mut self, line: &str) {
-        if self.keeper.is_none() && !self.keeper_failed {
-            match start_keeper() {
-                Ok(keeper) => self.keeper = Some(keeper),
-                Err(e) => {
-                    self.keeper_failed = true;
-                    tracing::warn!("cannot start the keeper of the host's process groups (they outlive a killed host): {e}");
-                }
-            }
-        }
-        let Some(keeper) = self.keeper.as_mut() else { return };
-        // One short line: a pipe takes it whole (at most PIPE_BUF bytes are written at once).
-        if let Err(e) = keeper.tell.write_all(line.as_bytes()) {
-            tracing::warn!("the keeper of the host's process groups is gone: {e}");
-            self.keeper = None;
-            self.keeper_failed = true;
-        }
+    /// Tells the keeper a line (in order), starting it with the first one.
+    fn tell(&mut self, line: String) {
+        let keeper = self.keeper.get_or_insert_with(keeper_thread);
+        // A keeper that is gone was told in the log once; its lines go nowhere.
+        let _ = keeper.send(line);
     }
 }
 
-fn start_keeper() -> std::io::Result<Keeper> {
+/// Starts the keeper on a thread of its own and hands it each line sent.
+fn keeper_thread() -> mpsc::Sender<String> {
+    let (lines, received) = mpsc::channel::<String>();
+    let started = std::thread::Builder::new().name("process-groups-keeper".into()).spawn(move || {
+        let (_process, mut tell) = match start_keeper() {
+            Ok(keeper) => keeper,
+            Err(e) => return tracing::warn!("cannot start the keeper of the host's process groups (they outlive a killed host): {e}"),
+        };
+        for line in received {
+            // One short line: a pipe takes it whole (at most PIPE_BUF bytes are written at once).
+            if let Err(e) = tell.write_all(line.as_bytes()) {
+                return tracing::warn!("the keeper of the host's process groups is gone: {e}");
+            }
+        }
+    });
+    if let Err(e) = started {
+        tracing::warn!("cannot start the keeper of the host's process groups (they outlive a killed host): {e}");
+    }
+    lines
+}
+
+/// The keeper, and the write end of its input (kept with it for the host's life; the keeper is
+/// never waited for).
+fn start_keeper() -> std::io::Result<(Child, ChildStdin)> {
     let mut command = Command::new("/bin/sh");
     command.args(["-c", KEEPER]).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null()).current_dir("/").env_clear();
     #[cfg(unix)]
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
     let mut process = command.spawn()?;
     let tell = process.stdin.take().ok_or_else(|| std::io::Error::other("no pipe to the keeper"))?;
-    Ok(Keeper { _process: process, tell })
+    Ok((process, tell))
 }
 
 /// `group` (a child that leads a process group: its pid) is the host's until [`release`] or
@@ -90,10 +94,10 @@ pub fn adopt(group: i32) {
     let ended: Vec<i32> = groups.live.iter().copied().filter(|g| !group_exists(*g)).collect();
     for gone in ended {
         groups.live.retain(|g| *g != gone);
-        groups.tell(&format!("-{gone}\n"));
+        groups.tell(format!("-{gone}\n"));
     }
     groups.live.push(group);
-    groups.tell(&format!("{group}\n"));
+    groups.tell(format!("{group}\n"));
 }
 
 #[cfg(unix)]
@@ -112,7 +116,7 @@ pub fn release(group: i32) {
     let mut groups = lock(&GROUPS);
     if let Some(at) = groups.live.iter().position(|g| *g == group) {
         groups.live.swap_remove(at);
-        groups.tell(&format!("-{group}\n"));
+        groups.tell(format!("-{group}\n"));
     }
 }
 
@@ -128,7 +132,7 @@ pub fn end_all() {
         let mut groups = lock(&GROUPS);
         let live = std::mem::take(&mut groups.live);
         for group in &live {
-            groups.tell(&format!("-{group}\n"));
+            groups.tell(format!("-{group}\n"));
         }
         live
     };
