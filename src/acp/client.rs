@@ -186,19 +186,9 @@ impl FileAccess for ClientFiles {
         self.write_through(path, bytes).await.map(drop)
     }
 
-    /// Read back through the client only what the client wrote: a file written to the disk
-    /// holds what was written, and the client's buffer of it may be stale.
-    async fn write_and_read_back(&self, path: &Path, bytes: &[u8]) -> io::Result<Option<Vec<u8>>> {
-        match self.write_through(path, bytes).await? {
-            true => Ok(self.read_back(path, bytes).await),
-            false => Ok(None),
-        }
-    }
-}
-
-impl ClientFiles {
-    /// Writes through the client when it said it can and the bytes are text (`true`), else to
-    /// the disk (`false`).
+    /// Writes through the client when it said it can and the bytes are text (`true`: read back
+    /// through the client), else to the disk (`false`: the disk holds what was written, and the
+    /// client's buffer of it may be stale).
     async fn write_through(&self, path: &Path, bytes: &[u8]) -> io::Result<bool> {
         let text = match std::str::from_utf8(bytes) {
             Ok(text) if self.write => text,

@@ -109,19 +109,9 @@ impl FileAccess for EditorFiles {
         self.write_through(path, bytes).await.map(drop)
     }
 
-    /// Only a write through a buffer is read back (its `:write` runs the user's BufWritePre
-    /// formatters); a file written to the disk holds what was written.
-    async fn write_and_read_back(&self, path: &Path, bytes: &[u8]) -> io::Result<Option<Vec<u8>>> {
-        match self.write_through(path, bytes).await? {
-            true => Ok(self.read_back(path, bytes).await),
-            false => Ok(None),
-        }
-    }
-}
-
-impl EditorFiles {
-    /// Writes through the buffer holding the file (`true`): text only; anything else, and any
-    /// file no buffer holds, to the disk (`false`).
+    /// Writes through the buffer holding the file (`true`: read back, as its `:write` runs the
+    /// user's BufWritePre formatters): text only; anything else, and any file no buffer holds,
+    /// to the disk (`false`).
     async fn write_through(&self, path: &Path, bytes: &[u8]) -> io::Result<bool> {
         if let Ok(text) = std::str::from_utf8(bytes) {
             let path: PathBuf = std::path::absolute(path)?;

@@ -33,13 +33,23 @@ pub trait FileAccess: Send + Sync {
     /// Replaces the file's bytes, creating the file and any missing parent folders.
     async fn write(&self, path: &Path, bytes: &[u8]) -> io::Result<()>;
 
+    /// Writes the bytes; `true` when something between (an editor's buffer, a client) wrote
+    /// them and may have changed them on the way, so [`Self::write_and_read_back`] reads them
+    /// back; `false` when they went to the disk as they are.
+    async fn write_through(&self, path: &Path, bytes: &[u8]) -> io::Result<bool> {
+        self.write(path, bytes).await.map(|()| true)
+    }
+
     /// Writes, then reads the file back: an editor that writes through its buffer may format
     /// on save, and what the file holds after the write is what the model must be told.
     /// `Some` with the file's bytes when they differ from `bytes`. A file that cannot be read
-    /// back counts as written (the write itself succeeded).
+    /// back counts as written (the write itself succeeded); one written to the disk as it is
+    /// is not read back.
     async fn write_and_read_back(&self, path: &Path, bytes: &[u8]) -> io::Result<Option<Vec<u8>>> {
-        self.write(path, bytes).await?;
-        Ok(self.read_back(path, bytes).await)
+        match self.write_through(path, bytes).await? {
+            true => Ok(self.read_back(path, bytes).await),
+            false => Ok(None),
+        }
     }
 
     /// The file as it is after `written` was written to it, when it differs. A front end that
@@ -89,8 +99,8 @@ impl FileAccess for DiskFileAccess {
     }
 
     /// The disk keeps what it is given: nothing to read back.
-    async fn write_and_read_back(&self, path: &Path, bytes: &[u8]) -> io::Result<Option<Vec<u8>>> {
-        self.write(path, bytes).await.map(|()| None)
+    async fn write_through(&self, path: &Path, bytes: &[u8]) -> io::Result<bool> {
+        self.write(path, bytes).await.map(|()| false)
     }
 }
 
