@@ -226,3 +226,66 @@ async fn a_file_opened_after_its_hunks_came_shows_them_and_has_the_keys() {
     })
     .await;
 }
+
+/// `{ state, call_id, file's name }` of every hunk, sorted: what a session offers, whatever ids
+/// it gives them.
+async fn states(ed: &Editor) -> Vec<String> {
+    let all = ed.eval("vim.tbl_map(function(h) return { h.state, h.call_id, vim.fn.fnamemodify(h.file, ':t'), h.lnum } end, require('handoff').hunks())").await;
+    let mut out: Vec<String> = all.as_array().unwrap().iter().map(|h| format!("{}:{}:{}:{}", h[0].as_str().unwrap(), h[1].as_str().unwrap(), h[2].as_str().unwrap(), h[3])).collect();
+    out.sort();
+    out
+}
+
+/// A handoff names the hunks not reviewed in its ledger, the new session offers them (and a
+/// decision there is the old session's too: after `/back` it shows the same states).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_names_the_unreviewed_hunks_and_the_new_session_offers_them() {
+    bounded(async {
+        let (ed, file) = editor_with_file("a.txt", ORIGINAL, true).await;
+        agent_turn(
+            &ed,
+            vec![
+                tool_call_reply("write", json!({ "path": "a.txt", "content": AGENT }), "call_1"),
+                tool_call_reply("write", json!({ "path": "b.txt", "content": "new\n" }), "call_2"),
+            ],
+        )
+        .await;
+        let hunks = wait_hunks(&ed, "pending", 4).await;
+        ed.lua("require('handoff').keep(...)", json!([id(&hunks[0])])).await;
+        wait_hunks(&ed, "pending", 3).await;
+        let parent = ed.session_file().await;
+        let before = states(&ed).await;
+
+        ed.mock.push(MockReply::text(common::nvim::DOC));
+        ed.command("Handoff").await;
+        let done = ed.wait_event("HandoffDone", 1).await;
+        let lines: Vec<String> = serde_json::from_value(done["ledger"]["lines"].clone()).unwrap();
+        assert!(lines.contains(&"3 hunks in 2 files not reviewed (the new session offers them)".to_string()), "{lines:?}");
+        let child = done["session_file"].as_str().unwrap().to_string();
+        assert_ne!(child, parent);
+        ed.wait_until(&format!("require('handoff').status().session_file == {child:?}"), Duration::from_secs(10)).await;
+
+        // The new session offers the same hunks, in the same states.
+        wait_hunks(&ed, "pending", 3).await;
+        assert_eq!(states(&ed).await, before);
+        // The CLI lists them for the new session too.
+        let out = std::process::Command::new(common::nvim::HOST_BIN).args(["changes", &child, "--json"]).output().unwrap();
+        assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 3);
+
+        // Rejected in the new session: the file goes back for those lines.
+        ed.command("buffer a.txt").await;
+        let middle = ed.eval(&format!("(function() for _, h in ipairs({HUNKS}) do if h.lnum == 6 then return h.id end end end)()")).await;
+        ed.lua("require('handoff').reject(...)", json!([middle])).await;
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\nTWO\nthree\nfour\nfive\nsix\nseven\neight\nNINE\n");
+        wait_hunks(&ed, "pending", 2).await;
+        let decided = states(&ed).await;
+
+        // `/back`: the old session shows the decision made in the new one (one home per state).
+        ed.command("HandoffBack").await;
+        ed.wait_until(&format!("require('handoff').status().session_file == {parent:?}"), Duration::from_secs(10)).await;
+        wait_hunks(&ed, "pending", 2).await;
+        assert_eq!(states(&ed).await, decided);
+        ed.quit().await;
+    })
+    .await;
+}

@@ -433,8 +433,8 @@ impl Host {
                 calls
                     .into_iter()
                     .map(|c| protocol::ReviewCallItem {
-                        before_file: c.before.as_deref().map(|b| review.blob_path(b).to_string_lossy().into_owned()),
-                        after_file: review.blob_path(&c.after).to_string_lossy().into_owned(),
+                        before_file: c.before_path().map(|p| p.to_string_lossy().into_owned()),
+                        after_file: c.after_path().to_string_lossy().into_owned(),
                         call_id: c.call_id,
                         tool: c.tool,
                         entry_id: c.entry_id,

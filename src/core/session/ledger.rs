@@ -29,6 +29,16 @@ pub struct CarriedShare {
     pub user_words: usize,
     /// The user's pins, carried byte for byte.
     pub pins: usize,
+    /// The agent's changes not reviewed yet, which the new session offers (`session::review`).
+    pub unreviewed: UnreviewedShare,
+}
+
+/// Hunks not reviewed yet at the handoff, and the files they are in.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct UnreviewedShare {
+    pub hunks: usize,
+    pub files: usize,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,6 +162,14 @@ impl Ledger {
         }
         let mut lines = vec![format!("carried: {}", carried.join("; "))];
         lines.push(format!("dropped: {}", if dropped.is_empty() { "nothing".to_string() } else { dropped.join("; ") }));
+        let u = &c.unreviewed;
+        if u.hunks > 0 {
+            lines.push(format!(
+                "{} in {} not reviewed (the new session offers them)",
+                plural(u.hunks, "hunk", "hunks"),
+                plural(u.files, "file", "files")
+            ));
+        }
         lines
     }
 
