@@ -289,3 +289,31 @@ async fn a_handoff_names_the_unreviewed_hunks_and_the_new_session_offers_them() 
     })
     .await;
 }
+
+/// Neovim quits and starts again; the session resumed offers its hunks in the states they had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_neovim_and_resume_the_states_are_unchanged() {
+    bounded(async {
+        let (ed, file) = editor_with_file("a.txt", ORIGINAL, true).await;
+        agent_turn(&ed, vec![tool_call_reply("write", json!({ "path": "a.txt", "content": AGENT }), "call_1")]).await;
+        let hunks = wait_hunks(&ed, "pending", 3).await;
+        ed.lua("require('handoff').keep(...)", json!([id(&hunks[0])])).await;
+        ed.lua("require('handoff').reject(...)", json!([id(&hunks[1]), "not this"])).await;
+        wait_hunks(&ed, "pending", 1).await;
+        let before = states(&ed).await;
+        let text = std::fs::read_to_string(&file).unwrap();
+        let session = ed.session_file().await;
+
+        let ed = ed.restart().await;
+        ed.lua("require('handoff').resume(...)", json!([session])).await;
+        ed.wait_until(&format!("require('handoff').status().session_file == {session:?}"), Duration::from_secs(10)).await;
+        wait_hunks(&ed, "pending", 1).await;
+        assert_eq!(states(&ed).await, before);
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+        // Drawn as it opens: only the pending one.
+        ed.command("edit a.txt").await;
+        assert_eq!(ed.eval("#vim.api.nvim_buf_get_extmarks(0, require('handoff.review').ns, 0, -1, {})").await, json!(1));
+        ed.quit().await;
+    })
+    .await;
+}
