@@ -317,3 +317,35 @@ async fn restart_neovim_and_resume_the_states_are_unchanged() {
     })
     .await;
 }
+
+/// A `sed -i` by `bash` changes a file open in Neovim and one the agent wrote before: both show
+/// as pending hunks of tool `bash`, against their content before the command, and reject back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sed_by_bash_shows_as_pending_hunks_of_tool_bash() {
+    bounded(async {
+        let (ed, file) = editor_with_file("a.txt", ORIGINAL, true).await;
+        // c.txt: written by the agent before (kept), never opened.
+        agent_turn(&ed, vec![tool_call_reply("write", json!({ "path": "c.txt", "content": "two\nthree\n" }), "call_0")]).await;
+        let first = wait_hunks(&ed, "pending", 1).await;
+        ed.lua("require('handoff').keep(...)", json!([id(&first[0])])).await;
+        agent_turn(&ed, vec![tool_call_reply("bash", json!({ "command": "sed -i 's/^two$/TWO/; s/^nine$/NINE/' a.txt c.txt" }), "call_1")]).await;
+        let hunks = wait_hunks(&ed, "pending", 3).await;
+        let bash: Vec<_> = hunks
+            .iter()
+            .filter(|h| h["state"] == "pending")
+            .map(|h| (h["tool"].clone(), h["call_id"].clone(), h["lnum"].clone()))
+            .collect();
+        assert_eq!(
+            bash,
+            [(json!("bash"), json!("call_1"), json!(1)), (json!("bash"), json!("call_1"), json!(2)), (json!("bash"), json!("call_1"), json!(9))],
+            "c.txt's hunk (its file changed first in the session), then a.txt's two"
+        );
+        // The buffer shows the command's change (reloaded), and a reject puts line 2 back.
+        ed.wait_until("vim.api.nvim_buf_get_lines(0, 1, 2, false)[1] == 'TWO'", Duration::from_secs(10)).await;
+        let two = hunks.iter().find(|h| h["state"] == "pending" && h["lnum"] == 2).unwrap();
+        ed.lua("require('handoff').reject(...)", json!([id(two)])).await;
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nNINE\n");
+        ed.quit().await;
+    })
+    .await;
+}

@@ -13,6 +13,9 @@
 //! Before an `edit` or `write` runs, the file's content is read (unless the session keeps its
 //! original already); when the call succeeds, that content is kept beside the session as the
 //! file's original (see `session::changes`), which the session's changes are shown against.
+//! Before a `bash` command, the files the host can know the content of are read the same way
+//! ([`AgentSession::watched_by_commands`]); those the command changed are kept and reviewed
+//! like an edit's, attributed to the command.
 
 use std::io::ErrorKind;
 use std::path::PathBuf;
@@ -67,6 +70,20 @@ struct Capture {
     path: PathBuf,
     before: Before,
 }
+
+/// What a call may change, as it was before the call.
+enum Captured {
+    /// The one file of an `edit` or `write`: kept when the call succeeds.
+    File(Capture),
+    /// The files a command may have changed (see [`AgentSession::watched_by_commands`]): those
+    /// it did change are kept, whether the command succeeded or not.
+    Command(Vec<Capture>),
+}
+
+/// Files read before each command, at most (the editor's open files first).
+const MAX_WATCHED_BY_COMMANDS: usize = 512;
+/// A larger file is not read before a command (nor reviewed when one changes it).
+const MAX_WATCHED_BYTES: u64 = 4 << 20;
 
 /// How the tool calls of a message ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,7 +151,7 @@ impl AgentSession {
 
     /// One call: its arguments, its output (`None`: the user cancelled the turn), and what the
     /// changed file held before (edit and write).
-    async fn run_one(&self, call: &ToolCall, cancel: &CancellationToken) -> (Value, Option<ToolOutput>, Option<Capture>) {
+    async fn run_one(&self, call: &ToolCall, cancel: &CancellationToken) -> (Value, Option<ToolOutput>, Option<Captured>) {
         let args = match &call.arguments {
             Ok(map) => Value::Object(map.clone()),
             Err(malformed) => {
@@ -384,8 +401,12 @@ impl AgentSession {
 
     /// What the file an edit or write call changes holds now, through the front end's file
     /// access (so what the editor shows): every call's baseline, read even when the session
-    /// keeps the file's original already.
-    async fn capture_before(&self, name: &str, args: &Value, ctx: &ToolContext) -> Option<Capture> {
+    /// keeps the file's original already. For `bash`: the files it may change that the host
+    /// can know ([`Self::watched_by_commands`]).
+    async fn capture_before(&self, name: &str, args: &Value, ctx: &ToolContext) -> Option<Captured> {
+        if name == ToolName::Bash.as_str() {
+            return Some(Captured::Command(self.watched_by_commands(ctx).await));
+        }
         let path = tools::changed_path(name, args, &ctx.cwd)?;
         let before = match ctx.files.read(&path).await {
             Ok(bytes) => Before::Content(bytes),
@@ -396,7 +417,35 @@ impl AgentSession {
                 return None;
             }
         };
-        Some(Capture { path, before })
+        Some(Captured::File(Capture { path, before }))
+    }
+
+    /// The files whose content before a command the host reads, so that what the command
+    /// changes in them is reviewed against it: the files open in the front end (Neovim's loaded
+    /// buffers), then the files the session's review knows (the agent changed them before).
+    /// There is no walk of the project: a file in neither list (one the command creates, or
+    /// one nobody opened or changed before) is not seen. At most [`MAX_WATCHED_BY_COMMANDS`]
+    /// files of at most [`MAX_WATCHED_BYTES`] each, read from the disk on a blocking thread.
+    async fn watched_by_commands(&self, ctx: &ToolContext) -> Vec<Capture> {
+        let mut paths = ctx.files.open_files().await;
+        match self.review().calls() {
+            Ok(calls) => paths.extend(calls.into_iter().map(|c| c.path)),
+            Err(e) => tracing::warn!("cannot read the review's files before a command: {e}"),
+        }
+        let mut seen = std::collections::HashSet::new();
+        paths.retain(|p| p.is_absolute() && seen.insert(p.clone()));
+        paths.truncate(MAX_WATCHED_BY_COMMANDS);
+        let read = tokio::task::spawn_blocking(move || {
+            paths
+                .into_iter()
+                .filter_map(|path| {
+                    let meta = std::fs::metadata(&path).ok().filter(|m| m.is_file() && m.len() <= MAX_WATCHED_BYTES)?;
+                    let bytes = std::fs::read(&path).ok().filter(|b| b.len() as u64 == meta.len())?;
+                    Some(Capture { path, before: Before::Content(bytes) })
+                })
+                .collect()
+        });
+        read.await.unwrap_or_default()
     }
 
     /// Keeps the original of a file a call changed (its first change in the session), or moves
@@ -444,7 +493,7 @@ impl AgentSession {
         call: &ToolCall,
         args: &Value,
         output: ToolOutput,
-        capture: Option<Capture>,
+        capture: Option<Captured>,
         result: &mut RunResult,
     ) -> Result<(), AgentError> {
         let is_error = output.is_error;
@@ -458,9 +507,22 @@ impl AgentSession {
         });
         self.emit(AgentEvent::MessageStart { message: message.clone() });
         let entry_id = self.commit_message(&message, result, true)?;
-        if let Some(capture) = capture.filter(|_| !is_error) {
-            self.keep_original(&capture, &entry_id);
-            self.record_for_review(&capture, call, &entry_id);
+        match capture {
+            Some(Captured::File(capture)) if !is_error => {
+                self.keep_original(&capture, &entry_id);
+                self.record_for_review(&capture, call, &entry_id);
+            }
+            // A command that failed may have changed files all the same.
+            Some(Captured::Command(captures)) => {
+                for capture in captures {
+                    let Before::Content(before) = &capture.before else { continue };
+                    if std::fs::read(&capture.path).is_ok_and(|now| now != *before) {
+                        self.keep_original(&capture, &entry_id);
+                        self.record_for_review(&capture, call, &entry_id);
+                    }
+                }
+            }
+            _ => {}
         }
         // The list changed once its result is stored (`todos()` reads it from there), by the
         // session's rule for which results set it.

@@ -2,8 +2,9 @@
 //! rejected): the durable half of the review (the editor's half, which finds each hunk in the
 //! text as it is now and changes the buffer, is `lua/handoff/review.lua`).
 //!
-//! Each successful `edit` or `write` call is split into hunks against the file as it was before
-//! *that* call (its own baseline), so rejecting a hunk restores that call's lines and never an
+//! Each successful `edit` or `write` call (and each `bash` command, for the files the tool loop
+//! read before it) is split into hunks against the file as it was before *that* call (its own
+//! baseline), so rejecting a hunk restores that call's lines and never an
 //! earlier call's kept work. A call keeps both versions of its file, content-addressed, so the
 //! editor can find each hunk in the text of today (a diff of the call's result against it).
 //!
