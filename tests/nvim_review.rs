@@ -349,3 +349,37 @@ async fn a_sed_by_bash_shows_as_pending_hunks_of_tool_bash() {
     })
     .await;
 }
+
+/// A reject while a long `bash` runs waits for it to end (a command may change any file), then
+/// applies; the file on disk is untouched until then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reject_during_a_long_bash_applies_after_it() {
+    bounded(async {
+        let (ed, file) = editor_with_file("a.txt", ORIGINAL, true).await;
+        agent_turn(&ed, vec![tool_call_reply("write", json!({ "path": "a.txt", "content": AGENT }), "call_1")]).await;
+        let hunks = wait_hunks(&ed, "pending", 3).await;
+        let starts = ed.eval("T.count('HandoffToolStart')").await.as_u64().unwrap() as usize;
+        let ends = ed.eval("T.count('HandoffToolEnd')").await.as_u64().unwrap() as usize;
+        // The command runs until the test lets it end.
+        ed.mock.push(tool_call_reply("bash", json!({ "command": "while [ ! -e go ]; do sleep 0.05; done; echo ran" }), "call_2"));
+        ed.mock.push(MockReply::text("Done."));
+        ed.lua("require('handoff').prompt('wait')", json!([])).await;
+        ed.wait_event("HandoffToolStart", starts + 1).await;
+
+        ed.lua("require('handoff').reject(...)", json!([id(&hunks[1])])).await;
+        assert_eq!(ed.eval("require('handoff.review').held()").await, json!([id(&hunks[1])]));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), AGENT, "not under the running command");
+        assert_eq!(ed.eval(LINES).await, lines(AGENT));
+        let pending = ed.eval("#vim.tbl_filter(function(h) return h.state == 'pending' end, require('handoff').hunks())").await;
+        assert_eq!(pending, json!(3));
+
+        std::fs::write(ed.work_dir().join("go"), "").unwrap();
+        ed.wait_event("HandoffToolEnd", ends + 1).await;
+        wait_hunks(&ed, "rejected", 1).await;
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\nTWO\nthree\nfour\nfive\nsix\nseven\neight\nNINE\n");
+        assert_eq!(ed.eval("require('handoff.review').held()").await, json!([]));
+        ed.wait_event("HandoffAgentEnd", 2).await;
+        ed.quit().await;
+    })
+    .await;
+}

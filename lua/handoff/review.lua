@@ -533,8 +533,70 @@ function M.split(l, i, j)
   return ids[sel]
 end
 
+-- A reject while the agent runs ------------------------------------------------------------
+
+--- The running batch of tool calls (the host's `tool_batch`): the files its edits and writes
+--- change (a set), and whether a call may change any file (a command, an MCP tool); nil when
+--- none runs. `tool_running`: a call of it is running now (between `tool_start` and `tool_end`).
+local batch, tool_running = nil, false
+--- Rejects held until the running call ends: `{ ids, reason }` each.
+local held = {}
+
+--- Whether a reject of `path` must wait for the running call to end: reverting lines under a
+--- running tool would have it build on lines that are no longer there.
+local function must_wait(path)
+  return tool_running and batch ~= nil and (batch.any_file or batch.files[normalize(path)] == true)
+end
+
+local act
+
+--- Applies the rejects held for the running call (a tool boundary, or the run's end).
+local function release()
+  if #held == 0 then
+    return
+  end
+  local list = held
+  held = {}
+  vim.schedule(function()
+    for _, h in ipairs(list) do
+      M.safely(act, "rejected", h.ids, h.reason)
+    end
+  end)
+end
+
+--- The host's `tool_batch`: a batch starts (its files) or ends.
+function M.on_batch(r)
+  if r.running then
+    local files = {}
+    for _, f in ipairs(r.files or {}) do
+      files[normalize(f)] = true
+    end
+    batch = { files = files, any_file = r.any_file == true }
+  else
+    batch, tool_running = nil, false
+    release()
+  end
+end
+
+--- A tool call starts (`true`) or ends: an end is a tool boundary.
+function M.on_tool(running)
+  tool_running = running
+  if not running then
+    release()
+  end
+end
+
+--- Hunk ids whose reject is held now (for the API and the tests).
+function M.held()
+  local out = {}
+  for _, h in ipairs(held) do
+    vim.list_extend(out, h.ids)
+  end
+  return out
+end
+
 --- Keeps or rejects the hunks `ids`: one undo block per buffer.
-local function act(state, ids, reason)
+function act(state, ids, reason)
   local wanted = {}
   for _, id in ipairs(ids) do
     wanted[id] = true
@@ -553,6 +615,15 @@ local function act(state, ids, reason)
   local decisions = {}
   for _, path in ipairs(order) do
     local list = per_buf[path]
+    if state == "rejected" and must_wait(path) then
+      local waiting = vim.tbl_map(function(l)
+        return l.id
+      end, list)
+      held[#held + 1] = { ids = waiting, reason = reason }
+      notify(("%s: the reject waits for the running tool call to end"):format(vim.fn.fnamemodify(path, ":~:.")))
+      fire({ ids = waiting, held = true })
+      list = {}
+    end
     -- Bottom to top, so each change leaves the rows of the others where they are.
     table.sort(list, function(a, b)
       return a.start > b.start

@@ -822,6 +822,13 @@ pub enum Record {
     },
     /// A change was split into hunks for review: the editor asks for the `review` again.
     Hunks {},
+    /// The running tool calls (see `AgentEvent::ToolBatch`): a reject of one of their files
+    /// waits for the running call's end.
+    ToolBatch {
+        running: bool,
+        files: Vec<String>,
+        any_file: bool,
+    },
     /// The pins changed: all of them, in order (the chat shows them under its header).
     Pins {
         pins: Vec<String>,

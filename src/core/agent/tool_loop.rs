@@ -123,6 +123,28 @@ impl AgentSession {
         cancel: &CancellationToken,
         result: &mut RunResult,
     ) -> Result<ToolsOutcome, AgentError> {
+        self.emit(self.batch_of(&calls));
+        let outcome = self.run_batch(calls, cancel, result).await;
+        self.emit(AgentEvent::ToolBatch { running: false, files: Vec::new(), any_file: false });
+        outcome
+    }
+
+    /// What the calls of a batch may change (see [`AgentEvent::ToolBatch`]).
+    fn batch_of(&self, calls: &[ToolCall]) -> AgentEvent {
+        let cwd = self.session().cwd().to_path_buf();
+        let mut files = Vec::new();
+        let mut any_file = false;
+        for call in calls {
+            let args = call.arguments.as_ref().map(|m| Value::Object(m.clone())).unwrap_or_default();
+            match tools::changed_path(&call.name, &args, &cwd) {
+                Some(path) => files.push(path),
+                None => any_file |= matches!(tools::kind_of(&call.name), Some(ToolKind::Execute | ToolKind::Mcp)),
+            }
+        }
+        AgentEvent::ToolBatch { running: true, files, any_file }
+    }
+
+    async fn run_batch(&self, calls: Vec<ToolCall>, cancel: &CancellationToken, result: &mut RunResult) -> Result<ToolsOutcome, AgentError> {
         let mut outcome = ToolsOutcome::Continue;
         for call in calls {
             if outcome != ToolsOutcome::Continue || cancel.is_cancelled() {
