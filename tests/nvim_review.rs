@@ -383,3 +383,47 @@ async fn a_reject_during_a_long_bash_applies_after_it() {
     })
     .await;
 }
+
+/// `changes.review = "before"`: the approval opens the proposed change for review hunk by hunk;
+/// a reject (whole, or the lines of a Visual selection) takes lines out before anything is
+/// written, `:w` allows the call, and only the kept lines reach the disk. The model is told which
+/// places of its version were not written; the recorded hunks are kept, none pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_mode_only_kept_lines_reach_the_disk() {
+    bounded(async {
+        let ed = Editor::start_with_setup(json!({ "changes": { "review": "before" } })).await;
+        let file = ed.work_dir().join("a.txt");
+        std::fs::write(&file, ORIGINAL).unwrap();
+        ed.command("edit a.txt").await;
+        let proposed = "one\nTWO\nthree\nfour\nfive\nA\nB\nC\nsix\nseven\neight\nNINE\n";
+        ed.mock.push(tool_call_reply("write", json!({ "path": "a.txt", "content": proposed }), "call_1"));
+        ed.mock.push(MockReply::text("Done."));
+        ed.lua("require('handoff').prompt('change it')", json!([])).await;
+        ed.wait_event("HandoffToolApproval", 1).await;
+        ed.wait_until("vim.api.nvim_buf_get_name(0):match('^handoff://.*/review$') ~= nil", Duration::from_secs(10)).await;
+        assert_eq!(ed.eval(LINES).await, lines(proposed));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), ORIGINAL, "nothing written yet");
+        assert_eq!(ed.eval("#vim.api.nvim_buf_get_extmarks(0, require('handoff.review').ns, 0, -1, {})").await, json!(3));
+
+        // Keep TWO; reject B and C of the added block (Visual); leave NINE pending.
+        ed.command("normal! 2G").await;
+        ed.lua("require('handoff').keep()", json!([])).await;
+        ed.command("normal! 7G").await;
+        ed.input("Vj\\ar").await;
+        ed.wait_until("#vim.api.nvim_buf_get_lines(0, 0, -1, false) == 10", Duration::from_secs(10)).await;
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), ORIGINAL, "still nothing written");
+        ed.command("write").await;
+        ed.wait_event("HandoffAgentEnd", 1).await;
+
+        let written = "one\nTWO\nthree\nfour\nfive\nA\nsix\nseven\neight\nNINE\n";
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), written);
+        let request = ed.mock.requests().last().unwrap().body.clone();
+        let text = serde_json::to_string(&request["messages"]).unwrap();
+        assert!(text.contains("these places of your version were not written: lines 7-8"), "{text}");
+        // Reviewed already: recorded as kept, nothing pending.
+        wait_hunks(&ed, "kept", 3).await;
+        assert_eq!(ed.eval("#vim.tbl_filter(function(h) return h.state == 'pending' end, require('handoff').hunks())").await, json!(0));
+        ed.quit().await;
+    })
+    .await;
+}

@@ -28,7 +28,7 @@ use super::events::live_tail;
 use super::{AgentError, AgentEvent, AgentSession, Level, Notice, RunResult};
 use crate::core::message::{now_millis, Message};
 use crate::core::provider::ToolCall;
-use crate::core::session::review::CallOf;
+use crate::core::session::review::{self, CallOf, HunkState, ReviewedCall};
 use crate::core::session::{todos, Before, SessionError};
 use crate::core::sync::lock;
 use crate::core::sandbox::protected::Protected;
@@ -75,6 +75,8 @@ struct Capture {
 enum Captured {
     /// The one file of an `edit` or `write`: kept when the call succeeds.
     File(Capture),
+    /// An `edit` or `write` reviewed before it was written: kept, its hunks recorded as kept.
+    Reviewed(Capture),
     /// The files a command may have changed (see [`AgentSession::watched_by_commands`]): those
     /// it did change are kept, whether the command succeeded or not.
     Command(Vec<Capture>),
@@ -202,6 +204,8 @@ impl AgentSession {
         // The preview the approval showed, carried on `ToolExecutionStart` (never worked out
         // twice; an edit that was not asked about is previewed there).
         let previewed: std::sync::Mutex<Option<Box<Preview>>> = std::sync::Mutex::new(None);
+        // The file's text as the user kept the change (`changes.review = "before"`).
+        let mut reviewed: Option<String> = None;
         if let Some(tool) = &tool {
             // What the tool says of the call: the front ends show it as it is.
             let request = async {
@@ -240,11 +244,15 @@ impl AgentSession {
             };
             match verdict {
                 Verdict::Run => {}
+                Verdict::RunReviewed(text) => reviewed = Some(text),
                 Verdict::Refuse(text) => return (args, Some(ToolOutput::error(text)), None),
                 Verdict::Cancel => return (args, None, None),
             }
         }
         let asked_preview = lock(&previewed).take();
+        if let Some(text) = reviewed {
+            return self.write_reviewed(call, args, &text, asked_preview.as_deref(), &ctx).await;
+        }
         let preview = match (asked_preview, &tool) {
             (Some(preview), _) => Some(preview),
             (None, Some(tool)) if tool.activity() == tools::Activity::Edit => tool.preview(&args, &ctx).await.map(Box::new),
@@ -305,7 +313,7 @@ impl AgentSession {
             () = cancel.cancelled() => Decision::Cancel,
         };
         match decision {
-            Decision::Allow | Decision::Always => {
+            Decision::Allow | Decision::Always | Decision::AllowReviewed { .. } => {
                 if decision == Decision::Always {
                     self.grants.remember(OUTSIDE_THE_SANDBOX, key);
                 }
@@ -320,6 +328,46 @@ impl AgentSession {
             Decision::Reject { .. } => (args, Some(output), capture),
             Decision::Cancel => (args, None, capture),
         }
+    }
+
+    /// An `edit` or `write` the user reviewed hunk by hunk before it was written: the file gets
+    /// `text` (what the user kept, through the `write` tool: the same checks, buffers and read
+    /// back), and the model's result names the places of its version that were not written.
+    /// Its hunks are recorded as kept (they were reviewed).
+    async fn write_reviewed(
+        &self,
+        call: &ToolCall,
+        args: Value,
+        text: &str,
+        preview: Option<&Preview>,
+        ctx: &ToolContext,
+    ) -> (Value, Option<ToolOutput>, Option<Captured>) {
+        let Some(path) = tools::changed_path(&call.name, &args, &ctx.cwd) else {
+            return (args, Some(ToolOutput::error("The reviewed change names no file: nothing was written.")), None);
+        };
+        self.emit(AgentEvent::ToolExecutionStart { tool_call_id: call.id.clone(), tool_name: call.name.clone(), args: args.clone(), preview: None });
+        let capture = match self.capture_before(ToolName::Write.as_str(), &args, ctx).await {
+            Some(Captured::File(c)) => Some(Captured::Reviewed(c)),
+            _ => None,
+        };
+        let write = serde_json::json!({ "path": path.to_string_lossy(), "content": text });
+        let written = self.tools.execute(ToolName::Write.as_str(), write, ctx).await;
+        if written.is_error {
+            return (args, Some(written), capture);
+        }
+        let name = path.strip_prefix(&ctx.cwd).unwrap_or(&path).display().to_string();
+        let proposed = preview.map(|p| p.after.as_bytes()).unwrap_or_default();
+        let left_out: Vec<String> =
+            review::split_hunks(proposed, text.as_bytes()).into_iter().map(|(yours, _)| review::line_span(yours)).collect();
+        let said = if left_out.is_empty() {
+            format!("The user reviewed this change hunk by hunk before it was written and kept all of it: {name} holds your version.")
+        } else {
+            format!(
+                "The user reviewed this change hunk by hunk before it was written and kept only part of it: in {name}, these places of your version were not written: {}. They hold what was there before (or the user's own text). Read the file again before editing it.",
+                left_out.join("; ")
+            )
+        };
+        (args, Some(ToolOutput::text(said, Value::Null)), capture)
     }
 
     /// Where a call of `name` runs: bash in the sandbox when it is on, can be enforced, and was
@@ -407,6 +455,7 @@ impl AgentSession {
             }
             Decision::Reject { reason } => Verdict::Refuse(consent::rejected_text(reason.as_deref())),
             Decision::Cancel => Verdict::Cancel,
+            Decision::AllowReviewed { text } => Verdict::RunReviewed(text),
         }
     }
 
@@ -489,7 +538,7 @@ impl AgentSession {
     /// Splits a successful change into pending hunks against the file as it was before this
     /// call (the review). The file is read from the disk, where the tool just wrote it. A
     /// failure is told, never fatal: the change itself is done.
-    fn record_for_review(&self, capture: &Capture, call: &ToolCall, entry_id: &str) {
+    fn record_for_review(&self, capture: &Capture, call: &ToolCall, entry_id: &str) -> Option<ReviewedCall> {
         let recorded = std::fs::read(&capture.path).map_err(|source| SessionError::Io { path: capture.path.clone(), source }).and_then(
             |after| {
                 let of = CallOf { call_id: &call.id, tool: &call.name, entry_id, path: &capture.path };
@@ -497,14 +546,18 @@ impl AgentSession {
             },
         );
         match recorded {
-            Ok(Some(_)) => self.emit(AgentEvent::HunksChanged),
-            Ok(None) => {}
+            Ok(Some(recorded)) => {
+                self.emit(AgentEvent::HunksChanged);
+                Some(recorded)
+            }
+            Ok(None) => None,
             Err(e) => {
                 tracing::error!(path = %capture.path.display(), "cannot record the change for review: {e}");
                 self.emit(AgentEvent::Notice(Notice::new(
                     Level::Warn,
                     format!("The agent's change to {} could not be kept for review ({e})", capture.path.display()),
                 )));
+                None
             }
         }
     }
@@ -533,6 +586,20 @@ impl AgentSession {
             Some(Captured::File(capture)) if !is_error => {
                 self.keep_original(&capture, &entry_id);
                 self.record_for_review(&capture, call, &entry_id);
+            }
+            Some(Captured::Reviewed(capture)) if !is_error => {
+                self.keep_original(&capture, &entry_id);
+                if let Some(recorded) = self.record_for_review(&capture, call, &entry_id) {
+                    let kept: Vec<review::Decision> = recorded
+                        .hunks
+                        .iter()
+                        .map(|h| review::Decision { id: h.id, state: HunkState::Kept, reason: None, edited: false })
+                        .collect();
+                    match self.review().decide(&kept) {
+                        Ok(_) => self.emit(AgentEvent::HunksChanged),
+                        Err(e) => tracing::error!("cannot mark the reviewed change kept: {e}"),
+                    }
+                }
             }
             // A command that failed may have changed files all the same.
             Some(Captured::Command(captures)) => {
