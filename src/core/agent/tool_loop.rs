@@ -86,6 +86,8 @@ enum Captured {
 const MAX_WATCHED_BY_COMMANDS: usize = 512;
 /// A larger file is not read before a command (nor reviewed when one changes it).
 const MAX_WATCHED_BYTES: u64 = 4 << 20;
+/// Bytes read before one command at most, all files together: past it, the rest are not read.
+const MAX_WATCHED_TOTAL: u64 = 64 << 20;
 
 /// How the tool calls of a message ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -496,7 +498,8 @@ impl AgentSession {
     /// buffers), then the files the session's review knows (the agent changed them before).
     /// There is no walk of the project: a file in neither list (one the command creates, or
     /// one nobody opened or changed before) is not seen. At most [`MAX_WATCHED_BY_COMMANDS`]
-    /// files of at most [`MAX_WATCHED_BYTES`] each, read from the disk on a blocking thread.
+    /// files of at most [`MAX_WATCHED_BYTES`] each, [`MAX_WATCHED_TOTAL`] in all, read from the
+    /// disk on a blocking thread.
     async fn watched_by_commands(&self, ctx: &ToolContext) -> Vec<Capture> {
         let mut paths = ctx.files.open_files().await;
         match self.review().calls() {
@@ -507,11 +510,16 @@ impl AgentSession {
         paths.retain(|p| p.is_absolute() && seen.insert(p.clone()));
         paths.truncate(MAX_WATCHED_BY_COMMANDS);
         let read = tokio::task::spawn_blocking(move || {
+            let mut total = 0u64;
             paths
                 .into_iter()
                 .filter_map(|path| {
                     let meta = std::fs::metadata(&path).ok().filter(|m| m.is_file() && m.len() <= MAX_WATCHED_BYTES)?;
+                    if total + meta.len() > MAX_WATCHED_TOTAL {
+                        return None;
+                    }
                     let bytes = std::fs::read(&path).ok().filter(|b| b.len() as u64 == meta.len())?;
+                    total += meta.len();
                     Some(Capture { path, before: Before::Content(bytes) })
                 })
                 .collect()
