@@ -2,8 +2,11 @@
 //! undo: each `write`/`edit` call is split into pending hunks against the file before *that*
 //! call; keeping and rejecting change the real buffer as one undo block each, `u` brings a
 //! rejected hunk back pending and `<C-r>` rejects it again; a reject keeps the user's typing; the
-//! next request tells the model; the states survive a restart of the host. The model is the
-//! loopback mock; the tools act on real files under the `allow_all` policy.
+//! next request tells the model; the states survive a restart of the host, of Neovim (and a
+//! resume), a handoff and `/back`; a `sed -i` by `bash` shows as hunks of the command; a reject
+//! during a running command waits for it; `changes.review = "before"` writes only kept lines.
+//! The model is the loopback mock; the tools act on real files (under the `allow_all` policy
+//! except in the before mode, which needs the approval).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -405,6 +408,9 @@ async fn before_mode_only_kept_lines_reach_the_disk() {
         assert_eq!(std::fs::read_to_string(&file).unwrap(), ORIGINAL, "nothing written yet");
         assert_eq!(ed.eval("#vim.api.nvim_buf_get_extmarks(0, require('handoff.review').ns, 0, -1, {})").await, json!(3));
 
+        // `]h` moves between its own hunks.
+        ed.input("gg]h]h").await;
+        ed.wait_until("vim.fn.line('.') == 6", Duration::from_secs(10)).await;
         // Keep TWO; reject B and C of the added block (Visual); leave NINE pending.
         ed.command("normal! 2G").await;
         ed.lua("require('handoff').keep()", json!([])).await;

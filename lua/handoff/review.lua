@@ -795,7 +795,9 @@ function M.approve_proposal(buf)
     return false
   end
   local lines = api.nvim_buf_get_lines(buf, 0, -1, false)
-  local text = table.concat(lines, "\n") .. ((#lines > 0 and p.final_newline) and "\n" or "")
+  -- The file's line endings, as the agent's version has them.
+  local eol = (p.r.after or ""):find("\r\n", 1, true) and "\r\n" or "\n"
+  local text = table.concat(lines, eol) .. ((#lines > 0 and p.final_newline) and eol or "")
   proposals[buf] = nil
   require("handoff.approvals").approve_reviewed(p.r.id, text)
   vim.bo[buf].modified = false
@@ -916,6 +918,30 @@ end
 
 --- The next (or previous) pending hunk, across files; wraps around.
 function M.jump(forward)
+  local here_buf = api.nvim_get_current_buf()
+  if proposals[here_buf] then
+    -- In a review before the write: its own hunks, top to bottom.
+    local rows = {}
+    for _, l in ipairs(proposal_hunks(here_buf, proposals[here_buf])) do
+      if l.hunk.state == "pending" then
+        rows[#rows + 1] = math.max(l.stop > l.start and l.start + 1 or l.start, 1)
+      end
+    end
+    table.sort(rows)
+    local row = api.nvim_win_get_cursor(0)[1]
+    local pick = forward and rows[1] or rows[#rows]
+    for i = 1, #rows do
+      local r = forward and rows[i] or rows[#rows + 1 - i]
+      if (forward and r > row) or (not forward and r < row) then
+        pick = r
+        break
+      end
+    end
+    if pick then
+      api.nvim_win_set_cursor(0, { pick, 0 })
+    end
+    return pick ~= nil
+  end
   local list = vim.tbl_filter(function(l)
     return l.hunk.state == "pending"
   end, M.located())
@@ -1050,6 +1076,8 @@ end
 --- A new session (switch, resume, handoff): its own review.
 function M.reset()
   M.calls, M.conflicts, located_cache = {}, {}, {}
+  -- Rejects held for the old session's running call are its own.
+  held, batch, tool_running = {}, nil, false
   for buf in pairs(actions) do
     actions[buf] = nil
   end

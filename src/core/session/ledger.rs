@@ -215,6 +215,10 @@ mod tests {
         let lines = ledger.lines();
         assert_eq!(lines[0], "carried: the document (0 sections, 0 tokens); facts: 2 commands, 4 files read; 1 pin");
         assert_eq!(lines[1], "dropped: 23 tool results (41k tokens: bash 23)");
+        assert_eq!(lines.len(), 2, "no line for the review when nothing is unreviewed");
+        let mut with_hunks = ledger.clone();
+        with_hunks.carried.unreviewed = UnreviewedShare { hunks: 3, files: 2 };
+        assert_eq!(with_hunks.lines()[2], "3 hunks in 2 files not reviewed (the new session offers them)");
         let round = serde_json::json!({ DETAILS_KEY: ledger.clone() });
         assert_eq!(Ledger::of_details(&round), Some(ledger));
     }
