@@ -154,10 +154,18 @@ function M.request(r)
     holes = r.holes,
     protected = r.protected,
   })
+  local review = require("handoff.review")
+  if review.before_mode() and (r.before or r.after) then
+    -- Reviewed hunk by hunk before it is written (`:help handoff-hunks-before`).
+    vim.schedule(function()
+      review.safely(review.open_proposal, r)
+    end)
+  end
 end
 
 --- The host says a request ended (answered, or its turn was stopped).
 function M.resolved(id, decision)
+  require("handoff.review").close_proposal(id)
   if pending[id] then
     forget(id)
     require("handoff.chat").append_notice(("`%s`: %s"):format(id, decision or "answered"))
@@ -179,10 +187,25 @@ function M.approve(id, decision, reason)
     return false
   end
   forget(id)
+  require("handoff.review").close_proposal(id)
   require("handoff.host").notify_running("approve", id, decision, reason)
   require("handoff.chat").append_notice(("%s `%s`%s"):format(
     ({ allow = "Allowed", always = "Always allowed", reject = "Rejected", cancel = "Cancelled" })[decision],
     r.tool, (reason and reason ~= "") and (": " .. reason) or ""))
+  return true
+end
+
+--- Allows an `edit` or `write` reviewed hunk by hunk before it is written
+--- (`changes.review = "before"`): the file is written with `text`.
+---@return boolean answered
+function M.approve_reviewed(id, text)
+  local r = pending[id]
+  if not r then
+    return false
+  end
+  forget(id)
+  require("handoff.host").notify_running("approve_reviewed", id, text)
+  require("handoff.chat").append_notice(("Allowed `%s` as reviewed (only the kept lines)"):format(r.tool))
   return true
 end
 

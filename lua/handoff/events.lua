@@ -82,6 +82,7 @@ end
 
 function handlers.agent_end(r)
   -- The run ended; the prompt may go on (the host's `lifecycle` record says when it is idle).
+  require("handoff.review").on_batch({ running = false })
   state.busy = state.phase ~= nil and state.phase ~= "idle"
   state.session_file = r.session_file or state.session_file
   chat().indicator_update()
@@ -246,6 +247,10 @@ function handlers.hunks()
   end)
 end
 
+function handlers.tool_batch(r)
+  require("handoff.review").on_batch(r)
+end
+
 function handlers.session_view(r)
   require("handoff.sessions").on_view(r)
   M.fire("HandoffSessionView", { path = r.path, session_id = r.session_id, parent_session = r.parent_session, error = r.error })
@@ -280,6 +285,7 @@ function handlers.tool_approval_end(r)
 end
 
 function handlers.tool_start(r)
+  require("handoff.review").on_tool(true)
   chat().tool_start(r)
   M.fire("HandoffToolStart", { id = r.id, tool = r.tool, args = r.args })
 end
@@ -295,6 +301,8 @@ function handlers.tool_end(r)
     -- ones not modified here (the tool says what it may do; edits go through the buffers).
     vim.cmd("silent! checktime")
   end
+  -- A tool boundary: the rejects held while the call ran apply now.
+  require("handoff.review").on_tool(false)
   M.fire("HandoffToolEnd", { id = r.id, tool = r.tool, kind = r.kind, is_error = r.is_error })
 end
 

@@ -40,6 +40,22 @@ function M.buffer_index()
   end
 end
 
+--- The files of the loaded file buffers (absolute, normalized): the host reads them before a
+--- command, so that what the command changes in them is reviewed (`:help handoff-hunks`).
+---@return string[]
+function M.loaded()
+  local out = {}
+  for _, buf in ipairs(api.nvim_list_bufs()) do
+    if api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == "" then
+      local name = api.nvim_buf_get_name(buf)
+      if name ~= "" then
+        out[#out + 1] = M.normalize(name)
+      end
+    end
+  end
+  return out
+end
+
 --- The loaded buffer of `path`, if any (see `buffer_index`).
 ---@param path string
 ---@return integer?

@@ -1,6 +1,7 @@
 --- The review of the agent's changes, hunk by hunk (`:help handoff-hunks`): the editor's half.
 ---
---- The host splits every successful `edit`/`write` call into hunks against the file as it was
+--- The host splits every successful `edit`/`write` call (and what a `bash` command changed in the
+--- files it watched) into hunks against the file as it was
 --- before *that* call and keeps their states beside the session (`src/core/session/review.rs`,
 --- request `review`). Here each hunk is found in the text as it is now (the call's result
 --- diffed against the buffer, or the disk when the file is not loaded), drawn with signs and
@@ -504,12 +505,21 @@ end
 
 --- Cuts `l` in up to three parts around its agent lines `i..j` (0-based, within it); returns
 --- the id of the part `i..j`.
-function M.split(l, i, j)
-  local h = l.hunk
-  local bs, be, as, ae = h.before.start, h.before["end"], h.after.start, h.after["end"]
+--- Where agent lines `i..j` (0-based, within a hunk of base lines `bs..be` and agent lines
+--- `as..ae`) cut its base: the base lines `b1..b2` that go with them (line for line, the rest
+--- of the base with the last selected line). The recorded review and the one before the write
+--- cut hunks alike.
+local function cut(bs, be, as, ae, i, j)
   local nb, na = be - bs, ae - as
   local b1 = bs + math.min(i, nb)
   local b2 = (j == na - 1) and be or bs + math.min(j + 1, nb)
+  return b1, b2
+end
+
+function M.split(l, i, j)
+  local h = l.hunk
+  local bs, be, as, ae = h.before.start, h.before["end"], h.after.start, h.after["end"]
+  local b1, b2 = cut(bs, be, as, ae, i, j)
   local parts, sel = {}, nil
   local function part(b_from, b_to, a_from, a_to, selected)
     if b_from == b_to and a_from == a_to then
@@ -532,8 +542,70 @@ function M.split(l, i, j)
   return ids[sel]
 end
 
+-- A reject while the agent runs ------------------------------------------------------------
+
+--- The running batch of tool calls (the host's `tool_batch`): the files its edits and writes
+--- change (a set), and whether a call may change any file (a command, an MCP tool); nil when
+--- none runs. `tool_running`: a call of it is running now (between `tool_start` and `tool_end`).
+local batch, tool_running = nil, false
+--- Rejects held until the running call ends: `{ ids, reason }` each.
+local held = {}
+
+--- Whether a reject of `path` must wait for the running call to end: reverting lines under a
+--- running tool would have it build on lines that are no longer there.
+local function must_wait(path)
+  return tool_running and batch ~= nil and (batch.any_file or batch.files[normalize(path)] == true)
+end
+
+local act
+
+--- Applies the rejects held for the running call (a tool boundary, or the run's end).
+local function release()
+  if #held == 0 then
+    return
+  end
+  local list = held
+  held = {}
+  vim.schedule(function()
+    for _, h in ipairs(list) do
+      M.safely(act, "rejected", h.ids, h.reason)
+    end
+  end)
+end
+
+--- The host's `tool_batch`: a batch starts (its files) or ends.
+function M.on_batch(r)
+  if r.running then
+    local files = {}
+    for _, f in ipairs(r.files or {}) do
+      files[normalize(f)] = true
+    end
+    batch = { files = files, any_file = r.any_file == true }
+  else
+    batch, tool_running = nil, false
+    release()
+  end
+end
+
+--- A tool call starts (`true`) or ends: an end is a tool boundary.
+function M.on_tool(running)
+  tool_running = running
+  if not running then
+    release()
+  end
+end
+
+--- Hunk ids whose reject is held now (for the API and the tests).
+function M.held()
+  local out = {}
+  for _, h in ipairs(held) do
+    vim.list_extend(out, h.ids)
+  end
+  return out
+end
+
 --- Keeps or rejects the hunks `ids`: one undo block per buffer.
-local function act(state, ids, reason)
+function act(state, ids, reason)
   local wanted = {}
   for _, id in ipairs(ids) do
     wanted[id] = true
@@ -552,6 +624,15 @@ local function act(state, ids, reason)
   local decisions = {}
   for _, path in ipairs(order) do
     local list = per_buf[path]
+    if state == "rejected" and must_wait(path) then
+      local waiting = vim.tbl_map(function(l)
+        return l.id
+      end, list)
+      held[#held + 1] = { ids = waiting, reason = reason }
+      notify(("%s: the reject waits for the running tool call to end"):format(vim.fn.fnamemodify(path, ":~:.")))
+      fire({ ids = waiting, held = true })
+      list = {}
+    end
     -- Bottom to top, so each change leaves the rows of the others where they are.
     table.sort(list, function(a, b)
       return a.start > b.start
@@ -610,14 +691,200 @@ local function act(state, ids, reason)
   return done
 end
 
+-- Before it is written (`changes.review = "before"`) -------------------------------------------
+
+--- The approvals under review: buffer → `{ r, base, agent, regs, kept, final_newline }`
+--- (`regs`: the change's hunks, base → agent).
+local proposals = {}
+
+function M.before_mode()
+  return config.options.changes.review == "before"
+end
+
+--- The hunks of proposal `p` found in the text of its buffer now, as `locate_file` finds a
+--- call's: `{ id, start, stop, touched, agent, base, now, hunk = { state } }`.
+local function proposal_hunks(buf, p)
+  local current = api.nvim_buf_get_lines(buf, 0, -1, false)
+  local regs = same(p.agent, current) and {} or regions(p.agent, current)
+  local out = {}
+  for idx, h in ipairs(p.regs) do
+    local start, stop, touched = map_range(regs, h[3], h[4])
+    local now = vim.list_slice(current, start + 1, stop)
+    local base = vim.list_slice(p.base, h[1] + 1, h[2])
+    local agent = vim.list_slice(p.agent, h[3] + 1, h[4])
+    local state = p.kept[idx] and "kept" or "pending"
+    if touched and same(now, base) and not same(base, agent) then
+      state = "rejected"
+    end
+    out[#out + 1] = { id = idx, start = start, stop = stop, touched = touched, agent = agent, base = base, now = now, h = h, hunk = { state = state } }
+  end
+  return out
+end
+
+local function draw_proposal(buf)
+  local p = proposals[buf]
+  if p and api.nvim_buf_is_valid(buf) then
+    draw_buffer(buf, proposal_hunks(buf, p))
+  end
+end
+
+--- The pending hunk of the proposal under the cursor (or at `row`).
+local function proposal_hunk_at(buf, row)
+  for _, l in ipairs(proposal_hunks(buf, proposals[buf])) do
+    if l.hunk.state ~= "rejected" then
+      local first, last = l.start + 1, math.max(l.stop, l.start + 1)
+      if l.stop == l.start then
+        first, last = math.max(l.start, 1), math.max(l.start, 1)
+      end
+      if row >= first and row <= last then
+        return l
+      end
+    end
+  end
+end
+
+--- Keeps or rejects in a proposal: the hunk under the cursor, the lines of `range` inside it,
+--- or every hunk (`all`). A reject puts the base lines back in the buffer (one undo block:
+--- `u` brings the agent's lines back); a keep only marks the hunk.
+local function proposal_act(buf, state, range, all)
+  local p = proposals[buf]
+  local list
+  if all then
+    list = vim.tbl_filter(function(l)
+      return l.hunk.state == "pending"
+    end, proposal_hunks(buf, p))
+  else
+    local row = range and range[1] or api.nvim_win_get_cursor(0)[1]
+    list = { proposal_hunk_at(buf, row) }
+  end
+  table.sort(list, function(a, b)
+    return a.start > b.start
+  end)
+  local done = {}
+  for _, l in ipairs(list) do
+    if state == "kept" then
+      p.kept[l.id] = true
+    elseif l.touched and not same(l.now, l.agent) then
+      notify("not rejected, a conflict: you changed these lines; edit them by hand", vim.log.levels.WARN)
+    else
+      local from, to, lines = l.start, l.stop, l.base
+      if range and l.stop > l.start then
+        local i = math.max(range[1] - 1, l.start) - l.start
+        local j = math.min(range[2] - 1, l.stop - 1) - l.start
+        local h = l.h
+        local b1, b2 = cut(h[1], h[2], h[3], h[4], i, j)
+        from, to, lines = l.start + i, l.start + j + 1, vim.list_slice(p.base, b1 + 1, b2)
+      end
+      api.nvim_buf_set_lines(buf, from, to, false, lines)
+    end
+    done[#done + 1] = l.id
+  end
+  draw_proposal(buf)
+  if #done > 0 then
+    fire({ proposal = p.r.id, ids = done, state = state })
+  end
+  return done
+end
+
+--- Allows the reviewed call with the proposal buffer's text (hunks still pending are written
+--- as the agent wrote them) and closes the buffer.
+function M.approve_proposal(buf)
+  buf = buf or api.nvim_get_current_buf()
+  local p = proposals[buf]
+  if not p then
+    return false
+  end
+  local lines = api.nvim_buf_get_lines(buf, 0, -1, false)
+  -- The file's line endings, as the agent's version has them.
+  local eol = (p.r.after or ""):find("\r\n", 1, true) and "\r\n" or "\n"
+  local text = table.concat(lines, eol) .. ((#lines > 0 and p.final_newline) and eol or "")
+  proposals[buf] = nil
+  require("handoff.approvals").approve_reviewed(p.r.id, text)
+  vim.bo[buf].modified = false
+  if api.nvim_buf_is_valid(buf) then
+    pcall(api.nvim_buf_delete, buf, { force = true })
+  end
+  return true
+end
+
+--- Opens the change an `edit` or `write` approval proposes (`r.before`, `r.after`) for review
+--- hunk by hunk, in a new tab: a buffer holding the agent's version, its hunks drawn, the
+--- review's keys; `:w` allows the call with what the buffer holds, the chat's answers still
+--- work (allow: all of it; reject: none).
+function M.open_proposal(r)
+  if not (r.before or r.after) then
+    return nil
+  end
+  local base, agent = changes.lines_of(r.before or ""), changes.lines_of(r.after or "")
+  vim.cmd("tabnew")
+  local buf = api.nvim_get_current_buf()
+  vim.bo[buf].buftype = "acwrite"
+  vim.bo[buf].bufhidden = "wipe"
+  vim.bo[buf].swapfile = false
+  local levels = vim.bo[buf].undolevels
+  vim.bo[buf].undolevels = -1
+  api.nvim_buf_set_lines(buf, 0, -1, false, agent)
+  vim.bo[buf].undolevels = levels
+  vim.bo[buf].filetype = vim.filetype.match({ filename = r.path or "" }) or ""
+  pcall(api.nvim_buf_set_name, buf, ("handoff://%s/review"):format(r.id))
+  vim.bo[buf].modified = false
+  proposals[buf] = {
+    r = r,
+    base = base,
+    agent = agent,
+    regs = regions(base, agent),
+    kept = {},
+    final_newline = (r.after or ""):sub(-1) == "\n",
+  }
+  api.nvim_create_autocmd("BufWriteCmd", {
+    buffer = buf,
+    callback = function()
+      M.safely(M.approve_proposal, buf)
+    end,
+  })
+  api.nvim_buf_attach(buf, false, {
+    on_lines = function()
+      if not proposals[buf] then
+        return true
+      end
+      vim.schedule(function()
+        draw_proposal(buf)
+      end)
+    end,
+  })
+  require("handoff.keymaps").review_buffer(buf)
+  draw_proposal(buf)
+  return buf
+end
+
+--- The approval `id` ended another way (answered in the chat, withdrawn): its review closes.
+function M.close_proposal(id)
+  for buf, p in pairs(proposals) do
+    if p.r.id == id then
+      proposals[buf] = nil
+      if api.nvim_buf_is_valid(buf) then
+        pcall(api.nvim_buf_delete, buf, { force = true })
+      end
+    end
+  end
+end
+
 --- `require("handoff").keep(id_or_ids)`: keeps hunks (no id: the one under the cursor).
 function M.keep(what, range)
+  local buf = api.nvim_get_current_buf()
+  if what == nil and proposals[buf] then
+    return proposal_act(buf, "kept", range)
+  end
   return act("kept", resolve(what, range))
 end
 
 --- `require("handoff").reject(id_or_ids, reason?)`: rejects hunks, their lines back to what
 --- they were before their call (no id: the one under the cursor).
 function M.reject(what, reason, range)
+  local buf = api.nvim_get_current_buf()
+  if what == nil and proposals[buf] then
+    return proposal_act(buf, "rejected", range)
+  end
   return act("rejected", resolve(what, range), reason)
 end
 
@@ -634,15 +901,47 @@ local function pending_ids()
 end
 
 function M.keep_all()
+  local buf = api.nvim_get_current_buf()
+  if proposals[buf] then
+    return proposal_act(buf, "kept", nil, true)
+  end
   return act("kept", pending_ids())
 end
 
 function M.reject_all(reason)
+  local buf = api.nvim_get_current_buf()
+  if proposals[buf] then
+    return proposal_act(buf, "rejected", nil, true)
+  end
   return act("rejected", pending_ids(), reason)
 end
 
 --- The next (or previous) pending hunk, across files; wraps around.
 function M.jump(forward)
+  local here_buf = api.nvim_get_current_buf()
+  if proposals[here_buf] then
+    -- In a review before the write: its own hunks, top to bottom.
+    local rows = {}
+    for _, l in ipairs(proposal_hunks(here_buf, proposals[here_buf])) do
+      if l.hunk.state == "pending" then
+        rows[#rows + 1] = math.max(l.stop > l.start and l.start + 1 or l.start, 1)
+      end
+    end
+    table.sort(rows)
+    local row = api.nvim_win_get_cursor(0)[1]
+    local pick = forward and rows[1] or rows[#rows]
+    for i = 1, #rows do
+      local r = forward and rows[i] or rows[#rows + 1 - i]
+      if (forward and r > row) or (not forward and r < row) then
+        pick = r
+        break
+      end
+    end
+    if pick then
+      api.nvim_win_set_cursor(0, { pick, 0 })
+    end
+    return pick ~= nil
+  end
   local list = vim.tbl_filter(function(l)
     return l.hunk.state == "pending"
   end, M.located())
@@ -777,6 +1076,8 @@ end
 --- A new session (switch, resume, handoff): its own review.
 function M.reset()
   M.calls, M.conflicts, located_cache = {}, {}, {}
+  -- Rejects held for the old session's running call are its own.
+  held, batch, tool_running = {}, nil, false
   for buf in pairs(actions) do
     actions[buf] = nil
   end

@@ -49,7 +49,7 @@
 ---@field reasoning_effort? boolean Whether the model takes `reasoning_effort` (OpenAI-compatible servers; over openai-responses: whether the model reasons); default: on for OpenAI's o-series and gpt-5, off elsewhere.
 
 ---@class handoff.Config.changes
----@field review? "after"|"off" "after": the agent's changes land and stay pending, hunk by hunk, until kept or rejected (|handoff-hunks|); "off": not shown for review.
+---@field review? "after"|"before"|"off" "after": the agent's changes land and stay pending, hunk by hunk, until kept or rejected (|handoff-hunks|); "before": an edit's or write's approval is reviewed hunk by hunk and only the kept lines are written (|handoff-hunks-before|); "off": not shown for review.
 
 ---@class handoff.Config.layout
 ---@field position? "right"|"left"|"bottom"|"top"|"tab" Where the chat opens.
@@ -289,10 +289,10 @@ return {
     },
     {
       key = "changes.review",
-      type = { kind = "one_of", values = { "after", "off" } },
+      type = { kind = "one_of", values = { "after", "before", "off" } },
       default = "after",
-      accepts = "one of \"after\", \"off\"",
-      doc = "\"after\": the agent's changes land and stay pending, hunk by hunk, until kept or rejected (|handoff-hunks|); \"off\": not shown for review.",
+      accepts = "one of \"after\", \"before\", \"off\"",
+      doc = "\"after\": the agent's changes land and stay pending, hunk by hunk, until kept or rejected (|handoff-hunks|); \"before\": an edit's or write's approval is reviewed hunk by hunk and only the kept lines are written (|handoff-hunks-before|); \"off\": not shown for review.",
     },
     {
       key = "resume_last",

@@ -109,6 +109,16 @@ impl FileAccess for EditorFiles {
         self.write_through(path, bytes).await.map(drop)
     }
 
+    /// The files of Neovim's loaded buffers. The call runs in a task of its own (see
+    /// `write_through_buffer`); no editor, or no answer: none.
+    async fn open_files(&self) -> Vec<PathBuf> {
+        let Some(nvim) = self.nvim.get().cloned() else { return Vec::new() };
+        let call = tokio::spawn(async move { nvim.exec_lua("return require('handoff.files').loaded()", Vec::new()).await });
+        let Ok(Ok(reply)) = call.await else { return Vec::new() };
+        let names: Vec<String> = protocol::decode("the editor's open files", &reply).unwrap_or_default();
+        names.into_iter().map(PathBuf::from).collect()
+    }
+
     /// Writes through the buffer holding the file (`true`: read back, as its `:write` runs the
     /// user's BufWritePre formatters): text only; anything else, and any file no buffer holds,
     /// to the disk (`false`).

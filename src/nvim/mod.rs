@@ -34,6 +34,7 @@
 //! | `handoff_commit`| notification | `text`                       | review mode: start the new session with the text as written |
 //! | `handoff_discard`| notification | —                           | review mode: discard the document    |
 //! | `approve`       | notification | `id`, `decision`, `reason?`  | answers a tool call waiting in the chat |
+//! | `approve_reviewed` | notification | `id`, `text`             | allows an edit/write with the file as the user kept its hunks (`changes.review = "before"`) |
 //! | `resume`        | notification | `path`                       | loads and switches in the background (`session_switch` + `transcript` follow) |
 //! | `view_session`  | notification | `path`, `limit?`             | reads any session file in the background, without switching to it: a `session_view` record follows |
 //! | `sessions`      | notification | —                            | lists the cwd's sessions in the background: a `sessions` record follows, in the picker's order (chains of handoffs, [`protocol::SessionListItem`]) |
@@ -433,8 +434,8 @@ impl Host {
                 calls
                     .into_iter()
                     .map(|c| protocol::ReviewCallItem {
-                        before_file: c.before.as_deref().map(|b| review.blob_path(b).to_string_lossy().into_owned()),
-                        after_file: review.blob_path(&c.after).to_string_lossy().into_owned(),
+                        before_file: c.before_path().map(|p| p.to_string_lossy().into_owned()),
+                        after_file: c.after_path().to_string_lossy().into_owned(),
                         call_id: c.call_id,
                         tool: c.tool,
                         entry_id: c.entry_id,
@@ -816,6 +817,11 @@ impl Host {
                 let decision = decision.decision(reason);
                 if !self.inner.approvals.answer(&id, decision) {
                     tracing::info!(%id, "an answer for no waiting request (answered before, or withdrawn)");
+                }
+            }
+            Notification::ApproveReviewed { id, text } => {
+                if !self.inner.approvals.answer(&id, crate::core::tools::consent::Decision::AllowReviewed { text }) {
+                    tracing::info!(%id, "a reviewed answer for no waiting request (answered before, or withdrawn)");
                 }
             }
             Notification::Abort => {

@@ -140,6 +140,9 @@ pub enum Notification {
     HandoffCommit { text: String },
     HandoffDiscard,
     Approve { id: String, decision: crate::core::tools::consent::Answer, reason: Option<String> },
+    /// `changes.review = "before"`: allow an edit or write with the file's text as the user
+    /// kept its hunks.
+    ApproveReviewed { id: String, text: String },
     Resume { path: PathBuf },
     ViewSession { path: PathBuf, limit: Option<usize> },
     /// The sessions of the working directory, listed in a task: a `sessions` record brings them.
@@ -247,6 +250,10 @@ impl Notification {
             "approve" => {
                 let (id, decision, reason) = args(method, a, 3)?;
                 Notification::Approve { id, decision, reason }
+            }
+            "approve_reviewed" => {
+                let (id, text) = args(method, a, 2)?;
+                Notification::ApproveReviewed { id, text }
             }
             "resume" => {
                 let (path,) = args(method, a, 1)?;
@@ -822,6 +829,13 @@ pub enum Record {
     },
     /// A change was split into hunks for review: the editor asks for the `review` again.
     Hunks {},
+    /// The running tool calls (see `AgentEvent::ToolBatch`): a reject of one of their files
+    /// waits for the running call's end.
+    ToolBatch {
+        running: bool,
+        files: Vec<String>,
+        any_file: bool,
+    },
     /// The pins changed: all of them, in order (the chat shows them under its header).
     Pins {
         pins: Vec<String>,

@@ -325,6 +325,11 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
         AgentEvent::TodosChanged { todos } => Record::Todos { todos: todos.clone() },
         AgentEvent::PinsChanged { pins } => Record::Pins { pins: pins.clone() },
         AgentEvent::HunksChanged => Record::Hunks {},
+        AgentEvent::ToolBatch { running, files, any_file } => Record::ToolBatch {
+            running: *running,
+            files: files.iter().map(|f| f.to_string_lossy().into_owned()).collect(),
+            any_file: *any_file,
+        },
         AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args, .. } => {
             Record::ToolStart {
                 id: tool_call_id.clone(),

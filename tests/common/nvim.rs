@@ -129,6 +129,18 @@ impl Editor {
     async fn launch(provider: Option<Value>, with_plugin: bool) -> Editor {
         let mock = MockServer::start().await.expect("mock server");
         let dir = tempfile::tempdir().expect("tempdir");
+        Self::launch_in(provider, with_plugin, mock, dir).await
+    }
+
+    /// Quits Neovim and starts it again in the same folders (sessions, work folder) with the
+    /// same mock, set up as `start` does: a restart of the editor.
+    pub async fn restart(mut self) -> Editor {
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.nvim.command("qa!")).await;
+        let _ = tokio::time::timeout(Duration::from_secs(3), self.child.wait()).await;
+        Self::launch_in(None, true, self.mock, self.dir).await
+    }
+
+    async fn launch_in(provider: Option<Value>, with_plugin: bool, mock: MockServer, dir: tempfile::TempDir) -> Editor {
         let root = env!("CARGO_MANIFEST_DIR");
         for sub in ["config", "data", "state", "cache", "work"] {
             std::fs::create_dir_all(dir.path().join(sub)).unwrap();

@@ -179,6 +179,11 @@ pub enum AgentEvent {
     /// A change was split into hunks for review (the review's calls are in the session's side
     /// folder).
     HunksChanged,
+    /// The tool calls of one assistant message start (`running`), or have all ended: the files
+    /// their edits and writes change, and whether one of them (a command, an MCP tool) may
+    /// change any file. The review holds a reject of such a file until the running call ends.
+    #[serde(rename_all = "camelCase")]
+    ToolBatch { running: bool, files: Vec<std::path::PathBuf>, any_file: bool },
     /// The user's pins changed (`/pin`, `/unpin`): all of them, in order.
     PinsChanged { pins: Vec<String> },
     /// A handoff starts; `auto`: the host started it at the wall (where, and the figures).

@@ -13,6 +13,9 @@
 //! Before an `edit` or `write` runs, the file's content is read (unless the session keeps its
 //! original already); when the call succeeds, that content is kept beside the session as the
 //! file's original (see `session::changes`), which the session's changes are shown against.
+//! Before a `bash` command, the files the host can know the content of are read the same way
+//! ([`AgentSession::watched_by_commands`]); those the command changed are kept and reviewed
+//! like an edit's, attributed to the command.
 
 use std::io::ErrorKind;
 use std::path::PathBuf;
@@ -25,7 +28,7 @@ use super::events::live_tail;
 use super::{AgentError, AgentEvent, AgentSession, Level, Notice, RunResult};
 use crate::core::message::{now_millis, Message};
 use crate::core::provider::ToolCall;
-use crate::core::session::review::CallOf;
+use crate::core::session::review::{self, CallOf, HunkState, ReviewedCall};
 use crate::core::session::{todos, Before, SessionError};
 use crate::core::sync::lock;
 use crate::core::sandbox::protected::Protected;
@@ -68,6 +71,24 @@ struct Capture {
     before: Before,
 }
 
+/// What a call may change, as it was before the call.
+enum Captured {
+    /// The one file of an `edit` or `write`: kept when the call succeeds.
+    File(Capture),
+    /// An `edit` or `write` reviewed before it was written: kept, its hunks recorded as kept.
+    Reviewed(Capture),
+    /// The files a command may have changed (see [`AgentSession::watched_by_commands`]): those
+    /// it did change are kept, whether the command succeeded or not.
+    Command(Vec<Capture>),
+}
+
+/// Files read before each command, at most (the editor's open files first).
+const MAX_WATCHED_BY_COMMANDS: usize = 512;
+/// A larger file is not read before a command (nor reviewed when one changes it).
+const MAX_WATCHED_BYTES: u64 = 4 << 20;
+/// Bytes read before one command at most, all files together: past it, the rest are not read.
+const MAX_WATCHED_TOTAL: u64 = 64 << 20;
+
 /// How the tool calls of a message ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ToolsOutcome {
@@ -106,6 +127,28 @@ impl AgentSession {
         cancel: &CancellationToken,
         result: &mut RunResult,
     ) -> Result<ToolsOutcome, AgentError> {
+        self.emit(self.batch_of(&calls));
+        let outcome = self.run_batch(calls, cancel, result).await;
+        self.emit(AgentEvent::ToolBatch { running: false, files: Vec::new(), any_file: false });
+        outcome
+    }
+
+    /// What the calls of a batch may change (see [`AgentEvent::ToolBatch`]).
+    fn batch_of(&self, calls: &[ToolCall]) -> AgentEvent {
+        let cwd = self.session().cwd().to_path_buf();
+        let mut files = Vec::new();
+        let mut any_file = false;
+        for call in calls {
+            let args = call.arguments.as_ref().map(|m| Value::Object(m.clone())).unwrap_or_default();
+            match tools::changed_path(&call.name, &args, &cwd) {
+                Some(path) => files.push(path),
+                None => any_file |= matches!(tools::kind_of(&call.name), Some(ToolKind::Execute | ToolKind::Mcp)),
+            }
+        }
+        AgentEvent::ToolBatch { running: true, files, any_file }
+    }
+
+    async fn run_batch(&self, calls: Vec<ToolCall>, cancel: &CancellationToken, result: &mut RunResult) -> Result<ToolsOutcome, AgentError> {
         let mut outcome = ToolsOutcome::Continue;
         for call in calls {
             if outcome != ToolsOutcome::Continue || cancel.is_cancelled() {
@@ -134,7 +177,7 @@ impl AgentSession {
 
     /// One call: its arguments, its output (`None`: the user cancelled the turn), and what the
     /// changed file held before (edit and write).
-    async fn run_one(&self, call: &ToolCall, cancel: &CancellationToken) -> (Value, Option<ToolOutput>, Option<Capture>) {
+    async fn run_one(&self, call: &ToolCall, cancel: &CancellationToken) -> (Value, Option<ToolOutput>, Option<Captured>) {
         let args = match &call.arguments {
             Ok(map) => Value::Object(map.clone()),
             Err(malformed) => {
@@ -163,6 +206,8 @@ impl AgentSession {
         // The preview the approval showed, carried on `ToolExecutionStart` (never worked out
         // twice; an edit that was not asked about is previewed there).
         let previewed: std::sync::Mutex<Option<Box<Preview>>> = std::sync::Mutex::new(None);
+        // The file's text as the user kept the change (`changes.review = "before"`).
+        let mut reviewed: Option<String> = None;
         if let Some(tool) = &tool {
             // What the tool says of the call: the front ends show it as it is.
             let request = async {
@@ -201,11 +246,15 @@ impl AgentSession {
             };
             match verdict {
                 Verdict::Run => {}
+                Verdict::RunReviewed(text) => reviewed = Some(text),
                 Verdict::Refuse(text) => return (args, Some(ToolOutput::error(text)), None),
                 Verdict::Cancel => return (args, None, None),
             }
         }
         let asked_preview = lock(&previewed).take();
+        if let Some(text) = reviewed {
+            return self.write_reviewed(call, args, &text, asked_preview.as_deref(), &ctx).await;
+        }
         let preview = match (asked_preview, &tool) {
             (Some(preview), _) => Some(preview),
             (None, Some(tool)) if tool.activity() == tools::Activity::Edit => tool.preview(&args, &ctx).await.map(Box::new),
@@ -266,7 +315,7 @@ impl AgentSession {
             () = cancel.cancelled() => Decision::Cancel,
         };
         match decision {
-            Decision::Allow | Decision::Always => {
+            Decision::Allow | Decision::Always | Decision::AllowReviewed { .. } => {
                 if decision == Decision::Always {
                     self.grants.remember(OUTSIDE_THE_SANDBOX, key);
                 }
@@ -281,6 +330,46 @@ impl AgentSession {
             Decision::Reject { .. } => (args, Some(output), capture),
             Decision::Cancel => (args, None, capture),
         }
+    }
+
+    /// An `edit` or `write` the user reviewed hunk by hunk before it was written: the file gets
+    /// `text` (what the user kept, through the `write` tool: the same checks, buffers and read
+    /// back), and the model's result names the places of its version that were not written.
+    /// Its hunks are recorded as kept (they were reviewed).
+    async fn write_reviewed(
+        &self,
+        call: &ToolCall,
+        args: Value,
+        text: &str,
+        preview: Option<&Preview>,
+        ctx: &ToolContext,
+    ) -> (Value, Option<ToolOutput>, Option<Captured>) {
+        let Some(path) = tools::changed_path(&call.name, &args, &ctx.cwd) else {
+            return (args, Some(ToolOutput::error("The reviewed change names no file: nothing was written.")), None);
+        };
+        self.emit(AgentEvent::ToolExecutionStart { tool_call_id: call.id.clone(), tool_name: call.name.clone(), args: args.clone(), preview: None });
+        let capture = match self.capture_before(ToolName::Write.as_str(), &args, ctx).await {
+            Some(Captured::File(c)) => Some(Captured::Reviewed(c)),
+            _ => None,
+        };
+        let write = serde_json::json!({ "path": path.to_string_lossy(), "content": text });
+        let written = self.tools.execute(ToolName::Write.as_str(), write, ctx).await;
+        if written.is_error {
+            return (args, Some(written), capture);
+        }
+        let name = path.strip_prefix(&ctx.cwd).unwrap_or(&path).display().to_string();
+        let proposed = preview.map(|p| p.after.as_bytes()).unwrap_or_default();
+        let left_out: Vec<String> =
+            review::split_hunks(proposed, text.as_bytes()).into_iter().map(|(yours, _)| review::line_span(yours)).collect();
+        let said = if left_out.is_empty() {
+            format!("The user reviewed this change hunk by hunk before it was written and kept all of it: {name} holds your version.")
+        } else {
+            format!(
+                "The user reviewed this change hunk by hunk before it was written and kept only part of it: in {name}, these places of your version were not written: {}. They hold what was there before (or the user's own text). Read the file again before editing it.",
+                left_out.join("; ")
+            )
+        };
+        (args, Some(ToolOutput::text(said, Value::Null)), capture)
     }
 
     /// Where a call of `name` runs: bash in the sandbox when it is on, can be enforced, and was
@@ -368,6 +457,7 @@ impl AgentSession {
             }
             Decision::Reject { reason } => Verdict::Refuse(consent::rejected_text(reason.as_deref())),
             Decision::Cancel => Verdict::Cancel,
+            Decision::AllowReviewed { text } => Verdict::RunReviewed(text),
         }
     }
 
@@ -384,8 +474,12 @@ impl AgentSession {
 
     /// What the file an edit or write call changes holds now, through the front end's file
     /// access (so what the editor shows): every call's baseline, read even when the session
-    /// keeps the file's original already.
-    async fn capture_before(&self, name: &str, args: &Value, ctx: &ToolContext) -> Option<Capture> {
+    /// keeps the file's original already. For `bash`: the files it may change that the host
+    /// can know ([`Self::watched_by_commands`]).
+    async fn capture_before(&self, name: &str, args: &Value, ctx: &ToolContext) -> Option<Captured> {
+        if name == ToolName::Bash.as_str() {
+            return Some(Captured::Command(self.watched_by_commands(ctx).await));
+        }
         let path = tools::changed_path(name, args, &ctx.cwd)?;
         let before = match ctx.files.read(&path).await {
             Ok(bytes) => Before::Content(bytes),
@@ -396,7 +490,41 @@ impl AgentSession {
                 return None;
             }
         };
-        Some(Capture { path, before })
+        Some(Captured::File(Capture { path, before }))
+    }
+
+    /// The files whose content before a command the host reads, so that what the command
+    /// changes in them is reviewed against it: the files open in the front end (Neovim's loaded
+    /// buffers), then the files the session's review knows (the agent changed them before).
+    /// There is no walk of the project: a file in neither list (one the command creates, or
+    /// one nobody opened or changed before) is not seen. At most [`MAX_WATCHED_BY_COMMANDS`]
+    /// files of at most [`MAX_WATCHED_BYTES`] each, [`MAX_WATCHED_TOTAL`] in all, read from the
+    /// disk on a blocking thread.
+    async fn watched_by_commands(&self, ctx: &ToolContext) -> Vec<Capture> {
+        let mut paths = ctx.files.open_files().await;
+        match self.review().calls() {
+            Ok(calls) => paths.extend(calls.into_iter().map(|c| c.path)),
+            Err(e) => tracing::warn!("cannot read the review's files before a command: {e}"),
+        }
+        let mut seen = std::collections::HashSet::new();
+        paths.retain(|p| p.is_absolute() && seen.insert(p.clone()));
+        paths.truncate(MAX_WATCHED_BY_COMMANDS);
+        let read = tokio::task::spawn_blocking(move || {
+            let mut total = 0u64;
+            paths
+                .into_iter()
+                .filter_map(|path| {
+                    let meta = std::fs::metadata(&path).ok().filter(|m| m.is_file() && m.len() <= MAX_WATCHED_BYTES)?;
+                    if total + meta.len() > MAX_WATCHED_TOTAL {
+                        return None;
+                    }
+                    let bytes = std::fs::read(&path).ok().filter(|b| b.len() as u64 == meta.len())?;
+                    total += meta.len();
+                    Some(Capture { path, before: Before::Content(bytes) })
+                })
+                .collect()
+        });
+        read.await.unwrap_or_default()
     }
 
     /// Keeps the original of a file a call changed (its first change in the session), or moves
@@ -418,7 +546,7 @@ impl AgentSession {
     /// Splits a successful change into pending hunks against the file as it was before this
     /// call (the review). The file is read from the disk, where the tool just wrote it. A
     /// failure is told, never fatal: the change itself is done.
-    fn record_for_review(&self, capture: &Capture, call: &ToolCall, entry_id: &str) {
+    fn record_for_review(&self, capture: &Capture, call: &ToolCall, entry_id: &str) -> Option<ReviewedCall> {
         let recorded = std::fs::read(&capture.path).map_err(|source| SessionError::Io { path: capture.path.clone(), source }).and_then(
             |after| {
                 let of = CallOf { call_id: &call.id, tool: &call.name, entry_id, path: &capture.path };
@@ -426,14 +554,18 @@ impl AgentSession {
             },
         );
         match recorded {
-            Ok(Some(_)) => self.emit(AgentEvent::HunksChanged),
-            Ok(None) => {}
+            Ok(Some(recorded)) => {
+                self.emit(AgentEvent::HunksChanged);
+                Some(recorded)
+            }
+            Ok(None) => None,
             Err(e) => {
                 tracing::error!(path = %capture.path.display(), "cannot record the change for review: {e}");
                 self.emit(AgentEvent::Notice(Notice::new(
                     Level::Warn,
                     format!("The agent's change to {} could not be kept for review ({e})", capture.path.display()),
                 )));
+                None
             }
         }
     }
@@ -444,7 +576,7 @@ impl AgentSession {
         call: &ToolCall,
         args: &Value,
         output: ToolOutput,
-        capture: Option<Capture>,
+        capture: Option<Captured>,
         result: &mut RunResult,
     ) -> Result<(), AgentError> {
         let is_error = output.is_error;
@@ -458,9 +590,36 @@ impl AgentSession {
         });
         self.emit(AgentEvent::MessageStart { message: message.clone() });
         let entry_id = self.commit_message(&message, result, true)?;
-        if let Some(capture) = capture.filter(|_| !is_error) {
-            self.keep_original(&capture, &entry_id);
-            self.record_for_review(&capture, call, &entry_id);
+        match capture {
+            Some(Captured::File(capture)) if !is_error => {
+                self.keep_original(&capture, &entry_id);
+                self.record_for_review(&capture, call, &entry_id);
+            }
+            Some(Captured::Reviewed(capture)) if !is_error => {
+                self.keep_original(&capture, &entry_id);
+                if let Some(recorded) = self.record_for_review(&capture, call, &entry_id) {
+                    let kept: Vec<review::Decision> = recorded
+                        .hunks
+                        .iter()
+                        .map(|h| review::Decision { id: h.id, state: HunkState::Kept, reason: None, edited: false })
+                        .collect();
+                    match self.review().decide(&kept) {
+                        Ok(_) => self.emit(AgentEvent::HunksChanged),
+                        Err(e) => tracing::error!("cannot mark the reviewed change kept: {e}"),
+                    }
+                }
+            }
+            // A command that failed may have changed files all the same.
+            Some(Captured::Command(captures)) => {
+                for capture in captures {
+                    let Before::Content(before) = &capture.before else { continue };
+                    if std::fs::read(&capture.path).is_ok_and(|now| now != *before) {
+                        self.keep_original(&capture, &entry_id);
+                        self.record_for_review(&capture, call, &entry_id);
+                    }
+                }
+            }
+            _ => {}
         }
         // The list changed once its result is stored (`todos()` reads it from there), by the
         // session's rule for which results set it.

@@ -182,10 +182,10 @@ pub fn tool_names() -> Vec<&'static str> {
 }
 
 /// `consent::Level`'s serde names.
-/// When the agent's changes are reviewed hunk by hunk (`changes.review`): after they land, or
-/// not at all.
+/// When the agent's changes are reviewed hunk by hunk (`changes.review`): after they land, in
+/// the approval before they are written, or not at all.
 pub fn review_modes() -> Vec<&'static str> {
-    vec!["after", "off"]
+    vec!["after", "before", "off"]
 }
 
 pub fn policy_names() -> Vec<&'static str> {
@@ -316,7 +316,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting::lua("log_file", Type::Path, DefaultValue::Unset,
         "The host's log file (nil: stdpath(\"log\") .. \"/handoff.log\")."),
     Setting::lua("changes.review", Type::OneOf(review_modes), DefaultValue::Text("after"),
-        "\"after\": the agent's changes land and stay pending, hunk by hunk, until kept or rejected (|handoff-hunks|); \"off\": not shown for review."),
+        "\"after\": the agent's changes land and stay pending, hunk by hunk, until kept or rejected (|handoff-hunks|); \"before\": an edit's or write's approval is reviewed hunk by hunk and only the kept lines are written (|handoff-hunks-before|); \"off\": not shown for review."),
     Setting::lua("resume_last", Type::Bool, DefaultValue::Bool(false),
         "Continue the newest session of the working directory instead of starting a new one."),
     Setting::lua("models", Type::List(&Type::Text), DefaultValue::Empty,

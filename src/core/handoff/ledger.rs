@@ -96,6 +96,8 @@ pub fn of_handoff(parts: &[Part], text: &str, carried: &Carried, pins: usize) ->
             facts: carried.facts.counts(),
             user_words: usize::from(carried.words.task.is_some()) + usize::from(carried.words.latest.is_some()),
             pins,
+            // The review's count is the session's, not the branch's: `handoff::ledger_of` adds it.
+            ..CarriedShare::default()
         },
         ..Ledger::default()
     };

@@ -22,6 +22,7 @@ use crate::core::failure::FailureKind;
 /// (the agent layer imports nothing from here).
 pub use crate::core::agent::events::{HandoffOutcome, Refusal};
 use crate::core::message::{Message, StopReason};
+use crate::core::session::review::{Review, Unreviewed};
 use crate::core::session::{self, file, mark_handoff_request, paths, SessionError, SessionManager};
 
 /// The instruction sent to the model (our wording; the six sections are the contract).
@@ -319,10 +320,20 @@ pub struct NewSession {
 /// ones read with the facts, unless the branch moved on since (a prompt during a review).
 fn ledger_of(session: &SessionManager, text: &str, carried: &Carried) -> session::ledger::Ledger {
     let pins = session.pins().len();
-    if carried.parts_leaf.as_deref() == session.leaf_id() {
-        return ledger::of_handoff(&carried.parts, text, carried, pins);
+    let mut ledger = if carried.parts_leaf.as_deref() == session.leaf_id() {
+        ledger::of_handoff(&carried.parts, text, carried, pins)
+    } else {
+        ledger::of_handoff(&ledger::Part::of_branch(&session.get_branch(None)), text, carried, pins)
+    };
+    // The hunks not reviewed yet, which the new session is handed (`Review::hand_over`).
+    match Review::of_session(session.path()).unreviewed() {
+        Ok(calls) => {
+            let counted = Unreviewed::of(&calls);
+            ledger.carried.unreviewed = session::ledger::UnreviewedShare { hunks: counted.hunks, files: counted.files };
+        }
+        Err(e) => tracing::warn!("cannot read the review for the handoff's ledger: {e}"),
     }
-    ledger::of_handoff(&ledger::Part::of_branch(&session.get_branch(None)), text, carried, pins)
+    ledger
 }
 
 /// Writes the document as `handoff.md` beside the new session file (0600 in a 0700 folder, synced
@@ -638,6 +649,9 @@ fn start_new_session(hold: &Hold, agent: &AgentSession, text: &str, carried: &Ca
     let written = (|| {
         // Gap (no model entries): carry the model and thinking level over.
         agent.carry_settings(&mut next)?;
+        // The hunks not reviewed yet stay offered: the new session's review names them, their
+        // states stay where they were recorded.
+        Review::of_session(&parent_session).hand_over(&Review::of_session(next.path()))?;
         // The user's pins, as they are: every handoff of the chain carries them whole, the
         // document never has to.
         if !pins.is_empty() {

@@ -1,4 +1,5 @@
-//! The files the agent changed in a session (its successful `edit` and `write` calls), each with
+//! The files the agent changed in a session (its successful `edit` and `write` calls, and what its
+//! commands changed in files the host watched), each with
 //! its content from before the agent's first change to it in that session.
 //!
 //! Kept beside the session file, in its side folder, so that they survive restarts and resumes:
@@ -7,7 +8,9 @@
 //! folders, like the session itself; the index is replaced atomically. A new session (a
 //! handoff's too) has a side folder of its own, so it starts a new set.
 //!
-//! Changes made by `bash` commands are not known here.
+//! Changes made by `bash` commands are recorded here when the tool loop read the file before the
+//! command (`agent::tool_loop`'s `watched_by_commands`: the editor's open files and the files
+//! the review knows).
 
 use std::path::{Path, PathBuf};
 

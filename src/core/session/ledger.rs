@@ -29,6 +29,16 @@ pub struct CarriedShare {
     pub user_words: usize,
     /// The user's pins, carried byte for byte.
     pub pins: usize,
+    /// The agent's changes not reviewed yet, which the new session offers (`session::review`).
+    pub unreviewed: UnreviewedShare,
+}
+
+/// Hunks not reviewed yet at the handoff, and the files they are in.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct UnreviewedShare {
+    pub hunks: usize,
+    pub files: usize,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,6 +162,14 @@ impl Ledger {
         }
         let mut lines = vec![format!("carried: {}", carried.join("; "))];
         lines.push(format!("dropped: {}", if dropped.is_empty() { "nothing".to_string() } else { dropped.join("; ") }));
+        let u = &c.unreviewed;
+        if u.hunks > 0 {
+            lines.push(format!(
+                "{} in {} not reviewed (the new session offers them)",
+                plural(u.hunks, "hunk", "hunks"),
+                plural(u.files, "file", "files")
+            ));
+        }
         lines
     }
 
@@ -197,6 +215,10 @@ mod tests {
         let lines = ledger.lines();
         assert_eq!(lines[0], "carried: the document (0 sections, 0 tokens); facts: 2 commands, 4 files read; 1 pin");
         assert_eq!(lines[1], "dropped: 23 tool results (41k tokens: bash 23)");
+        assert_eq!(lines.len(), 2, "no line for the review when nothing is unreviewed");
+        let mut with_hunks = ledger.clone();
+        with_hunks.carried.unreviewed = UnreviewedShare { hunks: 3, files: 2 };
+        assert_eq!(with_hunks.lines()[2], "3 hunks in 2 files not reviewed (the new session offers them)");
         let round = serde_json::json!({ DETAILS_KEY: ledger.clone() });
         assert_eq!(Ledger::of_details(&round), Some(ledger));
     }

@@ -2,8 +2,9 @@
 //! rejected): the durable half of the review (the editor's half, which finds each hunk in the
 //! text as it is now and changes the buffer, is `lua/handoff/review.lua`).
 //!
-//! Each successful `edit` or `write` call is split into hunks against the file as it was before
-//! *that* call (its own baseline), so rejecting a hunk restores that call's lines and never an
+//! Each successful `edit` or `write` call (and each `bash` command, for the files the tool loop
+//! read before it) is split into hunks against the file as it was before *that* call (its own
+//! baseline), so rejecting a hunk restores that call's lines and never an
 //! earlier call's kept work. A call keeps both versions of its file, content-addressed, so the
 //! editor can find each hunk in the text of today (a diff of the call's result against it).
 //!
@@ -11,6 +12,13 @@
 //! `<side dir>/review/index.json` lists the calls and their hunks, `<side dir>/review/blobs/<sha256>`
 //! holds each version's bytes. Files are 0600 in 0700 folders, like the session itself; the
 //! index is replaced atomically. pi never reads the side folder, so it still resumes the session.
+//!
+//! A handoff hands the calls with hunks not reviewed yet to the new session ([`Review::hand_over`]):
+//! the new session's index names them (the review folder that owns them and their entries), and
+//! every read and decision goes to that owner. So a hunk's state has one home: deciding it in
+//! the new session, or after `/back` in the old one, is the same fact. Ids stay unique along a
+//! chain: the new session counts on from the old one's next id, and the old one jumps a block
+//! ahead ([`ID_BLOCK`]), so what either records later never meets the other's ids.
 
 use std::path::{Path, PathBuf};
 
@@ -27,6 +35,9 @@ pub const REVIEW_DIR: &str = "review";
 const INDEX_FILE: &str = "index.json";
 const BLOBS_DIR: &str = "blobs";
 const INDEX_VERSION: u32 = 1;
+/// How far a session's ids jump when it hands calls over (see the module's doc): room for the
+/// new session's own ids before the old one's later ones.
+const ID_BLOCK: u64 = 1 << 24;
 /// The `customType` of the note that tells the model what the user rejected.
 pub const NOTE_CUSTOM_TYPE: &str = "handoff_review";
 
@@ -109,6 +120,31 @@ pub struct ReviewedCall {
     /// When it was recorded (ms since the epoch).
     pub recorded: i64,
     pub hunks: Vec<Hunk>,
+    /// The review folder that owns it (its blobs and its states): the session's own, or the
+    /// one a handoff inherited it from. Set as it is read, never stored.
+    #[serde(skip)]
+    pub owner: PathBuf,
+}
+
+impl ReviewedCall {
+    /// The file holding its content before the call (`None`: the call created it).
+    pub fn before_path(&self) -> Option<PathBuf> {
+        self.before.as_deref().map(|b| self.owner.join(BLOBS_DIR).join(b))
+    }
+
+    /// The file holding its content after the call.
+    pub fn after_path(&self) -> PathBuf {
+        self.owner.join(BLOBS_DIR).join(&self.after)
+    }
+}
+
+/// Calls a handoff handed to this session: the review folder that owns them, and their
+/// `toolResult` entries there.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Inherited {
+    review: PathBuf,
+    entries: Vec<String>,
 }
 
 /// Which call changed which file (what [`Review::record`] files the change under).
@@ -146,6 +182,22 @@ struct Index {
     version: u32,
     next_id: u64,
     calls: Vec<ReviewedCall>,
+    /// Calls owned by the sessions this one was handed off from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    inherited: Vec<Inherited>,
+}
+
+/// One index a session's review reads: its own (every call), or an owner's it inherited from
+/// (only the calls of `entries`).
+struct Source {
+    review: Review,
+    index: Index,
+    entries: Option<Vec<String>>,
+}
+
+/// Whether a source that takes `entries` (`None`: all) shows `call`.
+fn shown(entries: &Option<Vec<String>>, call: &ReviewedCall) -> bool {
+    entries.as_ref().is_none_or(|e| e.contains(&call.entry_id))
 }
 
 /// The review of one session.
@@ -174,8 +226,28 @@ impl Review {
     }
 
     fn load(&self) -> Result<Index, SessionError> {
-        let index = read_json(&self.index_path(), "review index")?;
-        Ok(index.unwrap_or(Index { version: INDEX_VERSION, next_id: 1, calls: Vec::new() }))
+        let index: Option<Index> = read_json(&self.index_path(), "review index")?;
+        let mut index = index.unwrap_or(Index { version: INDEX_VERSION, next_id: 1, calls: Vec::new(), inherited: Vec::new() });
+        for call in &mut index.calls {
+            call.owner = self.dir.clone();
+        }
+        Ok(index)
+    }
+
+    /// The session's own index, then each inherited owner's (an owner that cannot be read is
+    /// skipped and logged: its calls are not shown, the session's own still are).
+    fn sources(&self) -> Result<Vec<Source>, SessionError> {
+        let own = self.load()?;
+        let mut out = Vec::new();
+        for inherited in &own.inherited {
+            let review = Review { dir: inherited.review.clone() };
+            match review.load() {
+                Ok(index) => out.push(Source { review, index, entries: Some(inherited.entries.clone()) }),
+                Err(e) => tracing::warn!(review = %inherited.review.display(), "cannot read the review a handoff inherited: {e}"),
+            }
+        }
+        out.insert(0, Source { review: self.clone(), index: own, entries: None });
+        Ok(out)
     }
 
     fn save(&self, index: &Index) -> Result<(), SessionError> {
@@ -196,9 +268,39 @@ impl Review {
         Ok(name)
     }
 
-    /// Every recorded call, oldest first.
+    /// Every call of the session, those a handoff handed to it first, each part oldest first.
     pub fn calls(&self) -> Result<Vec<ReviewedCall>, SessionError> {
-        Ok(self.load()?.calls)
+        let mut sources = self.sources()?;
+        sources.rotate_left(1);
+        Ok(sources
+            .into_iter()
+            .flat_map(|s| {
+                let Source { index, entries, .. } = s;
+                index.calls.into_iter().filter(move |c| shown(&entries, c))
+            })
+            .collect())
+    }
+
+    /// Hands the calls with hunks not reviewed yet to the review of a new session (a handoff):
+    /// it names them and counts its ids on from this one's, and this one's ids jump a block
+    /// ahead. Returns how many hunks in how many files were handed over.
+    pub fn hand_over(&self, to: &Review) -> Result<Unreviewed, SessionError> {
+        let unreviewed = self.unreviewed()?;
+        let mut inherited: Vec<Inherited> = Vec::new();
+        for call in &unreviewed {
+            match inherited.iter_mut().find(|i| i.review == call.owner) {
+                Some(i) if i.entries.contains(&call.entry_id) => {}
+                Some(i) => i.entries.push(call.entry_id.clone()),
+                None => inherited.push(Inherited { review: call.owner.clone(), entries: vec![call.entry_id.clone()] }),
+            }
+        }
+        let mut own = self.load()?;
+        let start = own.next_id.max(1);
+        to.save(&Index { version: INDEX_VERSION, next_id: start, calls: Vec::new(), inherited })?;
+        own.version = INDEX_VERSION;
+        own.next_id = start.saturating_add(ID_BLOCK);
+        self.save(&own)?;
+        Ok(Unreviewed::of(&unreviewed))
     }
 
     /// Records call `call_id` of `tool` (stored as entry `entry_id`) that changed `path` from
@@ -240,6 +342,7 @@ impl Review {
             after: after_blob,
             recorded: now,
             hunks,
+            owner: self.dir.clone(),
         };
         index.calls.push(call.clone());
         self.save(&index)?;
@@ -248,13 +351,19 @@ impl Review {
 
     /// Applies the editor's decisions; returns the ids it did not know.
     pub fn decide(&self, decisions: &[Decision]) -> Result<Vec<u64>, SessionError> {
-        let mut index = self.load()?;
+        let mut sources = self.sources()?;
+        let mut changed_sources = vec![false; sources.len()];
         let mut unknown = Vec::new();
         for d in decisions {
-            let Some(hunk) = index.calls.iter_mut().flat_map(|c| c.hunks.iter_mut()).find(|h| h.id == d.id) else {
+            let found = sources.iter_mut().enumerate().find_map(|(at, s)| {
+                let Source { index, entries, .. } = s;
+                index.calls.iter_mut().filter(|c| shown(entries, c)).flat_map(|c| c.hunks.iter_mut()).find(|h| h.id == d.id).map(|h| (at, h))
+            });
+            let Some((at, hunk)) = found else {
                 unknown.push(d.id);
                 continue;
             };
+            changed_sources[at] = true;
             let changed = hunk.state != d.state || hunk.edited != d.edited;
             hunk.state = d.state;
             hunk.reason = if d.state == HunkState::Rejected { d.reason.clone().filter(|r| !r.trim().is_empty()) } else { None };
@@ -265,89 +374,123 @@ impl Review {
                 hunk.told = !(d.state == HunkState::Rejected || hunk.edited);
             }
         }
-        self.save(&index)?;
+        for (source, changed) in sources.iter().zip(changed_sources) {
+            if changed {
+                source.review.save(&source.index)?;
+            }
+        }
         Ok(unknown)
     }
 
     /// Cuts hunk `split.id` in its parts (new ids, the same state); returns the parts' ids, or
     /// `None` when the hunk is not known or the parts do not tile it.
+    /// The parts' ids come from this session's count (an inherited hunk's parts too, so ids stay
+    /// unique in what this session shows); the owner's count moves past them.
     pub fn split(&self, split: &Split) -> Result<Option<Vec<u64>>, SessionError> {
-        let mut index = self.load()?;
-        let mut next = index.next_id.max(1);
+        let mut sources = self.sources()?;
+        let mut next = sources[0].index.next_id.max(1);
         let mut ids = Vec::new();
-        let mut found = false;
-        for call in &mut index.calls {
-            let Some(at) = call.hunks.iter().position(|h| h.id == split.id) else { continue };
-            let whole = call.hunks[at].clone();
-            if !tiles(&whole, &split.parts) {
-                return Ok(None);
+        let mut found = None;
+        'sources: for (source_at, source) in sources.iter_mut().enumerate() {
+            let Source { index, entries, .. } = source;
+            for call in index.calls.iter_mut().filter(|c| shown(entries, c)) {
+                let Some(at) = call.hunks.iter().position(|h| h.id == split.id) else { continue };
+                let whole = call.hunks[at].clone();
+                if !tiles(&whole, &split.parts) {
+                    return Ok(None);
+                }
+                let parts: Vec<Hunk> = split
+                    .parts
+                    .iter()
+                    .map(|&(before, after)| {
+                        let id = next;
+                        next += 1;
+                        ids.push(id);
+                        Hunk { id, before, after, ..whole.clone() }
+                    })
+                    .collect();
+                call.hunks.splice(at..=at, parts);
+                found = Some(source_at);
+                break 'sources;
             }
-            let parts: Vec<Hunk> = split
-                .parts
-                .iter()
-                .map(|&(before, after)| {
-                    let id = next;
-                    next += 1;
-                    ids.push(id);
-                    Hunk { id, before, after, ..whole.clone() }
-                })
-                .collect();
-            call.hunks.splice(at..=at, parts);
-            found = true;
-            break;
         }
-        if !found {
-            return Ok(None);
+        let Some(owner) = found else { return Ok(None) };
+        sources[owner].index.next_id = sources[owner].index.next_id.max(next);
+        sources[0].index.next_id = next;
+        if owner != 0 {
+            sources[owner].review.save(&sources[owner].index)?;
         }
-        index.next_id = next;
-        self.save(&index)?;
+        sources[0].review.save(&sources[0].index)?;
         Ok(Some(ids))
     }
 
     /// The note for the model about decisions it has not been told yet (rejected hunks, hunks
     /// kept with the user's edits), marking them told; `None` when there is nothing new.
     pub fn take_note(&self, cwd: &Path) -> Result<Option<String>, SessionError> {
-        let mut index = self.load()?;
+        let mut sources = self.sources()?;
         let mut lines = Vec::new();
-        for call in &mut index.calls {
-            let name = call.path.strip_prefix(cwd).unwrap_or(&call.path).display().to_string();
-            for hunk in call.hunks.iter_mut().filter(|h| !h.told) {
-                hunk.told = true;
-                let at = line_span(hunk.after);
-                match hunk.state {
-                    HunkState::Rejected => {
-                        let reason = hunk.reason.as_deref().map(|r| format!(" (reason: {r})")).unwrap_or_default();
-                        lines.push(format!(
-                            "- rejected: {name} {at} as your {} call {} wrote them; those lines are back to what they were before that call{reason}",
-                            call.tool, call.call_id
-                        ));
+        let mut changed_sources = vec![false; sources.len()];
+        for (source_at, source) in sources.iter_mut().enumerate() {
+            let Source { index, entries, .. } = source;
+            for call in index.calls.iter_mut().filter(|c| shown(entries, c)) {
+                let name = call.path.strip_prefix(cwd).unwrap_or(&call.path).display().to_string();
+                for hunk in call.hunks.iter_mut().filter(|h| !h.told) {
+                    hunk.told = true;
+                    changed_sources[source_at] = true;
+                    let at = line_span(hunk.after);
+                    match hunk.state {
+                        HunkState::Rejected => {
+                            let reason = hunk.reason.as_deref().map(|r| format!(" (reason: {r})")).unwrap_or_default();
+                            lines.push(format!(
+                                "- rejected: {name} {at} as your {} call {} wrote them; those lines are back to what they were before that call{reason}",
+                                call.tool, call.call_id
+                            ));
+                        }
+                        HunkState::Kept => lines.push(format!("- kept with the user's edits: {name} {at} (from your {} call {})", call.tool, call.call_id)),
+                        HunkState::Pending => {}
                     }
-                    HunkState::Kept => lines.push(format!("- kept with the user's edits: {name} {at} (from your {} call {})", call.tool, call.call_id)),
-                    HunkState::Pending => {}
                 }
+            }
+        }
+        for (source, changed) in sources.iter().zip(changed_sources) {
+            if changed {
+                source.review.save(&source.index)?;
             }
         }
         if lines.is_empty() {
             return Ok(None);
         }
-        self.save(&index)?;
         Ok(Some(format!(
             "[Written by handoff.nvim, not by the user: what the user decided while reviewing your changes.]\n{}\nRead a file again before editing it: its content is not what you last wrote.",
             lines.join("\n")
         )))
     }
 
-    /// The calls with hunks not reviewed yet, each with only those hunks.
+    /// The calls with hunks not reviewed yet (inherited ones too), each with only those hunks.
     pub fn unreviewed(&self) -> Result<Vec<ReviewedCall>, SessionError> {
         Ok(self
-            .load()?
-            .calls
+            .calls()?
             .into_iter()
             .filter_map(|mut c| {
                 c.hunks.retain(|h| h.state == HunkState::Pending);
                 (!c.hunks.is_empty()).then_some(c)
             })
             .collect())
+    }
+}
+
+/// Hunks not reviewed yet, and the files they are in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Unreviewed {
+    pub hunks: usize,
+    pub files: usize,
+}
+
+impl Unreviewed {
+    /// Counts the hunks of `calls` (as [`Review::unreviewed`] gives them) and their files.
+    pub fn of(calls: &[ReviewedCall]) -> Unreviewed {
+        let files: std::collections::BTreeSet<&Path> = calls.iter().map(|c| c.path.as_path()).collect();
+        Unreviewed { hunks: calls.iter().map(|c| c.hunks.len()).sum(), files: files.len() }
     }
 }
 
@@ -468,5 +611,42 @@ mod tests {
         assert_eq!(review.decide(&[Decision { id: 99, state: HunkState::Kept, reason: None, edited: false }]).unwrap(), [99]);
         let blob = review.blob_path(&review.calls().unwrap()[0].after);
         assert_eq!(std::fs::read(blob).unwrap(), b"1\nTWO\n3\n4\nFIVE\nSIX\n");
+    }
+
+    #[test]
+    fn a_handoff_hands_the_pending_calls_over_and_their_states_stay_with_their_owner() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path().join("w");
+        let (a, b, c) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"), dir.path().join("c.jsonl"));
+        let parent = Review::of_session(&a);
+        let file = cwd.join("f.txt");
+        let of = |call_id, entry_id| CallOf { call_id, tool: "write", entry_id, path: &file };
+        parent.record(&of("c1", "e1"), &Before::Content(b"1\n2\n3\n".to_vec()), b"ONE\n2\nTHREE\n", 1).unwrap();
+        parent.record(&of("c2", "e2"), &Before::Content(b"x\n".to_vec()), b"y\n", 2).unwrap();
+        parent.decide(&[Decision { id: 3, state: HunkState::Kept, reason: None, edited: false }]).unwrap();
+        let child = Review::of_session(&b);
+        assert_eq!(parent.hand_over(&child).unwrap(), Unreviewed { hunks: 2, files: 1 });
+        assert_eq!(child.calls().unwrap().len(), 1, "only the call with pending hunks");
+        assert_eq!(child.unreviewed().unwrap()[0].after_path(), parent.blob_path(&parent.calls().unwrap()[0].after));
+        // A split in the child counts on from the parent's ids; its own calls too.
+        let ids = child.split(&Split { id: 2, parts: vec![(r(2, 3), r(2, 3))] }).unwrap().unwrap();
+        assert_eq!(ids, [4]);
+        let own = child.record(&of("c3", "e3"), &Before::Content(b"p\n".to_vec()), b"q\n", 3).unwrap().unwrap();
+        assert_eq!(own.hunks[0].id, 5);
+        // The parent's later ids never meet the child's.
+        let later = parent.record(&of("c4", "e4"), &Before::Content(b"p\n".to_vec()), b"r\n", 4).unwrap().unwrap();
+        assert!(later.hunks[0].id > ID_BLOCK, "{later:?}");
+        // A decision in the child is the parent's state; the note is the child's to tell.
+        child.decide(&[Decision { id: 4, state: HunkState::Rejected, reason: None, edited: false }]).unwrap();
+        let state = |r: &Review, id| r.calls().unwrap().iter().flat_map(|c| c.hunks.clone()).find(|h| h.id == id).unwrap().state;
+        assert_eq!(state(&parent, 4), HunkState::Rejected);
+        assert!(child.take_note(&cwd).unwrap().unwrap().contains("f.txt line 3"));
+        assert_eq!(parent.take_note(&cwd).unwrap(), None, "told once, wherever");
+        // A second handoff: the grandchild sees the parent's pending hunk and the child's own.
+        let grandchild = Review::of_session(&c);
+        assert_eq!(child.hand_over(&grandchild).unwrap(), Unreviewed { hunks: 2, files: 1 });
+        let mut seen: Vec<u64> = grandchild.unreviewed().unwrap().iter().flat_map(|c| c.hunks.iter().map(|h| h.id)).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, [1, 5]);
     }
 }

@@ -98,6 +98,10 @@ pub enum Decision {
     Never { reason: Option<String> },
     /// Do not run it, and stop the turn.
     Cancel,
+    /// For an `edit` or `write` reviewed hunk by hunk before it is written
+    /// (`changes.review = "before"`): write `text`, the file as the user kept the change.
+    #[serde(rename = "allow_reviewed")]
+    AllowReviewed { text: String },
 }
 
 /// An answer a user can give to a request, by the one name every front end uses for it (the
@@ -257,6 +261,9 @@ impl Grants {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
     Run,
+    /// Run as the user reviewed it: the file written with this text (see
+    /// [`Decision::AllowReviewed`]).
+    RunReviewed(String),
     /// Not run; the text is the model's result (an error result).
     Refuse(String),
     /// Not run, and the turn stops.
@@ -304,6 +311,7 @@ pub async fn decide(
             Verdict::Refuse(rejected_text(reason.as_deref()))
         }
         Decision::Cancel => Verdict::Cancel,
+        Decision::AllowReviewed { text } => Verdict::RunReviewed(text),
     }
 }
 

@@ -52,6 +52,12 @@ pub trait FileAccess: Send + Sync {
         }
     }
 
+    /// The files the front end has open (absolute): read before a command, so that what it
+    /// changes in them can be reviewed. None for the plain disk.
+    async fn open_files(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
+
     /// The file as it is after `written` was written to it, when it differs. A front end that
     /// wrote to the disk itself (no editor in between) has nothing to read back.
     async fn read_back(&self, path: &Path, written: &[u8]) -> Option<Vec<u8>> {
