@@ -1,0 +1,228 @@
+//! Our own record of an external agent's session, in pi's format: the user's prompts as user
+//! messages; the agent's text, thoughts and tool calls as assistant messages (provider `acp`,
+//! model the agent's name), each round of tool calls followed by their `toolResult`s, as pi
+//! writes its own. A custom entry (`acp-agent`, which no model sees) says which agent the
+//! session runs on and its id there, so the session can be continued on it.
+
+use serde_json::{json, Map, Value};
+
+use super::{AgentSpec, PROVIDER};
+use crate::core::message::{ContentBlock, Message, StopReason};
+use crate::core::session::{SessionError, SessionManager};
+use crate::core::tools::ToolOutput;
+
+/// The custom entry naming the agent a session runs on.
+pub const AGENT_ENTRY: &str = "acp-agent";
+
+/// What the `acp-agent` entry holds.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentEntry {
+    pub agent: AgentSpec,
+    /// The agent's own id of the session (`None`: no session on the agent yet, as after a
+    /// handoff: the next prompt starts one, with the document first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+/// The agent `session` runs on: its current branch's latest `acp-agent` entry.
+pub fn agent_of(session: &SessionManager) -> Option<AgentEntry> {
+    session.get_branch(None).iter().rev().find_map(|entry| {
+        if entry.kind != "custom" || !entry.raw_json().contains(AGENT_ENTRY) {
+            return None;
+        }
+        let fields = entry.fields();
+        if fields.get("customType").and_then(Value::as_str) != Some(AGENT_ENTRY) {
+            return None;
+        }
+        serde_json::from_value(fields.get("data")?.clone()).ok()
+    })
+}
+
+/// Records that `session` runs on `agent` (and its id there), with the model entry pi reads.
+pub fn record_agent(session: &mut SessionManager, entry: &AgentEntry) -> Result<(), SessionError> {
+    session.append_model_change(PROVIDER, &entry.agent.name)?;
+    session.append_custom_entry(AGENT_ENTRY, serde_json::to_value(entry).unwrap_or_default())?;
+    Ok(())
+}
+
+/// Records that `session` goes on on `agent`, in a session of it not started yet.
+pub fn record_agent_spec(session: &mut SessionManager, agent: &AgentSpec) -> Result<(), SessionError> {
+    record_agent(session, &AgentEntry { agent: agent.clone(), session_id: None })
+}
+
+/// A tool call of the turn: its id, the name and arguments recorded, its result once known.
+struct Call {
+    id: String,
+    name: String,
+    result: Option<ToolOutput>,
+}
+
+/// The turn being recorded: the assistant message being filled, and its calls.
+pub struct Recorder {
+    model: String,
+    message: Message,
+    calls: Vec<Call>,
+}
+
+/// Our tool's name for an ACP tool kind, so that the facts, the ledger and `session_query`
+/// read an external agent's calls as they read ours (`read`, `edit`, `bash`); a kind we have
+/// no tool for keeps its own name.
+fn tool_name(kind: &str, raw_input: &Value) -> String {
+    match kind {
+        "read" => "read".into(),
+        "edit" if raw_input.get("content").is_some() => "write".into(),
+        "edit" => "edit".into(),
+        "execute" => "bash".into(),
+        "search" => "grep".into(),
+        "" => "other".into(),
+        other => other.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect(),
+    }
+}
+
+/// A tool call's text content (`content: [{type: "content", content: {type: "text", text}}]`,
+/// diffs as their new text).
+fn content_text(content: &Value) -> String {
+    let mut text = String::new();
+    for item in content.as_array().into_iter().flatten() {
+        let piece = match item["type"].as_str() {
+            Some("content") => item["content"]["text"].as_str().map(str::to_string),
+            Some("diff") => Some(format!("{}:\n{}", item["path"].as_str().unwrap_or_default(), item["newText"].as_str().unwrap_or_default())),
+            Some("terminal") => Some(format!("(terminal {})", item["terminalId"].as_str().unwrap_or_default())),
+            _ => None,
+        };
+        if let Some(piece) = piece {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&piece);
+        }
+    }
+    text
+}
+
+impl Recorder {
+    pub fn new(model: &str) -> Recorder {
+        Recorder { model: model.to_string(), message: Message::assistant(PROVIDER, PROVIDER, model), calls: Vec::new() }
+    }
+
+    /// Takes one `session/update` into the record (writing a finished round of calls).
+    pub fn update(&mut self, session: &mut SessionManager, update: &Value) -> Result<(), SessionError> {
+        match update["sessionUpdate"].as_str().unwrap_or_default() {
+            "agent_message_chunk" => {
+                if let Some(text) = update["content"]["text"].as_str() {
+                    self.round_done(session)?;
+                    self.message.push_text(text);
+                }
+            }
+            "agent_thought_chunk" => {
+                if let Some(text) = update["content"]["text"].as_str() {
+                    self.round_done(session)?;
+                    self.message.push_thinking(text);
+                }
+            }
+            "tool_call" => {
+                let id = update["toolCallId"].as_str().unwrap_or_default().to_string();
+                if let Some(call) = self.calls.iter_mut().find(|c| c.id == id) {
+                    call.result = result_of(update).or(call.result.take());
+                    return Ok(());
+                }
+                let raw = update.get("rawInput").cloned().unwrap_or(Value::Null);
+                let name = tool_name(update["kind"].as_str().unwrap_or_default(), &raw);
+                let mut arguments = match raw {
+                    Value::Object(map) => map,
+                    _ => Map::new(),
+                };
+                if let Some(title) = update["title"].as_str() {
+                    arguments.entry("title").or_insert_with(|| Value::String(title.into()));
+                }
+                if let Some(path) = update["locations"][0]["path"].as_str() {
+                    arguments.entry("path").or_insert_with(|| Value::String(path.into()));
+                }
+                self.blocks_mut().push(ContentBlock::tool_call(&id, &name, Value::Object(arguments)));
+                self.calls.push(Call { id, name, result: result_of(update) });
+            }
+            "tool_call_update" => {
+                let id = update["toolCallId"].as_str().unwrap_or_default();
+                if let Some(call) = self.calls.iter_mut().find(|c| c.id == id) {
+                    if let Some(result) = result_of(update) {
+                        call.result = Some(result);
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn blocks_mut(&mut self) -> &mut Vec<ContentBlock> {
+        use crate::core::message::Content;
+        if let Content::Text(text) = &self.message.content {
+            self.message.content = Content::Blocks(vec![ContentBlock::text(text.clone())]);
+        }
+        match &mut self.message.content {
+            Content::Blocks(blocks) => blocks,
+            Content::Text(_) => unreachable!("made blocks above"),
+        }
+    }
+
+    /// Text after a round of tool calls opens the next assistant message: the round (the
+    /// message with its calls, then their results) is written first.
+    fn round_done(&mut self, session: &mut SessionManager) -> Result<(), SessionError> {
+        if self.calls.is_empty() {
+            return Ok(());
+        }
+        self.message.stop_reason = Some(StopReason::ToolUse);
+        self.write_round(session)?;
+        self.message = Message::assistant(PROVIDER, PROVIDER, &self.model);
+        Ok(())
+    }
+
+    fn write_round(&mut self, session: &mut SessionManager) -> Result<(), SessionError> {
+        session.append_message(&self.message)?;
+        for call in self.calls.drain(..) {
+            let output = call.result.unwrap_or_else(|| ToolOutput::error("The agent reported no result for this call."));
+            session.append_message(&output.into_message(&call.id, &call.name))?;
+        }
+        Ok(())
+    }
+
+    /// The turn ended with `stop` (the agent's stop reason): what is left is written.
+    /// Returns the last reply's text.
+    pub fn finish(mut self, session: &mut SessionManager, stop: &str) -> Result<String, SessionError> {
+        let text = self.message.text();
+        self.message.stop_reason = Some(match stop {
+            _ if !self.calls.is_empty() => StopReason::ToolUse,
+            "cancelled" => StopReason::Aborted,
+            "max_tokens" => StopReason::Length,
+            "refusal" => StopReason::Error,
+            _ => StopReason::Stop,
+        });
+        if stop == "refusal" {
+            self.message.error_message = Some("the agent refused".into());
+        }
+        self.write_round(session)?;
+        Ok(text)
+    }
+}
+
+/// The result a tool call's update carries, once it has ended (`completed` or `failed`).
+fn result_of(update: &Value) -> Option<ToolOutput> {
+    let status = update["status"].as_str()?;
+    if status != "completed" && status != "failed" {
+        return None;
+    }
+    let mut text = content_text(&update["content"]);
+    if text.is_empty() {
+        if let Some(raw) = update.get("rawOutput").filter(|v| !v.is_null()) {
+            text = match raw {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+        }
+    }
+    Some(match status {
+        "failed" => ToolOutput::error(if text.is_empty() { "failed".to_string() } else { text }),
+        _ => ToolOutput::text(text, json!({})),
+    })
+}
