@@ -261,8 +261,9 @@ fn handle(peer: &Peer, services: &Arc<Services>, message: FromAgent, each: &mut 
     }
 }
 
-/// Answers one request of the agent.
-async fn serve(services: &Services, name: &str, params: &Value) -> Result<Value, (i32, String)> {
+/// Answers one request of the agent (what an agent may ask of us: permissions, files,
+/// terminals), as the loop of a prompt does.
+pub async fn serve(services: &Services, name: &str, params: &Value) -> Result<Value, (i32, String)> {
     match name {
         method::REQUEST_PERMISSION => Ok(permission(services, params).await),
         method::READ_TEXT_FILE => read_text_file(services, params).await,

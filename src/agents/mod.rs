@@ -19,7 +19,8 @@ mod terminal;
 
 use std::collections::BTreeMap;
 
-pub use client::{probe, AgentInfo, ExternalSession, Services, Shown, Turn};
+pub use client::{probe, serve, AgentInfo, ExternalSession, Services, Shown, Turn};
+pub use terminal::Terminals;
 pub use record::{agent_of, record_agent_spec, AgentEntry, AGENT_ENTRY};
 
 use crate::core::config::Settings;
@@ -70,7 +71,7 @@ impl AgentSpec {
             }
             return Ok(AgentSpec { name: wanted.to_string(), command: agent.command.clone(), env: agent.env.clone() });
         }
-        let Some(first) = wanted.split_whitespace().next() else {
+        let Some(first) = program_word(wanted) else {
             return Err(AgentError::Unknown { name: wanted.to_string() });
         };
         if !wanted.contains(char::is_whitespace) && !first.contains('/') && which(first).is_none() {
@@ -97,12 +98,17 @@ impl AgentSpec {
     /// Where the command's program is, if it is found (on `PATH` for a bare name).
     pub fn program(&self) -> Option<std::path::PathBuf> {
         let first = match self.command.as_slice() {
-            [sh, c, line] if sh == "/bin/sh" && c == "-c" => line.strip_prefix("exec ")?.split_whitespace().next()?.to_string(),
+            [sh, c, line] if sh == "/bin/sh" && c == "-c" => program_word(line.strip_prefix("exec ")?)?.to_string(),
             [first, ..] => first.clone(),
             [] => return None,
         };
         which(&first)
     }
+}
+
+/// The program a command line runs: its first word past `env` and `NAME=value` assignments.
+fn program_word(line: &str) -> Option<&str> {
+    line.split_whitespace().find(|word| *word != "env" && !word.contains('='))
 }
 
 /// `program` as the system finds it: a path as it is, a bare name on `PATH`.

@@ -93,12 +93,12 @@ pub async fn prompt(settings: &Settings, agent: Option<&str>, session: Option<Pa
         let focus = Some(focus.trim()).filter(|f| !f.is_empty());
         return hand_off(&mut record, services, focus, Target::Same, &cancel).await;
     }
+    eprintln!("{}", record.path().display());
     let (mut external, resumed) = ExternalSession::open(spec, services, resume.as_deref()).await?;
     let mut blocks = if resumed { Vec::new() } else { agent_handoff::context_blocks(&record) };
     blocks.push(serde_json::json!({ "type": "text", "text": text }));
     let turn = external.prompt(&mut record, blocks, Some(Message::user(text)), &cancel, &Printed).await;
     external.close().await;
-    eprintln!("{}", record.path().display());
     let turn = turn?;
     println!();
     Ok(match turn.stop.as_str() {

@@ -1,0 +1,325 @@
+//! Issue 42, part 2: our ACP *client* (`src/agents`), driving a real external agent — our own
+//! `handoff-nvim acp`, a second process of the built binary whose model is the loopback mock —
+//! from the CLI: the prompt streams and is recorded in our session file (pi's format, provider
+//! `acp`), the agent's permission requests go through our consent, its writes land through our
+//! `fs/*`, its terminals run in our sandbox, its sessions hand off to the same agent and to
+//! ours, pi resumes what we recorded, and an agent that does not exit on EOF is ended with its
+//! process group.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{entry_lines, BinaryEnv as Env, DOCUMENT};
+use handoff_mock::MockReply;
+use handoff_nvim::agents::{self, Services};
+use handoff_nvim::core::session::SessionManager;
+use handoff_nvim::core::tools::consent::{self, Decision, Policy};
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
+const T: Duration = Duration::from_secs(60);
+
+/// The external agent: our binary's ACP agent, keeping its own sessions apart from ours.
+fn inner_agent(env: &Env) -> String {
+    format!("env HANDOFF_SESSION_DIR={} {BIN} acp", env.dir.path().join("inner").display())
+}
+
+/// Our CLI with `args`: (exit code, stdout, stderr).
+async fn ours(env: &Env, args: &[&str]) -> (i32, String, String) {
+    let mut c = env.command(args);
+    c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let out = tokio::time::timeout(T, c.output()).await.expect("our CLI hung").unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+}
+
+/// The session file a `prompt` named first on stderr.
+fn session_of(stderr: &str) -> PathBuf {
+    PathBuf::from(stderr.lines().find(|l| l.ends_with(".jsonl")).unwrap_or_else(|| panic!("no session on stderr: {stderr}")))
+}
+
+fn messages(file: &Path) -> Vec<Value> {
+    entry_lines(file).into_iter().filter(|e| e["type"] == "message").map(|e| e["message"].clone()).collect()
+}
+
+/// The text of the last user message the mock was sent.
+fn last_user_text(env: &Env) -> String {
+    let request = env.mock.requests().last().cloned().unwrap();
+    let messages = request.body["messages"].as_array().unwrap().clone();
+    let user = messages.iter().rev().find(|m| m["role"] == "user").unwrap();
+    match &user["content"] {
+        Value::String(s) => s.clone(),
+        other => other.as_array().unwrap().iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_streams_from_the_agent_and_is_recorded_in_pi_format() {
+    let env = Env::new().await;
+    env.mock.push(MockReply::text("Hello from the agent."));
+    let agent = inner_agent(&env);
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--agent", &agent, "Say hello"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Hello from the agent.");
+    assert!(last_user_text(&env).contains("Say hello"));
+    let file = session_of(&stderr);
+    let recorded = messages(&file);
+    assert_eq!(recorded.len(), 2, "{recorded:#?}");
+    assert_eq!(recorded[0]["role"], "user");
+    assert_eq!(recorded[0]["content"][0]["text"], "Say hello");
+    assert_eq!(recorded[1]["role"], "assistant");
+    assert_eq!(recorded[1]["provider"], "acp");
+    assert_eq!(recorded[1]["model"], "handoff-nvim");
+    assert_eq!(recorded[1]["content"][0]["text"], "Hello from the agent.");
+    // Our reader takes the file, and the agent it runs on is recorded with its session id.
+    let session = SessionManager::open(&file, &env.session_dir()).unwrap();
+    assert!(session.warnings().is_empty(), "{:?}", session.warnings());
+    let entry = agents::agent_of(&session).unwrap();
+    assert!(entry.session_id.is_some());
+
+    // The session goes on on the same agent session (loaded there) without --agent.
+    env.mock.push(MockReply::text("Still here."));
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--session", file.to_str().unwrap(), "Again"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Still here.");
+    // The agent had the conversation: it loaded its own session (our record is not resent).
+    let sent = env.mock.requests().last().cloned().unwrap();
+    let texts: Vec<String> = common::wire_messages(&sent).into_iter().map(|(_, t)| t).collect();
+    assert!(texts.iter().any(|t| t.contains("Say hello")), "{texts:?}");
+    assert!(!texts.iter().any(|t| t.contains("conversation-so-far")), "{texts:?}");
+    assert_eq!(messages(&file).len(), 4);
+}
+
+/// The agent's `write` asks us: without `--yes` (no terminal to ask on) our consent refuses and
+/// nothing is written; with `--yes` the file lands, written through our `fs/write_text_file`,
+/// and the call and its result are in our record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_asks_through_our_consent_and_the_write_lands() {
+    let env = Env::new().await;
+    let agent = inner_agent(&env);
+    let target = env.project().join("a.txt");
+
+    env.mock.push(common::tool_call_reply("write", json!({ "path": "a.txt", "content": "one\n" }), "w1"));
+    env.mock.push(MockReply::text("Refused, fine."));
+    let (code, _, stderr) = ours(&env, &["prompt", "--agent", &agent, "write a"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!target.exists(), "written although our consent refused");
+    let refused = messages(&session_of(&stderr));
+    let result = refused.iter().find(|m| m["role"] == "toolResult").unwrap_or_else(|| panic!("{refused:#?}"));
+    assert_eq!(result["isError"], true, "{result}");
+
+    env.mock.push(common::tool_call_reply("write", json!({ "path": "a.txt", "content": "one\n" }), "w2"));
+    env.mock.push(MockReply::text("Wrote a."));
+    let (code, stdout, stderr) = ours(&env, &["--yes", "prompt", "--agent", &agent, "write a"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Wrote a."));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "one\n");
+    let recorded = messages(&session_of(&stderr));
+    let call = recorded.iter().find(|m| m["role"] == "assistant" && m["stopReason"] == "toolUse").unwrap_or_else(|| panic!("{recorded:#?}"));
+    assert_eq!(call["content"].as_array().unwrap().last().unwrap()["name"], "write");
+    let result = recorded.iter().find(|m| m["role"] == "toolResult").unwrap();
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(recorded.last().unwrap()["content"][0]["text"], "Wrote a.");
+}
+
+fn services(cwd: &Path, sandbox: &str, decision: Decision) -> Arc<Services> {
+    let settings: handoff_nvim::core::config::Settings = serde_json::from_value(json!({ "sandbox": sandbox })).unwrap();
+    Arc::new(Services {
+        cwd: cwd.to_path_buf(),
+        policy: Policy::default(),
+        grants: Default::default(),
+        consent: Arc::new(consent::Always(decision)),
+        files: Arc::new(handoff_nvim::core::tools::DiskFileAccess),
+        env: handoff_nvim::core::tools::EnvPolicy::new(&Default::default()),
+        sandbox: settings.sandbox(),
+        terminals: Default::default(),
+    })
+}
+
+/// `terminal/create` … `terminal/output` as an agent asks them: the command, asked about
+/// through our consent, runs in our sandbox (it cannot write outside the project); the control
+/// with the sandbox off writes there; a command the user refuses never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_command_runs_in_our_sandbox_through_our_consent() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let outside = dir.path().join("outside.txt");
+    let command = format!("echo inside > in.txt; echo escaped > {}", outside.display());
+
+    async fn run(services: &Services, command: &str) -> Result<Value, (i32, String)> {
+        let created = agents::serve(services, "terminal/create", &json!({ "sessionId": "s", "command": "sh", "args": ["-c", command] })).await?;
+        let id = created["terminalId"].clone();
+        let exit = agents::serve(services, "terminal/wait_for_exit", &json!({ "sessionId": "s", "terminalId": id })).await?;
+        let output = agents::serve(services, "terminal/output", &json!({ "sessionId": "s", "terminalId": id })).await?;
+        agents::serve(services, "terminal/release", &json!({ "sessionId": "s", "terminalId": id })).await?;
+        Ok(json!({ "exit": exit, "output": output }))
+    }
+
+    // Refused: nothing runs.
+    let refused = run(&services(&project, "workspace-write", Decision::Reject { reason: Some("no".into()) }), &command).await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(!project.join("in.txt").exists());
+
+    // Sandboxed: the project is written, outside it is not.
+    let ran = run(&services(&project, "workspace-write", Decision::Allow), &command).await.unwrap();
+    assert!(project.join("in.txt").exists(), "{ran}");
+    assert!(!outside.exists(), "the sandboxed terminal wrote outside the project: {ran}");
+    assert_ne!(ran["exit"]["exitCode"], 0, "{ran}");
+
+    // Control: the same command with the sandbox off does reach outside.
+    let ran = run(&services(&project, "off", Decision::Allow), &command).await.unwrap();
+    assert!(outside.exists(), "the control did not write outside: {ran}");
+    assert_eq!(ran["exit"]["exitCode"], 0, "{ran}");
+}
+
+/// `handoff FILE` on the agent's session: the agent writes the document with our instruction,
+/// the new session starts on the same agent with the document first; `--to ours` starts one
+/// on our own engine, whose first request carries the document.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_goes_on_on_the_same_agent_and_on_ours_with_the_document() {
+    let env = Env::new().await;
+    let agent = inner_agent(&env);
+    env.mock.push(MockReply::text("Sure, planning the parser."));
+    let (code, _, stderr) = ours(&env, &["prompt", "--agent", &agent, "Plan the parser"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let old = session_of(&stderr);
+
+    env.mock.push(MockReply::text(DOCUMENT));
+    let (code, stdout, stderr) = ours(&env, &["handoff", old.to_str().unwrap()]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(last_user_text(&env).contains("handoff document"), "our instruction was not sent: {}", last_user_text(&env));
+    let same = PathBuf::from(stdout.trim());
+    let session = SessionManager::open(&same, &env.session_dir()).unwrap();
+    assert_eq!(session.header().parent_session.as_deref(), Some(old.to_str().unwrap()));
+    let entry = agents::agent_of(&session).unwrap();
+    assert_eq!(entry.agent.name, "handoff-nvim");
+    assert_eq!(entry.session_id, None);
+
+    env.mock.push(MockReply::text("Continuing."));
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--session", same.to_str().unwrap(), "go on"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Continuing.");
+    let sent = last_user_text(&env);
+    assert!(sent.contains("<handoff-context>") && sent.contains("Ship the parser.") && sent.contains("go on"), "{sent}");
+
+    // To ours: our engine's first request starts with the document.
+    env.mock.push(MockReply::text(DOCUMENT));
+    let (code, stdout, stderr) = ours(&env, &["handoff", old.to_str().unwrap(), "--to", "ours"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let to_ours = PathBuf::from(stdout.trim());
+    assert!(agents::agent_of(&SessionManager::open(&to_ours, &env.session_dir()).unwrap()).is_none());
+    env.mock.push(MockReply::text("Ours continues."));
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--session", to_ours.to_str().unwrap(), "go on"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Ours continues.");
+    let sent = common::wire_messages(&env.mock.requests().last().cloned().unwrap());
+    let users: Vec<&(String, String)> = sent.iter().filter(|(role, _)| role == "user").collect();
+    assert!(users[0].1.starts_with("<handoff-context>\n## Goal\nShip the parser."), "{sent:?}");
+    assert_eq!(users.last().unwrap().1, "go on");
+}
+
+/// pi resumes the session we recorded of the agent: the mock sees our record's messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_resumes_the_recorded_session_of_an_external_agent() {
+    let Some(pi) = common::pi::pi_bin() else { return };
+    let env = Env::new().await;
+    common::pi::pi_home(env.dir.path(), "openai-completions", &env.mock.openai_base_url());
+    let agent = inner_agent(&env);
+    env.mock.push(MockReply::text("The answer is four."));
+    let (code, _, stderr) = ours(&env, &["prompt", "--agent", &agent, "What is 2+2?"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let file = session_of(&stderr);
+
+    env.mock.push(MockReply::text("Pi continues here."));
+    let mut c = common::pi::pi_resume(&pi, env.dir.path(), &file, "mock", "mock-model", "next question");
+    let out = tokio::time::timeout(T, c.output()).await.unwrap().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Pi continues here."), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let sent = common::wire_messages(&env.mock.requests().last().cloned().unwrap());
+    let sent: Vec<(&str, &str)> = sent.iter().map(|(r, t)| (r.as_str(), t.as_str())).collect();
+    assert_eq!(sent, [("user", "What is 2+2?"), ("assistant", "The answer is four."), ("user", "next question")]);
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie is not alive: its processes ended.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+async fn pid_in(file: &Path) -> i32 {
+    for _ in 0..600 {
+        if let Some(pid) = std::fs::read_to_string(file).ok().and_then(|s| s.trim().parse().ok()) {
+            return pid;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{} was never written", file.display());
+}
+
+/// An agent that does not exit when its input ends (it leaves a `sleep` behind) is ended with
+/// its process group when our CLI is done. Control: the same command with its input closed,
+/// not started by us, is still running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_does_not_exit_on_eof_is_ended_with_its_process_group() {
+    let env = Env::new().await;
+    let pidfile = env.dir.path().join("sleep.pid");
+    let stubborn = |pidfile: &Path| format!("sh -c '{}; sleep 600 & echo $! > {}; wait'", inner_agent(&env), pidfile.display());
+
+    env.mock.push(MockReply::text("Hi."));
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--agent", &stubborn(&pidfile), "hi"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Hi.");
+    let pid = pid_in(&pidfile).await;
+    assert!(!alive(pid), "the agent's process {pid} outlived our CLI");
+
+    // Control: closed input alone does not end it.
+    let control = env.dir.path().join("control.pid");
+    let mut c = tokio::process::Command::new("/bin/sh");
+    c.args(["-c", &stubborn(&control)]).current_dir(env.project()).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
+    let child = c.spawn().unwrap();
+    let control_pid = pid_in(&control).await;
+    assert!(alive(control_pid), "the control's sleep is not running");
+    // SAFETY: ends the control's own process group.
+    unsafe { libc::kill(-(child.id().unwrap() as i32), libc::SIGKILL) };
+}
+
+/// A name of the `agents` setting (given as JSON on the command line) is started by name;
+/// `agents` says what each is, and a missing command is an error naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configured_agents_by_name_and_a_missing_one_named() {
+    let env = Env::new().await;
+    let inner = env.dir.path().join("inner");
+    let config = json!({
+        "mine": { "command": [BIN, "acp"], "env": { "HANDOFF_SESSION_DIR": inner } },
+        "gone": { "command": ["no-such-agent-binary", "--acp"] },
+    })
+    .to_string();
+    env.mock.push(MockReply::text("By name."));
+    let (code, stdout, stderr) = ours(&env, &["--agents", &config, "prompt", "--agent", "mine", "hi"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "By name.");
+    assert_eq!(messages(&session_of(&stderr))[1]["model"], "mine");
+
+    let (code, stdout, _) = ours(&env, &["--agents", &config, "agents"]).await;
+    assert_eq!(code, 1, "{stdout}");
+    let lines: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mine = lines.iter().find(|l| l["name"] == "mine").unwrap();
+    assert_eq!(mine["found"], true);
+    assert_eq!(mine["agent"], "handoff-nvim");
+    assert_eq!(mine["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(mine["protocol"], 1);
+    let gone = lines.iter().find(|l| l["name"] == "gone").unwrap();
+    assert_eq!(gone["found"], false);
+    assert!(gone["error"].as_str().unwrap().contains("no-such-agent-binary"), "{gone}");
+
+    let (code, _, stderr) = ours(&env, &["--agents", &config, "prompt", "--agent", "gone", "hi"]).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("no-such-agent-binary"), "{stderr}");
+}
