@@ -29,6 +29,7 @@ impl Shown for Printed {
 
     fn tool(&self, title: &str, status: &str) {
         if !title.is_empty() {
+            let status = if status.is_empty() { "pending" } else { status };
             eprintln!("[{status}] {title}");
         }
     }
