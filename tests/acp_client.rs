@@ -325,3 +325,24 @@ async fn configured_agents_by_name_and_a_missing_one_named() {
     assert_eq!(code, 1);
     assert!(stderr.contains("no-such-agent-binary"), "{stderr}");
 }
+
+/// `:checkhealth handoff` lists each configured agent: ours started and asked (its name,
+/// version, protocol), a missing command an error naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkhealth_lists_each_configured_agent() {
+    common::nvim::bounded(async {
+        let agents = json!({
+            "mine": { "command": [BIN, "acp"] },
+            "gone": { "command": ["no-such-agent-binary", "--acp"] },
+        });
+        let ed = common::nvim::Editor::start_with_setup(json!({ "agents": agents })).await;
+        ed.command("checkhealth handoff").await;
+        let health = ed.eval("table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')").await;
+        let health = health.as_str().unwrap();
+        let version = env!("CARGO_PKG_VERSION");
+        assert!(health.contains(&format!("mine: handoff-nvim {version}, ACP protocol 1, loads sessions")), "{health}");
+        assert!(health.contains("gone: the command \"no-such-agent-binary\" of agent \"gone\" is not found"), "{health}");
+        ed.quit().await;
+    })
+    .await;
+}
