@@ -346,3 +346,35 @@ async fn checkhealth_lists_each_configured_agent() {
     })
     .await;
 }
+
+/// Ctrl-C while the agent streams: `session/cancel` goes to the agent, which ends the turn as
+/// cancelled; the CLI exits 130 and the record keeps what came, marked aborted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_cancels_the_agents_turn_and_the_record_says_aborted() {
+    use tokio::io::AsyncReadExt;
+    let env = Env::new().await;
+    let chunks: Vec<String> = (0..400).map(|i| format!("w{i} ")).collect();
+    env.mock.push(MockReply::Text { chunks, chunk_delay_ms: 20, first_delay_ms: 0, stop: "stop".into(), thinking: Vec::new() });
+    let agent = inner_agent(&env);
+    let mut c = env.command(&["prompt", "--agent", &agent, "talk"]);
+    c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("w3 ") {
+        let n = tokio::time::timeout(T, stdout.read(&mut buf)).await.unwrap().unwrap();
+        assert!(n > 0, "the stream ended before the interrupt");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    // SAFETY: signals our own child.
+    unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGINT) };
+    let out = tokio::time::timeout(T, child.wait_with_output()).await.expect("did not stop on Ctrl-C").unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let recorded = messages(&session_of(&stderr));
+    let reply = recorded.last().unwrap();
+    assert_eq!(reply["stopReason"], "aborted", "{reply}");
+    assert!(reply["content"][0]["text"].as_str().unwrap().starts_with("w0 w1 w2 w3 "), "{reply}");
+    assert!(!reply["content"][0]["text"].as_str().unwrap().contains("w399"), "the whole reply came: not cancelled");
+}
