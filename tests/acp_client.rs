@@ -378,3 +378,88 @@ async fn ctrl_c_cancels_the_agents_turn_and_the_record_says_aborted() {
     assert!(reply["content"][0]["text"].as_str().unwrap().starts_with("w0 w1 w2 w3 "), "{reply}");
     assert!(!reply["content"][0]["text"].as_str().unwrap().contains("w399"), "the whole reply came: not cancelled");
 }
+
+const CODEX_ACP: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/codex-acp/node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp");
+
+/// codex-acp's native binary (`$CODEX_ACP_BIN`, else the checkout's cache that
+/// `scripts/deps.sh`'s `ensure_codex_acp` fills), or `None` after saying so loudly when
+/// `HANDOFF_SKIP_CODEX_ACP=1`; missing otherwise fails.
+fn codex_acp() -> Option<PathBuf> {
+    let path = std::env::var_os("CODEX_ACP_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(CODEX_ACP));
+    if path.is_file() {
+        return Some(path);
+    }
+    if std::env::var("HANDOFF_SKIP_CODEX_ACP").as_deref() == Ok("1") {
+        eprintln!("\n!!!!!!!! SKIPPED: codex-acp is not installed at {} !!!!!!!!\n", path.display());
+        return None;
+    }
+    panic!("codex-acp is not installed at {}: run scripts/deps.sh's ensure_codex_acp (or set CODEX_ACP_BIN, or HANDOFF_SKIP_CODEX_ACP=1)", path.display());
+}
+
+/// Processes still running `program` with `marker` in their environment.
+fn running(program: &Path, marker: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let exe = std::fs::read_link(entry.path().join("exe")).ok();
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        if exe.as_deref() == Some(program) && String::from_utf8_lossy(&environ).contains(marker) && alive(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// A real agent offline: Codex (`@zed-industries/codex-acp` 0.16.0) with the mock as its model
+/// over the Responses API. A prompt streams and is recorded; it does not exit on EOF and is
+/// ended with its group; `handoff --to ours` goes on on our engine with its document; `agents`
+/// says what it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_acp_offline_prompt_record_and_handoff_to_ours() {
+    let Some(codex) = codex_acp() else { return };
+    let env = Env::new().await;
+    let home = env.dir.path().join("codex-home");
+    std::fs::create_dir_all(&home).unwrap();
+    // Codex's own sandbox needs bubblewrap: off here, every command asks (`untrusted`).
+    let config = format!(
+        "model = \"gpt-5.4\"\nmodel_provider = \"mock\"\napproval_policy = \"untrusted\"\nsandbox_mode = \"danger-full-access\"\n\n[model_providers.mock]\nname = \"mock\"\nbase_url = \"{}\"\nenv_key = \"MOCK_KEY\"\nwire_api = \"responses\"\n",
+        env.mock.openai_base_url()
+    );
+    std::fs::write(home.join("config.toml"), config).unwrap();
+    let agent = format!("env CODEX_HOME={} MOCK_KEY=x {}", home.display(), codex.display());
+
+    env.mock.push(MockReply::text("Hello from codex."));
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--agent", &agent, "Plan the parser"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    // A model codex knows: no warning of its own before the reply.
+    assert_eq!(stdout.trim(), "Hello from codex.");
+    let request = env.mock.requests().last().cloned().unwrap();
+    assert!(request.path.ends_with("/responses"), "{}", request.path);
+    assert!(request.body.to_string().contains("Plan the parser"));
+    let file = session_of(&stderr);
+    let recorded = messages(&file);
+    assert_eq!(recorded.last().unwrap()["model"], "codex-acp");
+    assert!(recorded.last().unwrap()["content"][0]["text"].as_str().unwrap().contains("Hello from codex."));
+    // It does not exit on EOF (the spec's trap): ended with its group, none left.
+    assert_eq!(running(&codex, &home.display().to_string()), Vec::<i32>::new(), "codex outlived our CLI");
+
+    env.mock.push(MockReply::text(DOCUMENT));
+    let (code, stdout, stderr) = ours(&env, &["handoff", file.to_str().unwrap(), "--to", "ours"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(env.mock.requests().last().unwrap().body.to_string().contains("handoff document"));
+    let to_ours = PathBuf::from(stdout.trim());
+    env.mock.push(MockReply::text("Ours continues."));
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--session", to_ours.to_str().unwrap(), "go on"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Ours continues.");
+    let sent = common::wire_messages(&env.mock.requests().last().cloned().unwrap());
+    let first_user = sent.iter().find(|(role, _)| role == "user").unwrap();
+    assert!(first_user.1.starts_with("<handoff-context>\n## Goal\nShip the parser."), "{sent:?}");
+
+    let config = json!({ "codex": { "command": [codex], "env": { "CODEX_HOME": home, "MOCK_KEY": "x" } } }).to_string();
+    let (code, stdout, stderr) = ours(&env, &["--agents", &config, "agents"]).await;
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let line: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!((line["agent"].as_str(), line["version"].as_str(), line["protocol"].as_u64()), (Some("codex-acp"), Some("0.16.0"), Some(1)));
+}
