@@ -101,7 +101,7 @@ pub async fn prompt(settings: &Settings, agent: Option<&str>, session: Option<Pa
     let turn = external.prompt(&mut record, blocks, Some(Message::user(text)), &cancel, &Printed).await;
     external.close().await;
     let turn = turn?;
-    println!();
+    writeln!(std::io::stdout())?;
     Ok(match turn.stop.as_str() {
         "end_turn" => exit::OK,
         "cancelled" => {
@@ -123,7 +123,7 @@ pub async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>, to: 
         Some(agents::OURS) => Target::Ours,
         Some(name) => Target::Agent(AgentSpec::resolve(settings, name)?),
     };
-    let services = services(settings, &record.cwd().to_path_buf());
+    let services = services(settings, record.cwd());
     let cancel = ctrl_c()?;
     hand_off(&mut record, services, focus, target, &cancel).await
 }
@@ -137,7 +137,7 @@ async fn hand_off(record: &mut SessionManager, services: Arc<Services>, focus: O
     match agent_handoff::hand_off(record, services, focus, target, cancel, &Quiet).await {
         Ok(done) => {
             eprintln!("the document: {}", done.document_file.display());
-            println!("{}", done.session_file.display());
+            writeln!(std::io::stdout(), "{}", done.session_file.display())?;
             Ok(exit::OK)
         }
         Err(agent_handoff::ExternalHandoffError::NoDocument { stop }) if stop == "cancelled" => {
@@ -187,7 +187,7 @@ pub async fn list(settings: &Settings) -> anyhow::Result<u8> {
                 code = exit::FAILURE;
             }
         }
-        println!("{line}");
+        writeln!(std::io::stdout(), "{line}")?;
     }
     Ok(code)
 }

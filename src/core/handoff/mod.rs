@@ -611,10 +611,7 @@ fn start_new_session(hold: &Hold, agent: &AgentSession, text: &str, carried: &Ca
     };
     let (next, parent_session, document_file, ledger) = seeded;
     // Gap (nobody told): the switch is announced with its reason.
-    let switched = match agent.switch_to(hold, next, SwitchReason::Handoff) {
-        Ok(switched) => switched,
-        Err(e) => return Err(e.into()),
-    };
+    let switched = agent.switch_to(hold, next, SwitchReason::Handoff)?;
     Ok(NewSession { session_file: switched.new, parent_session, document_file, ledger: Box::new(ledger) })
 }
 
