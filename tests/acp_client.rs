@@ -463,3 +463,61 @@ async fn codex_acp_offline_prompt_record_and_handoff_to_ours() {
     let line: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!((line["agent"].as_str(), line["version"].as_str(), line["protocol"].as_u64()), (Some("codex-acp"), Some("0.16.0"), Some(1)));
 }
+
+/// `:HandoffAgent NAME` in the editor: a new session on the agent; a prompt from the chat
+/// streams its reply into the chat and the session file (provider `acp`); its `write` asks in
+/// our approval UI and lands through the open buffer, which `u` undoes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handoff_agent_in_the_editor_chat_approval_and_the_buffer() {
+    use common::nvim::{bounded, Editor};
+    bounded(async {
+        let ed = Editor::start().await;
+        let inner = ed.dir.path().join("inner");
+        let url = ed.mock.openai_base_url();
+        let command = json!([BIN, "acp", "--provider", "openai", "--base-url", url, "--model", "mock-model"]);
+        let setup = json!({ "bin": BIN, "provider": ed.default_setup()["provider"], "agents": { "mine": { "command": command, "env": { "HANDOFF_SESSION_DIR": inner } } } });
+        ed.lua("require('handoff').setup(...)", json!([setup])).await;
+        let file = ed.work_dir().join("notes.txt");
+        std::fs::write(&file, "hello\n").unwrap();
+        ed.command("edit notes.txt").await;
+        let buf = ed.eval("vim.api.nvim_get_current_buf()").await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+
+        ed.command("HandoffAgent mine").await;
+        ed.wait_event("HandoffSessionSwitch", 1).await;
+        ed.mock.push(MockReply::text("Hello from the agent in the chat."));
+        ed.lua("require('handoff').prompt('hi')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 1).await;
+        let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
+        assert!(chat.as_str().unwrap().contains("Hello from the agent in the chat."), "{chat}");
+        let session = PathBuf::from(ed.session_file().await);
+        let recorded = messages(&session);
+        assert_eq!(recorded.last().unwrap()["provider"], "acp");
+        assert_eq!(recorded.last().unwrap()["model"], "mine");
+
+        // Its write: asked in our approval UI, written through the buffer.
+        ed.mock.push(common::tool_call_reply("write", json!({ "path": "notes.txt", "content": "hello\nthere\n" }), "w1"));
+        ed.mock.push(MockReply::text("Wrote it."));
+        ed.lua("require('handoff').prompt('write it')", json!([])).await;
+        let req = ed.wait_event("HandoffToolApproval", 1).await;
+        ed.lua("require('handoff').approve(...)", json!([req["id"], "allow"])).await;
+        ed.wait_event("HandoffAgentEnd", 2).await;
+        let lines = ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf])).await;
+        assert_eq!(lines, json!(["hello", "there"]));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello\nthere\n");
+        ed.lua("vim.api.nvim_set_current_buf(...)", json!([buf])).await;
+        ed.input("u").await;
+        let lines = ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf])).await;
+        assert_eq!(lines, json!(["hello"]));
+
+        // A missing agent is a clear error naming its command.
+        ed.lua("require('handoff').setup(vim.tbl_deep_extend('force', require('handoff.config').options, { agents = { gone = { command = { 'no-such-agent-binary' } } } }))", json!([])).await;
+        ed.command("HandoffAgent gone").await;
+        let said = ed
+            .wait_until("(function() for _, n in ipairs(T.notes) do if n.msg:find('no%-such%-agent%-binary') then return n.msg end end end)()", Duration::from_secs(10))
+            .await;
+        assert!(said.as_str().unwrap().contains("the command \"no-such-agent-binary\" of agent \"gone\" is not found"), "{said}");
+        ed.quit().await;
+    })
+    .await;
+}

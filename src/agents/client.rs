@@ -32,11 +32,19 @@ pub struct AgentInfo {
 
 /// Where a front end shows what the agent does while a prompt runs.
 pub trait Shown: Send + Sync {
-    /// A piece of the agent's reply.
-    fn text(&self, delta: &str);
+    /// A piece of the agent's reply, in its message's block `index`.
+    fn text(&self, index: usize, delta: &str);
     /// A tool call started or changed status (its title, its status).
     fn tool(&self, _title: &str, _status: &str) {}
+    /// A message of the turn starts (a reply, a tool's result).
+    fn message_start(&self, _message: &Message) {}
+    /// A message of the turn is complete and recorded.
+    fn message_end(&self, _message: &Message) {}
 }
+
+/// Our session file as the turn reaches it: locked for each entry only (the editor's host
+/// reads it meanwhile).
+pub type SessionAccess<'s> = dyn Fn() -> std::sync::MutexGuard<'s, SessionManager> + Send + Sync + 's;
 
 /// How we serve the agent's requests: the user's consent and policy, files, commands.
 pub struct Services {
@@ -55,6 +63,8 @@ pub struct Services {
 pub struct Turn {
     pub stop: String,
     pub text: String,
+    /// Every message recorded, in order.
+    pub messages: Vec<Message>,
 }
 
 /// A running agent with one session open on it.
@@ -147,24 +157,26 @@ impl ExternalSession {
     /// ends the turn as cancelled).
     pub async fn prompt(
         &mut self,
-        session: &mut SessionManager,
+        session: &SessionAccess<'_>,
         blocks: Vec<Value>,
         user: Option<Message>,
         cancel: &CancellationToken,
         shown: &dyn Shown,
     ) -> Result<Turn, AgentError> {
-        self.record_in(session)?;
-        if let Some(user) = &user {
-            session.append_message(user)?;
+        {
+            let mut session = session();
+            if let Some(user) = &user {
+                session.append_message(user)?;
+            }
+            self.record_in(&mut session)?;
         }
-        let mut recorder = Recorder::new(&self.spec.name);
+        let mut recorder = Recorder::new(&self.spec.name, shown);
         let mut failed = None;
         let session_id = self.session_id.clone();
         let params = json!({ "sessionId": session_id, "prompt": blocks });
         let answer = {
             let mut each = |update: &Value| {
-                show(shown, update);
-                if let Err(e) = recorder.update(session, update) {
+                if let Err(e) = recorder.update(&mut session(), update) {
                     failed.get_or_insert(e);
                 }
             };
@@ -174,37 +186,22 @@ impl ExternalSession {
             Ok(answer) => answer["stopReason"].as_str().unwrap_or("end_turn").to_string(),
             Err(_) => "refusal".to_string(),
         };
-        let text = recorder.finish(session, &stop)?;
-        session.flush()?;
+        let (text, messages) = {
+            let mut session = session();
+            let finished = recorder.finish(&mut session, &stop)?;
+            session.flush()?;
+            finished
+        };
         if let Some(e) = failed {
             return Err(e.into());
         }
         answer?;
-        Ok(Turn { stop, text })
+        Ok(Turn { stop, text, messages })
     }
 
     /// Ends the agent (its process group with it).
     pub async fn close(self) {
         self.conn.close().await;
-    }
-}
-
-/// The front end's view of one update.
-fn show(shown: &dyn Shown, update: &Value) {
-    match update["sessionUpdate"].as_str().unwrap_or_default() {
-        "agent_message_chunk" => {
-            if let Some(text) = update["content"]["text"].as_str() {
-                shown.text(text);
-            }
-        }
-        "tool_call" | "tool_call_update" => {
-            let title = update["title"].as_str().unwrap_or_default();
-            let status = update["status"].as_str().unwrap_or_default();
-            if !title.is_empty() || !status.is_empty() {
-                shown.tool(title, status);
-            }
-        }
-        _ => {}
     }
 }
 
@@ -217,7 +214,7 @@ async fn exchange(
     name: &str,
     params: Value,
     cancel: &CancellationToken,
-    each: &mut dyn FnMut(&Value),
+    each: &mut (dyn FnMut(&Value) + Send),
 ) -> Result<Value, AgentError> {
     let session_id = params.get("sessionId").cloned();
     let peer = conn.peer.clone();
@@ -247,7 +244,7 @@ async fn exchange(
     result
 }
 
-fn handle(peer: &Peer, services: &Arc<Services>, message: FromAgent, each: &mut dyn FnMut(&Value)) {
+fn handle(peer: &Peer, services: &Arc<Services>, message: FromAgent, each: &mut (dyn FnMut(&Value) + Send)) {
     match message {
         FromAgent::Notification { method, params } if method == method::SESSION_UPDATE => each(&params["update"]),
         FromAgent::Notification { method, .. } => tracing::debug!("a notification we do not use: {method}"),

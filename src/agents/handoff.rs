@@ -6,7 +6,7 @@
 //! agent and sends our record (the document) first ([`context_blocks`]).
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -17,6 +17,7 @@ use super::{AgentError, AgentSpec};
 use crate::core::handoff::{self, Carried, HandoffError};
 use crate::core::message::{Message, Role};
 use crate::core::session::{mark_handoff_request, SessionManager};
+use crate::core::sync::lock;
 
 /// Where the work goes on after the handoff.
 #[derive(Clone, Debug)]
@@ -53,35 +54,37 @@ pub struct HandedOff {
 /// Hands `session` (an external agent's) off to `target`; `focus` as `:Handoff focus` takes
 /// it. The request and the document are recorded in `session` as any handoff's are.
 pub async fn hand_off(
-    session: &mut SessionManager,
+    record: &Mutex<SessionManager>,
     services: Arc<Services>,
     focus: Option<&str>,
     target: Target,
     cancel: &CancellationToken,
     shown: &dyn Shown,
 ) -> Result<HandedOff, ExternalHandoffError> {
-    let entry = record::agent_of(session).ok_or(ExternalHandoffError::NotAnAgentSession)?;
+    let session = || lock(record);
+    let entry = record::agent_of(&session()).ok_or(ExternalHandoffError::NotAnAgentSession)?;
     let (mut agent, resumed) = ExternalSession::open(entry.agent.clone(), services, entry.session_id.as_deref()).await?;
     let instruction = handoff::build_prompt(focus);
-    let mut blocks = if resumed { Vec::new() } else { context_blocks(session) };
+    let mut blocks = if resumed { Vec::new() } else { context_blocks(&session(), 0) };
     blocks.push(json!({ "type": "text", "text": instruction }));
     let mut request = Message::user(instruction);
     mark_handoff_request(&mut request, focus);
-    let turn = agent.prompt(session, blocks, Some(request), cancel, shown).await;
+    let turn = agent.prompt(&session, blocks, Some(request), cancel, shown).await;
     agent.close().await;
     let turn = turn?;
     let document = turn.text.trim().to_string();
     if turn.stop != "end_turn" || document.is_empty() {
         return Err(ExternalHandoffError::NoDocument { stop: turn.stop });
     }
-    let carried = Carried::of_session(session, None);
+    let mut session = session();
+    let carried = Carried::of_session(&session, None);
     let text = handoff::with_facts(&document, &carried);
     let next_agent = match target {
         Target::Same => Some(entry.agent),
         Target::Agent(spec) => Some(spec),
         Target::Ours => None,
     };
-    let (next, _parent, document_file, _ledger) = handoff::seed_new_session(session, &text, &carried, |next| match next_agent {
+    let (next, _parent, document_file, _ledger) = handoff::seed_new_session(&mut session, &text, &carried, |next| match next_agent {
         Some(agent) => record::record_agent(next, &AgentEntry { agent, session_id: None }),
         None => Ok(()),
     })?;
@@ -90,9 +93,11 @@ pub async fn hand_off(
 
 /// What an agent that does not know the conversation is sent before the prompt: our record of
 /// it (a handoff's document as the new session holds it; else the conversation as text).
-/// Empty for a session with nothing in it.
-pub fn context_blocks(session: &SessionManager) -> Vec<Value> {
-    let messages = session.build_session_context().messages;
+/// Empty for a session with nothing in it. `leave_out`: messages at the end not sent this way
+/// (the prompt just recorded, which goes as the prompt).
+pub fn context_blocks(session: &SessionManager, leave_out: usize) -> Vec<Value> {
+    let mut messages = session.build_session_context().messages;
+    messages.truncate(messages.len().saturating_sub(leave_out));
     if messages.is_empty() {
         return Vec::new();
     }

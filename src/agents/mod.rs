@@ -15,11 +15,13 @@ mod client;
 mod connection;
 pub mod handoff;
 mod record;
+mod runner;
 mod terminal;
 
 use std::collections::BTreeMap;
 
 pub use client::{probe, serve, AgentInfo, ExternalSession, Services, Shown, Turn};
+pub use runner::Runner;
 pub use terminal::Terminals;
 pub use record::{agent_of, record_agent_spec, AgentEntry, AGENT_ENTRY};
 
@@ -95,14 +97,26 @@ impl AgentSpec {
             .collect()
     }
 
+    /// Why the agent cannot start here: its program is not found (the error names it).
+    pub fn missing(&self) -> Option<String> {
+        match self.program() {
+            Some(_) => None,
+            None => Some(format!("the command {:?} of agent {:?} is not found", self.program_name().unwrap_or_default(), self.name)),
+        }
+    }
+
+    /// The program the command runs, as written.
+    fn program_name(&self) -> Option<String> {
+        match self.command.as_slice() {
+            [sh, c, line] if sh == "/bin/sh" && c == "-c" => Some(program_word(line.strip_prefix("exec ")?)?.to_string()),
+            [first, ..] => Some(first.clone()),
+            [] => None,
+        }
+    }
+
     /// Where the command's program is, if it is found (on `PATH` for a bare name).
     pub fn program(&self) -> Option<std::path::PathBuf> {
-        let first = match self.command.as_slice() {
-            [sh, c, line] if sh == "/bin/sh" && c == "-c" => program_word(line.strip_prefix("exec ")?)?.to_string(),
-            [first, ..] => first.clone(),
-            [] => return None,
-        };
-        which(&first)
+        which(&self.program_name()?)
     }
 }
 

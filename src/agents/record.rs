@@ -6,6 +6,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::client::Shown;
 use super::{AgentSpec, PROVIDER};
 use crate::core::message::{ContentBlock, Message, StopReason};
 use crate::core::session::{SessionError, SessionManager};
@@ -58,11 +59,16 @@ struct Call {
     result: Option<ToolOutput>,
 }
 
-/// The turn being recorded: the assistant message being filled, and its calls.
-pub struct Recorder {
+/// The turn being recorded, and shown as it is: the assistant message being filled, its calls,
+/// the messages written so far.
+pub struct Recorder<'a> {
     model: String,
     message: Message,
+    /// The message was shown as started.
+    started: bool,
     calls: Vec<Call>,
+    written: Vec<Message>,
+    shown: &'a dyn Shown,
 }
 
 /// Our tool's name for an ACP tool kind, so that the facts, the ledger and `session_query`
@@ -101,28 +107,47 @@ fn content_text(content: &Value) -> String {
     text
 }
 
-impl Recorder {
-    pub fn new(model: &str) -> Recorder {
-        Recorder { model: model.to_string(), message: Message::assistant(PROVIDER, PROVIDER, model), calls: Vec::new() }
+impl<'a> Recorder<'a> {
+    pub fn new(model: &str, shown: &'a dyn Shown) -> Recorder<'a> {
+        Recorder {
+            model: model.to_string(),
+            message: Message::assistant(PROVIDER, PROVIDER, model),
+            started: false,
+            calls: Vec::new(),
+            written: Vec::new(),
+            shown,
+        }
     }
 
-    /// Takes one `session/update` into the record (writing a finished round of calls).
+    fn start(&mut self) {
+        if !self.started {
+            self.started = true;
+            self.shown.message_start(&self.message);
+        }
+    }
+
+    /// Takes one `session/update` into the record (writing a finished round of calls) and
+    /// shows it.
     pub fn update(&mut self, session: &mut SessionManager, update: &Value) -> Result<(), SessionError> {
         match update["sessionUpdate"].as_str().unwrap_or_default() {
             "agent_message_chunk" => {
                 if let Some(text) = update["content"]["text"].as_str() {
                     self.round_done(session)?;
+                    self.start();
                     self.message.push_text(text);
+                    self.shown.text(self.message.content.blocks().len().saturating_sub(1), text);
                 }
             }
             "agent_thought_chunk" => {
                 if let Some(text) = update["content"]["text"].as_str() {
                     self.round_done(session)?;
+                    self.start();
                     self.message.push_thinking(text);
                 }
             }
             "tool_call" => {
                 let id = update["toolCallId"].as_str().unwrap_or_default().to_string();
+                self.show_tool(update);
                 if let Some(call) = self.calls.iter_mut().find(|c| c.id == id) {
                     call.result = result_of(update).or(call.result.take());
                     return Ok(());
@@ -139,10 +164,14 @@ impl Recorder {
                 if let Some(path) = update["locations"][0]["path"].as_str() {
                     arguments.entry("path").or_insert_with(|| Value::String(path.into()));
                 }
-                self.blocks_mut().push(ContentBlock::tool_call(&id, &name, Value::Object(arguments)));
+                self.start();
+                let mut blocks = self.message.content.blocks();
+                blocks.push(ContentBlock::tool_call(&id, &name, Value::Object(arguments)));
+                self.message.content = crate::core::message::Content::Blocks(blocks);
                 self.calls.push(Call { id, name, result: result_of(update) });
             }
             "tool_call_update" => {
+                self.show_tool(update);
                 let id = update["toolCallId"].as_str().unwrap_or_default();
                 if let Some(call) = self.calls.iter_mut().find(|c| c.id == id) {
                     if let Some(result) = result_of(update) {
@@ -155,14 +184,11 @@ impl Recorder {
         Ok(())
     }
 
-    fn blocks_mut(&mut self) -> &mut Vec<ContentBlock> {
-        use crate::core::message::Content;
-        if let Content::Text(text) = &self.message.content {
-            self.message.content = Content::Blocks(vec![ContentBlock::text(text.clone())]);
-        }
-        match &mut self.message.content {
-            Content::Blocks(blocks) => blocks,
-            Content::Text(_) => unreachable!("made blocks above"),
+    fn show_tool(&self, update: &Value) {
+        let title = update["title"].as_str().unwrap_or_default();
+        let status = update["status"].as_str().unwrap_or_default();
+        if !title.is_empty() || !status.is_empty() {
+            self.shown.tool(title, status);
         }
     }
 
@@ -175,21 +201,32 @@ impl Recorder {
         self.message.stop_reason = Some(StopReason::ToolUse);
         self.write_round(session)?;
         self.message = Message::assistant(PROVIDER, PROVIDER, &self.model);
+        self.started = false;
+        Ok(())
+    }
+
+    fn write(&mut self, session: &mut SessionManager, message: Message) -> Result<(), SessionError> {
+        session.append_message(&message)?;
+        self.shown.message_end(&message);
+        self.written.push(message);
         Ok(())
     }
 
     fn write_round(&mut self, session: &mut SessionManager) -> Result<(), SessionError> {
-        session.append_message(&self.message)?;
-        for call in self.calls.drain(..) {
+        self.start();
+        self.write(session, self.message.clone())?;
+        for call in std::mem::take(&mut self.calls) {
             let output = call.result.unwrap_or_else(|| ToolOutput::error("The agent reported no result for this call."));
-            session.append_message(&output.into_message(&call.id, &call.name))?;
+            let result = output.into_message(&call.id, &call.name);
+            self.shown.message_start(&result);
+            self.write(session, result)?;
         }
         Ok(())
     }
 
     /// The turn ended with `stop` (the agent's stop reason): what is left is written.
-    /// Returns the last reply's text.
-    pub fn finish(mut self, session: &mut SessionManager, stop: &str) -> Result<String, SessionError> {
+    /// Returns the last reply's text and every message written.
+    pub fn finish(mut self, session: &mut SessionManager, stop: &str) -> Result<(String, Vec<Message>), SessionError> {
         let text = self.message.text();
         self.message.stop_reason = Some(match stop {
             _ if !self.calls.is_empty() => StopReason::ToolUse,
@@ -202,7 +239,7 @@ impl Recorder {
             self.message.error_message = Some("the agent refused".into());
         }
         self.write_round(session)?;
-        Ok(text)
+        Ok((text, self.written))
     }
 }
 

@@ -21,7 +21,7 @@ use crate::frontend_paths;
 struct Printed;
 
 impl Shown for Printed {
-    fn text(&self, delta: &str) {
+    fn text(&self, _index: usize, delta: &str) {
         let mut out = std::io::stdout();
         let _ = out.write_all(delta.as_bytes());
         let _ = out.flush();
@@ -92,13 +92,15 @@ pub async fn prompt(settings: &Settings, agent: Option<&str>, session: Option<Pa
             agents::record_agent_spec(&mut record, &spec)?;
         }
         let focus = Some(focus.trim()).filter(|f| !f.is_empty());
-        return hand_off(&mut record, services, focus, Target::Same, &cancel).await;
+        return hand_off(&std::sync::Mutex::new(record), services, focus, Target::Same, &cancel).await;
     }
     eprintln!("{}", record.path().display());
     let (mut external, resumed) = ExternalSession::open(spec, services, resume.as_deref()).await?;
-    let mut blocks = if resumed { Vec::new() } else { agent_handoff::context_blocks(&record) };
+    let mut blocks = if resumed { Vec::new() } else { agent_handoff::context_blocks(&record, 0) };
     blocks.push(serde_json::json!({ "type": "text", "text": text }));
-    let turn = external.prompt(&mut record, blocks, Some(Message::user(text)), &cancel, &Printed).await;
+    let record = std::sync::Mutex::new(record);
+    let session = || crate::core::sync::lock(&record);
+    let turn = external.prompt(&session, blocks, Some(Message::user(text)), &cancel, &Printed).await;
     external.close().await;
     let turn = turn?;
     writeln!(std::io::stdout())?;
@@ -117,7 +119,7 @@ pub async fn prompt(settings: &Settings, agent: Option<&str>, session: Option<Pa
 
 /// `handoff FILE` of an external agent's session (`--to`: where it goes on).
 pub async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>, to: Option<&str>) -> anyhow::Result<u8> {
-    let mut record = open_session(file, settings)?;
+    let record = open_session(file, settings)?;
     let target = match to {
         None => Target::Same,
         Some(agents::OURS) => Target::Ours,
@@ -125,14 +127,14 @@ pub async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>, to: 
     };
     let services = services(settings, record.cwd());
     let cancel = ctrl_c()?;
-    hand_off(&mut record, services, focus, target, &cancel).await
+    hand_off(&std::sync::Mutex::new(record), services, focus, target, &cancel).await
 }
 
-async fn hand_off(record: &mut SessionManager, services: Arc<Services>, focus: Option<&str>, target: Target, cancel: &CancellationToken) -> anyhow::Result<u8> {
+async fn hand_off(record: &std::sync::Mutex<SessionManager>, services: Arc<Services>, focus: Option<&str>, target: Target, cancel: &CancellationToken) -> anyhow::Result<u8> {
     /// The document is not streamed: the outcome is the new session's path.
     struct Quiet;
     impl Shown for Quiet {
-        fn text(&self, _delta: &str) {}
+        fn text(&self, _index: usize, _delta: &str) {}
     }
     match agent_handoff::hand_off(record, services, focus, target, cancel, &Quiet).await {
         Ok(done) => {
@@ -167,9 +169,9 @@ pub async fn list(settings: &Settings) -> anyhow::Result<u8> {
     let mut code = exit::OK;
     for spec in AgentSpec::configured(settings) {
         let mut line = serde_json::json!({ "name": spec.name, "command": spec.command, "found": spec.program().is_some() });
-        let probed = match spec.program() {
-            None => Err(format!("the command {:?} of agent {:?} is not found", spec.command.first().cloned().unwrap_or_default(), spec.name)),
-            Some(_) => match tokio::time::timeout(std::time::Duration::from_secs(30), agents::probe(&spec, &cwd)).await {
+        let probed = match spec.missing() {
+            Some(missing) => Err(missing),
+            None => match tokio::time::timeout(std::time::Duration::from_secs(30), agents::probe(&spec, &cwd)).await {
                 Ok(Ok(info)) => Ok(info),
                 Ok(Err(e)) => Err(e.to_string()),
                 Err(_) => Err("no answer to initialize within 30 s".to_string()),

@@ -141,6 +141,8 @@ pub enum Notification {
     HandoffDiscard,
     Approve { id: String, decision: crate::core::tools::consent::Answer, reason: Option<String> },
     Resume { path: PathBuf },
+    /// `:HandoffAgent NAME`: a new session on that external agent (`agents`), or on ours.
+    Agent { name: String },
     ViewSession { path: PathBuf, limit: Option<usize> },
     /// The sessions of the working directory, listed in a task: a `sessions` record brings them.
     Sessions,
@@ -251,6 +253,10 @@ impl Notification {
             "resume" => {
                 let (path,) = args(method, a, 1)?;
                 Notification::Resume { path }
+            }
+            "agent" => {
+                let (name,) = args(method, a, 1)?;
+                Notification::Agent { name }
             }
             "view_session" => {
                 let (path, limit) = args(method, a, 2)?;
