@@ -510,6 +510,34 @@ async fn handoff_agent_in_the_editor_chat_approval_and_the_buffer() {
         let lines = ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf])).await;
         assert_eq!(lines, json!(["hello"]));
 
+        // Stopping a reply: `session/cancel` to the agent, the turn ends aborted.
+        ed.mock.push(common::nvim::endless());
+        ed.lua("require('handoff').prompt('talk on')", json!([])).await;
+        common::wait_until("the agent's model request", T, || {
+            ed.mock.requests().last().is_some_and(|r| r.body.to_string().contains("talk on"))
+        })
+        .await;
+        ed.lua("require('handoff').abort()", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 3).await;
+        let last = messages(&session).last().cloned().unwrap();
+        assert_eq!(last["stopReason"], "aborted", "{last}");
+
+        // `:Handoff` on the agent's session: the agent writes the document, the new session
+        // runs on the same agent with the document first.
+        ed.mock.push(MockReply::text(DOCUMENT));
+        ed.command("Handoff").await;
+        ed.wait_event("HandoffSessionSwitch", 2).await;
+        let next = PathBuf::from(ed.session_file().await);
+        assert_ne!(next, session);
+        let entry = agents::agent_of(&SessionManager::open(&next, &ed.session_dir).unwrap()).unwrap();
+        assert_eq!((entry.agent.name.as_str(), entry.session_id), ("mine", None));
+        ed.mock.push(MockReply::text("Going on."));
+        ed.lua("require('handoff').prompt('go on')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 5).await;
+        let sent = common::wire_messages(&ed.mock.requests().last().cloned().unwrap());
+        let last_user = &sent.iter().rev().find(|(role, _)| role == "user").unwrap().1;
+        assert!(last_user.contains("<handoff-context>\n## Goal\nShip the parser.") && last_user.ends_with("go on"), "{sent:?}");
+
         // A missing agent is a clear error naming its command.
         ed.lua("require('handoff').setup(vim.tbl_deep_extend('force', require('handoff.config').options, { agents = { gone = { command = { 'no-such-agent-binary' } } } }))", json!([])).await;
         ed.command("HandoffAgent gone").await;

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::{ExternalSession, Services, Shown};
 use super::record;
-use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent, ExternalRunner};
+use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent, ExternalRunner, SessionSetting};
 use crate::core::message::Message;
 use crate::core::session::SessionManager;
 
@@ -68,6 +68,11 @@ fn services(agent: &AgentSession) -> Arc<Services> {
 impl ExternalRunner for Runner {
     fn drives(&self, session: &SessionManager) -> bool {
         record::agent_of(session).is_some()
+    }
+
+    fn successor(&self, old: &SessionManager) -> Option<SessionSetting> {
+        let agent = record::agent_of(old)?.agent;
+        Some(Box::new(move |next: &mut SessionManager| record::record_agent_spec(next, &agent)))
     }
 
     async fn prompt(&self, agent: &AgentSession, prompt: &Message, cancel: &CancellationToken) -> Result<Vec<Message>, String> {

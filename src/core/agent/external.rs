@@ -20,12 +20,25 @@ pub trait ExternalRunner: Send + Sync {
     /// `agent.session()` as they come, their events emitted on `agent`. Returns the messages
     /// recorded, or why the turn failed.
     async fn prompt(&self, agent: &AgentSession, prompt: &Message, cancel: &CancellationToken) -> Result<Vec<Message>, String>;
+
+    /// What the session a handoff of `old` starts records, beside the model carried over, so
+    /// that it runs on the same agent (written into the new session once it is made).
+    fn successor(&self, old: &SessionManager) -> Option<SessionSetting>;
 }
+
+/// Entries a new session starts with (see [`ExternalRunner::successor`]).
+pub type SessionSetting = Box<dyn FnOnce(&mut SessionManager) -> Result<(), crate::core::session::SessionError> + Send>;
 
 impl AgentSession {
     /// The runner of sessions that run on an external agent (`None`: every run is ours).
     pub fn set_external_runner(&self, runner: Option<std::sync::Arc<dyn ExternalRunner>>) {
         *super::lock(&self.external) = runner;
+    }
+
+    /// What a handoff's new session records so that it runs on the same external agent
+    /// (`None`: the session runs on ours).
+    pub fn external_successor(&self) -> Option<SessionSetting> {
+        self.external_runner()?.successor(&self.session())
     }
 
     /// The runner when the current session runs on an external agent.

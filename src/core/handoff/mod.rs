@@ -605,9 +605,14 @@ async fn run_fitted(
 /// disk, so a write error (full disk, read-only folder) leaves the agent on the old session.
 fn start_new_session(hold: &Hold, agent: &AgentSession, text: &str, carried: &Carried) -> Result<NewSession, HandoffError> {
     let carry = agent.settings_carrier();
+    // A session on an external agent goes on on the same agent.
+    let external = agent.external_successor();
     let seeded = {
         let mut session = agent.session();
-        seed_new_session(&mut session, text, carried, carry)?
+        seed_new_session(&mut session, text, carried, |next| {
+            carry(next)?;
+            external.map_or(Ok(()), |external| external(next))
+        })?
     };
     let (next, parent_session, document_file, ledger) = seeded;
     // Gap (nobody told): the switch is announced with its reason.
