@@ -22,7 +22,7 @@
 ---@field mcp? handoff.Config.mcp
 ---@field sandbox? "workspace-write"|"read-only"|"off" Where bash commands may write: "workspace-write" (the project folder, a temp folder of their own and /dev/null), "read-only" (only that temp folder), "off" (anywhere the user can). A command that looks blocked is offered a re-run outside. See |handoff-sandbox|.
 ---@field network? boolean Whether sandboxed bash commands may use the network (sockets other than AF_UNIX). See |handoff-sandbox|.
----@field agents? table<string, { command?: string[], env?: table<string, string> }> External agents speaking the Agent Client Protocol, by name: { claude = { command = { "npx", "-y", "@zed-industries/claude-agent-acp" }, env = { … } } }. Used by the CLI's --agent NAME (on the command line as JSON) and listed by :checkhealth handoff. See |handoff-agents|.
+---@field agents? table<string, { command?: string[], env?: table<string, string> }> External agents speaking the Agent Client Protocol, by name: { claude = { command = { "npx", "-y", "@zed-industries/claude-agent-acp" }, env = { … } } }. Used by :HandoffAgent NAME and the CLI's --agent NAME (on the command line as JSON); :checkhealth handoff lists them. See |handoff-agents|.
 ---@field max_turns? integer Turns of one prompt at most (each round of tool calls is a turn).
 ---@field handoff? handoff.Config.handoff
 ---@field tool_output_lines? integer Lines of a tool's output shown in the chat (the rest is in the session).
@@ -593,7 +593,7 @@ return {
       type = { kind = "map", value = { kind = "record", fields = { command = { kind = "list", item = { kind = "string" } }, env = { kind = "map", value = { kind = "string" } } } } },
       default = {},
       accepts = "a table from names to a table of command (a list, each a string), env (a table from names to a string)",
-      doc = "External agents speaking the Agent Client Protocol, by name: { claude = { command = { \"npx\", \"-y\", \"@zed-industries/claude-agent-acp\" }, env = { … } } }. Used by the CLI's --agent NAME (on the command line as JSON) and listed by :checkhealth handoff. See |handoff-agents|.",
+      doc = "External agents speaking the Agent Client Protocol, by name: { claude = { command = { \"npx\", \"-y\", \"@zed-industries/claude-agent-acp\" }, env = { … } } }. Used by :HandoffAgent NAME and the CLI's --agent NAME (on the command line as JSON); :checkhealth handoff lists them. See |handoff-agents|.",
     },
     {
       key = "max_turns",

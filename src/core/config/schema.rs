@@ -403,7 +403,7 @@ pub const SETTINGS: &[Setting] = &[
         "Whether sandboxed bash commands may use the network (sockets other than AF_UNIX). See |handoff-sandbox|.")
         .flag("network", Some("HANDOFF_NETWORK")),
     Setting::host("agents", "agents", Type::Map(&EXTERNAL_AGENT), DefaultValue::Empty,
-        "External agents speaking the Agent Client Protocol, by name: { claude = { command = { \"npx\", \"-y\", \"@zed-industries/claude-agent-acp\" }, env = { … } } }. Used by the CLI's --agent NAME (on the command line as JSON) and listed by :checkhealth handoff. See |handoff-agents|.")
+        "External agents speaking the Agent Client Protocol, by name: { claude = { command = { \"npx\", \"-y\", \"@zed-industries/claude-agent-acp\" }, env = { … } } }. Used by :HandoffAgent NAME and the CLI's --agent NAME (on the command line as JSON); :checkhealth handoff lists them. See |handoff-agents|.")
         .flag("agents", Some("HANDOFF_AGENTS")),
     Setting::host("max_turns", "max_turns", COUNT, DefaultValue::Int(DEFAULT_MAX_TURNS as i64),
         "Turns of one prompt at most (each round of tool calls is a turn).")
