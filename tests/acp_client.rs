@@ -549,3 +549,76 @@ async fn handoff_agent_in_the_editor_chat_approval_and_the_buffer() {
     })
     .await;
 }
+
+const CLAUDE_AGENT_ACP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/claude-agent-acp/node_modules/.bin/claude-agent-acp");
+
+/// claude-agent-acp (`$CLAUDE_AGENT_ACP_BIN`, else the checkout's cache that `scripts/deps.sh`'s
+/// `ensure_claude_agent_acp` fills), or `None` after saying so loudly when
+/// `HANDOFF_SKIP_CLAUDE_AGENT_ACP=1`; missing otherwise fails.
+fn claude_agent_acp() -> Option<PathBuf> {
+    let path = std::env::var_os("CLAUDE_AGENT_ACP_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(CLAUDE_AGENT_ACP));
+    if path.is_file() {
+        return Some(path);
+    }
+    if std::env::var("HANDOFF_SKIP_CLAUDE_AGENT_ACP").as_deref() == Ok("1") {
+        eprintln!("\n!!!!!!!! SKIPPED: claude-agent-acp is not installed at {} !!!!!!!!\n", path.display());
+        return None;
+    }
+    panic!("claude-agent-acp is not installed at {}: run scripts/deps.sh's ensure_claude_agent_acp (or set CLAUDE_AGENT_ACP_BIN, or HANDOFF_SKIP_CLAUDE_AGENT_ACP=1)", path.display());
+}
+
+/// A real agent offline: Claude Code (`@zed-industries/claude-agent-acp` 0.23.1) with the mock
+/// as its model over Anthropic's Messages API. A prompt streams and is recorded; its `Write`
+/// asks through our consent (refused without `--yes`: no file; with it the file lands, written
+/// by the agent's own file IO); `handoff --to ours` goes on on our engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_agent_acp_offline_prompt_consent_and_handoff_to_ours() {
+    let Some(claude) = claude_agent_acp() else { return };
+    let env = Env::new().await;
+    let home = env.dir.path().join("claude-home");
+    std::fs::create_dir_all(&home).unwrap();
+    // Offline: no traffic of its own; as root it needs IS_SANDBOX to open a session.
+    let agent = format!(
+        "env HOME={} ANTHROPIC_BASE_URL={} ANTHROPIC_API_KEY=x CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 IS_SANDBOX=1 {}",
+        home.display(),
+        env.mock.anthropic_base_url(),
+        claude.display()
+    );
+
+    env.mock.push(MockReply::text("Hello from Claude."));
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--agent", &agent, "Plan the parser"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Hello from Claude.");
+    let request = env.mock.requests().last().cloned().unwrap();
+    assert!(request.path.contains("/v1/messages"), "{}", request.path);
+    let file = session_of(&stderr);
+    assert_eq!(messages(&file).last().unwrap()["model"], "claude-agent-acp");
+
+    let target = env.project().join("c.txt");
+    let write = json!({ "file_path": target, "content": "from claude\n" });
+    env.mock.push(common::tool_call_reply("Write", write.clone(), "toolu_w1"));
+    env.mock.push(MockReply::text("Not written."));
+    let (code, _, stderr) = ours(&env, &["prompt", "--agent", &agent, "write c"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!target.exists(), "written although our consent refused: {stderr}");
+
+    env.mock.push(common::tool_call_reply("Write", write, "toolu_w2"));
+    env.mock.push(MockReply::text("Written."));
+    let (code, stdout, stderr) = ours(&env, &["--yes", "prompt", "--agent", &agent, "write c"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Written."), "{stdout}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "from claude\n");
+    let recorded = messages(&session_of(&stderr));
+    assert!(recorded.iter().any(|m| m["role"] == "toolResult" && m["isError"] == false), "{recorded:#?}");
+
+    env.mock.push(MockReply::text(DOCUMENT));
+    let (code, stdout, stderr) = ours(&env, &["handoff", file.to_str().unwrap(), "--to", "ours"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    env.mock.push(MockReply::text("Ours continues."));
+    let (code, stdout2, stderr) = ours(&env, &["prompt", "--session", stdout.trim(), "go on"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout2.trim(), "Ours continues.");
+    let sent = common::wire_messages(&env.mock.requests().last().cloned().unwrap());
+    let first_user = sent.iter().find(|(role, _)| role == "user").unwrap();
+    assert!(first_user.1.starts_with("<handoff-context>\n## Goal\nShip the parser."), "{sent:?}");
+}
