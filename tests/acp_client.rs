@@ -551,29 +551,29 @@ async fn handoff_agent_in_the_editor_chat_approval_and_the_buffer() {
 }
 
 const CLAUDE_AGENT_ACP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/claude-agent-acp/node_modules/.bin/claude-agent-acp");
+const CLAUDE_CODE_ACP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/claude-code-acp/node_modules/.bin/claude-code-acp");
 
-/// claude-agent-acp (`$CLAUDE_AGENT_ACP_BIN`, else the checkout's cache that `scripts/deps.sh`'s
-/// `ensure_claude_agent_acp` fills), or `None` after saying so loudly when
-/// `HANDOFF_SKIP_CLAUDE_AGENT_ACP=1`; missing otherwise fails.
-fn claude_agent_acp() -> Option<PathBuf> {
-    let path = std::env::var_os("CLAUDE_AGENT_ACP_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(CLAUDE_AGENT_ACP));
+/// An npm agent's binary (`$var`, else `default`, the checkout's cache that `scripts/deps.sh`
+/// fills), or `None` after saying so loudly when `HANDOFF_SKIP_<var>=1`; missing otherwise
+/// fails.
+fn npm_agent(var: &str, default: &str) -> Option<PathBuf> {
+    let path = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(default));
     if path.is_file() {
         return Some(path);
     }
-    if std::env::var("HANDOFF_SKIP_CLAUDE_AGENT_ACP").as_deref() == Ok("1") {
-        eprintln!("\n!!!!!!!! SKIPPED: claude-agent-acp is not installed at {} !!!!!!!!\n", path.display());
+    if std::env::var(format!("HANDOFF_SKIP_{var}")).as_deref() == Ok("1") {
+        eprintln!("\n!!!!!!!! SKIPPED: {} is not installed !!!!!!!!\n", path.display());
         return None;
     }
-    panic!("claude-agent-acp is not installed at {}: run scripts/deps.sh's ensure_claude_agent_acp (or set CLAUDE_AGENT_ACP_BIN, or HANDOFF_SKIP_CLAUDE_AGENT_ACP=1)", path.display());
+    panic!("{} is not installed: run scripts/deps.sh (ensure_*), or set {var}, or HANDOFF_SKIP_{var}=1", path.display());
 }
 
-/// A real agent offline: Claude Code (`@zed-industries/claude-agent-acp` 0.23.1) with the mock
-/// as its model over Anthropic's Messages API. A prompt streams and is recorded; its `Write`
-/// asks through our consent (refused without `--yes`: no file; with it the file lands, written
-/// by the agent's own file IO); `handoff --to ours` goes on on our engine.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claude_agent_acp_offline_prompt_consent_and_handoff_to_ours() {
-    let Some(claude) = claude_agent_acp() else { return };
+/// Claude Code through an ACP adapter (`claude`, named `name`) with the mock as its model over
+/// Anthropic's Messages API, offline. A prompt streams and is recorded; its `Write` asks
+/// through our consent (refused without `--yes`: no file; with it the file lands); `handoff
+/// --to ours` goes on on our engine. Returns the mock's requests' paths of the last write.
+/// `through_fs`: its write comes to our `fs/write_text_file` (our log says so), else it is its own.
+async fn claude_offline(claude: &Path, name: &str, write_tool: &str, through_fs: bool) -> Env {
     let env = Env::new().await;
     let home = env.dir.path().join("claude-home");
     std::fs::create_dir_all(&home).unwrap();
@@ -585,40 +585,65 @@ async fn claude_agent_acp_offline_prompt_consent_and_handoff_to_ours() {
         claude.display()
     );
 
-    env.mock.push(MockReply::text("Hello from Claude."));
+    // Its side requests (token counts, a small model's "count") take the default reply; each
+    // step's reply is routed to the request that carries the step's words.
+    env.mock.set_default(MockReply::text("(default)"));
+    env.mock.push_for("Plan the parser", MockReply::text("Hello from Claude."));
     let (code, stdout, stderr) = ours(&env, &["prompt", "--agent", &agent, "Plan the parser"]).await;
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(stdout.trim(), "Hello from Claude.");
-    let request = env.mock.requests().last().cloned().unwrap();
-    assert!(request.path.contains("/v1/messages"), "{}", request.path);
+    assert!(env.mock.requests().iter().any(|r| r.path.contains("/v1/messages")));
     let file = session_of(&stderr);
-    assert_eq!(messages(&file).last().unwrap()["model"], "claude-agent-acp");
+    assert_eq!(messages(&file).last().unwrap()["model"], name);
 
     let target = env.project().join("c.txt");
     let write = json!({ "file_path": target, "content": "from claude\n" });
-    env.mock.push(common::tool_call_reply("Write", write.clone(), "toolu_w1"));
-    env.mock.push(MockReply::text("Not written."));
+    env.mock.push_for("write c", common::tool_call_reply(write_tool, write.clone(), "toolu_w1"));
+    env.mock.set_default(MockReply::text("Not written."));
     let (code, _, stderr) = ours(&env, &["prompt", "--agent", &agent, "write c"]).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(!target.exists(), "written although our consent refused: {stderr}");
 
-    env.mock.push(common::tool_call_reply("Write", write, "toolu_w2"));
-    env.mock.push(MockReply::text("Written."));
-    let (code, stdout, stderr) = ours(&env, &["--yes", "prompt", "--agent", &agent, "write c"]).await;
+    env.mock.push_for("write c", common::tool_call_reply(write_tool, write, "toolu_w2"));
+    env.mock.set_default(MockReply::text("Written."));
+    let log = env.dir.path().join("client.log");
+    let (code, stdout, stderr) = ours(&env, &["--log-file", log.to_str().unwrap(), "--yes", "prompt", "--agent", &agent, "write c"]).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("Written."), "{stdout}");
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(logged.contains("the agent writes through fs/write_text_file"), through_fs, "{logged}");
+    assert!(target.exists(), "not written: {stderr}\n{:#?}", messages(&session_of(&stderr)));
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "from claude\n");
     let recorded = messages(&session_of(&stderr));
     assert!(recorded.iter().any(|m| m["role"] == "toolResult" && m["isError"] == false), "{recorded:#?}");
+    // The call as recorded: our tool's name and its input, given after the call started.
+    let call = recorded.iter().flat_map(|m| m["content"].as_array().cloned().unwrap_or_default()).find(|b| b["type"] == "toolCall").unwrap();
+    assert_eq!((call["name"].as_str(), call["arguments"]["content"].as_str()), (Some("write"), Some("from claude\n")), "{call}");
 
-    env.mock.push(MockReply::text(DOCUMENT));
+    env.mock.push_for("handoff document", MockReply::text(DOCUMENT));
     let (code, stdout, stderr) = ours(&env, &["handoff", file.to_str().unwrap(), "--to", "ours"]).await;
     assert_eq!(code, 0, "{stderr}");
-    env.mock.push(MockReply::text("Ours continues."));
+    env.mock.push_for("go on", MockReply::text("Ours continues."));
     let (code, stdout2, stderr) = ours(&env, &["prompt", "--session", stdout.trim(), "go on"]).await;
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(stdout2.trim(), "Ours continues.");
     let sent = common::wire_messages(&env.mock.requests().last().cloned().unwrap());
     let first_user = sent.iter().find(|(role, _)| role == "user").unwrap();
     assert!(first_user.1.starts_with("<handoff-context>\n## Goal\nShip the parser."), "{sent:?}");
+    env
+}
+
+/// `@zed-industries/claude-agent-acp` 0.23.1: it writes with its own file IO.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_agent_acp_offline_prompt_consent_and_handoff_to_ours() {
+    let Some(claude) = npm_agent("CLAUDE_AGENT_ACP_BIN", CLAUDE_AGENT_ACP) else { return };
+    claude_offline(&claude, "claude-agent-acp", "Write", false).await;
+}
+
+/// `@zed-industries/claude-code-acp` 0.16.2: the same, its file tools through our `fs/*`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_acp_offline_prompt_consent_and_handoff_to_ours() {
+    let Some(claude) = npm_agent("CLAUDE_CODE_ACP_BIN", CLAUDE_CODE_ACP) else { return };
+    // Its file tools are an MCP server of its own that calls our `fs/*`.
+    claude_offline(&claude, "claude-code-acp", "mcp__acp__Write", true).await;
 }

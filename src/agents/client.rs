@@ -267,6 +267,7 @@ pub async fn serve(services: &Services, name: &str, params: &Value) -> Result<Va
         method::WRITE_TEXT_FILE => {
             let path = absolute(services, params)?;
             let content = params["content"].as_str().ok_or((code::INVALID_PARAMS, "fs/write_text_file needs content".into()))?;
+            tracing::info!(path = %path.display(), "the agent writes through fs/write_text_file");
             services.files.write(&path, content.as_bytes()).await.map_err(|e| (code::INTERNAL_ERROR, format!("{}: {e}", path.display())))?;
             Ok(Value::Null)
         }

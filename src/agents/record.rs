@@ -56,6 +56,8 @@ pub fn record_agent_spec(session: &mut SessionManager, agent: &AgentSpec) -> Res
 struct Call {
     id: String,
     name: String,
+    /// Its ACP kind, as last said.
+    kind: String,
     result: Option<ToolOutput>,
 }
 
@@ -145,43 +147,55 @@ impl<'a> Recorder<'a> {
                     self.message.push_thinking(text);
                 }
             }
-            "tool_call" => {
+            "tool_call" | "tool_call_update" => {
+                self.show_tool(update);
                 let id = update["toolCallId"].as_str().unwrap_or_default().to_string();
-                self.show_tool(update);
-                if let Some(call) = self.calls.iter_mut().find(|c| c.id == id) {
-                    call.result = result_of(update).or(call.result.take());
-                    return Ok(());
+                if !self.calls.iter().any(|c| c.id == id) {
+                    self.start();
+                    self.calls.push(Call { id: id.clone(), name: String::new(), kind: String::new(), result: None });
                 }
-                let raw = update.get("rawInput").cloned().unwrap_or(Value::Null);
-                let name = tool_name(update["kind"].as_str().unwrap_or_default(), &raw);
-                let mut arguments = match raw {
-                    Value::Object(map) => map,
-                    _ => Map::new(),
-                };
-                if let Some(title) = update["title"].as_str() {
-                    arguments.entry("title").or_insert_with(|| Value::String(title.into()));
-                }
-                if let Some(path) = update["locations"][0]["path"].as_str() {
-                    arguments.entry("path").or_insert_with(|| Value::String(path.into()));
-                }
-                self.start();
-                let mut blocks = self.message.content.blocks();
-                blocks.push(ContentBlock::tool_call(&id, &name, Value::Object(arguments)));
-                self.message.content = crate::core::message::Content::Blocks(blocks);
-                self.calls.push(Call { id, name, result: result_of(update) });
-            }
-            "tool_call_update" => {
-                self.show_tool(update);
-                let id = update["toolCallId"].as_str().unwrap_or_default();
-                if let Some(call) = self.calls.iter_mut().find(|c| c.id == id) {
-                    if let Some(result) = result_of(update) {
-                        call.result = Some(result);
-                    }
-                }
+                self.call_changed(&id, update);
             }
             _ => {}
         }
         Ok(())
+    }
+
+    /// What an update of call `id` says (its kind, input, title, place, result), written
+    /// into the call's `toolCall` block: an agent may give its input only after the call
+    /// started (Claude Code's adapters do).
+    fn call_changed(&mut self, id: &str, update: &Value) {
+        let Some(call) = self.calls.iter_mut().find(|c| c.id == id) else { return };
+        if let Some(result) = result_of(update) {
+            call.result = Some(result);
+        }
+        if let Some(kind) = update["kind"].as_str() {
+            call.kind = kind.to_string();
+        }
+        let mut blocks = self.message.content.blocks();
+        let at = blocks.iter().position(|b| b.kind == "toolCall" && b.extra_str("id") == Some(id));
+        let mut arguments = match at.and_then(|at| blocks[at].extra.get("arguments")) {
+            Some(Value::Object(map)) => map.clone(),
+            _ => Map::new(),
+        };
+        if let Some(Value::Object(raw)) = update.get("rawInput") {
+            for (key, value) in raw {
+                arguments.insert(key.clone(), value.clone());
+            }
+        }
+        if let Some(title) = update["title"].as_str() {
+            arguments.insert("title".into(), Value::String(title.into()));
+        }
+        if let Some(path) = update["locations"][0]["path"].as_str() {
+            arguments.entry("path").or_insert_with(|| Value::String(path.into()));
+        }
+        call.name = tool_name(&call.kind, &Value::Object(arguments.clone()));
+        let block = ContentBlock::tool_call(id, &call.name, Value::Object(arguments));
+        match at {
+            Some(at) => blocks[at] = block,
+            None => blocks.push(block),
+        }
+        self.message.content = crate::core::message::Content::Blocks(blocks);
     }
 
     fn show_tool(&self, update: &Value) {
