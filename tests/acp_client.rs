@@ -647,3 +647,64 @@ async fn claude_code_acp_offline_prompt_consent_and_handoff_to_ours() {
     // Its file tools are an MCP server of its own that calls our `fs/*`.
     claude_offline(&claude, "claude-code-acp", "mcp__acp__Write", true).await;
 }
+
+const GEMINI_CLI: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/gemini-cli/node_modules/.bin/gemini");
+
+/// A real agent offline: Gemini CLI (`@google/gemini-cli` 0.61.0, `--acp`) with the mock as its
+/// model over Gemini's own API. A prompt streams and is recorded; its `write_file` asks through
+/// our consent (refused without `--yes`: no file) and, allowed, lands through our
+/// `fs/write_text_file` (a new file read first: answered empty); `handoff --to ours` goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_cli_offline_prompt_consent_fs_and_handoff_to_ours() {
+    let Some(gemini) = npm_agent("GEMINI_CLI_BIN", GEMINI_CLI) else { return };
+    let env = Env::new().await;
+    let home = env.dir.path().join("gemini-home");
+    std::fs::create_dir_all(home.join(".gemini")).unwrap();
+    // Folder trust off (else "always" fails), no statistics, no update checks.
+    let settings = json!({
+        "security": { "folderTrust": { "enabled": false }, "auth": { "selectedType": "gemini-api-key" } },
+        "privacy": { "usageStatisticsEnabled": false },
+        "general": { "disableAutoUpdate": true, "disableUpdateNag": true },
+    });
+    std::fs::write(home.join(".gemini/settings.json"), settings.to_string()).unwrap();
+    let agent = format!("env HOME={} GOOGLE_GEMINI_BASE_URL={} GEMINI_API_KEY=x {} --acp", home.display(), env.mock.gemini_base_url(), gemini.display());
+
+    // Its routing call before each prompt (structured output, not streamed) is answered by
+    // the mock from its schema; the conversation streams the scripted replies.
+    env.mock.set_default(MockReply::text("(default)"));
+    env.mock.push(MockReply::text("Hello from Gemini."));
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--agent", &agent, "Plan the parser"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Hello from Gemini.");
+    assert!(env.mock.requests().iter().any(|r| r.path.contains(":streamGenerateContent")));
+    let file = session_of(&stderr);
+    assert_eq!(messages(&file).last().unwrap()["model"], "gemini");
+
+    let target = env.project().join("g.txt");
+    let write = json!({ "file_path": target, "content": "from gemini\n" });
+    env.mock.push(common::tool_call_reply("write_file", write.clone(), "g1"));
+    env.mock.push(MockReply::text("Not written."));
+    let (code, _, stderr) = ours(&env, &["prompt", "--agent", &agent, "write g"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!target.exists(), "written although our consent refused: {stderr}");
+
+    env.mock.push(common::tool_call_reply("write_file", write, "g2"));
+    env.mock.push(MockReply::text("Written."));
+    let log = env.dir.path().join("client.log");
+    let (code, stdout, stderr) = ours(&env, &["--log-file", log.to_str().unwrap(), "--yes", "prompt", "--agent", &agent, "write g"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Written."), "{stdout}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap_or_default(), "from gemini\n", "{stderr}\n{:#?}", messages(&session_of(&stderr)));
+    assert!(std::fs::read_to_string(&log).unwrap().contains("the agent writes through fs/write_text_file"));
+
+    env.mock.push(MockReply::text(DOCUMENT));
+    let (code, stdout, stderr) = ours(&env, &["handoff", file.to_str().unwrap(), "--to", "ours"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    env.mock.push(MockReply::text("Ours continues."));
+    let (code, stdout2, stderr) = ours(&env, &["prompt", "--session", stdout.trim(), "go on"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout2.trim(), "Ours continues.");
+    let sent = common::wire_messages(&env.mock.requests().last().cloned().unwrap());
+    let first_user = sent.iter().find(|(role, _)| role == "user").unwrap();
+    assert!(first_user.1.starts_with("<handoff-context>\n## Goal\nShip the parser."), "{sent:?}");
+}
