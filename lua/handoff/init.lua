@@ -195,6 +195,24 @@ function M.resume(path)
   return host.notify("resume", path)
 end
 
+--- A new session on the external agent `name` (|handoff-agents|; a name of `agents`, or
+--- "ours" for our own model); without a name, the configured agents to pick from. Returns at
+--- once: the chat redraws when the session is there (`User HandoffSessionSwitch`).
+---@param name? string
+function M.agent(name)
+  if name and name ~= "" then
+    return host.notify("agent", name)
+  end
+  local names = vim.tbl_keys(require("handoff.config").options.agents or {})
+  table.sort(names)
+  table.insert(names, "ours")
+  vim.ui.select(names, { prompt = "Agent" }, function(choice)
+    if choice then
+      host.notify("agent", choice)
+    end
+  end)
+end
+
 --- Switches the model (`name`, or chosen from the provider's list, `models` and the tables,
 --- each shown with its window; see `handoff.models`). `opts.enable`: enable a Copilot model
 --- for the account first (:HandoffModel!).

@@ -22,6 +22,7 @@
 ---@field mcp? handoff.Config.mcp
 ---@field sandbox? "workspace-write"|"read-only"|"off" Where bash commands may write: "workspace-write" (the project folder, a temp folder of their own and /dev/null), "read-only" (only that temp folder), "off" (anywhere the user can). A command that looks blocked is offered a re-run outside. See |handoff-sandbox|.
 ---@field network? boolean Whether sandboxed bash commands may use the network (sockets other than AF_UNIX). See |handoff-sandbox|.
+---@field agents? table<string, { command?: string[], env?: table<string, string> }> External agents speaking the Agent Client Protocol, by name: { claude = { command = { "npx", "-y", "@zed-industries/claude-agent-acp" }, env = { … } } }. Used by :HandoffAgent NAME and the CLI's --agent NAME (on the command line as JSON); :checkhealth handoff lists them. See |handoff-agents|.
 ---@field max_turns? integer Turns of one prompt at most (each round of tool calls is a turn).
 ---@field handoff? handoff.Config.handoff
 ---@field tool_output_lines? integer Lines of a tool's output shown in the chat (the rest is in the session).
@@ -120,7 +121,7 @@
 
 return {
   --- The settings' digest: a host built from other sources answers `schema_digest` with another.
-  digest = "7b872d5a5e1aed14",
+  digest = "7ce2d1d01bee2988",
   --- The thinking levels, lowest first (the ones offered).
   thinking_levels = { "off", "minimal", "low", "medium", "high" },
   --- Every name a thinking level is taken by (pi's `xhigh` is `high`).
@@ -585,6 +586,14 @@ return {
       default = false,
       accepts = "true or false",
       doc = "Whether sandboxed bash commands may use the network (sockets other than AF_UNIX). See |handoff-sandbox|.",
+    },
+    {
+      key = "agents",
+      host = "agents",
+      type = { kind = "map", value = { kind = "record", fields = { command = { kind = "list", item = { kind = "string" } }, env = { kind = "map", value = { kind = "string" } } } } },
+      default = {},
+      accepts = "a table from names to a table of command (a list, each a string), env (a table from names to a string)",
+      doc = "External agents speaking the Agent Client Protocol, by name: { claude = { command = { \"npx\", \"-y\", \"@zed-industries/claude-agent-acp\" }, env = { … } } }. Used by :HandoffAgent NAME and the CLI's --agent NAME (on the command line as JSON); :checkhealth handoff lists them. See |handoff-agents|.",
     },
     {
       key = "max_turns",

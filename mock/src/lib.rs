@@ -522,6 +522,11 @@ impl MockServer {
         self.openai_base_url()
     }
 
+    /// Gemini's base URL (`GOOGLE_GEMINI_BASE_URL`): the client adds `/v1beta/models/…`.
+    pub fn gemini_base_url(&self) -> String {
+        format!("http://{}", self.inner.addr)
+    }
+
     /// Queues a reply; each model request takes the oldest one.
     pub fn push(&self, reply: MockReply) {
         self.inner.state().queue.push_back(reply);
@@ -750,6 +755,26 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
         let (status, answer) = listing_answer(&mut inner.state().listing, record);
         return respond(&mut wr, status, &answer.to_string(), None).await;
     }
+    // Gemini's own API (`models/NAME:generateContent`, `:streamGenerateContent?alt=sse`). The
+    // conversation streams; a call that does not (Gemini CLI's routing call before each
+    // prompt) takes the default reply, never a scripted one.
+    if req.path.contains(":generateContent") || req.path.contains(":streamGenerateContent") {
+        let stream = req.path.contains(":streamGenerateContent");
+        let reply = {
+            let mut state = inner.state();
+            state.requests.push(record);
+            state.served += 1;
+            let schema = &body["generationConfig"]["responseJsonSchema"];
+            match stream {
+                true => next_reply(&mut state, &body),
+                // Structured output asked for: the least object of its schema.
+                false if schema.is_object() => MockReply::text(&least_instance(schema).to_string()),
+                false => state.default.clone(),
+            }
+        };
+        inner.recorded.notify_waiters();
+        return serve_gemini(reply, stream, &mut wr).await;
+    }
     let format = if req.path.ends_with("/chat/completions") {
         Format::OpenAi
     } else if req.path.ends_with("/responses") {
@@ -778,13 +803,7 @@ async fn handle(socket: TcpStream, inner: Arc<Inner>) -> std::io::Result<()> {
             Some(window) => Err(window),
             None => {
                 state.served += 1;
-                let routed = if state.routed.is_empty() {
-                    None
-                } else {
-                    let text = last_user_text(&body);
-                    state.routed.iter().position(|r| text.contains(&r.when)).map(|at| state.routed.remove(at).reply)
-                };
-                Ok(routed.or_else(|| state.queue.pop_front()).unwrap_or_else(|| state.default.clone()))
+                Ok(next_reply(&mut state, &body))
             }
         };
         (reply, state.served, index, cached)
@@ -1561,7 +1580,105 @@ fn anthropic_stop(stop: &str) -> &'static str {
 }
 
 /// The text of the last user message of an OpenAI, Responses or Anthropic request body.
+/// The reply for `body`: the one routed to its last user message's words, else the queue's
+/// oldest, else the default.
+fn next_reply(state: &mut State, body: &Value) -> MockReply {
+    let routed = if state.routed.is_empty() {
+        None
+    } else {
+        let text = last_user_text(body);
+        state.routed.iter().position(|r| text.contains(&r.when)).map(|at| state.routed.remove(at).reply)
+    };
+    routed.or_else(|| state.queue.pop_front()).unwrap_or_else(|| state.default.clone())
+}
+
+/// The least value of a (Gemini or JSON) schema: its required properties, each the least of its
+/// type (a structured-output request answered without a script).
+fn least_instance(schema: &Value) -> Value {
+    let kind = schema["type"].as_str().unwrap_or("OBJECT").to_ascii_uppercase();
+    match kind.as_str() {
+        "STRING" => json!("mock"),
+        "INTEGER" | "NUMBER" => json!(1),
+        "BOOLEAN" => json!(false),
+        "ARRAY" => json!([]),
+        _ => {
+            let mut object = serde_json::Map::new();
+            for name in schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+                object.insert(name.to_string(), least_instance(&schema["properties"][name]));
+            }
+            Value::Object(object)
+        }
+    }
+}
+
+/// A reply in Gemini's format: `candidates[0].content.parts` (text, `functionCall`s), streamed
+/// as SSE `data:` lines (`stream`) or whole. Text and tool calls only: anything else is a 500
+/// that says so.
+async fn serve_gemini(reply: MockReply, stream: bool, wr: &mut OwnedWriteHalf) -> std::io::Result<()> {
+    let (parts, delay): (Vec<Value>, u64) = match reply {
+        MockReply::Text { chunks, chunk_delay_ms, .. } => (chunks.iter().map(|c| json!({ "text": c })).collect(), chunk_delay_ms),
+        MockReply::ToolCalls { calls, text_before, .. } => {
+            let mut parts: Vec<Value> = text_before.iter().map(|c| json!({ "text": c })).collect();
+            for call in calls {
+                let args: Value = serde_json::from_str(&call.arguments).unwrap_or(json!({}));
+                parts.push(json!({ "functionCall": { "name": call.name, "args": args } }));
+            }
+            (parts, 0)
+        }
+        MockReply::Status { status, body, retry_after } => return respond(wr, status, &body, retry_after.as_deref()).await,
+        other => {
+            let message = json!({ "error": { "code": 500, "message": format!("the mock serves no {other:?} in Gemini's format") } });
+            return respond(wr, 500, &message.to_string(), None).await;
+        }
+    };
+    let usage = json!({ "promptTokenCount": 10, "candidatesTokenCount": parts.len(), "totalTokenCount": 10 + parts.len() });
+    let candidate = |parts: Vec<Value>, last: bool| {
+        let mut c = json!({ "content": { "role": "model", "parts": parts }, "index": 0 });
+        if last {
+            c["finishReason"] = json!("STOP");
+        }
+        c
+    };
+    if !stream {
+        let answer = json!({ "candidates": [candidate(parts, true)], "usageMetadata": usage, "modelVersion": "mock" });
+        return respond(wr, 200, &answer.to_string(), None).await;
+    }
+    wr.write_all(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
+          Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+    )
+    .await?;
+    let n = parts.len().max(1);
+    let mut parts = parts.into_iter();
+    for i in 0..n {
+        let part: Vec<Value> = parts.next().into_iter().collect();
+        let last = i + 1 == n;
+        let mut event = json!({ "candidates": [candidate(part, last)], "modelVersion": "mock" });
+        if last {
+            event["usageMetadata"] = usage.clone();
+        }
+        let payload = format!("data: {event}\r\n\r\n");
+        wr.write_all(format!("{:x}\r\n{payload}\r\n", payload.len()).as_bytes()).await?;
+        wr.flush().await?;
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+    }
+    wr.write_all(b"0\r\n\r\n").await?;
+    wr.shutdown().await
+}
+
 fn last_user_text(body: &Value) -> String {
+    // Gemini: `contents[]` of `{role, parts: [{text}]}`.
+    if let Some(contents) = body.get("contents").and_then(Value::as_array) {
+        let text = contents
+            .iter()
+            .rev()
+            .find(|c| c.get("role").and_then(Value::as_str) == Some("user"))
+            .and_then(|c| c.get("parts").and_then(Value::as_array))
+            .map(|parts| parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n"));
+        return text.unwrap_or_else(|| "(no user message)".into());
+    }
     let messages = body.get("messages").or_else(|| body.get("input")).and_then(Value::as_array).cloned().unwrap_or_default();
     let Some(content) = messages
         .iter()

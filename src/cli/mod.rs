@@ -19,6 +19,7 @@ use crate::core::message::StopReason;
 use crate::core::session::SessionManager;
 use crate::frontend_paths;
 
+mod agents;
 mod consent;
 mod settings_args;
 pub use settings_args::SettingsArgs;
@@ -103,6 +104,11 @@ pub enum Command {
         /// Working directory recorded in a new session (default: the current one).
         #[arg(long)]
         cwd: Option<PathBuf>,
+        /// Run the prompt on an external agent (Agent Client Protocol): a name of the `agents`
+        /// setting, or a command line (`--agent 'handoff-nvim acp'`). Without --session, a new
+        /// session; a session that runs on an agent goes on on it without this flag.
+        #[arg(long)]
+        agent: Option<String>,
         /// The prompt; `/name args` expands a template.
         #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
         text: Vec<String>,
@@ -133,7 +139,15 @@ pub enum Command {
         file: PathBuf,
         #[arg(long)]
         focus: Option<String>,
+        /// Go on on this external agent (a name of `agents`, or a command line), or `ours`;
+        /// default: where the session ran (an external agent's session: the same agent).
+        #[arg(long)]
+        to: Option<String>,
     },
+    /// Start each configured external agent (`agents` setting) and ask what it is: JSON lines
+    /// `{name, command, found, agent, version, protocol, loadSession}` or `{…, error}`.
+    /// Exit 1 when one is missing or does not answer.
+    Agents,
     /// List the provider's models with what is known of each (JSON lines: id, context_window,
     /// max_output, reasoning, images, source); the first line is the configured model, with
     /// the window in force. Exit 1 when the provider's own list did not answer (the tables'
@@ -423,7 +437,12 @@ fn prompt_exit_code(result: &RunResult) -> u8 {
     }
 }
 
-async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>) -> anyhow::Result<u8> {
+/// Whether the session `file` runs on an external agent (its record says which).
+fn runs_on_agent(file: &Path, settings: &Settings) -> bool {
+    SessionManager::open(file, &frontend_paths::session_dir(settings)).is_ok_and(|s| crate::agents::agent_of(&s).is_some())
+}
+
+async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>, to: Option<&str>) -> anyhow::Result<u8> {
     let cwd = current_dir(None)?;
     let agent = open_agent(settings, &cwd, &SessionChoice::File(file.to_path_buf()))?;
     let controller = Controller::new(agent.clone(), cli_texts());
@@ -436,7 +455,12 @@ async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>) -> anyho
     };
     done.cancel();
     let _ = printer.await;
-    handoff_exit_code(outcome?)
+    let outcome = outcome?;
+    // `--to NAME`: the new session goes on on that external agent (`ours` is where it is).
+    if let (Some(to), HandoffOutcome::Done { session_file, .. }) = (to.filter(|t| *t != crate::agents::OURS), &outcome) {
+        agents::continue_on(settings, Path::new(session_file), to)?;
+    }
+    handoff_exit_code(outcome)
 }
 
 /// The command line's wording of texts that name a front end's commands.
@@ -481,7 +505,7 @@ pub fn run_local(command: &Command, settings: &Settings) -> Option<anyhow::Resul
         Command::Todos { file } => Some(print_todos(file, settings)),
         Command::Sessions { cwd } => Some(print_sessions(cwd.clone(), settings)),
         Command::Changes { file, json } => Some(print_changes(file, *json)),
-        Command::Rpc | Command::Acp | Command::Prompt { .. } | Command::Handoff { .. } | Command::Models => None,
+        Command::Rpc | Command::Acp | Command::Prompt { .. } | Command::Handoff { .. } | Command::Models | Command::Agents => None,
     }
 }
 
@@ -658,14 +682,23 @@ pub async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCod
             crate::acp::serve(settings).await?;
             exit::OK
         }
-        Command::Prompt { session, new, cwd, text } => {
-            prompt(&settings, session, new, cwd, &text.join(" ")).await?
+        Command::Prompt { session, new, cwd, agent, text } => {
+            let text = text.join(" ");
+            let on_agent = agent.is_some() || session.as_deref().is_some_and(|s| runs_on_agent(s, &settings));
+            match on_agent {
+                true => agents::prompt(&settings, agent.as_deref(), session, cwd, &text).await?,
+                false => prompt(&settings, session, new, cwd, &text).await?,
+            }
         }
         Command::Context { file } => return print_context(&file, &settings),
         Command::Todos { file } => return print_todos(&file, &settings),
         Command::Sessions { cwd } => return print_sessions(cwd, &settings),
         Command::Changes { file, json } => return print_changes(&file, json),
-        Command::Handoff { file, focus } => handoff(&settings, &file, focus.as_deref()).await?,
+        Command::Handoff { file, focus, to } => match runs_on_agent(&file, &settings) {
+            true => agents::handoff(&settings, &file, focus.as_deref(), to.as_deref()).await?,
+            false => handoff(&settings, &file, focus.as_deref(), to.as_deref()).await?,
+        },
+        Command::Agents => agents::list(&settings).await?,
         Command::Models => print_models(&settings).await?,
     };
     Ok(ExitCode::from(code))

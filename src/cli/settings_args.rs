@@ -92,6 +92,10 @@ fn value(matches: &ArgMatches, setting: &Setting, id: &str) -> Option<Value> {
         Type::Int { .. } => matches.get_one::<i64>(id).map(|n| Value::from(*n)),
         Type::Fraction | Type::Size => matches.get_one::<f64>(id).map(|n| Value::from(*n)),
         Type::List(_) => matches.get_many::<String>(id).map(|items| Value::Array(items.map(text).collect())),
+        // A table on the command line is written as JSON (`--agents '{"x": {"command": […]}}'`).
+        Type::Map(_) | Type::Record(_) | Type::Object => {
+            matches.get_one::<String>(id).map(|s| serde_json::from_str(s).unwrap_or_else(|_| Value::from(s.clone())))
+        }
         _ => matches.get_one::<String>(id).map(text),
     }
 }

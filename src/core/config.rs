@@ -59,6 +59,17 @@ pub struct Settings {
     pub mcp: Option<crate::core::mcp::McpSettings>,
     pub sandbox: Option<SandboxMode>,
     pub network: Option<bool>,
+    /// External agents (Agent Client Protocol), by name: `--agent NAME`, `:HandoffAgent NAME`.
+    pub agents: Option<BTreeMap<String, ExternalAgent>>,
+}
+
+/// One external agent of `agents`: the command that starts it (speaking ACP on its stdio) and
+/// the variables it gets beside the host's environment.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExternalAgent {
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
 }
 
 pub use crate::core::provider::{Preset, ProviderKind};

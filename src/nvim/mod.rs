@@ -304,6 +304,8 @@ impl Host {
             outbox: self.inner.outbox.clone(),
         }));
         opened.agent.set_file_access(Arc::new(editor::EditorFiles { nvim: self.inner.nvim.clone() }));
+        // A session that runs on an external agent (|handoff-agents|) goes to it.
+        opened.agent.set_external_runner(Some(Arc::new(crate::agents::Runner::default())));
         // The model list is read now, off the first prompt's path (a Copilot token with it).
         let provider = opened.agent.provider();
         crate::core::task::spawn("reading the model list", async move { drop(provider.catalogue(true).await) });
@@ -497,6 +499,39 @@ impl Host {
             match controller.resume(session) {
                 Ok(()) => warnings.into_iter().for_each(|w| host.notice(Level::Warn, w)),
                 Err(failure) => host.notice(Level::Warn, failure.message),
+            }
+        });
+    }
+
+    /// `agent NAME`: a new session that runs on the external agent `NAME` of the settings (or a
+    /// command line), or on ours (`ours`: `/new`). The agent starts with the first prompt.
+    fn start_on_agent(&self, controller: Arc<Controller>, name: String) {
+        let host = self.clone();
+        crate::core::task::spawn("starting a session on an external agent", async move {
+            if let Err(failure) = controller.ensure_idle(text::doing::RESUME) {
+                return host.notice(Level::Warn, failure.message);
+            }
+            if name.trim() == crate::agents::OURS {
+                return controller.submit(&format!("/{}", crate::core::controller::commands::SlashCommand::New.name()));
+            }
+            let settings = lock(&host.inner.settings).clone();
+            let spec = match crate::agents::AgentSpec::resolve(&settings, &name) {
+                Ok(spec) => spec,
+                Err(e) => return host.notice(Level::Error, format!("handoff.nvim: {e}")),
+            };
+            if let Some(missing) = spec.missing() {
+                return host.notice(Level::Error, format!("handoff.nvim: {missing}"));
+            }
+            let cwd = controller.agent().session().cwd().to_path_buf();
+            let made = SessionManager::create(&frontend_paths::session_dir(&settings), &cwd, None)
+                .and_then(|mut session| crate::agents::record_agent_spec(&mut session, &spec).map(|()| session));
+            match made {
+                Ok(session) => {
+                    if let Err(failure) = controller.resume(session) {
+                        host.notice(Level::Warn, failure.message);
+                    }
+                }
+                Err(e) => host.notice(Level::Error, format!("handoff.nvim: cannot start a session on {}: {e}", spec.name)),
             }
         });
     }
@@ -880,6 +915,7 @@ impl Host {
                 controller.discard_review();
             }
             Notification::Resume { path } => self.resume(controller.clone(), path),
+            Notification::Agent { name } => self.start_on_agent(controller.clone(), name),
             other => self.notified(other),
         }
     }

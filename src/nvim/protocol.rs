@@ -144,6 +144,8 @@ pub enum Notification {
     /// kept its hunks.
     ApproveReviewed { id: String, text: String },
     Resume { path: PathBuf },
+    /// `:HandoffAgent NAME`: a new session on that external agent (`agents`), or on ours.
+    Agent { name: String },
     ViewSession { path: PathBuf, limit: Option<usize> },
     /// The sessions of the working directory, listed in a task: a `sessions` record brings them.
     Sessions,
@@ -258,6 +260,10 @@ impl Notification {
             "resume" => {
                 let (path,) = args(method, a, 1)?;
                 Notification::Resume { path }
+            }
+            "agent" => {
+                let (name,) = args(method, a, 1)?;
+                Notification::Agent { name }
             }
             "view_session" => {
                 let (path, limit) = args(method, a, 2)?;

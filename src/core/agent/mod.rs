@@ -8,6 +8,7 @@ mod ask;
 mod assembler;
 pub mod clear;
 pub mod events;
+mod external;
 pub mod fit;
 pub mod system_prompt;
 pub mod templates;
@@ -41,6 +42,7 @@ use crate::core::tools::{todo, DiskFileAccess, EnvPolicy, FileAccess, Todo, Tool
 pub use system_prompt::{PromptSources, SystemPrompt};
 pub use state::{AgentConfig, AgentState, Queued, RunClaim, RunOptions, RunResult, SessionSwitched};
 pub use tool_loop::ToolsOutcome;
+pub use external::{ExternalRunner, SessionSetting};
 pub use wall::{AfterWall, Boundary, Threshold, Wall, WallReason, WallSettings};
 
 /// Turns of one prompt at most (each tool round is a turn), unless configured otherwise.
@@ -119,6 +121,8 @@ pub struct AgentSession {
     /// Whoever drives this agent (the controller's lifecycle), kept opaque and weak: one driver
     /// per agent, found again by whoever drives it next (`controller::Lifecycle::of`).
     driver: Mutex<std::sync::Weak<dyn std::any::Any + Send + Sync>>,
+    /// Runs the sessions that run on an external agent (`set_external_runner`).
+    external: Mutex<Option<Arc<dyn ExternalRunner>>>,
 }
 
 /// Called with the next request's estimate and the wall's threshold at each boundary where a
@@ -165,6 +169,7 @@ impl AgentSession {
             document_model: Mutex::new(None),
             estimate_watcher: Mutex::new(None),
             driver: Mutex::new(std::sync::Weak::<()>::new()),
+            external: Mutex::new(None),
         }
     }
 

@@ -132,6 +132,9 @@ impl AgentSession {
         options: RunOptions,
         cancel: &CancellationToken,
     ) -> Result<RunResult, AgentError> {
+        if let Some(runner) = self.external_runner() {
+            return self.run_external(&*runner, pending, prompt, options, cancel).await;
+        }
         let mut result = RunResult::default();
         self.emit(AgentEvent::AgentStart);
         let mut inbox: Vec<Message> = pending;

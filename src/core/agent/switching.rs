@@ -54,8 +54,19 @@ impl AgentSession {
     /// entries of `next`, a session to switch to (`/new`, the handoff). Call it without holding
     /// the session's lock.
     pub fn carry_settings(&self, next: &mut SessionManager) -> Result<(), SessionError> {
+        self.settings_carrier()(next)
+    }
+
+    /// [`AgentSession::carry_settings`] read now and written later: what writes them into a
+    /// session made while the current one is locked (`handoff::seed_new_session`).
+    pub fn settings_carrier(&self) -> impl FnOnce(&mut SessionManager) -> Result<(), SessionError> {
         let level = self.thinking_level();
-        self.write_settings(next, level)
+        let config = self.provider_config();
+        move |next| {
+            next.append_model_change(&config.name, &config.model)?;
+            next.append_thinking_level_change(level.as_str())?;
+            Ok(())
+        }
     }
 
     fn write_settings(&self, session: &mut SessionManager, level: ThinkingLevel) -> Result<(), SessionError> {

@@ -32,7 +32,7 @@ use crate::core::session::review::{self, CallOf, HunkState, ReviewedCall};
 use crate::core::session::{todos, Before, SessionError};
 use crate::core::sync::lock;
 use crate::core::sandbox::protected::Protected;
-use crate::core::sandbox::{self, Sandboxed, Support};
+use crate::core::sandbox::{self, Sandboxed};
 use crate::core::tools::consent::{self, ApprovalRequest, Decision, Verdict};
 use crate::core::tools::{self, ConsentKey, Preview, ToolContext, ToolKind, ToolName, ToolOutput, ToolRef};
 
@@ -378,22 +378,16 @@ impl AgentSession {
         if name != ToolName::Bash.as_str() || !self.sandbox.is_on() || self.grants.covers(OUTSIDE_THE_SANDBOX, key) {
             return Confinement::Unconfined;
         }
-        if let Err(why) = Support::probe().enforceable() {
-            return Confinement::Unavailable(format!("the sandbox cannot be enforced: {why}"));
-        }
-        match (sandbox::helper_binary(), sandbox::private_tmpdir()) {
-            (Ok(helper), Ok(tmpdir)) => {
-                let mounts = sandbox::mount_namespaces().is_ok();
-                let scope = self.state().run_scope.clone().map(|ended| {
-                    let events = self.events.clone();
-                    let notify: sandbox::Notify = Arc::new(move |text: String| {
-                        let _ = events.send(AgentEvent::Notice(super::Notice::new(Level::Warn, text)));
-                    });
-                    sandbox::CommandScope { ended, notify }
-                });
-                Confinement::Sandboxed(Sandboxed { helper, settings: self.sandbox, tmpdir, mounts, scope })
-            }
-            (Err(e), _) | (_, Err(e)) => Confinement::Unavailable(format!("the sandbox cannot be set up: {e}")),
+        let scope = self.state().run_scope.clone().map(|ended| {
+            let events = self.events.clone();
+            let notify: sandbox::Notify = Arc::new(move |text: String| {
+                let _ = events.send(AgentEvent::Notice(super::Notice::new(Level::Warn, text)));
+            });
+            sandbox::CommandScope { ended, notify }
+        });
+        match sandbox::confine(self.sandbox, scope) {
+            Ok(sandboxed) => Confinement::Sandboxed(sandboxed),
+            Err(why) => Confinement::Unavailable(why),
         }
     }
 

@@ -238,6 +238,9 @@ const MODEL_FACTS: Type = Type::Record(&[
     ("images", Type::Bool),
 ]);
 
+/// One external agent of `agents` (`ExternalAgent`).
+const EXTERNAL_AGENT: Type = Type::Record(&[("command", Type::List(&Type::Text)), ("env", Type::Map(&Type::Text))]);
+
 /// Every setting, in the order the help lists them (the members of a table together).
 /// Variables the binary reads outside the settings: its log's filter and file.
 pub const PROCESS_VARS: [&str; 2] = ["HANDOFF_LOG", "HANDOFF_LOG_FILE"];
@@ -399,6 +402,9 @@ pub const SETTINGS: &[Setting] = &[
     Setting::host("network", "network", Type::Bool, DefaultValue::Bool(false),
         "Whether sandboxed bash commands may use the network (sockets other than AF_UNIX). See |handoff-sandbox|.")
         .flag("network", Some("HANDOFF_NETWORK")),
+    Setting::host("agents", "agents", Type::Map(&EXTERNAL_AGENT), DefaultValue::Empty,
+        "External agents speaking the Agent Client Protocol, by name: { claude = { command = { \"npx\", \"-y\", \"@zed-industries/claude-agent-acp\" }, env = { … } } }. Used by :HandoffAgent NAME and the CLI's --agent NAME (on the command line as JSON); :checkhealth handoff lists them. See |handoff-agents|.")
+        .flag("agents", Some("HANDOFF_AGENTS")),
     Setting::host("max_turns", "max_turns", COUNT, DefaultValue::Int(DEFAULT_MAX_TURNS as i64),
         "Turns of one prompt at most (each round of tool calls is a turn).")
         .flag("max-turns", None),

@@ -121,7 +121,11 @@ impl Carried {
     /// The facts of the session's current branch; with `auto`, the user's words too.
     /// Each message of the branch is parsed once, for the facts and the ledger alike.
     pub fn gather(agent: &AgentSession, auto: Option<Wall>) -> Carried {
-        let session = agent.session();
+        Self::of_session(&agent.session(), auto)
+    }
+
+    /// [`Carried::gather`] of a session read without an agent (an external agent's record).
+    pub fn of_session(session: &SessionManager, auto: Option<Wall>) -> Carried {
         let branch = session.get_branch(None);
         let words = if auto.is_some() { UserWords::of_branch(&branch) } else { UserWords::default() };
         let mut parts = Vec::new();
@@ -636,11 +640,38 @@ async fn run_fitted(
 /// The new session is built beside the old one and switched to only once it is complete on
 /// disk, so a write error (full disk, read-only folder) leaves the agent on the old session.
 fn start_new_session(hold: &Hold, agent: &AgentSession, text: &str, carried: &Carried) -> Result<NewSession, HandoffError> {
-    let (mut next, parent_session, pins, ledger) = {
+    let carry = agent.settings_carrier();
+    // A session on an external agent goes on on the same agent.
+    let external = agent.external_successor();
+    let seeded = {
         let mut session = agent.session();
+        seed_new_session(&mut session, text, carried, |next| {
+            carry(next)?;
+            external.map_or(Ok(()), |external| external(next))
+        })?
+    };
+    let (next, parent_session, document_file, ledger) = seeded;
+    // Gap (nobody told): the switch is announced with its reason.
+    let switched = agent.switch_to(hold, next, SwitchReason::Handoff)?;
+    Ok(NewSession { session_file: switched.new, parent_session, document_file, ledger: Box::new(ledger) })
+}
+
+/// The new session a handoff of `session` continues in, on disk: its header names `session`,
+/// it carries the pins, and starts with `text` (the document and what is carried) as its first
+/// context, also written as `handoff.md` beside it. `settings` records what the new session
+/// runs on (the model and thinking level carried over; an external agent's name). Every front
+/// end and every kind of agent hands off through here. Returns the new session, the parent's
+/// path, the document's file and the ledger.
+pub fn seed_new_session(
+    session: &mut SessionManager,
+    text: &str,
+    carried: &Carried,
+    settings: impl FnOnce(&mut SessionManager) -> Result<(), SessionError>,
+) -> Result<(SessionManager, PathBuf, PathBuf, session::ledger::Ledger), HandoffError> {
+    let (mut next, parent_session, pins, ledger) = {
         session.flush()?;
         let pins = session.pins();
-        let ledger = ledger_of(&session, text, carried);
+        let ledger = ledger_of(session, text, carried);
         // Gap (no lineage): the header names the parent session file.
         let old = std::path::absolute(session.path()).unwrap_or_else(|_| session.path().to_path_buf());
         let next = SessionManager::create(session.session_dir(), session.cwd(), Some(old.to_string_lossy().into_owned()))?;
@@ -648,7 +679,7 @@ fn start_new_session(hold: &Hold, agent: &AgentSession, text: &str, carried: &Ca
     };
     let written = (|| {
         // Gap (no model entries): carry the model and thinking level over.
-        agent.carry_settings(&mut next)?;
+        settings(&mut next)?;
         // The hunks not reviewed yet stay offered: the new session's review names them, their
         // states stay where they were recorded.
         Review::of_session(&parent_session).hand_over(&Review::of_session(next.path()))?;
@@ -669,17 +700,14 @@ fn start_new_session(hold: &Hold, agent: &AgentSession, text: &str, carried: &Ca
         // Gap (document only inside sessions): also a markdown file beside the new session.
         write_document_file(next.path(), text)
     })();
-    let document_file = match written {
-        Ok(file) => file,
+    match written {
+        Ok(document_file) => Ok((next, parent_session, document_file, ledger)),
         Err(e) => {
             let _ = std::fs::remove_file(next.path());
             let _ = std::fs::remove_dir_all(paths::session_side_dir(next.path()));
-            return Err(e.into());
+            Err(e.into())
         }
-    };
-    // Gap (nobody told): the switch is announced with its reason.
-    let switched = agent.switch_to(hold, next, SwitchReason::Handoff)?;
-    Ok(NewSession { session_file: switched.new, parent_session, document_file, ledger: Box::new(ledger) })
+    }
 }
 
 #[cfg(test)]

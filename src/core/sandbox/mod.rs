@@ -525,6 +525,20 @@ impl HelperArgs {
 /// (`handoff-nvim sandbox-exec`), taken once as the host starts ([`helper::take_at_start`]):
 /// a sealed in-memory copy, or this process's own image, never a file a command could have
 /// replaced since ([`helper`]). `Err`: why there is none (commands then ask).
+/// How a command runs in the sandbox of `settings` here (the agent's bash, an external
+/// agent's terminal): the helper, the sandbox's temp folder, whether it has its mount
+/// namespace; `scope`: the run the command belongs to. `Err` says why the sandbox cannot be
+/// enforced or set up (the command must then be asked about before it runs outside).
+pub fn confine(settings: SandboxSettings, scope: Option<CommandScope>) -> Result<Sandboxed, String> {
+    if let Err(why) = Support::probe().enforceable() {
+        return Err(format!("the sandbox cannot be enforced: {why}"));
+    }
+    match (helper_binary(), private_tmpdir()) {
+        (Ok(helper), Ok(tmpdir)) => Ok(Sandboxed { helper, settings, tmpdir, mounts: mount_namespaces().is_ok(), scope }),
+        (Err(e), _) | (_, Err(e)) => Err(format!("the sandbox cannot be set up: {e}")),
+    }
+}
+
 pub fn helper_binary() -> std::io::Result<HelperBinary> {
     helper::taken().map_err(std::io::Error::other)
 }

@@ -1,0 +1,710 @@
+//! Issue 42, part 2: our ACP *client* (`src/agents`), driving a real external agent — our own
+//! `handoff-nvim acp`, a second process of the built binary whose model is the loopback mock —
+//! from the CLI: the prompt streams and is recorded in our session file (pi's format, provider
+//! `acp`), the agent's permission requests go through our consent, its writes land through our
+//! `fs/*`, its terminals run in our sandbox, its sessions hand off to the same agent and to
+//! ours, pi resumes what we recorded, and an agent that does not exit on EOF is ended with its
+//! process group.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{entry_lines, BinaryEnv as Env, DOCUMENT};
+use handoff_mock::MockReply;
+use handoff_nvim::agents::{self, Services};
+use handoff_nvim::core::session::SessionManager;
+use handoff_nvim::core::tools::consent::{self, Decision, Policy};
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_handoff-nvim");
+const T: Duration = Duration::from_secs(60);
+
+/// The external agent: our binary's ACP agent, keeping its own sessions apart from ours.
+fn inner_agent(env: &Env) -> String {
+    format!("env HANDOFF_SESSION_DIR={} {BIN} acp", env.dir.path().join("inner").display())
+}
+
+/// Our CLI with `args`: (exit code, stdout, stderr).
+async fn ours(env: &Env, args: &[&str]) -> (i32, String, String) {
+    let mut c = env.command(args);
+    c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let out = tokio::time::timeout(T, c.output()).await.expect("our CLI hung").unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+}
+
+/// The session file a `prompt` named first on stderr.
+fn session_of(stderr: &str) -> PathBuf {
+    PathBuf::from(stderr.lines().find(|l| l.ends_with(".jsonl")).unwrap_or_else(|| panic!("no session on stderr: {stderr}")))
+}
+
+fn messages(file: &Path) -> Vec<Value> {
+    entry_lines(file).into_iter().filter(|e| e["type"] == "message").map(|e| e["message"].clone()).collect()
+}
+
+/// The text of the last user message the mock was sent.
+fn last_user_text(env: &Env) -> String {
+    let request = env.mock.requests().last().cloned().unwrap();
+    let messages = request.body["messages"].as_array().unwrap().clone();
+    let user = messages.iter().rev().find(|m| m["role"] == "user").unwrap();
+    match &user["content"] {
+        Value::String(s) => s.clone(),
+        other => other.as_array().unwrap().iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_streams_from_the_agent_and_is_recorded_in_pi_format() {
+    let env = Env::new().await;
+    env.mock.push(MockReply::text("Hello from the agent."));
+    let agent = inner_agent(&env);
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--agent", &agent, "Say hello"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Hello from the agent.");
+    assert!(last_user_text(&env).contains("Say hello"));
+    let file = session_of(&stderr);
+    let recorded = messages(&file);
+    assert_eq!(recorded.len(), 2, "{recorded:#?}");
+    assert_eq!(recorded[0]["role"], "user");
+    assert_eq!(recorded[0]["content"][0]["text"], "Say hello");
+    assert_eq!(recorded[1]["role"], "assistant");
+    assert_eq!(recorded[1]["provider"], "acp");
+    assert_eq!(recorded[1]["model"], "handoff-nvim");
+    assert_eq!(recorded[1]["content"][0]["text"], "Hello from the agent.");
+    // Our reader takes the file, and the agent it runs on is recorded with its session id.
+    let session = SessionManager::open(&file, &env.session_dir()).unwrap();
+    assert!(session.warnings().is_empty(), "{:?}", session.warnings());
+    let entry = agents::agent_of(&session).unwrap();
+    assert!(entry.session_id.is_some());
+
+    // The session goes on on the same agent session (loaded there) without --agent.
+    env.mock.push(MockReply::text("Still here."));
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--session", file.to_str().unwrap(), "Again"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Still here.");
+    // The agent had the conversation: it loaded its own session (our record is not resent).
+    let sent = env.mock.requests().last().cloned().unwrap();
+    let texts: Vec<String> = common::wire_messages(&sent).into_iter().map(|(_, t)| t).collect();
+    assert!(texts.iter().any(|t| t.contains("Say hello")), "{texts:?}");
+    assert!(!texts.iter().any(|t| t.contains("conversation-so-far")), "{texts:?}");
+    assert_eq!(messages(&file).len(), 4);
+}
+
+/// The agent's `write` asks us: without `--yes` (no terminal to ask on) our consent refuses and
+/// nothing is written; with `--yes` the file lands, written through our `fs/write_text_file`,
+/// and the call and its result are in our record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_asks_through_our_consent_and_the_write_lands() {
+    let env = Env::new().await;
+    let agent = inner_agent(&env);
+    let target = env.project().join("a.txt");
+
+    env.mock.push(common::tool_call_reply("write", json!({ "path": "a.txt", "content": "one\n" }), "w1"));
+    env.mock.push(MockReply::text("Refused, fine."));
+    let (code, _, stderr) = ours(&env, &["prompt", "--agent", &agent, "write a"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!target.exists(), "written although our consent refused");
+    let refused = messages(&session_of(&stderr));
+    let result = refused.iter().find(|m| m["role"] == "toolResult").unwrap_or_else(|| panic!("{refused:#?}"));
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(result["content"][0]["text"].as_str().unwrap().contains("rejected"), "{result}");
+    assert!(stderr.contains("write: a.txt"), "the call was not shown: {stderr}");
+
+    env.mock.push(common::tool_call_reply("write", json!({ "path": "a.txt", "content": "one\n" }), "w2"));
+    env.mock.push(MockReply::text("Wrote a."));
+    let (code, stdout, stderr) = ours(&env, &["--yes", "prompt", "--agent", &agent, "write a"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Wrote a."));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "one\n");
+    let recorded = messages(&session_of(&stderr));
+    let call = recorded.iter().find(|m| m["role"] == "assistant" && m["stopReason"] == "toolUse").unwrap_or_else(|| panic!("{recorded:#?}"));
+    assert_eq!(call["content"].as_array().unwrap().last().unwrap()["name"], "write");
+    let result = recorded.iter().find(|m| m["role"] == "toolResult").unwrap();
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(recorded.last().unwrap()["content"][0]["text"], "Wrote a.");
+}
+
+fn services(cwd: &Path, sandbox: &str, decision: Decision) -> Arc<Services> {
+    let settings: handoff_nvim::core::config::Settings = serde_json::from_value(json!({ "sandbox": sandbox })).unwrap();
+    Arc::new(Services {
+        cwd: cwd.to_path_buf(),
+        policy: Policy::default(),
+        grants: Default::default(),
+        consent: Arc::new(consent::Always(decision)),
+        files: Arc::new(handoff_nvim::core::tools::DiskFileAccess),
+        env: handoff_nvim::core::tools::EnvPolicy::new(&Default::default()),
+        sandbox: settings.sandbox(),
+        terminals: Default::default(),
+    })
+}
+
+/// `terminal/create` … `terminal/output` as an agent asks them: the command, asked about
+/// through our consent, runs in our sandbox (it cannot write outside the project); the control
+/// with the sandbox off writes there; a command the user refuses never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_command_runs_in_our_sandbox_through_our_consent() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let outside = dir.path().join("outside.txt");
+    let command = format!("echo inside > in.txt; echo escaped > {}", outside.display());
+
+    async fn run(services: &Services, command: &str) -> Result<Value, (i32, String)> {
+        let created = agents::serve(services, "terminal/create", &json!({ "sessionId": "s", "command": "sh", "args": ["-c", command] })).await?;
+        let id = created["terminalId"].clone();
+        let exit = agents::serve(services, "terminal/wait_for_exit", &json!({ "sessionId": "s", "terminalId": id })).await?;
+        let output = agents::serve(services, "terminal/output", &json!({ "sessionId": "s", "terminalId": id })).await?;
+        agents::serve(services, "terminal/release", &json!({ "sessionId": "s", "terminalId": id })).await?;
+        Ok(json!({ "exit": exit, "output": output }))
+    }
+
+    // Refused: nothing runs.
+    let refused = run(&services(&project, "workspace-write", Decision::Reject { reason: Some("no".into()) }), &command).await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(!project.join("in.txt").exists());
+
+    // Sandboxed: the project is written, outside it is not.
+    let ran = run(&services(&project, "workspace-write", Decision::Allow), &command).await.unwrap();
+    assert!(project.join("in.txt").exists(), "{ran}");
+    assert!(!outside.exists(), "the sandboxed terminal wrote outside the project: {ran}");
+    assert_ne!(ran["exit"]["exitCode"], 0, "{ran}");
+
+    // Control: the same command with the sandbox off does reach outside.
+    let ran = run(&services(&project, "off", Decision::Allow), &command).await.unwrap();
+    assert!(outside.exists(), "the control did not write outside: {ran}");
+    assert_eq!(ran["exit"]["exitCode"], 0, "{ran}");
+}
+
+/// `handoff FILE` on the agent's session: the agent writes the document with our instruction,
+/// the new session starts on the same agent with the document first; `--to ours` starts one
+/// on our own engine, whose first request carries the document.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_goes_on_on_the_same_agent_and_on_ours_with_the_document() {
+    let env = Env::new().await;
+    let agent = inner_agent(&env);
+    env.mock.push(MockReply::text("Sure, planning the parser."));
+    let (code, _, stderr) = ours(&env, &["prompt", "--agent", &agent, "Plan the parser"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let old = session_of(&stderr);
+
+    env.mock.push(MockReply::text(DOCUMENT));
+    let (code, stdout, stderr) = ours(&env, &["handoff", old.to_str().unwrap()]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(last_user_text(&env).contains("handoff document"), "our instruction was not sent: {}", last_user_text(&env));
+    let same = PathBuf::from(stdout.trim());
+    let session = SessionManager::open(&same, &env.session_dir()).unwrap();
+    assert_eq!(session.header().parent_session.as_deref(), Some(old.to_str().unwrap()));
+    let entry = agents::agent_of(&session).unwrap();
+    assert_eq!(entry.agent.name, "handoff-nvim");
+    assert_eq!(entry.session_id, None);
+
+    env.mock.push(MockReply::text("Continuing."));
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--session", same.to_str().unwrap(), "go on"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Continuing.");
+    let sent = last_user_text(&env);
+    assert!(sent.contains("<handoff-context>") && sent.contains("Ship the parser.") && sent.contains("go on"), "{sent}");
+
+    // To ours: our engine's first request starts with the document.
+    env.mock.push(MockReply::text(DOCUMENT));
+    let (code, stdout, stderr) = ours(&env, &["handoff", old.to_str().unwrap(), "--to", "ours"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let to_ours = PathBuf::from(stdout.trim());
+    assert!(agents::agent_of(&SessionManager::open(&to_ours, &env.session_dir()).unwrap()).is_none());
+    env.mock.push(MockReply::text("Ours continues."));
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--session", to_ours.to_str().unwrap(), "go on"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Ours continues.");
+    let sent = common::wire_messages(&env.mock.requests().last().cloned().unwrap());
+    let users: Vec<&(String, String)> = sent.iter().filter(|(role, _)| role == "user").collect();
+    assert!(users[0].1.starts_with("<handoff-context>\n## Goal\nShip the parser."), "{sent:?}");
+    assert_eq!(users.last().unwrap().1, "go on");
+}
+
+/// pi resumes the session we recorded of the agent: the mock sees our record's messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_resumes_the_recorded_session_of_an_external_agent() {
+    let Some(pi) = common::pi::pi_bin() else { return };
+    let env = Env::new().await;
+    common::pi::pi_home(env.dir.path(), "openai-completions", &env.mock.openai_base_url());
+    let agent = inner_agent(&env);
+    env.mock.push(MockReply::text("The answer is four."));
+    let (code, _, stderr) = ours(&env, &["prompt", "--agent", &agent, "What is 2+2?"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let file = session_of(&stderr);
+
+    env.mock.push(MockReply::text("Pi continues here."));
+    let mut c = common::pi::pi_resume(&pi, env.dir.path(), &file, "mock", "mock-model", "next question");
+    let out = tokio::time::timeout(T, c.output()).await.unwrap().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Pi continues here."), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let sent = common::wire_messages(&env.mock.requests().last().cloned().unwrap());
+    let sent: Vec<(&str, &str)> = sent.iter().map(|(r, t)| (r.as_str(), t.as_str())).collect();
+    assert_eq!(sent, [("user", "What is 2+2?"), ("assistant", "The answer is four."), ("user", "next question")]);
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie is not alive: its processes ended.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+async fn pid_in(file: &Path) -> i32 {
+    for _ in 0..600 {
+        if let Some(pid) = std::fs::read_to_string(file).ok().and_then(|s| s.trim().parse().ok()) {
+            return pid;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{} was never written", file.display());
+}
+
+/// An agent that does not exit when its input ends (it leaves a `sleep` behind) is ended with
+/// its process group when our CLI is done. Control: the same command with its input closed,
+/// not started by us, is still running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_does_not_exit_on_eof_is_ended_with_its_process_group() {
+    let env = Env::new().await;
+    let pidfile = env.dir.path().join("sleep.pid");
+    let stubborn = |pidfile: &Path| format!("sh -c '{}; sleep 600 & echo $! > {}; wait'", inner_agent(&env), pidfile.display());
+
+    env.mock.push(MockReply::text("Hi."));
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--agent", &stubborn(&pidfile), "hi"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Hi.");
+    let pid = pid_in(&pidfile).await;
+    assert!(!alive(pid), "the agent's process {pid} outlived our CLI");
+
+    // Control: closed input alone does not end it.
+    let control = env.dir.path().join("control.pid");
+    let mut c = tokio::process::Command::new("/bin/sh");
+    c.args(["-c", &stubborn(&control)]).current_dir(env.project()).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
+    let child = c.spawn().unwrap();
+    let control_pid = pid_in(&control).await;
+    assert!(alive(control_pid), "the control's sleep is not running");
+    // SAFETY: ends the control's own process group.
+    unsafe { libc::kill(-(child.id().unwrap() as i32), libc::SIGKILL) };
+}
+
+/// A name of the `agents` setting (given as JSON on the command line) is started by name;
+/// `agents` says what each is, and a missing command is an error naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configured_agents_by_name_and_a_missing_one_named() {
+    let env = Env::new().await;
+    let inner = env.dir.path().join("inner");
+    let config = json!({
+        "mine": { "command": [BIN, "acp"], "env": { "HANDOFF_SESSION_DIR": inner } },
+        "gone": { "command": ["no-such-agent-binary", "--acp"] },
+    })
+    .to_string();
+    env.mock.push(MockReply::text("By name."));
+    let (code, stdout, stderr) = ours(&env, &["--agents", &config, "prompt", "--agent", "mine", "hi"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "By name.");
+    assert_eq!(messages(&session_of(&stderr))[1]["model"], "mine");
+
+    let (code, stdout, _) = ours(&env, &["--agents", &config, "agents"]).await;
+    assert_eq!(code, 1, "{stdout}");
+    let lines: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mine = lines.iter().find(|l| l["name"] == "mine").unwrap();
+    assert_eq!(mine["found"], true);
+    assert_eq!(mine["agent"], "handoff-nvim");
+    assert_eq!(mine["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(mine["protocol"], 1);
+    let gone = lines.iter().find(|l| l["name"] == "gone").unwrap();
+    assert_eq!(gone["found"], false);
+    assert!(gone["error"].as_str().unwrap().contains("no-such-agent-binary"), "{gone}");
+
+    let (code, _, stderr) = ours(&env, &["--agents", &config, "prompt", "--agent", "gone", "hi"]).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("no-such-agent-binary"), "{stderr}");
+}
+
+/// `:checkhealth handoff` lists each configured agent: ours started and asked (its name,
+/// version, protocol), a missing command an error naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkhealth_lists_each_configured_agent() {
+    common::nvim::bounded(async {
+        let agents = json!({
+            "mine": { "command": [BIN, "acp"] },
+            "gone": { "command": ["no-such-agent-binary", "--acp"] },
+        });
+        let ed = common::nvim::Editor::start_with_setup(json!({ "agents": agents })).await;
+        ed.command("checkhealth handoff").await;
+        let health = ed.eval("table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')").await;
+        let health = health.as_str().unwrap();
+        let version = env!("CARGO_PKG_VERSION");
+        assert!(health.contains(&format!("mine: handoff-nvim {version}, ACP protocol 1, loads sessions")), "{health}");
+        assert!(health.contains("gone: the command \"no-such-agent-binary\" of agent \"gone\" is not found"), "{health}");
+        ed.quit().await;
+    })
+    .await;
+}
+
+/// Ctrl-C while the agent streams: `session/cancel` goes to the agent, which ends the turn as
+/// cancelled; the CLI exits 130 and the record keeps what came, marked aborted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_cancels_the_agents_turn_and_the_record_says_aborted() {
+    use tokio::io::AsyncReadExt;
+    let env = Env::new().await;
+    let chunks: Vec<String> = (0..400).map(|i| format!("w{i} ")).collect();
+    env.mock.push(MockReply::Text { chunks, chunk_delay_ms: 20, first_delay_ms: 0, stop: "stop".into(), thinking: Vec::new() });
+    let agent = inner_agent(&env);
+    let mut c = env.command(&["prompt", "--agent", &agent, "talk"]);
+    c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("w3 ") {
+        let n = tokio::time::timeout(T, stdout.read(&mut buf)).await.unwrap().unwrap();
+        assert!(n > 0, "the stream ended before the interrupt");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    // SAFETY: signals our own child.
+    unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGINT) };
+    let out = tokio::time::timeout(T, child.wait_with_output()).await.expect("did not stop on Ctrl-C").unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let recorded = messages(&session_of(&stderr));
+    let reply = recorded.last().unwrap();
+    assert_eq!(reply["stopReason"], "aborted", "{reply}");
+    assert!(reply["content"][0]["text"].as_str().unwrap().starts_with("w0 w1 w2 w3 "), "{reply}");
+    assert!(!reply["content"][0]["text"].as_str().unwrap().contains("w399"), "the whole reply came: not cancelled");
+}
+
+const CODEX_ACP: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/codex-acp/node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp");
+
+/// codex-acp's native binary (`$CODEX_ACP_BIN`, else the checkout's cache that
+/// `scripts/deps.sh`'s `ensure_codex_acp` fills), or `None` after saying so loudly when
+/// `HANDOFF_SKIP_CODEX_ACP=1`; missing otherwise fails.
+fn codex_acp() -> Option<PathBuf> {
+    let path = std::env::var_os("CODEX_ACP_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(CODEX_ACP));
+    if path.is_file() {
+        return Some(path);
+    }
+    if std::env::var("HANDOFF_SKIP_CODEX_ACP").as_deref() == Ok("1") {
+        eprintln!("\n!!!!!!!! SKIPPED: codex-acp is not installed at {} !!!!!!!!\n", path.display());
+        return None;
+    }
+    panic!("codex-acp is not installed at {}: run scripts/deps.sh's ensure_codex_acp (or set CODEX_ACP_BIN, or HANDOFF_SKIP_CODEX_ACP=1)", path.display());
+}
+
+/// Processes still running `program` with `marker` in their environment.
+fn running(program: &Path, marker: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let exe = std::fs::read_link(entry.path().join("exe")).ok();
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        if exe.as_deref() == Some(program) && String::from_utf8_lossy(&environ).contains(marker) && alive(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// A real agent offline: Codex (`@zed-industries/codex-acp` 0.16.0) with the mock as its model
+/// over the Responses API. A prompt streams and is recorded; it does not exit on EOF and is
+/// ended with its group; `handoff --to ours` goes on on our engine with its document; `agents`
+/// says what it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_acp_offline_prompt_record_and_handoff_to_ours() {
+    let Some(codex) = codex_acp() else { return };
+    let env = Env::new().await;
+    let home = env.dir.path().join("codex-home");
+    std::fs::create_dir_all(&home).unwrap();
+    // Codex's own sandbox needs bubblewrap: off here, every command asks (`untrusted`).
+    let config = format!(
+        "model = \"gpt-5.4\"\nmodel_provider = \"mock\"\napproval_policy = \"untrusted\"\nsandbox_mode = \"danger-full-access\"\n\n[model_providers.mock]\nname = \"mock\"\nbase_url = \"{}\"\nenv_key = \"MOCK_KEY\"\nwire_api = \"responses\"\n",
+        env.mock.openai_base_url()
+    );
+    std::fs::write(home.join("config.toml"), config).unwrap();
+    let agent = format!("env CODEX_HOME={} MOCK_KEY=x {}", home.display(), codex.display());
+
+    env.mock.push(MockReply::text("Hello from codex."));
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--agent", &agent, "Plan the parser"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    // A model codex knows: no warning of its own before the reply.
+    assert_eq!(stdout.trim(), "Hello from codex.");
+    let request = env.mock.requests().last().cloned().unwrap();
+    assert!(request.path.ends_with("/responses"), "{}", request.path);
+    assert!(request.body.to_string().contains("Plan the parser"));
+    let file = session_of(&stderr);
+    let recorded = messages(&file);
+    assert_eq!(recorded.last().unwrap()["model"], "codex-acp");
+    assert!(recorded.last().unwrap()["content"][0]["text"].as_str().unwrap().contains("Hello from codex."));
+    // It does not exit on EOF (the spec's trap): ended with its group, none left.
+    assert_eq!(running(&codex, &home.display().to_string()), Vec::<i32>::new(), "codex outlived our CLI");
+
+    env.mock.push(MockReply::text(DOCUMENT));
+    let (code, stdout, stderr) = ours(&env, &["handoff", file.to_str().unwrap(), "--to", "ours"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(env.mock.requests().last().unwrap().body.to_string().contains("handoff document"));
+    let to_ours = PathBuf::from(stdout.trim());
+    env.mock.push(MockReply::text("Ours continues."));
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--session", to_ours.to_str().unwrap(), "go on"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Ours continues.");
+    let sent = common::wire_messages(&env.mock.requests().last().cloned().unwrap());
+    let first_user = sent.iter().find(|(role, _)| role == "user").unwrap();
+    assert!(first_user.1.starts_with("<handoff-context>\n## Goal\nShip the parser."), "{sent:?}");
+
+    let config = json!({ "codex": { "command": [codex], "env": { "CODEX_HOME": home, "MOCK_KEY": "x" } } }).to_string();
+    let (code, stdout, stderr) = ours(&env, &["--agents", &config, "agents"]).await;
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let line: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!((line["agent"].as_str(), line["version"].as_str(), line["protocol"].as_u64()), (Some("codex-acp"), Some("0.16.0"), Some(1)));
+}
+
+/// `:HandoffAgent NAME` in the editor: a new session on the agent; a prompt from the chat
+/// streams its reply into the chat and the session file (provider `acp`); its `write` asks in
+/// our approval UI and lands through the open buffer, which `u` undoes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handoff_agent_in_the_editor_chat_approval_and_the_buffer() {
+    use common::nvim::{bounded, Editor};
+    bounded(async {
+        let ed = Editor::start().await;
+        let inner = ed.dir.path().join("inner");
+        let url = ed.mock.openai_base_url();
+        let command = json!([BIN, "acp", "--provider", "openai", "--base-url", url, "--model", "mock-model"]);
+        let setup = json!({ "bin": BIN, "provider": ed.default_setup()["provider"], "agents": { "mine": { "command": command, "env": { "HANDOFF_SESSION_DIR": inner } } } });
+        ed.lua("require('handoff').setup(...)", json!([setup])).await;
+        let file = ed.work_dir().join("notes.txt");
+        std::fs::write(&file, "hello\n").unwrap();
+        ed.command("edit notes.txt").await;
+        let buf = ed.eval("vim.api.nvim_get_current_buf()").await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+
+        ed.command("HandoffAgent mine").await;
+        ed.wait_event("HandoffSessionSwitch", 1).await;
+        ed.mock.push(MockReply::text("Hello from the agent in the chat."));
+        ed.lua("require('handoff').prompt('hi')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 1).await;
+        let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
+        assert!(chat.as_str().unwrap().contains("Hello from the agent in the chat."), "{chat}");
+        let session = PathBuf::from(ed.session_file().await);
+        let recorded = messages(&session);
+        assert_eq!(recorded.last().unwrap()["provider"], "acp");
+        assert_eq!(recorded.last().unwrap()["model"], "mine");
+
+        // Its write: asked in our approval UI, written through the buffer.
+        ed.mock.push(common::tool_call_reply("write", json!({ "path": "notes.txt", "content": "hello\nthere\n" }), "w1"));
+        ed.mock.push(MockReply::text("Wrote it."));
+        ed.lua("require('handoff').prompt('write it')", json!([])).await;
+        let req = ed.wait_event("HandoffToolApproval", 1).await;
+        ed.lua("require('handoff').approve(...)", json!([req["id"], "allow"])).await;
+        ed.wait_event("HandoffAgentEnd", 2).await;
+        let lines = ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf])).await;
+        assert_eq!(lines, json!(["hello", "there"]));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello\nthere\n");
+        ed.lua("vim.api.nvim_set_current_buf(...)", json!([buf])).await;
+        ed.input("u").await;
+        let lines = ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf])).await;
+        assert_eq!(lines, json!(["hello"]));
+
+        // Stopping a reply: `session/cancel` to the agent, the turn ends aborted.
+        ed.mock.push(common::nvim::endless());
+        ed.lua("require('handoff').prompt('talk on')", json!([])).await;
+        common::wait_until("the agent's model request", T, || {
+            ed.mock.requests().last().is_some_and(|r| r.body.to_string().contains("talk on"))
+        })
+        .await;
+        ed.lua("require('handoff').abort()", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 3).await;
+        let last = messages(&session).last().cloned().unwrap();
+        assert_eq!(last["stopReason"], "aborted", "{last}");
+
+        // `:Handoff` on the agent's session: the agent writes the document, the new session
+        // runs on the same agent with the document first.
+        ed.mock.push(MockReply::text(DOCUMENT));
+        ed.command("Handoff").await;
+        ed.wait_event("HandoffSessionSwitch", 2).await;
+        let next = PathBuf::from(ed.session_file().await);
+        assert_ne!(next, session);
+        let entry = agents::agent_of(&SessionManager::open(&next, &ed.session_dir).unwrap()).unwrap();
+        assert_eq!((entry.agent.name.as_str(), entry.session_id), ("mine", None));
+        ed.mock.push(MockReply::text("Going on."));
+        ed.lua("require('handoff').prompt('go on')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 5).await;
+        let sent = common::wire_messages(&ed.mock.requests().last().cloned().unwrap());
+        let last_user = &sent.iter().rev().find(|(role, _)| role == "user").unwrap().1;
+        assert!(last_user.contains("<handoff-context>\n## Goal\nShip the parser.") && last_user.ends_with("go on"), "{sent:?}");
+
+        // A missing agent is a clear error naming its command.
+        ed.lua("require('handoff').setup(vim.tbl_deep_extend('force', require('handoff.config').options, { agents = { gone = { command = { 'no-such-agent-binary' } } } }))", json!([])).await;
+        ed.command("HandoffAgent gone").await;
+        let said = ed
+            .wait_until("(function() for _, n in ipairs(T.notes) do if n.msg:find('no%-such%-agent%-binary') then return n.msg end end end)()", Duration::from_secs(10))
+            .await;
+        assert!(said.as_str().unwrap().contains("the command \"no-such-agent-binary\" of agent \"gone\" is not found"), "{said}");
+        ed.quit().await;
+    })
+    .await;
+}
+
+const CLAUDE_AGENT_ACP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/claude-agent-acp/node_modules/.bin/claude-agent-acp");
+const CLAUDE_CODE_ACP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/claude-code-acp/node_modules/.bin/claude-code-acp");
+
+/// An npm agent's binary (`$var`, else `default`, the checkout's cache that `scripts/deps.sh`
+/// fills), or `None` after saying so loudly when `HANDOFF_SKIP_<var>=1`; missing otherwise
+/// fails.
+fn npm_agent(var: &str, default: &str) -> Option<PathBuf> {
+    let path = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(default));
+    if path.is_file() {
+        return Some(path);
+    }
+    if std::env::var(format!("HANDOFF_SKIP_{var}")).as_deref() == Ok("1") {
+        eprintln!("\n!!!!!!!! SKIPPED: {} is not installed !!!!!!!!\n", path.display());
+        return None;
+    }
+    panic!("{} is not installed: run scripts/deps.sh (ensure_*), or set {var}, or HANDOFF_SKIP_{var}=1", path.display());
+}
+
+/// Claude Code through an ACP adapter (`claude`, named `name`) with the mock as its model over
+/// Anthropic's Messages API, offline. A prompt streams and is recorded; its `Write` asks
+/// through our consent (refused without `--yes`: no file; with it the file lands); `handoff
+/// --to ours` goes on on our engine. Returns the mock's requests' paths of the last write.
+/// `through_fs`: its write comes to our `fs/write_text_file` (our log says so), else it is its own.
+async fn claude_offline(claude: &Path, name: &str, write_tool: &str, through_fs: bool) -> Env {
+    let env = Env::new().await;
+    let home = env.dir.path().join("claude-home");
+    std::fs::create_dir_all(&home).unwrap();
+    // Offline: no traffic of its own; as root it needs IS_SANDBOX to open a session.
+    let agent = format!(
+        "env HOME={} ANTHROPIC_BASE_URL={} ANTHROPIC_API_KEY=x CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 IS_SANDBOX=1 {}",
+        home.display(),
+        env.mock.anthropic_base_url(),
+        claude.display()
+    );
+
+    // Its side requests (token counts, a small model's "count") take the default reply; each
+    // step's reply is routed to the request that carries the step's words.
+    env.mock.set_default(MockReply::text("(default)"));
+    env.mock.push_for("Plan the parser", MockReply::text("Hello from Claude."));
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--agent", &agent, "Plan the parser"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Hello from Claude.");
+    assert!(env.mock.requests().iter().any(|r| r.path.contains("/v1/messages")));
+    let file = session_of(&stderr);
+    assert_eq!(messages(&file).last().unwrap()["model"], name);
+
+    let target = env.project().join("c.txt");
+    let write = json!({ "file_path": target, "content": "from claude\n" });
+    env.mock.push_for("write c", common::tool_call_reply(write_tool, write.clone(), "toolu_w1"));
+    env.mock.set_default(MockReply::text("Not written."));
+    let (code, _, stderr) = ours(&env, &["prompt", "--agent", &agent, "write c"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!target.exists(), "written although our consent refused: {stderr}");
+
+    env.mock.push_for("write c", common::tool_call_reply(write_tool, write, "toolu_w2"));
+    env.mock.set_default(MockReply::text("Written."));
+    let log = env.dir.path().join("client.log");
+    let (code, stdout, stderr) = ours(&env, &["--log-file", log.to_str().unwrap(), "--yes", "prompt", "--agent", &agent, "write c"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Written."), "{stdout}");
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(logged.contains("the agent writes through fs/write_text_file"), through_fs, "{logged}");
+    assert!(target.exists(), "not written: {stderr}\n{:#?}", messages(&session_of(&stderr)));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "from claude\n");
+    let recorded = messages(&session_of(&stderr));
+    assert!(recorded.iter().any(|m| m["role"] == "toolResult" && m["isError"] == false), "{recorded:#?}");
+    // The call as recorded: our tool's name and its input, given after the call started.
+    let call = recorded.iter().flat_map(|m| m["content"].as_array().cloned().unwrap_or_default()).find(|b| b["type"] == "toolCall").unwrap();
+    assert_eq!((call["name"].as_str(), call["arguments"]["content"].as_str()), (Some("write"), Some("from claude\n")), "{call}");
+
+    env.mock.push_for("handoff document", MockReply::text(DOCUMENT));
+    let (code, stdout, stderr) = ours(&env, &["handoff", file.to_str().unwrap(), "--to", "ours"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    env.mock.push_for("go on", MockReply::text("Ours continues."));
+    let (code, stdout2, stderr) = ours(&env, &["prompt", "--session", stdout.trim(), "go on"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout2.trim(), "Ours continues.");
+    let sent = common::wire_messages(&env.mock.requests().last().cloned().unwrap());
+    let first_user = sent.iter().find(|(role, _)| role == "user").unwrap();
+    assert!(first_user.1.starts_with("<handoff-context>\n## Goal\nShip the parser."), "{sent:?}");
+    env
+}
+
+/// `@zed-industries/claude-agent-acp` 0.23.1: it writes with its own file IO.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_agent_acp_offline_prompt_consent_and_handoff_to_ours() {
+    let Some(claude) = npm_agent("CLAUDE_AGENT_ACP_BIN", CLAUDE_AGENT_ACP) else { return };
+    claude_offline(&claude, "claude-agent-acp", "Write", false).await;
+}
+
+/// `@zed-industries/claude-code-acp` 0.16.2: the same, its file tools through our `fs/*`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_acp_offline_prompt_consent_and_handoff_to_ours() {
+    let Some(claude) = npm_agent("CLAUDE_CODE_ACP_BIN", CLAUDE_CODE_ACP) else { return };
+    // Its file tools are an MCP server of its own that calls our `fs/*`.
+    claude_offline(&claude, "claude-code-acp", "mcp__acp__Write", true).await;
+}
+
+const GEMINI_CLI: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/gemini-cli/node_modules/.bin/gemini");
+
+/// A real agent offline: Gemini CLI (`@google/gemini-cli` 0.61.0, `--acp`) with the mock as its
+/// model over Gemini's own API. A prompt streams and is recorded; its `write_file` asks through
+/// our consent (refused without `--yes`: no file) and, allowed, lands through our
+/// `fs/write_text_file` (a new file read first: answered empty); `handoff --to ours` goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_cli_offline_prompt_consent_fs_and_handoff_to_ours() {
+    let Some(gemini) = npm_agent("GEMINI_CLI_BIN", GEMINI_CLI) else { return };
+    let env = Env::new().await;
+    let home = env.dir.path().join("gemini-home");
+    std::fs::create_dir_all(home.join(".gemini")).unwrap();
+    // Folder trust off (else "always" fails), no statistics, no update checks.
+    let settings = json!({
+        "security": { "folderTrust": { "enabled": false }, "auth": { "selectedType": "gemini-api-key" } },
+        "privacy": { "usageStatisticsEnabled": false },
+        "general": { "disableAutoUpdate": true, "disableUpdateNag": true },
+    });
+    std::fs::write(home.join(".gemini/settings.json"), settings.to_string()).unwrap();
+    let agent = format!("env HOME={} GOOGLE_GEMINI_BASE_URL={} GEMINI_API_KEY=x {} --acp", home.display(), env.mock.gemini_base_url(), gemini.display());
+
+    // Its routing call before each prompt (structured output, not streamed) is answered by
+    // the mock from its schema; the conversation streams the scripted replies.
+    env.mock.set_default(MockReply::text("(default)"));
+    env.mock.push(MockReply::text("Hello from Gemini."));
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--agent", &agent, "Plan the parser"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Hello from Gemini.");
+    assert!(env.mock.requests().iter().any(|r| r.path.contains(":streamGenerateContent")));
+    let file = session_of(&stderr);
+    assert_eq!(messages(&file).last().unwrap()["model"], "gemini");
+
+    let target = env.project().join("g.txt");
+    let write = json!({ "file_path": target, "content": "from gemini\n" });
+    env.mock.push(common::tool_call_reply("write_file", write.clone(), "g1"));
+    env.mock.push(MockReply::text("Not written."));
+    let (code, _, stderr) = ours(&env, &["prompt", "--agent", &agent, "write g"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!target.exists(), "written although our consent refused: {stderr}");
+
+    env.mock.push(common::tool_call_reply("write_file", write, "g2"));
+    env.mock.push(MockReply::text("Written."));
+    let log = env.dir.path().join("client.log");
+    let (code, stdout, stderr) = ours(&env, &["--log-file", log.to_str().unwrap(), "--yes", "prompt", "--agent", &agent, "write g"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("Written."), "{stdout}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap_or_default(), "from gemini\n", "{stderr}\n{:#?}", messages(&session_of(&stderr)));
+    assert!(std::fs::read_to_string(&log).unwrap().contains("the agent writes through fs/write_text_file"));
+
+    env.mock.push(MockReply::text(DOCUMENT));
+    let (code, stdout, stderr) = ours(&env, &["handoff", file.to_str().unwrap(), "--to", "ours"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    env.mock.push(MockReply::text("Ours continues."));
+    let (code, stdout2, stderr) = ours(&env, &["prompt", "--session", stdout.trim(), "go on"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout2.trim(), "Ours continues.");
+    let sent = common::wire_messages(&env.mock.requests().last().cloned().unwrap());
+    let first_user = sent.iter().find(|(role, _)| role == "user").unwrap();
+    assert!(first_user.1.starts_with("<handoff-context>\n## Goal\nShip the parser."), "{sent:?}");
+}
