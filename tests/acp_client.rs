@@ -265,29 +265,33 @@ async fn pid_in(file: &Path) -> i32 {
     panic!("{} was never written", file.display());
 }
 
+/// Waits (a hang guard, not a clock) until `gone` holds.
+async fn until(what: &str, mut gone: impl FnMut() -> bool) {
+    common::wait_until(what, T, &mut gone).await;
+}
+
 /// An agent that does not exit when its input ends (it leaves a `sleep` behind) is ended with
-/// its process group when our CLI is done. Control: the same command with its input closed,
-/// not started by us, is still running.
+/// its process group when our CLI is done. Control: the same command, started beside it with
+/// its input closed but not by us, is still running after ours is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_that_does_not_exit_on_eof_is_ended_with_its_process_group() {
     let env = Env::new().await;
     let pidfile = env.dir.path().join("sleep.pid");
     let stubborn = |pidfile: &Path| format!("sh -c '{}; sleep 600 & echo $! > {}; wait'", inner_agent(&env), pidfile.display());
 
-    env.mock.push(MockReply::text("Hi."));
-    let (code, stdout, stderr) = ours(&env, &["prompt", "--agent", &stubborn(&pidfile), "hi"]).await;
-    assert_eq!(code, 0, "{stderr}");
-    assert_eq!(stdout.trim(), "Hi.");
-    let pid = pid_in(&pidfile).await;
-    assert!(!alive(pid), "the agent's process {pid} outlived our CLI");
-
-    // Control: closed input alone does not end it.
     let control = env.dir.path().join("control.pid");
     let mut c = tokio::process::Command::new("/bin/sh");
     c.args(["-c", &stubborn(&control)]).current_dir(env.project()).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
     let child = c.spawn().unwrap();
     let control_pid = pid_in(&control).await;
-    assert!(alive(control_pid), "the control's sleep is not running");
+
+    env.mock.push(MockReply::text("Hi."));
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--agent", &stubborn(&pidfile), "hi"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Hi.");
+    let pid = pid_in(&pidfile).await;
+    until("the agent's process group to end", || !alive(pid)).await;
+    assert!(alive(control_pid), "the control's sleep ended too: closed input alone ends it, the test proves nothing");
     // SAFETY: ends the control's own process group.
     unsafe { libc::kill(-(child.id().unwrap() as i32), libc::SIGKILL) };
 }
@@ -442,7 +446,7 @@ async fn codex_acp_offline_prompt_record_and_handoff_to_ours() {
     assert_eq!(recorded.last().unwrap()["model"], "codex-acp");
     assert!(recorded.last().unwrap()["content"][0]["text"].as_str().unwrap().contains("Hello from codex."));
     // It does not exit on EOF (the spec's trap): ended with its group, none left.
-    assert_eq!(running(&codex, &home.display().to_string()), Vec::<i32>::new(), "codex outlived our CLI");
+    until("codex to end with its group", || running(&codex, &home.display().to_string()).is_empty()).await;
 
     env.mock.push(MockReply::text(DOCUMENT));
     let (code, stdout, stderr) = ours(&env, &["handoff", file.to_str().unwrap(), "--to", "ours"]).await;

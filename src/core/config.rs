@@ -69,7 +69,24 @@ pub struct Settings {
 #[serde(default, deny_unknown_fields)]
 pub struct ExternalAgent {
     pub command: Vec<String>,
+    /// An empty Lua table arrives as an empty list (msgpack, `vim.json.encode`).
+    #[serde(deserialize_with = "map_or_empty_list")]
     pub env: BTreeMap<String, String>,
+}
+
+/// A map, or the empty list an empty Lua table becomes.
+fn map_or_empty_list<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<String, String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum MapOrList {
+        Map(BTreeMap<String, String>),
+        List(Vec<serde::de::IgnoredAny>),
+    }
+    match MapOrList::deserialize(deserializer)? {
+        MapOrList::Map(map) => Ok(map),
+        MapOrList::List(list) if list.is_empty() => Ok(BTreeMap::new()),
+        MapOrList::List(_) => Err(serde::de::Error::custom("env must be a table of NAME = value, not a list")),
+    }
 }
 
 pub use crate::core::provider::{Preset, ProviderKind};
