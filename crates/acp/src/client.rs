@@ -21,8 +21,8 @@ use super::wire::{
     self, method, PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionResponse,
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
 };
-use crate::core::tools::consent::{ApprovalRequest, Consent, Decision};
-use crate::core::tools::{DiskFileAccess, FileAccess};
+use handoff_core::tools::consent::{ApprovalRequest, Consent, Decision};
+use handoff_core::tools::{DiskFileAccess, FileAccess};
 
 /// The ids of the four answers we offer.
 mod option {
@@ -200,14 +200,14 @@ impl ClientFiles {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::tools::ToolKind;
+    use handoff_core::tools::ToolKind;
 
     fn request(holes: Option<&str>, protected: Option<&str>) -> ApprovalRequest {
         ApprovalRequest {
             id: "c1".into(),
             tool: "bash".into(),
             kind: ToolKind::Execute,
-            activity: crate::core::tools::Activity::Execute,
+            activity: handoff_core::tools::Activity::Execute,
             args: json!({ "command": "make" }),
             summary: "make".into(),
             path: None,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::updates::Updates;
 use super::wire;
-use crate::core::controller::SlashCommand;
+use handoff_core::controller::SlashCommand;
 
 /// How long after answering `session/new` (or `session/load`) the command list is sent: Zed
 /// drops updates for a session it has not registered yet.
@@ -15,9 +15,9 @@ pub(super) const COMMANDS_DELAY: Duration = Duration::from_millis(50);
 /// The command list, a moment after the session is answered: the controller's command table,
 /// then the prompt templates of `templates_dir` (`/name args` expands one).
 pub(super) fn send_commands_later(updates: Updates, templates_dir: Option<PathBuf>) {
-    crate::core::task::spawn("the ACP command list", async move {
+    handoff_core::task::spawn("the ACP command list", async move {
         let templates = match templates_dir {
-            Some(dir) => tokio::task::spawn_blocking(move || crate::core::agent::templates::list(&dir)).await.unwrap_or_default(),
+            Some(dir) => tokio::task::spawn_blocking(move || handoff_core::agent::templates::list(&dir)).await.unwrap_or_default(),
             None => Vec::new(),
         };
         tokio::time::sleep(COMMANDS_DELAY).await;

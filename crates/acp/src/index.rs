@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::core::session::file;
-use crate::core::session::paths::cwd_folder_name;
-use crate::core::session::chain;
+use handoff_core::session::file;
+use handoff_core::session::paths::cwd_folder_name;
+use handoff_core::session::chain;
 
 /// The record's file name in a project's session folder.
 pub const FILE: &str = "acp-sessions.json";

@@ -7,9 +7,9 @@ use super::index::AcpIndex;
 use super::server::{encode, AcpError, Answer, Server};
 use super::sessions::absolute_cwd;
 use super::wire;
-use crate::core::session::chain::{Chain, Chains};
-use crate::core::session::{SessionInfo, SessionManager};
-use crate::frontend_paths;
+use handoff_core::session::chain::{Chain, Chains};
+use handoff_core::session::{SessionInfo, SessionManager};
+use handoff_frontend_paths as frontend_paths;
 
 impl Server {
     /// `session/list`: one entry per chain of handoffs (under its first session's id, which is
@@ -105,7 +105,7 @@ mod tests {
     fn load_opens_the_newest_session_of_a_branched_chain() {
         let dir = tempfile::tempdir().unwrap();
         let cwd = Path::new("/p");
-        let folder = dir.path().join(crate::core::session::paths::cwd_folder_name(cwd));
+        let folder = dir.path().join(handoff_core::session::paths::cwd_folder_name(cwd));
         std::fs::create_dir_all(&folder).unwrap();
         // a ⇠ b ⇠ d and a ⇠ c; d is the newest of all, c newer than b.
         let write = |id: &str, minute: u32, parent: Option<&str>| {

@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::wire::RpcError;
-use crate::core::sync::lock;
+use handoff_core::sync::lock;
 
 /// The line to the client; clones share it.
 #[derive(Clone)]

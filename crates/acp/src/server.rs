@@ -16,11 +16,11 @@ use super::rpc::{self, Incoming, Peer};
 use super::sessions::AcpSession;
 use super::text;
 use super::wire::{self, code, method, RpcError, StopReason};
-use crate::core::config::Settings;
-use crate::core::controller::InputOutcome;
-use crate::core::handoff::HandoffOutcome;
-use crate::core::message::StopReason as ReplyStop;
-use crate::core::sync::lock;
+use handoff_core::config::Settings;
+use handoff_core::controller::InputOutcome;
+use handoff_core::handoff::HandoffOutcome;
+use handoff_core::message::StopReason as ReplyStop;
+use handoff_core::sync::lock;
 
 /// Errors of this front end, each answered as a JSON-RPC error.
 #[derive(Debug, thiserror::Error)]
@@ -82,7 +82,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     rpc::read_lines(&peer, |incoming| match incoming {
         Incoming::Request { id, method, params } => {
             let server = server.clone();
-            crate::core::task::spawn("an ACP request", async move {
+            handoff_core::task::spawn("an ACP request", async move {
                 tracing::debug!(%method, "request");
                 let answer = server.answer(&method, params).await;
                 server.peer.respond(id, answer.map_err(AcpError::into_rpc));

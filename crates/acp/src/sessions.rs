@@ -17,11 +17,11 @@ use super::client;
 use super::server::{encode, params, AcpError, Answer, Server};
 use super::updates::{self, spawn_translator, Flush, Translator, Updates};
 use super::wire;
-use crate::core::config::Settings;
-use crate::core::controller::{self, Controller, FrontEndTexts, OpenedFor, SessionChoice};
-use crate::core::handoff::AutoHandoff;
-use crate::core::sync::lock;
-use crate::frontend_paths;
+use handoff_core::config::Settings;
+use handoff_core::controller::{self, Controller, FrontEndTexts, OpenedFor, SessionChoice};
+use handoff_core::handoff::AutoHandoff;
+use handoff_core::sync::lock;
+use handoff_frontend_paths as frontend_paths;
 
 /// One ACP session: the controller behind it and what the prompt in flight needs.
 pub(super) struct AcpSession {

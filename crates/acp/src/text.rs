@@ -1,8 +1,8 @@
 //! Every sentence the ACP front end says itself, once. Outcomes of commands are the
 //! controller's (`controller::text`); these are what only an ACP client is told.
 
-use crate::core::agent::Wall;
-use crate::core::controller;
+use handoff_core::agent::Wall;
+use handoff_core::controller;
 
 /// The permission answers as a client shows them.
 pub const ALLOW_ONCE: &str = "Allow";

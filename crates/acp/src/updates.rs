@@ -19,12 +19,12 @@ use super::wire::{
     PlanEntryStatus, SessionNotification, SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, UsageUpdate,
 };
-use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent};
-use crate::core::controller::{self, FrontEndTexts};
-use crate::core::handoff::HandoffOutcome;
-use crate::core::message::{Content, ContentBlock, Message, Role, Usage};
-use crate::core::session::{self, SessionEntry, TodoStatus};
-use crate::core::tools::{self, Activity, Todo, ToolRegistry};
+use handoff_core::agent::{AgentEvent, AgentSession, AssistantMessageEvent};
+use handoff_core::controller::{self, FrontEndTexts};
+use handoff_core::handoff::HandoffOutcome;
+use handoff_core::message::{Content, ContentBlock, Message, Role, Usage};
+use handoff_core::session::{self, SessionEntry, TodoStatus};
+use handoff_core::tools::{self, Activity, Todo, ToolRegistry};
 
 /// ACP's kind of a call that does `activity` (the tool's own word: [`tools::Tool::activity`]).
 pub fn kind(activity: Activity) -> wire::ToolKind {
@@ -257,7 +257,7 @@ impl Translator {
 pub fn replay(updates: &Updates, branch: &[&SessionEntry], cwd: &Path, todos: &[Todo], tools: &ToolRegistry) {
     for entry in branch {
         if let Some(custom) = entry.custom_message() {
-            if custom.custom_type == crate::core::handoff::CUSTOM_TYPE {
+            if custom.custom_type == handoff_core::handoff::CUSTOM_TYPE {
                 updates.message(format!("{}{}", text::HANDED_OFF_HEADING, custom.content.joined_text()));
             }
             continue;
@@ -304,7 +304,7 @@ pub(super) fn spawn_translator(
     mut flushes: mpsc::UnboundedReceiver<Flush>,
 ) {
     use broadcast::error::RecvError;
-    crate::core::task::spawn("the ACP updates", async move {
+    handoff_core::task::spawn("the ACP updates", async move {
         loop {
             // While the client does not read, events wait in their (bounded) channel, not as
             // lines: the next ones are merged, or lost and told (`lost`).

@@ -5,8 +5,8 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use async_trait::async_trait;
 
-use crate::core::tools::consent::{Answer, ApprovalRequest, Consent, Decision};
-use crate::core::tools::ToolKind;
+use handoff_core::tools::consent::{Answer, ApprovalRequest, Consent, Decision};
+use handoff_core::tools::ToolKind;
 
 /// The result text when nobody can be asked.
 pub const NO_TERMINAL: &str =

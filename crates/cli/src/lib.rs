@@ -10,14 +10,14 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent, RunResult};
-use crate::core::config::Settings;
-use crate::core::controller::{self, Controller, FrontEndTexts, Level, InputOutcome, SessionChoice};
-use crate::core::handoff::{AutoHandoff, HandoffOptions, HandoffOutcome};
-use crate::core::mcp::{McpHub, State};
-use crate::core::message::StopReason;
-use crate::core::session::SessionManager;
-use crate::frontend_paths;
+use handoff_core::agent::{AgentEvent, AgentSession, AssistantMessageEvent, RunResult};
+use handoff_core::config::Settings;
+use handoff_core::controller::{self, Controller, FrontEndTexts, Level, InputOutcome, SessionChoice};
+use handoff_core::handoff::{AutoHandoff, HandoffOptions, HandoffOutcome};
+use handoff_core::mcp::{McpHub, State};
+use handoff_core::message::StopReason;
+use handoff_core::session::SessionManager;
+use handoff_frontend_paths as frontend_paths;
 
 mod consent;
 mod settings_args;
@@ -33,14 +33,14 @@ pub mod exit {
 }
 
 /// `--version`'s lines past the first: the settings' digest the plugin's handshake compares
-/// ([`schema::digest`](crate::core::config::schema::digest)) and the target the binary was built
+/// ([`schema::digest`](handoff_core::config::schema::digest)) and the target the binary was built
 /// for, which `:HandoffInstall` checks a download against and `:checkhealth` shows (`-V` prints
 /// the version alone).
 fn long_version() -> String {
     format!(
         "{}\nschema {}\ntarget {}",
         env!("CARGO_PKG_VERSION"),
-        crate::core::config::schema::digest(),
+        handoff_core::config::schema::digest(),
         build_target()
     )
 }
@@ -144,8 +144,8 @@ pub enum Command {
 /// `models`: the configured model first (`"current": true`, with the window in force), then
 /// the catalogue.
 async fn print_models(settings: &Settings) -> anyhow::Result<u8> {
-    let provider = crate::core::provider::Provider::new(settings.provider_config().map_err(anyhow::Error::msg)?);
-    let crate::core::provider::Catalogue { models, error, .. } = provider.catalogue(true).await;
+    let provider = handoff_core::provider::Provider::new(settings.provider_config().map_err(anyhow::Error::msg)?);
+    let handoff_core::provider::Catalogue { models, error, .. } = provider.catalogue(true).await;
     let config = provider.current_config();
     let mut out = std::io::stdout().lock();
     let mut current = serde_json::to_value(provider.model_info())?;
@@ -352,7 +352,7 @@ async fn prompt(
         anyhow::bail!("--auto-handoff review needs an editor to review the document in: use continue or off");
     }
     // What the first command needs is made while the prompt starts.
-    crate::core::sandbox::prefetch(&cwd, settings.sandbox());
+    handoff_core::sandbox::prefetch(&cwd, settings.sandbox());
     let warning = refuse_unenforceable_sandbox(settings)?;
     let agent = open_agent(settings, &cwd, &choice)?;
     eprintln!("{}", agent.session().path().display());
@@ -485,79 +485,6 @@ pub fn run_local(command: &Command, settings: &Settings) -> Option<anyhow::Resul
     }
 }
 
-/// `handoff-nvim sandbox-exec …` (and `handoff-sandbox sandbox-exec …`): the helper bash runs a
-/// sandboxed command through. Restricts this process and execs the command; returns only when
-/// it cannot (the command did not run). Read before anything else (no settings, no logging):
-/// it runs once per command. `args`: the line after the program's name.
-pub fn sandbox_exec_main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
-    let mut args = args.into_iter().peekable();
-    if args.peek().is_some_and(|a| a == crate::core::sandbox::PROBE_COMMAND) {
-        let within = args.nth(1).map(std::path::PathBuf::from);
-        // A yes goes out on stdout as soon as it is known (`sandbox::mount_namespaces`): the
-        // host goes on while this process removes the probe's folders.
-        #[cfg(target_os = "linux")]
-        let probed = crate::core::sandbox::linux::probe_mounts(within.as_deref(), |probed| {
-            if probed.is_ok() {
-                use std::io::Write;
-                let mut out = std::io::stdout().lock();
-                let _ = out.write_all(crate::core::sandbox::PROBE_YES).and_then(|()| out.flush());
-                // The host reads to the end: stdout is given up (onto /dev/null, so that no
-                // descriptor opened later takes its number).
-                // SAFETY: open and dup2 on descriptors this process owns; no pointers but the
-                // NUL-terminated path.
-                unsafe {
-                    let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-                    if null >= 0 {
-                        libc::dup2(null, 1);
-                        libc::close(null);
-                    }
-                }
-            }
-        });
-        #[cfg(not(target_os = "linux"))]
-        let probed: Result<(), String> = Err("no mount namespaces off Linux".into());
-        return match probed {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(why) => {
-                eprintln!("error: {why}");
-                ExitCode::from(exit::FAILURE)
-            }
-        };
-    }
-    if args.peek().is_some_and(|a| a == crate::core::sandbox::READ_RULES_COMMAND) {
-        return print_read_rules();
-    }
-    let why = match crate::core::sandbox::HelperArgs::parse(args) {
-        Err(usage) => usage,
-        #[cfg(target_os = "linux")]
-        Ok(args) => crate::core::sandbox::linux::exec(&args),
-        #[cfg(not(target_os = "linux"))]
-        Ok(_) => format!(
-            "the sandbox cannot be enforced: {}: the command was not run (--sandbox off runs commands outside the sandbox)",
-            crate::core::sandbox::Support::probe().enforceable().err().unwrap_or_default()
-        ),
-    };
-    eprintln!("error: {why}");
-    ExitCode::from(exit::FAILURE)
-}
-
-/// `handoff-nvim sandbox-read-rules`: what a sandboxed command would be let read now, as the host
-/// hands it to the helper (`sandbox::read_rules`: NUL-separated, each a tag then a path), for
-/// the benchmark and for a look (`| tr '\0' '\n'`).
-fn print_read_rules() -> ExitCode {
-    use std::io::Write;
-    let locations = crate::core::sandbox::protected::credential_locations();
-    let (rules, _) = crate::core::sandbox::read_rules::rules_for(&locations);
-    let bytes = crate::core::sandbox::read_rules::encode(&rules);
-    match std::io::stdout().lock().write_all(&bytes) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(exit::FAILURE)
-        }
-    }
-}
-
 /// The CLI refuses to start a prompt whose commands would have to run outside a sandbox that was
 /// asked for (no one is asked: `--yes` never lifts it); the error names the flag. Whether
 /// commands get their mount namespace is said by the returned thread when the probe answers
@@ -568,14 +495,14 @@ fn refuse_unenforceable_sandbox(settings: &Settings) -> anyhow::Result<Option<st
     if !sandbox.is_on() || bash.is_none() {
         return Ok(None);
     }
-    if let Err(why) = crate::core::sandbox::Support::probe().enforceable() {
+    if let Err(why) = handoff_core::sandbox::Support::probe().enforceable() {
         anyhow::bail!(
             "the sandbox (--sandbox {}) cannot be enforced: {why}; bash commands would run outside it: pass --sandbox off to allow that",
             sandbox.mode.as_str()
         );
     }
     let warn = || {
-        if let Err(why) = crate::core::sandbox::mount_namespaces() {
+        if let Err(why) = handoff_core::sandbox::mount_namespaces() {
             eprintln!(
                 "warning: the sandbox has no mount namespace here ({why}): the project's .git hooks and config stay writable to commands and the names in credential folders listable, so each command asks (--yes does not answer that)"
             );
@@ -625,7 +552,7 @@ fn print_sessions(cwd: Option<PathBuf>, settings: &Settings) -> anyhow::Result<E
 
 /// `changes`: the session's pending hunks, from the review kept beside it.
 fn print_changes(file: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    use crate::core::session::review::{line_span, Review};
+    use handoff_core::session::review::{line_span, Review};
     if !file.is_file() {
         anyhow::bail!("{}: no such session file", file.display());
     }
@@ -647,17 +574,12 @@ fn print_changes(file: &Path, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(exit::OK))
 }
 
-/// Runs a headless command; returns the process exit code.
+/// Runs a headless command (not `rpc` nor `acp`: `handoff-nvim` serves those); returns the
+/// process exit code.
 pub async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCode> {
     let code = match command {
-        Command::Rpc => {
-            crate::nvim::serve(settings).await?;
-            exit::OK
-        }
-        Command::Acp => {
-            crate::acp::serve(settings).await?;
-            exit::OK
-        }
+        // The front ends do not depend on each other: the executable serves these itself.
+        Command::Rpc | Command::Acp => anyhow::bail!("the Neovim host and the ACP agent are served by the executable, not the CLI"),
         Command::Prompt { session, new, cwd, text } => {
             prompt(&settings, session, new, cwd, &text.join(" ")).await?
         }

@@ -7,9 +7,9 @@ use clap::builder::{PossibleValuesParser, ValueParser};
 use clap::{Arg, ArgAction, ArgMatches};
 use serde_json::{Map, Value};
 
-use crate::core::config::schema::{self, Setting, Type};
-use crate::core::config::Settings;
-use crate::core::tools::consent;
+use handoff_core::config::schema::{self, Setting, Type};
+use handoff_core::config::Settings;
+use handoff_core::tools::consent;
 
 /// The settings of the command line (flags over `HANDOFF_*` variables over the defaults).
 #[derive(Clone, Debug, Default)]

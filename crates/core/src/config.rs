@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::agent::{AgentConfig, Threshold, WallSettings, DEFAULT_MAX_TODO_REMINDERS, DEFAULT_MAX_TURNS};
-use crate::core::handoff::AutoHandoff;
-use crate::core::tools::consent::{self, Policy};
-use crate::core::tools::{ToolName, ToolRegistry};
-use crate::core::provider::{copilot, Api, CopilotConfig, ModelFacts, ModelTable, PiModels, PiProvider, ProviderConfig};
-use crate::core::provider::{names_a_variable, Secret, SetLimits, ThinkingLevel};
-use crate::core::sandbox::{SandboxMode, SandboxSettings};
+use crate::agent::{AgentConfig, Threshold, WallSettings, DEFAULT_MAX_TODO_REMINDERS, DEFAULT_MAX_TURNS};
+use crate::handoff::AutoHandoff;
+use crate::tools::consent::{self, Policy};
+use crate::tools::{ToolName, ToolRegistry};
+use crate::provider::{copilot, Api, CopilotConfig, ModelFacts, ModelTable, PiModels, PiProvider, ProviderConfig};
+use crate::provider::{names_a_variable, Secret, SetLimits, ThinkingLevel};
+use crate::sandbox::{SandboxMode, SandboxSettings};
 
 /// Provider and storage settings. Every field is optional: defaults come from the provider, and
 /// the session folder's default from the front end, which knows its folder layout. What each
@@ -56,12 +56,12 @@ pub struct Settings {
     #[serde(skip)]
     pub editor_version: Option<String>,
     pub handoff: Option<HandoffSettings>,
-    pub mcp: Option<crate::core::mcp::McpSettings>,
+    pub mcp: Option<crate::mcp::McpSettings>,
     pub sandbox: Option<SandboxMode>,
     pub network: Option<bool>,
 }
 
-pub use crate::core::provider::{Preset, ProviderKind};
+pub use crate::provider::{Preset, ProviderKind};
 
 /// The automatic handoff's settings (`setup{ handoff = … }`, `--auto-handoff`): the host's part
 /// of `handoff.*` in the schema (`review` and `suggest_at` are the plugin's).
@@ -73,7 +73,7 @@ pub struct HandoffSettings {
     pub threshold: Option<f64>,
     pub room: Option<u64>,
     /// Draft the document before the wall (`None`: the provider's default).
-    pub prepare: Option<crate::core::handoff::Prepare>,
+    pub prepare: Option<crate::handoff::Prepare>,
     /// The model that writes handoff documents (`None`: the session's).
     pub model: Option<String>,
     /// Tool output tokens sent whole, older results cleared from requests (`None`: off).
@@ -98,7 +98,7 @@ pub struct ToolSettings {
     pub policy: Option<consent::Level>,
     pub rules: std::collections::HashMap<String, consent::Rule>,
     /// The environment of commands (`tools.env.*`).
-    pub env: Option<crate::core::tools::EnvSettings>,
+    pub env: Option<crate::tools::EnvSettings>,
 }
 
 impl ToolSettings {
@@ -242,13 +242,13 @@ impl Settings {
         // Every provider of pi's file is the user's own: the variables and files their keys and
         // headers come from are secrets, whichever provider this session talks to.
         if let Some(models) = &pi_models {
-            let home = crate::core::sandbox::paths::home();
+            let home = crate::sandbox::paths::home();
             for provider in &models.providers {
                 let values = provider.api_key.iter().chain(provider.headers.iter().map(|(_, v)| v));
                 for value in values {
                     match value.strip_prefix('!') {
                         Some(cmd) => {
-                            let found = crate::core::provider::key_sources(cmd, home.as_deref());
+                            let found = crate::provider::key_sources(cmd, home.as_deref());
                             config.secret_env.extend(found.vars);
                             config.secret_files.extend(found.files);
                         }
@@ -308,7 +308,7 @@ impl Settings {
 
     /// Whether the document is drafted before the wall (`handoff.prepare`; `None`: the
     /// provider's default, `Prepare::default_for`).
-    pub fn handoff_prepare(&self) -> Option<crate::core::handoff::Prepare> {
+    pub fn handoff_prepare(&self) -> Option<crate::handoff::Prepare> {
         self.handoff.as_ref().and_then(|h| h.prepare)
     }
 

@@ -23,3 +23,12 @@ pub mod session;
 pub mod sync;
 pub mod task;
 pub mod tools;
+
+/// reqwest is built with rustls but no crypto provider compiled in by default: install ring once
+/// before the first client is made (without it building a client panics).
+pub fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}

@@ -15,7 +15,7 @@ use std::io::Write;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Mutex;
 
-use crate::core::sync::lock;
+use crate::sync::lock;
 
 /// The keeper's program: the groups as lines on stdin (`N` adds one, `-N` takes it off), until
 /// the end of the input; then each group still listed is killed. Builtins only (no process is

@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use crate::core::config::schema::SESSION_SUBDIR;
-use crate::core::config::Settings;
+use handoff_core::config::schema::SESSION_SUBDIR;
+use handoff_core::config::Settings;
 
 /// Neovim's `stdpath("data")` as Neovim computes it from the environment: the XDG data folder
 /// (`$XDG_DATA_HOME`, else `~/.local/share`; on Windows `%LOCALAPPDATA%`) and the application's
@@ -49,14 +49,14 @@ pub fn nvim_state_dir() -> PathBuf {
 }
 
 /// Where the trust of projects' `.mcp.json` files is kept (`stdpath("state")/handoff/…`).
-pub fn mcp_trust_store() -> crate::core::mcp::TrustStore {
-    crate::core::mcp::TrustStore::new(nvim_state_dir().join(crate::core::mcp::config::TRUST_FILE))
+pub fn mcp_trust_store() -> handoff_core::mcp::TrustStore {
+    handoff_core::mcp::TrustStore::new(nvim_state_dir().join(handoff_core::mcp::config::TRUST_FILE))
 }
 
 /// The user's MCP file, `stdpath("config")/handoff/mcp.json` (the CLI's default; the plugin
 /// passes its own).
 pub fn default_mcp_user_file() -> PathBuf {
-    nvim_config_dir().join(crate::core::mcp::config::USER_FILE)
+    nvim_config_dir().join(handoff_core::mcp::config::USER_FILE)
 }
 
 /// The plugin's user-level folder, `stdpath("config")/handoff`: its `AGENTS.md` (else
@@ -70,12 +70,12 @@ pub fn session_dir(settings: &Settings) -> PathBuf {
     settings.session_dir.clone().unwrap_or_else(default_session_dir)
 }
 
-/// What every front end brings to [`open_for`](crate::core::controller::open_for) by default:
+/// What every front end brings to [`open_for`](handoff_core::controller::open_for) by default:
 /// the plugin's folders (so the CLI and ACP read the editor's `AGENTS.md` and MCP file), the
 /// session folder `settings` name, and `--thinking` as pi takes it. A front end changes what
 /// is its own (the editor's folder, an ACP client's servers).
-pub fn front_end(settings: &Settings) -> crate::core::controller::FrontEnd {
-    crate::core::controller::FrontEnd {
+pub fn front_end(settings: &Settings) -> handoff_core::controller::FrontEnd {
+    handoff_core::controller::FrontEnd {
         instructions_dir: default_instructions_dir(),
         session_dir: session_dir(settings),
         mcp_user_file: Some(default_mcp_user_file()),

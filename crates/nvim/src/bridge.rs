@@ -16,8 +16,8 @@ use tokio::time::Instant;
 use super::protocol::{self, Record};
 use super::stdio::Writer;
 use super::transcript;
-use crate::core::agent::{lock, AgentSession};
-use crate::core::controller::Controller;
+use handoff_core::agent::{lock, AgentSession};
+use handoff_core::controller::Controller;
 
 /// The shortest time between two event batches sent to Neovim.
 pub const FRAME: Duration = Duration::from_millis(8);
@@ -154,7 +154,7 @@ impl Outbox {
 /// Moves the agent's events into the outbox until its channel closes.
 pub fn spawn_collector(controller: Arc<Controller>, outbox: Arc<Outbox>) -> tokio::task::JoinHandle<()> {
     let mut events = controller.agent().subscribe();
-    crate::core::task::spawn("the event collector", async move {
+    handoff_core::task::spawn("the event collector", async move {
         let agent: &AgentSession = controller.agent();
         // Events were lost to a lag during a run: the reply streaming then is in no transcript
         // yet (it is stored at its end), so the run's end draws the session again, whole.
@@ -172,7 +172,7 @@ pub fn spawn_collector(controller: Arc<Controller>, outbox: Arc<Outbox>) -> toki
                             // (the automatic handoff's continuation) comes as the events that
                             // follow, once.
                             let leaf = match &event {
-                                crate::core::agent::AgentEvent::SessionSwitch { leaf, .. } => leaf.clone(),
+                                handoff_core::agent::AgentEvent::SessionSwitch { leaf, .. } => leaf.clone(),
                                 _ => None,
                             };
                             let transcript = transcript::opened_upto(&controller, leaf).await;
@@ -180,7 +180,7 @@ pub fn spawn_collector(controller: Arc<Controller>, outbox: Arc<Outbox>) -> toki
                         }
                         Some(end @ Record::HandoffEnd { .. }) => {
                             let redraw = match &event {
-                                crate::core::agent::AgentEvent::HandoffEnd { redraw_upto, .. } => redraw_upto.clone(),
+                                handoff_core::agent::AgentEvent::HandoffEnd { redraw_upto, .. } => redraw_upto.clone(),
                                 _ => None,
                             };
                             match redraw {
@@ -217,7 +217,7 @@ pub fn spawn_collector(controller: Arc<Controller>, outbox: Arc<Outbox>) -> toki
 
 /// Sends batches to Neovim until the connection breaks.
 pub fn spawn_flusher(nvim: nvim_rs::Neovim<Writer>, outbox: Arc<Outbox>) -> tokio::task::JoinHandle<()> {
-    crate::core::task::spawn("the event flusher", async move {
+    handoff_core::task::spawn("the event flusher", async move {
         let mut last = Instant::now() - FRAME;
         loop {
             if outbox.is_empty() {
@@ -241,8 +241,8 @@ pub fn spawn_flusher(nvim: nvim_rs::Neovim<Writer>, outbox: Arc<Outbox>) -> toki
                 Err(e) => {
                     // Nothing is dropped silently: the user hears that updates were lost.
                     tracing::error!("{e}");
-                    let notice = Record::Notice(crate::core::agent::Notice::new(
-                        crate::core::agent::Level::Error,
+                    let notice = Record::Notice(handoff_core::agent::Notice::new(
+                        handoff_core::agent::Level::Error,
                         format!("handoff.nvim: some updates could not be shown ({e}); reopen the chat to redraw it"),
                     ));
                     match protocol::encode("a notice", &vec![notice]) {
@@ -269,7 +269,7 @@ pub fn spawn_flusher(nvim: nvim_rs::Neovim<Writer>, outbox: Arc<Outbox>) -> toki
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nvim::protocol::Item;
+    use crate::protocol::Item;
 
     #[test]
     fn consecutive_deltas_merge_and_records_keep_their_place() {
@@ -298,7 +298,7 @@ mod tests {
         let update = |id: &str, n: u64| Record::ToolUpdate { id: id.into(), tail: format!("line {n}\n"), earlier: n };
         outbox.push(update("a", 1));
         outbox.push(update("b", 1));
-        outbox.push(Record::Notice(crate::core::agent::Notice::new(crate::core::agent::Level::Info, "n")));
+        outbox.push(Record::Notice(handoff_core::agent::Notice::new(handoff_core::agent::Level::Info, "n")));
         for n in 2..1000 {
             outbox.push(update("a", n));
         }

@@ -17,9 +17,9 @@ use tokio::sync::oneshot;
 use super::bridge::Outbox;
 use super::protocol::{self, Record};
 use super::stdio::Writer;
-use crate::core::agent::lock;
-use crate::core::tools::consent::{ApprovalRequest, Consent, Decision};
-use crate::core::tools::{DiskFileAccess, FileAccess};
+use handoff_core::agent::lock;
+use handoff_core::tools::consent::{ApprovalRequest, Consent, Decision};
+use handoff_core::tools::{DiskFileAccess, FileAccess};
 
 /// The requests waiting for an answer, by tool call id.
 #[derive(Default)]

@@ -63,16 +63,16 @@ use rmpv::Value;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::core::agent::{lock, AgentSession};
-use crate::core::config::Settings;
-use crate::core::controller::{self, text, Controller, FrontEnd, FrontEndTexts, Level, Notice, SessionChoice};
-use crate::core::failure::{Failure, FailureKind};
-use crate::core::mcp::McpHub;
-use crate::core::handoff::HandoffOptions;
-use crate::core::provider::{Provider, ThinkingLevel};
-use crate::core::session::chain::Chains;
-use crate::core::session::SessionManager;
-use crate::frontend_paths;
+use handoff_core::agent::{lock, AgentSession};
+use handoff_core::config::Settings;
+use handoff_core::controller::{self, text, Controller, FrontEnd, FrontEndTexts, Level, Notice, SessionChoice};
+use handoff_core::failure::{Failure, FailureKind};
+use handoff_core::mcp::McpHub;
+use handoff_core::handoff::HandoffOptions;
+use handoff_core::provider::{Provider, ThinkingLevel};
+use handoff_core::session::chain::Chains;
+use handoff_core::session::SessionManager;
+use handoff_frontend_paths as frontend_paths;
 use bridge::Outbox;
 use protocol::{ConfigureArgs, Notification, Record, Request, Resume, SessionListItem, TemplateItem};
 use stdio::Writer;
@@ -207,7 +207,7 @@ impl Host {
         // The CLI/environment settings, overridden by the ones `setup()` gave.
         let mut settings = self.inner.base_settings.overridden_by(&parsed.settings).map_err(|e| Failure::invalid(e.to_string()))?;
         settings.editor_version = parsed.editor_version.clone();
-        crate::core::config::schema::check(&settings).map_err(|e| Failure::invalid(format!("handoff.nvim: {e}")))?;
+        handoff_core::config::schema::check(&settings).map_err(|e| Failure::invalid(format!("handoff.nvim: {e}")))?;
         let front_end = FrontEnd {
             // `stdpath("config")/handoff`, as the plugin says (else the CLI's folder).
             instructions_dir: parsed.config_dir.clone().unwrap_or_else(frontend_paths::default_instructions_dir),
@@ -239,7 +239,7 @@ impl Host {
         *lock(&self.inner.cwd) = cwd.clone();
         *lock(&self.inner.handoff_review) = parsed.handoff_review.unwrap_or(false);
         let host = self.clone();
-        crate::core::task::spawn("opening the session", async move {
+        handoff_core::task::spawn("opening the session", async move {
             host.open(settings, front_end, prepared, cwd, choice, generation).await
         });
         Ok(Value::Boolean(true))
@@ -305,7 +305,7 @@ impl Host {
         opened.agent.set_file_access(Arc::new(editor::EditorFiles { nvim: self.inner.nvim.clone() }));
         // The model list is read now, off the first prompt's path (a Copilot token with it).
         let provider = opened.agent.provider();
-        crate::core::task::spawn("reading the model list", async move { drop(provider.catalogue(true).await) });
+        handoff_core::task::spawn("reading the model list", async move { drop(provider.catalogue(true).await) });
         let controller = Controller::new(opened.agent, editor_texts());
         controller.set_review_by_default(*lock(&self.inner.handoff_review));
         controller.apply_handoff_settings(&settings);
@@ -348,7 +348,7 @@ impl Host {
             return;
         }
         let host = self.clone();
-        crate::core::task::spawn("input that waited for the session", async move {
+        handoff_core::task::spawn("input that waited for the session", async move {
             for input in waiting {
                 match input {
                     Notification::Prompt { text } => controller.input(&text).await,
@@ -363,7 +363,7 @@ impl Host {
     /// and sent as a `sessions` record: the editor never waits for the folder.
     fn sessions(&self) {
         let host = self.clone();
-        crate::core::task::spawn("listing the sessions", async move {
+        handoff_core::task::spawn("listing the sessions", async move {
             let settings = lock(&host.inner.settings).clone();
             let cwd = lock(&host.inner.cwd).clone();
             let current = host.agent().map(|a| a.session().path().to_path_buf());
@@ -451,7 +451,7 @@ impl Host {
 
     /// `review_decide`: keeps the editor's decisions beside the session; answers the ids it did
     /// not know.
-    async fn review_decide(&self, decisions: Vec<crate::core::session::review::Decision>) -> Reply {
+    async fn review_decide(&self, decisions: Vec<handoff_core::session::review::Decision>) -> Reply {
         let review = self.ready()?.agent().review();
         let unknown = tokio::task::spawn_blocking(move || review.decide(&decisions)).await;
         let unknown = unknown.map_err(stopped)?.map_err(controller::session_failure)?;
@@ -459,7 +459,7 @@ impl Host {
     }
 
     /// `review_split`: cuts a hunk in parts; answers their ids (nil: not cut).
-    async fn review_split(&self, split: crate::core::session::review::Split) -> Reply {
+    async fn review_split(&self, split: handoff_core::session::review::Split) -> Reply {
         let review = self.ready()?.agent().review();
         let ids = tokio::task::spawn_blocking(move || review.split(&split)).await;
         let ids = ids.map_err(stopped)?.map_err(controller::session_failure)?;
@@ -470,7 +470,7 @@ impl Host {
         let list = lock(&self.inner.settings)
             .templates_dir
             .as_deref()
-            .map(crate::core::agent::templates::list)
+            .map(handoff_core::agent::templates::list)
             .unwrap_or_default();
         let list: Vec<TemplateItem> =
             list.into_iter().map(|t| TemplateItem { name: t.name, description: t.description }).collect();
@@ -481,7 +481,7 @@ impl Host {
     /// `session_switch` and a `transcript` record.
     fn resume(&self, controller: Arc<Controller>, path: PathBuf) {
         let host = self.clone();
-        crate::core::task::spawn("resuming a session", async move {
+        handoff_core::task::spawn("resuming a session", async move {
             if let Err(failure) = controller.ensure_idle(text::doing::RESUME) {
                 return host.notice(Level::Warn, failure.message);
             }
@@ -504,7 +504,7 @@ impl Host {
     /// `session_view` record. The agent's session stays as it is, whatever runs.
     fn view_session(&self, file: PathBuf, limit: usize) {
         let host = self.clone();
-        crate::core::task::spawn("viewing a session", async move {
+        handoff_core::task::spawn("viewing a session", async move {
             let session_dir = frontend_paths::session_dir(&lock(&host.inner.settings));
             let path = file.to_string_lossy().into_owned();
             let view = tokio::task::spawn_blocking(move || transcript::view(&file, &session_dir, limit)).await;
@@ -563,7 +563,7 @@ impl Host {
             (action @ ("start" | "stop"), Some(hub)) => {
                 let name = server.ok_or_else(|| Failure::invalid(format!(":HandoffMcp {action} needs a server's name")))?;
                 let (host, action) = (self.clone(), action.to_string());
-                crate::core::task::spawn("an MCP command", async move {
+                handoff_core::task::spawn("an MCP command", async move {
                     let done = if action == "start" { hub.start(&name).await } else { hub.stop(&name).await };
                     match done {
                         Ok(()) => host.notice(Level::Info, format!("handoff.nvim: MCP server {name}: {action} done")),
@@ -632,13 +632,13 @@ impl Host {
             None => settings.provider_config().map_err(Failure::invalid)?,
         };
         let key = if config.copilot.is_some() {
-            match crate::core::provider::github_token_from_env() {
+            match handoff_core::provider::github_token_from_env() {
                 Ok((_, source)) => protocol::KeyHealth { source: "copilot", detail: format!("GitHub token from {source}"), present: Some(true) },
                 Err(e) => protocol::KeyHealth { source: "copilot", detail: e.to_string(), present: Some(false) },
             }
         } else if let Some(cmd) = config.api_key_cmd.as_deref().filter(|c| !c.trim().is_empty()) {
             // Only the program: the rest of the command line may be the key itself.
-            let cmd = crate::core::provider::describe_cmd(cmd);
+            let cmd = handoff_core::provider::describe_cmd(cmd);
             protocol::KeyHealth { source: "api_key_cmd", detail: format!("command `{cmd}` (not run by the health check)"), present: None }
         } else if let Some(var) = &config.api_key_env {
             let present = std::env::var(var).is_ok_and(|v| !v.trim().is_empty());
@@ -678,7 +678,7 @@ impl Host {
                 version: env!("CARGO_PKG_VERSION"),
                 api: config.api,
                 provider: config.name,
-                base_url: crate::core::provider::display_url(&config.base_url),
+                base_url: handoff_core::provider::display_url(&config.base_url),
                 model: config.model,
                 key,
                 probes,
@@ -692,16 +692,16 @@ impl Host {
 
     /// The health check's network half: is the provider reachable, did its model list answer.
     /// Kept for the next `health` request and sent as a `health_probes` record.
-    async fn probe(&self, config: crate::core::provider::ProviderConfig, probe_key: ProbeKey) {
+    async fn probe(&self, config: handoff_core::provider::ProviderConfig, probe_key: ProbeKey) {
         // The two at once: the check's wait is the slower of them, not their sum.
         let reachable = async {
             if config.copilot.is_some() {
-                match crate::core::provider::copilot_check(&config).await {
+                match handoff_core::provider::copilot_check(&config).await {
                     Ok(detail) => protocol::Reachable { ok: true, detail },
                     Err(e) => protocol::Reachable { ok: false, detail: format!("Copilot's model list: {e}") },
                 }
             } else {
-                let probe = crate::core::provider::probe(&config).await;
+                let probe = handoff_core::provider::probe(&config).await;
                 protocol::Reachable { ok: probe.ok(), detail: probe.detail() }
             }
         };
@@ -782,7 +782,7 @@ impl Host {
         match request {
             Request::Ping => Ok(Value::from("pong")),
             Request::Version => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
-            Request::SchemaDigest => Ok(Value::from(crate::core::config::schema::digest())),
+            Request::SchemaDigest => Ok(Value::from(handoff_core::config::schema::digest())),
             Request::Configure(args) => self.configure(*args),
             Request::Status => reply("the status", &transcript::status(&*self.ready()?)),
             Request::Transcript { limit } => {
@@ -866,7 +866,7 @@ impl Host {
             // work is never the handler's: nvim-rs handles notifications one at a time.
             Notification::HandoffCommit { text } => {
                 let commit = controller.commit_review(&text);
-                crate::core::task::spawn("committing the reviewed handoff", async move {
+                handoff_core::task::spawn("committing the reviewed handoff", async move {
                     commit.await;
                 });
             }
@@ -880,7 +880,7 @@ impl Host {
 }
 
 /// The `models` answer or record for `catalogue`.
-fn model_list(provider: &Provider, catalogue: crate::core::provider::Catalogue, pending: bool) -> protocol::ModelList {
+fn model_list(provider: &Provider, catalogue: handoff_core::provider::Catalogue, pending: bool) -> protocol::ModelList {
     let config = provider.current_config();
     protocol::ModelList {
         pending,
@@ -957,23 +957,23 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     }
     host.finish().await;
     tracing::info!("host exits");
-    crate::core::process_groups::end_all();
-    crate::core::sandbox::remove_private_tmpdir();
+    handoff_core::process_groups::end_all();
+    handoff_core::sandbox::remove_private_tmpdir();
     std::process::exit(0)
 }
 
 /// The sandbox's part of the health report: the mode, and what this kernel enforces.
-fn sandbox_health(settings: crate::core::sandbox::SandboxSettings) -> protocol::SandboxHealth {
-    let support = crate::core::sandbox::Support::probe();
-    let helper = crate::core::sandbox::helper_binary();
+fn sandbox_health(settings: handoff_core::sandbox::SandboxSettings) -> protocol::SandboxHealth {
+    let support = handoff_core::sandbox::Support::probe();
+    let helper = handoff_core::sandbox::helper_binary();
     protocol::SandboxHealth {
         mode: if settings.is_on() { settings.describe() } else { "off".into() },
         on: settings.is_on(),
         abi: support.abi,
         enforceable: support.enforceable().is_ok(),
         detail: support.summary(),
-        mounts_error: crate::core::sandbox::mount_namespaces().clone().err(),
-        helper: helper.as_ref().ok().map(crate::core::sandbox::HelperBinary::describe),
+        mounts_error: handoff_core::sandbox::mount_namespaces().clone().err(),
+        helper: helper.as_ref().ok().map(handoff_core::sandbox::HelperBinary::describe),
         helper_error: helper.err().map(|e| e.to_string()),
     }
 }

@@ -8,14 +8,14 @@ use std::path::PathBuf;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::core::agent::{Notice, SwitchReason};
-use crate::core::config::Settings;
-use crate::core::failure::Failure;
-use crate::core::handoff::HandoffOutcome;
-use crate::core::provider::{Api, ThinkingLevel};
-use crate::core::session::SessionInfo;
-use crate::core::tools::consent::ApprovalRequest;
-use crate::core::tools::Todo;
+use handoff_core::agent::{Notice, SwitchReason};
+use handoff_core::config::Settings;
+use handoff_core::failure::Failure;
+use handoff_core::handoff::HandoffOutcome;
+use handoff_core::provider::{Api, ThinkingLevel};
+use handoff_core::session::SessionInfo;
+use handoff_core::tools::consent::ApprovalRequest;
+use handoff_core::tools::Todo;
 
 /// Failures of encoding or decoding a protocol value.
 #[derive(Debug, thiserror::Error)]
@@ -98,7 +98,7 @@ pub struct HandoffFlags {
 pub enum Request {
     Ping,
     Version,
-    /// The settings schema's digest ([`crate::core::config::schema::digest`]).
+    /// The settings schema's digest ([`handoff_core::config::schema::digest`]).
     SchemaDigest,
     Configure(Box<ConfigureArgs>),
     Status,
@@ -108,9 +108,9 @@ pub enum Request {
     /// Every hunk of the session's changes, per call, with the files of each call's versions.
     Review,
     /// The editor's keep/reject decisions, to keep beside the session.
-    ReviewDecide { decisions: Vec<crate::core::session::review::Decision> },
+    ReviewDecide { decisions: Vec<handoff_core::session::review::Decision> },
     /// A hunk cut in parts (a Visual selection inside it): the parts' new ids.
-    ReviewSplit { split: crate::core::session::review::Split },
+    ReviewSplit { split: handoff_core::session::review::Split },
     Templates,
     /// The session's pins, in order (`/unpin`'s completion).
     Pins,
@@ -139,7 +139,7 @@ pub enum Notification {
     Handoff { focus: Option<String>, flags: HandoffFlags },
     HandoffCommit { text: String },
     HandoffDiscard,
-    Approve { id: String, decision: crate::core::tools::consent::Answer, reason: Option<String> },
+    Approve { id: String, decision: handoff_core::tools::consent::Answer, reason: Option<String> },
     Resume { path: PathBuf },
     ViewSession { path: PathBuf, limit: Option<usize> },
     /// The sessions of the working directory, listed in a task: a `sessions` record brings them.
@@ -191,7 +191,7 @@ impl Request {
             "changes" => Request::Changes,
             "review" => Request::Review,
             "review_decide" => {
-                let (decisions,): (Vec<crate::core::session::review::Decision>,) = args(method, a, 1)?;
+                let (decisions,): (Vec<handoff_core::session::review::Decision>,) = args(method, a, 1)?;
                 Request::ReviewDecide { decisions }
             }
             "review_split" => {
@@ -500,7 +500,7 @@ pub struct Transcript {
 }
 
 /// A session of the picker (the `sessions` record), placed in its chain of handoffs
-/// ([`crate::core::session::chain::Chains::placed`]): the picker draws the list in this order.
+/// ([`handoff_core::session::chain::Chains::placed`]): the picker draws the list in this order.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SessionListItem {
     pub path: PathBuf,
@@ -598,7 +598,7 @@ pub struct ReviewCallItem {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub before_file: Option<String>,
     pub after_file: String,
-    pub hunks: Vec<crate::core::session::review::Hunk>,
+    pub hunks: Vec<handoff_core::session::review::Hunk>,
 }
 
 /// A user template (`templates`).
@@ -611,7 +611,7 @@ pub struct TemplateItem {
 /// The MCP servers of the session (`mcp`): `:HandoffMcp` and `:checkhealth` show them.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct McpList {
-    pub servers: Vec<crate::core::mcp::ServerStatus>,
+    pub servers: Vec<handoff_core::mcp::ServerStatus>,
     /// What could not be read of the configuration.
     pub errors: Vec<String>,
     /// The project's `.mcp.json`, if there is one.
@@ -653,10 +653,10 @@ pub struct ModelList {
     pub pending: bool,
     pub provider: String,
     /// What is known of the model in use, with the source of its window.
-    pub current: crate::core::provider::ModelInfo,
+    pub current: handoff_core::provider::ModelInfo,
     /// The window in force (the user's `context_window` included).
     pub context_window: u64,
-    pub models: Vec<crate::core::provider::ModelInfo>,
+    pub models: Vec<handoff_core::provider::ModelInfo>,
     /// Why the provider's own list is missing, when it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -719,7 +719,7 @@ pub struct SandboxHealth {
 pub struct ApprovalRecord {
     #[serde(flatten)]
     pub request: ApprovalRequest,
-    pub answers: Vec<crate::core::tools::consent::Answer>,
+    pub answers: Vec<handoff_core::tools::consent::Answer>,
 }
 
 impl From<ApprovalRequest> for ApprovalRecord {
@@ -735,8 +735,8 @@ pub struct LedgerText {
     pub lines: Vec<String>,
 }
 
-impl From<&crate::core::session::ledger::Ledger> for LedgerText {
-    fn from(ledger: &crate::core::session::ledger::Ledger) -> Self {
+impl From<&handoff_core::session::ledger::Ledger> for LedgerText {
+    fn from(ledger: &handoff_core::session::ledger::Ledger) -> Self {
         LedgerText { summary: ledger.summary(), lines: ledger.lines() }
     }
 }
@@ -768,7 +768,7 @@ pub enum Record {
         error_message: Option<String>,
         /// What kind of failure `error_message` says (`auth`, `rate_limit`, `overflow`, …).
         #[serde(skip_serializing_if = "Option::is_none")]
-        error_kind: Option<crate::core::failure::FailureKind>,
+        error_kind: Option<handoff_core::failure::FailureKind>,
         session_file: String,
         context_tokens: u64,
         context_window: u64,
@@ -783,7 +783,7 @@ pub enum Record {
         focus: Option<String>,
         /// The host started it at the wall: reason, boundary, tokens, window.
         #[serde(skip_serializing_if = "Option::is_none")]
-        auto: Option<crate::core::agent::Wall>,
+        auto: Option<handoff_core::agent::Wall>,
         /// The chat's banner for an automatic handoff (the editor adds how to cancel).
         #[serde(skip_serializing_if = "Option::is_none")]
         banner: Option<String>,
@@ -791,7 +791,7 @@ pub enum Record {
     /// The handoff drafted before the wall changed (`handoff.prepare`); `text`: the host's
     /// words for it, when there are any (its cost once written).
     HandoffDraft {
-        draft: crate::core::agent::events::DraftStatus,
+        draft: handoff_core::agent::events::DraftStatus,
         #[serde(skip_serializing_if = "Option::is_none")]
         text: Option<String>,
     },
@@ -802,7 +802,7 @@ pub enum Record {
         #[serde(skip_serializing_if = "Option::is_none")]
         ledger: Option<Box<LedgerText>>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        auto: Option<crate::core::agent::Wall>,
+        auto: Option<handoff_core::agent::Wall>,
     },
     /// The prompt's lifecycle changed phase: `busy` is what the chat shows as running.
     Lifecycle {
@@ -866,7 +866,7 @@ pub enum Record {
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        error_kind: Option<crate::core::failure::FailureKind>,
+        error_kind: Option<handoff_core::failure::FailureKind>,
     },
     /// The health check's probes, run for a `health` request.
     HealthProbes(HealthProbes),
@@ -876,7 +876,7 @@ pub enum Record {
         tool: String,
         /// What the tool may do (`execute`: it may have changed files the editor shows);
         /// absent for a tool we do not know.
-        kind: Option<crate::core::tools::ToolKind>,
+        kind: Option<handoff_core::tools::ToolKind>,
         is_error: bool,
         text: String,
         /// As for [`Item::Tool`].
@@ -898,7 +898,7 @@ impl Record {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::agent::Level;
+    use handoff_core::agent::Level;
 
     fn map(v: &rmpv::Value) -> Vec<(String, rmpv::Value)> {
         v.as_map().unwrap().iter().map(|(k, v)| (k.as_str().unwrap().to_string(), v.clone())).collect()
@@ -955,10 +955,10 @@ mod tests {
             },
             items: vec![Item::User { text: "hi".into() }],
             earlier: 0,
-            page: crate::nvim::transcript::PAGE,
+            page: crate::transcript::PAGE,
             todos: vec![Todo {
                 content: "Run the tests".into(),
-                status: crate::core::tools::TodoStatus::InProgress,
+                status: handoff_core::tools::TodoStatus::InProgress,
                 active_form: "Running the tests".into(),
             }],
         };
@@ -995,7 +995,7 @@ mod tests {
             ]),
         )]);
         let parsed: ConfigureArgs = decode("configure", &with_settings).unwrap();
-        assert_eq!(parsed.settings.api, Some(crate::core::config::ProviderKind::Anthropic));
+        assert_eq!(parsed.settings.api, Some(handoff_core::config::ProviderKind::Anthropic));
         assert_eq!(parsed.settings.model.as_deref(), Some("claude"));
         let bad = rmpv::Value::Map(vec![(
             rmpv::Value::from("settings"),
@@ -1009,7 +1009,7 @@ mod tests {
 
     #[test]
     fn every_call_decodes_its_arguments_or_says_what_is_wrong() {
-        use crate::core::failure::FailureKind;
+        use handoff_core::failure::FailureKind;
         let s = |v: &str| rmpv::Value::from(v);
         let n = |v: u64| rmpv::Value::from(v);
         // Trailing options left out are absent; an empty Lua table is no flags.
@@ -1032,7 +1032,7 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!((decision, reason.as_deref()), (crate::core::tools::consent::Answer::Reject, Some("not that file")));
+        assert_eq!((decision, reason.as_deref()), (handoff_core::tools::consent::Answer::Reject, Some("not that file")));
         // Wrong arguments are an `invalid` failure that names the call and the problem.
         let typo = rmpv::Value::Map(vec![(s("reviw"), rmpv::Value::Boolean(true))]);
         for (method, args, says) in [
@@ -1058,7 +1058,7 @@ mod tests {
 
     #[test]
     fn answers_carry_the_value_or_the_failure_with_its_kind() {
-        use crate::core::failure::FailureKind;
+        use handoff_core::failure::FailureKind;
         let ok = answer(Ok(rmpv::Value::from("pong")));
         assert_eq!(get(&ok, "ok").unwrap().as_str(), Some("pong"));
         let failed = answer(Err(Failure::new(FailureKind::NotReady, "loading")));

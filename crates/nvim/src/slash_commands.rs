@@ -1,10 +1,10 @@
 //! `lua/handoff/slash_commands.lua`: the controller's command table
-//! ([`crate::core::controller::commands`]) as data for the plugin, which completes and hints
+//! ([`handoff_core::controller::commands`]) as data for the plugin, which completes and hints
 //! the commands from it. Generated, never edited: `HANDOFF_BLESS=1 cargo test --test commands`
 //! rewrites it, and that test fails while it is stale.
 
-use crate::core::config::schema::lua_string;
-use crate::core::controller::SlashCommand;
+use handoff_core::config::schema::lua_string;
+use handoff_core::controller::SlashCommand;
 
 /// The file's text.
 pub fn lua_file() -> String {

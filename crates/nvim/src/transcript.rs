@@ -4,14 +4,14 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::core::agent::events::HandoffOutcome;
-use crate::core::agent::{AgentEvent, AgentSession, AssistantMessageEvent};
-use crate::core::controller::{self, Controller};
-use crate::core::handoff;
-use crate::core::message::{Content, ContentBlock, Message, Role, Usage};
-use crate::core::session::entry::kind;
-use crate::core::session::{self, SessionEntry, SessionManager};
-use crate::core::tools;
+use handoff_core::agent::events::HandoffOutcome;
+use handoff_core::agent::{AgentEvent, AgentSession, AssistantMessageEvent};
+use handoff_core::controller::{self, Controller};
+use handoff_core::handoff;
+use handoff_core::message::{Content, ContentBlock, Message, Role, Usage};
+use handoff_core::session::entry::kind;
+use handoff_core::session::{self, SessionEntry, SessionManager};
+use handoff_core::tools;
 
 use super::protocol::{Item, LedgerText, Record, SessionView, Status, ToolCallItem, Transcript};
 
@@ -49,7 +49,7 @@ fn tool_calls_of(message: &Message) -> Vec<ToolCallItem> {
 /// Lines of a tool's output a transcript carries: the chat's `tool_output_lines`, which
 /// `configure` sets (the chat's default until then).
 static TOOL_OUTPUT_LINES: AtomicUsize =
-    AtomicUsize::new(crate::core::config::schema::DEFAULT_TOOL_OUTPUT_LINES as usize);
+    AtomicUsize::new(handoff_core::config::schema::DEFAULT_TOOL_OUTPUT_LINES as usize);
 
 /// Sets how many lines of each tool output transcripts carry (the chat shows no more).
 pub fn set_tool_output_lines(lines: usize) {
@@ -124,8 +124,8 @@ fn entry_item(entry: &SessionEntry) -> Option<Item> {
     } else if let Some(custom) = entry.custom_message().filter(|c| c.display) {
         let text = custom.content.joined_text();
         Some(if custom.custom_type == handoff::CUSTOM_TYPE {
-            let ledger = crate::core::session::todos::handoff_details(entry)
-                .and_then(|details| crate::core::session::ledger::Ledger::of_details(&details));
+            let ledger = handoff_core::session::todos::handoff_details(entry)
+                .and_then(|details| handoff_core::session::ledger::Ledger::of_details(&details));
             Item::Handoff { text, ledger: ledger.as_ref().map(|l| Box::new(LedgerText::from(l))) }
         } else {
             Item::Custom { custom_type: custom.custom_type.clone(), text }
@@ -353,7 +353,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
 }
 
 /// The chat's note on how a command ran: in the sandbox, or again outside it (and why).
-fn sandbox_note(result: &crate::core::message::Message) -> Option<String> {
+fn sandbox_note(result: &handoff_core::message::Message) -> Option<String> {
     let details = result.tool_result()?.details()?;
     if let Some(why) = details.get("unsandboxed").and_then(serde_json::Value::as_str) {
         return Some(format!("re-run outside the sandbox (it looked blocked: {why})"));

@@ -8,9 +8,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::assembler::MessageAssembler;
 use super::fit;
-use crate::core::message::{ContextMessage, Message};
-use crate::core::provider::{ChatRequest, Provider, ThinkingLevel, ToolChoice};
-use crate::core::tools::ModelOnce;
+use crate::message::{ContextMessage, Message};
+use crate::provider::{ChatRequest, Provider, ThinkingLevel, ToolChoice};
+use crate::tools::ModelOnce;
 
 /// The session's provider and thinking level, as they were when the tool call started.
 pub(super) struct SessionModel {

@@ -5,8 +5,8 @@
 //! Kept apart from the run loop so that the shapes the session file gets can be tested event by
 //! event, without a provider.
 
-use crate::core::message::{Content, ContentBlock, Message};
-use crate::core::provider::{StreamEvent, ToolCall};
+use crate::message::{Content, ContentBlock, Message};
+use crate::provider::{StreamEvent, ToolCall};
 
 use super::events::AssistantMessageEvent;
 
@@ -188,7 +188,7 @@ mod tests {
             arguments: match arguments {
                 Ok(Value::Object(map)) => Ok(map),
                 Ok(other) => panic!("not an object: {other}"),
-                Err(text) => Err(crate::core::provider::MalformedArguments { raw: text.into(), error: "EOF".into() }),
+                Err(text) => Err(crate::provider::MalformedArguments { raw: text.into(), error: "EOF".into() }),
             },
             signature: None,
         })

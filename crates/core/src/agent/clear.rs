@@ -12,7 +12,7 @@
 use serde_json::Value;
 
 use super::fit;
-use crate::core::message::{Content, ContextMessage, Role};
+use crate::message::{Content, ContextMessage, Role};
 
 /// Tool output tokens kept whole: the newest `keep`, cleared in batches of half of it.
 pub fn clear_old_tool_results(messages: Vec<ContextMessage>, keep: u64) -> Vec<ContextMessage> {
@@ -44,7 +44,7 @@ pub fn clear_old_tool_results(messages: Vec<ContextMessage>, keep: u64) -> Vec<C
 }
 
 /// A tool result's one-line stand-in: the same call id and tool, its output named, not sent.
-fn placeholder(message: &ContextMessage, tokens: u64) -> Option<crate::core::message::Message> {
+fn placeholder(message: &ContextMessage, tokens: u64) -> Option<crate::message::Message> {
     let mut result = message.to_message()?;
     let tool = result.extra_str("toolName").unwrap_or("tool").to_string();
     result.content = Content::Text(format!(
@@ -58,7 +58,7 @@ fn placeholder(message: &ContextMessage, tokens: u64) -> Option<crate::core::mes
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::message::Message;
+    use crate::message::Message;
     use serde_json::json;
 
     fn result(id: &str, text: &str) -> ContextMessage {

@@ -3,10 +3,10 @@
 
 use serde::Serialize;
 
-use crate::core::failure::FailureKind;
-use crate::core::message::Message;
-use crate::core::session::ledger::Ledger;
-use crate::core::tools::{Todo, ToolOutput};
+use crate::failure::FailureKind;
+use crate::message::Message;
+use crate::session::ledger::Ledger;
+use crate::tools::{Todo, ToolOutput};
 
 /// One streamed change to the assistant message being written.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -165,7 +165,7 @@ pub enum AgentEvent {
         /// What the call will change (an edit's file before and after): the approval's, when
         /// it was asked about, so a front end never works it out again.
         #[serde(skip_serializing_if = "Option::is_none")]
-        preview: Option<Box<crate::core::tools::Preview>>,
+        preview: Option<Box<crate::tools::Preview>>,
     },
     /// The end of a running tool's output so far (bash), as [`live_tail`] cuts it: `tail`, and
     /// the count of lines before it. Each update replaces the last.

@@ -8,7 +8,7 @@
 
 use std::ops::Range;
 
-use crate::core::message::{Content, ContentBlock, ContextMessage, Message, Role};
+use crate::message::{Content, ContentBlock, ContextMessage, Message, Role};
 
 const CHARS_PER_TOKEN: usize = 4;
 const MESSAGE_OVERHEAD_TOKENS: usize = 8;
@@ -299,7 +299,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::core::message::StoredMessage;
+    use crate::message::StoredMessage;
 
     fn tool_result(len: usize) -> Message {
         let mut m = Message::user("x".repeat(len));

@@ -28,15 +28,15 @@ use tokio_util::sync::CancellationToken;
 use assembler::{Assembled, MessageAssembler};
 pub use events::{AgentEvent, AssistantMessageEvent, Level, Notice, SwitchReason};
 
-use crate::core::failure::FailureKind;
-use crate::core::message::{ContextMessage, Message, StopReason};
-use crate::core::provider::{
+use crate::failure::FailureKind;
+use crate::message::{ContextMessage, Message, StopReason};
+use crate::provider::{
     ChatRequest, Provider, ProviderConfig, ProviderError, StreamEvent, ThinkingLevel, ToolCall, ToolChoice,
 };
-use crate::core::session::review::Review;
-use crate::core::session::{Originals, SessionError, SessionManager};
-use crate::core::tools::consent::{Consent, Decision, Grants, Policy};
-use crate::core::tools::{todo, DiskFileAccess, EnvPolicy, FileAccess, Todo, ToolRegistry};
+use crate::session::review::Review;
+use crate::session::{Originals, SessionError, SessionManager};
+use crate::tools::consent::{Consent, Decision, Grants, Policy};
+use crate::tools::{todo, DiskFileAccess, EnvPolicy, FileAccess, Todo, ToolRegistry};
 
 pub use system_prompt::{PromptSources, SystemPrompt};
 pub use state::{AgentConfig, AgentState, Queued, RunClaim, RunOptions, RunResult, SessionSwitched};
@@ -70,14 +70,14 @@ pub struct Hold {
 
 impl Hold {
     /// Only the engine makes one (the lifecycle, when it takes a phase).
-    pub(in crate::core) fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Hold { _made_by_the_engine: () }
     }
 }
 
 /// The answer when no front end said how to ask (a library user, a test).
 fn no_one_to_ask() -> Arc<dyn Consent> {
-    Arc::new(crate::core::tools::consent::Always(Decision::Reject {
+    Arc::new(crate::tools::consent::Always(Decision::Reject {
         reason: Some("no one is there to approve it".into()),
     }))
 }
@@ -109,7 +109,7 @@ pub struct AgentSession {
     /// (`handoff.clear_tool_results`; `None`: every result sent).
     clear_tool_results: Option<u64>,
     /// How bash commands are confined.
-    sandbox: crate::core::sandbox::SandboxSettings,
+    sandbox: crate::sandbox::SandboxSettings,
     /// Another model of the same provider for the runs that ask for it
     /// (`RunOptions::document_model`); `None`: the session's.
     document_model: Mutex<Option<String>>,
@@ -126,7 +126,7 @@ pub struct AgentSession {
 /// draft) learns it is near without the agent knowing what is prepared. It must return at once.
 pub type EstimateWatcher = Arc<dyn Fn(u64, u64) + Send + Sync>;
 
-pub(crate) use crate::core::sync::lock;
+pub use crate::sync::lock;
 
 impl AgentSession {
     pub fn new(config: AgentConfig, session: SessionManager) -> Self {
@@ -134,10 +134,10 @@ impl AgentSession {
         let state = AgentState { unrecorded_thinking: config.thinking, ..AgentState::default() };
         let tool_env = config.command_env();
         // The files the provider's settings read its key from are credentials from now on.
-        crate::core::sandbox::protected::remember_credential_files(config.provider.key_files());
+        crate::sandbox::protected::remember_credential_files(config.provider.key_files());
         // The probe, the project's index of folders, git's answer and the read rules, made
         // before the first command needs them (`sandbox::prefetch`).
-        crate::core::sandbox::prefetch(session.cwd(), config.sandbox);
+        crate::sandbox::prefetch(session.cwd(), config.sandbox);
         Self {
             provider: Mutex::new(Provider::new(config.provider)),
             session: Mutex::new(session),
@@ -222,13 +222,13 @@ impl AgentSession {
 
     /// The in-memory state, for the engine only: what runs and what waits is the lifecycle's
     /// to change (front ends read it through the views: [`AgentSession::queued`], …).
-    pub(in crate::core) fn state(&self) -> MutexGuard<'_, AgentState> {
+    pub(crate) fn state(&self) -> MutexGuard<'_, AgentState> {
         lock(&self.state)
     }
 
     /// The driver of this agent if one is alive, else the one `make` makes, now its driver
     /// (under one lock: two callers at once get the same).
-    pub(in crate::core) fn driver_or_else(
+    pub(crate) fn driver_or_else(
         &self,
         make: impl FnOnce() -> Arc<dyn std::any::Any + Send + Sync>,
     ) -> Arc<dyn std::any::Any + Send + Sync> {
@@ -246,7 +246,7 @@ impl AgentSession {
     }
 
     /// The provider in use (a clone shares its client, token and model list).
-    pub fn provider(&self) -> crate::core::provider::Provider {
+    pub fn provider(&self) -> crate::provider::Provider {
         lock(&self.provider).clone()
     }
 

@@ -22,14 +22,14 @@ impl AgentSession {
 
     /// Sends `text` as a user prompt and runs the agent until it stops. Only the holder of the
     /// agent starts a run (`hold`: the lifecycle's phase guard carries it).
-    pub(in crate::core) async fn prompt(&self, hold: &Hold, text: &str, options: RunOptions) -> Result<RunResult, AgentError> {
+    pub(crate) async fn prompt(&self, hold: &Hold, text: &str, options: RunOptions) -> Result<RunResult, AgentError> {
         let claim = self.claim_run(hold, &CancellationToken::new())?;
         self.run_claimed(claim, text, options).await
     }
 
     /// Sends `message` as it is (no template expansion: the host's own message, or one a run
     /// did not send) and runs the agent until it stops.
-    pub(in crate::core) async fn prompt_message(&self, hold: &Hold, message: Message, options: RunOptions) -> Result<RunResult, AgentError> {
+    pub(crate) async fn prompt_message(&self, hold: &Hold, message: Message, options: RunOptions) -> Result<RunResult, AgentError> {
         let claim = self.claim_run(hold, &CancellationToken::new())?;
         self.run_claimed_message(claim, message, options).await
     }
@@ -37,7 +37,7 @@ impl AgentSession {
     /// Takes the run slot (one response at a time), or `Busy`. The run stops when `cancel` (a
     /// token of the caller's: the handoff's own) or `abort()` fires. The handoff takes the slot
     /// before it announces itself, so that a prompt racing it is refused instead of the handoff.
-    pub(in crate::core) fn claim_run(&self, _hold: &Hold, cancel: &CancellationToken) -> Result<RunClaim<'_>, AgentError> {
+    pub(crate) fn claim_run(&self, _hold: &Hold, cancel: &CancellationToken) -> Result<RunClaim<'_>, AgentError> {
         let mut state = self.state();
         if state.run.is_some() {
             return Err(AgentError::Busy);
@@ -50,7 +50,7 @@ impl AgentSession {
     }
 
     /// Runs `text` in the slot `claim` holds, and frees the slot.
-    pub(in crate::core) async fn run_claimed(&self, claim: RunClaim<'_>, text: &str, options: RunOptions) -> Result<RunResult, AgentError> {
+    pub(crate) async fn run_claimed(&self, claim: RunClaim<'_>, text: &str, options: RunOptions) -> Result<RunResult, AgentError> {
         let text = if options.expand_prompt_templates {
             // `/skill:name args` first, then `/template args` (pi's order).
             let skill = system_prompt::skills::expand_command(text, &self.system_prompt().skills);
@@ -63,7 +63,7 @@ impl AgentSession {
 
     /// Runs `prompt` as it is (a caller's own message: the handoff marks its request) in the
     /// slot `claim` holds, and frees the slot.
-    pub(in crate::core) async fn run_claimed_message(&self, mut claim: RunClaim<'_>, prompt: Message, options: RunOptions) -> Result<RunResult, AgentError> {
+    pub(crate) async fn run_claimed_message(&self, mut claim: RunClaim<'_>, prompt: Message, options: RunOptions) -> Result<RunResult, AgentError> {
         let pending = std::mem::take(&mut claim.pending);
         // The claim lives across the run and frees the slot when dropped: on return, and also
         // when this future panics or is dropped.
@@ -102,7 +102,7 @@ impl AgentSession {
                 return;
             }
         };
-        let stored = self.session().append_custom_message_entry(crate::core::session::review::NOTE_CUSTOM_TYPE, &note, true);
+        let stored = self.session().append_custom_message_entry(crate::session::review::NOTE_CUSTOM_TYPE, &note, true);
         match stored {
             Ok(_) => {
                 if let Some(replaced) = self.state().messages.as_mut() {
@@ -276,7 +276,7 @@ impl AgentSession {
         state.todo_reminder_counter += 1;
         // Marked as the host's: never carried or shown as the user's words.
         let mut reminder = Message::user(todo::reminder_text(&todos));
-        crate::core::session::mark_host(&mut reminder, crate::core::session::HostMessage::TodoReminder);
+        crate::session::mark_host(&mut reminder, crate::session::HostMessage::TodoReminder);
         Some(reminder)
     }
 

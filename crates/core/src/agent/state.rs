@@ -8,11 +8,11 @@ use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 
 use super::{fit, wall, SwitchReason, DEFAULT_MAX_TODO_REMINDERS, DEFAULT_MAX_TURNS};
-use crate::core::failure::FailureKind;
-use crate::core::message::Message;
-use crate::core::provider::{ProviderConfig, ThinkingLevel};
-use crate::core::tools::consent::Policy;
-use crate::core::tools::ToolRegistry;
+use crate::failure::FailureKind;
+use crate::message::Message;
+use crate::provider::{ProviderConfig, ThinkingLevel};
+use crate::tools::consent::Policy;
+use crate::tools::ToolRegistry;
 
 /// How a run goes. The defaults are a user's prompt; internal runs (the handoff) change them.
 #[derive(Clone, Copy, Debug)]
@@ -102,20 +102,20 @@ pub struct AgentState {
     /// The active LLM context when it is not the session's (after `replace_messages` or
     /// `reset`). `None`: the session's context, built when a request needs it, so that resuming
     /// a large session neither parses nor holds all its messages (see `context_messages`).
-    pub(in crate::core) messages: Option<Vec<Message>>,
+    pub(crate) messages: Option<Vec<Message>>,
     /// Delivered at the next turn boundary of the running response.
-    pub(in crate::core) steering: VecDeque<Message>,
+    pub(crate) steering: VecDeque<Message>,
     /// Delivered when the running response would otherwise stop.
-    pub(in crate::core) follow_up: VecDeque<Message>,
+    pub(crate) follow_up: VecDeque<Message>,
     /// Sent along with the next prompt.
-    pub(in crate::core) pending_next_turn: Vec<Message>,
+    pub(crate) pending_next_turn: Vec<Message>,
     /// Todo reminders sent since the last `reset()` (bounded by `max_todo_reminders`).
-    pub(in crate::core) todo_reminder_counter: u32,
+    pub(crate) todo_reminder_counter: u32,
     /// The thinking level of a session that records none: the configured one, then the level in
     /// force when the agent switched to such a session (a resumed file without a level keeps the
     /// level in force; opening a file never writes to it). Not a copy of the session's level,
     /// which is read from the session each time (`AgentSession::thinking_level`).
-    pub(in crate::core) unrecorded_thinking: ThinkingLevel,
+    pub(crate) unrecorded_thinking: ThinkingLevel,
     /// Cancels the running response; `Some` while one streams.
     pub(super) run: Option<CancellationToken>,
     /// Cancelled when the run ends, however it ends (`RunClaim`'s drop): what sandboxed
@@ -166,9 +166,9 @@ pub struct AgentConfig {
     /// (`handoff.clear_tool_results`, see `clear`); `None`: every result sent.
     pub clear_tool_results: Option<u64>,
     /// How bash commands are confined (`sandbox`, `network`).
-    pub sandbox: crate::core::sandbox::SandboxSettings,
+    pub sandbox: crate::sandbox::SandboxSettings,
     /// What environment commands get (`tools.env`).
-    pub env: crate::core::tools::EnvSettings,
+    pub env: crate::tools::EnvSettings,
 }
 
 impl AgentConfig {
@@ -188,15 +188,15 @@ impl AgentConfig {
             thinking: ThinkingLevel::Off,
             wall: wall::WallSettings::default(),
             clear_tool_results: None,
-            sandbox: crate::core::sandbox::SandboxSettings::default(),
-            env: crate::core::tools::EnvSettings::default(),
+            sandbox: crate::sandbox::SandboxSettings::default(),
+            env: crate::tools::EnvSettings::default(),
         }
     }
 
     /// The environment policy of bash and of MCP stdio servers: `tools.env`, and the configured
     /// provider's secret variables never passed on.
-    pub fn command_env(&self) -> crate::core::tools::EnvPolicy {
-        crate::core::tools::EnvPolicy::new(&self.env).with_secrets(self.provider.secret_vars())
+    pub fn command_env(&self) -> crate::tools::EnvPolicy {
+        crate::tools::EnvPolicy::new(&self.env).with_secrets(self.provider.secret_vars())
     }
 }
 

@@ -21,7 +21,7 @@ impl AgentSession {
     /// Switches the model; recorded in the session as a `model_change` entry.
     pub fn set_model(&self, config: ProviderConfig) -> Result<(), AgentError> {
         self.session().append_model_change(&config.name, &config.model)?;
-        crate::core::sandbox::protected::remember_credential_files(config.key_files());
+        crate::sandbox::protected::remember_credential_files(config.key_files());
         let mut provider = lock(&self.provider);
         *provider = provider.switched(config);
         Ok(())
@@ -70,7 +70,7 @@ impl AgentSession {
     /// afresh; subscribers hear of it with the reason. Only the holder of the agent switches
     /// (`hold`: the lifecycle's phase guard carries it, so no prompt starts meanwhile); a
     /// response of its own still running refuses it.
-    pub(in crate::core) fn switch_to(&self, _hold: &Hold, next: SessionManager, reason: SwitchReason) -> Result<SessionSwitched, AgentError> {
+    pub(crate) fn switch_to(&self, _hold: &Hold, next: SessionManager, reason: SwitchReason) -> Result<SessionSwitched, AgentError> {
         if self.is_busy() {
             return Err(AgentError::Busy);
         }
@@ -110,7 +110,7 @@ impl AgentSession {
     }
 
     /// Starts a new, empty session (pi's `/new`) with the model and thinking level in force.
-    pub(in crate::core) fn new_session(&self, hold: &Hold) -> Result<SessionSwitched, AgentError> {
+    pub(crate) fn new_session(&self, hold: &Hold) -> Result<SessionSwitched, AgentError> {
         if self.is_busy() {
             return Err(AgentError::Busy);
         }

@@ -23,15 +23,15 @@ use tokio_util::sync::CancellationToken;
 
 use super::events::live_tail;
 use super::{AgentError, AgentEvent, AgentSession, Level, Notice, RunResult};
-use crate::core::message::{now_millis, Message};
-use crate::core::provider::ToolCall;
-use crate::core::session::review::CallOf;
-use crate::core::session::{todos, Before, SessionError};
-use crate::core::sync::lock;
-use crate::core::sandbox::protected::Protected;
-use crate::core::sandbox::{self, Sandboxed, Support};
-use crate::core::tools::consent::{self, ApprovalRequest, Decision, Verdict};
-use crate::core::tools::{self, ConsentKey, Preview, ToolContext, ToolKind, ToolName, ToolOutput, ToolRef};
+use crate::message::{now_millis, Message};
+use crate::provider::ToolCall;
+use crate::session::review::CallOf;
+use crate::session::{todos, Before, SessionError};
+use crate::sync::lock;
+use crate::sandbox::protected::Protected;
+use crate::sandbox::{self, Sandboxed, Support};
+use crate::tools::consent::{self, ApprovalRequest, Decision, Verdict};
+use crate::tools::{self, ConsentKey, Preview, ToolContext, ToolKind, ToolName, ToolOutput, ToolRef};
 
 /// pi's text for calls skipped because the user typed meanwhile.
 const SKIPPED_FOR_STEERING: &str = "Skipped due to queued user message.";
@@ -318,7 +318,7 @@ impl AgentSession {
             Some(reach) => {
                 let (real, protected) = reach.check(cwd);
                 // In the read-only sandbox no write runs unasked: commands cannot write either.
-                let read_only = self.sandbox.mode == crate::core::sandbox::SandboxMode::ReadOnly;
+                let read_only = self.sandbox.mode == crate::sandbox::SandboxMode::ReadOnly;
                 let protected = match (&reach, protected) {
                     (tools::Reach::Write(_), None) if read_only => Some(Protected::ReadOnlySandbox { real: real.clone() }),
                     (_, protected) => protected,

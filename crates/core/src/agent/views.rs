@@ -54,7 +54,7 @@ impl AgentSession {
             .get_branch(None)
             .iter()
             .rev()
-            .filter(|e| e.message_role() == Some(crate::core::message::Role::Assistant))
+            .filter(|e| e.message_role() == Some(crate::message::Role::Assistant))
             .find_map(|e| e.message().and_then(|m| m.usage))
             .map_or(0, |u| u.input + u.cache_read + u.cache_write + u.output);
         (used, window)

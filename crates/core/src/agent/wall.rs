@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::*;
-use crate::core::session::SessionEntry;
+use crate::session::SessionEntry;
 
 /// Room the handoff document needs, in tokens, unless configured.
 pub const DEFAULT_HANDOFF_ROOM: u64 = 8192;
@@ -183,7 +183,7 @@ impl AgentSession {
                 let mut appended = 0u64;
                 let mut since = None;
                 for entry in branch.iter().rev() {
-                    if entry.message_role() == Some(crate::core::message::Role::Assistant) {
+                    if entry.message_role() == Some(crate::message::Role::Assistant) {
                         if let Some(tokens) = entry.message().as_ref().and_then(reported) {
                             since = Some(tokens + appended);
                             break;

@@ -8,9 +8,9 @@
 //! Adding a setting: one entry in [`SETTINGS`]; a field in `Settings` when the engine reads it
 //! (the test beside this module checks that the two agree), then the bless run above.
 
-use crate::core::agent::DEFAULT_MAX_TURNS;
-use crate::core::provider::ThinkingLevel;
-use crate::core::tools::ToolName;
+use crate::agent::DEFAULT_MAX_TURNS;
+use crate::provider::ThinkingLevel;
+use crate::tools::ToolName;
 
 /// The folder under the editor's data folder (`stdpath("data")`) where sessions live.
 pub const SESSION_SUBDIR: &str = "handoff/sessions";
@@ -194,12 +194,12 @@ pub fn policy_names() -> Vec<&'static str> {
 
 /// `SandboxMode`'s names.
 pub fn sandbox_names() -> Vec<&'static str> {
-    crate::core::sandbox::SandboxMode::ALL.iter().map(|m| m.as_str()).collect()
+    crate::sandbox::SandboxMode::ALL.iter().map(|m| m.as_str()).collect()
 }
 
 /// `tools::Inherit`'s names.
 pub fn inherit_names() -> Vec<&'static str> {
-    crate::core::tools::Inherit::ALL.iter().map(|i| i.as_str()).collect()
+    crate::tools::Inherit::ALL.iter().map(|i| i.as_str()).collect()
 }
 
 /// `consent::Rule`'s serde names.
@@ -214,12 +214,12 @@ pub fn position_names() -> Vec<&'static str> {
 
 /// What `handoff.auto` takes.
 fn auto_handoff_names() -> Vec<&'static str> {
-    crate::core::handoff::AutoHandoff::ALL.iter().map(|m| m.as_str()).collect()
+    crate::handoff::AutoHandoff::ALL.iter().map(|m| m.as_str()).collect()
 }
 
 /// What `handoff.prepare` takes.
 fn prepare_names() -> Vec<&'static str> {
-    crate::core::handoff::Prepare::ALL.iter().map(|m| m.as_str()).collect()
+    crate::handoff::Prepare::ALL.iter().map(|m| m.as_str()).collect()
 }
 
 /// The actions `keymaps.global` maps (`lua/handoff/keymaps.lua` binds them).
@@ -369,9 +369,9 @@ pub const SETTINGS: &[Setting] = &[
         .flag("tools", None),
     Setting::host("tools.policy", "tools.policy", Type::OneOf(policy_names), DefaultValue::Text("ask"),
         "\"ask\": edits and commands ask; \"allow_edits\": commands ask; \"allow_sandboxed\": commands that run in the sandbox run unasked, edits and unsandboxed commands ask; \"allow_all\": nothing asks (the CLI's --yes; it never lifts the sandbox, nor lets read, edit or write reach a protected path: |handoff-sandbox|)."),
-    Setting::host("tools.rules", "tools.rules", Type::Table { keys: tool_names, prefix: Some(crate::core::tools::MCP_PREFIX), values: &Type::OneOf(rule_names) }, DefaultValue::Empty,
+    Setting::host("tools.rules", "tools.rules", Type::Table { keys: tool_names, prefix: Some(crate::tools::MCP_PREFIX), values: &Type::OneOf(rule_names) }, DefaultValue::Empty,
         "Per tool, over the policy, e.g. { bash = \"deny\" }; an MCP server's tools by server or by tool, e.g. { mcp__github = \"allow\", mcp__github__delete_repo = \"deny\" }. See |handoff-mcp|."),
-    Setting::host("tools.env.inherit", "tools.env.inherit", Type::OneOf(inherit_names), DefaultValue::Text(crate::core::tools::Inherit::DEFAULT.as_str()),
+    Setting::host("tools.env.inherit", "tools.env.inherit", Type::OneOf(inherit_names), DefaultValue::Text(crate::tools::Inherit::DEFAULT.as_str()),
         "What environment bash commands and MCP stdio servers start from: \"all\" (the editor's), \"core\" (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, TMPDIR, TZ and the like), \"none\" (only tools.env.set). Either way no variable named like *KEY*, *TOKEN*, *SECRET* or *PASSWORD* or shaped like a secret's (*_PAT, *_PWD, *AUTH*, *CREDENTIAL*…), none whose value is a URL with a password, no provider's key nor any variable your provider settings name, and for sandboxed commands no NVIM, SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS and the like. See |handoff-env|.")
         .flag("env-inherit", None),
     Setting::host("tools.env.exclude", "tools.env.exclude", Type::List(&Type::Text), DefaultValue::Empty,
@@ -384,14 +384,14 @@ pub const SETTINGS: &[Setting] = &[
         "Variables every command gets with these values, e.g. { GH_TOKEN = \"…\" }, whatever the rest says (the value then reaches the model's tools)."),
     Setting::host("mcp.servers", "mcp.servers", Type::Map(&Type::Object), DefaultValue::Empty,
         "MCP servers by name, each as Claude Code's .mcp.json writes one: { command = \"npx\", args = { … }, env = { … } } or { type = \"http\", url = \"…\", headers = { … } }; ${VAR} and ${VAR:-default} are expanded. See |handoff-mcp|."),
-    Setting::host("mcp.user_file", "mcp.user_file", Type::Path, DefaultValue::ConfigDir(crate::core::mcp::config::USER_FILE),
+    Setting::host("mcp.user_file", "mcp.user_file", Type::Path, DefaultValue::ConfigDir(crate::mcp::config::USER_FILE),
         "The user's MCP servers (Claude Code's format; its servers need no trust)."),
     Setting::host("mcp.config_files", "mcp.config_files", Type::List(&Type::Path), DefaultValue::Unset,
         "More files of MCP servers (Claude Code's format).")
         .flag("mcp-config", None),
     Setting::host("mcp.project", "mcp.project", Type::Bool, DefaultValue::Bool(true),
         "Read the project's .mcp.json (its servers start only once you trust the file's content: :HandoffMcp trust)."),
-    Setting::host("mcp.startup_timeout", "mcp.startup_timeout", COUNT, DefaultValue::Int(crate::core::mcp::config::DEFAULT_STARTUP_TIMEOUT as i64),
+    Setting::host("mcp.startup_timeout", "mcp.startup_timeout", COUNT, DefaultValue::Int(crate::mcp::config::DEFAULT_STARTUP_TIMEOUT as i64),
         "Seconds an MCP server has to start and list its tools (the first prompt waits for them at most this long)."),
     Setting::host("sandbox", "sandbox", Type::OneOf(sandbox_names), DefaultValue::Text("workspace-write"),
         "Where bash commands may write: \"workspace-write\" (the project folder, a temp folder of their own and /dev/null), \"read-only\" (only that temp folder), \"off\" (anywhere the user can). A command that looks blocked is offered a re-run outside. See |handoff-sandbox|.")
@@ -413,7 +413,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting::host("handoff.threshold", "handoff.threshold", Type::Size, DefaultValue::Unset,
         "Where the wall is: a share of the context window, or a count of tokens (default: the window minus max(16384, 15%) minus handoff.room, at most 90%).")
         .flag("handoff-threshold", None),
-    Setting::host("handoff.room", "handoff.room", COUNT, DefaultValue::Int(crate::core::agent::wall::DEFAULT_HANDOFF_ROOM as i64),
+    Setting::host("handoff.room", "handoff.room", COUNT, DefaultValue::Int(crate::agent::wall::DEFAULT_HANDOFF_ROOM as i64),
         "Tokens the handoff document is given room for (at most a quarter of the window).")
         .flag("handoff-room", None),
     Setting::host("handoff.prepare", "handoff.prepare", Type::OneOf(prepare_names), DefaultValue::Unset,
@@ -749,9 +749,9 @@ pub fn help_block() -> String {
 mod tests {
 
     use super::*;
-    use crate::core::config::{HandoffSettings, Settings, ToolSettings};
-    use crate::core::provider::Api;
-    use crate::core::tools::consent::{Level, Rule};
+    use crate::config::{HandoffSettings, Settings, ToolSettings};
+    use crate::provider::Api;
+    use crate::tools::consent::{Level, Rule};
 
     fn names_of<T: serde::Serialize>(values: &[T]) -> Vec<String> {
         values.iter().map(|v| serde_json::to_value(v).unwrap().as_str().unwrap().to_string()).collect()
@@ -760,7 +760,7 @@ mod tests {
     #[test]
     fn the_listed_names_are_the_enums_own() {
         // A match per enum: a new variant fails to compile here until it is listed.
-        use crate::core::config::ProviderKind as K;
+        use crate::config::ProviderKind as K;
         for kind in K::ALL {
             match kind {
                 K::Openai | K::OpenaiResponses | K::Anthropic | K::Copilot => {}
@@ -779,8 +779,8 @@ mod tests {
             }
         }
         assert_eq!(names_of(&levels), policy_names());
-        assert_eq!(names_of(&crate::core::sandbox::SandboxMode::ALL), sandbox_names());
-        assert_eq!(names_of(&crate::core::tools::Inherit::ALL), inherit_names());
+        assert_eq!(names_of(&crate::sandbox::SandboxMode::ALL), sandbox_names());
+        assert_eq!(names_of(&crate::tools::Inherit::ALL), inherit_names());
         for rule in [Rule::Allow, Rule::Ask, Rule::Deny] {
             match rule {
                 Rule::Allow | Rule::Ask | Rule::Deny => {}
@@ -808,9 +808,9 @@ mod tests {
     #[test]
     fn the_host_settings_are_the_fields_of_settings() {
         let all = Settings {
-            tools: Some(ToolSettings { env: Some(crate::core::tools::EnvSettings::default()), ..ToolSettings::default() }),
+            tools: Some(ToolSettings { env: Some(crate::tools::EnvSettings::default()), ..ToolSettings::default() }),
             handoff: Some(HandoffSettings::default()),
-            mcp: Some(crate::core::mcp::McpSettings::default()),
+            mcp: Some(crate::mcp::McpSettings::default()),
             ..Settings::default()
         };
         let mut fields = Vec::new();

@@ -124,7 +124,7 @@ mod tests {
 
     #[test]
     fn the_thinking_hint_names_every_level() {
-        let levels: Vec<&str> = crate::core::provider::ThinkingLevel::ALL.iter().map(|l| l.as_str()).collect();
+        let levels: Vec<&str> = crate::provider::ThinkingLevel::ALL.iter().map(|l| l.as_str()).collect();
         assert_eq!(SlashCommand::Thinking.args(), Some(format!("[{}]", levels.join("|")).as_str()));
     }
 }

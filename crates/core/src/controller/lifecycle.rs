@@ -18,9 +18,9 @@ use std::sync::{Arc, Mutex};
 
 use super::text;
 use super::{FrontEndTexts, Level, Notice, InputOutcome};
-use crate::core::agent::{lock, AgentError, AgentEvent, AgentSession, Hold, RunOptions, RunResult, Wall, WallReason};
-use crate::core::handoff::{self, auto, AutoHandoff, Handoff, HandoffOptions, HandoffOutcome, Refusal};
-use crate::core::message::Message;
+use crate::agent::{lock, AgentError, AgentEvent, AgentSession, Hold, RunOptions, RunResult, Wall, WallReason};
+use crate::handoff::{self, auto, AutoHandoff, Handoff, HandoffOptions, HandoffOutcome, Refusal};
+use crate::message::Message;
 
 /// Every state a prompt can be in. Only `Idle` is not busy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,7 +117,7 @@ impl PhaseGuard {
     }
 
     /// What a run or a session switch takes as its proof.
-    pub(in crate::core) fn hold(&self) -> &Hold {
+    pub(crate) fn hold(&self) -> &Hold {
         &self.hold
     }
 
@@ -379,7 +379,7 @@ impl Lifecycle {
             }
         };
         let lifecycle = self.clone();
-        crate::core::task::spawn("the prompt after a review", async move {
+        crate::task::spawn("the prompt after a review", async move {
             let options = lifecycle.prompt_options();
             if let InputOutcome::Prompt(Err(e)) = lifecycle.run_sequence(held, first, options).await {
                 lifecycle.notice(Level::Error, format!("The prompt failed: {e}"));

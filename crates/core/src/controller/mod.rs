@@ -10,15 +10,15 @@ pub mod lifecycle;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::core::agent::{AgentConfig, AgentError, AgentEvent, AgentSession, RunResult, Wall, WallReason};
-use crate::core::failure::{Failure, FailureKind};
-use crate::core::handoff::{AutoHandoff, HandoffOptions, HandoffOutcome, Refusal};
+use crate::agent::{AgentConfig, AgentError, AgentEvent, AgentSession, RunResult, Wall, WallReason};
+use crate::failure::{Failure, FailureKind};
+use crate::handoff::{AutoHandoff, HandoffOptions, HandoffOutcome, Refusal};
 pub use commands::SlashCommand;
 pub use lifecycle::{Lifecycle, Phase, PhaseGuard};
-use crate::core::provider::ThinkingLevel;
-use crate::core::session::{SessionError, SessionManager};
+use crate::provider::ThinkingLevel;
+use crate::session::{SessionError, SessionManager};
 
-pub use crate::core::agent::{Level, Notice};
+pub use crate::agent::{Level, Notice};
 
 /// Every text about a command's outcome, written once.
 pub mod text {
@@ -73,8 +73,8 @@ pub mod text {
 
     /// The draft written before the wall, as the chat and the CLI tell it: what it cost, or
     /// what became of it (`None`: nothing to say, it is being written).
-    pub fn draft_status(draft: &crate::core::agent::events::DraftStatus) -> Option<String> {
-        use crate::core::agent::events::DraftStatus;
+    pub fn draft_status(draft: &crate::agent::events::DraftStatus) -> Option<String> {
+        use crate::agent::events::DraftStatus;
         match draft {
             DraftStatus::Writing { .. } => None,
             DraftStatus::Ready { input, cached, output } => Some(format!(
@@ -118,7 +118,7 @@ pub mod text {
     pub const AFTER_WALL_WAITS: &str = "the new session waits for your next prompt";
 
     fn auto_next(wall: &super::Wall) -> &'static str {
-        use crate::core::agent::AfterWall;
+        use crate::agent::AfterWall;
         match wall.after() {
             AfterWall::GoesOn => AFTER_WALL_GOES_ON,
             AfterWall::Answers => AFTER_WALL_PROMPT,
@@ -193,7 +193,7 @@ pub mod text {
     pub const SESSIONS_LISTED: usize = 20;
 
     /// `/sessions`: the sessions of this folder, newest first (`current`: the one in use).
-    pub fn sessions(listed: &[crate::core::session::SessionInfo], current: &std::path::Path) -> String {
+    pub fn sessions(listed: &[crate::session::SessionInfo], current: &std::path::Path) -> String {
         if listed.is_empty() {
             return "No sessions in this folder yet".into();
         }
@@ -444,7 +444,7 @@ pub struct FrontEnd {
     /// The user's MCP file when the settings name none (`None`: none).
     pub mcp_user_file: Option<PathBuf>,
     /// Where the trust of projects' `.mcp.json` files is kept.
-    pub mcp_trust: crate::core::mcp::TrustStore,
+    pub mcp_trust: crate::mcp::TrustStore,
     /// MCP servers the front end adds to the configured ones, by name, in Claude Code's format
     /// (an ACP client's `mcpServers`).
     pub mcp_servers: Vec<(String, serde_json::Value)>,
@@ -460,20 +460,20 @@ pub struct OpenedFor {
     pub agent: Arc<AgentSession>,
     /// Lines skipped or repaired while loading (each names the line and why).
     pub warnings: Vec<String>,
-    pub mcp: Option<Arc<crate::core::mcp::McpHub>>,
+    pub mcp: Option<Arc<crate::mcp::McpHub>>,
 }
 
 /// Opens `choice` for `cwd` as `front_end` does: [`prepare_for`] then [`Prepared::open`].
 /// Reads files: call it off the runtime's threads. The front end then sets how it asks and
 /// reaches files.
-pub fn open_for(front_end: &FrontEnd, settings: &crate::core::config::Settings, cwd: &Path, choice: &SessionChoice) -> Result<OpenedFor, Failure> {
+pub fn open_for(front_end: &FrontEnd, settings: &crate::config::Settings, cwd: &Path, choice: &SessionChoice) -> Result<OpenedFor, Failure> {
     prepare_for(front_end, settings, cwd)?.open(front_end, settings, cwd, choice)
 }
 
 /// The agent's configuration for `front_end`, before a session: from `settings` (an invalid
 /// one is refused), with the front end's instruction folder and the MCP servers of the
 /// settings, of the user's file and of the front end (their files are read, no server starts).
-pub fn prepare_for(front_end: &FrontEnd, settings: &crate::core::config::Settings, cwd: &Path) -> Result<Prepared, Failure> {
+pub fn prepare_for(front_end: &FrontEnd, settings: &crate::config::Settings, cwd: &Path) -> Result<Prepared, Failure> {
     let mut config = settings.agent_config().map_err(|e| Failure::invalid(format!("invalid tools settings: {e}")))?;
     config.instructions_dir = Some(front_end.instructions_dir.clone());
     let mut mcp = settings.mcp.clone();
@@ -487,7 +487,7 @@ pub fn prepare_for(front_end: &FrontEnd, settings: &crate::core::config::Setting
             servers.insert(name.clone(), entry.clone());
         }
     }
-    let hub = crate::core::mcp::McpHub::attach(mcp.as_ref(), &mut config, cwd, front_end.mcp_trust.clone());
+    let hub = crate::mcp::McpHub::attach(mcp.as_ref(), &mut config, cwd, front_end.mcp_trust.clone());
     Ok(Prepared { config, mcp: hub })
 }
 
@@ -497,13 +497,13 @@ pub fn prepare_for(front_end: &FrontEnd, settings: &crate::core::config::Setting
 #[derive(Clone)]
 pub struct Prepared {
     config: AgentConfig,
-    pub mcp: Option<Arc<crate::core::mcp::McpHub>>,
+    pub mcp: Option<Arc<crate::mcp::McpHub>>,
 }
 
 impl Prepared {
     /// The session ([`open_session`]) on this configuration, and `--thinking` when the front
     /// end takes it as pi does. Reads the session: off the runtime's threads.
-    pub fn open(self, front_end: &FrontEnd, settings: &crate::core::config::Settings, cwd: &Path, choice: &SessionChoice) -> Result<OpenedFor, Failure> {
+    pub fn open(self, front_end: &FrontEnd, settings: &crate::config::Settings, cwd: &Path, choice: &SessionChoice) -> Result<OpenedFor, Failure> {
         let opened = open_session(self.config, &front_end.session_dir, cwd, choice).map_err(session_failure)?;
         if let (true, Some(level)) = (front_end.thinking_switches, settings.thinking) {
             opened.agent.set_thinking_level(level).map_err(|e| failure_of(e, text::doing::SET_THINKING))?;
@@ -567,7 +567,7 @@ impl Controller {
 
     /// What happens before and at the wall: `handoff.auto`, `handoff.prepare` and
     /// `handoff.model` (the model that writes the documents).
-    pub fn apply_handoff_settings(&self, settings: &crate::core::config::Settings) {
+    pub fn apply_handoff_settings(&self, settings: &crate::config::Settings) {
         self.lifecycle.set_auto_handoff(settings.auto_handoff());
         self.lifecycle.set_prepare(settings.handoff_prepare());
         self.agent().set_document_model(settings.handoff_model());
@@ -656,7 +656,7 @@ impl Controller {
     /// Starts the handoff in a task (its outcome arrives as events).
     pub fn start_handoff(self: &Arc<Self>, options: HandoffOptions) {
         let controller = self.clone();
-        crate::core::task::spawn("a handoff", async move {
+        crate::task::spawn("a handoff", async move {
             controller.handoff(options).await;
         });
     }
@@ -733,7 +733,7 @@ impl Controller {
     /// (a prompt that could not start too). Call from within a tokio runtime.
     pub fn submit(self: &Arc<Self>, text: &str) {
         let (controller, text) = (self.clone(), text.to_string());
-        crate::core::task::spawn("a prompt", async move { controller.input(&text).await });
+        crate::task::spawn("a prompt", async move { controller.input(&text).await });
     }
 
     /// [`Controller::run_input`], every outcome told as events (a prompt that could not start
@@ -762,7 +762,7 @@ impl Controller {
         }
         let _held = self.switching(text::doing::PIN)?;
         self.agent().session().set_pins(&pins).map_err(session_failure)?;
-        self.agent().emit(crate::core::agent::AgentEvent::PinsChanged { pins: pins.clone() });
+        self.agent().emit(crate::agent::AgentEvent::PinsChanged { pins: pins.clone() });
         Ok(pins)
     }
 
@@ -778,7 +778,7 @@ impl Controller {
         let held = self.switching(text::doing::RESUME)?;
         self.lifecycle.discard_draft();
         self.agent()
-            .switch_to(held.hold(), session, crate::core::agent::SwitchReason::Resume)
+            .switch_to(held.hold(), session, crate::agent::SwitchReason::Resume)
             .map(drop)
             .map_err(|e| failure_of(e, text::doing::RESUME))
     }

@@ -11,9 +11,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::core::agent::{AfterWall, Wall, WallReason};
-use crate::core::message::{Message, Role};
-use crate::core::session::{self, todos, SessionEntry};
+use crate::agent::{AfterWall, Wall, WallReason};
+use crate::message::{Message, Role};
+use crate::session::{self, todos, SessionEntry};
 
 /// What happens at the wall (`handoff.auto`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -212,7 +212,7 @@ pub fn details(wall: &Wall) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::agent::Boundary;
+    use crate::agent::Boundary;
 
     fn wall(in_flight: bool) -> Wall {
         Wall { reason: WallReason::Threshold, boundary: Boundary::AfterTools, tokens: 9000, window: 10_000, threshold: 5000, in_flight }

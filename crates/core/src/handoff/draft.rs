@@ -20,10 +20,10 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::{build_prompt, capture, fallback, HandoffError, RUN_OPTIONS};
-use crate::core::agent::events::DraftStatus;
-use crate::core::agent::{fit, lock, AgentEvent, AgentSession, RunOptions, Wall};
-use crate::core::message::{ContextMessage, Message, Role};
-use crate::core::session::{self, mark_handoff_request, SessionEntry};
+use crate::agent::events::DraftStatus;
+use crate::agent::{fit, lock, AgentEvent, AgentSession, RunOptions, Wall};
+use crate::message::{ContextMessage, Message, Role};
+use crate::session::{self, mark_handoff_request, SessionEntry};
 
 /// Whether the handoff is drafted before the wall (`handoff.prepare`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,7 +150,7 @@ impl Drafts {
     }
 
     /// The watcher the agent tells each estimate (`AgentSession::set_estimate_watcher`).
-    pub fn watcher(self: &Arc<Self>, agent: &Arc<AgentSession>) -> crate::core::agent::EstimateWatcher {
+    pub fn watcher(self: &Arc<Self>, agent: &Arc<AgentSession>) -> crate::agent::EstimateWatcher {
         let drafts = Arc::downgrade(self);
         let agent: Weak<AgentSession> = Arc::downgrade(agent);
         Arc::new(move |tokens, threshold| {
@@ -203,7 +203,7 @@ impl Drafts {
         agent.emit(AgentEvent::HandoffDraft(DraftStatus::Writing { tokens }));
         let drafts = self.clone();
         let agent = agent.clone();
-        crate::core::task::spawn("the handoff's draft", async move {
+        crate::task::spawn("the handoff's draft", async move {
             let result = write(&agent, context, &cancel).await;
             let status = match &result {
                 Ok(drafted) => {

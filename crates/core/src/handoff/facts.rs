@@ -8,10 +8,10 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::core::message::{Message, Role};
-use crate::core::session::SessionEntry;
-use crate::core::session::todos::{self, Todo, TodoStatus};
-use crate::core::tools::{self, CallFact};
+use crate::message::{Message, Role};
+use crate::session::SessionEntry;
+use crate::session::todos::{self, Todo, TodoStatus};
+use crate::tools::{self, CallFact};
 
 /// Commands kept (the most recent ones).
 const MAX_COMMANDS: usize = 20;

@@ -10,9 +10,9 @@
 use serde_json::{json, Value};
 
 use super::{auto, Carried, HandoffError};
-use crate::core::agent::{fit, AfterWall, Wall};
-use crate::core::message::{Message, Role};
-use crate::core::session::{self, todos::TodoStatus, SessionEntry};
+use crate::agent::{fit, AfterWall, Wall};
+use crate::message::{Message, Role};
+use crate::session::{self, todos::TodoStatus, SessionEntry};
 
 /// The document's first line: the chat, the CLI and a reader of `handoff.md` see at once who
 /// wrote it.
@@ -183,8 +183,8 @@ pub(super) fn quote(message: &Message, max_chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::agent::{Boundary, WallReason};
-    use crate::core::handoff::{missing_sections, Facts, UserWords};
+    use crate::agent::{Boundary, WallReason};
+    use crate::handoff::{missing_sections, Facts, UserWords};
 
     fn entry(id: &str, message: Value) -> SessionEntry {
         let line = json!({ "type": "message", "id": id, "parentId": null, "timestamp": "t", "message": message });
@@ -235,7 +235,7 @@ mod tests {
         assert!(applies(&HandoffError::ModelError("HTTP 500".into())));
         assert!(applies(&HandoffError::NoText));
         assert!(!applies(&HandoffError::Cancelled));
-        assert!(!applies(&HandoffError::Run(crate::core::agent::AgentError::Busy)));
+        assert!(!applies(&HandoffError::Run(crate::agent::AgentError::Busy)));
         let long = HandoffError::ModelError("x\n".repeat(400));
         assert!(reason_text(&long).chars().count() <= MAX_REASON_CHARS + 1);
     }

@@ -6,11 +6,11 @@
 //! fallback document quotes the last turns; a reviewer may paste an output in): its first
 //! [`QUOTE_PROBE_CHARS`] characters, whitespace trimmed.
 
-use crate::core::agent::fit::estimate_text_tokens;
-use crate::core::message::{Message, Role};
-use crate::core::session::entry::SessionEntry;
-use crate::core::session::ledger::{CarriedShare, DocumentShare, Ledger};
-use crate::core::session::{self, Author};
+use crate::agent::fit::estimate_text_tokens;
+use crate::message::{Message, Role};
+use crate::session::entry::SessionEntry;
+use crate::session::ledger::{CarriedShare, DocumentShare, Ledger};
+use crate::session::{self, Author};
 
 use super::Carried;
 

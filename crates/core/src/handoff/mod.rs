@@ -14,15 +14,15 @@ use std::path::{Path, PathBuf};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::core::agent::{
+use crate::agent::{
     lock, AgentError, AgentEvent, AgentSession, Hold, RunClaim, RunOptions, RunResult, SwitchReason, Wall, WallReason,
 };
-use crate::core::failure::FailureKind;
+use crate::failure::FailureKind;
 /// How a handoff ended, and why one did nothing: event payloads, so they live with the events
 /// (the agent layer imports nothing from here).
-pub use crate::core::agent::events::{HandoffOutcome, Refusal};
-use crate::core::message::{Message, StopReason};
-use crate::core::session::{self, file, mark_handoff_request, paths, SessionError, SessionManager};
+pub use crate::agent::events::{HandoffOutcome, Refusal};
+use crate::message::{Message, StopReason};
+use crate::session::{self, file, mark_handoff_request, paths, SessionError, SessionManager};
 
 /// The instruction sent to the model (our wording; the six sections are the contract).
 pub const PROMPT: &str = include_str!("prompt.md");
@@ -32,7 +32,7 @@ pub const SECTIONS: [&str; 6] =
     ["Goal", "Constraints & Preferences", "Progress", "Key Decisions", "Critical Context", "Next Steps"];
 
 /// `customType` of the injected entry (the session reads the todo list it carries over).
-pub const CUSTOM_TYPE: &str = crate::core::session::todos::HANDOFF_CUSTOM_TYPE;
+pub const CUSTOM_TYPE: &str = crate::session::todos::HANDOFF_CUSTOM_TYPE;
 
 /// The sentence after the wrapped document.
 const CONTEXT_SENTENCE: &str =
@@ -360,14 +360,14 @@ impl Handoff {
     /// `review`, the document is not used at once: the outcome is `Review`, and the new session
     /// starts when the user writes the text ([`Handoff::commit`]).
     /// `hold`: the caller's phase guard's (a handoff runs and switches sessions).
-    pub(in crate::core) async fn run(&self, hold: &Hold, agent: &AgentSession, focus: Option<&str>, review: bool) -> HandoffOutcome {
+    pub(crate) async fn run(&self, hold: &Hold, agent: &AgentSession, focus: Option<&str>, review: bool) -> HandoffOutcome {
         let focus = focus.map(str::trim).filter(|f| !f.is_empty()).map(str::to_string);
         self.run_with(hold, agent, focus, review, None).await
     }
 
     /// The automatic handoff of a run that stopped at `wall` (`auto`): the same pipeline, with
     /// a focus naming the step in flight; nothing reaches the old session unless it succeeds.
-    pub(in crate::core) async fn run_auto(&self, hold: &Hold, agent: &AgentSession, wall: Wall, review: bool) -> HandoffOutcome {
+    pub(crate) async fn run_auto(&self, hold: &Hold, agent: &AgentSession, wall: Wall, review: bool) -> HandoffOutcome {
         let focus = auto::focus(&wall, &auto::last_tools(&agent.session().get_branch(None)));
         self.run_with(hold, agent, Some(focus), review, Some(wall)).await
     }
@@ -442,7 +442,7 @@ impl Handoff {
 
     /// Review mode: the user wrote the text (the document and facts as edited). The new session
     /// starts with it, exactly as written (`hold`: the committing phase's).
-    pub(in crate::core) fn commit(&self, hold: &Hold, agent: &AgentSession, text: &str) -> HandoffOutcome {
+    pub(crate) fn commit(&self, hold: &Hold, agent: &AgentSession, text: &str) -> HandoffOutcome {
         let Some(draft) = lock(&self.draft).take() else {
             return HandoffOutcome::Refused { reason: Refusal::NoReview };
         };
@@ -651,7 +651,7 @@ mod tests {
     /// ledger): over half of the time at the wall. The facts and the ledger now read one parse.
     #[test]
     fn a_handoff_parses_each_message_of_the_branch_once() {
-        use crate::core::session::entry::MESSAGE_PARSES;
+        use crate::session::entry::MESSAGE_PARSES;
         let dir = tempfile::tempdir().unwrap();
         let mut session = SessionManager::create(dir.path(), Path::new("/p"), None).unwrap();
         let call = serde_json::json!({"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "a.rs"}}]});
@@ -661,8 +661,8 @@ mod tests {
             session.append_message(&serde_json::from_value(call.clone()).unwrap()).unwrap();
             session.append_message(&serde_json::from_value(result.clone()).unwrap()).unwrap();
         }
-        let config = crate::core::agent::AgentConfig::new(crate::core::provider::ProviderConfig::new(
-            crate::core::provider::Api::Openai,
+        let config = crate::agent::AgentConfig::new(crate::provider::ProviderConfig::new(
+            crate::provider::Api::Openai,
             "http://127.0.0.1:9",
             "m",
         ));

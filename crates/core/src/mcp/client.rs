@@ -16,8 +16,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use super::config::Transport;
 use super::link::ServerLink;
 use super::McpError;
-use crate::core::process_groups;
-use crate::core::tools::EnvPolicy;
+use crate::process_groups;
+use crate::tools::EnvPolicy;
 
 /// A live connection; dropping it ends the server (its whole process group for stdio).
 pub(crate) struct Connection {
@@ -42,7 +42,7 @@ impl Drop for Connection {
 fn watch_exit(name: &str, group: i32) -> tokio_util::sync::DropGuard {
     let cancel = tokio_util::sync::CancellationToken::new();
     let (watching, name) = (cancel.clone(), name.to_string());
-    crate::core::task::spawn("watching an MCP server's exit", async move {
+    crate::task::spawn("watching an MCP server's exit", async move {
         loop {
             tokio::select! {
                 () = watching.cancelled() => return,
@@ -171,7 +171,7 @@ pub(crate) async fn connect(
             }
             if let Some(stderr) = stderr {
                 let name = name.to_string();
-                crate::core::task::spawn("an MCP server's stderr", async move {
+                crate::task::spawn("an MCP server's stderr", async move {
                     let mut lines = BufReader::new(stderr).lines();
                     while let Ok(Some(line)) = lines.next_line().await {
                         tracing::info!(target: "handoff::mcp", server = %name, "stderr: {line}");
@@ -186,7 +186,7 @@ pub(crate) async fn connect(
             Ok(Connection { service: Some(service), group, _watch: watch })
         }
         Transport::Http { url, headers } => {
-            let client = crate::core::provider::http_client_builder()
+            let client = crate::provider::http_client_builder()
                 .build()
                 .map_err(|e| McpError::Spawn(format!("HTTP client: {e}")))?;
             let mut custom = std::collections::HashMap::new();

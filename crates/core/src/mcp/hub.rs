@@ -15,7 +15,7 @@ use super::config::{McpConfig, McpSettings, Origin, ProjectFile, ServerConfig, T
 use super::tool::{exposed_name, hashed, McpTool};
 use super::link::ServerLink;
 use super::McpError;
-use crate::core::tools::{EnvPolicy, Tool, ToolError, ToolSource};
+use crate::tools::{EnvPolicy, Tool, ToolError, ToolSource};
 
 /// Where a server is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -63,7 +63,7 @@ pub(crate) struct Server {
     pub(crate) link: Mutex<Option<Link>>,
 }
 
-use crate::core::sync::lock;
+use crate::sync::lock;
 
 /// The tests' seam: the in-process server a start connects to.
 #[cfg(test)]
@@ -244,7 +244,7 @@ impl McpHub {
     /// `config.command_env()` builds.
     pub fn attach(
         settings: Option<&McpSettings>,
-        config: &mut crate::core::agent::AgentConfig,
+        config: &mut crate::agent::AgentConfig,
         cwd: &std::path::Path,
         trust: TrustStore,
     ) -> Option<Arc<McpHub>> {

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::core::tools::ToolError;
+use crate::tools::ToolError;
 
 #[async_trait]
 pub(crate) trait ServerLink: Send + Sync {

@@ -1,7 +1,7 @@
 //! Tools from MCP servers, configured as Claude Code configures them (`config`), reached over
 //! rmcp (`client`, the only file that knows it besides `hub`), offered to the model as one more
-//! kind of [`Tool`](crate::core::tools::Tool) (`tool`) through the registry's
-//! [`ToolSource`](crate::core::tools::ToolSource) seam (`hub`). Consent is the tools' own: an MCP
+//! kind of [`Tool`](crate::tools::Tool) (`tool`) through the registry's
+//! [`ToolSource`](crate::tools::ToolSource) seam (`hub`). Consent is the tools' own: an MCP
 //! tool's kind is `mcp`, which asks unless the user's rules say otherwise.
 
 mod client;

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::config::{McpConfig, McpSettings, TrustStore};
 use super::{McpHub, State};
-use crate::core::tools::{EnvPolicy, ToolContext, ToolKind, ToolRegistry, ToolSource};
+use crate::tools::{EnvPolicy, ToolContext, ToolKind, ToolRegistry, ToolSource};
 
 const LONG_TOOL: &str = "a_tool_whose_name_is_far_too_long_for_openai_to_take_as_it_is_given";
 

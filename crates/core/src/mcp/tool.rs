@@ -12,9 +12,9 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::link::ServerLink;
-use crate::core::message::ContentBlock;
-use crate::core::tools::truncate::{format_size, truncate_head, TruncatedBy, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES};
-use crate::core::tools::{image_block, Tool, ToolContext, ToolDefinition, ToolError, ToolKind, Activity, ToolOrigin, ToolOutput};
+use crate::message::ContentBlock;
+use crate::tools::truncate::{format_size, truncate_head, TruncatedBy, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES};
+use crate::tools::{image_block, Tool, ToolContext, ToolDefinition, ToolError, ToolKind, Activity, ToolOrigin, ToolOutput};
 
 /// The longest tool name OpenAI takes.
 pub const MAX_NAME: usize = 64;
@@ -27,7 +27,7 @@ pub fn sanitise(s: &str) -> String {
 /// The name the model calls a server's tool by: `mcp__<server>__<tool>`, sanitised; a longer
 /// one than [`MAX_NAME`] is cut and ends with `_` and 8 hex digits of its whole name's hash.
 pub fn exposed_name(server: &str, tool: &str) -> String {
-    let full = format!("{}{}__{}", crate::core::tools::MCP_PREFIX, sanitise(server), sanitise(tool));
+    let full = format!("{}{}__{}", crate::tools::MCP_PREFIX, sanitise(server), sanitise(tool));
     if full.len() <= MAX_NAME {
         return full;
     }
@@ -127,7 +127,7 @@ impl Tool for McpTool {
 
     /// The arguments: an MCP tool has no argument that says what it does.
     fn summary(&self, args: &Value) -> String {
-        crate::core::tools::argument_summary(args, "")
+        crate::tools::argument_summary(args, "")
     }
 
     fn origin(&self) -> Option<ToolOrigin> {
@@ -249,7 +249,7 @@ mod tests {
         assert_eq!(activity_of_hints(Some(false), None, None), Activity::Edit);
         assert_eq!(activity_of_hints(None, None, Some(true)), Activity::Other);
         // The host's own tools say theirs.
-        use crate::core::tools::ToolName;
+        use crate::tools::ToolName;
         let own: Vec<Activity> = ToolName::ALL.iter().map(|t| t.tool().activity()).collect();
         use Activity::*;
         assert_eq!(own, [Read, Execute, Edit, Edit, Search, Search, Read, Think, Search]);

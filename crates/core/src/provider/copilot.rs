@@ -16,7 +16,7 @@ use super::http::join_url;
 use super::models::{ModelInfo, Source};
 use super::types::{Api, CopilotConfig, ProviderConfig, ProviderError};
 use super::wire::secret_header;
-use crate::core::message::{ContextMessage, Role};
+use crate::message::{ContextMessage, Role};
 
 /// Where the token is exchanged unless configured.
 pub use super::types::COPILOT_TOKEN_URL as DEFAULT_TOKEN_URL;
@@ -249,7 +249,7 @@ impl Copilot {
         if let Some(state) = &info.disabled {
             return Err(ProviderError::Reported {
                 provider: config.name.clone(),
-                code: Some(crate::core::failure::MODEL_NOT_ENABLED.into()),
+                code: Some(crate::failure::MODEL_NOT_ENABLED.into()),
                 message: format!(
                     "the Copilot model {} is not enabled for this account (policy: {state}): accept its terms where you are offered to (that enables it), or enable it in GitHub's Copilot settings, then try again",
                     info.id

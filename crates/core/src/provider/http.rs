@@ -438,8 +438,8 @@ mod tests {
         assert_eq!(error_body("<html><body>413 Request Entity Too Large</body></html>").0, None);
     }
 
-    use crate::core::failure::FailureKind;
-    use crate::core::provider::{format_for, Api};
+    use crate::failure::FailureKind;
+    use crate::provider::{format_for, Api};
 
     /// The error a response with `status` and `body` fails with.
     fn refused(status: u16, body: &str) -> ProviderError {

@@ -71,7 +71,7 @@ pub fn names_a_variable(word: &str) -> bool {
 pub fn key_sources(cmd: &str, home: Option<&Path>) -> KeySources {
     let mut found = KeySources::default();
     let add_var = |name: &str, found: &mut KeySources| {
-        if names_a_variable(name) && !crate::core::env_vars::is_core_var(name) && !found.vars.iter().any(|v| v == name) {
+        if names_a_variable(name) && !crate::env_vars::is_core_var(name) && !found.vars.iter().any(|v| v == name) {
             found.vars.push(name.to_string());
         }
     };

@@ -11,8 +11,8 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{json, Value};
 
 use super::models::{ModelInfo, Source};
-use crate::core::provider::http::{display_url, error_body, error_chain, join_url};
-use crate::core::provider::types::{Api, ProviderConfig, ProviderError};
+use crate::provider::http::{display_url, error_body, error_chain, join_url};
+use crate::provider::types::{Api, ProviderConfig, ProviderError};
 
 /// How long one list request may take: it may stand before a first request.
 const LIST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -96,7 +96,7 @@ impl Listing {
                 let list = Arc::new(list);
                 tracing::debug!(provider = %config.name, models = list.len(), "read the provider's model list");
                 *fetched = Fetched::Got(list.clone());
-                *crate::core::provider::lock(&self.known) = Some(list.clone());
+                *crate::provider::lock(&self.known) = Some(list.clone());
                 Ok(list)
             }
             Err(error) => {
@@ -109,12 +109,12 @@ impl Listing {
 
     /// The list, once fetched.
     pub(crate) fn known(&self) -> Option<Arc<Vec<ModelInfo>>> {
-        crate::core::provider::lock(&self.known).clone()
+        crate::provider::lock(&self.known).clone()
     }
 
     /// What the fetched list says of `id` (`None` before it was fetched).
     pub(crate) fn listed(&self, id: &str) -> Option<ModelInfo> {
-        let known = crate::core::provider::lock(&self.known);
+        let known = crate::provider::lock(&self.known);
         known.as_ref()?.iter().find(|m| same_model(&m.id, id)).cloned()
     }
 }
@@ -170,7 +170,7 @@ async fn openai_like(
     kind: Kind,
 ) -> Result<Vec<ModelInfo>, ProviderError> {
     let url = join_url(&config.base_url, "/models");
-    let mut headers: HeaderMap = crate::core::provider::format_for(config.api).headers(key)?;
+    let mut headers: HeaderMap = crate::provider::format_for(config.api).headers(key)?;
     headers.extend(config.extra_headers()?);
     headers.insert(reqwest::header::ACCEPT, HeaderValue::from_static("application/json"));
     let what = if kind == Kind::Anthropic { "Anthropic's model list" } else { "the model list" };

@@ -102,7 +102,7 @@ pub struct Provider {
     refused_window: Arc<AtomicU64>,
 }
 
-use crate::core::sync::lock;
+use crate::sync::lock;
 
 /// The request field some OpenAI-compatible servers refuse.
 const REASONING_EFFORT: &str = "reasoning_effort";
@@ -578,7 +578,7 @@ mod tests {
     /// thinking budget above a one-token limit).
     #[test]
     fn each_formats_probe_asks_without_streaming_for_the_smallest_reply() {
-        use crate::core::message::{ContextMessage, Message};
+        use crate::message::{ContextMessage, Message};
         let request = ChatRequest {
             messages: vec![ContextMessage::from(Message::user("Say hello"))],
             thinking: ThinkingLevel::High,

@@ -110,7 +110,7 @@ fn parse_retry_after(value: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::provider::Api;
+    use crate::provider::Api;
 
     #[test]
     fn retry_after_accepts_seconds_and_http_dates() {

@@ -10,8 +10,8 @@ use serde_json::{Map, Value};
 
 pub use super::api::Api;
 use super::models::{self, ModelInfo, ModelTable, Source};
-use crate::core::failure::{self, FailureKind};
-use crate::core::message::{ContextMessage, StopReason, Usage};
+use crate::failure::{self, FailureKind};
+use crate::message::{ContextMessage, StopReason, Usage};
 
 /// A tool as the model sees it: name, description and JSON Schema parameters (pi's texts). The
 /// request's own type: the tools layer builds them, the wire formats send them.
@@ -248,7 +248,7 @@ impl ProviderConfig {
 
     /// What `api_key_cmd` names ([`super::key_sources`]).
     fn key_cmd_sources(&self) -> super::KeySources {
-        let home = crate::core::sandbox::paths::home();
+        let home = crate::sandbox::paths::home();
         self.api_key_cmd.as_deref().map(|cmd| super::key_sources(cmd, home.as_deref())).unwrap_or_default()
     }
 

@@ -438,7 +438,7 @@ pub(super) fn cut_call(limit: &str) -> String {
 /// An id for a call the server sent without one: unique within the reply, and very likely
 /// across the session (both APIs want a result's id to name exactly one call).
 fn made_up_id(index: usize) -> String {
-    let millis = crate::core::message::now_millis();
+    let millis = crate::message::now_millis();
     format!("call_{millis:x}_{index}")
 }
 

@@ -53,8 +53,8 @@ pub fn layout(project: &Path) -> Arc<GitLayout> {
     /// A project's answer, if one was made; locked while it is made.
     type Slot = Arc<Mutex<Option<Cached>>>;
     static CACHE: OnceLock<Mutex<HashMap<PathBuf, Slot>>> = OnceLock::new();
-    let slot = crate::core::sync::lock(CACHE.get_or_init(Default::default)).entry(project.to_path_buf()).or_default().clone();
-    let mut slot = crate::core::sync::lock(&slot);
+    let slot = crate::sync::lock(CACHE.get_or_init(Default::default)).entry(project.to_path_buf()).or_default().clone();
+    let mut slot = crate::sync::lock(&slot);
     if let Some(cached) = slot.as_ref() {
         if cached.settled && cached.inputs.hold() {
             return cached.layout.clone();
@@ -617,7 +617,7 @@ static STATE_ROOT: OnceLock<PathBuf> = OnceLock::new();
 
 pub(super) fn state_root() -> std::io::Result<PathBuf> {
     static LOCK: Mutex<()> = Mutex::new(());
-    let _one = crate::core::sync::lock(&LOCK);
+    let _one = crate::sync::lock(&LOCK);
     if let Some(dir) = STATE_ROOT.get() {
         return Ok(dir.clone());
     }
@@ -671,7 +671,7 @@ impl GitView {
     /// lists what it refused (a change to anything else, which the real folder never sees).
     pub fn merge(&self) -> MergeReport {
         let mut report = MergeReport::default();
-        let mut merged = crate::core::sync::lock(&self.merged);
+        let mut merged = crate::sync::lock(&self.merged);
         self.merge_dir(&self.upper(), Path::new(""), &mut merged, &mut report);
         report
     }

@@ -18,7 +18,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
 
-use crate::core::sync::lock;
+use crate::sync::lock;
 
 /// Entries (files and folders) a walk of the project reads at most: past it, the files beyond
 /// are not watched (said in `:help handoff-sandbox`).

@@ -243,7 +243,7 @@ pub fn prefetch(project: &Path, settings: SandboxSettings) {
     }
     let project = paths::real_path(project);
     {
-        let mut started = crate::core::sync::lock(&STARTED);
+        let mut started = crate::sync::lock(&STARTED);
         if started.contains(&project) {
             return;
         }
@@ -538,7 +538,7 @@ static MADE: OnceLock<PathBuf> = OnceLock::new();
 /// Its real path as it was made: what [`own_folder_outside`] compares with a project.
 pub fn private_tmpdir() -> std::io::Result<PathBuf> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one_at_a_time = crate::core::sync::lock(&LOCK);
+    let _one_at_a_time = crate::sync::lock(&LOCK);
     if let Some(dir) = MADE.get() {
         return Ok(dir.clone());
     }

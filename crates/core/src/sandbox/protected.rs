@@ -82,7 +82,7 @@ static NAMED_CREDENTIAL_FILES: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex
 /// Protects these files as credentials from now on (see [`NAMED_CREDENTIAL_FILES`]): hidden from
 /// sandboxed commands, `read` asks. Only absolute paths are kept.
 pub fn remember_credential_files(files: impl IntoIterator<Item = PathBuf>) {
-    let mut named = crate::core::sync::lock(&NAMED_CREDENTIAL_FILES);
+    let mut named = crate::sync::lock(&NAMED_CREDENTIAL_FILES);
     for file in files.into_iter().filter(|f| f.is_absolute()) {
         if !named.contains(&file) {
             named.push(file);
@@ -98,7 +98,7 @@ pub fn remember_credential_files(files: impl IntoIterator<Item = PathBuf>) {
 pub fn credential_paths() -> Vec<PathBuf> {
     let env = |var: &str| std::env::var(var).ok();
     let mut out = credential_paths_for(home().as_deref(), std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from).as_deref(), &env);
-    for file in crate::core::sync::lock(&NAMED_CREDENTIAL_FILES).iter() {
+    for file in crate::sync::lock(&NAMED_CREDENTIAL_FILES).iter() {
         if !out.contains(file) {
             out.push(file.clone());
         }
@@ -127,7 +127,7 @@ fn credential_paths_for(home: Option<&Path>, xdg_config: Option<&Path>, env: &dy
         ("HOME", None) => None,
         _ => env(var),
     };
-    if let Some(pi) = crate::core::session::paths::pi_agent_dir(&pi_env) {
+    if let Some(pi) = crate::session::paths::pi_agent_dir(&pi_env) {
         add(pi.join("auth.json"));
         add(pi.join("models.json"));
     }

@@ -187,7 +187,7 @@ fn stamps(folders: &[PathBuf]) -> Vec<(PathBuf, Option<Stamp>)> {
 pub fn current() -> std::io::Result<Arc<ReadRules>> {
     static CACHE: Mutex<Option<(Made, Arc<ReadRules>)>> = Mutex::new(None);
     let named = protected::credential_paths();
-    let mut cache = crate::core::sync::lock(&CACHE);
+    let mut cache = crate::sync::lock(&CACHE);
     if let Some((made, rules)) = cache.as_ref() {
         if made.named == named && made.folders.iter().all(|(f, s)| stamp(f) == *s) {
             return Ok(rules.clone());

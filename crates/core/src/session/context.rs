@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use super::entry::SessionEntry;
-use crate::core::message::{Content, ContextMessage, Message, Role};
+use crate::message::{Content, ContextMessage, Message, Role};
 
 const COMPACTION_SUMMARY_PREFIX: &str =
     "The conversation history before this point was compacted into the following summary:\n\n<summary>\n";
@@ -170,7 +170,7 @@ const PARALLEL_PARSE_MIN_MESSAGES: usize = 512;
 pub fn build(path: &[&SessionEntry]) -> SessionContext {
     let Plan { parts, model, thinking_level } = plan(path);
     let parallel = parts.len() >= PARALLEL_PARSE_MIN_MESSAGES;
-    let messages = crate::core::parallel::map_in_parallel(&parts, parallel, |part| match part {
+    let messages = crate::parallel::map_in_parallel(&parts, parallel, |part| match part {
         Part::Stored(entry) => entry.message(),
         Part::Made(message) => Some(Message::clone(message)),
     });

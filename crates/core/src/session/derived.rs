@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::SessionEntry;
-use crate::core::message::{Message, Role};
+use crate::message::{Message, Role};
 
 /// The field that marks a user message as a handoff's request, with the focus asked for:
 /// `"handoffRequest": {"focus": "…"}`. pi keeps fields it does not know and sends none of them

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::core::message::{role_of_json, Content, Message, Role, StoredMessage};
+use crate::message::{role_of_json, Content, Message, Role, StoredMessage};
 
 pub const CURRENT_VERSION: u64 = 3;
 
@@ -425,7 +425,7 @@ impl SessionEntry {
 /// writes `toolName` before the content: when it is in the first bytes, outside any nested
 /// object or array, its value decides without reading the output (a search of every output was
 /// 30 ms of a 100k-entry session's todo list); otherwise any mention of the name does.
-pub(in crate::core::session) fn may_name_tool(json: &str, tool: &str) -> bool {
+pub(in crate::session) fn may_name_tool(json: &str, tool: &str) -> bool {
     const KEY: &str = "\"toolName\":\"";
     let head = &json.as_bytes()[..json.len().min(512)];
     let top_level = |at: usize| !head[1.min(at)..at].iter().any(|&b| b == b'{' || b == b'[');

@@ -23,7 +23,7 @@ pub use derived::{author, handoff_request, mark_handoff_request, mark_host, mess
 pub use store::{SessionInfo, SessionManager};
 pub use todos::{Todo, TodoStatus};
 /// The store's private-file rules, for files kept beside a session (the handoff document).
-pub(crate) use store::file;
+pub use store::file;
 
 /// Failures of the session store. Each names the file and what to do about it.
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::entry::kind;
 use super::SessionEntry;
-use crate::core::message::{Message, Role};
+use crate::message::{Message, Role};
 
 /// The tool that writes the list (the name its results are stored under).
 pub const TOOL_NAME: &str = "todo_write";

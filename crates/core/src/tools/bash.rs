@@ -15,15 +15,15 @@ use serde_json::{json, Map, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::time::Instant;
 
-use crate::core::sandbox::command::SandboxedCommand;
-use crate::core::sandbox::Sandboxed;
+use crate::sandbox::command::SandboxedCommand;
+use crate::sandbox::Sandboxed;
 
 use super::args;
 use super::truncate::{
     format_size, truncate_tail, TruncatedBy, Truncation, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES,
 };
 use super::{ToolContext, ToolDefinition, ToolError, ToolOutput};
-use crate::core::process_groups;
+use crate::process_groups;
 
 /// pi's throttle for partial output updates.
 const UPDATE_INTERVAL: Duration = Duration::from_millis(100);
@@ -256,7 +256,7 @@ async fn run_prepared(
         None => ToolOutput::text(text, details),
         Some(status) => {
             let text = if text.is_empty() { status } else { format!("{text}\n\n{status}") };
-            ToolOutput { content: vec![crate::core::message::ContentBlock::text(text)], details, is_error: true }
+            ToolOutput { content: vec![crate::message::ContentBlock::text(text)], details, is_error: true }
         }
     })
 }
@@ -449,7 +449,7 @@ impl OutputBuffer {
 
 /// How a bash call ended, from its stored result: the exit code its text names (`Command exited
 /// with code N`), 0 for a success, else (aborted, timed out) the last line of its text.
-fn ending(result: &crate::core::message::Message) -> (Option<i32>, Option<String>) {
+fn ending(result: &crate::message::Message) -> (Option<i32>, Option<String>) {
     let text = result.text();
     if let Some((_, rest)) = text.rsplit_once("Command exited with code ") {
         return (rest.split_whitespace().next().and_then(|c| c.parse().ok()), None);
@@ -463,7 +463,7 @@ fn ending(result: &crate::core::message::Message) -> (Option<i32>, Option<String
 
 /// Adds `note` to a command's result, for the model (its text) and the front ends (`details.key`).
 fn note_in_result(output: &mut ToolOutput, key: &str, note: String) {
-    output.content.push(crate::core::message::ContentBlock::text(format!("\n{note}")));
+    output.content.push(crate::message::ContentBlock::text(format!("\n{note}")));
     if !output.details.is_object() {
         output.details = Value::Object(Map::new());
     }
@@ -490,7 +490,7 @@ impl super::Tool for Bash {
     }
 
     async fn run(&self, arguments: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        use crate::core::sandbox::protected;
+        use crate::sandbox::protected;
         // What the sandbox could not mount over, since it did not exist: said if it appears.
         let absent = ctx.sandbox.as_ref().map(|_| protected::absent_planted_code(&ctx.cwd));
         // The sandbox's side looks at the project's files with other hard links before and
@@ -533,7 +533,7 @@ impl super::Tool for Bash {
     }
 
     /// Past its limits the result keeps the last lines (pi's `details.truncation`).
-    fn lines_not_kept(&self, result: &crate::core::message::Message) -> u64 {
+    fn lines_not_kept(&self, result: &crate::message::Message) -> u64 {
         let Some(t) = result.tool_result().and_then(|r| r.details()).and_then(|d| d.get("truncation")) else { return 0 };
         if t["truncated"] != true {
             return 0;
@@ -542,7 +542,7 @@ impl super::Tool for Bash {
         count("totalLines").saturating_sub(count("outputLines"))
     }
 
-    fn fact(&self, args: &Value, result: &crate::core::message::Message) -> Option<super::CallFact> {
+    fn fact(&self, args: &Value, result: &crate::message::Message) -> Option<super::CallFact> {
         let command = args.get("command").and_then(Value::as_str).unwrap_or_default().to_string();
         let (exit_code, ended) = ending(result);
         Some(super::CallFact::Command { command, exit_code, ended })
@@ -552,7 +552,7 @@ impl super::Tool for Bash {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::tools::{execute, ToolContext};
+    use crate::tools::{execute, ToolContext};
 
     async fn bash(dir: &Path, command: &str) -> ToolOutput {
         let ctx = ToolContext { spill_dir: Some(dir.to_path_buf()), ..ToolContext::new(dir) };

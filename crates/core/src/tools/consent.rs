@@ -221,7 +221,7 @@ pub struct Grants {
 /// The result the model gets for a call the user rejected "always" before.
 pub const REJECTED_BEFORE: &str = "The user rejected calls like this one for the rest of the session.";
 
-use crate::core::sync::lock;
+use crate::sync::lock;
 
 impl Grants {
     /// Whether an earlier "always" covers a call of `tool` with `key` (none: it cannot be).
@@ -357,7 +357,7 @@ mod tests {
 
     #[tokio::test]
     async fn always_remembers_what_the_tool_says_it_covers() {
-        use crate::core::tools::consent_key;
+        use crate::tools::consent_key;
         let grants = Grants::default();
         let policy = Policy::default();
         let req = |tool: &str, args: &Value| ApprovalRequest {

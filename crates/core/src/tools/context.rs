@@ -120,7 +120,7 @@ pub struct ToolContext {
     /// The session's model, for a tool that asks it one question (`session_query`).
     pub model: Option<Arc<dyn ModelOnce>>,
     /// bash runs its command in this sandbox (`None`: with the user's rights).
-    pub sandbox: Option<crate::core::sandbox::Sandboxed>,
+    pub sandbox: Option<crate::sandbox::Sandboxed>,
     /// The real location the agent checked for this call ([`Reach::check`], the sandbox on):
     /// `read`, `grep`, `edit` and `write` act on it instead of resolving their argument again,
     /// so a link planted after the check is not followed. `None`: they resolve the argument.
@@ -179,7 +179,7 @@ impl ToolContext {
         self
     }
 
-    pub fn with_sandbox(mut self, sandbox: Option<crate::core::sandbox::Sandboxed>) -> Self {
+    pub fn with_sandbox(mut self, sandbox: Option<crate::sandbox::Sandboxed>) -> Self {
         self.sandbox = sandbox;
         self
     }

@@ -458,7 +458,7 @@ impl super::Tool for Edit {
         Some(super::Preview { diff: planned.diff(), after: planned.after(), before: planned.before })
     }
 
-    fn fact(&self, args: &Value, result: &crate::core::message::Message) -> Option<super::CallFact> {
+    fn fact(&self, args: &Value, result: &crate::message::Message) -> Option<super::CallFact> {
         super::tool::path_if_done(args, result).map(super::CallFact::Modified)
     }
 }
@@ -466,7 +466,7 @@ impl super::Tool for Edit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::tools::{execute, ToolContext};
+    use crate::tools::{execute, ToolContext};
     use std::path::Path;
 
     fn r(o: &str, n: &str) -> Replacement {

@@ -5,7 +5,7 @@
 //! command must not find the editor's RPC socket or the user's agents in its environment.
 //!
 //! The steps, for each variable of the host's environment:
-//! 1. `inherit`: `all` takes it, `core` only [`CORE_VARS`](crate::core::env_vars::CORE_VARS) (PATH, HOME, USER, LANG, LC_*, …),
+//! 1. `inherit`: `all` takes it, `core` only [`CORE_VARS`](crate::env_vars::CORE_VARS) (PATH, HOME, USER, LANG, LC_*, …),
 //!    `none` nothing;
 //! 2. `include_only` (when given): only names matching one of its globs go on;
 //! 3. the default exclusions: names matching [`DEFAULT_EXCLUDES`] (`*KEY*`, `*TOKEN*`,
@@ -13,8 +13,8 @@
 //!    word of [`SECRET_WORDS`] such as `MYSQL_PWD` or `GITLAB_PAT`, or a part of
 //!    [`SECRET_PARTS`] such as `X_AUTH_HEADER`), values that are URLs carrying a password
 //!    ([`has_url_password`]: `postgres://u:pw@h/db`), every provider's and preset's key variable
-//!    ([`crate::core::provider::ProviderKind::key_vars`]) and the configured provider's own
-//!    ([`ProviderConfig::secret_vars`](crate::core::provider::ProviderConfig::secret_vars)), and
+//!    ([`crate::provider::ProviderKind::key_vars`]) and the configured provider's own
+//!    ([`ProviderConfig::secret_vars`](crate::provider::ProviderConfig::secret_vars)), and
 //!    for a sandboxed command [`SANDBOX_EXCLUDES`] (`NVIM`, `SSH_AUTH_SOCK`, …). A name written
 //!    out in `include_only` (no wildcard) is the user's escape hatch: it passes them;
 //! 4. the user's `exclude` globs;
@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 pub enum Inherit {
     /// The host's whole environment (before the exclusions).
     All,
-    /// Only [`CORE_VARS`](crate::core::env_vars::CORE_VARS).
+    /// Only [`CORE_VARS`](crate::env_vars::CORE_VARS).
     Core,
     /// Nothing: only what `set` gives.
     None,
@@ -202,7 +202,7 @@ impl EnvPolicy {
             exclude: patterns(settings.exclude.iter().flatten().map(String::as_str)),
             include_only: patterns(settings.include_only.iter().flatten().map(String::as_str)),
             set: settings.set.clone().unwrap_or_default(),
-            secrets: crate::core::provider::ProviderKind::key_vars().into_iter().map(str::to_string).collect(),
+            secrets: crate::provider::ProviderKind::key_vars().into_iter().map(str::to_string).collect(),
         }
     }
 
@@ -250,7 +250,7 @@ impl EnvPolicy {
     fn passes(&self, name: &str, secret_value: bool, sandboxed: bool, defaults: &[Pattern]) -> bool {
         let inherited = match self.inherit {
             Inherit::All => true,
-            Inherit::Core => crate::core::env_vars::in_core_vars(name),
+            Inherit::Core => crate::env_vars::in_core_vars(name),
             Inherit::None => false,
         };
         if !inherited {

@@ -28,7 +28,7 @@ use super::args;
 use super::truncate::{truncate_line, DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH};
 use super::walk::{listing, relative, run_blocking, search_root, walker, Counted};
 use super::{ToolContext, ToolDefinition, ToolError, ToolOutput};
-use crate::core::sandbox::protected;
+use crate::sandbox::protected;
 
 const DEFAULT_LIMIT: usize = 100;
 const MATCHES: Counted =
@@ -124,7 +124,7 @@ impl Found {
 
     fn add(&self, index: usize, path: PathBuf, lines: Vec<Line>) {
         // A panicking thread leaves whole entries behind: the map is still consistent.
-        let mut inner = crate::core::sync::lock(&self.inner);
+        let mut inner = crate::sync::lock(&self.inner);
         if self.is_past(index) {
             return;
         }
@@ -231,7 +231,7 @@ fn search(a: Args, root: PathBuf, hidden: &[PathBuf], cancel: &CancellationToken
             let mut searcher = searcher.build();
             let matcher = matcher.clone();
             loop {
-                let next = crate::core::sync::lock(&rx).recv();
+                let next = crate::sync::lock(&rx).recv();
                 let Ok(batch) = next else { return };
                 search_batch(batch, &mut searcher, &matcher, &found, cancel);
             }
@@ -374,7 +374,7 @@ impl super::Tool for Grep {
 #[cfg(test)]
 mod tests {
     use super::{Found, Line};
-    use crate::core::tools::{execute, ToolContext};
+    use crate::tools::{execute, ToolContext};
     use serde_json::json;
 
     fn lines(n: u64) -> Vec<Line> {

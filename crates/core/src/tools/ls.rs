@@ -100,7 +100,7 @@ impl super::Tool for Ls {
 
 #[cfg(test)]
 mod tests {
-    use crate::core::tools::{execute, ToolContext};
+    use crate::tools::{execute, ToolContext};
     use serde_json::json;
 
     #[tokio::test]

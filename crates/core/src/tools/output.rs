@@ -5,10 +5,10 @@ use std::io;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::core::message::{now_millis, tool_result_keys, Content, ContentBlock, Message, Role};
+use crate::message::{now_millis, tool_result_keys, Content, ContentBlock, Message, Role};
 
 /// What the model is offered of a tool: the provider layer's type (the request carries it).
-pub use crate::core::provider::ToolDefinition;
+pub use crate::provider::ToolDefinition;
 
 /// One tool's result, in the shape pi stores in a `toolResult` message.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::core::sandbox::paths::{home as home_dir, normalize_lexically};
+use crate::sandbox::paths::{home as home_dir, normalize_lexically};
 
 use unicode_normalization::UnicodeNormalization;
 

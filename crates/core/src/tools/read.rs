@@ -257,7 +257,7 @@ async fn read_image(
     let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
     Ok(ToolOutput {
         content: vec![
-            crate::core::message::ContentBlock::text(format!("Read image file [{mime}]")),
+            crate::message::ContentBlock::text(format!("Read image file [{mime}]")),
             image_block(data, mime),
         ],
         details: Value::Null,
@@ -435,7 +435,7 @@ impl super::Tool for Read {
         Some(super::Reach::Read(resolve_read_path(args.get("path")?.as_str()?, cwd)))
     }
 
-    fn fact(&self, args: &Value, result: &crate::core::message::Message) -> Option<super::CallFact> {
+    fn fact(&self, args: &Value, result: &crate::message::Message) -> Option<super::CallFact> {
         super::tool::path_if_done(args, result).map(super::CallFact::Read)
     }
 }
@@ -443,7 +443,7 @@ impl super::Tool for Read {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::tools::{execute, ToolContext};
+    use crate::tools::{execute, ToolContext};
 
     async fn read(dir: &Path, args: Value) -> ToolOutput {
         execute("read", args, &ToolContext::new(dir)).await

@@ -21,9 +21,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{args, paths, ToolContext, ToolDefinition, ToolError, ToolKind, ToolOutput};
-use crate::core::message::{Message, Role};
-use crate::core::session::entry::kind;
-use crate::core::session::{chain, scan, SessionEntry, SessionError, SessionHeader};
+use crate::message::{Message, Role};
+use crate::session::entry::kind;
+use crate::session::{chain, scan, SessionEntry, SessionError, SessionHeader};
 
 pub const TOOL_NAME: &str = "session_query";
 
@@ -369,8 +369,8 @@ fn readable(entry: &SessionEntry) -> (String, String) {
 
 fn message_text(message: &Message) -> (String, String) {
     match &message.role {
-        Role::User => match crate::core::session::author(message) {
-            crate::core::session::Author::User | crate::core::session::Author::NotUser => ("user".into(), message.text()),
+        Role::User => match crate::session::author(message) {
+            crate::session::Author::User | crate::session::Author::NotUser => ("user".into(), message.text()),
             // The host's words in the user's role: never quoted as the user's.
             _ => ("user (written by handoff.nvim)".into(), message.text()),
         },

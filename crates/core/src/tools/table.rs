@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::{argument_summary, bash, edit, find, grep, ls, read, session_query, todo, write};
 use super::{CallFact, ConsentKey, Tool, ToolContext, ToolDefinition, ToolError};
-use crate::core::message::Message;
+use crate::message::Message;
 
 /// What a tool may do, the basis of the consent policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

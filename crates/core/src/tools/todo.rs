@@ -14,7 +14,7 @@ use super::{ToolContext, ToolDefinition, ToolError, ToolOutput};
 
 /// The list's types and the rule that reads it back from a session are the session's (the
 /// chat, the CLI, the handoff and the reminder all ask it); this module writes the list.
-pub use crate::core::session::todos::{current_todos, todos_from_details, Todo, TodoStatus, TOOL_NAME};
+pub use crate::session::todos::{current_todos, todos_from_details, Todo, TodoStatus, TOOL_NAME};
 
 pub(crate) fn definition() -> ToolDefinition {
     ToolDefinition {
@@ -130,7 +130,7 @@ impl super::Tool for TodoWrite {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::tools::{execute, ToolContext};
+    use crate::tools::{execute, ToolContext};
 
     fn ctx() -> ToolContext {
         ToolContext::new(std::env::temp_dir())
@@ -220,7 +220,7 @@ mod tests {
         assert!(current_todos(&msgs[3..]).is_empty());
         // Stored and read back as JSON (as a session file does).
         let json = serde_json::to_string(&first.into_message("1", TOOL_NAME)).unwrap();
-        let back: crate::core::message::Message = serde_json::from_str(&json).unwrap();
+        let back: crate::message::Message = serde_json::from_str(&json).unwrap();
         assert_eq!(current_todos([&back])[0].content, "a");
     }
 }

@@ -12,9 +12,9 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::{Activity, Preview, ToolContext, ToolDefinition, ToolError, ToolKind, ToolOutput};
-use crate::core::message::Message;
-use crate::core::sandbox::paths::real_path;
-use crate::core::sandbox::protected::{self, Protected};
+use crate::message::Message;
+use crate::sandbox::paths::real_path;
+use crate::sandbox::protected::{self, Protected};
 
 /// What an "always" answer to a call covers for the rest of the session.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -174,8 +174,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::core::tools::ToolName;
-    use crate::core::tools::{call_fact, call_summary, changed_path, consent_key, kind_of, preview, ToolContext};
+    use crate::tools::ToolName;
+    use crate::tools::{call_fact, call_summary, changed_path, consent_key, kind_of, preview, ToolContext};
 
     /// A stored result of a call of `tool`: `text`, failed or not.
     fn result(tool: &str, text: &str, is_error: bool) -> Message {
@@ -222,7 +222,7 @@ mod tests {
 
     #[test]
     fn each_host_tool_says_the_path_it_reaches_as_it_resolves_it() {
-        use crate::core::tools::lookup;
+        use crate::tools::lookup;
         let cwd = Path::new("/work");
         let reach = |tool: &str, args: Value| lookup(tool).unwrap().reach(&args, cwd);
         let read = |p: &str| Some(Reach::Read(PathBuf::from(p)));
@@ -261,7 +261,7 @@ mod tests {
 
     #[test]
     fn bash_says_how_many_lines_its_result_left_out() {
-        use crate::core::tools::lines_not_kept;
+        use crate::tools::lines_not_kept;
         let truncated = json!({"truncation": {"truncated": true, "totalLines": 500, "outputLines": 120}});
         let bash = ToolOutput::text("tail", truncated.clone()).into_message("c1", "bash");
         assert_eq!(lines_not_kept(&bash), 380);

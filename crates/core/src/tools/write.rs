@@ -85,14 +85,14 @@ impl super::Tool for Write {
         Some(super::Preview { before, after, diff })
     }
 
-    fn fact(&self, args: &Value, result: &crate::core::message::Message) -> Option<super::CallFact> {
+    fn fact(&self, args: &Value, result: &crate::message::Message) -> Option<super::CallFact> {
         super::tool::path_if_done(args, result).map(super::CallFact::Modified)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::core::tools::{execute, ToolContext};
+    use crate::tools::{execute, ToolContext};
     use serde_json::json;
 
     #[tokio::test]

@@ -12,7 +12,7 @@ pub mod skills;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::core::tools::ToolName;
+use crate::tools::ToolName;
 pub use instructions::InstructionFile;
 pub use skills::Skill;
 
@@ -49,7 +49,7 @@ impl Environment {
             date: local_date(),
             cwd: cwd.to_path_buf(),
             os: std::env::consts::OS.to_string(),
-            shell: crate::core::tools::bash::default_shell().display().to_string(),
+            shell: crate::tools::bash::default_shell().display().to_string(),
         }
     }
 }
@@ -124,7 +124,7 @@ impl SystemPrompt {
         };
         stamps.extend(skills.iter().map(|s| Stamp::of(s.path.clone())));
         let mut text = write(sources, tools, &files, &skills, &environment);
-        let pinned = crate::core::session::pins::prompt_section(&pins);
+        let pinned = crate::session::pins::prompt_section(&pins);
         if !pinned.is_empty() {
             // Last, after the environment: the prefix a provider caches stays the same when
             // the pins change.

@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::core::agent::templates::split_front_matter;
+use crate::agent::templates::split_front_matter;
 
 /// The skill file of a skill folder.
 pub const SKILL_FILE: &str = "SKILL.md";

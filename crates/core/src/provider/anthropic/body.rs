@@ -6,7 +6,7 @@ use super::super::types::{ChatRequest, ProviderConfig};
 use super::super::view::{self, BlockView, ContentView, JsonOut, List, MessageView, Str};
 use super::super::wire;
 use super::policy::thinking;
-use crate::core::message::Role;
+use crate::message::Role;
 
 /// The prompt-cache breakpoint pi 0.73.1 sends (its default "short" retention: five minutes).
 const CACHE_CONTROL: &str = r#""cache_control":{"type":"ephemeral"}"#;
@@ -285,7 +285,7 @@ fn tool_id(id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::message::{Content, Message};
+    use crate::message::{Content, Message};
 
     /// The body as a value, for tests that look at its fields.
     fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
@@ -295,8 +295,8 @@ mod tests {
 
     #[test]
     fn signed_thinking_goes_back_to_the_model_that_wrote_it_and_as_text_to_another() {
-        use crate::core::provider::Api;
-        use crate::core::message::ContentBlock;
+        use crate::provider::Api;
+        use crate::message::ContentBlock;
         let config = ProviderConfig::new(Api::Anthropic, "http://127.0.0.1:9/v1", "claude-sonnet-4-5");
         let mut signed = ContentBlock::thinking("Let me check.");
         signed.extra.insert("thinkingSignature".into(), "c2ln".into());

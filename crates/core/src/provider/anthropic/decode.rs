@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::super::types::{StreamEnd, StreamEvent};
 use super::super::wire::{self, DecodeError, Decoder, Flow, SseEvent, ToolCalls};
-use crate::core::message::StopReason;
+use crate::message::StopReason;
 
 /// Decoder state: what has been seen so far of one reply.
 #[derive(Default)]

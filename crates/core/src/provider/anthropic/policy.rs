@@ -62,7 +62,7 @@ mod tests {
 
     #[test]
     fn thinking_budgets_are_pis_and_added_to_max_tokens() {
-        use crate::core::provider::Api;
+        use crate::provider::Api;
         let mut config = ProviderConfig::new(Api::Anthropic, "http://127.0.0.1:9/v1", "claude-sonnet-4-5");
         config.max_tokens = 4096;
         let off = thinking(&config, ThinkingLevel::Off);

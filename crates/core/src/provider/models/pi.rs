@@ -89,7 +89,7 @@ impl ModelEntry {
 impl PiModels {
     /// Where pi keeps the file: `$PI_CODING_AGENT_DIR/models.json`, else `~/.pi/agent/models.json`.
     pub fn default_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
-        crate::core::session::paths::pi_agent_dir(env).map(|dir| dir.join("models.json"))
+        crate::session::paths::pi_agent_dir(env).map(|dir| dir.join("models.json"))
     }
 
     /// The file at `path`; `Ok(None)` when there is none. A file that is not pi's format is an

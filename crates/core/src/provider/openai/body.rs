@@ -7,7 +7,7 @@ use super::super::view::{self, BlockView, ContentView, JsonOut, List, MessageVie
 use super::super::wire;
 use super::decode::REASONING_FIELDS;
 use super::policy::{is_openai, max_tokens_field, reasoning_effort};
-use crate::core::message::Role;
+use crate::message::Role;
 
 
 /// The request body, written straight from the messages' views (see [`view`]), its fields in
@@ -262,8 +262,8 @@ fn tool_call(out: &mut JsonOut, block: &BlockView<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::message::{Content, ContentBlock, Message};
-    use crate::core::provider::ThinkingLevel;
+    use crate::message::{Content, ContentBlock, Message};
+    use crate::provider::ThinkingLevel;
 
     /// The body as a value, for tests that look at its fields.
     fn request_body(config: &ProviderConfig, request: &ChatRequest) -> Value {
@@ -282,7 +282,7 @@ mod tests {
             ("http://127.0.0.1:8080/v1", "max_tokens", "max_completion_tokens"),
             ("http://localhost:11434/v1", "max_tokens", "max_completion_tokens"),
         ] {
-            let mut config = ProviderConfig::new(crate::core::provider::Api::Openai, base, "m");
+            let mut config = ProviderConfig::new(crate::provider::Api::Openai, base, "m");
             config.max_tokens = 321;
             let body = request_body(&config, &request);
             assert_eq!(body[field], 321, "{base}: {body}");
@@ -292,7 +292,7 @@ mod tests {
 
     #[test]
     fn reasoning_effort_goes_where_the_model_takes_it() {
-        use crate::core::provider::Api;
+        use crate::provider::Api;
         let request = |thinking| ChatRequest {
             messages: vec![Message::user("hi").into()],
             thinking,
@@ -322,8 +322,8 @@ mod tests {
 
     #[test]
     fn reasoning_goes_back_in_its_field_to_the_model_that_wrote_it() {
-        use crate::core::provider::Api;
-        use crate::core::message::Message;
+        use crate::provider::Api;
+        use crate::message::Message;
         let config = ProviderConfig::new(Api::Openai, "http://127.0.0.1:8080/v1", "qwen3");
         let reply = |model: &str, field: &str| {
             let mut m = Message::assistant("openai-completions", "openai", model);
@@ -358,10 +358,10 @@ mod tests {
             ("https://my-team.openai.azure.com/openai/deployments/x", false),
             ("http://127.0.0.1:8080/v1", false),
         ] {
-            let body = request_body(&ProviderConfig::new(crate::core::provider::Api::Openai, base, "m"), &request);
+            let body = request_body(&ProviderConfig::new(crate::provider::Api::Openai, base, "m"), &request);
             assert_eq!(body.get("prompt_cache_key").is_some(), sent, "{base}: {body}");
         }
-        let openai = ProviderConfig::new(crate::core::provider::Api::Openai, "https://api.openai.com/v1", "m");
+        let openai = ProviderConfig::new(crate::provider::Api::Openai, "https://api.openai.com/v1", "m");
         assert_eq!(request_body(&openai, &request)["prompt_cache_key"], "session-1");
     }
 
@@ -382,7 +382,7 @@ mod tests {
     /// (`extra_content.google`), pi's OpenRouter record in the message's `reasoning_details`.
     #[test]
     fn call_signatures_go_back_in_the_shape_their_server_sent_them() {
-        use crate::core::provider::Api;
+        use crate::provider::Api;
         let config = ProviderConfig::new(Api::Openai, "http://127.0.0.1:8080/v1", "m");
         let detail = json!({ "type": "reasoning.encrypted", "id": "c2", "data": "ZW5j", "format": "google-gemini-v1", "index": 0 });
         let mut gemini = ContentBlock::tool_call("c1", "read", json!({ "path": "a" }));

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::super::types::{StreamEnd, StreamEvent};
 use super::super::wire::{self, DecodeError, Decoder, Flow, SseEvent, ToolCalls};
-use crate::core::message::{StopReason, Usage};
+use crate::message::{StopReason, Usage};
 
 /// The fields reasoning streams in, in the order pi reads them (the first non-empty one wins:
 /// some servers send the same text in two).

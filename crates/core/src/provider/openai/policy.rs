@@ -7,7 +7,7 @@ use super::super::types::ThinkingLevel;
 
 /// The `reasoning_effort` of a level: its name, but `minimal` (gpt-5's) is `low` for the
 /// o-series, which refuse it.
-pub(in crate::core::provider) fn reasoning_effort(model: &str, level: ThinkingLevel) -> &'static str {
+pub(in crate::provider) fn reasoning_effort(model: &str, level: ThinkingLevel) -> &'static str {
     let m = model.to_ascii_lowercase();
     let o_series = m.starts_with('o') && m.as_bytes().get(1).is_some_and(u8::is_ascii_digit);
     if level == ThinkingLevel::Minimal && o_series {

@@ -11,7 +11,7 @@ use super::super::types::{ChatRequest, ProviderConfig};
 use super::super::view::{self, BlockView, ContentView, JsonOut, List, MessageView, Str};
 use super::super::wire;
 use super::policy::{effort, keeps_item_ids, system_role};
-use crate::core::message::Role;
+use crate::message::Role;
 
 /// The longest item id the API takes.
 const MAX_ID: usize = 64;
@@ -391,9 +391,9 @@ fn base36(mut n: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::message::{Content, ContentBlock, Message, StopReason};
-    use crate::core::provider::{Api, ThinkingLevel, ToolChoice};
-    use crate::core::provider::ToolDefinition;
+    use crate::message::{Content, ContentBlock, Message, StopReason};
+    use crate::provider::{Api, ThinkingLevel, ToolChoice};
+    use crate::provider::ToolDefinition;
 
     fn body(config: &ProviderConfig, request: &ChatRequest) -> Value {
         serde_json::from_slice(&request_body(config, request)).unwrap()

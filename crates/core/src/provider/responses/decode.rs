@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::super::types::{StreamEnd, StreamEvent};
 use super::super::wire::{self, DecodeError, Decoder, Flow, SseEvent, ToolCalls};
-use crate::core::message::{StopReason, Usage};
+use crate::message::{StopReason, Usage};
 
 /// Decoder state: what has been seen so far of one reply.
 #[derive(Default)]

@@ -37,7 +37,7 @@ pub(super) fn keeps_item_ids(provider: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::provider::Api;
+    use crate::provider::Api;
 
     #[test]
     fn reasoning_models_get_the_effort_and_a_developer_prompt() {

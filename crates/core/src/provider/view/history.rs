@@ -1,8 +1,8 @@
 //! pi's history made acceptable to strict servers, on views.
 
 use super::{BlockView, ContentView, MessageView, Str};
-use crate::core::message::{Role, StopReason};
-use crate::core::provider::types::ProviderConfig;
+use crate::message::{Role, StopReason};
+use crate::provider::types::ProviderConfig;
 
 /// Messages as they go on the wire, by pi's rules for replaying history (pi-ai's
 /// `transformMessages`), made acceptable to strict servers:
@@ -18,7 +18,7 @@ use crate::core::provider::types::ProviderConfig;
 /// - a result without its call is dropped (OpenAI and Anthropic reject it).
 ///
 /// The views are changed in place: texts stay borrowed from the stored JSON.
-pub(in crate::core::provider) fn prepare<'a>(messages: Vec<MessageView<'a>>, config: &ProviderConfig) -> Vec<MessageView<'a>> {
+pub(in crate::provider) fn prepare<'a>(messages: Vec<MessageView<'a>>, config: &ProviderConfig) -> Vec<MessageView<'a>> {
     let mut out = Vec::with_capacity(messages.len());
     // Tool calls of the last assistant message still waiting for their result: their ids.
     let mut pending: Vec<Str<'a>> = Vec::new();

@@ -7,23 +7,23 @@ use std::borrow::Cow;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::core::message::ContextMessage;
+use crate::message::ContextMessage;
 
 /// A string of a message: its JSON token as stored (quotes included, escapes as written), or
 /// plain text.
 #[derive(Clone, Debug)]
-pub(in crate::core::provider) enum Str<'a> {
+pub(in crate::provider) enum Str<'a> {
     Json(&'a str),
     Plain(Cow<'a, str>),
 }
 
 impl<'a> Str<'a> {
-    pub(in crate::core::provider) fn plain(s: &'a str) -> Self {
+    pub(in crate::provider) fn plain(s: &'a str) -> Self {
         Str::Plain(Cow::Borrowed(s))
     }
 
     /// The text, unescaped (borrowed when it has no escapes).
-    pub(in crate::core::provider) fn text(&self) -> Cow<'_, str> {
+    pub(in crate::provider) fn text(&self) -> Cow<'_, str> {
         match self {
             Str::Plain(s) => Cow::Borrowed(s.as_ref()),
             Str::Json(token) => {
@@ -38,7 +38,7 @@ impl<'a> Str<'a> {
         }
     }
 
-    pub(in crate::core::provider) fn is_empty(&self) -> bool {
+    pub(in crate::provider) fn is_empty(&self) -> bool {
         match self {
             Str::Plain(s) => s.is_empty(),
             Str::Json(token) => token.len() <= 2,
@@ -47,7 +47,7 @@ impl<'a> Str<'a> {
 
     /// Whether the text is only whitespace (`str::trim` would leave nothing), read from the
     /// token where it can be: most texts answer at their first byte.
-    pub(in crate::core::provider) fn is_blank(&self) -> bool {
+    pub(in crate::provider) fn is_blank(&self) -> bool {
         let Str::Json(token) = self else { return self.text().trim().is_empty() };
         let bytes = json_inner(token).as_bytes();
         let mut i = 0;
@@ -67,12 +67,12 @@ impl<'a> Str<'a> {
         true
     }
 
-    pub(in crate::core::provider) fn eq_str(&self, other: &str) -> bool {
+    pub(in crate::provider) fn eq_str(&self, other: &str) -> bool {
         self.text() == other
     }
 
     /// A string field of a raw value: `Some` only for a JSON string (as `extra_str` reads it).
-    pub(in crate::core::provider) fn from_raw(raw: &'a RawValue) -> Option<Self> {
+    pub(in crate::provider) fn from_raw(raw: &'a RawValue) -> Option<Self> {
         raw.get().starts_with('"').then(|| Str::Json(raw.get()))
     }
 }
@@ -109,21 +109,21 @@ fn is_canonical(inner: &[u8]) -> bool {
 
 /// Writes JSON into a buffer. Strings of views are copied as their tokens where those are
 /// what serde_json would write.
-pub(in crate::core::provider) struct JsonOut {
-    pub(in crate::core::provider) buf: Vec<u8>,
+pub(in crate::provider) struct JsonOut {
+    pub(in crate::provider) buf: Vec<u8>,
 }
 
 impl JsonOut {
-    pub(in crate::core::provider) fn with_capacity(n: usize) -> Self {
+    pub(in crate::provider) fn with_capacity(n: usize) -> Self {
         Self { buf: Vec::with_capacity(n) }
     }
 
-    pub(in crate::core::provider) fn raw(&mut self, s: &str) {
+    pub(in crate::provider) fn raw(&mut self, s: &str) {
         self.buf.extend_from_slice(s.as_bytes());
     }
 
     /// Any serializable value, as serde_json writes it.
-    pub(in crate::core::provider) fn value(&mut self, value: &impl Serialize) {
+    pub(in crate::provider) fn value(&mut self, value: &impl Serialize) {
         // Writing into a Vec fails only for a map with non-string keys: none here.
         if let Err(e) = serde_json::to_writer(&mut self.buf, value) {
             tracing::error!(error = %e, "cannot serialize a request field");
@@ -132,27 +132,27 @@ impl JsonOut {
     }
 
     /// `"key":` (keys are plain names).
-    pub(in crate::core::provider) fn key(&mut self, key: &str) {
+    pub(in crate::provider) fn key(&mut self, key: &str) {
         self.buf.push(b'"');
         self.buf.extend_from_slice(key.as_bytes());
         self.buf.extend_from_slice(b"\":");
     }
 
     /// A string of a view, with its quotes.
-    pub(in crate::core::provider) fn str(&mut self, s: &Str<'_>) {
+    pub(in crate::provider) fn str(&mut self, s: &Str<'_>) {
         self.buf.push(b'"');
         self.str_contents(s);
         self.buf.push(b'"');
     }
 
     /// Plain text, with its quotes.
-    pub(in crate::core::provider) fn text(&mut self, s: &str) {
+    pub(in crate::provider) fn text(&mut self, s: &str) {
         self.str(&Str::plain(s));
     }
 
     /// The escaped inside of a string, without quotes: pieces written one after another make
     /// one string (escaping is per character).
-    pub(in crate::core::provider) fn str_contents(&mut self, s: &Str<'_>) {
+    pub(in crate::provider) fn str_contents(&mut self, s: &Str<'_>) {
         match s {
             Str::Json(token) => {
                 let inner = json_inner(token);
@@ -175,7 +175,7 @@ impl JsonOut {
     }
 
     /// The pieces joined with `sep` as one string, with its quotes.
-    pub(in crate::core::provider) fn joined(&mut self, pieces: &[&Str<'_>], sep: &str) {
+    pub(in crate::provider) fn joined(&mut self, pieces: &[&Str<'_>], sep: &str) {
         self.buf.push(b'"');
         for (i, piece) in pieces.iter().enumerate() {
             if i > 0 {
@@ -186,25 +186,25 @@ impl JsonOut {
         self.buf.push(b'"');
     }
 
-    pub(in crate::core::provider) fn into_bytes(self) -> Vec<u8> {
+    pub(in crate::provider) fn into_bytes(self) -> Vec<u8> {
         self.buf
     }
 }
 
 /// A JSON array being written: commas between its items.
-pub(in crate::core::provider) struct List<'o> {
+pub(in crate::provider) struct List<'o> {
     out: &'o mut JsonOut,
     empty: bool,
 }
 
 impl<'o> List<'o> {
-    pub(in crate::core::provider) fn new(out: &'o mut JsonOut) -> Self {
+    pub(in crate::provider) fn new(out: &'o mut JsonOut) -> Self {
         out.raw("[");
         Self { out, empty: true }
     }
 
     /// Where the next item goes.
-    pub(in crate::core::provider) fn item(&mut self) -> &mut JsonOut {
+    pub(in crate::provider) fn item(&mut self) -> &mut JsonOut {
         if !self.empty {
             self.out.raw(",");
         }
@@ -212,14 +212,14 @@ impl<'o> List<'o> {
         self.out
     }
 
-    pub(in crate::core::provider) fn end(self) {
+    pub(in crate::provider) fn end(self) {
         self.out.raw("]");
     }
 }
 
 /// Room for a body: the stored messages' text and a little more, so that it is not copied as
 /// it grows.
-pub(in crate::core::provider) fn body_capacity(messages: &[ContextMessage], system: Option<&str>) -> usize {
+pub(in crate::provider) fn body_capacity(messages: &[ContextMessage], system: Option<&str>) -> usize {
     let stored: usize = messages
         .iter()
         .map(|m| match m {

@@ -23,7 +23,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::types::ProviderConfig;
-use crate::core::message::{tool_result_keys, Content, ContentBlock, ContextMessage, Message, Role, StopReason};
+use crate::message::{tool_result_keys, Content, ContentBlock, ContextMessage, Message, Role, StopReason};
 
 pub(super) use history::prepare;
 pub(super) use json::{body_capacity, JsonOut, List, Str};
@@ -194,7 +194,7 @@ impl<'a> MessageView<'a> {
 /// messages are read on all cores.
 pub(super) fn read_all(messages: &[ContextMessage]) -> Vec<MessageView<'_>> {
     const PARALLEL_MIN: usize = 512;
-    crate::core::parallel::map_in_parallel(messages, messages.len() >= PARALLEL_MIN, MessageView::read)
+    crate::parallel::map_in_parallel(messages, messages.len() >= PARALLEL_MIN, MessageView::read)
         .into_iter()
         .flatten()
         .collect()

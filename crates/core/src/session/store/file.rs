@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::de::DeserializeOwned;
 
-use crate::core::session::SessionError;
+use crate::session::SessionError;
 
 pub(super) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SessionError + '_ {
     move |source| SessionError::Io { path: path.to_path_buf(), source }
@@ -27,7 +27,7 @@ fn set_mode(_path: &Path, _mode: u32) -> std::io::Result<()> {
 }
 
 /// Creates `dir` and any missing parents, the created ones with mode 0700.
-pub(crate) fn create_private_dir(dir: &Path) -> Result<(), SessionError> {
+pub fn create_private_dir(dir: &Path) -> Result<(), SessionError> {
     if dir.is_dir() {
         return Ok(());
     }
@@ -98,7 +98,7 @@ pub(crate) fn write_private_file(path: &Path, contents: &[u8]) -> Result<(), Ses
 /// of this process's own beside it (`.<name>.<pid>.tmp`: two processes never write the same
 /// one), then renamed over it. The small indexes and records kept beside sessions are written
 /// so: a reader sees the old file or the new one, never half of one.
-pub(crate) fn replace_private_file(path: &Path, contents: &[u8]) -> Result<(), SessionError> {
+pub fn replace_private_file(path: &Path, contents: &[u8]) -> Result<(), SessionError> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let staging = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     if let Err(e) = write_private_file(&staging, contents) {

@@ -7,7 +7,7 @@
 
 use hashbrown::hash_table::{Entry, HashTable};
 
-use crate::core::session::SessionEntry;
+use crate::session::SessionEntry;
 
 /// A position that names no entry (a root, or a parent that is not in the file).
 const NONE: u32 = u32::MAX;

@@ -9,11 +9,11 @@ use std::sync::{Mutex, OnceLock};
 use std::time::SystemTime;
 
 use super::SessionManager;
-use crate::core::message::Role;
-use crate::core::parallel::map_in_parallel;
-use crate::core::session::entry::kind;
-use crate::core::session::{derived, paths, scan, SessionError};
-use crate::core::sync::lock;
+use crate::message::Role;
+use crate::parallel::map_in_parallel;
+use crate::session::entry::kind;
+use crate::session::{derived, paths, scan, SessionError};
+use crate::sync::lock;
 
 /// What `list_sessions` reports of one session file.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -34,11 +34,11 @@ pub struct SessionInfo {
     pub empty: bool,
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 impl SessionInfo {
     /// A listed session for tests of what reads listings: `/s/<id>.jsonl` in `/p`, handed off
     /// from `/s/<parent>.jsonl`; one message, or none when `empty`.
-    pub(crate) fn listed(id: &str, parent: Option<&str>, empty: bool) -> SessionInfo {
+    pub fn listed(id: &str, parent: Option<&str>, empty: bool) -> SessionInfo {
         SessionInfo {
             id: id.into(),
             path: PathBuf::from(format!("/s/{id}.jsonl")),

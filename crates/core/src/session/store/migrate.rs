@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use compact_str::CompactString;
 use serde_json::Value;
 
-use crate::core::session::entry::{kind, SessionEntry, SessionHeader};
+use crate::session::entry::{kind, SessionEntry, SessionHeader};
 
 /// Brings entries of format versions 1 and 2 to version 3, in memory only. Returns a warning
 /// for each entry that could not be rebuilt (it is kept as it was, so nothing is lost).

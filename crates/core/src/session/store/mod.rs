@@ -9,7 +9,7 @@
 //! (the id index, branches, the context of the leaf), `file` (private folders and files, atomic
 //! creation, fsync), `list` (the sessions of a working directory).
 
-pub(crate) mod file;
+pub mod file;
 mod index;
 mod list;
 mod migrate;
@@ -26,7 +26,7 @@ use serde_json::{Map, Value};
 use super::entry::{kind, SessionEntry, SessionHeader, CURRENT_VERSION};
 use super::paths;
 use super::SessionError;
-use crate::core::message::{now_iso, Content, Message};
+use crate::message::{now_iso, Content, Message};
 use file::{create_private_dir, io_err, open_append};
 pub use list::SessionInfo;
 use parse::{parse_file, Parsed};

@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::core::session::entry::{EntryHead, SessionEntry, SessionHeader};
+use crate::session::entry::{EntryHead, SessionEntry, SessionHeader};
 use super::index::MAX_ENTRIES;
-use crate::core::parallel::map_in_parallel;
-use crate::core::session::SessionError;
+use crate::parallel::map_in_parallel;
+use crate::session::SessionError;
 
 /// The result of parsing a session file's bytes.
 pub(super) struct Parsed {

@@ -6,10 +6,10 @@ use std::path::Path;
 
 use super::index::EntryIndex;
 use super::SessionManager;
-use crate::core::session::context::{self, SessionContext};
-use crate::core::message::{ContextMessage, Message, Role};
-use crate::core::session::entry::may_name_tool;
-use crate::core::session::{derived, todos, SessionEntry, SessionError, Todo};
+use crate::session::context::{self, SessionContext};
+use crate::message::{ContextMessage, Message, Role};
+use crate::session::entry::may_name_tool;
+use crate::session::{derived, todos, SessionEntry, SessionError, Todo};
 
 /// A fresh 8-hex-char entry id, unique among `entries`.
 pub(super) fn new_entry_id(taken: &EntryIndex, entries: &[SessionEntry]) -> String {
