@@ -263,7 +263,8 @@ fn every_variable_the_binary_reads_is_in_the_schemas_list() {
     use handoff_nvim::core::sandbox::{SIMULATED_ABI_VAR, SIMULATED_NO_MOUNTS_VAR};
     let listed = handoff_nvim::core::config::schema::variables();
     let mut missing = Vec::new();
-    let mut stack = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut stack = vec![root.join("src"), root.join("crates")];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap().flatten() {
             let path = entry.path();

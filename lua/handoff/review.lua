@@ -1,7 +1,7 @@
 --- The review of the agent's changes, hunk by hunk (`:help handoff-hunks`): the editor's half.
 ---
 --- The host splits every successful `edit`/`write` call into hunks against the file as it was
---- before *that* call and keeps their states beside the session (`src/core/session/review.rs`,
+--- before *that* call and keeps their states beside the session (`crates/core/src/session/review.rs`,
 --- request `review`). Here each hunk is found in the text as it is now (the call's result
 --- diffed against the buffer, or the disk when the file is not loaded), drawn with signs and
 --- line highlights that do not move the text, and kept or rejected in the real buffer: each

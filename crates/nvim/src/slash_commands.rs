@@ -9,7 +9,7 @@ use handoff_core::controller::SlashCommand;
 /// The file's text.
 pub fn lua_file() -> String {
     let mut out = String::new();
-    out.push_str("-- Generated from src/core/controller/commands.rs: do not edit. `HANDOFF_BLESS=1 cargo test\n");
+    out.push_str("-- Generated from crates/core/src/controller/commands.rs: do not edit. `HANDOFF_BLESS=1 cargo test\n");
     out.push_str("-- --test commands` rewrites it (tests/commands.rs fails while it is stale).\n");
     out.push_str("-- Each slash command: `name` (typed after `/`), `args` (its argument as the prompt shows it;\n");
     out.push_str("-- nil: it takes none) and `help`.\n");

@@ -633,7 +633,7 @@ fn annotations() -> String {
 /// `lua/handoff/schema.lua`: the settings as data for the plugin (defaults and validation).
 pub fn lua_file() -> String {
     let mut out = String::new();
-    out.push_str("-- Generated from src/core/config/schema.rs: do not edit. `HANDOFF_BLESS=1 cargo test --test\n");
+    out.push_str("-- Generated from crates/core/src/config/schema.rs: do not edit. `HANDOFF_BLESS=1 cargo test --test\n");
     out.push_str("-- settings` rewrites it (tests/settings.rs fails while it is stale).\n");
     out.push_str("-- Each setting: `key` (its dotted path in setup()), `host` (its name in the host's settings;\n");
     out.push_str("-- nil: the plugin's own), `type`, `default` (nil: unset), `or_false` (false is accepted),\n");
