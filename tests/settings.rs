@@ -1,4 +1,4 @@
-//! The settings schema (`src/core/config/schema.rs`) against what derives from it: the plugin's
+//! The settings schema (`crates/core/src/config/schema.rs`) against what derives from it: the plugin's
 //! schema file, the help's option list, the CLI's flags and the README's list of them; the
 //! plugin's validation of it in a real headless Neovim; and the session folder both front ends
 //! use under `NVIM_APPNAME`.
