@@ -220,7 +220,7 @@ impl Graph {
         let mut files = Vec::new();
         source_files(core, &mut files);
         files.retain(|f| f.extension().is_some_and(|e| e == "rs"));
-        assert!(files.len() > 10, "{} has only {} source files: wrong folder?", core.display(), files.len());
+        assert!(files.len() > 2, "{} has only {} source files: wrong folder?", core.display(), files.len());
         let modules: std::collections::BTreeSet<Vec<String>> = files.iter().map(|f| module_of(core, f)).collect();
         let files = files
             .into_iter()
@@ -296,43 +296,48 @@ fn cycles(edges: &std::collections::BTreeMap<String, std::collections::BTreeSet<
     found.into_iter().collect()
 }
 
-/// No import circle inside the engine: between its top modules (`provider` ↔ `failure`), nor
-/// between the files of one module (`mcp`'s client, hub and tool). A module's own `mod.rs` and
-/// its files may name each other (that is what a module is); siblings may not go round.
-/// None is left: the last ones (the MCP client, hub and tool; the settings, which every layer
-/// read back; the provider's request types beside the model catalogue and Copilot's) were broken
-/// one by one, and `KNOWN`, the list of those still to break, is empty for good.
+/// No import circle inside a crate (the engine, and each front end): between its top modules
+/// (`provider` ↔ `failure`), nor between the files of one module (`mcp`'s client, hub and tool).
+/// Between crates Cargo forbids them. A module's own `mod.rs` (`lib.rs`) and its files may name
+/// each other (that is what a module is); siblings may not go round. None is left in the engine:
+/// the last ones (the MCP client, hub and tool; the settings, which every layer read back; the
+/// provider's request types beside the model catalogue and Copilot's) were broken one by one.
+/// `KNOWN` lists those still to break (`crate: a → b`): ACP's split by job left its session
+/// opening, listing and methods naming each other (found when this check reached the front ends).
 #[test]
-fn no_import_circle_inside_core() {
+fn no_import_circle_inside_a_crate() {
     use std::collections::{BTreeMap, BTreeSet};
-    const KNOWN: &[&str] = &[];
-    let graph = Graph::read(&engine_src());
-    let mut top: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut siblings: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (_, from, named) in graph.named() {
-        if from.is_empty() {
-            continue;
-        }
-        let Some(to) = graph.module_named(named) else { continue };
-        if from[0] != to[0] {
-            top.entry(from[0].clone()).or_default().insert(to[0].clone());
-        } else {
-            // Within one top module: the first level below where the two paths part, between
-            // two files of the same folder (a mod.rs and its own files are one thing).
-            let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
-            if common < from.len() && common < to.len() {
-                let parent = from[..common].join("::");
-                let a = format!("{parent}::{}", from[common]);
-                let b = format!("{parent}::{}", to[common]);
-                siblings.entry(a).or_default().insert(b);
+    const KNOWN: &[&str] = &["acp: listing → server → sessions", "acp: listing → sessions", "acp: server → sessions"];
+    let mut found: Vec<String> = Vec::new();
+    for krate in ["core", "nvim", "acp", "cli"] {
+        let graph = Graph::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("crates").join(krate).join("src"));
+        let mut top: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut siblings: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (_, from, named) in graph.named() {
+            if from.is_empty() {
+                continue;
+            }
+            let Some(to) = graph.module_named(named) else { continue };
+            if from[0] != to[0] {
+                top.entry(from[0].clone()).or_default().insert(to[0].clone());
+            } else {
+                // Within one top module: the first level below where the two paths part, between
+                // two files of the same folder (a mod.rs and its own files are one thing).
+                let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+                if common < from.len() && common < to.len() {
+                    let parent = from[..common].join("::");
+                    let a = format!("{parent}::{}", from[common]);
+                    let b = format!("{parent}::{}", to[common]);
+                    siblings.entry(a).or_default().insert(b);
+                }
             }
         }
+        found.extend(cycles(&top).into_iter().chain(cycles(&siblings)).map(|c| format!("{krate}: {}", c.join(" → "))));
     }
-    let mut found: Vec<String> = cycles(&top).into_iter().chain(cycles(&siblings)).map(|c| c.join(" → ")).collect();
     found.sort();
     let new: Vec<&String> = found.iter().filter(|c| !KNOWN.contains(&c.as_str())).collect();
     let gone: Vec<&&str> = KNOWN.iter().filter(|k| !found.iter().any(|c| c == *k)).collect();
-    assert!(new.is_empty(), "import circles inside the engine:\n{}", new.iter().map(|c| c.as_str()).collect::<Vec<_>>().join("\n"));
+    assert!(new.is_empty(), "import circles inside a crate:\n{}", new.iter().map(|c| c.as_str()).collect::<Vec<_>>().join("\n"));
     assert!(gone.is_empty(), "circles broken since: take them out of KNOWN: {gone:?}");
 }
 
