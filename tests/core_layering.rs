@@ -387,7 +387,8 @@ fn front_ends_open_sessions_only_through_open_for() {
 
 /// What starts a run, switches the agent's session or holds its state is the engine's, so that
 /// only the controller's lifecycle decides what runs (issue 40: "only the controller can start a
-/// run"): none of it is `pub`, so the compiler keeps every front end (another crate) from it.
+/// run"): none of it is `pub` (`AgentState` not even by name), so the compiler keeps every front
+/// end (another crate) from it.
 /// `Hold`, the proof a caller holds the agent, is made and handed out only inside the engine.
 #[test]
 fn the_prompt_api_and_agent_state_stay_inside_the_engine() {
@@ -432,6 +433,17 @@ fn the_prompt_api_and_agent_state_stay_inside_the_engine() {
                             hits.push(format!("{rel}: AgentState's field {} is pub", field.ident.as_ref().unwrap()));
                         }
                     }
+                }
+                // The type itself: not re-exported (`pub use`), its module not public.
+                syn::Item::Use(u) if matches!(u.vis, syn::Visibility::Public(_)) => {
+                    let mut leaves = Paths::default();
+                    leaves.use_tree(&mut Vec::new(), &u.tree);
+                    if leaves.0.iter().any(|p| p.last().is_some_and(|n| n == "AgentState")) {
+                        hits.push(format!("{rel}: AgentState re-exported by a pub use"));
+                    }
+                }
+                syn::Item::Mod(m) if rel == "agent/mod.rs" && m.ident == "state" && !matches!(m.vis, syn::Visibility::Inherited) => {
+                    hits.push(format!("{rel}: the module of AgentState is not private"));
                 }
                 syn::Item::Struct(st) if st.ident == "Hold" => {
                     seen.insert("Hold".into());

@@ -39,7 +39,8 @@ use crate::tools::consent::{Consent, Decision, Grants, Policy};
 use crate::tools::{todo, DiskFileAccess, EnvPolicy, FileAccess, Todo, ToolRegistry};
 
 pub use system_prompt::{PromptSources, SystemPrompt};
-pub use state::{AgentConfig, AgentState, Queued, RunClaim, RunOptions, RunResult, SessionSwitched};
+pub use state::{AgentConfig, Queued, RunClaim, RunOptions, RunResult, SessionSwitched};
+pub(crate) use state::AgentState;
 pub use tool_loop::ToolsOutcome;
 pub use wall::{AfterWall, Boundary, Threshold, Wall, WallReason, WallSettings};
 
