@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: installs Neovim 0.11, pi 0.73.1 and the local model when missing, then
-# `cargo test --workspace` (the host crate and the mock model server, whose binary the
-# benchmark smoke test runs). Extra arguments go to that cargo test (e.g.
+# `cargo test --workspace` (the host's crates, crates/ and the root package, and the mock model
+# server, whose binary the benchmark smoke test runs). Extra arguments go to that cargo test (e.g.
 # `scripts/test.sh --test handoff`). Then, unless HANDOFF_SKIP_LOCAL_MODEL=1, the end-to-end
 # handoff against the local model and the automatic handoff at its real overflow, tests
 # `cargo test` alone reports as ignored.

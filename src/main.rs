@@ -51,7 +51,7 @@ fn main() -> ExitCode {
         handoff_nvim::core::sandbox::READ_RULES_COMMAND,
     ];
     if std::env::args_os().nth(1).is_some_and(|a| helper.iter().any(|h| a == *h)) {
-        return handoff_nvim::cli::sandbox_exec_main(std::env::args_os().skip(1));
+        return handoff_nvim::sandbox::sandbox_exec_main(std::env::args_os().skip(1));
     }
     let cli = Cli::parse();
     // The ACP agent's stdout is its JSON-RPC channel too: it logs as the host does.
@@ -77,7 +77,14 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::FAILURE);
         }
     };
-    let result = runtime.block_on(handoff_nvim::cli::run(command, settings));
+    let result = runtime.block_on(async move {
+        // The front ends do not depend on each other: the executable picks the one named.
+        match command {
+            Command::Rpc => handoff_nvim::nvim::serve(settings).await.map(|()| ExitCode::from(exit::OK)),
+            Command::Acp => handoff_nvim::acp::serve(settings).await.map(|()| ExitCode::from(exit::OK)),
+            command => handoff_nvim::cli::run(command, settings).await,
+        }
+    });
     // MCP servers (and every other process group the host holds) end with the process.
     handoff_nvim::core::process_groups::end_all();
     // tokio's stdin reader would keep the runtime alive: do not wait for blocking tasks.

@@ -33,7 +33,7 @@ const BOTH: [Api; 2] = [Api::Openai, Api::Anthropic];
 /// Every test body runs under this.
 const T: Duration = Duration::from_secs(60);
 
-// The loop's texts for calls that were not run (src/core/agent/tool_loop.rs).
+// The loop's texts for calls that were not run (crates/core/src/agent/tool_loop.rs).
 const SKIPPED_FOR_STEERING: &str = "Skipped due to queued user message.";
 const SKIPPED_FOR_ABORT: &str = "Skipped: the user stopped the run before this tool call.";
 const CANCELLED: &str = "The user cancelled this tool call and stopped the turn.";

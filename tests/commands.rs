@@ -1,4 +1,4 @@
-//! The slash commands' one table (`src/core/controller/commands.rs`) against what derives from
+//! The slash commands' one table (`crates/core/src/controller/commands.rs`) against what derives from
 //! it on the plugin's side: the generated `lua/handoff/slash_commands.lua`, and the completion
 //! the prompt buffer offers in a real headless Neovim. (ACP's advertised list is checked in
 //! `tests/acp.rs`, the CLI's `prompt` in `tests/cli.rs`.)

@@ -220,6 +220,7 @@ fn every_help_topic_the_code_names_exists() {
         }
     }
     walk_rs(&root().join("src"), &mut sources);
+    walk_rs(&root().join("crates"), &mut sources);
     let mut named = 0;
     let mut missing = Vec::new();
     for (path, text) in &sources {

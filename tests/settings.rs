@@ -1,4 +1,4 @@
-//! The settings schema (`src/core/config/schema.rs`) against what derives from it: the plugin's
+//! The settings schema (`crates/core/src/config/schema.rs`) against what derives from it: the plugin's
 //! schema file, the help's option list, the CLI's flags and the README's list of them; the
 //! plugin's validation of it in a real headless Neovim; and the session folder both front ends
 //! use under `NVIM_APPNAME`.
@@ -263,7 +263,8 @@ fn every_variable_the_binary_reads_is_in_the_schemas_list() {
     use handoff_nvim::core::sandbox::{SIMULATED_ABI_VAR, SIMULATED_NO_MOUNTS_VAR};
     let listed = handoff_nvim::core::config::schema::variables();
     let mut missing = Vec::new();
-    let mut stack = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut stack = vec![root.join("src"), root.join("crates")];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap().flatten() {
             let path = entry.path();

@@ -1,4 +1,4 @@
-//! The providers' TLS (src/core/provider/tls.rs): the system's root certificates are loaded at
+//! The providers' TLS (crates/core/src/provider/tls.rs): the system's root certificates are loaded at
 //! the first handshake, not when a client is built. An https server is still verified against
 //! them, and a plain-http server needs none.
 //!

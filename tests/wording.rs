@@ -23,9 +23,10 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 #[test]
 fn refusals_are_worded_once_in_the_controller() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let owner = root.join("src/core/controller/mod.rs");
+    let owner = root.join("crates/core/src/controller/mod.rs");
     let mut all = Vec::new();
     files(&root.join("src"), &mut all);
+    files(&root.join("crates"), &mut all);
     files(&root.join("lua"), &mut all);
     let mut hits = Vec::new();
     for file in all.iter().filter(|f| **f != owner) {

@@ -1,5 +1,5 @@
 --- Configuration: the defaults and the validation of `setup()`'s options, both read from the
---- settings schema (`handoff.schema`, generated from the host's `src/core/config/schema.rs`),
+--- settings schema (`handoff.schema`, generated from the host's `crates/core/src/config/schema.rs`),
 --- and the settings table the host takes.
 local schema = require("handoff.schema")
 
@@ -207,7 +207,7 @@ function M.setup(opts)
   return M.options
 end
 
---- The settings table the host deserializes (`Settings` in src/core/config.rs): every setting
+--- The settings table the host deserializes (`Settings` in crates/core/src/config.rs): every setting
 --- the schema gives a host name, paths made absolute.
 function M.host_settings()
   local s = {}

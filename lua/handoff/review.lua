@@ -2,7 +2,7 @@
 ---
 --- The host splits every successful `edit`/`write` call (and what a `bash` command changed in the
 --- files it watched) into hunks against the file as it was
---- before *that* call and keeps their states beside the session (`src/core/session/review.rs`,
+--- before *that* call and keeps their states beside the session (`crates/core/src/session/review.rs`,
 --- request `review`). Here each hunk is found in the text as it is now (the call's result
 --- diffed against the buffer, or the disk when the file is not loaded), drawn with signs and
 --- line highlights that do not move the text, and kept or rejected in the real buffer: each

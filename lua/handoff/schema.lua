@@ -1,4 +1,4 @@
--- Generated from src/core/config/schema.rs: do not edit. `HANDOFF_BLESS=1 cargo test --test
+-- Generated from crates/core/src/config/schema.rs: do not edit. `HANDOFF_BLESS=1 cargo test --test
 -- settings` rewrites it (tests/settings.rs fails while it is stale).
 -- Each setting: `key` (its dotted path in setup()), `host` (its name in the host's settings;
 -- nil: the plugin's own), `type`, `default` (nil: unset), `or_false` (false is accepted),

@@ -1,4 +1,4 @@
--- Generated from src/core/controller/commands.rs: do not edit. `HANDOFF_BLESS=1 cargo test
+-- Generated from crates/core/src/controller/commands.rs: do not edit. `HANDOFF_BLESS=1 cargo test
 -- --test commands` rewrites it (tests/commands.rs fails while it is stale).
 -- Each slash command: `name` (typed after `/`), `args` (its argument as the prompt shows it;
 -- nil: it takes none) and `help`.

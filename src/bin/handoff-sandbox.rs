@@ -1,7 +1,7 @@
 //! `handoff-sandbox sandbox-exec …`: the sandbox's helper on its own, the same as `handoff-nvim
-//! sandbox-exec …` (`src/core/sandbox`) but quicker to start: it links only the helper's code,
+//! sandbox-exec …` (`crates/core/src/sandbox`) but quicker to start: it links only the helper's code,
 //! so the loader has little to relocate before each command.
 
 fn main() -> std::process::ExitCode {
-    handoff_nvim::cli::sandbox_exec_main(std::env::args_os().skip(1))
+    handoff_sandbox::sandbox_exec_main(std::env::args_os().skip(1))
 }

@@ -1,0 +1,368 @@
+//! One external agent's session, driven by us: `initialize` (we offer fs and terminals),
+//! `session/new` or `session/load`, `session/prompt` with its `session/update`s shown and
+//! recorded, `session/cancel`; and the agent's requests served while it works.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::connection::{Connection, FromAgent, Peer};
+use super::record::{self, AgentEntry, Recorder};
+use super::terminal::{self, Terminals};
+use super::{AgentError, AgentSpec};
+use handoff_acp_wire::{code, method};
+use handoff_core::message::Message;
+use handoff_core::session::SessionManager;
+use handoff_core::tools::consent::{self, ApprovalRequest, Consent, Grants, Policy, Verdict};
+use handoff_core::tools::{Activity, ConsentKey, EnvPolicy, FileAccess, ToolKind};
+
+/// What the agent said of itself at `initialize`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AgentInfo {
+    /// Its own name and version (`agentInfo`), when it gives them.
+    pub name: Option<String>,
+    pub version: Option<String>,
+    /// The protocol version it speaks.
+    pub protocol: u64,
+    /// It can load a session it made before (`session/load`).
+    pub load_session: bool,
+}
+
+/// Where a front end shows what the agent does while a prompt runs.
+pub trait Shown: Send + Sync {
+    /// A piece of the agent's reply, in its message's block `index`.
+    fn text(&self, index: usize, delta: &str);
+    /// A tool call started or changed status (its title, its status).
+    fn tool(&self, _title: &str, _status: &str) {}
+    /// A message of the turn starts (a reply, a tool's result).
+    fn message_start(&self, _message: &Message) {}
+    /// A message of the turn is complete and recorded.
+    fn message_end(&self, _message: &Message) {}
+}
+
+/// Our session file as the turn reaches it: locked for each entry only (the editor's host
+/// reads it meanwhile).
+pub type SessionAccess<'s> = dyn Fn() -> std::sync::MutexGuard<'s, SessionManager> + Send + Sync + 's;
+
+/// How we serve the agent's requests: the user's consent and policy, files, commands.
+pub struct Services {
+    pub cwd: PathBuf,
+    pub policy: Policy,
+    pub grants: Grants,
+    pub consent: Arc<dyn Consent>,
+    pub files: Arc<dyn FileAccess>,
+    pub env: EnvPolicy,
+    pub sandbox: handoff_core::sandbox::SandboxSettings,
+    pub terminals: Terminals,
+}
+
+/// How a prompt ended: the agent's stop reason and its last reply's text.
+#[derive(Clone, Debug)]
+pub struct Turn {
+    pub stop: String,
+    pub text: String,
+    /// Every message recorded, in order.
+    pub messages: Vec<Message>,
+}
+
+/// A running agent with one session open on it.
+pub struct ExternalSession {
+    conn: Connection,
+    pub spec: AgentSpec,
+    pub info: AgentInfo,
+    /// The agent's id of the session.
+    pub session_id: String,
+    services: Arc<Services>,
+}
+
+/// Starts the agent and says hello: what it is and speaks.
+async fn start(spec: &AgentSpec, services: &Arc<Services>) -> Result<(Connection, AgentInfo), AgentError> {
+    let mut conn = Connection::spawn(spec, &services.cwd)?;
+    let params = json!({
+        "protocolVersion": 1,
+        "clientCapabilities": { "fs": { "readTextFile": true, "writeTextFile": true }, "terminal": true },
+        "clientInfo": { "name": "handoff-nvim", "version": env!("CARGO_PKG_VERSION") },
+    });
+    let answer = exchange(&mut conn, services, method::INITIALIZE, params, &CancellationToken::new(), &mut |_| {}).await?;
+    let info = AgentInfo {
+        name: answer["agentInfo"]["name"].as_str().map(str::to_string),
+        version: answer["agentInfo"]["version"].as_str().map(str::to_string),
+        protocol: answer["protocolVersion"].as_u64().unwrap_or_default(),
+        load_session: answer["agentCapabilities"]["loadSession"].as_bool().unwrap_or(false),
+    };
+    Ok((conn, info))
+}
+
+/// What `:checkhealth` and `handoff-nvim agents` show of an agent: started, asked, ended.
+pub async fn probe(spec: &AgentSpec, cwd: &Path) -> Result<AgentInfo, AgentError> {
+    let services = Arc::new(Services::refusing(cwd));
+    let (conn, info) = start(spec, &services).await?;
+    conn.close().await;
+    Ok(info)
+}
+
+impl Services {
+    /// Serves nothing that needs the user (`probe`).
+    fn refusing(cwd: &Path) -> Services {
+        Services {
+            cwd: cwd.to_path_buf(),
+            policy: Policy::default(),
+            grants: Grants::default(),
+            consent: Arc::new(consent::Always(consent::Decision::Reject { reason: Some("nobody to ask".into()) })),
+            files: Arc::new(handoff_core::tools::DiskFileAccess),
+            env: EnvPolicy::new(&Default::default()),
+            sandbox: Default::default(),
+            terminals: Terminals::default(),
+        }
+    }
+}
+
+impl ExternalSession {
+    /// Starts `spec` and opens a session on it: `resume`'s when the agent can load it, else a
+    /// new one (`resumed` in the answer says which).
+    pub async fn open(spec: AgentSpec, services: Arc<Services>, resume: Option<&str>) -> Result<(ExternalSession, bool), AgentError> {
+        let (mut conn, info) = start(&spec, &services).await?;
+        let cwd = services.cwd.to_string_lossy().into_owned();
+        if let Some(id) = resume.filter(|_| info.load_session) {
+            let params = json!({ "sessionId": id, "cwd": cwd, "mcpServers": [] });
+            // The replayed conversation is ours already: it is not shown or recorded again.
+            match exchange(&mut conn, &services, method::SESSION_LOAD, params, &CancellationToken::new(), &mut |_| {}).await {
+                Ok(_) => return Ok((ExternalSession { conn, spec, info, session_id: id.to_string(), services }, true)),
+                Err(e) => tracing::warn!(agent = %spec.name, "session/load of {id} failed, a new session starts: {e}"),
+            }
+        }
+        let params = json!({ "cwd": cwd, "mcpServers": [] });
+        let answer = exchange(&mut conn, &services, method::SESSION_NEW, params, &CancellationToken::new(), &mut |_| {}).await?;
+        let session_id = answer["sessionId"].as_str().ok_or_else(|| AgentError::Protocol("session/new answered no sessionId".into()))?.to_string();
+        Ok((ExternalSession { conn, spec, info, session_id, services }, false))
+    }
+
+    /// The entry that records this session in ours.
+    pub fn entry(&self) -> AgentEntry {
+        AgentEntry { agent: self.spec.clone(), session_id: Some(self.session_id.clone()) }
+    }
+
+    /// Records in `session` that it runs on this agent session (when it does not say so yet).
+    pub fn record_in(&self, session: &mut SessionManager) -> Result<(), AgentError> {
+        if record::agent_of(session).as_ref() != Some(&self.entry()) {
+            record::record_agent(session, &self.entry())?;
+        }
+        Ok(())
+    }
+
+    /// One prompt: `blocks` sent, `user` (what the user typed, as recorded) written first, the
+    /// updates shown and recorded as they come; `cancel` sends `session/cancel` (the agent then
+    /// ends the turn as cancelled).
+    pub async fn prompt(
+        &mut self,
+        session: &SessionAccess<'_>,
+        blocks: Vec<Value>,
+        user: Option<Message>,
+        cancel: &CancellationToken,
+        shown: &dyn Shown,
+    ) -> Result<Turn, AgentError> {
+        {
+            let mut session = session();
+            if let Some(user) = &user {
+                session.append_message(user)?;
+            }
+            self.record_in(&mut session)?;
+        }
+        let mut recorder = Recorder::new(&self.spec.name, shown);
+        let mut failed = None;
+        let session_id = self.session_id.clone();
+        let params = json!({ "sessionId": session_id, "prompt": blocks });
+        let answer = {
+            let mut each = |update: &Value| {
+                if let Err(e) = recorder.update(&mut session(), update) {
+                    failed.get_or_insert(e);
+                }
+            };
+            exchange(&mut self.conn, &self.services, method::SESSION_PROMPT, params, cancel, &mut each).await
+        };
+        let stop = match &answer {
+            Ok(answer) => answer["stopReason"].as_str().unwrap_or("end_turn").to_string(),
+            Err(_) => "refusal".to_string(),
+        };
+        let (text, messages) = {
+            let mut session = session();
+            let finished = recorder.finish(&mut session, &stop)?;
+            session.flush()?;
+            finished
+        };
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        answer?;
+        Ok(Turn { stop, text, messages })
+    }
+
+    /// Ends the agent (its process group with it).
+    pub async fn close(self) {
+        self.conn.close().await;
+    }
+}
+
+/// Sends request `method` and waits for its answer, meanwhile serving what the agent sends:
+/// its `session/update`s to `each` (in order), its requests each in a task of its own (a
+/// permission waiting for the user holds nothing else). `cancel` sends `session/cancel` once.
+async fn exchange(
+    conn: &mut Connection,
+    services: &Arc<Services>,
+    name: &str,
+    params: Value,
+    cancel: &CancellationToken,
+    each: &mut (dyn FnMut(&Value) + Send),
+) -> Result<Value, AgentError> {
+    let session_id = params.get("sessionId").cloned();
+    let peer = conn.peer.clone();
+    let answer = peer.request(name, params);
+    tokio::pin!(answer);
+    let mut cancelled = false;
+    let result = loop {
+        tokio::select! {
+            biased;
+            incoming = conn.incoming.recv() => match incoming {
+                Some(message) => handle(&conn.peer, services, message, each),
+                None => break answer.await,
+            },
+            result = &mut answer => break result,
+            () = cancel.cancelled(), if !cancelled => {
+                cancelled = true;
+                if let Some(id) = &session_id {
+                    let _ = conn.peer.notify(method::SESSION_CANCEL, json!({ "sessionId": id }));
+                }
+            }
+        }
+    };
+    // Updates sent before the answer were read before it: they are in the queue.
+    while let Ok(message) = conn.incoming.try_recv() {
+        handle(&conn.peer, services, message, each);
+    }
+    result
+}
+
+fn handle(peer: &Peer, services: &Arc<Services>, message: FromAgent, each: &mut (dyn FnMut(&Value) + Send)) {
+    match message {
+        FromAgent::Notification { method, params } if method == method::SESSION_UPDATE => each(&params["update"]),
+        FromAgent::Notification { method, .. } => tracing::debug!("a notification we do not use: {method}"),
+        FromAgent::Request { id, method, params } => {
+            let (peer, services) = (peer.clone(), services.clone());
+            handoff_core::task::spawn("agent request", async move {
+                let result = serve(&services, &method, &params).await;
+                peer.respond(id, result);
+            });
+        }
+    }
+}
+
+/// Answers one request of the agent (what an agent may ask of us: permissions, files,
+/// terminals), as the loop of a prompt does.
+pub async fn serve(services: &Services, name: &str, params: &Value) -> Result<Value, (i32, String)> {
+    match name {
+        method::REQUEST_PERMISSION => Ok(permission(services, params).await),
+        method::READ_TEXT_FILE => read_text_file(services, params).await,
+        method::WRITE_TEXT_FILE => {
+            let path = absolute(services, params)?;
+            let content = params["content"].as_str().ok_or((code::INVALID_PARAMS, "fs/write_text_file needs content".into()))?;
+            tracing::info!(path = %path.display(), "the agent writes through fs/write_text_file");
+            services.files.write(&path, content.as_bytes()).await.map_err(|e| (code::INTERNAL_ERROR, format!("{}: {e}", path.display())))?;
+            Ok(Value::Null)
+        }
+        terminal::method::CREATE | terminal::method::OUTPUT | terminal::method::WAIT_FOR_EXIT | terminal::method::KILL | terminal::method::RELEASE => {
+            services.terminals.serve(services, name, params).await
+        }
+        other => Err((code::METHOD_NOT_FOUND, format!("method not found: {other}"))),
+    }
+}
+
+fn absolute(services: &Services, params: &Value) -> Result<PathBuf, (i32, String)> {
+    let path = params["path"].as_str().ok_or((code::INVALID_PARAMS, "a path is needed".to_string()))?;
+    Ok(services.cwd.join(path))
+}
+
+/// `fs/read_text_file`: the file's text, from `line` (1-based) for `limit` lines; a missing
+/// file reads as empty (an agent writes a new file after reading it: Gemini's write fails on
+/// "not found").
+async fn read_text_file(services: &Services, params: &Value) -> Result<Value, (i32, String)> {
+    let path = absolute(services, params)?;
+    let text = match services.files.read(&path).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err((code::INTERNAL_ERROR, format!("{}: {e}", path.display()))),
+    };
+    let from = params["line"].as_u64().map_or(0, |l| l.saturating_sub(1) as usize);
+    let content = match (from, params["limit"].as_u64()) {
+        (0, None) => text,
+        (from, limit) => {
+            let lines = text.split_inclusive('\n').skip(from);
+            match limit {
+                Some(limit) => lines.take(limit as usize).collect(),
+                None => lines.collect(),
+            }
+        }
+    };
+    Ok(json!({ "content": content }))
+}
+
+/// `session/request_permission` through our consent: the user's policy and "always" answers
+/// first, the user when they say to ask. We pick the agent's "allow once" or "reject once"
+/// (our own grants remember an "always"), or answer `cancelled`.
+async fn permission(services: &Services, params: &Value) -> Value {
+    let call = &params["toolCall"];
+    let raw = call.get("rawInput").cloned().unwrap_or(Value::Null);
+    let acp_kind = call["kind"].as_str().unwrap_or("other");
+    let (tool, kind, activity) = match acp_kind {
+        "read" | "search" | "fetch" | "think" => (acp_kind, ToolKind::ReadOnly, Activity::Read),
+        "edit" | "delete" | "move" => ("edit", ToolKind::Edit, Activity::Edit),
+        _ => ("bash", ToolKind::Execute, Activity::Execute),
+    };
+    let title = call["title"].as_str().unwrap_or(acp_kind).to_string();
+    let path = raw.get("path").or_else(|| call["locations"].get(0).and_then(|l| l.get("path"))).and_then(Value::as_str).map(str::to_string);
+    let summary = raw.get("command").and_then(Value::as_str).map_or_else(|| title.clone(), str::to_string);
+    let key = Some(ConsentKey::Exact(format!("{title}\n{raw}")));
+    let request = async {
+        ApprovalRequest {
+            id: call["toolCallId"].as_str().unwrap_or_default().to_string(),
+            tool: tool.to_string(),
+            kind,
+            activity,
+            args: raw.clone(),
+            summary,
+            path,
+            preview: None,
+            origin: None,
+            sandbox: None,
+            confined_by: None,
+            unsandboxed: None,
+            holes: None,
+            protected: None,
+        }
+    };
+    // The agent runs the call itself, outside our sandbox: never counted as sandboxed.
+    let verdict = consent::decide(&services.policy, &services.grants, services.consent.as_ref(), request, tool, kind, key, false).await;
+    let options = params["options"].as_array().cloned().unwrap_or_default();
+    let pick = |kinds: &[&str]| {
+        kinds.iter().find_map(|k| options.iter().find(|o| o["kind"] == *k)).and_then(|o| o["optionId"].as_str()).map(str::to_string)
+    };
+    let chosen = match verdict {
+        Verdict::Run => pick(&["allow_once", "allow_always"]),
+        Verdict::Refuse(reason) => {
+            tracing::info!("refused the agent's {title}: {reason}");
+            pick(&["reject_once", "reject_always"])
+        }
+        // The user kept only part of the change: the agent would write all of it, so it is
+        // refused (its write through our `fs/write_text_file` is reviewed as ours are).
+        Verdict::RunReviewed(_) => {
+            tracing::info!("refused the agent's {title}: the user kept only part of it");
+            pick(&["reject_once", "reject_always"])
+        }
+        Verdict::Cancel => None,
+    };
+    match chosen {
+        Some(option) => json!({ "outcome": { "outcome": "selected", "optionId": option } }),
+        None => json!({ "outcome": { "outcome": "cancelled" } }),
+    }
+}

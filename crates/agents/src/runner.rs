@@ -1,0 +1,113 @@
+//! External agents in the editor's chat: the engine's [`ExternalRunner`] for sessions that run
+//! on one. A run of such a session (the controller's, as any prompt's: busy, abort, the queue)
+//! goes to the agent; its replies are recorded in the session and emitted as the engine's
+//! events, so the chat shows them as it shows ours. The agent's requests go to the session's
+//! own consent (the editor's approval UI), file access (the editor's buffers), environment
+//! policy and sandbox. One agent process is kept between prompts, for the session it serves.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::client::{ExternalSession, Services, Shown};
+use super::record;
+use handoff_core::agent::{AgentEvent, AgentSession, AssistantMessageEvent, ExternalRunner, SessionSetting};
+use handoff_core::message::Message;
+use handoff_core::session::SessionManager;
+
+/// The agent process serving one session file.
+struct Live {
+    file: PathBuf,
+    session: ExternalSession,
+}
+
+/// The runner a front end sets on its agent (`AgentSession::set_external_runner`).
+#[derive(Default)]
+pub struct Runner {
+    live: tokio::sync::Mutex<Option<Live>>,
+}
+
+/// The turn as the engine's events.
+struct Events<'a> {
+    agent: &'a AgentSession,
+}
+
+impl Shown for Events<'_> {
+    fn text(&self, index: usize, delta: &str) {
+        let event = AssistantMessageEvent::TextDelta { content_index: index, delta: delta.to_string() };
+        self.agent.emit(AgentEvent::MessageUpdate { assistant_message_event: event });
+    }
+
+    fn message_start(&self, message: &Message) {
+        self.agent.emit(AgentEvent::MessageStart { message: message.clone() });
+    }
+
+    fn message_end(&self, message: &Message) {
+        self.agent.emit(AgentEvent::MessageEnd { message: message.clone() });
+    }
+}
+
+/// How the session's agent serves the external agent's requests.
+fn services(agent: &AgentSession) -> Arc<Services> {
+    Arc::new(Services {
+        cwd: agent.session().cwd().to_path_buf(),
+        policy: agent.policy().clone(),
+        grants: Default::default(),
+        consent: agent.consent(),
+        files: agent.file_access(),
+        env: agent.command_env(),
+        sandbox: agent.sandbox_settings(),
+        terminals: Default::default(),
+    })
+}
+
+#[async_trait]
+impl ExternalRunner for Runner {
+    fn drives(&self, session: &SessionManager) -> bool {
+        record::agent_of(session).is_some()
+    }
+
+    fn successor(&self, old: &SessionManager) -> Option<SessionSetting> {
+        let agent = record::agent_of(old)?.agent;
+        Some(Box::new(move |next: &mut SessionManager| record::record_agent_spec(next, &agent)))
+    }
+
+    async fn prompt(&self, agent: &AgentSession, prompt: &Message, cancel: &CancellationToken) -> Result<Vec<Message>, String> {
+        let (file, entry) = {
+            let session = agent.session();
+            (session.path().to_path_buf(), record::agent_of(&session))
+        };
+        let entry = entry.ok_or("this session does not run on an external agent")?;
+        let mut live = self.live.lock().await;
+        let serving = live.as_ref().is_some_and(|l| l.file == file && l.session.spec == entry.agent);
+        let mut blocks = Vec::new();
+        if !serving {
+            if let Some(old) = live.take() {
+                old.session.close().await;
+            }
+            let (session, resumed) = ExternalSession::open(entry.agent.clone(), services(agent), entry.session_id.as_deref())
+                .await
+                .map_err(|e| e.to_string())?;
+            if !resumed {
+                blocks = super::handoff::context_blocks(&agent.session(), 1);
+            }
+            *live = Some(Live { file, session });
+        }
+        let Some(serving) = live.as_mut() else { return Err("the agent is not running".into()) };
+        blocks.push(json!({ "type": "text", "text": prompt.text() }));
+        let session = || agent.session();
+        let turn = serving.session.prompt(&session, blocks, None, cancel, &Events { agent }).await;
+        match turn {
+            Ok(turn) => Ok(turn.messages),
+            Err(e) => {
+                if let Some(gone) = live.take() {
+                    gone.session.close().await;
+                }
+                Err(e.to_string())
+            }
+        }
+    }
+}
