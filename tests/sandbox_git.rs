@@ -210,10 +210,13 @@ async fn a_process_left_running_ends_with_the_run_and_its_git_changes_are_merged
     }
     let m = machine();
     let later = m.project.join("later.txt");
-    let command = "(sleep 3; echo later > later.txt) & (sleep 0.2; echo ../evil > .git/commondir) & echo started";
+    // `sleep 3.017`: a marker for the background process's command line (its subshell's too).
+    let command = "(sleep 3.017; echo later > later.txt) & (sleep 0.2; echo ../evil > .git/commondir) & echo started";
     let (results, _) = turn(&m, &[command, "sleep 0.6; echo waited"], &[], &[]).await;
     assert!(!m.project.join(".git/commondir").exists(), "{results:?}");
-    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    // Waited on a condition, not a clock: once nothing of the command runs, nothing can write.
+    // Left running, it would live 3 s, write `later.txt` and only then end.
+    common::wait_until("the run's background process to end", std::time::Duration::from_secs(10), || common::pids_with("sleep 3.017").is_empty()).await;
     assert!(!later.exists(), "a process outlived the run: {results:?}");
     // The control: unsandboxed, the same process writes both once it has lived long enough (the
     // run lasts past its 3 s here: the CLI ends what a turn left running as it exits).

@@ -20,6 +20,17 @@ where
     })
 }
 
+/// Runs file work that may block (an fsync) from async code without holding a runtime worker:
+/// on a multi-thread runtime the worker's other tasks move to another thread while it runs
+/// (`block_in_place`); elsewhere (a current-thread runtime, a test's, or no runtime) it runs
+/// as it is. For work that borrows what it needs, where `spawn_blocking` would need it owned.
+pub fn blocking<R>(work: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
+        _ => work(),
+    }
+}
+
 /// The text a panic was raised with.
 pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
     payload

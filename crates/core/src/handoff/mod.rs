@@ -464,7 +464,9 @@ impl Handoff {
                 *lock(&self.draft) = Some(PendingReview { carried });
                 HandoffOutcome::Review { missing_sections: missing_sections(&document), text, facts_at, elided, ledger: Box::new(ledger) }
             }
-            Ok((document, carried, elided)) => match start_new_session(hold, agent, &with_facts(&document, &carried), &carried) {
+            // The new session's file work (writing, fsyncing) holds no runtime worker: the
+            // host's other tasks (the editor's requests) go on meanwhile.
+            Ok((document, carried, elided)) => match crate::task::blocking(|| start_new_session(hold, agent, &with_facts(&document, &carried), &carried)) {
                 Ok(new) => done(document, &carried, new, elided, from_the_draft),
                 Err(reason) => reason.into(),
             },
