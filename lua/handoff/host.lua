@@ -8,7 +8,6 @@ local state = require("handoff.state")
 
 local M = {}
 
-
 local function notify(msg, level)
   vim.notify(msg, level or vim.log.levels.ERROR, { title = "handoff.nvim" })
 end
@@ -118,6 +117,17 @@ function M.locate()
       .. "cd %s && cargo build --release"):format(root)
 end
 
+--- Stops the host as the editor quits, so that it flushes the session (`setup()` calls this).
+function M.setup()
+  vim.api.nvim_create_autocmd("VimLeavePre", {
+    group = vim.api.nvim_create_augroup("handoff_lifecycle", { clear = true }),
+    desc = "handoff.nvim: stop the host (it flushes the session)",
+    callback = function()
+      M.stop()
+    end,
+  })
+end
+
 function M.running()
   return state.chan ~= nil
 end
@@ -177,10 +187,6 @@ function M.ensure()
   end
   chan = res
   state.chan = chan
-  vim.api.nvim_create_autocmd("VimLeavePre", {
-    group = vim.api.nvim_create_augroup("handoff_lifecycle", { clear = true }),
-    callback = M.stop,
-  })
   state.pid = vim.fn.jobpid(chan)
   -- The host opens the session in the background (the same one after a restart, else the
   -- newest of this directory or a new one) and sends it as a `transcript` record.
