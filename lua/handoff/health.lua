@@ -5,17 +5,20 @@
 --- ends the wait), and a probe still running is reported as such.
 local M = {}
 
+--- The module's state, private (mini.nvim's `H`).
+local H = {}
+
 --- How long the check waits for the provider's probes (they give up after 3 s, the model
 --- list after 10 s).
 M.wait_ms = 5000
 
 --- Probe results received, and the latest.
-local received, latest = 0, nil
+H.received, H.latest = 0, nil
 
 --- The `health_probes` record.
 function M.on_probes(r)
-  received = received + 1
-  latest = r
+  H.received = H.received + 1
+  H.latest = r
 end
 
 function M.check()
@@ -78,7 +81,7 @@ function M.check()
     health.error("the host does not start", { "See the log: " .. config.log_file() })
     return
   end
-  local before = received
+  local before = H.received
   local ok, h = host.try_request("health")
   if not ok then
     health.error("the host's health check failed: " .. tostring(h))
@@ -86,11 +89,11 @@ function M.check()
   end
   health.info(("%s (%s) at %s, model %s"):format(h.provider or "?", h.api or "?", h.base_url or "?", h.model or "?"))
   local waited = vim.wait(M.wait_ms, function()
-    return received > before
+    return H.received > before
   end, 10)
   local probes, age = h.probes, nil
   if waited then
-    probes = latest
+    probes = H.latest
   elseif probes then
     age = ("(%d s ago: the new probes did not answer within %.0f s)"):format(probes.age_secs or 0, M.wait_ms / 1000)
   end

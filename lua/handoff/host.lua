@@ -8,6 +8,9 @@ local state = require("handoff.state")
 
 local M = {}
 
+--- The module's state, private (mini.nvim's `H`).
+local H = {}
+
 local function notify(msg, level)
   vim.notify(msg, level or vim.log.levels.ERROR, { title = "handoff.nvim" })
 end
@@ -133,12 +136,12 @@ function M.running()
 end
 
 --- Channels stopped on purpose: their exit is no crash.
-local stopped = {}
+H.stopped = {}
 
 --- Called when the job ends, whether asked to or not.
 local function on_exit(chan, code)
-  if stopped[chan] then
-    stopped[chan] = nil
+  if H.stopped[chan] then
+    H.stopped[chan] = nil
     return
   end
   if state.chan ~= chan then
@@ -251,21 +254,21 @@ end
 
 --- Callbacks waiting for the session to be open (see `when_ready`), and whether any do: then
 --- notifications wait behind them too, so that what the user did runs in the order they did it.
-local waiting = {}
-local loading = false
+H.waiting = {}
+H.loading = false
 
 --- Runs `fn` once the host's session is open: at the next `transcript` record (the one a load
 --- sends). For a command refused as "not_ready".
 ---@param fn fun()
 function M.when_ready(fn)
-  loading = true
-  table.insert(waiting, fn)
+  H.loading = true
+  table.insert(H.waiting, fn)
 end
 
 --- The session is open (called by `handoff.events` on a transcript record).
 function M.on_ready()
-  local run = waiting
-  waiting, loading = {}, false
+  local run = H.waiting
+  H.waiting, H.loading = {}, false
   for _, fn in ipairs(run) do
     fn()
   end
@@ -273,8 +276,8 @@ end
 
 --- Drops what waits for the session (`:HandoffStop` while it loads); returns how many.
 function M.drop_waiting()
-  local n = #waiting
-  waiting, loading = {}, false
+  local n = #H.waiting
+  H.waiting, H.loading = {}, false
   return n
 end
 
@@ -285,7 +288,7 @@ function M.notify(method, ...)
   if not chan then
     return false
   end
-  if loading then
+  if H.loading then
     local args = { n = select("#", ...), ... }
     M.when_ready(function()
       M.notify(method, unpack(args, 1, args.n))
@@ -345,7 +348,7 @@ function M.stop()
   if not chan then
     return
   end
-  stopped[chan] = true
+  H.stopped[chan] = true
   state.chan = nil
   state.pid = nil
   pcall(vim.rpcnotify, chan, "shutdown")

@@ -93,6 +93,45 @@ it("no module keeps state on its public table: a session's records change none o
   vim.cmd("silent! %bwipeout!")
 end)
 
+--- The top-level locals of a module's source that its code changes after they are made:
+--- assigned (`x =`, `x[k] =`, `x.k =`) or filled (`table.insert(x, …)`) on an indented line
+--- (a table constructor's `key = value,` is no assignment). The module's table `M`, its `H`,
+--- and what is `require`d or taken from `handoff.state` are not loose state.
+local function state_locals(path)
+  local lines = vim.fn.readfile(path)
+  local found = {}
+  for _, line in ipairs(lines) do
+    local names, value = line:match("^local ([%w_, ]+)=%s*(.*)$")
+    names = names or line:match("^local ([%w_, ]+)$")
+    if names and not (value and (value:find("^require%(") or value:find("^state[%.%s]") or value == "state")) then
+      for name in names:gmatch("[%w_]+") do
+        if name ~= "M" and name ~= "H" then
+          for _, l in ipairs(lines) do
+            local indented = l:match("^%s+(.-)%s*$")
+            if indented and not indented:find(",$") and not indented:find("^%-%-")
+              and (indented:find("^" .. name .. "%s*=[^=]") or indented:find("^" .. name .. "%s*%[.-%]%s*=[^=]")
+                or indented:find("^" .. name .. "%.[%w_.]+%s*=[^=]") or indented:find("table%.insert%(" .. name .. "[,%[]")) then
+              table.insert(found, name)
+              break
+            end
+          end
+        end
+      end
+    end
+  end
+  return found
+end
+
+it("a module's own state is in its private H table (or handoff.state), not in loose locals", function()
+  local loose = {}
+  for _, path in ipairs(vim.fn.glob(root .. "/lua/handoff/**/*.lua", false, true)) do
+    for _, name in ipairs(state_locals(path)) do
+      table.insert(loose, path:sub(#root + 2) .. ": " .. name)
+    end
+  end
+  eq({}, loose, "top-level locals that functions change")
+end)
+
 --- Autocmds of the plugin's groups (`handoff_*`) in a fresh Neovim after `code`.
 local function groups_after(code)
   local script = vim.fn.tempname() .. ".lua"
