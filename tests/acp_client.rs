@@ -379,17 +379,6 @@ async fn checkhealth_lists_each_configured_agent() {
     .await;
 }
 
-/// The processes whose command line is `args` exactly (by /proc).
-fn processes_running(args: &[&str]) -> Vec<u32> {
-    let want: Vec<u8> = args.iter().flat_map(|a| a.bytes().chain([0])).collect();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
-        .collect()
-}
-
 /// `:checkhealth handoff` only reports (issue 40, conform.nvim's way): it starts no host and says
 /// none runs; an agent that never answers `initialize` is reported within the check's bound and
 /// ended with its process group; a missing one is named by its command as before.
@@ -415,8 +404,8 @@ async fn checkhealth_starts_nothing_and_ends_an_agent_that_never_answers() {
         assert!(health.contains("gone: the command \"no-such-agent-binary\" of agent \"gone\" is not found"), "{health}");
         assert!(took < Duration::from_secs(15), "the check took {took:?}");
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !processes_running(&MUTE).is_empty() {
-            assert!(std::time::Instant::now() < deadline, "the agent outlived the check: {:?}", processes_running(&MUTE));
+        while !common::processes_running(&MUTE).is_empty() {
+            assert!(std::time::Instant::now() < deadline, "the agent outlived the check: {:?}", common::processes_running(&MUTE));
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         ed.quit().await;

@@ -220,19 +220,13 @@ local function agent_lines(stdout)
   return out
 end
 
---- A field of the binary's answer: nil for JSON's null too (`vim.NIL`).
-local function given(v)
-  if v == vim.NIL then
-    return nil
-  end
-  return v
-end
 
 --- The external agents of `agents` (|handoff-agents|): which are found and where (`handoff-nvim
 --- agents --no-start`: the binary owns how a command's program is found; nothing is started), a
 --- missing command an error naming it; then each found one asked what it is (name, version, ACP
 --- protocol), all at once, bounded by `M.agents_wait_ms`.
 function M.check_agents(health, bin)
+  local given = require("handoff.host").given
   local agents = require("handoff.config").options.agents
   if type(agents) ~= "table" or next(agents) == nil then
     return

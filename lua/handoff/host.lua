@@ -120,6 +120,15 @@ function M.locate()
       .. "cd %s && cargo build --release"):format(root)
 end
 
+--- A field of an answer of the host or of its binary (`--version`, `agents`): nil for
+--- msgpack's or JSON's null (`vim.NIL`) too.
+function M.given(v)
+  if v == vim.NIL then
+    return nil
+  end
+  return v
+end
+
 --- Stops the host as the editor quits, so that it flushes the session (`setup()` calls this).
 function M.setup()
   vim.api.nvim_create_autocmd("VimLeavePre", {

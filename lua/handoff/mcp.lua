@@ -5,13 +5,7 @@ local host = require("handoff.host")
 
 local M = {}
 
---- A field of the host's answer: nil for msgpack's nil too (`vim.NIL`).
-local function given(v)
-  if v == vim.NIL then
-    return nil
-  end
-  return v
-end
+local given = host.given
 
 local ACTIONS = { "list", "start", "stop", "trust" }
 
