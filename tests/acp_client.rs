@@ -408,6 +408,16 @@ async fn checkhealth_starts_nothing_and_ends_an_agent_that_never_answers() {
             assert!(std::time::Instant::now() < deadline, "the agent outlived the check: {:?}", common::processes_running(&MUTE));
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        // Once the host runs, the check reports it (and what it reports).
+        ed.lua("require('handoff.host').ensure()", json!([])).await;
+        ed.wait_until("require('handoff').status().session_file ~= nil", T).await;
+        ed.command("bwipeout!").await;
+        ed.command("checkhealth handoff").await;
+        let health = ed.eval("table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')").await;
+        let health = health.as_str().unwrap();
+        let running = format!("running: pid {}, version {}, session {}", ed.host_pid().await, env!("CARGO_PKG_VERSION"), ed.session_file().await);
+        assert!(health.contains(&running), "{running}\n{health}");
+        assert!(health.contains("session dir writable"), "{health}");
         ed.quit().await;
     })
     .await;
