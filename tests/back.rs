@@ -118,6 +118,10 @@ async fn back_to_a_shorter_session_shows_its_last_lines() {
         child.flush().unwrap();
         let child = child.path().to_path_buf();
 
+        // A screen, as by hand: Neovim draws for a UI of 100×40.
+        let mut ui = nvim_rs::UiAttachOptions::new();
+        ui.set_linegrid_external(true);
+        ed.nvim.ui_attach(100, 40, &ui).await.unwrap();
         ed.lua("require('handoff').open_chat()", json!([])).await;
         ed.wait_until("require('handoff').status().session_file ~= nil", T).await;
         ed.lua("require('handoff').resume(...)", json!([child])).await;
