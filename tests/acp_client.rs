@@ -330,6 +330,34 @@ async fn configured_agents_by_name_and_a_missing_one_named() {
     assert!(stderr.contains("no-such-agent-binary"), "{stderr}");
 }
 
+/// `agents --no-start` says which agents are found, and where, without starting any
+/// (`:checkhealth handoff` asks it first); a missing one is an error naming its command. The
+/// control: `agents` without it starts them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_no_start_finds_each_agent_without_starting_it() {
+    let env = Env::new().await;
+    let marker = env.dir.path().join("started");
+    let config = json!({
+        "marks": { "command": ["/bin/sh", "-c", format!("touch {}; exec {BIN} acp", marker.display())] },
+        "gone": { "command": ["no-such-agent-binary", "--acp"] },
+    })
+    .to_string();
+    let (code, stdout, stderr) = ours(&env, &["--agents", &config, "agents", "--no-start"]).await;
+    assert_eq!(code, 1, "a missing agent fails the command: {stdout}{stderr}");
+    let lines: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let marks = lines.iter().find(|l| l["name"] == "marks").unwrap();
+    assert_eq!((&marks["found"], &marks["program"]), (&json!(true), &json!("/bin/sh")), "{marks}");
+    assert!(marks.get("version").is_none() && marks.get("error").is_none(), "not asked: {marks}");
+    let gone = lines.iter().find(|l| l["name"] == "gone").unwrap();
+    assert_eq!(gone["found"], false);
+    assert!(gone["error"].as_str().unwrap().contains("\"no-such-agent-binary\""), "{gone}");
+    assert!(!marker.exists(), "--no-start started the agent");
+
+    let (_, stdout, _) = ours(&env, &["--agents", &config, "agents"]).await;
+    assert!(marker.exists(), "the control: `agents` starts it\n{stdout}");
+    assert!(stdout.contains(&format!("\"version\":\"{}\"", env!("CARGO_PKG_VERSION"))), "{stdout}");
+}
+
 /// `:checkhealth handoff` lists each configured agent: ours started and asked (its name,
 /// version, protocol), a missing command an error naming it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -346,6 +374,50 @@ async fn checkhealth_lists_each_configured_agent() {
         let version = env!("CARGO_PKG_VERSION");
         assert!(health.contains(&format!("mine: handoff-nvim {version}, ACP protocol 1, loads sessions")), "{health}");
         assert!(health.contains("gone: the command \"no-such-agent-binary\" of agent \"gone\" is not found"), "{health}");
+        ed.quit().await;
+    })
+    .await;
+}
+
+/// `:checkhealth handoff` only reports (issue 40, conform.nvim's way): it starts no host and says
+/// none runs; an agent that never answers `initialize` is reported within the check's bound and
+/// ended with its process group; a missing one is named by its command as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkhealth_starts_nothing_and_ends_an_agent_that_never_answers() {
+    common::nvim::bounded(async {
+        const MUTE: [&str; 2] = ["sleep", "987654"];
+        let agents = json!({
+            "mute": { "command": ["/bin/sh", "-c", "exec sleep 987654"] },
+            "gone": { "command": ["no-such-agent-binary", "--acp"] },
+        });
+        let ed = common::nvim::Editor::start_with_setup(json!({ "agents": agents })).await;
+        ed.lua("require('handoff.health').agents_wait_ms = 2000", json!([])).await;
+        let t0 = std::time::Instant::now();
+        ed.command("checkhealth handoff").await;
+        let took = t0.elapsed();
+        let health = ed.eval("table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')").await;
+        let health = health.as_str().unwrap();
+        assert_eq!(ed.eval("require('handoff').status().running").await, json!(false), "checkhealth started the host:\n{health}");
+        assert!(health.contains("not running: it starts on first use"), "{health}");
+        assert!(health.contains("mute: found at /"), "{health}");
+        assert!(health.contains(": /bin/sh -c exec sleep 987654; no answer to `initialize` within 2 s (ended)"), "{health}");
+        assert!(health.contains("gone: the command \"no-such-agent-binary\" of agent \"gone\" is not found"), "{health}");
+        assert!(took < Duration::from_secs(15), "the check took {took:?}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !common::processes_running(&MUTE).is_empty() {
+            assert!(std::time::Instant::now() < deadline, "the agent outlived the check: {:?}", common::processes_running(&MUTE));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Once the host runs, the check reports it (and what it reports).
+        ed.lua("require('handoff.host').ensure()", json!([])).await;
+        ed.wait_until("require('handoff').status().session_file ~= nil", T).await;
+        ed.command("bwipeout!").await;
+        ed.command("checkhealth handoff").await;
+        let health = ed.eval("table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')").await;
+        let health = health.as_str().unwrap();
+        let running = format!("running: pid {}, version {}, session {}", ed.host_pid().await, env!("CARGO_PKG_VERSION"), ed.session_file().await);
+        assert!(health.contains(&running), "{running}\n{health}");
+        assert!(health.contains("session dir writable"), "{health}");
         ed.quit().await;
     })
     .await;

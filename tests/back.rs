@@ -93,3 +93,57 @@ async fn handoff_back_in_neovim_switches_the_chat_to_the_parent_and_the_next_pro
     })
     .await;
 }
+
+/// Found by hand (issue 40): after `/back` to a shorter session the chat's window stayed scrolled
+/// past the new end (topline 94 of 94) and looked empty. A session drawn anew shows its last
+/// lines: the window ends at the buffer's last line and shows more than that line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn back_to_a_shorter_session_shows_its_last_lines() {
+    use handoff_nvim::core::message::Message;
+    use handoff_nvim::core::session::SessionManager;
+    bounded(async {
+        let ed = Editor::start().await;
+        let seeded = ed.dir.path().join("seeded");
+        let parent = seeded_session(&seeded, 3).path().to_path_buf();
+        let mut child = SessionManager::create(&seeded.join("sessions"), &ed.work_dir(), Some(parent.display().to_string())).unwrap();
+        child.append_model_change("mock", "mock-model").unwrap();
+        for i in 0..60 {
+            child.append_message(&Message::user(format!("child question {i}"))).unwrap();
+            // Replies with thinking, folded in the chat as a real session's are.
+            let mut reply = Message::assistant("openai-completions", "mock", "mock-model");
+            reply.push_thinking("thought\nat length\nand more");
+            reply.push_text(&format!("child answer {i}\n\nwith a second paragraph"));
+            child.append_message(&reply).unwrap();
+        }
+        child.flush().unwrap();
+        let child = child.path().to_path_buf();
+
+        // A screen, as by hand: Neovim draws for a UI of 100×40.
+        let mut ui = nvim_rs::UiAttachOptions::new();
+        ui.set_linegrid_external(true);
+        ed.nvim.ui_attach(100, 40, &ui).await.unwrap();
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.wait_until("require('handoff').status().session_file ~= nil", T).await;
+        ed.lua("require('handoff').resume(...)", json!([child])).await;
+        ed.wait_until("table.concat(T.chat(), '\\n'):find('child answer 59', 1, true) ~= nil", T).await;
+        ed.settle().await;
+        // The window over the chat, as the user sees it after a redraw.
+        const VIEW: &str = "(function() vim.cmd('redraw') \
+            local win = vim.fn.win_findbuf(require('handoff.chat').chat_buf)[1] \
+            return vim.api.nvim_win_call(win, function() return { top = vim.fn.line('w0'), bottom = vim.fn.line('w$'), last = vim.fn.line('$'), height = vim.api.nvim_win_get_height(0) } end) end)()";
+        let long = ed.eval(VIEW).await;
+        assert_eq!(long["bottom"], long["last"], "the long session ends at the window's bottom: {long}");
+
+        // `/back` typed in the prompt, as the user does.
+        ed.lua("local chat = require('handoff.chat') vim.api.nvim_buf_set_lines(chat.prompt_buf, 0, -1, false, { '/back' }) chat.submit()", json!([])).await;
+        ed.wait_until(&format!("require('handoff').status().session_file == {:?}", parent.display().to_string()), T).await;
+        ed.wait_until("table.concat(T.chat(), '\\n'):find('child answer', 1, true) == nil", T).await;
+        ed.settle().await;
+        let short = ed.eval(VIEW).await;
+        let (top, last) = (short["top"].as_i64().unwrap(), short["last"].as_i64().unwrap());
+        assert_eq!(short["bottom"], short["last"], "the short session's last line is in view: {short}");
+        assert!(top < last - 5, "the window shows the session's last lines, not only its last one: {short}\n{}", ed.dump().await);
+        ed.quit().await;
+    })
+    .await;
+}

@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 
 /// The spec files, each run by the test of its name below.
-const SPECS: &[&str] = &["config_spec", "context_spec", "layout_spec", "thinking_spec", "ui_spec"];
+const SPECS: &[&str] = &["config_spec", "context_spec", "layout_spec", "state_spec", "thinking_spec", "ui_spec"];
 
 /// One case's line of run.lua's report.
 #[derive(Debug)]
@@ -89,6 +89,11 @@ fn context_spec() {
 #[test]
 fn layout_spec() {
     run_spec("layout_spec");
+}
+
+#[test]
+fn state_spec() {
+    run_spec("state_spec");
 }
 
 #[test]

@@ -1240,18 +1240,6 @@ async fn endurance_1000_prompts_in_one_session_and_100_chained_handoffs_memory_s
     assert_eq!(cur, path);
 }
 
-/// The processes of the host's `/proc` whose command line is exactly `argv`.
-fn processes_running(argv: &[&str]) -> Vec<u32> {
-    let wanted: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted))
-        .filter(|pid| common::process_alive(*pid))
-        .collect()
-}
-
 /// A host killed outright mid-reply (SIGKILL: no exit code of its own runs) leaves nothing a
 /// bash command of its turn left running in the background: the command's process group stays
 /// the host's after the command (`core::process_groups`), and the groups' keeper kills it once
@@ -1282,7 +1270,7 @@ async fn a_host_killed_mid_reply_leaves_no_background_process_of_a_command() {
                 .any(|text| text.contains("\"toolResult\"") && text.contains("started"))
         })
         .await;
-        let sleeping = processes_running(&["sleep", marker]);
+        let sleeping = common::processes_running(&["sleep", marker]);
         assert_eq!(sleeping.len(), 1, "{policy}: the background sleep runs after its command");
         host.start_kill().unwrap();
         host.wait().await.unwrap();

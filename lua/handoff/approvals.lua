@@ -11,6 +11,9 @@ local state = require("handoff.state")
 
 local M = {}
 
+--- The module's state, private (mini.nvim's `H`).
+local H = {}
+
 local api = vim.api
 
 ---@class handoff.ApprovalRequest
@@ -31,29 +34,29 @@ local api = vim.api
 ---@field answers ("allow"|"always"|"reject"|"cancel")[] the answers the host offers for it, in order
 
 ---@type table<string, handoff.ApprovalRequest> requests waiting for an answer, by id
-local pending = {}
+H.pending = {}
 ---@type string[] their ids, oldest first
-local order = {}
+H.order = {}
 
-M.decisions = { allow = true, always = true, reject = true, cancel = true }
+local DECISIONS = { allow = true, always = true, reject = true, cancel = true }
 
 --- The requests waiting, oldest first.
 ---@return handoff.ApprovalRequest[]
 function M.pending()
   local out = {}
-  for _, id in ipairs(order) do
-    if pending[id] then
-      table.insert(out, pending[id])
+  for _, id in ipairs(H.order) do
+    if H.pending[id] then
+      table.insert(out, H.pending[id])
     end
   end
   return out
 end
 
 local function forget(id)
-  pending[id] = nil
-  order = vim.tbl_filter(function(x)
+  H.pending[id] = nil
+  H.order = vim.tbl_filter(function(x)
     return x ~= id
-  end, order)
+  end, H.order)
 end
 
 --- Lines of the chat for a request.
@@ -126,11 +129,11 @@ end
 --- A request from the host: remembered, shown in the chat, announced.
 ---@param r handoff.ApprovalRequest
 function M.request(r)
-  if pending[r.id] then
+  if H.pending[r.id] then
     return
   end
-  pending[r.id] = r
-  table.insert(order, r.id)
+  H.pending[r.id] = r
+  table.insert(H.order, r.id)
   local chat = require("handoff.chat")
   chat.append_approval(r)
   if not chat.is_open() then
@@ -166,7 +169,7 @@ end
 --- The host says a request ended (answered, or its turn was stopped).
 function M.resolved(id, decision)
   require("handoff.review").close_proposal(id)
-  if pending[id] then
+  if H.pending[id] then
     forget(id)
     require("handoff.chat").append_notice(("`%s`: %s"):format(id, decision or "answered"))
   end
@@ -178,11 +181,11 @@ end
 ---@param reason? string
 ---@return boolean answered
 function M.approve(id, decision, reason)
-  if not M.decisions[decision] then
+  if not DECISIONS[decision] then
     error(('handoff.nvim: approve(): decision must be "allow", "always", "reject" or "cancel", got %q'):format(
       tostring(decision)), 2)
   end
-  local r = pending[id]
+  local r = H.pending[id]
   if not r then
     return false
   end
@@ -199,7 +202,7 @@ end
 --- (`changes.review = "before"`): the file is written with `text`.
 ---@return boolean answered
 function M.approve_reviewed(id, text)
-  local r = pending[id]
+  local r = H.pending[id]
   if not r then
     return false
   end
@@ -278,7 +281,7 @@ function M.clear(why)
   for _, r in ipairs(M.pending()) do
     require("handoff.chat").append_notice(("`%s` (%s): %s"):format(r.tool, r.id, why))
   end
-  pending, order = {}, {}
+  H.pending, H.order = {}, {}
 end
 
 return M

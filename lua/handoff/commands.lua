@@ -6,6 +6,9 @@
 --- arguments.
 local M = {}
 
+--- The module's state, private (mini.nvim's `H`).
+local H = {}
+
 local api = vim.api
 local ns_hint = api.nvim_create_namespace("handoff_hint")
 
@@ -59,13 +62,13 @@ local editor = {
 --- The host's command table (`handoff.slash_commands`, generated from it), with what the
 --- editor does itself.
 ---@type handoff.SlashCommand[]
-M.builtin = vim.tbl_map(function(c)
+local builtin = vim.tbl_map(function(c)
   local own = editor[c.name] or {}
   return { name = c.name, hint = c.args or "", description = c.help, run = own.run, complete = own.complete }
 end, require("handoff.slash_commands"))
 
 local function find(name)
-  for _, c in ipairs(M.builtin) do
+  for _, c in ipairs(builtin) do
     if c.name == name then
       return c
     end
@@ -95,22 +98,22 @@ function M.run(text)
 end
 
 --- User templates, as the host lists them (cached for a few seconds).
-local cache = { at = 0, list = {} }
+H.cache = { at = 0, list = {} }
 function M.templates()
   if not require("handoff.host").running() then
     return {}
   end
-  if vim.uv.now() - cache.at > 5000 then
+  if vim.uv.now() - H.cache.at > 5000 then
     local ok, list = require("handoff.host").try_request("templates")
-    cache = { at = vim.uv.now(), list = ok and list or {} }
+    H.cache = { at = vim.uv.now(), list = ok and list or {} }
   end
-  return cache.list
+  return H.cache.list
 end
 
 --- Completion candidates for a command name prefix.
 function M.complete(prefix)
   local items = {}
-  for _, c in ipairs(M.builtin) do
+  for _, c in ipairs(builtin) do
     if vim.startswith(c.name, prefix) then
       table.insert(items, { word = "/" .. c.name, abbr = "/" .. c.name, menu = c.hint, info = c.description })
     end
@@ -155,7 +158,7 @@ end
 
 --- What the cursor completes: the command name, or the argument of a command that completes
 --- one. Set by the first call of the omnifunc, read by the second.
-local completing = nil
+H.completing = nil
 
 --- 'omnifunc' of the prompt buffer: `/commands` at the start, their argument after those that
 --- complete one, and anywhere a `#` context token or an `@path` (see `handoff.completion`).
@@ -165,22 +168,22 @@ function M.omnifunc(findstart, base)
     local col = api.nvim_win_get_cursor(0)[2]
     local before = line:sub(1, col)
     if before:sub(1, 1) == "/" and not before:find("%s") then
-      completing = nil
+      H.completing = nil
       return 0
     end
     local name, arg = before:match("^/(%S+)%s+(%S*)$")
     local cmd = name and find(name)
     if cmd and cmd.complete then
-      completing = name
+      H.completing = name
       return col - #arg
     end
-    completing = nil
+    H.completing = nil
     local start = require("handoff.completion").token_at(line, col)
     return start or -3 -- -3: cancel silently
   end
   base = base or ""
-  if completing then
-    return M.complete_arg(completing, base) or {}
+  if H.completing then
+    return M.complete_arg(H.completing, base) or {}
   end
   local sigil = base:sub(1, 1)
   if sigil == "#" or sigil == "@" then

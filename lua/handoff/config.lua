@@ -5,20 +5,24 @@ local schema = require("handoff.schema")
 
 local M = {}
 
---- The setting of each dotted key, and the keys each table holds (`""`: the top level).
-local by_key, tables = {}, { [""] = {} }
-for _, setting in ipairs(schema.settings) do
-  by_key[setting.key] = setting
-  local prefix = ""
-  for part in setting.key:gmatch("[^.]+") do
-    local path = prefix == "" and part or (prefix .. "." .. part)
-    tables[prefix][part] = true
-    if path ~= setting.key then
-      tables[path] = tables[path] or {}
+--- The setting of each dotted key, and the keys each table holds (`""`: the top level): made
+--- once from the schema, never changed.
+local by_key, tables = (function()
+  local keys, held = {}, { [""] = {} }
+  for _, setting in ipairs(schema.settings) do
+    keys[setting.key] = setting
+    local prefix = ""
+    for part in setting.key:gmatch("[^.]+") do
+      local path = prefix == "" and part or (prefix .. "." .. part)
+      held[prefix][part] = true
+      if path ~= setting.key then
+        held[path] = held[path] or {}
+      end
+      prefix = path
     end
-    prefix = path
   end
-end
+  return keys, held
+end)()
 
 local function get(t, key)
   for part in key:gmatch("[^.]+") do

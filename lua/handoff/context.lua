@@ -21,15 +21,19 @@ M.tokens = {
   { name = "diagnostics", description = "The diagnostics of that buffer: path:line:col severity message" },
 }
 
-local token_names = {}
-for _, t in ipairs(M.tokens) do
-  token_names[t.name] = true
-end
+--- The tokens' names (a set), never changed.
+local token_names = (function()
+  local names = {}
+  for _, t in ipairs(M.tokens) do
+    names[t.name] = true
+  end
+  return names
+end)()
 
 -- The buffer `#buffer` and friends read ----------------------------------------------------
 
----@type integer?
-local last_buf
+--- The module's state, private (mini.nvim's `H`): `last_buf`, the buffer the user was in last.
+local H = {}
 
 --- A buffer context can come from: a normal buffer that is none of the plugin's own.
 local function eligible(buf)
@@ -43,15 +47,15 @@ end
 ---@param buf integer
 function M.remember(buf)
   if eligible(buf) then
-    last_buf = buf
+    H.last_buf = buf
   end
 end
 
 --- The buffer the user was in before the chat (else the current one, when it is eligible).
 ---@return integer?
 function M.origin()
-  if eligible(last_buf) then
-    return last_buf
+  if eligible(H.last_buf) then
+    return H.last_buf
   end
   local cur = api.nvim_get_current_buf()
   if eligible(cur) then

@@ -7,10 +7,13 @@ local config = require("handoff.config")
 
 local M = {}
 
+--- The module's state, private (mini.nvim's `H`).
+local H = {}
+
 local api = vim.api
 
 --- Buffers of documents shown so far (the live one included).
-local bufs = {}
+H.bufs = {}
 
 ---@class handoff.LiveDocument
 ---@field buf integer
@@ -19,7 +22,7 @@ local bufs = {}
 ---@field earlier integer?  the earlier document its window showed before (back on cancel)
 
 ---@type handoff.LiveDocument?
-local live = nil
+H.live = nil
 
 --- The buffer name for a session file.
 function M.name(session_file)
@@ -28,7 +31,7 @@ end
 
 --- The buffer of the document being generated, if any.
 function M.live_buffer()
-  return live and api.nvim_buf_is_valid(live.buf) and live.buf or nil
+  return H.live and api.nvim_buf_is_valid(H.live.buf) and H.live.buf or nil
 end
 
 local function new_buffer(name, defer_filetype)
@@ -47,7 +50,7 @@ local function new_buffer(name, defer_filetype)
   end
   vim.bo[buf].swapfile = false
   vim.bo[buf].bufhidden = "hide"
-  table.insert(bufs, buf)
+  table.insert(H.bufs, buf)
   return buf
 end
 
@@ -60,7 +63,7 @@ local function show(buf)
   end
   for _, win in ipairs(api.nvim_tabpage_list_wins(0)) do
     local earlier = api.nvim_win_get_buf(win)
-    if vim.tbl_contains(bufs, earlier) then
+    if vim.tbl_contains(H.bufs, earlier) then
       api.nvim_win_set_buf(win, buf)
       return win, earlier
     end
@@ -89,14 +92,14 @@ local function live_win()
   if not M.live_buffer() then
     return nil
   end
-  return vim.fn.win_findbuf(live.buf)[1]
+  return vim.fn.win_findbuf(H.live.buf)[1]
 end
 
 --- Opens the split for a handoff that just started; returns its buffer.
 function M.start()
   require("handoff.highlights").define()
-  if live and api.nvim_buf_is_valid(live.buf) then
-    pcall(api.nvim_buf_delete, live.buf, { force = true })
+  if H.live and api.nvim_buf_is_valid(H.live.buf) then
+    pcall(api.nvim_buf_delete, H.live.buf, { force = true })
   end
   local name = "handoff://generating.md"
   local stale = vim.fn.bufnr(name)
@@ -106,8 +109,8 @@ function M.start()
   local origin = api.nvim_get_current_win()
   local buf = new_buffer(name, true)
   vim.bo[buf].modifiable = false
-  live = { buf = buf, origin = origin }
-  live.win, live.earlier = show(buf)
+  H.live = { buf = buf, origin = origin }
+  H.live.win, H.live.earlier = show(buf)
   return buf
 end
 
@@ -180,7 +183,7 @@ function M.open(outcome)
   else
     buf = new_buffer(name)
   end
-  live = nil
+  H.live = nil
   fill(buf, outcome)
   local win = show(buf)
   set_header(win, nil)
@@ -190,17 +193,17 @@ end
 
 -- Review mode ---------------------------------------------------------------------------------
 
-local review = nil
+H.review = nil
 
 function M.review_buffer()
-  return review and api.nvim_buf_is_valid(review.buf) and review.buf or nil
+  return H.review and api.nvim_buf_is_valid(H.review.buf) and H.review.buf or nil
 end
 
 --- The review is over (committed, discarded or failed): the buffer is a plain view again.
 function M.end_review(buf)
-  if review and review.buf == buf then
-    pcall(api.nvim_del_augroup_by_id, review.group)
-    review = nil
+  if H.review and H.review.buf == buf then
+    pcall(api.nvim_del_augroup_by_id, H.review.group)
+    H.review = nil
     if api.nvim_buf_is_valid(buf) then
       vim.bo[buf].buftype = "nofile"
       vim.bo[buf].bufhidden = "hide"
@@ -213,7 +216,7 @@ end
 function M.review(outcome, ledger)
   require("handoff.highlights").define()
   local buf = M.live_buffer()
-  live = nil
+  H.live = nil
   if not buf then
     buf = new_buffer("handoff://review.md")
   else
@@ -246,12 +249,12 @@ function M.review(outcome, ledger)
   end
   vim.bo[buf].modified = false
   local group = api.nvim_create_augroup("handoff_review_" .. buf, { clear = true })
-  review = { buf = buf, group = group, committed = false }
+  H.review = { buf = buf, group = group, committed = false }
   api.nvim_create_autocmd("BufWriteCmd", {
     group = group,
     buffer = buf,
     callback = function()
-      local r = review
+      local r = H.review
       if not r or r.buf ~= buf then
         return
       end
@@ -264,8 +267,8 @@ function M.review(outcome, ledger)
     group = group,
     buffer = buf,
     callback = function()
-      if review and review.buf == buf and not review.committed then
-        review = nil
+      if H.review and H.review.buf == buf and not H.review.committed then
+        H.review = nil
         require("handoff.host").notify_running("handoff_discard")
       end
     end,
@@ -280,7 +283,7 @@ function M.discarded()
   local buf = M.review_buffer()
   if buf then
     M.end_review(buf)
-    live = { buf = buf }
+    H.live = { buf = buf }
     M.cancel()
   end
 end
@@ -288,8 +291,8 @@ end
 --- A cancelled handoff: the split closes and its buffer goes.
 function M.cancel()
   local buf = M.live_buffer()
-  local earlier = live and live.earlier
-  live = nil
+  local earlier = H.live and H.live.earlier
+  H.live = nil
   if not buf then
     return
   end
@@ -308,7 +311,7 @@ end
 --- A failed handoff: the split stays with what was written and its header says why.
 function M.fail(message)
   local buf = M.live_buffer()
-  live = nil
+  H.live = nil
   if not buf then
     return
   end

@@ -1,21 +1,28 @@
---- :checkhealth handoff. Neovim's health checks are synchronous; the host's `health` answers at
---- once with what it knows (and the probes' last result), and runs the network probes in a
---- task whose result comes as a `health_probes` record. The check waits for that record at most
---- `M.wait_ms`, in `vim.wait`: timers, RPC and redraws go on meanwhile (typed keys wait; Ctrl-C
---- ends the wait), and a probe still running is reported as such.
+--- :checkhealth handoff. It only reports (conform.nvim's way): it starts, builds and installs
+--- nothing. It says what it finds: Neovim, the host binary (where it came from, its
+--- `--version`), the running host if there is one (and what that host reports: provider, key,
+--- sandbox, system prompt, MCP servers, sessions), and each external agent of `agents`.
+---
+--- The running host's `health` answers at once with what it knows (and the probes' last result),
+--- and runs the network probes in a task whose result comes as a `health_probes` record. The check
+--- waits for that record at most `M.wait_ms`, in `vim.wait`: timers, RPC and redraws go on
+--- meanwhile (typed keys wait; Ctrl-C ends the wait), and a probe still running is reported as such.
 local M = {}
+
+--- The module's state, private (mini.nvim's `H`).
+local H = {}
 
 --- How long the check waits for the provider's probes (they give up after 3 s, the model
 --- list after 10 s).
 M.wait_ms = 5000
 
 --- Probe results received, and the latest.
-local received, latest = 0, nil
+H.received, H.latest = 0, nil
 
 --- The `health_probes` record.
 function M.on_probes(r)
-  received = received + 1
-  latest = r
+  H.received = H.received + 1
+  H.latest = r
 end
 
 function M.check()
@@ -46,10 +53,11 @@ function M.check()
   })[found.source] or install.describe(found.manifest or {})
   health.ok(("%s: %s"):format(bin, origin))
   -- `--version` says the version, the settings' digest and the target (the handshake's facts).
-  local out = vim.fn.system({ bin, "--version" })
-  local id = vim.v.shell_error == 0 and install.parse_version(out)
+  local ran = vim.system({ bin, "--version" }, { text = true }):wait(M.cli_wait_ms)
+  local out = (ran.stdout or "") .. (ran.stderr or "")
+  local id = ran.code == 0 and install.parse_version(out)
   if not id then
-    health.error("`" .. bin .. " --version` failed: " .. vim.trim(out))
+    health.error("`" .. bin .. " --version` failed: " .. (ran.code == 124 and ("no answer within %.0f s"):format(M.cli_wait_ms / 1000) or vim.trim(out)))
   else
     local version, digest, target = id.version, id.schema_digest, id.target
     local m = found.manifest
@@ -72,13 +80,21 @@ function M.check()
     health.info(("previous binary kept for :HandoffInstall rollback: %s"):format(install.describe(previous.manifest)))
   end
 
-  health.start("Provider")
-  local chan = host.ensure()
-  if not chan then
-    health.error("the host does not start", { "See the log: " .. config.log_file() })
+  M.check_agents(health, bin)
+
+  health.start("Running host")
+  health.info("log file: " .. config.log_file())
+  if not host.running() then
+    health.info("not running: it starts on first use (:HandoffChat, a prompt). The provider, sandbox, "
+      .. "MCP and session checks are the running host's: run :checkhealth handoff again once it runs")
     return
   end
-  local before = received
+  local state = require("handoff.state")
+  health.ok(("running: pid %s, version %s, session %s"):format(tostring(state.pid), tostring(state.host_version),
+    state.session_file or "(opening)"))
+
+  health.start("Provider")
+  local before = H.received
   local ok, h = host.try_request("health")
   if not ok then
     health.error("the host's health check failed: " .. tostring(h))
@@ -86,11 +102,11 @@ function M.check()
   end
   health.info(("%s (%s) at %s, model %s"):format(h.provider or "?", h.api or "?", h.base_url or "?", h.model or "?"))
   local waited = vim.wait(M.wait_ms, function()
-    return received > before
+    return H.received > before
   end, 10)
   local probes, age = h.probes, nil
   if waited then
-    probes = latest
+    probes = H.latest
   elseif probes then
     age = ("(%d s ago: the new probes did not answer within %.0f s)"):format(probes.age_secs or 0, M.wait_ms / 1000)
   end
@@ -175,43 +191,82 @@ function M.check()
 
   require("handoff.mcp").check(health)
 
-  M.check_agents(health, bin)
-
   health.start("Sessions")
   if h.session_dir_writable then
     health.ok("session dir writable: " .. tostring(h.session_dir))
   else
     health.error(("session dir not writable: %s (%s)"):format(tostring(h.session_dir), tostring(h.session_dir_error)))
   end
-  health.info("log file: " .. config.log_file())
 end
 
---- How long the check waits for the external agents to answer `initialize` (each is started).
-M.agents_wait_ms = 60000
+--- How long a command of the binary that starts nothing may take (`--version`,
+--- `agents --no-start`).
+M.cli_wait_ms = 5000
 
---- The external agents of `agents` (|handoff-agents|): each started by `handoff-nvim agents` and
---- asked what it is (found, version, protocol); a missing command is an error naming it.
+--- How long the check waits for the external agents to answer `initialize`, all of them at once
+--- (each started by its own `handoff-nvim agents`; one not done by then is ended, and with it the
+--- agent's process group: the binary's keeper ends the groups of a process that dies).
+M.agents_wait_ms = 15000
+
+--- The JSON lines of `handoff-nvim agents`, decoded (the ones that decode to a table).
+local function agent_lines(stdout)
+  local out = {}
+  for line in vim.gsplit(stdout or "", "\n", { trimempty = true }) do
+    local ok, agent = pcall(vim.json.decode, line)
+    if ok and type(agent) == "table" then
+      table.insert(out, agent)
+    end
+  end
+  return out
+end
+
+
+--- The external agents of `agents` (|handoff-agents|): which are found and where (`handoff-nvim
+--- agents --no-start`: the binary owns how a command's program is found; nothing is started), a
+--- missing command an error naming it; then each found one asked what it is (name, version, ACP
+--- protocol), all at once, bounded by `M.agents_wait_ms`.
 function M.check_agents(health, bin)
+  local given = require("handoff.host").given
   local agents = require("handoff.config").options.agents
   if type(agents) ~= "table" or next(agents) == nil then
     return
   end
   health.start("External agents (ACP)")
-  local run = vim.system({ bin, "--agents", vim.json.encode(agents), "agents" }, { text = true })
-  local done = run:wait(M.agents_wait_ms)
-  if done.code ~= 0 and (done.stdout or "") == "" then
-    health.error("`handoff-nvim agents` failed: " .. vim.trim((done.stderr or "") ~= "" and done.stderr or ("exit " .. tostring(done.code))))
+  local listed = vim.system({ bin, "--agents", vim.json.encode(agents), "agents", "--no-start" }, { text = true }):wait(M.cli_wait_ms)
+  local found = agent_lines(listed.stdout)
+  if #found == 0 then
+    health.error("`handoff-nvim agents --no-start` failed: "
+      .. vim.trim((listed.stderr or "") ~= "" and listed.stderr or ("exit " .. tostring(listed.code))))
     return
   end
-  for line in vim.gsplit(done.stdout or "", "\n", { trimempty = true }) do
-    local ok, agent = pcall(vim.json.decode, line)
-    if ok and type(agent) == "table" then
-      local command = table.concat(agent.command or {}, " ")
-      if agent.error ~= nil and agent.error ~= vim.NIL then
-        health.error(("%s: %s"):format(agent.name, agent.error), { "Install it, or fix agents." .. tostring(agent.name) .. ".command (" .. command .. ")" })
+  local asked = {}
+  for _, agent in ipairs(found) do
+    if agent.found and agents[agent.name] then
+      asked[agent.name] = vim.system({ bin, "--agents", vim.json.encode({ [agent.name] = agents[agent.name] }), "agents" }, { text = true })
+    end
+  end
+  local deadline = vim.uv.now() + M.agents_wait_ms
+  for _, agent in ipairs(found) do
+    local command = table.concat(agent.command or {}, " ")
+    local run = asked[agent.name]
+    if not run then
+      health.error(("%s: %s"):format(agent.name, tostring(given(agent.error) or "not found")),
+        { "Install it, or fix agents." .. tostring(agent.name) .. ".command (" .. command .. ")" })
+    else
+      local done = run:wait(math.max(deadline - vim.uv.now(), 1))
+      local info = agent_lines(done.stdout)[1] or {}
+      local where = ("found at %s: %s"):format(tostring(given(agent.program) or "?"), command)
+      if done.code == 124 then
+        health.warn(("%s: %s; no answer to `initialize` within %.0f s (ended)"):format(agent.name, where, M.agents_wait_ms / 1000),
+          { "`handoff-nvim agents` asks without this limit (30 s each); an agent started by npx may be installing itself" })
+      elseif given(info.error) then
+        health.error(("%s: %s; %s"):format(agent.name, where, info.error))
+      elseif info.version then
+        health.ok(("%s: %s %s, ACP protocol %s%s (%s)"):format(agent.name, tostring(info.agent), tostring(info.version),
+          tostring(info.protocol), info.loadSession and ", loads sessions" or "", where))
       else
-        health.ok(("%s: %s %s, ACP protocol %s%s (%s)"):format(agent.name, tostring(agent.agent), tostring(agent.version),
-          tostring(agent.protocol), agent.loadSession and ", loads sessions" or "", command))
+        health.error(("%s: %s; `handoff-nvim agents` said nothing (exit %s): %s"):format(agent.name, where, tostring(done.code),
+          vim.trim(done.stderr or "")))
       end
     end
   end

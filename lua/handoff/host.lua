@@ -8,6 +8,8 @@ local state = require("handoff.state")
 
 local M = {}
 
+--- The module's state, private (mini.nvim's `H`).
+local H = {}
 
 local function notify(msg, level)
   vim.notify(msg, level or vim.log.levels.ERROR, { title = "handoff.nvim" })
@@ -118,17 +120,37 @@ function M.locate()
       .. "cd %s && cargo build --release"):format(root)
 end
 
+--- A field of an answer of the host or of its binary (`--version`, `agents`): nil for
+--- msgpack's or JSON's null (`vim.NIL`) too.
+function M.given(v)
+  if v == vim.NIL then
+    return nil
+  end
+  return v
+end
+
+--- Stops the host as the editor quits, so that it flushes the session (`setup()` calls this).
+function M.setup()
+  vim.api.nvim_create_autocmd("VimLeavePre", {
+    group = vim.api.nvim_create_augroup("handoff_lifecycle", { clear = true }),
+    desc = "handoff.nvim: stop the host (it flushes the session)",
+    callback = function()
+      M.stop()
+    end,
+  })
+end
+
 function M.running()
   return state.chan ~= nil
 end
 
 --- Channels stopped on purpose: their exit is no crash.
-local stopped = {}
+H.stopped = {}
 
 --- Called when the job ends, whether asked to or not.
 local function on_exit(chan, code)
-  if stopped[chan] then
-    stopped[chan] = nil
+  if H.stopped[chan] then
+    H.stopped[chan] = nil
     return
   end
   if state.chan ~= chan then
@@ -177,10 +199,6 @@ function M.ensure()
   end
   chan = res
   state.chan = chan
-  vim.api.nvim_create_autocmd("VimLeavePre", {
-    group = vim.api.nvim_create_augroup("handoff_lifecycle", { clear = true }),
-    callback = M.stop,
-  })
   state.pid = vim.fn.jobpid(chan)
   -- The host opens the session in the background (the same one after a restart, else the
   -- newest of this directory or a new one) and sends it as a `transcript` record.
@@ -245,21 +263,21 @@ end
 
 --- Callbacks waiting for the session to be open (see `when_ready`), and whether any do: then
 --- notifications wait behind them too, so that what the user did runs in the order they did it.
-local waiting = {}
-local loading = false
+H.waiting = {}
+H.loading = false
 
 --- Runs `fn` once the host's session is open: at the next `transcript` record (the one a load
 --- sends). For a command refused as "not_ready".
 ---@param fn fun()
 function M.when_ready(fn)
-  loading = true
-  table.insert(waiting, fn)
+  H.loading = true
+  table.insert(H.waiting, fn)
 end
 
 --- The session is open (called by `handoff.events` on a transcript record).
 function M.on_ready()
-  local run = waiting
-  waiting, loading = {}, false
+  local run = H.waiting
+  H.waiting, H.loading = {}, false
   for _, fn in ipairs(run) do
     fn()
   end
@@ -267,8 +285,8 @@ end
 
 --- Drops what waits for the session (`:HandoffStop` while it loads); returns how many.
 function M.drop_waiting()
-  local n = #waiting
-  waiting, loading = {}, false
+  local n = #H.waiting
+  H.waiting, H.loading = {}, false
   return n
 end
 
@@ -279,7 +297,7 @@ function M.notify(method, ...)
   if not chan then
     return false
   end
-  if loading then
+  if H.loading then
     local args = { n = select("#", ...), ... }
     M.when_ready(function()
       M.notify(method, unpack(args, 1, args.n))
@@ -339,7 +357,7 @@ function M.stop()
   if not chan then
     return
   end
-  stopped[chan] = true
+  H.stopped[chan] = true
   state.chan = nil
   state.pid = nil
   pcall(vim.rpcnotify, chan, "shutdown")

@@ -15,8 +15,11 @@ local M = {}
 ---@param opts? handoff.Config
 function M.setup(opts)
   config.setup(opts)
+  -- Every autocmd of the plugin is made here (a `require` makes none).
+  host.setup()
   require("handoff.highlights").setup()
   require("handoff.context").setup()
+  require("handoff.review").setup()
   require("handoff.keymaps").global()
   if state.chan and not (state.busy or state.generating_handoff) then
     -- The session comes back as a `transcript` record.

@@ -12,6 +12,9 @@
 --- host's lookup, `handoff.host.locate`, only reads the installed binary's manifest).
 local M = {}
 
+--- The module's state, private (mini.nvim's `H`).
+local H = {}
+
 local uv = vim.uv or vim.loop
 
 local function notify(msg, level)
@@ -463,7 +466,7 @@ local function install(opts, say)
 end
 
 --- The last result, and whether an install runs now (one at a time).
-local running = false
+H.running = false
 
 ---@class handoff.InstallResult
 ---@field ok boolean
@@ -481,12 +484,12 @@ local running = false
 ---@return handoff.InstallResult?
 function M.run(opts)
   opts = opts or {}
-  if running then
+  if H.running then
     local r = { ok = false, error = "handoff.nvim: an install is already running" }
     notify(r.error, vim.log.levels.WARN)
     return opts.wait and r or nil
   end
-  running = true
+  H.running = true
   local result
   local function say(msg)
     if not opts.quiet then
@@ -496,7 +499,7 @@ function M.run(opts)
   local co = coroutine.create(function()
     local ok, r = pcall(install, opts, say)
     result = ok and r or { ok = false, error = "handoff.nvim: the installer failed: " .. tostring(r) }
-    running = false
+    H.running = false
     if result.ok then
       local what = result.source == "download" and ("release %s, checksum verified"):format(result.version)
         or result.source == "build" and ("built at %s"):format(result.commit and result.commit:sub(1, 12) or "this checkout")
@@ -514,7 +517,7 @@ function M.run(opts)
   end)
   local ok, err = coroutine.resume(co)
   if not ok then
-    running = false
+    H.running = false
     result = { ok = false, error = "handoff.nvim: the installer failed: " .. tostring(err) }
     notify(result.error, vim.log.levels.ERROR)
   end

@@ -4,6 +4,9 @@ local config = require("handoff.config")
 
 local M = {}
 
+--- The module's state, private (mini.nvim's `H`).
+local H = {}
+
 local api = vim.api
 
 local function map(buf, modes, lhs, rhs, desc)
@@ -175,7 +178,7 @@ local DESC = "handoff.nvim: cancel the handoff"
 ---@class handoff.EscSaved
 ---@field global table|false|nil  the user's global normal `<Esc>` (nil: not installed)
 ---@field bufs table<integer, table|false>  per buffer: its own normal `<Esc>`, or false
-local saved = { global = nil, bufs = {} }
+H.saved = { global = nil, bufs = {} }
 
 local function esc_of(maps)
   for _, m in ipairs(maps) do
@@ -194,11 +197,11 @@ local function cancel()
 end
 
 local function install_buffer(buf)
-  if saved.bufs[buf] ~= nil or not api.nvim_buf_is_valid(buf) then
+  if H.saved.bufs[buf] ~= nil or not api.nvim_buf_is_valid(buf) then
     return
   end
   local own = esc_of(api.nvim_buf_get_keymap(buf, "n"))
-  saved.bufs[buf] = (own and not ours(own)) and own or false
+  H.saved.bufs[buf] = (own and not ours(own)) and own or false
   vim.keymap.set("n", "<Esc>", cancel, { buffer = buf, nowait = true, silent = true, desc = DESC })
 end
 
@@ -206,9 +209,9 @@ end
 --- override as well (their own mapping would otherwise win over the global one).
 ---@param bufs integer[]
 function M.install_esc(bufs)
-  if saved.global == nil then
+  if H.saved.global == nil then
     local global = esc_of(api.nvim_get_keymap("n"))
-    saved.global = (global and not ours(global)) and global or false
+    H.saved.global = (global and not ours(global)) and global or false
     vim.keymap.set("n", "<Esc>", cancel, { nowait = true, silent = true, desc = DESC })
   end
   for _, buf in ipairs(bufs or {}) do
@@ -219,7 +222,7 @@ end
 --- Puts back what `install_esc` replaced, everywhere it touched. Safe to call when nothing is
 --- installed.
 function M.restore_esc()
-  for buf, own in pairs(saved.bufs) do
+  for buf, own in pairs(H.saved.bufs) do
     if api.nvim_buf_is_valid(buf) then
       if ours(esc_of(api.nvim_buf_get_keymap(buf, "n"))) then
         pcall(vim.keymap.del, "n", "<Esc>", { buffer = buf })
@@ -232,20 +235,20 @@ function M.restore_esc()
       end
     end
   end
-  if saved.global ~= nil then
+  if H.saved.global ~= nil then
     if ours(esc_of(api.nvim_get_keymap("n"))) then
       pcall(vim.keymap.del, "n", "<Esc>")
     end
-    if saved.global then
-      vim.fn.mapset(saved.global)
+    if H.saved.global then
+      vim.fn.mapset(H.saved.global)
     end
   end
-  saved = { global = nil, bufs = {} }
+  H.saved = { global = nil, bufs = {} }
 end
 
 --- Whether the cancel key is installed (for tests and statuslines).
 function M.esc_installed()
-  return saved.global ~= nil
+  return H.saved.global ~= nil
 end
 
 return M

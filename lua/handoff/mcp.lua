@@ -5,15 +5,9 @@ local host = require("handoff.host")
 
 local M = {}
 
---- A field of the host's answer: nil for msgpack's nil too (`vim.NIL`).
-local function given(v)
-  if v == vim.NIL then
-    return nil
-  end
-  return v
-end
+local given = host.given
 
-M.actions = { "list", "start", "stop", "trust" }
+local ACTIONS = { "list", "start", "stop", "trust" }
 
 --- The lines of the server list.
 ---@param list table the host's `mcp` answer
@@ -91,7 +85,7 @@ function M.complete(arg_lead, cmd_line)
   if on_first then
     return vim.tbl_filter(function(a)
       return vim.startswith(a, arg_lead)
-    end, M.actions)
+    end, ACTIONS)
   end
   local ok, list = host.try_request("mcp", "list")
   if not ok or type(list) ~= "table" then

@@ -9,8 +9,11 @@ local state = require("handoff.state")
 
 local M = {}
 
+--- The module's state, private (mini.nvim's `H`).
+local H = {}
+
 ---@type table<string, boolean> sessions the suggestion was made for
-local suggested = {}
+H.suggested = {}
 
 local function short(n)
   return require("handoff.chat.lines").tokens(n)
@@ -76,10 +79,10 @@ function M.maybe_suggest()
   local at = config.options.handoff.suggest_at
   local ratio = M.ratio()
   local session = state.session_id or state.session_file
-  if not at or not ratio or ratio < at or not session or suggested[session] then
+  if not at or not ratio or ratio < at or not session or H.suggested[session] then
     return
   end
-  suggested[session] = true
+  H.suggested[session] = true
   local text = ("The conversation fills %d%% of %s's context window: :Handoff continues in a fresh session with a summary of this one"):format(
     state.context_percent or 0, state.model or "the model")
   vim.notify(text, vim.log.levels.INFO, { title = "handoff.nvim" })

@@ -8,6 +8,9 @@ local state = require("handoff.state")
 
 local M = {}
 
+--- The module's state, private (mini.nvim's `H`).
+local H = {}
+
 --- Token counts as the chat writes them (the one formatter: `handoff.chat.lines`).
 local tokens = require("handoff.chat.lines").tokens
 
@@ -40,7 +43,7 @@ end
 
 --- Callbacks waiting for the provider's list (a `models` record), and for an `enable_model`
 --- to end (a `model_enabled` record), by model id.
-local waiting_list, waiting_enable = {}, {}
+H.waiting_list, H.waiting_enable = {}, {}
 
 --- `reply` (a `ModelList` of the host, or nil) with the names of `models` it does not know
 --- added as they are, those first.
@@ -81,7 +84,7 @@ end
 function M.fetch(done)
   local reply = host.request("models", true)
   if reply and reply.pending then
-    table.insert(waiting_list, done)
+    table.insert(H.waiting_list, done)
     return
   end
   done(merged(reply))
@@ -89,8 +92,8 @@ end
 
 --- The `models` record: the provider's list for the callers of `fetch` waiting for it.
 function M.on_list(r)
-  local run = waiting_list
-  waiting_list = {}
+  local run = H.waiting_list
+  H.waiting_list = {}
   vim.schedule(function()
     for _, done in ipairs(run) do
       done(merged(r))
@@ -129,15 +132,15 @@ function M.enable(id, ask, done)
   if not host.request("enable_model", id) then
     return done(false)
   end
-  waiting_enable[id] = waiting_enable[id] or {}
-  table.insert(waiting_enable[id], done)
+  H.waiting_enable[id] = H.waiting_enable[id] or {}
+  table.insert(H.waiting_enable[id], done)
   vim.api.nvim_echo({ { ("handoff.nvim: enabling %s…"):format(id), "Comment" } }, false, {})
 end
 
 --- The `model_enabled` record: says how it went, then runs what waited for it.
 function M.on_enabled(r)
-  local run = waiting_enable[r.model] or {}
-  waiting_enable[r.model] = nil
+  local run = H.waiting_enable[r.model] or {}
+  H.waiting_enable[r.model] = nil
   vim.schedule(function()
     if r.error then
       vim.notify(("handoff.nvim: cannot enable the Copilot model %s: %s"):format(r.model, r.error), vim.log.levels.ERROR,

@@ -14,6 +14,9 @@
 --- an added block stay; any other overlap is a conflict, shown and left to the user.
 local M = {}
 
+--- The review's state, private (mini.nvim's `H`): a new session starts it again (`M.reset`).
+local H = {}
+
 local api = vim.api
 local changes = require("handoff.changes")
 local config = require("handoff.config")
@@ -39,15 +42,15 @@ M.ns = api.nvim_create_namespace("handoff_review")
 ---@field hunks handoff.ReviewHunk[]
 
 ---@type handoff.ReviewCall[] oldest first
-M.calls = {}
+H.calls = {}
 --- Blob files' lines (content-addressed, so never stale).
-local blob_lines = {}
+H.blob_lines = {}
 --- Hunks a reject found in conflict with the user's text: id → true.
-M.conflicts = {}
+H.conflicts = {}
 --- Per buffer: the keep/reject actions done there, each tied to the undo state it made.
 ---@type table<integer, { seq: integer, ids: integer[], state: string, reason?: string, edited: table<integer, boolean>, prev: table<integer, { state: string, edited: boolean }>, applied: boolean }[]>
-local actions = {}
-local attached = {}
+H.actions = {}
+H.attached = {}
 
 local function notify(msg, level)
   vim.notify("handoff.nvim: " .. msg, level or vim.log.levels.INFO, { title = "handoff.nvim" })
@@ -61,7 +64,7 @@ local function lines_of_blob(file)
   if not file then
     return {}
   end
-  local cached = blob_lines[file]
+  local cached = H.blob_lines[file]
   if cached then
     return cached
   end
@@ -70,7 +73,7 @@ local function lines_of_blob(file)
     return {}
   end
   cached = changes.lines_of(text)
-  blob_lines[file] = cached
+  H.blob_lines[file] = cached
   return cached
 end
 
@@ -148,7 +151,7 @@ end
 ---@field base string[] the lines before the call
 ---@field now string[] the lines there now
 
-local located_cache = {}
+H.located_cache = {}
 
 --- Every hunk of every call to `path`, found in `current` (its lines now), newest call first.
 ---@return handoff.LocatedHunk[]
@@ -181,11 +184,11 @@ end
 
 --- The calls per file, files in the order of their first call; made again only when the
 --- session's calls are new (`refresh`, `reset`), so each file's list is the same table until then.
-local grouped = {}
+H.grouped = {}
 local function by_file()
-  if grouped.calls ~= M.calls then
+  if H.grouped.calls ~= H.calls then
     local files, order = {}, {}
-    for _, call in ipairs(M.calls) do
+    for _, call in ipairs(H.calls) do
       local key = normalize(call.path)
       if not files[key] then
         files[key] = {}
@@ -193,9 +196,9 @@ local function by_file()
       end
       table.insert(files[key], call)
     end
-    grouped = { calls = M.calls, files = files, order = order }
+    H.grouped = { calls = H.calls, files = files, order = order }
   end
-  return grouped.files, grouped.order
+  return H.grouped.files, H.grouped.order
 end
 
 --- What the text of `path` is now, as a key that changes with it: its buffer's change count,
@@ -213,13 +216,13 @@ end
 local function locate(path, calls, find_buf)
   local buf = (find_buf or paths.buffer_index())(path)
   local key = text_key(path, buf)
-  local c = located_cache[path]
+  local c = H.located_cache[path]
   if c and c.key == key and c.calls == calls then
     return c.list
   end
   local current = buf and api.nvim_buf_get_lines(buf, 0, -1, false) or changes.current_lines(path)
   local list = locate_file(path, calls, current)
-  located_cache[path] = { key = key, calls = calls, list = list }
+  H.located_cache[path] = { key = key, calls = calls, list = list }
   return list
 end
 
@@ -256,7 +259,7 @@ function M.hunks()
       state = l.hunk.state,
       tool = l.call.tool,
       call_id = l.call.call_id,
-      conflict = M.conflicts[l.id] or nil,
+      conflict = H.conflicts[l.id] or nil,
     }
   end
   return out
@@ -272,7 +275,7 @@ local function draw_buffer(buf, list)
   local count = api.nvim_buf_line_count(buf)
   for _, l in ipairs(list) do
     if l.hunk.state == "pending" then
-      local conflict = M.conflicts[l.id]
+      local conflict = H.conflicts[l.id]
       if l.stop > l.start then
         local kind = #l.base == 0 and "Add" or "Change"
         api.nvim_buf_set_extmark(buf, M.ns, math.min(l.start, count - 1), 0, {
@@ -335,7 +338,7 @@ local function decide(list)
 end
 
 local function set_local(id, state, edited, reason)
-  for _, call in ipairs(M.calls) do
+  for _, call in ipairs(H.calls) do
     for _, h in ipairs(call.hunks) do
       if h.id == id then
         h.state, h.edited, h.reason = state, edited or false, reason
@@ -346,7 +349,7 @@ end
 
 --- Brings each action's state in line with the buffer's undo state (after `u`, `<C-r>`, …).
 function M.sync_undo(buf)
-  local list = actions[buf]
+  local list = H.actions[buf]
   if not list or not api.nvim_buf_is_valid(buf) then
     return
   end
@@ -373,25 +376,25 @@ function M.sync_undo(buf)
   end
 end
 
-local pending_redraw = {}
+H.pending_redraw = {}
 
 --- Buffers with hunks follow their text: redraw (and sync with undo) after each change.
 function M.attach(buf)
-  if attached[buf] then
+  if H.attached[buf] then
     return
   end
-  attached[buf] = true
+  H.attached[buf] = true
   api.nvim_buf_attach(buf, false, {
     on_lines = function()
-      if not attached[buf] then
+      if not H.attached[buf] then
         return true
       end
-      if pending_redraw[buf] then
+      if H.pending_redraw[buf] then
         return
       end
-      pending_redraw[buf] = true
+      H.pending_redraw[buf] = true
       vim.schedule(function()
-        pending_redraw[buf] = nil
+        H.pending_redraw[buf] = nil
         if api.nvim_buf_is_valid(buf) then
           M.safely(M.sync_undo, buf)
           M.safely(M.draw, buf)
@@ -399,8 +402,8 @@ function M.attach(buf)
       end)
     end,
     on_detach = function()
-      attached[buf] = nil
-      actions[buf] = nil
+      H.attached[buf] = nil
+      H.actions[buf] = nil
     end,
   })
   require("handoff.keymaps").review_buffer(buf)
@@ -547,25 +550,25 @@ end
 --- The running batch of tool calls (the host's `tool_batch`): the files its edits and writes
 --- change (a set), and whether a call may change any file (a command, an MCP tool); nil when
 --- none runs. `tool_running`: a call of it is running now (between `tool_start` and `tool_end`).
-local batch, tool_running = nil, false
+H.batch, H.tool_running = nil, false
 --- Rejects held until the running call ends: `{ ids, reason }` each.
-local held = {}
+H.held = {}
 
 --- Whether a reject of `path` must wait for the running call to end: reverting lines under a
 --- running tool would have it build on lines that are no longer there.
 local function must_wait(path)
-  return tool_running and batch ~= nil and (batch.any_file or batch.files[normalize(path)] == true)
+  return H.tool_running and H.batch ~= nil and (H.batch.any_file or H.batch.files[normalize(path)] == true)
 end
 
 local act
 
 --- Applies the rejects held for the running call (a tool boundary, or the run's end).
 local function release()
-  if #held == 0 then
+  if #H.held == 0 then
     return
   end
-  local list = held
-  held = {}
+  local list = H.held
+  H.held = {}
   vim.schedule(function()
     for _, h in ipairs(list) do
       M.safely(act, "rejected", h.ids, h.reason)
@@ -580,16 +583,16 @@ function M.on_batch(r)
     for _, f in ipairs(r.files or {}) do
       files[normalize(f)] = true
     end
-    batch = { files = files, any_file = r.any_file == true }
+    H.batch = { files = files, any_file = r.any_file == true }
   else
-    batch, tool_running = nil, false
+    H.batch, H.tool_running = nil, false
     release()
   end
 end
 
 --- A tool call starts (`true`) or ends: an end is a tool boundary.
 function M.on_tool(running)
-  tool_running = running
+  H.tool_running = running
   if not running then
     release()
   end
@@ -598,7 +601,7 @@ end
 --- Hunk ids whose reject is held now (for the API and the tests).
 function M.held()
   local out = {}
-  for _, h in ipairs(held) do
+  for _, h in ipairs(H.held) do
     vim.list_extend(out, h.ids)
   end
   return out
@@ -628,7 +631,7 @@ function act(state, ids, reason)
       local waiting = vim.tbl_map(function(l)
         return l.id
       end, list)
-      held[#held + 1] = { ids = waiting, reason = reason }
+      H.held[#H.held + 1] = { ids = waiting, reason = reason }
       notify(("%s: the reject waits for the running tool call to end"):format(vim.fn.fnamemodify(path, ":~:.")))
       fire({ ids = waiting, held = true })
       list = {}
@@ -645,7 +648,7 @@ function act(state, ids, reason)
         if lines then
           plan[#plan + 1] = { l = l, lines = lines }
         else
-          M.conflicts[l.id] = true
+          H.conflicts[l.id] = true
           conflicts[#conflicts + 1] = ("%s line %d: %s"):format(vim.fn.fnamemodify(path, ":~:."), l.start + 1, why)
         end
       else
@@ -670,13 +673,13 @@ function act(state, ids, reason)
         local id = p.l.id
         prev[id] = { state = p.l.hunk.state, edited = p.l.hunk.edited or false }
         acted[#acted + 1] = id
-        M.conflicts[id] = nil
+        H.conflicts[id] = nil
         set_local(id, state, edited[id], reason)
         decisions[#decisions + 1] = { id = id, state = state, reason = reason, edited = edited[id] or false }
         done[#done + 1] = id
       end
-      actions[buf] = actions[buf] or {}
-      table.insert(actions[buf], { seq = seq, ids = acted, state = state, reason = reason, edited = edited, prev = prev, applied = true })
+      H.actions[buf] = H.actions[buf] or {}
+      table.insert(H.actions[buf], { seq = seq, ids = acted, state = state, reason = reason, edited = edited, prev = prev, applied = true })
       M.attach(buf)
     end
   end
@@ -695,7 +698,7 @@ end
 
 --- The approvals under review: buffer → `{ r, base, agent, regs, kept, final_newline }`
 --- (`regs`: the change's hunks, base → agent).
-local proposals = {}
+H.proposals = {}
 
 function M.before_mode()
   return config.options.changes.review == "before"
@@ -722,7 +725,7 @@ local function proposal_hunks(buf, p)
 end
 
 local function draw_proposal(buf)
-  local p = proposals[buf]
+  local p = H.proposals[buf]
   if p and api.nvim_buf_is_valid(buf) then
     draw_buffer(buf, proposal_hunks(buf, p))
   end
@@ -730,7 +733,7 @@ end
 
 --- The pending hunk of the proposal under the cursor (or at `row`).
 local function proposal_hunk_at(buf, row)
-  for _, l in ipairs(proposal_hunks(buf, proposals[buf])) do
+  for _, l in ipairs(proposal_hunks(buf, H.proposals[buf])) do
     if l.hunk.state ~= "rejected" then
       local first, last = l.start + 1, math.max(l.stop, l.start + 1)
       if l.stop == l.start then
@@ -747,7 +750,7 @@ end
 --- or every hunk (`all`). A reject puts the base lines back in the buffer (one undo block:
 --- `u` brings the agent's lines back); a keep only marks the hunk.
 local function proposal_act(buf, state, range, all)
-  local p = proposals[buf]
+  local p = H.proposals[buf]
   local list
   if all then
     list = vim.tbl_filter(function(l)
@@ -790,7 +793,7 @@ end
 --- as the agent wrote them) and closes the buffer.
 function M.approve_proposal(buf)
   buf = buf or api.nvim_get_current_buf()
-  local p = proposals[buf]
+  local p = H.proposals[buf]
   if not p then
     return false
   end
@@ -798,7 +801,7 @@ function M.approve_proposal(buf)
   -- The file's line endings, as the agent's version has them.
   local eol = (p.r.after or ""):find("\r\n", 1, true) and "\r\n" or "\n"
   local text = table.concat(lines, eol) .. ((#lines > 0 and p.final_newline) and eol or "")
-  proposals[buf] = nil
+  H.proposals[buf] = nil
   require("handoff.approvals").approve_reviewed(p.r.id, text)
   vim.bo[buf].modified = false
   if api.nvim_buf_is_valid(buf) then
@@ -828,7 +831,7 @@ function M.open_proposal(r)
   vim.bo[buf].filetype = vim.filetype.match({ filename = r.path or "" }) or ""
   pcall(api.nvim_buf_set_name, buf, ("handoff://%s/review"):format(r.id))
   vim.bo[buf].modified = false
-  proposals[buf] = {
+  H.proposals[buf] = {
     r = r,
     base = base,
     agent = agent,
@@ -844,7 +847,7 @@ function M.open_proposal(r)
   })
   api.nvim_buf_attach(buf, false, {
     on_lines = function()
-      if not proposals[buf] then
+      if not H.proposals[buf] then
         return true
       end
       vim.schedule(function()
@@ -859,9 +862,9 @@ end
 
 --- The approval `id` ended another way (answered in the chat, withdrawn): its review closes.
 function M.close_proposal(id)
-  for buf, p in pairs(proposals) do
+  for buf, p in pairs(H.proposals) do
     if p.r.id == id then
-      proposals[buf] = nil
+      H.proposals[buf] = nil
       if api.nvim_buf_is_valid(buf) then
         pcall(api.nvim_buf_delete, buf, { force = true })
       end
@@ -872,7 +875,7 @@ end
 --- `require("handoff").keep(id_or_ids)`: keeps hunks (no id: the one under the cursor).
 function M.keep(what, range)
   local buf = api.nvim_get_current_buf()
-  if what == nil and proposals[buf] then
+  if what == nil and H.proposals[buf] then
     return proposal_act(buf, "kept", range)
   end
   return act("kept", resolve(what, range))
@@ -882,7 +885,7 @@ end
 --- they were before their call (no id: the one under the cursor).
 function M.reject(what, reason, range)
   local buf = api.nvim_get_current_buf()
-  if what == nil and proposals[buf] then
+  if what == nil and H.proposals[buf] then
     return proposal_act(buf, "rejected", range)
   end
   return act("rejected", resolve(what, range), reason)
@@ -890,7 +893,7 @@ end
 
 local function pending_ids()
   local ids = {}
-  for _, call in ipairs(M.calls) do
+  for _, call in ipairs(H.calls) do
     for _, h in ipairs(call.hunks) do
       if h.state == "pending" then
         ids[#ids + 1] = h.id
@@ -902,7 +905,7 @@ end
 
 function M.keep_all()
   local buf = api.nvim_get_current_buf()
-  if proposals[buf] then
+  if H.proposals[buf] then
     return proposal_act(buf, "kept", nil, true)
   end
   return act("kept", pending_ids())
@@ -910,7 +913,7 @@ end
 
 function M.reject_all(reason)
   local buf = api.nvim_get_current_buf()
-  if proposals[buf] then
+  if H.proposals[buf] then
     return proposal_act(buf, "rejected", nil, true)
   end
   return act("rejected", pending_ids(), reason)
@@ -919,10 +922,10 @@ end
 --- The next (or previous) pending hunk, across files; wraps around.
 function M.jump(forward)
   local here_buf = api.nvim_get_current_buf()
-  if proposals[here_buf] then
+  if H.proposals[here_buf] then
     -- In a review before the write: its own hunks, top to bottom.
     local rows = {}
-    for _, l in ipairs(proposal_hunks(here_buf, proposals[here_buf])) do
+    for _, l in ipairs(proposal_hunks(here_buf, H.proposals[here_buf])) do
       if l.hunk.state == "pending" then
         rows[#rows + 1] = math.max(l.stop > l.start and l.start + 1 or l.start, 1)
       end
@@ -1003,7 +1006,7 @@ function M.quickfix()
         filename = l.path,
         lnum = math.max(l.stop > l.start and l.start + 1 or l.start, 1),
         col = 1,
-        text = ("[%s %s] %s%s"):format(l.call.tool, l.call.call_id, M.conflicts[l.id] and "(conflict) " or "", what),
+        text = ("[%s %s] %s%s"):format(l.call.tool, l.call.call_id, H.conflicts[l.id] and "(conflict) " or "", what),
         user_data = { handoff_hunk = l.id },
       }
     end
@@ -1018,17 +1021,13 @@ function M.quickfix()
 end
 
 --- A file opened after its hunks came (`:edit`, a `:HandoffReview` item, `]h` into another
---- file) is drawn as it loads, and gets the review's keys. Set up once the session has a review.
-local following = false
-local function follow_opened_files()
-  if following or #M.calls == 0 then
-    return
-  end
-  following = true
+--- file) is drawn as it loads, and gets the review's keys (`setup()` calls this).
+function M.setup()
   api.nvim_create_autocmd("BufReadPost", {
     group = api.nvim_create_augroup("handoff_review", { clear = true }),
+    desc = "handoff.nvim: draw the hunks of the agent's changes in a file as it loads",
     callback = function(ev)
-      if #M.calls > 0 then
+      if #H.calls > 0 then
         M.safely(M.draw, ev.buf)
       end
     end,
@@ -1048,10 +1047,9 @@ function M.refresh(opts)
     end
     return
   end
-  M.calls = review.calls or {}
-  located_cache = {}
+  H.calls = review.calls or {}
+  H.located_cache = {}
   M.draw()
-  follow_opened_files()
   if not (opts and opts.quiet) then
     fire({ reason = "refresh" })
   end
@@ -1075,11 +1073,11 @@ end
 
 --- A new session (switch, resume, handoff): its own review.
 function M.reset()
-  M.calls, M.conflicts, located_cache = {}, {}, {}
+  H.calls, H.conflicts, H.located_cache = {}, {}, {}
   -- Rejects held for the old session's running call are its own.
-  held, batch, tool_running = {}, nil, false
-  for buf in pairs(actions) do
-    actions[buf] = nil
+  H.held, H.batch, H.tool_running = {}, nil, false
+  for buf in pairs(H.actions) do
+    H.actions[buf] = nil
   end
   for _, buf in ipairs(api.nvim_list_bufs()) do
     if api.nvim_buf_is_valid(buf) then

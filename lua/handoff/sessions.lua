@@ -88,7 +88,7 @@ function M.buffer_name(path)
 end
 
 --- Session file of each read-only view buffer.
-local views = {}
+H.views = {}
 
 local function valid(buf)
   return buf ~= nil and api.nvim_buf_is_valid(buf)
@@ -121,7 +121,7 @@ local function view_buffer(path)
     vim.bo[buf].readonly = true
     require("handoff.keymaps").session_view_buffer(buf)
   end
-  views[buf] = path
+  H.views[buf] = path
   return buf
 end
 
@@ -154,9 +154,9 @@ end
 --- The host's `session_view` record: fills the buffers showing that file.
 function M.on_view(r)
   local render = require("handoff.chat.render")
-  for buf, path in pairs(views) do
+  for buf, path in pairs(H.views) do
     if not valid(buf) then
-      views[buf] = nil
+      H.views[buf] = nil
     elseif path == r.path then
       local title = "# Session " .. (r.session_id or vim.fn.fnamemodify(path, ":t"))
       if r.error then
@@ -195,7 +195,7 @@ end
 --- The read-only views open now: buffer → session file (for tests).
 function M.views()
   local out = {}
-  for buf, path in pairs(views) do
+  for buf, path in pairs(H.views) do
     if valid(buf) then
       out[buf] = path
     end

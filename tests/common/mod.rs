@@ -210,6 +210,18 @@ pub fn without_cache_control(v: &Value) -> Value {
     }
 }
 
+/// The live processes of this machine's `/proc` whose command line is exactly `argv`.
+pub fn processes_running(argv: &[&str]) -> Vec<u32> {
+    let wanted: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted))
+        .filter(|pid| process_alive(*pid))
+        .collect()
+}
+
 /// Whether process `pid` runs (a zombie waiting to be reaped, or a dead one, has ended).
 pub fn process_alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

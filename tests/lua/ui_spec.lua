@@ -565,8 +565,14 @@ it("the review finds a file's hunks again only when its text or the session's ca
     found = found + 1
     return hunks(...)
   end
+  -- The session's review as the host answers it (the review's state is its own).
+  local function from_host(list)
+    fake.replies.review = { calls = list }
+    require("handoff.host").ensure()
+    review.refresh({ quiet = true })
+  end
   local ok, err = pcall(function()
-    review.calls = calls
+    from_host(calls)
     eq(2, #review.located(), "both files' hunks")
     eq(2, found, "each file found once")
     review.draw()
@@ -579,7 +585,7 @@ it("the review finds a file's hunks again only when its text or the session's ca
     review.located()
     eq(3, found, "the changed buffer's file again, once")
     -- New calls from the host: every file again.
-    review.calls = vim.deepcopy(calls)
+    from_host(vim.deepcopy(calls))
     review.located()
     eq(5, found, "new calls: both again")
   end)

@@ -106,10 +106,11 @@ impl AgentSpec {
         }
     }
 
-    /// The program the command runs, as written.
+    /// The program the command runs, as written: for a command line (`resolve`'s `exec LINE`),
+    /// its program; for any other shell script, the shell.
     fn program_name(&self) -> Option<String> {
         match self.command.as_slice() {
-            [sh, c, line] if sh == "/bin/sh" && c == "-c" => Some(program_word(line.strip_prefix("exec ")?)?.to_string()),
+            [sh, c, line] if sh == "/bin/sh" && c == "-c" => Some(line.strip_prefix("exec ").and_then(program_word).unwrap_or(sh).to_string()),
             [first, ..] => Some(first.clone()),
             [] => None,
         }

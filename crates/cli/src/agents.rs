@@ -162,15 +162,24 @@ pub fn continue_on(settings: &Settings, new_session: &Path, to: &str) -> anyhow:
     Ok(())
 }
 
-/// `agents`: each configured agent, started and asked what it is (JSON lines: name, command,
-/// found, version, protocol, error). Exit 1 when one is missing or does not answer.
-pub async fn list(settings: &Settings) -> anyhow::Result<u8> {
+/// `agents`: each configured agent, found (`program`: where) and, when `start`, started and
+/// asked what it is (JSON lines: name, command, found, program, version, protocol, error). Exit
+/// 1 when one is missing or does not answer.
+pub async fn list(settings: &Settings, start: bool) -> anyhow::Result<u8> {
     let cwd = current_dir(None)?;
     let mut code = exit::OK;
     for spec in AgentSpec::configured(settings) {
-        let mut line = serde_json::json!({ "name": spec.name, "command": spec.command, "found": spec.program().is_some() });
+        let program = spec.program();
+        let mut line = serde_json::json!({ "name": spec.name, "command": spec.command, "found": program.is_some() });
+        if let Some(program) = program {
+            line["program"] = program.display().to_string().into();
+        }
         let probed = match spec.missing() {
             Some(missing) => Err(missing),
+            None if !start => {
+                writeln!(std::io::stdout(), "{line}")?;
+                continue;
+            }
             None => match tokio::time::timeout(std::time::Duration::from_secs(30), agents::probe(&spec, &cwd)).await {
                 Ok(Ok(info)) => Ok(info),
                 Ok(Err(e)) => Err(e.to_string()),

@@ -147,7 +147,12 @@ pub enum Command {
     /// Start each configured external agent (`agents` setting) and ask what it is: JSON lines
     /// `{name, command, found, agent, version, protocol, loadSession}` or `{…, error}`.
     /// Exit 1 when one is missing or does not answer.
-    Agents,
+    Agents {
+        /// Only say whether each agent's program is found (and where): none is started
+        /// (`:checkhealth handoff` asks this first).
+        #[arg(long)]
+        no_start: bool,
+    },
     /// List the provider's models with what is known of each (JSON lines: id, context_window,
     /// max_output, reasoning, images, source); the first line is the configured model, with
     /// the window in force. Exit 1 when the provider's own list did not answer (the tables'
@@ -505,7 +510,7 @@ pub fn run_local(command: &Command, settings: &Settings) -> Option<anyhow::Resul
         Command::Todos { file } => Some(print_todos(file, settings)),
         Command::Sessions { cwd } => Some(print_sessions(cwd.clone(), settings)),
         Command::Changes { file, json } => Some(print_changes(file, *json)),
-        Command::Rpc | Command::Acp | Command::Prompt { .. } | Command::Handoff { .. } | Command::Models | Command::Agents => None,
+        Command::Rpc | Command::Acp | Command::Prompt { .. } | Command::Handoff { .. } | Command::Models | Command::Agents { .. } => None,
     }
 }
 
@@ -620,7 +625,7 @@ pub async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCod
             true => agents::handoff(&settings, &file, focus.as_deref(), to.as_deref()).await?,
             false => handoff(&settings, &file, focus.as_deref(), to.as_deref()).await?,
         },
-        Command::Agents => agents::list(&settings).await?,
+        Command::Agents { no_start } => agents::list(&settings, !no_start).await?,
         Command::Models => print_models(&settings).await?,
     };
     Ok(ExitCode::from(code))

@@ -5,12 +5,15 @@ local state = require("handoff.state")
 
 local M = {}
 
+--- The module's state, private (mini.nvim's `H`).
+local H = {}
+
 local api = vim.api
 local ns = api.nvim_create_namespace("handoff_indicator")
 local spinner = { "⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏" }
 
-local mark = nil
-local timer = nil
+H.mark = nil
+H.timer = nil
 
 --- The indicator's text, or nil when nothing runs.
 function M.text()
@@ -41,14 +44,14 @@ local function draw()
   if not (buf and api.nvim_buf_is_valid(buf)) then
     return
   end
-  if mark then
-    pcall(api.nvim_buf_del_extmark, buf, ns, mark)
-    mark = nil
+  if H.mark then
+    pcall(api.nvim_buf_del_extmark, buf, ns, H.mark)
+    H.mark = nil
   end
   if text then
     local frame = spinner[math.floor(vim.uv.now() / 100) % #spinner + 1]
     local last = api.nvim_buf_line_count(buf) - 1
-    mark = api.nvim_buf_set_extmark(buf, ns, last, 0, {
+    H.mark = api.nvim_buf_set_extmark(buf, ns, last, 0, {
       virt_lines = { { { frame .. " " .. text, "HandoffIndicator" } } },
     })
   end
@@ -57,13 +60,13 @@ end
 --- Starts, refreshes or stops the indicator to match the state.
 function M.update()
   local running = state.busy or state.generating_handoff
-  if running and not timer then
-    timer = vim.uv.new_timer()
-    timer:start(100, 100, vim.schedule_wrap(draw))
-  elseif not running and timer then
-    timer:stop()
-    timer:close()
-    timer = nil
+  if running and not H.timer then
+    H.timer = vim.uv.new_timer()
+    H.timer:start(100, 100, vim.schedule_wrap(draw))
+  elseif not running and H.timer then
+    H.timer:stop()
+    H.timer:close()
+    H.timer = nil
   end
   draw()
 end

@@ -7,31 +7,34 @@ local lines_of = require("handoff.chat.lines")
 
 local M = {}
 
+--- The module's state, private (mini.nvim's `H`).
+local H = {}
+
 local api = vim.api
 local ns = buffer.ns
 local ui = state.ui
 local chat_buf, edit, append_lines, valid = buffer.chat_buf, buffer.edit, buffer.append_lines, buffer.valid
 
 --- Rows of the output block of the tool running now (it is replaced as output arrives).
-local live = nil
+H.live = nil
 
 --- A tool starts: its line, and room for its output.
 function M.tool_start(r)
   M.close_stream()
   append_lines({ lines_of.call_line(r.tool, r.summary) })
-  live = { id = r.id, tool = r.tool, start = api.nvim_buf_line_count(chat_buf()) }
+  H.live = { id = r.id, tool = r.tool, start = api.nvim_buf_line_count(chat_buf()) }
 end
 
 local function replace_live(lines)
   edit(function(buf)
-    api.nvim_buf_set_lines(buf, live.start, -1, false, lines)
+    api.nvim_buf_set_lines(buf, H.live.start, -1, false, lines)
   end)
 end
 
 --- The end of the running tool's output so far (each update replaces the last).
 function M.tool_update(r)
-  if live and live.id == r.id and live.start <= api.nvim_buf_line_count(chat_buf()) then
-    replace_live(lines_of.result_lines(live.tool, r.tail, false, true, r.earlier))
+  if H.live and H.live.id == r.id and H.live.start <= api.nvim_buf_line_count(chat_buf()) then
+    replace_live(lines_of.result_lines(H.live.tool, r.tail, false, true, r.earlier))
   end
 end
 
@@ -43,18 +46,18 @@ function M.tool_end(r)
     table.insert(lines, "*" .. r.sandbox .. "*")
   end
   table.insert(lines, "")
-  if live and live.id == r.id and live.start <= api.nvim_buf_line_count(chat_buf()) then
+  if H.live and H.live.id == r.id and H.live.start <= api.nvim_buf_line_count(chat_buf()) then
     replace_live(lines)
     if r.is_error then
       edit(function(buf)
-        api.nvim_buf_set_extmark(buf, ns, live.start, 0, { line_hl_group = "HandoffError" })
+        api.nvim_buf_set_extmark(buf, ns, H.live.start, 0, { line_hl_group = "HandoffError" })
       end)
     end
   else
     append_lines({ lines_of.call_line(r.tool, "") })
     append_lines(lines)
   end
-  live = nil
+  H.live = nil
 end
 
 --- A tool call waiting for the user: what it will do and the keys that answer; `r.row` is the

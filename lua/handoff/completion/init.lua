@@ -27,11 +27,10 @@ end
 
 -- Project files ----------------------------------------------------------------------------
 
-local cache = { at = -math.huge, cwd = nil, list = {} }
-
---- The listing running (its folder) and who waits for it. The editor never waits for `git`:
---- the list comes in the background and completion shows what is known meanwhile.
-local H = { listing = nil, waiting = {} }
+--- The module's state, private (mini.nvim's `H`). `listing`: the listing running (its folder)
+--- and `waiting`: who waits for it. The editor never waits for `git`: the list comes in the
+--- background and completion shows what is known meanwhile. `cache`: the last list.
+local H = { listing = nil, waiting = {}, cache = { at = -math.huge, cwd = nil, list = {} } }
 
 --- How long `git ls-files` may take before the folder is walked instead.
 local GIT_TIMEOUT_MS = 3000
@@ -70,7 +69,7 @@ local function listed(cwd, res)
     list = walk(cwd, config.options.context.max_files)
   end
   table.sort(list)
-  cache = { at = now_ms(), cwd = cwd, list = list }
+  H.cache = { at = now_ms(), cwd = cwd, list = list }
   H.listing = nil
   local waiting = H.waiting
   H.waiting = {}
@@ -114,22 +113,22 @@ end
 ---@return string[]
 function M.files(on_listed)
   local cwd = vim.fn.getcwd()
-  if cache.cwd == cwd and now_ms() - cache.at < 5000 then
+  if H.cache.cwd == cwd and now_ms() - H.cache.at < 5000 then
     if on_listed then
-      on_listed(cache.list)
+      on_listed(H.cache.list)
     end
-    return cache.list
+    return H.cache.list
   end
   if on_listed then
     table.insert(H.waiting, on_listed)
   end
   start_listing(cwd)
-  return cache.cwd == cwd and cache.list or {}
+  return H.cache.cwd == cwd and H.cache.list or {}
 end
 
 --- Forgets the file list (the next completion lists the files again).
 function M.invalidate()
-  cache.at = -math.huge
+  H.cache.at = -math.huge
 end
 
 -- Candidates -------------------------------------------------------------------------------
@@ -230,27 +229,27 @@ end
 
 -- Completion plugins -----------------------------------------------------------------------
 
-local registered = {}
+H.registered = {}
 
 --- Registers the sources with nvim-cmp and blink.cmp when they are installed (each once;
 --- nothing happens without them).
 function M.register()
   -- The file list is read now, in the background: the first `@` finds it there.
   M.files()
-  if not registered.cmp then
+  if not H.registered.cmp then
     local ok, cmp = pcall(require, "cmp")
     if ok and type(cmp) == "table" and type(cmp.register_source) == "function" then
-      registered.cmp = pcall(cmp.register_source, "handoff", require("handoff.completion.cmp").new())
+      H.registered.cmp = pcall(cmp.register_source, "handoff", require("handoff.completion.cmp").new())
     end
   end
-  if not registered.blink then
+  if not H.registered.blink then
     local ok, blink = pcall(require, "blink.cmp")
     if ok and type(blink) == "table" and type(blink.add_source_provider) == "function" then
       -- A provider the user configured under this id stays theirs.
       if pcall(blink.add_source_provider, "handoff", { name = "handoff", module = "handoff.completion.blink" }) then
         pcall(blink.add_filetype_source, "handoff-prompt", "handoff")
       end
-      registered.blink = true
+      H.registered.blink = true
     end
   end
 end
@@ -258,7 +257,7 @@ end
 --- Whether a completion plugin shows the candidates (then the omnifunc is not triggered by
 --- typing `#` or `@`).
 function M.plugin_active()
-  return registered.cmp or registered.blink or false
+  return H.registered.cmp or H.registered.blink or false
 end
 
 return M
