@@ -1868,9 +1868,10 @@ def tool_output_turn(mock, command, pre_tokens, post_tokens):
 
 def nvim_tool_turn(nvim, bin_dir, mock, work, command, pre_tokens, post_tokens, live_re, last_line, plugin_root=ROOT):
     """One `tools` run of nvim_bench.lua in a fresh Neovim; the command's full-output file goes to
-    a temp folder removed after the run. Checks the chat showed output lines (`live_re`, unless
+    a temp folder (outside the project) removed after the run. Checks the chat showed output lines (`live_re`, unless
     None) while the command ran, and `last_line` once it ended."""
-    tmp = tempfile.mkdtemp(prefix="spill-", dir=work)
+    # Outside the project (`work`): the sandbox refuses a temp folder a command could move.
+    tmp = tempfile.mkdtemp(prefix="handoff-bench-spill-")
     try:
         tool_output_turn(mock, command, pre_tokens, post_tokens)
         r = run_nvim(nvim, "tools", dict(tmpdir=tmp), bin_dir, mock, work, timeout=600, plugin_root=plugin_root)

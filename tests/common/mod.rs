@@ -415,7 +415,7 @@ struct RetryCounter(Arc<std::sync::atomic::AtomicUsize>);
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for RetryCounter {
     fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
         let meta = event.metadata();
-        if meta.target().starts_with("handoff_nvim::core::provider") && *meta.level() == tracing::Level::WARN {
+        if meta.target().starts_with("handoff_core::provider") && *meta.level() == tracing::Level::WARN {
             self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
     }
