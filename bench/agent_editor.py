@@ -54,7 +54,7 @@ def agent_command(agent, bin_dir, mock, run_dir):
     sys.exit(f"agent_editor.py: unknown agent {agent}")
 
 
-def one_run(nvim, bin_dir, mock, work, agent, clients, prompts, tokens, cc_dir, plenary_dir):
+def one_run(nvim, bin_dir, mock, work, agent, clients, prompts, tokens, cc_dir, plenary_dir, stamp=False):
     run_dir = tempfile.mkdtemp(prefix=f"agent-{agent}-", dir=work)
     mock.control("reset")
     markers = {}
@@ -68,10 +68,35 @@ def one_run(nvim, bin_dir, mock, work, agent, clients, prompts, tokens, cc_dir, 
                                    "reply": {"kind": "text", "chunks": [f"{marker} ", "says ", "hi."], "chunk_delay_ms": 0}})
         if tokens:
             mock.control("route", {"when": f"Stream it ({c})", "reply": stream_reply(tokens)})
-    params = dict(clients=clients, prompts=prompts, markers=markers, stream_tokens=tokens or None,
-                  agent_command=agent_command(agent, bin_dir, mock, run_dir),
+    command = agent_command(agent, bin_dir, mock, run_dir)
+    if stamp:  # the agent behind bench/acp_stamp.py (both clients alike): its lines timed
+        command = ["env", f"STAMP_LOG={os.path.join(run_dir, 'stamp.log')}", sys.executable,
+                   os.path.join(ROOT, "bench/acp_stamp.py")] + command
+    params = dict(clients=clients, prompts=prompts, markers=markers, agent_command=command,
                   codecompanion=cc_dir if "codecompanion" in clients else None, plenary=plenary_dir)
-    return run_nvim(nvim, "agents", params, bin_dir, mock, run_dir)
+    if tokens:
+        params["stream_tokens"] = tokens  # absent, not null (vim.NIL in Lua): no stream
+    res = run_nvim(nvim, "agents", params, bin_dir, mock, run_dir)
+    if stamp:
+        res["stamps"] = split_prompts(res, os.path.join(run_dir, "stamp.log"))
+    return res
+
+
+def split_prompts(res, log):
+    """Each prompt's time cut at the agent's pipes (bench/acp_stamp.py's stamps, the same clock as
+    the prompt's): the client's way to `session/prompt`, the agent to its first text chunk, the
+    client's way from that chunk to the chat buffer."""
+    with open(log) as f:
+        lines = sorted((int(t), way, what.strip()) for t, way, what in (l.split(" ", 2) for l in f))
+    out = {}
+    for c, r in res["results"].items():
+        for i, (t0, first) in enumerate(zip(r["prompt_at_ns"], r["first_ms"])):
+            sent = next(t for t, way, what in lines if t >= t0 and way == ">" and what == "session/prompt")
+            chunk = next(t for t, way, what in lines
+                         if t >= sent and way == "<" and what.startswith("session/update:agent_message_chunk:Rep"))
+            out.setdefault(c, []).append(dict(to_agent=(sent - t0) / 1e6, agent=(chunk - sent) / 1e6,
+                                              to_chat=t0 / 1e6 + first - chunk / 1e6))
+    return out
 
 
 def report(raw, tokens):
@@ -99,23 +124,31 @@ def report(raw, tokens):
                            idle_p99=median([pct(s["idle_lateness_ms"], 0.99) for s in st]),
                            last=median([s["last_ms"] for s in st]))
             summary.setdefault(agent, {})[c] = row
-    print("\n| agent | client | command → session ready | 1st prompt → 1st chunk | cold: both | "
-          "later prompts → 1st chunk (min–max) | → reply's end |")
-    print("|---|---|---|---|---|---|---|")
-    for agent, per_client in summary.items():
-        for c, row in per_client.items():
-            print(f"| {agent} | {c} | {row['start']:.0f} ms | {row['first1']:.0f} ms | **{row['cold']:.0f} ms** "
-                  f"| **{row['warm']:.1f} ms** ({row['warm_min']:.1f}–{row['warm_max']:.1f}, n={row['n']}) "
-                  f"| {row['done']:.1f} ms |")
-    if tokens:
-        print(f"\n| agent | client | {tokens} tokens: latency p50 / p99 / max | of the max: main loop busy "
-              "(longest of any run) | idle p99 | prompt → last token in the chat |")
-        print("|---|---|---|---|---|---|")
+    def table(head, cells):
+        print("\n| agent | client | " + " | ".join(head) + " |\n" + "|---" * (len(head) + 2) + "|")
         for agent, per_client in summary.items():
             for c, row in per_client.items():
-                print(f"| {agent} | {c} | {row['p50']:.1f} / {row['p99']:.1f} / **{row['max']:.0f} ms** "
-                      f"(worst run {row['worst']:.0f}) | {row['busy']:.0f} ms ({row['busy_worst']:.0f}) "
-                      f"| {row['idle_p99']:.1f} ms | {row['last']:.0f} ms |")
+                print(f"| {agent} | {c} | " + " | ".join(cells(row)) + " |")
+    table(["command → session ready", "1st prompt → 1st chunk", "cold: both", "later prompts → 1st chunk (min–max)",
+           "→ reply's end"],
+          lambda row: [f"{row['start']:.0f} ms", f"{row['first1']:.0f} ms", f"**{row['cold']:.0f} ms**",
+                       f"**{row['warm']:.1f} ms** ({row['warm_min']:.1f}–{row['warm_max']:.1f}, n={row['n']})",
+                       f"{row['done']:.1f} ms"])
+    if tokens:
+        table([f"{tokens} tokens: latency p50 / p99 / max", "of the max: main loop busy (longest of any run)",
+               "idle p99", "prompt → last token in the chat"],
+              lambda row: [f"{row['p50']:.1f} / {row['p99']:.1f} / **{row['max']:.0f} ms** (worst run {row['worst']:.0f})",
+                           f"{row['busy']:.0f} ms ({row['busy_worst']:.0f})", f"{row['idle_p99']:.1f} ms",
+                           f"{row['last']:.0f} ms"])
+    if any("stamps" in r for per_client in raw.values() for rs in per_client.values() for r in rs):
+        print("\n| agent | client | prompt | prompt → `session/prompt` written | → agent's 1st text chunk | → in the chat |")
+        print("|---|---|---|---|---|---|")
+        for agent, per_client in raw.items():
+            for c, rs in per_client.items():
+                for label, pick in (("1st", lambda st: st[:1]), ("later", lambda st: st[1:])):
+                    xs = [x for r in rs for x in pick(r["stamps"])]
+                    print(f"| {agent} | {c} | {label} (n={len(xs)}) | " + " | ".join(
+                        f"{median([x[k] for x in xs]):.1f} ms" for k in ("to_agent", "agent", "to_chat")) + " |")
     # Our client's event batches in the later prompts: when the first reached Lua, and the one
     # that carried the reply's text.
     for agent, per_client in raw.items():
@@ -134,6 +167,8 @@ def main():
     ap.add_argument("--agents", default="ours,codex")
     ap.add_argument("--clients", default="ours,codecompanion")
     ap.add_argument("--json")
+    ap.add_argument("--stamp", action="store_true",
+                    help="the agent behind bench/acp_stamp.py: each prompt's first chunk split at the agent's pipes")
     ap.add_argument("--report", help="print the table of an earlier run's --json file, run nothing")
     a = ap.parse_args()
     if a.report:
@@ -156,8 +191,10 @@ def main():
         for run in range(a.runs):
             for agent in a.agents.split(","):
                 order = clients if run % 2 == 0 else clients[::-1]
-                res = one_run(nvim, a.bin_dir, mock, work, agent, order, a.prompts, a.tokens, cc_dir, plenary_dir)
+                res = one_run(nvim, a.bin_dir, mock, work, agent, order, a.prompts, a.tokens, cc_dir, plenary_dir, a.stamp)
                 for c, r in res["results"].items():
+                    if a.stamp:
+                        r["stamps"] = res["stamps"][c]
                     raw.setdefault(agent, {}).setdefault(c, []).append(r)
                 print(f"run {run + 1} {agent}: " + "; ".join(
                     f"{c} start {r['start_ms']:.0f} ms, first {', '.join(f'{x:.1f}' for x in r['first_ms'])} ms"

@@ -568,27 +568,19 @@ clients.ours = {
 local cc = {}
 clients.codecompanion = {
   start = function(cb)
-    vim.api.nvim_create_autocmd("User", {
-      pattern = "CodeCompanionACPSessionPost",
-      once = true,
-      -- The session's own follow-ups (the buffer's link, metadata, defaults) run after the event.
-      callback = function()
-        vim.schedule(guard(cb))
-      end,
-    })
+    -- The session's own follow-ups (the buffer's link, metadata, defaults) run after the event.
+    once("CodeCompanionACPSessionPost", function()
+      vim.schedule(guard(cb))
+    end)
     cc.chat = require("codecompanion").chat({ params = { adapter = "bench" } })
   end,
   buf = function()
     return cc.chat.bufnr
   end,
   prompt = function(text, on_end)
-    vim.api.nvim_create_autocmd("User", {
-      pattern = "CodeCompanionRequestFinished",
-      once = true,
-      callback = function()
-        vim.schedule(guard(on_end))
-      end,
-    })
+    once("CodeCompanionRequestFinished", function()
+      vim.schedule(guard(on_end))
+    end)
     -- Typed below the chat's last user header, then submitted as <CR> in normal mode does.
     local buf = cc.chat.bufnr
     local n = vim.api.nvim_buf_line_count(buf)
@@ -661,7 +653,8 @@ function modes.agents()
   end
   function run_client(name)
     local c = clients[name]
-    local r = { first_ms = {}, done_ms = {}, batches = {} }
+    -- prompt_at_ns: each prompt's CLOCK_MONOTONIC (vim.uv.hrtime), to line up with other processes' stamps
+    local r = { first_ms = {}, done_ms = {}, batches = {}, prompt_at_ns = {} }
     results[name] = r
     local i = 0
     local stream
@@ -685,6 +678,7 @@ function modes.agents()
             return fail(name .. ": the reply " .. marker .. " never reached the chat; notices: " .. table.concat(notes, " | "))
           end
           r.first_ms[#r.first_ms + 1] = ms(first - t0)
+          r.prompt_at_ns[#r.prompt_at_ns + 1] = t0
           r.done_ms[#r.done_ms + 1] = ms(t_end - t0)
           r.batches[#r.batches + 1] = vim.tbl_map(function(b)
             return { at_ms = ms(b.at - t0), types = b.types }
