@@ -72,10 +72,12 @@ def one_run(nvim, bin_dir, mock, work, agent, clients, prompts, tokens, cc_dir, 
     if stamp:  # the agent behind bench/acp_stamp.py (both clients alike): its lines timed
         command = ["env", f"STAMP_LOG={os.path.join(run_dir, 'stamp.log')}", sys.executable,
                    os.path.join(ROOT, "bench/acp_stamp.py")] + command
-    params = dict(clients=clients, prompts=prompts, markers=markers, agent_command=command,
-                  codecompanion=cc_dir if "codecompanion" in clients else None, plenary=plenary_dir)
+    params = dict(clients=clients, prompts=prompts, markers=markers, agent_command=command)
+    # Absent when unused, never null (vim.NIL in Lua, which is true there).
+    if "codecompanion" in clients:
+        params.update(codecompanion=cc_dir, plenary=plenary_dir)
     if tokens:
-        params["stream_tokens"] = tokens  # absent, not null (vim.NIL in Lua): no stream
+        params["stream_tokens"] = tokens
     res = run_nvim(nvim, "agents", params, bin_dir, mock, run_dir)
     if stamp:
         res["stamps"] = split_prompts(res, os.path.join(run_dir, "stamp.log"))
@@ -171,6 +173,7 @@ def main():
                     help="the agent behind bench/acp_stamp.py: each prompt's first chunk split at the agent's pipes")
     ap.add_argument("--report", help="print the table of an earlier run's --json file, run nothing")
     a = ap.parse_args()
+    a.bin_dir = os.path.abspath(a.bin_dir)  # Neovim and the agents run in other folders
     if a.report:
         with open(a.report) as f:
             raw = json.load(f)["raw"]
