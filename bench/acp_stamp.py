@@ -4,8 +4,10 @@ from it, with its method (a `session/update` with its kind and a chunk's first c
 Used by bench/agent_editor.py --stamp to split a prompt's time into client / agent / client.
 
 usage: STAMP_LOG=FILE python3 bench/acp_stamp.py AGENT [ARGS...]"""
+import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -13,7 +15,15 @@ import time
 
 log = open(os.environ["STAMP_LOG"], "a")
 lock = threading.Lock()
-agent = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+
+def die_with_us():
+    """The agent gets SIGKILL when this process ends, however it ends: a client that kills its
+    agent kills this one, and codex-acp does not exit on EOF."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+agent = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=die_with_us)
 
 
 def stamp(way, line):

@@ -24,6 +24,7 @@ usage: python3 bench/agent_editor.py --bin-dir target/release [--runs 5] [--prom
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -205,6 +206,7 @@ def main():
                     for c, r in res["results"].items()), flush=True)
     finally:
         mock.close()
+        shutil.rmtree(work, ignore_errors=True)  # sessions, codex homes, logs: the JSON keeps the figures
     summary = report(raw, a.tokens)
     if a.json:
         with open(a.json, "w") as f:
