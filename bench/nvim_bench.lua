@@ -21,6 +21,9 @@
 ---            what the chat showed of the command's output.
 ---   sessions start-up in a folder of many sessions (the newest resumed), then `:HandoffSessions`:
 ---            the time until the picker has the list, the longest main-loop gap meanwhile.
+---   agents   an external ACP agent (`agent_command`) driven by our client (`:HandoffAgent`) and
+---            by codecompanion.nvim's, in this one Neovim: session start, prompt → the reply's
+---            first text in the chat buffer, and main-loop latency through a long stream.
 local P = vim.json.decode(vim.env.HANDOFF_BENCH)
 local uv = vim.uv
 local hr = uv.hrtime
@@ -93,6 +96,8 @@ require("handoff").setup({
   tools = P.mode == "tools" and { policy = "allow_all" } or nil,
   -- The sessions mode starts as a user who continues the newest session does.
   resume_last = P.resume_last or nil,
+  -- The agents mode's external agent, for `:HandoffAgent bench`.
+  agents = P.agent_command and { bench = { command = P.agent_command } } or nil,
 })
 
 local function once(pattern, fn)
@@ -514,6 +519,222 @@ function modes.sessions()
     vim.defer_fn(guard(pick), P.settle_ms or 300)
   end
   started()
+end
+
+--- Calls `fn(t)` (hrtime) once, at the first change to `buf` whose new lines contain `marker`.
+local function on_text(buf, marker, fn)
+  local seen = false
+  vim.api.nvim_buf_attach(buf, false, {
+    on_lines = function(_, b, _, first, _, last_new)
+      if seen then
+        return true
+      end
+      for _, line in ipairs(vim.api.nvim_buf_get_lines(b, first, last_new, false)) do
+        if line:find(marker, 1, true) then
+          seen = true
+          local t = hr()
+          vim.schedule(guard(function()
+            fn(t)
+          end))
+          return true -- detach
+        end
+      end
+    end,
+  })
+end
+
+--- The two ACP clients, each with: `start(cb)` a new session on the agent, `cb()` when it is
+--- ready for a prompt; `buf()` its chat buffer; `prompt(text, on_end)` as a user sends it from the
+--- chat, `on_end()` at the end of the reply.
+local clients = {}
+
+clients.ours = {
+  start = function(cb)
+    once("HandoffSessionSwitch", cb)
+    vim.cmd("HandoffAgent bench")
+  end,
+  buf = function()
+    return require("handoff.chat").chat_buf
+  end,
+  prompt = function(text, on_end)
+    once("HandoffAgentEnd", on_end)
+    require("handoff").prompt(text)
+  end,
+}
+
+--- codecompanion.nvim (its checkout `P.codecompanion`, plenary's `P.plenary`), its chat on an
+--- adapter of its own kind (`acp`) running the same command, without `authenticate` (ours sends
+--- none either).
+local cc = {}
+clients.codecompanion = {
+  start = function(cb)
+    -- The session's own follow-ups (the buffer's link, metadata, defaults) run after the event.
+    once("CodeCompanionACPSessionPost", function()
+      vim.schedule(guard(cb))
+    end)
+    cc.chat = require("codecompanion").chat({ params = { adapter = "bench" } })
+  end,
+  buf = function()
+    return cc.chat.bufnr
+  end,
+  prompt = function(text, on_end)
+    once("CodeCompanionRequestFinished", function()
+      vim.schedule(guard(on_end))
+    end)
+    -- Typed below the chat's last user header, then submitted as <CR> in normal mode does.
+    local buf = cc.chat.bufnr
+    local n = vim.api.nvim_buf_line_count(buf)
+    vim.bo[buf].modifiable = true
+    vim.api.nvim_buf_set_lines(buf, n, n, false, { text })
+    cc.chat:submit()
+  end,
+}
+
+local function codecompanion_setup()
+  vim.opt.rtp:prepend(P.plenary)
+  vim.opt.rtp:prepend(P.codecompanion)
+  require("codecompanion").setup({
+    adapters = {
+      acp = {
+        bench = function()
+          return require("codecompanion.adapters").extend("codex", {
+            name = "bench",
+            formatted_name = "Bench",
+            commands = { default = P.agent_command },
+            env = {},
+            defaults = { timeout = 60000 },
+            handlers = {
+              auth = function()
+                return true
+              end,
+            },
+          })
+        end,
+      },
+    },
+    interactions = { chat = { adapter = "bench" } },
+    opts = { log_level = "ERROR" },
+  })
+end
+
+--- agents: for each client of `P.clients` in turn (one new session each): the time from the
+--- command to the session ready, then `P.prompts` prompts whose replies (pushed by bench/agent_editor.py)
+--- start with `P.markers[client][i]` (routed by the prompt's text): prompt → that first text in the chat buffer, → the reply's
+--- end; then, with `P.stream_tokens`, a prompt whose reply streams that many tokens at full speed,
+--- with main-loop latency sampled as the stream mode does (`latency_probe`).
+function modes.agents()
+  if P.codecompanion then
+    codecompanion_setup()
+  end
+  local interval = P.interval_ms or 8
+  local results = {}
+  local order = vim.deepcopy(P.clients)
+  -- Our host's event batches during each short prompt (when, which records): where our client's
+  -- time to the first chunk goes.
+  local events = require("handoff.events")
+  local dispatch, batches = events.dispatch, nil
+  events.dispatch = function(batch)
+    if batches then
+      local types = {}
+      for _, record in ipairs(batch) do
+        types[#types + 1] = record.type
+      end
+      batches[#batches + 1] = { at = hr(), types = table.concat(types, ",") }
+    end
+    return dispatch(batch)
+  end
+  local run_client
+  local function next_client()
+    local name = table.remove(order, 1)
+    if not name then
+      return finish({ results = results, notes = notes })
+    end
+    run_client(name)
+  end
+  function run_client(name)
+    local c = clients[name]
+    -- prompt_at_ns: each prompt's CLOCK_MONOTONIC (vim.uv.hrtime), to line up with other processes' stamps
+    local r = { first_ms = {}, done_ms = {}, batches = {}, prompt_at_ns = {} }
+    results[name] = r
+    local i = 0
+    local stream
+    local function one()
+      i = i + 1
+      if i > P.prompts then
+        return stream()
+      end
+      local marker = P.markers[name][i]
+      local t0 = hr()
+      local first
+      on_text(c.buf(), marker, function(t)
+        first = t
+      end)
+      batches = {}
+      c.prompt(("Say hi (%s %d)"):format(name, i), function()
+        local t_end = hr()
+        -- The marker's change is scheduled: let it land before reading it.
+        vim.defer_fn(guard(function()
+          if not first then
+            return fail(name .. ": the reply " .. marker .. " never reached the chat; notices: " .. table.concat(notes, " | "))
+          end
+          r.first_ms[#r.first_ms + 1] = ms(first - t0)
+          r.prompt_at_ns[#r.prompt_at_ns + 1] = t0
+          r.done_ms[#r.done_ms + 1] = ms(t_end - t0)
+          r.batches[#r.batches + 1] = vim.tbl_map(function(b)
+            return { at_ms = ms(b.at - t0), types = b.types }
+          end, batches)
+          batches = nil
+          vim.defer_fn(guard(one), P.pause_ms or 200)
+        end), 20)
+      end)
+    end
+    function stream()
+      if not P.stream_tokens then
+        return vim.defer_fn(guard(next_client), P.pause_ms or 200)
+      end
+      local idle = latency_probe(interval)
+      vim.defer_fn(guard(function()
+        local idle_samples = idle.stop()
+        local last = ("w%d"):format(P.stream_tokens - 1)
+        local t0 = hr()
+        local first, t_last
+        on_text(c.buf(), "w0 ", function(t)
+          first = t
+        end)
+        on_text(c.buf(), last, function(t)
+          t_last = t
+        end)
+        local probe = latency_probe(interval)
+        c.prompt(("Stream it (%s)"):format(name), function()
+          local t_end = hr()
+          vim.defer_fn(guard(function()
+            local samples = probe.stop()
+            if not t_last then
+              return fail(name .. ": the stream's last token " .. last .. " never reached the chat")
+            end
+            r.stream = {
+              total_ms = ms(t_end - t0),
+              first_ms = first and ms(first - t0),
+              last_ms = ms(t_last - t0),
+              lateness_ms = samples,
+              tick_lateness_ms = probe.tick,
+              queue_wait_ms = probe.queue,
+              idle_lateness_ms = idle_samples,
+            }
+            vim.defer_fn(guard(next_client), P.pause_ms or 200)
+          end), P.tail_ms or 100)
+        end)
+      end), P.idle_ms or 1000)
+    end
+    local t0 = hr()
+    c.start(function()
+      r.start_ms = ms(hr() - t0)
+      vim.defer_fn(guard(one), P.pause_ms or 200)
+    end)
+  end
+  -- Our host first (as `:HandoffAgent` needs it), idle before the first client.
+  require("handoff").open_chat()
+  vim.defer_fn(guard(next_client), P.settle_ms or 1000)
 end
 
 vim.schedule(guard(function()
