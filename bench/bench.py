@@ -1022,8 +1022,8 @@ def bench_big_handoff(bin_dir, pi_bin, runs, work, sizes):
 # --- The automatic handoff at the wall, beside pi's compaction (§10) --------------------------------
 
 def handoff_prompt_head():
-    """The first line of the handoff prompt (src/core/handoff/prompt.md, the prompt's owner)."""
-    with open(os.path.join(ROOT, "src", "core", "handoff", "prompt.md")) as f:
+    """The first line of the handoff prompt (crates/core/src/handoff/prompt.md, the prompt's owner)."""
+    with open(os.path.join(ROOT, "crates", "core", "src", "handoff", "prompt.md")) as f:
         return f.readline().strip()
 
 
@@ -1568,7 +1568,7 @@ def bench_clearing(bin_dir, runs, work, smoke):
 # --- The sandbox for bash (§11) --------------------------------------------------------------------
 
 def sandbox_exec_cmd(bin_dir, project, tmp, cmd, helper="handoff-sandbox", mounts=()):
-    """The helper the host runs a sandboxed command through (src/core/sandbox): handoff-sandbox,
+    """The helper the host runs a sandboxed command through (crates/core/src/sandbox): handoff-sandbox,
     or the host binary's own `sandbox-exec`; `mounts`: the mount namespace's flags
     (`--git-view DIR --git-state DIR`/`--read-only`/`--hide PATH`), as the host passes them."""
     return ([os.path.join(bin_dir, helper), "sandbox-exec", "--sandbox", "workspace-write", "--network", "false",
@@ -1901,14 +1901,17 @@ def bench_tool_memory(nvim, bin_dir, env, mock, runs, work, mb, plugin_root=ROOT
                         p50=pct(r["lateness_ms"], 0.5), p99=pct(r["lateness_ms"], 0.99), max=max(r["lateness_ms"] or [0]),
                         updates=r["updates"], update_p99=pct(r["update_ms"], 0.99)))
         d = tempfile.mkdtemp(prefix="cli-", dir=work)
+        # The full output's temp folder beside the project, not in it (the sandbox refuses that).
+        spill = tempfile.mkdtemp(prefix="cli-spill-", dir=work)
         try:
             tool_output_turn(mock, command, 0, 0)
-            wall_s, peak = timed_peak(ours_turn_cmd(bin_dir, d), dict(env, TMPDIR=d), d)
+            wall_s, peak = timed_peak(ours_turn_cmd(bin_dir, d), dict(env, TMPDIR=spill), d)
             last = tool_results(mock).get(0, "")
             if "end-of-output" not in last or "Full output: " not in last:
                 raise RuntimeError(f"tools: the CLI's bash result lacks the tail: {last[-300:]!r}")
         finally:
             shutil.rmtree(d, ignore_errors=True)
+            shutil.rmtree(spill, ignore_errors=True)
         cli.append(dict(cli_s=wall_s, cli_peak=peak))
     out = {k: median([p[k] for p in per]) for k in per[0]}
     out.update({k: median([c[k] for c in cli]) for k in cli[0]})

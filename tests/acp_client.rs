@@ -1,4 +1,4 @@
-//! Issue 42, part 2: our ACP *client* (`src/agents`), driving a real external agent — our own
+//! Issue 42, part 2: our ACP *client* (`crates/agents`), driving a real external agent — our own
 //! `handoff-nvim acp`, a second process of the built binary whose model is the loopback mock —
 //! from the CLI: the prompt streams and is recorded in our session file (pi's format, provider
 //! `acp`), the agent's permission requests go through our consent, its writes land through our

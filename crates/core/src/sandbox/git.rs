@@ -881,7 +881,6 @@ pub fn new_pointers_note(found: &[PathBuf], project: &Path) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

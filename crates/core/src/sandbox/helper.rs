@@ -221,7 +221,6 @@ pub(crate) fn seal(fd: libc::c_int) -> std::io::Result<()> {
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use std::io::Write;
     use std::os::fd::{AsRawFd, FromRawFd};

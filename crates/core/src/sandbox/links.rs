@@ -298,7 +298,6 @@ pub fn where_the_others_are(named: &[String], elsewhere: u64, partial: bool) -> 
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

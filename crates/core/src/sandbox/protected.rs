@@ -369,7 +369,6 @@ fn push_existing(list: &mut Vec<PathBuf>, path: &Path) {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

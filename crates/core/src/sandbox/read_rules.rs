@@ -253,7 +253,6 @@ pub fn open_no_symlinks(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -184,7 +184,6 @@ impl<'a> Chains<'a> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn info(id: &str, parent: Option<&str>) -> SessionInfo {

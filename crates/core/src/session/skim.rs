@@ -154,7 +154,6 @@ fn nullable_string(value: &str) -> Option<Option<&str>> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
