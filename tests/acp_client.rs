@@ -712,3 +712,53 @@ async fn gemini_cli_offline_prompt_consent_fs_and_handoff_to_ours() {
     let first_user = sent.iter().find(|(role, _)| role == "user").unwrap();
     assert!(first_user.1.starts_with("<handoff-context>\n## Goal\nShip the parser."), "{sent:?}");
 }
+
+/// The meter after a stopped reply: the count of the last reply that reported one stands (a
+/// reply cut off reports none; its zeros are no measure). Ours, and an external agent's, whose
+/// `usage_update` (used, its own window) is recorded on its reply. Was 0 after a stop on ours,
+/// and always 0 on an external agent (its usage was not recorded).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_meter_keeps_its_count_after_a_stop_on_ours_and_on_an_external_agent() {
+    use common::nvim::{bounded, Editor};
+    bounded(async {
+        let ed = Editor::start().await;
+        let inner = ed.dir.path().join("inner");
+        let url = ed.mock.openai_base_url();
+        let command = json!([BIN, "acp", "--provider", "openai", "--base-url", url, "--model", "mock-model", "--context-window", "54321"]);
+        let setup = json!({ "bin": BIN, "provider": ed.default_setup()["provider"], "agents": { "mine": { "command": command, "env": { "HANDOFF_SESSION_DIR": inner } } } });
+        ed.lua("require('handoff').setup(...)", json!([setup])).await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        let meter = || async { let s = ed.status().await; (s["context_tokens"].as_u64().unwrap(), s["context_window"].as_u64().unwrap()) };
+        let stop = |ends: usize, said: &'static str| {
+            let ed = &ed;
+            async move {
+                ed.mock.push(common::nvim::endless());
+                ed.lua("require('handoff').prompt(...)", json!([said])).await;
+                common::wait_until("the model request", T, || ed.mock.requests().last().is_some_and(|r| r.body.to_string().contains(said))).await;
+                ed.lua("require('handoff').abort()", json!([])).await;
+                ed.wait_event("HandoffAgentEnd", ends).await;
+            }
+        };
+
+        // Ours.
+        ed.converse("first question", "one two three").await;
+        let (used, window) = meter().await;
+        assert!(used > 0, "{used}");
+        stop(2, "talk on").await;
+        assert_eq!(meter().await, (used, window), "ours: the meter after a stop");
+
+        // An external agent: its own count and window.
+        ed.command("HandoffAgent mine").await;
+        ed.wait_event("HandoffSessionSwitch", 1).await;
+        ed.mock.push(MockReply::text("Hello from the agent."));
+        ed.lua("require('handoff').prompt('hi')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 3).await;
+        let (used, window) = meter().await;
+        assert!(used > 0, "the agent's usage_update was not recorded");
+        assert_eq!(window, 54321, "the agent's window");
+        stop(4, "talk more").await;
+        assert_eq!(meter().await, (used, window), "external: the meter after a stop");
+        ed.quit().await;
+    })
+    .await;
+}

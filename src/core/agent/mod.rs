@@ -43,6 +43,7 @@ pub use system_prompt::{PromptSources, SystemPrompt};
 pub use state::{AgentConfig, AgentState, Queued, RunClaim, RunOptions, RunResult, SessionSwitched};
 pub use tool_loop::ToolsOutcome;
 pub use external::{ExternalRunner, SessionSetting};
+pub use views::CONTEXT_WINDOW;
 pub use wall::{AfterWall, Boundary, Threshold, Wall, WallReason, WallSettings};
 
 /// Turns of one prompt at most (each tool round is a turn), unless configured otherwise.
