@@ -150,6 +150,20 @@ end, {
   end,
 })
 
+for command, what in pairs({ HandoffAgentMode = "mode", HandoffAgentModel = "model" }) do
+  vim.api.nvim_create_user_command(command, function(o)
+    api().agent_choose(what, o.args ~= "" and o.args or nil)
+  end, {
+    nargs = "?",
+    desc = "handoff.nvim: set the external agent's " .. what .. " (no argument: pick one of those it offers)",
+    complete = function(arg_lead)
+      return vim.tbl_filter(function(id)
+        return vim.startswith(id, arg_lead)
+      end, api().agent_choices(what))
+    end,
+  })
+end
+
 vim.api.nvim_create_user_command("HandoffMcp", function(o)
   require("handoff.mcp").run(o.fargs[1], o.fargs[2])
 end, {

@@ -762,3 +762,93 @@ async fn the_meter_keeps_its_count_after_a_stop_on_ours_and_on_an_external_agent
     })
     .await;
 }
+
+/// Codex's home for a test: the mock as its model over the Responses API (see
+/// `codex_acp_offline_prompt_record_and_handoff_to_ours`).
+fn codex_home(dir: &Path, mock: &handoff_mock::MockServer) -> PathBuf {
+    let home = dir.join("codex-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let config = format!(
+        "model = \"gpt-5.4\"\nmodel_provider = \"mock\"\napproval_policy = \"untrusted\"\nsandbox_mode = \"danger-full-access\"\n\n[model_providers.mock]\nname = \"mock\"\nbase_url = \"{}\"\nenv_key = \"MOCK_KEY\"\nwire_api = \"responses\"\n",
+        mock.openai_base_url()
+    );
+    std::fs::write(home.join("config.toml"), config).unwrap();
+    home
+}
+
+/// Codex in the editor: a prompt streams into the chat and the session file; the commands it
+/// advertises (`available_commands_update`) are completed in our prompt beside ours, and one
+/// typed goes to it as the prompt's text; its model, offered as a config option, is set by
+/// `:HandoffAgentModel` (the next request asks for it); `:Handoff` goes on on Codex with the
+/// document first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_acp_in_the_editor_commands_model_and_handoff() {
+    let Some(codex) = codex_acp() else { return };
+    use common::nvim::{bounded, Editor};
+    bounded(async {
+        let ed = Editor::start().await;
+        let home = codex_home(ed.dir.path(), &ed.mock);
+        let agents = json!({ "codex": { "command": [codex], "env": { "CODEX_HOME": home, "MOCK_KEY": "x" } } });
+        let setup = json!({ "bin": BIN, "provider": ed.default_setup()["provider"], "agents": agents });
+        ed.lua("require('handoff').setup(...)", json!([setup])).await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.command("HandoffAgent codex").await;
+        ed.wait_event("HandoffSessionSwitch", 1).await;
+        // Before its first prompt the agent does not run: nothing offered.
+        assert_eq!(ed.lua("return require('handoff.commands').agent_commands()", json!([])).await, json!([]));
+
+        ed.mock.push(MockReply::text("Hello from codex in the chat."));
+        ed.lua("require('handoff').prompt('Plan the parser')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 1).await;
+        let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
+        assert!(chat.as_str().unwrap().contains("Hello from codex in the chat."), "{chat}");
+        let session = PathBuf::from(ed.session_file().await);
+        let recorded = messages(&session);
+        assert_eq!((recorded.last().unwrap()["provider"].as_str(), recorded.last().unwrap()["model"].as_str()), (Some("acp"), Some("codex")));
+        assert_eq!(ed.mock.requests().last().unwrap().body["model"], "gpt-5.4");
+
+        // Its commands in our completion, after ours; the agent's are marked.
+        // It sends them when it has them (after its session starts, not with it).
+        ed.wait_until("#require('handoff.commands').agent_commands() > 0", Duration::from_secs(30)).await;
+        let items = ed.lua("return require('handoff.commands').omnifunc(0, '/rev')", json!([])).await;
+        let words: Vec<&str> = items.as_array().unwrap().iter().map(|i| i["word"].as_str().unwrap()).collect();
+        assert_eq!(words, ["/review", "/review-branch", "/review-commit"], "{items}");
+        assert_eq!(items[1]["menu"], "[agent] branch name", "{items}");
+        let ours = ed.lua("return require('handoff.commands').omnifunc(0, '/')", json!([])).await;
+        let ours: Vec<&str> = ours.as_array().unwrap().iter().map(|i| i["word"].as_str().unwrap()).collect();
+        assert_eq!(&ours[..2], ["/handoff", "/pin"], "ours first: {ours:?}");
+        assert!(ours.contains(&"/compact"), "{ours:?}");
+
+        // Its model: offered as a config option, set, and the next request asks for it.
+        let offers = ed.lua("return require('handoff.host').request('agent_offers')", json!([])).await;
+        assert_eq!(offers["model"]["current"], "gpt-5.4", "{offers}");
+        ed.command("HandoffAgentModel gpt-5.5").await;
+        let offers = ed.lua("return require('handoff.host').request('agent_offers')", json!([])).await;
+        assert_eq!(offers["model"]["current"], "gpt-5.5", "{offers}");
+        assert!(offers.get("mode").is_none(), "codex offers no mode here: {offers}");
+        ed.mock.push(MockReply::text("On the new model."));
+        ed.lua("require('handoff').prompt('again')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 2).await;
+        assert_eq!(ed.mock.requests().last().unwrap().body["model"], "gpt-5.5");
+        // A model it does not offer is refused, naming those it does.
+        ed.command("HandoffAgentModel no-such-model").await;
+        let said = ed.wait_until("T.noted('no-such-model')", Duration::from_secs(10)).await;
+        assert!(said["msg"].as_str().unwrap().contains("gpt-5.4-mini"), "{said}");
+
+        // `:Handoff`: Codex writes the document; the next session runs on Codex with it first.
+        ed.mock.push(MockReply::text(DOCUMENT));
+        ed.command("Handoff").await;
+        ed.wait_event("HandoffSessionSwitch", 2).await;
+        let next = PathBuf::from(ed.session_file().await);
+        assert_ne!(next, session);
+        let entry = agents::agent_of(&SessionManager::open(&next, &ed.session_dir).unwrap()).unwrap();
+        assert_eq!(entry.agent.name, "codex");
+        ed.mock.push(MockReply::text("Going on in codex."));
+        ed.lua("require('handoff').prompt('go on')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 4).await;
+        let sent = ed.mock.requests().last().unwrap().body.to_string();
+        assert!(sent.contains("Ship the parser.") && sent.contains("go on"), "{sent}");
+        ed.quit().await;
+    })
+    .await;
+}

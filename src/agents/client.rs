@@ -9,6 +9,8 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::connection::{Connection, FromAgent, Peer};
+use super::offers::Handle;
+use crate::core::sync::lock;
 use super::record::{self, AgentEntry, Recorder};
 use super::terminal::{self, Terminals};
 use super::{AgentError, AgentSpec};
@@ -129,14 +131,24 @@ impl ExternalSession {
             let params = json!({ "sessionId": id, "cwd": cwd, "mcpServers": [] });
             // The replayed conversation is ours already: it is not shown or recorded again.
             match exchange(&mut conn, &services, method::SESSION_LOAD, params, &CancellationToken::new(), &mut |_| {}).await {
-                Ok(_) => return Ok((ExternalSession { conn, spec, info, session_id: id.to_string(), services }, true)),
+                Ok(answer) => {
+                    lock(&conn.offers).take_answer(&answer);
+                    return Ok((ExternalSession { conn, spec, info, session_id: id.to_string(), services }, true));
+                }
                 Err(e) => tracing::warn!(agent = %spec.name, "session/load of {id} failed, a new session starts: {e}"),
             }
         }
         let params = json!({ "cwd": cwd, "mcpServers": [] });
         let answer = exchange(&mut conn, &services, method::SESSION_NEW, params, &CancellationToken::new(), &mut |_| {}).await?;
         let session_id = answer["sessionId"].as_str().ok_or_else(|| AgentError::Protocol("session/new answered no sessionId".into()))?.to_string();
+        lock(&conn.offers).take_answer(&answer);
         Ok((ExternalSession { conn, spec, info, session_id, services }, false))
+    }
+
+    /// What the agent offers this session (commands, modes, models), to read and set while
+    /// a prompt runs too.
+    pub fn handle(&self) -> Handle {
+        Handle { peer: self.conn.peer.clone(), session_id: self.session_id.clone(), offers: self.conn.offers.clone() }
     }
 
     /// The entry that records this session in ours.

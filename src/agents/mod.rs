@@ -14,6 +14,7 @@
 mod client;
 mod connection;
 pub mod handoff;
+pub mod offers;
 mod record;
 mod runner;
 mod terminal;
@@ -46,6 +47,8 @@ pub enum AgentError {
     Gone { name: String },
     #[error("the agent answered with an error {code}: {message}")]
     Answered { code: i64, message: String },
+    #[error("{0}")]
+    NotOffered(String),
     #[error("the agent broke the protocol: {0}")]
     Protocol(String),
     #[error(transparent)]
