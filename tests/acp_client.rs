@@ -852,3 +852,81 @@ async fn codex_acp_in_the_editor_commands_model_and_handoff() {
     })
     .await;
 }
+
+/// Gemini CLI in the editor: a prompt streams into the chat; its `write_file` asks in our
+/// approval UI and lands through the open buffer (its `fs/*` are the editor's), which `u`
+/// undoes; its modes and models (offered as `modes`/`models`) are set by `:HandoffAgentMode`
+/// (`session/set_mode`: in `yolo` it writes without asking) and `:HandoffAgentModel`
+/// (`session/set_model`: the next request goes to that model).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_cli_in_the_editor_approval_buffer_undo_mode_and_model() {
+    let Some(gemini) = npm_agent("GEMINI_CLI_BIN", GEMINI_CLI) else { return };
+    use common::nvim::{bounded, Editor};
+    bounded(async {
+        let ed = Editor::start().await;
+        let home = ed.dir.path().join("gemini-home");
+        std::fs::create_dir_all(home.join(".gemini")).unwrap();
+        let settings = json!({
+            "security": { "folderTrust": { "enabled": false }, "auth": { "selectedType": "gemini-api-key" } },
+            "privacy": { "usageStatisticsEnabled": false },
+            "general": { "disableAutoUpdate": true, "disableUpdateNag": true },
+        });
+        std::fs::write(home.join(".gemini/settings.json"), settings.to_string()).unwrap();
+        let env = json!({ "HOME": home, "GOOGLE_GEMINI_BASE_URL": ed.mock.gemini_base_url(), "GEMINI_API_KEY": "x" });
+        let setup = json!({ "bin": BIN, "provider": ed.default_setup()["provider"], "agents": { "gem": { "command": [gemini, "--acp"], "env": env } } });
+        ed.lua("require('handoff').setup(...)", json!([setup])).await;
+        let file = ed.work_dir().join("notes.txt");
+        std::fs::write(&file, "hello\n").unwrap();
+        ed.command("edit notes.txt").await;
+        let buf = ed.eval("vim.api.nvim_get_current_buf()").await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.command("HandoffAgent gem").await;
+        ed.wait_event("HandoffSessionSwitch", 1).await;
+
+        ed.mock.set_default(MockReply::text("(default)"));
+        ed.mock.push(MockReply::text("Hello from Gemini in the chat."));
+        ed.lua("require('handoff').prompt('hi')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 1).await;
+        let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
+        assert!(chat.as_str().unwrap().contains("Hello from Gemini in the chat."), "{chat}");
+        assert_eq!(messages(&PathBuf::from(ed.session_file().await)).last().unwrap()["model"], "gem");
+
+        // Its write: asked in our approval UI, written through the buffer, undone with `u`.
+        ed.mock.push(common::tool_call_reply("write_file", json!({ "file_path": file, "content": "hello\nthere\n" }), "g1"));
+        ed.mock.push(MockReply::text("Wrote it."));
+        ed.lua("require('handoff').prompt('write it')", json!([])).await;
+        let req = ed.wait_event("HandoffToolApproval", 1).await;
+        ed.lua("require('handoff').approve(...)", json!([req["id"], "allow"])).await;
+        ed.wait_event("HandoffAgentEnd", 2).await;
+        let lines = || ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf]));
+        assert_eq!(lines().await, json!(["hello", "there"]));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello\nthere\n");
+        ed.lua("vim.api.nvim_set_current_buf(...)", json!([buf])).await;
+        ed.input("u").await;
+        assert_eq!(lines().await, json!(["hello"]));
+
+        // Its modes: `yolo` approves its own tools; nothing is asked, the file is written.
+        let offers = ed.lua("return require('handoff.host').request('agent_offers')", json!([])).await;
+        assert_eq!((offers["mode"]["current"].as_str(), offers["model"]["current"].as_str()), (Some("default"), Some("auto")), "{offers}");
+        ed.command("HandoffAgentMode yolo").await;
+        let offers = ed.lua("return require('handoff.host').request('agent_offers')", json!([])).await;
+        assert_eq!(offers["mode"]["current"], "yolo", "{offers}");
+        let other = ed.work_dir().join("other.txt");
+        ed.mock.push(common::tool_call_reply("write_file", json!({ "file_path": other, "content": "unasked\n" }), "g2"));
+        ed.mock.push(MockReply::text("Wrote the other."));
+        ed.lua("require('handoff').prompt('write the other')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 3).await;
+        assert_eq!(std::fs::read_to_string(&other).unwrap_or_default(), "unasked\n");
+        assert_eq!(ed.eval("T.count('HandoffToolApproval')").await, json!(1), "asked in yolo mode");
+
+        // Its model: the next request goes to it.
+        ed.command("HandoffAgentModel gemini-2.5-pro").await;
+        ed.mock.push(MockReply::text("From the pro model."));
+        ed.lua("require('handoff').prompt('and now')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 4).await;
+        let paths: Vec<String> = ed.mock.requests().iter().map(|r| r.path.clone()).collect();
+        assert!(paths.last().unwrap().contains("gemini-2.5-pro:streamGenerateContent"), "{paths:#?}");
+        ed.quit().await;
+    })
+    .await;
+}
