@@ -572,6 +572,19 @@ fn npm_agent(var: &str, default: &str) -> Option<PathBuf> {
     panic!("{} is not installed: run scripts/deps.sh (ensure_*), or set {var}, or HANDOFF_SKIP_{var}=1", path.display());
 }
 
+/// The command line of Claude Code's adapter `claude` with the mock as its model, offline: no
+/// traffic of its own; as root it needs IS_SANDBOX to open a session.
+fn claude_command(env: &Env, claude: &Path) -> String {
+    let home = env.dir.path().join("claude-home");
+    std::fs::create_dir_all(&home).unwrap();
+    format!(
+        "env HOME={} ANTHROPIC_BASE_URL={} ANTHROPIC_API_KEY=x CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 IS_SANDBOX=1 {}",
+        home.display(),
+        env.mock.anthropic_base_url(),
+        claude.display()
+    )
+}
+
 /// Claude Code through an ACP adapter (`claude`, named `name`) with the mock as its model over
 /// Anthropic's Messages API, offline. A prompt streams and is recorded; its `Write` asks
 /// through our consent (refused without `--yes`: no file; with it the file lands); `handoff
@@ -579,15 +592,7 @@ fn npm_agent(var: &str, default: &str) -> Option<PathBuf> {
 /// `through_fs`: its write comes to our `fs/write_text_file` (our log says so), else it is its own.
 async fn claude_offline(claude: &Path, name: &str, write_tool: &str, through_fs: bool) -> Env {
     let env = Env::new().await;
-    let home = env.dir.path().join("claude-home");
-    std::fs::create_dir_all(&home).unwrap();
-    // Offline: no traffic of its own; as root it needs IS_SANDBOX to open a session.
-    let agent = format!(
-        "env HOME={} ANTHROPIC_BASE_URL={} ANTHROPIC_API_KEY=x CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 IS_SANDBOX=1 {}",
-        home.display(),
-        env.mock.anthropic_base_url(),
-        claude.display()
-    );
+    let agent = claude_command(&env, claude);
 
     // Its side requests (token counts, a small model's "count") take the default reply; each
     // step's reply is routed to the request that carries the step's words.
@@ -929,4 +934,34 @@ async fn gemini_cli_in_the_editor_approval_buffer_undo_mode_and_model() {
         ed.quit().await;
     })
     .await;
+}
+
+/// claude-code-acp runs its Bash in a terminal of ours (`mcp__acp__Bash` → `terminal/create`):
+/// the command runs in our sandbox, writing in the project and not outside it. Control: with
+/// `--sandbox off` the same command writes outside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_acp_runs_its_bash_in_our_sandbox() {
+    if !common::sandbox::enforced("claude_code_acp_runs_its_bash_in_our_sandbox") {
+        return;
+    }
+    let Some(claude) = npm_agent("CLAUDE_CODE_ACP_BIN", CLAUDE_CODE_ACP) else { return };
+    let env = Env::new().await;
+    let agent = claude_command(&env, &claude);
+    let outside = env.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let command = format!("echo inside > in.txt; echo escaped > {}/out.txt", outside.display());
+    let bash = json!({ "command": command, "timeout": 60000, "description": "write two files" });
+    for (sandbox, escaped) in [("workspace-write", false), ("off", true)] {
+        env.mock.set_default(MockReply::text("Ran it."));
+        env.mock.push_for("run it", common::tool_call_reply("mcp__acp__Bash", bash.clone(), &format!("toolu_{sandbox}")));
+        let log = env.dir.path().join(format!("{sandbox}.log"));
+        let (code, stdout, stderr) =
+            ours(&env, &["--log-file", log.to_str().unwrap(), "--yes", "prompt", "--sandbox", sandbox, "--agent", &agent, "run it"]).await;
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stdout.contains("Ran it."), "{stdout}");
+        let logged = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(env.project().join("in.txt").exists(), "{sandbox}: the command did not run in our terminal: {stderr}\n{logged}\n{:#?}", messages(&session_of(&stderr)));
+        assert_eq!(outside.join("out.txt").exists(), escaped, "{sandbox}: {stderr}\n{:#?}", messages(&session_of(&stderr)));
+        std::fs::remove_file(env.project().join("in.txt")).unwrap();
+    }
 }
