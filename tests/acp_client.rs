@@ -965,3 +965,81 @@ async fn claude_code_acp_runs_its_bash_in_our_sandbox() {
         std::fs::remove_file(env.project().join("in.txt")).unwrap();
     }
 }
+
+/// Claude Code's adapter `claude` (named `name`, writing with `write_tool`) in the editor: a
+/// prompt streams into the chat; its write asks in our approval UI. `through_fs`: the write
+/// comes through our `fs/write_text_file`, so the open buffer has it and `u` undoes it; else
+/// (its own file IO) the file changes on disk behind the buffer. Its modes (a config option)
+/// are set by `:HandoffAgentMode`: in `acceptEdits` it writes without asking.
+async fn claude_in_the_editor(claude: &Path, write_tool: &str, through_fs: bool) {
+    use common::nvim::{bounded, Editor};
+    bounded(async {
+        let ed = Editor::start().await;
+        let home = ed.dir.path().join("claude-home");
+        std::fs::create_dir_all(&home).unwrap();
+        let env = json!({
+            "HOME": home, "ANTHROPIC_BASE_URL": ed.mock.anthropic_base_url(), "ANTHROPIC_API_KEY": "x",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "IS_SANDBOX": "1",
+        });
+        let setup = json!({ "bin": BIN, "provider": ed.default_setup()["provider"], "agents": { "claude": { "command": [claude], "env": env } } });
+        ed.lua("require('handoff').setup(...)", json!([setup])).await;
+        let file = ed.work_dir().join("notes.txt");
+        std::fs::write(&file, "hello-7731\n").unwrap();
+        ed.command("edit notes.txt").await;
+        let buf = ed.eval("vim.api.nvim_get_current_buf()").await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.command("HandoffAgent claude").await;
+        ed.wait_event("HandoffSessionSwitch", 1).await;
+
+        ed.mock.set_default(MockReply::text("(default)"));
+        ed.mock.push_for("Plan the parser", MockReply::text("Hello from Claude in the chat."));
+        ed.lua("require('handoff').prompt('Plan the parser')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 1).await;
+        let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
+        assert!(chat.as_str().unwrap().contains("Hello from Claude in the chat."), "{chat}");
+
+        // Its write, asked in our approval UI. Through our `fs/*`: into the open buffer, and
+        // `u` undoes it. With its own IO: a new file (its Write would first read an existing one).
+        let target = if through_fs { file.clone() } else { ed.work_dir().join("new.txt") };
+        let write = common::tool_call_reply(write_tool, json!({ "file_path": target, "content": "hello-7731\nthere\n" }), "toolu_e1");
+        ed.mock.push_for("write it", write);
+        ed.mock.set_default(MockReply::text("Wrote it."));
+        ed.lua("require('handoff').prompt('write it')", json!([])).await;
+        let req = ed.wait_event("HandoffToolApproval", 1).await;
+        ed.lua("require('handoff').approve(...)", json!([req["id"], "allow"])).await;
+        ed.wait_event("HandoffAgentEnd", 2).await;
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "hello-7731\nthere\n");
+        if through_fs {
+            let lines = || ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf]));
+            assert_eq!(lines().await, json!(["hello-7731", "there"]));
+            ed.lua("vim.api.nvim_set_current_buf(...)", json!([buf])).await;
+            ed.input("u").await;
+            assert_eq!(lines().await, json!(["hello-7731"]));
+        }
+
+        // Its modes: `acceptEdits` writes without asking.
+        let offers = ed.lua("return require('handoff.host').request('agent_offers')", json!([])).await;
+        assert_eq!(offers["mode"]["current"], "default", "{offers}");
+        ed.command("HandoffAgentMode acceptEdits").await;
+        let other = ed.work_dir().join("other.txt");
+        ed.mock.push_for("write the other", common::tool_call_reply(write_tool, json!({ "file_path": other, "content": "unasked\n" }), "toolu_e2"));
+        ed.lua("require('handoff').prompt('write the other')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 3).await;
+        assert_eq!(std::fs::read_to_string(&other).unwrap_or_default(), "unasked\n");
+        assert_eq!(ed.eval("T.count('HandoffToolApproval')").await, json!(1), "asked in acceptEdits mode");
+        ed.quit().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_agent_acp_in_the_editor_chat_approval_and_mode() {
+    let Some(claude) = npm_agent("CLAUDE_AGENT_ACP_BIN", CLAUDE_AGENT_ACP) else { return };
+    claude_in_the_editor(&claude, "Write", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_acp_in_the_editor_chat_approval_buffer_undo_and_mode() {
+    let Some(claude) = npm_agent("CLAUDE_CODE_ACP_BIN", CLAUDE_CODE_ACP) else { return };
+    claude_in_the_editor(&claude, "mcp__acp__Write", true).await;
+}
