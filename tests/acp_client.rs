@@ -415,6 +415,53 @@ fn running(program: &Path, marker: &str) -> Vec<i32> {
     found
 }
 
+/// Processes still alive whose environment names `marker` (a folder of the test's own, set
+/// in the agent's environment): what an agent left behind.
+fn left_running(marker: &Path) -> Vec<i32> {
+    let marker = marker.display().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        if String::from_utf8_lossy(&environ).contains(&marker) && alive(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// pi resumes `file`, our record of a real agent's session (its calls and results in pi's
+/// format): the mock gets the recorded conversation, `first` first, then pi's prompt.
+async fn pi_resumes(env: &Env, file: &Path, first: &str) {
+    let Some(pi) = common::pi::pi_bin() else { return };
+    common::pi::pi_home(env.dir.path(), "openai-completions", &env.mock.openai_base_url());
+    env.mock.push_for("next question", MockReply::text("Pi continues here."));
+    let mut c = common::pi::pi_resume(&pi, env.dir.path(), file, "mock", "mock-model", "next question");
+    let out = tokio::time::timeout(T, c.output()).await.unwrap().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Pi continues here."), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let sent = common::wire_messages(&env.mock.requests().last().cloned().unwrap());
+    let users: Vec<&str> = sent.iter().filter(|(role, _)| role == "user").map(|(_, t)| t.as_str()).collect();
+    assert_eq!((users.first().copied(), users.last().copied()), (Some(first), Some("next question")), "{sent:?}");
+}
+
+/// `handoff FILE` without `--to`: the agent writes the document, the next session runs on the
+/// same agent, and its first prompt carries the document (`the_words` routes the reply).
+async fn handoff_to_the_same_agent(env: &Env, file: &Path, name: &str) {
+    env.mock.push_for("handoff document", MockReply::text(DOCUMENT));
+    let (code, stdout, stderr) = ours(env, &["handoff", file.to_str().unwrap()]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let same = PathBuf::from(stdout.trim());
+    let entry = agents::agent_of(&SessionManager::open(&same, &env.session_dir()).unwrap()).unwrap();
+    assert_eq!((entry.agent.name.as_str(), entry.session_id), (name, None));
+    env.mock.push_for("go on here", MockReply::text("Same agent continues."));
+    let (code, stdout, stderr) = ours(env, &["prompt", "--session", same.to_str().unwrap(), "go on here"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Same agent continues.");
+    let sent = env.mock.requests().iter().rev().find(|r| r.body.to_string().contains("go on here")).cloned().unwrap();
+    assert!(sent.body.to_string().contains("Ship the parser."), "the document did not reach the agent: {}", sent.body);
+}
+
 /// A real agent offline: Codex (`@zed-industries/codex-acp` 0.16.0) with the mock as its model
 /// over the Responses API. A prompt streams and is recorded; it does not exit on EOF and is
 /// ended with its group; `handoff --to ours` goes on on our engine with its document; `agents`
@@ -460,6 +507,8 @@ async fn codex_acp_offline_prompt_record_and_handoff_to_ours() {
     let sent = common::wire_messages(&env.mock.requests().last().cloned().unwrap());
     let first_user = sent.iter().find(|(role, _)| role == "user").unwrap();
     assert!(first_user.1.starts_with("<handoff-context>\n## Goal\nShip the parser."), "{sent:?}");
+
+    pi_resumes(&env, &file, "Plan the parser").await;
 
     let config = json!({ "codex": { "command": [codex], "env": { "CODEX_HOME": home, "MOCK_KEY": "x" } } }).to_string();
     let (code, stdout, stderr) = ours(&env, &["--agents", &config, "agents"]).await;
@@ -639,6 +688,11 @@ async fn claude_offline(claude: &Path, name: &str, write_tool: &str, through_fs:
     let sent = common::wire_messages(&env.mock.requests().last().cloned().unwrap());
     let first_user = sent.iter().find(|(role, _)| role == "user").unwrap();
     assert!(first_user.1.starts_with("<handoff-context>\n## Goal\nShip the parser."), "{sent:?}");
+
+    handoff_to_the_same_agent(&env, &file, name).await;
+    pi_resumes(&env, &file, "Plan the parser").await;
+    // It does not exit on EOF: ended with its group, none of it left.
+    until("Claude to end with its group", || left_running(&env.dir.path().join("claude-home")).is_empty()).await;
     env
 }
 
@@ -716,6 +770,10 @@ async fn gemini_cli_offline_prompt_consent_fs_and_handoff_to_ours() {
     let sent = common::wire_messages(&env.mock.requests().last().cloned().unwrap());
     let first_user = sent.iter().find(|(role, _)| role == "user").unwrap();
     assert!(first_user.1.starts_with("<handoff-context>\n## Goal\nShip the parser."), "{sent:?}");
+
+    handoff_to_the_same_agent(&env, &file, "gemini").await;
+    pi_resumes(&env, &file, "Plan the parser").await;
+    until("Gemini to end with its group", || left_running(&home).is_empty()).await;
 }
 
 /// The meter after a stopped reply: the count of the last reply that reported one stands (a
@@ -853,7 +911,10 @@ async fn codex_acp_in_the_editor_commands_model_and_handoff() {
         ed.wait_event("HandoffAgentEnd", 4).await;
         let sent = ed.mock.requests().last().unwrap().body.to_string();
         assert!(sent.contains("Ship the parser.") && sent.contains("go on"), "{sent}");
-        ed.quit().await;
+        // It does not exit on EOF: none of it outlives the editor.
+        assert!(!left_running(&home).is_empty(), "control: the agent runs with its folder in its environment");
+        let _dir = ed.quit().await;
+        until("codex to end with the editor", || left_running(&home).is_empty()).await;
     })
     .await;
 }
@@ -931,7 +992,9 @@ async fn gemini_cli_in_the_editor_approval_buffer_undo_mode_and_model() {
         ed.wait_event("HandoffAgentEnd", 4).await;
         let paths: Vec<String> = ed.mock.requests().iter().map(|r| r.path.clone()).collect();
         assert!(paths.last().unwrap().contains("gemini-2.5-pro:streamGenerateContent"), "{paths:#?}");
-        ed.quit().await;
+        assert!(!left_running(&home).is_empty(), "control: the agent runs with its folder in its environment");
+        let _dir = ed.quit().await;
+        until("Gemini to end with the editor", || left_running(&home).is_empty()).await;
     })
     .await;
 }
@@ -1027,7 +1090,10 @@ async fn claude_in_the_editor(claude: &Path, write_tool: &str, through_fs: bool)
         ed.wait_event("HandoffAgentEnd", 3).await;
         assert_eq!(std::fs::read_to_string(&other).unwrap_or_default(), "unasked\n");
         assert_eq!(ed.eval("T.count('HandoffToolApproval')").await, json!(1), "asked in acceptEdits mode");
-        ed.quit().await;
+        // It does not exit on EOF: none of it outlives the editor.
+        assert!(!left_running(&home).is_empty(), "control: the agent runs with its folder in its environment");
+        let _dir = ed.quit().await;
+        until("Claude to end with the editor", || left_running(&home).is_empty()).await;
     })
     .await;
 }
