@@ -842,8 +842,9 @@ fn codex_home(dir: &Path, mock: &handoff_mock::MockServer) -> PathBuf {
 /// Codex in the editor: a prompt streams into the chat and the session file; the commands it
 /// advertises (`available_commands_update`) are completed in our prompt beside ours, and one
 /// typed goes to it as the prompt's text; its model, offered as a config option, is set by
-/// `:HandoffAgentModel` (the next request asks for it); `:Handoff` goes on on Codex with the
-/// document first.
+/// `:HandoffAgentModel` (the next request asks for it); its `exec_command` asks in our approval
+/// UI before it runs (Codex runs it itself, not in a terminal of ours); `:Handoff` goes on on
+/// Codex with the document first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_acp_in_the_editor_commands_model_and_handoff() {
     let Some(codex) = codex_acp() else { return };
@@ -898,6 +899,17 @@ async fn codex_acp_in_the_editor_commands_model_and_handoff() {
         let said = ed.wait_until("T.noted('no-such-model')", Duration::from_secs(10)).await;
         assert!(said["msg"].as_str().unwrap().contains("gpt-5.4-mini"), "{said}");
 
+        // Its command (`approval_policy = "untrusted"`): asked in our approval UI, then run.
+        ed.mock.push(common::tool_call_reply("exec_command", json!({ "cmd": "echo made > made.txt" }), "call_x1"));
+        ed.mock.push(MockReply::text("Ran it."));
+        ed.lua("require('handoff').prompt('run it')", json!([])).await;
+        let req = ed.wait_event("HandoffToolApproval", 1).await;
+        assert!(req.to_string().contains("echo made > made.txt"), "{req}");
+        assert!(!ed.work_dir().join("made.txt").exists(), "ran before it was allowed");
+        ed.lua("require('handoff').approve(...)", json!([req["id"], "allow"])).await;
+        ed.wait_event("HandoffAgentEnd", 3).await;
+        assert_eq!(std::fs::read_to_string(ed.work_dir().join("made.txt")).unwrap_or_default(), "made\n");
+
         // `:Handoff`: Codex writes the document; the next session runs on Codex with it first.
         ed.mock.push(MockReply::text(DOCUMENT));
         ed.command("Handoff").await;
@@ -908,7 +920,7 @@ async fn codex_acp_in_the_editor_commands_model_and_handoff() {
         assert_eq!(entry.agent.name, "codex");
         ed.mock.push(MockReply::text("Going on in codex."));
         ed.lua("require('handoff').prompt('go on')", json!([])).await;
-        ed.wait_event("HandoffAgentEnd", 4).await;
+        ed.wait_event("HandoffAgentEnd", 5).await;
         let sent = ed.mock.requests().last().unwrap().body.to_string();
         assert!(sent.contains("Ship the parser.") && sent.contains("go on"), "{sent}");
         // It does not exit on EOF: none of it outlives the editor.
