@@ -1121,3 +1121,36 @@ async fn claude_code_acp_in_the_editor_chat_approval_buffer_undo_and_mode() {
     let Some(claude) = npm_agent("CLAUDE_CODE_ACP_BIN", CLAUDE_CODE_ACP) else { return };
     claude_in_the_editor(&claude, "mcp__acp__Write", true).await;
 }
+
+/// Codex with OpenAI's own provider (the mock at its `openai_base_url`) and no login answers
+/// `session/new` with "authentication required": we sign it in with the way it offers that
+/// reads a key from its environment (`openai-api-key`, `OPENAI_API_KEY` set), and the prompt
+/// goes on. Without the key, the error names its ways to sign in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_acp_asks_to_sign_in_and_a_key_of_its_environment_does() {
+    let Some(codex) = codex_acp() else { return };
+    let env = Env::new().await;
+    // A CODEX_HOME of its own for each run: a sign-in is kept there.
+    let agents = |run: &str, key: Option<&str>| {
+        let home = env.dir.path().join(run);
+        std::fs::create_dir_all(&home).unwrap();
+        let config = format!("model = \"gpt-5.4\"\nopenai_base_url = \"{}\"\n", env.mock.openai_base_url());
+        std::fs::write(home.join("config.toml"), config).unwrap();
+        let mut vars = json!({ "CODEX_HOME": home });
+        if let Some(key) = key {
+            vars["OPENAI_API_KEY"] = json!(key);
+        }
+        json!({ "codex": { "command": [codex], "env": vars } }).to_string()
+    };
+
+    // Routed by the prompt's words: its WebSocket attempt (no body) is not the request.
+    env.mock.push_for("sign me in", MockReply::text("Signed in and answering."));
+    let (code, stdout, stderr) = ours(&env, &["--agents", &agents("with-key", Some("x")), "prompt", "--agent", "codex", "sign me in"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    // Its own notice may come first (its WebSocket transport falls back to HTTPS here).
+    assert!(stdout.trim().ends_with("Signed in and answering."), "{stdout}");
+
+    let (code, _, stderr) = ours(&env, &["--agents", &agents("without", None), "prompt", "--agent", "codex", "hi"]).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("asks to sign in") && stderr.contains("Login with ChatGPT") && stderr.contains("OPENAI_API_KEY"), "{stderr}");
+}

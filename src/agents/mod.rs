@@ -49,6 +49,8 @@ pub enum AgentError {
     Answered { code: i64, message: String },
     #[error("{0}")]
     NotOffered(String),
+    #[error("the agent {name:?} asks to sign in, and no key of its environment signed it in: set the variable a way names in its env (agents.{name}.env), or sign in with the agent's own CLI. Its ways: {ways}")]
+    SignIn { name: String, ways: String },
     #[error("the agent broke the protocol: {0}")]
     Protocol(String),
     #[error(transparent)]
