@@ -150,8 +150,9 @@ end, {
   end,
 })
 
-for command, what in pairs({ HandoffAgentMode = "mode", HandoffAgentModel = "model" }) do
-  vim.api.nvim_create_user_command(command, function(o)
+--- `:HandoffAgentMode` and `:HandoffAgentModel`: the external agent's `what`.
+local function agent_choice(what)
+  return function(o)
     api().agent_choose(what, o.args ~= "" and o.args or nil)
   end, {
     nargs = "?",
@@ -161,8 +162,10 @@ for command, what in pairs({ HandoffAgentMode = "mode", HandoffAgentModel = "mod
         return vim.startswith(id, arg_lead)
       end, api().agent_choices(what))
     end,
-  })
+  }
 end
+vim.api.nvim_create_user_command("HandoffAgentMode", agent_choice("mode"))
+vim.api.nvim_create_user_command("HandoffAgentModel", agent_choice("model"))
 
 vim.api.nvim_create_user_command("HandoffMcp", function(o)
   require("handoff.mcp").run(o.fargs[1], o.fargs[2])
