@@ -112,7 +112,7 @@ async fn a_tool_call_asks_through_our_consent_and_the_write_lands() {
     let result = refused.iter().find(|m| m["role"] == "toolResult").unwrap_or_else(|| panic!("{refused:#?}"));
     assert_eq!(result["isError"], true, "{result}");
     assert!(result["content"][0]["text"].as_str().unwrap().contains("rejected"), "{result}");
-    assert!(stderr.contains("write: a.txt"), "the call was not shown: {stderr}");
+    assert!(stderr.contains("Write a.txt"), "the call was not shown: {stderr}");
 
     env.mock.push(common::tool_call_reply("write", json!({ "path": "a.txt", "content": "one\n" }), "w2"));
     env.mock.push(MockReply::text("Wrote a."));
