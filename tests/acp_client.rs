@@ -591,6 +591,8 @@ async fn handoff_agent_in_the_editor_chat_approval_and_the_buffer() {
         let last_user = &sent.iter().rev().find(|(role, _)| role == "user").unwrap().1;
         assert!(last_user.contains("<handoff-context>\n## Goal\nShip the parser.") && last_user.ends_with("go on"), "{sent:?}");
 
+        assert!(!left_running(&inner).is_empty(), "control: the agent runs with its folder in its environment");
+
         // A missing agent is a clear error naming its command.
         ed.lua("require('handoff').setup(vim.tbl_deep_extend('force', require('handoff.config').options, { agents = { gone = { command = { 'no-such-agent-binary' } } } }))", json!([])).await;
         ed.command("HandoffAgent gone").await;
@@ -598,7 +600,9 @@ async fn handoff_agent_in_the_editor_chat_approval_and_the_buffer() {
             .wait_until("(function() for _, n in ipairs(T.notes) do if n.msg:find('no%-such%-agent%-binary') then return n.msg end end end)()", Duration::from_secs(10))
             .await;
         assert!(said.as_str().unwrap().contains("the command \"no-such-agent-binary\" of agent \"gone\" is not found"), "{said}");
-        ed.quit().await;
+        // None of it outlives the editor.
+        let _dir = ed.quit().await;
+        until("our agent to end with the editor", || left_running(&inner).is_empty()).await;
     })
     .await;
 }
