@@ -150,6 +150,23 @@ end, {
   end,
 })
 
+--- `:HandoffAgentMode` and `:HandoffAgentModel`: the external agent's `what`.
+local function agent_choice(what)
+  return function(o)
+    api().agent_choose(what, o.args ~= "" and o.args or nil)
+  end, {
+    nargs = "?",
+    desc = "handoff.nvim: set the external agent's " .. what .. " (no argument: pick one of those it offers)",
+    complete = function(arg_lead)
+      return vim.tbl_filter(function(id)
+        return vim.startswith(id, arg_lead)
+      end, api().agent_choices(what))
+    end,
+  }
+end
+vim.api.nvim_create_user_command("HandoffAgentMode", agent_choice("mode"))
+vim.api.nvim_create_user_command("HandoffAgentModel", agent_choice("model"))
+
 vim.api.nvim_create_user_command("HandoffMcp", function(o)
   require("handoff.mcp").run(o.fargs[1], o.fargs[2])
 end, {

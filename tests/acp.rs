@@ -1068,6 +1068,50 @@ async fn a_permission_request_comes_after_its_tool_call_and_everything_said_befo
     agent.finish().await;
 }
 
+/// The escalation of a command the sandbox blocked ("run it outside?") asked about a call the
+/// client was never told of (`{id}/unsandboxed`): it now asks about the call itself, which was
+/// announced, and that call ends with the outside run's result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_escalation_out_of_the_sandbox_asks_about_an_announced_call() {
+    if !common::sandbox::enforced("the_escalation_out_of_the_sandbox_asks_about_an_announced_call") {
+        return;
+    }
+    let env = Env::new().await;
+    let outside = env.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let target = outside.join("out.txt");
+    let (mut agent, session) = opened(&env, &["--yes"], json!({})).await;
+    let args = json!({ "command": format!("echo out > {}", target.display()) });
+    env.mock.push(MockReply::ToolCalls {
+        calls: vec![handoff_mock::MockToolCall::new("bash", &args, 2).with_id("x1")],
+        text_before: Vec::new(),
+        chunk_delay_ms: 0,
+        stop: "tool_calls".into(),
+        interleave: false,
+    });
+    env.mock.push(MockReply::text("Done."));
+    let mut questions = Vec::new();
+    let (answer, _) = agent
+        .prompt_with(&session, "write outside", &mut |request| {
+            questions.push(request.clone());
+            Some(choose("allow_once"))
+        })
+        .await;
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    assert_eq!(questions.len(), 1, "--yes asks nothing but the escalation: {questions:#?}");
+    let asked = &questions[0]["params"]["toolCall"];
+    assert!(asked["content"].to_string().contains("looks blocked by the sandbox"), "{asked}");
+    let id = asked["toolCallId"].as_str().unwrap();
+    let seen = &agent.seen;
+    let question = position(seen, |m| m["method"] == "session/request_permission").unwrap();
+    let announced = position(seen, |m| is_update(m, "tool_call") && m["params"]["update"]["toolCallId"] == id);
+    assert!(announced.is_some_and(|at| at < question), "the question is about {id}, never announced before it: {seen:#?}");
+    let ended = seen.iter().rev().find(|m| is_update(m, "tool_call_update") && m["params"]["update"]["toolCallId"] == id).unwrap();
+    assert_eq!(ended["params"]["update"]["status"], "completed", "{ended}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "out\n");
+    agent.finish().await;
+}
+
 /// Fault 2: a session made by `session/new` and never prompted could not be loaded or resumed
 /// by another process (-32002): acpx's `sessions new` then `prompt` hit it every time. It stays
 /// out of `session/list` (nothing was said in it) but its id opens, and goes on where it is
@@ -1243,6 +1287,29 @@ async fn session_list_dates_a_session_by_its_last_activity() {
     let (created, last) = (&lines[0]["timestamp"], &lines[lines.len() - 1]["timestamp"]);
     assert_ne!(created, last);
     assert_eq!(&listed["updatedAt"], last, "{list}");
+    agent.finish().await;
+}
+
+/// `session/list` orders by the last activity, newest first (clients show the list as it
+/// comes): a session made first and prompted last is listed first. Was ordered by creation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_list_puts_the_session_with_the_newest_activity_first() {
+    let env = Env::new().await;
+    let (mut agent, older) = one_exchange(&env, json!({})).await;
+    // Headers are stamped to the millisecond: the second session is made later.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (newer, _) = agent.new_session(&env.project()).await;
+    env.mock.push(MockReply::text("Second answer."));
+    agent.prompt(&newer, "Second question").await;
+    let ids = |listed: Vec<(String, String)>| listed.into_iter().map(|(id, _)| id).collect::<Vec<_>>();
+    assert_eq!(ids(listed(&mut agent, &env).await), [newer.clone(), older.clone()], "the newest made and spoken in first");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    env.mock.push(MockReply::text("Back again."));
+    agent.prompt(&older, "Back to the first").await;
+    let list = agent.call("session/list", json!({ "cwd": env.project() })).await.0;
+    let dates: Vec<&str> = list["result"]["sessions"].as_array().unwrap().iter().map(|s| s["updatedAt"].as_str().unwrap()).collect();
+    assert!(dates[0] > dates[1], "{list}");
+    assert_eq!(ids(listed(&mut agent, &env).await), [older, newer], "the session spoken in last comes first");
     agent.finish().await;
 }
 

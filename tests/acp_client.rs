@@ -488,6 +488,53 @@ fn running(program: &Path, marker: &str) -> Vec<i32> {
     found
 }
 
+/// Processes still alive whose environment names `marker` (a folder of the test's own, set
+/// in the agent's environment): what an agent left behind.
+fn left_running(marker: &Path) -> Vec<i32> {
+    let marker = marker.display().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        if String::from_utf8_lossy(&environ).contains(&marker) && alive(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// pi resumes `file`, our record of a real agent's session (its calls and results in pi's
+/// format): the mock gets the recorded conversation, `first` first, then pi's prompt.
+async fn pi_resumes(env: &Env, file: &Path, first: &str) {
+    let Some(pi) = common::pi::pi_bin() else { return };
+    common::pi::pi_home(env.dir.path(), "openai-completions", &env.mock.openai_base_url());
+    env.mock.push_for("next question", MockReply::text("Pi continues here."));
+    let mut c = common::pi::pi_resume(&pi, env.dir.path(), file, "mock", "mock-model", "next question");
+    let out = tokio::time::timeout(T, c.output()).await.unwrap().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Pi continues here."), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let sent = common::wire_messages(&env.mock.requests().last().cloned().unwrap());
+    let users: Vec<&str> = sent.iter().filter(|(role, _)| role == "user").map(|(_, t)| t.as_str()).collect();
+    assert_eq!((users.first().copied(), users.last().copied()), (Some(first), Some("next question")), "{sent:?}");
+}
+
+/// `handoff FILE` without `--to`: the agent writes the document, the next session runs on the
+/// same agent, and its first prompt carries the document (`the_words` routes the reply).
+async fn handoff_to_the_same_agent(env: &Env, file: &Path, name: &str) {
+    env.mock.push_for("handoff document", MockReply::text(DOCUMENT));
+    let (code, stdout, stderr) = ours(env, &["handoff", file.to_str().unwrap()]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let same = PathBuf::from(stdout.trim());
+    let entry = agents::agent_of(&SessionManager::open(&same, &env.session_dir()).unwrap()).unwrap();
+    assert_eq!((entry.agent.name.as_str(), entry.session_id), (name, None));
+    env.mock.push_for("go on here", MockReply::text("Same agent continues."));
+    let (code, stdout, stderr) = ours(env, &["prompt", "--session", same.to_str().unwrap(), "go on here"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Same agent continues.");
+    let sent = env.mock.requests().iter().rev().find(|r| r.body.to_string().contains("go on here")).cloned().unwrap();
+    assert!(sent.body.to_string().contains("Ship the parser."), "the document did not reach the agent: {}", sent.body);
+}
+
 /// A real agent offline: Codex (`@zed-industries/codex-acp` 0.16.0) with the mock as its model
 /// over the Responses API. A prompt streams and is recorded; it does not exit on EOF and is
 /// ended with its group; `handoff --to ours` goes on on our engine with its document; `agents`
@@ -533,6 +580,8 @@ async fn codex_acp_offline_prompt_record_and_handoff_to_ours() {
     let sent = common::wire_messages(&env.mock.requests().last().cloned().unwrap());
     let first_user = sent.iter().find(|(role, _)| role == "user").unwrap();
     assert!(first_user.1.starts_with("<handoff-context>\n## Goal\nShip the parser."), "{sent:?}");
+
+    pi_resumes(&env, &file, "Plan the parser").await;
 
     let config = json!({ "codex": { "command": [codex], "env": { "CODEX_HOME": home, "MOCK_KEY": "x" } } }).to_string();
     let (code, stdout, stderr) = ours(&env, &["--agents", &config, "agents"]).await;
@@ -615,6 +664,8 @@ async fn handoff_agent_in_the_editor_chat_approval_and_the_buffer() {
         let last_user = &sent.iter().rev().find(|(role, _)| role == "user").unwrap().1;
         assert!(last_user.contains("<handoff-context>\n## Goal\nShip the parser.") && last_user.ends_with("go on"), "{sent:?}");
 
+        assert!(!left_running(&inner).is_empty(), "control: the agent runs with its folder in its environment");
+
         // A missing agent is a clear error naming its command.
         ed.lua("require('handoff').setup(vim.tbl_deep_extend('force', require('handoff.config').options, { agents = { gone = { command = { 'no-such-agent-binary' } } } }))", json!([])).await;
         ed.command("HandoffAgent gone").await;
@@ -622,7 +673,9 @@ async fn handoff_agent_in_the_editor_chat_approval_and_the_buffer() {
             .wait_until("(function() for _, n in ipairs(T.notes) do if n.msg:find('no%-such%-agent%-binary') then return n.msg end end end)()", Duration::from_secs(10))
             .await;
         assert!(said.as_str().unwrap().contains("the command \"no-such-agent-binary\" of agent \"gone\" is not found"), "{said}");
-        ed.quit().await;
+        // None of it outlives the editor.
+        let _dir = ed.quit().await;
+        until("our agent to end with the editor", || left_running(&inner).is_empty()).await;
     })
     .await;
 }
@@ -645,6 +698,19 @@ fn npm_agent(var: &str, default: &str) -> Option<PathBuf> {
     panic!("{} is not installed: run scripts/deps.sh (ensure_*), or set {var}, or HANDOFF_SKIP_{var}=1", path.display());
 }
 
+/// The command line of Claude Code's adapter `claude` with the mock as its model, offline: no
+/// traffic of its own; as root it needs IS_SANDBOX to open a session.
+fn claude_command(env: &Env, claude: &Path) -> String {
+    let home = env.dir.path().join("claude-home");
+    std::fs::create_dir_all(&home).unwrap();
+    format!(
+        "env HOME={} ANTHROPIC_BASE_URL={} ANTHROPIC_API_KEY=x CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 IS_SANDBOX=1 {}",
+        home.display(),
+        env.mock.anthropic_base_url(),
+        claude.display()
+    )
+}
+
 /// Claude Code through an ACP adapter (`claude`, named `name`) with the mock as its model over
 /// Anthropic's Messages API, offline. A prompt streams and is recorded; its `Write` asks
 /// through our consent (refused without `--yes`: no file; with it the file lands); `handoff
@@ -652,15 +718,7 @@ fn npm_agent(var: &str, default: &str) -> Option<PathBuf> {
 /// `through_fs`: its write comes to our `fs/write_text_file` (our log says so), else it is its own.
 async fn claude_offline(claude: &Path, name: &str, write_tool: &str, through_fs: bool) -> Env {
     let env = Env::new().await;
-    let home = env.dir.path().join("claude-home");
-    std::fs::create_dir_all(&home).unwrap();
-    // Offline: no traffic of its own; as root it needs IS_SANDBOX to open a session.
-    let agent = format!(
-        "env HOME={} ANTHROPIC_BASE_URL={} ANTHROPIC_API_KEY=x CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 IS_SANDBOX=1 {}",
-        home.display(),
-        env.mock.anthropic_base_url(),
-        claude.display()
-    );
+    let agent = claude_command(&env, claude);
 
     // Its side requests (token counts, a small model's "count") take the default reply; each
     // step's reply is routed to the request that carries the step's words.
@@ -707,6 +765,11 @@ async fn claude_offline(claude: &Path, name: &str, write_tool: &str, through_fs:
     let sent = common::wire_messages(&env.mock.requests().last().cloned().unwrap());
     let first_user = sent.iter().find(|(role, _)| role == "user").unwrap();
     assert!(first_user.1.starts_with("<handoff-context>\n## Goal\nShip the parser."), "{sent:?}");
+
+    handoff_to_the_same_agent(&env, &file, name).await;
+    pi_resumes(&env, &file, "Plan the parser").await;
+    // It does not exit on EOF: ended with its group, none of it left.
+    until("Claude to end with its group", || left_running(&env.dir.path().join("claude-home")).is_empty()).await;
     env
 }
 
@@ -784,4 +847,387 @@ async fn gemini_cli_offline_prompt_consent_fs_and_handoff_to_ours() {
     let sent = common::wire_messages(&env.mock.requests().last().cloned().unwrap());
     let first_user = sent.iter().find(|(role, _)| role == "user").unwrap();
     assert!(first_user.1.starts_with("<handoff-context>\n## Goal\nShip the parser."), "{sent:?}");
+
+    handoff_to_the_same_agent(&env, &file, "gemini").await;
+    pi_resumes(&env, &file, "Plan the parser").await;
+    until("Gemini to end with its group", || left_running(&home).is_empty()).await;
+}
+
+/// The meter after a stopped reply: the count of the last reply that reported one stands (a
+/// reply cut off reports none; its zeros are no measure). Ours, and an external agent's, whose
+/// `usage_update` (used, its own window) is recorded on its reply. Was 0 after a stop on ours,
+/// and always 0 on an external agent (its usage was not recorded).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_meter_keeps_its_count_after_a_stop_on_ours_and_on_an_external_agent() {
+    use common::nvim::{bounded, Editor};
+    bounded(async {
+        let ed = Editor::start().await;
+        let inner = ed.dir.path().join("inner");
+        let url = ed.mock.openai_base_url();
+        let command = json!([BIN, "acp", "--provider", "openai", "--base-url", url, "--model", "mock-model", "--context-window", "54321"]);
+        let setup = json!({ "bin": BIN, "provider": ed.default_setup()["provider"], "agents": { "mine": { "command": command, "env": { "HANDOFF_SESSION_DIR": inner } } } });
+        ed.lua("require('handoff').setup(...)", json!([setup])).await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        let meter = || async { let s = ed.status().await; (s["context_tokens"].as_u64().unwrap(), s["context_window"].as_u64().unwrap()) };
+        let stop = |ends: usize, said: &'static str| {
+            let ed = &ed;
+            async move {
+                ed.mock.push(common::nvim::endless());
+                ed.lua("require('handoff').prompt(...)", json!([said])).await;
+                common::wait_until("the model request", T, || ed.mock.requests().last().is_some_and(|r| r.body.to_string().contains(said))).await;
+                ed.lua("require('handoff').abort()", json!([])).await;
+                ed.wait_event("HandoffAgentEnd", ends).await;
+            }
+        };
+
+        // Ours.
+        ed.converse("first question", "one two three").await;
+        let (used, window) = meter().await;
+        assert!(used > 0, "{used}");
+        stop(2, "talk on").await;
+        assert_eq!(meter().await, (used, window), "ours: the meter after a stop");
+
+        // An external agent: its own count and window.
+        ed.command("HandoffAgent mine").await;
+        ed.wait_event("HandoffSessionSwitch", 1).await;
+        ed.mock.push(MockReply::text("Hello from the agent."));
+        ed.lua("require('handoff').prompt('hi')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 3).await;
+        let (used, window) = meter().await;
+        assert!(used > 0, "the agent's usage_update was not recorded");
+        assert_eq!(window, 54321, "the agent's window");
+        stop(4, "talk more").await;
+        assert_eq!(meter().await, (used, window), "external: the meter after a stop");
+        ed.quit().await;
+    })
+    .await;
+}
+
+/// Codex's home for a test: the mock as its model over the Responses API (see
+/// `codex_acp_offline_prompt_record_and_handoff_to_ours`).
+fn codex_home(dir: &Path, mock: &handoff_mock::MockServer) -> PathBuf {
+    let home = dir.join("codex-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let config = format!(
+        "model = \"gpt-5.4\"\nmodel_provider = \"mock\"\napproval_policy = \"untrusted\"\nsandbox_mode = \"danger-full-access\"\n\n[model_providers.mock]\nname = \"mock\"\nbase_url = \"{}\"\nenv_key = \"MOCK_KEY\"\nwire_api = \"responses\"\n",
+        mock.openai_base_url()
+    );
+    std::fs::write(home.join("config.toml"), config).unwrap();
+    home
+}
+
+/// Codex in the editor: a prompt streams into the chat and the session file; the commands it
+/// advertises (`available_commands_update`) are completed in our prompt beside ours, and one
+/// typed goes to it as the prompt's text; its model, offered as a config option, is set by
+/// `:HandoffAgentModel` (the next request asks for it); its `exec_command` asks in our approval
+/// UI before it runs (Codex runs it itself, not in a terminal of ours); `:Handoff` goes on on
+/// Codex with the document first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_acp_in_the_editor_commands_model_and_handoff() {
+    let Some(codex) = codex_acp() else { return };
+    use common::nvim::{bounded, Editor};
+    bounded(async {
+        let ed = Editor::start().await;
+        let home = codex_home(ed.dir.path(), &ed.mock);
+        let agents = json!({ "codex": { "command": [codex], "env": { "CODEX_HOME": home, "MOCK_KEY": "x" } } });
+        let setup = json!({ "bin": BIN, "provider": ed.default_setup()["provider"], "agents": agents });
+        ed.lua("require('handoff').setup(...)", json!([setup])).await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.command("HandoffAgent codex").await;
+        ed.wait_event("HandoffSessionSwitch", 1).await;
+        // Before its first prompt the agent does not run: nothing offered.
+        assert_eq!(ed.lua("return require('handoff.commands').agent_commands()", json!([])).await, json!([]));
+
+        ed.mock.push(MockReply::text("Hello from codex in the chat."));
+        ed.lua("require('handoff').prompt('Plan the parser')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 1).await;
+        let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
+        assert!(chat.as_str().unwrap().contains("Hello from codex in the chat."), "{chat}");
+        let session = PathBuf::from(ed.session_file().await);
+        let recorded = messages(&session);
+        assert_eq!((recorded.last().unwrap()["provider"].as_str(), recorded.last().unwrap()["model"].as_str()), (Some("acp"), Some("codex")));
+        assert_eq!(ed.mock.requests().last().unwrap().body["model"], "gpt-5.4");
+
+        // Its commands in our completion, after ours; the agent's are marked.
+        // It sends them when it has them (after its session starts, not with it).
+        ed.wait_until("#require('handoff.commands').agent_commands() > 0", Duration::from_secs(30)).await;
+        let items = ed.lua("return require('handoff.commands').omnifunc(0, '/rev')", json!([])).await;
+        let words: Vec<&str> = items.as_array().unwrap().iter().map(|i| i["word"].as_str().unwrap()).collect();
+        assert_eq!(words, ["/review", "/review-branch", "/review-commit"], "{items}");
+        assert_eq!(items[1]["menu"], "[agent] branch name", "{items}");
+        let ours = ed.lua("return require('handoff.commands').omnifunc(0, '/')", json!([])).await;
+        let ours: Vec<&str> = ours.as_array().unwrap().iter().map(|i| i["word"].as_str().unwrap()).collect();
+        assert_eq!(&ours[..2], ["/handoff", "/pin"], "ours first: {ours:?}");
+        assert!(ours.contains(&"/compact"), "{ours:?}");
+
+        // Its model: offered as a config option, set, and the next request asks for it.
+        let offers = ed.lua("return require('handoff.host').request('agent_offers')", json!([])).await;
+        assert_eq!(offers["model"]["current"], "gpt-5.4", "{offers}");
+        ed.command("HandoffAgentModel gpt-5.5").await;
+        let offers = ed.lua("return require('handoff.host').request('agent_offers')", json!([])).await;
+        assert_eq!(offers["model"]["current"], "gpt-5.5", "{offers}");
+        assert!(offers.get("mode").is_none(), "codex offers no mode here: {offers}");
+        ed.mock.push(MockReply::text("On the new model."));
+        ed.lua("require('handoff').prompt('again')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 2).await;
+        assert_eq!(ed.mock.requests().last().unwrap().body["model"], "gpt-5.5");
+        // A model it does not offer is refused, naming those it does.
+        ed.command("HandoffAgentModel no-such-model").await;
+        let said = ed.wait_until("T.noted('no-such-model')", Duration::from_secs(10)).await;
+        assert!(said["msg"].as_str().unwrap().contains("gpt-5.4-mini"), "{said}");
+
+        // Its command (`approval_policy = "untrusted"`): asked in our approval UI, then run.
+        ed.mock.push(common::tool_call_reply("exec_command", json!({ "cmd": "echo made > made.txt" }), "call_x1"));
+        ed.mock.push(MockReply::text("Ran it."));
+        ed.lua("require('handoff').prompt('run it')", json!([])).await;
+        let req = ed.wait_event("HandoffToolApproval", 1).await;
+        assert!(req.to_string().contains("echo made > made.txt"), "{req}");
+        assert!(!ed.work_dir().join("made.txt").exists(), "ran before it was allowed");
+        ed.lua("require('handoff').approve(...)", json!([req["id"], "allow"])).await;
+        ed.wait_event("HandoffAgentEnd", 3).await;
+        assert_eq!(std::fs::read_to_string(ed.work_dir().join("made.txt")).unwrap_or_default(), "made\n");
+
+        // `:Handoff`: Codex writes the document; the next session runs on Codex with it first.
+        ed.mock.push(MockReply::text(DOCUMENT));
+        ed.command("Handoff").await;
+        ed.wait_event("HandoffSessionSwitch", 2).await;
+        let next = PathBuf::from(ed.session_file().await);
+        assert_ne!(next, session);
+        let entry = agents::agent_of(&SessionManager::open(&next, &ed.session_dir).unwrap()).unwrap();
+        assert_eq!(entry.agent.name, "codex");
+        ed.mock.push(MockReply::text("Going on in codex."));
+        ed.lua("require('handoff').prompt('go on')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 5).await;
+        let sent = ed.mock.requests().last().unwrap().body.to_string();
+        assert!(sent.contains("Ship the parser.") && sent.contains("go on"), "{sent}");
+        // It does not exit on EOF: none of it outlives the editor.
+        assert!(!left_running(&home).is_empty(), "control: the agent runs with its folder in its environment");
+        let _dir = ed.quit().await;
+        until("codex to end with the editor", || left_running(&home).is_empty()).await;
+    })
+    .await;
+}
+
+/// Gemini CLI in the editor: a prompt streams into the chat; its `write_file` asks in our
+/// approval UI and lands through the open buffer (its `fs/*` are the editor's), which `u`
+/// undoes; its modes and models (offered as `modes`/`models`) are set by `:HandoffAgentMode`
+/// (`session/set_mode`: in `yolo` it writes without asking) and `:HandoffAgentModel`
+/// (`session/set_model`: the next request goes to that model).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_cli_in_the_editor_approval_buffer_undo_mode_and_model() {
+    let Some(gemini) = npm_agent("GEMINI_CLI_BIN", GEMINI_CLI) else { return };
+    use common::nvim::{bounded, Editor};
+    bounded(async {
+        let ed = Editor::start().await;
+        let home = ed.dir.path().join("gemini-home");
+        std::fs::create_dir_all(home.join(".gemini")).unwrap();
+        let settings = json!({
+            "security": { "folderTrust": { "enabled": false }, "auth": { "selectedType": "gemini-api-key" } },
+            "privacy": { "usageStatisticsEnabled": false },
+            "general": { "disableAutoUpdate": true, "disableUpdateNag": true },
+        });
+        std::fs::write(home.join(".gemini/settings.json"), settings.to_string()).unwrap();
+        let env = json!({ "HOME": home, "GOOGLE_GEMINI_BASE_URL": ed.mock.gemini_base_url(), "GEMINI_API_KEY": "x" });
+        let setup = json!({ "bin": BIN, "provider": ed.default_setup()["provider"], "agents": { "gem": { "command": [gemini, "--acp"], "env": env } } });
+        ed.lua("require('handoff').setup(...)", json!([setup])).await;
+        let file = ed.work_dir().join("notes.txt");
+        std::fs::write(&file, "hello\n").unwrap();
+        ed.command("edit notes.txt").await;
+        let buf = ed.eval("vim.api.nvim_get_current_buf()").await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.command("HandoffAgent gem").await;
+        ed.wait_event("HandoffSessionSwitch", 1).await;
+
+        ed.mock.set_default(MockReply::text("(default)"));
+        ed.mock.push(MockReply::text("Hello from Gemini in the chat."));
+        ed.lua("require('handoff').prompt('hi')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 1).await;
+        let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
+        assert!(chat.as_str().unwrap().contains("Hello from Gemini in the chat."), "{chat}");
+        assert_eq!(messages(&PathBuf::from(ed.session_file().await)).last().unwrap()["model"], "gem");
+
+        // Its write: asked in our approval UI, written through the buffer, undone with `u`.
+        ed.mock.push(common::tool_call_reply("write_file", json!({ "file_path": file, "content": "hello\nthere\n" }), "g1"));
+        ed.mock.push(MockReply::text("Wrote it."));
+        ed.lua("require('handoff').prompt('write it')", json!([])).await;
+        let req = ed.wait_event("HandoffToolApproval", 1).await;
+        ed.lua("require('handoff').approve(...)", json!([req["id"], "allow"])).await;
+        ed.wait_event("HandoffAgentEnd", 2).await;
+        let lines = || ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf]));
+        assert_eq!(lines().await, json!(["hello", "there"]));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello\nthere\n");
+        ed.lua("vim.api.nvim_set_current_buf(...)", json!([buf])).await;
+        ed.input("u").await;
+        assert_eq!(lines().await, json!(["hello"]));
+
+        // Its modes: `yolo` approves its own tools; nothing is asked, the file is written.
+        let offers = ed.lua("return require('handoff.host').request('agent_offers')", json!([])).await;
+        assert_eq!((offers["mode"]["current"].as_str(), offers["model"]["current"].as_str()), (Some("default"), Some("auto")), "{offers}");
+        ed.command("HandoffAgentMode yolo").await;
+        let offers = ed.lua("return require('handoff.host').request('agent_offers')", json!([])).await;
+        assert_eq!(offers["mode"]["current"], "yolo", "{offers}");
+        let other = ed.work_dir().join("other.txt");
+        ed.mock.push(common::tool_call_reply("write_file", json!({ "file_path": other, "content": "unasked\n" }), "g2"));
+        ed.mock.push(MockReply::text("Wrote the other."));
+        ed.lua("require('handoff').prompt('write the other')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 3).await;
+        assert_eq!(std::fs::read_to_string(&other).unwrap_or_default(), "unasked\n");
+        assert_eq!(ed.eval("T.count('HandoffToolApproval')").await, json!(1), "asked in yolo mode");
+
+        // Its model: the next request goes to it.
+        ed.command("HandoffAgentModel gemini-2.5-pro").await;
+        ed.mock.push(MockReply::text("From the pro model."));
+        ed.lua("require('handoff').prompt('and now')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 4).await;
+        let paths: Vec<String> = ed.mock.requests().iter().map(|r| r.path.clone()).collect();
+        assert!(paths.last().unwrap().contains("gemini-2.5-pro:streamGenerateContent"), "{paths:#?}");
+        assert!(!left_running(&home).is_empty(), "control: the agent runs with its folder in its environment");
+        let _dir = ed.quit().await;
+        until("Gemini to end with the editor", || left_running(&home).is_empty()).await;
+    })
+    .await;
+}
+
+/// claude-code-acp runs its Bash in a terminal of ours (`mcp__acp__Bash` → `terminal/create`):
+/// the command runs in our sandbox, writing in the project and not outside it. Control: with
+/// `--sandbox off` the same command writes outside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_acp_runs_its_bash_in_our_sandbox() {
+    if !common::sandbox::enforced("claude_code_acp_runs_its_bash_in_our_sandbox") {
+        return;
+    }
+    let Some(claude) = npm_agent("CLAUDE_CODE_ACP_BIN", CLAUDE_CODE_ACP) else { return };
+    let env = Env::new().await;
+    let agent = claude_command(&env, &claude);
+    let outside = env.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let command = format!("echo inside > in.txt; echo escaped > {}/out.txt", outside.display());
+    let bash = json!({ "command": command, "timeout": 60000, "description": "write two files" });
+    for (sandbox, escaped) in [("workspace-write", false), ("off", true)] {
+        env.mock.set_default(MockReply::text("Ran it."));
+        env.mock.push_for("run it", common::tool_call_reply("mcp__acp__Bash", bash.clone(), &format!("toolu_{sandbox}")));
+        let log = env.dir.path().join(format!("{sandbox}.log"));
+        let (code, stdout, stderr) =
+            ours(&env, &["--log-file", log.to_str().unwrap(), "--yes", "prompt", "--sandbox", sandbox, "--agent", &agent, "run it"]).await;
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stdout.contains("Ran it."), "{stdout}");
+        let logged = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(env.project().join("in.txt").exists(), "{sandbox}: the command did not run in our terminal: {stderr}\n{logged}\n{:#?}", messages(&session_of(&stderr)));
+        assert_eq!(outside.join("out.txt").exists(), escaped, "{sandbox}: {stderr}\n{:#?}", messages(&session_of(&stderr)));
+        std::fs::remove_file(env.project().join("in.txt")).unwrap();
+    }
+}
+
+/// Claude Code's adapter `claude` (named `name`, writing with `write_tool`) in the editor: a
+/// prompt streams into the chat; its write asks in our approval UI. `through_fs`: the write
+/// comes through our `fs/write_text_file`, so the open buffer has it and `u` undoes it; else
+/// (its own file IO) the file changes on disk behind the buffer. Its modes (a config option)
+/// are set by `:HandoffAgentMode`: in `acceptEdits` it writes without asking.
+async fn claude_in_the_editor(claude: &Path, write_tool: &str, through_fs: bool) {
+    use common::nvim::{bounded, Editor};
+    bounded(async {
+        let ed = Editor::start().await;
+        let home = ed.dir.path().join("claude-home");
+        std::fs::create_dir_all(&home).unwrap();
+        let env = json!({
+            "HOME": home, "ANTHROPIC_BASE_URL": ed.mock.anthropic_base_url(), "ANTHROPIC_API_KEY": "x",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "IS_SANDBOX": "1",
+        });
+        let setup = json!({ "bin": BIN, "provider": ed.default_setup()["provider"], "agents": { "claude": { "command": [claude], "env": env } } });
+        ed.lua("require('handoff').setup(...)", json!([setup])).await;
+        let file = ed.work_dir().join("notes.txt");
+        std::fs::write(&file, "hello-7731\n").unwrap();
+        ed.command("edit notes.txt").await;
+        let buf = ed.eval("vim.api.nvim_get_current_buf()").await;
+        ed.lua("require('handoff').open_chat()", json!([])).await;
+        ed.command("HandoffAgent claude").await;
+        ed.wait_event("HandoffSessionSwitch", 1).await;
+
+        ed.mock.set_default(MockReply::text("(default)"));
+        ed.mock.push_for("Plan the parser", MockReply::text("Hello from Claude in the chat."));
+        ed.lua("require('handoff').prompt('Plan the parser')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 1).await;
+        let chat = ed.eval("table.concat(T.chat(), '\\n')").await;
+        assert!(chat.as_str().unwrap().contains("Hello from Claude in the chat."), "{chat}");
+
+        // Its write, asked in our approval UI. Through our `fs/*`: into the open buffer, and
+        // `u` undoes it. With its own IO: a new file (its Write would first read an existing one).
+        let target = if through_fs { file.clone() } else { ed.work_dir().join("new.txt") };
+        let write = common::tool_call_reply(write_tool, json!({ "file_path": target, "content": "hello-7731\nthere\n" }), "toolu_e1");
+        ed.mock.push_for("write it", write);
+        ed.mock.set_default(MockReply::text("Wrote it."));
+        ed.lua("require('handoff').prompt('write it')", json!([])).await;
+        let req = ed.wait_event("HandoffToolApproval", 1).await;
+        ed.lua("require('handoff').approve(...)", json!([req["id"], "allow"])).await;
+        ed.wait_event("HandoffAgentEnd", 2).await;
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "hello-7731\nthere\n");
+        if through_fs {
+            let lines = || ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf]));
+            assert_eq!(lines().await, json!(["hello-7731", "there"]));
+            ed.lua("vim.api.nvim_set_current_buf(...)", json!([buf])).await;
+            ed.input("u").await;
+            assert_eq!(lines().await, json!(["hello-7731"]));
+        }
+
+        // Its modes: `acceptEdits` writes without asking.
+        let offers = ed.lua("return require('handoff.host').request('agent_offers')", json!([])).await;
+        assert_eq!(offers["mode"]["current"], "default", "{offers}");
+        ed.command("HandoffAgentMode acceptEdits").await;
+        let other = ed.work_dir().join("other.txt");
+        ed.mock.push_for("write the other", common::tool_call_reply(write_tool, json!({ "file_path": other, "content": "unasked\n" }), "toolu_e2"));
+        ed.lua("require('handoff').prompt('write the other')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 3).await;
+        assert_eq!(std::fs::read_to_string(&other).unwrap_or_default(), "unasked\n");
+        assert_eq!(ed.eval("T.count('HandoffToolApproval')").await, json!(1), "asked in acceptEdits mode");
+        // It does not exit on EOF: none of it outlives the editor.
+        assert!(!left_running(&home).is_empty(), "control: the agent runs with its folder in its environment");
+        let _dir = ed.quit().await;
+        until("Claude to end with the editor", || left_running(&home).is_empty()).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_agent_acp_in_the_editor_chat_approval_and_mode() {
+    let Some(claude) = npm_agent("CLAUDE_AGENT_ACP_BIN", CLAUDE_AGENT_ACP) else { return };
+    claude_in_the_editor(&claude, "Write", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_acp_in_the_editor_chat_approval_buffer_undo_and_mode() {
+    let Some(claude) = npm_agent("CLAUDE_CODE_ACP_BIN", CLAUDE_CODE_ACP) else { return };
+    claude_in_the_editor(&claude, "mcp__acp__Write", true).await;
+}
+
+/// Codex with OpenAI's own provider (the mock at its `openai_base_url`) and no login answers
+/// `session/new` with "authentication required": we sign it in with the way it offers that
+/// reads a key from its environment (`openai-api-key`, `OPENAI_API_KEY` set), and the prompt
+/// goes on. Without the key, the error names its ways to sign in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_acp_asks_to_sign_in_and_a_key_of_its_environment_does() {
+    let Some(codex) = codex_acp() else { return };
+    let env = Env::new().await;
+    // A CODEX_HOME of its own for each run: a sign-in is kept there.
+    let agents = |run: &str, key: Option<&str>| {
+        let home = env.dir.path().join(run);
+        std::fs::create_dir_all(&home).unwrap();
+        let config = format!("model = \"gpt-5.4\"\nopenai_base_url = \"{}\"\n", env.mock.openai_base_url());
+        std::fs::write(home.join("config.toml"), config).unwrap();
+        let mut vars = json!({ "CODEX_HOME": home });
+        if let Some(key) = key {
+            vars["OPENAI_API_KEY"] = json!(key);
+        }
+        json!({ "codex": { "command": [codex], "env": vars } }).to_string()
+    };
+
+    // Routed by the prompt's words: its WebSocket attempt (no body) is not the request.
+    env.mock.push_for("sign me in", MockReply::text("Signed in and answering."));
+    let (code, stdout, stderr) = ours(&env, &["--agents", &agents("with-key", Some("x")), "prompt", "--agent", "codex", "sign me in"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    // Its own notice may come first (its WebSocket transport falls back to HTTPS here).
+    assert!(stdout.trim().ends_with("Signed in and answering."), "{stdout}");
+
+    let (code, _, stderr) = ours(&env, &["--agents", &agents("without", None), "prompt", "--agent", "codex", "hi"]).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("asks to sign in") && stderr.contains("Login with ChatGPT") && stderr.contains("OPENAI_API_KEY"), "{stderr}");
 }

@@ -110,12 +110,30 @@ function M.templates()
   return H.cache.list
 end
 
---- Completion candidates for a command name prefix.
+--- The commands the session's external agent offers (|handoff-agents|: its
+--- `available_commands_update`), `{ name, description, hint? }`; none on ours, or before the
+--- agent started (with the session's first prompt). Typed `/name args`, they go to the agent
+--- as the prompt's text.
+function M.agent_commands()
+  if not require("handoff.host").running() then
+    return {}
+  end
+  local ok, offers = require("handoff.host").try_request("agent_offers")
+  return ok and type(offers) == "table" and offers.commands or {}
+end
+
+--- Completion candidates for a command name prefix: ours, then the agent's, then templates.
 function M.complete(prefix)
   local items = {}
   for _, c in ipairs(builtin) do
     if vim.startswith(c.name, prefix) then
       table.insert(items, { word = "/" .. c.name, abbr = "/" .. c.name, menu = c.hint, info = c.description })
+    end
+  end
+  for _, c in ipairs(M.agent_commands()) do
+    if vim.startswith(c.name, prefix) and not find(c.name) then
+      local menu = "[agent]" .. (c.hint and (" " .. c.hint) or "")
+      table.insert(items, { word = "/" .. c.name, abbr = "/" .. c.name, menu = menu, info = c.description })
     end
   end
   for _, t in ipairs(M.templates()) do

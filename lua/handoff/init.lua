@@ -216,6 +216,50 @@ function M.agent(name)
   end)
 end
 
+--- Sets the external agent's `what` ("mode" or "model", as the agent offers them:
+--- |handoff-agents|) to `value`, or to one picked from what it offers (the one in force
+--- marked). The session's agent starts with its first prompt: before, it offers nothing.
+---@param what "mode"|"model"
+---@param value? string
+function M.agent_choose(what, value)
+  local offers = host.request("agent_offers")
+  local choice = type(offers) == "table" and offers[what] or nil
+  if not choice then
+    vim.notify(("handoff.nvim: the session's agent offers no %s (ours, or not started yet: send a prompt first)"):format(what), vim.log.levels.WARN)
+    return
+  end
+  local function apply(id)
+    if host.request("agent_choose", what, id) then
+      vim.notify(("handoff.nvim: the agent's %s is %s"):format(what, id), vim.log.levels.INFO, { title = "handoff.nvim" })
+    end
+  end
+  if value and value ~= "" then
+    return apply(value)
+  end
+  vim.ui.select(choice.available, {
+    prompt = "Agent " .. what,
+    format_item = function(item)
+      local mark = item.id == choice.current and "* " or "  "
+      return mark .. (item.name ~= "" and item.name or item.id) .. (item.description and (" — " .. item.description) or "")
+    end,
+  }, function(item)
+    if item then
+      apply(item.id)
+    end
+  end)
+end
+
+--- The ids the session's agent offers for `what` (`:HandoffAgentMode`'s completion).
+---@param what "mode"|"model"
+---@return string[]
+function M.agent_choices(what)
+  local ok, offers = host.try_request("agent_offers")
+  local choice = ok and type(offers) == "table" and offers[what] or nil
+  return vim.tbl_map(function(item)
+    return item.id
+  end, choice and choice.available or {})
+end
+
 --- Switches the model (`name`, or chosen from the provider's list, `models` and the tables,
 --- each shown with its window; see `handoff.models`). `opts.enable`: enable a Copilot model
 --- for the account first (:HandoffModel!).

@@ -109,7 +109,8 @@ fn asked_call(request: &ApprovalRequest) -> ToolCallUpdate {
         (Some(path), None) => fields = fields.locations(vec![wire::ToolCallLocation::new(path)]),
         _ => {}
     }
-    ToolCallUpdate::new(request.id.clone(), fields)
+    // The call the client was told of (an escalation's question is about its call).
+    ToolCallUpdate::new(request.call_id().to_string(), fields)
 }
 
 #[async_trait]

@@ -13,7 +13,7 @@ use handoff_frontend_paths as frontend_paths;
 
 impl Server {
     /// `session/list`: one entry per chain of handoffs (under its first session's id, which is
-    /// the ACP id `session/new` gave it), newest first; chains with nothing said are left out.
+    /// the ACP id `session/new` gave it), the newest activity first; chains with nothing said are left out.
     pub(super) async fn list_sessions(&self, request: wire::ListSessionsRequest) -> Answer {
         let cwd = match request.cwd {
             Some(cwd) => absolute_cwd(&cwd)?,
@@ -28,7 +28,7 @@ impl Server {
         .await
         .map_err(|e| AcpError::Failed(e.to_string()))?
         .map_err(|e| AcpError::Failed(e.to_string()))?;
-        let sessions = chains(&listed)
+        let mut sessions: Vec<wire::SessionInfo> = chains(&listed)
             .into_iter()
             .filter_map(|chain| {
                 let id = listed_id(&chain, &recorded)?;
@@ -43,6 +43,8 @@ impl Server {
                 )
             })
             .collect();
+        // Newest activity first, as clients show the list (the chains come by creation).
+        sessions.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
         encode(wire::ListSessionsResponse::new(sessions))
     }
 }

@@ -9,6 +9,8 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::connection::{Connection, FromAgent, Peer};
+use super::offers::Handle;
+use handoff_core::sync::lock;
 use super::record::{self, AgentEntry, Recorder};
 use super::terminal::{self, Terminals};
 use super::{AgentError, AgentSpec};
@@ -28,6 +30,9 @@ pub struct AgentInfo {
     pub protocol: u64,
     /// It can load a session it made before (`session/load`).
     pub load_session: bool,
+    /// The ways it signs in (`authMethods`), as it gives them.
+    #[serde(skip)]
+    pub auth_methods: Vec<Value>,
 }
 
 /// Where a front end shows what the agent does while a prompt runs.
@@ -91,6 +96,7 @@ async fn start(spec: &AgentSpec, services: &Arc<Services>) -> Result<(Connection
         version: answer["agentInfo"]["version"].as_str().map(str::to_string),
         protocol: answer["protocolVersion"].as_u64().unwrap_or_default(),
         load_session: answer["agentCapabilities"]["loadSession"].as_bool().unwrap_or(false),
+        auth_methods: answer["authMethods"].as_array().cloned().unwrap_or_default(),
     };
     Ok((conn, info))
 }
@@ -129,14 +135,31 @@ impl ExternalSession {
             let params = json!({ "sessionId": id, "cwd": cwd, "mcpServers": [] });
             // The replayed conversation is ours already: it is not shown or recorded again.
             match exchange(&mut conn, &services, method::SESSION_LOAD, params, &CancellationToken::new(), &mut |_| {}).await {
-                Ok(_) => return Ok((ExternalSession { conn, spec, info, session_id: id.to_string(), services }, true)),
+                Ok(answer) => {
+                    lock(&conn.offers).take_answer(&answer);
+                    return Ok((ExternalSession { conn, spec, info, session_id: id.to_string(), services }, true));
+                }
                 Err(e) => tracing::warn!(agent = %spec.name, "session/load of {id} failed, a new session starts: {e}"),
             }
         }
         let params = json!({ "cwd": cwd, "mcpServers": [] });
-        let answer = exchange(&mut conn, &services, method::SESSION_NEW, params, &CancellationToken::new(), &mut |_| {}).await?;
+        let never = CancellationToken::new();
+        let answer = match exchange(&mut conn, &services, method::SESSION_NEW, params.clone(), &never, &mut |_| {}).await {
+            Err(AgentError::Answered { code: AUTH_REQUIRED, .. }) => {
+                authenticate(&mut conn, &services, &spec, &info).await?;
+                exchange(&mut conn, &services, method::SESSION_NEW, params, &never, &mut |_| {}).await?
+            }
+            answer => answer?,
+        };
         let session_id = answer["sessionId"].as_str().ok_or_else(|| AgentError::Protocol("session/new answered no sessionId".into()))?.to_string();
+        lock(&conn.offers).take_answer(&answer);
         Ok((ExternalSession { conn, spec, info, session_id, services }, false))
+    }
+
+    /// What the agent offers this session (commands, modes, models), to read and set while
+    /// a prompt runs too.
+    pub fn handle(&self) -> Handle {
+        Handle { peer: self.conn.peer.clone(), session_id: self.session_id.clone(), offers: self.conn.offers.clone() }
     }
 
     /// The entry that records this session in ours.
@@ -203,6 +226,36 @@ impl ExternalSession {
     pub async fn close(self) {
         self.conn.close().await;
     }
+}
+
+/// ACP's "authentication required" error.
+const AUTH_REQUIRED: i64 = -32000;
+
+/// The agent asked to sign in: each way it offers that takes a key from its environment
+/// (`type: env_var`) is tried in turn, the first it accepts kept. A login of another kind (a
+/// browser's) is the user's to do with the agent's own CLI: the error names them all.
+async fn authenticate(conn: &mut Connection, services: &Arc<Services>, spec: &AgentSpec, info: &AgentInfo) -> Result<(), AgentError> {
+    for way in info.auth_methods.iter().filter(|m| m["type"] == "env_var") {
+        let Some(id) = way["id"].as_str() else { continue };
+        let params = json!({ "methodId": id });
+        match exchange(conn, services, method::AUTHENTICATE, params, &CancellationToken::new(), &mut |_| {}).await {
+            Ok(_) => {
+                tracing::info!(agent = %spec.name, "signed in with {id}");
+                return Ok(());
+            }
+            Err(e) => tracing::info!(agent = %spec.name, "{id} did not sign in: {e}"),
+        }
+    }
+    let ways: Vec<String> = info
+        .auth_methods
+        .iter()
+        .map(|m| {
+            let name = m["name"].as_str().or(m["id"].as_str()).unwrap_or("?").to_string();
+            let vars: Vec<&str> = m["vars"].as_array().into_iter().flatten().filter_map(|v| v["name"].as_str()).collect();
+            if vars.is_empty() { name } else { format!("{name} ({})", vars.join(", ")) }
+        })
+        .collect();
+    Err(AgentError::SignIn { name: spec.name.clone(), ways: ways.join("; ") })
 }
 
 /// Sends request `method` and waits for its answer, meanwhile serving what the agent sends:

@@ -77,6 +77,8 @@ impl Peer {
 /// A running agent: its process, the line to it, what it sends us.
 pub struct Connection {
     pub peer: Peer,
+    /// What the agent offers its session, kept up to date as its updates arrive.
+    pub offers: Arc<Mutex<super::offers::Offers>>,
     pub incoming: mpsc::UnboundedReceiver<FromAgent>,
     child: Child,
     /// Its process group (its pid), while the host holds it.
@@ -119,7 +121,8 @@ impl Connection {
         let pending: Pending = Arc::default();
         let (to_us, incoming) = mpsc::unbounded_channel();
         let name: Arc<str> = spec.name.as_str().into();
-        tokio::spawn(read_lines(stdout, pending.clone(), to_us, name.clone()));
+        let offers = Arc::<Mutex<super::offers::Offers>>::default();
+        tokio::spawn(read_lines(stdout, pending.clone(), to_us, offers.clone(), name.clone()));
         {
             let name = name.clone();
             tokio::spawn(async move {
@@ -130,7 +133,7 @@ impl Connection {
             });
         }
         let peer = Peer { out, next_id: Arc::new(AtomicI64::new(1)), pending, name };
-        Ok(Connection { peer, incoming, child, group, closing, name: spec.name.clone() })
+        Ok(Connection { peer, offers, incoming, child, group, closing, name: spec.name.clone() })
     }
 
     /// Ends the agent: its stdin closes, and its process group is killed if the agent has not
@@ -179,6 +182,7 @@ async fn read_lines(
     stdout: tokio::process::ChildStdout,
     pending: Pending,
     to_us: mpsc::UnboundedSender<FromAgent>,
+    offers: Arc<Mutex<super::offers::Offers>>,
     name: Arc<str>,
 ) {
     let mut lines = tokio::io::BufReader::with_capacity(1 << 16, stdout).lines();
@@ -205,6 +209,10 @@ async fn read_lines(
                 let _ = to_us.send(FromAgent::Request { id, method, params });
             }
             (Some(Value::String(method)), None) => {
+                // Taken as it arrives: between prompts nobody reads the queue.
+                if method == handoff_acp_wire::method::SESSION_UPDATE {
+                    lock(&offers).take_update(&params["update"]);
+                }
                 let _ = to_us.send(FromAgent::Notification { method, params });
             }
             (_, Some(id)) => {

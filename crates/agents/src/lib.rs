@@ -15,6 +15,7 @@
 mod client;
 mod connection;
 pub mod handoff;
+pub mod offers;
 mod record;
 mod runner;
 mod terminal;
@@ -47,6 +48,10 @@ pub enum AgentError {
     Gone { name: String },
     #[error("the agent answered with an error {code}: {message}")]
     Answered { code: i64, message: String },
+    #[error("{0}")]
+    NotOffered(String),
+    #[error("the agent {name:?} asks to sign in, and no key of its environment signed it in: set the variable a way names in its env (agents.{name}.env), or sign in with the agent's own CLI. Its ways: {ways}")]
+    SignIn { name: String, ways: String },
     #[error("the agent broke the protocol: {0}")]
     Protocol(String),
     #[error(transparent)]

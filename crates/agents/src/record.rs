@@ -147,6 +147,18 @@ impl<'a> Recorder<'a> {
                     self.message.push_thinking(text);
                 }
             }
+            // The agent's count of its context and its window: on the reply being recorded,
+            // as a reply of ours carries its usage (pi and our meter read it there). The agent
+            // gives no split: the count is recorded as input.
+            "usage_update" => {
+                if let Some(used) = update["used"].as_u64() {
+                    let mut usage = handoff_core::message::Usage { input: used, total_tokens: used, ..Default::default() };
+                    if let Some(size) = update["size"].as_u64() {
+                        usage.extra.insert(handoff_core::agent::CONTEXT_WINDOW.into(), size.into());
+                    }
+                    self.message.usage = Some(usage);
+                }
+            }
             "tool_call" | "tool_call_update" => {
                 self.show_tool(update);
                 let id = update["toolCallId"].as_str().unwrap_or_default().to_string();

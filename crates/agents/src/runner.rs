@@ -13,10 +13,15 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::client::{ExternalSession, Services, Shown};
+use super::offers::{Handle, Kind};
+use handoff_core::sync::lock;
 use super::record;
 use handoff_core::agent::{AgentEvent, AgentSession, AssistantMessageEvent, ExternalRunner, SessionSetting};
 use handoff_core::message::Message;
 use handoff_core::session::SessionManager;
+
+/// How long the editor waits for the agent to take a mode or model.
+const CHOOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The agent process serving one session file.
 struct Live {
@@ -28,6 +33,9 @@ struct Live {
 #[derive(Default)]
 pub struct Runner {
     live: tokio::sync::Mutex<Option<Live>>,
+    /// What the live agent offers, by its session file: read and set while a prompt holds
+    /// `live`.
+    offered: std::sync::Mutex<Option<(PathBuf, Handle)>>,
 }
 
 /// The turn as the engine's events.
@@ -64,6 +72,12 @@ fn services(agent: &AgentSession) -> Arc<Services> {
     })
 }
 
+impl Runner {
+    fn handle(&self, file: &std::path::Path) -> Option<Handle> {
+        lock(&self.offered).as_ref().filter(|(f, _)| f == file).map(|(_, h)| h.clone())
+    }
+}
+
 #[async_trait]
 impl ExternalRunner for Runner {
     fn drives(&self, session: &SessionManager) -> bool {
@@ -73,6 +87,21 @@ impl ExternalRunner for Runner {
     fn successor(&self, old: &SessionManager) -> Option<SessionSetting> {
         let agent = record::agent_of(old)?.agent;
         Some(Box::new(move |next: &mut SessionManager| record::record_agent_spec(next, &agent)))
+    }
+
+    fn offers(&self, file: &std::path::Path) -> Option<serde_json::Value> {
+        let handle = self.handle(file)?;
+        serde_json::to_value(handle.offers()).ok()
+    }
+
+    async fn choose(&self, file: &std::path::Path, what: &str, value: &str) -> Result<(), String> {
+        let kind = Kind::parse(what).ok_or_else(|| format!("an agent has no {what:?} to set (mode, model)"))?;
+        let handle = self.handle(file).ok_or("the agent starts with the session's first prompt: send one first")?;
+        // The editor waits for the answer: an agent that never gives one is not waited for long.
+        match tokio::time::timeout(CHOOSE_WAIT, handle.choose(kind, value)).await {
+            Ok(chosen) => chosen.map_err(|e| e.to_string()),
+            Err(_) => Err(format!("the agent did not answer in {} s", CHOOSE_WAIT.as_secs())),
+        }
     }
 
     async fn prompt(&self, agent: &AgentSession, prompt: &Message, cancel: &CancellationToken) -> Result<Vec<Message>, String> {
@@ -86,6 +115,7 @@ impl ExternalRunner for Runner {
         let mut blocks = Vec::new();
         if !serving {
             if let Some(old) = live.take() {
+                *lock(&self.offered) = None;
                 old.session.close().await;
             }
             let (session, resumed) = ExternalSession::open(entry.agent.clone(), services(agent), entry.session_id.as_deref())
@@ -94,6 +124,7 @@ impl ExternalRunner for Runner {
             if !resumed {
                 blocks = super::handoff::context_blocks(&agent.session(), 1);
             }
+            *lock(&self.offered) = Some((file.clone(), session.handle()));
             *live = Some(Live { file, session });
         }
         let Some(serving) = live.as_mut() else { return Err("the agent is not running".into()) };
@@ -104,6 +135,7 @@ impl ExternalRunner for Runner {
             Ok(turn) => Ok(turn.messages),
             Err(e) => {
                 if let Some(gone) = live.take() {
+                    *lock(&self.offered) = None;
                     gone.session.close().await;
                 }
                 Err(e.to_string())

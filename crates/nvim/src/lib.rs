@@ -21,6 +21,8 @@
 //! | `review_decide` | request      | decisions `{ id, state, reason?, edited? }[]` | the ids not known |
 //! | `review_split`  | request      | `{ id, parts }`              | the parts' new ids, or nil |
 //! | `templates`     | request      | —                            | `[{name, description}]`              |
+//! | `agent_offers`  | request      | —                            | what the session's external agent offers, `{commands, mode?, model?}` (each choice `{current, available}`), or nil (ours, or not started yet) |
+//! | `agent_choose`  | request      | `what` (`mode`/`model`), `value` | `true` once the agent took it |
 //! | `new_session`   | request      | —                            | status (a `session_switch` record follows) |
 //! | `set_model`     | request      | `model`                      | status                               |
 //! | `set_thinking`  | request      | `level`                      | status (the change is recorded in the session) |
@@ -829,6 +831,12 @@ impl Host {
             Request::ReviewDecide { decisions } => self.review_decide(decisions).await,
             Request::ReviewSplit { split } => self.review_split(split).await,
             Request::Templates => self.templates(),
+            Request::AgentOffers => reply("the agent's offers", &self.agent().and_then(|a| a.external_offers())),
+            Request::AgentChoose { what, value } => {
+                let agent = self.ready()?.agent().clone();
+                agent.external_choose(&what, &value).await.map_err(Failure::invalid)?;
+                Ok(Value::from(true))
+            }
             Request::Pins => reply("the pins", &self.agent().map(|a| a.session().pins()).unwrap_or_default()),
             Request::NewSession => self.new_session(),
             Request::SetModel { model } => self.set_model(&model),

@@ -112,6 +112,10 @@ pub enum Request {
     /// A hunk cut in parts (a Visual selection inside it): the parts' new ids.
     ReviewSplit { split: handoff_core::session::review::Split },
     Templates,
+    /// What the external agent of the session offers (commands, mode, model), or nil.
+    AgentOffers,
+    /// Sets the external agent's `what` (`mode`, `model`) to `value`.
+    AgentChoose { what: String, value: String },
     /// The session's pins, in order (`/unpin`'s completion).
     Pins,
     NewSession,
@@ -204,6 +208,11 @@ impl Request {
                 Request::ReviewSplit { split }
             }
             "templates" => Request::Templates,
+            "agent_offers" => Request::AgentOffers,
+            "agent_choose" => {
+                let (what, value) = args(method, a, 2)?;
+                Request::AgentChoose { what, value }
+            }
             "pins" => Request::Pins,
             "new_session" => Request::NewSession,
             "set_model" => {

@@ -24,6 +24,18 @@ pub trait ExternalRunner: Send + Sync {
     /// What the session a handoff of `old` starts records, beside the model carried over, so
     /// that it runs on the same agent (written into the new session once it is made).
     fn successor(&self, old: &SessionManager) -> Option<SessionSetting>;
+
+    /// What the agent running the session of `file` offers now (its commands, modes,
+    /// models: the front end's completion and pickers), as the front end shows it; `None`
+    /// when no agent runs it (it starts with the session's first prompt).
+    fn offers(&self, _file: &std::path::Path) -> Option<serde_json::Value> {
+        None
+    }
+
+    /// Sets the agent's `what` (`mode`, `model`) to `value` for the session of `file`.
+    async fn choose(&self, _file: &std::path::Path, what: &str, _value: &str) -> Result<(), String> {
+        Err(format!("this agent offers no {what}"))
+    }
 }
 
 /// Entries a new session starts with (see [`ExternalRunner::successor`]).
@@ -39,6 +51,19 @@ impl AgentSession {
     /// (`None`: the session runs on ours).
     pub fn external_successor(&self) -> Option<SessionSetting> {
         self.external_runner()?.successor(&self.session())
+    }
+
+    /// What the external agent of the current session offers ([`ExternalRunner::offers`]).
+    pub fn external_offers(&self) -> Option<serde_json::Value> {
+        let file = self.session().path().to_path_buf();
+        self.external_runner()?.offers(&file)
+    }
+
+    /// Sets the external agent's `what` to `value` ([`ExternalRunner::choose`]).
+    pub async fn external_choose(&self, what: &str, value: &str) -> Result<(), String> {
+        let file = self.session().path().to_path_buf();
+        let runner = self.external_runner().ok_or("this session runs on our own agent: its model is set with /model")?;
+        runner.choose(&file, what, value).await
     }
 
     /// The runner when the current session runs on an external agent.

@@ -44,6 +44,7 @@ pub use state::{AgentConfig, Queued, RunClaim, RunOptions, RunResult, SessionSwi
 pub(crate) use state::AgentState;
 pub use tool_loop::ToolsOutcome;
 pub use external::{ExternalRunner, SessionSetting};
+pub use views::CONTEXT_WINDOW;
 pub use wall::{AfterWall, Boundary, Threshold, Wall, WallReason, WallSettings};
 
 /// Turns of one prompt at most (each tool round is a turn), unless configured otherwise.

@@ -295,7 +295,7 @@ impl AgentSession {
         }
         // The escalation: this exact command again, outside, if the user says so.
         let request = ApprovalRequest {
-            id: format!("{}/unsandboxed", call.id),
+            id: ApprovalRequest::escalation_id(&call.id),
             tool: call.name.clone(),
             kind,
             activity: self.tools.activity(&call.name),

@@ -4,6 +4,10 @@
 
 use super::*;
 
+/// The field of a reply's usage naming the window it was counted against, when that is not our
+/// model's (an external agent reports its own).
+pub const CONTEXT_WINDOW: &str = "contextWindow";
+
 impl AgentSession {
     /// The thinking level in force: the session's last recorded one (`thinking_level_change`),
     /// else the configured default. Read from the session each time (no copy to keep in step):
@@ -45,19 +49,22 @@ impl AgentSession {
     }
 
     /// Tokens the conversation fills in the model's window, as the provider last counted them
-    /// (the latest assistant reply's input, cached and output tokens), and the window. 0 before
-    /// the first reply.
+    /// (the latest assistant reply that reports a usage: `wall::reported`; a reply cut off by
+    /// a stop reports none), and the window: the one that reply was counted against when it
+    /// says (an external agent's, [`CONTEXT_WINDOW`]), else our model's. 0 before the first reply.
     pub fn context_usage(&self) -> (u64, u64) {
-        let window = self.provider_config().context_window;
+        let ours = self.provider_config().context_window;
         let session = self.session();
-        let used = session
+        let last = session
             .get_branch(None)
             .iter()
             .rev()
             .filter(|e| e.message_role() == Some(crate::message::Role::Assistant))
-            .find_map(|e| e.message().and_then(|m| m.usage))
-            .map_or(0, |u| u.input + u.cache_read + u.cache_write + u.output);
-        (used, window)
+            .find_map(|e| e.message().and_then(|m| Some((super::wall::reported(&m)?, m.usage?))));
+        match last {
+            Some((used, usage)) => (used, usage.extra.get(CONTEXT_WINDOW).and_then(serde_json::Value::as_u64).unwrap_or(ours)),
+            None => (0, ours),
+        }
     }
 
     /// The active context as a request sends it: the session's stored messages as their JSON

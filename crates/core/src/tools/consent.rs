@@ -184,7 +184,22 @@ pub struct ApprovalRequest {
     pub protected: Option<String>,
 }
 
+/// The end of the id of the question to run a call again outside the sandbox (the call's own
+/// question, if any, was answered already: this one is named apart).
+const ESCALATION: &str = "/unsandboxed";
+
 impl ApprovalRequest {
+    /// The id of the question to run the call `call_id` again outside the sandbox.
+    pub fn escalation_id(call_id: &str) -> String {
+        format!("{call_id}{ESCALATION}")
+    }
+
+    /// The id of the tool call this asks about (an escalation's is its call's: a client
+    /// knows the call by that id).
+    pub fn call_id(&self) -> &str {
+        self.id.strip_suffix(ESCALATION).filter(|_| self.unsandboxed.is_some()).unwrap_or(&self.id)
+    }
+
     /// "Always" would count for this call only: it reaches a protected path, or runs in a
     /// sandbox with holes. It is then not offered.
     pub fn always_counts_once(&self) -> bool {
