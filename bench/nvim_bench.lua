@@ -21,6 +21,10 @@
 ---            what the chat showed of the command's output.
 ---   sessions start-up in a folder of many sessions (the newest resumed), then `:HandoffSessions`:
 ---            the time until the picker has the list, the longest main-loop gap meanwhile.
+---   land     `files` (made by bench.py) loaded in buffers, then a prompt whose reply (scripted
+---            by bench.py) writes all of them in one turn (tools allowed without asking): the
+---            lateness of a timer from the prompt until the review (issue 41) has drawn all
+---            `hunks`, and 100 ms after: what the editor is held while a many-file change lands.
 local P = vim.json.decode(vim.env.HANDOFF_BENCH)
 local uv = vim.uv
 local hr = uv.hrtime
@@ -90,7 +94,7 @@ require("handoff").setup({
   log_file = P.log_file,
   provider = { api = "openai", base_url = P.base_url, model = "mock-model", max_retries = 0, timeout = 30 },
   -- The tools mode's bash call runs without a question, as for a user who allowed it.
-  tools = P.mode == "tools" and { policy = "allow_all" } or nil,
+  tools = (P.mode == "tools" or P.mode == "land") and { policy = "allow_all" } or nil,
   -- The sessions mode starts as a user who continues the newest session does.
   resume_last = P.resume_last or nil,
 })
@@ -514,6 +518,66 @@ function modes.sessions()
     vim.defer_fn(guard(pick), P.settle_ms or 300)
   end
   started()
+end
+
+function modes.land()
+  local api = vim.api
+  for _, f in ipairs(P.files) do
+    vim.cmd("edit " .. vim.fn.fnameescape(f))
+  end
+  require("handoff").open_chat()
+  -- The host started and idle before the prompt (as in the tools mode).
+  vim.defer_fn(guard(function()
+    if not require("handoff.state").pid then
+      return fail("the host did not start: " .. table.concat(notes, " | "))
+    end
+    local review = require("handoff.review")
+    local function drawn()
+      local n = 0
+      for _, buf in ipairs(api.nvim_list_bufs()) do
+        n = n + #api.nvim_buf_get_extmarks(buf, review.ns, 0, -1, {})
+      end
+      return n
+    end
+    -- Where the main loop's time goes: each refresh of the review (its `review` request, then
+    -- finding and drawing every hunk), and the request alone.
+    local host = require("handoff.host")
+    local refresh_ms, request_ms = {}, {}
+    local refresh, try_request = review.refresh, host.try_request
+    review.refresh = function(...)
+      local t = hr()
+      refresh(...)
+      refresh_ms[#refresh_ms + 1] = ms(hr() - t)
+    end
+    host.try_request = function(method, ...)
+      local t = hr()
+      local r = { try_request(method, ...) }
+      if method == "review" then
+        request_ms[#request_ms + 1] = ms(hr() - t)
+      end
+      return unpack(r, 1, table.maxn(r))
+    end
+    local probe = latency_probe(P.interval_ms or 8)
+    local t0, t_end, done = hr(), nil, false
+    local function check()
+      if done or not t_end or drawn() < P.hunks then
+        return
+      end
+      done = true
+      local t_drawn = hr()
+      vim.defer_fn(guard(function()
+        local samples = probe.stop()
+        finish({ lateness_ms = samples, turn_ms = ms(t_end - t0), drawn_ms = ms(t_drawn - t0), drawn = drawn(), notes = notes,
+          refresh_ms = refresh_ms, request_ms = request_ms })
+      end), 100)
+    end
+    api.nvim_create_autocmd("User", { pattern = "HandoffHunks", callback = guard(check) })
+    once("HandoffAgentEnd", function()
+      t_end = hr()
+      check()
+    end)
+    require("handoff").prompt("change every file")
+  end), 1000)
 end
 
 vim.schedule(guard(function()
