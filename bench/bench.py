@@ -2617,7 +2617,7 @@ def main():
                     f"| its p99 | {r['p99']:.1f} ms |",
                     f"| prompt → the turn's end | {r['turn']:.0f} ms |",
                     f"| prompt → every hunk drawn | {r['drawn']:.0f} ms |",
-                    f"| the review's refreshes (one per `hunks` event); the longest; its `review` request alone | "
+                    f"| the review's updates (one per `hunks` record); the longest; the longest `review` request | "
                     f"{r['refreshes']:.0f}; {r['refresh_max']:.1f} ms; {r['request_max']:.1f} ms |", ""]
         if "9" in only:
             log("9. a large session handed off")

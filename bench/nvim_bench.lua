@@ -539,16 +539,22 @@ function modes.land()
       end
       return n
     end
-    -- Where the main loop's time goes: each refresh of the review (its `review` request, then
-    -- finding and drawing every hunk), and the request alone.
+    -- Where the main loop's time goes: each update of the review for a `hunks` record (a call
+    -- added, or a refresh: a `review` request, then finding and drawing every hunk), and the
+    -- `review` requests alone.
     local host = require("handoff.host")
     local refresh_ms, request_ms = {}, {}
-    local refresh, try_request = review.refresh, host.try_request
-    review.refresh = function(...)
-      local t = hr()
-      refresh(...)
-      refresh_ms[#refresh_ms + 1] = ms(hr() - t)
+    for _, name in ipairs({ "refresh", "add_call" }) do
+      local fn = review[name]
+      if fn then
+        review[name] = function(...)
+          local t = hr()
+          fn(...)
+          refresh_ms[#refresh_ms + 1] = ms(hr() - t)
+        end
+      end
     end
+    local try_request = host.try_request
     host.try_request = function(method, ...)
       local t = hr()
       local r = { try_request(method, ...) }
