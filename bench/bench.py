@@ -478,6 +478,32 @@ def run_nvim(nvim, mode, params, bin_dir, mock, work, timeout=int(os.environ.get
     return res
 
 
+def bench_review_land(nvim, bin_dir, mock, work, files, lines, every):
+    """§18 (issue 41): `files` files of `lines` lines loaded in Neovim, then one reply whose tool
+    calls write all of them (every `every`-th line changed), the review on (`"after"`): the longest
+    main-loop gap from the prompt until every hunk is drawn. A fresh Neovim and host per run."""
+    proj = tempfile.mkdtemp(prefix="land-", dir=work)
+    try:
+        paths, calls = [], []
+        for i in range(files):
+            path = os.path.join(proj, f"f{i:02d}.txt")
+            base = [f"line {n} of file {i}, some text to diff" for n in range(1, lines + 1)]
+            agent = [f"LINE {n} changed by the agent" if n % every == 0 else line for n, line in enumerate(base, 1)]
+            with open(path, "w") as f:
+                f.write("\n".join(base) + "\n")
+            paths.append(path)
+            calls.append({"name": "write", "arguments": json.dumps({"path": path, "content": "\n".join(agent) + "\n"})})
+        hunks = files * (lines // every)
+        mock.control("reset")
+        mock.control("push", [{"kind": "tool_calls", "calls": calls}, {"kind": "text", "chunks": ["Done."]}])
+        r = run_nvim(nvim, "land", dict(files=paths, hunks=hunks), bin_dir, mock, work, timeout=600)
+        if r["drawn"] != hunks:
+            raise RuntimeError(f"§18: {r['drawn']} of {hunks} hunks drawn; notes {r['notes']}")
+        return r
+    finally:
+        shutil.rmtree(proj, ignore_errors=True)
+
+
 def bench_nvim_handoff(nvim, bin_dir, mock, runs, work, plugin_root=ROOT):
     src = small_session(work, "nvim-handoff.jsonl")
     res = run_nvim(nvim, "handoff", dict(runs=runs, session=src), bin_dir, mock, work, plugin_root=plugin_root)
@@ -2257,7 +2283,7 @@ def main():
     ap.add_argument("--pi", default=os.environ.get("PI_BIN") or os.path.join(ROOT, ".cache", "pi", "node_modules", ".bin", "pi"))
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="one tiny iteration of each")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,8b,9,10,11,12,13,14,15,16,17", help="sections to run, e.g. 1,4 (15c: only the peer part of 15)")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,8b,9,10,11,12,13,14,15,16,17,18", help="sections to run, e.g. 1,4 (15c: only the peer part of 15)")
     ap.add_argument("--mcp-everything", default=os.environ.get("MCP_EVERYTHING_BIN") or os.path.join(
         ROOT, ".cache", "mcp-everything", "node_modules", ".bin", "mcp-server-everything"))
     ap.add_argument("--rg", help="ripgrep for §6b (default: .cache/rg-venv/bin/rg, else PATH; `none`: without)")
@@ -2573,6 +2599,30 @@ def main():
                     f"| … the editor's worst main-loop gap (median / worst run) | **{r['first_gap']:.0f} / {r['first_gap_max']:.0f} ms** |",
                     f"| `:HandoffSessions` again → list shown | {r['again_shown']:.0f} ms |",
                     f"| … worst main-loop gap | {r['again_gap']:.0f} ms |", ""]
+        if "18" in only:
+            log("18. a many-file change lands under review")
+            files, lines, every = (5, 200, 20) if args.smoke else (50, 200, 20)
+            per = [bench_review_land(nvim, args.bin_dir, mock, work, files, lines, every) for _ in range(runs)]
+            gaps = sorted(max(p["lateness_ms"] or [0]) for p in per)
+            r = raw["review_land"] = dict(files=files, hunks=files * (lines // every), gap=median(gaps), gap_max=gaps[-1],
+                                          p99=median([pct(p["lateness_ms"], 0.99) for p in per]),
+                                          drawn=median([p["drawn_ms"] for p in per]), turn=median([p["turn_ms"] for p in per]),
+                                          refreshes=median([len(p["refresh_ms"]) for p in per]),
+                                          refresh_max=median([max(p["refresh_ms"] or [0]) for p in per]),
+                                          request_max=median([max(p["request_ms"] or [0]) for p in per]))
+            out += ["### 18. A many-file change lands under review (issue 41)", "",
+                    f"{files} files of {lines} lines loaded in buffers; one reply whose {files} `write` calls change "
+                    f"every {every}th line of each ({r['hunks']} hunks), tools allowed without asking, the review "
+                    "`\"after\"` (the default). One fresh headless Neovim and host per run: the lateness of an 8 ms "
+                    "`vim.uv` timer on the main loop from the prompt until every hunk is drawn, and 100 ms after. "
+                    f"Median of {runs} runs.", "",
+                    "| | ours |", "|---|---|",
+                    f"| the editor's worst main-loop gap (median / worst run; target ≤ 50 ms) | **{r['gap']:.1f} / {r['gap_max']:.1f} ms** |",
+                    f"| its p99 | {r['p99']:.1f} ms |",
+                    f"| prompt → the turn's end | {r['turn']:.0f} ms |",
+                    f"| prompt → every hunk drawn | {r['drawn']:.0f} ms |",
+                    f"| the review's updates (one per `hunks` record); the longest; the longest `review` request | "
+                    f"{r['refreshes']:.0f}; {r['refresh_max']:.1f} ms; {r['request_max']:.1f} ms |", ""]
         if "9" in only:
             log("9. a large session handed off")
             rows = raw["big_handoff"] = bench_big_handoff(args.bin_dir, pi_bin, runs, work, sizes)

@@ -24,6 +24,10 @@
 ---   agents   an external ACP agent (`agent_command`) driven by our client (`:HandoffAgent`) and
 ---            by codecompanion.nvim's, in this one Neovim: session start, prompt → the reply's
 ---            first text in the chat buffer, and main-loop latency through a long stream.
+---   land     `files` (made by bench.py) loaded in buffers, then a prompt whose reply (scripted
+---            by bench.py) writes all of them in one turn (tools allowed without asking): the
+---            lateness of a timer from the prompt until the review (issue 41) has drawn all
+---            `hunks`, and 100 ms after: what the editor is held while a many-file change lands.
 local P = vim.json.decode(vim.env.HANDOFF_BENCH)
 local uv = vim.uv
 local hr = uv.hrtime
@@ -93,7 +97,7 @@ require("handoff").setup({
   log_file = P.log_file,
   provider = { api = "openai", base_url = P.base_url, model = "mock-model", max_retries = 0, timeout = 30 },
   -- The tools mode's bash call runs without a question, as for a user who allowed it.
-  tools = P.mode == "tools" and { policy = "allow_all" } or nil,
+  tools = (P.mode == "tools" or P.mode == "land") and { policy = "allow_all" } or nil,
   -- The sessions mode starts as a user who continues the newest session does.
   resume_last = P.resume_last or nil,
   -- The agents mode's external agent, for `:HandoffAgent bench`.
@@ -735,6 +739,73 @@ function modes.agents()
   -- Our host first (as `:HandoffAgent` needs it), idle before the first client.
   require("handoff").open_chat()
   vim.defer_fn(guard(next_client), P.settle_ms or 1000)
+end
+
+--- land: see the modes above.
+function modes.land()
+  local api = vim.api
+  for _, f in ipairs(P.files) do
+    vim.cmd("edit " .. vim.fn.fnameescape(f))
+  end
+  require("handoff").open_chat()
+  -- The host started and idle before the prompt (as in the tools mode).
+  vim.defer_fn(guard(function()
+    if not require("handoff.state").pid then
+      return fail("the host did not start: " .. table.concat(notes, " | "))
+    end
+    local review = require("handoff.review")
+    local function drawn()
+      local n = 0
+      for _, buf in ipairs(api.nvim_list_bufs()) do
+        n = n + #api.nvim_buf_get_extmarks(buf, review.ns, 0, -1, {})
+      end
+      return n
+    end
+    -- Where the main loop's time goes: each update of the review for a `hunks` record (a call
+    -- added, or a refresh: a `review` request, then finding and drawing every hunk), and the
+    -- `review` requests alone.
+    local host = require("handoff.host")
+    local refresh_ms, request_ms = {}, {}
+    for _, name in ipairs({ "refresh", "add_call" }) do
+      local fn = review[name]
+      if fn then
+        review[name] = function(...)
+          local t = hr()
+          fn(...)
+          refresh_ms[#refresh_ms + 1] = ms(hr() - t)
+        end
+      end
+    end
+    local try_request = host.try_request
+    host.try_request = function(method, ...)
+      local t = hr()
+      local r = { try_request(method, ...) }
+      if method == "review" then
+        request_ms[#request_ms + 1] = ms(hr() - t)
+      end
+      return unpack(r, 1, table.maxn(r))
+    end
+    local probe = latency_probe(P.interval_ms or 8)
+    local t0, t_end, done = hr(), nil, false
+    local function check()
+      if done or not t_end or drawn() < P.hunks then
+        return
+      end
+      done = true
+      local t_drawn = hr()
+      vim.defer_fn(guard(function()
+        local samples = probe.stop()
+        finish({ lateness_ms = samples, turn_ms = ms(t_end - t0), drawn_ms = ms(t_drawn - t0), drawn = drawn(), notes = notes,
+          refresh_ms = refresh_ms, request_ms = request_ms })
+      end), 100)
+    end
+    api.nvim_create_autocmd("User", { pattern = "HandoffHunks", callback = guard(check) })
+    once("HandoffAgentEnd", function()
+      t_end = hr()
+      check()
+    end)
+    require("handoff").prompt("change every file")
+  end), 1000)
 end
 
 vim.schedule(guard(function()

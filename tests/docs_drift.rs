@@ -273,3 +273,44 @@ fn the_model_limits_the_help_states_are_the_catalogues() {
     );
     assert!(thinking.contains(&said), "the thinking section's caps: wanted {said:?}");
 }
+
+/// The review's default keys (`keymaps.review.*` in the settings schema).
+fn review_default_keys() -> Vec<(String, String)> {
+    let schema = read("lua/handoff/schema.lua");
+    let mut out = Vec::new();
+    for (i, _) in schema.match_indices("key = \"keymaps.review.") {
+        let rest = &schema[i + "key = \"keymaps.review.".len()..];
+        let name = word(rest).to_string();
+        let default = rest.split("default = \"").nth(1).and_then(|d| d.split('"').next()).unwrap().to_string();
+        out.push((name, default));
+    }
+    out
+}
+
+/// "none shadows a built-in" (`:help handoff-hunks`): no default review key is a command of
+/// Neovim's own help (`]h`, or a default mapping's `]h-default`), and a clean Neovim maps
+/// nothing that one of them is, starts or extends (`mapcheck()`, Normal and Visual mode).
+#[test]
+fn the_review_keys_shadow_no_neovim_built_in() {
+    let keys = review_default_keys();
+    let names: BTreeSet<&str> = keys.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, BTreeSet::from(["next", "prev", "keep", "reject", "keep_all", "reject_all"]), "{keys:?}");
+    let tags = neovim_tags();
+    for (name, key) in &keys {
+        for tag in [key.clone(), format!("{key}-default")] {
+            assert!(!tags.contains(&tag), "keymaps.review.{name} = {key:?} is Neovim's own `{tag}`");
+        }
+    }
+    let list = keys.iter().map(|(_, k)| format!("{k:?}")).collect::<Vec<_>>().join(",");
+    let lua = format!(
+        "local out = {{}} for _, k in ipairs({{{list}}}) do for _, m in ipairs({{'n', 'x'}}) do local c = vim.fn.mapcheck(k, m) if c ~= '' then out[#out + 1] = m .. ' ' .. k .. ' -> ' .. c end end end io.stdout:write(vim.json.encode(out))"
+    );
+    let out = std::process::Command::new(common::nvim::nvim_bin())
+        .args(["--clean", "--headless", "-c", &format!("lua {lua}"), "-c", "qa!"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let clashes: Vec<String> = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout:?} {}", String::from_utf8_lossy(&out.stderr)));
+    assert!(clashes.is_empty(), "default review keys that clash with a clean Neovim's mappings: {clashes:?}");
+}

@@ -65,6 +65,20 @@ async fn editor_with_file(name: &str, text: &str, open: bool) -> (Editor, PathBu
     (ed, file)
 }
 
+/// One turn whose writes change a.txt in three places (`AGENT`, call_1) and create b.txt
+/// (call_2): waits for the four pending hunks and returns them.
+async fn two_files_turn(ed: &Editor) -> Vec<Value> {
+    agent_turn(
+        ed,
+        vec![
+            tool_call_reply("write", json!({ "path": "a.txt", "content": AGENT }), "call_1"),
+            tool_call_reply("write", json!({ "path": "b.txt", "content": "new\n" }), "call_2"),
+        ],
+    )
+    .await;
+    wait_hunks(ed, "pending", 4).await
+}
+
 fn id(h: &Value) -> u64 {
     h["id"].as_u64().unwrap()
 }
@@ -230,6 +244,31 @@ async fn a_file_opened_after_its_hunks_came_shows_them_and_has_the_keys() {
     .await;
 }
 
+/// Bug (bench §18): each call's `hunks` record made the editor ask the host for the whole
+/// review and wait for the answer, so while a 50-file change landed the editor was held once per
+/// call by a host busy landing the others (a `review` request was 98% of each update in the
+/// debug build). The record carries the recorded call now: hunks land without a request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_calls_hunks_come_with_its_record_without_a_review_request() {
+    bounded(async {
+        let (ed, _file) = editor_with_file("a.txt", ORIGINAL, true).await;
+        // The session open first (its load asks for its review once).
+        ed.converse("hello", "hi").await;
+        ed.lua(
+            "_G.review_requests = 0 local host = require('handoff.host') local try = host.try_request \
+             host.try_request = function(m, ...) if m == 'review' then _G.review_requests = _G.review_requests + 1 end return try(m, ...) end",
+            json!([]),
+        )
+        .await;
+        let hunks = two_files_turn(&ed).await;
+        assert_eq!(hunks.iter().filter(|h| h["call_id"] == "call_1").count(), 3);
+        assert_eq!(ed.eval("#vim.api.nvim_buf_get_extmarks(0, require('handoff.review').ns, 0, -1, {})").await, json!(3), "drawn");
+        assert_eq!(ed.eval("_G.review_requests").await, json!(0), "no request while the hunks landed");
+        ed.quit().await;
+    })
+    .await;
+}
+
 /// `{ state, call_id, file's name }` of every hunk, sorted: what a session offers, whatever ids
 /// it gives them.
 async fn states(ed: &Editor) -> Vec<String> {
@@ -245,15 +284,7 @@ async fn states(ed: &Editor) -> Vec<String> {
 async fn a_handoff_names_the_unreviewed_hunks_and_the_new_session_offers_them() {
     bounded(async {
         let (ed, file) = editor_with_file("a.txt", ORIGINAL, true).await;
-        agent_turn(
-            &ed,
-            vec![
-                tool_call_reply("write", json!({ "path": "a.txt", "content": AGENT }), "call_1"),
-                tool_call_reply("write", json!({ "path": "b.txt", "content": "new\n" }), "call_2"),
-            ],
-        )
-        .await;
-        let hunks = wait_hunks(&ed, "pending", 4).await;
+        let hunks = two_files_turn(&ed).await;
         ed.lua("require('handoff').keep(...)", json!([id(&hunks[0])])).await;
         wait_hunks(&ed, "pending", 3).await;
         let parent = ed.session_file().await;

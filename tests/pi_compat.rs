@@ -256,3 +256,50 @@ async fn pi_resumes_a_session_with_mcp_calls() {
     assert!(session.warnings().is_empty(), "{:?}", session.warnings());
     assert_eq!(session.build_session_context().messages.len(), 6);
 }
+
+/// A session with review states (issue 41): a `write` our CLI made is two hunks in the review
+/// beside the session, one rejected (with a reason), one still pending; the next prompt stores
+/// the host's note about the reject (a `custom_message` entry of type `handoff_review`). pi
+/// resumes that session and sends the note on; `handoff-nvim changes` lists only the pending
+/// hunk, before and after pi appended to the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_resumes_a_session_with_review_states_and_the_cli_lists_its_pending_hunks() {
+    use handoff_nvim::core::session::review::{Decision, HunkState, Review};
+    let Some(pi) = pi() else { return };
+    let env = PiAndOurs::new().await;
+    let a = env.dir.path().join("project/a.txt");
+    std::fs::write(&a, "one\ntwo\nthree\nfour\n").unwrap();
+    env.mock.push(common::tool_call_reply("write", serde_json::json!({ "path": "a.txt", "content": "ONE\ntwo\nthree\nFOUR\n" }), "call_w"));
+    env.mock.push(MockReply::text("Written."));
+    let (_, stderr) = env.ours(&["--yes", "prompt", "--new", "shout in a.txt"]).await;
+    let file = PathBuf::from(stderr.lines().find(|l| l.ends_with(".jsonl")).unwrap_or_else(|| panic!("no session path: {stderr}")));
+    let review = Review::of_session(&file);
+    let ids: Vec<u64> = review.unreviewed().unwrap().iter().flat_map(|c| c.hunks.iter().map(|h| h.id)).collect();
+    assert_eq!(ids.len(), 2, "two places changed: two hunks");
+    // The editor's decision, as it reaches the host.
+    let reject = Decision { id: ids[0], state: HunkState::Rejected, reason: Some("keep it lower case".into()), edited: false };
+    assert!(review.decide(&[reject]).unwrap().is_empty());
+
+    env.mock.push(MockReply::text("Noted."));
+    env.ours(&["prompt", "--session", file.to_str().unwrap(), "go on"]).await;
+    let note = entry_lines(&file).into_iter().find(|e| e["type"] == "custom_message").expect("the note is an entry");
+    assert_eq!(note["customType"], "handoff_review");
+
+    let pending = |stdout: &str| -> Vec<serde_json::Value> { stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect() };
+    let (listed, _) = env.ours(&["changes", file.to_str().unwrap(), "--json"]).await;
+    let listed = pending(&listed);
+    assert_eq!(listed.len(), 1, "only the pending hunk: {listed:?}");
+    assert_eq!((listed[0]["id"].as_u64(), listed[0]["state"].as_str(), listed[0]["tool"].as_str()), (Some(ids[1]), Some("pending"), Some("write")));
+    let (text, _) = env.ours(&["changes", file.to_str().unwrap()]).await;
+    assert_eq!(text.lines().collect::<Vec<_>>(), [format!("{}:4: write call_w (line 4 as the call wrote them)", a.display())]);
+
+    env.mock.push(MockReply::text("Pi goes on."));
+    let out = env.pi(&pi, &file, "and now?").await;
+    assert!(out.contains("Pi goes on."), "{out}");
+    let body = last_request(&env.mock).body.to_string();
+    assert!(body.contains("Written by handoff.nvim, not by the user") && body.contains("reason: keep it lower case"), "pi left out the note: {body}");
+    let session = SessionManager::open(&file, &env.dir.path().join("sessions")).unwrap();
+    assert!(session.warnings().is_empty(), "{:?}", session.warnings());
+    let (again, _) = env.ours(&["changes", file.to_str().unwrap(), "--json"]).await;
+    assert_eq!(pending(&again), listed, "pi left the review beside the session alone");
+}

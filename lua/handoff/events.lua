@@ -241,9 +241,17 @@ function handlers.pins(r)
   require("handoff.chat.render").show_pins()
 end
 
-function handlers.hunks()
+--- A call's change was split into hunks: the call comes with the record (added without a
+--- request: a request per call held the editor while the host was busy landing the others);
+--- other changes of states ask for the whole review again.
+function handlers.hunks(r)
   vim.schedule(function()
-    require("handoff.review").safely(require("handoff.review").refresh)
+    local review = require("handoff.review")
+    if r.call then
+      review.safely(review.add_call, r.call)
+    else
+      review.safely(review.refresh)
+    end
   end)
 end
 

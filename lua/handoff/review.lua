@@ -1055,6 +1055,26 @@ function M.refresh(opts)
   end
 end
 
+--- A call the host just recorded (its `hunks` record): added to the calls without asking the
+--- host, and its file's buffer drawn. A refresh that ran between the record's sending and now
+--- has it already (one call per entry and file).
+---@param call handoff.ReviewCall
+function M.add_call(call)
+  for _, c in ipairs(H.calls) do
+    if c.entry_id == call.entry_id and c.path == call.path then
+      return
+    end
+  end
+  H.calls = vim.list_extend(vim.list_slice(H.calls), { call })
+  local path = normalize(call.path)
+  H.located_cache[path] = nil
+  local buf = paths.buffer_index()(path)
+  if buf then
+    M.draw(buf)
+  end
+  fire({ reason = "refresh" })
+end
+
 --- Runs `fn`; an error is a notice, never an error message that stops the editor for Enter.
 function M.safely(fn, ...)
   local ok, err = pcall(fn, ...)

@@ -434,20 +434,7 @@ impl Host {
         let review = controller.agent().review();
         let session_file = controller.agent().session().path().to_string_lossy().into_owned();
         let listed = tokio::task::spawn_blocking(move || {
-            review.calls().map(|calls| {
-                calls
-                    .into_iter()
-                    .map(|c| protocol::ReviewCallItem {
-                        before_file: c.before_path().map(|p| p.to_string_lossy().into_owned()),
-                        after_file: c.after_path().to_string_lossy().into_owned(),
-                        call_id: c.call_id,
-                        tool: c.tool,
-                        entry_id: c.entry_id,
-                        path: c.path.to_string_lossy().into_owned(),
-                        hunks: c.hunks,
-                    })
-                    .collect::<Vec<_>>()
-            })
+            review.calls().map(|calls| calls.into_iter().map(protocol::ReviewCallItem::of).collect::<Vec<_>>())
         })
         .await;
         let calls = listed.map_err(stopped)?.map_err(controller::session_failure)?;

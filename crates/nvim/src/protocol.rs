@@ -623,6 +623,21 @@ pub struct ReviewCallItem {
     pub hunks: Vec<handoff_core::session::review::Hunk>,
 }
 
+impl ReviewCallItem {
+    /// The editor's view of a recorded call: its versions as files it reads.
+    pub fn of(c: handoff_core::session::review::ReviewedCall) -> Self {
+        ReviewCallItem {
+            before_file: c.before_path().map(|p| p.to_string_lossy().into_owned()),
+            after_file: c.after_path().to_string_lossy().into_owned(),
+            call_id: c.call_id,
+            tool: c.tool,
+            entry_id: c.entry_id,
+            path: c.path.to_string_lossy().into_owned(),
+            hunks: c.hunks,
+        }
+    }
+}
+
 /// A user template (`templates`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TemplateItem {
@@ -842,8 +857,12 @@ pub enum Record {
     Todos {
         todos: Vec<Todo>,
     },
-    /// A change was split into hunks for review: the editor asks for the `review` again.
-    Hunks {},
+    /// A change was split into hunks for review: the call just recorded, which the editor adds
+    /// to the review it has; without one, the editor asks for the `review` again.
+    Hunks {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        call: Option<ReviewCallItem>,
+    },
     /// The running tool calls (see `AgentEvent::ToolBatch`): a reject of one of their files
     /// waits for the running call's end.
     ToolBatch {

@@ -13,7 +13,7 @@ use handoff_core::session::entry::kind;
 use handoff_core::session::{self, SessionEntry, SessionManager};
 use handoff_core::tools;
 
-use super::protocol::{Item, LedgerText, Record, SessionView, Status, ToolCallItem, Transcript};
+use super::protocol::{Item, LedgerText, Record, ReviewCallItem, SessionView, Status, ToolCallItem, Transcript};
 
 /// The content blocks of a message, borrowed (a plain-text content has none of the kinds the
 /// chat looks for; `Content::blocks` would clone every block, text included).
@@ -324,7 +324,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
         AgentEvent::Notice(notice) => Record::Notice(notice.clone()),
         AgentEvent::TodosChanged { todos } => Record::Todos { todos: todos.clone() },
         AgentEvent::PinsChanged { pins } => Record::Pins { pins: pins.clone() },
-        AgentEvent::HunksChanged => Record::Hunks {},
+        AgentEvent::HunksChanged { call } => Record::Hunks { call: call.clone().map(ReviewCallItem::of) },
         AgentEvent::ToolBatch { running, files, any_file } => Record::ToolBatch {
             running: *running,
             files: files.iter().map(|f| f.to_string_lossy().into_owned()).collect(),

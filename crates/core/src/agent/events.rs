@@ -177,8 +177,9 @@ pub enum AgentEvent {
     /// A successful `todo_write` changed the todo list (its result is stored): the whole list.
     TodosChanged { todos: Vec<Todo> },
     /// A change was split into hunks for review (the review's calls are in the session's side
-    /// folder).
-    HunksChanged,
+    /// folder): `call`, the call just recorded (the editor adds it without asking for the whole
+    /// review again); `None` when other states changed.
+    HunksChanged { call: Option<crate::session::review::ReviewedCall> },
     /// The tool calls of one assistant message start (`running`), or have all ended: the files
     /// their edits and writes change, and whether one of them (a command, an MCP tool) may
     /// change any file. The review holds a reject of such a file until the running call ends.

@@ -549,7 +549,7 @@ impl AgentSession {
         );
         match recorded {
             Ok(Some(recorded)) => {
-                self.emit(AgentEvent::HunksChanged);
+                self.emit(AgentEvent::HunksChanged { call: Some(recorded.clone()) });
                 Some(recorded)
             }
             Ok(None) => None,
@@ -598,7 +598,7 @@ impl AgentSession {
                         .map(|h| review::Decision { id: h.id, state: HunkState::Kept, reason: None, edited: false })
                         .collect();
                     match self.review().decide(&kept) {
-                        Ok(_) => self.emit(AgentEvent::HunksChanged),
+                        Ok(_) => self.emit(AgentEvent::HunksChanged { call: None }),
                         Err(e) => tracing::error!("cannot mark the reviewed change kept: {e}"),
                     }
                 }

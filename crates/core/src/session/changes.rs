@@ -16,14 +16,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::paths::session_side_dir;
-use super::store::file::{create_private_dir, read_json, replace_private_file, write_private_file};
+use super::store::file::{create_private_dir, write_private_file, IndexedDir};
 use super::SessionError;
 
 /// The folder of the originals inside a session's side folder.
 pub const ORIGINALS_DIR: &str = "originals";
-/// The index of the changed files inside the originals folder.
-pub const INDEX_FILE: &str = "index.json";
 const INDEX_VERSION: u32 = 1;
 
 /// A file the agent changed in the session.
@@ -66,26 +63,22 @@ struct Index {
 /// The originals of one session.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Originals {
-    dir: PathBuf,
+    dir: IndexedDir,
 }
 
 impl Originals {
     /// The originals of the session stored in `session_file`.
     pub fn of_session(session_file: &Path) -> Self {
-        Self { dir: session_side_dir(session_file).join(ORIGINALS_DIR) }
+        Self { dir: IndexedDir::of_session(session_file, ORIGINALS_DIR) }
     }
 
     /// The originals folder (it exists once a change was recorded).
     pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    fn index_path(&self) -> PathBuf {
-        self.dir.join(INDEX_FILE)
+        self.dir.dir()
     }
 
     fn load(&self) -> Result<Index, SessionError> {
-        let index = read_json(&self.index_path(), "index of changed files")?;
+        let index = self.dir.read("index of changed files")?;
         Ok(index.unwrap_or(Index { version: INDEX_VERSION, files: Vec::new() }))
     }
 
@@ -98,7 +91,7 @@ impl Originals {
 
     /// Where the original of `file` is (`None` for a created file).
     pub fn original_path(&self, file: &ChangedFile) -> Option<PathBuf> {
-        file.original.as_deref().map(|name| self.dir.join(name))
+        file.original.as_deref().map(|name| self.dir().join(name))
     }
 
     /// The original bytes of `file` (empty for a created file).
@@ -125,13 +118,13 @@ impl Originals {
             self.save(&index)?;
             return Ok(file);
         }
-        create_private_dir(&self.dir)?;
+        create_private_dir(self.dir())?;
         let original = match before {
             Before::Missing => None,
             Before::Content(bytes) => {
                 let name = original_name(index.files.len() + 1, path);
                 // The original first: the index never names a file that is not there.
-                write_private_file(&self.dir.join(&name), bytes)?;
+                write_private_file(&self.dir().join(&name), bytes)?;
                 Some(name)
             }
         };
@@ -152,9 +145,7 @@ impl Originals {
 
     /// Replaces the index, all or nothing.
     fn save(&self, index: &Index) -> Result<(), SessionError> {
-        create_private_dir(&self.dir)?;
-        let json = serde_json::to_vec_pretty(index).map_err(|e| SessionError::Encode(e.to_string()))?;
-        replace_private_file(&self.index_path(), &json)
+        self.dir.write(index)
     }
 }
 
@@ -195,7 +186,7 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            for f in ["0001-a.rs", INDEX_FILE] {
+            for f in ["0001-a.rs", IndexedDir::INDEX_FILE] {
                 let mode = std::fs::metadata(o.dir().join(f)).unwrap().permissions().mode() & 0o777;
                 assert_eq!(mode, 0o600, "{f}");
             }
@@ -212,7 +203,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let o = Originals::of_session(&dir.path().join("x.jsonl"));
         std::fs::create_dir_all(o.dir()).unwrap();
-        std::fs::write(o.dir().join(INDEX_FILE), "{not json").unwrap();
+        std::fs::write(o.dir().join(IndexedDir::INDEX_FILE), "{not json").unwrap();
         let e = o.list().unwrap_err().to_string();
         assert!(e.contains("index.json") && e.contains("invalid index"), "{e}");
     }

@@ -26,13 +26,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::changes::Before;
-use super::paths::session_side_dir;
-use super::store::file::{create_private_dir, read_json, replace_private_file, write_private_file};
+use super::store::file::{create_private_dir, write_private_file, IndexedDir};
 use super::SessionError;
 
 /// The review's folder inside a session's side folder.
 pub const REVIEW_DIR: &str = "review";
-const INDEX_FILE: &str = "index.json";
 const BLOBS_DIR: &str = "blobs";
 const INDEX_VERSION: u32 = 1;
 /// How far a session's ids jump when it hands calls over (see the module's doc): room for the
@@ -203,33 +201,29 @@ fn shown(entries: &Option<Vec<String>>, call: &ReviewedCall) -> bool {
 /// The review of one session.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Review {
-    dir: PathBuf,
+    dir: IndexedDir,
 }
 
 impl Review {
     /// The review of the session stored in `session_file`.
     pub fn of_session(session_file: &Path) -> Self {
-        Self { dir: session_side_dir(session_file).join(REVIEW_DIR) }
+        Self { dir: IndexedDir::of_session(session_file, REVIEW_DIR) }
     }
 
     pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    fn index_path(&self) -> PathBuf {
-        self.dir.join(INDEX_FILE)
+        self.dir.dir()
     }
 
     /// Where the blob `name` is.
     pub fn blob_path(&self, name: &str) -> PathBuf {
-        self.dir.join(BLOBS_DIR).join(name)
+        self.dir().join(BLOBS_DIR).join(name)
     }
 
     fn load(&self) -> Result<Index, SessionError> {
-        let index: Option<Index> = read_json(&self.index_path(), "review index")?;
+        let index: Option<Index> = self.dir.read("review index")?;
         let mut index = index.unwrap_or(Index { version: INDEX_VERSION, next_id: 1, calls: Vec::new(), inherited: Vec::new() });
         for call in &mut index.calls {
-            call.owner = self.dir.clone();
+            call.owner = self.dir().to_path_buf();
         }
         Ok(index)
     }
@@ -240,7 +234,7 @@ impl Review {
         let own = self.load()?;
         let mut out = Vec::new();
         for inherited in &own.inherited {
-            let review = Review { dir: inherited.review.clone() };
+            let review = Review { dir: IndexedDir::at(inherited.review.clone()) };
             match review.load() {
                 Ok(index) => out.push(Source { review, index, entries: Some(inherited.entries.clone()) }),
                 Err(e) => tracing::warn!(review = %inherited.review.display(), "cannot read the review a handoff inherited: {e}"),
@@ -251,9 +245,7 @@ impl Review {
     }
 
     fn save(&self, index: &Index) -> Result<(), SessionError> {
-        create_private_dir(&self.dir)?;
-        let json = serde_json::to_vec(index).map_err(|e| SessionError::Encode(e.to_string()))?;
-        replace_private_file(&self.index_path(), &json)
+        self.dir.write(index)
     }
 
     /// Keeps `bytes` as a blob (once per content) and returns its name.
@@ -261,8 +253,7 @@ impl Review {
         let name: String = Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect();
         let path = self.blob_path(&name);
         if !path.exists() {
-            create_private_dir(&self.dir)?;
-            create_private_dir(&self.dir.join(BLOBS_DIR))?;
+            create_private_dir(&self.dir().join(BLOBS_DIR))?;
             write_private_file(&path, bytes)?;
         }
         Ok(name)
@@ -342,7 +333,7 @@ impl Review {
             after: after_blob,
             recorded: now,
             hunks,
-            owner: self.dir.clone(),
+            owner: self.dir().to_path_buf(),
         };
         index.calls.push(call.clone());
         self.save(&index)?;

@@ -5,10 +5,12 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 
+use crate::session::paths::session_side_dir;
 use crate::session::SessionError;
 
 pub(super) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SessionError + '_ {
@@ -118,5 +120,46 @@ pub(crate) fn read_json<T: DeserializeOwned>(path: &Path, what: &str) -> Result<
         }),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
         Err(source) => Err(SessionError::Io { path: path.to_path_buf(), source }),
+    }
+}
+
+/// A folder in a session's side folder that keeps its state in one JSON index, `index.json`,
+/// replaced all or nothing: the originals of the agent's changes (`changes::Originals`) and
+/// their review (`review::Review`) each have one. The one owner of where such an index is and
+/// how it is read and written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct IndexedDir {
+    dir: PathBuf,
+}
+
+impl IndexedDir {
+    /// The index file's name in its folder.
+    pub(crate) const INDEX_FILE: &'static str = "index.json";
+
+    /// The folder `name` of the session stored in `session_file`.
+    pub(crate) fn of_session(session_file: &Path, name: &str) -> Self {
+        Self { dir: session_side_dir(session_file).join(name) }
+    }
+
+    /// The folder at `dir` (one named in another session's index).
+    pub(crate) fn at(dir: PathBuf) -> Self {
+        Self { dir }
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The index as a `T`; `None` when there is none yet (a file that is not a `T` is an error
+    /// naming it as `what`).
+    pub(crate) fn read<T: DeserializeOwned>(&self, what: &str) -> Result<Option<T>, SessionError> {
+        read_json(&self.dir.join(Self::INDEX_FILE), what)
+    }
+
+    /// Replaces the index with `index`, the folder made first (0700).
+    pub(crate) fn write<T: Serialize>(&self, index: &T) -> Result<(), SessionError> {
+        create_private_dir(&self.dir)?;
+        let json = serde_json::to_vec(index).map_err(|e| SessionError::Encode(e.to_string()))?;
+        replace_private_file(&self.dir.join(Self::INDEX_FILE), &json)
     }
 }
