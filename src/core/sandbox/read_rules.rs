@@ -72,8 +72,11 @@ fn entries_of(folder: &Path) -> Option<Entries> {
     Some(entries)
 }
 
+/// The rules, the folders they list, and each folder's entries as read (`None`: unlisted).
+type Listing = (Vec<(ReadRule, PathBuf)>, Vec<PathBuf>, Vec<Option<Entries>>);
+
 /// [`rules_for`], with each listed folder's entries as they were read.
-fn listed(locations: &[PathBuf]) -> (Vec<(ReadRule, PathBuf)>, Vec<PathBuf>, Vec<Option<Entries>>) {
+fn listed(locations: &[PathBuf]) -> Listing {
     let locations = absolute(locations);
     let protected_here = |p: &Path| protected::in_credentials(p, &locations);
     let folders = folders_for(&locations);
@@ -523,7 +526,7 @@ mod tests {
         let (rules, _) = rules_for(&[root.join("home/project/.ssh")]);
         let made = ReadRules::sealed(rules).unwrap();
         let git = home.join("project/.git");
-        let layer = made.layer_for(&[home.join("project")], &[git.clone()]).unwrap();
+        let layer = made.layer_for(&[home.join("project")], std::slice::from_ref(&git)).unwrap();
         assert!(layer.after.contains(&(ReadRule::Beneath, git)), "{:?}", layer.after);
         // A writable folder inside a credential folder is read only through its own rule.
         let made = ReadRules::sealed(rules_for(&[home.join(".ssh")]).0).unwrap();
