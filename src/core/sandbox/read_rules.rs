@@ -264,7 +264,15 @@ impl ReadRules {
             return;
         }
         let rules = self.clone();
-        let spawned = std::thread::Builder::new().name("handoff-read-layer".into()).spawn(move || rules.refill_now());
+        let spawned = std::thread::Builder::new().name("handoff-read-layer".into()).spawn(move || {
+            // Work for a command that may never come: it yields to what the user waits for.
+            #[cfg(target_os = "linux")]
+            // SAFETY: gettid and setpriority take numbers only; this thread's own priority.
+            unsafe {
+                libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19);
+            }
+            rules.refill_now();
+        });
         if let Err(e) = spawned {
             tracing::debug!("cannot make the next read layer in the background: {e}");
         }
