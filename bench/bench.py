@@ -64,7 +64,9 @@ import platform
 import re
 import select
 import shutil
+import stat
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -1653,6 +1655,60 @@ def timed_view(make_cmd, env, cwd, state_root, pass_fds=()):
 
 ONE_COMMAND = [TURN_CALLS[1]]
 
+# Landlock's numbers (linux/landlock.h), for `read_layer`.
+LL_CREATE_RULESET, LL_ADD_RULE = 444, 445
+LL_EXECUTE, LL_READ_FILE, LL_READ_DIR, LL_REFER = 1 << 0, 1 << 2, 1 << 3, 1 << 13
+
+
+def read_layer(listed):
+    """The read layer the host builds ahead of each command (`read_rules::ReadRules::take_layer`,
+    `linux::read_layer`), built here the same way from the rules `sandbox-read-rules` printed:
+    a Landlock ruleset handling reading and Refer, a rule for each path (opened O_PATH without
+    following a link), those under /proc left to the helper (`--read-after`). Its descriptor and
+    the helper's flags; the caller closes it."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    handled = LL_EXECUTE | LL_READ_FILE | LL_READ_DIR | LL_REFER
+    fd = libc.syscall(LL_CREATE_RULESET, struct.pack("=Q", handled), ctypes.c_size_t(8), 0)
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+    flags = ["--read-layer", str(fd)]
+    for item in listed.split(b"\0")[:-1]:
+        tag, path = item[:1], item[1:]
+        if path == b"/proc" or path.startswith(b"/proc/"):
+            flags += ["--read-after", item.decode()]
+            continue
+        try:
+            pfd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        mode = os.fstat(pfd).st_mode
+        if tag == b"r" and stat.S_ISDIR(mode):
+            access = handled
+        elif tag == b"r" and stat.S_ISREG(mode):
+            access = LL_READ_FILE | LL_EXECUTE
+        elif tag == b"d" and stat.S_ISDIR(mode):
+            access = LL_READ_DIR | LL_REFER
+        else:
+            os.close(pfd)
+            continue
+        libc.syscall(LL_ADD_RULE, fd, 1, struct.pack("=Qi", access, pfd), 0)
+        os.close(pfd)
+    os.set_inheritable(fd, True)
+    return fd, flags
+
+
+def timed_layer(make_cmd, listed, env, cwd, pass_fds, state_root=None):
+    """`timed` (or `timed_view`) for a helper handed a read layer: the layer made before the
+    timing, as the host makes it ahead of the command, and closed after."""
+    fd, flags = read_layer(listed)
+    try:
+        if state_root is None:
+            return timed(make_cmd(flags), env, cwd, tuple(pass_fds) + (fd,))
+        return timed_view(lambda st: make_cmd(flags, st), env, cwd, state_root, tuple(pass_fds) + (fd,))
+    finally:
+        os.close(fd)
+
 
 def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg, before_dir=None):
     """§11: a trivial command (`bash -c true`) spawned as is, through the helper with Landlock
@@ -1696,23 +1752,45 @@ def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg, before_dir=None
     builds = {"after": bin_dir}
     if before_dir:
         builds["before"] = before_dir
+    # Whether each build's helper takes the host's read layer (`--read-layer`, issue 39's fifth
+    # round): then it gets one, as the host hands it; else the rules.
+    layered = {}
     for who, b in builds.items():
-        state = new_view_state(state_root)
-        probe = subprocess.run(sandbox_exec_cmd(b, project, tmp, ["/bin/bash", "-c",
-                               f"grep -q 'NoNewPrivs:.1' /proc/self/status && ! echo x 2>/dev/null > {outside}/x"
-                               f" && echo x > {git}/hooks/pre-commit && ! test -s {home}/.ssh/id_ed25519"], mounts=with_view(state)),
-                               env=env, cwd=project, capture_output=True, text=True, pass_fds=fds)
-        remove_view_state(state)
-        if probe.returncode != 0 or os.path.exists(os.path.join(outside, "x")) or os.path.exists(os.path.join(git, "hooks", "pre-commit")):
-            raise RuntimeError(f"sandbox ({who} build): the helper does not enforce here: {probe.stderr.strip()}")
+        layered[who] = bool(fds) and "--read-layer" in subprocess.run(
+            [os.path.join(b, "handoff-sandbox"), "sandbox-exec"], capture_output=True, text=True).stderr
+        for _ in range(2 if layered[who] else 1):
+            state = new_view_state(state_root)
+            flags, layer = with_view(state), None
+            if layered[who] and _ == 1:
+                layer, layer_flags = read_layer(listed.stdout)
+                flags = [f for f in flags[:flags.index("--read-rules")]] + layer_flags
+            probe = subprocess.run(sandbox_exec_cmd(b, project, tmp, ["/bin/bash", "-c",
+                                   f"grep -q 'NoNewPrivs:.1' /proc/self/status && ! echo x 2>/dev/null > {outside}/x"
+                                   f" && echo x > {git}/hooks/pre-commit && ! test -s {home}/.ssh/id_ed25519"
+                                   f" && ! test -s {home}/.netrc && ls /proc/self/fd >/dev/null && echo y > {tmp}/y"], mounts=flags),
+                                   env=env, cwd=project, capture_output=True, text=True, pass_fds=fds + ((layer,) if layer else ()))
+            if layer:
+                os.close(layer)
+            remove_view_state(state)
+            if probe.returncode != 0 or os.path.exists(os.path.join(outside, "x")) or os.path.exists(os.path.join(git, "hooks", "pre-commit")):
+                raise RuntimeError(f"sandbox ({who} build): the helper does not enforce here: {probe.stderr.strip()}")
     plain = ["/bin/bash", "-c", "true"]
     ll_only = mounts[mounts.index("--read-rules"):] if fds else []
+    no_rules = mounts[:mounts.index("--read-rules")] if fds else mounts
     spawns = 20 if smoke else 400
     off = []
     on, on_full, on_host = ({who: [] for who in builds} for _ in range(3))
     for _ in range(spawns):
         off.append(timed(plain, env, project))
         for who, b in builds.items():
+            if layered[who]:
+                on[who].append(timed_layer(lambda fl: sandbox_exec_cmd(b, project, tmp, plain, mounts=fl), listed.stdout, env, project, ()))
+                on_full[who].append(timed_layer(lambda fl, st: sandbox_exec_cmd(b, project, tmp, plain, mounts=["--git-view", git, "--git-state", st] + no_rules + fl),
+                                                listed.stdout, env, project, (), state_root))
+                on_host[who].append(timed_layer(lambda fl, st: sandbox_exec_cmd(b, project, tmp, plain, helper="handoff-nvim",
+                                                                                 mounts=["--git-view", git, "--git-state", st] + no_rules + fl),
+                                                listed.stdout, env, project, (), state_root))
+                continue
             on[who].append(timed(sandbox_exec_cmd(b, project, tmp, plain, mounts=ll_only), env, project, fds))
             on_full[who].append(timed_view(lambda st: sandbox_exec_cmd(b, project, tmp, plain, mounts=with_view(st)), env, project, state_root, fds))
             on_host[who].append(timed_view(lambda st: sandbox_exec_cmd(b, project, tmp, plain, helper="handoff-nvim", mounts=with_view(st)),
@@ -1759,7 +1837,7 @@ def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg, before_dir=None
                     cmd_on_full_p90=pct(on_full[who], 0.9),
                     turn_off=median(turns[(who, "four", "off")]), turn_on=median(turns[(who, "four", "workspace-write")]),
                     one_off=median(turns[(who, "one", "off")]), one_on=median(turns[(who, "one", "workspace-write")]))
-    out = dict(spawns=spawns, read_rules=read_rules, cmd_off=median(off), cmd_off_p90=pct(off, 0.9),
+    out = dict(spawns=spawns, read_rules=read_rules, layered=layered, cmd_off=median(off), cmd_off_p90=pct(off, 0.9),
                turn_pi=median(turn_pi) if turn_pi else None, **figures("after"))
     if before_dir:
         out["before"] = figures("before")

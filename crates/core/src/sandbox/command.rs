@@ -50,6 +50,9 @@ pub struct SandboxedCommand {
     absent_hooks: Vec<PathBuf>,
     /// What the command may read: every credential location left out, existing or not.
     read_rules: Arc<super::read_rules::ReadRules>,
+    /// Those rules as this command's own Landlock layer, when it can have one (handed to the
+    /// helper instead of the rules: `ReadRules::layer_for`).
+    read_layer: Option<super::read_rules::Layer>,
     /// The mount namespace's changes (none without a mount namespace), from the same answer of
     /// git's as the views.
     mounts: protected::SandboxMounts,
@@ -64,7 +67,8 @@ impl SandboxedCommand {
         super::own_folder_outside(&sandbox.tmpdir, &project)?;
         let watch_tree = sandbox.mounts && sandbox.settings.mode == super::SandboxMode::WorkspaceWrite;
         let (with_mounts, cwd_copy, project_copy) = (sandbox.mounts, cwd.to_path_buf(), project.clone());
-        let (views, absent_hooks, git_entries, links, read_rules, mounts) = tokio::task::spawn_blocking(move || {
+        let mut roots: Vec<PathBuf> = sandbox.writable(cwd).into_iter().map(Path::to_path_buf).collect();
+        let (views, absent_hooks, git_entries, links, read_rules, read_layer, mounts) = tokio::task::spawn_blocking(move || {
             // Only a mount namespace uses git's answer (its views and read-only files).
             let layout = watch_tree.then(|| git::layout(&project_copy));
             let (links, entries) = super::links::before_command(&project_copy, watch_tree);
@@ -75,7 +79,11 @@ impl SandboxedCommand {
             // A fresh view of each git folder (`workspace-write` with a mount namespace; in
             // `read-only` git cannot write, without a namespace `Sandboxed::holes` says so).
             let views = layout.as_deref().map(git::views_for).transpose()?.unwrap_or_default();
-            Ok::<_, std::io::Error>((views, absent, entries, links, read_rules, mounts))
+            // The helper may write the git folders it sees through views; each view is a mount.
+            let lowers: Vec<PathBuf> = views.views.iter().map(|v| v.lower.clone()).collect();
+            roots.extend(lowers.iter().cloned());
+            let read_layer = read_rules.layer_for(&roots, &lowers);
+            Ok::<_, std::io::Error>((views, absent, entries, links, read_rules, read_layer, mounts))
         })
         .await
         .map_err(std::io::Error::other)??;
@@ -85,20 +93,27 @@ impl SandboxedCommand {
         } else {
             (None, None)
         };
-        Ok(SandboxedCommand { views: Arc::new(views), host_end, child_end, project, git_entries, links, absent_hooks, read_rules, mounts })
+        Ok(SandboxedCommand { views: Arc::new(views), host_end, child_end, project, git_entries, links, absent_hooks, read_rules, read_layer, mounts })
     }
 
     /// The helper's command line (see [`Sandboxed::helper_args`]).
     pub fn helper_args(&self, sandbox: &Sandboxed, cwd: &Path, program: &Path, args: &[&str]) -> Vec<OsString> {
-        sandbox.helper_args(cwd, program, args, &self.views, &self.mounts, true)
+        let read = match &self.read_layer {
+            Some(layer) => super::ReadHanded::Layer { after: &layer.after },
+            None => super::ReadHanded::Rules,
+        };
+        sandbox.helper_args(cwd, program, args, &self.views, &self.mounts, read)
     }
 
-    /// Gives the helper its end of the lifeline as [`super::LIFELINE_FD`] and the read rules as
-    /// [`super::READ_RULES_FD`].
+    /// Gives the helper its end of the lifeline as [`super::LIFELINE_FD`] and the read rules
+    /// (or its layer of them) as [`super::READ_RULES_FD`].
     pub fn pass_descriptors(&self, cmd: &mut tokio::process::Command) {
         use std::os::fd::AsRawFd;
         let lifeline = self.child_end.as_ref().map(AsRawFd::as_raw_fd);
-        let read_rules = self.read_rules.fd().as_raw_fd();
+        let read_rules = match &self.read_layer {
+            Some(layer) => layer.ruleset.as_raw_fd(),
+            None => self.read_rules.fd().as_raw_fd(),
+        };
         // SAFETY: between fork and exec only fcntl, dup2 and close run, which are
         // async-signal-safe. Each source is first copied above the targets (a source that is
         // itself 3 or 4 would be overwritten by the other's dup2); the new descriptors
@@ -132,6 +147,8 @@ impl SandboxedCommand {
     /// the host sees it close when the namespace is gone).
     pub fn spawned(&mut self) {
         self.child_end = None;
+        // The layer was this command's alone.
+        self.read_layer = None;
     }
 
     /// The command's foreground ended: merges its git views now (on the blocking pool) and
@@ -140,6 +157,8 @@ impl SandboxedCommand {
     /// ends (see the module's doc).
     pub async fn finish(mut self, sandbox: &Sandboxed) -> Finished {
         self.child_end = None;
+        // The next command's layer, made while this one's result goes back.
+        self.read_rules.refill();
         let (views, project, before) = (self.views.clone(), self.project.clone(), self.git_entries.clone());
         let links = std::mem::take(&mut self.links);
         let (report, pointers, after, hard_links) = tokio::task::spawn_blocking(move || {

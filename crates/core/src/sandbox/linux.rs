@@ -138,7 +138,28 @@ fn path_fd(path: &Path) -> Result<PathFd, RestrictError> {
 }
 
 fn landlock(r: &HelperArgs, support: Support) -> Result<(), RestrictError> {
-    let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement).handle_access(AccessFs::from_all(FS_ABI))?;
+    // The host's read layer, when it handed one: what the command may read, built ahead of
+    // the command (`read_rules::ReadRules::take_layer`); the rules on what this namespace
+    // mounted (`r.read_after`) are added to it here, then it binds this process and goes.
+    let layered = match r.read_layer {
+        Some(fd) => {
+            // SAFETY: the host handed this descriptor to us alone (a ruleset made for this
+            // command); it is closed as it drops, before the command runs.
+            let layer = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+            use std::os::fd::AsFd;
+            for (fd, access) in opened_read_rules(&r.read_after, AccessFs::Refer.into()) {
+                // An error leaves this rule out (the path stays unreadable, never the other way).
+                let _ = add_rule_to(layer.as_fd(), fd.as_fd(), access);
+            }
+            restrict_to(layer.as_fd()).map_err(|source| RestrictError::ReadRules { fd, source })?;
+            true
+        }
+        None => false,
+    };
+    // With the host's layer, this one handles what that one does not: writes, the network,
+    // signals; without it, everything.
+    let handled = if layered { AccessFs::from_all(FS_ABI) & !AccessFs::from_read(FS_ABI) } else { AccessFs::from_all(FS_ABI) };
+    let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement).handle_access(handled)?;
     if !r.settings.network {
         // No port is allowed: every TCP bind and connect is refused.
         ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
@@ -152,21 +173,22 @@ fn landlock(r: &HelperArgs, support: Support) -> Result<(), RestrictError> {
     // Read (and run) what the host's rules name (everything but the credentials, existing or
     // not), or everything without them; write only where allowed.
     let read_rules = match r.read_rules {
-        Some(fd) => Some(super::read_rules::load(fd).map_err(|source| RestrictError::ReadRules { fd, source })?),
-        None => None,
+        Some(fd) if !layered => Some(super::read_rules::load(fd).map_err(|source| RestrictError::ReadRules { fd, source })?),
+        _ => None,
     };
     match &read_rules {
         Some(rules) => add_read_rules(&mut created, rules),
+        None if layered => {}
         None => created = created.add_rule(PathBeneath::new(path_fd(Path::new("/"))?, AccessFs::from_read(FS_ABI)))?,
     }
     for dir in r.writable_roots() {
-        created = created.add_rule(PathBeneath::new(path_fd(dir)?, write_access(dir, read_rules.as_deref())))?;
+        created = created.add_rule(PathBeneath::new(path_fd(dir)?, write_access(dir, read_rules.as_deref(), layered)))?;
     }
-    created = created.add_rule(PathBeneath::new(path_fd(Path::new("/dev/null"))?, AccessFs::from_file(FS_ABI)))?;
+    created = created.add_rule(PathBeneath::new(path_fd(Path::new("/dev/null"))?, AccessFs::from_file(FS_ABI) & handled))?;
     if in_namespaces(r) {
         // The namespace's own terminals (`private_terminals`): `script` and the like open them.
         for terminal in PRIVATE_TERMINALS {
-            created = created.add_rule(PathBeneath::new(path_fd(Path::new(terminal))?, AccessFs::from_file(FS_ABI)))?;
+            created = created.add_rule(PathBeneath::new(path_fd(Path::new(terminal))?, AccessFs::from_file(FS_ABI) & handled))?;
         }
     }
     let status = created.restrict_self()?;
@@ -180,11 +202,12 @@ fn landlock(r: &HelperArgs, support: Support) -> Result<(), RestrictError> {
 }
 
 /// The rights on a writable folder: all of them, but reading where the folder holds one on the
-/// way to a credential (the project is the home folder): there the read rules decide.
-fn write_access(dir: &Path, read_rules: Option<&[(super::read_rules::ReadRule, PathBuf)]>) -> landlock::BitFlags<AccessFs> {
+/// way to a credential (the project is the home folder): there the read rules decide; and
+/// none of reading under the host's read layer (`layered`), which decides it.
+fn write_access(dir: &Path, read_rules: Option<&[(super::read_rules::ReadRule, PathBuf)]>, layered: bool) -> landlock::BitFlags<AccessFs> {
     use super::read_rules::ReadRule;
     let holds_the_way = read_rules.is_some_and(|rules| rules.iter().any(|(rule, p)| *rule == ReadRule::ListOnly && p.starts_with(dir)));
-    if holds_the_way {
+    if holds_the_way || layered {
         AccessFs::from_all(FS_ABI) & !AccessFs::from_read(FS_ABI)
     } else {
         AccessFs::from_all(FS_ABI)
@@ -196,24 +219,80 @@ fn write_access(dir: &Path, read_rules: Option<&[(super::read_rules::ReadRule, P
 /// the host listed it, a link, a socket) is left out: it stays unreadable, never the other way.
 /// Public for the benchmark (`benches/inprocess.rs`), which times it without restricting itself.
 pub fn add_read_rules(created: &mut landlock::RulesetCreated, rules: &[(super::read_rules::ReadRule, PathBuf)]) {
-    use super::read_rules::ReadRule;
-    use std::os::fd::AsRawFd;
-    for (rule, path) in rules {
-        let Ok(fd) = super::read_rules::open_no_symlinks(path) else { continue };
-        // SAFETY: fstat fills the zeroed struct we own, from a descriptor we own.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-            continue;
-        }
-        let access = match (rule, st.st_mode & libc::S_IFMT) {
-            (ReadRule::Beneath, libc::S_IFDIR) => AccessFs::from_read(FS_ABI),
-            (ReadRule::Beneath, libc::S_IFREG) => AccessFs::ReadFile | AccessFs::Execute,
-            (ReadRule::ListOnly, libc::S_IFDIR) => AccessFs::ReadDir.into(),
-            _ => continue,
-        };
+    for (fd, access) in opened_read_rules(rules, landlock::BitFlags::empty()) {
         // An error leaves this rule out (the ruleset stays as it was).
         let _ = (&mut *created).add_rule(PathBeneath::new(fd, access));
     }
+}
+
+/// Each of `rules` opened with no symlink followed, with the rights it gives by what its path
+/// is (`folder_extra` added on folders); what cannot be opened, or is neither a file nor a
+/// folder, left out.
+fn opened_read_rules<'a>(
+    rules: &'a [(super::read_rules::ReadRule, PathBuf)],
+    folder_extra: landlock::BitFlags<AccessFs>,
+) -> impl Iterator<Item = (std::os::fd::OwnedFd, landlock::BitFlags<AccessFs>)> + 'a {
+    use super::read_rules::ReadRule;
+    use std::os::fd::AsRawFd;
+    rules.iter().filter_map(move |(rule, path)| {
+        let fd = super::read_rules::open_no_symlinks(path).ok()?;
+        // SAFETY: fstat fills the zeroed struct we own, from a descriptor we own.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return None;
+        }
+        let access = match (rule, st.st_mode & libc::S_IFMT) {
+            (ReadRule::Beneath, libc::S_IFDIR) => AccessFs::from_read(FS_ABI) | folder_extra,
+            (ReadRule::Beneath, libc::S_IFREG) => AccessFs::ReadFile | AccessFs::Execute,
+            (ReadRule::ListOnly, libc::S_IFDIR) => folder_extra | AccessFs::ReadDir,
+            _ => return None,
+        };
+        Some((fd, access))
+    })
+}
+
+/// What the host's read layer handles: reading (and running), and `Refer` — which Landlock
+/// handles in every ruleset whether named or not (a ruleset that does not grant it refuses
+/// every rename and link across folders), so the layer grants it on every folder it names and
+/// leaves renames to the write layer, which grants it only in the writable folders.
+fn layer_access() -> landlock::BitFlags<AccessFs> {
+    AccessFs::from_read(FS_ABI) | AccessFs::Refer
+}
+
+/// In the host: a Landlock ruleset with `rules` (opened now, with no symlink followed), for
+/// one command's helper to add what its namespace mounted to and bind itself with (see
+/// `read_rules::ReadRules::take_layer`). Its descriptor is close-on-exec.
+pub fn read_layer(rules: &[(super::read_rules::ReadRule, PathBuf)]) -> Result<std::os::fd::OwnedFd, RestrictError> {
+    let mut created = Ruleset::default().set_compatibility(CompatLevel::HardRequirement).handle_access(layer_access())?.create()?;
+    for (fd, access) in opened_read_rules(rules, AccessFs::Refer.into()) {
+        // An error leaves this rule out (the ruleset stays as it was).
+        let _ = (&mut created).add_rule(PathBeneath::new(fd, access));
+    }
+    Option::<std::os::fd::OwnedFd>::from(created).ok_or_else(|| RestrictError::Unsupported("Landlock made no ruleset".into()))
+}
+
+/// `landlock_add_rule(LANDLOCK_RULE_PATH_BENEATH)` on a ruleset this process holds only as a
+/// descriptor (the host's read layer).
+fn add_rule_to(ruleset: std::os::fd::BorrowedFd<'_>, path: std::os::fd::BorrowedFd<'_>, access: landlock::BitFlags<AccessFs>) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    #[repr(C, packed)]
+    struct PathBeneathAttr {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+    let attr = PathBeneathAttr { allowed_access: access.bits(), parent_fd: path.as_raw_fd() };
+    // SAFETY: the attribute lives across the call; both descriptors are open.
+    let rc = unsafe { libc::syscall(libc::SYS_landlock_add_rule, ruleset.as_raw_fd(), LANDLOCK_RULE_PATH_BENEATH, &attr as *const PathBeneathAttr, 0 as libc::c_uint) };
+    syscall_result(rc).map(drop)
+}
+
+/// `landlock_restrict_self`: this process (and what it runs) bound by `ruleset`, on top of
+/// whatever binds it already. no_new_privs must be set.
+fn restrict_to(ruleset: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a descriptor and flags, no pointers.
+    syscall_result(unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0 as libc::c_uint) }).map(drop)
 }
 
 /// Denied with EPERM:

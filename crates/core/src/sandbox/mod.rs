@@ -377,8 +377,8 @@ impl Sandboxed {
     /// The helper's arguments that run `program args…` in `cwd` under this sandbox (the project
     /// folder is writable in `workspace-write`, and the git folders through `views`); `mounts`:
     /// the mount namespace's changes ([`protected::sandbox_mounts`], passed when this
-    /// sandbox has a namespace); `read_rules`: the helper finds what it may read at
-    /// [`READ_RULES_FD`]. A command's are `command::SandboxedCommand::helper_args`.
+    /// sandbox has a namespace); `read`: what the helper finds at [`READ_RULES_FD`] (nothing:
+    /// it may read everything). A command's are `command::SandboxedCommand::helper_args`.
     pub fn helper_args(
         &self,
         cwd: &Path,
@@ -386,7 +386,7 @@ impl Sandboxed {
         args: &[&str],
         views: &git::CommandViews,
         mounts: &protected::SandboxMounts,
-        read_rules: bool,
+        read: ReadHanded<'_>,
     ) -> Vec<OsString> {
         let network = if self.settings.network { "true" } else { "false" };
         let mut out: Vec<OsString> =
@@ -422,9 +422,20 @@ impl Sandboxed {
                 }
             }
         }
-        if read_rules {
-            out.push("--read-rules".into());
-            out.push(READ_RULES_FD.to_string().into());
+        match read {
+            ReadHanded::Nothing => {}
+            ReadHanded::Rules => {
+                out.push("--read-rules".into());
+                out.push(READ_RULES_FD.to_string().into());
+            }
+            ReadHanded::Layer { after } => {
+                out.push("--read-layer".into());
+                out.push(READ_RULES_FD.to_string().into());
+                for rule in after {
+                    out.push("--read-after".into());
+                    out.push(read_rules::encode_one(rule));
+                }
+            }
         }
         out.push("--tmpdir".into());
         out.push(self.tmpdir.clone().into());
@@ -433,6 +444,19 @@ impl Sandboxed {
         out.extend(args.iter().map(OsString::from));
         out
     }
+}
+
+/// What the host hands the helper at [`READ_RULES_FD`] about what a command may read.
+#[derive(Clone, Copy, Debug)]
+pub enum ReadHanded<'a> {
+    /// Nothing: everything may be read.
+    Nothing,
+    /// The rules, in a sealed memfd: the helper opens each path and adds it to its ruleset.
+    Rules,
+    /// A Landlock ruleset the host built with them, for this command alone
+    /// (`read_rules::ReadRules::take_layer`); `after`: the rules whose paths this command's
+    /// namespace mounts over (`/proc`, a git view), which the helper adds once it has.
+    Layer { after: &'a [(read_rules::ReadRule, PathBuf)] },
 }
 
 /// What the helper is told, as [`Sandboxed::helper_args`] writes it and [`HelperArgs::parse`]
@@ -453,6 +477,10 @@ pub struct HelperArgs {
     /// A descriptor ([`READ_RULES_FD`]) holding what the command may read ([`read_rules`]);
     /// without it, everything.
     pub read_rules: Option<i32>,
+    /// A descriptor ([`READ_RULES_FD`]) holding a Landlock ruleset the host built with those
+    /// rules ([`ReadHanded::Layer`]); `read_after`: the rules to add to it after the mounts.
+    pub read_layer: Option<i32>,
+    pub read_after: Vec<(read_rules::ReadRule, PathBuf)>,
     pub tmpdir: PathBuf,
     /// The program and its arguments.
     pub command: Vec<OsString>,
@@ -460,7 +488,7 @@ pub struct HelperArgs {
 
 /// The helper's usage, for its errors.
 pub const HELPER_USAGE: &str =
-    "usage: handoff-nvim sandbox-exec --sandbox workspace-write|read-only --network true|false [--writable DIR]... [--isolate true|false] [--git-view DIR --git-state DIR]... [--lifeline FD] [--read-rules FD] [--read-only PATH]... [--hide PATH]... --tmpdir DIR -- PROGRAM [ARGS]...";
+    "usage: handoff-nvim sandbox-exec --sandbox workspace-write|read-only --network true|false [--writable DIR]... [--isolate true|false] [--git-view DIR --git-state DIR]... [--lifeline FD] [--read-rules FD | --read-layer FD [--read-after RULE]...] [--read-only PATH]... [--hide PATH]... --tmpdir DIR -- PROGRAM [ARGS]...";
 
 impl HelperArgs {
     /// The folders the command may write (besides `/dev/null`): the temp folder, and in
@@ -482,7 +510,7 @@ impl HelperArgs {
         let (mut mode, mut network, mut writable, mut tmpdir) = (None, None, Vec::new(), None);
         let mut mounts = protected::SandboxMounts::default();
         let mut isolate = false;
-        let (mut lifeline, mut read_rules) = (None, None);
+        let (mut lifeline, mut read_rules, mut read_layer, mut read_after) = (None, None, None, Vec::new());
         let (mut git_views, mut git_states) = (Vec::new(), Vec::new());
         loop {
             let Some(flag) = args.next() else { return Err(HELPER_USAGE.into()) };
@@ -503,6 +531,8 @@ impl HelperArgs {
                 Some("--tmpdir") => tmpdir = Some(PathBuf::from(value)),
                 Some("--lifeline") => lifeline = Some(text.parse::<i32>().map_err(|_| format!("--lifeline takes a descriptor, not {text:?}"))?),
                 Some("--read-rules") => read_rules = Some(text.parse::<i32>().map_err(|_| format!("--read-rules takes a descriptor, not {text:?}"))?),
+                Some("--read-layer") => read_layer = Some(text.parse::<i32>().map_err(|_| format!("--read-layer takes a descriptor, not {text:?}"))?),
+                Some("--read-after") => read_after.push(read_rules::decode_one(&value).map_err(|e| format!("--read-after: {e}"))?),
                 _ => return Err(format!("unknown option {}; {HELPER_USAGE}", flag.to_string_lossy())),
             }
         }
@@ -511,10 +541,13 @@ impl HelperArgs {
             return Err(format!("each --git-view needs its --git-state; {HELPER_USAGE}"));
         }
         mounts.git_views = git_views.into_iter().zip(git_states).collect();
+        if read_rules.is_some() && read_layer.is_some() {
+            return Err(format!("--read-rules and --read-layer are two ways to say the same; {HELPER_USAGE}"));
+        }
         match (mode, network, tmpdir) {
             (Some(SandboxMode::Off), ..) => Err("sandbox-exec needs --sandbox workspace-write or read-only".into()),
             (Some(mode), Some(network), Some(tmpdir)) if !command.is_empty() => {
-                Ok(HelperArgs { settings: SandboxSettings { mode, network }, writable, mounts, isolate, lifeline, read_rules, tmpdir, command })
+                Ok(HelperArgs { settings: SandboxSettings { mode, network }, writable, mounts, isolate, lifeline, read_rules, read_layer, read_after, tmpdir, command })
             }
             _ => Err(HELPER_USAGE.into()),
         }
@@ -680,7 +713,7 @@ mod tests {
             mounts: false,
             scope: None,
         };
-        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "echo -- --x"], &git::CommandViews::default(), &Default::default(), true);
+        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "echo -- --x"], &git::CommandViews::default(), &Default::default(), ReadHanded::Rules);
         let parsed = HelperArgs::parse(args).unwrap();
         assert_eq!(parsed.read_rules, Some(READ_RULES_FD));
         assert_eq!(parsed.settings, s.settings);
@@ -707,14 +740,14 @@ mod tests {
             mounts: false,
             scope: None,
         };
-        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default(), &Default::default(), false);
+        let args = s.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default(), &Default::default(), ReadHanded::Nothing);
         let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
         assert_eq!(
             args,
             ["sandbox-exec", "--sandbox", "workspace-write", "--network", "false", "--writable", "/p", "--tmpdir", "/tmp/t", "--", "/bin/bash", "-c", "ls"]
         );
         let ro = Sandboxed { settings: SandboxSettings { mode: SandboxMode::ReadOnly, network: true }, ..s };
-        let args = ro.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default(), &Default::default(), false);
+        let args = ro.helper_args(Path::new("/p"), Path::new("/bin/bash"), &["-c", "ls"], &git::CommandViews::default(), &Default::default(), ReadHanded::Nothing);
         let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
         assert_eq!(&args[..6], ["sandbox-exec", "--sandbox", "read-only", "--network", "true", "--tmpdir"]);
     }
