@@ -20,17 +20,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (the mock, the ACP client)
 
 
-def rss_kib(pid, field="VmRSS"):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
 def run(bin_dir, env, mock, work, tokens, stall):
     cwd = os.path.join(work, "project")
     os.makedirs(cwd, exist_ok=True)
@@ -42,12 +31,12 @@ def run(bin_dir, env, mock, work, tokens, stall):
     pid = agent.proc.pid
     agent.answer(agent.send("initialize", {"protocolVersion": 1, "clientCapabilities": {}}))
     session = agent.answer(agent.send("session/new", {"cwd": cwd, "mcpServers": []}))[0]["sessionId"]
-    idle = rss_kib(pid)
+    idle = bench.rss_kib(pid)
     samples, stop = [], threading.Event()
 
     def sample():
         while not stop.is_set():
-            r = rss_kib(pid)
+            r = bench.rss_kib(pid)
             if r:
                 samples.append((time.monotonic(), r))
             time.sleep(0.05)
@@ -74,7 +63,7 @@ def run(bin_dir, env, mock, work, tokens, stall):
         else:
             other += 1
     t_end = time.monotonic()
-    hwm = rss_kib(pid, "VmHWM")
+    hwm = bench.rss_kib(pid, "VmHWM")
     agent.close()
     stop.set()
     sampler.join()
