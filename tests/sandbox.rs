@@ -574,6 +574,10 @@ mod in_neovim {
                 if simulate {
                     ed.lua("vim.env[...] = '1'", json!([handoff_nvim::core::sandbox::SIMULATED_NO_MOUNTS_VAR])).await;
                 }
+                // The check only reports (it starts nothing): what the sandbox does here is the
+                // running host's answer.
+                ed.lua("require('handoff.host').ensure()", json!([])).await;
+                ed.wait_until("require('handoff').status().session_file ~= nil", std::time::Duration::from_secs(30)).await;
                 ed.command("checkhealth handoff").await;
                 let text = ed.eval("table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')").await;
                 let text = text.as_str().unwrap().to_string();

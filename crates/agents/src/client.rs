@@ -134,9 +134,13 @@ impl ExternalSession {
         if let Some(id) = resume.filter(|_| info.load_session) {
             let params = json!({ "sessionId": id, "cwd": cwd, "mcpServers": [] });
             // The replayed conversation is ours already: it is not shown or recorded again.
-            match exchange(&mut conn, &services, method::SESSION_LOAD, params, &CancellationToken::new(), &mut |_| {}).await {
+            let mut replayed = false;
+            match exchange(&mut conn, &services, method::SESSION_LOAD, params, &CancellationToken::new(), &mut |_| replayed = true).await {
                 Ok(answer) => {
                     lock(&conn.offers).take_answer(&answer);
+                    if replayed {
+                        let_the_replay_end(&mut conn, &services).await;
+                    }
                     return Ok((ExternalSession { conn, spec, info, session_id: id.to_string(), services }, true));
                 }
                 Err(e) => tracing::warn!(agent = %spec.name, "session/load of {id} failed, a new session starts: {e}"),
@@ -257,6 +261,31 @@ async fn authenticate(conn: &mut Connection, services: &Arc<Services>, spec: &Ag
         .collect();
     Err(AgentError::SignIn { name: spec.name.clone(), ways: ways.join("; ") })
 }
+
+/// After a `session/load` whose history came as updates: the rest of that history, which an
+/// agent may send after its answer (Gemini CLI 0.61 answers while it still streams it, where
+/// ACP has the history first), read and dropped until the agent has been quiet for
+/// [`REPLAY_QUIET`] (at most [`REPLAY_LONGEST`]), so that none of it is taken for the next
+/// prompt's reply. An agent that sends it all first costs one quiet spell.
+async fn let_the_replay_end(conn: &mut Connection, services: &Arc<Services>) {
+    let deadline = tokio::time::Instant::now() + REPLAY_LONGEST;
+    loop {
+        let quiet = tokio::time::sleep(REPLAY_QUIET);
+        tokio::select! {
+            incoming = conn.incoming.recv() => match incoming {
+                Some(message) => handle(&conn.peer, services, message, &mut |_| {}),
+                None => return,
+            },
+            () = quiet => return,
+            () = tokio::time::sleep_until(deadline) => return,
+        }
+    }
+}
+
+/// How long an agent that replayed a loaded session must be quiet before the replay counts as over.
+const REPLAY_QUIET: std::time::Duration = std::time::Duration::from_millis(150);
+/// The longest a replay after `session/load`'s answer is waited out.
+const REPLAY_LONGEST: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Sends request `method` and waits for its answer, meanwhile serving what the agent sends:
 /// its `session/update`s to `each` (in order), its requests each in a task of its own (a

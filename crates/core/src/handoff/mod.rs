@@ -645,14 +645,17 @@ fn start_new_session(hold: &Hold, agent: &AgentSession, text: &str, carried: &Ca
     let carry = agent.settings_carrier();
     // A session on an external agent goes on on the same agent.
     let external = agent.external_successor();
-    let seeded = {
+    // The old session is locked only while what the new one takes of it is read: the new
+    // session's writing and fsync (a reviewed document can be megabytes) leave the agent free
+    // for the front end's other requests.
+    let begun = {
         let mut session = agent.session();
-        seed_new_session(&mut session, text, carried, |next| {
-            carry(next)?;
-            external.map_or(Ok(()), |external| external(next))
-        })?
+        SeededSession::begin(&mut session, text, carried)?
     };
-    let (next, parent_session, document_file, ledger) = seeded;
+    let (next, parent_session, document_file, ledger) = begun.write(text, carried, |next| {
+        carry(next)?;
+        external.map_or(Ok(()), |external| external(next))
+    })?;
     // Gap (nobody told): the switch is announced with its reason.
     let switched = agent.switch_to(hold, next, SwitchReason::Handoff)?;
     Ok(NewSession { session_file: switched.new, parent_session, document_file, ledger: Box::new(ledger) })
@@ -670,44 +673,68 @@ pub fn seed_new_session(
     carried: &Carried,
     settings: impl FnOnce(&mut SessionManager) -> Result<(), SessionError>,
 ) -> Result<(SessionManager, PathBuf, PathBuf, session::ledger::Ledger), HandoffError> {
-    let (mut next, parent_session, pins, ledger) = {
+    SeededSession::begin(session, text, carried)?.write(text, carried, settings)
+}
+
+/// [`seed_new_session`] in its two steps: what it reads of the old session (under the caller's
+/// lock), then the new session's writing (without it).
+struct SeededSession {
+    next: SessionManager,
+    parent_session: PathBuf,
+    pins: Vec<String>,
+    ledger: session::ledger::Ledger,
+}
+
+impl SeededSession {
+    /// The old session flushed, its pins and ledger read, the new session's file created
+    /// beside it.
+    fn begin(session: &mut SessionManager, text: &str, carried: &Carried) -> Result<SeededSession, HandoffError> {
         session.flush()?;
         let pins = session.pins();
         let ledger = ledger_of(session, text, carried);
         // Gap (no lineage): the header names the parent session file.
         let old = std::path::absolute(session.path()).unwrap_or_else(|_| session.path().to_path_buf());
         let next = SessionManager::create(session.session_dir(), session.cwd(), Some(old.to_string_lossy().into_owned()))?;
-        (next, old, pins, ledger)
-    };
-    let written = (|| {
-        // Gap (no model entries): carry the model and thinking level over.
-        settings(&mut next)?;
-        // The hunks not reviewed yet stay offered: the new session's review names them, their
-        // states stay where they were recorded.
-        Review::of_session(&parent_session).hand_over(&Review::of_session(next.path()))?;
-        // The user's pins, as they are: every handoff of the chain carries them whole, the
-        // document never has to.
-        if !pins.is_empty() {
-            next.set_pins(&pins)?;
-        }
-        // The facts are kept as the entry's details too (pi's readFiles/modifiedFiles), for the
-        // handoffs after this one.
-        let mut details = carried.details();
-        if let Some(map) = details.as_object_mut() {
-            map.insert(session::ledger::DETAILS_KEY.into(), serde_json::to_value(&ledger).unwrap_or_default());
-        }
-        next.append_custom_message_with_details(CUSTOM_TYPE, &wrap_document(text), true, Some(details))?;
-        // Gap (new session not on disk): fsync before success is announced.
-        next.flush()?;
-        // Gap (document only inside sessions): also a markdown file beside the new session.
-        write_document_file(next.path(), text)
-    })();
-    match written {
-        Ok(document_file) => Ok((next, parent_session, document_file, ledger)),
-        Err(e) => {
-            let _ = std::fs::remove_file(next.path());
-            let _ = std::fs::remove_dir_all(paths::session_side_dir(next.path()));
-            Err(e.into())
+        Ok(SeededSession { next, parent_session: old, pins, ledger })
+    }
+
+    fn write(
+        self,
+        text: &str,
+        carried: &Carried,
+        settings: impl FnOnce(&mut SessionManager) -> Result<(), SessionError>,
+    ) -> Result<(SessionManager, PathBuf, PathBuf, session::ledger::Ledger), HandoffError> {
+        let SeededSession { mut next, parent_session, pins, ledger } = self;
+        let written = (|| {
+            // Gap (no model entries): carry the model and thinking level over.
+            settings(&mut next)?;
+            // The hunks not reviewed yet stay offered: the new session's review names them, their
+            // states stay where they were recorded.
+            Review::of_session(&parent_session).hand_over(&Review::of_session(next.path()))?;
+            // The user's pins, as they are: every handoff of the chain carries them whole, the
+            // document never has to.
+            if !pins.is_empty() {
+                next.set_pins(&pins)?;
+            }
+            // The facts are kept as the entry's details too (pi's readFiles/modifiedFiles), for the
+            // handoffs after this one.
+            let mut details = carried.details();
+            if let Some(map) = details.as_object_mut() {
+                map.insert(session::ledger::DETAILS_KEY.into(), serde_json::to_value(&ledger).unwrap_or_default());
+            }
+            next.append_custom_message_with_details(CUSTOM_TYPE, &wrap_document(text), true, Some(details))?;
+            // Gap (new session not on disk): fsync before success is announced.
+            next.flush()?;
+            // Gap (document only inside sessions): also a markdown file beside the new session.
+            write_document_file(next.path(), text)
+        })();
+        match written {
+            Ok(document_file) => Ok((next, parent_session, document_file, ledger)),
+            Err(e) => {
+                let _ = std::fs::remove_file(next.path());
+                let _ = std::fs::remove_dir_all(paths::session_side_dir(next.path()));
+                Err(e.into())
+            }
         }
     }
 }

@@ -173,7 +173,7 @@ fn landlock(r: &HelperArgs, support: Support) -> Result<(), RestrictError> {
     // Read (and run) what the host's rules name (everything but the credentials, existing or
     // not), or everything without them; write only where allowed.
     let read_rules = match r.read_rules {
-        Some(fd) if !layered => Some(super::read_rules::load(fd).map_err(|source| RestrictError::ReadRules { fd, source })?),
+        Some(fd) if !layered => Some(super::rule_wire::load(fd).map_err(|source| RestrictError::ReadRules { fd, source })?),
         _ => None,
     };
     match &read_rules {
@@ -204,8 +204,8 @@ fn landlock(r: &HelperArgs, support: Support) -> Result<(), RestrictError> {
 /// The rights on a writable folder: all of them, but reading where the folder holds one on the
 /// way to a credential (the project is the home folder): there the read rules decide; and
 /// none of reading under the host's read layer (`layered`), which decides it.
-fn write_access(dir: &Path, read_rules: Option<&[(super::read_rules::ReadRule, PathBuf)]>, layered: bool) -> landlock::BitFlags<AccessFs> {
-    use super::read_rules::ReadRule;
+fn write_access(dir: &Path, read_rules: Option<&[(super::rule_wire::ReadRule, PathBuf)]>, layered: bool) -> landlock::BitFlags<AccessFs> {
+    use super::rule_wire::ReadRule;
     let holds_the_way = read_rules.is_some_and(|rules| rules.iter().any(|(rule, p)| *rule == ReadRule::ListOnly && p.starts_with(dir)));
     if holds_the_way || layered {
         AccessFs::from_all(FS_ABI) & !AccessFs::from_read(FS_ABI)
@@ -218,7 +218,7 @@ fn write_access(dir: &Path, read_rules: Option<&[(super::read_rules::ReadRule, P
 /// folder read whole or listed only, a file read. What cannot be opened or added (gone since
 /// the host listed it, a link, a socket) is left out: it stays unreadable, never the other way.
 /// Public for the benchmark (`benches/inprocess.rs`), which times it without restricting itself.
-pub fn add_read_rules(created: &mut landlock::RulesetCreated, rules: &[(super::read_rules::ReadRule, PathBuf)]) {
+pub fn add_read_rules(created: &mut landlock::RulesetCreated, rules: &[(super::rule_wire::ReadRule, PathBuf)]) {
     for (fd, access) in opened_read_rules(rules, landlock::BitFlags::empty()) {
         // An error leaves this rule out (the ruleset stays as it was).
         let _ = (&mut *created).add_rule(PathBeneath::new(fd, access));
@@ -229,13 +229,13 @@ pub fn add_read_rules(created: &mut landlock::RulesetCreated, rules: &[(super::r
 /// is (`folder_extra` added on folders); what cannot be opened, or is neither a file nor a
 /// folder, left out.
 fn opened_read_rules<'a>(
-    rules: &'a [(super::read_rules::ReadRule, PathBuf)],
+    rules: &'a [(super::rule_wire::ReadRule, PathBuf)],
     folder_extra: landlock::BitFlags<AccessFs>,
 ) -> impl Iterator<Item = (std::os::fd::OwnedFd, landlock::BitFlags<AccessFs>)> + 'a {
-    use super::read_rules::ReadRule;
+    use super::rule_wire::ReadRule;
     use std::os::fd::AsRawFd;
     rules.iter().filter_map(move |(rule, path)| {
-        let fd = super::read_rules::open_no_symlinks(path).ok()?;
+        let fd = super::rule_wire::open_no_symlinks(path).ok()?;
         // SAFETY: fstat fills the zeroed struct we own, from a descriptor we own.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
@@ -262,7 +262,7 @@ fn layer_access() -> landlock::BitFlags<AccessFs> {
 /// In the host: a Landlock ruleset with `rules` (opened now, with no symlink followed), for
 /// one command's helper to add what its namespace mounted to and bind itself with (see
 /// `read_rules::ReadRules::take_layer`). Its descriptor is close-on-exec.
-pub fn read_layer(rules: &[(super::read_rules::ReadRule, PathBuf)]) -> Result<std::os::fd::OwnedFd, RestrictError> {
+pub fn read_layer(rules: &[(super::rule_wire::ReadRule, PathBuf)]) -> Result<std::os::fd::OwnedFd, RestrictError> {
     let mut created = Ruleset::default().set_compatibility(CompatLevel::HardRequirement).handle_access(layer_access())?.create()?;
     for (fd, access) in opened_read_rules(rules, AccessFs::Refer.into()) {
         // An error leaves this rule out (the ruleset stays as it was).

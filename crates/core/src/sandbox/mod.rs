@@ -24,6 +24,7 @@ pub mod linux;
 pub mod paths;
 pub mod protected;
 pub mod read_rules;
+pub mod rule_wire;
 
 pub use helper::{HelperBinary, HELPER_BINARY};
 pub use read_rules::READ_RULES_FD;
