@@ -590,6 +590,35 @@ async fn codex_acp_offline_prompt_record_and_handoff_to_ours() {
     assert_eq!((line["agent"].as_str(), line["version"].as_str(), line["protocol"].as_u64()), (Some("codex-acp"), Some("0.16.0"), Some(1)));
 }
 
+/// Our own `handoff-nvim acp` as an agent of the editor's setup: its model the mock, `more` on
+/// its command line, its own sessions in the folder returned.
+fn our_agent(ed: &common::nvim::Editor, more: &[&str]) -> (Value, PathBuf) {
+    let inner = ed.dir.path().join("inner");
+    let mut command = vec![BIN.to_string(), "acp".into(), "--provider".into(), "openai".into(), "--base-url".into(), ed.mock.openai_base_url()];
+    command.extend(["--model", "mock-model"].iter().chain(more).map(|s| s.to_string()));
+    (json!({ "command": command, "env": { "HANDOFF_SESSION_DIR": inner } }), inner)
+}
+
+/// Sets the editor up with `agent` (its `agents` entry) as agent `name`.
+async fn set_up_agent(ed: &common::nvim::Editor, name: &str, agent: Value) {
+    let setup = json!({ "bin": BIN, "provider": ed.default_setup()["provider"], "agents": { name: agent } });
+    ed.lua("require('handoff').setup(...)", json!([setup])).await;
+}
+
+/// The editor set up with `agent` as agent `name`, `notes.txt` (holding `text`) open in a buffer,
+/// the chat open on a new session of the agent: the file and its buffer.
+async fn chat_on_agent(ed: &common::nvim::Editor, name: &str, agent: Value, text: &str) -> (PathBuf, Value) {
+    set_up_agent(ed, name, agent).await;
+    let file = ed.work_dir().join("notes.txt");
+    std::fs::write(&file, text).unwrap();
+    ed.command("edit notes.txt").await;
+    let buf = ed.eval("vim.api.nvim_get_current_buf()").await;
+    ed.lua("require('handoff').open_chat()", json!([])).await;
+    ed.command(&format!("HandoffAgent {name}")).await;
+    ed.wait_event("HandoffSessionSwitch", 1).await;
+    (file, buf)
+}
+
 /// `:HandoffAgent NAME` in the editor: a new session on the agent; a prompt from the chat
 /// streams its reply into the chat and the session file (provider `acp`); its `write` asks in
 /// our approval UI and lands through the open buffer, which `u` undoes.
@@ -598,19 +627,8 @@ async fn handoff_agent_in_the_editor_chat_approval_and_the_buffer() {
     use common::nvim::{bounded, Editor};
     bounded(async {
         let ed = Editor::start().await;
-        let inner = ed.dir.path().join("inner");
-        let url = ed.mock.openai_base_url();
-        let command = json!([BIN, "acp", "--provider", "openai", "--base-url", url, "--model", "mock-model"]);
-        let setup = json!({ "bin": BIN, "provider": ed.default_setup()["provider"], "agents": { "mine": { "command": command, "env": { "HANDOFF_SESSION_DIR": inner } } } });
-        ed.lua("require('handoff').setup(...)", json!([setup])).await;
-        let file = ed.work_dir().join("notes.txt");
-        std::fs::write(&file, "hello\n").unwrap();
-        ed.command("edit notes.txt").await;
-        let buf = ed.eval("vim.api.nvim_get_current_buf()").await;
-        ed.lua("require('handoff').open_chat()", json!([])).await;
-
-        ed.command("HandoffAgent mine").await;
-        ed.wait_event("HandoffSessionSwitch", 1).await;
+        let (agent, inner) = our_agent(&ed, &[]);
+        let (file, buf) = chat_on_agent(&ed, "mine", agent, "hello\n").await;
         ed.mock.push(MockReply::text("Hello from the agent in the chat."));
         ed.lua("require('handoff').prompt('hi')", json!([])).await;
         ed.wait_event("HandoffAgentEnd", 1).await;
@@ -676,6 +694,104 @@ async fn handoff_agent_in_the_editor_chat_approval_and_the_buffer() {
         // None of it outlives the editor.
         let _dir = ed.quit().await;
         until("our agent to end with the editor", || left_running(&inner).is_empty()).await;
+    })
+    .await;
+}
+
+/// An external agent's tool calls show in the chat as ours do, from the same records
+/// (`tool_start`, `tool_end`): the call's line once it runs (after its approval), its result's
+/// text, a failed call marked; `HandoffToolStart`/`HandoffToolEnd` fire for each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_agents_tool_calls_show_in_the_chat_as_ours() {
+    use common::nvim::{bounded, Editor};
+    bounded(async {
+        let ed = Editor::start().await;
+        chat_on_agent(&ed, "mine", our_agent(&ed, &[]).0, "hello\n").await;
+
+        // A command, asked about first: its line after the approval, then its output.
+        ed.mock.push(common::tool_call_reply("bash", json!({ "command": "echo from-the-agent" }), "b1"));
+        ed.mock.push(MockReply::text("Ran it."));
+        ed.lua("require('handoff').prompt('run it')", json!([])).await;
+        let req = ed.wait_event("HandoffToolApproval", 1).await;
+        ed.lua("require('handoff').approve(...)", json!([req["id"], "allow"])).await;
+        ed.wait_event("HandoffAgentEnd", 1).await;
+        let started = ed.wait_event("HandoffToolStart", 1).await;
+        assert_eq!((started["tool"].as_str(), started["args"]["command"].as_str()), (Some("bash"), Some("echo from-the-agent")), "{started}");
+        let ended = ed.wait_event("HandoffToolEnd", 1).await;
+        assert_eq!((ended["tool"].as_str(), ended["kind"].as_str(), ended["is_error"].as_bool()), (Some("bash"), Some("execute"), Some(false)), "{ended}");
+        let chat: Vec<String> = serde_json::from_value(ed.eval("T.chat()").await).unwrap();
+        let call = chat.iter().position(|l| l == "**▸ bash** `echo from-the-agent`").unwrap_or_else(|| panic!("no call line: {chat:#?}"));
+        let output = chat.iter().position(|l| l == "from-the-agent").unwrap_or_else(|| panic!("no output: {chat:#?}"));
+        let reply = chat.iter().position(|l| l.contains("Ran it.")).unwrap_or_else(|| panic!("no reply: {chat:#?}"));
+        assert!(call < output && output < reply, "the call, its output, then the reply: {chat:#?}");
+        let approval = chat.iter().position(|l| l.contains("echo from-the-agent")).unwrap();
+        assert!(approval < call, "the approval shows before the call runs, and stays: {chat:#?}");
+
+        // A call that fails shows its error.
+        ed.mock.push(common::tool_call_reply("read", json!({ "path": "no-such-file.txt" }), "r1"));
+        ed.mock.push(MockReply::text("It is not there."));
+        ed.lua("require('handoff').prompt('read it')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 2).await;
+        let ended = ed.wait_event("HandoffToolEnd", 2).await;
+        assert_eq!((ended["tool"].as_str(), ended["is_error"].as_bool()), (Some("read"), Some(true)), "{ended}");
+        let chat: Vec<String> = serde_json::from_value(ed.eval("T.chat()").await).unwrap();
+        assert!(chat.iter().any(|l| l.starts_with("**▸ read**") && l.contains("no-such-file.txt")), "{chat:#?}");
+        assert!(chat.iter().any(|l| l.contains("no-such-file.txt") && !l.starts_with("**▸")), "the error's text: {chat:#?}");
+        let _dir = ed.quit().await;
+    })
+    .await;
+}
+
+/// An agent that edits with its own IO (not through our `fs/write_text_file`), as some do: one
+/// prompt's turn is an `edit` call on `notes.txt`, written to disk by the agent itself.
+const SELF_WRITING_AGENT: &str = r#"
+import json, os, sys
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line); name = m.get("method"); id = m.get("id")
+    if name == "initialize":
+        send({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": 1, "agentCapabilities": {}}})
+    elif name == "session/new":
+        send({"jsonrpc": "2.0", "id": id, "result": {"sessionId": "s1"}})
+    elif name == "session/prompt":
+        sid = m["params"]["sessionId"]; path = os.path.join(os.getcwd(), "notes.txt")
+        def update(u):
+            send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": u}})
+        update({"sessionUpdate": "tool_call", "toolCallId": "e1", "title": "Edit notes.txt", "kind": "edit", "status": "pending",
+                "locations": [{"path": path}], "rawInput": {"path": path, "old_string": "as it was", "new_string": "edited by the agent"}})
+        update({"sessionUpdate": "tool_call_update", "toolCallId": "e1", "status": "in_progress"})
+        with open(path, "w") as f:
+            f.write("edited by the agent\n")
+        update({"sessionUpdate": "tool_call_update", "toolCallId": "e1", "status": "completed",
+                "content": [{"type": "content", "content": {"type": "text", "text": "Edited notes.txt"}}]})
+        update({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Edited."}})
+        send({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}})
+    elif id is not None and name:
+        send({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "not here"}})
+"#;
+
+/// A file an external agent changed with its own IO is reloaded in its buffer when the call
+/// ends, as after a command of ours (the same `checktime`); its call shows in the chat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_an_external_agent_edited_itself_is_reloaded_in_its_buffer() {
+    use common::nvim::{bounded, Editor};
+    bounded(async {
+        let ed = Editor::start().await;
+        let script = ed.dir.path().join("self_writing_agent.py");
+        std::fs::write(&script, SELF_WRITING_AGENT).unwrap();
+        let (file, buf) = chat_on_agent(&ed, "writer", json!({ "command": ["python3", script] }), "as it was\n").await;
+        ed.lua("require('handoff').prompt('edit it')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 1).await;
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "edited by the agent\n");
+        let ended = ed.wait_event("HandoffToolEnd", 1).await;
+        assert_eq!((ended["tool"].as_str(), ended["is_error"].as_bool()), (Some("edit"), Some(false)), "{ended}");
+        let lines = ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf])).await;
+        assert_eq!(lines, json!(["edited by the agent"]), "{}", ed.dump().await);
+        assert_eq!(ed.lua("return vim.bo[...].modified", json!([buf])).await, json!(false));
+        let chat: Vec<String> = serde_json::from_value(ed.eval("T.chat()").await).unwrap();
+        assert!(chat.iter().any(|l| l.starts_with("**▸ edit**")) && chat.iter().any(|l| l == "Edited notes.txt"), "{chat:#?}");
+        let _dir = ed.quit().await;
     })
     .await;
 }
@@ -862,11 +978,7 @@ async fn the_meter_keeps_its_count_after_a_stop_on_ours_and_on_an_external_agent
     use common::nvim::{bounded, Editor};
     bounded(async {
         let ed = Editor::start().await;
-        let inner = ed.dir.path().join("inner");
-        let url = ed.mock.openai_base_url();
-        let command = json!([BIN, "acp", "--provider", "openai", "--base-url", url, "--model", "mock-model", "--context-window", "54321"]);
-        let setup = json!({ "bin": BIN, "provider": ed.default_setup()["provider"], "agents": { "mine": { "command": command, "env": { "HANDOFF_SESSION_DIR": inner } } } });
-        ed.lua("require('handoff').setup(...)", json!([setup])).await;
+        set_up_agent(&ed, "mine", our_agent(&ed, &["--context-window", "54321"]).0).await;
         ed.lua("require('handoff').open_chat()", json!([])).await;
         let meter = || async { let s = ed.status().await; (s["context_tokens"].as_u64().unwrap(), s["context_window"].as_u64().unwrap()) };
         let stop = |ends: usize, said: &'static str| {
@@ -1028,15 +1140,7 @@ async fn gemini_cli_in_the_editor_approval_buffer_undo_mode_and_model() {
         });
         std::fs::write(home.join(".gemini/settings.json"), settings.to_string()).unwrap();
         let env = json!({ "HOME": home, "GOOGLE_GEMINI_BASE_URL": ed.mock.gemini_base_url(), "GEMINI_API_KEY": "x" });
-        let setup = json!({ "bin": BIN, "provider": ed.default_setup()["provider"], "agents": { "gem": { "command": [gemini, "--acp"], "env": env } } });
-        ed.lua("require('handoff').setup(...)", json!([setup])).await;
-        let file = ed.work_dir().join("notes.txt");
-        std::fs::write(&file, "hello\n").unwrap();
-        ed.command("edit notes.txt").await;
-        let buf = ed.eval("vim.api.nvim_get_current_buf()").await;
-        ed.lua("require('handoff').open_chat()", json!([])).await;
-        ed.command("HandoffAgent gem").await;
-        ed.wait_event("HandoffSessionSwitch", 1).await;
+        let (file, buf) = chat_on_agent(&ed, "gem", json!({ "command": [gemini, "--acp"], "env": env }), "hello\n").await;
 
         ed.mock.set_default(MockReply::text("(default)"));
         ed.mock.push(MockReply::text("Hello from Gemini in the chat."));
@@ -1133,15 +1237,7 @@ async fn claude_in_the_editor(claude: &Path, write_tool: &str, through_fs: bool)
             "HOME": home, "ANTHROPIC_BASE_URL": ed.mock.anthropic_base_url(), "ANTHROPIC_API_KEY": "x",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "IS_SANDBOX": "1",
         });
-        let setup = json!({ "bin": BIN, "provider": ed.default_setup()["provider"], "agents": { "claude": { "command": [claude], "env": env } } });
-        ed.lua("require('handoff').setup(...)", json!([setup])).await;
-        let file = ed.work_dir().join("notes.txt");
-        std::fs::write(&file, "hello-7731\n").unwrap();
-        ed.command("edit notes.txt").await;
-        let buf = ed.eval("vim.api.nvim_get_current_buf()").await;
-        ed.lua("require('handoff').open_chat()", json!([])).await;
-        ed.command("HandoffAgent claude").await;
-        ed.wait_event("HandoffSessionSwitch", 1).await;
+        let (file, buf) = chat_on_agent(&ed, "claude", json!({ "command": [claude], "env": env }), "hello-7731\n").await;
 
         ed.mock.set_default(MockReply::text("(default)"));
         ed.mock.push_for("Plan the parser", MockReply::text("Hello from Claude in the chat."));

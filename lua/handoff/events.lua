@@ -304,9 +304,9 @@ end
 
 function handlers.tool_end(r)
   chat().tool_end(r)
-  if r.kind == "execute" or r.kind == "mcp" then
-    -- A command or an MCP server's tool may have changed files that buffers show: reload the
-    -- ones not modified here (the tool says what it may do; edits go through the buffers).
+  if r.reload then
+    -- The call may have changed files that buffers show (a command, an MCP server's tool, an
+    -- external agent's own write; the host says which): reload the ones not modified here.
     vim.cmd("silent! checktime")
   end
   -- A tool boundary: the rejects held while the call ran apply now.

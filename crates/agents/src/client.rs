@@ -41,6 +41,11 @@ pub trait Shown: Send + Sync {
     fn text(&self, index: usize, delta: &str);
     /// A tool call started or changed status (its title, its status).
     fn tool(&self, _title: &str, _status: &str) {}
+    /// A tool call runs (past its approval), by our tool's `name` for it and the `args`
+    /// recorded: a front end shows it as it shows ours.
+    fn tool_start(&self, _id: &str, _name: &str, _args: &Value) {}
+    /// A tool call ended: `result` is the `toolResult` that will be recorded for it.
+    fn tool_end(&self, _id: &str, _name: &str, _args: &Value, _result: &Message) {}
     /// A message of the turn starts (a reply, a tool's result).
     fn message_start(&self, _message: &Message) {}
     /// A message of the turn is complete and recorded.

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 pub use client::{probe, serve, AgentInfo, ExternalSession, Services, Shown, Turn};
 pub use runner::Runner;
 pub use terminal::Terminals;
-pub use record::{agent_of, record_agent_spec, AgentEntry, AGENT_ENTRY};
+pub use record::{agent_of, changes_files, record_agent_spec, AgentEntry, AGENT_ENTRY};
 
 use handoff_core::config::Settings;
 

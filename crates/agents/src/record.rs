@@ -59,6 +59,9 @@ struct Call {
     /// Its ACP kind, as last said.
     kind: String,
     result: Option<ToolOutput>,
+    /// Shown as running (`Shown::tool_start`), shown as ended (`Shown::tool_end`).
+    running: bool,
+    ended: bool,
 }
 
 /// The turn being recorded, and shown as it is: the assistant message being filled, its calls,
@@ -86,6 +89,13 @@ fn tool_name(kind: &str, raw_input: &Value) -> String {
         "" => "other".into(),
         other => other.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect(),
     }
+}
+
+/// Whether an external agent's call recorded as `tool` (see [`tool_name`]) may have changed
+/// files with the agent's own IO (ACP kinds `edit`, `delete`, `move`, `execute`): the editor
+/// then checks the buffers it shows, as after a command of ours.
+pub fn changes_files(tool: &str) -> bool {
+    matches!(tool, "edit" | "write" | "delete" | "move" | "bash")
 }
 
 /// A tool call's text content (`content: [{type: "content", content: {type: "text", text}}]`,
@@ -164,9 +174,10 @@ impl<'a> Recorder<'a> {
                 let id = update["toolCallId"].as_str().unwrap_or_default().to_string();
                 if !self.calls.iter().any(|c| c.id == id) {
                     self.start();
-                    self.calls.push(Call { id: id.clone(), name: String::new(), kind: String::new(), result: None });
+                    self.calls.push(Call { id: id.clone(), name: String::new(), kind: String::new(), result: None, running: false, ended: false });
                 }
                 self.call_changed(&id, update);
+                self.show_run(&id, update["status"].as_str().unwrap_or_default());
             }
             _ => {}
         }
@@ -210,6 +221,31 @@ impl<'a> Recorder<'a> {
         self.message.content = handoff_core::message::Content::Blocks(blocks);
     }
 
+    /// Call `id` is shown running once it runs (`in_progress`; after its approval, which
+    /// shows before it as ours does) or has ended, and ended once with its result.
+    fn show_run(&mut self, id: &str, status: &str) {
+        if !matches!(status, "in_progress" | "completed" | "failed") {
+            return;
+        }
+        let args = self.arguments(id);
+        let Some(call) = self.calls.iter_mut().find(|c| c.id == id) else { return };
+        if !call.running {
+            call.running = true;
+            self.shown.tool_start(id, &call.name, &args);
+        }
+        if let (Some(result), false) = (&call.result, call.ended) {
+            call.ended = true;
+            self.shown.tool_end(id, &call.name, &args, &result.clone().into_message(id, &call.name));
+        }
+    }
+
+    /// The arguments recorded for call `id`.
+    fn arguments(&self, id: &str) -> Value {
+        let blocks = self.message.content.blocks();
+        let block = blocks.into_iter().find(|b| b.kind == "toolCall" && b.extra_str("id") == Some(id));
+        block.and_then(|mut b| b.extra.remove("arguments")).unwrap_or(Value::Null)
+    }
+
     fn show_tool(&self, update: &Value) {
         let title = update["title"].as_str().unwrap_or_default();
         let status = update["status"].as_str().unwrap_or_default();
@@ -244,6 +280,14 @@ impl<'a> Recorder<'a> {
         for call in std::mem::take(&mut self.calls) {
             let output = call.result.unwrap_or_else(|| ToolOutput::error("The agent reported no result for this call."));
             let result = output.into_message(&call.id, &call.name);
+            if !call.ended {
+                // Shown ended as recorded: the chat shows no call running past its turn.
+                let args = self.arguments(&call.id);
+                if !call.running {
+                    self.shown.tool_start(&call.id, &call.name, &args);
+                }
+                self.shown.tool_end(&call.id, &call.name, &args, &result);
+            }
             self.shown.message_start(&result);
             self.write(session, result)?;
         }

@@ -56,6 +56,17 @@ impl Shown for Events<'_> {
     fn message_end(&self, message: &Message) {
         self.agent.emit(AgentEvent::MessageEnd { message: message.clone() });
     }
+
+    fn tool_start(&self, id: &str, name: &str, args: &serde_json::Value) {
+        let (tool_call_id, tool_name, args) = (id.to_string(), name.to_string(), args.clone());
+        self.agent.emit(AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args, preview: None });
+    }
+
+    fn tool_end(&self, id: &str, name: &str, args: &serde_json::Value, result: &Message) {
+        let is_error = result.tool_result().is_some_and(|r| r.is_error());
+        let (tool_call_id, tool_name, args, result) = (id.to_string(), name.to_string(), args.clone(), result.clone());
+        self.agent.emit(AgentEvent::ToolExecutionEnd { tool_call_id, tool_name, args, is_error, result });
+    }
 }
 
 /// How the session's agent serves the external agent's requests.

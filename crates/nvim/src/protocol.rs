@@ -922,9 +922,11 @@ pub enum Record {
     ToolEnd {
         id: String,
         tool: String,
-        /// What the tool may do (`execute`: it may have changed files the editor shows);
-        /// absent for a tool we do not know.
+        /// What the tool may do; absent for a tool we do not know.
         kind: Option<handoff_core::tools::ToolKind>,
+        /// It may have changed files the editor shows outside their buffers (a command, an MCP
+        /// server's tool, an external agent's own write): the editor checks them.
+        reload: bool,
         is_error: bool,
         text: String,
         /// As for [`Item::Tool`].

@@ -345,6 +345,7 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
             id: tool_call_id.clone(),
             tool: tool_name.clone(),
             kind: tools::kind_of(tool_name),
+            reload: reloads(tool_name, agent),
             is_error: *is_error,
             text: result.text(),
             earlier: tools::lines_not_kept(result),
@@ -355,6 +356,14 @@ pub fn event_record(event: &AgentEvent, agent: &AgentSession) -> Option<Record> 
         | AgentEvent::TurnEnd { .. }
         | AgentEvent::MessageEnd { .. } => return None,
     })
+}
+
+/// Whether a call may have changed files the editor shows outside its buffers: a command or
+/// an MCP server's tool of ours (edits of ours go through the buffers), or an external agent's
+/// change made with its own IO.
+fn reloads(tool: &str, agent: &AgentSession) -> bool {
+    matches!(tools::kind_of(tool), Some(tools::ToolKind::Execute | tools::ToolKind::Mcp))
+        || (handoff_agents::changes_files(tool) && handoff_agents::agent_of(&agent.session()).is_some())
 }
 
 /// The chat's note on how a command ran: in the sandbox, or again outside it (and why).
