@@ -57,6 +57,7 @@ Sections (doc/benchmarks.md explains each):
 bench/compare_builds.py runs §1–5 for two checkouts (a before/after), interleaved.
 """
 import argparse
+import atexit
 import glob
 import json
 import os
@@ -114,6 +115,8 @@ class Mock:
                                      start_new_session=True)  # no signal meant for our group
         self.url = self.proc.stdout.readline().strip()
         self.root = self.url.rsplit("/v1", 1)[0]
+        # In a session of its own and deaf to stdin, it would outlive a bench that failed.
+        atexit.register(self.close)
 
     def control(self, action, obj=None):
         data = json.dumps(obj if obj is not None else {}).encode()
@@ -141,8 +144,9 @@ class Mock:
             return json.load(r)
 
     def close(self):
-        self.proc.kill()
-        self.proc.wait()
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def stream_reply(tokens):
