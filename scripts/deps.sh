@@ -38,71 +38,52 @@ npm_install_into() {
   return 1
 }
 
+# PACKAGE (pinned, `name@version`) installed from npm into .cache/DIR once; exports VAR as its
+# executable BIN (a path inside .cache/DIR). The one recipe of every npm tool below.
+ensure_npm_tool() {
+  local var="$1" dir="$2" package="$3" bin="$root/.cache/$2/$4"
+  if [ ! -x "$bin" ]; then
+    echo "deps: installing $package from npm into .cache/$dir" >&2
+    npm_install_into "$root/.cache/$dir" "$package" || return 1
+  fi
+  export "$var=$bin"
+}
+
 # pi 0.73.1, the peer our session files must stay compatible with. Exports PI_BIN.
 ensure_pi() {
-  local bin="$root/.cache/pi/node_modules/.bin/pi"
-  if [ ! -x "$bin" ]; then
-    echo "deps: installing pi 0.73.1 from npm into .cache/pi" >&2
-    npm_install_into "$root/.cache/pi" @mariozechner/pi-coding-agent@0.73.1 || return 1
-  fi
-  export PI_BIN="$bin"
+  ensure_npm_tool PI_BIN pi @mariozechner/pi-coding-agent@0.73.1 node_modules/.bin/pi
 }
 
 # The reference MCP server (@modelcontextprotocol/server-everything, pinned), for the MCP tests
 # over stdio and streamable HTTP (tests/mcp_everything.rs). Exports MCP_EVERYTHING_BIN.
 ensure_mcp_everything() {
-  local bin="$root/.cache/mcp-everything/node_modules/.bin/mcp-server-everything"
-  if [ ! -x "$bin" ]; then
-    echo "deps: installing @modelcontextprotocol/server-everything from npm into .cache/mcp-everything" >&2
-    npm_install_into "$root/.cache/mcp-everything" @modelcontextprotocol/server-everything@2026.8.31 || return 1
-  fi
-  export MCP_EVERYTHING_BIN="$bin"
+  ensure_npm_tool MCP_EVERYTHING_BIN mcp-everything @modelcontextprotocol/server-everything@2026.8.31 node_modules/.bin/mcp-server-everything
 }
 
 # Codex as an external ACP agent (@zed-industries/codex-acp, pinned), for the ACP client's test
 # against a real agent offline (tests/acp_client.rs). The native binary, not the npm wrapper:
 # killing the wrapper leaves the binary running. Exports CODEX_ACP_BIN.
 ensure_codex_acp() {
-  local bin="$root/.cache/codex-acp/node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"
-  if [ ! -x "$bin" ]; then
-    echo "deps: installing @zed-industries/codex-acp 0.16.0 from npm into .cache/codex-acp" >&2
-    npm_install_into "$root/.cache/codex-acp" @zed-industries/codex-acp@0.16.0 || return 1
-  fi
-  export CODEX_ACP_BIN="$bin"
+  ensure_npm_tool CODEX_ACP_BIN codex-acp @zed-industries/codex-acp@0.16.0 node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp
 }
 
 # Claude Code as an external ACP agent (@zed-industries/claude-agent-acp, pinned), for the ACP
 # client's test against a real agent offline (tests/acp_client.rs). Exports CLAUDE_AGENT_ACP_BIN.
 ensure_claude_agent_acp() {
-  local bin="$root/.cache/claude-agent-acp/node_modules/.bin/claude-agent-acp"
-  if [ ! -x "$bin" ]; then
-    echo "deps: installing @zed-industries/claude-agent-acp 0.23.1 from npm into .cache/claude-agent-acp" >&2
-    npm_install_into "$root/.cache/claude-agent-acp" @zed-industries/claude-agent-acp@0.23.1 || return 1
-  fi
-  export CLAUDE_AGENT_ACP_BIN="$bin"
+  ensure_npm_tool CLAUDE_AGENT_ACP_BIN claude-agent-acp @zed-industries/claude-agent-acp@0.23.1 node_modules/.bin/claude-agent-acp
 }
 
 # Its predecessor @zed-industries/claude-code-acp (pinned), whose file tools go through the
 # client's fs/read_text_file and fs/write_text_file (tests/acp_client.rs). Exports
 # CLAUDE_CODE_ACP_BIN.
 ensure_claude_code_acp() {
-  local bin="$root/.cache/claude-code-acp/node_modules/.bin/claude-code-acp"
-  if [ ! -x "$bin" ]; then
-    echo "deps: installing @zed-industries/claude-code-acp 0.16.2 from npm into .cache/claude-code-acp" >&2
-    npm_install_into "$root/.cache/claude-code-acp" @zed-industries/claude-code-acp@0.16.2 || return 1
-  fi
-  export CLAUDE_CODE_ACP_BIN="$bin"
+  ensure_npm_tool CLAUDE_CODE_ACP_BIN claude-code-acp @zed-industries/claude-code-acp@0.16.2 node_modules/.bin/claude-code-acp
 }
 
 # Gemini CLI as an external ACP agent (`gemini --acp`, pinned), for the ACP client's test against
 # a real agent offline (tests/acp_client.rs; the mock speaks Gemini's API). Exports GEMINI_CLI_BIN.
 ensure_gemini_cli() {
-  local bin="$root/.cache/gemini-cli/node_modules/.bin/gemini"
-  if [ ! -x "$bin" ]; then
-    echo "deps: installing @google/gemini-cli 0.61.0 from npm into .cache/gemini-cli" >&2
-    npm_install_into "$root/.cache/gemini-cli" @google/gemini-cli@0.61.0 || return 1
-  fi
-  export GEMINI_CLI_BIN="$bin"
+  ensure_npm_tool GEMINI_CLI_BIN gemini-cli @google/gemini-cli@0.61.0 node_modules/.bin/gemini
 }
 
 # ripgrep for the grep benchmark (bench/bench.py §6b: rg itself, and on PATH for pi's grep tool),
