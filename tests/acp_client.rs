@@ -180,6 +180,36 @@ async fn a_terminal_command_runs_in_our_sandbox_through_our_consent() {
     assert_eq!(ran["exit"]["exitCode"], 0, "{ran}");
 }
 
+/// A way out through `terminal/create`'s `cwd`, as an injected agent would try it: the sandbox's
+/// writable folder is the command's folder, so a `cwd` the agent names outside the project
+/// (the user's home here) would make that folder writable, and the approval, which shows only
+/// the command line, would not say where `> .bashrc` lands. The terminal runs only in the
+/// project; the control, the same command in the project, writes there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_folder_outside_the_project_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("project");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    std::os::unix::fs::symlink(&home, project.join("up")).unwrap();
+    let create = |cwd: &Path| json!({ "sessionId": "s", "command": "sh", "args": ["-c", "echo planted >> .bashrc"], "cwd": cwd });
+    for mode in ["workspace-write", "off"] {
+        let services = services(&project, mode, Decision::Allow);
+        // Named outright, through `..`, or through a link planted in the project.
+        for cwd in [home.clone(), project.join("../home"), project.join("up")] {
+            let refused = agents::serve(&services, "terminal/create", &create(&cwd)).await;
+            assert!(refused.as_ref().is_err_and(|(_, m)| m.contains("outside the project")), "{mode} {}: {refused:?}", cwd.display());
+        }
+        // Control: in the project the same command runs and writes.
+        let created = agents::serve(&services, "terminal/create", &create(&project)).await.unwrap();
+        let exit = agents::serve(&services, "terminal/wait_for_exit", &json!({ "sessionId": "s", "terminalId": created["terminalId"] })).await.unwrap();
+        assert_eq!(exit["exitCode"], 0, "{mode}: {exit}");
+    }
+    assert!(!home.join(".bashrc").exists(), "the agent's command wrote in a folder outside the project");
+    assert_eq!(std::fs::read_to_string(project.join(".bashrc")).unwrap(), "planted\nplanted\n");
+}
+
 /// `handoff FILE` on the agent's session: the agent writes the document with our instruction,
 /// the new session starts on the same agent with the document first; `--to ours` starts one
 /// on our own engine, whose first request carries the document.

@@ -117,7 +117,7 @@ impl Terminals {
 
     async fn create(&self, services: &Services, params: &Value) -> Result<Value, RpcFailure> {
         let line = command_line(params)?;
-        let cwd = params["cwd"].as_str().map_or_else(|| services.cwd.clone(), std::path::PathBuf::from);
+        let cwd = folder_in_project(services, params)?;
         let args = json!({ "command": line });
         let confined = match services.sandbox.is_on() {
             true => Some(handoff_core::sandbox::confine(services.sandbox, None)),
@@ -191,6 +191,20 @@ impl Terminals {
             let _ = done.send(Some(output));
         });
         Ok(json!({ "terminalId": id }))
+    }
+}
+
+/// The folder `terminal/create` names (`cwd`; none: the project), which must be the project or
+/// inside it. The sandbox makes a command's own folder writable, and the approval shows only the
+/// command line: a folder the agent names elsewhere (the user's home) would widen the one and
+/// mislead the other (`echo … >> .bashrc`).
+fn folder_in_project(services: &Services, params: &Value) -> Result<std::path::PathBuf, RpcFailure> {
+    use handoff_core::sandbox::paths::real_path;
+    let Some(cwd) = params["cwd"].as_str() else { return Ok(services.cwd.clone()) };
+    let cwd = services.cwd.join(cwd);
+    match real_path(&cwd).starts_with(real_path(&services.cwd)) {
+        true => Ok(cwd),
+        false => Err(invalid(format!("the terminal's folder {} is outside the project {}", cwd.display(), services.cwd.display()))),
     }
 }
 
