@@ -53,11 +53,14 @@ fn command_line(params: &Value) -> Result<String, RpcFailure> {
     for arg in params["args"].as_array().into_iter().flatten() {
         let arg = arg.as_str().ok_or_else(|| invalid("terminal/create: every argument is a string"))?;
         line.push(' ');
-        line.push('\'');
-        line.push_str(&arg.replace('\'', r"'\''"));
-        line.push('\'');
+        line.push_str(&single_quoted(arg));
     }
     Ok(line)
+}
+
+/// `s` as one word for `sh`: single-quoted, a `'` inside as `'\''`.
+fn single_quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 /// The exit code our bash result says (`Command exited with code N`; none: 0 unless it failed).
@@ -148,20 +151,12 @@ impl Terminals {
                 protected: None,
             }
         };
+        let key = Some(ConsentKey::Exact(line.clone()));
+        let tool = ToolName::Bash.as_str();
         // A command the sandbox should confine and cannot is always asked about.
-        let must_ask = matches!(confined, Some(Err(_)));
-        let verdict = if must_ask {
-            match services.consent.ask(request.await).await {
-                consent::Decision::Allow | consent::Decision::Always => Verdict::Run,
-                consent::Decision::Cancel => Verdict::Cancel,
-                decision => Verdict::Refuse(consent::rejected_text(match &decision {
-                    consent::Decision::Reject { reason } => reason.as_deref(),
-                    _ => None,
-                })),
-            }
-        } else {
-            let key = Some(ConsentKey::Exact(line.clone()));
-            consent::decide(&services.policy, &services.grants, services.consent.as_ref(), request, ToolName::Bash.as_str(), ToolKind::Execute, key, sandboxed).await
+        let verdict = match &confined {
+            Some(Err(_)) => consent::decide_asking(&services.policy, &services.grants, services.consent.as_ref(), request, tool, ToolKind::Execute, key, consent::MustAsk::Unconfinable).await,
+            _ => consent::decide(&services.policy, &services.grants, services.consent.as_ref(), request, tool, ToolKind::Execute, key, sandboxed).await,
         };
         match verdict {
             // A command has no text to review: a reviewed answer is a yes.
@@ -211,14 +206,13 @@ fn folder_in_project(services: &Services, params: &Value) -> Result<std::path::P
 /// `line` run with the agent's variables set (`env NAME=value … sh -c line`): what the agent
 /// asks for is its own business, our policy still decides the rest of the environment.
 fn with_env(vars: &[(String, String)], line: &str) -> String {
-    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
     let mut out = String::from("env");
     for (name, value) in vars {
         out.push(' ');
-        out.push_str(&quote(&format!("{name}={value}")));
+        out.push_str(&single_quoted(&format!("{name}={value}")));
     }
     out.push_str(" sh -c ");
-    out.push_str(&quote(line));
+    out.push_str(&single_quoted(line));
     out
 }
 

@@ -43,9 +43,9 @@ const SKIPPED_FOR_ABORT: &str = "Skipped: the user stopped the run before this t
 /// The result of a call the user cancelled (the turn stops there).
 const CANCELLED: &str = "The user cancelled this tool call and stopped the turn.";
 
-/// The grants' name for "this exact command may run outside the sandbox" (an "always" answer to
-/// an approval that lifts it).
-const OUTSIDE_THE_SANDBOX: &str = "bash outside the sandbox";
+// The grants' name for "this exact command may run outside the sandbox" (an "always" answer to
+// an approval that lifts it), the consent's.
+use crate::tools::consent::OUTSIDE_THE_SANDBOX;
 
 /// Where a bash call runs.
 enum Confinement {
@@ -425,34 +425,15 @@ impl AgentSession {
         kind: ToolKind,
         key: Option<ConsentKey>,
     ) -> Verdict {
-        let unavailable = matches!(asks.confinement, Confinement::Unavailable(_));
-        if !unavailable && !asks.protected {
-            let sandboxed = matches!(asks.confinement, Confinement::Sandboxed(_));
-            return consent::decide(&self.policy, &self.grants, consent, request, &call.name, kind, key, sandboxed).await;
-        }
-        if self.policy.rule(&call.name, kind) == consent::Rule::Deny {
-            return consent::decide(&self.policy, &self.grants, consent, request, &call.name, kind, key, false).await;
-        }
-        if !asks.protected && self.grants.refuses(&call.name, key.as_ref()) {
-            return Verdict::Refuse(consent::REJECTED_BEFORE.into());
-        }
-        match consent.ask(request.await).await {
-            Decision::Allow => Verdict::Run,
-            // Asked whatever the policy (a protected path, a sandbox with holes): "always" is this once.
-            Decision::Always if asks.protected => Verdict::Run,
-            Decision::Always => {
-                self.grants.remember(OUTSIDE_THE_SANDBOX, key);
-                Verdict::Run
+        let must = match (asks.protected, asks.confinement) {
+            (true, _) => consent::MustAsk::Protected,
+            (false, Confinement::Unavailable(_)) => consent::MustAsk::Unconfinable,
+            (false, confinement) => {
+                let sandboxed = matches!(confinement, Confinement::Sandboxed(_));
+                return consent::decide(&self.policy, &self.grants, consent, request, &call.name, kind, key, sandboxed).await;
             }
-            Decision::Never { reason } if asks.protected => Verdict::Refuse(consent::rejected_text(reason.as_deref())),
-            Decision::Never { reason } => {
-                self.grants.refuse(&call.name, key);
-                Verdict::Refuse(consent::rejected_text(reason.as_deref()))
-            }
-            Decision::Reject { reason } => Verdict::Refuse(consent::rejected_text(reason.as_deref())),
-            Decision::Cancel => Verdict::Cancel,
-            Decision::AllowReviewed { text } => Verdict::RunReviewed(text),
-        }
+        };
+        consent::decide_asking(&self.policy, &self.grants, consent, request, &call.name, kind, key, must).await
     }
 
     /// Why a sandboxed result looks blocked by the sandbox (see [`sandbox::looks_blocked`]); a

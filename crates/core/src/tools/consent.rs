@@ -330,6 +330,60 @@ pub async fn decide(
     }
 }
 
+/// The grant key under which "always" lets bash run outside the sandbox where the sandbox
+/// cannot be enforced (the user's answer to [`MustAsk::Unconfinable`]).
+pub const OUTSIDE_THE_SANDBOX: &str = "bash outside the sandbox";
+
+/// Why a call is asked about whatever the policy and the session's grants say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MustAsk {
+    /// It reaches a protected path (`sandbox::protected`) or a command's sandbox has holes
+    /// here: asked each time, "always" and "never" counting for this call only.
+    Protected,
+    /// A command the sandbox should confine and cannot: "always" and "never" are remembered
+    /// for it ([`OUTSIDE_THE_SANDBOX`], the tool).
+    Unconfinable,
+}
+
+/// [`decide`], for a call that `must` be asked about: a tool the user's policy denies stays
+/// denied, and nothing else lets it run unasked. Every caller that has such a call (the agent's
+/// tool loop, an external agent's terminal and file requests) decides it here.
+#[allow(clippy::too_many_arguments)]
+pub async fn decide_asking(
+    policy: &Policy,
+    grants: &Grants,
+    consent: &dyn Consent,
+    request: impl std::future::Future<Output = ApprovalRequest>,
+    tool: &str,
+    kind: ToolKind,
+    key: Option<ConsentKey>,
+    must: MustAsk,
+) -> Verdict {
+    if policy.rule(tool, kind) == Rule::Deny {
+        return decide(policy, grants, consent, request, tool, kind, key, false).await;
+    }
+    let protected = must == MustAsk::Protected;
+    if !protected && grants.refuses(tool, key.as_ref()) {
+        return Verdict::Refuse(REJECTED_BEFORE.into());
+    }
+    match consent.ask(request.await).await {
+        Decision::Allow => Verdict::Run,
+        Decision::Always if protected => Verdict::Run,
+        Decision::Always => {
+            grants.remember(OUTSIDE_THE_SANDBOX, key);
+            Verdict::Run
+        }
+        Decision::Never { reason } if protected => Verdict::Refuse(rejected_text(reason.as_deref())),
+        Decision::Never { reason } => {
+            grants.refuse(tool, key);
+            Verdict::Refuse(rejected_text(reason.as_deref()))
+        }
+        Decision::Reject { reason } => Verdict::Refuse(rejected_text(reason.as_deref())),
+        Decision::Cancel => Verdict::Cancel,
+        Decision::AllowReviewed { text } => Verdict::RunReviewed(text),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
