@@ -180,6 +180,42 @@ async fn a_terminal_command_runs_in_our_sandbox_through_our_consent() {
     assert_eq!(ran["exit"]["exitCode"], 0, "{ran}");
 }
 
+/// A way out through `fs/*`, as an injected agent would try it: its own Read and Write tools go
+/// through our `fs/read_text_file` and `fs/write_text_file`, after asking us or not (an adapter
+/// in an "accept edits" mode does not). What they reach is checked as our own tools' calls are
+/// (`sandbox::protected`): a credential to read, a file outside the project or code git runs to
+/// write, each asked about whatever the policy — refused here, where the user says no; a file
+/// of the project is written unasked. The controls: the user's yes lets the same writes land,
+/// and with the sandbox off only consent applies, as for our own tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_an_agent_reaches_through_us_are_guarded_as_our_tools_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(project.join(".git/hooks")).unwrap();
+    let outside = dir.path().join("outside.txt");
+    let hook = project.join(".git/hooks/pre-commit");
+    let key = PathBuf::from(std::env::var("HOME").unwrap()).join(".ssh/id_ed25519");
+    let write = |path: &Path| json!({ "sessionId": "s", "path": path, "content": "planted\n" });
+
+    let no = services(&project, "workspace-write", Decision::Reject { reason: None });
+    for path in [&outside, &hook] {
+        let refused = agents::serve(&no, "fs/write_text_file", &write(path)).await;
+        assert!(refused.is_err(), "{}: {refused:?}", path.display());
+        assert!(!path.exists(), "{} was written", path.display());
+    }
+    let read = agents::serve(&no, "fs/read_text_file", &json!({ "sessionId": "s", "path": key })).await;
+    assert!(read.is_err(), "a credential was read unasked: {read:?}");
+    agents::serve(&no, "fs/write_text_file", &write(&project.join("a.txt"))).await.unwrap();
+    assert_eq!(std::fs::read_to_string(project.join("a.txt")).unwrap(), "planted\n");
+
+    let yes = services(&project, "workspace-write", Decision::Allow);
+    agents::serve(&yes, "fs/write_text_file", &write(&hook)).await.unwrap();
+    assert!(hook.exists(), "the user's yes did not let the write land");
+    let off = services(&project, "off", Decision::Reject { reason: None });
+    agents::serve(&off, "fs/write_text_file", &write(&outside)).await.unwrap();
+    assert!(outside.exists(), "with the sandbox off only consent applies");
+}
+
 /// A way out through `terminal/create`'s `cwd`, as an injected agent would try it: the sandbox's
 /// writable folder is the command's folder, so a `cwd` the agent names outside the project
 /// (the user's home here) would make that folder writable, and the approval, which shows only

@@ -354,6 +354,7 @@ pub async fn serve(services: &Services, name: &str, params: &Value) -> Result<Va
         method::WRITE_TEXT_FILE => {
             let path = absolute(services, params)?;
             let content = params["content"].as_str().ok_or((code::INVALID_PARAMS, "fs/write_text_file needs content".into()))?;
+            guard_files(services, &path, true).await?;
             tracing::info!(path = %path.display(), "the agent writes through fs/write_text_file");
             services.files.write(&path, content.as_bytes()).await.map_err(|e| (code::INTERNAL_ERROR, format!("{}: {e}", path.display())))?;
             Ok(Value::Null)
@@ -370,11 +371,59 @@ fn absolute(services: &Services, params: &Value) -> Result<PathBuf, (i32, String
     Ok(services.cwd.join(path))
 }
 
+/// What an agent reaches through our `fs/*`, checked as our own tools' calls are (with the
+/// sandbox on, `sandbox::protected`: a credential to read; outside the project, code git or
+/// another program runs, a credential or a hard-linked file to write): such a request is asked
+/// about whatever the policy ([`consent::MustAsk::Protected`]) and refused without a yes. The
+/// agent may have asked through its own permission first, or not (an adapter in an "accept
+/// edits" mode): what it reaches through us is ours to guard.
+async fn guard_files(services: &Services, path: &Path, write: bool) -> Result<(), (i32, String)> {
+    use handoff_core::sandbox::protected;
+    if !services.sandbox.is_on() {
+        return Ok(());
+    }
+    let reached = match write {
+        true => protected::check_write(path, &services.cwd),
+        false => protected::check_read(path),
+    };
+    let Some(reached) = reached else { return Ok(()) };
+    let (tool, kind, activity) = match write {
+        true => ("write", ToolKind::Edit, Activity::Edit),
+        false => ("read", ToolKind::ReadOnly, Activity::Read),
+    };
+    let shown = path.display().to_string();
+    let request = async {
+        ApprovalRequest {
+            id: format!("fs-{tool}-{shown}"),
+            tool: tool.to_string(),
+            kind,
+            activity,
+            args: json!({ "path": shown }),
+            summary: shown.clone(),
+            path: Some(shown.clone()),
+            preview: None,
+            origin: None,
+            sandbox: None,
+            confined_by: None,
+            unsandboxed: None,
+            holes: None,
+            protected: Some(reached.describe()),
+        }
+    };
+    let verdict = consent::decide_asking(&services.policy, &services.grants, services.consent.as_ref(), request, tool, kind, None, consent::MustAsk::Protected).await;
+    match verdict {
+        Verdict::Run | Verdict::RunReviewed(_) => Ok(()),
+        Verdict::Refuse(text) => Err((code::INTERNAL_ERROR, format!("{}: {text} ({})", path.display(), reached.describe()))),
+        Verdict::Cancel => Err((code::INTERNAL_ERROR, format!("{}: cancelled by the user", path.display()))),
+    }
+}
+
 /// `fs/read_text_file`: the file's text, from `line` (1-based) for `limit` lines; a missing
 /// file reads as empty (an agent writes a new file after reading it: Gemini's write fails on
 /// "not found").
 async fn read_text_file(services: &Services, params: &Value) -> Result<Value, (i32, String)> {
     let path = absolute(services, params)?;
+    guard_files(services, &path, false).await?;
     let text = match services.files.read(&path).await {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
