@@ -372,8 +372,10 @@ async fn prompt(
     }
     // What the first command needs is made while the prompt starts.
     handoff_core::sandbox::prefetch(&cwd, settings.sandbox());
-    let warning = refuse_unenforceable_sandbox(settings)?;
+    let confined = refuse_unenforceable_sandbox(settings)?;
     let agent = open_agent(settings, &cwd, &choice)?;
+    // Said only once the prompt will run: a start that failed says why and nothing else.
+    let warning = confined.then(warn_without_mount_namespace).flatten();
     eprintln!("{}", agent.session().path().display());
     let controller = Controller::new(agent.clone(), cli_texts());
     controller.apply_handoff_settings(settings);
@@ -515,14 +517,14 @@ pub fn run_local(command: &Command, settings: &Settings) -> Option<anyhow::Resul
 }
 
 /// The CLI refuses to start a prompt whose commands would have to run outside a sandbox that was
-/// asked for (no one is asked: `--yes` never lifts it); the error names the flag. Whether
-/// commands get their mount namespace is said by the returned thread when the probe answers
-/// (the prompt goes on meanwhile; a command waits for that answer): join it before exiting.
-fn refuse_unenforceable_sandbox(settings: &Settings) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
+/// asked for (no one is asked: `--yes` never lifts it); the error names the flag. `true`: bash
+/// runs sandboxed, so whether it gets its mount namespace is worth saying
+/// ([`warn_without_mount_namespace`]).
+fn refuse_unenforceable_sandbox(settings: &Settings) -> anyhow::Result<bool> {
     let sandbox = settings.sandbox();
     let bash = settings.tools.clone().unwrap_or_default().registry().ok().and_then(|r| r.get("bash"));
     if !sandbox.is_on() || bash.is_none() {
-        return Ok(None);
+        return Ok(false);
     }
     if let Err(why) = handoff_core::sandbox::Support::probe().enforceable() {
         anyhow::bail!(
@@ -530,6 +532,13 @@ fn refuse_unenforceable_sandbox(settings: &Settings) -> anyhow::Result<Option<st
             sandbox.mode.as_str()
         );
     }
+    Ok(true)
+}
+
+/// Says on stderr, when the probe answers, that commands get no mount namespace here (the
+/// prompt goes on meanwhile; a command waits for that answer). The returned thread is joined
+/// before exiting.
+fn warn_without_mount_namespace() -> Option<std::thread::JoinHandle<()>> {
     let warn = || {
         if let Err(why) = handoff_core::sandbox::mount_namespaces() {
             eprintln!(
@@ -538,10 +547,10 @@ fn refuse_unenforceable_sandbox(settings: &Settings) -> anyhow::Result<Option<st
         }
     };
     match std::thread::Builder::new().name("sandbox-warning".into()).spawn(warn) {
-        Ok(thread) => Ok(Some(thread)),
+        Ok(thread) => Some(thread),
         Err(_) => {
             warn();
-            Ok(None)
+            None
         }
     }
 }

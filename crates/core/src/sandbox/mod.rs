@@ -181,6 +181,7 @@ pub fn mount_namespaces() -> &'static Result<(), String> {
     static PROBED: OnceLock<Result<(), String>> = OnceLock::new();
     PROBED.get_or_init(|| {
         use std::io::Read;
+        PROBE_STARTED.store(true, std::sync::atomic::Ordering::SeqCst);
         let helper = helper_binary().map_err(|e| e.to_string())?;
         let ours = helper.source().file_name().is_some_and(|n| n == "handoff-nvim" || n == HELPER_BINARY);
         if !ours {
@@ -221,9 +222,14 @@ pub fn mount_namespaces() -> &'static Result<(), String> {
     })
 }
 
+/// Whether [`mount_namespaces`]'s probe was started: its folders are in the git views' state
+/// folder, which the host's exit waits for the answer to remove ([`remove_private_tmpdir`]).
+static PROBE_STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Starts [`mount_namespaces`]'s probe on a thread of its own (a few ms: it runs the helper),
 /// so that the first command does not wait for it; a later call waits for that answer.
 pub fn probe_in_background() {
+    PROBE_STARTED.store(true, std::sync::atomic::Ordering::SeqCst);
     let spawned = std::thread::Builder::new().name("sandbox-probe".into()).spawn(|| {
         let _ = mount_namespaces();
     });
@@ -619,6 +625,11 @@ pub fn own_folder_outside(own: &Path, project: &Path) -> std::io::Result<()> {
 /// was made, and the git views' state (`git::remove_state_root`): called as the host exits, so
 /// that no folder per editor session piles up.
 pub fn remove_private_tmpdir() {
+    // A probe still running (a start that failed at once) would find its folders gone and
+    // answer that this system has no mount namespace: its answer comes first.
+    if PROBE_STARTED.load(std::sync::atomic::Ordering::SeqCst) {
+        let _ = mount_namespaces();
+    }
     git::remove_state_root();
     if let Some(dir) = MADE.get() {
         if let Err(e) = std::fs::remove_dir_all(dir) {
