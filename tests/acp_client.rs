@@ -140,6 +140,7 @@ fn services(cwd: &Path, sandbox: &str, decision: Decision) -> Arc<Services> {
         env: handoff_nvim::core::tools::EnvPolicy::new(&Default::default()),
         sandbox: settings.sandbox(),
         terminals: Default::default(),
+        edit_originals: Default::default(),
     })
 }
 
@@ -521,6 +522,9 @@ async fn ctrl_c_cancels_the_agents_turn_and_the_record_says_aborted() {
     assert!(reply["content"][0]["text"].as_str().unwrap().starts_with("w0 w1 w2 w3 "), "{reply}");
     assert!(!reply["content"][0]["text"].as_str().unwrap().contains("w399"), "the whole reply came: not cancelled");
 }
+
+/// The quickfix list as `{ file (relative), line, text }` items.
+const QF_ITEMS: &str = "vim.tbl_map(function(i) return { vim.fn.fnamemodify(vim.fn.bufname(i.bufnr), ':.'), i.lnum, i.text } end, vim.fn.getqflist())";
 
 const CODEX_ACP: &str =
     concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/codex-acp/node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp");
@@ -1229,6 +1233,10 @@ async fn codex_acp_in_the_editor_apply_patch_reloads_the_buffer_and_u_undoes_it(
         let modified = || ed.lua("return vim.bo[...].modified", json!([buf]));
         assert_eq!(lines().await, json!(["hello-5531", "there"]), "{}", ed.dump().await);
         assert_eq!(modified().await, json!(false));
+        // Its change is the session's, as ours are: taken when it asked, kept when it ended.
+        ed.command("HandoffChanges").await;
+        assert_eq!(ed.eval(QF_ITEMS).await, json!([["notes.txt", 2, "(added) there"]]));
+        ed.command("cclose").await;
         ed.lua("vim.api.nvim_set_current_buf(...)", json!([buf])).await;
         ed.input("u").await;
         assert_eq!(lines().await, json!(["hello-5531"]));
@@ -1281,6 +1289,10 @@ async fn gemini_cli_in_the_editor_approval_buffer_undo_mode_and_model() {
         let lines = || ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf]));
         assert_eq!(lines().await, json!(["hello", "there"]));
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello\nthere\n");
+        // Its write through us is the session's change, as ours are.
+        ed.command("HandoffChanges").await;
+        assert_eq!(ed.eval(QF_ITEMS).await, json!([["notes.txt", 2, "(added) there"]]));
+        ed.command("cclose").await;
         ed.lua("vim.api.nvim_set_current_buf(...)", json!([buf])).await;
         ed.input("u").await;
         assert_eq!(lines().await, json!(["hello"]));

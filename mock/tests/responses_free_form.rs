@@ -2,6 +2,7 @@
 //! call of a `custom` tool: a `custom_tool_call` item added empty, its input in
 //! `response.custom_tool_call_input.delta` pieces, `.done` with the whole input, the item done
 //! with it; the final response lists it. A function call beside it keeps its own events.
+#![allow(clippy::unwrap_used)]
 
 use handoff_mock::{MockReply, MockServer, MockToolCall};
 use serde_json::{json, Value};
