@@ -1289,10 +1289,13 @@ async fn gemini_cli_in_the_editor_approval_buffer_undo_mode_and_model() {
         let lines = || ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf]));
         assert_eq!(lines().await, json!(["hello", "there"]));
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello\nthere\n");
-        // Its write through us is the session's change, as ours are.
+        // Its write through us is the session's change, as ours are: one, though the file was
+        // taken twice (when it asked, and at our write).
         ed.command("HandoffChanges").await;
         assert_eq!(ed.eval(QF_ITEMS).await, json!([["notes.txt", 2, "(added) there"]]));
         ed.command("cclose").await;
+        let changes = ed.lua("return require('handoff.host').request('changes')", json!([])).await;
+        assert_eq!(changes["files"][0]["changes"], 1, "{changes}");
         ed.lua("vim.api.nvim_set_current_buf(...)", json!([buf])).await;
         ed.input("u").await;
         assert_eq!(lines().await, json!(["hello"]));

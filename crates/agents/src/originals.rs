@@ -85,8 +85,11 @@ impl EditOriginals {
         if !succeeded {
             return;
         }
+        let mut seen = std::collections::HashSet::new();
         for t in ours {
-            if on_disk(&t.path).is_some_and(|now| now == t.before) {
+            // A file taken twice (asked about, then written through us) is one change, as it
+            // was first.
+            if !seen.insert(t.path.clone()) || on_disk(&t.path).is_some_and(|now| now == t.before) {
                 continue;
             }
             if let Err(e) = originals.record(&t.path, &t.before, entry_id, now_millis()) {
@@ -124,6 +127,8 @@ mod tests {
         let created = dir.path().join("new.txt");
         edits.take(None, &created, Before::Missing);
         std::fs::write(&created, "new\n").unwrap();
+        // Asked about, then written through us: one change, against its content when asked.
+        edits.take(None, &changed, Before::Content(b"between\n".to_vec()));
         std::fs::write(&refused, "changed by the user\n").unwrap();
 
         edits.ended("c2", false, &originals, "e2");
@@ -133,6 +138,7 @@ mod tests {
         assert_eq!(files, [(created, true), (changed.clone(), false)]);
         let kept = originals.list().unwrap().into_iter().find(|f| f.path == changed).unwrap();
         assert_eq!(originals.original_bytes(&kept).unwrap(), b"before\n", "taken at its first mention");
+        assert_eq!(kept.changes, 1);
         assert!(lock(&edits.taken).is_empty(), "{:?}", edits.taken);
     }
 }
