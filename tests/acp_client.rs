@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{entry_lines, BinaryEnv as Env, DOCUMENT};
-use handoff_mock::MockReply;
+use handoff_mock::{MockReply, MockToolCall};
 use handoff_nvim::agents::{self, Services};
 use handoff_nvim::core::session::SessionManager;
 use handoff_nvim::core::tools::consent::{self, Decision, Policy};
@@ -140,6 +140,7 @@ fn services(cwd: &Path, sandbox: &str, decision: Decision) -> Arc<Services> {
         env: handoff_nvim::core::tools::EnvPolicy::new(&Default::default()),
         sandbox: settings.sandbox(),
         terminals: Default::default(),
+        edit_originals: Default::default(),
     })
 }
 
@@ -521,6 +522,9 @@ async fn ctrl_c_cancels_the_agents_turn_and_the_record_says_aborted() {
     assert!(reply["content"][0]["text"].as_str().unwrap().starts_with("w0 w1 w2 w3 "), "{reply}");
     assert!(!reply["content"][0]["text"].as_str().unwrap().contains("w399"), "the whole reply came: not cancelled");
 }
+
+/// The quickfix list as `{ file (relative), line, text }` items.
+const QF_ITEMS: &str = "vim.tbl_map(function(i) return { vim.fn.fnamemodify(vim.fn.bufname(i.bufnr), ':.'), i.lnum, i.text } end, vim.fn.getqflist())";
 
 const CODEX_ACP: &str =
     concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/codex-acp/node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp");
@@ -1186,6 +1190,65 @@ async fn codex_acp_in_the_editor_commands_model_and_handoff() {
     .await;
 }
 
+/// Codex edits with `apply_patch`, a free-form tool (its request offers it as `custom`, a lark
+/// grammar): the mock's model sends the patch as a `custom_tool_call`. Codex asks in our
+/// approval UI (`approval_policy = "untrusted"`), then applies the patch with its own file IO:
+/// codex-acp 0.16.0 serves no `fs/*` (our log never says it wrote through us). So the file
+/// changes on disk, the open buffer is reloaded when the call ends (unmodified), and `u` there
+/// undoes the reload (Neovim keeps the text before a reload for undo, 'undoreload'): the buffer
+/// shows the old text, modified, the disk keeps codex's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_acp_in_the_editor_apply_patch_reloads_the_buffer_and_u_undoes_it() {
+    let Some(codex) = codex_acp() else { return };
+    use common::nvim::{bounded, Editor};
+    bounded(async {
+        let ed = Editor::start().await;
+        let home = codex_home(ed.dir.path(), &ed.mock);
+        let agent = json!({ "command": [codex], "env": { "CODEX_HOME": home, "MOCK_KEY": "x" } });
+        let (file, buf) = chat_on_agent(&ed, "codex", agent, "hello-5531\n").await;
+        let patch = "*** Begin Patch\n*** Update File: notes.txt\n@@\n hello-5531\n+there\n*** End Patch\n";
+        let call = MockToolCall::free_form("apply_patch", patch, 3).with_id("call_p1");
+        ed.mock.push(MockReply::ToolCalls { calls: vec![call], text_before: Vec::new(), chunk_delay_ms: 0, stop: "tool_calls".into(), interleave: false });
+        ed.mock.push(MockReply::text("Patched it."));
+        ed.lua("require('handoff').prompt('patch it')", json!([])).await;
+        let req = ed.wait_event("HandoffToolApproval", 1).await;
+        let offered = &ed.mock.requests()[0].body["tools"];
+        let apply_patch = offered.as_array().unwrap().iter().find(|t| t["name"] == "apply_patch").unwrap();
+        assert_eq!((apply_patch["type"].as_str(), apply_patch["format"]["type"].as_str()), (Some("custom"), Some("grammar")), "{apply_patch}");
+        assert_eq!((req["tool"].as_str(), req["path"].as_str()), (Some("edit"), file.to_str()), "{req}");
+        assert!(req["args"].to_string().contains("+there"), "the approval shows the change: {req}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello-5531\n", "written before it was allowed");
+        ed.lua("require('handoff').approve(...)", json!([req["id"], "allow"])).await;
+        ed.wait_event("HandoffAgentEnd", 1).await;
+        let sent = ed.mock.requests().last().unwrap().body["input"].to_string();
+        assert!(sent.contains("custom_tool_call_output") && sent.contains("Success. Updated the following files"), "{sent}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello-5531\nthere\n");
+        let ended = ed.wait_event("HandoffToolEnd", 1).await;
+        assert_eq!((ended["tool"].as_str(), ended["is_error"].as_bool()), (Some("edit"), Some(false)), "{ended}");
+        let log = std::fs::read_to_string(ed.dir.path().join("state/nvim/handoff.log")).unwrap();
+        assert!(log.contains("host started") && !log.contains("the agent writes through fs/write_text_file"), "{log}");
+
+        // The buffer was reloaded; `u` undoes the reload in the buffer, not on disk.
+        let lines = || ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf]));
+        let modified = || ed.lua("return vim.bo[...].modified", json!([buf]));
+        assert_eq!(lines().await, json!(["hello-5531", "there"]), "{}", ed.dump().await);
+        assert_eq!(modified().await, json!(false));
+        // Its change is the session's, as ours are: taken when it asked, kept when it ended.
+        ed.command("HandoffChanges").await;
+        assert_eq!(ed.eval(QF_ITEMS).await, json!([["notes.txt", 2, "(added) there"]]));
+        ed.command("cclose").await;
+        ed.lua("vim.api.nvim_set_current_buf(...)", json!([buf])).await;
+        ed.input("u").await;
+        assert_eq!(lines().await, json!(["hello-5531"]));
+        assert_eq!(modified().await, json!(true));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello-5531\nthere\n");
+        assert!(!left_running(&home).is_empty(), "control: the agent runs with its folder in its environment");
+        let _dir = ed.quit().await;
+        until("codex to end with the editor", || left_running(&home).is_empty()).await;
+    })
+    .await;
+}
+
 /// Gemini CLI in the editor: a prompt streams into the chat; its `write_file` asks in our
 /// approval UI and lands through the open buffer (its `fs/*` are the editor's), which `u`
 /// undoes; its modes and models (offered as `modes`/`models`) are set by `:HandoffAgentMode`
@@ -1226,6 +1289,13 @@ async fn gemini_cli_in_the_editor_approval_buffer_undo_mode_and_model() {
         let lines = || ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf]));
         assert_eq!(lines().await, json!(["hello", "there"]));
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello\nthere\n");
+        // Its write through us is the session's change, as ours are: one, though the file was
+        // taken twice (when it asked, and at our write).
+        ed.command("HandoffChanges").await;
+        assert_eq!(ed.eval(QF_ITEMS).await, json!([["notes.txt", 2, "(added) there"]]));
+        ed.command("cclose").await;
+        let changes = ed.lua("return require('handoff.host').request('changes')", json!([])).await;
+        assert_eq!(changes["files"][0]["changes"], 1, "{changes}");
         ed.lua("vim.api.nvim_set_current_buf(...)", json!([buf])).await;
         ed.input("u").await;
         assert_eq!(lines().await, json!(["hello"]));

@@ -243,6 +243,12 @@ pub struct MockToolCall {
     /// How many pieces the arguments are cut into (at character boundaries).
     #[serde(default = "one")]
     pub chunks: usize,
+    /// Responses only: a call of a free-form (`custom`) tool, such as Codex's grammar-defined
+    /// `apply_patch`: a `custom_tool_call` item whose `input` is `arguments` (plain text, not
+    /// JSON), streamed as `response.custom_tool_call_input.delta` pieces and `.done`. Chat
+    /// Completions and Anthropic send it as any other call.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub free_form: bool,
 }
 
 impl MockToolCall {
@@ -253,7 +259,12 @@ impl MockToolCall {
 
     /// A call whose arguments text is sent as given (to stage malformed arguments).
     pub fn raw(name: &str, arguments: &str, chunks: usize) -> MockToolCall {
-        MockToolCall { id: None, name: name.into(), arguments: arguments.into(), chunks }
+        MockToolCall { id: None, name: name.into(), arguments: arguments.into(), chunks, free_form: false }
+    }
+
+    /// A call of a free-form tool (see [`MockToolCall::free_form`]) with this input text.
+    pub fn free_form(name: &str, input: &str, chunks: usize) -> MockToolCall {
+        MockToolCall { free_form: true, ..MockToolCall::raw(name, input, chunks) }
     }
 
     pub fn with_id(mut self, id: &str) -> MockToolCall {
@@ -1174,10 +1185,19 @@ fn responses_message(id: &str, text: &str) -> Value {
             "content": [{ "type": "output_text", "annotations": [], "text": text }], "role": "assistant" })
 }
 
-/// A finished Responses `function_call` item.
-fn responses_call(id: &str, call_id: &str, name: &str, arguments: &str) -> Value {
-    json!({ "id": id, "type": "function_call", "status": "completed", "arguments": arguments,
-            "call_id": call_id, "name": name })
+/// A Responses call item of `call`, `status` (`in_progress` when added, its arguments or input
+/// still empty; `completed` when done): `function_call` with `arguments`, or for a free-form
+/// call `custom_tool_call` with `input`.
+fn responses_call(id: &str, call_id: &str, call: &MockToolCall, status: &str) -> Value {
+    let text = if status == "completed" { call.arguments.as_str() } else { "" };
+    let (kind, field) = if call.free_form { ("custom_tool_call", "input") } else { ("function_call", "arguments") };
+    json!({ "id": id, "type": kind, "status": status, field: text, "call_id": call_id, "name": call.name })
+}
+
+/// A Responses call item's id: `fc_…` for a function call, `ctc_…` for a free-form one, as
+/// OpenAI names them.
+fn responses_item_id(call: &MockToolCall, response_id: &str, i: usize) -> String {
+    format!("{}_{}_{i}", if call.free_form { "ctc" } else { "fc" }, response_id.replace('-', "_"))
 }
 
 /// `usage` as Anthropic's `usage` object (with the output count given).
@@ -1414,7 +1434,7 @@ async fn serve_tool_calls(
                     output.push(responses_message(&format!("msg_{}", ctx.id.replace('-', "_")), &text));
                 }
                 for (i, (c, id)) in calls.iter().zip(&ids).enumerate() {
-                    output.push(responses_call(&format!("fc_{}_{i}", ctx.id.replace('-', "_")), id, &c.name, &c.arguments));
+                    output.push(responses_call(&responses_item_id(c, &ctx.id, i), id, c, "completed"));
                 }
                 json!({ "id": ctx.id, "object": "response", "model": ctx.model, "status": "completed",
                         "output": output, "usage": responses_usage(usage) })
@@ -1492,21 +1512,25 @@ async fn serve_tool_calls(
         Format::Responses => {
             sse.close_item().await?;
             for (i, list) in pieces.iter().enumerate() {
-                let item_id = format!("fc_{}_{i}", ctx.id.replace('-', "_"));
+                let call = &calls[i];
+                let item_id = responses_item_id(call, &ctx.id, i);
                 let output_index = sse.next_index;
                 sse.next_index += 1;
                 pause().await;
-                let added = json!({ "id": item_id, "type": "function_call", "status": "in_progress",
-                    "arguments": "", "call_id": ids[i], "name": calls[i].name });
+                let added = responses_call(&item_id, &ids[i], call, "in_progress");
                 sse.data(&json!({ "type": "response.output_item.added", "output_index": output_index, "item": added })).await?;
+                let (event, field) = match call.free_form {
+                    true => ("response.custom_tool_call_input", "input"),
+                    false => ("response.function_call_arguments", "arguments"),
+                };
                 for p in list {
                     pause().await;
-                    sse.data(&json!({ "type": "response.function_call_arguments.delta", "item_id": item_id,
+                    sse.data(&json!({ "type": format!("{event}.delta"), "item_id": item_id,
                         "output_index": output_index, "delta": p })).await?;
                 }
-                sse.data(&json!({ "type": "response.function_call_arguments.done", "item_id": item_id,
-                    "output_index": output_index, "arguments": calls[i].arguments })).await?;
-                let done = responses_call(&item_id, &ids[i], &calls[i].name, &calls[i].arguments);
+                sse.data(&json!({ "type": format!("{event}.done"), "item_id": item_id,
+                    "output_index": output_index, field: call.arguments })).await?;
+                let done = responses_call(&item_id, &ids[i], call, "completed");
                 sse.output.push(done.clone());
                 sse.data(&json!({ "type": "response.output_item.done", "output_index": output_index, "item": done })).await?;
             }

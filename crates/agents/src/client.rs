@@ -10,13 +10,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::connection::{Connection, FromAgent, Peer};
 use super::offers::Handle;
+use super::originals::EditOriginals;
 use handoff_core::sync::lock;
 use super::record::{self, AgentEntry, Recorder};
 use super::terminal::{self, Terminals};
 use super::{AgentError, AgentSpec};
 use handoff_acp_wire::{code, method};
 use handoff_core::message::Message;
-use handoff_core::session::SessionManager;
+use handoff_core::session::{Before, SessionManager};
 use handoff_core::tools::consent::{self, ApprovalRequest, Consent, Grants, Policy, Verdict};
 use handoff_core::tools::{Activity, ConsentKey, EnvPolicy, FileAccess, ToolKind};
 
@@ -66,6 +67,8 @@ pub struct Services {
     pub env: EnvPolicy,
     pub sandbox: handoff_core::sandbox::SandboxSettings,
     pub terminals: Terminals,
+    /// What the agent's edits replace, kept for the session's changes.
+    pub edit_originals: EditOriginals,
 }
 
 /// How a prompt ended: the agent's stop reason and its last reply's text.
@@ -126,6 +129,7 @@ impl Services {
             env: EnvPolicy::new(&Default::default()),
             sandbox: Default::default(),
             terminals: Terminals::default(),
+            edit_originals: EditOriginals::default(),
         }
     }
 }
@@ -202,7 +206,7 @@ impl ExternalSession {
             }
             self.record_in(&mut session)?;
         }
-        let mut recorder = Recorder::new(&self.spec.name, shown);
+        let mut recorder = Recorder::new(&self.spec.name, shown, &self.services.edit_originals);
         let mut failed = None;
         let session_id = self.session_id.clone();
         let params = json!({ "sessionId": session_id, "prompt": blocks });
@@ -355,6 +359,11 @@ pub async fn serve(services: &Services, name: &str, params: &Value) -> Result<Va
             let path = absolute(services, params)?;
             let content = params["content"].as_str().ok_or((code::INVALID_PARAMS, "fs/write_text_file needs content".into()))?;
             guard_files(services, &path, true).await?;
+            match services.files.read(&path).await {
+                Ok(bytes) => services.edit_originals.take(None, &path, Before::Content(bytes)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => services.edit_originals.take(None, &path, Before::Missing),
+                Err(e) => tracing::warn!(path = %path.display(), "cannot read what the agent's write replaces: {e}"),
+            }
             tracing::info!(path = %path.display(), "the agent writes through fs/write_text_file");
             services.files.write(&path, content.as_bytes()).await.map_err(|e| (code::INTERNAL_ERROR, format!("{}: {e}", path.display())))?;
             Ok(Value::Null)
@@ -448,6 +457,8 @@ async fn read_text_file(services: &Services, params: &Value) -> Result<Value, (i
 /// (our own grants remember an "always"), or answer `cancelled`.
 async fn permission(services: &Services, params: &Value) -> Value {
     let call = &params["toolCall"];
+    // Asked before it runs: what an edit will replace is still on disk.
+    services.edit_originals.take_call(call);
     let raw = call.get("rawInput").cloned().unwrap_or(Value::Null);
     let acp_kind = call["kind"].as_str().unwrap_or("other");
     let (tool, kind, activity) = match acp_kind {

@@ -16,6 +16,7 @@ mod client;
 mod connection;
 pub mod handoff;
 pub mod offers;
+mod originals;
 mod record;
 mod runner;
 mod terminal;
@@ -23,6 +24,7 @@ mod terminal;
 use std::collections::BTreeMap;
 
 pub use client::{probe, serve, AgentInfo, ExternalSession, Services, Shown, Turn};
+pub use originals::EditOriginals;
 pub use runner::Runner;
 pub use terminal::Terminals;
 pub use record::{agent_of, changes_files, record_agent_spec, AgentEntry, AGENT_ENTRY};

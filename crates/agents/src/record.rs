@@ -7,9 +7,10 @@
 use serde_json::{json, Map, Value};
 
 use super::client::Shown;
+use super::originals::EditOriginals;
 use super::{AgentSpec, PROVIDER};
 use handoff_core::message::{ContentBlock, Message, StopReason};
-use handoff_core::session::{SessionError, SessionManager};
+use handoff_core::session::{Originals, SessionError, SessionManager};
 use handoff_core::tools::ToolOutput;
 
 /// The custom entry naming the agent a session runs on.
@@ -74,6 +75,8 @@ pub struct Recorder<'a> {
     calls: Vec<Call>,
     written: Vec<Message>,
     shown: &'a dyn Shown,
+    /// What the calls' edits replace: taken as they start, recorded as their results are.
+    edit_originals: &'a EditOriginals,
 }
 
 /// Our tool's name for an ACP tool kind, so that the facts, the ledger and `session_query`
@@ -120,7 +123,7 @@ fn content_text(content: &Value) -> String {
 }
 
 impl<'a> Recorder<'a> {
-    pub fn new(model: &str, shown: &'a dyn Shown) -> Recorder<'a> {
+    pub fn new(model: &str, shown: &'a dyn Shown, edit_originals: &'a EditOriginals) -> Recorder<'a> {
         Recorder {
             model: model.to_string(),
             message: Message::assistant(PROVIDER, PROVIDER, model),
@@ -128,6 +131,7 @@ impl<'a> Recorder<'a> {
             calls: Vec::new(),
             written: Vec::new(),
             shown,
+            edit_originals,
         }
     }
 
@@ -170,6 +174,7 @@ impl<'a> Recorder<'a> {
                 }
             }
             "tool_call" | "tool_call_update" => {
+                self.edit_originals.take_call(update);
                 self.show_tool(update);
                 let id = update["toolCallId"].as_str().unwrap_or_default().to_string();
                 if !self.calls.iter().any(|c| c.id == id) {
@@ -267,11 +272,12 @@ impl<'a> Recorder<'a> {
         Ok(())
     }
 
-    fn write(&mut self, session: &mut SessionManager, message: Message) -> Result<(), SessionError> {
-        session.append_message(&message)?;
+    /// Writes `message`: its entry's id.
+    fn write(&mut self, session: &mut SessionManager, message: Message) -> Result<String, SessionError> {
+        let entry_id = session.append_message(&message)?;
         self.shown.message_end(&message);
         self.written.push(message);
-        Ok(())
+        Ok(entry_id)
     }
 
     fn write_round(&mut self, session: &mut SessionManager) -> Result<(), SessionError> {
@@ -289,7 +295,9 @@ impl<'a> Recorder<'a> {
                 self.shown.tool_end(&call.id, &call.name, &args, &result);
             }
             self.shown.message_start(&result);
-            self.write(session, result)?;
+            let succeeded = !result.tool_result().is_some_and(|r| r.is_error());
+            let entry_id = self.write(session, result)?;
+            self.edit_originals.ended(&call.id, succeeded, &Originals::of_session(session.path()), &entry_id);
         }
         Ok(())
     }

@@ -80,6 +80,7 @@ fn services(agent: &AgentSession) -> Arc<Services> {
         env: agent.command_env(),
         sandbox: agent.sandbox_settings(),
         terminals: Default::default(),
+        edit_originals: Default::default(),
     })
 }
 

@@ -49,6 +49,7 @@ pub fn services(settings: &Settings, cwd: &Path) -> Arc<Services> {
         env: EnvPolicy::new(&tools.env.unwrap_or_default()).with_secrets(secrets),
         sandbox: settings.sandbox(),
         terminals: Default::default(),
+        edit_originals: Default::default(),
     })
 }
 

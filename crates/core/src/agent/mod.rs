@@ -42,7 +42,7 @@ use crate::tools::{todo, DiskFileAccess, EnvPolicy, FileAccess, Todo, ToolRegist
 pub use system_prompt::{PromptSources, SystemPrompt};
 pub use state::{AgentConfig, Queued, RunClaim, RunOptions, RunResult, SessionSwitched};
 pub(crate) use state::AgentState;
-pub use tool_loop::ToolsOutcome;
+pub use tool_loop::{ToolsOutcome, MAX_WATCHED_BYTES};
 pub use external::{ExternalRunner, SessionSetting};
 pub use views::CONTEXT_WINDOW;
 pub use wall::{AfterWall, Boundary, Threshold, Wall, WallReason, WallSettings};

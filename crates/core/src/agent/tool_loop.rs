@@ -84,8 +84,9 @@ enum Captured {
 
 /// Files read before each command, at most (the editor's open files first).
 const MAX_WATCHED_BY_COMMANDS: usize = 512;
-/// A larger file is not read before a command (nor reviewed when one changes it).
-const MAX_WATCHED_BYTES: u64 = 4 << 20;
+/// A larger file is not read before a command (nor reviewed when one changes it), nor before
+/// an external agent's edit (`handoff_agents`' `EditOriginals`).
+pub const MAX_WATCHED_BYTES: u64 = 4 << 20;
 /// Bytes read before one command at most, all files together: past it, the rest are not read.
 const MAX_WATCHED_TOTAL: u64 = 64 << 20;
 

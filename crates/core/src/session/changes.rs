@@ -10,7 +10,8 @@
 //!
 //! Changes made by `bash` commands are recorded here when the tool loop read the file before the
 //! command (`agent::tool_loop`'s `watched_by_commands`: the editor's open files and the files
-//! the review knows).
+//! the review knows). An external agent's edits are recorded by the ACP client
+//! (`handoff_agents`' `EditOriginals`), which reads the files before the agent changes them.
 
 use std::path::{Path, PathBuf};
 

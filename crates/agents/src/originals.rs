@@ -1,0 +1,144 @@
+//! The originals of what an external agent changes, kept as our own tools' are
+//! (`handoff_core::session::Originals`, shown by `:HandoffChanges`). Our tools read a file
+//! before they change it; an agent writes with its own IO (codex-acp's `apply_patch`) or through
+//! our `fs/write_text_file`, so a file's content is taken when we first hear of the change — the
+//! agent's permission request or its call's start (both name the files in `locations`), or its
+//! write through us — and recorded once the call has ended having changed the file.
+//!
+//! A call the agent runs without asking may have written before its start reaches us: then the
+//! content taken is already the new one, the file is seen unchanged, and nothing is recorded.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+use handoff_core::agent::MAX_WATCHED_BYTES;
+use handoff_core::message::now_millis;
+use handoff_core::session::{Before, Originals};
+use handoff_core::sync::lock;
+
+/// The files an agent's calls are about to change, each with its content before.
+#[derive(Debug, Default)]
+pub struct EditOriginals {
+    taken: Mutex<Vec<Taken>>,
+}
+
+#[derive(Debug)]
+struct Taken {
+    /// The call whose `locations` named it; `None`: written through our `fs/write_text_file`.
+    call: Option<String>,
+    path: PathBuf,
+    before: Before,
+}
+
+/// What `path` holds on disk now (`Missing` when it does not exist), or `None` when it cannot
+/// be read or is larger than our commands' watch reads.
+fn on_disk(path: &Path) -> Option<Before> {
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Before::Missing),
+        Err(_) => None,
+        Ok(meta) if !meta.is_file() || meta.len() > MAX_WATCHED_BYTES => None,
+        Ok(_) => std::fs::read(path).ok().map(Before::Content),
+    }
+}
+
+impl EditOriginals {
+    /// Keeps `before` as `path`'s content before a change by `call`, unless the file is
+    /// taken already (by this call, or by a write through us not recorded yet).
+    pub fn take(&self, call: Option<&str>, path: &Path, before: Before) {
+        let mut taken = lock(&self.taken);
+        if taken.iter().any(|t| t.path == path && (t.call.is_none() || t.call.as_deref() == call)) {
+            return;
+        }
+        taken.push(Taken { call: call.map(str::to_string), path: path.to_path_buf(), before });
+    }
+
+    /// An ACP tool call (or its update, or the call of a permission request) that edits (kind
+    /// `edit`, `delete`, `move`) and has not ended: the files of its `locations` are taken
+    /// from the disk, where the agent will change them.
+    pub fn take_call(&self, call: &Value) {
+        let editing = matches!(call["kind"].as_str(), Some("edit" | "delete" | "move"));
+        let ended = matches!(call["status"].as_str(), Some("completed" | "failed"));
+        let Some(id) = call["toolCallId"].as_str().filter(|_| editing && !ended) else { return };
+        for location in call["locations"].as_array().into_iter().flatten() {
+            let Some(path) = location["path"].as_str().map(Path::new).filter(|p| p.is_absolute()) else { continue };
+            if let Some(before) = on_disk(path) {
+                self.take(Some(id), path, before);
+            }
+        }
+    }
+
+    /// Call `call` ended, its result recorded as entry `entry_id`. When it succeeded, each
+    /// file it was about to change, and each the agent wrote through us, that differs now from
+    /// what was taken is recorded in `originals` (a failure is logged: the change is done).
+    /// The call's files are forgotten either way.
+    pub fn ended(&self, call: &str, succeeded: bool, originals: &Originals, entry_id: &str) {
+        let ours: Vec<Taken> = {
+            let mut taken = lock(&self.taken);
+            let (ours, rest) = std::mem::take(&mut *taken)
+                .into_iter()
+                .partition(|t| t.call.as_deref() == Some(call) || (succeeded && t.call.is_none()));
+            *taken = rest;
+            ours
+        };
+        if !succeeded {
+            return;
+        }
+        let mut seen = std::collections::HashSet::new();
+        for t in ours {
+            // A file taken twice (asked about, then written through us) is one change, as it
+            // was first.
+            if !seen.insert(t.path.clone()) || on_disk(&t.path).is_some_and(|now| now == t.before) {
+                continue;
+            }
+            if let Err(e) = originals.record(&t.path, &t.before, entry_id, now_millis()) {
+                tracing::error!(path = %t.path.display(), "cannot keep the original of the agent's change: {e}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_file_is_recorded_when_its_call_succeeded_having_changed_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let originals = Originals::of_session(&dir.path().join("s.jsonl"));
+        let (changed, same, refused) = (dir.path().join("a.txt"), dir.path().join("b.txt"), dir.path().join("c.txt"));
+        for f in [&changed, &same, &refused] {
+            std::fs::write(f, "before\n").unwrap();
+        }
+        let edits = EditOriginals::default();
+        let call = |id: &str, paths: &[&PathBuf], status: &str| {
+            json!({ "toolCallId": id, "kind": "edit", "status": status,
+                    "locations": paths.iter().map(|p| json!({ "path": p })).collect::<Vec<_>>() })
+        };
+        edits.take_call(&call("c1", &[&changed, &same], "pending"));
+        edits.take_call(&call("c2", &[&refused], "pending"));
+        // A read, or a call that ended, takes nothing.
+        edits.take_call(&json!({ "toolCallId": "r", "kind": "read", "status": "pending", "locations": [{ "path": changed }] }));
+        std::fs::write(&changed, "after\n").unwrap();
+        edits.take_call(&call("c1", &[&changed], "in_progress"));
+        // Through us: a new file.
+        let created = dir.path().join("new.txt");
+        edits.take(None, &created, Before::Missing);
+        std::fs::write(&created, "new\n").unwrap();
+        // Asked about, then written through us: one change, against its content when asked.
+        edits.take(None, &changed, Before::Content(b"between\n".to_vec()));
+        std::fs::write(&refused, "changed by the user\n").unwrap();
+
+        edits.ended("c2", false, &originals, "e2");
+        assert!(originals.list().unwrap().is_empty(), "a failed call records nothing");
+        edits.ended("c1", true, &originals, "e1");
+        let files: Vec<(PathBuf, bool)> = originals.list().unwrap().into_iter().map(|f| (f.path, f.created)).collect();
+        assert_eq!(files, [(created, true), (changed.clone(), false)]);
+        let kept = originals.list().unwrap().into_iter().find(|f| f.path == changed).unwrap();
+        assert_eq!(originals.original_bytes(&kept).unwrap(), b"before\n", "taken at its first mention");
+        assert_eq!(kept.changes, 1);
+        assert!(lock(&edits.taken).is_empty(), "{:?}", edits.taken);
+    }
+}
