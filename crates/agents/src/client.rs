@@ -450,11 +450,8 @@ async fn permission(services: &Services, params: &Value) -> Value {
     let call = &params["toolCall"];
     let raw = call.get("rawInput").cloned().unwrap_or(Value::Null);
     let acp_kind = call["kind"].as_str().unwrap_or("other");
-    let (tool, kind, activity) = match acp_kind {
-        "read" | "search" | "fetch" | "think" => (acp_kind, ToolKind::ReadOnly, Activity::Read),
-        "edit" | "delete" | "move" => ("edit", ToolKind::Edit, Activity::Edit),
-        _ => ("bash", ToolKind::Execute, Activity::Execute),
-    };
+    let record::OurTool { name: tool, kind, activity } = record::our_tool(acp_kind, &raw);
+    let tool = tool.as_str();
     let title = call["title"].as_str().unwrap_or(acp_kind).to_string();
     let path = raw.get("path").or_else(|| call["locations"].get(0).and_then(|l| l.get("path"))).and_then(Value::as_str).map(str::to_string);
     let summary = raw.get("command").and_then(Value::as_str).map_or_else(|| title.clone(), str::to_string);
@@ -500,5 +497,71 @@ async fn permission(services: &Services, params: &Value) -> Value {
     match chosen {
         Some(option) => json!({ "outcome": { "outcome": "selected", "optionId": option } }),
         None => json!({ "outcome": { "outcome": "cancelled" } }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use handoff_core::tools::consent::{Decision, Rule};
+    use std::sync::Mutex;
+
+    /// The user: says "always" to every request, and keeps the tool each named.
+    #[derive(Default)]
+    struct SaysAlways(Mutex<Vec<String>>);
+
+    #[async_trait::async_trait]
+    impl Consent for SaysAlways {
+        async fn ask(&self, request: ApprovalRequest) -> Decision {
+            lock(&self.0).push(request.tool);
+            Decision::Always
+        }
+    }
+
+    struct NotShown;
+    impl Shown for NotShown {
+        fn text(&self, _index: usize, _delta: &str) {}
+    }
+
+    /// The tool our record names for an agent's call of ACP kind `kind` with input `raw`.
+    fn recorded(kind: &str, raw: &Value) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let mut session = SessionManager::create(dir.path(), dir.path(), None).unwrap();
+        let mut recorder = record::Recorder::new("agent", &NotShown);
+        let call = json!({ "sessionUpdate": "tool_call", "toolCallId": "c1", "title": "a call", "kind": kind, "status": "pending", "rawInput": raw });
+        recorder.update(&mut session, &call).unwrap();
+        let (_, written) = recorder.finish(&mut session, "end_turn").unwrap();
+        let blocks = written[0].content.blocks();
+        blocks.iter().find(|b| b.kind == "toolCall").and_then(|b| b.extra_str("name")).unwrap().to_string()
+    }
+
+    /// For every ACP kind, the permission the agent asks is asked as the tool the record names:
+    /// a rule of the user's policy for that name governs it, and its "always" is remembered
+    /// under it (the ledger, the facts and the approval say one name).
+    #[tokio::test]
+    async fn the_permission_asked_and_the_call_recorded_name_one_tool() {
+        let cwd = tempfile::tempdir().unwrap();
+        let kinds = ["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"];
+        let inputs = [json!({ "path": "a.txt" }), json!({ "path": "a.txt", "content": "whole\n" })];
+        for kind in kinds {
+            for raw in &inputs {
+                let tool = recorded(kind, raw);
+                let consent = Arc::new(SaysAlways::default());
+                let mut services = Services::refusing(cwd.path());
+                // Asked whatever the level: the rule under the recorded name.
+                services.policy.tools.insert(tool.clone(), Rule::Ask);
+                services.consent = consent.clone();
+                let params = json!({
+                    "sessionId": "s1",
+                    "toolCall": { "toolCallId": "c1", "title": "a call", "kind": kind, "status": "pending", "rawInput": raw },
+                    "options": [{ "optionId": "yes", "name": "Yes", "kind": "allow_once" }, { "optionId": "no", "name": "No", "kind": "reject_once" }],
+                });
+                let answer = permission(&services, &params).await;
+                assert_eq!(lock(&consent.0).as_slice(), std::slice::from_ref(&tool), "{kind} {raw}: asked as the recorded tool");
+                assert_eq!(answer["outcome"]["optionId"], "yes", "{kind} {raw}");
+                let key = ConsentKey::Exact(format!("a call\n{raw}"));
+                assert!(services.grants.covers(&tool, Some(&key)), "{kind} {raw}: the \"always\" is kept under {tool}");
+            }
+        }
     }
 }
