@@ -13,7 +13,10 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::client::{ExternalSession, Services, Shown};
+use super::handoff::Target;
+use super::AgentSpec;
 use super::offers::{Handle, Kind};
+use handoff_core::config::Settings;
 use handoff_core::sync::lock;
 use super::record;
 use handoff_core::agent::{AgentEvent, AgentSession, AssistantMessageEvent, ExternalRunner, SessionSetting};
@@ -32,6 +35,8 @@ struct Live {
 /// The runner a front end sets on its agent (`AgentSession::set_external_runner`).
 #[derive(Default)]
 pub struct Runner {
+    /// The settings the agents of `--to NAME` are read from.
+    settings: Settings,
     live: tokio::sync::Mutex<Option<Live>>,
     /// What the live agent offers, by its session file: read and set while a prompt holds
     /// `live`.
@@ -83,7 +88,17 @@ fn services(agent: &AgentSession) -> Arc<Services> {
     })
 }
 
+/// What a handoff's new session records to go on on `agent`.
+fn goes_on_on(agent: AgentSpec) -> SessionSetting {
+    Box::new(move |next: &mut SessionManager| record::record_agent_spec(next, &agent))
+}
+
 impl Runner {
+    /// A runner that knows the agents of `settings` by name.
+    pub fn new(settings: Settings) -> Runner {
+        Runner { settings, ..Runner::default() }
+    }
+
     fn handle(&self, file: &std::path::Path) -> Option<Handle> {
         lock(&self.offered).as_ref().filter(|(f, _)| f == file).map(|(_, h)| h.clone())
     }
@@ -96,8 +111,14 @@ impl ExternalRunner for Runner {
     }
 
     fn successor(&self, old: &SessionManager) -> Option<SessionSetting> {
-        let agent = record::agent_of(old)?.agent;
-        Some(Box::new(move |next: &mut SessionManager| record::record_agent_spec(next, &agent)))
+        Some(goes_on_on(record::agent_of(old)?.agent))
+    }
+
+    fn successor_to(&self, to: &str) -> Result<Option<SessionSetting>, String> {
+        match Target::named(&self.settings, to).map_err(|e| e.to_string())? {
+            Target::Agent(agent) => Ok(Some(goes_on_on(agent))),
+            Target::Ours | Target::Same => Ok(None),
+        }
     }
 
     fn offers(&self, file: &std::path::Path) -> Option<serde_json::Value> {

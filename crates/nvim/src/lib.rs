@@ -307,7 +307,7 @@ impl Host {
         }));
         opened.agent.set_file_access(Arc::new(editor::EditorFiles { nvim: self.inner.nvim.clone() }));
         // A session that runs on an external agent (|handoff-agents|) goes to it.
-        opened.agent.set_external_runner(Some(Arc::new(handoff_agents::Runner::default())));
+        opened.agent.set_external_runner(Some(Arc::new(handoff_agents::Runner::new(settings.clone()))));
         // The model list is read now, off the first prompt's path (a Copilot token with it).
         let provider = opened.agent.provider();
         handoff_core::task::spawn("reading the model list", async move { drop(provider.catalogue(true).await) });
@@ -895,7 +895,7 @@ impl Host {
             // What the user typed: the controller's one parser decides (`/handoff …` included).
             Notification::Prompt { text } => controller.submit(&text),
             Notification::Handoff { focus, flags } => {
-                controller.start_handoff(HandoffOptions { focus, review: flags.review })
+                controller.start_handoff(HandoffOptions { focus, review: flags.review, to: flags.to })
             }
             // Review mode: the document as the user wrote it, or quit.
             // Under way now (a prompt sent after it waits for the new session); its file

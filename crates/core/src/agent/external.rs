@@ -32,11 +32,20 @@ pub trait ExternalRunner: Send + Sync {
         None
     }
 
+    /// What a handoff's new session records to go on where the user named (`--to NAME`: an
+    /// agent the front end knows, or `ours`: nothing); why not, for a name it cannot start.
+    fn successor_to(&self, to: &str) -> Result<Option<SessionSetting>, String> {
+        Err(format!("{NO_AGENTS} ({to:?})"))
+    }
+
     /// Sets the agent's `what` (`mode`, `model`) to `value` for the session of `file`.
     async fn choose(&self, _file: &std::path::Path, what: &str, _value: &str) -> Result<(), String> {
         Err(format!("this agent offers no {what}"))
     }
 }
+
+/// Why `--to` names nothing where no runner of external agents is set.
+const NO_AGENTS: &str = "no external agent can be named here";
 
 /// Entries a new session starts with (see [`ExternalRunner::successor`]).
 pub type SessionSetting = Box<dyn FnOnce(&mut SessionManager) -> Result<(), crate::session::SessionError> + Send>;
@@ -51,6 +60,15 @@ impl AgentSession {
     /// (`None`: the session runs on ours).
     pub fn external_successor(&self) -> Option<SessionSetting> {
         self.external_runner()?.successor(&self.session())
+    }
+
+    /// What a handoff's new session records to go on where `to` names
+    /// ([`ExternalRunner::successor_to`]), whatever the current session runs on.
+    pub fn successor_to(&self, to: &str) -> Result<Option<SessionSetting>, String> {
+        match super::lock(&self.external).clone() {
+            Some(runner) => runner.successor_to(to),
+            None => Err(format!("{NO_AGENTS} ({to:?})")),
+        }
     }
 
     /// What the external agent of the current session offers ([`ExternalRunner::offers`]).
