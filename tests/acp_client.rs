@@ -1291,6 +1291,18 @@ async fn gemini_cli_in_the_editor_approval_buffer_undo_mode_and_model() {
         let env = json!({ "HOME": home, "GOOGLE_GEMINI_BASE_URL": ed.mock.gemini_base_url(), "GEMINI_API_KEY": "x" });
         let (file, buf) = chat_on_agent(&ed, "gem", json!({ "command": [gemini, "--acp"], "env": env }), "hello\n").await;
 
+        // Its modes and models are offered as its session starts, before any prompt (read
+        // from `session/new`'s answer), and a mode can be set then.
+        let offered = "(function() local o = require('handoff.host').request('agent_offers'); if type(o) == 'table' and o.mode then return o end end)()";
+        let offers = ed.wait_until(offered, T).await;
+        assert_eq!((offers["mode"]["current"].as_str(), offers["model"]["current"].as_str()), (Some("default"), Some("auto")), "{offers}");
+        assert!(offers["mode"]["available"].as_array().unwrap().iter().any(|m| m["id"] == "yolo"), "{offers}");
+        assert!(ed.mock.requests().is_empty(), "no prompt was sent: {:?}", ed.mock.requests().len());
+        ed.command("HandoffAgentMode autoEdit").await;
+        let offers = ed.lua("return require('handoff.host').request('agent_offers')", json!([])).await;
+        assert_eq!(offers["mode"]["current"], "autoEdit", "{offers}");
+        ed.command("HandoffAgentMode default").await;
+
         ed.mock.set_default(MockReply::text("(default)"));
         ed.mock.push(MockReply::text("Hello from Gemini in the chat."));
         ed.lua("require('handoff').prompt('hi')", json!([])).await;

@@ -112,7 +112,7 @@ end
 
 --- The commands the session's external agent offers (|handoff-agents|: its
 --- `available_commands_update`), `{ name, description, hint? }`; none on ours, or before the
---- agent started (with the session's first prompt). Typed `/name args`, they go to the agent
+--- agent started (as the session opens). Typed `/name args`, they go to the agent
 --- as the prompt's text.
 function M.agent_commands()
   if not require("handoff.host").running() then

@@ -219,14 +219,14 @@ end
 
 --- Sets the external agent's `what` ("mode" or "model", as the agent offers them:
 --- |handoff-agents|) to `value`, or to one picked from what it offers (the one in force
---- marked). The session's agent starts with its first prompt: before, it offers nothing.
+--- marked). The session's agent starts as the session opens: until then, it offers nothing.
 ---@param what "mode"|"model"
 ---@param value? string
 function M.agent_choose(what, value)
   local offers = host.request("agent_offers")
   local choice = type(offers) == "table" and offers[what] or nil
   if not choice then
-    vim.notify(("handoff.nvim: the session's agent offers no %s (ours, or not started yet: send a prompt first)"):format(what), vim.log.levels.WARN)
+    vim.notify(("handoff.nvim: the session's agent offers no %s (ours, or still starting)"):format(what), vim.log.levels.WARN)
     return
   end
   local function apply(id)

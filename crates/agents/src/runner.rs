@@ -30,6 +30,8 @@ const CHOOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 struct Live {
     file: PathBuf,
     session: ExternalSession,
+    /// A new session on the agent, sent nothing yet: its first prompt goes after our record.
+    fresh: bool,
 }
 
 /// The runner a front end sets on its agent (`AgentSession::set_external_runner`).
@@ -99,6 +101,29 @@ impl Runner {
         Runner { settings, ..Runner::default() }
     }
 
+    /// The agent serving `agent`'s current session: the one running, else started (the one of
+    /// another session ended), its session loaded or new, its offers read from the answer.
+    async fn serving<'l>(&self, live: &'l mut Option<Live>, agent: &AgentSession) -> Result<&'l mut Live, String> {
+        let (file, entry) = {
+            let session = agent.session();
+            (session.path().to_path_buf(), record::agent_of(&session))
+        };
+        let entry = entry.ok_or("this session does not run on an external agent")?;
+        let serves = live.as_ref().is_some_and(|l| l.file == file && l.session.spec == entry.agent);
+        if !serves {
+            if let Some(old) = live.take() {
+                *lock(&self.offered) = None;
+                old.session.close().await;
+            }
+            let (session, resumed) = ExternalSession::open(entry.agent.clone(), services(agent), entry.session_id.as_deref())
+                .await
+                .map_err(|e| e.to_string())?;
+            *lock(&self.offered) = Some((file.clone(), session.handle()));
+            *live = Some(Live { file, session, fresh: !resumed });
+        }
+        live.as_mut().ok_or_else(|| "the agent is not running".to_string())
+    }
+
     fn handle(&self, file: &std::path::Path) -> Option<Handle> {
         lock(&self.offered).as_ref().filter(|(f, _)| f == file).map(|(_, h)| h.clone())
     }
@@ -128,7 +153,7 @@ impl ExternalRunner for Runner {
 
     async fn choose(&self, file: &std::path::Path, what: &str, value: &str) -> Result<(), String> {
         let kind = Kind::parse(what).ok_or_else(|| format!("an agent has no {what:?} to set (mode, model)"))?;
-        let handle = self.handle(file).ok_or("the agent starts with the session's first prompt: send one first")?;
+        let handle = self.handle(file).ok_or("the session's agent has not started (yet)")?;
         // The editor waits for the answer: an agent that never gives one is not waited for long.
         match tokio::time::timeout(CHOOSE_WAIT, handle.choose(kind, value)).await {
             Ok(chosen) => chosen.map_err(|e| e.to_string()),
@@ -136,30 +161,18 @@ impl ExternalRunner for Runner {
         }
     }
 
-    async fn prompt(&self, agent: &AgentSession, prompt: &Message, cancel: &CancellationToken) -> Result<Vec<Message>, String> {
-        let (file, entry) = {
-            let session = agent.session();
-            (session.path().to_path_buf(), record::agent_of(&session))
-        };
-        let entry = entry.ok_or("this session does not run on an external agent")?;
+    async fn start(&self, agent: &AgentSession) -> Result<(), String> {
         let mut live = self.live.lock().await;
-        let serving = live.as_ref().is_some_and(|l| l.file == file && l.session.spec == entry.agent);
-        let mut blocks = Vec::new();
-        if !serving {
-            if let Some(old) = live.take() {
-                *lock(&self.offered) = None;
-                old.session.close().await;
-            }
-            let (session, resumed) = ExternalSession::open(entry.agent.clone(), services(agent), entry.session_id.as_deref())
-                .await
-                .map_err(|e| e.to_string())?;
-            if !resumed {
-                blocks = super::handoff::context_blocks(&agent.session(), 1);
-            }
-            *lock(&self.offered) = Some((file.clone(), session.handle()));
-            *live = Some(Live { file, session });
-        }
-        let Some(serving) = live.as_mut() else { return Err("the agent is not running".into()) };
+        self.serving(&mut live, agent).await.map(drop)
+    }
+
+    async fn prompt(&self, agent: &AgentSession, prompt: &Message, cancel: &CancellationToken) -> Result<Vec<Message>, String> {
+        let mut live = self.live.lock().await;
+        let serving = self.serving(&mut live, agent).await?;
+        let mut blocks = match std::mem::take(&mut serving.fresh) {
+            true => super::handoff::context_blocks(&agent.session(), 1),
+            false => Vec::new(),
+        };
         blocks.push(json!({ "type": "text", "text": prompt.text() }));
         let session = || agent.session();
         let turn = serving.session.prompt(&session, blocks, None, cancel, &Events { agent }).await;

@@ -25,9 +25,16 @@ pub trait ExternalRunner: Send + Sync {
     /// that it runs on the same agent (written into the new session once it is made).
     fn successor(&self, old: &SessionManager) -> Option<SessionSetting>;
 
+    /// Starts the agent of `agent`'s current session (a session on it opened or loaded)
+    /// before its first prompt, so that what it offers (its modes, models, commands) is there
+    /// as the session opens. A prompt starts it too.
+    async fn start(&self, _agent: &AgentSession) -> Result<(), String> {
+        Ok(())
+    }
+
     /// What the agent running the session of `file` offers now (its commands, modes,
     /// models: the front end's completion and pickers), as the front end shows it; `None`
-    /// when no agent runs it (it starts with the session's first prompt).
+    /// when no agent runs it (not started yet).
     fn offers(&self, _file: &std::path::Path) -> Option<serde_json::Value> {
         None
     }
@@ -68,6 +75,15 @@ impl AgentSession {
         match super::lock(&self.external).clone() {
             Some(runner) => runner.successor_to(to),
             None => Err(format!("{NO_AGENTS} ({to:?})")),
+        }
+    }
+
+    /// Starts the external agent of the current session, when it runs on one
+    /// ([`ExternalRunner::start`]).
+    pub async fn start_external(&self) -> Result<(), String> {
+        match self.external_runner() {
+            Some(runner) => runner.start(self).await,
+            None => Ok(()),
         }
     }
 
