@@ -752,6 +752,13 @@ async fn handoff_agent_in_the_editor_chat_approval_and_the_buffer() {
         ed.mock.push(MockReply::text("Wrote it."));
         ed.lua("require('handoff').prompt('write it')", json!([])).await;
         let req = ed.wait_event("HandoffToolApproval", 1).await;
+        // The agent's diff, shown as our own edits' previews are: the change, and both texts
+        // for the side-by-side view.
+        assert_eq!((req["tool"].as_str(), req["path"].as_str()), (Some("write"), file.to_str()), "{req}");
+        let diff = req["diff"].as_str().unwrap_or_else(|| panic!("no preview: {req}"));
+        assert!(diff.lines().any(|l| l.starts_with('+') && l.ends_with("there")), "{diff}");
+        let pending = ed.lua("local r = require('handoff.approvals').pending()[1]; return { r.before, r.after }", json!([])).await;
+        assert_eq!(pending, json!(["hello\n", "hello\nthere\n"]));
         ed.lua("require('handoff').approve(...)", json!([req["id"], "allow"])).await;
         ed.wait_event("HandoffAgentEnd", 2).await;
         let lines = ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf])).await;

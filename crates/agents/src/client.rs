@@ -18,7 +18,7 @@ use handoff_acp_wire::{code, method};
 use handoff_core::message::Message;
 use handoff_core::session::SessionManager;
 use handoff_core::tools::consent::{self, ApprovalRequest, Consent, Grants, Policy, Verdict};
-use handoff_core::tools::{Activity, ConsentKey, EnvPolicy, FileAccess, ToolKind};
+use handoff_core::tools::{Activity, ConsentKey, EnvPolicy, FileAccess, Preview, ToolKind};
 
 /// What the agent said of itself at `initialize`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -453,7 +453,13 @@ async fn permission(services: &Services, params: &Value) -> Value {
     let record::OurTool { name: tool, kind, activity } = record::our_tool(acp_kind, &raw);
     let tool = tool.as_str();
     let title = call["title"].as_str().unwrap_or(acp_kind).to_string();
-    let path = raw.get("path").or_else(|| call["locations"].get(0).and_then(|l| l.get("path"))).and_then(Value::as_str).map(str::to_string);
+    let diff = diff_preview(call);
+    let path = match &diff {
+        Some((path, _)) => Some(path.clone()),
+        None => raw.get("path").or_else(|| call["locations"].get(0).and_then(|l| l.get("path"))).and_then(Value::as_str).map(str::to_string),
+    };
+    let preview = diff.map(|(_, preview)| preview);
+    let after = preview.as_ref().map(|p| p.after.clone());
     let summary = raw.get("command").and_then(Value::as_str).map_or_else(|| title.clone(), str::to_string);
     let key = Some(ConsentKey::Exact(format!("{title}\n{raw}")));
     let request = async {
@@ -465,7 +471,7 @@ async fn permission(services: &Services, params: &Value) -> Value {
             args: raw.clone(),
             summary,
             path,
-            preview: None,
+            preview: preview.map(Box::new),
             origin: None,
             sandbox: None,
             confined_by: None,
@@ -486,6 +492,8 @@ async fn permission(services: &Services, params: &Value) -> Value {
             tracing::info!("refused the agent's {title}: {reason}");
             pick(&["reject_once", "reject_always"])
         }
+        // The user reviewed the change hunk by hunk and kept all of it.
+        Verdict::RunReviewed(kept) if after.as_deref() == Some(kept.as_str()) => pick(&["allow_once", "allow_always"]),
         // The user kept only part of the change: the agent would write all of it, so it is
         // refused (its write through our `fs/write_text_file` is reviewed as ours are).
         Verdict::RunReviewed(_) => {
@@ -498,6 +506,17 @@ async fn permission(services: &Services, params: &Value) -> Value {
         Some(option) => json!({ "outcome": { "outcome": "selected", "optionId": option } }),
         None => json!({ "outcome": { "outcome": "cancelled" } }),
     }
+}
+
+/// The change an agent's call carries (ACP's `diff` content: `{type: "diff", path, oldText,
+/// newText}`, `oldText` absent for a new file), previewed as our own edits are: its path and
+/// the [`Preview`] our approvals show.
+fn diff_preview(call: &Value) -> Option<(String, Preview)> {
+    let diff = call["content"].as_array()?.iter().find(|c| c["type"] == "diff")?;
+    let path = diff["path"].as_str()?.to_string();
+    let after = diff["newText"].as_str()?.to_string();
+    let before = diff["oldText"].as_str().unwrap_or_default().to_string();
+    Some((path, Preview::of(before, after)))
 }
 
 #[cfg(test)]
@@ -515,6 +534,50 @@ mod tests {
         async fn ask(&self, request: ApprovalRequest) -> Decision {
             lock(&self.0).push(request.tool);
             Decision::Always
+        }
+    }
+
+    /// The user: answers each request with `answer`, and keeps the requests.
+    struct Answers(Decision, Mutex<Vec<ApprovalRequest>>);
+
+    #[async_trait::async_trait]
+    impl Consent for Answers {
+        async fn ask(&self, request: ApprovalRequest) -> Decision {
+            lock(&self.1).push(request);
+            self.0.clone()
+        }
+    }
+
+    /// An agent's edit that carries ACP's `diff` content is asked about with the preview our
+    /// own edits show (both texts and their diff), at the diff's path; a new file's (no
+    /// `oldText`) from nothing. The whole change kept in a hunk-by-hunk review allows it, part
+    /// of it refuses it.
+    #[tokio::test]
+    async fn an_agents_diff_is_asked_about_with_our_edit_preview() {
+        let cwd = tempfile::tempdir().unwrap();
+        let path = cwd.path().join("notes.txt").display().to_string();
+        let edit = |old: Value| {
+            json!({
+                "sessionId": "s1",
+                "toolCall": { "toolCallId": "e1", "title": "Edit notes.txt", "kind": "edit", "status": "pending",
+                    "rawInput": { "path": "notes.txt", "old_string": "hello", "new_string": "hello\nthere" },
+                    "content": [{ "type": "diff", "path": path, "oldText": old, "newText": "hello\nthere\n" }] },
+                "options": [{ "optionId": "yes", "name": "Yes", "kind": "allow_once" }, { "optionId": "no", "name": "No", "kind": "reject_once" }],
+            })
+        };
+        for (old, before) in [(json!("hello\n"), "hello\n"), (Value::Null, "")] {
+            for (kept, chosen) in [("hello\nthere\n", "yes"), ("hello\n", "no")] {
+                let consent = Arc::new(Answers(Decision::AllowReviewed { text: kept.into() }, Mutex::default()));
+                let mut services = Services::refusing(cwd.path());
+                services.consent = consent.clone();
+                let answer = permission(&services, &edit(old.clone())).await;
+                assert_eq!(answer["outcome"]["optionId"], chosen, "kept {kept:?}");
+                let asked = lock(&consent.1).pop().unwrap();
+                assert_eq!(asked.path.as_deref(), Some(path.as_str()));
+                let want = Preview::of(before.into(), "hello\nthere\n".into());
+                assert_eq!(asked.preview.as_deref(), Some(&want));
+                assert!(want.diff.lines().any(|l| l.starts_with('+') && l.ends_with("there")), "{}", want.diff);
+            }
         }
     }
 
