@@ -18,15 +18,21 @@ local function words_from(words)
 end
 
 vim.api.nvim_create_user_command("Handoff", function(o)
-  -- `:Handoff!`: review (edit) the document before the new session starts.
-  api().handoff(o.args, o.bang and { review = true } or nil)
+  -- `:Handoff!`: review (edit) the document before the new session starts; `--to NAME`: the
+  -- new session runs on that agent (|handoff-agents|), or on ours (`--to ours`).
+  local focus, to = require("handoff.commands").handoff_args(o.args)
+  if to == false then
+    return vim.notify("handoff.nvim: --to needs an agent's name (or ours)", vim.log.levels.ERROR)
+  end
+  api().handoff(focus, { review = o.bang or nil, to = to })
 end, {
   nargs = "?",
   bang = true,
-  desc = "handoff.nvim: hand off to a new session [focus instructions]",
-  -- Focus instructions often name a file: the word being typed completes as a path.
-  complete = function(arg_lead)
-    return require("handoff.commands").complete_focus(arg_lead)
+  desc = "handoff.nvim: hand off to a new session [--to AGENT] [focus instructions]",
+  -- Focus instructions often name a file: the word being typed completes as a path; after
+  -- `--to`, an agent's name.
+  complete = function(arg_lead, cmd_line, cursor_pos)
+    return require("handoff.commands").complete_focus(arg_lead, cmd_line, cursor_pos)
   end,
 })
 
@@ -141,12 +147,9 @@ end, {
   nargs = "?",
   desc = "handoff.nvim: a new session on an external ACP agent of `agents` (or ours)",
   complete = function(arg_lead)
-    local names = vim.tbl_keys(require("handoff.config").options.agents or {})
-    table.insert(names, "ours")
-    table.sort(names)
     return vim.tbl_filter(function(n)
       return vim.startswith(n, arg_lead)
-    end, names)
+    end, require("handoff.commands").agent_names())
   end,
 })
 

@@ -291,6 +291,27 @@ async fn a_handoff_goes_on_on_the_same_agent_and_on_ours_with_the_document() {
     let users: Vec<&(String, String)> = sent.iter().filter(|(role, _)| role == "user").collect();
     assert!(users[0].1.starts_with("<handoff-context>\n## Goal\nShip the parser."), "{sent:?}");
     assert_eq!(users.last().unwrap().1, "go on");
+
+    // From ours to an agent, the way the editor's `:Handoff --to` goes: a name that is no
+    // agent is said before any document is asked for; the agent's new session is sent the
+    // document first.
+    let asked = env.mock.requests().len();
+    let (code, _, stderr) = ours(&env, &["handoff", to_ours.to_str().unwrap(), "--to", "nobody-here"]).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("no agent named \"nobody-here\""), "{stderr}");
+    assert_eq!(env.mock.requests().len(), asked, "no document was asked for");
+    env.mock.push(MockReply::text(DOCUMENT));
+    let (code, stdout, stderr) = ours(&env, &["handoff", to_ours.to_str().unwrap(), "--to", &agent]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let to_agent = PathBuf::from(stdout.trim());
+    let entry = agents::agent_of(&SessionManager::open(&to_agent, &env.session_dir()).unwrap()).unwrap();
+    assert_eq!((entry.agent.name.as_str(), entry.session_id), ("handoff-nvim", None));
+    env.mock.push(MockReply::text("The agent continues."));
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--session", to_agent.to_str().unwrap(), "and on"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "The agent continues.");
+    let sent = last_user_text(&env);
+    assert!(sent.contains("<handoff-context>") && sent.contains("Ship the parser.") && sent.ends_with("and on"), "{sent}");
 }
 
 /// pi resumes the session we recorded of the agent: the mock sees our record's messages.
@@ -689,6 +710,27 @@ async fn chat_on_agent(ed: &common::nvim::Editor, name: &str, agent: Value, text
     (file, buf)
 }
 
+/// `command` (a `:Handoff`) in the editor, from the session `from`: the document is written,
+/// the new session (the `counts.0`th switch) runs on agent `name` with no session there yet; a
+/// prompt `text` there (the `counts.1`th run's end) goes to the agent after the document.
+/// Returns the new session.
+async fn handed_off_onto_agent(ed: &common::nvim::Editor, command: &str, counts: (usize, usize), from: &Path, name: &str, text: &str) -> PathBuf {
+    ed.mock.push(MockReply::text(DOCUMENT));
+    ed.command(command).await;
+    ed.wait_event("HandoffSessionSwitch", counts.0).await;
+    let next = PathBuf::from(ed.session_file().await);
+    assert_ne!(next, from);
+    let entry = agents::agent_of(&SessionManager::open(&next, &ed.session_dir).unwrap()).unwrap();
+    assert_eq!((entry.agent.name.as_str(), entry.session_id), (name, None));
+    ed.mock.push(MockReply::text("Going on."));
+    ed.lua("require('handoff').prompt(...)", json!([text])).await;
+    ed.wait_event("HandoffAgentEnd", counts.1).await;
+    let sent = common::wire_messages(&ed.mock.requests().last().cloned().unwrap());
+    let last_user = &sent.iter().rev().find(|(role, _)| role == "user").unwrap().1;
+    assert!(last_user.contains("<handoff-context>\n## Goal\nShip the parser.") && last_user.ends_with(text), "{sent:?}");
+    next
+}
+
 /// `:HandoffAgent NAME` in the editor: a new session on the agent; a prompt from the chat
 /// streams its reply into the chat and the session file (provider `acp`); its `write` asks in
 /// our approval UI and lands through the open buffer, which `u` undoes.
@@ -714,6 +756,13 @@ async fn handoff_agent_in_the_editor_chat_approval_and_the_buffer() {
         ed.mock.push(MockReply::text("Wrote it."));
         ed.lua("require('handoff').prompt('write it')", json!([])).await;
         let req = ed.wait_event("HandoffToolApproval", 1).await;
+        // The agent's diff, shown as our own edits' previews are: the change, and both texts
+        // for the side-by-side view.
+        assert_eq!((req["tool"].as_str(), req["path"].as_str()), (Some("write"), file.to_str()), "{req}");
+        let diff = req["diff"].as_str().unwrap_or_else(|| panic!("no preview: {req}"));
+        assert!(diff.lines().any(|l| l.starts_with('+') && l.ends_with("there")), "{diff}");
+        let pending = ed.lua("local r = require('handoff.approvals').pending()[1]; return { r.before, r.after }", json!([])).await;
+        assert_eq!(pending, json!(["hello\n", "hello\nthere\n"]));
         ed.lua("require('handoff').approve(...)", json!([req["id"], "allow"])).await;
         ed.wait_event("HandoffAgentEnd", 2).await;
         let lines = ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf])).await;
@@ -738,19 +787,7 @@ async fn handoff_agent_in_the_editor_chat_approval_and_the_buffer() {
 
         // `:Handoff` on the agent's session: the agent writes the document, the new session
         // runs on the same agent with the document first.
-        ed.mock.push(MockReply::text(DOCUMENT));
-        ed.command("Handoff").await;
-        ed.wait_event("HandoffSessionSwitch", 2).await;
-        let next = PathBuf::from(ed.session_file().await);
-        assert_ne!(next, session);
-        let entry = agents::agent_of(&SessionManager::open(&next, &ed.session_dir).unwrap()).unwrap();
-        assert_eq!((entry.agent.name.as_str(), entry.session_id), ("mine", None));
-        ed.mock.push(MockReply::text("Going on."));
-        ed.lua("require('handoff').prompt('go on')", json!([])).await;
-        ed.wait_event("HandoffAgentEnd", 5).await;
-        let sent = common::wire_messages(&ed.mock.requests().last().cloned().unwrap());
-        let last_user = &sent.iter().rev().find(|(role, _)| role == "user").unwrap().1;
-        assert!(last_user.contains("<handoff-context>\n## Goal\nShip the parser.") && last_user.ends_with("go on"), "{sent:?}");
+        handed_off_onto_agent(&ed, "Handoff", (2, 5), &session, "mine", "go on").await;
 
         assert!(!left_running(&inner).is_empty(), "control: the agent runs with its folder in its environment");
 
@@ -764,6 +801,59 @@ async fn handoff_agent_in_the_editor_chat_approval_and_the_buffer() {
         // None of it outlives the editor.
         let _dir = ed.quit().await;
         until("our agent to end with the editor", || left_running(&inner).is_empty()).await;
+    })
+    .await;
+}
+
+/// `:Handoff --to NAME` in the editor: an external agent's session (ours, through `handoff-nvim
+/// acp`) handed off `--to ours` goes on on our own model with the document as its first
+/// context; that one handed off `--to mine` goes on on the agent, which is sent the document
+/// first. A name that is no agent is said, and nothing is handed off. After `--to` the
+/// command completes the agents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handoff_to_another_agent_in_the_editor() {
+    use common::nvim::{bounded, Editor};
+    bounded(async {
+        let ed = Editor::start().await;
+        let (agent, _inner) = our_agent(&ed, &[]);
+        chat_on_agent(&ed, "mine", agent, "hello\n").await;
+        let completed = ed.lua("return { vim.fn.getcompletion('Handoff --to ', 'cmdline'), vim.fn.getcompletion('Handoff the parser --to m', 'cmdline') }", json!([])).await;
+        assert_eq!(completed, json!([["mine", "ours"], ["mine"]]));
+
+        ed.mock.push(MockReply::text("Hello from the agent."));
+        ed.lua("require('handoff').prompt('hi')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 1).await;
+        let on_agent = PathBuf::from(ed.session_file().await);
+        assert_eq!(messages(&on_agent).last().unwrap()["provider"], "acp");
+
+        // A name that is no agent: said before any document is asked for.
+        let asked = ed.mock.requests().len();
+        ed.command("Handoff --to nobody-here").await;
+        let failed = ed.wait_event("HandoffFailed", 1).await;
+        assert!(failed["message"].as_str().unwrap().contains("no agent named \"nobody-here\""), "{failed}");
+        assert_eq!((ed.mock.requests().len(), PathBuf::from(ed.session_file().await)), (asked, on_agent.clone()));
+
+        // `--to ours`: the agent writes the document, the new session runs on our model.
+        ed.mock.push(MockReply::text(DOCUMENT));
+        ed.command("Handoff --to ours").await;
+        ed.wait_event("HandoffSessionSwitch", 2).await;
+        let on_ours = PathBuf::from(ed.session_file().await);
+        assert_ne!(on_ours, on_agent);
+        assert_eq!(agents::agent_of(&SessionManager::open(&on_ours, &ed.session_dir).unwrap()), None);
+        ed.mock.push(MockReply::text("Going on, on ours."));
+        ed.lua("require('handoff').prompt('go on')", json!([])).await;
+        ed.wait_event("HandoffAgentEnd", 3).await;
+        let reply = messages(&on_ours).last().cloned().unwrap();
+        assert_eq!((reply["provider"].as_str(), reply["model"].as_str()), (Some("openai"), Some("mock-model")), "{reply}");
+        let sent = common::wire_messages(&ed.mock.requests().last().cloned().unwrap());
+        assert_eq!(sent.first().map(|(role, _)| role.as_str()), Some("user"), "{sent:?}");
+        assert!(sent[0].1.contains("<handoff-context>\n## Goal\nShip the parser."), "the document first: {sent:?}");
+        assert!(sent.last().unwrap().1.ends_with("go on"), "{sent:?}");
+
+        // `--to mine` from ours: the new session runs on the agent, sent the document first.
+        let back_on_agent = handed_off_onto_agent(&ed, "Handoff --to mine", (3, 5), &on_ours, "mine", "and on").await;
+        assert_eq!(messages(&back_on_agent).last().unwrap()["provider"], "acp");
+        let _dir = ed.quit().await;
     })
     .await;
 }
@@ -1270,6 +1360,18 @@ async fn gemini_cli_in_the_editor_approval_buffer_undo_mode_and_model() {
         std::fs::write(home.join(".gemini/settings.json"), settings.to_string()).unwrap();
         let env = json!({ "HOME": home, "GOOGLE_GEMINI_BASE_URL": ed.mock.gemini_base_url(), "GEMINI_API_KEY": "x" });
         let (file, buf) = chat_on_agent(&ed, "gem", json!({ "command": [gemini, "--acp"], "env": env }), "hello\n").await;
+
+        // Its modes and models are offered as its session starts, before any prompt (read
+        // from `session/new`'s answer), and a mode can be set then.
+        let offered = "(function() local o = require('handoff.host').request('agent_offers'); if type(o) == 'table' and o.mode then return o end end)()";
+        let offers = ed.wait_until(offered, T).await;
+        assert_eq!((offers["mode"]["current"].as_str(), offers["model"]["current"].as_str()), (Some("default"), Some("auto")), "{offers}");
+        assert!(offers["mode"]["available"].as_array().unwrap().iter().any(|m| m["id"] == "yolo"), "{offers}");
+        assert!(ed.mock.requests().is_empty(), "no prompt was sent: {:?}", ed.mock.requests().len());
+        ed.command("HandoffAgentMode autoEdit").await;
+        let offers = ed.lua("return require('handoff.host').request('agent_offers')", json!([])).await;
+        assert_eq!(offers["mode"]["current"], "autoEdit", "{offers}");
+        ed.command("HandoffAgentMode default").await;
 
         ed.mock.set_default(MockReply::text("(default)"));
         ed.mock.push(MockReply::text("Hello from Gemini in the chat."));

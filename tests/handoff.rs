@@ -40,7 +40,7 @@ fn the_prompt() -> String {
 fn spawn_handoff(controller: &Arc<Controller>, focus: Option<&str>) -> tokio::task::JoinHandle<HandoffOutcome> {
     let controller = controller.clone();
     let focus = focus.map(str::to_string);
-    tokio::spawn(async move { controller.handoff(HandoffOptions { focus, review: None }).await })
+    tokio::spawn(async move { controller.handoff(HandoffOptions { focus, ..Default::default() }).await })
 }
 
 /// The controller a front end would make for `agent`.

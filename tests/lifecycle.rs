@@ -132,7 +132,7 @@ async fn a_prompt_racing_a_review_commit_is_sent_in_the_new_session_and_no_orpha
     let env = Env::new(128_000, ToolRegistry::default()).await;
     let old = env.agent.session().path().to_path_buf();
     env.mock.push(MockReply::text(DOCUMENT));
-    let review = env.controller.handoff(HandoffOptions { focus: None, review: Some(true) }).await;
+    let review = env.controller.handoff(HandoffOptions { review: Some(true), ..Default::default() }).await;
     let HandoffOutcome::Review { text, .. } = review else { panic!("{review:?}") };
     // The commit is held inside, where it writes the new session: a thread of the test holds the
     // session's lock until told to let go.

@@ -112,7 +112,7 @@ end
 
 --- The commands the session's external agent offers (|handoff-agents|: its
 --- `available_commands_update`), `{ name, description, hint? }`; none on ours, or before the
---- agent started (with the session's first prompt). Typed `/name args`, they go to the agent
+--- agent started (as the session opens). Typed `/name args`, they go to the agent
 --- as the prompt's text.
 function M.agent_commands()
   if not require("handoff.host").running() then
@@ -144,12 +144,49 @@ function M.complete(prefix)
   return items
 end
 
---- Completion of `:Handoff [focus]`: the last word of the focus as a file path (the words
---- before it stay as typed).
----@param arg_lead string
+--- The agents a session can run on (|handoff-agents|): those of `agents`, sorted, then "ours"
+--- (our own model). `:HandoffAgent`, its picker and `:Handoff --to` offer these.
 ---@return string[]
-function M.complete_focus(arg_lead)
+function M.agent_names()
+  local names = vim.tbl_keys(require("handoff.config").options.agents or {})
+  table.sort(names)
+  table.insert(names, "ours")
+  return names
+end
+
+--- `:Handoff`'s argument split: the focus, and where the new session goes on (`--to NAME`,
+--- anywhere in it; nil: where this one runs). `false` for `--to` without a name.
+---@param args string
+---@return string focus
+---@return string|false|nil to
+function M.handoff_args(args)
+  local to
+  local focus = (" " .. args):gsub("%s%-%-to%f[%s%z]%s*(%S*)", function(name)
+    to = name ~= "" and name or false
+    return ""
+  end, 1)
+  return vim.trim(focus), to
+end
+
+--- Completion of `:Handoff [--to NAME] [focus]`: after `--to`, the agents (|handoff-agents|);
+--- else the last word of the focus as a file path (the words before it stay as typed).
+---@param arg_lead string
+---@param cmd_line? string
+---@param cursor_pos? integer
+---@return string[]
+function M.complete_focus(arg_lead, cmd_line, cursor_pos)
   local head, word = arg_lead:match("^(.-)(%S*)$")
+  local before = (cmd_line or arg_lead):sub(1, cursor_pos or #(cmd_line or arg_lead))
+  if before:match("%f[%S]%-%-to%s+%S*$") then
+    return vim.tbl_map(
+      function(name)
+        return head .. name
+      end,
+      vim.tbl_filter(function(name)
+        return vim.startswith(name, word)
+      end, M.agent_names())
+    )
+  end
   if word == "" then
     return {}
   end

@@ -81,9 +81,10 @@ end
 --- Hands the session off to a new one (`:Handoff [focus]`). With `opts.review` (`:Handoff!`)
 --- the document opens for editing first: `:w` starts the new session with it, quitting without
 --- writing discards it. Without it, `setup{ handoff = { review } }` decides (in the host, so
---- `/handoff` typed in the prompt does the same).
+--- `/handoff` typed in the prompt does the same). With `opts.to` (`:Handoff --to NAME`) the
+--- new session runs on that agent of `agents` (|handoff-agents|), or on ours (`"ours"`).
 ---@param focus? string focus instructions
----@param opts? { review?: boolean }
+---@param opts? { review?: boolean, to?: string }
 function M.handoff(focus, opts)
   if focus == "" then
     focus = nil
@@ -91,6 +92,9 @@ function M.handoff(focus, opts)
   local flags = {}
   if opts and opts.review ~= nil then
     flags.review = opts.review and true or false
+  end
+  if opts and opts.to then
+    flags.to = opts.to
   end
   return host.notify("handoff", focus or vim.NIL, flags)
 end
@@ -206,10 +210,7 @@ function M.agent(name)
   if name and name ~= "" then
     return host.notify("agent", name)
   end
-  local names = vim.tbl_keys(require("handoff.config").options.agents or {})
-  table.sort(names)
-  table.insert(names, "ours")
-  vim.ui.select(names, { prompt = "Agent" }, function(choice)
+  vim.ui.select(require("handoff.commands").agent_names(), { prompt = "Agent" }, function(choice)
     if choice then
       host.notify("agent", choice)
     end
@@ -218,14 +219,14 @@ end
 
 --- Sets the external agent's `what` ("mode" or "model", as the agent offers them:
 --- |handoff-agents|) to `value`, or to one picked from what it offers (the one in force
---- marked). The session's agent starts with its first prompt: before, it offers nothing.
+--- marked). The session's agent starts as the session opens: until then, it offers nothing.
 ---@param what "mode"|"model"
 ---@param value? string
 function M.agent_choose(what, value)
   local offers = host.request("agent_offers")
   local choice = type(offers) == "table" and offers[what] or nil
   if not choice then
-    vim.notify(("handoff.nvim: the session's agent offers no %s (ours, or not started yet: send a prompt first)"):format(what), vim.log.levels.WARN)
+    vim.notify(("handoff.nvim: the session's agent offers no %s (ours, or still starting)"):format(what), vim.log.levels.WARN)
     return
   end
   local function apply(id)

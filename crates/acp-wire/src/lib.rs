@@ -17,6 +17,31 @@ pub use agent_client_protocol_schema::v1::{
 };
 pub use agent_client_protocol_schema::ProtocolVersion;
 
+use handoff_core::tools::Activity;
+
+/// ACP's kind of a call that does `activity` (the tool's own word: `Tool::activity`). The one
+/// table between ACP's kinds and our activities: [`activity`] reads it backwards.
+pub fn kind(activity: Activity) -> ToolKind {
+    match activity {
+        Activity::Read => ToolKind::Read,
+        Activity::Edit => ToolKind::Edit,
+        Activity::Delete => ToolKind::Delete,
+        Activity::Move => ToolKind::Move,
+        Activity::Search => ToolKind::Search,
+        Activity::Execute => ToolKind::Execute,
+        Activity::Think => ToolKind::Think,
+        Activity::Fetch => ToolKind::Fetch,
+        Activity::Other => ToolKind::Other,
+    }
+}
+
+/// What a call of ACP's kind `kind` does ([`kind`] backwards); a kind we have no activity for
+/// (`switch_mode`) is [`Activity::Other`].
+pub fn activity(kind: ToolKind) -> Activity {
+    use Activity::*;
+    [Read, Edit, Delete, Move, Search, Execute, Think, Fetch].into_iter().find(|a| self::kind(*a) == kind).unwrap_or(Other)
+}
+
 /// The methods we answer and send, by their wire names.
 pub mod method {
     pub const INITIALIZE: &str = "initialize";

@@ -98,7 +98,7 @@ fn asked_call(request: &ApprovalRequest) -> ToolCallUpdate {
     }
     let mut fields = ToolCallUpdateFields::new()
         .title(super::updates::title(&request.tool, request.activity, &request.summary))
-        .kind(super::updates::kind(request.activity))
+        .kind(wire::kind(request.activity))
         .status(ToolCallStatus::Pending)
         .raw_input(request.args.clone());
     if !content.is_empty() {

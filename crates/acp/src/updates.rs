@@ -26,21 +26,6 @@ use handoff_core::message::{Content, ContentBlock, Message, Role};
 use handoff_core::session::{self, SessionEntry, TodoStatus};
 use handoff_core::tools::{self, Activity, Todo, ToolRegistry};
 
-/// ACP's kind of a call that does `activity` (the tool's own word: [`tools::Tool::activity`]).
-pub fn kind(activity: Activity) -> wire::ToolKind {
-    match activity {
-        Activity::Read => wire::ToolKind::Read,
-        Activity::Edit => wire::ToolKind::Edit,
-        Activity::Delete => wire::ToolKind::Delete,
-        Activity::Move => wire::ToolKind::Move,
-        Activity::Search => wire::ToolKind::Search,
-        Activity::Execute => wire::ToolKind::Execute,
-        Activity::Think => wire::ToolKind::Think,
-        Activity::Fetch => wire::ToolKind::Fetch,
-        Activity::Other => wire::ToolKind::Other,
-    }
-}
-
 /// The title a client shows for a call: what it does and where, said by the tool's summary
 /// (the chat's line for it, [`tools::call_summary`]): a command as code (`` `cargo test` ``),
 /// else the tool and its summary (`Read src/main.rs:10-40`). Never `name: …`: codecompanion
@@ -130,7 +115,7 @@ fn calls_of(message: &Message) -> impl Iterator<Item = (&str, &str, &Value)> {
 /// The `tool_call` announcing a call, without its diff.
 fn announced(id: &str, name: &str, args: &Value, cwd: &Path, activity: Activity) -> ToolCall {
     let mut call = ToolCall::new(id.to_string(), title(name, activity, &tools::call_summary(name, args)))
-        .kind(kind(activity))
+        .kind(wire::kind(activity))
         .status(ToolCallStatus::Pending)
         .raw_input(args.clone());
     if let Some(locations) = locations(name, args, cwd) {

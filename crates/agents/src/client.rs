@@ -19,7 +19,7 @@ use handoff_acp_wire::{code, method};
 use handoff_core::message::Message;
 use handoff_core::session::{Before, SessionManager};
 use handoff_core::tools::consent::{self, ApprovalRequest, Consent, Grants, Policy, Verdict};
-use handoff_core::tools::{Activity, ConsentKey, EnvPolicy, FileAccess, ToolKind};
+use handoff_core::tools::{Activity, ConsentKey, EnvPolicy, FileAccess, Preview, ToolKind};
 
 /// What the agent said of itself at `initialize`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -461,13 +461,16 @@ async fn permission(services: &Services, params: &Value) -> Value {
     services.edit_originals.take_call(call);
     let raw = call.get("rawInput").cloned().unwrap_or(Value::Null);
     let acp_kind = call["kind"].as_str().unwrap_or("other");
-    let (tool, kind, activity) = match acp_kind {
-        "read" | "search" | "fetch" | "think" => (acp_kind, ToolKind::ReadOnly, Activity::Read),
-        "edit" | "delete" | "move" => ("edit", ToolKind::Edit, Activity::Edit),
-        _ => ("bash", ToolKind::Execute, Activity::Execute),
-    };
+    let record::OurTool { name: tool, kind, activity } = record::our_tool(acp_kind, &raw);
+    let tool = tool.as_str();
     let title = call["title"].as_str().unwrap_or(acp_kind).to_string();
-    let path = raw.get("path").or_else(|| call["locations"].get(0).and_then(|l| l.get("path"))).and_then(Value::as_str).map(str::to_string);
+    let diff = diff_preview(call);
+    let path = match &diff {
+        Some((path, _)) => Some(path.clone()),
+        None => raw.get("path").or_else(|| call["locations"].get(0).and_then(|l| l.get("path"))).and_then(Value::as_str).map(str::to_string),
+    };
+    let preview = diff.map(|(_, preview)| preview);
+    let after = preview.as_ref().map(|p| p.after.clone());
     let summary = raw.get("command").and_then(Value::as_str).map_or_else(|| title.clone(), str::to_string);
     let key = Some(ConsentKey::Exact(format!("{title}\n{raw}")));
     let request = async {
@@ -479,7 +482,7 @@ async fn permission(services: &Services, params: &Value) -> Value {
             args: raw.clone(),
             summary,
             path,
-            preview: None,
+            preview: preview.map(Box::new),
             origin: None,
             sandbox: None,
             confined_by: None,
@@ -500,6 +503,8 @@ async fn permission(services: &Services, params: &Value) -> Value {
             tracing::info!("refused the agent's {title}: {reason}");
             pick(&["reject_once", "reject_always"])
         }
+        // The user reviewed the change hunk by hunk and kept all of it.
+        Verdict::RunReviewed(kept) if after.as_deref() == Some(kept.as_str()) => pick(&["allow_once", "allow_always"]),
         // The user kept only part of the change: the agent would write all of it, so it is
         // refused (its write through our `fs/write_text_file` is reviewed as ours are).
         Verdict::RunReviewed(_) => {
@@ -511,5 +516,127 @@ async fn permission(services: &Services, params: &Value) -> Value {
     match chosen {
         Some(option) => json!({ "outcome": { "outcome": "selected", "optionId": option } }),
         None => json!({ "outcome": { "outcome": "cancelled" } }),
+    }
+}
+
+/// The change an agent's call carries (ACP's `diff` content: `{type: "diff", path, oldText,
+/// newText}`, `oldText` absent for a new file), previewed as our own edits are: its path and
+/// the [`Preview`] our approvals show.
+fn diff_preview(call: &Value) -> Option<(String, Preview)> {
+    let diff = call["content"].as_array()?.iter().find(|c| c["type"] == "diff")?;
+    let path = diff["path"].as_str()?.to_string();
+    let after = diff["newText"].as_str()?.to_string();
+    let before = diff["oldText"].as_str().unwrap_or_default().to_string();
+    Some((path, Preview::of(before, after)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use handoff_core::tools::consent::{Decision, Rule};
+    use std::sync::Mutex;
+
+    /// The user: says "always" to every request, and keeps the tool each named.
+    #[derive(Default)]
+    struct SaysAlways(Mutex<Vec<String>>);
+
+    #[async_trait::async_trait]
+    impl Consent for SaysAlways {
+        async fn ask(&self, request: ApprovalRequest) -> Decision {
+            lock(&self.0).push(request.tool);
+            Decision::Always
+        }
+    }
+
+    /// The user: answers each request with `answer`, and keeps the requests.
+    struct Answers(Decision, Mutex<Vec<ApprovalRequest>>);
+
+    #[async_trait::async_trait]
+    impl Consent for Answers {
+        async fn ask(&self, request: ApprovalRequest) -> Decision {
+            lock(&self.1).push(request);
+            self.0.clone()
+        }
+    }
+
+    /// An agent's edit that carries ACP's `diff` content is asked about with the preview our
+    /// own edits show (both texts and their diff), at the diff's path; a new file's (no
+    /// `oldText`) from nothing. The whole change kept in a hunk-by-hunk review allows it, part
+    /// of it refuses it.
+    #[tokio::test]
+    async fn an_agents_diff_is_asked_about_with_our_edit_preview() {
+        let cwd = tempfile::tempdir().unwrap();
+        let path = cwd.path().join("notes.txt").display().to_string();
+        let edit = |old: Value| {
+            json!({
+                "sessionId": "s1",
+                "toolCall": { "toolCallId": "e1", "title": "Edit notes.txt", "kind": "edit", "status": "pending",
+                    "rawInput": { "path": "notes.txt", "old_string": "hello", "new_string": "hello\nthere" },
+                    "content": [{ "type": "diff", "path": path, "oldText": old, "newText": "hello\nthere\n" }] },
+                "options": [{ "optionId": "yes", "name": "Yes", "kind": "allow_once" }, { "optionId": "no", "name": "No", "kind": "reject_once" }],
+            })
+        };
+        for (old, before) in [(json!("hello\n"), "hello\n"), (Value::Null, "")] {
+            for (kept, chosen) in [("hello\nthere\n", "yes"), ("hello\n", "no")] {
+                let consent = Arc::new(Answers(Decision::AllowReviewed { text: kept.into() }, Mutex::default()));
+                let mut services = Services::refusing(cwd.path());
+                services.consent = consent.clone();
+                let answer = permission(&services, &edit(old.clone())).await;
+                assert_eq!(answer["outcome"]["optionId"], chosen, "kept {kept:?}");
+                let asked = lock(&consent.1).pop().unwrap();
+                assert_eq!(asked.path.as_deref(), Some(path.as_str()));
+                let want = Preview::of(before.into(), "hello\nthere\n".into());
+                assert_eq!(asked.preview.as_deref(), Some(&want));
+                assert!(want.diff.lines().any(|l| l.starts_with('+') && l.ends_with("there")), "{}", want.diff);
+            }
+        }
+    }
+
+    struct NotShown;
+    impl Shown for NotShown {
+        fn text(&self, _index: usize, _delta: &str) {}
+    }
+
+    /// The tool our record names for an agent's call of ACP kind `kind` with input `raw`.
+    fn recorded(kind: &str, raw: &Value) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let mut session = SessionManager::create(dir.path(), dir.path(), None).unwrap();
+        let originals = EditOriginals::default();
+        let mut recorder = record::Recorder::new("agent", &NotShown, &originals);
+        let call = json!({ "sessionUpdate": "tool_call", "toolCallId": "c1", "title": "a call", "kind": kind, "status": "pending", "rawInput": raw });
+        recorder.update(&mut session, &call).unwrap();
+        let (_, written) = recorder.finish(&mut session, "end_turn").unwrap();
+        let blocks = written[0].content.blocks();
+        blocks.iter().find(|b| b.kind == "toolCall").and_then(|b| b.extra_str("name")).unwrap().to_string()
+    }
+
+    /// For every ACP kind, the permission the agent asks is asked as the tool the record names:
+    /// a rule of the user's policy for that name governs it, and its "always" is remembered
+    /// under it (the ledger, the facts and the approval say one name).
+    #[tokio::test]
+    async fn the_permission_asked_and_the_call_recorded_name_one_tool() {
+        let cwd = tempfile::tempdir().unwrap();
+        let kinds = ["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"];
+        let inputs = [json!({ "path": "a.txt" }), json!({ "path": "a.txt", "content": "whole\n" })];
+        for kind in kinds {
+            for raw in &inputs {
+                let tool = recorded(kind, raw);
+                let consent = Arc::new(SaysAlways::default());
+                let mut services = Services::refusing(cwd.path());
+                // Asked whatever the level: the rule under the recorded name.
+                services.policy.tools.insert(tool.clone(), Rule::Ask);
+                services.consent = consent.clone();
+                let params = json!({
+                    "sessionId": "s1",
+                    "toolCall": { "toolCallId": "c1", "title": "a call", "kind": kind, "status": "pending", "rawInput": raw },
+                    "options": [{ "optionId": "yes", "name": "Yes", "kind": "allow_once" }, { "optionId": "no", "name": "No", "kind": "reject_once" }],
+                });
+                let answer = permission(&services, &params).await;
+                assert_eq!(lock(&consent.0).as_slice(), std::slice::from_ref(&tool), "{kind} {raw}: asked as the recorded tool");
+                assert_eq!(answer["outcome"]["optionId"], "yes", "{kind} {raw}");
+                let key = ConsentKey::Exact(format!("a call\n{raw}"));
+                assert!(services.grants.covers(&tool, Some(&key)), "{kind} {raw}: the \"always\" is kept under {tool}");
+            }
+        }
     }
 }

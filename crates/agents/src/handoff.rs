@@ -13,7 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::{ExternalSession, Services, Shown};
 use super::record::{self, AgentEntry};
-use super::{AgentError, AgentSpec};
+use super::{AgentError, AgentSpec, OURS};
+use handoff_core::config::Settings;
 use handoff_core::handoff::{self, Carried, HandoffError};
 use handoff_core::message::{Message, Role};
 use handoff_core::session::{mark_handoff_request, SessionManager};
@@ -28,6 +29,22 @@ pub enum Target {
     Agent(AgentSpec),
     /// Our own engine (the configured provider and model).
     Ours,
+}
+
+impl Target {
+    /// Where `--to NAME` goes on: ours (`ours`), else the agent of the settings by that name
+    /// (or a command line), which must be found here. The CLI's `handoff --to` and the
+    /// editor's `:Handoff --to` both read it here.
+    pub fn named(settings: &Settings, to: &str) -> Result<Target, AgentError> {
+        if to.trim() == OURS {
+            return Ok(Target::Ours);
+        }
+        let spec = AgentSpec::resolve(settings, to)?;
+        match spec.missing() {
+            Some(missing) => Err(AgentError::Missing(missing)),
+            None => Ok(Target::Agent(spec)),
+        }
+    }
 }
 
 /// Why an external agent's handoff made no new session.

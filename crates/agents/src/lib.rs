@@ -52,6 +52,9 @@ pub enum AgentError {
     Answered { code: i64, message: String },
     #[error("{0}")]
     NotOffered(String),
+    /// An agent whose program is not found ([`AgentSpec::missing`] says which).
+    #[error("{0}")]
+    Missing(String),
     #[error("the agent {name:?} asks to sign in, and no key of its environment signed it in: set the variable a way names in its env (agents.{name}.env), or sign in with the agent's own CLI. Its ways: {ways}")]
     SignIn { name: String, ways: String },
     #[error("the agent broke the protocol: {0}")]

@@ -11,7 +11,8 @@ use super::originals::EditOriginals;
 use super::{AgentSpec, PROVIDER};
 use handoff_core::message::{ContentBlock, Message, StopReason};
 use handoff_core::session::{Originals, SessionError, SessionManager};
-use handoff_core::tools::ToolOutput;
+use handoff_acp_wire as wire;
+use handoff_core::tools::{self, Activity, ToolKind, ToolOutput};
 
 /// The custom entry naming the agent a session runs on.
 pub const AGENT_ENTRY: &str = "acp-agent";
@@ -79,22 +80,41 @@ pub struct Recorder<'a> {
     edit_originals: &'a EditOriginals,
 }
 
-/// Our tool's name for an ACP tool kind, so that the facts, the ledger and `session_query`
-/// read an external agent's calls as they read ours (`read`, `edit`, `bash`); a kind we have
-/// no tool for keeps its own name.
-fn tool_name(kind: &str, raw_input: &Value) -> String {
-    match kind {
-        "read" => "read".into(),
-        "edit" if raw_input.get("content").is_some() => "write".into(),
-        "edit" => "edit".into(),
-        "execute" => "bash".into(),
-        "search" => "grep".into(),
-        "" => "other".into(),
-        other => other.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect(),
-    }
+/// Our tool for an external agent's call: the name the record, the ledger, the facts and the
+/// consent policy know it by, what consent asks by, and what it does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OurTool {
+    pub name: String,
+    pub kind: ToolKind,
+    pub activity: Activity,
 }
 
-/// Whether an external agent's call recorded as `tool` (see [`tool_name`]) may have changed
+/// Our tool for a call of ACP kind `acp_kind` with input `raw_input`: the one table of it, so
+/// that the permission asked (and an "always" given there) and the call recorded name the
+/// same tool. Our tools' names where we have one (`read`, `edit`, `write` for an edit that
+/// gives the whole `content`, `bash`, `grep` for a search), their kinds from the tools; the
+/// other kinds keep ACP's name (`delete`, `move`, `think`, `fetch`, `switch_mode`, `other`),
+/// asked about as what they may do (an unknown one as a command: it may do anything).
+pub fn our_tool(acp_kind: &str, raw_input: &Value) -> OurTool {
+    let wire: wire::ToolKind = serde_json::from_value(Value::String(acp_kind.into())).unwrap_or_default();
+    let activity = wire::activity(wire);
+    let name = match activity {
+        Activity::Read => "read".to_string(),
+        Activity::Edit if raw_input.get("content").is_some() => "write".to_string(),
+        Activity::Edit => "edit".to_string(),
+        Activity::Execute => "bash".to_string(),
+        Activity::Search => "grep".to_string(),
+        _ => serde_json::to_value(wire).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_else(|| "other".into()),
+    };
+    let kind = tools::kind_of(&name).unwrap_or(match activity {
+        Activity::Read | Activity::Search | Activity::Think | Activity::Fetch => ToolKind::ReadOnly,
+        Activity::Edit | Activity::Delete | Activity::Move => ToolKind::Edit,
+        Activity::Execute | Activity::Other => ToolKind::Execute,
+    });
+    OurTool { name, kind, activity }
+}
+
+/// Whether an external agent's call recorded as `tool` (see [`our_tool`]) may have changed
 /// files with the agent's own IO (ACP kinds `edit`, `delete`, `move`, `execute`): the editor
 /// then checks the buffers it shows, as after a command of ours.
 pub fn changes_files(tool: &str) -> bool {
@@ -217,7 +237,7 @@ impl<'a> Recorder<'a> {
         if let Some(path) = update["locations"][0]["path"].as_str() {
             arguments.entry("path").or_insert_with(|| Value::String(path.into()));
         }
-        call.name = tool_name(&call.kind, &Value::Object(arguments.clone()));
+        call.name = our_tool(&call.kind, &Value::Object(arguments.clone())).name;
         let block = ContentBlock::tool_call(id, &call.name, Value::Object(arguments));
         match at {
             Some(at) => blocks[at] = block,

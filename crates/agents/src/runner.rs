@@ -13,7 +13,10 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::client::{ExternalSession, Services, Shown};
+use super::handoff::Target;
+use super::AgentSpec;
 use super::offers::{Handle, Kind};
+use handoff_core::config::Settings;
 use handoff_core::sync::lock;
 use super::record;
 use handoff_core::agent::{AgentEvent, AgentSession, AssistantMessageEvent, ExternalRunner, SessionSetting};
@@ -27,11 +30,15 @@ const CHOOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 struct Live {
     file: PathBuf,
     session: ExternalSession,
+    /// A new session on the agent, sent nothing yet: its first prompt goes after our record.
+    fresh: bool,
 }
 
 /// The runner a front end sets on its agent (`AgentSession::set_external_runner`).
 #[derive(Default)]
 pub struct Runner {
+    /// The settings the agents of `--to NAME` are read from.
+    settings: Settings,
     live: tokio::sync::Mutex<Option<Live>>,
     /// What the live agent offers, by its session file: read and set while a prompt holds
     /// `live`.
@@ -84,7 +91,40 @@ fn services(agent: &AgentSession) -> Arc<Services> {
     })
 }
 
+/// What a handoff's new session records to go on on `agent`.
+fn goes_on_on(agent: AgentSpec) -> SessionSetting {
+    Box::new(move |next: &mut SessionManager| record::record_agent_spec(next, &agent))
+}
+
 impl Runner {
+    /// A runner that knows the agents of `settings` by name.
+    pub fn new(settings: Settings) -> Runner {
+        Runner { settings, ..Runner::default() }
+    }
+
+    /// The agent serving `agent`'s current session: the one running, else started (the one of
+    /// another session ended), its session loaded or new, its offers read from the answer.
+    async fn serving<'l>(&self, live: &'l mut Option<Live>, agent: &AgentSession) -> Result<&'l mut Live, String> {
+        let (file, entry) = {
+            let session = agent.session();
+            (session.path().to_path_buf(), record::agent_of(&session))
+        };
+        let entry = entry.ok_or("this session does not run on an external agent")?;
+        let serves = live.as_ref().is_some_and(|l| l.file == file && l.session.spec == entry.agent);
+        if !serves {
+            if let Some(old) = live.take() {
+                *lock(&self.offered) = None;
+                old.session.close().await;
+            }
+            let (session, resumed) = ExternalSession::open(entry.agent.clone(), services(agent), entry.session_id.as_deref())
+                .await
+                .map_err(|e| e.to_string())?;
+            *lock(&self.offered) = Some((file.clone(), session.handle()));
+            *live = Some(Live { file, session, fresh: !resumed });
+        }
+        live.as_mut().ok_or_else(|| "the agent is not running".to_string())
+    }
+
     fn handle(&self, file: &std::path::Path) -> Option<Handle> {
         lock(&self.offered).as_ref().filter(|(f, _)| f == file).map(|(_, h)| h.clone())
     }
@@ -97,8 +137,14 @@ impl ExternalRunner for Runner {
     }
 
     fn successor(&self, old: &SessionManager) -> Option<SessionSetting> {
-        let agent = record::agent_of(old)?.agent;
-        Some(Box::new(move |next: &mut SessionManager| record::record_agent_spec(next, &agent)))
+        Some(goes_on_on(record::agent_of(old)?.agent))
+    }
+
+    fn successor_to(&self, to: &str) -> Result<Option<SessionSetting>, String> {
+        match Target::named(&self.settings, to).map_err(|e| e.to_string())? {
+            Target::Agent(agent) => Ok(Some(goes_on_on(agent))),
+            Target::Ours | Target::Same => Ok(None),
+        }
     }
 
     fn offers(&self, file: &std::path::Path) -> Option<serde_json::Value> {
@@ -108,7 +154,7 @@ impl ExternalRunner for Runner {
 
     async fn choose(&self, file: &std::path::Path, what: &str, value: &str) -> Result<(), String> {
         let kind = Kind::parse(what).ok_or_else(|| format!("an agent has no {what:?} to set (mode, model)"))?;
-        let handle = self.handle(file).ok_or("the agent starts with the session's first prompt: send one first")?;
+        let handle = self.handle(file).ok_or("the session's agent has not started (yet)")?;
         // The editor waits for the answer: an agent that never gives one is not waited for long.
         match tokio::time::timeout(CHOOSE_WAIT, handle.choose(kind, value)).await {
             Ok(chosen) => chosen.map_err(|e| e.to_string()),
@@ -116,30 +162,18 @@ impl ExternalRunner for Runner {
         }
     }
 
-    async fn prompt(&self, agent: &AgentSession, prompt: &Message, cancel: &CancellationToken) -> Result<Vec<Message>, String> {
-        let (file, entry) = {
-            let session = agent.session();
-            (session.path().to_path_buf(), record::agent_of(&session))
-        };
-        let entry = entry.ok_or("this session does not run on an external agent")?;
+    async fn start(&self, agent: &AgentSession) -> Result<(), String> {
         let mut live = self.live.lock().await;
-        let serving = live.as_ref().is_some_and(|l| l.file == file && l.session.spec == entry.agent);
-        let mut blocks = Vec::new();
-        if !serving {
-            if let Some(old) = live.take() {
-                *lock(&self.offered) = None;
-                old.session.close().await;
-            }
-            let (session, resumed) = ExternalSession::open(entry.agent.clone(), services(agent), entry.session_id.as_deref())
-                .await
-                .map_err(|e| e.to_string())?;
-            if !resumed {
-                blocks = super::handoff::context_blocks(&agent.session(), 1);
-            }
-            *lock(&self.offered) = Some((file.clone(), session.handle()));
-            *live = Some(Live { file, session });
-        }
-        let Some(serving) = live.as_mut() else { return Err("the agent is not running".into()) };
+        self.serving(&mut live, agent).await.map(drop)
+    }
+
+    async fn prompt(&self, agent: &AgentSession, prompt: &Message, cancel: &CancellationToken) -> Result<Vec<Message>, String> {
+        let mut live = self.live.lock().await;
+        let serving = self.serving(&mut live, agent).await?;
+        let mut blocks = match std::mem::take(&mut serving.fresh) {
+            true => super::handoff::context_blocks(&agent.session(), 1),
+            false => Vec::new(),
+        };
         blocks.push(json!({ "type": "text", "text": prompt.text() }));
         let session = || agent.session();
         let turn = serving.session.prompt(&session, blocks, None, cancel, &Events { agent }).await;

@@ -123,8 +123,7 @@ pub async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>, to: 
     let record = open_session(file, settings)?;
     let target = match to {
         None => Target::Same,
-        Some(agents::OURS) => Target::Ours,
-        Some(name) => Target::Agent(AgentSpec::resolve(settings, name)?),
+        Some(to) => Target::named(settings, to)?,
     };
     let services = services(settings, record.cwd());
     let cancel = ctrl_c()?;
@@ -152,15 +151,6 @@ async fn hand_off(record: &std::sync::Mutex<SessionManager>, services: Arc<Servi
             Ok(exit::FAILURE)
         }
     }
-}
-
-/// After our own handoff with `--to NAME`: the new session runs on that agent.
-pub fn continue_on(settings: &Settings, new_session: &Path, to: &str) -> anyhow::Result<()> {
-    let spec = AgentSpec::resolve(settings, to)?;
-    let mut record = open_session(new_session, settings)?;
-    agents::record_agent_spec(&mut record, &spec)?;
-    record.flush()?;
-    Ok(())
 }
 
 /// `agents`: each configured agent, found (`program`: where) and, when `start`, started and

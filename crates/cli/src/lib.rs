@@ -452,8 +452,11 @@ fn runs_on_agent(file: &Path, settings: &Settings) -> bool {
 async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>, to: Option<&str>) -> anyhow::Result<u8> {
     let cwd = current_dir(None)?;
     let agent = open_agent(settings, &cwd, &SessionChoice::File(file.to_path_buf()))?;
+    // `--to NAME`: the new session goes on on that external agent, read as the editor's
+    // `:Handoff --to` reads it.
+    agent.set_external_runner(Some(Arc::new(handoff_agents::Runner::new(settings.clone()))));
     let controller = Controller::new(agent.clone(), cli_texts());
-    let options = HandoffOptions { focus: focus.map(str::to_string), review: None };
+    let options = HandoffOptions { focus: focus.map(str::to_string), review: None, to: to.map(str::to_string) };
     let done = CancellationToken::new();
     let printer = spawn_stdout_printer(&agent, done.clone());
     let outcome = {
@@ -462,12 +465,7 @@ async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>, to: Opti
     };
     done.cancel();
     let _ = printer.await;
-    let outcome = outcome?;
-    // `--to NAME`: the new session goes on on that external agent (`ours` is where it is).
-    if let (Some(to), HandoffOutcome::Done { session_file, .. }) = (to.filter(|t| *t != handoff_agents::OURS), &outcome) {
-        agents::continue_on(settings, Path::new(session_file), to)?;
-    }
-    handoff_exit_code(outcome)
+    handoff_exit_code(outcome?)
 }
 
 /// The command line's wording of texts that name a front end's commands.

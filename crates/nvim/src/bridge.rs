@@ -152,6 +152,17 @@ impl Outbox {
 }
 
 /// Moves the agent's events into the outbox until its channel closes.
+/// Starts the external agent the controller's session runs on, if it does, in the background:
+/// what it offers (its modes, models, commands) is there before the session's first prompt.
+pub fn start_external_agent(controller: &Arc<Controller>) {
+    let controller = controller.clone();
+    handoff_core::task::spawn("starting the session's external agent", async move {
+        if let Err(e) = controller.agent().start_external().await {
+            tracing::warn!("the session's external agent did not start: {e}");
+        }
+    });
+}
+
 pub fn spawn_collector(controller: Arc<Controller>, outbox: Arc<Outbox>) -> tokio::task::JoinHandle<()> {
     let mut events = controller.agent().subscribe();
     handoff_core::task::spawn("the event collector", async move {
@@ -177,6 +188,7 @@ pub fn spawn_collector(controller: Arc<Controller>, outbox: Arc<Outbox>) -> toki
                             };
                             let transcript = transcript::opened_upto(&controller, leaf).await;
                             outbox.push_all([switch, Record::Transcript(Box::new(transcript))]);
+                            start_external_agent(&controller);
                         }
                         Some(end @ Record::HandoffEnd { .. }) => {
                             let redraw = match &event {

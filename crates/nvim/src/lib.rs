@@ -21,7 +21,7 @@
 //! | `review_decide` | request      | decisions `{ id, state, reason?, edited? }[]` | the ids not known |
 //! | `review_split`  | request      | `{ id, parts }`              | the parts' new ids, or nil |
 //! | `templates`     | request      | —                            | `[{name, description}]`              |
-//! | `agent_offers`  | request      | —                            | what the session's external agent offers, `{commands, mode?, model?}` (each choice `{current, available}`), or nil (ours, or not started yet) |
+//! | `agent_offers`  | request      | —                            | what the session's external agent offers, `{commands, mode?, model?}` (each choice `{current, available}`), or nil (ours, or still starting) |
 //! | `agent_choose`  | request      | `what` (`mode`/`model`), `value` | `true` once the agent took it |
 //! | `new_session`   | request      | —                            | status (a `session_switch` record follows) |
 //! | `set_model`     | request      | `model`                      | status                               |
@@ -307,7 +307,7 @@ impl Host {
         }));
         opened.agent.set_file_access(Arc::new(editor::EditorFiles { nvim: self.inner.nvim.clone() }));
         // A session that runs on an external agent (|handoff-agents|) goes to it.
-        opened.agent.set_external_runner(Some(Arc::new(handoff_agents::Runner::default())));
+        opened.agent.set_external_runner(Some(Arc::new(handoff_agents::Runner::new(settings.clone()))));
         // The model list is read now, off the first prompt's path (a Copilot token with it).
         let provider = opened.agent.provider();
         handoff_core::task::spawn("reading the model list", async move { drop(provider.catalogue(true).await) });
@@ -335,6 +335,7 @@ impl Host {
         };
         self.inner.outbox.push(Record::Transcript(Box::new(transcript)));
         tracing::info!(session = %controller.agent().session().path().display(), "configured");
+        bridge::start_external_agent(&controller);
         if let Some(old) = old {
             let flushed = old.agent().session().flush();
             if let Err(e) = flushed {
@@ -493,7 +494,7 @@ impl Host {
     }
 
     /// `agent NAME`: a new session that runs on the external agent `NAME` of the settings (or a
-    /// command line), or on ours (`ours`: `/new`). The agent starts with the first prompt.
+    /// command line), or on ours (`ours`: `/new`). The agent starts as the session opens.
     fn start_on_agent(&self, controller: Arc<Controller>, name: String) {
         let host = self.clone();
         handoff_core::task::spawn("starting a session on an external agent", async move {
@@ -895,7 +896,7 @@ impl Host {
             // What the user typed: the controller's one parser decides (`/handoff …` included).
             Notification::Prompt { text } => controller.submit(&text),
             Notification::Handoff { focus, flags } => {
-                controller.start_handoff(HandoffOptions { focus, review: flags.review })
+                controller.start_handoff(HandoffOptions { focus, review: flags.review, to: flags.to })
             }
             // Review mode: the document as the user wrote it, or quit.
             // Under way now (a prompt sent after it waits for the new session); its file

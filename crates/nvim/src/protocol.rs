@@ -83,12 +83,14 @@ pub struct ConfigureArgs {
     pub editor_version: Option<String>,
 }
 
-/// `handoff`'s second argument: `{ review? }` (`:Handoff!` sends `review = true`; absent, the
-/// configured default applies).
+/// `handoff`'s second argument: `{ review?, to? }` (`:Handoff!` sends `review = true`; absent,
+/// the configured default applies; `:Handoff --to NAME` sends `to`: where the new session goes
+/// on, an agent of `agents` or `ours`).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
 pub struct HandoffFlags {
     pub review: Option<bool>,
+    pub to: Option<String>,
 }
 
 

@@ -25,11 +25,24 @@ pub trait ExternalRunner: Send + Sync {
     /// that it runs on the same agent (written into the new session once it is made).
     fn successor(&self, old: &SessionManager) -> Option<SessionSetting>;
 
+    /// Starts the agent of `agent`'s current session (a session on it opened or loaded)
+    /// before its first prompt, so that what it offers (its modes, models, commands) is there
+    /// as the session opens. A prompt starts it too.
+    async fn start(&self, _agent: &AgentSession) -> Result<(), String> {
+        Ok(())
+    }
+
     /// What the agent running the session of `file` offers now (its commands, modes,
     /// models: the front end's completion and pickers), as the front end shows it; `None`
-    /// when no agent runs it (it starts with the session's first prompt).
+    /// when no agent runs it (not started yet).
     fn offers(&self, _file: &std::path::Path) -> Option<serde_json::Value> {
         None
+    }
+
+    /// What a handoff's new session records to go on where the user named (`--to NAME`: an
+    /// agent the front end knows, or `ours`: nothing); why not, for a name it cannot start.
+    fn successor_to(&self, to: &str) -> Result<Option<SessionSetting>, String> {
+        Err(format!("{NO_AGENTS} ({to:?})"))
     }
 
     /// Sets the agent's `what` (`mode`, `model`) to `value` for the session of `file`.
@@ -37,6 +50,9 @@ pub trait ExternalRunner: Send + Sync {
         Err(format!("this agent offers no {what}"))
     }
 }
+
+/// Why `--to` names nothing where no runner of external agents is set.
+const NO_AGENTS: &str = "no external agent can be named here";
 
 /// Entries a new session starts with (see [`ExternalRunner::successor`]).
 pub type SessionSetting = Box<dyn FnOnce(&mut SessionManager) -> Result<(), crate::session::SessionError> + Send>;
@@ -51,6 +67,24 @@ impl AgentSession {
     /// (`None`: the session runs on ours).
     pub fn external_successor(&self) -> Option<SessionSetting> {
         self.external_runner()?.successor(&self.session())
+    }
+
+    /// What a handoff's new session records to go on where `to` names
+    /// ([`ExternalRunner::successor_to`]), whatever the current session runs on.
+    pub fn successor_to(&self, to: &str) -> Result<Option<SessionSetting>, String> {
+        match super::lock(&self.external).clone() {
+            Some(runner) => runner.successor_to(to),
+            None => Err(format!("{NO_AGENTS} ({to:?})")),
+        }
+    }
+
+    /// Starts the external agent of the current session, when it runs on one
+    /// ([`ExternalRunner::start`]).
+    pub async fn start_external(&self) -> Result<(), String> {
+        match self.external_runner() {
+            Some(runner) => runner.start(self).await,
+            None => Ok(()),
+        }
     }
 
     /// What the external agent of the current session offers ([`ExternalRunner::offers`]).

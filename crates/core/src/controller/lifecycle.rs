@@ -320,7 +320,7 @@ impl Lifecycle {
         let Ok(held) = self.take(Phase::Handoff) else {
             return HandoffOutcome::Refused { reason: Refusal::Busy };
         };
-        self.handoff.run(held.hold(), &self.shared.agent, options.focus.as_deref(), review).await
+        self.handoff.run(held.hold(), &self.shared.agent, options.focus.as_deref(), review, options.to.as_deref()).await
     }
 
     /// Idle → [`Phase::Committing`] → Prompting or Idle: the user wrote the reviewed document.

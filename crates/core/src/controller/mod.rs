@@ -668,7 +668,7 @@ impl Controller {
     pub async fn run_input(&self, text: &str) -> InputOutcome {
         match classify_input(text) {
             Input::Handoff { focus } => {
-                InputOutcome::Handoff(self.handoff(HandoffOptions { focus: Some(focus), review: None }).await)
+                InputOutcome::Handoff(self.handoff(HandoffOptions::focus(focus)).await)
             }
             Input::Pin(command) => {
                 let result = self.pin(command);

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{
-    lock, AgentError, AgentEvent, AgentSession, Hold, RunClaim, RunOptions, RunResult, SwitchReason, Wall, WallReason,
+    lock, AgentError, AgentEvent, AgentSession, Hold, RunClaim, RunOptions, RunResult, SessionSetting, SwitchReason, Wall,
+    WallReason,
 };
 use crate::failure::FailureKind;
 /// How a handoff ended, and why one did nothing: event payloads, so they live with the events
@@ -62,11 +63,15 @@ pub struct HandoffOptions {
     /// Open the document for review before a new session starts. `None`: the front end's
     /// configured default (`setup{ handoff = { review } }`; the CLI never reviews).
     pub review: Option<bool>,
+    /// Where the new session goes on (`--to NAME`: an external agent's name, or `ours`), as
+    /// the agent's [`ExternalRunner`](crate::agent::ExternalRunner) reads it. `None`: where
+    /// this one runs.
+    pub to: Option<String>,
 }
 
 impl HandoffOptions {
     pub fn focus(focus: impl Into<String>) -> Self {
-        Self { focus: Some(focus.into()), review: None }
+        Self { focus: Some(focus.into()), ..Self::default() }
     }
 }
 
@@ -296,6 +301,9 @@ pub enum HandoffError {
     Run(#[from] AgentError),
     #[error("could not write the new session: {0}")]
     Write(#[from] SessionError),
+    /// Where the user said the new session goes on (`--to`) is nowhere it can.
+    #[error("{0}")]
+    Target(String),
 }
 
 impl From<HandoffError> for HandoffOutcome {
@@ -351,9 +359,16 @@ fn write_document_file(session_file: &Path, document: &str) -> Result<PathBuf, S
 }
 
 /// A document waiting for the user's review.
-#[derive(Clone, Debug)]
 struct PendingReview {
     carried: Carried,
+    /// What the new session records of where it goes on.
+    successor: Option<SessionSetting>,
+}
+
+impl std::fmt::Debug for PendingReview {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingReview").field("carried", &self.carried).field("successor", &self.successor.is_some()).finish()
+    }
 }
 
 /// The handoff of one agent session: at most one runs at a time, and it can be cancelled.
@@ -400,19 +415,29 @@ impl Handoff {
     /// `review`, the document is not used at once: the outcome is `Review`, and the new session
     /// starts when the user writes the text ([`Handoff::commit`]).
     /// `hold`: the caller's phase guard's (a handoff runs and switches sessions).
-    pub(crate) async fn run(&self, hold: &Hold, agent: &AgentSession, focus: Option<&str>, review: bool) -> HandoffOutcome {
+    /// `to`: where the new session goes on (`--to`, [`HandoffOptions::to`]).
+    pub(crate) async fn run(&self, hold: &Hold, agent: &AgentSession, focus: Option<&str>, review: bool, to: Option<&str>) -> HandoffOutcome {
         let focus = focus.map(str::trim).filter(|f| !f.is_empty()).map(str::to_string);
-        self.run_with(hold, agent, focus, review, None).await
+        self.run_with(hold, agent, focus, review, None, to).await
     }
 
     /// The automatic handoff of a run that stopped at `wall` (`auto`): the same pipeline, with
     /// a focus naming the step in flight; nothing reaches the old session unless it succeeds.
     pub(crate) async fn run_auto(&self, hold: &Hold, agent: &AgentSession, wall: Wall, review: bool) -> HandoffOutcome {
         let focus = auto::focus(&wall, &auto::last_tools(&agent.session().get_branch(None)));
-        self.run_with(hold, agent, Some(focus), review, Some(wall)).await
+        self.run_with(hold, agent, Some(focus), review, Some(wall), None).await
     }
 
-    async fn run_with(&self, hold: &Hold, agent: &AgentSession, focus: Option<String>, review: bool, auto: Option<Wall>) -> HandoffOutcome {
+    /// `to`: where the new session goes on (`None`: where this one runs).
+    async fn run_with(
+        &self,
+        hold: &Hold,
+        agent: &AgentSession,
+        focus: Option<String>,
+        review: bool,
+        auto: Option<Wall>,
+        to: Option<&str>,
+    ) -> HandoffOutcome {
         // 1. Start: guard, abort controller, prompt.
         let token = CancellationToken::new();
         let claim = {
@@ -435,18 +460,25 @@ impl Handoff {
         // At the wall, the draft written before it (if any) is continued from, when it can be.
         let prepared = auto.and_then(|wall| self.drafts.take(agent).and_then(|mut taken| taken.usable(agent, &wall).then_some(taken)));
         agent.emit(AgentEvent::HandoffStart { focus: focus.clone(), auto, prepared: prepared.is_some() });
-        let drafted = match (prepared, auto) {
-            (Some(taken), Some(wall)) => from_draft(agent, taken, &token, wall).await,
+        // Where the new session goes on: a name that goes nowhere fails before the document
+        // is asked for.
+        let successor = match to {
+            None => Ok(agent.external_successor()),
+            Some(to) => agent.successor_to(to).map_err(HandoffError::Target),
+        };
+        let drafted = match (successor.is_ok(), prepared, auto) {
+            (true, Some(taken), Some(wall)) => from_draft(agent, taken, &token, wall).await,
             _ => Ok(None),
         };
         let from_the_draft = matches!(drafted, Ok(Some(_)));
-        let generated = match drafted {
-            Ok(Some(generated)) => {
+        let (successor, generated) = match (successor, drafted) {
+            (Err(reason), _) => (None, Err(reason)),
+            (Ok(successor), Ok(Some(generated))) => {
                 drop(claim);
-                Ok(generated)
+                (successor, Ok(generated))
             }
-            Ok(None) => generate(hold, agent, focus.as_deref(), &token, claim, auto).await,
-            Err(reason) => Err(reason),
+            (Ok(successor), Ok(None)) => (successor, generate(hold, agent, focus.as_deref(), &token, claim, auto).await),
+            (Ok(successor), Err(reason)) => (successor, Err(reason)),
         };
         let generated = match (generated, auto) {
             // At the wall the work must go on: the host writes the document the model did not.
@@ -461,12 +493,12 @@ impl Handoff {
                 let text = with_facts(&document, &carried);
                 let facts_at = (!carried.is_empty()).then_some(document.len() + 2);
                 let ledger = ledger_of(&agent.session(), &text, &carried);
-                *lock(&self.draft) = Some(PendingReview { carried });
+                *lock(&self.draft) = Some(PendingReview { carried, successor });
                 HandoffOutcome::Review { missing_sections: missing_sections(&document), text, facts_at, elided, ledger: Box::new(ledger) }
             }
             // The new session's file work (writing, fsyncing) holds no runtime worker: the
             // host's other tasks (the editor's requests) go on meanwhile.
-            Ok((document, carried, elided)) => match crate::task::blocking(|| start_new_session(hold, agent, &with_facts(&document, &carried), &carried)) {
+            Ok((document, carried, elided)) => match crate::task::blocking(|| start_new_session(hold, agent, &with_facts(&document, &carried), &carried, successor)) {
                 Ok(new) => done(document, &carried, new, elided, from_the_draft),
                 Err(reason) => reason.into(),
             },
@@ -495,7 +527,7 @@ impl Handoff {
         } else {
             // The text already holds the facts as the user left them; the entry's details keep
             // what the host knows, for the handoffs after this one.
-            match start_new_session(hold, agent, text, &draft.carried) {
+            match start_new_session(hold, agent, text, &draft.carried, draft.successor) {
                 Ok(new) => {
                     let fallback = Carried { fallback: draft.carried.fallback.clone(), ..Carried::default() };
                     done(text.to_string(), &fallback, new, None, false)
@@ -641,10 +673,9 @@ async fn run_fitted(
 /// onto it. `facts` go into the entry's details.
 /// The new session is built beside the old one and switched to only once it is complete on
 /// disk, so a write error (full disk, read-only folder) leaves the agent on the old session.
-fn start_new_session(hold: &Hold, agent: &AgentSession, text: &str, carried: &Carried) -> Result<NewSession, HandoffError> {
+/// `external`: what the new session records of the external agent it goes on on (none: ours).
+fn start_new_session(hold: &Hold, agent: &AgentSession, text: &str, carried: &Carried, external: Option<SessionSetting>) -> Result<NewSession, HandoffError> {
     let carry = agent.settings_carrier();
-    // A session on an external agent goes on on the same agent.
-    let external = agent.external_successor();
     // The old session is locked only while what the new one takes of it is read: the new
     // session's writing and fsync (a reviewed document can be megabytes) leave the agent free
     // for the front end's other requests.

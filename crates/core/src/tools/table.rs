@@ -195,6 +195,15 @@ pub struct Preview {
     pub diff: String,
 }
 
+impl Preview {
+    /// A file's change from `before` to `after` as an approval shows it: both texts, and their
+    /// diff (line endings read as LF). Our `write`'s preview, and an external agent's diff.
+    pub fn of(before: String, after: String) -> Preview {
+        let diff = super::edit::diff_string(&super::edit::normalize_to_lf(&before), &super::edit::normalize_to_lf(&after), 4).0;
+        Preview { before, after, diff }
+    }
+}
+
 /// What a call of `name` would change, for its approval (see [`Tool::preview`]).
 pub async fn preview(name: &str, arguments: &Value, ctx: &ToolContext) -> Option<Preview> {
     lookup(name)?.preview(arguments, ctx).await

@@ -81,8 +81,7 @@ impl super::Tool for Write {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
             Err(_) => String::new(),
         };
-        let diff = super::edit::diff_string(&super::edit::normalize_to_lf(&before), &super::edit::normalize_to_lf(&after), 4).0;
-        Some(super::Preview { before, after, diff })
+        Some(super::Preview::of(before, after))
     }
 
     fn fact(&self, args: &Value, result: &crate::message::Message) -> Option<super::CallFact> {
