@@ -594,3 +594,55 @@ async fn trust_project_mcp_lists_each_server_as_written_on_stderr_then_trusts_it
     assert!(!stderr.contains("not trusted"), "{stderr}");
     assert!(marker.exists(), "the trusted server did not start");
 }
+
+/// How many times the host read `file` whole, from its debug log.
+fn reads_of(log: &Path, file: &Path) -> usize {
+    let log = std::fs::read_to_string(log).unwrap_or_default();
+    let file = file.display().to_string();
+    log.lines().filter(|l| l.contains("read the session file") && l.contains(&file)).count()
+}
+
+/// Issue 40: a large session is read once on the way from `--session FILE` to the answer —
+/// the CLI asks whether its record runs on an external agent, and the answer's path takes the
+/// session it read (it read it twice: once to ask, once to answer). The handoff at the wall,
+/// `handoff FILE`, and a session of an external agent included.
+#[tokio::test]
+async fn a_session_named_is_read_once_on_the_way_to_the_answer() {
+    let env = Env::new().await;
+    // A long first answer (~5k tokens), so that a window of 4k is past the wall but holds the
+    // new session with the document.
+    env.mock.push(MockReply::text(&"many words here ".repeat(1200)));
+    let r = env.run(&["prompt", "--new", "First question"]).await;
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let file = PathBuf::from(r.stderr_lines()[0]);
+    let log = env.dir.path().join("host.log");
+    let run = |args: Vec<String>, window: Option<&str>| {
+        let mut c = env.command(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        c.env("HANDOFF_LOG", "handoff_core::session=debug").env("HANDOFF_LOG_FILE", &log);
+        if let Some(window) = window {
+            c.env("HANDOFF_CONTEXT_WINDOW", window);
+        }
+        async move { tokio::time::timeout(T, c.output()).await.expect("CLI hung").unwrap() }
+    };
+    let path = file.display().to_string();
+    env.mock.push(MockReply::text("Second answer."));
+    let out = run(vec!["prompt".into(), "--session".into(), path.clone(), "Second question".into()], None).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(reads_of(&log, &file), 1, "prompt --session");
+
+    // At the wall: handed off first, then answered in the new session.
+    std::fs::remove_file(&log).unwrap();
+    env.mock.push(MockReply::text(DOCUMENT));
+    env.mock.push(MockReply::text("Answered after the handoff."));
+    let out = run(vec!["prompt".into(), "--session".into(), path.clone(), "next step?".into()], Some("4000")).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Answered after the handoff."), "{stderr}");
+    assert_eq!(reads_of(&log, &file), 1, "prompt --session at the wall");
+
+    std::fs::remove_file(&log).unwrap();
+    env.mock.push(MockReply::text(DOCUMENT));
+    let out = run(vec!["handoff".into(), path.clone()], None).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(reads_of(&log, &file), 1, "handoff FILE");
+}

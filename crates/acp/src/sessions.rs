@@ -85,7 +85,7 @@ impl Server {
         let settings = self.settings.clone();
         let opened = {
             let cwd = cwd.clone();
-            tokio::task::spawn_blocking(move || open_agent(&settings, &cwd, &choice, &client_servers))
+            tokio::task::spawn_blocking(move || open_agent(&settings, &cwd, choice, &client_servers))
                 .await
                 .map_err(|e| AcpError::Failed(format!("the loader stopped: {e}")))?
                 .map_err(AcpError::Failed)?
@@ -279,7 +279,7 @@ pub(super) fn mcp_entry(server: &Value) -> Option<(String, Value)> {
 
 /// Opens the chosen session as the CLI does (`controller::open_for`: the same AGENTS.md, MCP
 /// files and `--thinking`), with the client's MCP servers added to the configured ones.
-pub(super) fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice, client_servers: &[Value]) -> Result<OpenedFor, String> {
+pub(super) fn open_agent(settings: &Settings, cwd: &Path, choice: SessionChoice, client_servers: &[Value]) -> Result<OpenedFor, String> {
     let mut front_end = frontend_paths::front_end(settings);
     front_end.mcp_servers = client_servers.iter().filter_map(mcp_entry).collect();
     controller::open_for(&front_end, settings, cwd, choice).map_err(|failure| failure.message)

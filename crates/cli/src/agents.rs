@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{consent, current_dir, exit, open_session, sigint};
+use super::{consent, current_dir, exit, open_session, say_warnings, sigint};
 use handoff_agents::handoff::{self as agent_handoff, Target};
 use handoff_agents::{self as agents, AgentSpec, ExternalSession, Services, Shown};
 use handoff_core::config::Settings;
 use handoff_core::controller::commands::{self, SlashCommand};
+use handoff_core::controller::SessionChoice;
 use handoff_core::message::Message;
 use handoff_core::session::SessionManager;
 use handoff_core::tools::{DiskFileAccess, EnvPolicy};
@@ -69,11 +70,12 @@ fn ctrl_c() -> anyhow::Result<CancellationToken> {
 /// `prompt` on an external agent: `agent` (`--agent`), else the one `session` runs on.
 /// A new session unless `session` is given; `/handoff [focus]` hands the session off to a new
 /// one on the same agent.
-pub async fn prompt(settings: &Settings, agent: Option<&str>, session: Option<PathBuf>, cwd: Option<PathBuf>, text: &str) -> anyhow::Result<u8> {
+pub async fn prompt(settings: &Settings, agent: Option<&str>, choice: SessionChoice, cwd: Option<PathBuf>, text: &str) -> anyhow::Result<u8> {
     let cwd = current_dir(cwd)?;
-    let mut record = match &session {
-        Some(path) => open_session(path, settings)?,
-        None => SessionManager::create(&frontend_paths::session_dir(settings), &cwd, None)?,
+    let mut record = match choice {
+        SessionChoice::Loaded(session) => record_of(*session),
+        SessionChoice::File(path) => open_session(&path, settings)?,
+        SessionChoice::Newest | SessionChoice::New => SessionManager::create(&frontend_paths::session_dir(settings), &cwd, None)?,
     };
     let recorded = agents::agent_of(&record);
     let spec = match (agent, &recorded) {
@@ -119,8 +121,12 @@ pub async fn prompt(settings: &Settings, agent: Option<&str>, session: Option<Pa
 }
 
 /// `handoff FILE` of an external agent's session (`--to`: where it goes on).
-pub async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>, to: Option<&str>) -> anyhow::Result<u8> {
-    let record = open_session(file, settings)?;
+pub async fn handoff(settings: &Settings, choice: SessionChoice, focus: Option<&str>, to: Option<&str>) -> anyhow::Result<u8> {
+    let record = match choice {
+        SessionChoice::Loaded(session) => record_of(*session),
+        SessionChoice::File(path) => open_session(&path, settings)?,
+        SessionChoice::Newest | SessionChoice::New => anyhow::bail!("a handoff needs a session file"),
+    };
     let target = match to {
         None => Target::Same,
         Some(to) => Target::named(settings, to)?,
@@ -128,6 +134,12 @@ pub async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>, to: 
     let services = services(settings, record.cwd());
     let cancel = ctrl_c()?;
     hand_off(&std::sync::Mutex::new(record), services, focus, target, &cancel).await
+}
+
+/// A session the command read already, as `open_session` gives one: its load's warnings said.
+fn record_of(session: SessionManager) -> SessionManager {
+    say_warnings(&session);
+    session
 }
 
 async fn hand_off(record: &std::sync::Mutex<SessionManager>, services: Arc<Services>, focus: Option<&str>, target: Target, cancel: &CancellationToken) -> anyhow::Result<u8> {

@@ -194,7 +194,7 @@ fn current_dir(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 
 /// Opens the chosen session for a command (the one way, `controller::open_for`), saying on
 /// stderr what the load had to repair and what of the MCP servers will not start.
-fn open_agent(settings: &Settings, cwd: &Path, choice: &SessionChoice) -> anyhow::Result<Arc<AgentSession>> {
+fn open_agent(settings: &Settings, cwd: &Path, choice: SessionChoice) -> anyhow::Result<Arc<AgentSession>> {
     let opened = controller::open_for(&frontend_paths::front_end(settings), settings, cwd, choice)
         .map_err(|failure| anyhow::anyhow!(failure.message))?;
     if let Some(hub) = &opened.mcp {
@@ -232,10 +232,24 @@ fn trust_project_mcp(hub: &McpHub) -> anyhow::Result<()> {
 
 fn open_session(path: &Path, settings: &Settings) -> anyhow::Result<SessionManager> {
     let session = SessionManager::open(path, &frontend_paths::session_dir(settings))?;
+    say_warnings(&session);
+    Ok(session)
+}
+
+/// What the load of `session` had to say about its file, on stderr.
+fn say_warnings(session: &SessionManager) {
     for warning in session.warnings() {
         eprintln!("warning: {warning}");
     }
-    Ok(session)
+}
+
+/// A session file a command names, read once (a large one is read once on the way to the
+/// answer): whether it runs on an external agent decides which path takes it. `None`: it
+/// cannot be read (the path that takes the file says why).
+fn read_named_session(path: &Path, settings: &Settings) -> Option<(SessionManager, bool)> {
+    let session = SessionManager::open(path, &frontend_paths::session_dir(settings)).ok()?;
+    let on_agent = handoff_agents::agent_of(&session).is_some();
+    Some((session, on_agent))
 }
 
 /// Listens for SIGINT from now on: registered before the work starts, so that even an early
@@ -353,19 +367,8 @@ async fn interruptible<T: Send + 'static>(
 
 /// `prompt`: what was typed goes through the controller, as in the editor, so
 /// `prompt "/handoff focus"` hands off.
-async fn prompt(
-    settings: &Settings,
-    session: Option<PathBuf>,
-    new: bool,
-    cwd: Option<PathBuf>,
-    text: &str,
-) -> anyhow::Result<u8> {
+async fn prompt(settings: &Settings, choice: SessionChoice, cwd: Option<PathBuf>, text: &str) -> anyhow::Result<u8> {
     let cwd = current_dir(cwd)?;
-    let choice = match (session, new) {
-        (Some(path), _) => SessionChoice::File(path),
-        (None, false) => SessionChoice::Newest,
-        (None, true) => SessionChoice::New,
-    };
     let auto = settings.auto_handoff();
     if auto == AutoHandoff::Review {
         anyhow::bail!("--auto-handoff review needs an editor to review the document in: use continue or off");
@@ -373,7 +376,7 @@ async fn prompt(
     // What the first command needs is made while the prompt starts.
     handoff_core::sandbox::prefetch(&cwd, settings.sandbox());
     let confined = refuse_unenforceable_sandbox(settings)?;
-    let agent = open_agent(settings, &cwd, &choice)?;
+    let agent = open_agent(settings, &cwd, choice)?;
     // Said only once the prompt will run: a start that failed says why and nothing else.
     let warning = confined.then(warn_without_mount_namespace).flatten();
     eprintln!("{}", agent.session().path().display());
@@ -444,14 +447,9 @@ fn prompt_exit_code(result: &RunResult) -> u8 {
     }
 }
 
-/// Whether the session `file` runs on an external agent (its record says which).
-fn runs_on_agent(file: &Path, settings: &Settings) -> bool {
-    SessionManager::open(file, &frontend_paths::session_dir(settings)).is_ok_and(|s| handoff_agents::agent_of(&s).is_some())
-}
-
-async fn handoff(settings: &Settings, file: &Path, focus: Option<&str>, to: Option<&str>) -> anyhow::Result<u8> {
+async fn handoff(settings: &Settings, choice: SessionChoice, focus: Option<&str>, to: Option<&str>) -> anyhow::Result<u8> {
     let cwd = current_dir(None)?;
-    let agent = open_agent(settings, &cwd, &SessionChoice::File(file.to_path_buf()))?;
+    let agent = open_agent(settings, &cwd, choice)?;
     // `--to NAME`: the new session goes on on that external agent, read as the editor's
     // `:Handoff --to` reads it.
     agent.set_external_runner(Some(Arc::new(handoff_agents::Runner::new(settings.clone()))));
@@ -618,20 +616,33 @@ pub async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCod
         Command::Rpc | Command::Acp => anyhow::bail!("the Neovim host and the ACP agent are served by the executable, not the CLI"),
         Command::Prompt { session, new, cwd, agent, text } => {
             let text = text.join(" ");
-            let on_agent = agent.is_some() || session.as_deref().is_some_and(|s| runs_on_agent(s, &settings));
+            let named = session.as_deref().and_then(|path| read_named_session(path, &settings));
+            let on_agent = agent.is_some() || named.as_ref().is_some_and(|(_, on_agent)| *on_agent);
+            let choice = match (named, session, new) {
+                (Some((session, _)), _, _) => SessionChoice::Loaded(Box::new(session)),
+                (None, Some(path), _) => SessionChoice::File(path),
+                (None, None, false) => SessionChoice::Newest,
+                (None, None, true) => SessionChoice::New,
+            };
             match on_agent {
-                true => agents::prompt(&settings, agent.as_deref(), session, cwd, &text).await?,
-                false => prompt(&settings, session, new, cwd, &text).await?,
+                true => agents::prompt(&settings, agent.as_deref(), choice, cwd, &text).await?,
+                false => prompt(&settings, choice, cwd, &text).await?,
             }
         }
         Command::Context { file } => return print_context(&file, &settings),
         Command::Todos { file } => return print_todos(&file, &settings),
         Command::Sessions { cwd } => return print_sessions(cwd, &settings),
         Command::Changes { file, json } => return print_changes(&file, json),
-        Command::Handoff { file, focus, to } => match runs_on_agent(&file, &settings) {
-            true => agents::handoff(&settings, &file, focus.as_deref(), to.as_deref()).await?,
-            false => handoff(&settings, &file, focus.as_deref(), to.as_deref()).await?,
-        },
+        Command::Handoff { file, focus, to } => {
+            let (choice, on_agent) = match read_named_session(&file, &settings) {
+                Some((session, on_agent)) => (SessionChoice::Loaded(Box::new(session)), on_agent),
+                None => (SessionChoice::File(file), false),
+            };
+            match on_agent {
+                true => agents::handoff(&settings, choice, focus.as_deref(), to.as_deref()).await?,
+                false => handoff(&settings, choice, focus.as_deref(), to.as_deref()).await?,
+            }
+        }
         Command::Agents { no_start } => agents::list(&settings, !no_start).await?,
         Command::Models => print_models(&settings).await?,
     };

@@ -269,7 +269,7 @@ impl Host {
         let open = |choice: SessionChoice| {
             let (settings, front_end, prepared, cwd) = (settings.clone(), front_end.clone(), prepared.clone(), cwd.clone());
             async move {
-                tokio::task::spawn_blocking(move || prepared.open(&front_end, &settings, &cwd, &choice))
+                tokio::task::spawn_blocking(move || prepared.open(&front_end, &settings, &cwd, choice))
                     .await
                     .unwrap_or_else(|e| Err(stopped(e)))
             }

@@ -387,12 +387,14 @@ impl Default for FrontEndTexts {
 }
 
 /// Which session to continue.
-#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SessionChoice {
     /// The newest session of the working directory, or a new one when it has none.
     Newest,
     /// This file.
     File(PathBuf),
+    /// A session file the front end has read already (the CLI reads it to see whether it
+    /// runs on an external agent): not read again — a large session is read once.
+    Loaded(Box<SessionManager>),
     /// A new, empty session.
     New,
 }
@@ -411,7 +413,7 @@ fn open_session(
     config: AgentConfig,
     session_dir: &Path,
     cwd: &Path,
-    choice: &SessionChoice,
+    choice: SessionChoice,
 ) -> Result<Opened, SessionError> {
     // The newest by the files' headers alone: a start-up never loads the folder's other sessions.
     let newest = match choice {
@@ -419,7 +421,8 @@ fn open_session(
         _ => None,
     };
     let (session, created) = match (choice, newest) {
-        (SessionChoice::File(path), _) => (SessionManager::open(path, session_dir)?, false),
+        (SessionChoice::File(path), _) => (SessionManager::open(&path, session_dir)?, false),
+        (SessionChoice::Loaded(session), _) => (*session, false),
         (SessionChoice::Newest, Some(path)) => (SessionManager::open(&path, session_dir)?, false),
         (SessionChoice::Newest | SessionChoice::New, _) => (SessionManager::create(session_dir, cwd, None)?, true),
     };
@@ -466,7 +469,7 @@ pub struct OpenedFor {
 /// Opens `choice` for `cwd` as `front_end` does: [`prepare_for`] then [`Prepared::open`].
 /// Reads files: call it off the runtime's threads. The front end then sets how it asks and
 /// reaches files.
-pub fn open_for(front_end: &FrontEnd, settings: &crate::config::Settings, cwd: &Path, choice: &SessionChoice) -> Result<OpenedFor, Failure> {
+pub fn open_for(front_end: &FrontEnd, settings: &crate::config::Settings, cwd: &Path, choice: SessionChoice) -> Result<OpenedFor, Failure> {
     prepare_for(front_end, settings, cwd)?.open(front_end, settings, cwd, choice)
 }
 
@@ -503,7 +506,7 @@ pub struct Prepared {
 impl Prepared {
     /// The session ([`open_session`]) on this configuration, and `--thinking` when the front
     /// end takes it as pi does. Reads the session: off the runtime's threads.
-    pub fn open(self, front_end: &FrontEnd, settings: &crate::config::Settings, cwd: &Path, choice: &SessionChoice) -> Result<OpenedFor, Failure> {
+    pub fn open(self, front_end: &FrontEnd, settings: &crate::config::Settings, cwd: &Path, choice: SessionChoice) -> Result<OpenedFor, Failure> {
         let opened = open_session(self.config, &front_end.session_dir, cwd, choice).map_err(session_failure)?;
         if let (true, Some(level)) = (front_end.thinking_switches, settings.thinking) {
             opened.agent.set_thinking_level(level).map_err(|e| failure_of(e, text::doing::SET_THINKING))?;

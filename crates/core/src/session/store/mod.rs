@@ -108,6 +108,8 @@ impl SessionManager {
         }
         let mut bytes = Vec::new();
         File::open(&path).and_then(|mut f| f.read_to_end(&mut bytes)).map_err(io_err(&path))?;
+        // Said at debug level: how often a command reads a file is checked by the tests.
+        tracing::debug!(path = %path.display(), bytes = bytes.len(), "read the session file");
         let Parsed { mut header, preamble, mut entries, mut warnings, ends_with_newline } =
             parse_file(&path, bytes)?;
         warnings.extend(migrate::migrate(&mut header, &mut entries));
