@@ -277,6 +277,12 @@ impl Review {
     /// ahead. Returns how many hunks in how many files were handed over.
     pub fn hand_over(&self, to: &Review) -> Result<Unreviewed, SessionError> {
         let unreviewed = self.unreviewed()?;
+        // Nothing to hand over: neither review is written (a handoff's commit fsyncs each
+        // file it writes). The new session shows none of this one's calls, so their ids
+        // cannot meet.
+        if unreviewed.is_empty() {
+            return Ok(Unreviewed::of(&unreviewed));
+        }
         let mut inherited: Vec<Inherited> = Vec::new();
         for call in &unreviewed {
             match inherited.iter_mut().find(|i| i.review == call.owner) {
@@ -639,5 +645,20 @@ mod tests {
         let mut seen: Vec<u64> = grandchild.unreviewed().unwrap().iter().flat_map(|c| c.hunks.iter().map(|h| h.id)).collect();
         seen.sort_unstable();
         assert_eq!(seen, [1, 5]);
+    }
+
+    #[test]
+    fn a_handoff_with_nothing_to_review_writes_no_review() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+        let (parent, child) = (Review::of_session(&a), Review::of_session(&b));
+        assert_eq!(parent.hand_over(&child).unwrap(), Unreviewed { hunks: 0, files: 0 });
+        assert!(!parent.dir().exists() && !child.dir().exists(), "a handoff's commit writes (and fsyncs) no empty review");
+        // Everything reviewed: the same.
+        let file = dir.path().join("f.txt");
+        parent.record(&CallOf { call_id: "c1", tool: "write", entry_id: "e1", path: &file }, &Before::Missing, b"x\n", 1).unwrap();
+        parent.decide(&[Decision { id: 1, state: HunkState::Kept, reason: None, edited: false }]).unwrap();
+        assert_eq!(parent.hand_over(&child).unwrap(), Unreviewed { hunks: 0, files: 0 });
+        assert!(!child.dir().exists());
     }
 }
