@@ -263,12 +263,16 @@ fn layer_access() -> landlock::BitFlags<AccessFs> {
 /// one command's helper to add what its namespace mounted to and bind itself with (see
 /// `read_rules::ReadRules::take_layer`). Its descriptor is close-on-exec.
 pub fn read_layer(rules: &[(super::rule_wire::ReadRule, PathBuf)]) -> Result<std::os::fd::OwnedFd, RestrictError> {
-    let mut created = Ruleset::default().set_compatibility(CompatLevel::HardRequirement).handle_access(layer_access())?.create()?;
+    use std::os::fd::AsFd;
+    let created = Ruleset::default().set_compatibility(CompatLevel::HardRequirement).handle_access(layer_access())?.create()?;
+    let layer = Option::<std::os::fd::OwnedFd>::from(created).ok_or_else(|| RestrictError::Unsupported("Landlock made no ruleset".into()))?;
+    // Added as the helper adds its `--read-after` rules: `opened_read_rules` has looked at
+    // each path's kind already (the crate's `PathBeneath` would `fstat` it a second time).
     for (fd, access) in opened_read_rules(rules, AccessFs::Refer.into()) {
-        // An error leaves this rule out (the ruleset stays as it was).
-        let _ = (&mut created).add_rule(PathBeneath::new(fd, access));
+        // An error leaves this rule out (the path stays unreadable, never the other way).
+        let _ = add_rule_to(layer.as_fd(), fd.as_fd(), access);
     }
-    Option::<std::os::fd::OwnedFd>::from(created).ok_or_else(|| RestrictError::Unsupported("Landlock made no ruleset".into()))
+    Ok(layer)
 }
 
 /// `landlock_add_rule(LANDLOCK_RULE_PATH_BENEATH)` on a ruleset this process holds only as a
