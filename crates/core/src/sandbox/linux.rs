@@ -233,9 +233,17 @@ fn opened_read_rules<'a>(
     folder_extra: landlock::BitFlags<AccessFs>,
 ) -> impl Iterator<Item = (std::os::fd::OwnedFd, landlock::BitFlags<AccessFs>)> + 'a {
     use super::rule_wire::ReadRule;
-    use std::os::fd::AsRawFd;
+    use std::os::fd::{AsFd, AsRawFd};
+    // The folder last listed (`ListOnly`) and its descriptor: the rules for its entries come
+    // after it (`read_rules::listed`), and each is opened from it, one name without a symlink
+    // (not the whole path again from `/`).
+    let mut folder: Option<(&'a Path, std::os::fd::OwnedFd)> = None;
     rules.iter().filter_map(move |(rule, path)| {
-        let fd = super::rule_wire::open_no_symlinks(path).ok()?;
+        let in_folder = folder.as_ref().filter(|(dir, _)| path.parent() == Some(*dir));
+        let fd = match (in_folder, path.file_name()) {
+            (Some((_, dir)), Some(name)) => super::rule_wire::open_no_symlinks_in(dir.as_fd(), Path::new(name)).ok()?,
+            _ => super::rule_wire::open_no_symlinks(path).ok()?,
+        };
         // SAFETY: fstat fills the zeroed struct we own, from a descriptor we own.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
@@ -244,7 +252,10 @@ fn opened_read_rules<'a>(
         let access = match (rule, st.st_mode & libc::S_IFMT) {
             (ReadRule::Beneath, libc::S_IFDIR) => AccessFs::from_read(FS_ABI) | folder_extra,
             (ReadRule::Beneath, libc::S_IFREG) => AccessFs::ReadFile | AccessFs::Execute,
-            (ReadRule::ListOnly, libc::S_IFDIR) => folder_extra | AccessFs::ReadDir,
+            (ReadRule::ListOnly, libc::S_IFDIR) => {
+                folder = fd.try_clone().ok().map(|copy| (path.as_path(), copy));
+                folder_extra | AccessFs::ReadDir
+            }
             _ => return None,
         };
         Some((fd, access))
@@ -263,12 +274,16 @@ fn layer_access() -> landlock::BitFlags<AccessFs> {
 /// one command's helper to add what its namespace mounted to and bind itself with (see
 /// `read_rules::ReadRules::take_layer`). Its descriptor is close-on-exec.
 pub fn read_layer(rules: &[(super::rule_wire::ReadRule, PathBuf)]) -> Result<std::os::fd::OwnedFd, RestrictError> {
-    let mut created = Ruleset::default().set_compatibility(CompatLevel::HardRequirement).handle_access(layer_access())?.create()?;
+    use std::os::fd::AsFd;
+    let created = Ruleset::default().set_compatibility(CompatLevel::HardRequirement).handle_access(layer_access())?.create()?;
+    let layer = Option::<std::os::fd::OwnedFd>::from(created).ok_or_else(|| RestrictError::Unsupported("Landlock made no ruleset".into()))?;
+    // Added as the helper adds its `--read-after` rules: `opened_read_rules` has looked at
+    // each path's kind already (the crate's `PathBeneath` would `fstat` it a second time).
     for (fd, access) in opened_read_rules(rules, AccessFs::Refer.into()) {
-        // An error leaves this rule out (the ruleset stays as it was).
-        let _ = (&mut created).add_rule(PathBeneath::new(fd, access));
+        // An error leaves this rule out (the path stays unreadable, never the other way).
+        let _ = add_rule_to(layer.as_fd(), fd.as_fd(), access);
     }
-    Option::<std::os::fd::OwnedFd>::from(created).ok_or_else(|| RestrictError::Unsupported("Landlock made no ruleset".into()))
+    Ok(layer)
 }
 
 /// `landlock_add_rule(LANDLOCK_RULE_PATH_BENEATH)` on a ruleset this process holds only as a
@@ -955,5 +970,77 @@ fn in_child(probe: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
         Err(format!("the probe ended without an answer (wait status {raw})"))
     } else {
         Err(String::from_utf8_lossy(&why).into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::rule_wire::{open_no_symlinks, open_no_symlinks_in, ReadRule};
+    use std::os::fd::AsFd;
+
+    fn identity(fd: &std::os::fd::OwnedFd) -> (u64, u64) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: fstat fills the zeroed struct we own, from a descriptor we own.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) }, 0);
+        (st.st_dev, st.st_ino)
+    }
+
+    #[test]
+    fn an_entry_is_opened_in_its_folder_without_a_symlink_or_a_way_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join("folder/inner")).unwrap();
+        std::os::unix::fs::symlink(root.join("folder/inner"), root.join("folder/link")).unwrap();
+        let folder = open_no_symlinks(&root.join("folder")).unwrap();
+        let inner = open_no_symlinks_in(folder.as_fd(), Path::new("inner")).unwrap();
+        assert_eq!(identity(&inner), identity(&open_no_symlinks(&root.join("folder/inner")).unwrap()));
+        assert!(open_no_symlinks_in(folder.as_fd(), Path::new("link")).is_err(), "a link");
+        assert!(open_no_symlinks_in(folder.as_fd(), Path::new("..")).is_err(), "out of the folder");
+    }
+
+    #[test]
+    fn rules_opened_from_their_folder_are_those_opened_by_their_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        for d in ["home/.ssh", "home/project", "other"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::fs::write(root.join("home/.bashrc"), "").unwrap();
+        std::os::unix::fs::symlink(root.join("home/.ssh"), root.join("home/project/ssh")).unwrap();
+        let mut rules = crate::sandbox::read_rules::rules_for(&[root.join("home/.ssh")]).0;
+        // This test's folders only (the temp folder's other entries come and go meanwhile).
+        rules.retain(|(_, p)| p.starts_with(&root));
+        // A file the listing gave a rule, replaced by a link to the credential since.
+        assert!(rules.contains(&(ReadRule::Beneath, root.join("home/.bashrc"))));
+        std::fs::remove_file(root.join("home/.bashrc")).unwrap();
+        std::os::unix::fs::symlink(root.join("home/.ssh"), root.join("home/.bashrc")).unwrap();
+        // One gone since the listing, one a link planted since: neither gets a rule; and one
+        // rule whose folder is not the one listed before it (opened by its whole path).
+        rules.push((ReadRule::Beneath, root.join("home/gone")));
+        rules.push((ReadRule::Beneath, root.join("home/project/ssh")));
+        rules.push((ReadRule::Beneath, root.join("other")));
+        let opened: Vec<((u64, u64), landlock::BitFlags<AccessFs>)> =
+            opened_read_rules(&rules, AccessFs::Refer.into()).map(|(fd, access)| (identity(&fd), access)).collect();
+        let expected: Vec<((u64, u64), landlock::BitFlags<AccessFs>)> = rules
+            .iter()
+            .filter_map(|(rule, path)| {
+                let fd = open_no_symlinks(path).ok()?;
+                let meta = std::fs::symlink_metadata(path).ok()?;
+                let access = match (rule, meta.is_dir(), meta.is_file()) {
+                    (ReadRule::Beneath, true, _) => AccessFs::from_read(FS_ABI) | AccessFs::Refer,
+                    (ReadRule::Beneath, _, true) => AccessFs::ReadFile | AccessFs::Execute,
+                    (ReadRule::ListOnly, true, _) => AccessFs::Refer | AccessFs::ReadDir,
+                    _ => return None,
+                };
+                Some((identity(&fd), access))
+            })
+            .collect();
+        assert_eq!(opened, expected);
+        assert!(opened.iter().any(|(id, _)| *id == identity(&open_no_symlinks(&root.join("other")).unwrap())));
+        assert!(!rules.iter().any(|(_, p)| p == &root.join("home/.ssh")));
+        let ssh = identity(&open_no_symlinks(&root.join("home/.ssh")).unwrap());
+        assert!(!opened.iter().any(|(id, _)| *id == ssh), "the credential got a rule through the link planted since the listing");
     }
 }

@@ -26,7 +26,8 @@
 //! path is opened without following any symlink ([`open_no_symlinks`]: a link swapped in
 //! cannot redirect a rule) (`linux::landlock`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -58,10 +59,21 @@ fn entries_of(folder: &Path) -> Option<Entries> {
 type Listing = (Vec<(ReadRule, PathBuf)>, Vec<PathBuf>, Vec<Option<Entries>>);
 
 /// [`rules_for`], with each listed folder's entries as they were read.
+///
+/// An entry of a listed folder is on the way to a credential, or one, exactly when it is one
+/// of the listed folders or a location itself (a location above the folder would put the
+/// folder inside a credential, and such a folder is not listed): so each folder's names to
+/// leave out are known before it is read, and each entry costs one lookup of its name (a few
+/// hundred entries where the home is in `/tmp`), not a comparison with every location.
 fn listed(locations: &[PathBuf]) -> Listing {
     let locations = absolute(locations);
-    let protected_here = |p: &Path| protected::in_credentials(p, &locations);
     let folders = folders_for(&locations);
+    let mut left_out: HashMap<&Path, HashSet<&OsStr>> = HashMap::new();
+    for path in folders.iter().chain(&locations) {
+        if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
+            left_out.entry(parent).or_default().insert(name);
+        }
+    }
     let mut rules = Vec::new();
     let mut listings = Vec::with_capacity(folders.len());
     for folder in &folders {
@@ -70,19 +82,20 @@ fn listed(locations: &[PathBuf]) -> Listing {
             listings.push(None);
             continue;
         };
+        let left_out = left_out.get(folder.as_path());
         let mut listing = Entries::new();
         for entry in entries.flatten() {
             use std::os::unix::fs::DirEntryExt;
-            listing.push((entry.file_name(), entry.ino()));
-            let path = entry.path();
-            if folders.contains(&path) || protected_here(&path) {
+            let name = entry.file_name();
+            listing.push((name.clone(), entry.ino()));
+            if left_out.is_some_and(|names| names.contains(name.as_os_str())) {
                 continue;
             }
             // A symlink gets no rule: what it points at has its own (or none).
             if entry.file_type().is_ok_and(|t| t.is_symlink()) {
                 continue;
             }
-            rules.push((ReadRule::Beneath, path));
+            rules.push((ReadRule::Beneath, entry.path()));
         }
         listing.sort_unstable();
         listings.push(Some(listing));
@@ -95,14 +108,19 @@ fn absolute(locations: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 /// Every folder on the way to one of `locations`, but those inside one (nothing there is
-/// listed): what [`rules_for`] lists. No file is read.
+/// listed): what [`rules_for`] lists. No file is read. A folder is inside a location when one
+/// of the folders above it (or it) is one: each location's way is walked down from `/` and
+/// left at the first location on it.
 fn folders_for(locations: &[PathBuf]) -> BTreeSet<PathBuf> {
+    let named: HashSet<&Path> = locations.iter().map(PathBuf::as_path).collect();
     let mut folders = BTreeSet::new();
     for location in locations {
-        for folder in location.ancestors().skip(1) {
-            if !protected::in_credentials(folder, locations) {
-                folders.insert(folder.to_path_buf());
+        let way: Vec<&Path> = location.ancestors().skip(1).collect();
+        for folder in way.into_iter().rev() {
+            if named.contains(folder) {
+                break;
             }
+            folders.insert(folder.to_path_buf());
         }
     }
     folders
@@ -117,6 +135,8 @@ pub struct ReadRules {
     /// How many rules it holds.
     pub len: usize,
     rules: Vec<(ReadRule, PathBuf)>,
+    /// The paths of the `Beneath` rules, for [`ReadRules::covers`] (asked on a command's path).
+    beneath: HashSet<PathBuf>,
     /// A layer no command has taken yet ([`ReadRules::layer_for`]); `None` while none is made.
     next: Mutex<Option<std::os::fd::OwnedFd>>,
 }
@@ -147,7 +167,8 @@ impl ReadRules {
         let mut file = std::fs::File::from(super::helper::sealable_memfd(c"handoff-read-rules")?);
         file.write_all(&encode(&rules))?;
         super::helper::seal(file.as_raw_fd())?;
-        let made = ReadRules { file: file.into(), len: rules.len(), rules, next: Mutex::new(None) };
+        let beneath = rules.iter().filter(|(rule, _)| *rule == ReadRule::Beneath).map(|(_, p)| p.clone()).collect();
+        let made = ReadRules { file: file.into(), len: rules.len(), rules, beneath, next: Mutex::new(None) };
         // The first command's layer, now: this runs ahead of it (`sandbox::prefetch`), or it
         // needs one at once.
         made.refill_now();
@@ -184,10 +205,8 @@ impl ReadRules {
     /// whole, or holds such a folder.
     fn covers(&self, root: &Path) -> bool {
         let root = super::paths::real_path(root);
-        self.rules.iter().any(|(rule, p)| match rule {
-            ReadRule::ListOnly => p.starts_with(&root),
-            ReadRule::Beneath => root.starts_with(p),
-        })
+        root.ancestors().any(|above| self.beneath.contains(above))
+            || self.rules.iter().any(|(rule, p)| *rule == ReadRule::ListOnly && p.starts_with(&root))
     }
 
     /// Makes the next command's layer, when none is waiting, on a thread of its own (called as
@@ -368,6 +387,54 @@ mod tests {
         assert!(decode(b"rrelative\0").is_err());
         assert!(decode(b"r/a").is_err());
         assert_eq!(decode(b"").unwrap(), []);
+    }
+
+    /// The rules as their definition says, comparing every path with every location: what
+    /// `listed`'s lookups by name must give.
+    fn by_definition(locations: &[PathBuf]) -> Vec<(ReadRule, PathBuf)> {
+        let inside = |p: &Path| protected::in_credentials(p, locations);
+        let mut folders = BTreeSet::new();
+        for location in locations {
+            folders.extend(location.ancestors().skip(1).filter(|f| !inside(f)).map(Path::to_path_buf));
+        }
+        let mut rules = Vec::new();
+        for folder in &folders {
+            rules.push((ReadRule::ListOnly, folder.clone()));
+            for entry in std::fs::read_dir(folder).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if !folders.contains(&path) && !inside(&path) && !entry.file_type().unwrap().is_symlink() {
+                    rules.push((ReadRule::Beneath, path));
+                }
+            }
+        }
+        rules
+    }
+
+    #[test]
+    fn the_rules_are_those_their_definition_gives() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let home = root.join("home");
+        for d in ["home/.ssh/keys", "home/.config/gh/deep", "home/.config/gh-not", "home/.local/share/keyrings", "home/a/b/c", "home/.sshx", "other/.ssh"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        for f in ["home/.netrc", "home/.netrc.bak", "home/a/b/token", "home/a/b/c/token"] {
+            std::fs::write(root.join(f), "").unwrap();
+        }
+        std::os::unix::fs::symlink(home.join(".ssh"), home.join("a/ssh-link")).unwrap();
+        // Nested locations, one inside another, one a folder of another's way, one absent,
+        // siblings whose names only start alike.
+        let locations: Vec<PathBuf> = [".ssh", ".ssh/keys", ".config/gh", ".config/gh/hosts.yml", "a/b/token", "a/b", "a/b/c/token", ".netrc", ".aws/credentials", ".local/share/keyrings"]
+            .iter()
+            .map(|p| home.join(p))
+            .chain([root.join("other/.ssh")])
+            .collect();
+        let (rules, folders) = rules_for(&locations);
+        let expected = by_definition(&locations);
+        assert_eq!(rules, expected);
+        assert_eq!(folders, expected.iter().filter(|(r, _)| *r == ReadRule::ListOnly).map(|(_, p)| p.clone()).collect::<Vec<_>>());
+        assert!(!rules.iter().any(|(_, p)| p.starts_with(home.join("a/b"))), "inside a location: {rules:?}");
+        assert!(rules.contains(&(ReadRule::Beneath, home.join(".sshx"))) && rules.contains(&(ReadRule::Beneath, home.join(".config/gh-not"))));
     }
 
     #[test]

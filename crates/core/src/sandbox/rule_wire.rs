@@ -107,16 +107,29 @@ pub fn load(fd: i32) -> std::io::Result<Vec<(ReadRule, PathBuf)>> {
 /// needs), so that a link put in place after the host listed a folder cannot move a rule.
 #[cfg(target_os = "linux")]
 pub fn open_no_symlinks(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    openat2_no_symlinks(libc::AT_FDCWD, path, libc::RESOLVE_NO_SYMLINKS)
+}
+
+/// [`open_no_symlinks`] for `path` inside the folder `dir` (a name of it: a folder's entry),
+/// never out of it: one component looked up, not the folder's whole path again.
+#[cfg(target_os = "linux")]
+pub fn open_no_symlinks_in(dir: std::os::fd::BorrowedFd<'_>, path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsRawFd;
+    openat2_no_symlinks(dir.as_raw_fd(), path, libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_BENEATH)
+}
+
+#[cfg(target_os = "linux")]
+fn openat2_no_symlinks(dir: libc::c_int, path: &Path, resolve: u64) -> std::io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::FromRawFd;
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
     // SAFETY: a zeroed open_how is valid (no flags); the fields are set below.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
-    how.resolve = libc::RESOLVE_NO_SYMLINKS;
+    how.resolve = resolve;
     // SAFETY: openat2 reads the NUL-terminated path and the open_how we own, of the size given.
     let fd = unsafe {
-        libc::syscall(libc::SYS_openat2, libc::AT_FDCWD, c.as_ptr(), &how as *const libc::open_how, std::mem::size_of::<libc::open_how>())
+        libc::syscall(libc::SYS_openat2, dir, c.as_ptr(), &how as *const libc::open_how, std::mem::size_of::<libc::open_how>())
     };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
