@@ -19,12 +19,9 @@ end
 
 vim.api.nvim_create_user_command("Handoff", function(o)
   -- `:Handoff!`: review (edit) the document before the new session starts; `--to NAME`: the
-  -- new session runs on that agent (|handoff-agents|), or on ours (`--to ours`).
-  local focus, to = require("handoff.commands").handoff_args(o.args)
-  if to == false then
-    return vim.notify("handoff.nvim: --to needs an agent's name (or ours)", vim.log.levels.ERROR)
-  end
-  api().handoff(focus, { review = o.bang or nil, to = to })
+  -- new session runs on that agent (|handoff-agents|), or on ours (`--to ours`). The words go
+  -- to the host as typed: it reads `--to` as it reads `/handoff` typed in the prompt.
+  api().handoff(o.args, { review = o.bang or nil })
 end, {
   nargs = "?",
   bang = true,

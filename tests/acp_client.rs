@@ -314,6 +314,56 @@ async fn a_handoff_goes_on_on_the_same_agent_and_on_ours_with_the_document() {
     assert!(sent.contains("<handoff-context>") && sent.contains("Ship the parser.") && sent.ends_with("and on"), "{sent}");
 }
 
+/// `/handoff --to NAME` typed in a prompt, as `:Handoff --to` and `handoff --to`: the command
+/// table reads `--to` (anywhere in the words) for our sessions and an agent's alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_typed_with_to_goes_on_where_it_names() {
+    let env = Env::new().await;
+    // A configured agent (a typed name is one word): our binary's ACP agent.
+    let inner = env.dir.path().join("inner").display().to_string();
+    let agents = serde_json::json!({ "inner": { "command": [BIN, "acp"], "env": { "HANDOFF_SESSION_DIR": inner } } }).to_string();
+    let ours = |env, args: &[&str]| {
+        let mut all = vec!["--agents", agents.as_str()];
+        all.extend_from_slice(args);
+        let all: Vec<String> = all.into_iter().map(str::to_string).collect();
+        async move { ours(env, &all.iter().map(String::as_str).collect::<Vec<_>>()).await }
+    };
+    let agent = "inner";
+    env.mock.push(MockReply::text("Ours first."));
+    let (code, _, stderr) = ours(&env, &["prompt", "--new", "Plan the parser"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let mine = session_of(&stderr);
+
+    // Ours → the agent, typed: the focus without `--to NAME`.
+    env.mock.push(MockReply::text(DOCUMENT));
+    let typed = format!("/handoff keep it short --to {agent}");
+    let (code, _, stderr) = ours(&env, &["prompt", "--session", mine.to_str().unwrap(), &typed]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let asked = last_user_text(&env);
+    assert!(asked.contains("keep it short") && !asked.contains("--to"), "the focus sent: {asked}");
+    let on_agent = common::session_files(&env.session_dir()).into_iter().find(|f| {
+        SessionManager::open(f, &env.session_dir()).is_ok_and(|s| s.header().parent_session.as_deref() == Some(mine.to_str().unwrap()))
+    });
+    let on_agent = on_agent.expect("a new session handed off from ours");
+    let entry = agents::agent_of(&SessionManager::open(&on_agent, &env.session_dir()).unwrap()).expect("it runs on the agent");
+    assert_eq!(entry.agent.name, "inner");
+
+    // The agent's session → ours, typed; `--to` without a name is refused before anything.
+    env.mock.push(MockReply::text("The agent answers."));
+    let (code, _, stderr) = ours(&env, &["prompt", "--session", on_agent.to_str().unwrap(), "and on"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let asked = env.mock.requests().len();
+    let (code, _, stderr) = ours(&env, &["prompt", "--session", on_agent.to_str().unwrap(), "/handoff --to"]).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("--to needs an agent's name"), "{stderr}");
+    assert_eq!(env.mock.requests().len(), asked, "nothing was asked");
+    env.mock.push(MockReply::text(DOCUMENT));
+    let (code, stdout, stderr) = ours(&env, &["prompt", "--session", on_agent.to_str().unwrap(), "/handoff --to ours"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let back_to_ours = PathBuf::from(stdout.trim());
+    assert!(agents::agent_of(&SessionManager::open(&back_to_ours, &env.session_dir()).unwrap()).is_none(), "{stdout}");
+}
+
 /// pi resumes the session we recorded of the agent: the mock sees our record's messages.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pi_resumes_the_recorded_session_of_an_external_agent() {

@@ -15,6 +15,7 @@ use common::{
 };
 use handoff_mock::{MockReply, MockServer};
 use handoff_nvim::core::agent::{AgentEvent, AgentSession, RunOptions, SwitchReason};
+use handoff_nvim::core::controller::commands::{self, HandoffArgs};
 use handoff_nvim::core::controller::{self, Controller, FrontEndTexts, Input, Level, Notice};
 use handoff_nvim::core::handoff::{self, HandoffOptions, HandoffOutcome, Refusal};
 use handoff_nvim::core::message::{Message, StopReason};
@@ -714,8 +715,11 @@ fn controller_notices_map_outcomes_to_the_specs_exact_strings() {
 
 #[test]
 fn trigger_handoff_input_is_intercepted_before_prompt_submission() {
-    assert_eq!(controller::classify_input("/handoff"), Input::Handoff { focus: String::new() });
-    assert_eq!(controller::classify_input("/handoff focus on X"), Input::Handoff { focus: "focus on X".into() });
+    let handoff = |focus: &str, to: Option<&str>| Input::Handoff(Ok(HandoffArgs { focus: focus.into(), to: to.map(str::to_string) }));
+    assert_eq!(controller::classify_input("/handoff"), handoff("", None));
+    assert_eq!(controller::classify_input("/handoff focus on X"), handoff("focus on X", None));
+    assert_eq!(controller::classify_input("/handoff focus on X --to codex"), handoff("focus on X", Some("codex")));
+    assert_eq!(controller::classify_input("/handoff --to"), Input::Handoff(Err(commands::TO_NEEDS_A_NAME)));
     assert_eq!(controller::classify_input("/handoffs"), Input::Prompt("/handoffs".into()));
     assert_eq!(controller::classify_input("tell me about /handoff"), Input::Prompt("tell me about /handoff".into()));
 }

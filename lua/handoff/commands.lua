@@ -154,20 +154,6 @@ function M.agent_names()
   return names
 end
 
---- `:Handoff`'s argument split: the focus, and where the new session goes on (`--to NAME`,
---- anywhere in it; nil: where this one runs). `false` for `--to` without a name.
----@param args string
----@return string focus
----@return string|false|nil to
-function M.handoff_args(args)
-  local to
-  local focus = (" " .. args):gsub("%s%-%-to%f[%s%z]%s*(%S*)", function(name)
-    to = name ~= "" and name or false
-    return ""
-  end, 1)
-  return vim.trim(focus), to
-end
-
 --- Completion of `:Handoff [--to NAME] [focus]`: after `--to`, the agents (|handoff-agents|);
 --- else the last word of the focus as a file path (the words before it stay as typed).
 ---@param arg_lead string

@@ -3,7 +3,7 @@
 -- Each slash command: `name` (typed after `/`), `args` (its argument as the prompt shows it;
 -- nil: it takes none) and `help`.
 return {
-  { name = "handoff", args = "[focus instructions]", help = "Hand off: write a handoff document and continue in a new session that starts from it" },
+  { name = "handoff", args = "[--to AGENT] [focus instructions]", help = "Hand off: write a handoff document and continue in a new session that starts from it (--to: on that agent, or ours)" },
   { name = "pin", args = "{text}", help = "Pin a text for the whole task: sent with every request, carried whole by every handoff" },
   { name = "pins", help = "List the pins, numbered" },
   { name = "unpin", args = "{number}", help = "Remove a pin (its number in /pins)" },

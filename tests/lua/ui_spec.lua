@@ -94,14 +94,13 @@ it(":Handoff sends the focus; /handoff typed in the prompt goes to the host as t
   eq({ "" }, lines(chat.prompt_buf), "the prompt is cleared")
 end)
 
-it(":Handoff --to NAME sends where the new session goes on, apart from the focus", function()
+it(":Handoff sends its words as typed (the host reads --to NAME in them), and the bang as review", function()
   vim.cmd("Handoff keep it short --to codex")
   vim.cmd("Handoff! --to ours")
-  vim.cmd("Handoff --to")
   local sent = fake.calls_of("handoff")
-  eq(2, #sent, "handoff notifications (--to without a name sends none)")
-  eq({ "keep it short", { to = "codex" } }, sent[1].args, "focus and flags")
-  eq({ vim.NIL, { review = true, to = "ours" } }, sent[2].args, "review and to")
+  eq(2, #sent, "handoff notifications")
+  eq({ "keep it short --to codex", {} }, sent[1].args, "the words and no flags")
+  eq({ "--to ours", { review = true } }, sent[2].args, "review")
 end)
 
 it("a transcript renders, a reply streams in and the indicator counts", function()

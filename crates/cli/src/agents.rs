@@ -87,7 +87,12 @@ pub async fn prompt(settings: &Settings, agent: Option<&str>, choice: SessionCho
     let cwd = record.cwd().to_path_buf();
     let services = services(settings, &cwd);
     let cancel = ctrl_c()?;
-    if let Some((SlashCommand::Handoff, focus)) = commands::parse(text) {
+    if let Some((SlashCommand::Handoff, arg)) = commands::parse(text) {
+        let commands::HandoffArgs { focus, to } = commands::handoff_args(arg).map_err(anyhow::Error::msg)?;
+        let target = match to {
+            None => Target::Same,
+            Some(to) => Target::named(settings, &to)?,
+        };
         if !record.is_written() {
             anyhow::bail!("nothing to hand off: the session is empty");
         }
@@ -95,7 +100,7 @@ pub async fn prompt(settings: &Settings, agent: Option<&str>, choice: SessionCho
             agents::record_agent_spec(&mut record, &spec)?;
         }
         let focus = Some(focus.trim()).filter(|f| !f.is_empty());
-        return hand_off(&std::sync::Mutex::new(record), services, focus, Target::Same, &cancel).await;
+        return hand_off(&std::sync::Mutex::new(record), services, focus, target, &cancel).await;
     }
     eprintln!("{}", record.path().display());
     let (mut external, resumed) = ExternalSession::open(spec, services, resume.as_deref()).await?;

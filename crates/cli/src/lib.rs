@@ -212,6 +212,9 @@ fn open_agent(settings: &Settings, cwd: &Path, choice: SessionChoice) -> anyhow:
         eprintln!("warning: {warning}");
     }
     opened.agent.set_consent(consent::for_this_process());
+    // `--to NAME` (`handoff`, `/handoff` in a prompt): the new session may go on on an
+    // external agent, started as the editor starts it.
+    opened.agent.set_external_runner(Some(Arc::new(handoff_agents::Runner::new(settings.clone()))));
     Ok(opened.agent)
 }
 
@@ -450,9 +453,6 @@ fn prompt_exit_code(result: &RunResult) -> u8 {
 async fn handoff(settings: &Settings, choice: SessionChoice, focus: Option<&str>, to: Option<&str>) -> anyhow::Result<u8> {
     let cwd = current_dir(None)?;
     let agent = open_agent(settings, &cwd, choice)?;
-    // `--to NAME`: the new session goes on on that external agent, read as the editor's
-    // `:Handoff --to` reads it.
-    agent.set_external_runner(Some(Arc::new(handoff_agents::Runner::new(settings.clone()))));
     let controller = Controller::new(agent.clone(), cli_texts());
     let options = HandoffOptions { focus: focus.map(str::to_string), review: None, to: to.map(str::to_string) };
     let done = CancellationToken::new();

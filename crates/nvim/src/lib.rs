@@ -895,9 +895,12 @@ impl Host {
         match input {
             // What the user typed: the controller's one parser decides (`/handoff …` included).
             Notification::Prompt { text } => controller.submit(&text),
-            Notification::Handoff { focus, flags } => {
-                controller.start_handoff(HandoffOptions { focus, review: flags.review, to: flags.to })
-            }
+            // `:Handoff`'s words as typed: `--to NAME` in them is read by the command table's
+            // grammar, as `/handoff` typed in the prompt is (a `to` flag comes first).
+            Notification::Handoff { focus, flags } => match (flags.to, focus) {
+                (None, Some(words)) => controller.start_handoff_typed(&words, flags.review),
+                (to, focus) => controller.start_handoff(HandoffOptions { focus, review: flags.review, to }),
+            },
             // Review mode: the document as the user wrote it, or quit.
             // Under way now (a prompt sent after it waits for the new session); its file
             // work is never the handler's: nvim-rs handles notifications one at a time.

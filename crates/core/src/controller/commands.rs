@@ -52,7 +52,7 @@ impl SlashCommand {
     /// none, and only the name alone is the command (`/pins x` is a prompt, maybe a template).
     pub fn args(self) -> Option<&'static str> {
         match self {
-            SlashCommand::Handoff => Some("[focus instructions]"),
+            SlashCommand::Handoff => Some("[--to AGENT] [focus instructions]"),
             SlashCommand::Pin => Some("{text}"),
             SlashCommand::Unpin => Some("{number}"),
             SlashCommand::Model => Some("[name]"),
@@ -64,7 +64,7 @@ impl SlashCommand {
     /// What it does, in one line.
     pub fn help(self) -> &'static str {
         match self {
-            SlashCommand::Handoff => "Hand off: write a handoff document and continue in a new session that starts from it",
+            SlashCommand::Handoff => "Hand off: write a handoff document and continue in a new session that starts from it (--to: on that agent, or ours)",
             SlashCommand::Pin => "Pin a text for the whole task: sent with every request, carried whole by every handoff",
             SlashCommand::Pins => "List the pins, numbered",
             SlashCommand::Unpin => "Remove a pin (its number in /pins)",
@@ -96,9 +96,47 @@ pub fn parse(input: &str) -> Option<(SlashCommand, &str)> {
     Some((command, arg))
 }
 
+/// What `/handoff`'s argument (and `:Handoff`'s) says: the focus instructions, and where the new
+/// session goes on — `--to NAME` anywhere in it, an external agent's name or `ours` (`None`:
+/// where this session runs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HandoffArgs {
+    pub focus: String,
+    pub to: Option<String>,
+}
+
+/// Why `--to` alone is refused.
+pub const TO_NEEDS_A_NAME: &str = "--to needs an agent's name (or ours)";
+
+/// `/handoff`'s argument split ([`HandoffArgs`]); `Err`: `--to` without a name.
+pub fn handoff_args(arg: &str) -> Result<HandoffArgs, &'static str> {
+    let mut words = arg.split_whitespace().map(|w| (w.as_ptr() as usize - arg.as_ptr() as usize, w));
+    let Some((start, _)) = words.find(|(_, w)| *w == "--to") else {
+        return Ok(HandoffArgs { focus: arg.trim().to_string(), to: None });
+    };
+    let Some((name_at, name)) = words.next() else {
+        return Err(TO_NEEDS_A_NAME);
+    };
+    let (before, after) = (arg[..start].trim(), arg[name_at + name.len()..].trim());
+    let focus = if before.is_empty() || after.is_empty() { format!("{before}{after}") } else { format!("{before} {after}") };
+    Ok(HandoffArgs { focus, to: Some(name.to_string()) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn handoff_args_take_to_anywhere() {
+        let args = |focus: &str, to: Option<&str>| Ok(HandoffArgs { focus: focus.into(), to: to.map(str::to_string) });
+        assert_eq!(handoff_args("keep it short"), args("keep it short", None));
+        assert_eq!(handoff_args("keep it short --to codex"), args("keep it short", Some("codex")));
+        assert_eq!(handoff_args("--to ours  the tests\nfirst"), args("the tests\nfirst", Some("ours")));
+        assert_eq!(handoff_args("the  --to claude  tests"), args("the tests", Some("claude")));
+        assert_eq!(handoff_args("--tone formal"), args("--tone formal", None));
+        assert_eq!(handoff_args("focus --to"), Err(TO_NEEDS_A_NAME));
+        assert_eq!(handoff_args(""), args("", None));
+    }
 
     #[test]
     fn names_are_unique_and_parse_back() {

@@ -214,8 +214,9 @@ pub mod text {
 /// What the prompt input means.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Input {
-    /// `/handoff [focus]`: intercepted, never sent to the model.
-    Handoff { focus: String },
+    /// `/handoff [--to AGENT] [focus]`: intercepted, never sent to the model (`Err`: why its
+    /// argument is refused).
+    Handoff(Result<commands::HandoffArgs, &'static str>),
     /// `/pin TEXT`, `/pins`, `/unpin N`: intercepted, never sent to the model.
     Pin(PinCommand),
     /// `/back`: back to the session this one was handed off from.
@@ -251,7 +252,7 @@ pub fn classify_input(text: &str) -> Input {
     };
     let given = || (!arg.is_empty()).then(|| arg.to_string());
     match command {
-        SlashCommand::Handoff => Input::Handoff { focus: arg.to_string() },
+        SlashCommand::Handoff => Input::Handoff(commands::handoff_args(arg)),
         SlashCommand::Pin => Input::Pin(PinCommand::Add(arg.to_string())),
         SlashCommand::Pins => Input::Pin(PinCommand::List),
         SlashCommand::Unpin => Input::Pin(PinCommand::Remove(arg.to_string())),
@@ -664,14 +665,27 @@ impl Controller {
         });
     }
 
+    /// Starts the handoff `words` ask for, as typed after `/handoff` or `:Handoff` (`--to NAME`
+    /// read by the command table's grammar); a refused argument goes out as a notice.
+    pub fn start_handoff_typed(self: &Arc<Self>, words: &str, review: Option<bool>) {
+        match commands::handoff_args(words) {
+            Ok(commands::HandoffArgs { focus, to }) => self.start_handoff(HandoffOptions { focus: Some(focus), review, to }),
+            Err(why) => self.notice(Level::Warn, why.to_string()),
+        }
+    }
+
     /// What the user typed in a prompt, run to its end: `/handoff [focus]` hands off (with the
     /// front end's review default), anything else is a prompt, or steering when a response
     /// runs (input typed during an automatic handoff or a commit waits for the new session).
     /// Refusals also go out as notices; a prompt that could not start is returned.
     pub async fn run_input(&self, text: &str) -> InputOutcome {
         match classify_input(text) {
-            Input::Handoff { focus } => {
-                InputOutcome::Handoff(self.handoff(HandoffOptions::focus(focus)).await)
+            Input::Handoff(Ok(commands::HandoffArgs { focus, to })) => {
+                InputOutcome::Handoff(self.handoff(HandoffOptions { focus: Some(focus), review: None, to }).await)
+            }
+            Input::Handoff(Err(why)) => {
+                self.notice(Level::Warn, why.to_string());
+                InputOutcome::Nothing
             }
             Input::Pin(command) => {
                 let result = self.pin(command);
