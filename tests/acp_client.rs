@@ -818,6 +818,10 @@ async fn handoff_agent_in_the_editor_chat_approval_and_the_buffer() {
         let lines = ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf])).await;
         assert_eq!(lines, json!(["hello", "there"]));
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello\nthere\n");
+        // The agent's change is pending hunks of its call, as our own tools' changes are.
+        ed.wait_until("#require('handoff').hunks() == 1", T).await;
+        let hunk = ed.eval("(function() local h = require('handoff').hunks()[1]; return { h.file, h.lnum, h.state, h.tool } end)()").await;
+        assert_eq!(hunk, json!([file.to_str().unwrap(), 2, "pending", "write"]), "{hunk}");
         ed.lua("vim.api.nvim_set_current_buf(...)", json!([buf])).await;
         ed.input("u").await;
         let lines = ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf])).await;

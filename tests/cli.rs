@@ -609,9 +609,10 @@ fn reads_of(log: &Path, file: &Path) -> usize {
 #[tokio::test]
 async fn a_session_named_is_read_once_on_the_way_to_the_answer() {
     let env = Env::new().await;
-    // A long first answer (~5k tokens), so that a window of 4k is past the wall but holds the
-    // new session with the document.
-    env.mock.push(MockReply::text(&"many words here ".repeat(1200)));
+    // A long first answer (~10k tokens), so that a window of 8k is past the wall but holds the
+    // new session with the document far from its own wall (no draft prepared in the background
+    // to take the mock's next reply).
+    env.mock.push(MockReply::text(&"many words here ".repeat(2400)));
     let r = env.run(&["prompt", "--new", "First question"]).await;
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let file = PathBuf::from(r.stderr_lines()[0]);
@@ -634,7 +635,7 @@ async fn a_session_named_is_read_once_on_the_way_to_the_answer() {
     std::fs::remove_file(&log).unwrap();
     env.mock.push(MockReply::text(DOCUMENT));
     env.mock.push(MockReply::text("Answered after the handoff."));
-    let out = run(vec!["prompt".into(), "--session".into(), path.clone(), "next step?".into()], Some("4000")).await;
+    let out = run(vec!["prompt".into(), "--session".into(), path.clone(), "next step?".into()], Some("8000")).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("Answered after the handoff."), "{stderr}");

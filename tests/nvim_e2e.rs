@@ -508,7 +508,7 @@ async fn prompt_buffer_slash_commands_complete_and_run() {
             )
             .await;
         let words: Vec<String> = serde_json::from_value(words).unwrap();
-        assert!(words.contains(&"/handoff [focus instructions]".to_string()), "{words:?}");
+        assert!(words.contains(&"/handoff [--to AGENT] [focus instructions]".to_string()), "{words:?}");
         for w in ["/new ", "/sessions ", "/model [name]"] {
             assert!(words.contains(&w.to_string()), "{w:?} not in {words:?}");
         }

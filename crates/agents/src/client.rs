@@ -51,6 +51,8 @@ pub trait Shown: Send + Sync {
     fn message_start(&self, _message: &Message) {}
     /// A message of the turn is complete and recorded.
     fn message_end(&self, _message: &Message) {}
+    /// A call's change was recorded as pending hunks (the review, as our own tools' are).
+    fn hunks(&self, _call: &handoff_core::session::review::ReviewedCall) {}
 }
 
 /// Our session file as the turn reaches it: locked for each entry only (the editor's host

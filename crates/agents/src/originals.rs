@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use handoff_core::agent::MAX_WATCHED_BYTES;
 use handoff_core::message::now_millis;
+use handoff_core::session::review::{CallOf, Review, ReviewedCall};
 use handoff_core::session::{Before, Originals};
 use handoff_core::sync::lock;
 
@@ -69,11 +70,13 @@ impl EditOriginals {
         }
     }
 
-    /// Call `call` ended, its result recorded as entry `entry_id`. When it succeeded, each
-    /// file it was about to change, and each the agent wrote through us, that differs now from
-    /// what was taken is recorded in `originals` (a failure is logged: the change is done).
-    /// The call's files are forgotten either way.
-    pub fn ended(&self, call: &str, succeeded: bool, originals: &Originals, entry_id: &str) {
+    /// Call `call` (our tool `tool` for it) ended, its result recorded as entry `entry_id`.
+    /// When it succeeded, each file it was about to change, and each the agent wrote through
+    /// us, that differs now from what was taken is recorded in `originals` and split into
+    /// pending hunks in `review`, as our own tools' changes are (a failure is logged: the
+    /// change is done). Returns the calls recorded for review. The call's files are forgotten
+    /// either way.
+    pub fn ended(&self, call: &str, tool: &str, succeeded: bool, originals: &Originals, review: &Review, entry_id: &str) -> Vec<ReviewedCall> {
         let ours: Vec<Taken> = {
             let mut taken = lock(&self.taken);
             let (ours, rest) = std::mem::take(&mut *taken)
@@ -82,20 +85,31 @@ impl EditOriginals {
             *taken = rest;
             ours
         };
+        let mut reviewed = Vec::new();
         if !succeeded {
-            return;
+            return reviewed;
         }
         let mut seen = std::collections::HashSet::new();
         for t in ours {
             // A file taken twice (asked about, then written through us) is one change, as it
             // was first.
-            if !seen.insert(t.path.clone()) || on_disk(&t.path).is_some_and(|now| now == t.before) {
+            let now = on_disk(&t.path);
+            if !seen.insert(t.path.clone()) || now.as_ref().is_some_and(|now| *now == t.before) {
                 continue;
             }
             if let Err(e) = originals.record(&t.path, &t.before, entry_id, now_millis()) {
                 tracing::error!(path = %t.path.display(), "cannot keep the original of the agent's change: {e}");
             }
+            // A file it removed has no lines to review: it is in the changes only.
+            let Some(Before::Content(after)) = now else { continue };
+            let of = CallOf { call_id: call, tool, entry_id, path: &t.path };
+            match review.record(&of, &t.before, &after, now_millis()) {
+                Ok(Some(recorded)) => reviewed.push(recorded),
+                Ok(None) => {}
+                Err(e) => tracing::error!(path = %t.path.display(), "cannot record the agent's change for review: {e}"),
+            }
         }
+        reviewed
     }
 }
 
@@ -108,6 +122,7 @@ mod tests {
     fn a_file_is_recorded_when_its_call_succeeded_having_changed_it() {
         let dir = tempfile::tempdir().unwrap();
         let originals = Originals::of_session(&dir.path().join("s.jsonl"));
+        let review = Review::of_session(&dir.path().join("s.jsonl"));
         let (changed, same, refused) = (dir.path().join("a.txt"), dir.path().join("b.txt"), dir.path().join("c.txt"));
         for f in [&changed, &same, &refused] {
             std::fs::write(f, "before\n").unwrap();
@@ -131,14 +146,22 @@ mod tests {
         edits.take(None, &changed, Before::Content(b"between\n".to_vec()));
         std::fs::write(&refused, "changed by the user\n").unwrap();
 
-        edits.ended("c2", false, &originals, "e2");
+        edits.ended("c2", "edit", false, &originals, &review, "e2");
         assert!(originals.list().unwrap().is_empty(), "a failed call records nothing");
-        edits.ended("c1", true, &originals, "e1");
+        let reviewed = edits.ended("c1", "edit", true, &originals, &review, "e1");
         let files: Vec<(PathBuf, bool)> = originals.list().unwrap().into_iter().map(|f| (f.path, f.created)).collect();
-        assert_eq!(files, [(created, true), (changed.clone(), false)]);
+        assert_eq!(files, [(created.clone(), true), (changed.clone(), false)]);
         let kept = originals.list().unwrap().into_iter().find(|f| f.path == changed).unwrap();
         assert_eq!(originals.original_bytes(&kept).unwrap(), b"before\n", "taken at its first mention");
         assert_eq!(kept.changes, 1);
         assert!(lock(&edits.taken).is_empty(), "{:?}", edits.taken);
+        // Each file changed is pending hunks of its call, against its content when taken.
+        let mut paths: Vec<&PathBuf> = reviewed.iter().map(|c| &c.path).collect();
+        paths.sort();
+        let mut want = vec![&changed, &created];
+        want.sort();
+        assert_eq!(paths, want);
+        assert!(reviewed.iter().all(|c| c.call_id == "c1" && c.tool == "edit" && !c.hunks.is_empty()), "{reviewed:?}");
+        assert_eq!(review.unreviewed().unwrap().len(), 2);
     }
 }

@@ -10,6 +10,7 @@ use super::client::Shown;
 use super::originals::EditOriginals;
 use super::{AgentSpec, PROVIDER};
 use handoff_core::message::{ContentBlock, Message, StopReason};
+use handoff_core::session::review::Review;
 use handoff_core::session::{Originals, SessionError, SessionManager};
 use handoff_acp_wire as wire;
 use handoff_core::tools::{self, Activity, ToolKind, ToolOutput};
@@ -317,7 +318,10 @@ impl<'a> Recorder<'a> {
             self.shown.message_start(&result);
             let succeeded = !result.tool_result().is_some_and(|r| r.is_error());
             let entry_id = self.write(session, result)?;
-            self.edit_originals.ended(&call.id, succeeded, &Originals::of_session(session.path()), &entry_id);
+            let (originals, review) = (Originals::of_session(session.path()), Review::of_session(session.path()));
+            for reviewed in self.edit_originals.ended(&call.id, &call.name, succeeded, &originals, &review, &entry_id) {
+                self.shown.hunks(&reviewed);
+            }
         }
         Ok(())
     }

@@ -69,6 +69,10 @@ impl Shown for Events<'_> {
         self.agent.emit(AgentEvent::ToolExecutionStart { tool_call_id, tool_name, args, preview: None });
     }
 
+    fn hunks(&self, call: &handoff_core::session::review::ReviewedCall) {
+        self.agent.emit(AgentEvent::HunksChanged { call: Some(call.clone()) });
+    }
+
     fn tool_end(&self, id: &str, name: &str, args: &serde_json::Value, result: &Message) {
         let is_error = result.tool_result().is_some_and(|r| r.is_error());
         let (tool_call_id, tool_name, args, result) = (id.to_string(), name.to_string(), args.clone(), result.clone());
