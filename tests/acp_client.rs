@@ -1549,6 +1549,10 @@ async fn claude_in_the_editor(claude: &Path, write_tool: &str, through_fs: bool)
         ed.lua("require('handoff').approve(...)", json!([req["id"], "allow"])).await;
         ed.wait_event("HandoffAgentEnd", 2).await;
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "hello-7731\nthere\n");
+        // Through us or with its own IO, the write is pending hunks of its call.
+        ed.wait_until("#require('handoff').hunks() == 1", T).await;
+        let hunk = ed.eval("(function() local h = require('handoff').hunks()[1]; return { h.file, h.state, h.tool } end)()").await;
+        assert_eq!(hunk, json!([target.to_str().unwrap(), "pending", "write"]), "{hunk}");
         if through_fs {
             let lines = || ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", json!([buf]));
             assert_eq!(lines().await, json!(["hello-7731", "there"]));
