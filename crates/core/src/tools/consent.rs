@@ -314,15 +314,25 @@ pub async fn decide(
         Rule::Ask if grants.covers(tool, key.as_ref()) => return Verdict::Run,
         Rule::Ask => {}
     }
-    match consent.ask(request.await).await {
+    answered(consent.ask(request.await).await, grants, key, Some(tool), Some(tool))
+}
+
+/// The user's answer as a verdict. `always` / `never`: the tool under which an "always" or a
+/// "never" is remembered for `key` (`None`: it counts for this call only).
+fn answered(decision: Decision, grants: &Grants, key: Option<ConsentKey>, always: Option<&str>, never: Option<&str>) -> Verdict {
+    match decision {
         Decision::Allow => Verdict::Run,
         Decision::Always => {
-            grants.remember(tool, key);
+            if let Some(tool) = always {
+                grants.remember(tool, key);
+            }
             Verdict::Run
         }
         Decision::Reject { reason } => Verdict::Refuse(rejected_text(reason.as_deref())),
         Decision::Never { reason } => {
-            grants.refuse(tool, key);
+            if let Some(tool) = never {
+                grants.refuse(tool, key);
+            }
             Verdict::Refuse(rejected_text(reason.as_deref()))
         }
         Decision::Cancel => Verdict::Cancel,
@@ -366,22 +376,8 @@ pub async fn decide_asking(
     if !protected && grants.refuses(tool, key.as_ref()) {
         return Verdict::Refuse(REJECTED_BEFORE.into());
     }
-    match consent.ask(request.await).await {
-        Decision::Allow => Verdict::Run,
-        Decision::Always if protected => Verdict::Run,
-        Decision::Always => {
-            grants.remember(OUTSIDE_THE_SANDBOX, key);
-            Verdict::Run
-        }
-        Decision::Never { reason } if protected => Verdict::Refuse(rejected_text(reason.as_deref())),
-        Decision::Never { reason } => {
-            grants.refuse(tool, key);
-            Verdict::Refuse(rejected_text(reason.as_deref()))
-        }
-        Decision::Reject { reason } => Verdict::Refuse(rejected_text(reason.as_deref())),
-        Decision::Cancel => Verdict::Cancel,
-        Decision::AllowReviewed { text } => Verdict::RunReviewed(text),
-    }
+    let (always, never) = if protected { (None, None) } else { (Some(OUTSIDE_THE_SANDBOX), Some(tool)) };
+    answered(consent.ask(request.await).await, grants, key, always, never)
 }
 
 #[cfg(test)]
