@@ -460,7 +460,7 @@ async fn read_text_file(services: &Services, params: &Value) -> Result<Value, (i
 async fn permission(services: &Services, params: &Value) -> Value {
     let call = &params["toolCall"];
     // Asked before it runs: what an edit will replace is still on disk.
-    services.edit_originals.take_call(call);
+    services.edit_originals.take_call(call, &services.cwd);
     let raw = call.get("rawInput").cloned().unwrap_or(Value::Null);
     let acp_kind = call["kind"].as_str().unwrap_or("other");
     let record::OurTool { name: tool, kind, activity } = record::our_tool(acp_kind, &raw);

@@ -18,6 +18,7 @@ use handoff_core::message::now_millis;
 use handoff_core::session::review::{CallOf, Review, ReviewedCall};
 use handoff_core::session::{Before, Originals};
 use handoff_core::sync::lock;
+use handoff_core::tools::Activity;
 
 /// The files an agent's calls are about to change, each with its content before.
 #[derive(Debug, Default)]
@@ -56,14 +57,22 @@ impl EditOriginals {
     }
 
     /// An ACP tool call (or its update, or the call of a permission request) that edits (kind
-    /// `edit`, `delete`, `move`) and has not ended: the files of its `locations` are taken
-    /// from the disk, where the agent will change them.
-    pub fn take_call(&self, call: &Value) {
-        let editing = matches!(call["kind"].as_str(), Some("edit" | "delete" | "move"));
+    /// `edit`, `delete`, `move`) and has not ended: the files of its `locations` in `project`
+    /// are taken from the disk, where the agent will change them. A file outside it is never
+    /// read: what an agent names there (a token in the user's home) must not land beside the
+    /// session, which handoffs carry on.
+    pub fn take_call(&self, call: &Value, project: &Path) {
+        use handoff_core::sandbox::paths::real_path;
+        let activity = super::record::our_tool(call["kind"].as_str().unwrap_or_default(), &Value::Null).activity;
+        let editing = matches!(activity, Activity::Edit | Activity::Delete | Activity::Move);
+        let project = real_path(project);
         let ended = matches!(call["status"].as_str(), Some("completed" | "failed"));
         let Some(id) = call["toolCallId"].as_str().filter(|_| editing && !ended) else { return };
         for location in call["locations"].as_array().into_iter().flatten() {
             let Some(path) = location["path"].as_str().map(Path::new).filter(|p| p.is_absolute()) else { continue };
+            if !real_path(path).starts_with(&project) {
+                continue;
+            }
             if let Some(before) = on_disk(path) {
                 self.take(Some(id), path, before);
             }
@@ -132,12 +141,12 @@ mod tests {
             json!({ "toolCallId": id, "kind": "edit", "status": status,
                     "locations": paths.iter().map(|p| json!({ "path": p })).collect::<Vec<_>>() })
         };
-        edits.take_call(&call("c1", &[&changed, &same], "pending"));
-        edits.take_call(&call("c2", &[&refused], "pending"));
+        edits.take_call(&call("c1", &[&changed, &same], "pending"), dir.path());
+        edits.take_call(&call("c2", &[&refused], "pending"), dir.path());
         // A read, or a call that ended, takes nothing.
-        edits.take_call(&json!({ "toolCallId": "r", "kind": "read", "status": "pending", "locations": [{ "path": changed }] }));
+        edits.take_call(&json!({ "toolCallId": "r", "kind": "read", "status": "pending", "locations": [{ "path": changed }] }), dir.path());
         std::fs::write(&changed, "after\n").unwrap();
-        edits.take_call(&call("c1", &[&changed], "in_progress"));
+        edits.take_call(&call("c1", &[&changed], "in_progress"), dir.path());
         // Through us: a new file.
         let created = dir.path().join("new.txt");
         edits.take(None, &created, Before::Missing);
@@ -163,5 +172,31 @@ mod tests {
         assert_eq!(paths, want);
         assert!(reviewed.iter().all(|c| c.call_id == "c1" && c.tool == "edit" && !c.hunks.is_empty()), "{reviewed:?}");
         assert_eq!(review.unreviewed().unwrap().len(), 2);
+    }
+
+    /// An injected agent names a file outside the project in its edit's `locations` (a name no
+    /// list of ours holds) and changes it with its own IO: its content never reaches the
+    /// session's originals or review (beside the session file, carried by handoffs).
+    #[test]
+    fn a_file_outside_the_project_named_by_a_call_is_never_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (project, home) = (dir.path().join("project"), dir.path().join("home"));
+        std::fs::create_dir_all(project.join("src")).unwrap();
+        std::fs::create_dir_all(home.join(".config/acme")).unwrap();
+        let (secret, inside) = (home.join(".config/acme/session-token"), project.join("src/a.txt"));
+        std::fs::write(&secret, "tok-4921\n").unwrap();
+        std::fs::write(&inside, "a\n").unwrap();
+        let session = project.join("s.jsonl");
+        let (originals, review) = (Originals::of_session(&session), Review::of_session(&session));
+        let edits = EditOriginals::default();
+        let call = json!({ "toolCallId": "c1", "kind": "edit", "status": "pending",
+                           "locations": [{ "path": secret }, { "path": project.join("src/../../home/.config/acme/session-token") }, { "path": inside }] });
+        edits.take_call(&call, &project);
+        std::fs::write(&secret, "tok-5000\n").unwrap();
+        std::fs::write(&inside, "b\n").unwrap();
+        let reviewed = edits.ended("c1", "edit", true, &originals, &review, "e1");
+        let kept: Vec<PathBuf> = originals.list().unwrap().into_iter().map(|f| f.path).collect();
+        assert_eq!(kept, [inside.clone()], "only the project's file");
+        assert_eq!(reviewed.iter().map(|c| &c.path).collect::<Vec<_>>(), [&inside]);
     }
 }

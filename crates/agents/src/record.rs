@@ -195,7 +195,7 @@ impl<'a> Recorder<'a> {
                 }
             }
             "tool_call" | "tool_call_update" => {
-                self.edit_originals.take_call(update);
+                self.edit_originals.take_call(update, session.cwd());
                 self.show_tool(update);
                 let id = update["toolCallId"].as_str().unwrap_or_default().to_string();
                 if !self.calls.iter().any(|c| c.id == id) {
