@@ -32,5 +32,7 @@ if [ "$local_model" = 1 ]; then
 fi
 cargo test --locked --workspace "$@"
 if [ "$local_model" = 1 ]; then
-  cargo test --locked --test nvim_e2e -- --ignored local_model
+  # One at a time: both drive the one local model server, and on 2 busy cores the second
+  # waited past its 60 s guard for a turn (CI, handoff_flow_against_the_local_model).
+  cargo test --locked --test nvim_e2e -- --ignored local_model --test-threads=1
 fi
