@@ -196,7 +196,7 @@ mod tests {
         std::fs::write(&inside, "b\n").unwrap();
         let reviewed = edits.ended("c1", "edit", true, &originals, &review, "e1");
         let kept: Vec<PathBuf> = originals.list().unwrap().into_iter().map(|f| f.path).collect();
-        assert_eq!(kept, [inside.clone()], "only the project's file");
+        assert_eq!(kept, std::slice::from_ref(&inside), "only the project's file");
         assert_eq!(reviewed.iter().map(|c| &c.path).collect::<Vec<_>>(), [&inside]);
     }
 }
