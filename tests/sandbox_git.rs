@@ -366,3 +366,104 @@ async fn a_read_only_file_cannot_be_replaced_by_renaming_its_folder() {
     git(&m.project, &["commit", "-q", "-am", "y"]);
     assert!(marker.exists(), "the control's script did not run: {results:?}");
 }
+
+/// A `git` first on `PATH` that writes each of its command lines to `log`, then runs the real
+/// one; the `PATH` that finds it.
+fn logging_git(m: &Machine, log: &Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let real = common::machine::which("git").expect("git");
+    let bin = m.outside.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = bin.join("git");
+    std::fs::write(&script, format!("#!/bin/sh\necho \"$*\" >> {}\nexec {} \"$@\"\n", log.display(), real.display())).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
+}
+
+/// How many times the host has asked git about the project (its queries run with hooks off).
+fn host_asked(log: &Path) -> usize {
+    std::fs::read_to_string(log).unwrap_or_default().lines().filter(|l| l.contains("core.hooksPath=/dev/null")).count()
+}
+
+/// [`host_asked`] after one more turn (one command) with `env`.
+async fn asked_after(m: &Machine, log: &Path, env: &[(&str, &str)]) -> usize {
+    let (results, _) = turn(m, &["echo ran"], &[], env).await;
+    assert!(results[0].contains("ran"), "{results:?}");
+    host_asked(log)
+}
+
+/// Each CLI prompt is a new process: git's answer is kept in the user's cache folder and used
+/// by the next while everything it was made from reads the same, and asked again when the
+/// project's config, the user's config or `HEAD` changes. The kept answer holds no content of
+/// a config (a token in a remote's URL stays where the user put it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_answers_are_kept_across_processes_while_what_they_were_made_from_holds() {
+    if !enforced("git_answers_are_kept_across_processes_while_what_they_were_made_from_holds") {
+        return;
+    }
+    let m = machine();
+    let log = m.outside.join("git.log");
+    let path = logging_git(&m, &log);
+    git(&m.project, &["config", "remote.origin.url", "https://u:s3cret-token@example.com/r.git"]);
+    let env = [("PATH", path.as_str())];
+    let first = asked_after(&m, &log, &env).await;
+    assert!(first > 0, "the host never asked git: the count would prove nothing");
+    let kept_dir = m.home.join(".cache/handoff-nvim/sandbox");
+    let kept: Vec<_> = std::fs::read_dir(&kept_dir).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("git-")).collect();
+    assert_eq!(kept.len(), 1, "one answer kept in {}", kept_dir.display());
+    let text = std::fs::read_to_string(kept[0].path()).unwrap();
+    assert!(!text.contains("s3cret-token"), "a config's content was copied into the kept answer");
+    assert_eq!(asked_after(&m, &log, &env).await, first, "the second process asked git again");
+    // Control: with nothing kept, every process asks.
+    assert_eq!(asked_after(&m, &log, &[("PATH", path.as_str()), ("HANDOFF_SANDBOX_CACHE_DIR", "")]).await, 2 * first);
+    // What the answer was made from changes: each is asked again.
+    let mut asked = 2 * first;
+    let changes: [(&str, Box<dyn Fn()>); 3] = [
+        ("the project's config", Box::new(|| drop(git(&m.project, &["config", "core.hooksPath", ".githooks"])))),
+        ("the user's config", Box::new(|| std::fs::write(m.home.join(".gitconfig"), "[core]\n\thooksPath = /elsewhere\n").unwrap())),
+        ("HEAD", Box::new(|| drop(git(&m.project, &["checkout", "-q", "-b", "other"])))),
+    ];
+    for (what, change) in changes {
+        change();
+        let now = asked_after(&m, &log, &env).await;
+        assert!(now > asked, "{what} changed, and git was not asked again");
+        asked = now;
+        assert_eq!(asked_after(&m, &log, &env).await, asked, "after {what}: the new answer is not kept");
+    }
+}
+
+/// The kept answer is trusted only where no command could have written it: one planted in a
+/// folder of the project (the cache folder a session in the home folder would use) that says
+/// the project has no git folder is not used, and `.git/hooks` stays read-only. The control:
+/// the same forged answer where the user's own cache is, owned by the user, is used (the
+/// forgery would work if it were trusted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_git_answer_a_command_could_have_written_is_not_used() {
+    if !enforced("a_kept_git_answer_a_command_could_have_written_is_not_used") {
+        return;
+    }
+    let m = machine();
+    std::fs::create_dir_all(m.project.join(".git/hooks")).unwrap();
+    let planted = m.project.join(".git/hooks/pre-commit");
+    let attack = format!("printf '#!/bin/sh\\necho pwned\\n' > {} && echo planted", planted.display());
+    // A true answer, kept where the user's cache is, made into a forgery: no git folder.
+    let outside = m.outside.join("cache");
+    let outside_env = [("HANDOFF_SANDBOX_CACHE_DIR", outside.to_str().unwrap())];
+    turn(&m, &["true"], &[], &outside_env).await;
+    let file = std::fs::read_dir(&outside).unwrap().flatten().find(|e| e.file_name().to_string_lossy().starts_with("git-")).expect("a kept answer").path();
+    let mut kept: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert!(!kept["layout"]["git_dirs"].as_array().unwrap().is_empty());
+    kept["layout"]["git_dirs"] = json!([]);
+    let forged = serde_json::to_vec(&kept).unwrap();
+    // In the project: not used.
+    let inside = m.project.join(".cache-h");
+    std::fs::create_dir_all(&inside).unwrap();
+    std::fs::write(inside.join(file.file_name().unwrap()), &forged).unwrap();
+    let inside_env = [("HANDOFF_SANDBOX_CACHE_DIR", inside.to_str().unwrap())];
+    let (results, _) = turn(&m, &[&attack], &[], &inside_env).await;
+    assert!(!planted.exists(), "a hook was planted through a forged answer in the project: {results:?}");
+    // The control: outside, the user's own, the forgery is used and the hook lands.
+    std::fs::write(&file, &forged).unwrap();
+    let (results, _) = turn(&m, &[&attack], &[], &outside_env).await;
+    assert!(planted.exists(), "the forged answer was not used where it is trusted: the test proves nothing: {results:?}");
+}

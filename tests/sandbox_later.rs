@@ -163,3 +163,40 @@ async fn a_process_left_running_cannot_read_a_credential_made_after_it_started()
     let missed: Vec<&str> = LATER.iter().enumerate().filter(|(i, _)| !leaked(&m.project, *i)).map(|(_, (p, _))| *p).collect();
     assert!(missed.is_empty(), "the control did not read {missed:?}: {results:?}");
 }
+
+/// Whether this system can make the command's namespaces is asked once (the probe: a process
+/// of its own) and kept for the next host process while everything it depends on reads the
+/// same; another helper file is asked about again, and so is a kept answer that is not this
+/// system's. The probe keeps a yes by writing a new file, so one left in place (same inode)
+/// means it did not run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_namespaces_probe_is_kept_across_processes_and_asked_again_when_the_helper_changes() {
+    use std::os::unix::fs::MetadataExt;
+    if !enforced("the_namespaces_probe_is_kept_across_processes_and_asked_again_when_the_helper_changes") {
+        return;
+    }
+    let m = machine();
+    let bin = m.outside.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let host = bin.join("handoff-nvim");
+    std::fs::copy(BIN, &host).unwrap();
+    let kept = m.home.join(".cache/handoff-nvim/sandbox/namespaces-probe");
+    let calls = [("bash", json!({ "command": "echo ran" }))];
+    let run = || async {
+        let (results, _) = turn_of(&host, &m, &m.project, &calls, &[], &[]).await;
+        assert!(results[0].contains("ran"), "{results:?}");
+        std::fs::metadata(&kept).expect("the probe's yes is kept").ino()
+    };
+    let first = run().await;
+    assert_eq!(run().await, first, "the second process probed again");
+    // Another helper file (a rebuild, an upgrade): asked again, and a new yes kept.
+    let later = std::time::SystemTime::now() + Duration::from_secs(5);
+    std::fs::File::options().write(true).open(&host).unwrap().set_modified(later).unwrap();
+    let after_change = run().await;
+    assert_ne!(after_change, first, "the helper changed, and the kept yes was used");
+    // A kept yes for another system.
+    std::fs::write(&kept, b"another system").unwrap();
+    let after_forgery = run().await;
+    assert_ne!(after_forgery, after_change, "a kept yes that is not this system's was used");
+    assert_ne!(std::fs::read(&kept).unwrap(), b"another system");
+}

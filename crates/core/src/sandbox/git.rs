@@ -24,13 +24,15 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
+use serde::{Deserialize, Serialize};
+
 use super::paths::real_path;
 
 /// How many submodule checkouts [`layout`] looks into (nested ones included).
 const MAX_SUBMODULES: usize = 64;
 
 /// What the project's git is, as git answers it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GitLayout {
     /// The git folders commands see through an overlay (outermost only: a folder inside
     /// another, as `.git/modules/x` or `.git/worktrees/y` in `.git`, rides on it).
@@ -55,6 +57,9 @@ pub fn layout(project: &Path) -> Arc<GitLayout> {
     static CACHE: OnceLock<Mutex<HashMap<PathBuf, Slot>>> = OnceLock::new();
     let slot = crate::sync::lock(CACHE.get_or_init(Default::default)).entry(project.to_path_buf()).or_default().clone();
     let mut slot = crate::sync::lock(&slot);
+    if slot.is_none() {
+        *slot = Kept::read(project);
+    }
     if let Some(cached) = slot.as_ref() {
         if cached.settled && cached.inputs.hold() {
             return cached.layout.clone();
@@ -68,8 +73,52 @@ pub fn layout(project: &Path) -> Arc<GitLayout> {
     let fresh = Arc::new(ask_git(project, &mut seen));
     let inputs = seen.finish();
     let settled = inputs.settled(&before);
+    if settled {
+        Kept::write(project, &fresh, &inputs);
+    }
     *slot = Some(Cached { layout: fresh.clone(), inputs, settled });
     fresh
+}
+
+/// A settled answer as the next process finds it ([`super::kept`]): git is not run again while
+/// everything it was made from reads the same. Its inputs must hold every input an answer
+/// made now would start from ([`search_inputs`]: another `$HOME`, another `git` on `PATH`,
+/// and it is not this project's answer).
+#[derive(Serialize, Deserialize)]
+struct Kept {
+    project: PathBuf,
+    layout: GitLayout,
+    inputs: Vec<((PathBuf, Look), Seen)>,
+}
+
+impl Kept {
+    /// The kept answer's name for `project`.
+    fn name(project: &Path) -> String {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(project.as_os_str().as_encoded_bytes());
+        let hex: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
+        format!("git-{hex}.json")
+    }
+
+    /// The answer an earlier process kept for `project`, when it still holds.
+    fn read(project: &Path) -> Option<Cached> {
+        let bytes = super::kept::read(&Self::name(project), Some(project))?;
+        let kept: Kept = serde_json::from_slice(&bytes).ok()?;
+        if kept.project != project {
+            return None;
+        }
+        let inputs = Inputs(kept.inputs.into_iter().collect());
+        let covers = search_inputs(project).iter().all(|key| inputs.0.contains_key(key));
+        (covers && inputs.hold()).then(|| Cached { layout: Arc::new(kept.layout), inputs, settled: true })
+    }
+
+    fn write(project: &Path, layout: &GitLayout, inputs: &Inputs) {
+        let kept = Kept { project: project.to_path_buf(), layout: layout.clone(), inputs: inputs.0.iter().map(|(k, v)| (k.clone(), v.clone())).collect() };
+        match serde_json::to_vec(&kept) {
+            Ok(bytes) => super::kept::write(&Self::name(project), &bytes, Some(project)),
+            Err(e) => tracing::debug!(error = %e, "cannot keep git's answer"),
+        }
+    }
 }
 
 /// Asks git about `project` on a thread of its own (a session starts in it: its first command
@@ -93,7 +142,7 @@ struct Cached {
 }
 
 /// What an answer used of a path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 enum Look {
     /// Whether it exists, and as what (a link: where it points).
     Kind,
@@ -104,7 +153,7 @@ enum Look {
 }
 
 /// A file's kind, as `lstat` says it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 enum Kind {
     Absent,
     File,
@@ -131,18 +180,19 @@ impl Kind {
 const SMALL_FILE: u64 = 64 * 1024;
 
 /// What a [`Look`] at a path found.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Seen {
     kind: Kind,
     link: Option<PathBuf>,
     body: Body,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 enum Body {
     None,
-    /// A small file's content.
-    Bytes(Vec<u8>),
+    /// A small file's content, by its SHA-256 (what an answer keeps is written to disk
+    /// ([`Kept`]): a token in a remote's URL in a config must not be copied there).
+    Digest([u8; 32]),
     /// A larger file (an index): device, inode, size, mtime and ctime. git replaces such a file
     /// by renaming a new one over it (a new inode), and the host's merge does the same.
     Large(u64, u64, u64, (i64, i64), (i64, i64)),
@@ -160,7 +210,10 @@ impl Seen {
         let body = match look {
             Look::Kind => Body::None,
             Look::Read => match std::fs::metadata(path) {
-                Ok(m) if m.is_file() && m.len() <= SMALL_FILE => std::fs::read(path).map_or(Body::None, Body::Bytes),
+                Ok(m) if m.is_file() && m.len() <= SMALL_FILE => std::fs::read(path).map_or(Body::None, |bytes| {
+                    use sha2::Digest;
+                    Body::Digest(sha2::Sha256::digest(bytes).into())
+                }),
                 Ok(m) if m.is_file() => Body::Large(m.dev(), m.ino(), m.len(), (m.mtime(), m.mtime_nsec()), (m.ctime(), m.ctime_nsec())),
                 Ok(m) => Body::Target(Kind::of(m.file_type())),
                 Err(_) => Body::None,
@@ -251,7 +304,19 @@ const GIT_FOLDER_READS: [&str; 6] = ["HEAD", "config", "config.worktree", "commo
 /// looks for a repository) and the settings of the user and of the system.
 fn search_inputs(project: &Path) -> Vec<(PathBuf, Look)> {
     let ancestors = project.ancestors().map(|dir| (dir.join(".git"), Look::Read));
-    ancestors.chain(user_configs().into_iter().map(|p| (p, Look::Read))).collect()
+    let git = git_on_path().map(|git| (git, Look::Read));
+    ancestors.chain(user_configs().into_iter().map(|p| (p, Look::Read))).chain(git).collect()
+}
+
+/// The `git` that [`git_command`] runs: the first on `PATH` (its file is an input: another
+/// version may answer otherwise).
+fn git_on_path() -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join("git"))
+        .find(|git| std::fs::metadata(git).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
 }
 
 /// [`search_inputs`], and what git reads in the `.git` folder nearest the project (its own, or
@@ -408,7 +473,10 @@ fn ask_git(project: &Path, seen: &mut Recorder) -> GitLayout {
         let Body::Entries(entries) = seen.look(&worktrees, Look::List).body.clone() else { continue };
         for (name, ..) in entries {
             let gitdir = worktrees.join(&name).join("gitdir");
-            let Body::Bytes(text) = seen.look(&gitdir, Look::Read).body.clone() else { continue };
+            if !matches!(seen.look(&gitdir, Look::Read).body, Body::Digest(_)) {
+                continue;
+            }
+            let Ok(text) = std::fs::read(&gitdir) else { continue };
             let pointer = absolute(&worktrees.join(&name), String::from_utf8_lossy(&text).trim());
             if pointer.starts_with(&project) && seen.look(&pointer, Look::Kind).kind == Kind::File && !layout.pointers.contains(&pointer) {
                 layout.pointers.push(pointer);

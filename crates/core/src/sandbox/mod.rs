@@ -18,6 +18,7 @@
 pub mod command;
 pub mod git;
 pub mod helper;
+pub mod kept;
 pub mod links;
 #[cfg(target_os = "linux")]
 pub mod linux;
@@ -190,9 +191,21 @@ pub fn mount_namespaces() -> &'static Result<(), String> {
         // Its folders go in the git views' state folder (outside every writable root), not in
         // `$TMPDIR`: a folder made and removed there changes it, and the read rules list it
         // when it is on the way to a credential.
+        let within = git::state_root().ok();
+        // A yes from an earlier process on this same system is taken as it is (`kept`): a
+        // command whose namespaces then fail does not run, and says why.
+        let system = probe_inputs(&helper, within.as_deref());
+        if system.as_ref().is_some_and(|now| kept::read(PROBE_KEPT, None).as_ref() == Some(now)) {
+            return Ok(());
+        }
+        let keep = |answer: &Result<(), String>| {
+            if let (Ok(()), Some(system)) = (answer, &system) {
+                kept::write(PROBE_KEPT, system, None);
+            }
+        };
         let mut probe = std::process::Command::new(helper.path());
         probe.arg(PROBE_COMMAND);
-        if let Ok(within) = git::state_root() {
+        if let Some(within) = &within {
             probe.arg(within);
         }
         let mut child = probe
@@ -210,16 +223,87 @@ pub fn mount_namespaces() -> &'static Result<(), String> {
             if let Err(e) = reaped {
                 tracing::debug!("cannot wait for the sandbox's probe on a thread: {e}");
             }
+            keep(&Ok(()));
             return Ok(());
         }
         let out = child.wait_with_output().map_err(|e| format!("cannot run {}: {e}", helper.source().display()))?;
         if out.status.success() {
             // A helper from before the early yes says it by its status alone.
+            keep(&Ok(()));
             return Ok(());
         }
         let why = String::from_utf8_lossy(&out.stderr);
         Err(why.trim().trim_start_matches("error: ").to_string())
     })
+}
+
+/// The name [`mount_namespaces`]'s yes is kept under ([`kept`]).
+const PROBE_KEPT: &str = "namespaces-probe";
+
+/// What decides the namespaces' probe, read without running anything (a few small files of
+/// `/proc`): the boot, this process's user and namespaces, the kernel's settings for user
+/// namespaces, the LSM's label and the seccomp and capability state this process (and so the
+/// helper) starts with, the mounts it sees, the helper's file, and the file system the views'
+/// state goes on. `None` where a simulation is asked for (tests) or the helper's file cannot be
+/// read: the probe then runs. A kept yes is used only while all of it is the same.
+fn probe_inputs(helper: &HelperBinary, within: Option<&Path>) -> Option<Vec<u8>> {
+    use std::os::unix::fs::MetadataExt;
+    if !cfg!(target_os = "linux") || std::env::var_os(SIMULATED_NO_MOUNTS_VAR).is_some() || std::env::var_os(SIMULATED_ABI_VAR).is_some() {
+        return None;
+    }
+    let mut out = format!("{} {}\n", env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION")).into_bytes();
+    let mut add = |label: &str, bytes: &[u8]| {
+        out.extend_from_slice(label.as_bytes());
+        out.extend_from_slice(format!(" {}\n", bytes.len()).as_bytes());
+        out.extend_from_slice(bytes);
+        out.push(b'\n');
+    };
+    for file in [
+        "/proc/sys/kernel/random/boot_id",
+        "/proc/sys/user/max_user_namespaces",
+        "/proc/sys/user/max_mnt_namespaces",
+        "/proc/sys/kernel/unprivileged_userns_clone",
+        "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+        "/proc/self/attr/current",
+        "/proc/self/mountinfo",
+    ] {
+        add(file, &std::fs::read(file).unwrap_or_default());
+    }
+    for ns in ["user", "mnt", "pid"] {
+        let link = std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap_or_default();
+        add(ns, link.as_os_str().as_encoded_bytes());
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    for line in status.lines().filter(|l| ["Uid:", "Gid:", "Cap", "NoNewPrivs:", "Seccomp"].iter().any(|p| l.starts_with(p))) {
+        add("status", line.as_bytes());
+    }
+    let source = std::fs::metadata(helper.source()).ok()?;
+    let stamp = |m: &std::fs::Metadata| format!("{} {} {} {}.{} {}.{}", m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec());
+    add("helper", format!("{} {}", helper.source().display(), stamp(&source)).as_bytes());
+    if let Some(parent) = within.and_then(Path::parent) {
+        let meta = std::fs::metadata(parent).ok()?;
+        add("state", format!("{} {} {}", parent.display(), meta.dev(), file_system_kind(parent).unwrap_or(0)).as_bytes());
+    }
+    Some(out)
+}
+
+/// The kind of file system `dir` is on (`statfs`'s magic number).
+#[cfg(target_os = "linux")]
+fn file_system_kind(dir: &Path) -> Option<i64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut fs = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: a NUL-terminated path and a buffer of the size statfs writes.
+    if unsafe { libc::statfs(path.as_ptr(), fs.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: statfs succeeded, so it wrote the buffer.
+    Some(unsafe { fs.assume_init() }.f_type as i64)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn file_system_kind(_dir: &Path) -> Option<i64> {
+    None
 }
 
 /// Whether [`mount_namespaces`]'s probe was started: its folders are in the git views' state

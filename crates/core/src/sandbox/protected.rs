@@ -321,6 +321,13 @@ pub fn sandbox_mounts(project: &Path, git: Option<&super::git::GitLayout>) -> Sa
         for path in git.planted.iter().map(|(p, _)| p).chain(&git.pointers) {
             push_existing(&mut mounts.read_only, path);
         }
+        // The answers the next process trusts (`kept`), where the project holds their folder
+        // (a session in the home folder): made now, so that it is there to be read-only.
+        if let Some(kept) = super::kept::dir().map(|d| real_path(&d)).filter(|d| d.starts_with(&project)) {
+            use std::os::unix::fs::DirBuilderExt;
+            let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&kept);
+            push_existing(&mut mounts.read_only, &kept);
+        }
     }
     for credential in credential_paths() {
         push_existing(&mut mounts.hidden, &credential);
