@@ -180,12 +180,18 @@ async fn the_namespaces_probe_is_kept_across_processes_and_asked_again_when_the_
     std::fs::create_dir_all(&bin).unwrap();
     let host = bin.join("handoff-nvim");
     std::fs::copy(BIN, &host).unwrap();
-    let kept = m.home.join(".cache/handoff-nvim/sandbox/namespaces-probe");
+    let kept_dir = m.home.join(".cache/handoff-nvim/sandbox");
+    let kept_file = || {
+        let mut found: Vec<_> = std::fs::read_dir(&kept_dir).unwrap().flatten().map(|e| e.path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("namespaces-probe-")).collect();
+        assert_eq!(found.len(), 1, "one kept yes for this helper: {found:?}");
+        found.pop().unwrap()
+    };
     let calls = [("bash", json!({ "command": "echo ran" }))];
     let run = || async {
         let (results, _) = turn_of(&host, &m, &m.project, &calls, &[], &[]).await;
         assert!(results[0].contains("ran"), "{results:?}");
-        std::fs::metadata(&kept).expect("the probe's yes is kept").ino()
+        std::fs::metadata(kept_file()).expect("the probe's yes is kept").ino()
     };
     let first = run().await;
     assert_eq!(run().await, first, "the second process probed again");
@@ -195,8 +201,8 @@ async fn the_namespaces_probe_is_kept_across_processes_and_asked_again_when_the_
     let after_change = run().await;
     assert_ne!(after_change, first, "the helper changed, and the kept yes was used");
     // A kept yes for another system.
-    std::fs::write(&kept, b"another system").unwrap();
+    std::fs::write(kept_file(), b"another system").unwrap();
     let after_forgery = run().await;
     assert_ne!(after_forgery, after_change, "a kept yes that is not this system's was used");
-    assert_ne!(std::fs::read(&kept).unwrap(), b"another system");
+    assert_ne!(std::fs::read(kept_file()).unwrap(), b"another system");
 }

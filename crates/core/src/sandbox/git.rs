@@ -94,10 +94,7 @@ struct Kept {
 impl Kept {
     /// The kept answer's name for `project`.
     fn name(project: &Path) -> String {
-        use sha2::Digest;
-        let digest = sha2::Sha256::digest(project.as_os_str().as_encoded_bytes());
-        let hex: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
-        format!("git-{hex}.json")
+        super::kept::name_for("git", project)
     }
 
     /// The answer an earlier process kept for `project`, when it still holds.

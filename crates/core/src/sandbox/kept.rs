@@ -34,6 +34,15 @@ pub fn dir() -> Option<PathBuf> {
     Some(cache.join("handoff-nvim").join("sandbox"))
 }
 
+/// The name of the answer of kind `kind` about `key` (a project, a helper's file): one file
+/// each, so that two projects, or two host builds used in turn, do not replace each other's.
+pub fn name_for(kind: &str, key: &Path) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(key.as_os_str().as_encoded_bytes());
+    let hex: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
+    format!("{kind}-{hex}")
+}
+
 /// Where the answer `name` is kept, unless that is inside `inside` (a folder commands may
 /// write: the answer could then be a command's).
 fn path_for(dir: &Path, name: &str, inside: Option<&Path>) -> Option<PathBuf> {

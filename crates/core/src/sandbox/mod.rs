@@ -195,12 +195,13 @@ pub fn mount_namespaces() -> &'static Result<(), String> {
         // A yes from an earlier process on this same system is taken as it is (`kept`): a
         // command whose namespaces then fail does not run, and says why.
         let system = probe_inputs(&helper, within.as_deref());
-        if system.as_ref().is_some_and(|now| kept::read(PROBE_KEPT, None).as_ref() == Some(now)) {
+        let kept_name = kept::name_for(PROBE_KEPT, helper.source());
+        if system.as_ref().is_some_and(|now| kept::read(&kept_name, None).as_ref() == Some(now)) {
             return Ok(());
         }
         let keep = |answer: &Result<(), String>| {
             if let (Ok(()), Some(system)) = (answer, &system) {
-                kept::write(PROBE_KEPT, system, None);
+                kept::write(&kept_name, system, None);
             }
         };
         let mut probe = std::process::Command::new(helper.path());
@@ -237,7 +238,7 @@ pub fn mount_namespaces() -> &'static Result<(), String> {
     })
 }
 
-/// The name [`mount_namespaces`]'s yes is kept under ([`kept`]).
+/// The kind of answer [`mount_namespaces`]'s yes is kept as ([`kept::name_for`]: one per helper file).
 const PROBE_KEPT: &str = "namespaces-probe";
 
 /// What decides the namespaces' probe, read without running anything (a few small files of
