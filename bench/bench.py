@@ -1717,6 +1717,21 @@ def timed_layer(make_cmd, listed, env, cwd, pass_fds, state_root=None):
         os.close(fd)
 
 
+# §11's paced model: each reply starts this long after its request (a fast hosted model's time
+# to its first token).
+SANDBOX_TURN_MS = 300
+
+
+def paced_one_command(mock):
+    """The one-command turn on a paced model: three words a third of SANDBOX_TURN_MS apart, then
+    the call; then "Done." SANDBOX_TURN_MS after the next request."""
+    (name, args), = ONE_COMMAND
+    mock.control("reset")
+    mock.control("push", [{"kind": "tool_calls", "calls": [{"name": name, "arguments": json.dumps(args)}],
+                           "text_before": ["Counting ", "the ", "lines."], "chunk_delay_ms": SANDBOX_TURN_MS // 3},
+                          {"kind": "text", "chunks": ["Done."], "first_delay_ms": SANDBOX_TURN_MS}])
+
+
 def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg, before_dir=None):
     """§11: a trivial command (`bash -c true`) spawned as is, through the helper with Landlock
     and seccomp only, and with the mount namespace as the host sets it up for a git project
@@ -1806,7 +1821,10 @@ def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg, before_dir=None
     # "again": the one-command turn as a user's next prompt in the same project (what the host
     # asked the system about git and the namespaces is kept across processes, issue 39);
     # "one" is a new project's first prompt.
-    turns = {(who, calls, mode): [] for who in builds for calls in ("four", "one", "again") for mode in ("off", "workspace-write")}
+    # "paced", "paced-again": the same two on a paced model (each reply starts after
+    # SANDBOX_TURN_MS), the user's wait: what the host does beside the model's time is hidden.
+    kinds = ("four", "one", "again", "paced", "paced-again")
+    turns = {(who, calls, mode): [] for who in builds for calls in kinds for mode in ("off", "workspace-write")}
     again = {}
     turn_pi = []
     pi_env = dict(pi_tool_env(pi, rg), HOME=home) if pi else None
@@ -1825,9 +1843,9 @@ def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg, before_dir=None
     expected_one["config.toml"] = TURN_SEED["config.toml"].encode()
     for _ in range(runs * 3):
         for (who, calls, mode), times in turns.items():
-            if calls == "again":
-                d = again.get((who, mode)) or again.setdefault((who, mode), fresh())
-                script_turn(mock, ONE_COMMAND)
+            if calls in ("again", "paced-again"):
+                d = again.get((who, calls, mode)) or again.setdefault((who, calls, mode), fresh())
+                paced_one_command(mock) if calls == "paced-again" else script_turn(mock, ONE_COMMAND)
                 cmd = ours_turn_cmd(builds[who], d)
                 times.append(timed(cmd[:1] + ["--sandbox", mode] + cmd[1:], env, d))
                 if snapshot(d, skip=".git") != expected_one:
@@ -1835,7 +1853,7 @@ def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg, before_dir=None
                 os.remove(os.path.join(d, "count.txt"))
                 continue
             d = fresh()
-            script_turn(mock, TURN_CALLS if calls == "four" else ONE_COMMAND)
+            paced_one_command(mock) if calls == "paced" else script_turn(mock, TURN_CALLS if calls == "four" else ONE_COMMAND)
             cmd = ours_turn_cmd(builds[who], d)
             times.append(timed(cmd[:1] + ["--sandbox", mode] + cmd[1:], env, d))
             shutil.rmtree(os.path.join(d, ".git"))
@@ -1857,7 +1875,10 @@ def bench_sandbox(bin_dir, pi, env, mock, runs, work, smoke, rg, before_dir=None
                     cmd_on_full_p90=pct(on_full[who], 0.9),
                     turn_off=median(turns[(who, "four", "off")]), turn_on=median(turns[(who, "four", "workspace-write")]),
                     one_off=median(turns[(who, "one", "off")]), one_on=median(turns[(who, "one", "workspace-write")]),
-                    again_off=median(turns[(who, "again", "off")]), again_on=median(turns[(who, "again", "workspace-write")]))
+                    again_off=median(turns[(who, "again", "off")]), again_on=median(turns[(who, "again", "workspace-write")]),
+                    paced_off=median(turns[(who, "paced", "off")]), paced_on=median(turns[(who, "paced", "workspace-write")]),
+                    paced_again_off=median(turns[(who, "paced-again", "off")]),
+                    paced_again_on=median(turns[(who, "paced-again", "workspace-write")]))
     out = dict(spawns=spawns, read_rules=read_rules, layered=layered, cmd_off=median(off), cmd_off_p90=pct(off, 0.9),
                turn_pi=median(turn_pi) if turn_pi else None, **figures("after"))
     if before_dir:
@@ -2829,6 +2850,8 @@ def main():
                     f"| four-tool turn, prompt → exit, median | {fmt_ms(sb['turn_off'])} | {fmt_ms(sb['turn_on'])} | **{fmt_ms(d_turn)}** |",
                     f"| one-command turn (its bash call only), prompt → exit, median | {fmt_ms(sb['one_off'])} | {fmt_ms(sb['one_on'])} | **{fmt_ms(d_one)}** |",
                     f"| … the next prompt in the same project | {fmt_ms(sb['again_off'])} | {fmt_ms(sb['again_on'])} | **{fmt_ms(sb['again_on'] - sb['again_off'])}** |",
+                    f"| one-command turn on a paced model (each reply after {SANDBOX_TURN_MS} ms), a new project | {fmt_ms(sb['paced_off'])} | {fmt_ms(sb['paced_on'])} | **{fmt_ms(sb['paced_on'] - sb['paced_off'])}** |",
+                    f"| … the next prompt in the same project | {fmt_ms(sb['paced_again_off'])} | {fmt_ms(sb['paced_again_on'])} | **{fmt_ms(sb['paced_again_on'] - sb['paced_again_off'])}** |",
                     f"| pi's four-tool turn (no sandbox), median | {fmt_ms(sb.get('turn_pi'))} | | pi takes {ratio(sb.get('turn_pi'), sb['turn_on'])} the time of our sandboxed turn |", ""]
             if sb.get("before"):
                 b = sb["before"]
@@ -2841,7 +2864,9 @@ def main():
                         row("… through `handoff-nvim sandbox-exec`", "cmd_on_host", sb["cmd_off"]),
                         f"| four-tool turn (sandboxed − off, each build's own) | {fmt_ms(b['turn_on'] - b['turn_off'])} | {fmt_ms(d_turn)} |",
                         f"| one-command turn (sandboxed − off) | {fmt_ms(b['one_on'] - b['one_off'])} | {fmt_ms(d_one)} |",
-                        f"| … the next prompt in the same project | {fmt_ms(b['again_on'] - b['again_off'])} | {fmt_ms(sb['again_on'] - sb['again_off'])} |", ""]
+                        f"| … the next prompt in the same project | {fmt_ms(b['again_on'] - b['again_off'])} | {fmt_ms(sb['again_on'] - sb['again_off'])} |",
+                        f"| one-command turn on the paced model, a new project | {fmt_ms(b['paced_on'] - b['paced_off'])} | {fmt_ms(sb['paced_on'] - sb['paced_off'])} |",
+                        f"| … the next prompt in the same project | {fmt_ms(b['paced_again_on'] - b['paced_again_off'])} | {fmt_ms(sb['paced_again_on'] - sb['paced_again_off'])} |", ""]
         if "12" in only:
             log("12. a long reply: Responses beside Chat Completions")
             d = raw["decode"] = bench_decode(args.bin_dir, mock, runs, work, 2000 if args.smoke else 20000)

@@ -122,10 +122,7 @@ impl Kept {
 /// then finds the answer made, or waits for the one being made).
 pub fn prefetch(project: &Path) {
     let project = real_path(project);
-    let spawned = std::thread::Builder::new().name("handoff-git-layout".into()).spawn(move || drop(layout(&project)));
-    if let Err(e) = spawned {
-        tracing::debug!(error = %e, "cannot ask git about the project in the background");
-    }
+    super::ahead("handoff-git-layout", super::AHEAD_NICE, move || drop(layout(&project)));
 }
 
 /// Each project's slot for its cached answer (locked while an answer is made).

@@ -180,10 +180,7 @@ fn with_index<T>(project: &Path, f: impl FnOnce(&Index) -> T) -> T {
 /// finds the index made).
 pub fn prefetch(project: &Path) {
     let project = super::paths::real_path(project);
-    let spawned = std::thread::Builder::new().name("handoff-links".into()).spawn(move || with_index(&project, |_| ()));
-    if let Err(e) = spawned {
-        tracing::debug!(error = %e, "cannot index the project's hard links in the background");
-    }
+    super::ahead("handoff-links", super::AHEAD_NICE, move || with_index(&project, |_| ()));
 }
 
 /// The other names of the file `real` (a real path with more than one link, `dev`/`ino` its

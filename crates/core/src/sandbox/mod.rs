@@ -307,6 +307,31 @@ fn file_system_kind(_dir: &Path) -> Option<i64> {
     None
 }
 
+/// How much lower than the host's the priority of work made ahead of a command is: it yields
+/// the cores to what the user waits for (the model's request, the editor), and a build at the
+/// normal priority still leaves it about a tenth of a core, so the first command is not
+/// starved of it (a nice of 19 would leave 1.5%).
+pub const AHEAD_NICE: i32 = 10;
+
+/// Runs `work` on a thread of its own named `name`, its priority `nice` lower than the host's
+/// (what it starts inherits it; [`AHEAD_NICE`] for what a first command will wait for).
+/// Failing to spawn is only logged: the first command then makes it itself.
+pub(crate) fn ahead(name: &str, nice: i32, work: impl FnOnce() + Send + 'static) {
+    let spawned = std::thread::Builder::new().name(name.into()).spawn(move || {
+        #[cfg(target_os = "linux")]
+        // SAFETY: gettid, getpriority and setpriority take numbers only; this thread's own
+        // priority (getpriority's -1 on error is also a nice value: the sum is only clamped).
+        unsafe {
+            let nice = libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t).saturating_add(nice).min(19);
+            libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice);
+        }
+        work();
+    });
+    if let Err(e) = spawned {
+        tracing::debug!("cannot start {name} in the background: {e}");
+    }
+}
+
 /// Whether [`mount_namespaces`]'s probe was started: its folders are in the git views' state
 /// folder, which the host's exit waits for the answer to remove ([`remove_private_tmpdir`]).
 static PROBE_STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -315,12 +340,9 @@ static PROBE_STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicB
 /// so that the first command does not wait for it; a later call waits for that answer.
 pub fn probe_in_background() {
     PROBE_STARTED.store(true, std::sync::atomic::Ordering::SeqCst);
-    let spawned = std::thread::Builder::new().name("sandbox-probe".into()).spawn(|| {
+    ahead("sandbox-probe", AHEAD_NICE, || {
         let _ = mount_namespaces();
     });
-    if let Err(e) = spawned {
-        tracing::debug!("cannot probe the sandbox in the background: {e}");
-    }
 }
 
 /// Starts what a session's first command in `project` needs, each on a thread of its own, once
@@ -351,14 +373,11 @@ pub fn prefetch(project: &Path, settings: SandboxSettings) {
     if settings.mode == SandboxMode::WorkspaceWrite {
         git::prefetch(&project);
     }
-    let spawned = std::thread::Builder::new().name("handoff-read-rules".into()).spawn(|| {
+    ahead("handoff-read-rules", AHEAD_NICE, || {
         if let Err(e) = read_rules::current() {
             tracing::debug!("cannot make the read rules in the background: {e}");
         }
     });
-    if let Err(e) = spawned {
-        tracing::debug!("cannot make the read rules in the background: {e}");
-    }
 }
 
 /// The helper's subcommand.

@@ -216,18 +216,9 @@ impl ReadRules {
             return;
         }
         let rules = self.clone();
-        let spawned = std::thread::Builder::new().name("handoff-read-layer".into()).spawn(move || {
-            // Work for a command that may never come: it yields to what the user waits for.
-            #[cfg(target_os = "linux")]
-            // SAFETY: gettid and setpriority take numbers only; this thread's own priority.
-            unsafe {
-                libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19);
-            }
-            rules.refill_now();
-        });
-        if let Err(e) = spawned {
-            tracing::debug!("cannot make the next read layer in the background: {e}");
-        }
+        // Work for a command that may never come (the next command makes its own layer when
+        // none is waiting): it yields to everything else.
+        super::ahead("handoff-read-layer", 19, move || rules.refill_now());
     }
 
     fn refill_now(&self) {
