@@ -42,12 +42,14 @@ for i in range(n + 1):
         connects = [e[0] for e in ev_list if e[2].endswith("sys_enter_connect")]
         recvs = [e[0] for e in ev_list if e[2].endswith("sys_exit_recvfrom") and not e[3].strip().endswith("0x0")]
         execs = [(e[0], e[3]) for e in ev_list if e[2].endswith("sched_process_exec")]
-        first_exec = next(t for t, f in execs if "bash" in f or "/proc/self/fd" in f or "handoff-sandbox" in f)
-        bash_exec = next(t for t, f in execs if f.endswith("/bin/bash pid=" + f.split("pid=")[1]) or "/bin/bash" in f)
+        bash_exec = next(t for t, f in execs if "/bin/bash" in f)
+        call_recv = max(t for t in recvs if t < bash_exec)
+        # The helper (handoff-sandbox, or the host's own binary re-entered), or bash itself; not
+        # the host's process-group watcher (`/bin/sh`).
+        first_exec = min(t for t, f in execs if t > call_recv and "/bin/sh " not in f + " ")
         exits = [(e[0], e[3]) for e in ev_list if e[2].endswith("sched_process_exit")]
         bash_exit = next(t for t, c in exits if "comm=bash" in c)
         last_cmd_exit = max(t for t, c in exits if ("comm=bash" in c or "comm=10 " in c or "comm=handoff-sandbox" in c) and t < connects[-1])
-        call_recv = max(t for t in recvs if t < first_exec)
         final_recv = recvs[-1]
         main_exit = max(e[0] for e in ev_list if e[1] == "handoff-nvim" and e[2].endswith("sys_enter_exit_group"))
         d = dict(start_to_connect=connects[1] - t_start if len(connects) > 1 else connects[0] - t_start,
