@@ -418,7 +418,8 @@ async fn git_answers_are_kept_across_processes_while_what_they_were_made_from_ho
     assert_eq!(asked_after(&m, &log, &[("PATH", path.as_str()), ("HANDOFF_SANDBOX_CACHE_DIR", "")]).await, 2 * first);
     // What the answer was made from changes: each is asked again.
     let mut asked = 2 * first;
-    let changes: [(&str, Box<dyn Fn()>); 3] = [
+    type Change<'a> = (&'a str, Box<dyn Fn() + 'a>);
+    let changes: [Change; 3] = [
         ("the project's config", Box::new(|| drop(git(&m.project, &["config", "core.hooksPath", ".githooks"])))),
         ("the user's config", Box::new(|| std::fs::write(m.home.join(".gitconfig"), "[core]\n\thooksPath = /elsewhere\n").unwrap())),
         ("HEAD", Box::new(|| drop(git(&m.project, &["checkout", "-q", "-b", "other"])))),

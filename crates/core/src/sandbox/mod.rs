@@ -299,7 +299,10 @@ fn file_system_kind(dir: &Path) -> Option<i64> {
         return None;
     }
     // SAFETY: statfs succeeded, so it wrote the buffer.
-    Some(unsafe { fs.assume_init() }.f_type as i64)
+    let kind = unsafe { fs.assume_init() }.f_type;
+    // Its type differs between architectures (i64 here, i32 on 32-bit ones).
+    #[allow(clippy::unnecessary_cast)]
+    Some(kind as i64)
 }
 
 #[cfg(not(target_os = "linux"))]
