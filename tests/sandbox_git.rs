@@ -468,3 +468,37 @@ async fn a_kept_git_answer_a_command_could_have_written_is_not_used() {
     let (results, _) = turn(&m, &[&attack], &[], &outside_env).await;
     assert!(planted.exists(), "the forged answer was not used where it is trusted: the test proves nothing: {results:?}");
 }
+
+/// The CLI sends its prompt at once: the sandbox's work for the first command (git's answer
+/// among it) starts when the model's first reply begins, in the model's time, not beside the
+/// first request (`sandbox::PrefetchAt::FirstReply`). A request refused before any reply (a
+/// 401) leaves git unasked; the control, a reply that runs a command, asks it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_asks_git_only_once_a_reply_begins() {
+    if !enforced("the_cli_asks_git_only_once_a_reply_begins") {
+        return;
+    }
+    let m = machine();
+    let log = m.outside.join("git.log");
+    let path = logging_git(&m, &log);
+    let mock = handoff_mock::MockServer::start().await.unwrap();
+    mock.push(handoff_mock::MockReply::Status { status: 401, body: r#"{"error":{"message":"bad key"}}"#.into(), retry_after: None });
+    let out = tokio::process::Command::new(common::machine::BIN)
+        .args(["prompt", "--yes", "--new", "--max-retries", "0", "--base-url", &mock.openai_base_url(), "--session-dir"])
+        .arg(m.tmp.join("sessions"))
+        .arg("--cwd")
+        .arg(&m.project)
+        .arg("do it")
+        .current_dir(&m.project)
+        .env_clear()
+        .env("PATH", &path)
+        .env("HOME", &m.home)
+        .env("TMPDIR", &m.tmp)
+        .env("OPENAI_API_KEY", "sk-test")
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success(), "the 401 did not fail the prompt: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(host_asked(&log), 0, "git was asked before any reply began");
+    assert!(asked_after(&m, &log, &[("PATH", path.as_str())]).await > 0, "the control never asked git: the count proves nothing");
+}

@@ -195,7 +195,10 @@ fn current_dir(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 /// Opens the chosen session for a command (the one way, `controller::open_for`), saying on
 /// stderr what the load had to repair and what of the MCP servers will not start.
 fn open_agent(settings: &Settings, cwd: &Path, choice: SessionChoice) -> anyhow::Result<Arc<AgentSession>> {
-    let opened = controller::open_for(&frontend_paths::front_end(settings), settings, cwd, choice)
+    let mut front_end = frontend_paths::front_end(settings);
+    // A prompt is sent at once: what the first command needs is made in the model's time.
+    front_end.sandbox_prefetch = handoff_core::sandbox::PrefetchAt::FirstReply;
+    let opened = controller::open_for(&front_end, settings, cwd, choice)
         .map_err(|failure| anyhow::anyhow!(failure.message))?;
     if let Some(hub) = &opened.mcp {
         if settings.mcp.as_ref().is_some_and(|m| m.trust_project) {
@@ -376,8 +379,6 @@ async fn prompt(settings: &Settings, choice: SessionChoice, cwd: Option<PathBuf>
     if auto == AutoHandoff::Review {
         anyhow::bail!("--auto-handoff review needs an editor to review the document in: use continue or off");
     }
-    // What the first command needs is made while the prompt starts.
-    handoff_core::sandbox::prefetch(&cwd, settings.sandbox());
     let confined = refuse_unenforceable_sandbox(settings)?;
     let agent = open_agent(settings, &cwd, choice)?;
     // Said only once the prompt will run: a start that failed says why and nothing else.

@@ -321,6 +321,7 @@ impl Settings {
             clear_tool_results: self.handoff.as_ref().and_then(|h| h.clear_tool_results),
             sandbox: self.sandbox(),
             env: tools.env.clone().unwrap_or_default(),
+            sandbox_prefetch: crate::sandbox::PrefetchAt::default(),
         })
     }
 

@@ -82,5 +82,6 @@ pub fn front_end(settings: &Settings) -> handoff_core::controller::FrontEnd {
         mcp_trust: mcp_trust_store(),
         mcp_servers: Vec::new(),
         thinking_switches: true,
+        sandbox_prefetch: handoff_core::sandbox::PrefetchAt::SessionStart,
     }
 }

@@ -218,6 +218,7 @@ impl Host {
             mcp_user_file: None,
             // `thinking` is a new session's level here; `set_thinking` switches one.
             thinking_switches: false,
+            sandbox_prefetch: handoff_core::sandbox::PrefetchAt::SessionStart,
             ..frontend_paths::front_end(&settings)
         };
         let cwd = parsed.cwd.unwrap_or_else(|| lock(&self.inner.cwd).clone());

@@ -114,6 +114,8 @@ pub struct AgentSession {
     clear_tool_results: Option<u64>,
     /// How bash commands are confined.
     sandbox: crate::sandbox::SandboxSettings,
+    /// The sandbox's work ahead waits for the first reply to begin ([`crate::sandbox::PrefetchAt`]).
+    prefetch_pending: std::sync::atomic::AtomicBool,
     /// Another model of the same provider for the runs that ask for it
     /// (`RunOptions::document_model`); `None`: the session's.
     document_model: Mutex<Option<String>>,
@@ -142,8 +144,12 @@ impl AgentSession {
         // The files the provider's settings read its key from are credentials from now on.
         crate::sandbox::protected::remember_credential_files(config.provider.key_files());
         // The probe, the project's index of folders, git's answer and the read rules, made
-        // before the first command needs them (`sandbox::prefetch`).
-        crate::sandbox::prefetch(session.cwd(), config.sandbox);
+        // before the first command needs them (`sandbox::prefetch`): now, or as the first reply
+        // begins ([`AgentSession::stream_request`]).
+        let prefetch_pending = config.sandbox_prefetch == crate::sandbox::PrefetchAt::FirstReply && config.sandbox.is_on();
+        if config.sandbox_prefetch == crate::sandbox::PrefetchAt::SessionStart {
+            crate::sandbox::prefetch(session.cwd(), config.sandbox);
+        }
         Self {
             provider: Mutex::new(Provider::new(config.provider)),
             session: Mutex::new(session),
@@ -168,6 +174,7 @@ impl AgentSession {
             wall: config.wall,
             clear_tool_results: config.clear_tool_results,
             sandbox: config.sandbox,
+            prefetch_pending: std::sync::atomic::AtomicBool::new(prefetch_pending),
             document_model: Mutex::new(None),
             estimate_watcher: Mutex::new(None),
             driver: Mutex::new(std::sync::Weak::<()>::new()),

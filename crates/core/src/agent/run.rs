@@ -403,7 +403,18 @@ impl AgentSession {
             self.emit(AgentEvent::MessageStart { message: assembler.message().clone() });
         }
         let events = self.events.clone();
+        // The sandbox's work ahead, when it waits for a reply to begin: started by its first
+        // event (the request is out, the model's time is the host's idle time).
+        let mut prefetch = self
+            .prefetch_pending
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .then(|| self.session().cwd().to_path_buf());
         let mut on_event = |event: StreamEvent| {
+            if let Some(cwd) = prefetch.take() {
+                if self.prefetch_pending.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                    crate::sandbox::prefetch(&cwd, self.sandbox);
+                }
+            }
             let pushed = assembler.push(event);
             if !emit {
                 return;

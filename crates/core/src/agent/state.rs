@@ -169,6 +169,8 @@ pub struct AgentConfig {
     pub sandbox: crate::sandbox::SandboxSettings,
     /// What environment commands get (`tools.env`).
     pub env: crate::tools::EnvSettings,
+    /// When the sandbox's work for the first command starts (the front end's choice).
+    pub sandbox_prefetch: crate::sandbox::PrefetchAt,
 }
 
 impl AgentConfig {
@@ -190,6 +192,7 @@ impl AgentConfig {
             clear_tool_results: None,
             sandbox: crate::sandbox::SandboxSettings::default(),
             env: crate::tools::EnvSettings::default(),
+            sandbox_prefetch: crate::sandbox::PrefetchAt::default(),
         }
     }
 

@@ -456,6 +456,8 @@ pub struct FrontEnd {
     /// switches to it (the CLI, ACP). Otherwise it is only a new session's level (the editor,
     /// which switches by `set_thinking`).
     pub thinking_switches: bool,
+    /// When the sandbox's work for the first command starts ([`crate::sandbox::PrefetchAt`]).
+    pub sandbox_prefetch: crate::sandbox::PrefetchAt,
 }
 
 /// A session opened for a front end: the agent, what the load had to say, and the MCP
@@ -480,6 +482,7 @@ pub fn open_for(front_end: &FrontEnd, settings: &crate::config::Settings, cwd: &
 pub fn prepare_for(front_end: &FrontEnd, settings: &crate::config::Settings, cwd: &Path) -> Result<Prepared, Failure> {
     let mut config = settings.agent_config().map_err(|e| Failure::invalid(format!("invalid tools settings: {e}")))?;
     config.instructions_dir = Some(front_end.instructions_dir.clone());
+    config.sandbox_prefetch = front_end.sandbox_prefetch;
     let mut mcp = settings.mcp.clone();
     if front_end.mcp_user_file.is_some() || !front_end.mcp_servers.is_empty() {
         let mcp = mcp.get_or_insert_with(Default::default);

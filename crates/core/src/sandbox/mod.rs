@@ -348,6 +348,18 @@ pub fn probe_in_background() {
     });
 }
 
+/// When a session starts [`prefetch`]: that work takes the cores from whatever runs beside it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PrefetchAt {
+    /// As the session is made: an editor's session then waits for the user's prompt.
+    #[default]
+    SessionStart,
+    /// When the model's first reply begins to arrive: a session made for a prompt sent at once
+    /// (the CLI), whose first request it would otherwise delay on a small machine while the
+    /// model's own time is left idle.
+    FirstReply,
+}
+
 /// Starts what a session's first command in `project` needs, each on a thread of its own, once
 /// per project and process: the namespaces' probe ([`mount_namespaces`]), the project's index
 /// of folders ([`links::prefetch`]), git's answer for it ([`git::prefetch`], `workspace-write`)
