@@ -242,8 +242,9 @@ const MODEL_FACTS: Type = Type::Record(&[
 const EXTERNAL_AGENT: Type = Type::Record(&[("command", Type::List(&Type::Text)), ("env", Type::Map(&Type::Text))]);
 
 /// Every setting, in the order the help lists them (the members of a table together).
-/// Variables the binary reads outside the settings: its log's filter and file.
-pub const PROCESS_VARS: [&str; 2] = ["HANDOFF_LOG", "HANDOFF_LOG_FILE"];
+/// Variables the binary reads outside the settings: its log's filter and file, and where the
+/// sandbox keeps its answers across processes.
+pub const PROCESS_VARS: [&str; 3] = ["HANDOFF_LOG", "HANDOFF_LOG_FILE", crate::sandbox::kept::DIR_VAR];
 
 /// Every `HANDOFF_*` variable the binary reads: each setting's ([`SETTINGS`]) and
 /// [`PROCESS_VARS`]. Tests start the CLI without them, whatever a developer exported.
