@@ -502,3 +502,24 @@ async fn the_cli_asks_git_only_once_a_reply_begins() {
     assert_eq!(host_asked(&log), 0, "git was asked before any reply began");
     assert!(asked_after(&m, &log, &[("PATH", path.as_str())]).await > 0, "the control never asked git: the count proves nothing");
 }
+
+/// Where the project holds the folder of kept answers (a session in the home folder, whose
+/// `~/.cache` is then the project's), commands see that folder read-only: a command in one
+/// project cannot write the answer another project's next process would trust. The control,
+/// `--sandbox off`, writes there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kept_answers_folder_is_read_only_to_commands_when_the_project_holds_it() {
+    if !enforced("the_kept_answers_folder_is_read_only_to_commands_when_the_project_holds_it") {
+        return;
+    }
+    let m = machine();
+    let kept = m.project.join(".cache/handoff-nvim/sandbox");
+    let env = [("HANDOFF_SANDBOX_CACHE_DIR", kept.to_str().unwrap())];
+    let forged = kept.join("git-forged");
+    let attack = format!("mkdir -p {dir}; echo forged > {file} && echo wrote", dir = kept.display(), file = forged.display());
+    let (results, _) = turn(&m, &[&attack], &[], &env).await;
+    assert!(!forged.exists(), "a command wrote into the kept answers' folder: {results:?}");
+    assert!(kept.is_dir(), "the folder is made, so that it can be bound read-only");
+    let (results, _) = turn(&m, &[&attack], OFF, &env).await;
+    assert!(forged.exists(), "the control could not write there: {results:?}");
+}
