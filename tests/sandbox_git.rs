@@ -11,7 +11,7 @@ mod common;
 
 use std::path::Path;
 
-use common::machine::{enforced, git, machine, marker_script, turn, turn_calls, turn_in, Machine, OFF};
+use common::machine::{enforced, git, machine, marker_script, prompt_command, turn, turn_calls, turn_in, Machine, OFF};
 use serde_json::json;
 
 /// `git status` as the user's editor runs it, then whether `marker` appeared.
@@ -483,21 +483,8 @@ async fn the_cli_asks_git_only_once_a_reply_begins() {
     let path = logging_git(&m, &log);
     let mock = handoff_mock::MockServer::start().await.unwrap();
     mock.push(handoff_mock::MockReply::Status { status: 401, body: r#"{"error":{"message":"bad key"}}"#.into(), retry_after: None });
-    let out = tokio::process::Command::new(common::machine::BIN)
-        .args(["prompt", "--yes", "--new", "--max-retries", "0", "--base-url", &mock.openai_base_url(), "--session-dir"])
-        .arg(m.tmp.join("sessions"))
-        .arg("--cwd")
-        .arg(&m.project)
-        .arg("do it")
-        .current_dir(&m.project)
-        .env_clear()
-        .env("PATH", &path)
-        .env("HOME", &m.home)
-        .env("TMPDIR", &m.tmp)
-        .env("OPENAI_API_KEY", "sk-test")
-        .output()
-        .await
-        .unwrap();
+    let bin = Path::new(common::machine::BIN);
+    let out = prompt_command(bin, &[], &m, &m.project, &mock, &[], &[("PATH", &path)]).output().await.unwrap();
     assert!(!out.status.success(), "the 401 did not fail the prompt: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(host_asked(&log), 0, "git was asked before any reply began");
     assert!(asked_after(&m, &log, &[("PATH", path.as_str())]).await > 0, "the control never asked git: the count proves nothing");

@@ -91,6 +91,44 @@ pub async fn turn_of(bin: &Path, m: &Machine, cwd: &Path, calls: &[(&str, serde_
     turn_through(bin, &[], m, cwd, calls, flags, env).await
 }
 
+/// `bin prompt --yes --new "do it"` in `cwd` (started by `wrapper`, if any) against `mock`,
+/// its sessions in `m.tmp/sessions`, with an environment built from nothing: PATH, HOME,
+/// TMPDIR, a key, then `env`.
+pub fn prompt_command(
+    bin: &Path,
+    wrapper: &[&std::ffi::OsStr],
+    m: &Machine,
+    cwd: &Path,
+    mock: &MockServer,
+    flags: &[&str],
+    env: &[(&str, &str)],
+) -> tokio::process::Command {
+    let mut cmd = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args).arg(bin);
+            cmd
+        }
+        None => tokio::process::Command::new(bin),
+    };
+    cmd.args(["prompt", "--yes", "--new", "--max-retries", "0", "--base-url", &mock.openai_base_url(), "--session-dir"])
+        .arg(m.tmp.join("sessions"))
+        .arg("--cwd")
+        .arg(cwd)
+        .args(flags)
+        .arg("do it")
+        .current_dir(cwd)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &m.home)
+        .env("TMPDIR", &m.tmp)
+        .env("OPENAI_API_KEY", "sk-test");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
 async fn turn_through(
     bin: &Path,
     wrapper: &[&std::ffi::OsStr],
@@ -109,30 +147,7 @@ async fn turn_through(
     mock.push(super::tool_calls_reply(calls));
     mock.push(MockReply::text("done"));
     let sessions = m.tmp.join("sessions");
-    let mut cmd = match wrapper.split_first() {
-        Some((program, args)) => {
-            let mut cmd = tokio::process::Command::new(program);
-            cmd.args(args).arg(bin);
-            cmd
-        }
-        None => tokio::process::Command::new(bin),
-    };
-    cmd.args(["prompt", "--yes", "--new", "--max-retries", "0", "--base-url", &mock.openai_base_url(), "--session-dir"])
-        .arg(&sessions)
-        .arg("--cwd")
-        .arg(cwd)
-        .args(flags)
-        .arg("do it")
-        .current_dir(cwd)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", &m.home)
-        .env("TMPDIR", &m.tmp)
-        .env("OPENAI_API_KEY", "sk-test");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().await.unwrap();
+    let out = prompt_command(bin, wrapper, m, cwd, &mock, flags, env).output().await.unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let file = super::session_files(&sessions).pop().expect("a session file");
     let results = super::entry_lines(&file)

@@ -97,7 +97,8 @@ impl Kept {
         super::kept::name_for("git", project)
     }
 
-    /// The answer an earlier process kept for `project`, when it still holds.
+    /// The answer an earlier process kept for `project`, when it covers what an answer made now
+    /// would start from; whether its inputs still hold is [`layout`]'s usual check.
     fn read(project: &Path) -> Option<Cached> {
         let bytes = super::kept::read(&Self::name(project), Some(project))?;
         let kept: Kept = serde_json::from_slice(&bytes).ok()?;
@@ -106,7 +107,7 @@ impl Kept {
         }
         let inputs = Inputs(kept.inputs.into_iter().collect());
         let covers = search_inputs(project).iter().all(|key| inputs.0.contains_key(key));
-        (covers && inputs.hold()).then(|| Cached { layout: Arc::new(kept.layout), inputs, settled: true })
+        covers.then(|| Cached { layout: Arc::new(kept.layout), inputs, settled: true })
     }
 
     fn write(project: &Path, layout: &GitLayout, inputs: &Inputs) {

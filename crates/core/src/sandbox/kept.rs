@@ -76,7 +76,9 @@ fn read_in(dir: &Path, name: &str, inside: Option<&Path>) -> Option<Vec<u8>> {
 }
 
 /// Keeps `bytes` as `name` (a whole new file renamed over the old one: a reader sees one or
-/// the other), unless the folder is inside `inside`. Failures are only logged.
+/// the other), unless the folder is inside `inside`. Failures are only logged. Not
+/// `session::store::file::replace_private_file`: that one syncs to the disk, which a cache that
+/// is only asked again when lost does not need, on the first command's path.
 pub fn write(name: &str, bytes: &[u8], inside: Option<&Path>) {
     if let Some(dir) = dir() {
         write_in(&dir, name, bytes, inside);

@@ -199,8 +199,8 @@ pub fn mount_namespaces() -> &'static Result<(), String> {
         if system.as_ref().is_some_and(|now| kept::read(&kept_name, None).as_ref() == Some(now)) {
             return Ok(());
         }
-        let keep = |answer: &Result<(), String>| {
-            if let (Ok(()), Some(system)) = (answer, &system) {
+        let keep_yes = || {
+            if let Some(system) = &system {
                 kept::write(&kept_name, system, None);
             }
         };
@@ -224,13 +224,13 @@ pub fn mount_namespaces() -> &'static Result<(), String> {
             if let Err(e) = reaped {
                 tracing::debug!("cannot wait for the sandbox's probe on a thread: {e}");
             }
-            keep(&Ok(()));
+            keep_yes();
             return Ok(());
         }
         let out = child.wait_with_output().map_err(|e| format!("cannot run {}: {e}", helper.source().display()))?;
         if out.status.success() {
             // A helper from before the early yes says it by its status alone.
-            keep(&Ok(()));
+            keep_yes();
             return Ok(());
         }
         let why = String::from_utf8_lossy(&out.stderr);
