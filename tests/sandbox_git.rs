@@ -492,7 +492,8 @@ async fn the_cli_asks_git_only_once_a_reply_begins() {
 
 /// Where the project holds the folder of kept answers (a session in the home folder, whose
 /// `~/.cache` is then the project's), commands see that folder read-only: a command in one
-/// project cannot write the answer another project's next process would trust. The control,
+/// project cannot write the answer another project's next process would trust, neither into
+/// it nor by moving a folder above it away and making a new one by its name. The control,
 /// `--sandbox off`, writes there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kept_answers_folder_is_read_only_to_commands_when_the_project_holds_it() {
@@ -503,10 +504,13 @@ async fn the_kept_answers_folder_is_read_only_to_commands_when_the_project_holds
     let kept = m.project.join(".cache/handoff-nvim/sandbox");
     let env = [("HANDOFF_SANDBOX_CACHE_DIR", kept.to_str().unwrap())];
     let forged = kept.join("git-forged");
-    let attack = format!("mkdir -p {dir}; echo forged > {file} && echo wrote", dir = kept.display(), file = forged.display());
-    let (results, _) = turn(&m, &[&attack], &[], &env).await;
-    assert!(!forged.exists(), "a command wrote into the kept answers' folder: {results:?}");
-    assert!(kept.is_dir(), "the folder is made, so that it can be bound read-only");
-    let (results, _) = turn(&m, &[&attack], OFF, &env).await;
+    let write = format!("mkdir -p {dir}; echo forged > {file} && echo wrote", dir = kept.display(), file = forged.display());
+    let moved = format!("mv {cache} {cache}-moved && {write}", cache = m.project.join(".cache").display());
+    for attack in [&write, &moved] {
+        let (results, _) = turn(&m, &[attack], &[], &env).await;
+        assert!(!forged.exists(), "a command wrote into the kept answers' folder ({attack}): {results:?}");
+        assert!(kept.is_dir(), "the folder is made, so that it can be bound read-only");
+    }
+    let (results, _) = turn(&m, &[&moved], OFF, &env).await;
     assert!(forged.exists(), "the control could not write there: {results:?}");
 }
