@@ -101,6 +101,32 @@ fn write_in(dir: &Path, name: &str, bytes: &[u8], inside: Option<&Path>) {
     if let Err(e) = written {
         tracing::debug!(path = %path.display(), error = %e, "cannot keep the sandbox's answer");
     }
+    prune(dir);
+}
+
+/// The file whose age says when [`prune`] last ran in a folder.
+const PRUNED: &str = ".pruned";
+
+/// Removes the answers no process would use any more (older than [`MAX_AGE`]): there is one
+/// per project ever worked in, so the folder would only grow. Runs at most once per
+/// [`MAX_AGE`] per folder (one `stat` otherwise), as an answer is written.
+fn prune(dir: &Path) {
+    let marker = dir.join(PRUNED);
+    let now = SystemTime::now();
+    let older = |meta: &std::fs::Metadata| meta.modified().ok().and_then(|m| now.duration_since(m).ok()).is_some_and(|age| age >= MAX_AGE);
+    if std::fs::symlink_metadata(&marker).is_ok_and(|m| !older(&m)) {
+        return;
+    }
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_name() != PRUNED && entry.metadata().is_ok_and(|m| m.is_file() && older(&m)) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    if let Err(e) = std::fs::File::create(&marker).and_then(|f| f.set_modified(now)) {
+        tracing::debug!(path = %marker.display(), error = %e, "cannot mark the kept answers pruned");
+    }
 }
 
 #[cfg(test)]
@@ -128,6 +154,26 @@ mod tests {
         let old = SystemTime::now() - MAX_AGE - Duration::from_secs(60);
         std::fs::File::options().write(true).open(dir.join("a")).unwrap().set_modified(old).unwrap();
         assert_eq!(read_in(&dir, "a", None), None);
+    }
+
+    #[test]
+    fn answers_no_process_would_use_are_removed_once_a_day_as_one_is_written() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("sandbox");
+        write_in(&dir, "fresh", b"yes", None);
+        let stale = SystemTime::now() - MAX_AGE - Duration::from_secs(60);
+        let age = |name: &str, when: SystemTime| std::fs::File::options().write(true).open(dir.join(name)).unwrap().set_modified(when).unwrap();
+        std::fs::write(dir.join("git-old"), b"old").unwrap();
+        age("git-old", stale);
+        // Pruned less than a day ago: the old answer stays until the next day's write.
+        write_in(&dir, "another", b"yes", None);
+        assert!(dir.join("git-old").exists());
+        age(PRUNED, stale);
+        write_in(&dir, "another", b"yes", None);
+        assert!(!dir.join("git-old").exists(), "an answer older than a day was left");
+        for kept in ["fresh", "another", PRUNED] {
+            assert!(dir.join(kept).exists(), "{kept} was removed");
+        }
     }
 
     #[test]
